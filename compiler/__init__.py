@@ -1,0 +1,1 @@
+"""mmaflow.compiler: catalogue, layout model, the stage pipeline and the IREE bridge."""

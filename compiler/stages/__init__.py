@@ -1,0 +1,1 @@
+"""One module per pipeline stage; ``mmaflow.compiler.pipeline`` lists them in order."""

@@ -1,0 +1,1 @@
+"""mmaflow.runtime: running compiled modules (IREE drivers, the CPU lane executor) and measuring them."""
