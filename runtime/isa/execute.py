@@ -1,0 +1,130 @@
+"""Execute one matrix instruction on per-lane registers held as numpy arrays.
+
+Registers have shape ``(..., wave, slots)``: any leading axes are independent waves executed at
+once (the lane executor runs every wave of every workgroup in lockstep).
+
+Numerics (what the ISA guides specify, modelled conservatively):
+- floating-point inputs are widened exactly (f16, bf16 and fp8 are exact in float64); products
+  and the sum over K plus C are formed in float64 and rounded once to the result type
+  (f32, f16 or bf16, round-to-nearest-even);
+- 8-bit integer inputs are sign- or zero-extended per the instruction's signedness, the dot
+  product plus C is formed exactly and wrapped to 32 bits (two's complement), as the hardware's
+  32-bit integer accumulators do;
+- lanes that the instruction reads as replicas (RDNA3 A/B) must hold identical data: the
+  hardware reads one copy, so a disagreement means the program is wrong, and is reported;
+- result slots the instruction does not write (the unused OPSEL half) keep C's value.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+
+from .tables import INSTRUCTIONS, IsaInstruction
+
+
+class IsaError(Exception):
+    pass
+
+
+_NP_TYPES = {
+    "f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "i32": np.dtype(np.int32),
+    "bf16": np.dtype(ml_dtypes.bfloat16), "i8": np.dtype(np.int8),
+    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn), "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+}
+# Which register dtypes an instruction accepts for A/B (CDNA fp8 depends on the architecture).
+_ACCEPTS = {
+    "fp8": {"f8E4M3FNUZ", "f8E4M3FN"},
+    "bf8": {"f8E5M2FNUZ", "f8E5M2"},
+}
+
+
+def np_dtype(name: str) -> np.dtype:
+    return _NP_TYPES[name]
+
+
+class _Placement:
+    """Index arrays for one operand: which (lane, slot) feeds which (row, col)."""
+
+    def __init__(self, place, wave: int, slots: int):
+        lanes, sl, rows, cols = [], [], [], []
+        for lane in range(wave):
+            for s in range(slots):
+                rc = place(lane, s)
+                if rc is not None:
+                    lanes.append(lane)
+                    sl.append(s)
+                    rows.append(rc[0])
+                    cols.append(rc[1])
+        self.lanes, self.slots = np.array(lanes), np.array(sl)
+        self.rows, self.cols = np.array(rows), np.array(cols)
+
+
+_PLACEMENTS: dict[tuple[str, str], _Placement] = {}
+
+
+def placement(instr: IsaInstruction, operand: str) -> _Placement:
+    key = (instr.key, operand)
+    if key not in _PLACEMENTS:
+        place, slots = {"A": (instr.a_place, instr.a_slots), "B": (instr.b_place, instr.b_slots),
+                        "C": (instr.c_place, instr.c_slots)}[operand]
+        _PLACEMENTS[key] = _Placement(place, instr.wave, slots)
+    return _PLACEMENTS[key]
+
+
+def _check_dtype(instr: IsaInstruction, operand: str, regs: np.ndarray, expected: str):
+    allowed = _ACCEPTS.get(expected, {expected})
+    names = {n for n, d in _NP_TYPES.items() if d == regs.dtype}
+    if operand in "AB" and expected == "i8" and regs.dtype == np.uint8:
+        return
+    if not names & allowed:
+        raise IsaError(f"{instr.key}: operand {operand} registers are {regs.dtype}, "
+                       f"expected {' or '.join(sorted(allowed))}")
+
+
+def _gather(instr: IsaInstruction, operand: str, regs: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    p = placement(instr, operand)
+    slots = {"A": instr.a_slots, "B": instr.b_slots, "C": instr.c_slots}[operand]
+    if regs.shape[-2:] != (instr.wave, slots):
+        raise IsaError(f"{instr.key}: operand {operand} registers have shape {regs.shape[-2:]}, "
+                       f"expected (wave={instr.wave}, slots={slots})")
+    vals = regs[..., p.lanes, p.slots]
+    out = np.zeros(regs.shape[:-2] + shape, dtype=vals.dtype)
+    out[..., p.rows, p.cols] = vals
+    # Replicas (several lanes feeding one element) must agree.
+    if len(p.rows) > shape[0] * shape[1]:
+        back = out[..., p.rows, p.cols]
+        same = (back == vals) | (np.isnan(back) & np.isnan(vals)) if vals.dtype.kind == "f" else back == vals
+        if not np.all(same):
+            bad = np.argwhere(~same.reshape(-1, len(p.rows)))[0][1]
+            raise IsaError(f"{instr.key}: operand {operand} lane {p.lanes[bad]} slot {p.slots[bad]} "
+                           f"disagrees with another lane holding the same element "
+                           f"({p.rows[bad]}, {p.cols[bad]}); replicated lanes must hold equal data")
+    return out
+
+
+def execute(key: str, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray, *,
+            unsigned_a: bool = False, unsigned_b: bool = False) -> np.ndarray:
+    """D = A x B + C for instruction ``key``; returns D registers shaped like ``c_regs``."""
+    try:
+        instr = INSTRUCTIONS[key]
+    except KeyError:
+        raise IsaError(f"the ISA model has no instruction {key!r}") from None
+    _check_dtype(instr, "A", a_regs, instr.a_type)
+    _check_dtype(instr, "B", b_regs, instr.a_type)
+    _check_dtype(instr, "C", c_regs, instr.c_type)
+    a = _gather(instr, "A", a_regs, (instr.m, instr.k))
+    b = _gather(instr, "B", b_regs, (instr.k, instr.n))
+    c = _gather(instr, "C", c_regs, (instr.m, instr.n))
+    if instr.c_type == "i32":
+        a64 = (a.view(np.uint8) if unsigned_a else a.view(np.int8)).astype(np.int64)
+        b64 = (b.view(np.uint8) if unsigned_b else b.view(np.int8)).astype(np.int64)
+        d = a64 @ b64 + c.astype(np.int64)
+        d = ((d + 2**31) % 2**32 - 2**31).astype(np.int32)
+    else:
+        d = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(c_regs.dtype)
+    p = placement(instr, "C")
+    out = c_regs.copy()
+    out[..., p.lanes, p.slots] = d[..., p.rows, p.cols]
+    return out

@@ -1,0 +1,210 @@
+"""Operand placement of each matrix instruction, written from the ISA documents.
+
+This is mmaflow's second, independent encoding of the hardware. It deliberately does not use
+the compiler's batch-lane-vector model (``mmaflow.compiler.layout``): each function below is a
+transcription of a vendor table in its own terms (VGPR number, 16-bit half, byte, lane group,
+PTX groupID/threadID_in_group). Tests pack registers with the compiler's layouts and execute them
+here; if either side is wrong, the product is wrong.
+
+Each placement function maps (lane, slot) -> (row, col) of the operand matrix, or None when that
+slot of the lane's vector carries nothing the instruction reads or writes. ``slot`` indexes the
+per-lane vector value exactly as the MLIR op (amdgpu.wmma / amdgpu.mfma / nvgpu.mma.sync) passes
+it, flattened row-major (vector<4x2xf16> slot = 2*register + half).
+
+Documents:
+  [R3]  AMD RDNA3 ISA Reference Guide, 7.9 "Wave Matrix Multiply Accumulate"; GPUOpen "How to
+        accelerate AI applications on RDNA 3 using WMMA" (2023).
+  [R4]  AMD RDNA4 ISA Reference Guide, WMMA VGPR layouts; GPUOpen "Using the Matrix Cores of AMD
+        RDNA 4 architecture GPUs" (2025).
+  [C3]  AMD CDNA3/CDNA4 ISA Reference Guides, 7.1 "Dependent ... MFMA" register layouts; ROCm
+        blog "Matrix Core Programming on AMD GPUs" (2025).
+  [PTX] NVIDIA PTX ISA, 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16" and .m16n8k32.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+Place = Callable[[int, int], Optional[tuple]]
+
+
+@dataclass(frozen=True)
+class IsaInstruction:
+    key: str
+    m: int
+    n: int
+    k: int
+    wave: int
+    a_type: str  # "f16" "bf16" "i8" "f8E4M3FNUZ" "f8E5M2FNUZ" "f8E4M3FN" "f8E5M2"
+    c_type: str  # "f32" "f16" "bf16" "i32"
+    a_slots: int
+    b_slots: int
+    c_slots: int
+    a_place: Place
+    b_place: Place
+    c_place: Place
+
+
+# ------------------------------------------------------------------------------------------
+# RDNA3 WMMA [R3]. A: "each lane holds one row of A (16 K values), packed two 16-bit values or
+# four 8-bit values per VGPR, lanes 16-31 must hold the same values as lanes 0-15". B: one column
+# of B per lane. C/D (wave32): VGPR r of lane l is D[2r + l/16][l%16]; wave64: D[4r + l/16][l%16].
+# 16-bit C/D sit in the low half of each VGPR (OPSEL = 0): vector slot 2r is VGPR r.
+
+def _r3_a(lane, slot):
+    return (lane % 16, slot)  # VGPR slot//per_reg, sub-word slot%per_reg => K = slot
+
+
+def _r3_b(lane, slot):
+    return (slot, lane % 16)
+
+
+def _r3_c(wave, half_regs):
+    rows_per_reg = wave // 16  # lanes 0-15, 16-31 (, 32-47, 48-63) take consecutive rows
+
+    def place(lane, slot):
+        if half_regs:
+            if slot % 2:  # high half of the VGPR: not written with OPSEL = 0
+                return None
+            slot //= 2
+        return (rows_per_reg * slot + lane // 16, lane % 16)
+    return place
+
+
+# ------------------------------------------------------------------------------------------
+# RDNA4 WMMA [R4]. No replication. A, 16-bit: VGPR g (0-3) of lanes 0-15 holds K = 2g, 2g+1 for
+# g in {0,1} and K = 8+2(g-2), 9+2(g-2) for g in {2,3}; lanes 16-31 hold the same pattern shifted
+# by 4 (K = 4..7 and 12..15). A, 8-bit: VGPR g (0-1) lanes 0-15 hold K = 8g..8g+3, lanes 16-31
+# K = 8g+4..8g+7. B mirrors A with N for M. C/D: VGPR g of lane l is D[g + 8*(l/16)][l%16];
+# 16-bit C/D are packed two per VGPR in row order.
+
+def _r4_k(lane, slot, bits):
+    if bits == 16:
+        g, h = divmod(slot, 2)
+        return 8 * (g // 2) + 4 * (lane // 16) + 2 * (g % 2) + h
+    g, byte = divmod(slot, 4)
+    return 8 * g + 4 * (lane // 16) + byte
+
+
+def _r4_a(bits):
+    return lambda lane, slot: (lane % 16, _r4_k(lane, slot, bits))
+
+
+def _r4_b(bits):
+    return lambda lane, slot: (_r4_k(lane, slot, bits), lane % 16)
+
+
+def _r4_c(lane, slot):
+    return (slot + 8 * (lane // 16), lane % 16)
+
+
+# ------------------------------------------------------------------------------------------
+# CDNA3/CDNA4 MFMA [C3], wave64. For an M x N x K instruction with B = 64/M lane blocks along K,
+# lane l supplies A[l % M][kpl*(l / M) + i] (i < kpl = K/B) and B[kpl*(l / N) + i][l % N].
+# D of 16x16: AccVGPR j of lane l is D[4*(l/16) + j][l % 16]. D of 32x32: 16 AccVGPRs in four
+# groups of four; AccVGPR 4*g + j of lane l is D[8*g + 4*(l/32) + j][l % 32].
+
+def _mfma_a(m, kpl):
+    return lambda lane, slot: (lane % m, kpl * (lane // m) + slot)
+
+
+def _mfma_b(n, kpl):
+    return lambda lane, slot: (kpl * (lane // n) + slot, lane % n)
+
+
+def _mfma_c(m):
+    if m == 16:
+        return lambda lane, slot: (4 * (lane // 16) + slot, lane % 16)
+    return lambda lane, slot: (8 * (slot // 4) + 4 * (lane // 32) + slot % 4, lane % 32)
+
+
+# ------------------------------------------------------------------------------------------
+# PTX mma.m16n8k16 / m16n8k32 [PTX]. groupID = laneid >> 2, threadID_in_group = laneid % 4.
+# m16n8k16 .f16/.bf16 A (a0..a7):  row = groupID + 8 for a2,a3,a6,a7 else groupID;
+#                                  col = threadID_in_group*2 + (i & 1) + 8 for i >= 4.
+# m16n8k16 B (b0..b3):             row = threadID_in_group*2 + (i & 1) + 8 for i >= 2; col = groupID.
+# m16n8k32 .s8 A (a0..a15):        row = groupID + 8 for a4..a7, a12..a15 else groupID;
+#                                  col = threadID_in_group*4 + (i & 3) + 16 for i >= 8.
+# m16n8k32 B (b0..b7):             row = threadID_in_group*4 + (i & 3) + 16 for i >= 4; col = groupID.
+# C/D (c0..c3):                    row = groupID + 8 for i >= 2; col = threadID_in_group*2 + (i & 1).
+
+def _ptx_a16(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (g + (8 if i in (2, 3, 6, 7) else 0), t * 2 + (i & 1) + (8 if i >= 4 else 0))
+
+
+def _ptx_b16(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (t * 2 + (i & 1) + (8 if i >= 2 else 0), g)
+
+
+def _ptx_a32(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (g + (8 if (4 <= i < 8 or i >= 12) else 0), t * 4 + (i & 3) + (16 if i >= 8 else 0))
+
+
+def _ptx_b32(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (t * 4 + (i & 3) + (16 if i >= 4 else 0), g)
+
+
+def _ptx_c(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (g + (8 if i >= 2 else 0), t * 2 + (i & 1))
+
+
+# ------------------------------------------------------------------------------------------
+
+def _build() -> dict[str, IsaInstruction]:
+    out: list[IsaInstruction] = []
+    for wave in (32, 64):
+        c_slots = 8 if wave == 32 else 4
+        for mn, a_t, c_t in (("v_wmma_f32_16x16x16_f16", "f16", "f32"),
+                             ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
+                             ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
+                             ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
+                             ("v_wmma_i32_16x16x16_iu8", "i8", "i32")):
+            half = c_t in ("f16", "bf16")
+            out.append(IsaInstruction(f"rdna3.{mn}.w{wave}", 16, 16, 16, wave, a_t, c_t, 16, 16,
+                                      c_slots * (2 if half else 1), _r3_a, _r3_b, _r3_c(wave, half)))
+    for mn, a_t, c_t in (("v_wmma_f32_16x16x16_f16", "f16", "f32"),
+                         ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
+                         ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
+                         ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
+                         ("v_wmma_f32_16x16x16_fp8_fp8", "f8E4M3FN", "f32"),
+                         ("v_wmma_f32_16x16x16_bf8_bf8", "f8E5M2", "f32"),
+                         ("v_wmma_i32_16x16x16_iu8", "i8", "i32")):
+        bits = 16 if a_t in ("f16", "bf16") else 8
+        out.append(IsaInstruction(f"rdna4.{mn}", 16, 16, 16, 32, a_t, c_t, 8, 8, 8,
+                                  _r4_a(bits), _r4_b(bits), _r4_c))
+    for mn, m, k, a_t, c_t in (("v_mfma_f32_16x16x16_f16", 16, 16, "f16", "f32"),
+                               ("v_mfma_f32_32x32x8_f16", 32, 8, "f16", "f32"),
+                               ("v_mfma_f32_16x16x16_bf16", 16, 16, "bf16", "f32"),
+                               ("v_mfma_f32_32x32x8_bf16", 32, 8, "bf16", "f32"),
+                               ("v_mfma_i32_16x16x32_i8", 16, 32, "i8", "i32"),
+                               ("v_mfma_i32_32x32x16_i8", 32, 16, "i8", "i32"),
+                               ("v_mfma_f32_16x16x32_fp8_fp8", 16, 32, "fp8", "f32"),
+                               ("v_mfma_f32_16x16x32_bf8_bf8", 16, 32, "bf8", "f32"),
+                               ("v_mfma_f32_32x32x16_fp8_fp8", 32, 16, "fp8", "f32"),
+                               ("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, "bf8", "f32"),
+                               ("v_mfma_f32_16x16x32_f16", 16, 32, "f16", "f32"),
+                               ("v_mfma_f32_32x32x16_f16", 32, 16, "f16", "f32"),
+                               ("v_mfma_f32_16x16x32_bf16", 16, 32, "bf16", "f32"),
+                               ("v_mfma_f32_32x32x16_bf16", 32, 16, "bf16", "f32")):
+        kpl = k * m // 64
+        # fp8/bf8 MFMA read FNUZ encodings on gfx942 and OCP encodings on gfx950: the element
+        # type is a property of the architecture, given by the caller at execution time.
+        out.append(IsaInstruction(f"cdna.{mn}", m, m, k, 64, a_t, c_t, kpl, kpl,
+                                  4 if m == 16 else 16, _mfma_a(m, kpl), _mfma_b(m, kpl), _mfma_c(m)))
+    for mn, k, a_t, c_t in (("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, "f16", "f32"),
+                            ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, "bf16", "f32"),
+                            ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 16, "f16", "f16"),
+                            ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", 32, "i8", "i32")):
+        a, b = (_ptx_a16, _ptx_b16) if k == 16 else (_ptx_a32, _ptx_b32)
+        out.append(IsaInstruction(f"ptx.{mn}", 16, 8, k, 32, a_t, c_t, 8 if k == 16 else 16,
+                                  4 if k == 16 else 8, 4, a, b, _ptx_c))
+    return {i.key: i for i in out}
+
+
+INSTRUCTIONS: dict[str, IsaInstruction] = _build()
