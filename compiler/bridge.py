@@ -1,0 +1,184 @@
+"""The IREE bridge: compile a whole module with mmaflow's codegen on its matmul dispatches.
+
+In-process, through IREE's compiler API (``iree.compiler.api``, phases set through ctypes):
+
+    front   invocation 1: parse, run to the end of the executable-sources phase
+    codegen every hal.executable goes through ``pipeline.codegen_executable_text`` -- the very
+            function the `mmaflow-codegen` hook tool runs inside iree-compile -- as text, the
+            way IREE hands executables to the tool, so both routes produce the same executable
+    lower   invocation 2: resume from executable-sources, produce the .vmfb, dump the ISA
+    verify  every dispatch we took must be ours in the ISA (``verify.check_isa``)
+
+We enter at executable-sources (not executable-configurations) because that is where the
+preprocess hook sees executables: one input form for both routes. IREE keeps a function's own
+translation_info during configuration, so our no_pipeline handback survives to lowering.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.api import ctypes_dl as api
+
+from .errors import InputError, ToolchainError
+from .isa import IsaReport, parse_ptx, parse_rocmasm
+from .mlir import new_context, ops_named, parse_module, print_op, str_attr
+from .pipeline import CodegenOptions, ExecutableResult, codegen_executable_text
+from .stages.configure import read_config
+from .stages.select import selected_func
+from .targets import Target, get_target
+from .verify import check_isa
+
+_DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
+_SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
+
+
+class _Invocation:
+    """An IREE invocation whose diagnostics are collected instead of printed."""
+
+    def __init__(self, session: api.Session):
+        self.inv = session.invocation()
+        self.diagnostics: list[str] = []
+        lib = api._dylib
+        lib.ireeCompilerInvocationEnableCallbackDiagnostics.argtypes = [ctypes.c_void_p, ctypes.c_int, _DIAG_CB, ctypes.c_void_p]
+        lib.ireeCompilerInvocationSetCompileToPhase.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.ireeCompilerInvocationSetCompileFromPhase.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+        def on_diag(severity, message, size, _):
+            self.diagnostics.append(f"{_SEVERITY.get(severity, '?')}: {message[:size].decode(errors='replace')}")
+        self._cb = _DIAG_CB(on_diag)  # keep alive
+        lib.ireeCompilerInvocationEnableCallbackDiagnostics(self.inv._inv_p, 0, self._cb, None)
+
+    def phases(self, *, to: str | None = None, start: str | None = None) -> None:
+        lib = api._dylib
+        if to:
+            lib.ireeCompilerInvocationSetCompileToPhase(self.inv._inv_p, to.encode())
+        if start:
+            lib.ireeCompilerInvocationSetCompileFromPhase(self.inv._inv_p, start.encode())
+
+    def fail(self, what: str) -> ToolchainError:
+        errors = [d for d in self.diagnostics if d.startswith("error")] or self.diagnostics
+        return ToolchainError(f"IREE failed to {what}:\n  " + "\n  ".join(errors[:10] or ["(no diagnostics)"]))
+
+
+@dataclass
+class CompileResult:
+    vmfb: bytes
+    executables: list[ExecutableResult]
+    reports: dict[str, IsaReport] = field(default_factory=dict)
+    isa_text: dict[str, str] = field(default_factory=dict)
+    front_text: str = ""
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def taken(self) -> list[ExecutableResult]:
+        return [e for e in self.executables if e.taken]
+
+
+def iree_flags(target: Target, dump_dir: Path) -> list[str]:
+    return target.iree_flags() + [f"--iree-hal-dump-executable-files-to={dump_dir}"]
+
+
+def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
+                   source_name: str = "input.mlir", dump_dir: Path | None = None,
+                   extra_flags: list[str] | None = None, require_matmul: bool = True,
+                   verify: bool = True) -> CompileResult:
+    """Compile ``source`` for ``target_name`` with mmaflow's codegen on its matmul dispatches."""
+    target = get_target(target_name)
+    options = options or CodegenOptions()
+    options = CodegenOptions(target=target.name, overrides=options.overrides,
+                             dump_after=options.dump_after, dump_dir=options.dump_dir)
+    parse_module(source, new_context(), source=source_name)  # clear errors for malformed input
+    tmp = None
+    if dump_dir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="mmaflow-"))
+        isa_dir = tmp
+    else:
+        isa_dir = dump_dir / "iree"
+    try:
+        return _compile(source, target, options, source_name, isa_dir, extra_flags or [],
+                        require_matmul, verify)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify) -> CompileResult:
+    session = api.Session()
+    session.set_flags(*(iree_flags(target, isa_dir) + extra_flags))
+    # -- front
+    front = _Invocation(session)
+    src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
+    if not front.inv.parse_source(src):
+        raise InputError(f"IREE could not parse {source_name}:\n  " + "\n  ".join(front.diagnostics[:5]))
+    front.phases(to="executable-sources")
+    if not front.inv.execute():
+        raise front.fail(f"compile {source_name} to executable-sources")
+    module = front.inv.export_module()
+    result = CompileResult(b"", [])
+    if options.dump_after == "front":
+        result.front_text = print_op(module)
+    # -- codegen, one executable at a time, through the hook tool's function
+    for exe in ops_named(module, "hal.executable"):
+        name = str_attr(exe, "sym_name")
+        res = codegen_executable_text(print_op(exe, debug_info=True), options, source=name)
+        result.executables.append(res)
+        result.log += res.log
+        new = parse_module(res.text, session.context, source=name)
+        (new_exe,) = ops_named(new.operation, "hal.executable")
+        ir.InsertionPoint(exe).insert(new_exe.detach_from_parent())
+        exe.erase()
+    if require_matmul and not result.taken:
+        reasons = "; ".join(f"{e.name}: {line.split(': ', 2)[-1]}" for e in result.executables for line in e.log[:1])
+        raise InputError(f"no matmul-like contraction that mmaflow compiles in {source_name} ({reasons})",
+                         hint="mmaflow compiles linalg.matmul / batch_matmul (or equivalent linalg.generic) dispatches")
+    # -- lower
+    back = _Invocation(session)
+    back.inv.import_module(module)
+    back.phases(start="executable-sources")
+    if not back.inv.execute():
+        raise back.fail("lower the module to a .vmfb")
+    out = api.Output.open_membuffer()
+    back.inv.output_vm_bytecode(out)
+    result.vmfb = bytes(out.map_memory())
+    # -- verify
+    for exe in result.taken:
+        text, report = read_isa(isa_dir, exe, target)
+        result.isa_text[exe.name] = text
+        result.reports[exe.name] = report
+        if verify:
+            cfg = _config_of(exe)
+            intr = target.intrinsic(cfg.intrinsic)
+            check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1)
+            if intr.mnemonic not in text:
+                from .errors import VerificationError
+                raise VerificationError(f"{exe.name}: {intr.mnemonic} is not in the ISA")
+    return result
+
+
+def _config_of(exe: ExecutableResult):
+    module = parse_module(exe.text, new_context(), source=exe.name)
+    return read_config(selected_func(module))
+
+
+def isa_path(isa_dir: Path, exe_name: str, target: Target) -> Path:
+    suffix = "rocmasm" if target.is_amd else "ptx"
+    variant = "rocm_hsaco_fb" if target.is_amd else "cuda_nvptx_fb"
+    hits = sorted(isa_dir.glob(f"*_{exe_name}_{variant}.{suffix}"))
+    if len(hits) != 1:
+        raise ToolchainError(f"expected one .{suffix} dump for {exe_name} in {isa_dir}, found {len(hits)}")
+    return hits[0]
+
+
+def read_isa(isa_dir: Path, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
+    path = isa_path(isa_dir, exe.name, target)
+    text = path.read_text()
+    cfg = _config_of(exe)
+    if target.is_amd:
+        return text, parse_rocmasm(text, exe.name, target, cfg.wave_size)
+    return text, parse_ptx(text, exe.name, target)

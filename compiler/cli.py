@@ -1,0 +1,309 @@
+"""The `mmaflow` command line.
+
+    mmaflow compile IN.mlir --target T -o OUT.vmfb [--dump-dir D] [--dump-after STAGE] [--config K=V]
+    mmaflow flags --target T [--config K=V]        flags that make stock iree-compile use mmaflow
+    mmaflow layout TARGET [--intrinsic N] [--operand A|B|C] [--json]
+    mmaflow opt IN.mlir [--from S] [--to S] [--target T]   run pipeline stages on hal.executable IR
+    mmaflow report IN.mlir --target T [--json] [--baseline iree]
+    mmaflow run IN.mlir --target T [--device auto|hip|cuda|sim|local-task]
+    mmaflow bench --target T [--sizes ...] [--device ...]
+
+Every error is one line (what and where) and a non-zero exit; --debug shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from .errors import InputError, MmaflowError
+
+
+def _read_input(path: str) -> str:
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"input file not found: {path}")
+    if p.is_dir():
+        raise InputError(f"input is a directory, not an MLIR file: {path}")
+    try:
+        return p.read_text()
+    except UnicodeDecodeError:
+        raise InputError(f"input is not a text MLIR file: {path}") from None
+
+
+def _options(args, target: str | None = None):
+    from .config import parse_overrides
+    from .pipeline import CodegenOptions
+    return CodegenOptions(target=target, overrides=parse_overrides(args.config or []),
+                          dump_after=getattr(args, "dump_after", None),
+                          dump_dir=Path(args.dump_dir) if getattr(args, "dump_dir", None) else None)
+
+
+def _check_dump_after(value: str | None) -> None:
+    from .pipeline import DUMP_POINTS
+    if value is not None and value not in DUMP_POINTS + ["all"]:
+        raise InputError(f"unknown stage {value!r} for --dump-after; stages: {', '.join(DUMP_POINTS)}, all")
+
+
+# ---------------------------------------------------------------------------------------------
+def cmd_compile(args) -> int:
+    from .bridge import compile_module
+    from .targets import get_target
+    get_target(args.target)
+    _check_dump_after(args.dump_after)
+    source = _read_input(args.input)
+    dump_dir = Path(args.dump_dir) if args.dump_dir else None
+    options = _options(args, args.target)
+    result = compile_module(source, args.target, options=options, source_name=args.input,
+                            dump_dir=dump_dir, extra_flags=args.iree_flag or [])
+    for line in result.log:
+        print(line, file=sys.stderr)
+    if args.output:
+        Path(args.output).write_bytes(result.vmfb)
+    _emit_dumps(args, result)
+    for name, rep in result.reports.items():
+        spills = f"{rep.vgpr_spills} spills" if rep.vgpr_spills is not None else "registers: see ptxas"
+        print(f"mmaflow: verified {name}: {rep.counts.get('matrix', 0)} matrix instructions, "
+              f"{rep.counts.get('global_load_b128', 0)} 128-bit global loads, {spills}", file=sys.stderr)
+    return 0
+
+
+def _emit_dumps(args, result) -> None:
+    stage = args.dump_after
+    if stage is None:
+        return
+    chunks = []
+    if stage in ("front", "all") and result.front_text:
+        chunks.append(result.front_text)
+    for exe in result.taken:
+        for name, text in exe.run.dumps.items():
+            if stage in (name, "all"):
+                chunks.append(f"// mmaflow: {exe.name} after {name}\n{text}")
+    if stage in ("isa", "all"):
+        for name, text in result.isa_text.items():
+            chunks.append(f"// mmaflow: {name} ISA\n{text}")
+    out = "\n// -----\n".join(chunks)
+    if args.dump_dir:
+        Path(args.dump_dir).mkdir(parents=True, exist_ok=True)
+        (Path(args.dump_dir) / f"after-{stage}.mlir").write_text(out)
+    print(out)
+
+
+def cmd_flags(args) -> int:
+    from .config import parse_overrides
+    from .targets import get_target
+    target = get_target(args.target)
+    overrides = parse_overrides(args.config or [])
+    tool = ["mmaflow-codegen"]
+    if target.retarget_variant:
+        tool.append(f"--target={target.name}")
+    for item in args.config or []:
+        tool.append(f"--config={item}")
+    if shutil.which("mmaflow-codegen") is None:
+        raise InputError("mmaflow-codegen is not on PATH; iree-compile looks the tool up by name",
+                         hint="activate the environment mmaflow is installed in")
+    del overrides
+    flags = target.iree_flags()
+    hook = "--iree-hal-preprocess-executables-with=" + " ".join(tool)
+    if len(tool) == 1:
+        print(" ".join(flags + [hook]))
+        return 0
+    # The tool needs arguments: a command substitution would split them, so hand IREE a
+    # response file (iree-compile expands @FILE) holding the quoted flag.
+    rsp = Path(args.rsp) if args.rsp else _rsp_path(hook)
+    rsp.parent.mkdir(parents=True, exist_ok=True)
+    rsp.write_text(shlex.quote(hook) + "\n")
+    print(" ".join(flags + [f"@{rsp}"]))
+    return 0
+
+
+def _rsp_path(hook: str) -> Path:
+    import hashlib
+    import os
+    base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mmaflow" / "flags"
+    return base / (hashlib.sha256(hook.encode()).hexdigest()[:16] + ".rsp")
+
+
+def cmd_layout(args) -> int:
+    from .errors import UnsupportedError
+    from .intrinsics import TYPE_BITS
+    from .targets import get_target
+    target = get_target(args.target)
+    if not args.intrinsic:
+        if args.operand:
+            raise UnsupportedError("--operand needs --intrinsic")
+        items = target.intrinsics()
+        if args.json:
+            print(json.dumps({"target": target.name, "intrinsics": [
+                {"name": i.name, "m": i.m, "n": i.n, "k": i.k, "a": i.a_type, "b": i.b_type, "c": i.c_type,
+                 "wave_size": i.wave_size, "op": i.op, "isa": i.mnemonic} for i in items]}, indent=1))
+        else:
+            print(f"{target.name}: {target.description}")
+            for i in items:
+                print("  " + i.describe())
+        return 0
+    intr = target.intrinsic(args.intrinsic)
+    operands = [args.operand] if args.operand else ["A", "B", "C"]
+    for op in operands:
+        if op not in ("A", "B", "C"):
+            raise UnsupportedError(f"unknown operand {op!r}; valid choices: A, B, C")
+    if args.json:
+        out = []
+        for op in operands:
+            lay = intr.operand(op)
+            out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows,
+                        "cols": lay.cols, "lanes": intr.wave_size, "elements": lay.to_elements()})
+        print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
+        return 0
+    print(intr.describe())
+    for op in operands:
+        lay = intr.operand(op)
+        print()
+        print(lay.describe())
+        print(lay.vgpr_view(TYPE_BITS[intr.element_type(op)], max_lanes=args.lanes))
+    return 0
+
+
+def cmd_opt(args) -> int:
+    from .mlir import new_context, ops_named, parse_module, print_op, str_attr
+    from .pipeline import STAGE_NAMES, codegen_executable, stages_from
+    for s in (args.from_stage, args.to_stage):
+        if s is not None and s not in STAGE_NAMES:
+            raise InputError(f"unknown stage {s!r}; stages: {', '.join(STAGE_NAMES)}")
+    text = _read_input(args.input)
+    chunks = text.split("\n// -----\n") if args.split_input_file else [text]
+    outs = []
+    for i, chunk in enumerate(chunks):
+        ctx = new_context()
+        try:
+            module = parse_module(chunk, ctx, source=args.input)
+            exes = ops_named(module.operation, "hal.executable")
+            if len(exes) != 1:
+                raise InputError(f"expected one hal.executable, found {len(exes)}", location=args.input)
+            res = codegen_executable(module, str_attr(exes[0], "sym_name"), _options(args, args.target),
+                                     stages_from(args.from_stage, args.to_stage))
+            for line in res.log:
+                print(line, file=sys.stderr)
+            outs.append(print_op(module))
+        except MmaflowError as e:
+            if not args.split_input_file:
+                raise
+            print(f"mmaflow: error: {e}", file=sys.stderr)
+            outs.append(f"// error: {e}")
+    print("\n// -----\n".join(outs))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from .report import report_command
+    return report_command(args, _read_input(args.input), _options(args, args.target))
+
+
+def cmd_run(args) -> int:
+    from mmaflow.runtime.cli import run_command
+    return run_command(args, _read_input(args.input), _options(args, args.target))
+
+
+def cmd_bench(args) -> int:
+    from mmaflow.runtime.bench import bench_command
+    return bench_command(args)
+
+
+# ---------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.")
+    p.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def config_arg(sp):
+        sp.add_argument("--config", action="append", metavar="KEY=VALUE",
+                        help="override the heuristic (intrinsic, wave_size, tile=MxNxK, waves=MxN, lds_pad, ...)")
+
+    c = sub.add_parser("compile", help="compile a module to a .vmfb with mmaflow's matmul codegen")
+    c.add_argument("input")
+    c.add_argument("--target", required=True)
+    c.add_argument("-o", "--output")
+    c.add_argument("--dump-dir")
+    c.add_argument("--dump-after", metavar="STAGE")
+    c.add_argument("--iree-flag", action="append", metavar="FLAG", help="extra iree-compile flag")
+    config_arg(c)
+    c.set_defaults(fn=cmd_compile)
+
+    f = sub.add_parser("flags", help="print the iree-compile flags that plug mmaflow in")
+    f.add_argument("--target", required=True)
+    f.add_argument("--rsp", help="where to write the response file when one is needed")
+    config_arg(f)
+    f.set_defaults(fn=cmd_flags)
+
+    lay = sub.add_parser("layout", help="show the batch-lane-vector layout of a matrix instruction")
+    lay.add_argument("target")
+    lay.add_argument("--intrinsic")
+    lay.add_argument("--operand")
+    lay.add_argument("--json", action="store_true")
+    lay.add_argument("--lanes", type=int, help="show only the first N lanes in the VGPR view")
+    lay.set_defaults(fn=cmd_layout)
+
+    o = sub.add_parser("opt", help="run pipeline stages on hal.executable IR (one stage's input -> output)")
+    o.add_argument("input")
+    o.add_argument("--target")
+    o.add_argument("--from", dest="from_stage")
+    o.add_argument("--to", dest="to_stage")
+    o.add_argument("--split-input-file", action="store_true")
+    config_arg(o)
+    o.set_defaults(fn=cmd_opt)
+
+    r = sub.add_parser("report", help="register, LDS and instruction report of the compiled kernels")
+    r.add_argument("input")
+    r.add_argument("--target", required=True)
+    r.add_argument("--json", action="store_true")
+    r.add_argument("--baseline", choices=["iree"], help="also report IREE's own pipeline on the same input")
+    config_arg(r)
+    r.set_defaults(fn=cmd_report)
+
+    ru = sub.add_parser("run", help="compile, run on a device or the lane executor, check against numpy")
+    ru.add_argument("input")
+    ru.add_argument("--target", required=True)
+    ru.add_argument("--device", default="auto", choices=["auto", "hip", "cuda", "sim", "local-task"])
+    ru.add_argument("--seed", type=int, default=0)
+    ru.add_argument("--json", action="store_true")
+    config_arg(ru)
+    ru.set_defaults(fn=cmd_run)
+
+    b = sub.add_parser("bench", help="time mmaflow vs IREE's default pipeline (and torch) on a device")
+    b.add_argument("--target", required=True)
+    b.add_argument("--sizes", default="1024,2048,4096")
+    b.add_argument("--dtype", default="f16")
+    b.add_argument("--device", default="auto")
+    b.add_argument("--out", default="bench-results")
+    b.add_argument("--repeat", type=int, default=20)
+    config_arg(b)
+    b.set_defaults(fn=cmd_bench)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except MmaflowError as e:
+        if args.debug:
+            raise
+        print(f"mmaflow: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # a bug in mmaflow: say so, briefly
+        if args.debug:
+            raise
+        print(f"mmaflow: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
+              file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,250 @@
+"""Kernel configuration: a small frozen dataclass, chosen by a heuristic, overridable by the user.
+
+A config fixes everything the Script and Distribute stages need:
+
+    intrinsic          the matrix instruction (catalogue name)
+    wave_size          32 or 64
+    tile_m, tile_n     workgroup tile of the output
+    tile_k             K extent staged through LDS per main-loop iteration
+    waves_m, waves_n   wave grid inside the workgroup; each wave owns a
+                       (tile_m/waves_m) x (tile_n/waves_n) register tile
+    lds_pad            elements appended to each LDS row (bank-conflict padding)
+
+It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
+stage can resume from printed IR.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields, replace
+
+from .errors import ConfigError, UnsupportedError
+from .intrinsics import TYPE_BITS, Intrinsic
+from .problem import Contraction
+from .targets import Target
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    intrinsic: str
+    wave_size: int
+    tile_m: int
+    tile_n: int
+    tile_k: int
+    waves_m: int
+    waves_n: int
+    lds_pad: int
+
+    @property
+    def wave_tile_m(self) -> int:
+        return self.tile_m // self.waves_m
+
+    @property
+    def wave_tile_n(self) -> int:
+        return self.tile_n // self.waves_n
+
+    @property
+    def num_waves(self) -> int:
+        return self.waves_m * self.waves_n
+
+    @property
+    def workgroup_size(self) -> int:
+        return self.num_waves * self.wave_size
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @staticmethod
+    def from_dict(d: dict) -> "KernelConfig":
+        names = {f.name for f in fields(KernelConfig)}
+        unknown = set(d) - names
+        if unknown:
+            raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}; "
+                              f"valid keys: {', '.join(sorted(names))}")
+        missing = names - set(d)
+        if missing:
+            raise ConfigError(f"config lacks: {', '.join(sorted(missing))}")
+        return KernelConfig(**d)
+
+    def describe(self) -> str:
+        return (f"{self.intrinsic} wave{self.wave_size}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, "
+                f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n}), "
+                f"{self.workgroup_size} threads, lds_pad {self.lds_pad}")
+
+
+_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad"}
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """Parse CLI ``KEY=VALUE`` items; ``tile=MxNxK`` and ``waves=MxN`` are shorthands."""
+    out: dict = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"config override {item!r} is not KEY=VALUE")
+        key, value = (s.strip() for s in item.split("=", 1))
+        try:
+            if key == "tile":
+                parts = [int(v) for v in value.lower().split("x")]
+                if len(parts) != 3:
+                    raise ValueError
+                out["tile_m"], out["tile_n"], out["tile_k"] = parts
+            elif key == "waves":
+                parts = [int(v) for v in value.lower().split("x")]
+                if len(parts) != 2:
+                    raise ValueError
+                out["waves_m"], out["waves_n"] = parts
+            elif key in _INT_KEYS:
+                out[key] = int(value)
+            elif key == "intrinsic":
+                out[key] = value
+            else:
+                valid = sorted(_INT_KEYS | {"intrinsic", "tile", "waves"})
+                raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid)}")
+        except ValueError:
+            raise ConfigError(f"config value {item!r} is malformed (expected an integer, "
+                              f"tile=MxNxK or waves=MxN)") from None
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Intrinsic choice and validation.
+
+def matching_intrinsics(target: Target, problem: Contraction, wave_size: int | None = None) -> list[Intrinsic]:
+    out = []
+    for intr in target.intrinsics(wave_size):
+        if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
+            continue
+        if intr.a_type == "i8" and (intr.unsigned_a, intr.unsigned_b) != (problem.unsigned_a, problem.unsigned_b):
+            continue
+        out.append(intr)
+    return out
+
+
+def require_intrinsic(target: Target, problem: Contraction) -> None:
+    if not matching_intrinsics(target, problem):
+        have = sorted({f"{i.a_type}x{i.b_type}->{i.c_type}" for i in target.intrinsics()})
+        sign = ""
+        if problem.a_type == "i8":
+            sign = f" ({'unsigned' if problem.unsigned_a else 'signed'} x {'unsigned' if problem.unsigned_b else 'signed'})"
+        raise UnsupportedError(
+            f"no matrix instruction on {target.name} computes {problem.a_type} x {problem.b_type} -> "
+            f"{problem.c_type}{sign}; {target.name} has: {', '.join(have)}")
+
+
+def lds_bytes(cfg: KernelConfig, problem: Contraction) -> int:
+    a = cfg.tile_m * (cfg.tile_k + cfg.lds_pad) * TYPE_BITS[problem.a_type] // 8
+    b = cfg.tile_n * (cfg.tile_k + cfg.lds_pad) * TYPE_BITS[problem.b_type] // 8
+    return a + b
+
+
+def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrinsic:
+    """Check a config against the target and the problem; return its intrinsic."""
+    intr = target.intrinsic(cfg.intrinsic)
+    if cfg.wave_size not in target.wave_sizes:
+        raise ConfigError(f"wave_size={cfg.wave_size} is not available on {target.name} "
+                          f"(choices: {', '.join(map(str, target.wave_sizes))})")
+    if intr.wave_size != cfg.wave_size:
+        raise ConfigError(f"intrinsic {intr.name} runs at wave{intr.wave_size}, config says "
+                          f"wave_size={cfg.wave_size}")
+    if intr not in matching_intrinsics(target, problem, cfg.wave_size):
+        raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
+                          f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
+    for name in ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n"):
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(f"{name} must be positive, got {getattr(cfg, name)}")
+    if cfg.lds_pad < 0:
+        raise ConfigError(f"lds_pad must be >= 0, got {cfg.lds_pad}")
+    if cfg.tile_m % cfg.waves_m or cfg.wave_tile_m % intr.m:
+        raise ConfigError(f"tile_m={cfg.tile_m} must split into waves_m={cfg.waves_m} wave tiles that are "
+                          f"multiples of the instruction's M={intr.m}")
+    if cfg.tile_n % cfg.waves_n or cfg.wave_tile_n % intr.n:
+        raise ConfigError(f"tile_n={cfg.tile_n} must split into waves_n={cfg.waves_n} wave tiles that are "
+                          f"multiples of the instruction's N={intr.n}")
+    if cfg.tile_k % intr.k:
+        raise ConfigError(f"tile_k={cfg.tile_k} must be a multiple of the instruction's K={intr.k}")
+    if cfg.workgroup_size > target.max_workgroup_size:
+        raise ConfigError(f"{cfg.num_waves} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
+                          f"{target.name}'s {target.max_workgroup_size}")
+    row_bytes = (cfg.tile_k + cfg.lds_pad) * TYPE_BITS[problem.a_type] // 8
+    if row_bytes % 16:
+        raise ConfigError(f"an LDS row of tile_k+lds_pad={cfg.tile_k + cfg.lds_pad} elements is {row_bytes} "
+                          f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned")
+    need = lds_bytes(cfg, problem)
+    if need > target.lds_bytes:
+        raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")
+    for dim, tile, name in ((problem.m, cfg.tile_m, "M"), (problem.n, cfg.tile_n, "N"), (problem.k, cfg.tile_k, "K")):
+        if dim % tile:
+            raise UnsupportedError(
+                f"{name}={dim} is not a multiple of the tile ({tile}); unaligned shapes are not supported yet",
+                hint=f"pick a tile that divides {name} (--config tile=MxNxK)")
+    return intr
+
+
+# --------------------------------------------------------------------------------------------
+# The heuristic.
+
+def _largest_tile(dim: int, preferred: int, quantum: int) -> int:
+    """Largest multiple of ``quantum`` that is <= preferred and divides ``dim`` (0 if none)."""
+    t = (min(preferred, dim) // quantum) * quantum
+    while t >= quantum:
+        if dim % t == 0:
+            return t
+        t -= quantum
+    return 0
+
+
+def default_config(target: Target, problem: Contraction, wave_size: int | None = None) -> KernelConfig:
+    """Pick a config sized to the target's register file so that large matmuls do not spill.
+
+    Per-wave register tiles (f32 accumulators in VGPRs): RDNA wave32 64x32 (8 WMMA, 64 VGPRs),
+    RDNA3 wave64 64x64 (16 WMMA, 64 VGPRs), CDNA 64x64 (16 MFMA 16x16, 64 VGPRs), mma.sync 64x32
+    (16 instructions, 64 registers). Workgroups are 2 x 4 or 2 x 2 waves, 128 x 128 output tiles,
+    K staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
+    """
+    require_intrinsic(target, problem)
+    wave = wave_size or target.default_wave_size
+    candidates = matching_intrinsics(target, problem, wave)
+    if not candidates:
+        raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
+    intr = candidates[0]
+    bits = TYPE_BITS[problem.a_type]
+    if target.vendor == "nvidia" or (intr.family.startswith("wmma") and wave == 32):
+        waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32
+    else:
+        waves_m, waves_n, wt_m, wt_n = 2, 2, 64, 64
+    tile_k = max(intr.k, 32 * 16 // bits)
+    tm = _largest_tile(problem.m, waves_m * wt_m, intr.m)
+    tn = _largest_tile(problem.n, waves_n * wt_n, intr.n)
+    tk = _largest_tile(problem.k, tile_k, intr.k)
+    if not (tm and tn and tk):
+        raise UnsupportedError(
+            f"{problem.describe()}: M, N and K must be multiples of {intr.name}'s {intr.m}x{intr.n}x{intr.k}; "
+            f"unaligned shapes are not supported yet")
+    # Fewer waves when the tile shrank below the wave grid.
+    wm = max(1, min(waves_m, tm // intr.m))
+    while tm % wm or (tm // wm) % intr.m:
+        wm -= 1
+    wn = max(1, min(waves_n, tn // intr.n))
+    while tn % wn or (tn // wn) % intr.n:
+        wn -= 1
+    pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
+    cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
+    validate(cfg, target, problem)
+    return cfg
+
+
+def resolve(target: Target, problem: Contraction, overrides: dict | None = None) -> tuple[KernelConfig, Intrinsic]:
+    """The heuristic's config with user overrides applied, validated."""
+    overrides = dict(overrides or {})
+    wave = overrides.get("wave_size")
+    if "intrinsic" in overrides and wave is None:
+        wave = target.intrinsic(overrides["intrinsic"]).wave_size
+    cfg = default_config(target, problem, wave)
+    if overrides:
+        cfg = replace(cfg, **overrides)
+    return cfg, validate(cfg, target, problem)

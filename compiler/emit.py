@@ -1,0 +1,209 @@
+"""Op builders for per-lane (SIMT) code, used by the `distribute` stage.
+
+One place decides which op a memory access or a matrix multiply becomes on each vendor:
+
+    global load/store  AMD: amdgpu.raw_buffer_load/store (boundsCheck)   NVIDIA: vector.load/store
+    LDS load/store     vector.load/store on memref<..., #gpu.address_space<workgroup>>
+    matrix multiply    amdgpu.wmma | amdgpu.mfma | nvgpu.mma.sync (from the intrinsic record)
+    barrier            AMD: amdgpu.lds_barrier                            NVIDIA: gpu.barrier
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import amdgpu, arith, gpu, scf, vector
+from iree.compiler.dialects import memref as memref_d
+
+from .intrinsics import Intrinsic
+
+
+def element_type(name: str) -> ir.Type:
+    return ir.Type.parse(name)
+
+
+def vector_type(shape, elem: ir.Type) -> ir.VectorType:
+    return ir.VectorType.get(list(shape), elem)
+
+
+class Emitter:
+    """Builds ops at an insertion point. Integer arithmetic is on ``index`` unless stated."""
+
+    def __init__(self, ip: ir.InsertionPoint, loc: ir.Location, vendor: str):
+        self.ip, self.loc, self.vendor = ip, loc, vendor
+        self.index = ir.IndexType.get()
+        self._consts: dict = {}
+
+    def at(self, ip: ir.InsertionPoint) -> "Emitter":
+        return Emitter(ip, self.loc, self.vendor)
+
+    # ---- scalars -----------------------------------------------------------------------------
+    def const(self, value: int) -> ir.Value:
+        with self.loc, self.ip:
+            return arith.ConstantOp(self.index, value).result
+
+    def _bin(self, op, a, b):
+        with self.loc, self.ip:
+            return op(a, b).result
+
+    def add(self, *vals) -> ir.Value:
+        """Sum of index values and Python ints (constants folded on the Python side)."""
+        const = sum(v for v in vals if isinstance(v, int))
+        terms = [v for v in vals if not isinstance(v, int)]
+        if const or not terms:
+            terms.append(self.const(const))
+        out = terms[0]
+        for t in terms[1:]:
+            out = self._bin(arith.AddIOp, out, t)
+        return out
+
+    def mul(self, a: ir.Value, k: int) -> ir.Value:
+        return a if k == 1 else self._bin(arith.MulIOp, a, self.const(k))
+
+    def div(self, a: ir.Value, k: int) -> ir.Value:
+        return a if k == 1 else self._bin(arith.DivUIOp, a, self.const(k))
+
+    def rem(self, a: ir.Value, k: int) -> ir.Value:
+        return self._bin(arith.RemUIOp, a, self.const(k))
+
+    def i32(self, a: ir.Value) -> ir.Value:
+        with self.loc, self.ip:
+            return arith.IndexCastOp(ir.IntegerType.get_signless(32), a).result
+
+    def ult(self, a: ir.Value, b: int) -> ir.Value:
+        with self.loc, self.ip:
+            return arith.CmpIOp(arith.CmpIPredicate.ult, a, self.const(b)).result
+
+    # ---- vectors -----------------------------------------------------------------------------
+    def splat_const(self, vtype: ir.VectorType, attr: ir.Attribute) -> ir.Value:
+        with self.loc, self.ip:
+            return arith.ConstantOp(vtype, ir.DenseElementsAttr.get_splat(vtype, attr)).result
+
+    def extract(self, v: ir.Value, pos: int) -> ir.Value:
+        with self.loc, self.ip:
+            return vector.ExtractOp(v, static_position=[pos], dynamic_position=[]).result
+
+    def from_elements(self, vtype: ir.VectorType, elems: list[ir.Value]) -> ir.Value:
+        with self.loc, self.ip:
+            return vector.FromElementsOp(vtype, elems).result
+
+    def insert_slice(self, part: ir.Value, into: ir.Value, offset: int) -> ir.Value:
+        with self.loc, self.ip:
+            return vector.InsertStridedSliceOp(part, into, [offset], [1]).result
+
+    def extract_slice(self, v: ir.Value, offset: int, length: int) -> ir.Value:
+        vt = ir.VectorType(v.type)
+        with self.loc, self.ip:
+            return vector.ExtractStridedSliceOp(vector_type([length], vt.element_type), v,
+                                                [offset], [length], [1]).result
+
+    def shape_cast(self, v: ir.Value, shape) -> ir.Value:
+        vt = ir.VectorType(v.type)
+        if list(vt.shape) == list(shape):
+            return v
+        with self.loc, self.ip:
+            return vector.ShapeCastOp(vector_type(shape, vt.element_type), v).result
+
+    def convert(self, v: ir.Value, to: ir.Type, signed: bool = True) -> ir.Value:
+        """Element-type conversion of a vector (the matmul's output type != accumulator type)."""
+        vt = ir.VectorType(v.type)
+        src = vt.element_type
+        if src == to:
+            return v
+        out_t = vector_type(vt.shape, to)
+        sf, tf = isinstance(src, ir.FloatType), isinstance(to, ir.FloatType)
+        with self.loc, self.ip:
+            if sf and tf:
+                wide = ir.FloatType(src).width < ir.FloatType(to).width
+                return (arith.ExtFOp if wide else arith.TruncFOp)(out_t, v).result
+            if not sf and not tf:
+                wide = ir.IntegerType(src).width < ir.IntegerType(to).width
+                return ((arith.ExtSIOp if signed else arith.ExtUIOp) if wide else arith.TruncIOp)(out_t, v).result
+            if sf:
+                return arith.FPToSIOp(out_t, v).result
+            return (arith.SIToFPOp if signed else arith.UIToFPOp)(out_t, v).result
+
+    # ---- memory ------------------------------------------------------------------------------
+    @staticmethod
+    def _align(vtype: ir.VectorType) -> int:
+        """Bytes of alignment the access may assume: its own size, up to 16 (power of two).
+
+        The distribution only emits accesses whose start is a multiple of their length (chunks
+        of the tile, LDS rows padded to 16 bytes), so this is a fact, not a hope.
+        """
+        vtype = ir.VectorType(vtype)
+        nbytes = vtype.shape[0] * _bits(vtype.element_type) // 8
+        align = 1
+        while align * 2 <= min(16, nbytes) and nbytes % (align * 2) == 0:
+            align *= 2
+        return align
+
+    def global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
+        with self.loc, self.ip:
+            if self.vendor == "amd":
+                return amdgpu.RawBufferLoadOp(vtype, mem, [self.i32(i) for i in idx], boundsCheck=True).result
+            return vector.LoadOp(vtype, mem, idx, alignment=self._align(vtype)).result
+
+    def global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> None:
+        with self.loc, self.ip:
+            if self.vendor == "amd":
+                amdgpu.RawBufferStoreOp(val, mem, [self.i32(i) for i in idx], boundsCheck=True)
+            else:
+                vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
+
+    def lds_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
+        with self.loc, self.ip:
+            return vector.LoadOp(vtype, mem, idx, alignment=self._align(vtype)).result
+
+    def lds_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> None:
+        with self.loc, self.ip:
+            vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
+
+    def alloc_lds(self, shape, elem: ir.Type) -> ir.Value:
+        space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+        mtype = ir.MemRefType.get(list(shape), elem, memory_space=space)
+        with self.loc, self.ip:
+            return memref_d.AllocOp(mtype, [], [], alignment=16).result
+
+    def barrier(self) -> None:
+        with self.loc, self.ip:
+            if self.vendor == "amd":
+                amdgpu.LDSBarrierOp()
+            else:
+                gpu.BarrierOp()
+
+    def thread_id(self) -> ir.Value:
+        with self.loc, self.ip:
+            return gpu.ThreadIdOp(gpu.Dimension.x).result
+
+    def if_then(self, cond: ir.Value) -> "Emitter":
+        """Emit scf.if without results; return an emitter inside its then-block."""
+        with self.loc, self.ip:
+            op = scf.IfOp(cond)
+        with self.loc, ir.InsertionPoint(op.then_block):
+            yield_op = scf.YieldOp([])
+        return self.at(ir.InsertionPoint(yield_op))  # insert before the yield
+
+    # ---- matrix instructions -----------------------------------------------------------------
+    def mma(self, intr: Intrinsic, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+        with self.loc, self.ip:
+            if intr.op == "amdgpu.wmma":
+                kwargs = {}
+                if intr.a_type == "i8":
+                    kwargs = dict(unsignedA=intr.unsigned_a, unsignedB=intr.unsigned_b)
+                if intr.family == "wmma_rdna3" and intr.c_type in ("f16", "bf16"):
+                    kwargs["subwordOffset"] = 0
+                return amdgpu.WMMAOp(intr.m, intr.n, intr.k, a, b, c, **kwargs).result
+            if intr.op == "amdgpu.mfma":
+                return amdgpu.MFMAOp(intr.m, intr.n, intr.k, a, b, c, blocks=1, cbsz=0, abid=0,
+                                     blgp=ir.Attribute.parse("#rocdl.mfma_perm_b<none>")).result
+            assert intr.op == "nvgpu.mma.sync", intr.op
+            shape = ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
+                                      for d in (intr.m, intr.n, intr.k)])
+            return ir.Operation.create("nvgpu.mma.sync", results=[c.type], operands=[a, b, c],
+                                       attributes={"mmaShape": shape}).result
+
+
+def _bits(t: ir.Type) -> int:
+    if isinstance(t, ir.IntegerType):
+        return ir.IntegerType(t).width
+    return ir.FloatType(t).width

@@ -1,0 +1,190 @@
+"""Read the final ISA IREE produced (.rocmasm for AMD, .ptx for NVIDIA) into a report.
+
+The report is what we can measure without the GPU: register use and spills, LDS bytes,
+occupancy (from the target's register-file model), and counts of the instructions that matter
+for a matmul — matrix, global loads by width, LDS loads/stores by width, barriers, cache
+invalidates — over the whole kernel and inside the main (K) loop.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+from .targets import Target
+
+
+@dataclass
+class IsaReport:
+    kernel: str
+    isa: str  # "amdgcn" | "ptx"
+    vgprs: int | None = None
+    sgprs: int | None = None
+    agprs: int | None = None
+    vgpr_spills: int | None = None
+    sgpr_spills: int | None = None
+    scratch_bytes: int | None = None
+    lds_bytes: int | None = None
+    waves_per_simd: int | None = None
+    counts: dict = field(default_factory=dict)  # category -> count, whole kernel
+    loop_counts: dict = field(default_factory=dict)  # category -> count, inside the K loop
+    has_loop: bool = False
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# Instruction categories. Order matters: the first matching pattern wins.
+_AMD_CATEGORIES = [
+    ("matrix", re.compile(r"^v_(wmma|mfma|smfmac)_")),
+    ("global_load_b128", re.compile(r"^(buffer|global)_load_(b128|dwordx4)\b")),
+    ("global_load_b96", re.compile(r"^(buffer|global)_load_(b96|dwordx3)\b")),
+    ("global_load_b64", re.compile(r"^(buffer|global)_load_(b64|dwordx2)\b")),
+    ("global_load_b32", re.compile(r"^(buffer|global)_load_(b32|dword)\b")),
+    ("global_load_narrow", re.compile(r"^(buffer|global)_load_(u8|i8|u16|i16|d16\w*|ubyte\w*|sbyte\w*|ushort|sshort|short\w*)\b")),
+    ("global_store", re.compile(r"^(buffer|global)_store_")),
+    ("lds_load_b128", re.compile(r"^ds_(load|read)_(b128)\b")),
+    ("lds_load_b64", re.compile(r"^ds_(load|read)_(b64|2addr_b32|read2_b32)\b|^ds_read2_b32\b")),
+    ("lds_load_b32", re.compile(r"^ds_(load|read)_(b32)\b")),
+    ("lds_load_narrow", re.compile(r"^ds_(load|read)_(u8|i8|u16|i16|d16\w*)\b")),
+    ("lds_load_other", re.compile(r"^ds_(load|read)")),
+    ("lds_store_b128", re.compile(r"^ds_(store|write)_b128\b")),
+    ("lds_store_b64", re.compile(r"^ds_(store|write)_(b64|2addr_b32)\b|^ds_write2_b32\b")),
+    ("lds_store_b32", re.compile(r"^ds_(store|write)_b32\b")),
+    ("lds_store_narrow", re.compile(r"^ds_(store|write)_(b8|b16|d16\w*)\b")),
+    ("lds_store_other", re.compile(r"^ds_(store|write)")),
+    ("barrier", re.compile(r"^s_barrier(_signal|_wait)?\b")),
+    ("cache_invalidate", re.compile(r"^(buffer_gl0_inv|buffer_gl1_inv|buffer_wbinvl1\w*|buffer_inv)\b")),
+    ("scratch", re.compile(r"^scratch_|^buffer_(load|store)_\w+ .*off, s\[0:3\]")),
+]
+
+_PTX_CATEGORIES = [
+    ("matrix", re.compile(r"^mma\.sync\.")),
+    ("global_load_b128", re.compile(r"^ld\.global(\.nc)?\.v4\.(b32|u32|f32)|^ld\.global(\.nc)?\.v2\.(b64|u64)")),
+    ("global_load_b64", re.compile(r"^ld\.global(\.nc)?\.v2\.(b32|u32|f32)|^ld\.global(\.nc)?\.(b64|u64)")),
+    ("global_load_b32", re.compile(r"^ld\.global(\.nc)?\.(b32|u32|f32)")),
+    ("global_load_narrow", re.compile(r"^ld\.global")),
+    ("global_store", re.compile(r"^st\.global")),
+    ("lds_load_b128", re.compile(r"^ld\.shared\.v4\.(b32|u32|f32)|^ldmatrix")),
+    ("lds_load_b64", re.compile(r"^ld\.shared\.v2\.(b32|u32|f32)|^ld\.shared\.(b64|u64)")),
+    ("lds_load_b32", re.compile(r"^ld\.shared\.(b32|u32|f32)")),
+    ("lds_load_narrow", re.compile(r"^ld\.shared")),
+    ("lds_store_b128", re.compile(r"^st\.shared\.v4\.(b32|u32|f32)")),
+    ("lds_store_b64", re.compile(r"^st\.shared\.v2\.(b32|u32|f32)|^st\.shared\.(b64|u64)")),
+    ("lds_store_b32", re.compile(r"^st\.shared\.(b32|u32|f32)")),
+    ("lds_store_narrow", re.compile(r"^st\.shared")),
+    ("barrier", re.compile(r"^bar\.sync|^barrier\.sync")),
+    ("scratch", re.compile(r"^(ld|st)\.local")),
+]
+
+
+def _categorize(lines: list[str], cats) -> Counter:
+    out = Counter()
+    for line in lines:
+        for name, pat in cats:
+            if pat.search(line):
+                out[name] += 1
+                break
+    return out
+
+
+def _meta(text: str, key: str) -> int | None:
+    m = re.search(rf"^\s*\.{re.escape(key)}:\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def _loop_body(instrs: list[tuple[str, str]], label_re, branch_re) -> list[str] | None:
+    """The instructions of the outermost backward-branch loop, given (kind, text) lines."""
+    labels = {}
+    best = None
+    for i, (kind, text) in enumerate(instrs):
+        if kind == "label":
+            labels[text] = i
+        elif kind == "instr":
+            m = branch_re.search(text)
+            if m and m.group(1) in labels:
+                start = labels[m.group(1)]
+                if best is None or (i - start) > (best[1] - best[0]):
+                    best = (start, i)
+    if best is None:
+        return None
+    return [t for k, t in instrs[best[0]:best[1] + 1] if k == "instr"]
+
+
+def parse_rocmasm(text: str, kernel: str, target: Target, wave_size: int) -> IsaReport:
+    instrs = []
+    in_text = False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith(".text") or line.endswith(":") and not line.startswith("."):
+            in_text = True
+        if line.startswith(".amdgpu_metadata") or line.startswith(".end_amdgpu_metadata"):
+            in_text = False
+        if not line or line.startswith(";"):
+            continue
+        if re.match(r"^\.?L?BB\w*:|^\.LBB\w*:", line):
+            instrs.append(("label", line[:-1]))
+        elif in_text and re.match(r"^[a-z_][a-z0-9_]*\b", line) and not line.endswith(":"):
+            instrs.append(("instr", line.split(";")[0].strip()))
+    lines = [t for k, t in instrs if k == "instr"]
+    body = _loop_body(instrs, None, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"))
+    rep = IsaReport(kernel=kernel, isa="amdgcn")
+    rep.vgprs = _meta(text, "vgpr_count")
+    rep.sgprs = _meta(text, "sgpr_count")
+    rep.agprs = _meta(text, "agpr_count")
+    rep.vgpr_spills = _meta(text, "vgpr_spill_count")
+    rep.sgpr_spills = _meta(text, "sgpr_spill_count")
+    rep.scratch_bytes = _meta(text, "private_segment_fixed_size")
+    rep.lds_bytes = _meta(text, "group_segment_fixed_size")
+    rep.counts = dict(_categorize(lines, _AMD_CATEGORIES))
+    rep.has_loop = body is not None
+    rep.loop_counts = dict(_categorize(body or [], _AMD_CATEGORIES))
+    rep.waves_per_simd = occupancy(target, wave_size, rep.vgprs or 0, rep.agprs or 0, rep.lds_bytes or 0)
+    return rep
+
+
+def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
+    instrs = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("//") or line.startswith("."):
+            continue
+        if re.match(r"^\$L\w+:$", line):
+            instrs.append(("label", line[:-1]))
+            continue
+        line = re.sub(r"^@!?%p\d+\s+", "", line).rstrip(";")
+        if re.match(r"^[a-z]", line):
+            instrs.append(("instr", line))
+    lines = [t for k, t in instrs if k == "instr"]
+    body = _loop_body(instrs, None, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"))
+    rep = IsaReport(kernel=kernel, isa="ptx")
+    m = re.search(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)
+    rep.lds_bytes = int(m.group(1)) if m else 0
+    regs = [int(n) for n in re.findall(r"\.reg \.(?:b32|f32|b16|f16x2|b64|f64|pred) \s*%\w+<(\d+)>", text)]
+    rep.vgprs = None  # PTX registers are virtual; ptxas assigns the real ones
+    rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
+    rep.has_loop = body is not None
+    rep.loop_counts = dict(_categorize(body or [], _PTX_CATEGORIES))
+    del regs
+    return rep
+
+
+def occupancy(target: Target, wave_size: int, vgprs: int, agprs: int, lds_bytes: int) -> int | None:
+    """Waves per SIMD allowed by registers (and LDS), from the target's register-file model.
+
+    RDNA (gfx11/gfx12): 1536 VGPRs per SIMD lane-slice for wave32 (768 for wave64), allocated in
+    granules of 24 (wave32) / 12 (wave64), at most 16 waves per SIMD; LDS 128 KiB per WGP shared
+    by its 4 SIMDs (workgroup LDS counted once per workgroup, so it limits waves through the
+    number of resident workgroups). CDNA3/4: 512 unified VGPR+AGPR per lane, granule 8, at most
+    8 waves per SIMD. Returns None for NVIDIA (ptxas assigns registers).
+    """
+    if target.vendor != "amd" or not vgprs:
+        return None
+    if target.family in ("rdna3", "rdna4"):
+        pool, granule, max_waves = (1536, 24, 16) if wave_size == 32 else (768, 12, 16)
+        used = -(-vgprs // granule) * granule
+        by_regs = min(max_waves, pool // used)
+        return by_regs
+    total = -(-vgprs // 8) * 8 + -(-agprs // 8) * 8
+    return min(8, 512 // max(total, 1))

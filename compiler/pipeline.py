@@ -1,0 +1,116 @@
+"""The mmaflow pipeline, stage by stage. Read this file first.
+
+Whole module (``bridge.py``):
+    front        iree-compile to the executable-sources phase (one hal.executable per dispatch)
+    <per executable, below>
+    lower        IREE resumes from executable-sources: ROCDL/NVVM -> HSACO/PTX -> .vmfb
+    verify       every taken dispatch is ours in the output (ISA mnemonics, barriers, no fallback)
+
+Per executable (this file; the same function serves `mmaflow compile` and the
+`mmaflow-codegen` tool that iree-compile runs through --iree-hal-preprocess-executables-with):
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+
+from .mlir import new_context, ops_named, parse_module, print_op, str_attr
+from .runner import RunResult, Stage, Unit, run_stages
+from .stages import barriers, configure, distribute, hand_back, script, select
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    target: str | None = None  # None: take the target from each executable's variant
+    overrides: dict = field(default_factory=dict)  # config KEY -> value (parsed)
+    dump_after: str | None = None  # a stage name, or "all"
+    dump_dir: Path | None = None
+
+
+def _select(unit: Unit) -> None:
+    decisions = select.select(unit.module, unit.options.target)
+    unit.log += [d.line() for d in decisions]
+    if not any(d.taken for d in decisions):
+        unit.stopped = decisions[0].reason if decisions else "no variant"
+
+
+def _func(unit: Unit) -> ir.Operation:
+    return select.selected_func(unit.module)
+
+
+def _configure(unit: Unit) -> None:
+    cfg = configure.configure(_func(unit), unit.options.overrides)
+    unit.log.append(f"mmaflow: config {unit.name}: {cfg.describe()}")
+
+
+def _script(unit: Unit) -> None:
+    script.run_script(unit.module, _func(unit))
+
+
+def _distribute(unit: Unit) -> None:
+    distribute.distribute(unit.module, _func(unit))
+
+
+def _barriers(unit: Unit) -> None:
+    barriers.place_barriers(_func(unit))
+
+
+def _hand_back(unit: Unit) -> None:
+    hand_back.hand_back(_func(unit))
+
+
+STAGES: list[Stage] = [
+    Stage("select", _select, "find the matmul-like contraction; tag it, or leave the dispatch to IREE"),
+    Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)"),
+    Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize"),
+    Stage("distribute", _distribute, "layouts -> per-lane code: buffer loads, LDS, wmma/mfma/mma.sync"),
+    Stage("barriers", _barriers, "place LDS barriers from read/write hazards"),
+    Stage("hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target"),
+]
+STAGE_NAMES = [s.name for s in STAGES]
+# Names --dump-after accepts: the per-executable stages plus the module-level ones.
+DUMP_POINTS = ["front"] + STAGE_NAMES + ["isa"]
+
+
+def stages_from(first: str | None = None, last: str | None = None) -> list[Stage]:
+    names = STAGE_NAMES
+    i = names.index(first) if first else 0
+    j = names.index(last) + 1 if last else len(names)
+    return STAGES[i:j]
+
+
+@dataclass
+class ExecutableResult:
+    name: str
+    text: str  # the hal.executable (module) after the pipeline
+    taken: bool
+    log: list[str]
+    run: RunResult
+
+
+def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
+                       stages: list[Stage] | None = None) -> ExecutableResult:
+    """Run the per-executable stages on a module that holds one hal.executable."""
+    unit = Unit(name, module, options)
+    run = run_stages(stages or STAGES, unit, dump_after=options.dump_after, dump_dir=options.dump_dir)
+    taken = unit.stopped is None and select.selected_func(module) is not None
+    if not taken and options.target:
+        # A dispatch left to IREE still needs a variant IREE can compile (sm_90a).
+        from .targets import get_target
+        target = get_target(options.target)
+        for variant in ops_named(module.operation, "hal.executable.variant"):
+            hand_back.retarget_variant(variant, target)
+    return ExecutableResult(name, print_op(module), taken, unit.log, run)
+
+
+def codegen_executable_text(text: str, options: CodegenOptions, *, source: str = "<stdin>") -> ExecutableResult:
+    ctx = new_context()
+    module = parse_module(text, ctx, source=source)
+    exes = ops_named(module.operation, "hal.executable")
+    if len(exes) != 1:
+        from .errors import InputError
+        raise InputError(f"expected one hal.executable, found {len(exes)}", location=source)
+    return codegen_executable(module, str_attr(exes[0], "sym_name"), options)

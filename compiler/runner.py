@@ -1,0 +1,93 @@
+"""One runner for every stage: ordering, dumps (--dump-after), timing and error context.
+
+Stages are plain functions ``fn(unit) -> None`` that mutate ``unit.module`` in place (see
+``pipeline.py``). The runner owns everything around them, once:
+
+- ``dump_after``: the IR printed after the named stage (or every stage with "all"), kept in
+  ``result.dumps`` and written to ``dump_dir`` as ``<executable>.<NN>-<stage>.mlir``;
+- timing: seconds per stage in ``result.timings``;
+- errors: an ``MmaflowError`` gets the stage name; any other exception becomes a
+  ``CodegenError`` naming the stage, with the IR it failed on written next to the dumps.
+- verification: the IR is verified after each stage; a stage that breaks it is reported.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from iree.compiler import ir
+
+from .errors import CodegenError, MmaflowError
+from .mlir import print_op
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    fn: Callable
+    summary: str
+
+
+@dataclass
+class Unit:
+    """What flows through the per-executable stages."""
+
+    name: str  # hal.executable symbol
+    module: ir.Module  # a module holding that one hal.executable
+    options: object  # CodegenOptions
+    log: list[str] = field(default_factory=list)
+    stopped: str | None = None  # set by a stage to end the pipeline early (with the reason)
+
+
+@dataclass
+class RunResult:
+    dumps: dict[str, str] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None,
+               dump_dir: Path | None = None) -> RunResult:
+    result = RunResult()
+    for index, stage in enumerate(stages):
+        start = time.perf_counter()
+        try:
+            stage.fn(unit)
+        except MmaflowError as e:
+            e.stage = e.stage or stage.name
+            _save_failure(unit, stage, dump_dir)
+            raise
+        except Exception as e:  # a bug: keep the IR and the traceback, name the stage
+            path = _save_failure(unit, stage, dump_dir)
+            raise CodegenError(
+                f"internal error in stage '{stage.name}' on {unit.name}: {type(e).__name__}: {e}",
+                stage=stage.name,
+                hint=(f"IR before the failure: {path}; " if path else "") + "rerun with --debug for the traceback",
+            ) from e
+        result.timings[stage.name] = time.perf_counter() - start
+        if not unit.module.operation.verify():
+            raise CodegenError(f"stage '{stage.name}' produced invalid IR for {unit.name}", stage=stage.name)
+        if dump_after in (stage.name, "all"):
+            text = print_op(unit.module)
+            result.dumps[stage.name] = text
+            if dump_dir is not None:
+                dump_dir.mkdir(parents=True, exist_ok=True)
+                (dump_dir / f"{unit.name}.{index:02d}-{stage.name}.mlir").write_text(text)
+        if unit.stopped:
+            break
+    return result
+
+
+def _save_failure(unit: Unit, stage: Stage, dump_dir: Path | None) -> Path | None:
+    if dump_dir is None:
+        return None
+    dump_dir.mkdir(parents=True, exist_ok=True)
+    path = dump_dir / f"{unit.name}.failed-{stage.name}.mlir"
+    try:
+        path.write_text(print_op(unit.module) + "\n// " + "\n// ".join(traceback.format_exc().splitlines()))
+    except Exception:  # the IR itself may be unprintable; keep the traceback at least
+        path.write_text("// IR unprintable\n// " + "\n// ".join(traceback.format_exc().splitlines()))
+    return path

@@ -1,0 +1,482 @@
+"""Stage `distribute`: rewrite the script's workgroup/wave-level vector IR into per-lane code.
+
+Input (see transform_scripts/matmul.mlir): LDS allocs, a K loop whose iter_arg is the wave's
+accumulator vector, global->LDS copies as transfer_read/transfer_write pairs, LDS transfer_reads
+of the wave's A rows and B columns feeding one ``vector.contract``, and the accumulator's
+transfer_write to the output.
+
+1. Anchor: the config's intrinsic gives the A/B/C layouts (``intrinsics.py``); composed with the
+   wave tile they become ``Batch(row) x Batch(col) x Lane.. x Vector..`` layouts of the
+   contraction's operands (``layout.py``).
+2. Propagate: the layouts flow to the LDS reads that feed the contraction (through any
+   arith.ext*), to the accumulator chain (the K loop's iter_arg becomes one per-lane vector per
+   instruction tile) and to the final transfer_write.
+3. LDS plan: each promoted tile is re-allocated K-innermost (``[non-K][K + lds_pad]``) so every
+   lane's operand elements are contiguous runs -> wide ``vector.load``s (ds_load_b64/b128). A tile
+   whose global layout is not K-innermost (B of a plain matmul) is transposed on its way in.
+4. Rewrite:
+   - global->LDS copies: every thread moves 128-bit chunks, ``amdgpu.raw_buffer_load`` (AMD) or
+     ``vector.load`` (NVIDIA) from global, ``vector.store`` into LDS (transposing blocks of
+     ``kb`` rows in registers when the LDS orientation differs);
+   - LDS->registers: one ``vector.load`` per contiguous run of the operand layout;
+   - the contraction: K steps x M tiles x N tiles of ``amdgpu.wmma``/``amdgpu.mfma``/
+     ``nvgpu.mma.sync``, accumulators carried as ``scf.for`` iter_args across the whole K loop;
+   - the epilogue: accumulator layout -> output memory, contiguous runs as one store each
+     (``amdgpu.raw_buffer_store``/``vector.store``), valid halves only for 16-bit RDNA3 results.
+   Barriers are removed here; the `barriers` stage places them from the LDS accesses.
+5. Finalize: canonicalize, CSE, lower affine to arith, so the result uses only arith, vector,
+   memref, scf, gpu, hal, amdgpu and nvgpu ops (what IREE lowers and the lane executor runs).
+
+A value needed in two layouts (e.g. a result feeding another contraction) would need a trip
+through LDS; this stage reports such IR instead of guessing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import scf
+
+from ..emit import Emitter, vector_type
+from ..errors import CodegenError
+from ..intrinsics import TYPE_BITS, Intrinsic
+from ..layout import COL, ROW, Layout
+from ..mlir import defining_op, location_of, ops_named, run_passes, walk
+from .configure import read_config, read_problem, read_target
+
+NAME = "distribute"
+_EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
+
+
+def _fail(msg: str, op: ir.Operation | None = None) -> CodegenError:
+    return CodegenError(msg, stage=NAME, location=location_of(op) if op is not None else None)
+
+
+def _check_transfer(op: ir.Operation) -> None:
+    """Accept only the transfer form the script produces: no mask, in bounds, minor identity."""
+    if op.name not in ("vector.transfer_read", "vector.transfer_write"):
+        raise _fail(f"expected a vector transfer, found {op.name}", op)
+    if "in_bounds" in op.attributes and not all(ir.BoolAttr(b).value for b in ir.ArrayAttr(op.attributes["in_bounds"])):
+        raise _fail(f"{op.name} is not in bounds (masked transfers are not supported yet)", op)
+    amap = ir.AffineMapAttr(op.attributes["permutation_map"]).value
+    if amap != ir.AffineMap.get_minor_identity(amap.n_dims, len(amap.results)):
+        raise _fail(f"{op.name} has a non-identity permutation map {amap}", op)
+    n_mask = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))[-1]
+    if n_mask:
+        raise _fail(f"{op.name} is masked", op)
+
+
+def _transfer_parts(op: ir.Operation):
+    """(memref, indices, vector type) of a transfer op."""
+    if op.name == "vector.transfer_read":
+        mem, rank = op.operands[0], ir.MemRefType(op.operands[0].type).rank
+        return mem, list(op.operands[1:1 + rank]), ir.VectorType(op.results[0].type)
+    mem, rank = op.operands[1], ir.MemRefType(op.operands[1].type).rank
+    return mem, list(op.operands[2:2 + rank]), ir.VectorType(op.operands[0].type)
+
+
+def _memory_space(mem: ir.Value) -> str:
+    ms = ir.MemRefType(mem.type).memory_space
+    return "" if ms is None else str(ms)
+
+
+@dataclass
+class Operand:
+    """One input of the contraction, followed from the contract back to global memory."""
+
+    name: str  # "A" | "B"
+    read: ir.Operation  # transfer_read from the logical LDS alloc
+    ext: ir.Operation | None
+    alloc: ir.Value
+    layout: Layout  # codegen layout composed to the wave tile
+    vec_dim_role: tuple[str, ...]  # layout axis of each read-vector dim
+    k_dim: int  # alloc dim that is K
+    copy_write: ir.Operation | None = None
+    copy_read: ir.Operation | None = None
+    storage: ir.Value | None = None  # the re-allocated K-innermost LDS tile
+    k_axis: str = COL  # layout axis that is K (A: col, B: row)
+
+
+class Distributor:
+    def __init__(self, module: ir.Module, func: ir.Operation):
+        self.module, self.func = module, func
+        self.target = read_target(func)
+        self.cfg = read_config(func)
+        self.problem = read_problem(func)
+        self.intr: Intrinsic = self.target.intrinsic(self.cfg.intrinsic)
+        self.vendor = self.target.vendor
+        self.erase: list[ir.Operation] = []
+
+    # ---- 1/2: analysis ---------------------------------------------------------------------
+    def analyze(self) -> None:
+        contracts = ops_named(self.func, "vector.contract")
+        if len(contracts) != 1:
+            raise _fail(f"expected one vector.contract after the script stage, found {len(contracts)}", self.func)
+        self.contract = c = contracts[0]
+        loop = c.parent
+        if loop.name != "scf.for":
+            raise _fail("the vector.contract is not directly inside the K loop (scf.for)", c)
+        self.loop = loop
+        body = loop.regions[0].blocks[0]
+        acc = c.operands[2]
+        iter_args = list(body.arguments)[1:]
+        if len(iter_args) != 1 or acc != iter_args[0]:
+            raise _fail("the contraction's accumulator is not the K loop's only iter_arg; the script "
+                        "must keep the accumulator in registers across K", c)
+        yield_op = [o.operation for o in body.operations][-1]
+        if list(yield_op.operands) != [c.results[0]]:
+            raise _fail("the K loop does not yield the contraction's result", c)
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(c.attributes["indexing_maps"])]
+        dims = [[e.position for e in m.results] for m in maps]
+        kinds = [str(t) for t in ir.ArrayAttr(c.attributes["iterator_types"])]
+        red = [i for i, t in enumerate(kinds) if "reduction" in t]
+        if len(red) != 1 or len(dims[2]) != 2 or "add" not in str(c.attributes["kind"]):
+            raise _fail("the vector.contract is not a 2-D multiply-add contraction", c)
+        (kd,) = red
+        md, nd = dims[2]
+        la, lb, lc = self.intr.codegen_layouts()
+        wm, wn, tk = self.cfg.wave_tile_m, self.cfg.wave_tile_n, self.cfg.tile_k
+        a_lay = la.compose(wm // self.intr.m, tk // self.intr.k)
+        b_lay = lb.compose(tk // self.intr.k, wn // self.intr.n)
+        self.c_layout = lc.compose(wm // self.intr.m, wn // self.intr.n)
+        self.a = self._operand("A", c.operands[0], a_lay, tuple(COL if d == kd else ROW for d in dims[0]), kd, dims[0])
+        self.b = self._operand("B", c.operands[1], b_lay, tuple(ROW if d == kd else COL for d in dims[1]), kd, dims[1])
+        self.b.k_axis = ROW
+        if dims[2] != [md, nd]:
+            raise _fail("the accumulator is transposed relative to the output", c)
+        acc_t = ir.VectorType(acc.type)
+        if list(acc_t.shape) != [wm, wn]:
+            raise _fail(f"the accumulator is {acc_t}, the config's wave tile is {wm}x{wn}", c)
+        if str(acc_t.element_type) != self.intr.c_type:
+            raise _fail(f"the accumulator element type {acc_t.element_type} does not match "
+                        f"{self.intr.name}'s {self.intr.c_type}", c)
+        # The copies that fill each LDS alloc, inside the loop.
+        for opd in (self.a, self.b):
+            writes = [defining_op_of_use(u) for u in opd.alloc.uses
+                      if defining_op_of_use(u).name == "vector.transfer_write"]
+            if len(writes) != 1:
+                raise _fail(f"expected one copy into the LDS tile of {opd.name}, found {len(writes)}", opd.read)
+            w = writes[0]
+            _check_transfer(w)
+            src = defining_op(w.operands[0])
+            if src is None or src.name != "vector.transfer_read":
+                raise _fail(f"the LDS tile of {opd.name} is not filled from a global transfer_read", w)
+            _check_transfer(src)
+            if "workgroup" in _memory_space(src.operands[0]):
+                raise _fail(f"the copy into {opd.name}'s LDS tile reads LDS", src)
+            opd.copy_write, opd.copy_read = w, src
+        # The output write.
+        res = loop.results[0]
+        users = [defining_op_of_use(u) for u in res.uses]
+        if len(users) != 1 or users[0].name != "vector.transfer_write":
+            raise _fail("the accumulator must be written to the output by one vector.transfer_write", loop)
+        self.out_write = users[0]
+        _check_transfer(self.out_write)
+        init = defining_op(loop.operands[3])
+        if init is None or init.name != "arith.constant" or not isinstance(init.attributes["value"], ir.DenseElementsAttr) \
+                or not ir.DenseElementsAttr(init.attributes["value"]).is_splat:
+            raise _fail("the accumulator must start from a splat constant (the zero fill)", loop)
+        self.acc_init = ir.DenseElementsAttr(init.attributes["value"]).get_splat_value()
+
+    def _operand(self, name, value, layout, vec_role, kd, dims) -> Operand:
+        ext = defining_op(value)
+        if ext is not None and ext.name in _EXT_OPS:
+            value = ext.operands[0]
+        else:
+            ext = None
+        read = defining_op(value)
+        if read is None or read.name != "vector.transfer_read":
+            raise _fail(f"operand {name} of the contraction does not come from an LDS transfer_read", self.contract)
+        _check_transfer(read)
+        alloc = read.operands[0]
+        if "workgroup" not in _memory_space(alloc):
+            raise _fail(f"operand {name} is read from {alloc.type}, not from workgroup memory (LDS)", read)
+        elem = str(ir.MemRefType(alloc.type).element_type)
+        want = self.intr.a_type if name == "A" else self.intr.b_type
+        if elem != want:
+            raise _fail(f"operand {name} is {elem}, {self.intr.name} takes {want}", read)
+        if ext is not None and ext.name == "arith.extui" and not (self.intr.unsigned_a if name == "A" else self.intr.unsigned_b):
+            raise _fail(f"operand {name} is zero-extended but {self.intr.name} is signed", ext)
+        k_dim = vec_role.index(COL if name == "A" else ROW)
+        return Operand(name, read, ext, alloc, layout, vec_role, k_dim)
+
+    # ---- 3/4: rewrite ----------------------------------------------------------------------
+    def rewrite(self) -> None:
+        entry = self.func.regions[0].blocks[0]
+        first = [o.operation for o in entry.operations][0]
+        loc = self.contract.location
+        self.top = Emitter(ir.InsertionPoint(first), loc, self.vendor)
+        self._retype_bindings()
+        tid = self.top.thread_id()
+        self.lane = self.top.rem(tid, self.cfg.wave_size)
+        self.tid = tid
+        self._lane_parts: dict = {}
+        for opd in (self.a, self.b):
+            self._plan_lds(opd)
+        self._new_loop()
+        # Issue every global load of both tiles before the first LDS store: the loads' latency
+        # then overlaps the barrier that protects LDS from the previous iteration's reads.
+        stores = []
+        for opd in (self.a, self.b):
+            stores += self._distribute_copy(opd)
+        body_ops = [o.operation for o in self.new_loop.body.operations]
+        last_write = max((self.a.copy_write, self.b.copy_write), key=body_ops.index)
+        store_em = Emitter(ir.InsertionPoint(last_write), last_write.location, self.vendor)
+        for store in stores:
+            store(store_em)
+        self._distribute_contract()
+        self._distribute_epilogue()
+        self._erase_old()
+
+    def _retype_bindings(self) -> None:
+        """Give the bindings the global address space that raw buffer ops and LLVM expect."""
+        self.global_of: dict = {}
+        space = ir.Attribute.parse("#gpu.address_space<global>")
+        for sub in ops_named(self.func, "hal.interface.binding.subspan"):
+            old_t = ir.MemRefType(sub.results[0].type)
+            new_t = ir.MemRefType.get(list(old_t.shape), old_t.element_type, old_t.layout, space)
+            with sub.location, ir.InsertionPoint(sub):
+                new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t],
+                                          operands=list(sub.operands),
+                                          attributes={n: sub.attributes[n] for n in sub.attributes})
+            self.global_of[sub.results[0]] = (sub, new.results[0])
+
+    def _global(self, mem: ir.Value) -> ir.Value:
+        try:
+            return self.global_of[mem][1]
+        except KeyError:
+            raise _fail("a global access is not to a hal.interface.binding.subspan") from None
+
+    def _lane_part(self, layout: Layout, axis: str) -> ir.Value | int:
+        """Sum over lane dims of ``axis``: ((lane // divisor) % size) * stride, built once."""
+        key = (id(layout), axis)
+        if key not in self._lane_parts:
+            terms = []
+            for _, div, size, ax, stride in layout.lane_terms():
+                if ax != axis:
+                    continue
+                t = self.top.div(self.lane, div)
+                if div * size < self.cfg.wave_size:
+                    t = self.top.rem(t, size)
+                terms.append(self.top.mul(t, stride))
+            self._lane_parts[key] = self.top.add(*terms) if terms else 0
+        return self._lane_parts[key]
+
+    def _plan_lds(self, opd: Operand) -> None:
+        shape = ir.MemRefType(opd.alloc.type).shape
+        k = shape[opd.k_dim]
+        nonk = shape[1 - opd.k_dim]
+        elem = ir.MemRefType(opd.alloc.type).element_type
+        opd.storage = self.top.alloc_lds([nonk, k + self.cfg.lds_pad], elem)
+        opd.elem = elem
+        opd.bits = TYPE_BITS[str(elem)]
+
+    def _new_loop(self) -> None:
+        loop = self.loop
+        c_shape = self.intr.c_shape
+        acc_t = vector_type(c_shape, ir.Type.parse(self.intr.c_type))
+        pre = Emitter(ir.InsertionPoint(loop), loop.location, self.vendor)
+        br, bc = self.c_layout.batch
+        init = pre.splat_const(acc_t, self.acc_init)
+        with loop.location, ir.InsertionPoint(loop):
+            self.new_loop = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2], [init] * (br * bc))
+        body = self.new_loop.body
+        old_body = loop.regions[0].blocks[0]
+        ops = [o.operation for o in old_body.operations]
+        ip = ir.InsertionPoint(body)
+        for o in ops[:-1]:
+            ip.insert(o.detach_from_parent())
+        list(old_body.arguments)[0].replace_all_uses_with(self.new_loop.induction_variable)
+        self.acc_args = list(self.new_loop.inner_iter_args)
+        with loop.location, ir.InsertionPoint(body):
+            self.new_yield = scf.YieldOp(self.acc_args).operation  # operands replaced later
+
+    def _distribute_copy(self, opd: Operand) -> list:
+        """Emit the global loads of one tile's copy; return closures that emit its LDS stores."""
+        w, r = opd.copy_write, opd.copy_read
+        em = Emitter(ir.InsertionPoint(w), w.location, self.vendor)
+        stores = []
+        src_mem, src_idx, vt = _transfer_parts(r)
+        _, dst_idx, _ = _transfer_parts(w)
+        src = self._global(src_mem)
+        rows, cols = vt.shape
+        lead, g0, g1 = src_idx[:-2], src_idx[-2], src_idx[-1]
+        v = 128 // opd.bits
+        if cols % v:
+            raise _fail(f"the {opd.name} tile row of {cols} elements is not a whole number of 128-bit chunks", r)
+        threads = self.cfg.workgroup_size
+        chunk_t = vector_type([v], opd.elem)
+        d0, d1 = dst_idx  # logical LDS coordinates of the tile origin (constants in practice)
+        transposed = opd.k_dim == 0  # logical [K][nonK]; storage is [nonK][K]
+        per_row = cols // v
+        if not transposed:
+            total = rows * per_row
+            for i in range(math.ceil(total / threads)):
+                c_em = em
+                chunk = em.add(self.tid, i * threads)
+                if (i + 1) * threads > total:
+                    c_em = em.if_then(em.ult(chunk, total))
+                row = c_em.div(chunk, per_row)
+                col = c_em.mul(c_em.rem(chunk, per_row), v)
+                val = c_em.global_load(src, lead + [c_em.add(g0, row), c_em.add(g1, col)], chunk_t)
+                if c_em is em:
+                    stores.append(lambda s_em, val=val, row=row, col=col: s_em.lds_store(
+                        val, opd.storage, [s_em.add(d0, row), s_em.add(d1, col)]))
+                else:  # a guarded chunk stores inside its own scf.if
+                    c_em.lds_store(val, opd.storage, [c_em.add(d0, row), c_em.add(d1, col)])
+            return stores
+        # Transposing copy: a thread loads kb consecutive rows of one 128-bit column chunk and
+        # stores V vectors of kb elements along K.
+        kb = 1
+        for cand in (16, 8, 4, 2):
+            if cand <= v and rows % cand == 0 and (rows // cand) * per_row >= threads:
+                kb = cand
+                break
+        total = (rows // kb) * per_row
+        kb_t = vector_type([kb], opd.elem)
+        for i in range(math.ceil(total / threads)):
+            c_em = em
+            blk = em.add(self.tid, i * threads)
+            if (i + 1) * threads > total:
+                c_em = em.if_then(em.ult(blk, total))
+            row0 = c_em.mul(c_em.div(blk, per_row), kb)
+            col = c_em.mul(c_em.rem(blk, per_row), v)
+            chunks = [c_em.global_load(src, lead + [c_em.add(g0, row0, j), c_em.add(g1, col)], chunk_t)
+                      for j in range(kb)]
+
+            def store(s_em, chunks=chunks, row0=row0, col=col):
+                for x in range(v):
+                    vec = s_em.from_elements(kb_t, [s_em.extract(ch, x) for ch in chunks])
+                    s_em.lds_store(vec, opd.storage, [s_em.add(d1, col, x), s_em.add(d0, row0)])
+            if c_em is em:
+                stores.append(store)
+            else:  # a guarded block stores inside its own scf.if
+                store(c_em)
+        return stores
+
+    def _fragment(self, em: Emitter, opd: Operand, batch: tuple[int, int]) -> ir.Value:
+        """Load one instruction's operand fragment for this lane from the LDS tile."""
+        lay = opd.layout
+        _, base, _ = _transfer_parts(opd.read)
+        # Coordinates along the layout's axes: row/col of the operand matrix.
+        axis_base = {opd.vec_dim_role[0]: base[0], opd.vec_dim_role[1]: base[1]}
+        im, ic = (lay.rows // lay.batch[0], lay.cols // lay.batch[1])
+        batch_off = {ROW: batch[0] * im, COL: batch[1] * ic}
+        length = lay.op_vector_length
+        shape = self.intr.a_shape if opd.name == "A" else self.intr.b_shape
+        runs = lay.runs(opd.k_axis)
+        nonk_axis = ROW if opd.k_axis == COL else COL
+        parts = []
+        for run in runs:
+            offs = {ROW: run.row, COL: run.col}
+            k_idx = em.add(axis_base[opd.k_axis], self._lane_part(lay, opd.k_axis), batch_off[opd.k_axis] + offs[opd.k_axis])
+            n_idx = em.add(axis_base[nonk_axis], self._lane_part(lay, nonk_axis), batch_off[nonk_axis] + offs[nonk_axis])
+            parts.append((run, em.lds_load(opd.storage, [n_idx, k_idx], vector_type([run.length], opd.elem))))
+        if len(parts) == 1 and parts[0][0].length == length:
+            flat = parts[0][1]
+        else:
+            flat = em.splat_const(vector_type([length], opd.elem), _zero(opd.elem))
+            for run, val in parts:
+                flat = em.insert_slice(val, flat, run.first)
+        return em.shape_cast(flat, shape)
+
+    def _distribute_contract(self) -> None:
+        c = self.contract
+        em = Emitter(ir.InsertionPoint(c), c.location, self.vendor)
+        intr = self.intr
+        bm, bk = self.a.layout.batch
+        _, bn = self.b.layout.batch
+        acc = {(i, j): self.acc_args[i * bn + j] for i in range(bm) for j in range(bn)}
+        for kk in range(bk):
+            a_frags = [self._fragment(em, self.a, (i, kk)) for i in range(bm)]
+            b_frags = [self._fragment(em, self.b, (kk, j)) for j in range(bn)]
+            for i in range(bm):
+                for j in range(bn):
+                    acc[(i, j)] = em.mma(intr, a_frags[i], b_frags[j], acc[(i, j)])
+        new_yield_vals = [acc[(i, j)] for i in range(bm) for j in range(bn)]
+        with self.new_yield.location, ir.InsertionPoint(self.new_yield):
+            scf.YieldOp(new_yield_vals)
+        self.erase.append(self.new_yield)
+
+    def _distribute_epilogue(self) -> None:
+        w = self.out_write
+        em = Emitter(ir.InsertionPoint(w), w.location, self.vendor)
+        mem, idx, _ = _transfer_parts(w)
+        out = self._global(mem)
+        lead, o0, o1 = idx[:-2], idx[-2], idx[-1]
+        lay = self.c_layout
+        out_elem = ir.MemRefType(out.type).element_type
+        br, bc = lay.batch
+        im, inn = self.intr.m, self.intr.n
+        row_l, col_l = self._lane_part(lay, ROW), self._lane_part(lay, COL)
+        runs = lay.runs(COL)
+        for i in range(br):
+            for j in range(bc):
+                acc = self.new_loop.results[i * bc + j]
+                flat = em.shape_cast(acc, [lay.op_vector_length])
+                for run in runs:
+                    if lay.vector_stride == 1:
+                        val = flat if run.length == lay.op_vector_length else em.extract_slice(flat, run.first, run.length)
+                    else:
+                        elems = [em.extract(flat, lay.op_index(e)) for e in range(run.first, run.first + run.length)]
+                        val = em.from_elements(vector_type([run.length], ir.VectorType(flat.type).element_type), elems)
+                    val = em.convert(val, out_elem, signed=not self.intr.unsigned_a)
+                    r = em.add(o0, row_l, i * im + run.row)
+                    cidx = em.add(o1, col_l, j * inn + run.col)
+                    em.global_store(val, out, lead + [r, cidx])
+
+    def _erase_old(self) -> None:
+        old_yield = [o.operation for o in self.loop.regions[0].blocks[0].operations][-1]
+        doomed = [self.out_write, old_yield, self.contract]
+        doomed += [o.ext for o in (self.a, self.b) if o.ext is not None]
+        doomed += [self.a.read, self.b.read]
+        for opd in (self.a, self.b):
+            doomed += [opd.copy_write, opd.copy_read]
+        doomed += ops_named(self.func, "gpu.barrier")
+        doomed += self.erase
+        for op in doomed:
+            op.erase()
+        self.loop.erase()
+        for opd in (self.a, self.b):
+            alloc = defining_op(opd.alloc)
+            for use in list(opd.alloc.uses):
+                user = defining_op_of_use(use)
+                if user.name != "memref.dealloc":
+                    raise _fail(f"the old LDS tile of {opd.name} is still used by {user.name}", user)
+                user.erase()
+            alloc.erase()
+        for old_val, (old_op, new_val) in self.global_of.items():
+            old_val.replace_all_uses_with(new_val)
+            old_op.erase()
+
+    # ---- 5: finalize ------------------------------------------------------------------------
+    def finalize(self) -> None:
+        inner = self.func.parent
+        run_passes(inner, "builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))",
+                   self.module.context, stage=NAME)
+        left = [o for o in walk(self.func) if o.name in ("vector.contract", "vector.transfer_read",
+                                                          "vector.transfer_write") or o.name.startswith("linalg.")
+                or o.name.startswith("affine.")]
+        if left:
+            raise _fail(f"{left[0].name} survived distribution", left[0])
+
+
+def defining_op_of_use(use) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+def _zero(elem: ir.Type) -> ir.Attribute:
+    if isinstance(elem, ir.IntegerType):
+        return ir.IntegerAttr.get(elem, 0)
+    return ir.FloatAttr.get(elem, 0.0)
+
+
+def distribute(module: ir.Module, func: ir.Operation) -> None:
+    d = Distributor(module, func)
+    with module.context, ir.Location.unknown():
+        d.analyze()
+        d.rewrite()
+        d.finalize()
