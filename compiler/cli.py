@@ -280,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--device", default="auto")
     b.add_argument("--out", default="bench-results")
     b.add_argument("--repeat", type=int, default=20)
+    b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
     config_arg(b)
     b.set_defaults(fn=cmd_bench)
     return p

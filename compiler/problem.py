@@ -19,6 +19,7 @@ class Contraction:
     b_transposed: bool = False  # B stored N x K
     unsigned_a: bool = False  # integer inputs zero-extended (arith.extui) rather than sign-extended
     unsigned_b: bool = False
+    bindings: tuple | None = None  # hal binding index of A, B and C in the dispatch, when known
 
     @property
     def flops(self) -> int:
@@ -29,7 +30,10 @@ class Contraction:
 
     @staticmethod
     def from_json(text: str) -> "Contraction":
-        return Contraction(**json.loads(text))
+        d = json.loads(text)
+        if d.get("bindings") is not None:
+            d["bindings"] = tuple(d["bindings"])
+        return Contraction(**d)
 
     def describe(self) -> str:
         lead = f"{self.batch}x" if self.batch > 1 else ""

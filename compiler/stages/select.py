@@ -15,7 +15,7 @@ hand-over.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iree.compiler import ir
 
@@ -120,6 +120,27 @@ def _body_casts(op: ir.Operation) -> tuple[str | None, str | None] | None:
     return None
 
 
+def _binding_of(value: ir.Value) -> int | None:
+    """The hal binding a dispatch tensor was loaded from (through dispatch.tensor.load)."""
+    load = defining_op(value)
+    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
+        return None
+    sub = defining_op(load.operands[0])
+    if sub is None or sub.name != "hal.interface.binding.subspan":
+        return None
+    return ir.IntegerAttr(sub.attributes["binding"]).value
+
+
+def _result_binding(result: ir.Value) -> int | None:
+    for use in result.uses:
+        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        if user.name == "iree_tensor_ext.dispatch.tensor.store":
+            sub = defining_op(user.operands[1])
+            if sub is not None and sub.name == "hal.interface.binding.subspan":
+                return ir.IntegerAttr(sub.attributes["binding"]).value
+    return None
+
+
 def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
     """Return (problem, "") if ``op`` is a matmul-like contraction, else (None, why not)."""
     if "indexing_maps" not in op.attributes or len(op.regions) != 1:
@@ -172,6 +193,9 @@ def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
         m=sizes[md], n=sizes[nd], k=sizes[kd], batch=sizes[batch[0]] if batch else 1,
         a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t,
         unsigned_a=casts[0] == "arith.extui", unsigned_b=casts[1] == "arith.extui")
+    bindings = (_binding_of(ins[0]), _binding_of(ins[1]), _result_binding(op.results[0]))
+    if None not in bindings:
+        problem = replace(problem, bindings=bindings)
     return problem, ""
 
 

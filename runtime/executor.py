@@ -1,0 +1,937 @@
+"""The CPU lane executor: run one distributed dispatch function with numpy, every lane at once.
+
+All lanes of a batch of workgroups execute in lockstep; each SSA value is a numpy array whose
+leading axis is the lane: size L (one row per lane) or size 1 (the same for every lane --
+constants, loop counters -- broadcast by numpy). Matrix instructions go through the independent ISA model
+(``mmaflow.runtime.isa``), never through the compiler's layout model.
+
+Checked while running (an error names the op and its location):
+- unsupported ops; LDS and non-buffer global accesses out of bounds; matrix ops or barriers
+  under divergent control flow; non-uniform loop bounds;
+- races: an LDS read of data another lane wrote, or an LDS write over data another lane read or
+  wrote, with no barrier in between (collected in ``Stats.races``).
+
+Measured: LDS bank conflicts (per access, split into <= 16-byte pieces; a piece's lanes are
+served in phases of (banks * 4 / bytes) lanes; a phase costs as many cycles as the most distinct
+dwords any bank receives; allocations are packed in declaration order, 16-byte aligned), and the
+width of every global access.
+
+``amdgpu.raw_buffer_load/store`` follow the buffer bounds check: elements whose linear offset is
+outside the binding read 0 / are not written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+import ml_dtypes
+import numpy as np
+from iree.compiler import ir
+
+from .isa import execute as isa_execute
+from .isa.decode import decode
+
+LDS_BANKS = {"gfx11": 64, "gfx12": 64, "gfx942": 32, "gfx950": 64, "sm_": 32}
+
+
+class ExecutorError(Exception):
+    pass
+
+
+def lds_banks(arch: str) -> int:
+    for prefix, n in LDS_BANKS.items():
+        if arch.startswith(prefix):
+            return n
+    raise ExecutorError(f"no LDS bank model for {arch}")
+
+
+_DTYPES = {
+    "f32": np.float32, "f16": np.float16, "f64": np.float64, "bf16": ml_dtypes.bfloat16,
+    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+    "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
+    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64,
+}
+
+
+def np_dtype(t: ir.Type) -> np.dtype:
+    try:
+        return np.dtype(_DTYPES[str(t)])
+    except KeyError:
+        raise ExecutorError(f"the executor has no numpy type for {t}") from None
+
+
+def _loc(op) -> str:
+    s = str(op.location)
+    import re
+    m = re.search(r'"([^"]*)":(\d+):(\d+)', s)
+    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else op.name
+
+
+@dataclass
+class Stats:
+    lds_access_pieces: int = 0
+    lds_ideal_cycles: int = 0
+    lds_cycles: int = 0
+    global_loads: Counter = field(default_factory=Counter)  # bytes per lane -> wave-instructions
+    global_stores: Counter = field(default_factory=Counter)
+    barriers: int = 0
+    matrix_ops: int = 0
+    races: list = field(default_factory=list)
+    lds_conflicts_by_op: Counter = field(default_factory=Counter)
+
+    @property
+    def lds_conflict_cycles(self) -> int:
+        return self.lds_cycles - self.lds_ideal_cycles
+
+    def to_dict(self) -> dict:
+        return {
+            "lds_access_pieces": self.lds_access_pieces, "lds_ideal_cycles": self.lds_ideal_cycles,
+            "lds_cycles": self.lds_cycles, "lds_conflict_cycles": self.lds_conflict_cycles,
+            "global_loads_by_bytes": dict(sorted(self.global_loads.items())),
+            "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
+            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "races": self.races[:20],
+            "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
+        }
+
+
+class MemRef:
+    """A memref value: flat storage plus shape; LDS storage has one row per workgroup."""
+
+    def __init__(self, data: np.ndarray, shape, space: str, name: str, base: int = 0):
+        self.data, self.shape, self.space, self.name, self.base = data, tuple(shape), space, name, base
+        self.strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        self.numel = int(np.prod(shape)) if shape else 1
+        self.elem_bytes = data.dtype.itemsize
+        self.written: np.ndarray | None = None  # global memory: which elements were stored
+
+    def linear(self, idx: list) -> np.ndarray:
+        out = 0
+        for i, s in zip(idx, self.strides):
+            out = out + np.asarray(i, dtype=np.int64) * s
+        return np.asarray(out, dtype=np.int64)
+
+
+class _Return(Exception):
+    pass
+
+
+class State:
+    def __init__(self, kernel: "Kernel", num_wgs: int, first_wg: int):
+        k = kernel
+        self.k = k
+        self.G, self.T = num_wgs, k.workgroup_size
+        self.L = num_wgs * k.workgroup_size
+        lanes = np.arange(self.L, dtype=np.int64)
+        self.tid = lanes % self.T
+        self.wg_local = lanes // self.T
+        wg = self.wg_local + first_wg
+        gx, gy, _ = k.grid
+        self.wg_id = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
+        self.env: dict = {}
+        self.mask = None  # None: all lanes active
+        self.epoch = 0
+        self.lds: dict = {}
+        self.lds_offset = 0
+        self.race_meta: dict = {}
+
+    def active(self) -> np.ndarray:
+        return np.ones(self.L, bool) if self.mask is None else self.mask
+
+
+def _lanes(v, L: int) -> np.ndarray:
+    """Broadcast a value (leading axis 1 or L) to one row per lane."""
+    v = np.asarray(v)
+    return v if v.shape[0] == L else np.broadcast_to(v, (L,) + v.shape[1:])
+
+
+def _uniform(v, what: str, op) -> int:
+    a = np.asarray(v)
+    if not np.all(a == a.flat[0]):
+        raise ExecutorError(f"{_loc(op)}: {what} differs between lanes (non-uniform control flow is not supported here)")
+    return int(a.flat[0])
+
+
+class Kernel:
+    """A dispatch function compiled to Python closures, ready to run over its grid."""
+
+    def __init__(self, func: ir.Operation, *, arch: str, grid: tuple[int, int, int],
+                 workgroup_size: int, wave_size: int):
+        self.func, self.arch, self.grid = func, arch, grid
+        self.workgroup_size, self.wave_size = workgroup_size, wave_size
+        self.banks = lds_banks(arch)
+        self.ids: dict = {}
+        self.stats = Stats()
+        self.body = self._compile_block(func.regions[0].blocks[0])
+
+    # ---- compilation ------------------------------------------------------------------------
+    def _id(self, value) -> int:
+        if value not in self.ids:
+            self.ids[value] = len(self.ids)
+        return self.ids[value]
+
+    def _compile_block(self, block) -> list:
+        return [self._compile(o.operation) for o in block.operations]
+
+    def _compile(self, op: ir.Operation):
+        name = op.name
+        handler = _HANDLERS.get(name)
+        if handler is None:
+            prefix = name.split(".")[0]
+            if prefix in ("arith",) and name in _ARITH:
+                return self._arith(op)
+            raise ExecutorError(f"{_loc(op)}: the lane executor does not support {name}")
+        return handler(self, op)
+
+    def _ins(self, op):
+        return [self._id(v) for v in op.operands]
+
+    def _outs(self, op):
+        return [self._id(v) for v in op.results]
+
+    # ---- running ----------------------------------------------------------------------------
+    def run(self, bindings: dict[int, np.ndarray], *, max_lanes: int = 1 << 14) -> Stats:
+        self.bindings = bindings
+        self.written: dict[int, np.ndarray] = {}
+        total = self.grid[0] * self.grid[1] * self.grid[2]
+        per = max(1, max_lanes // self.workgroup_size)
+        for first in range(0, total, per):
+            st = State(self, min(per, total - first), first)
+            try:
+                _run_block(self.body, st)
+            except _Return:
+                pass
+        return self.stats
+
+    # ---- op families ------------------------------------------------------------------------
+    def _arith(self, op):
+        fn, kind = _ARITH[op.name]
+        ins, (out,) = self._ins(op), self._outs(op)
+        rtype = op.results[0].type
+        elem = ir.VectorType(rtype).element_type if isinstance(rtype, ir.VectorType) else rtype
+        dt = np_dtype(elem)
+        pred = ir.IntegerAttr(op.attributes["predicate"]).value if "predicate" in op.attributes else None
+        src_t = op.operands[0].type
+        src_elem = ir.VectorType(src_t).element_type if isinstance(src_t, ir.VectorType) else src_t
+        unsigned_src = op.name in ("arith.uitofp", "arith.extui")
+        src_bits = _int_bits(src_elem)
+
+        def run(st):
+            args = [st.env[i] for i in ins]
+            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+                if kind == "cmp":
+                    r = _cmpi(pred, args[0], args[1], src_bits)
+                elif kind == "cmpf":
+                    r = _cmpf(pred, args[0], args[1])
+                elif kind == "cast":
+                    r = _cast(args[0], dt, unsigned_src, src_bits)
+                else:
+                    r = fn(*args, dt, src_bits)
+            st.env[out] = np.asarray(r).astype(dt, copy=False) if kind != "select" else r
+        return run
+
+
+def _int_bits(t) -> int:
+    s = str(t)
+    if s == "index":
+        return 64
+    if s.startswith("i"):
+        return int(s[1:])
+    return 0
+
+
+def _unsigned(a, bits):
+    a = np.asarray(a).astype(np.int64)
+    if bits >= 64:
+        return a.astype(np.uint64)
+    return (a & ((1 << bits) - 1)).astype(np.uint64)
+
+
+def _cmpi(pred, a, b, bits):
+    if pred >= 6:
+        a, b = _unsigned(a, bits), _unsigned(b, bits)
+    return [np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+            np.less, np.less_equal, np.greater, np.greater_equal][pred](a, b)
+
+
+def _cmpf(pred, a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    table = {0: lambda: np.zeros(np.broadcast(a, b).shape, bool), 1: lambda: a == b, 2: lambda: a > b,
+             3: lambda: a >= b, 4: lambda: a < b, 5: lambda: a <= b, 6: lambda: (a != b) & ~np.isnan(a) & ~np.isnan(b),
+             7: lambda: ~np.isnan(a) & ~np.isnan(b), 8: lambda: (a == b) | np.isnan(a) | np.isnan(b),
+             9: lambda: (a > b) | np.isnan(a) | np.isnan(b), 10: lambda: (a >= b) | np.isnan(a) | np.isnan(b),
+             11: lambda: (a < b) | np.isnan(a) | np.isnan(b), 12: lambda: (a <= b) | np.isnan(a) | np.isnan(b),
+             13: lambda: (a != b) | np.isnan(a) | np.isnan(b), 14: lambda: np.isnan(a) | np.isnan(b),
+             15: lambda: np.ones(np.broadcast(a, b).shape, bool)}
+    return table[pred]()
+
+
+def _cast(a, dt, unsigned_src, src_bits):
+    a = np.asarray(a)
+    if unsigned_src:
+        a = _unsigned(a, src_bits)
+    if dt.kind in "iu" and a.dtype.kind == "f":
+        return np.trunc(a.astype(np.float64)).astype(dt)
+    if dt == np.float16 or dt.kind == "V" or str(dt).startswith("float8") or str(dt) == "bfloat16":
+        return a.astype(np.float64).astype(dt) if a.dtype.kind != "f" or a.dtype.itemsize > 4 else a.astype(dt)
+    return a.astype(dt)
+
+
+def _float_op(f):
+    def run(a, b, dt, bits):
+        if dt.itemsize < 4 or str(dt) == "bfloat16":  # round the f32 result once (exact for +,-,*)
+            return f(np.asarray(a, np.float32), np.asarray(b, np.float32)).astype(dt)
+        return f(np.asarray(a, dt), np.asarray(b, dt))
+    return run
+
+
+def _int_op(f, unsigned=False):
+    def run(a, b, dt, bits):
+        if unsigned:
+            r = f(_unsigned(a, bits), _unsigned(b, bits))
+            return r.astype(np.int64).astype(dt) if bits < 64 else r.astype(dt)
+        return f(np.asarray(a, dt), np.asarray(b, dt))
+    return run
+
+
+def _divsi(a, b):
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) ^ (b < 0), -q, q)
+
+
+def _remsi(a, b):
+    return a - _divsi(a, b) * b
+
+
+def _ceildivsi(a, b):
+    return -((-a) // b)
+
+
+def _select(c, a, b, dt, bits):
+    c, a, b = np.asarray(c), np.asarray(a), np.asarray(b)
+    extra = max(a.ndim, b.ndim) - c.ndim
+    if extra > 0:  # i1 per lane selecting between vectors
+        c = c.reshape(c.shape + (1,) * extra)
+    return np.where(c, a, b)
+
+
+_ARITH = {
+    "arith.addi": (_int_op(np.add), "int"), "arith.subi": (_int_op(np.subtract), "int"),
+    "arith.muli": (_int_op(np.multiply), "int"),
+    "arith.divui": (_int_op(np.floor_divide, True), "int"), "arith.remui": (_int_op(np.remainder, True), "int"),
+    "arith.divsi": (_int_op(_divsi), "int"), "arith.remsi": (_int_op(_remsi), "int"),
+    "arith.floordivsi": (_int_op(np.floor_divide), "int"), "arith.ceildivsi": (_int_op(_ceildivsi), "int"),
+    "arith.andi": (_int_op(np.bitwise_and), "int"), "arith.ori": (_int_op(np.bitwise_or), "int"),
+    "arith.xori": (_int_op(np.bitwise_xor), "int"), "arith.shli": (_int_op(np.left_shift), "int"),
+    "arith.shrsi": (_int_op(np.right_shift), "int"), "arith.shrui": (_int_op(np.right_shift, True), "int"),
+    "arith.minsi": (_int_op(np.minimum), "int"), "arith.maxsi": (_int_op(np.maximum), "int"),
+    "arith.minui": (_int_op(np.minimum, True), "int"), "arith.maxui": (_int_op(np.maximum, True), "int"),
+    "arith.addf": (_float_op(np.add), "float"), "arith.subf": (_float_op(np.subtract), "float"),
+    "arith.mulf": (_float_op(np.multiply), "float"), "arith.divf": (_float_op(np.divide), "float"),
+    "arith.maximumf": (_float_op(np.maximum), "float"), "arith.minimumf": (_float_op(np.minimum), "float"),
+    "arith.maxnumf": (_float_op(np.fmax), "float"), "arith.minnumf": (_float_op(np.fmin), "float"),
+    "arith.select": (_select, "select"),
+    "arith.cmpi": (None, "cmp"), "arith.cmpf": (None, "cmpf"),
+    "arith.index_cast": (None, "cast"), "arith.index_castui": (None, "cast"),
+    "arith.extf": (None, "cast"), "arith.truncf": (None, "cast"),
+    "arith.extsi": (None, "cast"), "arith.extui": (None, "cast"), "arith.trunci": (None, "cast"),
+    "arith.sitofp": (None, "cast"), "arith.uitofp": (None, "cast"), "arith.fptosi": (None, "cast"),
+    "arith.fptoui": (None, "cast"),
+}
+
+
+def _run_block(body: list, st: State):
+    for fn in body:
+        fn(st)
+
+
+# ---- handlers ---------------------------------------------------------------------------------
+
+def _h_constant(k: Kernel, op):
+    (out,) = k._outs(op)
+    attr = op.attributes["value"]
+    t = op.results[0].type
+    if isinstance(t, ir.VectorType):
+        dt = np_dtype(t.element_type)
+        dense = ir.DenseElementsAttr(attr)
+        if dense.is_splat:
+            val = _attr_value(dense.get_splat_value(), dt)
+            arr = np.full(tuple(t.shape), val, dtype=dt)
+        else:
+            arr = np.array([_attr_value(dense[i], dt) for i in range(len(dense))], dtype=dt).reshape(t.shape)
+        arr = arr[None]
+    else:
+        dt = np_dtype(t)
+        arr = np.asarray([_attr_value(attr, dt)], dtype=dt)
+
+    def run(st):
+        st.env[out] = arr
+    return run
+
+
+def _attr_value(attr, dt):
+    if isinstance(attr, ir.FloatAttr):
+        return float(attr.value)
+    if isinstance(attr, ir.BoolAttr):
+        return bool(attr.value)
+    if isinstance(attr, ir.IntegerAttr):
+        v = attr.value
+        if dt == np.bool_:
+            return bool(v & 1)
+        return v
+    raise ExecutorError(f"unsupported constant {attr}")
+
+
+def _h_poison(k, op):
+    (out,) = k._outs(op)
+    dt = np_dtype(op.results[0].type)
+
+    def run(st):
+        st.env[out] = np.zeros(1, dt)
+    return run
+
+
+def _h_noop(k, op):
+    ins, outs = k._ins(op), k._outs(op)
+
+    def run(st):
+        for i, o in zip(ins, outs):
+            st.env[o] = st.env[i]
+    return run
+
+
+def _h_thread_id(k, op):
+    (out,) = k._outs(op)
+    dim = str(op.attributes["dimension"])
+
+    def run(st):
+        st.env[out] = st.tid if dim.endswith("x>") else np.zeros(1, np.int64)
+    return run
+
+
+def _h_workgroup_id(k, op):
+    (out,) = k._outs(op)
+    d = ir.IntegerAttr(op.attributes["dimension"]).value
+
+    def run(st):
+        st.env[out] = st.wg_id[d]
+    return run
+
+
+def _h_workgroup_count(k, op):
+    (out,) = k._outs(op)
+    d = ir.IntegerAttr(op.attributes["dimension"]).value
+
+    def run(st):
+        st.env[out] = np.asarray([k.grid[d]], np.int64)
+    return run
+
+
+def _h_subspan(k, op):
+    (out,) = k._outs(op)
+    binding = ir.IntegerAttr(op.attributes["binding"]).value
+    mt = ir.MemRefType(op.results[0].type)
+    off_ids = k._ins(op)
+    dt = np_dtype(mt.element_type)
+    shape = list(mt.shape)
+    if any(s < 0 for s in shape):
+        raise ExecutorError(f"{_loc(op)}: dynamic binding shapes are not supported by the executor yet")
+
+    def run(st):
+        buf = k.bindings.get(binding)
+        if buf is None:
+            raise ExecutorError(f"{_loc(op)}: no buffer given for binding {binding}")
+        offset = _uniform(st.env[off_ids[0]], "binding offset", op) if off_ids else 0
+        flat = buf.reshape(-1).view(np.uint8)[offset:].view(dt)
+        numel = int(np.prod(shape))
+        if flat.size < numel:
+            raise ExecutorError(f"{_loc(op)}: binding {binding} holds {flat.size} elements, the memref needs {numel}")
+        mem = MemRef(flat[:numel], shape, "global", f"binding{binding}")
+        mem.written = k.written.setdefault(binding, np.zeros(numel, bool))
+        st.env[out] = mem
+    return run
+
+
+def _h_alloc(k, op):
+    (out,) = k._outs(op)
+    mt = ir.MemRefType(op.results[0].type)
+    if "workgroup" not in str(mt.memory_space):
+        raise ExecutorError(f"{_loc(op)}: only workgroup-memory allocations are supported")
+    dt = np_dtype(mt.element_type)
+    shape = list(mt.shape)
+    numel = int(np.prod(shape))
+
+    def run(st):
+        data = np.zeros((st.G, numel), dt)
+        base = st.lds_offset
+        st.lds_offset = base + -(-numel * dt.itemsize // 16) * 16
+        mem = MemRef(data, shape, "lds", f"lds@{base}", base)
+        st.env[out] = mem
+        st.race_meta[id(mem)] = (np.full((st.G, numel), -1, np.int32), np.full((st.G, numel), -1, np.int64),
+                                 np.full((st.G, numel), -1, np.int32), np.full((st.G, numel), -1, np.int64))
+    return run
+
+
+def _barrier(k, st, op):
+    if st.mask is not None and not st.mask.all():
+        raise ExecutorError(f"{_loc(op)}: barrier under divergent control flow")
+    st.epoch += 1
+    k.stats.barriers += 1
+
+
+def _h_barrier(k, op):
+    def run(st):
+        _barrier(k, st, op)
+    return run
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+def _vec_len(t) -> tuple[int, tuple]:
+    if isinstance(t, ir.VectorType):
+        return int(np.prod(t.shape)), tuple(t.shape)
+    return 1, ()
+
+
+def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bool, values=None,
+            buffer_checked: bool = False, index_offset: int = 0, sgpr_ids=()):
+    """Read (returns values) or write ``n`` consecutive elements per active lane."""
+    active = st.active()
+    idx = [_lanes(st.env[i], st.L) for i in idx_ids]
+    lin = mem.linear(idx) + index_offset
+    if sgpr_ids:
+        lin = lin + _lanes(st.env[sgpr_ids[0]], st.L)
+    lin = _lanes(lin, st.L)
+    elems = lin[:, None] + np.arange(n)[None, :]  # (L, n)
+    inb = (elems >= 0) & (elems < mem.numel)
+    act = active[:, None] & np.ones((1, n), bool)
+    if mem.space == "lds":
+        bad = act & ~inb
+        if bad.any():
+            lane = int(np.argwhere(bad)[0][0])
+            raise ExecutorError(f"{_loc(op)}: LDS access out of bounds: lane {lane % st.T} of workgroup "
+                                f"{lane // st.T} touches element {int(elems[lane].min())}..{int(elems[lane].max())} "
+                                f"of {mem.numel} ({mem.name})")
+        _race_check(k, st, op, mem, elems, act, write)
+        _bank_conflicts(k, st, op, mem, lin, n, active)
+        rows = st.wg_local[:, None]
+        if write:
+            vals = _lanes(values, st.L).reshape(st.L, n)
+            mem.data[rows[act[:, 0]], elems[act[:, 0]]] = vals[act[:, 0]]
+            return None
+        return mem.data[rows, np.clip(elems, 0, mem.numel - 1)] * 1
+    # global memory
+    bytes_per_lane = n * mem.elem_bytes
+    waves = int(np.ceil(active.sum() / k.wave_size)) if active.any() else 0
+    (k.stats.global_stores if write else k.stats.global_loads)[bytes_per_lane] += waves
+    if not buffer_checked:
+        bad = act & ~inb
+        if bad.any():
+            lane = int(np.argwhere(bad)[0][0])
+            raise ExecutorError(f"{_loc(op)}: global access out of bounds: lane {lane % st.T} of workgroup "
+                                f"{lane // st.T} touches element {int(elems[lane].max())} of {mem.numel} ({mem.name})")
+    ok = act & inb
+    if write:
+        vals = np.asarray(_lanes(values, st.L)).reshape(st.L, n)
+        mem.data[elems[ok]] = vals[ok]
+        if mem.written is not None:
+            mem.written[elems[ok]] = True
+        return None
+    out = np.zeros((st.L, n), mem.data.dtype)
+    out[ok] = mem.data[elems[ok]]
+    return out
+
+
+def _race_check(k, st, op, mem, elems, act, write):
+    w_lane, w_epoch, r_lane, r_epoch = st.race_meta[id(mem)]
+    lanes = np.broadcast_to(st.tid[:, None], elems.shape)
+    rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
+    sel = act
+    e, rw, ln = elems[sel], rows[sel], lanes[sel]
+    if e.size == 0:
+        return
+    cur = st.epoch
+    if write:
+        war = (r_epoch[rw, e] == cur) & (r_lane[rw, e] != ln)
+        waw = (w_epoch[rw, e] == cur) & (w_lane[rw, e] != ln)
+        if war.any() or waw.any():
+            i = int(np.argmax(war | waw))
+            kind = "write after another lane's read" if war[i] else "write after another lane's write"
+            _report_race(k, op, mem, kind, int(e[i]), int(ln[i]))
+        w_lane[rw, e] = ln
+        w_epoch[rw, e] = cur
+    else:
+        raw = (w_epoch[rw, e] == cur) & (w_lane[rw, e] != ln)
+        if raw.any():
+            i = int(np.argmax(raw))
+            _report_race(k, op, mem, f"read of lane {int(w_lane[rw[i], e[i]])}'s write", int(e[i]), int(ln[i]))
+        prev_same = r_epoch[rw, e] == cur
+        r_lane[rw, e] = np.where(prev_same & (r_lane[rw, e] != ln), -2, ln)
+        r_epoch[rw, e] = cur
+        # several lanes of this very access reading one element: mark as shared
+        back = r_lane[rw, e]
+        r_lane[rw[back != ln], e[back != ln]] = -2
+
+
+def _report_race(k, op, mem, kind, elem, lane):
+    msg = f"{_loc(op)}: LDS race on {mem.name} element {elem}: lane {lane} {kind} with no barrier in between"
+    if msg not in k.stats.races:
+        k.stats.races.append(msg)
+
+
+def _bank_conflicts(k, st, op, mem, lin, n, active):
+    esize = mem.elem_bytes
+    total_bytes = n * esize
+    piece = min(16, total_bytes)
+    pieces = max(1, total_bytes // piece)
+    dw_per = max(1, piece // 4)
+    lanes_per_phase = max(1, (k.banks * 4) // max(piece, 4))
+    W = k.wave_size
+    nwaves = st.L // W
+    addr = mem.base + lin.astype(np.int64) * esize  # byte address of each lane's first element
+    act = active.reshape(nwaves, W)
+    for p in range(pieces):
+        a = addr + p * piece
+        dwords = (a[:, None] // 4) + np.arange(dw_per)[None, :]  # (L, dw)
+        dwords = dwords.reshape(nwaves, W, dw_per)
+        phases = W // lanes_per_phase if W >= lanes_per_phase else 1
+        lp = min(lanes_per_phase, W)
+        d = dwords.reshape(nwaves, phases, lp * dw_per)
+        m = np.repeat(act.reshape(nwaves, phases, lp), dw_per, axis=2)
+        live = m.any(axis=2)
+        d = np.where(m, d, -1).reshape(-1, lp * dw_per)
+        d.sort(axis=1)
+        distinct = np.concatenate([np.ones((d.shape[0], 1), bool), d[:, 1:] != d[:, :-1]], axis=1) & (d >= 0)
+        banks = np.where(distinct, d % k.banks, k.banks)
+        counts = np.zeros((d.shape[0], k.banks + 1), np.int64)
+        np.add.at(counts, (np.repeat(np.arange(d.shape[0]), d.shape[1]), banks.reshape(-1)), 1)
+        degree = counts[:, :k.banks].max(axis=1)
+        live = live.reshape(-1)
+        k.stats.lds_access_pieces += int(live.sum())
+        k.stats.lds_ideal_cycles += int(live.sum())
+        cyc = int(np.maximum(degree[live], 1).sum())
+        k.stats.lds_cycles += cyc
+        if cyc > live.sum():
+            k.stats.lds_conflicts_by_op[_loc(op)] += cyc - int(live.sum())
+
+
+def _h_vector_load(k, op):
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+    n, shape = _vec_len(op.results[0].type)
+
+    def run(st):
+        mem = st.env[ins[0]]
+        v = _access(k, st, op, mem, ins[1:], n, write=False)
+        st.env[out] = v.reshape((st.L,) + shape)
+    return run
+
+
+def _h_vector_store(k, op):
+    ins = k._ins(op)
+    n, _ = _vec_len(op.operands[0].type)
+
+    def run(st):
+        _access(k, st, op, st.env[ins[1]], ins[2:], n, write=True, values=st.env[ins[0]])
+    return run
+
+
+def _h_memref_load(k, op):
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+
+    def run(st):
+        st.env[out] = _access(k, st, op, st.env[ins[0]], ins[1:], 1, write=False).reshape(st.L)
+    return run
+
+
+def _h_memref_store(k, op):
+    ins = k._ins(op)
+
+    def run(st):
+        _access(k, st, op, st.env[ins[1]], ins[2:], 1, write=True, values=st.env[ins[0]])
+    return run
+
+
+def _raw_buffer_parts(op, k, value_first: bool):
+    ins = k._ins(op)
+    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    pos = 0
+    parts = []
+    for s in seg:
+        parts.append(ins[pos:pos + s])
+        pos += s
+    if value_first:
+        value, mem, idx, sgpr = parts
+    else:
+        value, (mem, idx, sgpr) = None, parts
+    index_offset = ir.IntegerAttr(op.attributes["indexOffset"]).value if "indexOffset" in op.attributes else 0
+    checked = ir.BoolAttr(op.attributes["boundsCheck"]).value if "boundsCheck" in op.attributes else True
+    return value, mem[0], idx, sgpr, index_offset, checked
+
+
+def _h_raw_buffer_load(k, op):
+    (out,) = k._outs(op)
+    _, mem_id, idx, sgpr, ioff, checked = _raw_buffer_parts(op, k, False)
+    n, shape = _vec_len(op.results[0].type)
+
+    def run(st):
+        v = _access(k, st, op, st.env[mem_id], idx, n, write=False, buffer_checked=checked,
+                    index_offset=ioff, sgpr_ids=sgpr)
+        st.env[out] = v.reshape((st.L,) + shape)
+    return run
+
+
+def _h_raw_buffer_store(k, op):
+    value, mem_id, idx, sgpr, ioff, checked = _raw_buffer_parts(op, k, True)
+    n, _ = _vec_len(op.operands[0].type)
+
+    def run(st):
+        _access(k, st, op, st.env[mem_id], idx, n, write=True, values=st.env[value[0]],
+                buffer_checked=checked, index_offset=ioff, sgpr_ids=sgpr)
+    return run
+
+
+# -- vectors --------------------------------------------------------------------------------------
+
+def _static_pos(op):
+    pos = list(ir.DenseI64ArrayAttr(op.attributes["static_position"]))
+    if any(p < 0 for p in pos):
+        raise ExecutorError(f"{_loc(op)}: dynamic vector positions are not supported")
+    return tuple(pos)
+
+
+def _h_extract(k, op):
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+    pos = _static_pos(op)
+
+    def run(st):
+        st.env[out] = np.asarray(st.env[ins[0]])[(slice(None),) + pos]
+    return run
+
+
+def _h_insert(k, op):
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+    pos = _static_pos(op)
+    _, shape = _vec_len(op.results[0].type)
+
+    def run(st):
+        val = np.asarray(st.env[ins[0]])
+        dest = np.array(_lanes(st.env[ins[1]], max(val.shape[0], np.asarray(st.env[ins[1]]).shape[0])))
+        dest[(slice(None),) + pos] = val
+        st.env[out] = dest
+    return run
+
+
+def _h_from_elements(k, op):
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+    _, shape = _vec_len(op.results[0].type)
+
+    def run(st):
+        parts = [np.asarray(st.env[i]) for i in ins]
+        n = max(p.shape[0] for p in parts)
+        st.env[out] = np.stack([_lanes(p, n) for p in parts], axis=1).reshape((n,) + shape)
+    return run
+
+
+def _h_shape_cast(k, op):
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    _, shape = _vec_len(op.results[0].type)
+    _, src_shape = _vec_len(op.operands[0].type)
+
+    def run(st):
+        v = np.asarray(st.env[src])
+        st.env[out] = v.reshape((v.shape[0],) + shape)
+    return run
+
+
+def _h_broadcast(k, op):
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    _, shape = _vec_len(op.results[0].type)
+    src_rank = len(_vec_len(op.operands[0].type)[1])
+
+    def run(st):
+        v = np.asarray(st.env[src])
+        if src_rank == 0:
+            v = v.reshape((v.shape[0],) + (1,) * len(shape))
+        st.env[out] = np.broadcast_to(v, (v.shape[0],) + shape).copy()
+    return run
+
+
+def _strided_1d(op, name):
+    offsets = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["offsets"])]
+    strides = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["strides"])]
+    if len(offsets) != 1 or strides != [1]:
+        raise ExecutorError(f"{_loc(op)}: only 1-D unit-stride {name} is supported")
+    return offsets[0]
+
+
+def _h_insert_strided(k, op):
+    (out,) = k._outs(op)
+    src, dst = k._ins(op)
+    off = _strided_1d(op, "vector.insert_strided_slice")
+    n, _ = _vec_len(op.operands[0].type)
+
+    def run(st):
+        sv = np.asarray(st.env[src])
+        d = np.array(_lanes(st.env[dst], max(sv.shape[0], np.asarray(st.env[dst]).shape[0])))
+        d[:, off:off + n] = sv
+        st.env[out] = d
+    return run
+
+
+def _h_extract_strided(k, op):
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    off = _strided_1d(op, "vector.extract_strided_slice")
+    n, _ = _vec_len(op.results[0].type)
+
+    def run(st):
+        v = np.asarray(st.env[src])
+        st.env[out] = v[..., off:off + n]
+    return run
+
+
+# -- matrix ops -----------------------------------------------------------------------------------
+
+def _h_mma(k, op):
+    (out,) = k._outs(op)
+    a_id, b_id, c_id = k._ins(op)[:3]
+    a_t, c_t = ir.VectorType(op.operands[0].type), ir.VectorType(op.operands[2].type)
+    a_elem, c_elem = str(a_t.element_type), str(c_t.element_type)
+    if op.name == "nvgpu.mma.sync":
+        mnk = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["mmaShape"]))
+    else:
+        mnk = tuple(ir.IntegerAttr(op.attributes[d]).value for d in ("m", "n", "k"))
+    key = decode(op.name, k.arch, k.wave_size, mnk, a_elem, c_elem)
+    unsigned_a = "unsignedA" in op.attributes
+    unsigned_b = "unsignedB" in op.attributes
+    if op.name == "amdgpu.wmma" and "subwordOffset" in op.attributes and ir.IntegerAttr(op.attributes["subwordOffset"]).value:
+        raise ExecutorError(f"{_loc(op)}: the ISA model implements OPSEL (subwordOffset) 0 only")
+    if op.name == "amdgpu.mfma":
+        for attr in ("cbsz", "abid"):
+            if attr in op.attributes and ir.IntegerAttr(op.attributes[attr]).value:
+                raise ExecutorError(f"{_loc(op)}: mfma broadcast controls ({attr}) are not modelled")
+    W = k.wave_size
+
+    def regs(v, L):
+        v = _lanes(v, L)
+        return v.reshape(L // W, W, -1)
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: {op.name} under divergent control flow")
+        c = st.env[c_id]
+        d = isa_execute(key, regs(st.env[a_id], st.L), regs(st.env[b_id], st.L), regs(c, st.L),
+                        unsigned_a=unsigned_a, unsigned_b=unsigned_b)
+        st.env[out] = d.reshape((st.L,) + tuple(c_t.shape))
+        k.stats.matrix_ops += st.L // W
+    return run
+
+
+# -- control flow ---------------------------------------------------------------------------------
+
+def _h_for(k, op):
+    lb, ub, step, *inits = k._ins(op)
+    outs = k._outs(op)
+    body_block = op.regions[0].blocks[0]
+    args = [k._id(a) for a in body_block.arguments]
+    body = k._compile_block(body_block)
+    yield_op = [o.operation for o in body_block.operations][-1]
+    yields = k._ins(yield_op)
+
+    def run(st):
+        lo = _uniform(st.env[lb], "loop lower bound", op)
+        hi = _uniform(st.env[ub], "loop upper bound", op)
+        s = _uniform(st.env[step], "loop step", op)
+        carried = [st.env[i] for i in inits]
+        for iv in range(lo, hi, s):
+            st.env[args[0]] = np.asarray([iv], np.int64)
+            for a, v in zip(args[1:], carried):
+                st.env[a] = v
+            _run_block(body[:-1], st)
+            carried = [st.env[y] for y in yields]
+        for o, v in zip(outs, carried):
+            st.env[o] = v
+    return run
+
+
+def _h_if(k, op):
+    (cond,) = k._ins(op)
+    outs = k._outs(op)
+    then_block = op.regions[0].blocks[0]
+    then_body = k._compile_block(then_block)
+    then_yield = k._ins([o.operation for o in then_block.operations][-1])
+    has_else = len(op.regions) > 1 and len(op.regions[1].blocks) > 0
+    if has_else:
+        else_block = op.regions[1].blocks[0]
+        else_body = k._compile_block(else_block)
+        else_yield = k._ins([o.operation for o in else_block.operations][-1])
+
+    def run(st):
+        c = np.asarray(st.env[cond])
+        if c.shape[0] == 1 or bool(np.all(c == c.flat[0])):
+            take = bool(c.flat[0])
+            if take:
+                _run_block(then_body[:-1], st)
+                vals = [st.env[y] for y in then_yield]
+            elif has_else:
+                _run_block(else_body[:-1], st)
+                vals = [st.env[y] for y in else_yield]
+            else:
+                vals = []
+            for o, v in zip(outs, vals):
+                st.env[o] = v
+            return
+        saved = st.mask
+        base = st.active()
+        c = _lanes(c, st.L)
+        st.mask = base & c
+        if st.mask.any():
+            _run_block(then_body[:-1], st)
+        t_vals = [st.env[y] for y in then_yield]
+        e_vals = t_vals
+        if has_else:
+            st.mask = base & ~c
+            if st.mask.any():
+                _run_block(else_body[:-1], st)
+            e_vals = [st.env[y] for y in else_yield]
+        st.mask = saved
+        for o, tv, ev in zip(outs, t_vals, e_vals):
+            st.env[o] = _select(c, tv, ev, None, 0)
+    return run
+
+
+def _h_yield(k, op):
+    def run(st):
+        pass
+    return run
+
+
+def _h_return(k, op):
+    def run(st):
+        raise _Return()
+    return run
+
+
+_HANDLERS = {
+    "arith.constant": _h_constant, "ub.poison": _h_poison,
+    "gpu.thread_id": _h_thread_id, "gpu.barrier": _h_barrier, "amdgpu.lds_barrier": _h_barrier,
+    "hal.interface.workgroup.id": _h_workgroup_id, "hal.interface.workgroup.count": _h_workgroup_count,
+    "hal.interface.binding.subspan": _h_subspan, "memref.alloc": _h_alloc,
+    "memref.dealloc": lambda k, op: (lambda st: None), "memref.assume_alignment": _h_noop,
+    "vector.load": _h_vector_load, "vector.store": _h_vector_store,
+    "memref.load": _h_memref_load, "memref.store": _h_memref_store,
+    "amdgpu.raw_buffer_load": _h_raw_buffer_load, "amdgpu.raw_buffer_store": _h_raw_buffer_store,
+    "vector.extract": _h_extract, "vector.insert": _h_insert, "vector.from_elements": _h_from_elements,
+    "vector.shape_cast": _h_shape_cast, "vector.broadcast": _h_broadcast,
+    "vector.insert_strided_slice": _h_insert_strided, "vector.extract_strided_slice": _h_extract_strided,
+    "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma,
+    "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
+}

@@ -1,0 +1,87 @@
+"""Load and call compiled modules through IREE's runtime (HIP, CUDA, local-task drivers).
+
+No IREE compiler import here: this module also runs on machines that only have
+iree-base-runtime. Calls use IREE's synchronous ABI: a call returns once its results are ready
+on the device, so a timed call includes the wait for the result (and the launch), never just
+the enqueue.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from mmaflow.compiler.errors import DeviceError
+
+
+def available_drivers() -> list[str]:
+    import iree.runtime as rt
+    return list(rt.query_available_drivers())
+
+
+def device_present(driver: str) -> tuple[bool, str]:
+    """Whether ``driver`` has a usable device here, and why not."""
+    import iree.runtime as rt
+    if driver not in rt.query_available_drivers():
+        return False, f"IREE's runtime has no {driver} driver"
+    try:
+        drv = rt.get_driver(driver)
+        devices = drv.query_available_devices()
+    except Exception as e:  # the driver library (libamdhip64 / libcuda) is missing or broken
+        return False, f"the {driver} driver cannot start: {str(e).splitlines()[0]}"
+    if not devices:
+        return False, f"the {driver} driver sees no device"
+    return True, ""
+
+
+class CompiledModule:
+    """A .vmfb loaded on one device."""
+
+    def __init__(self, vmfb: bytes, driver: str):
+        import iree.runtime as rt
+        ok, why = device_present(driver)
+        if not ok:
+            raise DeviceError(why)
+        self.config = rt.Config(driver)
+        self.ctx = rt.SystemContext(config=self.config)
+        try:
+            self.ctx.add_vm_module(rt.VmModule.copy_buffer(self.config.vm_instance, vmfb))
+        except Exception as e:
+            raise DeviceError(f"IREE could not load the module on {driver}: {e}") from None
+        self.driver = driver
+        self.device = self.config.device
+
+    def function(self, name: str | None = None):
+        mod = self.ctx.modules.module
+        names = [n for n in dir(mod) if not n.startswith("_")]
+        if name is None:
+            public = [n for n in names if n not in ("vm_module",)]
+            if len(public) != 1:
+                raise DeviceError(f"the module exports {public}; name the function to call")
+            name = public[0]
+        try:
+            return mod[name]
+        except (KeyError, AttributeError):
+            raise DeviceError(f"the module has no function {name!r}; it has {names}") from None
+
+    def upload(self, array: np.ndarray):
+        import iree.runtime as rt
+        return rt.asdevicearray(self.device, array)
+
+    def __call__(self, name: str | None, *arrays: np.ndarray) -> np.ndarray:
+        out = self.function(name)(*[self.upload(a) for a in arrays])
+        return np.asarray(out.to_host())
+
+    def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20) -> list[float]:
+        """Seconds per call (inputs already on the device, each call waited for)."""
+        fn = self.function(name)
+        dev = [self.upload(a) for a in arrays]
+        for _ in range(warmup):
+            fn(*dev)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            fn(*dev)
+            times.append(time.perf_counter() - t0)
+        return times

@@ -1,0 +1,61 @@
+"""Decode an MLIR matrix op into the ISA-model instruction the hardware would execute.
+
+Like a disassembler: from the op name, the architecture and the operand vector types alone
+(never from the compiler's catalogue), pick the instruction in ``tables.INSTRUCTIONS``.
+"""
+
+from __future__ import annotations
+
+from .execute import IsaError
+
+_FAMILY = {"gfx11": "rdna3", "gfx12": "rdna4", "gfx94": "cdna", "gfx95": "cdna", "sm_": "ptx"}
+
+
+def arch_family(arch: str) -> str:
+    for prefix, fam in _FAMILY.items():
+        if arch.startswith(prefix):
+            return fam
+    raise IsaError(f"the ISA model does not know architecture {arch!r}")
+
+
+_FP8 = {"f8E4M3FNUZ": "fp8", "f8E4M3FN": "fp8", "f8E5M2FNUZ": "bf8", "f8E5M2": "bf8"}
+_TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8"}
+
+
+def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem: str, c_elem: str) -> str:
+    """Return the ISA-model key for one matrix op instance."""
+    fam = arch_family(arch)
+    m, n, k = mnk
+    if op_name == "amdgpu.wmma":
+        if fam not in ("rdna3", "rdna4") or (m, n, k) != (16, 16, 16):
+            raise IsaError(f"amdgpu.wmma {m}x{n}x{k} does not exist on {arch}")
+        if a_elem in _FP8:
+            if fam != "rdna4" or a_elem not in ("f8E4M3FN", "f8E5M2"):
+                raise IsaError(f"wmma with {a_elem} inputs does not exist on {arch}")
+            src = _FP8[a_elem]
+            mnemonic = f"v_wmma_f32_16x16x16_{src}_{src}"
+        elif a_elem == "i8":
+            mnemonic = "v_wmma_i32_16x16x16_iu8"
+        else:
+            mnemonic = f"v_wmma_{c_elem}_16x16x16_{a_elem}"
+        return f"rdna3.{mnemonic}.w{wave}" if fam == "rdna3" else f"rdna4.{mnemonic}"
+    if op_name == "amdgpu.mfma":
+        if fam != "cdna" or wave != 64:
+            raise IsaError(f"amdgpu.mfma does not exist on {arch}")
+        if a_elem in _FP8:
+            ocp = a_elem in ("f8E4M3FN", "f8E5M2")
+            if ocp != arch.startswith("gfx95"):
+                raise IsaError(f"mfma with {a_elem} inputs does not exist on {arch} "
+                               f"({'OCP' if arch.startswith('gfx95') else 'FNUZ'} fp8 only)")
+            src = _FP8[a_elem]
+            mnemonic = f"v_mfma_f32_{m}x{n}x{k}_{src}_{src}"
+        else:
+            mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_{_TYPE_NAME[a_elem]}"
+        return f"cdna.{mnemonic}"
+    if op_name == "nvgpu.mma.sync":
+        if fam != "ptx":
+            raise IsaError(f"nvgpu.mma.sync does not exist on {arch}")
+        if a_elem == "i8":
+            return "ptx.mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+        return f"ptx.mma.sync.aligned.m{m}n{n}k{k}.row.col.{c_elem}.{a_elem}.{a_elem}.{c_elem}"
+    raise IsaError(f"{op_name} is not a matrix instruction")

@@ -1,0 +1,107 @@
+"""Random inputs, numpy references and dtype-justified tolerances for matmul checks.
+
+Tolerances are worst-case rounding bounds, not fudge factors. With unit roundoff u of the
+accumulation type, any order of K fused or unfused multiply-adds satisfies
+
+    |computed_ij - exact_ij| <= K * u * (|A| @ |B|)_ij          (gamma_K, Higham 3.1)
+
+so that bound (plus one rounding u*|exact| when the result is stored in a narrower type than it
+was accumulated in) is the tolerance: u = 2^-24 for f32 accumulators, 2^-11 for f16, 2^-8 for
+bf16. Inputs are generated in their storage type (f16, bf16, fp8 are exact in float64), so the
+reference sees exactly the values the kernel multiplies. Integer matmuls must match exactly,
+with the 32-bit wraparound of the hardware's accumulators.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+DTYPES = {
+    "f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+    "i8": np.dtype(np.int8), "i32": np.dtype(np.int32),
+    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn), "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+}
+UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+
+
+def random_matrix(rng: np.random.Generator, shape, dtype: str, *, unsigned: bool = False) -> np.ndarray:
+    dt = DTYPES[dtype]
+    if dtype == "i8":
+        if unsigned:
+            return rng.integers(0, 256, shape).astype(np.uint8).view(np.int8)
+        return rng.integers(-128, 128, shape).astype(np.int8)
+    scale = 2.0 if dtype.startswith("f8") else 1.0
+    return rng.uniform(-scale, scale, shape).astype(dt)
+
+
+def as_exact(a: np.ndarray, *, unsigned: bool = False) -> np.ndarray:
+    """Values as float64 (floats) or int64 (integers) without loss."""
+    if a.dtype == np.int8:
+        return (a.view(np.uint8) if unsigned else a).astype(np.int64)
+    return a.astype(np.float64)
+
+
+def matmul_reference(a: np.ndarray, b: np.ndarray, out_type: str, *, acc_type: str | None = None,
+                     unsigned_a: bool = False, unsigned_b: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(reference, per-element tolerance) for C = A @ B (batched over leading axes)."""
+    a64, b64 = as_exact(a, unsigned=unsigned_a), as_exact(b, unsigned=unsigned_b)
+    ref = a64 @ b64
+    if out_type == "i32":
+        wrapped = ((ref + 2**31) % 2**32 - 2**31).astype(np.int64)
+        return wrapped, np.zeros_like(wrapped, dtype=np.float64)
+    acc_type = acc_type or out_type
+    k = a.shape[-1]
+    bound = np.abs(a64) @ np.abs(b64)
+    tol = k * UNIT_ROUNDOFF[acc_type] * bound
+    if out_type != acc_type:
+        tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref)
+    # The stored result itself is rounded once to the output type.
+    tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref) + np.finfo(np.float32).tiny
+    return ref, tol
+
+
+@dataclass
+class Check:
+    passed: bool
+    max_abs_err: float
+    max_rel_err: float
+    max_tol: float
+    worst_index: tuple
+    unwritten: int
+    nonfinite: int
+    detail: str
+
+    def line(self) -> str:
+        status = "PASS" if self.passed else "FAIL"
+        return (f"{status}: max |err| {self.max_abs_err:.3e}, max rel err {self.max_rel_err:.3e}, "
+                f"tolerance up to {self.max_tol:.3e}; {self.detail}")
+
+
+def compare(out: np.ndarray, ref: np.ndarray, tol: np.ndarray, *, written: np.ndarray | None = None,
+            out_type: str = "f32") -> Check:
+    out64 = out.astype(np.float64) if out_type != "i32" else out.astype(np.int64)
+    err = np.abs(out64 - ref)
+    nonfinite = int((~np.isfinite(out64)).sum()) if out_type != "i32" else 0
+    unwritten = int((~written).sum()) if written is not None else 0
+    bad = err > tol
+    if out_type != "i32":
+        bad |= ~np.isfinite(out64)
+    worst = np.unravel_index(int(np.argmax(np.where(np.isfinite(err), err - tol, np.inf))), err.shape)
+    rel = err / np.maximum(np.abs(ref), 1e-30)
+    passed = not bad.any() and unwritten == 0
+    detail = f"{int(bad.sum())} of {out.size} elements outside tolerance"
+    if unwritten:
+        detail += f", {unwritten} elements never written"
+    if nonfinite:
+        detail += f", {nonfinite} non-finite"
+    if bad.any():
+        detail += (f"; worst at {tuple(int(i) for i in worst)}: got {out64[worst]}, expected {ref[worst]}, "
+                   f"tolerance {tol[worst]:.3e}")
+    finite = np.isfinite(err)
+    return Check(passed, float(err[finite].max()) if finite.any() else float("inf"),
+                 float(rel[finite].max()) if finite.any() else float("inf"),
+                 float(tol.max()), tuple(int(i) for i in worst), unwritten, nonfinite, detail)
