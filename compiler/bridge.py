@@ -26,7 +26,7 @@ from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
 from .errors import InputError, ToolchainError
-from .isa import IsaReport, parse_ptx, parse_rocmasm
+from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .pipeline import CodegenOptions, ExecutableResult, codegen_executable_text
 from .stages.configure import read_config
@@ -80,8 +80,18 @@ class CompileResult:
         return [e for e in self.executables if e.taken]
 
 
-def iree_flags(target: Target, dump_dir: Path) -> list[str]:
-    return target.iree_flags() + [f"--iree-hal-dump-executable-files-to={dump_dir}"]
+def iree_flags(target: Target, dump_dir: Path, *, full_dumps: bool) -> list[str]:
+    """IREE flags for the target, plus the dumps verification reads.
+
+    Intermediates (.ll, .rocmasm, .ptx) do not change the .vmfb; the full dumps
+    (--iree-hal-dump-executable-files-to) point executable source locations at the dumped files,
+    so they are used only when the user asks for a dump directory.
+    """
+    if full_dumps:
+        return target.iree_flags() + [f"--iree-hal-dump-executable-files-to={dump_dir}"]
+    # PTX counts as a binary for the CUDA target, .rocmasm as an intermediate for ROCm.
+    return target.iree_flags() + [f"--iree-hal-dump-executable-intermediates-to={dump_dir}",
+                                  f"--iree-hal-dump-executable-binaries-to={dump_dir}"]
 
 
 def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
@@ -102,15 +112,16 @@ def compile_module(source: str, target_name: str, *, options: CodegenOptions | N
         isa_dir = dump_dir / "iree"
     try:
         return _compile(source, target, options, source_name, isa_dir, extra_flags or [],
-                        require_matmul, verify)
+                        require_matmul, verify, full_dumps=dump_dir is not None)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify) -> CompileResult:
+def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *,
+             full_dumps: bool) -> CompileResult:
     session = api.Session()
-    session.set_flags(*(iree_flags(target, isa_dir) + extra_flags))
+    session.set_flags(*(iree_flags(target, isa_dir, full_dumps=full_dumps) + extra_flags))
     # -- front
     front = _Invocation(session)
     src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
@@ -166,19 +177,21 @@ def _config_of(exe: ExecutableResult):
     return read_config(selected_func(module))
 
 
-def isa_path(isa_dir: Path, exe_name: str, target: Target) -> Path:
+def kernel_isa(isa_dir: Path, kernel: str, target: Target) -> str:
+    """The ISA of one kernel among IREE's dumps (executables may be linked into one file)."""
+    isa = "amdgcn" if target.is_amd else "ptx"
     suffix = "rocmasm" if target.is_amd else "ptx"
-    variant = "rocm_hsaco_fb" if target.is_amd else "cuda_nvptx_fb"
-    hits = sorted(isa_dir.glob(f"*_{exe_name}_{variant}.{suffix}"))
-    if len(hits) != 1:
-        raise ToolchainError(f"expected one .{suffix} dump for {exe_name} in {isa_dir}, found {len(hits)}")
-    return hits[0]
+    found = [t for t in (extract_kernel(p.read_text(), kernel, isa) for p in sorted(isa_dir.glob(f"*.{suffix}")))
+             if t is not None]
+    if len(found) != 1:
+        raise ToolchainError(f"expected the ISA of kernel {kernel} once among the .{suffix} dumps in {isa_dir}, "
+                             f"found it {len(found)} times")
+    return found[0]
 
 
 def read_isa(isa_dir: Path, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
-    path = isa_path(isa_dir, exe.name, target)
-    text = path.read_text()
+    text = kernel_isa(isa_dir, exe.export, target)
     cfg = _config_of(exe)
     if target.is_amd:
-        return text, parse_rocmasm(text, exe.name, target, cfg.wave_size)
-    return text, parse_ptx(text, exe.name, target)
+        return text, parse_rocmasm(text, exe.export, target, cfg.wave_size)
+    return text, parse_ptx(text, exe.export, target)

@@ -24,6 +24,8 @@ from .errors import InputError, MmaflowError
 
 
 def _read_input(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
     p = Path(path)
     if not p.exists():
         raise InputError(f"input file not found: {path}")
@@ -157,7 +159,7 @@ def cmd_layout(args) -> int:
             lay = intr.operand(op)
             out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows,
                         "cols": lay.cols, "lanes": intr.wave_size, "elements": lay.to_elements()})
-        print(json.dumps(out[0] if len(out) == 1 else out, indent=1))
+        print(json.dumps(out[0] if len(out) == 1 else out))
         return 0
     print(intr.describe())
     for op in operands:
@@ -169,6 +171,8 @@ def cmd_layout(args) -> int:
 
 
 def cmd_opt(args) -> int:
+    from iree.compiler import ir
+
     from .mlir import new_context, ops_named, parse_module, print_op, str_attr
     from .pipeline import STAGE_NAMES, codegen_executable, stages_from
     for s in (args.from_stage, args.to_stage):
@@ -184,10 +188,20 @@ def cmd_opt(args) -> int:
             exes = ops_named(module.operation, "hal.executable")
             if len(exes) != 1:
                 raise InputError(f"expected one hal.executable, found {len(exes)}", location=args.input)
-            res = codegen_executable(module, str_attr(exes[0], "sym_name"), _options(args, args.target),
+            whole = module if len([o for o in module.body.operations]) > 1 else None
+            if whole is not None:  # a whole module: run on its executable, print the whole module
+                module = parse_module("module {\n" + print_op(exes[0], debug_info=True) + "\n}", ctx,
+                                      source=args.input)
+            exe_name = str_attr(exes[0], "sym_name")
+            res = codegen_executable(module, exe_name, _options(args, args.target),
                                      stages_from(args.from_stage, args.to_stage))
             for line in res.log:
                 print(line, file=sys.stderr)
+            if whole is not None:
+                (new_exe,) = ops_named(module.operation, "hal.executable")
+                ir.InsertionPoint(exes[0]).insert(new_exe.detach_from_parent())
+                exes[0].erase()
+                module = whole
             outs.append(print_op(module))
         except MmaflowError as e:
             if not args.split_input_file:

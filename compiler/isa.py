@@ -79,6 +79,37 @@ _PTX_CATEGORIES = [
 ]
 
 
+def extract_kernel(text: str, kernel: str, isa: str) -> str | None:
+    """The part of a (possibly linked, multi-kernel) ISA file that belongs to ``kernel``.
+
+    AMD: the code from ``kernel:`` to its ``.Lfunc_end`` label plus the kernel's entry of the
+    ``.amdgpu_metadata`` YAML. PTX: the ``.entry kernel(`` function up to its closing brace.
+    """
+    if isa == "amdgcn":
+        m = re.search(rf"^{re.escape(kernel)}:\n(.*?)^\.Lfunc_end\d+:", text, re.M | re.S)
+        if not m:
+            return None
+        meta = ""
+        entries = re.split(r"^  - ", text.split(".amdgpu_metadata", 1)[-1], flags=re.M)
+        for e in entries:
+            if re.search(rf"^\s+\.name:\s+{re.escape(kernel)}\s*$", e, re.M):
+                meta = e
+        return m.group(1) + "\n.amdgpu_metadata\n" + meta
+    m = re.search(rf"\.entry {re.escape(kernel)}\(", text)
+    if not m:
+        return None
+    header = "\n".join(line for line in text[:m.start()].splitlines()
+                       if line.startswith((".version", ".target", ".address_size"))) + "\n"
+    start = text.index("{", m.end())
+    depth, i = 0, start
+    while i < len(text):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            break
+        i += 1
+    return header + text[m.start():i + 1]
+
+
 def _categorize(lines: list[str], cats) -> Counter:
     out = Counter()
     for line in lines:
@@ -114,18 +145,14 @@ def _loop_body(instrs: list[tuple[str, str]], label_re, branch_re) -> list[str] 
 
 def parse_rocmasm(text: str, kernel: str, target: Target, wave_size: int) -> IsaReport:
     instrs = []
-    in_text = False
-    for raw in text.splitlines():
+    code = text.split(".amdgpu_metadata", 1)[0]
+    for raw in code.splitlines():
         line = raw.strip()
-        if line.startswith(".text") or line.endswith(":") and not line.startswith("."):
-            in_text = True
-        if line.startswith(".amdgpu_metadata") or line.startswith(".end_amdgpu_metadata"):
-            in_text = False
         if not line or line.startswith(";"):
             continue
-        if re.match(r"^\.?L?BB\w*:|^\.LBB\w*:", line):
+        if re.match(r"^\.LBB\w*:", line):
             instrs.append(("label", line[:-1]))
-        elif in_text and re.match(r"^[a-z_][a-z0-9_]*\b", line) and not line.endswith(":"):
+        elif re.match(r"^[a-z_][a-z0-9_]*\b", line) and not line.endswith(":"):
             instrs.append(("instr", line.split(";")[0].strip()))
     lines = [t for k, t in instrs if k == "instr"]
     body = _loop_body(instrs, None, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"))

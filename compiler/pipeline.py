@@ -85,6 +85,7 @@ def stages_from(first: str | None = None, last: str | None = None) -> list[Stage
 @dataclass
 class ExecutableResult:
     name: str
+    export: str  # the hal.executable.export symbol (= the kernel's name in the ISA)
     text: str  # the hal.executable (module) after the pipeline
     taken: bool
     log: list[str]
@@ -103,7 +104,11 @@ def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
         target = get_target(options.target)
         for variant in ops_named(module.operation, "hal.executable.variant"):
             hand_back.retarget_variant(variant, target)
-    return ExecutableResult(name, print_op(module), taken, unit.log, run)
+    exports = ops_named(module.operation, "hal.executable.export")
+    export = str_attr(exports[0], "sym_name") if exports else name
+    # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the
+    # user's source locations rather than the name of a temporary file.
+    return ExecutableResult(name, export, print_op(module, debug_info=True), taken, unit.log, run)
 
 
 def codegen_executable_text(text: str, options: CodegenOptions, *, source: str = "<stdin>") -> ExecutableResult:

@@ -671,10 +671,19 @@ def _raw_buffer_parts(op, k, value_first: bool):
     return value, mem[0], idx, sgpr, index_offset, checked
 
 
+def _check_buffer_width(op, t):
+    n, _ = _vec_len(t)
+    elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    bits = n * np_dtype(elem).itemsize * 8
+    if bits > 128:
+        raise ExecutorError(f"{_loc(op)}: {op.name} moves {bits} bits per lane; buffer instructions move at most 128")
+
+
 def _h_raw_buffer_load(k, op):
     (out,) = k._outs(op)
     _, mem_id, idx, sgpr, ioff, checked = _raw_buffer_parts(op, k, False)
     n, shape = _vec_len(op.results[0].type)
+    _check_buffer_width(op, op.results[0].type)
 
     def run(st):
         v = _access(k, st, op, st.env[mem_id], idx, n, write=False, buffer_checked=checked,
@@ -686,6 +695,7 @@ def _h_raw_buffer_load(k, op):
 def _h_raw_buffer_store(k, op):
     value, mem_id, idx, sgpr, ioff, checked = _raw_buffer_parts(op, k, True)
     n, _ = _vec_len(op.operands[0].type)
+    _check_buffer_width(op, op.operands[0].type)
 
     def run(st):
         _access(k, st, op, st.env[mem_id], idx, n, write=True, values=st.env[value[0]],

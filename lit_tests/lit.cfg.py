@@ -1,0 +1,40 @@
+# lit configuration for mmaflow: one folder per pipeline stage, FileCheck on printed IR / ISA.
+#
+# Tools: `mmaflow` (this checkout, run through the current Python), stock `iree-compile` and
+# `iree-opt` from the pinned iree-base-compiler wheel, and the pip `filecheck` port (the wheel
+# ships no LLVM FileCheck).
+
+import os
+import shutil
+import sys
+
+import lit.formats
+
+config.name = "mmaflow"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.test_source_root, "Output")
+config.excludes = ["Inputs", "lit.cfg.py"]
+
+bindir = os.path.dirname(sys.executable)
+path = os.pathsep.join([bindir, os.environ.get("PATH", "")])
+config.environment["PATH"] = path
+config.environment["FILECHECK_OPTS"] = "--dump-input=fail"
+for var in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+filecheck = shutil.which("FileCheck", path=path) or shutil.which("filecheck", path=path)
+if filecheck is None:
+    lit_config.fatal("no FileCheck: pip install filecheck")
+for tool in ("iree-compile", "iree-opt", "mmaflow", "mmaflow-codegen"):
+    if shutil.which(tool, path=path) is None:
+        lit_config.fatal(f"{tool} is not on PATH ({bindir}); pip install -e '.[test]' first")
+
+repo = os.path.dirname(config.test_source_root)
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%scripts", os.path.join(repo, "transform_scripts")))
+config.substitutions.append(("%examples", os.path.join(repo, "examples")))
+config.substitutions.append(("%python", sys.executable))
+config.substitutions.append(("FileCheck", filecheck))
