@@ -118,11 +118,10 @@ def compile_module(source: str, target_name: str, *, options: CodegenOptions | N
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *,
-             full_dumps: bool) -> CompileResult:
-    session = api.Session()
-    session.set_flags(*(iree_flags(target, isa_dir, full_dumps=full_dumps) + extra_flags))
-    # -- front
+def _front_and_codegen(session: api.Session, source: str, source_name: str, options: CodegenOptions,
+                       result: "CompileResult", require_matmul: bool):
+    """Invocation 1 to executable-sources, then every executable through the per-executable
+    pipeline (as text, like the hook tool). Returns the module, with executables replaced."""
     front = _Invocation(session)
     src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
     if not front.inv.parse_source(src):
@@ -131,7 +130,6 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
     if not front.inv.execute():
         raise front.fail(f"compile {source_name} to executable-sources")
     module = front.inv.export_module()
-    result = CompileResult(b"", [])
     if options.dump_after == "front":
         result.front_text = print_op(module)
     # -- codegen, one executable at a time, through the hook tool's function
@@ -145,9 +143,34 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
         ir.InsertionPoint(exe).insert(new_exe.detach_from_parent())
         exe.erase()
     if require_matmul and not result.taken:
-        reasons = "; ".join(f"{e.name}: {line.split(': ', 2)[-1]}" for e in result.executables for line in e.log[:1])
+        reasons = "; ".join(line.removeprefix("mmaflow: left  ") for e in result.executables for line in e.log[:1])
         raise InputError(f"no matmul-like contraction that mmaflow compiles in {source_name} ({reasons})",
                          hint="mmaflow compiles linalg.matmul / batch_matmul (or equivalent linalg.generic) dispatches")
+    return module
+
+
+def codegen_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
+                   source_name: str = "input.mlir", require_matmul: bool = True) -> CompileResult:
+    """Front and per-executable codegen only (no IREE lowering): the handed-back executables,
+    e.g. for the lane executor."""
+    target = get_target(target_name)
+    options = options or CodegenOptions()
+    options = CodegenOptions(target=target.name, overrides=options.overrides,
+                             dump_after=options.dump_after, dump_dir=options.dump_dir)
+    parse_module(source, new_context(), source=source_name)
+    session = api.Session()
+    session.set_flags(*target.iree_flags())
+    result = CompileResult(b"", [])
+    _front_and_codegen(session, source, source_name, options, result, require_matmul)
+    return result
+
+
+def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *,
+             full_dumps: bool) -> CompileResult:
+    session = api.Session()
+    session.set_flags(*(iree_flags(target, isa_dir, full_dumps=full_dumps) + extra_flags))
+    result = CompileResult(b"", [])
+    module = _front_and_codegen(session, source, source_name, options, result, require_matmul)
     # -- lower
     back = _Invocation(session)
     back.inv.import_module(module)

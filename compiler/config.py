@@ -198,7 +198,8 @@ def _largest_tile(dim: int, preferred: int, quantum: int) -> int:
     return 0
 
 
-def default_config(target: Target, problem: Contraction, wave_size: int | None = None) -> KernelConfig:
+def default_config(target: Target, problem: Contraction, wave_size: int | None = None,
+                   intrinsic: str | None = None) -> KernelConfig:
     """Pick a config sized to the target's register file so that large matmuls do not spill.
 
     Per-wave register tiles (f32 accumulators in VGPRs): RDNA wave32 64x32 (8 WMMA, 64 VGPRs),
@@ -211,7 +212,7 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     candidates = matching_intrinsics(target, problem, wave)
     if not candidates:
         raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
-    intr = candidates[0]
+    intr = candidates[0] if intrinsic is None else target.intrinsic(intrinsic)
     bits = TYPE_BITS[problem.a_type]
     if target.vendor == "nvidia" or (intr.family.startswith("wmma") and wave == 32):
         waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32
@@ -242,9 +243,13 @@ def resolve(target: Target, problem: Contraction, overrides: dict | None = None)
     """The heuristic's config with user overrides applied, validated."""
     overrides = dict(overrides or {})
     wave = overrides.get("wave_size")
-    if "intrinsic" in overrides and wave is None:
-        wave = target.intrinsic(overrides["intrinsic"]).wave_size
-    cfg = default_config(target, problem, wave)
-    if overrides:
-        cfg = replace(cfg, **overrides)
+    intrinsic = overrides.get("intrinsic")
+    if intrinsic is not None:
+        intr = target.intrinsic(intrinsic)
+        wave = wave or intr.wave_size
+    full = {f.name for f in fields(KernelConfig)} <= set(overrides)
+    if full:  # a complete config: the heuristic has nothing to add
+        cfg = KernelConfig(**overrides)
+    else:
+        cfg = replace(default_config(target, problem, wave, intrinsic), **overrides)
     return cfg, validate(cfg, target, problem)

@@ -30,6 +30,7 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
+from .isa import IsaError
 from .isa import execute as isa_execute
 from .isa.decode import decode
 
@@ -838,8 +839,11 @@ def _h_mma(k, op):
         if st.mask is not None and not st.mask.all():
             raise ExecutorError(f"{_loc(op)}: {op.name} under divergent control flow")
         c = st.env[c_id]
-        d = isa_execute(key, regs(st.env[a_id], st.L), regs(st.env[b_id], st.L), regs(c, st.L),
-                        unsigned_a=unsigned_a, unsigned_b=unsigned_b)
+        try:
+            d = isa_execute(key, regs(st.env[a_id], st.L), regs(st.env[b_id], st.L), regs(c, st.L),
+                            unsigned_a=unsigned_a, unsigned_b=unsigned_b)
+        except IsaError as e:
+            raise ExecutorError(f"{_loc(op)}: {e}") from None
         st.env[out] = d.reshape((st.L,) + tuple(c_t.shape))
         k.stats.matrix_ops += st.L // W
     return run

@@ -28,14 +28,30 @@ DTYPES = {
 UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 
 
-def random_matrix(rng: np.random.Generator, shape, dtype: str, *, unsigned: bool = False) -> np.ndarray:
+def random_matrix(rng: np.random.Generator, shape, dtype: str, *, unsigned: bool = False,
+                  small_integers: bool = False) -> np.ndarray:
+    """Random data in the storage type.
+
+    ``small_integers``: values in {-2, ..., 2}; every product and every partial sum of a K <= 256
+    dot product is then an integer of magnitude <= 1024, exact in f16, bf16 (<= 256 for K <= 64
+    with {-1, 0, 1}), f32 and the fp8 types: the result must match exactly, so a
+    single misplaced element is caught no matter how large K is.
+    """
     dt = DTYPES[dtype]
     if dtype == "i8":
         if unsigned:
             return rng.integers(0, 256, shape).astype(np.uint8).view(np.int8)
         return rng.integers(-128, 128, shape).astype(np.int8)
+    if small_integers:
+        lim = 1 if dtype == "bf16" else 2
+        return rng.integers(-lim, lim + 1, shape).astype(np.float64).astype(dt)
     scale = 2.0 if dtype.startswith("f8") else 1.0
     return rng.uniform(-scale, scale, shape).astype(dt)
+
+
+def exact_integer_limit(out_type: str) -> int:
+    """Largest integer magnitude the output/accumulator type holds exactly."""
+    return {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8, "i32": 2 ** 31}[out_type]
 
 
 def as_exact(a: np.ndarray, *, unsigned: bool = False) -> np.ndarray:

@@ -94,11 +94,14 @@ class SimResult:
     ref: np.ndarray
 
 
-def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: int = 1 << 14) -> SimResult:
+def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: int = 1 << 14,
+                 exact: bool = False) -> SimResult:
     """Run a handed-back matmul dispatch on random inputs and compare with numpy.
 
     ``problem`` is the dictionary the select stage recorded (``mmaflow.problem``): shapes, element
-    types, transposition, signedness and binding indices.
+    types, transposition, signedness and binding indices. ``exact``: small-integer inputs whose
+    dot products are exact in the output type, compared with zero tolerance (falls back to
+    random data when K is too large for exactness).
     """
     from . import numerics as num
     d = load_dispatch(module)
@@ -110,9 +113,11 @@ def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: 
     lead = (batch,) if batch > 1 else ()
     a_shape = lead + ((k, m) if problem["a_transposed"] else (m, k))
     b_shape = lead + ((n, k) if problem["b_transposed"] else (k, n))
-    a = num.random_matrix(rng, a_shape, problem["a_type"], unsigned=problem["unsigned_a"])
-    b = num.random_matrix(rng, b_shape, problem["b_type"], unsigned=problem["unsigned_b"])
     out_t = problem["c_type"]
+    lim = 1 if problem["a_type"] == "bf16" else 2
+    exact = exact and out_t != "i32" and k * lim * lim < num.exact_integer_limit(out_t)
+    a = num.random_matrix(rng, a_shape, problem["a_type"], unsigned=problem["unsigned_a"], small_integers=exact)
+    b = num.random_matrix(rng, b_shape, problem["b_type"], unsigned=problem["unsigned_b"], small_integers=exact)
     c = np.zeros(lead + (m, n), num.DTYPES[out_t])
     for idx, arr in ((ba, a), (bb, b), (bc, c)):
         shape, elem, _ = d.bindings[idx]
@@ -123,5 +128,7 @@ def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: 
     b_log = np.swapaxes(b, -1, -2) if problem["b_transposed"] else b
     ref, tol = num.matmul_reference(a_log, b_log, out_t, unsigned_a=problem["unsigned_a"],
                                     unsigned_b=problem["unsigned_b"])
+    if exact:
+        tol = np.zeros_like(tol)
     wmask = written.get(bc, np.zeros(c.size, bool)).reshape(c.shape)
     return SimResult(num.compare(c, ref, tol, written=wmask, out_type=out_t), stats, c, ref)

@@ -75,8 +75,7 @@ module attributes {transform.with_named_sequence} {
     transform.iree.map_nested_forall_to_gpu_threads %func_b workgroup_dims = [256, 1, 1] subgroup_size = 32
         : (!transform.any_op) -> ()
 
-    // 9. Fold the self-copies the foralls leave behind (canonicalize after CSE), then vectorize
-    //    the remaining copies: the global -> LDS promotions.
+    // 9. Fold the self-copies the foralls leave behind (canonicalize after CSE).
     transform.apply_patterns to %func_b {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
@@ -84,11 +83,11 @@ module attributes {transform.with_named_sequence} {
     transform.apply_patterns to %func_b {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
-    %copies = transform.structured.match ops{["linalg.generic", "linalg.copy", "memref.copy"]} in %func_b : (!transform.any_op) -> !transform.any_op
-    transform.structured.vectorize %copies : !transform.any_op
 
     // 10. Keep the accumulator in registers across K: fold subviews into transfer indices,
-    //     forward the zero fill, and hoist the accumulator read/write out of the loop.
+    //     forward the zero fill, and hoist the accumulator read/write out of the loop. The
+    //     global -> LDS copies are still linalg ops here, so forwarding cannot fold the LDS
+    //     round trip away (it would when one wave reads the whole tile it just stored).
     transform.iree.hoist_static_alloc %func_b : (!transform.any_op) -> ()
     transform.apply_patterns to %func_b {
       transform.apply_patterns.memref.fold_memref_alias_ops
@@ -98,7 +97,12 @@ module attributes {transform.with_named_sequence} {
     %func_o = transform.apply_registered_pass "iree-codegen-optimize-vector-transfer" to %func_b : (!transform.any_op) -> !transform.any_op
     %func_h = transform.structured.hoist_redundant_vector_transfers %func_o : (!transform.any_op) -> !transform.any_op
     %func_f = transform.apply_registered_pass "iree-codegen-optimize-vector-transfer" to %func_h : (!transform.any_op) -> !transform.any_op
+
+    // 11. Vectorize the remaining copies: the global -> LDS promotions.
+    %copies = transform.structured.match ops{["linalg.generic", "linalg.copy", "memref.copy"]} in %func_f : (!transform.any_op) -> !transform.any_op
+    transform.structured.vectorize %copies : !transform.any_op
     transform.apply_patterns to %func_f {
+      transform.apply_patterns.memref.fold_memref_alias_ops
       transform.apply_patterns.canonicalization
     } : !transform.any_op
     transform.apply_cse to %func_f : !transform.any_op

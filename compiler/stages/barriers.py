@@ -89,14 +89,33 @@ class Placer:
             second_exit = self.block(body, state.merge(first_exit))
             return state.merge(second_exit)  # the loop may run zero times
         if op.name == "scf.if":
-            outs = [self.block(r.blocks[0], state) for r in op.regions if len(r.blocks)]
+            # Lanes may disagree on the condition: a barrier inside would hang or be skipped, so
+            # the barrier a branch needs goes before the scf.if, and a branch that needs one of
+            # its own is refused.
+            kinds = {_lds_access(o) for o in _nested(op)} - {None}
+            if ("write" in kinds and state.reads) or ("read" in kinds and state.writes):
+                self._barrier_before(op)
+                state = Pending()
             merged = state
-            for o in outs:
-                merged = merged.merge(o)
+            for r in op.regions:
+                if len(r.blocks):
+                    inner = Placer(self.vendor)
+                    merged = merged.merge(inner.block(r.blocks[0], state))
+                    if inner.inserted:
+                        raise CodegenError("an LDS hazard inside divergent control flow (scf.if) needs a barrier "
+                                           "that cannot be placed there", stage=NAME, location=location_of(op))
             return merged
         if len(op.regions):
             raise CodegenError(f"cannot place barriers across {op.name}", stage=NAME, location=location_of(op))
         return state
+
+
+def _nested(op: ir.Operation):
+    for r in op.regions:
+        for blk in r.blocks:
+            for o in blk.operations:
+                yield o.operation
+                yield from _nested(o.operation)
 
 
 def _previous(op: ir.Operation) -> ir.Operation | None:

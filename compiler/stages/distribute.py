@@ -115,6 +115,8 @@ class Distributor:
         if len(contracts) != 1:
             raise _fail(f"expected one vector.contract after the script stage, found {len(contracts)}", self.func)
         self.contract = c = contracts[0]
+        if c.parent.name != "scf.for":
+            self._materialize_k_loop(c)
         loop = c.parent
         if loop.name != "scf.for":
             raise _fail("the vector.contract is not directly inside the K loop (scf.for)", c)
@@ -179,6 +181,36 @@ class Distributor:
                 or not ir.DenseElementsAttr(init.attributes["value"]).is_splat:
             raise _fail("the accumulator must start from a splat constant (the zero fill)", loop)
         self.acc_init = ir.DenseElementsAttr(init.attributes["value"]).get_splat_value()
+
+    def _materialize_k_loop(self, c: ir.Operation) -> None:
+        """K == tile_k: canonicalization removed the one-iteration K loop. Put it back (a loop of
+        one iteration around the K step's ops) so the rest of the stage sees one IR form."""
+        acc = c.operands[2]
+        init = defining_op(acc)
+        if init is None or init.name != "arith.constant":
+            raise _fail("without a K loop, the accumulator must be the zero-fill constant", c)
+        block_ops = [o.operation for o in c.block.operations]
+        step_ops = []
+        for o in block_ops[:block_ops.index(c)]:
+            if o.name in ("vector.transfer_read", "vector.transfer_write") or o.name in _EXT_OPS:
+                step_ops.append(o)
+            elif o.name == "gpu.barrier":
+                o.erase()  # the barriers stage places barriers
+        em = Emitter(ir.InsertionPoint(c), c.location, self.vendor)
+        zero, one = em.const(0), em.const(1)
+        with c.location, ir.InsertionPoint(c):
+            loop = scf.ForOp(zero, one, one, [acc])
+        body_ip = ir.InsertionPoint(loop.body)
+        for o in step_ops + [c]:
+            body_ip.insert(o.detach_from_parent())
+        c.operands[2] = loop.inner_iter_args[0]
+        result = c.results[0]
+        for use in list(result.uses):
+            user = defining_op_of_use(use)
+            if user.parent != loop.operation and user != c:
+                user.operands[use.operand_number] = loop.results[0]
+        with c.location, body_ip:
+            scf.YieldOp([result])
 
     def _operand(self, name, value, layout, vec_role, kd, dims) -> Operand:
         ext = defining_op(value)
@@ -303,9 +335,9 @@ class Distributor:
         src = self._global(src_mem)
         rows, cols = vt.shape
         lead, g0, g1 = src_idx[:-2], src_idx[-2], src_idx[-1]
-        v = 128 // opd.bits
-        if cols % v:
-            raise _fail(f"the {opd.name} tile row of {cols} elements is not a whole number of 128-bit chunks", r)
+        v = 128 // opd.bits  # elements per 128-bit chunk; narrower only when a tile row is shorter
+        while cols % v:
+            v //= 2
         threads = self.cfg.workgroup_size
         chunk_t = vector_type([v], opd.elem)
         d0, d1 = dst_idx  # logical LDS coordinates of the tile origin (constants in practice)

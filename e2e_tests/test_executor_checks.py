@@ -1,0 +1,139 @@
+"""The lane executor must catch broken kernels: a lane's index off by one, a missing barrier, an
+out-of-bounds LDS access, an unsupported op, a too-wide buffer access; and must implement the
+buffer bounds check (out-of-range loads read 0, stores are dropped)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from iree.compiler import ir
+
+from conftest import handed_back, matmul_module
+from mmaflow.compiler.mlir import new_context, ops_named, parse_module, walk
+from mmaflow.runtime.executor import ExecutorError, Kernel
+from mmaflow.runtime.simulate import check_matmul
+
+SRC = matmul_module(128, 128, 64)
+
+
+def _module(target, overrides=()):
+    text, problem = handed_back(SRC, target, overrides)
+    return parse_module(text, new_context()), json.loads(problem)
+
+
+def _lds_loads(module):
+    return [o for o in walk(module.operation) if o.name == "vector.load"
+            and "workgroup" in str(ir.MemRefType(o.operands[0].type).memory_space)]
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
+def test_correct_kernel_passes(target):
+    module, problem = _module(target)
+    r = check_matmul(module, problem, exact=True)
+    assert r.check.passed and not r.stats.races
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
+def test_one_lane_off_by_one_fails(target):
+    """Lane 5 of every wave reads its A fragment one element further along K."""
+    module, problem = _module(target)
+    load = _lds_loads(module)[0]
+    ctx = module.context
+    with ctx, load.location, ir.InsertionPoint(load):
+        from iree.compiler.dialects import arith, gpu
+        index = ir.IndexType.get()
+        tid = gpu.ThreadIdOp(gpu.Dimension.x).result
+        five = arith.ConstantOp(index, 5).result
+        is5 = arith.CmpIOp(arith.CmpIPredicate.eq, tid, five).result
+        old = load.operands[2]
+        bumped = arith.AddIOp(old, arith.ConstantOp(index, 1).result).result
+        load.operands[2] = arith.SelectOp(is5, bumped, old).result
+    try:
+        r = check_matmul(module, problem, exact=True)
+    except ExecutorError as e:  # RDNA3: the lane's replica no longer matches its twin
+        assert "replicated lanes must hold equal data" in str(e)
+        return
+    assert not r.check.passed, "a wrong index in one lane must be caught"
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
+def test_missing_barrier_is_a_race(target):
+    module, problem = _module(target)
+    barriers = ops_named(module.operation, "amdgpu.lds_barrier", "gpu.barrier")
+    assert len(barriers) == 2
+    barriers[1].erase()  # the one between the LDS stores and the LDS loads
+    r = check_matmul(module, problem)
+    assert r.stats.races and "no barrier in between" in r.stats.races[0]
+
+
+def test_missing_war_barrier_is_a_race():
+    module, problem = _module("gfx1100")
+    barriers = ops_named(module.operation, "amdgpu.lds_barrier")
+    barriers[0].erase()  # the one protecting the previous K step's loads from the next stores
+    r = check_matmul(module, problem)
+    assert any("write after another lane's read" in x for x in r.stats.races)
+
+
+def test_lds_out_of_bounds_is_an_error():
+    module, problem = _module("gfx942")
+    load = _lds_loads(module)[0]
+    with module.context, load.location, ir.InsertionPoint(load):
+        from iree.compiler.dialects import arith
+        load.operands[1] = arith.AddIOp(load.operands[1], arith.ConstantOp(ir.IndexType.get(), 4096).result).result
+    with pytest.raises(ExecutorError, match="LDS access out of bounds"):
+        check_matmul(module, problem)
+
+
+def test_unsupported_op_is_named():
+    module, problem = _module("sm_80")
+    load = _lds_loads(module)[0]
+    with module.context, load.location, ir.InsertionPoint(load):
+        ir.Operation.create("gpu.lane_id", results=[ir.IndexType.get()])
+    with pytest.raises(ExecutorError, match="does not support gpu.lane_id"):
+        check_matmul(module, problem)
+
+
+KERNEL = """
+func.func @k() {{
+  %c0 = arith.constant 0 : index
+  %in = hal.interface.binding.subspan layout(<bindings = [#hal.pipeline.binding<storage_buffer>, #hal.pipeline.binding<storage_buffer>]>) binding(0) alignment(64) offset(%c0) : memref<4x8xf32, #gpu.address_space<global>>
+  %out = hal.interface.binding.subspan layout(<bindings = [#hal.pipeline.binding<storage_buffer>, #hal.pipeline.binding<storage_buffer>]>) binding(1) alignment(64) offset(%c0) : memref<64xf32, #gpu.address_space<global>>
+  %tid = gpu.thread_id x
+  %row = arith.index_cast %tid : index to i32
+  %zero = arith.constant 0 : i32
+  %v = amdgpu.raw_buffer_load boundsCheck(true) %in[%row, %zero] : memref<4x8xf32, #gpu.address_space<global>>, i32, i32 -> {vt}
+  %i = arith.index_cast %tid : index to i32
+  %c8 = arith.constant 8 : i32
+  %o = arith.muli %i, %c8 : i32
+  amdgpu.raw_buffer_store boundsCheck(true) %v -> %out[%o] : {vt} -> memref<64xf32, #gpu.address_space<global>>, i32
+  return
+}}
+"""
+
+
+def _run_kernel(vt: str, inp: np.ndarray, out: np.ndarray, lanes: int = 8):
+    module = parse_module(KERNEL.format(vt=vt), new_context())
+    (func,) = ops_named(module.operation, "func.func")
+    k = Kernel(func, arch="gfx942", grid=(1, 1, 1), workgroup_size=lanes, wave_size=lanes)
+    return k.run({0: inp, 1: out})
+
+
+def test_raw_buffer_bounds_check():
+    """Lanes 0-3 read rows 0-3; lanes 4-7 read past the 4x8 buffer: 0. Stores past 64: dropped."""
+    inp = np.arange(32, dtype=np.float32).reshape(4, 8) + 1
+    out = np.full(64, -1.0, np.float32)
+    _run_kernel("vector<4xf32>", inp, out)
+    got = out.reshape(8, 8)
+    np.testing.assert_array_equal(got[:4, :4], inp[:, :4])
+    np.testing.assert_array_equal(got[4:, :4], 0)  # out-of-range loads read zero
+    np.testing.assert_array_equal(got[:, 4:], -1)  # untouched
+    out2 = np.full(64, -1.0, np.float32)
+    _run_kernel("vector<4xf32>", inp, out2, lanes=16)  # lanes 8-15 store at 64.. -> dropped
+    assert out2.shape == (64,)
+
+
+def test_buffer_access_wider_than_128_bits_is_an_error():
+    with pytest.raises(ExecutorError, match="at most 128"):
+        _run_kernel("vector<8xf32>", np.zeros((4, 8), np.float32), np.zeros(64, np.float32))

@@ -1,0 +1,183 @@
+"""The compiler's layout model against the independent ISA model, instruction by instruction.
+
+For every catalogue entry: pack random A, B, C into per-lane registers with the compiler's
+layouts, execute with the ISA model (written separately from the ISA documents), unpack with the
+layout, compare with numpy. A layout with one lane swapped must fail the same test.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mmaflow.compiler.intrinsics import CATALOGUE
+from mmaflow.compiler.targets import TARGETS
+from mmaflow.runtime.isa import INSTRUCTIONS, IsaError, execute, np_dtype
+
+CASES = [(t.name, i.name) for t in TARGETS.values() if t.name != "sm_90a" for i in t.intrinsics()]
+
+
+def pack(layout, matrix, dtype):
+    regs = np.zeros((layout.wave_size, layout.op_vector_length), dtype)
+    for lane in range(layout.wave_size):
+        for e in range(layout.elements):
+            r, c = layout.coords(lane, e)
+            regs[lane, layout.op_index(e)] = matrix[r, c]
+    return regs
+
+
+def unpack(layout, regs, shape):
+    out = np.zeros(shape, regs.dtype)
+    for lane in range(layout.wave_size):
+        for e in range(layout.elements):
+            r, c = layout.coords(lane, e)
+            out[r, c] = regs[lane, layout.op_index(e)]
+    return out
+
+
+def operands(intr, rng, *, c_big=False):
+    at, ct = np_dtype(intr.a_type), np_dtype(intr.c_type)
+    if intr.a_type == "i8":
+        lo, hi = (0, 256) if intr.unsigned_a else (-128, 128)
+        a = rng.integers(lo, hi, (intr.m, intr.k)).astype(np.uint8 if intr.unsigned_a else np.int8)
+        b = rng.integers(lo, hi, (intr.k, intr.n)).astype(np.uint8 if intr.unsigned_b else np.int8)
+        base = 2**31 - 2**14 if c_big else 0
+        c = (base + rng.integers(-1000, 1000, (intr.m, intr.n))).astype(np.int64).astype(np.int32)
+        ref = a.astype(np.int64) @ b.astype(np.int64) + c.astype(np.int64)
+        ref = ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)  # the accumulator's wraparound
+        return a, b, c, ref
+    a = rng.uniform(-2, 2, (intr.m, intr.k)).astype(at)  # rounded to fp8/f16/bf16 here
+    b = rng.uniform(-2, 2, (intr.k, intr.n)).astype(at)
+    c = rng.uniform(-2, 2, (intr.m, intr.n)).astype(ct)
+    # One rounding of the exact result to the accumulator type (f16 accumulation included).
+    ref = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(ct)
+    return a, b, c, ref
+
+
+def run(intr, layouts, a, b, c):
+    la, lb, lc = layouts
+    d = execute(intr.isa_key, pack(la, a, a.dtype), pack(lb, b, b.dtype), pack(lc, c, c.dtype),
+                unsigned_a=intr.unsigned_a, unsigned_b=intr.unsigned_b)
+    return unpack(lc, d, (intr.m, intr.n))
+
+
+@pytest.mark.parametrize("target,name", CASES)
+@pytest.mark.parametrize("which", ["hardware", "codegen"])
+def test_layout_agrees_with_isa_model(target, name, which):
+    intr = TARGETS[target].intrinsic(name)
+    layouts = (intr.a, intr.b, intr.c) if which == "hardware" else intr.codegen_layouts()
+    rng = np.random.default_rng(hash((target, name)) & 0xFFFF)
+    a, b, c, ref = operands(intr, rng)
+    got = run(intr, layouts, a, b, c)
+    np.testing.assert_array_equal(got.astype(np.float64), ref.astype(np.float64))
+
+
+@pytest.mark.parametrize("target,name", CASES)
+def test_swapped_lane_fails(target, name):
+    """Exchange the A data of two lanes that hold different elements: the product must change."""
+    intr = TARGETS[target].intrinsic(name)
+    la, lb, lc = intr.codegen_layouts()
+    rng = np.random.default_rng(7)
+    a, b, c, ref = operands(intr, rng)
+    regs_a = pack(la, a, a.dtype)
+    regs_a[[0, 1]] = regs_a[[1, 0]]  # lanes 0 and 1 always hold different rows
+    try:
+        d = execute(intr.isa_key, regs_a, pack(lb, b, b.dtype), pack(lc, c, c.dtype),
+                    unsigned_a=intr.unsigned_a, unsigned_b=intr.unsigned_b)
+    except IsaError as e:  # replicated layouts: the copies now disagree
+        assert "replicated lanes must hold equal data" in str(e)
+        return
+    got = unpack(lc, d, (intr.m, intr.n))
+    assert not np.array_equal(got.astype(np.float64), ref.astype(np.float64))
+
+
+@pytest.mark.parametrize("target,name", [c for c in CASES if "I8" in c[1] or "U8" in c[1]])
+def test_integer_accumulator_wraps(target, name):
+    intr = TARGETS[target].intrinsic(name)
+    rng = np.random.default_rng(11)
+    a, b, c, ref = operands(intr, rng, c_big=True)
+    got = run(intr, intr.codegen_layouts(), a, b, c)
+    assert (ref < 0).any(), "the test must actually overflow"
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_rdna4_logical_k_order_is_a_permutation_shared_by_a_and_b():
+    intr = TARGETS["gfx1201"].intrinsic("WMMA_F32_16x16x16_F16")
+    la, lb, _ = intr.codegen_layouts()
+    # Logical order: 8 consecutive K per lane (one 128-bit load); hardware: two runs of 4.
+    assert [r.length for r in la.runs("col")] == [8]
+    assert [r.length for r in intr.a.runs("col")] == [4, 4]
+    # Permuting A alone breaks the product.
+    rng = np.random.default_rng(3)
+    a, b, c, ref = operands(intr, rng)
+    got = run(intr, (la, intr.b, intr.c), a, b, c)
+    assert not np.allclose(got, ref)
+
+
+@pytest.mark.parametrize("target,name", CASES[::5])
+def test_coords_and_owners_are_inverse(target, name):
+    intr = TARGETS[target].intrinsic(name)
+    for lay in (intr.a, intr.b, intr.c, intr.a.compose(2, 3), intr.c.compose(3, 2)):
+        seen = set()
+        for bi in range(lay.batch[0]):
+            for bj in range(lay.batch[1]):
+                for lane in range(lay.wave_size):
+                    for e in range(lay.elements):
+                        rc = lay.coords(lane, e, (bi, bj))
+                        assert (lane, e, (bi, bj)) in lay.owners(*rc)
+                        seen.add(rc)
+        assert len(seen) == lay.rows * lay.cols  # every element held (once modulo replicas)
+
+
+def test_wave_tile_cost():
+    intr = TARGETS["gfx1100"].intrinsic("WMMA_F32_16x16x16_F16")
+    assert intr.wave_tile_cost(64, 32, 32) == {"instructions": 16, "acc_vgprs": 64, "a_vgprs": 64, "b_vgprs": 32}
+    f16out = TARGETS["gfx1100"].intrinsic("WMMA_F16_16x16x16_F16")
+    assert f16out.vgprs("C") == 8  # 16-bit results still take a whole VGPR each (OPSEL half)
+    mfma = TARGETS["gfx942"].intrinsic("MFMA_F32_32x32x8_F16")
+    assert mfma.wave_tile_cost(64, 64, 16)["acc_vgprs"] == 4 * 16
+
+
+def test_every_catalogue_instruction_exists_in_the_isa_model():
+    for items in CATALOGUE.values():
+        for intr in items:
+            assert intr.isa_key in INSTRUCTIONS, intr.name
+
+
+def test_isa_model_does_not_import_the_compiler():
+    """Ground truth stays independent: no module of runtime/isa imports mmaflow.compiler."""
+    for path in (Path(__file__).parent.parent / "runtime" / "isa").glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                assert "compiler" not in mod and not (node.level and mod.startswith("..")), f"{path.name}: {mod}"
+            if isinstance(node, ast.Import):
+                assert all("compiler" not in a.name for a in node.names), path.name
+
+
+@pytest.mark.parametrize("target,name,operand", [("gfx1100", "WMMA_F32_16x16x16_F16", "A"),
+                                                 ("gfx1100", "WMMA_F16_16x16x16_F16", "C"),
+                                                 ("gfx942", "MFMA_F32_32x32x8_F16", "C"),
+                                                 ("sm_80", "MMA_SYNC_F32_16x8x16_F16", "B")])
+def test_layout_json(target, name, operand):
+    out = subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", "layout", target, "--intrinsic", name,
+                          "--operand", operand, "--json"], capture_output=True, text=True, check=True).stdout
+    data = json.loads(out)
+    intr = TARGETS[target].intrinsic(name)
+    lay = intr.operand(operand)
+    assert (data["target"], data["intrinsic"], data["operand"]) == (target, name, operand)
+    assert (data["rows"], data["cols"], data["lanes"]) == (lay.rows, lay.cols, intr.wave_size)
+    elems = data["elements"]
+    assert len(elems) == intr.wave_size * lay.elements  # replicated lanes listed; unused halves not
+    # Each element agrees with the independent ISA model's placement of that (lane, slot).
+    isa = INSTRUCTIONS[intr.isa_key]
+    place = {"A": isa.a_place, "B": isa.b_place, "C": isa.c_place}[operand]
+    for e in elems:
+        assert place(e["lane"], e["index"]) == (e["row"], e["col"]), e
