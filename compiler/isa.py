@@ -44,13 +44,14 @@ _AMD_CATEGORIES = [
     ("global_load_b32", re.compile(r"^(buffer|global)_load_(b32|dword)\b")),
     ("global_load_narrow", re.compile(r"^(buffer|global)_load_(u8|i8|u16|i16|d16\w*|ubyte\w*|sbyte\w*|ushort|sshort|short\w*)\b")),
     ("global_store", re.compile(r"^(buffer|global)_store_")),
-    ("lds_load_b128", re.compile(r"^ds_(load|read)_(b128)\b")),
-    ("lds_load_b64", re.compile(r"^ds_(load|read)_(b64|2addr_b32|read2_b32)\b|^ds_read2_b32\b")),
+    # Widths are bits per lane: ds_read2_b64 reads two 64-bit values at two offsets (128 bits).
+    ("lds_load_b128", re.compile(r"^ds_(load|read)_b128\b|^ds_(load|read)_2addr_b64\b|^ds_read2(st64)?_b64\b")),
+    ("lds_load_b64", re.compile(r"^ds_(load|read)_b64\b|^ds_(load|read)_2addr_b32\b|^ds_read2(st64)?_b32\b")),
     ("lds_load_b32", re.compile(r"^ds_(load|read)_(b32)\b")),
     ("lds_load_narrow", re.compile(r"^ds_(load|read)_(u8|i8|u16|i16|d16\w*)\b")),
     ("lds_load_other", re.compile(r"^ds_(load|read)")),
-    ("lds_store_b128", re.compile(r"^ds_(store|write)_b128\b")),
-    ("lds_store_b64", re.compile(r"^ds_(store|write)_(b64|2addr_b32)\b|^ds_write2_b32\b")),
+    ("lds_store_b128", re.compile(r"^ds_(store|write)_b128\b|^ds_(store|write)_2addr_b64\b|^ds_write2(st64)?_b64\b")),
+    ("lds_store_b64", re.compile(r"^ds_(store|write)_b64\b|^ds_(store|write)_2addr_b32\b|^ds_write2(st64)?_b32\b")),
     ("lds_store_b32", re.compile(r"^ds_(store|write)_b32\b")),
     ("lds_store_narrow", re.compile(r"^ds_(store|write)_(b8|b16|d16\w*)\b")),
     ("lds_store_other", re.compile(r"^ds_(store|write)")),
@@ -98,8 +99,9 @@ def extract_kernel(text: str, kernel: str, isa: str) -> str | None:
     m = re.search(rf"\.entry {re.escape(kernel)}\(", text)
     if not m:
         return None
-    header = "\n".join(line for line in text[:m.start()].splitlines()
-                       if line.startswith((".version", ".target", ".address_size"))) + "\n"
+    # Module-scope directives (.version/.target and the .shared/.global declarations kernels use).
+    first = re.search(r"^\s*(\.visible\s+|\.weak\s+)?\.(entry|func)\b", text, re.M)
+    header = text[:first.start()] if first else ""
     start = text.index("{", m.end())
     depth, i = 0, start
     while i < len(text):
@@ -187,7 +189,7 @@ def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
     body = _loop_body(instrs, None, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"))
     rep = IsaReport(kernel=kernel, isa="ptx")
     m = re.search(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)
-    rep.lds_bytes = int(m.group(1)) if m else 0
+    rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch
     regs = [int(n) for n in re.findall(r"\.reg \.(?:b32|f32|b16|f16x2|b64|f64|pred) \s*%\w+<(\d+)>", text)]
     rep.vgprs = None  # PTX registers are virtual; ptxas assigns the real ones
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))

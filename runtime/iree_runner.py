@@ -8,6 +8,7 @@ the enqueue.
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -29,7 +30,10 @@ def device_present(driver: str) -> tuple[bool, str]:
         drv = rt.get_driver(driver)
         devices = drv.query_available_devices()
     except Exception as e:  # the driver library (libamdhip64 / libcuda) is missing or broken
-        return False, f"the {driver} driver cannot start: {str(e).splitlines()[0]}"
+        text = str(e).splitlines()[0]
+        lib = re.search(r"'(lib\w+\.so[.\d]*)'", text)
+        why = f"{lib.group(1)} is not available" if lib else text
+        return False, f"the {driver} driver cannot start ({why})"
     if not devices:
         return False, f"the {driver} driver sees no device"
     return True, ""
@@ -54,16 +58,14 @@ class CompiledModule:
 
     def function(self, name: str | None = None):
         mod = self.ctx.modules.module
-        names = [n for n in dir(mod) if not n.startswith("_")]
+        names = [n for n in mod.vm_module.function_names if not n.startswith("__")]
         if name is None:
-            public = [n for n in names if n not in ("vm_module",)]
-            if len(public) != 1:
-                raise DeviceError(f"the module exports {public}; name the function to call")
-            name = public[0]
-        try:
-            return mod[name]
-        except (KeyError, AttributeError):
-            raise DeviceError(f"the module has no function {name!r}; it has {names}") from None
+            if len(names) != 1:
+                raise DeviceError(f"the module exports {names}; name the function to call")
+            name = names[0]
+        if name not in names:
+            raise DeviceError(f"the module has no function {name!r}; it has {names}")
+        return mod[name]
 
     def upload(self, array: np.ndarray):
         import iree.runtime as rt

@@ -1,0 +1,124 @@
+"""`mmaflow report`: what the final code of each matmul dispatch looks like, from its ISA.
+
+Per dispatch: VGPRs/SGPRs/AGPRs, spills, LDS bytes, occupancy (waves per SIMD; warps per SM on
+NVIDIA), and instruction counts (matrix, global loads by width, LDS loads/stores by width,
+barriers, cache invalidates), for the whole kernel and inside the K loop. With
+``--baseline iree`` the same module is also compiled by IREE's default pipeline and reported
+side by side. NVIDIA register counts come from ``ptxas -v`` when ptxas is on PATH.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .bridge import compile_module, kernel_isa
+from .isa import IsaReport, parse_ptx, parse_rocmasm
+from .targets import Target, get_target
+
+ROWS = [
+    ("vgprs", "VGPRs (NVIDIA: registers)"), ("sgprs", "SGPRs"), ("agprs", "AGPRs"),
+    ("vgpr_spills", "VGPR spills (NVIDIA: spill bytes)"), ("sgpr_spills", "SGPR spills"),
+    ("scratch_bytes", "scratch bytes"), ("lds_bytes", "LDS bytes"),
+    ("waves_per_simd", "occupancy (waves/SIMD; NVIDIA warps/SM)"),
+]
+COUNT_ROWS = ["matrix", "global_load_b128", "global_load_b64", "global_load_b32", "global_load_narrow", "global_store",
+              "lds_load_b128", "lds_load_b64", "lds_load_b32", "lds_load_narrow", "lds_load_other",
+              "lds_store_b128", "lds_store_b64", "lds_store_b32", "lds_store_narrow", "lds_store_other",
+              "barrier", "cache_invalidate", "scratch"]
+
+
+def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
+    """Registers and spills from ptxas -v, if ptxas is available."""
+    exe = shutil.which("ptxas")
+    if exe is None:
+        return {}
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "k.ptx"
+        p.write_text(ptx)
+        r = subprocess.run([exe, f"-arch={arch}", "-v", str(p), "-o", str(Path(d) / "k.cubin")],
+                           capture_output=True, text=True)
+    text = r.stdout + r.stderr
+    regs = re.search(r"Used (\d+) registers", text)
+    spill = re.search(r"(\d+) bytes spill stores", text)
+    out = {}
+    if regs:
+        out["vgprs"] = int(regs.group(1))
+        per_block = int(regs.group(1)) * threads
+        blocks = min(32, 65536 // max(per_block, 1), 2048 // threads)
+        out["waves_per_simd"] = blocks * threads // 32  # warps per SM (register-limited)
+    if spill:
+        out["vgpr_spills"] = int(spill.group(1))
+    return out
+
+
+def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaReport]:
+    """Compile with IREE's default pipeline; report the same dispatches."""
+    from iree.compiler import compile_str
+    out = {}
+    with tempfile.TemporaryDirectory() as d:
+        flags = target.iree_flags() if not target.retarget_variant else ["--iree-hal-target-device=cuda",
+                                                                           "--iree-cuda-target=sm_80"]
+        compile_str(source, extra_args=flags + [f"--iree-hal-dump-executable-intermediates-to={d}",
+                                                f"--iree-hal-dump-executable-binaries-to={d}"])
+        suffix = "rocmasm" if target.is_amd else "ptx"
+        texts = [p.read_text() for p in Path(d).glob(f"*.{suffix}")]
+        kernels = set()
+        for t in texts:
+            kernels |= set(re.findall(r"^(\w+_dispatch_\d+\w*):\s*$", t, re.M)) if target.is_amd else \
+                set(re.findall(r"\.entry (\w+)\(", t))
+        for k in sorted(kernels):
+            text = kernel_isa(Path(d), k, target)
+            out[k] = parse_rocmasm(text, k, target, 64 if target.family.startswith("cdna") else 32) \
+                if target.is_amd else parse_ptx(text, k, target)
+            if not target.is_amd:
+                out[k].__dict__.update(ptxas_info(text, "sm_80", 256))
+    return out
+
+
+def report_command(args, source: str, options) -> int:
+    target = get_target(args.target)
+    res = compile_module(source, target.name, options=options, source_name=args.input)
+    mine = {}
+    for exe in res.taken:
+        rep = res.reports[exe.name]
+        if not target.is_amd:
+            from .bridge import _config_of
+            from .config import lds_bytes
+            from .stages.configure import read_problem
+            from .stages.select import selected_func
+            from .mlir import new_context, parse_module
+            cfg = _config_of(exe)
+            rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
+            if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
+                func = selected_func(parse_module(exe.text, new_context()))
+                rep.lds_bytes = lds_bytes(cfg, read_problem(func))
+        mine[exe.export] = rep
+    base = _baseline(source, target, args.input) if args.baseline else {}
+    if args.json:
+        print(json.dumps({"target": target.name, "mmaflow": {k: v.to_dict() for k, v in mine.items()},
+                          "iree": {k: v.to_dict() for k, v in base.items()}}, indent=1))
+        return 0
+    for kernel, rep in mine.items():
+        other = base.get(kernel)
+        print(f"{kernel} on {target.name}")
+        header = f"  {'':44} {'mmaflow':>12}" + (f" {'IREE default':>14}" if args.baseline else "")
+        print(header)
+
+        def row(label, a, b):
+            bb = "" if not args.baseline else f" {('-' if b is None else b):>14}"
+            print(f"  {label:44} {('-' if a is None else a):>12}{bb}")
+        for key, label in ROWS:
+            row(label, getattr(rep, key), getattr(other, key) if other else None)
+        for key in COUNT_ROWS:
+            a = f"{rep.counts.get(key, 0)} ({rep.loop_counts.get(key, 0)})"
+            b = f"{other.counts.get(key, 0)} ({other.loop_counts.get(key, 0)})" if other else None
+            if rep.counts.get(key) or (other and other.counts.get(key)):
+                row(f"{key} (in K loop)", a, b)
+    if args.baseline and not base:
+        print("  (IREE's default pipeline produced no kernel with these names)")
+    return 0

@@ -1,0 +1,133 @@
+"""The user-facing run path: the Python API, `mmaflow run`, real devices when present.
+
+GPU tests skip with the driver's own reason where IREE sees no device (CI has no GPU; the H100
+runs are recorded in docs/BENCHMARKS.md with their commands)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import matmul_module
+from mmaflow.runtime import compile_module, matmul, run_module
+from mmaflow.runtime.iree_runner import device_present
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "matmul_256_f16.mlir"
+
+
+def _mmaflow(*args):
+    return subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
+def test_matmul_api_on_executor(target):
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, 96)).astype(np.float16)
+    b = rng.uniform(-1, 1, (96, 128)).astype(np.float16)
+    c = matmul(a, b, target=target, device="sim")
+    assert c.shape == (64, 128) and c.dtype == np.float32
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = 96 * 2.0**-24 * (np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))) + 2.0**-24 * np.abs(ref)
+    assert (np.abs(c - ref) <= bound).all()
+
+
+def test_matmul_api_int8_and_errors():
+    rng = np.random.default_rng(1)
+    a = rng.integers(-128, 128, (32, 64)).astype(np.int8)
+    b = rng.integers(-128, 128, (64, 32)).astype(np.int8)
+    c = matmul(a, b, target="gfx1201", device="sim")
+    np.testing.assert_array_equal(c, a.astype(np.int32) @ b.astype(np.int32))
+    with pytest.raises(Exception, match="matmul needs"):
+        matmul(a, a, target="gfx1201", device="sim")
+    with pytest.raises(Exception, match="no matrix instruction for float64"):
+        matmul(a.astype(np.float64), b.astype(np.float64), target="gfx1201", device="sim")
+
+
+def test_compile_module_and_run_module():
+    art = compile_module(EXAMPLE.read_text(), "gfx950")
+    assert art.vmfb and art.reports  # lowered through IREE and verified
+    assert art.reports["mm_dispatch_0"].counts["matrix"] > 0
+    rng = np.random.default_rng(2)
+    a = rng.uniform(-1, 1, (256, 256)).astype(np.float16)
+    b = rng.uniform(-1, 1, (256, 256)).astype(np.float16)
+    out, stats = run_module(art, [a, b], device="sim")
+    assert stats.matrix_ops > 0 and not stats.races
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
+def test_run_cli_sim_passes_and_reports_counters():
+    r = _mmaflow("run", str(EXAMPLE), "--target", "gfx1201", "--device", "sim", "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["check"]["passed"] and rep["device"] == "sim"
+    assert rep["counters"]["global_loads_by_bytes"] == {"16": 1024}  # only 128-bit global loads
+    assert rep["counters"]["races"] == []
+
+
+def test_run_cli_local_task_reference():
+    r = _mmaflow("run", str(EXAMPLE), "--target", "gfx1100", "--device", "local-task")
+    assert r.returncode == 0, r.stderr
+    assert "PASS" in r.stdout
+
+
+def test_run_cli_auto_falls_back_loudly():
+    ok, _ = device_present("hip")
+    if ok:
+        pytest.skip("a HIP device is present: auto runs on it")
+    r = _mmaflow("run", str(EXAMPLE), "--target", "gfx942")
+    assert r.returncode == 0, r.stderr
+    assert "running on the lane executor instead (--device sim)" in r.stderr
+
+
+def test_run_cli_rejects_wrong_driver():
+    r = _mmaflow("run", str(EXAMPLE), "--target", "gfx942", "--device", "cuda")
+    assert r.returncode != 0 and "gfx942 code runs on the hip driver, not cuda" in r.stderr
+
+
+@pytest.mark.hip
+def test_hip_device():
+    ok, why = device_present("hip")
+    if not ok:
+        pytest.skip(f"no AMD GPU: {why}")
+    for target in ("gfx1100", "gfx1201", "gfx942", "gfx950"):
+        r = _mmaflow("run", str(EXAMPLE), "--target", target, "--device", "hip")
+        if "is not" in r.stderr and "device" in r.stderr:
+            continue  # a GPU of another architecture
+        assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_cuda_device(target):
+    ok, why = device_present("cuda")
+    if not ok:
+        pytest.skip(f"no NVIDIA GPU: {why}")
+    r = _mmaflow("run", str(EXAMPLE), "--target", target, "--device", "cuda")
+    assert r.returncode == 0, r.stderr + r.stdout
+
+
+def test_bench_prepare_only(tmp_path):
+    r = _mmaflow("bench", "--target", "sm_80", "--sizes", "128", "--prepare-only", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    assert {e["variant"] for e in man["entries"]} == {"mmaflow", "iree-default"}
+    assert all((tmp_path / e["file"]).stat().st_size > 0 for e in man["entries"])
+
+
+def test_bench_without_gpu_says_how_to_proceed(tmp_path):
+    ok, _ = device_present("cuda")
+    if ok:
+        pytest.skip("a CUDA device is present")
+    r = _mmaflow("bench", "--target", "sm_80", "--sizes", "128", "--out", str(tmp_path))
+    assert r.returncode != 0
+    assert "--prepare-only" in r.stderr and "python -m mmaflow.runtime.bench --from-dir" in r.stderr
+
+
+def test_matmul_module_helper_is_valid_mlir():
+    from mmaflow.compiler.mlir import new_context, parse_module
+    parse_module(matmul_module(32, 32, 32, "i8", "i32", unsigned=True, transpose_b=True, batch=2), new_context())
