@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -137,7 +138,9 @@ def _run_sim(art: Artifact, inputs):
     shape, elem, _ = d.bindings[bc]
     from mmaflow.runtime.numerics import DTYPES
     c = np.zeros(shape, DTYPES[elem])
+    start = time.perf_counter()
     stats, written = run_dispatch(d, {ba: a, bb: b, bc: c})
+    stats.seconds = time.perf_counter() - start
     if not written.get(bc, np.zeros(1, bool)).all():
         raise DeviceError("the kernel left part of the output unwritten on the lane executor")
     return c, stats

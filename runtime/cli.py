@@ -49,8 +49,8 @@ def run_command(args, source: str, options) -> int:
         print(f"  {check.line()}")
         if stats is not None:
             d = stats.to_dict()
-            print(f"  lane executor: {d['matrix_ops']} matrix instructions (per wave), {d['barriers']} barriers, "
-                  f"{len(d['races'])} races")
+            print(f"  lane executor: {d['seconds']:.2f} s, {d['matrix_ops']} matrix instructions (per wave), "
+                  f"{d['barriers']} barriers, {len(d['races'])} races")
             print(f"  LDS: {d['lds_access_pieces']} accesses, {d['lds_conflict_cycles']} bank-conflict cycles "
                   f"({d['lds_cycles']} cycles vs {d['lds_ideal_cycles']} conflict-free)")
             print(f"  global loads by bytes per lane: {d['global_loads_by_bytes']}, "

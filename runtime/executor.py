@@ -81,6 +81,7 @@ class Stats:
     matrix_ops: int = 0
     races: list = field(default_factory=list)
     lds_conflicts_by_op: Counter = field(default_factory=Counter)
+    seconds: float = 0.0  # wall time of the run (set by the caller that timed it)
 
     @property
     def lds_conflict_cycles(self) -> int:
@@ -94,6 +95,7 @@ class Stats:
             "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
             "barriers": self.barriers, "matrix_ops": self.matrix_ops, "races": self.races[:20],
             "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
+            "seconds": round(self.seconds, 3),
         }
 
 

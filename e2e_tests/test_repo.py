@@ -1,0 +1,45 @@
+"""Repository invariants: the README's test command is what CI runs; no top-level `compiler` or
+`runtime` package gets installed; the dependencies stay pinned."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+
+
+def _readme_commands():
+    text = (ROOT / "README.md").read_text()
+    return [line.strip() for line in text.splitlines() if line.startswith("    .venv/bin/") or
+            line.startswith("    python3 -m venv")]
+
+
+def test_ci_runs_the_readme_test_command():
+    test_cmd = [c for c in _readme_commands() if "pytest" in c]
+    assert len(test_cmd) == 1, test_cmd
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert test_cmd[0] in ci.splitlines(), "the README's test command must appear verbatim in .ci/run"
+
+
+def test_readme_install_command_uses_the_bundled_example():
+    install = [c for c in _readme_commands() if c.startswith("python3 -m venv")]
+    assert len(install) == 1
+    example = re.search(r"(examples/\S+\.mlir)", install[0]).group(1)
+    assert (ROOT / example).exists()
+
+
+def test_namespaced_packages_only(tmp_path):
+    """From outside the checkout, mmaflow.compiler imports and a bare `compiler` does not."""
+    code = ("import importlib.util as u; "
+            "print(u.find_spec('mmaflow.compiler') is not None, u.find_spec('compiler') is None, "
+            "u.find_spec('runtime') is None)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True", "True"]
+
+
+def test_iree_is_pinned():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert '"iree-base-compiler==3.13.0"' in text and '"iree-base-runtime==3.13.0"' in text
