@@ -28,13 +28,20 @@ def vector_type(shape, elem: ir.Type) -> ir.VectorType:
 class Emitter:
     """Builds ops at an insertion point. Integer arithmetic is on ``index`` unless stated."""
 
-    def __init__(self, ip: ir.InsertionPoint, loc: ir.Location, vendor: str):
+    def __init__(self, ip: ir.InsertionPoint, loc: ir.Location, vendor: str, *, source: ir.Location | None = None):
         self.ip, self.loc, self.vendor = ip, loc, vendor
+        self.source = source or loc  # the user's location the generated ops derive from
         self.index = ir.IndexType.get()
-        self._consts: dict = {}
 
     def at(self, ip: ir.InsertionPoint) -> "Emitter":
-        return Emitter(ip, self.loc, self.vendor)
+        return Emitter(ip, self.loc, self.vendor, source=self.source)
+
+    def named(self, tag: str) -> "Emitter":
+        """The same insertion point, ops located as ``loc("mmaflow.<tag>"(<source location>))``,
+        so that dumps and the lane executor's reports name the generated piece."""
+        with self.source.context:
+            loc = ir.Location.name(f"mmaflow.{tag}", childLoc=self.source)
+        return Emitter(self.ip, loc, self.vendor, source=self.source)
 
     # ---- scalars -----------------------------------------------------------------------------
     def const(self, value: int) -> ir.Value:
@@ -68,6 +75,21 @@ class Emitter:
     def i32(self, a: ir.Value) -> ir.Value:
         with self.loc, self.ip:
             return arith.IndexCastOp(ir.IntegerType.get_signless(32), a).result
+
+    def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._bin(arith.SubIOp, a, b)
+
+    def min_index(self, a: ir.Value, b) -> ir.Value:
+        """Unsigned minimum (index values here are never negative)."""
+        return self._bin(arith.MinUIOp, a, self.const(b) if isinstance(b, int) else b)
+
+    def eq(self, a: ir.Value, b: int) -> ir.Value:
+        with self.loc, self.ip:
+            return arith.CmpIOp(arith.CmpIPredicate.eq, a, self.const(b)).result
+
+    def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        with self.loc, self.ip:
+            return arith.SelectOp(cond, a, b).result
 
     def ult(self, a: ir.Value, b: int) -> ir.Value:
         with self.loc, self.ip:
@@ -157,6 +179,14 @@ class Emitter:
     def lds_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> None:
         with self.loc, self.ip:
             vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
+
+    def ldmatrix(self, mem: ir.Value, idx: list[ir.Value], num_tiles: int, vtype: ir.VectorType) -> ir.Value:
+        """nvgpu.ldmatrix (PTX ldmatrix.sync.aligned.m8n8.xN.shared.b16): a warp-wide LDS load."""
+        with self.loc, self.ip:
+            i32 = ir.IntegerType.get_signless(32)
+            return ir.Operation.create("nvgpu.ldmatrix", results=[vtype], operands=[mem] + list(idx),
+                                       attributes={"numTiles": ir.IntegerAttr.get(i32, num_tiles),
+                                                   "transpose": ir.BoolAttr.get(False)}).result
 
     def alloc_lds(self, shape, elem: ir.Type) -> ir.Value:
         space = ir.Attribute.parse("#gpu.address_space<workgroup>")

@@ -24,7 +24,9 @@ def _module(target, overrides=()):
 
 
 def _lds_loads(module):
-    return [o for o in walk(module.operation) if o.name == "vector.load"
+    """LDS reads of fragments: vector.load, or nvgpu.ldmatrix (whose index operands follow the
+    memref the same way)."""
+    return [o for o in walk(module.operation) if o.name in ("vector.load", "nvgpu.ldmatrix")
             and "workgroup" in str(ir.MemRefType(o.operands[0].type).memory_space)]
 
 

@@ -23,6 +23,7 @@ outside the binding read 0 / are not written.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -64,10 +65,14 @@ def np_dtype(t: ir.Type) -> np.dtype:
 
 
 def _loc(op) -> str:
+    """'<generated piece> at file:line:col' (mmaflow names the ops it generates), or the op name."""
     s = str(op.location)
-    import re
+    name = re.match(r'loc\("(mmaflow\.[^"]+)"', s)
     m = re.search(r'"([^"]*)":(\d+):(\d+)', s)
-    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else op.name
+    where = f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else ""
+    if name:
+        return f"{name.group(1)} ({op.name}){' at ' + where if where else ''}"
+    return where or op.name
 
 
 @dataclass
@@ -811,6 +816,52 @@ def _h_extract_strided(k, op):
     return run
 
 
+# -- warp-collective loads --------------------------------------------------------------------------
+
+def _h_ldmatrix(k, op):
+    """PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16 (non-transposed).
+
+    Matrix i (an 8x8 block of 16-bit elements, each row 16 contiguous bytes) has its 8 row
+    addresses supplied by lanes 8i..8i+7 (lane 8i+r: row r). Thread t receives, in 32-bit
+    register i, row t/4 of matrix i, bytes 4*(t%4)..4*(t%4)+3 (two 16-bit or four 8-bit elements).
+    """
+    (out,) = k._outs(op)
+    mem_id, *idx_ids = k._ins(op)
+    n = ir.IntegerAttr(op.attributes["numTiles"]).value
+    if "transpose" in op.attributes and ir.BoolAttr(op.attributes["transpose"]).value:
+        raise ExecutorError(f"{_loc(op)}: transposed ldmatrix is not modelled")
+    vt = ir.VectorType(op.results[0].type)
+    per = vt.shape[1]  # elements per 32-bit register
+    W = k.wave_size
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: nvgpu.ldmatrix under divergent control flow")
+        mem = st.env[mem_id]
+        if mem.space != "lds":
+            raise ExecutorError(f"{_loc(op)}: ldmatrix reads shared memory only")
+        lin = _lanes(mem.linear([_lanes(st.env[i], st.L) for i in idx_ids]), st.L)  # row starts
+        nw = st.L // W
+        rows = lin.reshape(nw, W)
+        t = np.arange(W)
+        # element index of (warp, lane t, register i, element j)
+        src_lane = 8 * np.arange(n)[None, :] + (t // 4)[:, None]  # (W, n): lane that gave the row
+        elems = rows[:, src_lane][..., None] + (per * (t % 4))[None, :, None, None] + np.arange(per)
+        elems = elems.reshape(st.L, n * per)
+        inb = (elems >= 0) & (elems < mem.numel)
+        if not inb.all():
+            raise ExecutorError(f"{_loc(op)}: ldmatrix reads outside {mem.name}")
+        act = np.ones(elems.shape, bool)
+        _race_check(k, st, op, mem, elems, act, write=False)
+        # Bank conflicts: each matrix is served as one phase of its 8 row reads (16 bytes each).
+        for i in range(n):
+            row_lanes = np.zeros(st.L, bool)
+            row_lanes.reshape(nw, W)[:, 8 * i:8 * i + 8] = True
+            _bank_conflicts(k, st, op, mem, np.where(row_lanes, lin, 0), 16 // mem.elem_bytes, row_lanes)
+        st.env[out] = mem.data[st.wg_local[:, None], elems].reshape((st.L,) + tuple(vt.shape))
+    return run
+
+
 # -- matrix ops -----------------------------------------------------------------------------------
 
 def _h_mma(k, op):
@@ -948,6 +999,6 @@ _HANDLERS = {
     "vector.extract": _h_extract, "vector.insert": _h_insert, "vector.from_elements": _h_from_elements,
     "vector.shape_cast": _h_shape_cast, "vector.broadcast": _h_broadcast,
     "vector.insert_strided_slice": _h_insert_strided, "vector.extract_strided_slice": _h_extract_strided,
-    "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma,
+    "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }

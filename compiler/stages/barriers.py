@@ -26,7 +26,7 @@ from .configure import read_target
 
 NAME = "barriers"
 BARRIER_OPS = ("amdgpu.lds_barrier", "gpu.barrier")
-_READS = ("vector.load", "memref.load")
+_READS = ("vector.load", "memref.load", "nvgpu.ldmatrix")
 _WRITES = ("vector.store", "memref.store")
 
 
@@ -61,7 +61,7 @@ class Placer:
         prev = _previous(op)
         if prev is not None and prev.name in BARRIER_OPS:
             return
-        Emitter(ir.InsertionPoint(op), op.location, self.vendor).barrier()
+        Emitter(ir.InsertionPoint(op), op.location, self.vendor).named("barrier").barrier()
         self.inserted += 1
 
     def block(self, block, state: Pending) -> Pending:

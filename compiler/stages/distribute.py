@@ -40,6 +40,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import scf
 
 from ..emit import Emitter, vector_type
+from ..fragments import FragmentLoader, LaneIndex
+from ..lds_copy import CopyPlan
 from ..errors import CodegenError
 from ..intrinsics import TYPE_BITS, Intrinsic
 from ..layout import COL, ROW, Layout
@@ -241,23 +243,11 @@ class Distributor:
         loc = self.contract.location
         self.top = Emitter(ir.InsertionPoint(first), loc, self.vendor)
         self._retype_bindings()
-        tid = self.top.thread_id()
-        self.lane = self.top.rem(tid, self.cfg.wave_size)
-        self.tid = tid
-        self._lane_parts: dict = {}
+        self.tid = self.top.thread_id()
+        self.lanes = LaneIndex(self.top, self.top.rem(self.tid, self.cfg.wave_size), self.cfg.wave_size)
         for opd in (self.a, self.b):
             self._plan_lds(opd)
         self._new_loop()
-        # Issue every global load of both tiles before the first LDS store: the loads' latency
-        # then overlaps the barrier that protects LDS from the previous iteration's reads.
-        stores = []
-        for opd in (self.a, self.b):
-            stores += self._distribute_copy(opd)
-        body_ops = [o.operation for o in self.new_loop.body.operations]
-        last_write = max((self.a.copy_write, self.b.copy_write), key=body_ops.index)
-        store_em = Emitter(ir.InsertionPoint(last_write), last_write.location, self.vendor)
-        for store in stores:
-            store(store_em)
         self._distribute_contract()
         self._distribute_epilogue()
         self._erase_old()
@@ -281,160 +271,119 @@ class Distributor:
         except KeyError:
             raise _fail("a global access is not to a hal.interface.binding.subspan") from None
 
-    def _lane_part(self, layout: Layout, axis: str) -> ir.Value | int:
-        """Sum over lane dims of ``axis``: ((lane // divisor) % size) * stride, built once."""
-        key = (id(layout), axis)
-        if key not in self._lane_parts:
-            terms = []
-            for _, div, size, ax, stride in layout.lane_terms():
-                if ax != axis:
-                    continue
-                t = self.top.div(self.lane, div)
-                if div * size < self.cfg.wave_size:
-                    t = self.top.rem(t, size)
-                terms.append(self.top.mul(t, stride))
-            self._lane_parts[key] = self.top.add(*terms) if terms else 0
-        return self._lane_parts[key]
-
     def _plan_lds(self, opd: Operand) -> None:
+        """Re-allocate the tile K-innermost and padded; plan its copy and its fragment loads."""
         shape = ir.MemRefType(opd.alloc.type).shape
-        k = shape[opd.k_dim]
-        nonk = shape[1 - opd.k_dim]
+        k, nonk = shape[opd.k_dim], shape[1 - opd.k_dim]
         elem = ir.MemRefType(opd.alloc.type).element_type
         opd.storage = self.top.alloc_lds([nonk, k + self.cfg.lds_pad], elem)
-        opd.elem = elem
-        opd.bits = TYPE_BITS[str(elem)]
+        opd.elem, opd.bits = elem, TYPE_BITS[str(elem)]
+        src_mem, src_idx, vt = _transfer_parts(opd.copy_read)
+        _, dst_idx, _ = _transfer_parts(opd.copy_write)
+        rows, cols = vt.shape
+        opd.copy = CopyPlan(opd.name, self._global(src_mem), src_idx[:-2], rows, cols, elem, opd.bits,
+                            opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx))
+        shape_ = self.intr.a_shape if opd.name == "A" else self.intr.b_shape
+        opd.frags = FragmentLoader(opd.layout, opd.storage, elem, opd.bits, opd.k_axis, shape_, self.lanes,
+                                   allow_ldmatrix=self.intr.op == "nvgpu.mma.sync")
+
+    def _clone_slice(self, values: list[ir.Value], body, mapping: dict, ip: ir.InsertionPoint) -> list[ir.Value]:
+        """Clone the index computations of ``values`` that live in ``body`` at ``ip``, with
+        ``mapping`` (e.g. the K loop's induction variable -> the next iteration's value)."""
+        memo = dict(mapping)
+
+        def clone(v):
+            if v in memo:
+                return memo[v]
+            op = defining_op(v)
+            if op is None or op.block != body:
+                return v
+            if len(op.regions) or op.name.startswith(("vector.", "memref.", "amdgpu.", "nvgpu.")):
+                raise _fail(f"a global tile index depends on {op.name} inside the K loop", op)
+            operands = [clone(o) for o in op.operands]
+            new = op.clone(ip)
+            for i, o in enumerate(operands):
+                new.operands[i] = o
+            for old_r, new_r in zip(op.results, new.results):
+                memo[old_r] = new_r
+            return memo[v]
+        return [clone(v) for v in values]
+
+    def _tile_origin(self, opd: Operand, body, mapping: dict, em: Emitter):
+        _, idx, _ = _transfer_parts(opd.copy_read)
+        g0, g1 = self._clone_slice(idx[-2:], body, mapping, em.ip)
+        return g0, g1
 
     def _new_loop(self) -> None:
+        """The K loop, rebuilt: accumulators (one per-lane vector per instruction tile) and the
+        prefetched next K tile (this thread's chunks) are its iter_args.
+
+            prologue: load tile 0
+            for k:   store the carried tile to LDS; load tile min(k+1, last); fragments + MMAs
+        """
         loop = self.loop
-        c_shape = self.intr.c_shape
-        acc_t = vector_type(c_shape, ir.Type.parse(self.intr.c_type))
+        old_body = loop.regions[0].blocks[0]
+        old_iv = list(old_body.arguments)[0]
+        lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
         pre = Emitter(ir.InsertionPoint(loop), loop.location, self.vendor)
+        first = []
+        for opd in (self.a, self.b):
+            g0, g1 = self._tile_origin(opd, old_body, {old_iv: lb}, pre)
+            opd.n_carry = opd.copy.registers()
+            first += opd.copy.loads(pre, self.tid, g0, g1)
+        acc_t = vector_type(self.intr.c_shape, ir.Type.parse(self.intr.c_type))
         br, bc = self.c_layout.batch
         init = pre.splat_const(acc_t, self.acc_init)
+        self.n_acc = br * bc
         with loop.location, ir.InsertionPoint(loop):
-            self.new_loop = scf.ForOp(loop.operands[0], loop.operands[1], loop.operands[2], [init] * (br * bc))
+            self.new_loop = scf.ForOp(lb, ub, step, [init] * self.n_acc + first)
         body = self.new_loop.body
-        old_body = loop.regions[0].blocks[0]
-        ops = [o.operation for o in old_body.operations]
         ip = ir.InsertionPoint(body)
-        for o in ops[:-1]:
+        for o in [o.operation for o in old_body.operations][:-1]:
             ip.insert(o.detach_from_parent())
-        list(old_body.arguments)[0].replace_all_uses_with(self.new_loop.induction_variable)
-        self.acc_args = list(self.new_loop.inner_iter_args)
+        iv = self.new_loop.induction_variable
+        old_iv.replace_all_uses_with(iv)
+        args = list(self.new_loop.inner_iter_args)
+        self.acc_args, carried = args[:self.n_acc], args[self.n_acc:]
+        # Store the carried tile, then issue the next tile's loads (clamped to the last tile).
+        anchor = [o.operation for o in body.operations][0]
+        em = Emitter(ir.InsertionPoint(anchor), loop.location, self.vendor)
+        pos = 0
+        for opd in (self.a, self.b):
+            opd.copy.stores(em, self.tid, carried[pos:pos + opd.n_carry])
+            pos += opd.n_carry
+        nxt = em.min_index(em.add(iv, step), em.sub(ub, step))
+        self.next_tile = []
+        for opd in (self.a, self.b):
+            g0, g1 = self._tile_origin(opd, body, {iv: nxt}, em)
+            self.next_tile += opd.copy.loads(em, self.tid, g0, g1)
         with loop.location, ir.InsertionPoint(body):
-            self.new_yield = scf.YieldOp(self.acc_args).operation  # operands replaced later
-
-    def _distribute_copy(self, opd: Operand) -> list:
-        """Emit the global loads of one tile's copy; return closures that emit its LDS stores."""
-        w, r = opd.copy_write, opd.copy_read
-        em = Emitter(ir.InsertionPoint(w), w.location, self.vendor)
-        stores = []
-        src_mem, src_idx, vt = _transfer_parts(r)
-        _, dst_idx, _ = _transfer_parts(w)
-        src = self._global(src_mem)
-        rows, cols = vt.shape
-        lead, g0, g1 = src_idx[:-2], src_idx[-2], src_idx[-1]
-        v = 128 // opd.bits  # elements per 128-bit chunk; narrower only when a tile row is shorter
-        while cols % v:
-            v //= 2
-        threads = self.cfg.workgroup_size
-        chunk_t = vector_type([v], opd.elem)
-        d0, d1 = dst_idx  # logical LDS coordinates of the tile origin (constants in practice)
-        transposed = opd.k_dim == 0  # logical [K][nonK]; storage is [nonK][K]
-        per_row = cols // v
-        if not transposed:
-            total = rows * per_row
-            for i in range(math.ceil(total / threads)):
-                c_em = em
-                chunk = em.add(self.tid, i * threads)
-                if (i + 1) * threads > total:
-                    c_em = em.if_then(em.ult(chunk, total))
-                row = c_em.div(chunk, per_row)
-                col = c_em.mul(c_em.rem(chunk, per_row), v)
-                val = c_em.global_load(src, lead + [c_em.add(g0, row), c_em.add(g1, col)], chunk_t)
-                if c_em is em:
-                    stores.append(lambda s_em, val=val, row=row, col=col: s_em.lds_store(
-                        val, opd.storage, [s_em.add(d0, row), s_em.add(d1, col)]))
-                else:  # a guarded chunk stores inside its own scf.if
-                    c_em.lds_store(val, opd.storage, [c_em.add(d0, row), c_em.add(d1, col)])
-            return stores
-        # Transposing copy: a thread loads kb consecutive rows of one 128-bit column chunk and
-        # stores V vectors of kb elements along K.
-        kb = 1
-        for cand in (16, 8, 4, 2):
-            if cand <= v and rows % cand == 0 and (rows // cand) * per_row >= threads:
-                kb = cand
-                break
-        total = (rows // kb) * per_row
-        kb_t = vector_type([kb], opd.elem)
-        for i in range(math.ceil(total / threads)):
-            c_em = em
-            blk = em.add(self.tid, i * threads)
-            if (i + 1) * threads > total:
-                c_em = em.if_then(em.ult(blk, total))
-            row0 = c_em.mul(c_em.div(blk, per_row), kb)
-            col = c_em.mul(c_em.rem(blk, per_row), v)
-            chunks = [c_em.global_load(src, lead + [c_em.add(g0, row0, j), c_em.add(g1, col)], chunk_t)
-                      for j in range(kb)]
-
-            def store(s_em, chunks=chunks, row0=row0, col=col):
-                for x in range(v):
-                    vec = s_em.from_elements(kb_t, [s_em.extract(ch, x) for ch in chunks])
-                    s_em.lds_store(vec, opd.storage, [s_em.add(d1, col, x), s_em.add(d0, row0)])
-            if c_em is em:
-                stores.append(store)
-            else:  # a guarded block stores inside its own scf.if
-                store(c_em)
-        return stores
-
-    def _fragment(self, em: Emitter, opd: Operand, batch: tuple[int, int]) -> ir.Value:
-        """Load one instruction's operand fragment for this lane from the LDS tile."""
-        lay = opd.layout
-        _, base, _ = _transfer_parts(opd.read)
-        # Coordinates along the layout's axes: row/col of the operand matrix.
-        axis_base = {opd.vec_dim_role[0]: base[0], opd.vec_dim_role[1]: base[1]}
-        im, ic = (lay.rows // lay.batch[0], lay.cols // lay.batch[1])
-        batch_off = {ROW: batch[0] * im, COL: batch[1] * ic}
-        length = lay.op_vector_length
-        shape = self.intr.a_shape if opd.name == "A" else self.intr.b_shape
-        runs = lay.runs(opd.k_axis)
-        nonk_axis = ROW if opd.k_axis == COL else COL
-        parts = []
-        for run in runs:
-            offs = {ROW: run.row, COL: run.col}
-            k_idx = em.add(axis_base[opd.k_axis], self._lane_part(lay, opd.k_axis), batch_off[opd.k_axis] + offs[opd.k_axis])
-            n_idx = em.add(axis_base[nonk_axis], self._lane_part(lay, nonk_axis), batch_off[nonk_axis] + offs[nonk_axis])
-            parts.append((run, em.lds_load(opd.storage, [n_idx, k_idx], vector_type([run.length], opd.elem))))
-        if len(parts) == 1 and parts[0][0].length == length:
-            flat = parts[0][1]
-        else:
-            flat = em.splat_const(vector_type([length], opd.elem), _zero(opd.elem))
-            for run, val in parts:
-                flat = em.insert_slice(val, flat, run.first)
-        return em.shape_cast(flat, shape)
+            self.new_yield = scf.YieldOp(self.acc_args + carried).operation  # operands replaced later
 
     def _distribute_contract(self) -> None:
         c = self.contract
         em = Emitter(ir.InsertionPoint(c), c.location, self.vendor)
-        intr = self.intr
+        mma_em = em.named("mma")
         bm, bk = self.a.layout.batch
         _, bn = self.b.layout.batch
+        bases = {}
+        for opd in (self.a, self.b):
+            _, idx, _ = _transfer_parts(opd.read)
+            bases[opd.name] = {opd.vec_dim_role[0]: idx[0], opd.vec_dim_role[1]: idx[1]}
         acc = {(i, j): self.acc_args[i * bn + j] for i in range(bm) for j in range(bn)}
         for kk in range(bk):
-            a_frags = [self._fragment(em, self.a, (i, kk)) for i in range(bm)]
-            b_frags = [self._fragment(em, self.b, (kk, j)) for j in range(bn)]
+            a_frags = [self.a.frags.load(em, bases["A"], (i, kk)) for i in range(bm)]
+            b_frags = [self.b.frags.load(em, bases["B"], (kk, j)) for j in range(bn)]
             for i in range(bm):
                 for j in range(bn):
-                    acc[(i, j)] = em.mma(intr, a_frags[i], b_frags[j], acc[(i, j)])
-        new_yield_vals = [acc[(i, j)] for i in range(bm) for j in range(bn)]
+                    acc[(i, j)] = mma_em.mma(self.intr, a_frags[i], b_frags[j], acc[(i, j)])
         with self.new_yield.location, ir.InsertionPoint(self.new_yield):
-            scf.YieldOp(new_yield_vals)
+            scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + self.next_tile)
         self.erase.append(self.new_yield)
 
     def _distribute_epilogue(self) -> None:
         w = self.out_write
-        em = Emitter(ir.InsertionPoint(w), w.location, self.vendor)
+        em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
         mem, idx, _ = _transfer_parts(w)
         out = self._global(mem)
         lead, o0, o1 = idx[:-2], idx[-2], idx[-1]
@@ -442,7 +391,7 @@ class Distributor:
         out_elem = ir.MemRefType(out.type).element_type
         br, bc = lay.batch
         im, inn = self.intr.m, self.intr.n
-        row_l, col_l = self._lane_part(lay, ROW), self._lane_part(lay, COL)
+        row_l, col_l = self.lanes.part(lay, ROW), self.lanes.part(lay, COL)
         runs = lay.runs(COL)
         for i in range(br):
             for j in range(bc):
@@ -498,12 +447,6 @@ class Distributor:
 def defining_op_of_use(use) -> ir.Operation:
     owner = use.owner
     return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
-def _zero(elem: ir.Type) -> ir.Attribute:
-    if isinstance(elem, ir.IntegerType):
-        return ir.IntegerAttr.get(elem, 0)
-    return ir.FloatAttr.get(elem, 0.0)
 
 
 def distribute(module: ir.Module, func: ir.Operation) -> None:

@@ -1,0 +1,134 @@
+"""LDS -> register fragment loads and per-lane index arithmetic (used by `distribute`).
+
+A fragment is one instruction's operand for this lane, read from an LDS tile stored
+K-innermost (``[non-K][K + pad]``). Two ways, chosen from the layout alone:
+
+- contiguous runs: ``Layout.runs`` along K; one ``vector.load`` per run (a run of 8 f16 is a
+  ds_load_b128 / ld.shared.v4), assembled into the op's vector;
+- ``nvgpu.ldmatrix`` (NVIDIA, wave32): when every 32-bit register r of the fragment holds, in
+  lane l, the elements ``(R_r + l/4, C_r + e*(l%4) + j)`` of the tile (e = elements per register),
+  i.e. row l/4 of an 8x8 (16-bit) block, which is exactly what ldmatrix delivers. Lane l then
+  supplies the address of row ``l%8`` of block ``l/8``. The check runs on the layout model, so
+  mma.sync A and B fragments qualify and nothing else is assumed.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from .emit import Emitter, vector_type
+from .layout import COL, ROW, Layout
+
+
+def _storage(rc: tuple[int, int], k_axis: str) -> tuple[int, int]:
+    """(non-K, K) storage coordinates of an operand element (row, col)."""
+    return rc if k_axis == COL else (rc[1], rc[0])
+
+
+def ldmatrix_blocks(layout: Layout, k_axis: str, bits: int) -> list[tuple[int, int]] | None:
+    """Per 32-bit register of one fragment, the (non-K, K) origin of its ldmatrix block, or None."""
+    per = 32 // bits
+    if layout.wave_size != 32 or layout.elements % per:
+        return None
+    regs = layout.elements // per
+    if regs not in (1, 2, 4):
+        return None
+    blocks = []
+    for r in range(regs):
+        r0, c0 = _storage(layout.coords(0, per * r), k_axis)
+        for lane in range(32):
+            for j in range(per):
+                if _storage(layout.coords(lane, per * r + j), k_axis) != (r0 + lane // 4, c0 + per * (lane % 4) + j):
+                    return None
+        blocks.append((r0, c0))
+    return blocks
+
+
+class LaneIndex:
+    """Lane-dependent parts of coordinates, built once at the top of the function."""
+
+    def __init__(self, top: Emitter, lane: ir.Value, wave_size: int):
+        self.top, self.lane, self.wave = top, lane, wave_size
+        self._cache: dict = {}
+
+    def part(self, layout: Layout, axis: str):
+        """sum over lane dims of ``axis``: ((lane // divisor) % size) * stride."""
+        key = ("part", id(layout), axis)
+        if key not in self._cache:
+            terms = []
+            for _, div, size, ax, stride in layout.lane_terms():
+                if ax != axis:
+                    continue
+                t = self.top.div(self.lane, div)
+                if div * size < self.wave:
+                    t = self.top.rem(t, size)
+                terms.append(self.top.mul(t, stride))
+            self._cache[key] = self.top.add(*terms) if terms else 0
+        return self._cache[key]
+
+    def table(self, values: list[int], block: ir.Value, name: str):
+        """values[block] for a per-lane block index (a select chain; values are constants)."""
+        key = ("table", tuple(values), name)
+        if key not in self._cache:
+            out = self.top.const(values[0])
+            for i, v in enumerate(values[1:], start=1):
+                if v != values[0]:
+                    out = self.top.select(self.top.eq(block, i), self.top.const(v), out)
+            self._cache[key] = out
+        return self._cache[key]
+
+
+class FragmentLoader:
+    """Loads one operand's fragments for this lane from its LDS tile."""
+
+    def __init__(self, layout: Layout, storage: ir.Value, elem: ir.Type, bits: int, k_axis: str,
+                 op_shape: tuple[int, ...], lanes: LaneIndex, *, allow_ldmatrix: bool):
+        self.layout, self.storage, self.elem, self.bits = layout, storage, elem, bits
+        self.k_axis, self.op_shape, self.lanes = k_axis, op_shape, lanes
+        self.nonk_axis = ROW if k_axis == COL else COL
+        self.blocks = ldmatrix_blocks(layout, k_axis, bits) if allow_ldmatrix else None
+        self.runs = layout.runs(k_axis)
+        if self.blocks is not None:
+            top = lanes.top
+            blk = top.rem(top.div(lanes.lane, 8), len(self.blocks))
+            self.ld_row = top.add(top.rem(lanes.lane, 8), lanes.table([b[0] for b in self.blocks], blk, "row"))
+            self.ld_col = lanes.table([b[1] for b in self.blocks], blk, "col")
+
+    @property
+    def kind(self) -> str:
+        return "ldmatrix" if self.blocks is not None else "runs"
+
+    def load(self, em: Emitter, base: dict, batch: tuple[int, int]) -> ir.Value:
+        """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin."""
+        lay = self.layout
+        em = em.named(f"fragment.{'A' if lay.operand == 'A' else 'B'}")
+        tile = (lay.rows // lay.batch[0], lay.cols // lay.batch[1])
+        off = {ROW: batch[0] * tile[0], COL: batch[1] * tile[1]}
+        k0 = em.add(base[self.k_axis], off[self.k_axis])
+        n0 = em.add(base[self.nonk_axis], off[self.nonk_axis])
+        if self.blocks is not None:
+            vtype = vector_type([len(self.blocks), 32 // self.bits], self.elem)
+            val = em.ldmatrix(self.storage, [em.add(n0, self.ld_row), em.add(k0, self.ld_col)],
+                              len(self.blocks), vtype)
+            return em.shape_cast(val, self.op_shape)
+        length = lay.op_vector_length
+        k_lane, n_lane = self.lanes.part(lay, self.k_axis), self.lanes.part(lay, self.nonk_axis)
+        parts = []
+        for run in self.runs:
+            offs = {ROW: run.row, COL: run.col}
+            k_idx = em.add(k0, k_lane, offs[self.k_axis])
+            n_idx = em.add(n0, n_lane, offs[self.nonk_axis])
+            parts.append((run, em.lds_load(self.storage, [n_idx, k_idx], vector_type([run.length], self.elem))))
+        if len(parts) == 1 and parts[0][0].length == length:
+            flat = parts[0][1]
+        else:
+            flat = em.splat_const(vector_type([length], self.elem), _zero(self.elem))
+            for run, val in parts:
+                flat = em.insert_slice(val, flat, run.first)
+        return em.shape_cast(flat, self.op_shape)
+
+
+def _zero(elem: ir.Type) -> ir.Attribute:
+    if isinstance(elem, ir.IntegerType):
+        return ir.IntegerAttr.get(elem, 0)
+    return ir.FloatAttr.get(elem, 0.0)
