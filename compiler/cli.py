@@ -295,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="bench-results")
     b.add_argument("--repeat", type=int, default=20)
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
+    b.add_argument("--checks", action="store_true",
+                   help="instead of timing: every dtype pair of the target, two shapes, checked against numpy")
     config_arg(b)
     b.set_defaults(fn=cmd_bench)
     return p

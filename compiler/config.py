@@ -204,8 +204,9 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
 
     Per-wave register tiles (f32 accumulators in VGPRs): RDNA wave32 64x32 (8 WMMA, 64 VGPRs),
     RDNA3 wave64 64x64 (16 WMMA, 64 VGPRs), CDNA 64x64 (16 MFMA 16x16, 64 VGPRs), mma.sync 64x32
-    (16 instructions, 64 registers). Workgroups are 2 x 4 or 2 x 2 waves, 128 x 128 output tiles,
-    K staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
+    (16 instructions, 64 registers), or 64x64 in 256x128 workgroup tiles when the problem has
+    at least two such tiles per SM. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K staged 32
+    (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
     """
     require_intrinsic(target, problem)
     wave = wave_size or target.default_wave_size
@@ -214,11 +215,18 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
     intr = candidates[0] if intrinsic is None else target.intrinsic(intrinsic)
     bits = TYPE_BITS[problem.a_type]
-    if target.vendor == "nvidia" or (intr.family.startswith("wmma") and wave == 32):
+    if target.vendor == "nvidia":
+        # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles in a 256x128
+        # workgroup tile beat 64x32 ones by 1.3x at 4096^3, once there are >= 2 workgroups per SM.
+        big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
+        waves_m, waves_n, wt_m, wt_n = (4, 2, 64, 64) if big else (2, 4, 64, 32)
+    elif intr.family.startswith("wmma") and wave == 32:
         waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32
     else:
         waves_m, waves_n, wt_m, wt_n = 2, 2, 64, 64
     tile_k = max(intr.k, 32 * 16 // bits)
+    if target.vendor == "nvidia" and waves_m == 4 and problem.k >= 8192:
+        tile_k *= 2  # H100, 8192^3: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md, run 3)
     tm = _largest_tile(problem.m, waves_m * wt_m, intr.m)
     tn = _largest_tile(problem.n, waves_n * wt_n, intr.n)
     tk = _largest_tile(problem.k, tile_k, intr.k)

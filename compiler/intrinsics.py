@@ -239,7 +239,8 @@ _NV = [
     _mma_sync(16, F16, F32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "MMA_SYNC_F32_16x8x16_F16"),
     _mma_sync(16, BF16, F32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "MMA_SYNC_F32_16x8x16_BF16"),
     _mma_sync(16, F16, F16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "MMA_SYNC_F16_16x8x16_F16"),
-    _mma_sync(32, I8, I32, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "MMA_SYNC_I32_16x8x32_I8"),
+    # nvgpu.mma.sync lowers integer MMAs with .satfinite: the s32 accumulator saturates on overflow.
+    _mma_sync(32, I8, I32, "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32", "MMA_SYNC_I32_16x8x32_I8"),
 ]
 
 # Per architecture family: the instructions mmaflow may select.

@@ -25,6 +25,7 @@ class Target:
     lds_bytes: int  # max workgroup memory
     lds_banks: int
     vgprs_per_lane: int  # architectural VGPRs (+AGPRs on CDNA) one lane may use
+    compute_units: int = 0  # CUs / WGPs / SMs of the reference part (heuristic: enough workgroups)
     lds_bank_bytes: int = 4
     max_workgroup_size: int = 1024
     # The variant's target attribute needs rewriting (IREE 3.13 lacks a GPU target for sm_90a).
@@ -79,9 +80,9 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
            iree_arch="gfx950", wave_sizes=(64,), lds_bytes=163840, lds_banks=64,
            vgprs_per_lane=512, **_AMD),
     Target("sm_80", description="NVIDIA Ampere (A100), mma.sync", iree_arch="sm_80",
-           lds_bytes=166912, **_NV),
+           lds_bytes=166912, compute_units=108, **_NV),
     Target("sm_90a", description="NVIDIA Hopper (H100) through mma.sync, PTX .target sm_90a",
-           iree_arch="sm_90a", lds_bytes=232448, retarget_variant=True, **_NV),
+           iree_arch="sm_90a", lds_bytes=232448, retarget_variant=True, compute_units=132, **_NV),
 ]}
 
 

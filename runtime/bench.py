@@ -11,6 +11,7 @@ Two halves, so compiling and timing can happen on different machines:
 
     mmaflow bench --target sm_80 --sizes 1024,4096 --device cuda          # both halves here
     mmaflow bench --target sm_80 --sizes 1024,4096 --prepare-only DIR     # compile only
+    mmaflow bench --target sm_80 --checks --prepare-only DIR               # every dtype pair, numpy-checked
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT  # run only
 
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
@@ -78,6 +79,55 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     return manifest
 
 
+CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
+
+
+def prepare_checks(target: str, out_dir: Path) -> dict:
+    """Compile one module per dtype pair the target supports (two shapes each) for a hardware
+    numerics check: `run` compares them with numpy on the host."""
+    from mmaflow.compiler.bridge import compile_module
+    from mmaflow.compiler.config import matching_intrinsics
+    from mmaflow.compiler.problem import Contraction
+    from mmaflow.compiler.targets import get_target
+    t = get_target(target)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = sorted({(i.a_type, i.c_type) for i in t.intrinsics() if i.a_type == i.b_type and not i.unsigned_a})
+    entries = []
+    for a_t, c_t in pairs:
+        if not matching_intrinsics(t, Contraction(16, 16, 16, 1, a_t, a_t, c_t)):
+            continue
+        for m, n, k in CHECK_SHAPES:
+            res = compile_module(matmul_source(m, n, k, a_t, c_t), t.name, source_name=f"check_{a_t}_{c_t}.mlir")
+            name = f"check_{t.name}_{a_t}_{c_t}_{m}x{n}x{k}.vmfb"
+            (out_dir / name).write_bytes(res.vmfb)
+            entries.append({"m": m, "n": n, "k": k, "a_type": a_t, "c_type": c_t, "file": name})
+    manifest = {"target": t.name, "driver": t.iree_device, "function": "matmul", "checks": entries}
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+def run_checks(manifest_dir: Path, driver: str, out_dir: Path) -> list[dict]:
+    """Every prepared dtype/shape module on the device, against numpy (random data, tolerances
+    of runtime.numerics; integer results exactly)."""
+    from mmaflow.runtime import numerics
+    from mmaflow.runtime.iree_runner import CompiledModule
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    rows = []
+    for e in manifest["checks"]:
+        rng = np.random.default_rng(e["m"] + e["n"] + e["k"])
+        a = numerics.random_matrix(rng, (e["m"], e["k"]), e["a_type"])
+        b = numerics.random_matrix(rng, (e["k"], e["n"]), e["a_type"])
+        out = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)(manifest["function"], a, b)
+        ref, tol = numerics.matmul_reference(a, b, e["c_type"])
+        chk = numerics.compare(np.asarray(out), ref, tol, out_type=e["c_type"])
+        rows.append({**e, "check": "PASS" if chk.passed else "FAIL", "max_abs_err": chk.max_abs_err,
+                     "detail": chk.detail})
+        print(f"check {manifest['target']} {e['a_type']}->{e['c_type']} {e['m']}x{e['n']}x{e['k']}: {chk.line()}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "checks.json").write_text(json.dumps(rows, indent=1))
+    return rows
+
+
 # ---- run (iree.runtime, numpy, optional torch) ------------------------------------------------
 
 def _torch_cuda():
@@ -108,9 +158,12 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch) -> di
 
 def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
     ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-    for _ in range(warmup):
+    start = time.perf_counter()
+    done = 0
+    while done < warmup or time.perf_counter() - start < 0.3:  # leave the idle clocks
         torch.matmul(ta, tb)
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        done += 1
     out = []
     for _ in range(repeat):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -203,7 +256,10 @@ def bench_command(args) -> int:
         raise InputError("bench measures f16 x f16 -> f32 matmuls")
     out = Path(args.out)
     prep_dir = Path(args.prepare_only) if args.prepare_only else out / "modules"
-    prepare(target.name, sizes, args.dtype, prep_dir, parse_overrides(args.config or []))
+    if args.checks:
+        prepare_checks(target.name, prep_dir)
+    else:
+        prepare(target.name, sizes, args.dtype, prep_dir, parse_overrides(args.config or []))
     if args.prepare_only:
         print(f"bench: modules and manifest written to {prep_dir}")
         return 0
@@ -213,8 +269,11 @@ def bench_command(args) -> int:
         raise DeviceError(f"cannot time on {driver}: {why}",
                           hint=f"compile here with --prepare-only DIR, then run "
                                f"`python -m mmaflow.runtime.bench --from-dir DIR --driver {driver}` on the GPU machine")
-    rows = run(prep_dir, driver, out, repeat=args.repeat)
-    print_table(rows)
+    if args.checks:
+        rows = run_checks(prep_dir, driver, out)
+    else:
+        rows = run(prep_dir, driver, out, repeat=args.repeat)
+        print_table(rows)
     return 0 if all(r["check"] != "FAIL" for r in rows) else 1
 
 
@@ -225,8 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--repeat", type=int, default=20)
     args = p.parse_args(argv)
-    rows = run(Path(args.from_dir), args.driver, Path(args.out), repeat=args.repeat)
-    print_table(rows)
+    manifest = json.loads((Path(args.from_dir) / MANIFEST).read_text())
+    if "checks" in manifest:
+        rows = run_checks(Path(args.from_dir), args.driver, Path(args.out))
+    else:
+        rows = run(Path(args.from_dir), args.driver, Path(args.out), repeat=args.repeat)
+        print_table(rows)
     return 0 if all(r["check"] != "FAIL" for r in rows) else 1
 
 

@@ -75,12 +75,17 @@ class CompiledModule:
         out = self.function(name)(*[self.upload(a) for a in arrays])
         return np.asarray(out.to_host())
 
-    def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20) -> list[float]:
-        """Seconds per call (inputs already on the device, each call waited for)."""
+    def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20,
+             warmup_seconds: float = 0.3) -> list[float]:
+        """Seconds per call (inputs already on the device, each call waited for). Warm-up runs
+        ``warmup`` calls and at least ``warmup_seconds``, so the GPU leaves its idle clocks."""
         fn = self.function(name)
         dev = [self.upload(a) for a in arrays]
-        for _ in range(warmup):
+        start = time.perf_counter()
+        done = 0
+        while done < warmup or time.perf_counter() - start < warmup_seconds:
             fn(*dev)
+            done += 1
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()

@@ -56,6 +56,6 @@ def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem
         if fam != "ptx":
             raise IsaError(f"nvgpu.mma.sync does not exist on {arch}")
         if a_elem == "i8":
-            return "ptx.mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"
+            return "ptx.mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32"
         return f"ptx.mma.sync.aligned.m{m}n{n}k{k}.row.col.{c_elem}.{a_elem}.{a_elem}.{c_elem}"
     raise IsaError(f"{op_name} is not a matrix instruction")

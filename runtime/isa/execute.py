@@ -8,8 +8,8 @@ Numerics (what the ISA guides specify, modelled conservatively):
   and the sum over K plus C are formed in float64 and rounded once to the result type
   (f32, f16 or bf16, round-to-nearest-even);
 - 8-bit integer inputs are sign- or zero-extended per the instruction's signedness, the dot
-  product plus C is formed exactly and wrapped to 32 bits (two's complement), as the hardware's
-  32-bit integer accumulators do;
+  product plus C is formed exactly and wrapped to 32 bits (two's complement), as AMD's 32-bit
+  integer accumulators do, or clamped to the s32 range for PTX .satfinite instructions;
 - lanes that the instruction reads as replicas (RDNA3 A/B) must hold identical data: the
   hardware reads one copy, so a disagreement means the program is wrong, and is reported;
 - result slots the instruction does not write (the unused OPSEL half) keep C's value.
@@ -121,7 +121,10 @@ def execute(key: str, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray
         a64 = (a.view(np.uint8) if unsigned_a else a.view(np.int8)).astype(np.int64)
         b64 = (b.view(np.uint8) if unsigned_b else b.view(np.int8)).astype(np.int64)
         d = a64 @ b64 + c.astype(np.int64)
-        d = ((d + 2**31) % 2**32 - 2**31).astype(np.int32)
+        if instr.saturate:
+            d = np.clip(d, -2**31, 2**31 - 1).astype(np.int32)
+        else:
+            d = ((d + 2**31) % 2**32 - 2**31).astype(np.int32)
     else:
         d = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(c_regs.dtype)
     p = placement(instr, "C")

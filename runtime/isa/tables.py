@@ -44,6 +44,7 @@ class IsaInstruction:
     a_place: Place
     b_place: Place
     c_place: Place
+    saturate: bool = False  # integer results clamp to the s32 range (PTX .satfinite) instead of wrapping
 
 
 # ------------------------------------------------------------------------------------------
@@ -128,6 +129,7 @@ def _mfma_c(m):
 #                                  col = threadID_in_group*4 + (i & 3) + 16 for i >= 8.
 # m16n8k32 B (b0..b7):             row = threadID_in_group*4 + (i & 3) + 16 for i >= 4; col = groupID.
 # C/D (c0..c3):                    row = groupID + 8 for i >= 2; col = threadID_in_group*2 + (i & 1).
+# .satfinite (integer): "the result is clamped to [MIN_INT32, MAX_INT32] on overflow".
 
 def _ptx_a16(lane, i):
     g, t = lane >> 2, lane % 4
@@ -200,10 +202,10 @@ def _build() -> dict[str, IsaInstruction]:
     for mn, k, a_t, c_t in (("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, "f16", "f32"),
                             ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, "bf16", "f32"),
                             ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 16, "f16", "f16"),
-                            ("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", 32, "i8", "i32")):
+                            ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32", 32, "i8", "i32")):
         a, b = (_ptx_a16, _ptx_b16) if k == 16 else (_ptx_a32, _ptx_b32)
         out.append(IsaInstruction(f"ptx.{mn}", 16, 8, k, 32, a_t, c_t, 8 if k == 16 else 16,
-                                  4 if k == 16 else 8, 4, a, b, _ptx_c))
+                                  4 if k == 16 else 8, 4, a, b, _ptx_c, saturate=".satfinite" in mn))
     return {i.key: i for i in out}
 
 
