@@ -131,3 +131,10 @@ def test_bench_without_gpu_says_how_to_proceed(tmp_path):
 def test_matmul_module_helper_is_valid_mlir():
     from mmaflow.compiler.mlir import new_context, parse_module
     parse_module(matmul_module(32, 32, 32, "i8", "i32", unsigned=True, transpose_b=True, batch=2), new_context())
+
+
+def test_sim_refuses_multi_dispatch_modules():
+    src = (Path(__file__).parent.parent / "lit_tests" / "Inputs" / "matmul_then_add.mlir")
+    r = _mmaflow("run", str(src), "--target", "gfx1100", "--device", "sim")
+    assert r.returncode != 0
+    assert "the lane executor runs single-dispatch matmul modules; this module has 2 dispatches" in r.stderr

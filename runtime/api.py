@@ -53,6 +53,7 @@ class Artifact:
     executables: list  # pipeline.ExecutableResult of the taken dispatches
     reports: dict = field(default_factory=dict)
     log: list = field(default_factory=list)
+    dispatches: int = 0  # all dispatches of the module, taken or left to IREE
 
     @property
     def problem(self) -> dict:
@@ -77,9 +78,9 @@ def compile_module(source: str, target: str, *, config: dict | None = None, lowe
     opts = CodegenOptions(overrides=overrides)
     if lower:
         res = bridge_compile(source, target, options=opts)
-        return Artifact(target, source, res.vmfb, res.taken, res.reports, res.log)
+        return Artifact(target, source, res.vmfb, res.taken, res.reports, res.log, len(res.executables))
     res = codegen_module(source, target, options=opts)
-    return Artifact(target, source, None, res.taken, {}, res.log)
+    return Artifact(target, source, None, res.taken, {}, res.log, len(res.executables))
 
 
 def matmul_module_source(a_shape, b_shape, in_type: str, out_type: str) -> str:
@@ -128,6 +129,11 @@ def run_module(art: Artifact, inputs: list[np.ndarray], *, device: str = "auto")
 
 
 def _run_sim(art: Artifact, inputs):
+    if art.dispatches != 1:
+        raise UnsupportedError(
+            f"the lane executor runs single-dispatch matmul modules; this module has {art.dispatches} "
+            f"dispatches ({len(art.executables)} compiled by mmaflow)",
+            hint="run it on a GPU (--device hip/cuda), or check the matmul alone in its own module")
     from mmaflow.compiler.mlir import new_context, parse_module
     from mmaflow.runtime.simulate import load_dispatch, run_dispatch
     prob = art.problem
