@@ -29,10 +29,10 @@ from .errors import InputError, ToolchainError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .pipeline import CodegenOptions, ExecutableResult, codegen_executable_text
-from .stages.configure import read_config
+from .stages.configure import read_config, read_problem
 from .stages.select import selected_func
 from .targets import Target, get_target
-from .verify import check_isa
+from .verify import check_isa, expectations
 
 _DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
@@ -72,6 +72,7 @@ class CompileResult:
     executables: list[ExecutableResult]
     reports: dict[str, IsaReport] = field(default_factory=dict)
     isa_text: dict[str, str] = field(default_factory=dict)
+    expect: dict[str, dict] = field(default_factory=dict)  # what verify checked per executable
     front_text: str = ""
     log: list[str] = field(default_factory=list)
 
@@ -185,19 +186,23 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
         text, report = read_isa(isa_dir, exe, target)
         result.isa_text[exe.name] = text
         result.reports[exe.name] = report
+        cfg, expect, _ = executable_facts(exe)
+        result.expect[exe.name] = expect
         if verify:
-            cfg = _config_of(exe)
             intr = target.intrinsic(cfg.intrinsic)
-            check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1)
+            check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1,
+                      expect=expect)
             if intr.mnemonic not in text:
                 from .errors import VerificationError
                 raise VerificationError(f"{exe.name}: {intr.mnemonic} is not in the ISA")
     return result
 
 
-def _config_of(exe: ExecutableResult):
+def executable_facts(exe: ExecutableResult):
+    """(config, ISA expectations, problem) of one handed-back executable."""
     module = parse_module(exe.text, new_context(), source=exe.name)
-    return read_config(selected_func(module))
+    func = selected_func(module)
+    return read_config(func), expectations(func), read_problem(func)
 
 
 def kernel_isa(isa_dir: Path, kernel: str, target: Target) -> str:
@@ -214,7 +219,7 @@ def kernel_isa(isa_dir: Path, kernel: str, target: Target) -> str:
 
 def read_isa(isa_dir: Path, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
     text = kernel_isa(isa_dir, exe.export, target)
-    cfg = _config_of(exe)
+    cfg, _, _ = executable_facts(exe)
     if target.is_amd:
         return text, parse_rocmasm(text, exe.export, target, cfg.wave_size)
     return text, parse_ptx(text, exe.export, target)

@@ -69,8 +69,10 @@ def cmd_compile(args) -> int:
     _emit_dumps(args, result)
     for name, rep in result.reports.items():
         spills = f"{rep.vgpr_spills} spills" if rep.vgpr_spills is not None else "registers: see ptxas"
+        bits = result.expect[name]["global_load_bits"]
+        loads = rep.counts.get(f"global_load_b{bits}" if bits >= 32 else "global_load_narrow", 0)
         print(f"mmaflow: verified {name}: {rep.counts.get('matrix', 0)} matrix instructions, "
-              f"{rep.counts.get('global_load_b128', 0)} 128-bit global loads, {spills}", file=sys.stderr)
+              f"{loads} {bits}-bit global loads, {spills}", file=sys.stderr)
     return 0
 
 

@@ -177,25 +177,30 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     need = lds_bytes(cfg, problem)
     if need > target.lds_bytes:
         raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")
-    for dim, tile, name in ((problem.m, cfg.tile_m, "M"), (problem.n, cfg.tile_n, "N"), (problem.k, cfg.tile_k, "K")):
-        if dim % tile:
-            raise UnsupportedError(
-                f"{name}={dim} is not a multiple of the tile ({tile}); unaligned shapes are not supported yet",
-                hint=f"pick a tile that divides {name} (--config tile=MxNxK)")
     return intr
 
 
 # --------------------------------------------------------------------------------------------
 # The heuristic.
 
-def _largest_tile(dim: int, preferred: int, quantum: int) -> int:
-    """Largest multiple of ``quantum`` that is <= preferred and divides ``dim`` (0 if none)."""
-    t = (min(preferred, dim) // quantum) * quantum
-    while t >= quantum:
+def _fit_tile(dim: int, preferred: int, grid: int, quantum: int) -> int:
+    """A workgroup tile for a dimension of ``dim``.
+
+    ``grid`` is the wave grid's granularity (waves x instruction size): tiles that are multiples of
+    it keep the whole wave grid busy. The largest such tile dividing ``dim`` wins if it is at least
+    half the preferred size; otherwise the preferred tile, with a partial last tile (the pad stage
+    and the bounds checks handle it) -- 4000 gets 128, not an 80 that no wave grid splits. A
+    dimension smaller than the preferred tile gets itself rounded up to the instruction's
+    ``quantum`` (and fewer waves, below)."""
+    if dim < preferred:
+        t = -(-dim // quantum) * quantum
+        return t if t < preferred else preferred
+    t = preferred
+    while t >= max(grid, preferred // 2):
         if dim % t == 0:
             return t
-        t -= quantum
-    return 0
+        t -= grid
+    return preferred
 
 
 def default_config(target: Target, problem: Contraction, wave_size: int | None = None,
@@ -227,13 +232,9 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     tile_k = max(intr.k, 32 * 16 // bits)
     if target.vendor == "nvidia" and waves_m == 4 and problem.k >= 8192:
         tile_k *= 2  # H100, 8192^3: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md, run 3)
-    tm = _largest_tile(problem.m, waves_m * wt_m, intr.m)
-    tn = _largest_tile(problem.n, waves_n * wt_n, intr.n)
-    tk = _largest_tile(problem.k, tile_k, intr.k)
-    if not (tm and tn and tk):
-        raise UnsupportedError(
-            f"{problem.describe()}: M, N and K must be multiples of {intr.name}'s {intr.m}x{intr.n}x{intr.k}; "
-            f"unaligned shapes are not supported yet")
+    tm = _fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
+    tn = _fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
+    tk = _fit_tile(problem.k, tile_k, intr.k, intr.k)
     # Fewer waves when the tile shrank below the wave grid.
     wm = max(1, min(waves_m, tm // intr.m))
     while tm % wm or (tm // wm) % intr.m:

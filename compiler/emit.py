@@ -91,6 +91,14 @@ class Emitter:
         with self.loc, self.ip:
             return arith.SelectOp(cond, a, b).result
 
+    def lt_const(self, a: ir.Value, b: int) -> ir.Value:
+        """a < b (unsigned) as an i1."""
+        with self.loc, self.ip:
+            return arith.CmpIOp(arith.CmpIPredicate.ult, a, self.const(b)).result
+
+    def and_(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._bin(arith.AndIOp, a, b)
+
     def ult(self, a: ir.Value, b: int) -> ir.Value:
         with self.loc, self.ip:
             return arith.CmpIOp(arith.CmpIPredicate.ult, a, self.const(b)).result
@@ -99,6 +107,11 @@ class Emitter:
     def splat_const(self, vtype: ir.VectorType, attr: ir.Attribute) -> ir.Value:
         with self.loc, self.ip:
             return arith.ConstantOp(vtype, ir.DenseElementsAttr.get_splat(vtype, attr)).result
+
+    def zero_vector(self, vtype: ir.VectorType) -> ir.Value:
+        e = vtype.element_type
+        zero = ir.IntegerAttr.get(e, 0) if isinstance(e, ir.IntegerType) else ir.FloatAttr.get(e, 0.0)
+        return self.splat_const(vtype, zero)
 
     def extract(self, v: ir.Value, pos: int) -> ir.Value:
         with self.loc, self.ip:

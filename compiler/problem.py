@@ -20,6 +20,7 @@ class Contraction:
     unsigned_a: bool = False  # integer inputs zero-extended (arith.extui) rather than sign-extended
     unsigned_b: bool = False
     bindings: tuple | None = None  # hal binding index of A, B and C in the dispatch, when known
+    batched: bool = False  # a batch loop exists (possibly of extent 1)
 
     @property
     def flops(self) -> int:

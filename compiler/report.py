@@ -87,16 +87,12 @@ def report_command(args, source: str, options) -> int:
     for exe in res.taken:
         rep = res.reports[exe.name]
         if not target.is_amd:
-            from .bridge import _config_of
+            from .bridge import executable_facts
             from .config import lds_bytes
-            from .stages.configure import read_problem
-            from .stages.select import selected_func
-            from .mlir import new_context, parse_module
-            cfg = _config_of(exe)
+            cfg, _, problem = executable_facts(exe)
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
-                func = selected_func(parse_module(exe.text, new_context()))
-                rep.lds_bytes = lds_bytes(cfg, read_problem(func))
+                rep.lds_bytes = lds_bytes(cfg, problem)
         mine[exe.export] = rep
     base = _baseline(source, target, args.input) if args.baseline else {}
     if args.json:

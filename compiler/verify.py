@@ -6,10 +6,13 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 - ``check_handed_back``: the executable we return is ours (no_pipeline translation_info with a
   workgroup size, a dispatch_config, the intended matrix op, no leftover vector.contract);
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
-  instruction, and on AMD 128-bit buffer loads, barriers, and no cache invalidates in the K loop.
+  instruction, global loads of the planned width, barriers, a K loop, and on AMD no cache
+  invalidates in the K loop.
 """
 
 from __future__ import annotations
+
+from iree.compiler import ir
 
 from .errors import VerificationError
 from .isa import IsaReport
@@ -38,20 +41,40 @@ def check_handed_back(text: str, name: str) -> None:
         raise VerificationError(f"{name}: {left[0].name} was not distributed")
 
 
-def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: str, expect_barrier: bool) -> None:
-    """Raise unless the lowered kernel is the one mmaflow generated."""
+def expectations(func) -> dict:
+    """The distribute stage's record of what the lowered kernel must contain."""
+    from .stages.distribute import EXPECT_ATTR
+    if EXPECT_ATTR not in func.attributes:
+        raise VerificationError(f"the function has no {EXPECT_ATTR} (was it distributed by mmaflow?)")
+    d = ir.DictAttr(func.attributes[EXPECT_ATTR])
+    return {n: ir.IntegerAttr(d[n]).value for n in ("global_load_bits", "k_tiles", "mma_per_k_tile")}
+
+
+def _load_category(bits: int) -> str:
+    return f"global_load_b{bits}" if bits >= 32 else "global_load_narrow"
+
+
+def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: str, expect_barrier: bool,
+              expect: dict) -> None:
+    """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
+    global loads at the width the copies were planned with (128 bits unless the problem's row
+    length forbids it), barriers when waves share LDS, a K loop when there are several K tiles (or, when LLVM
+    unrolled it fully, exactly the unrolled count of matrix instructions),
+    and on AMD no cache invalidates inside the loop."""
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
-    if vendor == "amd":
-        if report.counts.get("global_load_b128", 0) == 0:
-            problems.append("no 128-bit buffer loads")
-        if report.loop_counts.get("cache_invalidate", 0):
-            problems.append(f"{report.loop_counts['cache_invalidate']} cache invalidates inside the K loop")
+    cat = _load_category(expect["global_load_bits"])
+    if report.counts.get(cat, 0) == 0:
+        problems.append(f"no {expect['global_load_bits']}-bit global loads ({cat})")
+    if vendor == "amd" and report.loop_counts.get("cache_invalidate", 0):
+        problems.append(f"{report.loop_counts['cache_invalidate']} cache invalidates inside the K loop")
     if expect_barrier and report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although LDS is shared between waves")
-    if not report.has_loop:
-        problems.append("no K loop in the ISA")
+    unrolled = expect["k_tiles"] * expect["mma_per_k_tile"]
+    if expect["k_tiles"] > 1 and not report.has_loop and report.counts.get("matrix", 0) != unrolled:
+        problems.append(f"no K loop in the ISA, and not the {unrolled} matrix instructions of its "
+                        f"{expect['k_tiles']} K tiles unrolled")
     if problems:
         raise VerificationError(f"{name}: the compiled kernel is not mmaflow's: " + "; ".join(problems),
                                 hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")

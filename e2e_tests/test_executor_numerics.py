@@ -56,10 +56,3 @@ def test_matmul_on_executor(target, overrides, a_type, c_type, m, n, k):
     assert exact.check.passed, exact.check.line()
     assert exact.stats.matrix_ops > 0 and exact.stats.barriers > 0
 
-
-@pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80"])
-def test_unsigned_i8(target):
-    if target in ("gfx942", "gfx950", "sm_80"):
-        pytest.skip(f"{target}'s catalogue has signed i8 only (no u8 instruction)")
-    r = simulate(matmul_module(128, 128, 128, "i8", "i32", unsigned=True), target)
-    assert r.check.passed, r.check.line()

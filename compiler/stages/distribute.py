@@ -44,11 +44,13 @@ from ..fragments import FragmentLoader, LaneIndex
 from ..lds_copy import CopyPlan
 from ..errors import CodegenError
 from ..intrinsics import TYPE_BITS, Intrinsic
-from ..layout import COL, ROW, Layout
+from ..layout import COL, ROW, Layout, Run
 from ..mlir import defining_op, location_of, ops_named, run_passes, walk
 from .configure import read_config, read_problem, read_target
+from .pad import operand_shapes
 
 NAME = "distribute"
+EXPECT_ATTR = "mmaflow.expect"  # what verify.check_isa must find in the lowered kernel
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
 
 
@@ -253,12 +255,23 @@ class Distributor:
         self._erase_old()
 
     def _retype_bindings(self) -> None:
-        """Give the bindings the global address space that raw buffer ops and LLVM expect."""
+        """Give the bindings the global address space that raw buffer ops and LLVM expect, and
+        their true shapes (the `pad` stage may have rounded them up to whole tiles)."""
         self.global_of: dict = {}
+        self.true_shape: dict = {}
         space = ir.Attribute.parse("#gpu.address_space<global>")
+        shapes = operand_shapes(self.problem)
+        roles = dict(zip(self.problem.bindings or (), "ABC"))
         for sub in ops_named(self.func, "hal.interface.binding.subspan"):
             old_t = ir.MemRefType(sub.results[0].type)
-            new_t = ir.MemRefType.get(list(old_t.shape), old_t.element_type, old_t.layout, space)
+            binding = ir.IntegerAttr(sub.attributes["binding"]).value
+            shape = shapes[roles[binding]] if binding in roles else list(old_t.shape)
+            if shape != list(old_t.shape):
+                layout = old_t.layout
+                if isinstance(layout, ir.AffineMapAttr) and layout.value != ir.AffineMap.get_identity(old_t.rank):
+                    raise _fail("a padded binding has a non-identity layout", sub)
+            new_t = ir.MemRefType.get(shape, old_t.element_type, None, space)
+            self.true_shape[sub.results[0]] = (list(old_t.shape), shape)
             with sub.location, ir.InsertionPoint(sub):
                 new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t],
                                           operands=list(sub.operands),
@@ -273,7 +286,10 @@ class Distributor:
 
     def _plan_lds(self, opd: Operand) -> None:
         """Re-allocate the tile K-innermost and padded; plan its copy and its fragment loads."""
-        shape = ir.MemRefType(opd.alloc.type).shape
+        full = ir.MemRefType(opd.alloc.type).shape
+        if any(d != 1 for d in full[:-2]):
+            raise _fail(f"the LDS tile of {opd.name} is {full}: only leading unit dims may precede the 2-D tile", opd.read)
+        shape = full[-2:]
         k, nonk = shape[opd.k_dim], shape[1 - opd.k_dim]
         elem = ir.MemRefType(opd.alloc.type).element_type
         opd.storage = self.top.alloc_lds([nonk, k + self.cfg.lds_pad], elem)
@@ -281,8 +297,11 @@ class Distributor:
         src_mem, src_idx, vt = _transfer_parts(opd.copy_read)
         _, dst_idx, _ = _transfer_parts(opd.copy_write)
         rows, cols = vt.shape
+        padded, true = self.true_shape[src_mem]
+        limits = tuple(t if t != p else None for p, t in zip(padded[-2:], true[-2:]))
         opd.copy = CopyPlan(opd.name, self._global(src_mem), src_idx[:-2], rows, cols, elem, opd.bits,
-                            opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx))
+                            opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx[-2:]),
+                            limits=limits, row_length=true[-1], lead_extent=true[0])
         shape_ = self.intr.a_shape if opd.name == "A" else self.intr.b_shape
         opd.frags = FragmentLoader(opd.layout, opd.storage, elem, opd.bits, opd.k_axis, shape_, self.lanes,
                                    allow_ldmatrix=self.intr.op == "nvgpu.mma.sync")
@@ -369,8 +388,9 @@ class Distributor:
         bases = {}
         for opd in (self.a, self.b):
             _, idx, _ = _transfer_parts(opd.read)
-            bases[opd.name] = {opd.vec_dim_role[0]: idx[0], opd.vec_dim_role[1]: idx[1]}
+            bases[opd.name] = {opd.vec_dim_role[0]: idx[-2], opd.vec_dim_role[1]: idx[-1]}
         acc = {(i, j): self.acc_args[i * bn + j] for i in range(bm) for j in range(bn)}
+        self.mma_per_k_tile = bm * bn * bk
         for kk in range(bk):
             a_frags = [self.a.frags.load(em, bases["A"], (i, kk)) for i in range(bm)]
             b_frags = [self.b.frags.load(em, bases["B"], (kk, j)) for j in range(bn)]
@@ -386,6 +406,8 @@ class Distributor:
         em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
         mem, idx, _ = _transfer_parts(w)
         out = self._global(mem)
+        padded, true = self.true_shape[mem]
+        limits = tuple(t if t != p else None for p, t in zip(padded[-2:], true[-2:]))
         lead, o0, o1 = idx[:-2], idx[-2], idx[-1]
         lay = self.c_layout
         out_elem = ir.MemRefType(out.type).element_type
@@ -393,6 +415,8 @@ class Distributor:
         im, inn = self.intr.m, self.intr.n
         row_l, col_l = self.lanes.part(lay, ROW), self.lanes.part(lay, COL)
         runs = lay.runs(COL)
+        if limits[1] is not None and any(limits[1] % r.length or r.col % r.length for r in runs):
+            runs = [Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements)]  # may straddle N
         for i in range(br):
             for j in range(bc):
                 acc = self.new_loop.results[i * bc + j]
@@ -406,7 +430,22 @@ class Distributor:
                     val = em.convert(val, out_elem, signed=not self.intr.unsigned_a)
                     r = em.add(o0, row_l, i * im + run.row)
                     cidx = em.add(o1, col_l, j * inn + run.col)
-                    em.global_store(val, out, lead + [r, cidx])
+                    self._bounded_store(em, val, out, lead + [r, cidx], limits, true[0])
+
+    def _bounded_store(self, em: Emitter, val, out, idx, limits, lead_extent) -> None:
+        """Store unless (row, col) is outside the true output: AMD sends it past the buffer's
+        end (dropped by the bounds check), NVIDIA skips it."""
+        checks = [(v, lim) for v, lim in zip(idx[-2:], limits) if lim is not None]
+        if not checks:
+            em.global_store(val, out, idx)
+            return
+        valid = em.lt_const(*checks[0])
+        for v, lim in checks[1:]:
+            valid = em.and_(valid, em.lt_const(v, lim))
+        if em.vendor == "amd":
+            em.global_store(val, out, [em.select(valid, idx[0], em.const(lead_extent))] + idx[1:])
+        else:
+            em.if_then(valid).global_store(val, out, idx)
 
     def _erase_old(self) -> None:
         old_yield = [o.operation for o in self.loop.regions[0].blocks[0].operations][-1]
@@ -442,6 +481,18 @@ class Distributor:
                 or o.name.startswith("affine.")]
         if left:
             raise _fail(f"{left[0].name} survived distribution", left[0])
+        self._record_expectations()
+
+    def _record_expectations(self) -> None:
+        """What the ISA must show for this kernel (checked by verify.check_isa after lowering):
+        the global load width the copies use, how many K tiles the loop runs and how many
+        matrix instructions one K tile takes (a fully unrolled loop has k_tiles times that)."""
+        bits = max(opd.copy.v * opd.bits for opd in (self.a, self.b))
+        k_tiles = -(-self.problem.k // self.cfg.tile_k)
+        i64 = ir.IntegerType.get_signless(64)
+        self.func.attributes[EXPECT_ATTR] = ir.DictAttr.get({
+            "global_load_bits": ir.IntegerAttr.get(i64, bits), "k_tiles": ir.IntegerAttr.get(i64, k_tiles),
+            "mma_per_k_tile": ir.IntegerAttr.get(i64, self.mma_per_k_tile)})
 
 
 def defining_op_of_use(use) -> ir.Operation:

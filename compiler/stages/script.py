@@ -16,7 +16,7 @@ from iree.compiler.dialects.transform import interpreter
 
 from ..errors import CodegenError
 from ..mlir import ops_named, parse_module, str_attr
-from .configure import read_config
+from .configure import read_config, read_problem
 
 NAME = "script"
 SCRIPT = "matmul.mlir"
@@ -48,10 +48,15 @@ def instantiate(ctx: ir.Context, cfg, name: str = SCRIPT) -> ir.Module:
     return script
 
 
+def script_for(func: ir.Operation) -> str:
+    """matmul.mlir, or batch_matmul.mlir when the contraction has a batch loop."""
+    return "batch_matmul.mlir" if read_problem(func).batched else SCRIPT
+
+
 def run_script(module: ir.Module, func: ir.Operation) -> None:
     cfg = read_config(func)
     ctx = module.context
-    script = instantiate(ctx, cfg)
+    script = instantiate(ctx, cfg, script_for(func))
     (entry,) = [o for o in ops_named(script.operation, "transform.named_sequence")
                 if str_attr(o, "sym_name") == "__transform_main"]
     try:

@@ -191,7 +191,7 @@ def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
             sizes[d] = s
     problem = Contraction(
         m=sizes[md], n=sizes[nd], k=sizes[kd], batch=sizes[batch[0]] if batch else 1,
-        a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t,
+        a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t, batched=bool(batch),
         unsigned_a=casts[0] == "arith.extui", unsigned_b=casts[1] == "arith.extui")
     bindings = (_binding_of(ins[0]), _binding_of(ins[1]), _result_binding(op.results[0]))
     if None not in bindings:
