@@ -188,7 +188,7 @@ def _fit_tile(dim: int, preferred: int, grid: int, quantum: int) -> int:
 
     ``grid`` is the wave grid's granularity (waves x instruction size): tiles that are multiples of
     it keep the whole wave grid busy. The largest such tile dividing ``dim`` wins if it is at least
-    half the preferred size; otherwise the preferred tile, with a partial last tile (the pad stage
+    half the preferred size; otherwise the preferred tile, with a partial last tile (the normalize stage
     and the bounds checks handle it) -- 4000 gets 128, not an 80 that no wave grid splits. A
     dimension smaller than the preferred tile gets itself rounded up to the instruction's
     ``quantum`` (and fewer waves, below)."""

@@ -117,6 +117,10 @@ class Emitter:
         with self.loc, self.ip:
             return vector.ExtractOp(v, static_position=[pos], dynamic_position=[]).result
 
+    def broadcast(self, scalar: ir.Value, vtype: ir.VectorType) -> ir.Value:
+        with self.loc, self.ip:
+            return vector.BroadcastOp(vtype, scalar).result
+
     def from_elements(self, vtype: ir.VectorType, elems: list[ir.Value]) -> ir.Value:
         with self.loc, self.ip:
             return vector.FromElementsOp(vtype, elems).result
@@ -166,7 +170,7 @@ class Emitter:
         of the tile, LDS rows padded to 16 bytes), so this is a fact, not a hope.
         """
         vtype = ir.VectorType(vtype)
-        nbytes = vtype.shape[0] * _bits(vtype.element_type) // 8
+        nbytes = vtype.shape[0] * type_bits(vtype.element_type) // 8
         align = 1
         while align * 2 <= min(16, nbytes) and nbytes % (align * 2) == 0:
             align *= 2
@@ -184,6 +188,42 @@ class Emitter:
                 amdgpu.RawBufferStoreOp(val, mem, [self.i32(i) for i in idx], boundsCheck=True)
             else:
                 vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
+
+    def _in_bounds(self, idx: list[ir.Value], limits) -> ir.Value | None:
+        """i1: every index below its limit (None: unbounded); None when nothing is bounded."""
+        valid = None
+        for v, lim in zip(idx, limits):
+            if lim is not None:
+                ok = self.lt_const(v, lim)
+                valid = ok if valid is None else self.and_(valid, ok)
+        return valid
+
+    def bounded_global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType, limits) -> ir.Value:
+        """A global load that reads 0 where an index is at or past its limit (the true extent of
+        a dimension whose tiles overhang). AMD: the first index is pushed to its extent, past the
+        buffer's end, and the raw buffer bounds check returns 0 -- no mask. NVIDIA: the indices
+        are clamped to 0 and the value selected."""
+        valid = self._in_bounds(idx, limits)
+        if valid is None:
+            return self.global_load(mem, idx, vtype)
+        if self.vendor == "amd":
+            extent = ir.MemRefType(mem.type).shape[0]
+            return self.global_load(mem, [self.select(valid, idx[0], self.const(extent))] + list(idx[1:]), vtype)
+        zero = self.const(0)
+        val = self.global_load(mem, [self.select(valid, x, zero) for x in idx], vtype)
+        return self.select(valid, val, self.zero_vector(vtype))
+
+    def bounded_global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value], limits) -> None:
+        """A global store dropped where an index is at or past its limit: AMD sends it past the
+        buffer's end (the bounds check drops it), NVIDIA skips it (scf.if)."""
+        valid = self._in_bounds(idx, limits)
+        if valid is None:
+            self.global_store(val, mem, idx)
+        elif self.vendor == "amd":
+            extent = ir.MemRefType(mem.type).shape[0]
+            self.global_store(val, mem, [self.select(valid, idx[0], self.const(extent))] + list(idx[1:]))
+        else:
+            self.if_then(valid).global_store(val, mem, idx)
 
     def lds_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
         with self.loc, self.ip:
@@ -246,7 +286,7 @@ class Emitter:
                                        attributes={"mmaShape": shape}).result
 
 
-def _bits(t: ir.Type) -> int:
+def type_bits(t: ir.Type) -> int:
     if isinstance(t, ir.IntegerType):
         return ir.IntegerType(t).width
     return ir.FloatType(t).width

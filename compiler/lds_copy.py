@@ -14,7 +14,7 @@ Two shapes of copy, decided by the LDS plan (tiles are stored K-innermost):
 Chunks past the tile (when chunks do not divide evenly among threads) load a clamped, valid
 chunk and skip the store (the store is the only guarded op).
 
-Unaligned problems (the `pad` stage rounded the iteration space up): a chunk outside the true
+Unaligned problems (the `normalize` stage rounded the iteration space up): a chunk outside the true
 tensor must read zeros. The chunk width divides the true row length, so a chunk is wholly in or
 out. AMD: an out-of-range chunk's leading index is set to its extent, which puts its address
 past the end of the buffer, and the buffer bounds check returns 0 (no mask on the data). NVIDIA:
@@ -46,7 +46,6 @@ class CopyPlan:
     dst: tuple  # logical LDS origin (d0, d1)
     limits: tuple = (None, None)  # true extents of the global rows / cols when the tile overhangs
     row_length: int = 0  # true length of a global row (elements): chunks must divide it
-    lead_extent: int = 0  # extent of the access's first index (pushes AMD accesses out of range)
 
     def __post_init__(self):
         v = 128 // self.bits
@@ -105,20 +104,7 @@ class CopyPlan:
         return out
 
     def _bounded_load(self, em: Emitter, idx: list[ir.Value]) -> ir.Value:
-        checks = [(idx[-2], self.limits[0]), (idx[-1], self.limits[1])]
-        checks = [(v, lim) for v, lim in checks if lim is not None]
-        if not checks:
-            return em.global_load(self.src, idx, self.chunk_type)
-        valid = em.lt_const(*checks[0])
-        for v, lim in checks[1:]:
-            valid = em.and_(valid, em.lt_const(v, lim))
-        if em.vendor == "amd":  # out of range -> past the buffer's end -> the hardware returns 0
-            idx = [em.select(valid, idx[0], em.const(self.lead_extent))] + idx[1:]
-            return em.global_load(self.src, idx, self.chunk_type)
-        zero_i = em.const(0)
-        safe = [em.select(valid, x, zero_i) for x in idx]
-        val = em.global_load(self.src, safe, self.chunk_type)
-        return em.select(valid, val, em.zero_vector(self.chunk_type))
+        return em.bounded_global_load(self.src, idx, self.chunk_type, [None] * len(self.lead) + list(self.limits))
 
     def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value]) -> None:
         """LDS stores of the chunks ``loads`` returned."""

@@ -19,7 +19,7 @@ from iree.compiler import ir
 
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .runner import RunResult, Stage, Unit, run_stages
-from .stages import barriers, configure, distribute, hand_back, pad, script, select
+from .stages import barriers, configure, distribute, hand_back, normalize, script, select
 
 
 @dataclass(frozen=True)
@@ -46,9 +46,9 @@ def _configure(unit: Unit) -> None:
     unit.log.append(f"mmaflow: config {unit.name}: {cfg.describe()}")
 
 
-def _pad(unit: Unit) -> None:
-    if pad.pad(unit.module, _func(unit)):
-        unit.log.append(f"mmaflow: padded {unit.name}: iteration space rounded up to whole tiles")
+def _normalize(unit: Unit) -> None:
+    for what in normalize.normalize(unit.module, _func(unit)):
+        unit.log.append(f"mmaflow: normalized {unit.name}: {what}")
 
 
 def _script(unit: Unit) -> None:
@@ -70,7 +70,8 @@ def _hand_back(unit: Unit) -> None:
 STAGES: list[Stage] = [
     Stage("select", _select, "find the matmul-like contraction; tag it, or leave the dispatch to IREE"),
     Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)"),
-    Stage("pad", _pad, "unaligned shapes: round the iteration space up to whole tiles (types only)"),
+    Stage("normalize", _normalize, "canonical form: unaligned sizes rounded up to whole tiles (types only), "
+                                   "a fused epilogue moved into a scalar function"),
     Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize"),
     Stage("distribute", _distribute, "layouts -> per-lane code: buffer loads, LDS, wmma/mfma/mma.sync"),
     Stage("barriers", _barriers, "place LDS barriers from read/write hazards"),

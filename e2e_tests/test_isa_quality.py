@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import ALL_TARGETS, matmul_module
+from conftest import ALL_TARGETS, epilogue_module, matmul_module
 from mmaflow.compiler.bridge import compile_module, executable_facts
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.compiler.report import ptxas_info
@@ -32,12 +32,20 @@ VARIANTS = {
     "i8": (4096, 4096, 4096, {"in_type": "i8", "out_type": "i32"}),
     "fp8-fnuz": (4096, 4096, 4096, {"in_type": "f8E4M3FNUZ"}),
     "fp8-ocp": (4096, 4096, 4096, {"in_type": "f8E4M3FN"}),
+    # fused epilogues (built with epilogue_module)
+    "bias-relu-f16": (4096, 4096, 4096, {"epilogue": dict(
+        out_type="f16", inputs=[("f32", ("n",))],
+        body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n%res = arith.truncf %z : f32 to f16")}),
+    "gelu": (4096, 4096, 4096, {"epilogue": dict(
+        out_type="f32", body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
+                             "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
+                             "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32")}),
 }
 
 
 def _compile(variant: str, target: str):
     m, n, k, kw = VARIANTS[variant]
-    src = matmul_module(m, n, k, **kw)
+    src = epilogue_module(m, n, k, **kw["epilogue"]) if "epilogue" in kw else matmul_module(m, n, k, **kw)
     try:
         return compile_module(src, target)
     except UnsupportedError as e:

@@ -31,6 +31,8 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
+from mmaflow.compiler.errors import MmaflowError
+
 from .isa import IsaError
 from .isa import execute as isa_execute
 from .isa.decode import decode
@@ -38,8 +40,11 @@ from .isa.decode import decode
 LDS_BANKS = {"gfx11": 64, "gfx12": 64, "gfx942": 32, "gfx950": 64, "sm_": 32}
 
 
-class ExecutorError(Exception):
-    pass
+class ExecutorError(MmaflowError):
+    """The lane executor cannot run the kernel (an unsupported op, a missing input) or the
+    kernel misbehaves in a way it refuses to model (out-of-bounds LDS)."""
+
+    exit_code = 9
 
 
 def lds_banks(arch: str) -> int:
@@ -187,7 +192,7 @@ class Kernel:
         handler = _HANDLERS.get(name)
         if handler is None:
             prefix = name.split(".")[0]
-            if prefix in ("arith",) and name in _ARITH:
+            if prefix in ("arith", "math") and name in _ARITH:
                 return self._arith(op)
             raise ExecutorError(f"{_loc(op)}: the lane executor does not support {name}")
         return handler(self, op)
@@ -324,7 +329,28 @@ def _select(c, a, b, dt, bits):
     return np.where(c, a, b)
 
 
+def _float_math(f):
+    """A float op evaluated in float64 and rounded once to the result type: the correctly rounded
+    result, which GPU math libraries approximate to a few ulp (epilogue tolerances allow that)."""
+    def run(*args):
+        *xs, dt, _bits = args
+        return f(*(np.asarray(x, np.float64) for x in xs)).astype(dt)
+    return run
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
 _ARITH = {
+    "arith.negf": (_float_math(np.negative), "float"),
+    "math.absf": (_float_math(np.abs), "float"), "math.tanh": (_float_math(np.tanh), "float"),
+    "math.erf": (_float_math(_erf), "float"), "math.exp": (_float_math(np.exp), "float"),
+    "math.exp2": (_float_math(np.exp2), "float"), "math.log": (_float_math(np.log), "float"),
+    "math.log2": (_float_math(np.log2), "float"), "math.sqrt": (_float_math(np.sqrt), "float"),
+    "math.rsqrt": (_float_math(lambda x: 1.0 / np.sqrt(x)), "float"),
+    "math.floor": (_float_math(np.floor), "float"), "math.ceil": (_float_math(np.ceil), "float"),
+    "math.powf": (_float_math(np.power), "float"), "math.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
+    "math.sin": (_float_math(np.sin), "float"), "math.cos": (_float_math(np.cos), "float"),
+
     "arith.addi": (_int_op(np.add), "int"), "arith.subi": (_int_op(np.subtract), "int"),
     "arith.muli": (_int_op(np.multiply), "int"),
     "arith.divui": (_int_op(np.floor_divide, True), "int"), "arith.remui": (_int_op(np.remainder, True), "int"),

@@ -15,6 +15,7 @@ with the 32-bit wraparound of the hardware's accumulators.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import ml_dtypes
 import numpy as np
@@ -78,6 +79,39 @@ def matmul_reference(a: np.ndarray, b: np.ndarray, out_type: str, *, acc_type: s
     # The stored result itself is rounded once to the output type.
     tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref) + np.finfo(np.float32).tiny
     return ref, tol
+
+
+@dataclass(frozen=True)
+class EpilogueReference:
+    """A fused epilogue in numpy, for checking: ``fn(acc, *inputs)`` maps the exact accumulator
+    (float64, the output's shape) and the epilogue's extra inputs (float64, their own shapes, in
+    the order the dispatch reads them) to the stored value.
+
+    Tolerance: the accumulator's rounding bound times ``lipschitz`` (the largest |d out/d acc|:
+    1 for bias/relu, |s| for a scale by s, 1.13 for gelu), plus ``ops`` roundings of f32 arithmetic
+    on values up to |acc| + sum |inputs| + 1 (each op, or a math library call good to a few ulp,
+    counts as one or more), plus the final rounding to the stored type.
+    """
+
+    fn: Callable
+    lipschitz: float = 1.0
+    ops: int = 2
+
+
+def epilogue_reference(acc: np.ndarray, acc_tol: np.ndarray, inputs: list[np.ndarray],
+                       epi: EpilogueReference, stored_type: str) -> tuple[np.ndarray, np.ndarray]:
+    """(expected, tolerance) of the stored output after ``epi``."""
+    ins64 = [as_exact(x) for x in inputs]
+    expected = np.asarray(epi.fn(acc.astype(np.float64), *ins64), np.float64)
+    magnitude = np.abs(acc) + 1.0
+    for x in ins64:
+        magnitude = magnitude + np.max(np.abs(x)) if x.size else magnitude
+    tol = epi.lipschitz * acc_tol + epi.ops * UNIT_ROUNDOFF["f32"] * magnitude
+    if stored_type in UNIT_ROUNDOFF:
+        tol = tol + UNIT_ROUNDOFF[stored_type] * np.abs(expected)
+    elif stored_type == "i32":
+        tol = tol + 1.0  # a float epilogue converted to an integer (fptosi truncates): off by one at most
+    return expected, tol + np.finfo(np.float32).tiny
 
 
 @dataclass

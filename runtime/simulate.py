@@ -95,39 +95,55 @@ class SimResult:
 
 
 def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: int = 1 << 14,
-                 exact: bool = False) -> SimResult:
+                 exact: bool = False, epilogue=None) -> SimResult:
     """Run a handed-back matmul dispatch on random inputs and compare with numpy.
 
     ``problem`` is the dictionary the select stage recorded (``mmaflow.problem``): shapes, element
     types, transposition, signedness and binding indices. ``exact``: small-integer inputs whose
     dot products are exact in the output type, compared with zero tolerance (falls back to
-    random data when K is too large for exactness).
+    random data when K is too large for exactness). A dispatch with a fused epilogue needs its
+    numpy reference, ``epilogue`` (a ``numerics.EpilogueReference``); its extra inputs are random
+    in [-1, 1] (small integers when ``exact``).
     """
     from . import numerics as num
     d = load_dispatch(module)
     if not problem.get("bindings"):
         raise ExecutorError("the dispatch does not record which bindings hold A, B and C")
+    extra = problem.get("epilogue_ops") or []
+    if extra and epilogue is None:
+        raise ExecutorError(f"the dispatch has a fused epilogue ({' '.join(extra)}): pass its numpy reference")
+    if epilogue is not None and not extra:
+        raise ExecutorError("an epilogue reference was given but the dispatch has no epilogue")
     ba, bb, bc = problem["bindings"]
     m, n, k, batch = problem["m"], problem["n"], problem["k"], problem["batch"]
     rng = np.random.default_rng(seed)
     lead = (batch,) if batch > 1 else ()
     a_shape = lead + ((k, m) if problem["a_transposed"] else (m, k))
     b_shape = lead + ((n, k) if problem["b_transposed"] else (k, n))
-    out_t = problem["c_type"]
+    acc_t = problem["c_type"]
+    out_t = problem.get("out_type") or acc_t
     lim = 1 if problem["a_type"] == "bf16" else 2
-    exact = exact and out_t != "i32" and k * lim * lim < num.exact_integer_limit(out_t)
+    exact = exact and acc_t != "i32" and k * lim * lim < num.exact_integer_limit(acc_t)
     a = num.random_matrix(rng, a_shape, problem["a_type"], unsigned=problem["unsigned_a"], small_integers=exact)
     b = num.random_matrix(rng, b_shape, problem["b_type"], unsigned=problem["unsigned_b"], small_integers=exact)
     c = np.zeros(lead + (m, n), num.DTYPES[out_t])
-    for idx, arr in ((ba, a), (bb, b), (bc, c)):
+    buffers = {ba: a, bb: b, bc: c}
+    extras = []
+    for e in problem.get("epilogue") or []:
+        x = num.random_matrix(rng, tuple(e["shape"]), e["type"], small_integers=exact)
+        buffers[e["binding"]] = x
+        extras.append(x)
+    for idx, arr in buffers.items():
         shape, elem, _ = d.bindings[idx]
         if int(np.prod(shape)) != arr.size or num.DTYPES[elem] != arr.dtype:
             raise ExecutorError(f"binding {idx} is memref<{shape}x{elem}>, expected {arr.shape} {arr.dtype}")
-    stats, written = run_dispatch(d, {ba: a, bb: b, bc: c}, max_lanes=max_lanes)
+    stats, written = run_dispatch(d, buffers, max_lanes=max_lanes)
     a_log = np.swapaxes(a, -1, -2) if problem["a_transposed"] else a
     b_log = np.swapaxes(b, -1, -2) if problem["b_transposed"] else b
-    ref, tol = num.matmul_reference(a_log, b_log, out_t, unsigned_a=problem["unsigned_a"],
+    ref, tol = num.matmul_reference(a_log, b_log, acc_t, unsigned_a=problem["unsigned_a"],
                                     unsigned_b=problem["unsigned_b"])
+    if epilogue is not None:
+        ref, tol = num.epilogue_reference(ref, tol, extras, epilogue, out_t)
     if exact:
         tol = np.zeros_like(tol)
     wmask = written.get(bc, np.zeros(c.size, bool)).reshape(c.shape)

@@ -4,7 +4,8 @@
 // the same 2-D transfers and contraction (on 3-D memrefs, batch index leading).
 //
 // Payload: a module holding one hal.executable (IREE executable-sources phase) whose contraction
-// the `select` stage tagged with `mmaflow.contraction`. Result: bufferized vector IR in the form
+// the `select` stage tagged with `mmaflow.contraction` (and its function `mmaflow.dispatch`: the
+// variant may also hold the scalar epilogue function that `normalize` set aside). Result: bufferized vector IR in the form
 // the `distribute` stage consumes:
 //
 //   LDS allocs for the A and B K-tiles (memref<..., #gpu.address_space<workgroup>>)
@@ -58,7 +59,7 @@ module attributes {transform.with_named_sequence} {
         : (!transform.any_op, !transform.param<i64>, !transform.param<i64>, !transform.param<i64>) -> (!transform.any_op, !transform.any_op)
 
     // 6. Vectorize: transfer_read / vector.contract / transfer_write.
-    %func = transform.structured.match ops{["func.func"]} in %variant : (!transform.any_op) -> !transform.any_op
+    %func = transform.structured.match ops{["func.func"]} attributes{mmaflow.dispatch} in %variant : (!transform.any_op) -> !transform.any_op
     transform.apply_patterns to %func {
       transform.apply_patterns.canonicalization
     } : !transform.any_op
@@ -73,7 +74,7 @@ module attributes {transform.with_named_sequence} {
     // 7. Bufferize.
     transform.iree.eliminate_empty_tensors %variant : (!transform.any_op) -> ()
     %variant_b = transform.iree.bufferize <{target_gpu}> %variant : (!transform.any_op) -> !transform.any_op
-    %func_b = transform.structured.match ops{["func.func"]} in %variant_b : (!transform.any_op) -> !transform.any_op
+    %func_b = transform.structured.match ops{["func.func"]} attributes{mmaflow.dispatch} in %variant_b : (!transform.any_op) -> !transform.any_op
 
     // 8. Workgroup ids for the grid forall, wave ids (from gpu.thread_id) for the wave foralls.
     transform.iree.forall_to_workgroup %func_b : (!transform.any_op) -> ()

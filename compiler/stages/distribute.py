@@ -47,7 +47,8 @@ from ..intrinsics import TYPE_BITS, Intrinsic
 from ..layout import COL, ROW, Layout, Run
 from ..mlir import defining_op, location_of, ops_named, run_passes, walk
 from .configure import read_config, read_problem, read_target
-from .pad import operand_shapes
+from ..epilogue import Epilogue, epilogue_function, input_subspans
+from .normalize import operand_shapes
 
 NAME = "distribute"
 EXPECT_ATTR = "mmaflow.expect"  # what verify.check_isa must find in the lowered kernel
@@ -255,8 +256,9 @@ class Distributor:
         self._erase_old()
 
     def _retype_bindings(self) -> None:
-        """Give the bindings the global address space that raw buffer ops and LLVM expect, and
-        their true shapes (the `pad` stage may have rounded them up to whole tiles)."""
+        """Give the bindings the global address space that raw buffer ops and LLVM expect, their
+        true shapes (the `normalize` stage may have rounded them up to whole tiles) and, for C, the
+        stored element type (an epilogue may convert the accumulator)."""
         self.global_of: dict = {}
         self.true_shape: dict = {}
         space = ir.Attribute.parse("#gpu.address_space<global>")
@@ -270,7 +272,10 @@ class Distributor:
                 layout = old_t.layout
                 if isinstance(layout, ir.AffineMapAttr) and layout.value != ir.AffineMap.get_identity(old_t.rank):
                     raise _fail("a padded binding has a non-identity layout", sub)
-            new_t = ir.MemRefType.get(shape, old_t.element_type, None, space)
+            elem = old_t.element_type
+            if roles.get(binding) == "C":  # the epilogue may store another type than the accumulator's
+                elem = ir.Type.parse(self.problem.stored_type)
+            new_t = ir.MemRefType.get(shape, elem, None, space)
             self.true_shape[sub.results[0]] = (list(old_t.shape), shape)
             with sub.location, ir.InsertionPoint(sub):
                 new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t],
@@ -301,7 +306,7 @@ class Distributor:
         limits = tuple(t if t != p else None for p, t in zip(padded[-2:], true[-2:]))
         opd.copy = CopyPlan(opd.name, self._global(src_mem), src_idx[:-2], rows, cols, elem, opd.bits,
                             opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx[-2:]),
-                            limits=limits, row_length=true[-1], lead_extent=true[0])
+                            limits=limits, row_length=true[-1])
         shape_ = self.intr.a_shape if opd.name == "A" else self.intr.b_shape
         opd.frags = FragmentLoader(opd.layout, opd.storage, elem, opd.bits, opd.k_axis, shape_, self.lanes,
                                    allow_ldmatrix=self.intr.op == "nvgpu.mma.sync")
@@ -417,6 +422,14 @@ class Distributor:
         runs = lay.runs(COL)
         if limits[1] is not None and any(limits[1] % r.length or r.col % r.length for r in runs):
             runs = [Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements)]  # may straddle N
+        epi = None
+        efunc = epilogue_function(self.func.parent)
+        if self.problem.has_epilogue:
+            if efunc is None:
+                raise _fail("the problem has an epilogue but the module has no epilogue function", w)
+            inputs = input_subspans(efunc, self.problem, self.top.named("epilogue"))
+            epi = Epilogue(efunc, self.problem, inputs,
+                           {"b": False, "m": limits[0] is not None, "n": limits[1] is not None})
         for i in range(br):
             for j in range(bc):
                 acc = self.new_loop.results[i * bc + j]
@@ -427,25 +440,13 @@ class Distributor:
                     else:
                         elems = [em.extract(flat, lay.op_index(e)) for e in range(run.first, run.first + run.length)]
                         val = em.from_elements(vector_type([run.length], ir.VectorType(flat.type).element_type), elems)
-                    val = em.convert(val, out_elem, signed=not self.intr.unsigned_a)
                     r = em.add(o0, row_l, i * im + run.row)
                     cidx = em.add(o1, col_l, j * inn + run.col)
-                    self._bounded_store(em, val, out, lead + [r, cidx], limits, true[0])
-
-    def _bounded_store(self, em: Emitter, val, out, idx, limits, lead_extent) -> None:
-        """Store unless (row, col) is outside the true output: AMD sends it past the buffer's
-        end (dropped by the bounds check), NVIDIA skips it."""
-        checks = [(v, lim) for v, lim in zip(idx[-2:], limits) if lim is not None]
-        if not checks:
-            em.global_store(val, out, idx)
-            return
-        valid = em.lt_const(*checks[0])
-        for v, lim in checks[1:]:
-            valid = em.and_(valid, em.lt_const(v, lim))
-        if em.vendor == "amd":
-            em.global_store(val, out, [em.select(valid, idx[0], em.const(lead_extent))] + idx[1:])
-        else:
-            em.if_then(valid).global_store(val, out, idx)
+                    if epi is not None:
+                        coords = {"b": lead[0] if lead else None, "m": r, "n": cidx}
+                        val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
+                    val = em.convert(val, out_elem, signed=not self.intr.unsigned_a)
+                    em.bounded_global_store(val, out, lead + [r, cidx], [None] * len(lead) + list(limits))
 
     def _erase_old(self) -> None:
         old_yield = [o.operation for o in self.loop.regions[0].blocks[0].operations][-1]
@@ -482,6 +483,9 @@ class Distributor:
         if left:
             raise _fail(f"{left[0].name} survived distribution", left[0])
         self._record_expectations()
+        efunc = epilogue_function(self.func.parent)
+        if efunc is not None:  # applied in registers by _distribute_epilogue
+            efunc.erase()
 
     def _record_expectations(self) -> None:
         """What the ISA must show for this kernel (checked by verify.check_isa after lowering):

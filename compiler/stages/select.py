@@ -5,8 +5,11 @@ function holds exactly one linalg op whose indexing maps and iterator types make
 contraction (batch) x M x N x K with a multiply-add body, optionally initialised by a
 ``linalg.fill``; it is matched by maps, not by op name, so ``linalg.matmul``, transposed
 ``linalg.matmul`` variants, ``linalg.batch_matmul`` and equivalent ``linalg.generic`` ops all fit.
+Elementwise ``linalg.generic`` consumers of its result (bias, activation, scale, cast: arith and
+math ops, inputs broadcast along any of the result's dimensions) are its epilogue.
 
-Output: the same IR with the contraction tagged ``mmaflow.contraction`` and the function tagged
+Output: the same IR with the contraction tagged ``mmaflow.contraction``, its epilogue generics
+``mmaflow.epilogue``, and the function tagged
 ``mmaflow.target`` and ``mmaflow.problem`` (JSON of ``Contraction``). Dispatches without a
 contraction are left to IREE; a contraction mmaflow cannot compile is an error, never a silent
 hand-over.
@@ -21,11 +24,13 @@ from iree.compiler import ir
 
 from ..errors import InputError, UnsupportedError
 from ..mlir import defining_op, location_of, ops_named, str_attr, walk
-from ..problem import Contraction
+from ..problem import Contraction, EpilogueInput
 from ..targets import TARGETS, Target, get_target
 
 NAME = "select"
 CONTRACTION_ATTR = "mmaflow.contraction"
+DISPATCH_ATTR = "mmaflow.dispatch"  # tags the dispatch function (the transform scripts match it)
+EPILOGUE_ATTR = "mmaflow.epilogue"  # tags the elementwise consumers fused with the contraction
 TARGET_ATTR = "mmaflow.target"
 PROBLEM_ATTR = "mmaflow.problem"
 
@@ -120,24 +125,54 @@ def _body_casts(op: ir.Operation) -> tuple[str | None, str | None] | None:
     return None
 
 
+def _user(use) -> ir.Operation:
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
+def _subspan_of(dispatch_tensor: ir.Value) -> ir.Operation | None:
+    sub = defining_op(dispatch_tensor)
+    return sub if sub is not None and sub.name == "hal.interface.binding.subspan" else None
+
+
+def binding_tensor_type(dispatch_tensor_type: ir.Type) -> ir.RankedTensorType:
+    """The tensor type inside ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>``."""
+    m = re.fullmatch(r"!iree_tensor_ext\.dispatch\.tensor<\w+:(tensor<[^<>]*>)>", str(dispatch_tensor_type))
+    if m is None:
+        raise UnsupportedError(f"unexpected binding type {dispatch_tensor_type}", stage=NAME)
+    return ir.RankedTensorType(ir.Type.parse(m.group(1)))
+
+
+def _whole(op: ir.Operation, binding: ir.Value) -> bool:
+    """A dispatch.tensor.load/store of the whole binding (offsets 0, full sizes, strides 1)?"""
+    def arr(name):
+        return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+    full = list(binding_tensor_type(binding.type).shape)
+    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
+            and all(x == 1 for x in arr("static_strides")))
+
+
 def _binding_of(value: ir.Value) -> int | None:
-    """The hal binding a dispatch tensor was loaded from (through dispatch.tensor.load)."""
+    """The hal binding a dispatch tensor was loaded from, whole (through dispatch.tensor.load)."""
     load = defining_op(value)
-    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
+    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, load.operands[0]):
         return None
-    sub = defining_op(load.operands[0])
-    if sub is None or sub.name != "hal.interface.binding.subspan":
+    sub = _subspan_of(load.operands[0])
+    return None if sub is None else ir.IntegerAttr(sub.attributes["binding"]).value
+
+
+def _store_binding(store: ir.Operation) -> int | None:
+    sub = _subspan_of(store.operands[1])
+    if sub is None or not _whole(store, store.operands[1]):
         return None
     return ir.IntegerAttr(sub.attributes["binding"]).value
 
 
 def _result_binding(result: ir.Value) -> int | None:
     for use in result.uses:
-        user = use.owner.operation if isinstance(use.owner, ir.OpView) else use.owner
+        user = _user(use)
         if user.name == "iree_tensor_ext.dispatch.tensor.store":
-            sub = defining_op(user.operands[1])
-            if sub is not None and sub.name == "hal.interface.binding.subspan":
-                return ir.IntegerAttr(sub.attributes["binding"]).value
+            return _store_binding(user)
     return None
 
 
@@ -199,18 +234,106 @@ def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
     return problem, ""
 
 
+_ROLES = ("b", "m", "n")
+
+
+def _consumer_problem(gen: ir.Operation, value: ir.Value, rank: int) -> str | None:
+    """Why ``gen`` is not an elementwise consumer of ``value`` mmaflow can apply in registers
+    (None if it is one)."""
+    if gen.name != "linalg.generic":
+        return "is not a linalg.generic"
+    iters = [str(t) for t in ir.ArrayAttr(gen.attributes["iterator_types"])]
+    if len(iters) != rank or any("parallel" not in t for t in iters):
+        return f"is not elementwise over the {rank}-D result (iterators {iters})"
+    if len(gen.results) != 1:
+        return f"has {len(gen.results)} results"
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(gen.attributes["indexing_maps"])]
+    ins = list(gen.operands)[:-1]
+    identity = ir.AffineMap.get_identity(rank)
+    if maps[-1] != identity:
+        return "writes its result permuted"
+    uses = [i for i, v in enumerate(ins) if v == value]
+    if len(uses) != 1 or maps[uses[0]] != identity:
+        return "does not read the matmul result element by element"
+    for amap in maps[:-1]:
+        dims = [e.position for e in amap.results if isinstance(e, ir.AffineDimExpr)]
+        if len(dims) != len(amap.results) or len(set(dims)) != len(dims):
+            return f"reads an input through {amap}, which is not a broadcast or permutation"
+    block = gen.regions[0].blocks[0]
+    out_arg = list(block.arguments)[-1]
+    if len(list(out_arg.uses)):
+        return "reads its output tensor"
+    inside = {o.operation for o in block.operations}
+    for o in (o.operation for o in block.operations):
+        if o.name == "linalg.yield":
+            continue
+        if o.name == "linalg.index":
+            return "depends on the element's position (linalg.index)"
+        if not o.name.startswith(("arith.", "math.")) or o.regions:
+            return f"computes with {o.name} (mmaflow applies arith and math ops in registers)"
+        for v in o.operands:
+            d = defining_op(v)
+            if d is not None and d not in inside and d.name != "arith.constant":
+                return f"uses {d.name} defined outside its body"
+    return None
+
+
+def match_epilogue(op: ir.Operation, batched: bool):
+    """Follow the contraction's result through fused elementwise consumers to its store.
+
+    Returns (consumer generics in order, the final store, EpilogueInputs, body op names, stored
+    element type)."""
+    rank = 3 if batched else 2
+    roles = _ROLES[-rank:]
+    chain, inputs, names = [], [], []
+    value = op.results[0]
+    while True:
+        users = [_user(u) for u in value.uses]
+        what = "the matmul result" if not chain else f"the result of {chain[-1].name}"
+        if len(users) != 1:
+            raise UnsupportedError(f"{what} has {len(users)} users; mmaflow stores exactly one result per "
+                                   f"dispatch", stage=NAME, location=location_of(op))
+        user = users[0]
+        if user.name == "iree_tensor_ext.dispatch.tensor.store":
+            return chain, user, inputs, names, str(ir.ShapedType(value.type).element_type)
+        why = _consumer_problem(user, value, rank)
+        if why:
+            raise UnsupportedError(f"the matmul is fused with {user.name}, which {why}; mmaflow fuses "
+                                   f"elementwise epilogues only", stage=NAME, location=location_of(user))
+        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(user.attributes["indexing_maps"])]
+        for operand, amap in zip(list(user.operands)[:-1], maps):
+            if operand == value:
+                continue
+            b = _binding_of(operand)
+            if b is None:
+                src = defining_op(operand)
+                if src is not None and src.name == "tensor.empty":
+                    raise UnsupportedError(f"the epilogue {user.name} reads an uninitialized tensor (tensor.empty)",
+                                           stage=NAME, location=location_of(user))
+                raise UnsupportedError(
+                    f"an epilogue input ({src.name if src else 'a block argument'}) is not a whole tensor "
+                    f"loaded from a binding", stage=NAME, location=location_of(user))
+            elem, shape = _element_type(operand)
+            inputs.append(EpilogueInput(b, elem, tuple(shape), tuple(roles[e.position] for e in amap.results)))
+        names += [o.operation.name for o in user.regions[0].blocks[0].operations
+                  if o.operation.name != "linalg.yield"]
+        chain.append(user)
+        value = user.results[0]
+
+
 def select(module: ir.Module, requested_target: str | None) -> list[Decision]:
     """Tag the contraction of each executable in ``module`` that mmaflow takes."""
     decisions = []
-    for exe in ops_named(module.operation, "hal.executable"):
-        name = str_attr(exe, "sym_name")
-        for variant in ops_named(exe, "hal.executable.variant"):
-            target = resolve_target(variant, requested_target)
-            if target is None:
-                backend, arch = variant_arch(variant)
-                decisions.append(Decision(name, False, f"variant {backend}/{arch} is not an mmaflow target"))
-                continue
-            decisions.append(_select_in_variant(name, variant, target))
+    with module.context:
+        for exe in ops_named(module.operation, "hal.executable"):
+            name = str_attr(exe, "sym_name")
+            for variant in ops_named(exe, "hal.executable.variant"):
+                target = resolve_target(variant, requested_target)
+                if target is None:
+                    backend, arch = variant_arch(variant)
+                    decisions.append(Decision(name, False, f"variant {backend}/{arch} is not an mmaflow target"))
+                    continue
+                decisions.append(_select_in_variant(name, variant, target))
     return decisions
 
 
@@ -235,11 +358,20 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         raise UnsupportedError(f"{len(found)} contractions in one dispatch; mmaflow compiles one per dispatch",
                                stage=NAME, location=location_of(found[1][0]))
     op, problem = found[0]
-    others = [o for o in linalg_ops if o != op]
+    chain, store, inputs, names, stored = match_epilogue(op, problem.batched)
+    others = [o for o in linalg_ops if o != op and o not in chain]
     if others:
         raise UnsupportedError(
-            f"the matmul is fused with {others[0].name} in this dispatch; fused epilogues are not supported yet",
-            stage=NAME, location=location_of(others[0]))
+            f"the dispatch also holds {others[0].name}, which does not consume the matmul's result; mmaflow "
+            f"compiles a matmul and its elementwise epilogue", stage=NAME, location=location_of(others[0]))
+    if chain:
+        out = _store_binding(store)
+        ab = problem.bindings[:2] if problem.bindings else (_binding_of(op.operands[0]), _binding_of(op.operands[1]))
+        if out is None or None in ab:
+            raise UnsupportedError("the matmul's operands or the epilogue's result are not whole bindings",
+                                   stage=NAME, location=location_of(op))
+        problem = replace(problem, bindings=(*ab, out), out_type=stored if stored != problem.c_type else None,
+                          epilogue=tuple(inputs), epilogue_ops=tuple(names))
     for fill in (o for o in walk(func) if o.name == "linalg.fill"):
         if fill.results[0] != op.operands[2]:
             raise UnsupportedError("a linalg.fill that does not initialise the matmul", stage=NAME,
@@ -256,6 +388,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         raise
     with op.context:
         op.attributes[CONTRACTION_ATTR] = ir.UnitAttr.get()
+        for g in chain:
+            g.attributes[EPILOGUE_ATTR] = ir.UnitAttr.get()
+        func.attributes[DISPATCH_ATTR] = ir.UnitAttr.get()
         func.attributes[TARGET_ATTR] = ir.StringAttr.get(target.name)
         func.attributes[PROBLEM_ATTR] = ir.StringAttr.get(problem.to_json())
     return Decision(name, True, f"{problem.describe()} on {target.name}")

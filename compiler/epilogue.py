@@ -1,0 +1,122 @@
+"""A fused epilogue, applied to accumulator registers by the `distribute` stage.
+
+`normalize` set the epilogue aside as a scalar function ``(acc, inputs...) -> stored`` (arith and
+math ops only). Here each of its ops is re-created on vectors: one application per run of
+accumulator elements that are contiguous along N (the runs the store writes), with the extra
+inputs loaded at the run's coordinates:
+
+    input indexed by ... n (last)   a vector load of the run's length (bias over columns, residual)
+    input without n                 one element, broadcast (bias over rows, per-batch scale)
+    input with n not last           one load per element (a transposed residual)
+
+Loads are shared between runs that read the same elements (a row bias is loaded once per
+accumulator tile, not once per element), and bounded like every global access when the tiles
+overhang the true output.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from .emit import Emitter, type_bits, vector_type
+from .errors import CodegenError
+from .mlir import ops_named
+from .problem import Contraction, EpilogueInput
+from .stages.normalize import SUBSPAN_ATTR
+from .stages.select import EPILOGUE_ATTR
+
+
+def epilogue_function(module_op: ir.Operation) -> ir.Operation | None:
+    found = [f for f in ops_named(module_op, "func.func") if EPILOGUE_ATTR in f.attributes]
+    if len(found) > 1:
+        raise CodegenError(f"{len(found)} epilogue functions in one executable")
+    return found[0] if found else None
+
+
+def input_subspans(efunc: ir.Operation, problem: Contraction, em: Emitter) -> list[ir.Value]:
+    """Re-create the bindings of the epilogue's inputs (their subspan attributes were kept on the
+    function's arguments), typed with their true shapes in the global address space."""
+    space = ir.Attribute.parse("#gpu.address_space<global>")
+    arg_attrs = ir.ArrayAttr(efunc.attributes["arg_attrs"])
+    out = []
+    for i, desc in enumerate(problem.epilogue, start=1):
+        attrs = ir.DictAttr(ir.DictAttr(arg_attrs[i])[SUBSPAN_ATTR])
+        mtype = ir.MemRefType.get(list(desc.shape), ir.Type.parse(desc.type), None, space)
+        with em.loc, em.ip:
+            sub = ir.Operation.create("hal.interface.binding.subspan", results=[mtype], operands=[em.const(0)],
+                                      attributes={attrs[j].name: attrs[j].attr for j in range(len(attrs))})
+        out.append(sub.results[0])
+    return out
+
+
+class Epilogue:
+    """Applies ``efunc`` to runs of accumulator elements.
+
+    ``overhang``: for each of "b", "m", "n", whether its tiles overhang the true extent (then
+    the input loads along it are bounded)."""
+
+    def __init__(self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict):
+        self.func = efunc
+        self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(problem.epilogue, inputs))
+        self.overhang = overhang
+        self._loaded: dict = {}
+
+    def apply(self, em: Emitter, acc: ir.Value, coords: dict, key: dict) -> ir.Value:
+        """The epilogue of ``acc`` (vector<L x acc>, L elements along n from ``coords``).
+
+        ``coords``: index values of the run's first element for "b" (if batched), "m", "n".
+        ``key``: a hashable stand-in for each coordinate (equal keys = equal index values) so that
+        runs reading the same input elements share one load."""
+        length = ir.VectorType(acc.type).shape[0]
+        values = [acc] + [self._input(em, desc, mem, coords, key, length) for desc, mem in self.inputs]
+        block = self.func.regions[0].blocks[0]
+        mapping = dict(zip(list(block.arguments), values))
+        for op in (o.operation for o in block.operations):
+            if op.name == "func.return":
+                return mapping[op.operands[0]]
+            if op.name == "arith.constant":
+                vt = vector_type([length], op.results[0].type)
+                mapping[op.results[0]] = em.splat_const(vt, op.attributes["value"])
+                continue
+            with em.loc, em.ip:
+                new = ir.Operation.create(
+                    op.name, results=[vector_type([length], r.type) for r in op.results],
+                    operands=[mapping[v] for v in op.operands],
+                    attributes={op.attributes[i].name: op.attributes[i].attr for i in range(len(op.attributes))})
+            for old, res in zip(op.results, new.results):
+                mapping[old] = res
+        raise CodegenError("the epilogue function has no return")
+
+    def _input(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict,
+               length: int) -> ir.Value:
+        elem = ir.Type.parse(desc.type)
+        along_n = "n" in desc.dims
+        cache_key = (id(mem), tuple(key[d] for d in desc.dims), length if along_n else 1)
+        if cache_key not in self._loaded:
+            self._loaded[cache_key] = self._load(em, desc, mem, coords, length if along_n else 1, elem)
+        val = self._loaded[cache_key]
+        if not along_n and length > 1:
+            val = em.broadcast(em.extract(val, 0), vector_type([length], elem))
+        return val
+
+    def _load(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, length: int,
+              elem: ir.Type) -> ir.Value:
+        limits = [desc.shape[i] if self.overhang[d] else None for i, d in enumerate(desc.dims)]
+        idx = [coords[d] for d in desc.dims]
+        if length == 1 or desc.dims[-1] == "n":
+            piece = max(1, min(length, 128 // type_bits(elem)))  # global accesses are at most 128 bits
+            if piece == length:
+                return em.bounded_global_load(mem, idx, vector_type([length], elem), limits)
+            out = em.zero_vector(vector_type([length], elem))
+            for start in range(0, length, piece):
+                at = idx[:-1] + [em.add(idx[-1], start)]
+                part = em.bounded_global_load(mem, at, vector_type([piece], elem), limits)
+                out = em.insert_slice(part, out, start)
+            return out
+        n_axis = desc.dims.index("n")
+        parts = []
+        for i in range(length):
+            at = list(idx)
+            at[n_axis] = em.add(idx[n_axis], i)
+            parts.append(em.extract(em.bounded_global_load(mem, at, vector_type([1], elem), limits), 0))
+        return em.from_elements(vector_type([length], elem), parts)
