@@ -285,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--target", required=True)
     ru.add_argument("--device", default="auto", choices=["auto", "hip", "cuda", "sim", "local-task"])
     ru.add_argument("--seed", type=int, default=0)
+    ru.add_argument("--dims", metavar="D=SIZE,...",
+                    help="run-time sizes of the module's dynamic dimensions, e.g. m=300,n=200,k=100")
     ru.add_argument("--json", action="store_true")
     config_arg(ru)
     ru.set_defaults(fn=cmd_run)
@@ -298,7 +300,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeat", type=int, default=20)
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
     b.add_argument("--checks", action="store_true",
-                   help="instead of timing: every dtype pair of the target, two shapes, checked against numpy")
+                   help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
+                        "epilogues, dynamic), checked against numpy")
+    b.add_argument("--variants", action="store_true",
+                   help="time the matmul variants at 4096-class sizes (static, unaligned, B^T, fused epilogue, "
+                        "dynamic), each checked against numpy")
     config_arg(b)
     b.set_defaults(fn=cmd_bench)
     return p

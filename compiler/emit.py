@@ -91,17 +91,17 @@ class Emitter:
         with self.loc, self.ip:
             return arith.SelectOp(cond, a, b).result
 
-    def lt_const(self, a: ir.Value, b: int) -> ir.Value:
-        """a < b (unsigned) as an i1."""
+    def as_index(self, v) -> ir.Value:
+        """An index value from a Python int or an ir.Value."""
+        return self.const(v) if isinstance(v, int) else v
+
+    def lt(self, a: ir.Value, b) -> ir.Value:
+        """a < b (unsigned) as an i1; b an int or an index value."""
         with self.loc, self.ip:
-            return arith.CmpIOp(arith.CmpIPredicate.ult, a, self.const(b)).result
+            return arith.CmpIOp(arith.CmpIPredicate.ult, a, self.as_index(b)).result
 
     def and_(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self._bin(arith.AndIOp, a, b)
-
-    def ult(self, a: ir.Value, b: int) -> ir.Value:
-        with self.loc, self.ip:
-            return arith.CmpIOp(arith.CmpIPredicate.ult, a, self.const(b)).result
 
     # ---- vectors -----------------------------------------------------------------------------
     def splat_const(self, vtype: ir.VectorType, attr: ir.Attribute) -> ir.Value:
@@ -190,38 +190,51 @@ class Emitter:
                 vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
 
     def _in_bounds(self, idx: list[ir.Value], limits) -> ir.Value | None:
-        """i1: every index below its limit (None: unbounded); None when nothing is bounded."""
+        """i1: every index below its limit (None: unbounded; an int or an index value); None when
+        nothing is bounded."""
         valid = None
         for v, lim in zip(idx, limits):
             if lim is not None:
-                ok = self.lt_const(v, lim)
+                ok = self.lt(v, lim)
                 valid = ok if valid is None else self.and_(valid, ok)
         return valid
 
-    def bounded_global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType, limits) -> ir.Value:
+    @staticmethod
+    def _extent0(mem: ir.Value, extent0):
+        if extent0 is not None:
+            return extent0
+        size = ir.MemRefType(mem.type).shape[0]
+        if ir.ShapedType.is_dynamic_size(size):
+            raise ValueError("a bounded access to a dynamically shaped memref needs its first extent")
+        return size
+
+    def bounded_global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType, limits,
+                            extent0=None) -> ir.Value:
         """A global load that reads 0 where an index is at or past its limit (the true extent of
-        a dimension whose tiles overhang). AMD: the first index is pushed to its extent, past the
-        buffer's end, and the raw buffer bounds check returns 0 -- no mask. NVIDIA: the indices
-        are clamped to 0 and the value selected."""
+        a dimension whose tiles overhang). AMD: the first index is pushed to its extent
+        (``extent0``, an int or index value; the memref's when static), past the buffer's end,
+        and the raw buffer bounds check returns 0 -- no mask. NVIDIA: the indices are clamped to
+        0 and the value selected."""
         valid = self._in_bounds(idx, limits)
         if valid is None:
             return self.global_load(mem, idx, vtype)
         if self.vendor == "amd":
-            extent = ir.MemRefType(mem.type).shape[0]
-            return self.global_load(mem, [self.select(valid, idx[0], self.const(extent))] + list(idx[1:]), vtype)
+            pushed = self.select(valid, idx[0], self.as_index(self._extent0(mem, extent0)))
+            return self.global_load(mem, [pushed] + list(idx[1:]), vtype)
         zero = self.const(0)
         val = self.global_load(mem, [self.select(valid, x, zero) for x in idx], vtype)
         return self.select(valid, val, self.zero_vector(vtype))
 
-    def bounded_global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value], limits) -> None:
+    def bounded_global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value], limits,
+                             extent0=None) -> None:
         """A global store dropped where an index is at or past its limit: AMD sends it past the
         buffer's end (the bounds check drops it), NVIDIA skips it (scf.if)."""
         valid = self._in_bounds(idx, limits)
         if valid is None:
             self.global_store(val, mem, idx)
         elif self.vendor == "amd":
-            extent = ir.MemRefType(mem.type).shape[0]
-            self.global_store(val, mem, [self.select(valid, idx[0], self.const(extent))] + list(idx[1:]))
+            pushed = self.select(valid, idx[0], self.as_index(self._extent0(mem, extent0)))
+            self.global_store(val, mem, [pushed] + list(idx[1:]))
         else:
             self.if_then(valid).global_store(val, mem, idx)
 

@@ -33,18 +33,24 @@ def epilogue_function(module_op: ir.Operation) -> ir.Operation | None:
     return found[0] if found else None
 
 
-def input_subspans(efunc: ir.Operation, problem: Contraction, em: Emitter) -> list[ir.Value]:
+def input_subspans(efunc: ir.Operation, problem: Contraction, em: Emitter, extents: dict) -> list[ir.Value]:
     """Re-create the bindings of the epilogue's inputs (their subspan attributes were kept on the
-    function's arguments), typed with their true shapes in the global address space."""
+    function's arguments), typed with their true shapes (``extents``: "b"/"m"/"n" -> int, or
+    index value when dynamic) in the global address space."""
     space = ir.Attribute.parse("#gpu.address_space<global>")
     arg_attrs = ir.ArrayAttr(efunc.attributes["arg_attrs"])
     out = []
     for i, desc in enumerate(problem.epilogue, start=1):
         attrs = ir.DictAttr(ir.DictAttr(arg_attrs[i])[SUBSPAN_ATTR])
-        mtype = ir.MemRefType.get(list(desc.shape), ir.Type.parse(desc.type), None, space)
+        shape = [extents[d] for d in desc.dims]
+        dyn = [x for x in shape if not isinstance(x, int)]
+        mtype = ir.MemRefType.get([x if isinstance(x, int) else ir.ShapedType.get_dynamic_size() for x in shape],
+                                  ir.Type.parse(desc.type), None, space)
+        named = {attrs[j].name: attrs[j].attr for j in range(len(attrs))}
+        named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, len(dyn)])
         with em.loc, em.ip:
-            sub = ir.Operation.create("hal.interface.binding.subspan", results=[mtype], operands=[em.const(0)],
-                                      attributes={attrs[j].name: attrs[j].attr for j in range(len(attrs))})
+            sub = ir.Operation.create("hal.interface.binding.subspan", results=[mtype],
+                                      operands=[em.const(0)] + dyn, attributes=named)
         out.append(sub.results[0])
     return out
 
@@ -53,12 +59,13 @@ class Epilogue:
     """Applies ``efunc`` to runs of accumulator elements.
 
     ``overhang``: for each of "b", "m", "n", whether its tiles overhang the true extent (then
-    the input loads along it are bounded)."""
+    the input loads along it are bounded); ``extents``: the true extents (int or index value)."""
 
-    def __init__(self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict):
+    def __init__(self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict,
+                 extents: dict):
         self.func = efunc
         self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(problem.epilogue, inputs))
-        self.overhang = overhang
+        self.overhang, self.extents = overhang, extents
         self._loaded: dict = {}
 
     def apply(self, em: Emitter, acc: ir.Value, coords: dict, key: dict) -> ir.Value:
@@ -101,16 +108,17 @@ class Epilogue:
 
     def _load(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, length: int,
               elem: ir.Type) -> ir.Value:
-        limits = [desc.shape[i] if self.overhang[d] else None for i, d in enumerate(desc.dims)]
+        limits = [self.extents[d] if self.overhang[d] else None for d in desc.dims]
+        extent0 = self.extents[desc.dims[0]]
         idx = [coords[d] for d in desc.dims]
         if length == 1 or desc.dims[-1] == "n":
             piece = max(1, min(length, 128 // type_bits(elem)))  # global accesses are at most 128 bits
             if piece == length:
-                return em.bounded_global_load(mem, idx, vector_type([length], elem), limits)
+                return em.bounded_global_load(mem, idx, vector_type([length], elem), limits, extent0)
             out = em.zero_vector(vector_type([length], elem))
             for start in range(0, length, piece):
                 at = idx[:-1] + [em.add(idx[-1], start)]
-                part = em.bounded_global_load(mem, at, vector_type([piece], elem), limits)
+                part = em.bounded_global_load(mem, at, vector_type([piece], elem), limits, extent0)
                 out = em.insert_slice(part, out, start)
             return out
         n_axis = desc.dims.index("n")
@@ -118,5 +126,5 @@ class Epilogue:
         for i in range(length):
             at = list(idx)
             at[n_axis] = em.add(idx[n_axis], i)
-            parts.append(em.extract(em.bounded_global_load(mem, at, vector_type([1], elem), limits), 0))
+            parts.append(em.extract(em.bounded_global_load(mem, at, vector_type([1], elem), limits, extent0), 0))
         return em.from_elements(vector_type([length], elem), parts)

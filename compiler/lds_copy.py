@@ -44,8 +44,9 @@ class CopyPlan:
     transposed: bool  # global rows are K (store transposed)
     threads: int
     dst: tuple  # logical LDS origin (d0, d1)
-    limits: tuple = (None, None)  # true extents of the global rows / cols when the tile overhangs
-    row_length: int = 0  # true length of a global row (elements): chunks must divide it
+    limits: tuple = (None, None)  # true extents (int or index value) of the global rows / cols when the tile overhangs
+    row_length: int = 0  # what a global row's true length (elements) is a multiple of: chunks must divide it
+    extent0: object = None  # true extent of the access's first index (int or index value; None: static memref)
 
     def __post_init__(self):
         v = 128 // self.bits
@@ -104,7 +105,8 @@ class CopyPlan:
         return out
 
     def _bounded_load(self, em: Emitter, idx: list[ir.Value]) -> ir.Value:
-        return em.bounded_global_load(self.src, idx, self.chunk_type, [None] * len(self.lead) + list(self.limits))
+        return em.bounded_global_load(self.src, idx, self.chunk_type, [None] * len(self.lead) + list(self.limits),
+                                      extent0=self.extent0)
 
     def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value]) -> None:
         """LDS stores of the chunks ``loads`` returned."""
@@ -114,7 +116,7 @@ class CopyPlan:
         for i in range(self.rounds):
             s_em = em
             if (i + 1) * self.threads > self.total:  # the clamped items must not store
-                s_em = em.if_then(em.ult(em.add(tid, i * self.threads), self.total))
+                s_em = em.if_then(em.lt(em.add(tid, i * self.threads), self.total))
             row, col = self._item(s_em, tid, i)
             chunk = values[i * self.kb:(i + 1) * self.kb]
             if not self.transposed:

@@ -97,6 +97,12 @@ def int_list(attr) -> list[int]:
     return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr)]
 
 
+def user_of(use) -> ir.Operation:
+    """The operation that owns an OpOperand (``for use in value.uses``)."""
+    owner = use.owner
+    return owner.operation if isinstance(owner, ir.OpView) else owner
+
+
 def defining_op(value: ir.Value) -> ir.Operation | None:
     """The operation defining ``value``, or None for a block argument."""
     owner = value.owner

@@ -56,7 +56,8 @@ def _script(unit: Unit) -> None:
 
 
 def _distribute(unit: Unit) -> None:
-    distribute.distribute(unit.module, _func(unit))
+    for note in distribute.distribute(unit.module, _func(unit)):
+        unit.log.append(f"mmaflow: note {unit.name}: {note}")
 
 
 def _barriers(unit: Unit) -> None:

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import ALL_TARGETS, epilogue_module, matmul_module
+from conftest import ALL_TARGETS, dynamic_module, epilogue_module, matmul_module
 from mmaflow.compiler.bridge import compile_module, executable_facts
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.compiler.report import ptxas_info
@@ -32,6 +32,9 @@ VARIANTS = {
     "i8": (4096, 4096, 4096, {"in_type": "i8", "out_type": "i32"}),
     "fp8-fnuz": (4096, 4096, 4096, {"in_type": "f8E4M3FNUZ"}),
     "fp8-ocp": (4096, 4096, 4096, {"in_type": "f8E4M3FN"}),
+    # dynamic sizes with divisibility promises (so 128-bit loads are possible)
+    "dynamic": (None, None, None, {"dynamic": dict(divisors=dict(m=16, n=32, k=64))}),
+    "dynamic-rows": (None, 4096, 4096, {"dynamic": dict(m=None, n=4096, k=4096)}),
     # fused epilogues (built with epilogue_module)
     "bias-relu-f16": (4096, 4096, 4096, {"epilogue": dict(
         out_type="f16", inputs=[("f32", ("n",))],
@@ -45,7 +48,12 @@ VARIANTS = {
 
 def _compile(variant: str, target: str):
     m, n, k, kw = VARIANTS[variant]
-    src = epilogue_module(m, n, k, **kw["epilogue"]) if "epilogue" in kw else matmul_module(m, n, k, **kw)
+    if "epilogue" in kw:
+        src = epilogue_module(m, n, k, **kw["epilogue"])
+    elif "dynamic" in kw:
+        src = dynamic_module(**kw["dynamic"])
+    else:
+        src = matmul_module(m, n, k, **kw)
     try:
         return compile_module(src, target)
     except UnsupportedError as e:

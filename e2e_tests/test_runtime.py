@@ -15,6 +15,7 @@ import pytest
 
 from conftest import matmul_module
 from mmaflow.runtime import compile_module, matmul, run_module
+from mmaflow.compiler.errors import InputError
 from mmaflow.runtime.iree_runner import device_present
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "matmul_256_f16.mlir"
@@ -67,6 +68,32 @@ def test_run_cli_sim_passes_and_reports_counters():
     assert rep["check"]["passed"] and rep["device"] == "sim"
     assert list(rep["counters"]["global_loads_by_bytes"]) == ["16"]  # only 128-bit global loads
     assert rep["counters"]["races"] == []
+
+
+DYNAMIC = Path(__file__).resolve().parents[1] / "lit_tests" / "Inputs" / "matmul_dynamic_nohint_f16.mlir"
+
+
+def test_run_cli_dynamic_module_needs_and_uses_dims():
+    r = _mmaflow("run", str(DYNAMIC), "--target", "gfx942", "--device", "sim")
+    assert r.returncode == 2 and "give the run-time sizes with --dims m=SIZE,n=SIZE,k=SIZE" in r.stderr, r.stderr
+    r = _mmaflow("run", str(DYNAMIC), "--target", "gfx942", "--device", "sim", "--dims", "m=100,n=70,k=33", "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert rep["check"]["passed"] and rep["check"]["detail"].endswith("of 7000 elements outside tolerance")
+    r = _mmaflow("run", str(EXAMPLE), "--target", "gfx942", "--device", "sim", "--dims", "m=4")
+    assert r.returncode == 2 and "--dims gives m, which the module has static" in r.stderr, r.stderr
+
+
+def test_run_module_dynamic_sizes_from_the_inputs():
+    from mmaflow.runtime.modules import dynamic_module
+    art = compile_module(dynamic_module(), "sm_80", lower=False)
+    rng = np.random.default_rng(4)
+    a = rng.uniform(-1, 1, (50, 70)).astype(np.float16)
+    b = rng.uniform(-1, 1, (70, 30)).astype(np.float16)
+    out, _ = run_module(art, [a, b], device="sim")
+    np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
+    with pytest.raises(InputError, match="A has K = 70, B has K = 71"):
+        run_module(art, [a, rng.uniform(-1, 1, (71, 30)).astype(np.float16)], device="sim")
 
 
 def test_run_cli_local_task_reference():

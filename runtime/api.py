@@ -84,7 +84,7 @@ def compile_module(source: str, target: str, *, config: dict | None = None, lowe
 
 
 def matmul_module_source(a_shape, b_shape, in_type: str, out_type: str) -> str:
-    from mmaflow.runtime.bench import matmul_source
+    from mmaflow.runtime.modules import matmul_source
     if len(a_shape) != 2 or len(b_shape) != 2 or a_shape[1] != b_shape[0]:
         raise InputError(f"matmul needs (M, K) x (K, N) operands, got {tuple(a_shape)} x {tuple(b_shape)}")
     m, k = a_shape
@@ -135,21 +135,41 @@ def _run_sim(art: Artifact, inputs):
             f"dispatches ({len(art.executables)} compiled by mmaflow)",
             hint="run it on a GPU (--device hip/cuda), or check the matmul alone in its own module")
     from mmaflow.compiler.mlir import new_context, parse_module
-    from mmaflow.runtime.simulate import load_dispatch, run_dispatch
+    from mmaflow.runtime.simulate import dynamic_inputs, load_dispatch, run_dispatch
     prob = art.problem
     ba, bb, bc = prob["bindings"]
     a, b = (np.ascontiguousarray(x) for x in inputs)
     module = parse_module(art.executables[0].text, new_context())
     d = load_dispatch(module)
-    shape, elem, _ = d.bindings[bc]
+    _, elem, _ = d.bindings[bc]
     from mmaflow.runtime.numerics import DTYPES
-    c = np.zeros(shape, DTYPES[elem])
+    sizes = _sizes_of(prob, a.shape, b.shape)
+    c = np.zeros(((sizes.get("batch", prob["batch"]),) if prob["batched"] else ())
+                 + (sizes.get("m", prob["m"]), sizes.get("n", prob["n"])), DTYPES[elem])
+    constants, workload = dynamic_inputs(prob, {d["dim"]: sizes[d["dim"]] for d in prob.get("dynamic") or []})
     start = time.perf_counter()
-    stats, written = run_dispatch(d, {ba: a, bb: b, bc: c})
+    stats, written = run_dispatch(d, {ba: a, bb: b, bc: c}, constants=constants, workload=workload)
     stats.seconds = time.perf_counter() - start
     if not written.get(bc, np.zeros(1, bool)).all():
         raise DeviceError("the kernel left part of the output unwritten on the lane executor")
     return c, stats
+
+
+def _sizes_of(prob: dict, a_shape, b_shape) -> dict:
+    """M, N, K (and batch) as the input arrays give them, checked against the static ones."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    lead = a_shape[:-2]
+    m, k = (a_shape[-1], a_shape[-2]) if prob["a_transposed"] else (a_shape[-2], a_shape[-1])
+    n, kb = (b_shape[-2], b_shape[-1]) if prob["b_transposed"] else (b_shape[-1], b_shape[-2])
+    sizes = {"m": m, "n": n, "k": k}
+    if prob["batched"]:
+        sizes["batch"] = lead[0] if lead else 1
+    if kb != k:
+        raise InputError(f"A has K = {k}, B has K = {kb}")
+    for d, v in sizes.items():
+        if prob[d] is not None and prob[d] != v:
+            raise InputError(f"the module's {d} is {prob[d]}, the inputs give {v}")
+    return sizes
 
 
 def _run_local_task(source: str, inputs):

@@ -11,8 +11,10 @@ Two halves, so compiling and timing can happen on different machines:
 
     mmaflow bench --target sm_80 --sizes 1024,4096 --device cuda          # both halves here
     mmaflow bench --target sm_80 --sizes 1024,4096 --prepare-only DIR     # compile only
-    mmaflow bench --target sm_80 --checks --prepare-only DIR               # every dtype pair, numpy-checked
+    mmaflow bench --target sm_80 --checks --prepare-only DIR               # dtypes and variants, numpy-checked
+    mmaflow bench --target sm_80 --variants --prepare-only DIR             # variants at 4096^3, to time
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT  # run only
+    python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --time-checks 20
 
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
 """
@@ -29,18 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mmaflow.runtime.modules import matmul_source
+
 MANIFEST = "manifest.json"
-
-
-def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = "f32") -> str:
-    zero = "0" if out_type.startswith("i") else "0.0"
-    return (f"func.func @matmul(%a: tensor<{m}x{k}x{in_type}>, %b: tensor<{k}x{n}x{in_type}>) -> tensor<{m}x{n}x{out_type}> {{\n"
-            f"  %zero = arith.constant {zero} : {out_type}\n"
-            f"  %empty = tensor.empty() : tensor<{m}x{n}x{out_type}>\n"
-            f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
-            f"  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{in_type}>, tensor<{k}x{n}x{in_type}>) "
-            f"outs(%acc : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
-            f"  return %c : tensor<{m}x{n}x{out_type}>\n}}\n")
 
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
@@ -82,47 +75,128 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
 CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
 
 
-def prepare_checks(target: str, out_dir: Path) -> dict:
-    """Compile one module per dtype pair the target supports (two shapes each) for a hardware
-    numerics check: `run` compares them with numpy on the host."""
-    from mmaflow.compiler.bridge import compile_module
+def _case(name: str, source: str, inputs: list, *, a_t=False, b_t=False, acc="f32", out=None,
+          epilogue=None) -> dict:
+    """A hardware check: the module, its inputs (shape, type) and what numpy compares it with
+    (inputs 0 and 1 are A and B, any further ones the epilogue's)."""
+    return {"name": name, "source": source, "inputs": [{"shape": list(s), "type": t} for s, t in inputs],
+            "a_transposed": a_t, "b_transposed": b_t, "acc": acc, "out": out or acc, "epilogue": epilogue}
+
+
+def check_cases(target) -> list[dict]:
+    """Every dtype pair the target has (two shapes each), then the matmul variants: transposed,
+    batch, unaligned, fused epilogues, dynamic shapes (one kernel run at several sizes)."""
     from mmaflow.compiler.config import matching_intrinsics
     from mmaflow.compiler.problem import Contraction
+    from mmaflow.runtime.modules import EPILOGUES, dynamic_module, epilogue_module, matmul_module
+    cases = []
+    pairs = sorted({(i.a_type, i.c_type) for i in target.intrinsics() if i.a_type == i.b_type and not i.unsigned_a})
+    for a_t, c_t in pairs:
+        if not matching_intrinsics(target, Contraction(16, 16, 16, 1, a_t, a_t, c_t)):
+            continue
+        for m, n, k in CHECK_SHAPES:
+            cases.append(_case(f"{a_t}->{c_t} {m}x{n}x{k}", matmul_source(m, n, k, a_t, c_t),
+                               [((m, k), a_t), ((k, n), a_t)], acc=c_t))
+    f16 = "f16"
+    cases.append(_case("A^T B^T 512x384x256", matmul_module(512, 384, 256, transpose_a=True, transpose_b=True),
+                       [((256, 512), f16), ((384, 256), f16)], a_t=True, b_t=True))
+    cases.append(_case("batch 4x256x128x192", matmul_module(256, 128, 192, batch=4),
+                       [((4, 256, 192), f16), ((4, 192, 128), f16)]))
+    for m, n, k in ((1000, 1000, 1000), (17, 33, 65), (1, 4096, 4096)):
+        cases.append(_case(f"unaligned {m}x{n}x{k}", matmul_source(m, n, k), [((m, k), f16), ((k, n), f16)]))
+    for name in ("bias_n_relu_f16", "gelu_erf"):
+        spec = EPILOGUES[name]
+        extra = [((1024,), t) for t, _ in spec.get("inputs", [])]
+        cases.append(_case(f"epilogue {name} 1024x1024x512", epilogue_module(1024, 1024, 512, **spec),
+                           [((1024, 512), f16), ((512, 1024), f16)] + extra, out=spec["out_type"], epilogue=name))
+    if any(i.a_type == "i8" for i in target.intrinsics()):
+        spec = EPILOGUES["dequant_n"]
+        cases.append(_case("epilogue dequant_n i8 512x256x1024", epilogue_module(512, 256, 1024, "i8", "i32", **spec),
+                           [((512, 1024), "i8"), ((1024, 256), "i8"), ((256,), "f32")], acc="i32", out="f32",
+                           epilogue="dequant_n"))
+    dyn = dynamic_module()
+    for m, n, k in ((1000, 700, 300), (1, 1, 1), (4096, 4096, 4096)):
+        cases.append(_case(f"dynamic (no hint) at {m}x{n}x{k}", dyn, [((m, k), f16), ((k, n), f16)]))
+    hinted = dynamic_module(divisors=dict(m=16, n=32, k=64))
+    for m, n, k in ((4096, 4096, 4096), (208, 96, 320)):
+        cases.append(_case(f"dynamic (m%16, n%32, k%64) at {m}x{n}x{k}", hinted, [((m, k), f16), ((k, n), f16)]))
+    rows = dynamic_module(m=None, n=4096, k=4096)
+    for m in (77, 2048):
+        cases.append(_case(f"dynamic rows at {m}x4096x4096", rows, [((m, 4096), f16), ((4096, 4096), f16)]))
+    return cases
+
+
+def perf_cases(target) -> list[dict]:
+    """The matmul variants at 4096-class sizes, for timing with `--time-checks` (each still
+    checked against numpy): static, unaligned, transposed, fused epilogue, dynamic."""
+    from mmaflow.runtime.modules import EPILOGUES, dynamic_module, epilogue_module, matmul_module
+    f16, s = "f16", 4096
+    ab = [((s, s), f16), ((s, s), f16)]
+    spec = EPILOGUES["bias_n_relu_f16"]
+    return [
+        _case("static 4096^3", matmul_source(s, s, s), ab),
+        _case("unaligned 4000^3", matmul_source(4000, 4000, 4000), [((4000, 4000), f16)] * 2),
+        _case("B^T 4096^3", matmul_module(s, s, s, transpose_b=True), ab, b_t=True),
+        _case("bias+relu -> f16 4096^3", epilogue_module(s, s, s, **spec), ab + [((s,), "f32")],
+              out="f16", epilogue="bias_n_relu_f16"),
+        _case("dynamic, divisibility promised, at 4096^3", dynamic_module(divisors=dict(m=16, n=32, k=64)), ab),
+        _case("dynamic rows (static N, K) at 4096^3", dynamic_module(m=None, n=s, k=s), ab),
+        _case("dynamic, no promise, at 4096^3", dynamic_module(), ab),
+    ]
+
+
+def prepare_checks(target: str, out_dir: Path, *, perf: bool = False) -> dict:
+    """Compile every check_cases() module (perf_cases() with ``perf``), once per distinct source,
+    for a hardware check: `run_checks` compares the results with numpy on the host."""
+    from mmaflow.compiler.bridge import compile_module
     from mmaflow.compiler.targets import get_target
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
-    pairs = sorted({(i.a_type, i.c_type) for i in t.intrinsics() if i.a_type == i.b_type and not i.unsigned_a})
+    files: dict[str, str] = {}
     entries = []
-    for a_t, c_t in pairs:
-        if not matching_intrinsics(t, Contraction(16, 16, 16, 1, a_t, a_t, c_t)):
-            continue
-        for m, n, k in CHECK_SHAPES:
-            res = compile_module(matmul_source(m, n, k, a_t, c_t), t.name, source_name=f"check_{a_t}_{c_t}.mlir")
-            name = f"check_{t.name}_{a_t}_{c_t}_{m}x{n}x{k}.vmfb"
-            (out_dir / name).write_bytes(res.vmfb)
-            entries.append({"m": m, "n": n, "k": k, "a_type": a_t, "c_type": c_t, "file": name})
+    for case in (perf_cases(t) if perf else check_cases(t)):
+        src = case.pop("source")
+        if src not in files:
+            files[src] = f"check_{t.name}_{len(files)}.vmfb"
+            res = compile_module(src, t.name, source_name=f"{files[src]}.mlir")
+            (out_dir / files[src]).write_bytes(res.vmfb)
+        entries.append({**case, "file": files[src]})
     manifest = {"target": t.name, "driver": t.iree_device, "function": "matmul", "checks": entries}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
 
-def run_checks(manifest_dir: Path, driver: str, out_dir: Path) -> list[dict]:
-    """Every prepared dtype/shape module on the device, against numpy (random data, tolerances
-    of runtime.numerics; integer results exactly)."""
+def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 0) -> list[dict]:
+    """Every prepared check on the device, against numpy (random data, tolerances of
+    runtime.numerics; integer results exactly). ``repeat`` > 0 also times each case (median of
+    that many synchronous calls after a warm-up) and reports TFLOP/s."""
     from mmaflow.runtime import numerics
     from mmaflow.runtime.iree_runner import CompiledModule
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
-    rows = []
-    for e in manifest["checks"]:
-        rng = np.random.default_rng(e["m"] + e["n"] + e["k"])
-        a = numerics.random_matrix(rng, (e["m"], e["k"]), e["a_type"])
-        b = numerics.random_matrix(rng, (e["k"], e["n"]), e["a_type"])
-        out = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)(manifest["function"], a, b)
-        ref, tol = numerics.matmul_reference(a, b, e["c_type"])
-        chk = numerics.compare(np.asarray(out), ref, tol, out_type=e["c_type"])
-        rows.append({**e, "check": "PASS" if chk.passed else "FAIL", "max_abs_err": chk.max_abs_err,
-                     "detail": chk.detail})
-        print(f"check {manifest['target']} {e['a_type']}->{e['c_type']} {e['m']}x{e['n']}x{e['k']}: {chk.line()}")
+    rows, modules = [], {}
+    for i, e in enumerate(manifest["checks"]):
+        rng = np.random.default_rng(i)
+        ins = [numerics.random_matrix(rng, tuple(x["shape"]), x["type"]) for x in e["inputs"]]
+        if e["file"] not in modules:
+            modules[e["file"]] = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
+        out = modules[e["file"]](manifest["function"], *ins)
+        a = np.swapaxes(ins[0], -1, -2) if e["a_transposed"] else ins[0]
+        b = np.swapaxes(ins[1], -1, -2) if e["b_transposed"] else ins[1]
+        ref, tol = numerics.matmul_reference(a, b, e["acc"])
+        if e["epilogue"]:
+            ref, tol = numerics.epilogue_reference(ref, tol, ins[2:], numerics.EPILOGUE_REFERENCES[e["epilogue"]],
+                                                   e["out"])
+        chk = numerics.compare(np.asarray(out), ref, tol, out_type=e["out"])
+        row = {"name": e["name"], "file": e["file"], "check": "PASS" if chk.passed else "FAIL",
+               "max_abs_err": chk.max_abs_err, "detail": chk.detail}
+        timing = ""
+        if repeat:
+            t = statistics.median(modules[e["file"]].time(manifest["function"], *ins, repeat=repeat))
+            flop = 2.0 * np.prod(a.shape[:-1], dtype=np.float64) * b.shape[-1] * a.shape[-1]
+            row.update(ms=t * 1e3, tflops=flop / t / 1e12)
+            timing = f" [{t * 1e3:.3f} ms, {flop / t / 1e12:.1f} TFLOP/s]"
+        rows.append(row)
+        print(f"check {manifest['target']} {e['name']}: {chk.line()}{timing}", flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "checks.json").write_text(json.dumps(rows, indent=1))
     return rows
@@ -256,8 +330,8 @@ def bench_command(args) -> int:
         raise InputError("bench measures f16 x f16 -> f32 matmuls")
     out = Path(args.out)
     prep_dir = Path(args.prepare_only) if args.prepare_only else out / "modules"
-    if args.checks:
-        prepare_checks(target.name, prep_dir)
+    if args.checks or args.variants:
+        prepare_checks(target.name, prep_dir, perf=args.variants)
     else:
         prepare(target.name, sizes, args.dtype, prep_dir, parse_overrides(args.config or []))
     if args.prepare_only:
@@ -269,8 +343,8 @@ def bench_command(args) -> int:
         raise DeviceError(f"cannot time on {driver}: {why}",
                           hint=f"compile here with --prepare-only DIR, then run "
                                f"`python -m mmaflow.runtime.bench --from-dir DIR --driver {driver}` on the GPU machine")
-    if args.checks:
-        rows = run_checks(prep_dir, driver, out)
+    if args.checks or args.variants:
+        rows = run_checks(prep_dir, driver, out, repeat=args.repeat if args.variants else 0)
     else:
         rows = run(prep_dir, driver, out, repeat=args.repeat)
         print_table(rows)
@@ -283,10 +357,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--driver", default="cuda")
     p.add_argument("--out", required=True)
     p.add_argument("--repeat", type=int, default=20)
+    p.add_argument("--time-checks", type=int, default=0, metavar="N",
+                   help="for a --checks manifest: also time each case (median of N calls)")
     args = p.parse_args(argv)
     manifest = json.loads((Path(args.from_dir) / MANIFEST).read_text())
     if "checks" in manifest:
-        rows = run_checks(Path(args.from_dir), args.driver, Path(args.out))
+        rows = run_checks(Path(args.from_dir), args.driver, Path(args.out), repeat=args.time_checks)
     else:
         rows = run(Path(args.from_dir), args.driver, Path(args.out), repeat=args.repeat)
         print_table(rows)

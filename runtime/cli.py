@@ -17,6 +17,28 @@ from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
 
 
+def _parse_dims(text: str | None, prob: dict) -> dict:
+    """--dims m=300,n=200: a size for every dynamic dimension of the problem, and only those."""
+    dynamic = [d["dim"] for d in prob.get("dynamic") or []]
+    sizes = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        key, _, value = item.partition("=")
+        key = key.strip().lower()
+        if key not in ("batch", "m", "n", "k") or not value.strip().isdigit():
+            raise InputError(f"--dims takes DIM=SIZE pairs with DIM one of batch, m, n, k; got {item!r}")
+        sizes[key] = int(value)
+    extra = [d for d in sizes if d not in dynamic]
+    if extra:
+        raise InputError(f"--dims gives {', '.join(extra)}, which the module has static")
+    missing = [d for d in dynamic if d not in sizes]
+    if missing:
+        raise InputError(f"the module has dynamic {', '.join(missing)}: give the run-time sizes with "
+                         f"--dims {','.join(f'{d}=SIZE' for d in missing)}")
+    return sizes
+
+
 def run_command(args, source: str, options) -> int:
     device = resolve_device(args.target, args.device)
     art = compile_module(source, args.target, config=options.overrides, lower=device not in ("sim", "local-task"))
@@ -26,9 +48,10 @@ def run_command(args, source: str, options) -> int:
     if prob["batch"] > 1 or prob["a_transposed"] or prob["b_transposed"] or prob.get("bindings") != [0, 1, 2]:
         if prob.get("bindings") != [0, 1, 2]:
             raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B")
+    sizes = _parse_dims(getattr(args, "dims", None), prob)
     rng = np.random.default_rng(args.seed)
-    lead = (prob["batch"],) if prob["batch"] > 1 else ()
-    m, n, k = prob["m"], prob["n"], prob["k"]
+    batch, m, n, k = (sizes.get(d, prob[d]) for d in ("batch", "m", "n", "k"))
+    lead = (batch,) if batch > 1 else ()
     a_shape = lead + ((k, m) if prob["a_transposed"] else (m, k))
     b_shape = lead + ((n, k) if prob["b_transposed"] else (k, n))
     a = numerics.random_matrix(rng, a_shape, prob["a_type"], unsigned=prob["unsigned_a"])
@@ -44,8 +67,8 @@ def run_command(args, source: str, options) -> int:
     if args.json:
         print(json.dumps(report, default=str, indent=1))
     else:
-        print(f"mmaflow run: {args.target} on {device}: {prob['m']}x{prob['n']}x{prob['k']} "
-              f"{prob['a_type']} -> {prob['c_type']}")
+        dyn = f" (dynamic: {', '.join(f'{d}={v}' for d, v in sizes.items())})" if sizes else ""
+        print(f"mmaflow run: {args.target} on {device}: {m}x{n}x{k} {prob['a_type']} -> {prob['c_type']}{dyn}")
         print(f"  {check.line()}")
         if stats is not None:
             d = stats.to_dict()

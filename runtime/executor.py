@@ -170,8 +170,9 @@ class Kernel:
     """A dispatch function compiled to Python closures, ready to run over its grid."""
 
     def __init__(self, func: ir.Operation, *, arch: str, grid: tuple[int, int, int],
-                 workgroup_size: int, wave_size: int):
+                 workgroup_size: int, wave_size: int, constants: list[int] | None = None):
         self.func, self.arch, self.grid = func, arch, grid
+        self.constants = list(constants or [])  # push constants (i32), for dynamic sizes
         self.workgroup_size, self.wave_size = workgroup_size, wave_size
         self.banks = lds_banks(arch)
         self.ids: dict = {}
@@ -466,16 +467,21 @@ def _h_subspan(k, op):
     (out,) = k._outs(op)
     binding = ir.IntegerAttr(op.attributes["binding"]).value
     mt = ir.MemRefType(op.results[0].type)
-    off_ids = k._ins(op)
+    ins = k._ins(op)
+    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])) \
+        if "operandSegmentSizes" in op.attributes else [len(ins), 0]
+    off_ids, dim_ids = ins[:segments[0]], ins[segments[0]:]
     dt = np_dtype(mt.element_type)
-    shape = list(mt.shape)
-    if any(s < 0 for s in shape):
-        raise ExecutorError(f"{_loc(op)}: dynamic binding shapes are not supported by the executor yet")
+    static = list(mt.shape)
+    if sum(1 for s in static if ir.ShapedType.is_dynamic_size(s)) != len(dim_ids):
+        raise ExecutorError(f"{_loc(op)}: {len(dim_ids)} dynamic dims for {mt}")
 
     def run(st):
         buf = k.bindings.get(binding)
         if buf is None:
             raise ExecutorError(f"{_loc(op)}: no buffer given for binding {binding}")
+        dyn = iter([_uniform(st.env[i], "dynamic binding size", op) for i in dim_ids])
+        shape = [next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in static]
         offset = _uniform(st.env[off_ids[0]], "binding offset", op) if off_ids else 0
         flat = buf.reshape(-1).view(np.uint8)[offset:].view(dt)
         numel = int(np.prod(shape))
@@ -484,6 +490,19 @@ def _h_subspan(k, op):
         mem = MemRef(flat[:numel], shape, "global", f"binding{binding}")
         mem.written = k.written.setdefault(binding, np.zeros(numel, bool))
         st.env[out] = mem
+    return run
+
+
+def _h_constant_load(k, op):
+    """hal.interface.constant.load: a push constant (how dynamic sizes reach the kernel)."""
+    (out,) = k._outs(op)
+    ordinal = ir.IntegerAttr(op.attributes["ordinal"]).value
+    dt = np_dtype(op.results[0].type)
+
+    def run(st):
+        if ordinal >= len(k.constants):
+            raise ExecutorError(f"{_loc(op)}: push constant {ordinal} was not given ({len(k.constants)} given)")
+        st.env[out] = np.asarray([k.constants[ordinal]], np.int64).astype(np.uint32).view(np.int32).astype(dt)
     return run
 
 
@@ -1018,6 +1037,9 @@ _HANDLERS = {
     "gpu.thread_id": _h_thread_id, "gpu.barrier": _h_barrier, "amdgpu.lds_barrier": _h_barrier,
     "hal.interface.workgroup.id": _h_workgroup_id, "hal.interface.workgroup.count": _h_workgroup_count,
     "hal.interface.binding.subspan": _h_subspan, "memref.alloc": _h_alloc,
+    "hal.interface.constant.load": _h_constant_load,
+    # compiler hints on dynamic sizes: the values pass through
+    "util.assume.int": _h_noop, "iree_tensor_ext.dispatch.workload.ordinal": _h_noop,
     "memref.dealloc": lambda k, op: (lambda st: None), "memref.assume_alignment": _h_noop,
     "vector.load": _h_vector_load, "vector.store": _h_vector_store,
     "memref.load": _h_memref_load, "memref.store": _h_memref_store,

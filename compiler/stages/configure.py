@@ -52,7 +52,7 @@ def write_config(func: ir.Operation, cfg: KernelConfig) -> None:
 def configure(func: ir.Operation, overrides: dict | None) -> KernelConfig:
     target, problem = read_target(func), read_problem(func)
     try:
-        cfg, _ = resolve(target, problem, overrides)
+        cfg, _ = resolve(target, problem.estimate(), overrides)  # dynamic sizes: configured as if large
     except MmaflowError as e:
         e.stage = e.stage or NAME
         raise

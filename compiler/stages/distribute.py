@@ -45,10 +45,11 @@ from ..lds_copy import CopyPlan
 from ..errors import CodegenError
 from ..intrinsics import TYPE_BITS, Intrinsic
 from ..layout import COL, ROW, Layout, Run
-from ..mlir import defining_op, location_of, ops_named, run_passes, walk
+from ..mlir import defining_op, location_of, ops_named, run_passes, user_of, walk
 from .configure import read_config, read_problem, read_target
 from ..epilogue import Epilogue, epilogue_function, input_subspans
-from .normalize import operand_shapes
+from ..dynamic import inline_sizes
+from .normalize import operand_dims
 
 NAME = "distribute"
 EXPECT_ATTR = "mmaflow.expect"  # what verify.check_isa must find in the lowered kernel
@@ -104,6 +105,57 @@ class Operand:
     k_axis: str = COL  # layout axis that is K (A: col, B: row)
 
 
+class Extents:
+    """A binding's shapes: what the script saw (``padded``), the true one (ints, or index values
+    for dynamic sizes), and the problem dimension of each axis."""
+
+    def __init__(self, padded: list, true: list, names: list, problem, tiles: dict):
+        self.padded, self.true, self.names, self.problem, self.tiles = padded, true, names, problem, tiles
+
+    @property
+    def changed(self) -> bool:
+        return any(not isinstance(t, int) or t != p for p, t in zip(self.padded, self.true))
+
+    def limits(self) -> list:
+        """Per axis: the true extent where the tiles may overhang it (int or value), else None.
+        A dynamic extent the program promises to be a multiple of its tile needs no bound."""
+        out = []
+        for axis, (p, t) in enumerate(zip(self.padded, self.true)):
+            if isinstance(t, int):
+                out.append(None if t == p else t)
+            else:
+                tile = self.tiles.get(self.names[axis], 0)
+                out.append(None if tile and self.multiple(axis) % tile == 0 else t)
+        return out
+
+    def multiple(self, axis: int) -> int:
+        """What the axis' true extent is a multiple of (itself when static, the program's
+        divisibility promise when dynamic)."""
+        t = self.true[axis]
+        return t if isinstance(t, int) else self.problem.multiple_of(self.names[axis])
+
+    def describe(self, axis: int) -> str:
+        t = self.true[axis]
+        if isinstance(t, int):
+            return str(t)
+        div = self.multiple(axis)
+        return f"{self.names[axis].upper()} (dynamic{f', a multiple of {div}' if div > 1 else ', no divisibility hint'})"
+
+
+def global_subspan(sub: ir.Operation, shape: list, elem: ir.Type, space: ir.Attribute) -> ir.Value:
+    """A copy of binding subspan ``sub`` typed memref<shape x elem, space>, index values in
+    ``shape`` becoming its dynamic dims."""
+    dyn = [d for d in shape if not isinstance(d, int)]
+    mtype = ir.MemRefType.get([d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in shape],
+                              elem, None, space)
+    attrs = {n: sub.attributes[n] for n in sub.attributes}
+    attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, len(dyn)])
+    with sub.location, ir.InsertionPoint(sub):
+        new = ir.Operation.create("hal.interface.binding.subspan", results=[mtype],
+                                  operands=[list(sub.operands)[0]] + dyn, attributes=attrs)
+    return new.results[0]
+
+
 class Distributor:
     def __init__(self, module: ir.Module, func: ir.Operation):
         self.module, self.func = module, func
@@ -113,6 +165,7 @@ class Distributor:
         self.intr: Intrinsic = self.target.intrinsic(self.cfg.intrinsic)
         self.vendor = self.target.vendor
         self.erase: list[ir.Operation] = []
+        self.notes: list[str] = []  # for the log: choices the user may want to know about
 
     # ---- 1/2: analysis ---------------------------------------------------------------------
     def analyze(self) -> None:
@@ -161,8 +214,8 @@ class Distributor:
                         f"{self.intr.name}'s {self.intr.c_type}", c)
         # The copies that fill each LDS alloc, inside the loop.
         for opd in (self.a, self.b):
-            writes = [defining_op_of_use(u) for u in opd.alloc.uses
-                      if defining_op_of_use(u).name == "vector.transfer_write"]
+            writes = [user_of(u) for u in opd.alloc.uses
+                      if user_of(u).name == "vector.transfer_write"]
             if len(writes) != 1:
                 raise _fail(f"expected one copy into the LDS tile of {opd.name}, found {len(writes)}", opd.read)
             w = writes[0]
@@ -176,7 +229,7 @@ class Distributor:
             opd.copy_write, opd.copy_read = w, src
         # The output write.
         res = loop.results[0]
-        users = [defining_op_of_use(u) for u in res.uses]
+        users = [user_of(u) for u in res.uses]
         if len(users) != 1 or users[0].name != "vector.transfer_write":
             raise _fail("the accumulator must be written to the output by one vector.transfer_write", loop)
         self.out_write = users[0]
@@ -211,7 +264,7 @@ class Distributor:
         c.operands[2] = loop.inner_iter_args[0]
         result = c.results[0]
         for use in list(result.uses):
-            user = defining_op_of_use(use)
+            user = user_of(use)
             if user.parent != loop.operation and user != c:
                 user.operands[use.operand_number] = loop.results[0]
         with c.location, body_ip:
@@ -245,6 +298,7 @@ class Distributor:
         first = [o.operation for o in entry.operations][0]
         loc = self.contract.location
         self.top = Emitter(ir.InsertionPoint(first), loc, self.vendor)
+        self.sizes = inline_sizes(self.func, ir.InsertionPoint(first), self.problem)
         self._retype_bindings()
         self.tid = self.top.thread_id()
         self.lanes = LaneIndex(self.top, self.top.rem(self.tid, self.cfg.wave_size), self.cfg.wave_size)
@@ -255,33 +309,37 @@ class Distributor:
         self._distribute_epilogue()
         self._erase_old()
 
+    def extent(self, dim: str):
+        """The true size of a problem dimension: an int, or an index value when dynamic."""
+        size = getattr(self.problem, dim)
+        return size if size is not None else self.sizes[dim]
+
     def _retype_bindings(self) -> None:
         """Give the bindings the global address space that raw buffer ops and LLVM expect, their
-        true shapes (the `normalize` stage may have rounded them up to whole tiles) and, for C, the
-        stored element type (an epilogue may convert the accumulator)."""
+        true shapes (the `normalize` stage may have rounded them up to whole tiles, or stood in
+        for dynamic sizes) and, for C, the stored element type (an epilogue may convert the
+        accumulator)."""
         self.global_of: dict = {}
-        self.true_shape: dict = {}
+        self.true_shape: dict = {}  # old memref value -> Extents
         space = ir.Attribute.parse("#gpu.address_space<global>")
-        shapes = operand_shapes(self.problem)
+        dims_of = operand_dims(self.problem)
         roles = dict(zip(self.problem.bindings or (), "ABC"))
         for sub in ops_named(self.func, "hal.interface.binding.subspan"):
             old_t = ir.MemRefType(sub.results[0].type)
             binding = ir.IntegerAttr(sub.attributes["binding"]).value
-            shape = shapes[roles[binding]] if binding in roles else list(old_t.shape)
-            if shape != list(old_t.shape):
+            names = dims_of[roles[binding]] if binding in roles else None
+            true = [self.extent(d) for d in names] if names else list(old_t.shape)
+            ext = Extents(list(old_t.shape), true, names or [None] * len(true), self.problem,
+                          {"m": self.cfg.tile_m, "n": self.cfg.tile_n, "k": self.cfg.tile_k, "batch": 1})
+            if ext.changed:
                 layout = old_t.layout
                 if isinstance(layout, ir.AffineMapAttr) and layout.value != ir.AffineMap.get_identity(old_t.rank):
                     raise _fail("a padded binding has a non-identity layout", sub)
             elem = old_t.element_type
             if roles.get(binding) == "C":  # the epilogue may store another type than the accumulator's
                 elem = ir.Type.parse(self.problem.stored_type)
-            new_t = ir.MemRefType.get(shape, elem, None, space)
-            self.true_shape[sub.results[0]] = (list(old_t.shape), shape)
-            with sub.location, ir.InsertionPoint(sub):
-                new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t],
-                                          operands=list(sub.operands),
-                                          attributes={n: sub.attributes[n] for n in sub.attributes})
-            self.global_of[sub.results[0]] = (sub, new.results[0])
+            self.true_shape[sub.results[0]] = ext
+            self.global_of[sub.results[0]] = (sub, global_subspan(sub, true, elem, space))
 
     def _global(self, mem: ir.Value) -> ir.Value:
         try:
@@ -302,11 +360,13 @@ class Distributor:
         src_mem, src_idx, vt = _transfer_parts(opd.copy_read)
         _, dst_idx, _ = _transfer_parts(opd.copy_write)
         rows, cols = vt.shape
-        padded, true = self.true_shape[src_mem]
-        limits = tuple(t if t != p else None for p, t in zip(padded[-2:], true[-2:]))
+        ext = self.true_shape[src_mem]
         opd.copy = CopyPlan(opd.name, self._global(src_mem), src_idx[:-2], rows, cols, elem, opd.bits,
                             opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx[-2:]),
-                            limits=limits, row_length=true[-1])
+                            limits=tuple(ext.limits()[-2:]), row_length=ext.multiple(-1), extent0=ext.true[0])
+        if ext.multiple(-1) * opd.bits % 128:
+            self.notes.append(f"{opd.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
+                              f"{opd.copy.v * opd.bits} bits wide, not 128")
         shape_ = self.intr.a_shape if opd.name == "A" else self.intr.b_shape
         opd.frags = FragmentLoader(opd.layout, opd.storage, elem, opd.bits, opd.k_axis, shape_, self.lanes,
                                    allow_ldmatrix=self.intr.op == "nvgpu.mma.sync")
@@ -350,11 +410,30 @@ class Distributor:
         old_iv = list(old_body.arguments)[0]
         lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
         pre = Emitter(ir.InsertionPoint(loop), loop.location, self.vendor)
+        if self.problem.k is None:  # dynamic K: as many K tiles as cover it (the last one bounded)
+            tk = self.cfg.tile_k
+            ub = pre.mul(pre.div(pre.add(self.sizes["k"], tk - 1), tk), tk)
+        guard = None
+        if self.problem.k is None and self.vendor == "nvidia":
+            # K may be 0: A and B are then empty buffers, and NVIDIA's clamped loads would still
+            # touch their first element. (AMD's raw buffer loads read 0 from an empty buffer.)
+            with loop.location, ir.InsertionPoint(loop):
+                types = [opd.copy.chunk_type for opd in (self.a, self.b) for _ in range(opd.copy.registers())]
+                guard = scf.IfOp(pre.lt(pre.const(0), self.sizes["k"]), types, has_else=True)
+            pre = pre.at(ir.InsertionPoint(guard.then_block))
         first = []
         for opd in (self.a, self.b):
             g0, g1 = self._tile_origin(opd, old_body, {old_iv: lb}, pre)
             opd.n_carry = opd.copy.registers()
             first += opd.copy.loads(pre, self.tid, g0, g1)
+        if guard is not None:
+            with loop.location, ir.InsertionPoint(guard.then_block):
+                scf.YieldOp(first)
+            zeros = Emitter(ir.InsertionPoint(guard.else_block), loop.location, self.vendor)
+            with loop.location, ir.InsertionPoint(guard.else_block):
+                scf.YieldOp([zeros.zero_vector(ir.VectorType(v.type)) for v in first])
+            first = list(guard.results)
+            pre = pre.at(ir.InsertionPoint(loop))
         acc_t = vector_type(self.intr.c_shape, ir.Type.parse(self.intr.c_type))
         br, bc = self.c_layout.batch
         init = pre.splat_const(acc_t, self.acc_init)
@@ -411,8 +490,8 @@ class Distributor:
         em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
         mem, idx, _ = _transfer_parts(w)
         out = self._global(mem)
-        padded, true = self.true_shape[mem]
-        limits = tuple(t if t != p else None for p, t in zip(padded[-2:], true[-2:]))
+        ext = self.true_shape[mem]
+        limits = tuple(ext.limits()[-2:])
         lead, o0, o1 = idx[:-2], idx[-2], idx[-1]
         lay = self.c_layout
         out_elem = ir.MemRefType(out.type).element_type
@@ -420,16 +499,18 @@ class Distributor:
         im, inn = self.intr.m, self.intr.n
         row_l, col_l = self.lanes.part(lay, ROW), self.lanes.part(lay, COL)
         runs = lay.runs(COL)
-        if limits[1] is not None and any(limits[1] % r.length or r.col % r.length for r in runs):
+        if limits[1] is not None and any(ext.multiple(-1) % r.length or r.col % r.length for r in runs):
             runs = [Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements)]  # may straddle N
         epi = None
         efunc = epilogue_function(self.func.parent)
         if self.problem.has_epilogue:
             if efunc is None:
                 raise _fail("the problem has an epilogue but the module has no epilogue function", w)
-            inputs = input_subspans(efunc, self.problem, self.top.named("epilogue"))
+            extents = {"b": self.extent("batch"), "m": self.extent("m"), "n": self.extent("n")}
+            inputs = input_subspans(efunc, self.problem, self.top.named("epilogue"), extents)
             epi = Epilogue(efunc, self.problem, inputs,
-                           {"b": False, "m": limits[0] is not None, "n": limits[1] is not None})
+                           {"b": False, "m": limits[0] is not None, "n": limits[1] is not None},
+                           extents)
         for i in range(br):
             for j in range(bc):
                 acc = self.new_loop.results[i * bc + j]
@@ -446,7 +527,8 @@ class Distributor:
                         coords = {"b": lead[0] if lead else None, "m": r, "n": cidx}
                         val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
                     val = em.convert(val, out_elem, signed=not self.intr.unsigned_a)
-                    em.bounded_global_store(val, out, lead + [r, cidx], [None] * len(lead) + list(limits))
+                    em.bounded_global_store(val, out, lead + [r, cidx], [None] * len(lead) + list(limits),
+                                            extent0=ext.true[0])
 
     def _erase_old(self) -> None:
         old_yield = [o.operation for o in self.loop.regions[0].blocks[0].operations][-1]
@@ -463,7 +545,7 @@ class Distributor:
         for opd in (self.a, self.b):
             alloc = defining_op(opd.alloc)
             for use in list(opd.alloc.uses):
-                user = defining_op_of_use(use)
+                user = user_of(use)
                 if user.name != "memref.dealloc":
                     raise _fail(f"the old LDS tile of {opd.name} is still used by {user.name}", user)
                 user.erase()
@@ -492,21 +574,18 @@ class Distributor:
         the global load width the copies use, how many K tiles the loop runs and how many
         matrix instructions one K tile takes (a fully unrolled loop has k_tiles times that)."""
         bits = max(opd.copy.v * opd.bits for opd in (self.a, self.b))
-        k_tiles = -(-self.problem.k // self.cfg.tile_k)
+        k_tiles = 0 if self.problem.k is None else -(-self.problem.k // self.cfg.tile_k)  # 0: dynamic
         i64 = ir.IntegerType.get_signless(64)
         self.func.attributes[EXPECT_ATTR] = ir.DictAttr.get({
             "global_load_bits": ir.IntegerAttr.get(i64, bits), "k_tiles": ir.IntegerAttr.get(i64, k_tiles),
             "mma_per_k_tile": ir.IntegerAttr.get(i64, self.mma_per_k_tile)})
 
 
-def defining_op_of_use(use) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
-def distribute(module: ir.Module, func: ir.Operation) -> None:
+def distribute(module: ir.Module, func: ir.Operation) -> list[str]:
+    """Distribute ``func`` in place; return notes for the log."""
     d = Distributor(module, func)
     with module.context, ir.Location.unknown():
         d.analyze()
         d.rewrite()
         d.finalize()
+    return d.notes

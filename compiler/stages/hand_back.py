@@ -4,7 +4,8 @@
   workgroup_size = [T, 1, 1] subgroup_size = W>``: IREE skips its codegen pipelines and only lowers
   to ROCDL/NVVM -> HSACO/PTX. Without workgroup_size IREE compiles but silently drops barriers.
 - ``iree_codegen.dispatch_config @<export>`` yielding the grid (N/tile_n, M/tile_m, batch), next to
-  the function: how IREE learns the workgroup count of a no_pipeline dispatch.
+  the function: how IREE learns the workgroup count of a no_pipeline dispatch. Its block takes
+  the device and the dispatch's workload: dynamic sizes are ceil-divided by their tiles there.
 - targets IREE 3.13 cannot describe (sm_90a) get the variant's target attribute rewritten.
 """
 
@@ -44,8 +45,30 @@ def retarget_variant(variant: ir.Operation, target: Target) -> None:
 
 
 def grid(func: ir.Operation) -> tuple[int, int, int]:
+    """The static grid (N/tile_n, M/tile_m, batch); raises for a dynamic problem."""
     cfg, problem = read_config(func), read_problem(func)
+    if problem.is_dynamic:
+        raise CodegenError("a dynamic problem has no static grid", stage=NAME)
     return (math.ceil(problem.n / cfg.tile_n), math.ceil(problem.m / cfg.tile_m), problem.batch)
+
+
+def grid_region(func: ir.Operation, workload_args: int) -> str:
+    """The body of ``iree_codegen.dispatch_config``: the grid from constants and, for dynamic
+    sizes, from the dispatch's workload (``%w<ordinal>``, ceil-divided by the tile)."""
+    cfg, problem = read_config(func), read_problem(func)
+    args = ", ".join(["%device: !hal.device"] + [f"%w{i}: index" for i in range(workload_args)])
+    lines = [f"^bb0({args}):"]
+    for axis, dim, tile in (("x", "n", cfg.tile_n), ("y", "m", cfg.tile_m), ("z", "batch", 1)):
+        dyn = problem.dynamic_dim(dim)
+        if dyn is None:
+            lines.append(f"  %{axis} = arith.constant {math.ceil(getattr(problem, dim) / tile)} : index")
+            continue
+        if dyn.ordinal >= workload_args:
+            raise CodegenError(f"{dim} is workload value {dyn.ordinal}, the export has {workload_args}", stage=NAME)
+        lines += [f"  %{axis}_tile = arith.constant {tile} : index",
+                  f"  %{axis} = arith.ceildivui %w{dyn.ordinal}, %{axis}_tile : index"]
+    lines.append("  iree_codegen.yield %x, %y, %z : index, index, index")
+    return "\n".join(lines)
 
 
 def hand_back(func: ir.Operation) -> None:
@@ -59,13 +82,13 @@ def hand_back(func: ir.Operation) -> None:
     name = str_attr(func, "sym_name")
     for old in ops_named(inner, "iree_codegen.dispatch_config"):
         old.erase()
-    gx, gy, gz = grid(func)
-    snippet = parse_module(
-        f"iree_codegen.dispatch_config @{name} {{\n^bb0(%device: !hal.device):\n"
-        f"  %x = arith.constant {gx} : index\n  %y = arith.constant {gy} : index\n"
-        f"  %z = arith.constant {gz} : index\n"
-        f"  iree_codegen.yield %x, %y, %z : index, index, index\n}}", ctx, source="<dispatch_config>")
+    variant = parent_named(func, "hal.executable.variant")
+    exports = [e for e in ops_named(variant, "hal.executable.export") if str_attr(e, "sym_name") == name]
+    if len(exports) != 1:
+        raise CodegenError(f"expected one hal.executable.export @{name}, found {len(exports)}", stage=NAME)
+    workload_args = len(exports[0].regions[0].blocks[0].arguments) - 1  # after the device
+    snippet = parse_module(f"iree_codegen.dispatch_config @{name} {{\n{grid_region(func, workload_args)}\n}}",
+                           ctx, source="<dispatch_config>")
     op = [o.operation for o in snippet.body.operations][0]
     ir.InsertionPoint(inner.regions[0].blocks[0]).insert(op.detach_from_parent())
-    variant = parent_named(func, "hal.executable.variant")
     retarget_variant(variant, target)

@@ -7,6 +7,9 @@ contraction (tagged ``mmaflow.contraction``) and the store of its accumulator-ty
   rounded up to the tile in the types only. No data is copied or padded: the script tiles whole
   tiles, and `distribute` re-types the bindings to their true shapes (``mmaflow.problem`` keeps
   them) and bounds every global access.
+- Dynamic sizes: the script sees two tiles per dynamic dimension; the ops computing the true
+  sizes (push constants, ``util.assume.int``, workload ordinals) move into ``@<dispatch>_sizes``
+  (see ``compiler/dynamic.py``), and the bindings keep their dynamic types' attributes.
 - A fused epilogue (elementwise consumers tagged ``mmaflow.epilogue`` by `select`) is moved out
   of the tensor program into a private scalar function ``@<dispatch>_epilogue(acc, inputs...) ->
   stored`` (tagged ``mmaflow.epilogue``; each input argument keeps its binding's subspan
@@ -19,13 +22,13 @@ Aligned dispatches without an epilogue pass through untouched.
 from __future__ import annotations
 
 import math
-import re
 
 from iree.compiler import ir
 from iree.compiler.dialects import func as func_d
 
+from .. import dynamic
 from ..errors import CodegenError
-from ..mlir import defining_op, ops_named, parse_module, print_op, str_attr, walk
+from ..mlir import defining_op, ops_named, parse_module, str_attr, walk
 from ..problem import Contraction
 from .configure import read_config, read_problem
 from .select import CONTRACTION_ATTR, EPILOGUE_ATTR
@@ -35,21 +38,32 @@ SUBSPAN_ATTR = "mmaflow.subspan"  # an epilogue argument's binding (subspan attr
 
 
 def padded_problem(problem: Contraction, cfg) -> Contraction:
+    """The static problem the transform script sees: every dimension rounded up to whole tiles;
+    a dynamic one stands in as two tiles (two workgroups / K steps, so that no loop of one
+    iteration folds away: the kernel takes its true extent from the sizes function)."""
     from dataclasses import replace
-    up = lambda d, t: math.ceil(d / t) * t  # noqa: E731
-    return replace(problem, m=up(problem.m, cfg.tile_m), n=up(problem.n, cfg.tile_n), k=up(problem.k, cfg.tile_k))
+
+    def up(d, t):
+        return 2 * t if d is None else math.ceil(d / t) * t
+    return replace(problem, m=up(problem.m, cfg.tile_m), n=up(problem.n, cfg.tile_n), k=up(problem.k, cfg.tile_k),
+                   batch=2 if problem.batch is None else problem.batch, dynamic=())
 
 
 def is_aligned(problem: Contraction, cfg) -> bool:
-    return padded_problem(problem, cfg) == problem
+    return not problem.is_dynamic and padded_problem(problem, cfg) == problem
 
 
-def operand_shapes(p: Contraction) -> dict[str, list[int]]:
-    """Storage shapes of A, B, C (batch leading, transposition applied)."""
-    lead = [p.batch] if p.batched else []
-    return {"A": lead + ([p.k, p.m] if p.a_transposed else [p.m, p.k]),
-            "B": lead + ([p.n, p.k] if p.b_transposed else [p.k, p.n]),
-            "C": lead + [p.m, p.n]}
+def operand_dims(p: Contraction) -> dict[str, list[str]]:
+    """The problem dimension each axis of A, B and C follows (batch leading, transposition applied)."""
+    lead = ["batch"] if p.batched else []
+    return {"A": lead + (["k", "m"] if p.a_transposed else ["m", "k"]),
+            "B": lead + (["n", "k"] if p.b_transposed else ["k", "n"]),
+            "C": lead + ["m", "n"]}
+
+
+def operand_shapes(p: Contraction) -> dict[str, list[int | None]]:
+    """Storage shapes of A, B, C (None where dynamic)."""
+    return {role: [getattr(p, d) for d in dims] for role, dims in operand_dims(p).items()}
 
 
 def _tensor(shape, elem):
@@ -75,9 +89,21 @@ def _body(p: Contraction) -> str:
     return "\n".join(lines)
 
 
-def canonical_body(p: Contraction, subspans: dict[str, str]) -> str:
-    """The dispatch body for problem ``p`` (already rounded up), given each binding's subspan
-    op text (its layout, flags, alignment are kept)."""
+def _subspan(name: str, attrs: dict, access: str, tensor: str) -> str:
+    """A binding subspan in generic form, keeping the original's attributes (layout, binding,
+    flags, alignment) and a zero offset."""
+    props = ", ".join(f"{n} = {a}" for n, a in sorted(attrs.items()) if n != "operandSegmentSizes")
+    return (f'%{name} = "hal.interface.binding.subspan"(%c0) <{{{props}, operandSegmentSizes = array<i32: 1, 0>}}> '
+            f": (index) -> !iree_tensor_ext.dispatch.tensor<{access}:{tensor}>")
+
+
+def subspan_attributes(op: ir.Operation) -> dict:
+    return {n: op.attributes[n] for n in op.attributes}
+
+
+def canonical_body(p: Contraction, subspans: dict[str, dict]) -> str:
+    """The dispatch body for the static problem ``p`` (already rounded up), given each role's
+    original subspan attributes (layout, binding, flags, alignment are kept)."""
     shapes = operand_shapes(p)
     elems = {"A": p.a_type, "B": p.b_type, "C": p.c_type}
     dims = "(b, m, n, k)" if p.batched else "(m, n, k)"
@@ -89,12 +115,7 @@ def canonical_body(p: Contraction, subspans: dict[str, str]) -> str:
     lines = ["%c0 = arith.constant 0 : index"]
     for role in "ABC":
         access = "writeonly" if role == "C" else "readonly"
-        text = subspans[role]
-        text = re.sub(r":\s*!iree_tensor_ext\.dispatch\.tensor<[^>]*>>?\s*$", "", text.strip())
-        text = re.sub(r"^%\S+\s*=\s*", "", text)
-        text = re.sub(r"offset\(%\w+\)", "offset(%c0)", text)
-        lines.append(f"%{role}_binding = {text} : !iree_tensor_ext.dispatch.tensor<{access}:"
-                     f"{_tensor(shapes[role], elems[role])}>")
+        lines.append(_subspan(f"{role}_binding", subspans[role], access, _tensor(shapes[role], elems[role])))
     for role in "AB":
         s = shapes[role]
         t = _tensor(s, elems[role])
@@ -168,10 +189,15 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
     """Rewrite ``func`` into canonical form if it needs it; return what was done (for the log)."""
     problem, cfg = read_problem(func), read_config(func)
     done = []
-    if not is_aligned(problem, cfg):
-        done.append("iteration space rounded up to whole tiles")
+    unaligned = [d for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
+                 if getattr(problem, d) is not None and getattr(problem, d) % t]
+    if unaligned:
+        done.append(f"iteration space rounded up to whole tiles ({', '.join(unaligned)} unaligned)")
     if problem.has_epilogue:
         done.append(f"epilogue ({' '.join(problem.epilogue_ops)}) moved into a function")
+    if problem.is_dynamic:
+        names = ", ".join(d.dim for d in problem.dynamic)
+        done.append(f"dynamic {names}: the script sees two tiles each; the sizes moved into a function")
     if not done:
         return done
     if problem.bindings is None:
@@ -183,11 +209,14 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         raise CodegenError(f"no subspan for binding {missing[0]}", stage=NAME)
     with module.context, func.location:
         if problem.has_epilogue:
-            subspans = {e.binding: ir.DictAttr.get({n: by_binding[e.binding].attributes[n]
-                                                    for n in by_binding[e.binding].attributes})
+            subspans = {e.binding: ir.DictAttr.get(subspan_attributes(by_binding[e.binding]))
                         for e in problem.epilogue}
             _epilogue_function(func, problem, subspans)
-        subs = {role: print_op(by_binding[b]) for role, b in zip("ABC", problem.bindings)}
+        if problem.is_dynamic:
+            ordinals = {ir.IntegerAttr(o.attributes["ordinal"]).value: o.results[0]
+                        for o in ops_named(func, "iree_tensor_ext.dispatch.workload.ordinal")}
+            dynamic.sizes_function(func, problem, {d.dim: ordinals[d.ordinal] for d in problem.dynamic})
+        subs = {role: subspan_attributes(by_binding[b]) for role, b in zip("ABC", problem.bindings)}
         body = canonical_body(padded_problem(problem, cfg), subs)
         name = str_attr(func, "sym_name")
         attrs = ", ".join(f"{n} = {func.attributes[n]}" for n in func.attributes

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 
 from iree.compiler import ir
 
+from .. import dynamic
 from ..errors import InputError, UnsupportedError
-from ..mlir import defining_op, location_of, ops_named, str_attr, walk
+from ..mlir import defining_op, location_of, ops_named, str_attr, user_of, walk
 from ..problem import Contraction, EpilogueInput
 from ..targets import TARGETS, Target, get_target
 
@@ -125,11 +126,6 @@ def _body_casts(op: ir.Operation) -> tuple[str | None, str | None] | None:
     return None
 
 
-def _user(use) -> ir.Operation:
-    owner = use.owner
-    return owner.operation if isinstance(owner, ir.OpView) else owner
-
-
 def _subspan_of(dispatch_tensor: ir.Value) -> ir.Operation | None:
     sub = defining_op(dispatch_tensor)
     return sub if sub is not None and sub.name == "hal.interface.binding.subspan" else None
@@ -144,12 +140,20 @@ def binding_tensor_type(dispatch_tensor_type: ir.Type) -> ir.RankedTensorType:
 
 
 def _whole(op: ir.Operation, binding: ir.Value) -> bool:
-    """A dispatch.tensor.load/store of the whole binding (offsets 0, full sizes, strides 1)?"""
+    """A dispatch.tensor.load/store of the whole binding (offsets 0, full sizes, strides 1)?
+    Dynamic sizes must be the binding's own dynamic dims."""
     def arr(name):
         return list(ir.DenseI64ArrayAttr(op.attributes[name]))
     full = list(binding_tensor_type(binding.type).shape)
-    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
-            and all(x == 1 for x in arr("static_strides")))
+    if not (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
+            and all(x == 1 for x in arr("static_strides"))):
+        return False
+    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    operands = list(op.operands)
+    starts = [sum(segments[:i]) for i in range(len(segments))]
+    dims = operands[starts[-4]:starts[-4] + segments[-4]]  # the binding's dynamic dims
+    sizes = operands[starts[-2]:starts[-2] + segments[-2]]
+    return dims == sizes
 
 
 def _binding_of(value: ir.Value) -> int | None:
@@ -170,7 +174,7 @@ def _store_binding(store: ir.Operation) -> int | None:
 
 def _result_binding(result: ir.Value) -> int | None:
     for use in result.uses:
-        user = _user(use)
+        user = user_of(use)
         if user.name == "iree_tensor_ext.dispatch.tensor.store":
             return _store_binding(user)
     return None
@@ -218,12 +222,13 @@ def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
         return None, f"{op.name}'s body is not a multiply-accumulate"
     ins = list(op.operands)
     (at, ashape), (bt, bshape), (ct, cshape) = (_element_type(v) for v in ins[:3])
-    if -1 in ashape + bshape + cshape:
-        raise UnsupportedError("dynamic shapes are not supported yet", stage=NAME, location=location_of(op))
     sizes = {}
     for shape, dims in ((ashape, a_map), (bshape, b_map), (cshape, c_map)):
         for s, d in zip(shape, dims):
-            sizes[d] = s
+            if s != -1:
+                sizes[d] = s
+            else:
+                sizes.setdefault(d, None)
     problem = Contraction(
         m=sizes[md], n=sizes[nd], k=sizes[kd], batch=sizes[batch[0]] if batch else 1,
         a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t, batched=bool(batch),
@@ -288,7 +293,7 @@ def match_epilogue(op: ir.Operation, batched: bool):
     chain, inputs, names = [], [], []
     value = op.results[0]
     while True:
-        users = [_user(u) for u in value.uses]
+        users = [user_of(u) for u in value.uses]
         what = "the matmul result" if not chain else f"the result of {chain[-1].name}"
         if len(users) != 1:
             raise UnsupportedError(f"{what} has {len(users)} users; mmaflow stores exactly one result per "
@@ -337,6 +342,45 @@ def select(module: ir.Module, requested_target: str | None) -> list[Decision]:
     return decisions
 
 
+def _dynamic_dims(func: ir.Operation, problem: Contraction, op: ir.Operation) -> tuple:
+    """Trace every dynamic size of the dispatch to M, N, K or batch through the bindings it
+    shapes (a binding's role gives each axis its dimension), then make sure every workload value
+    of the dispatch is accounted for (the grid and the lane executor need them all)."""
+    from ..stages.normalize import operand_dims
+    roles = dict(zip(problem.bindings, operand_dims(problem).values()))
+    for e in problem.epilogue:
+        roles[e.binding] = ["batch" if d == "b" else d for d in e.dims]
+    traces: dict[str, list] = {}
+    for sub in ops_named(func, "hal.interface.binding.subspan"):
+        binding = ir.IntegerAttr(sub.attributes["binding"]).value
+        dyn = list(sub.operands)[1:]
+        if not dyn:
+            continue
+        if binding not in roles:
+            raise UnsupportedError(f"binding {binding} has dynamic sizes but is not A, B, C or an epilogue input",
+                                   stage=NAME, location=location_of(sub))
+        shape = binding_tensor_type(sub.results[0].type).shape
+        axes = [a for a, d in enumerate(shape) if ir.ShapedType.is_dynamic_size(d)]
+        for axis, value in zip(axes, dyn):
+            name = roles[binding][axis]
+            try:
+                traces.setdefault(name, []).append(dynamic.trace(name, value))
+            except UnsupportedError as e:
+                e.stage, e.location = NAME, location_of(sub)
+                raise
+    dims = tuple(dynamic.merge(traces[d]) for d in dynamic.DIM_ORDER if d in traces)
+    missing = [d for d in ("batch", "m", "n", "k") if getattr(problem, d) is None and d not in traces]
+    if missing:
+        raise UnsupportedError(f"the dynamic size of {missing[0]} does not shape any binding",
+                               stage=NAME, location=location_of(op))
+    seen = {o for d in dims for o in d.ordinals}
+    for w in ops_named(func, "iree_tensor_ext.dispatch.workload.ordinal"):
+        if ir.IntegerAttr(w.attributes["ordinal"]).value not in seen:
+            raise UnsupportedError("a dynamic size of the dispatch is none of M, N, K, batch",
+                                   stage=NAME, location=location_of(w))
+    return dims
+
+
 def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Decision:
     funcs = ops_named(variant, "func.func")
     if len(funcs) != 1:
@@ -372,6 +416,11 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
                                    stage=NAME, location=location_of(op))
         problem = replace(problem, bindings=(*ab, out), out_type=stored if stored != problem.c_type else None,
                           epilogue=tuple(inputs), epilogue_ops=tuple(names))
+    if any(getattr(problem, d) is None for d in ("batch", "m", "n", "k")):
+        if problem.bindings is None:
+            raise UnsupportedError("a dynamic matmul whose operands are not whole bindings", stage=NAME,
+                                   location=location_of(op))
+        problem = replace(problem, dynamic=_dynamic_dims(func, problem, op))
     for fill in (o for o in walk(func) if o.name == "linalg.fill"):
         if fill.results[0] != op.operands[2]:
             raise UnsupportedError("a linalg.fill that does not initialise the matmul", stage=NAME,

@@ -1,0 +1,18 @@
+// C = A @ B, every dimension dynamic, no divisibility promised.
+func.func @matmul(%a0: tensor<?x?xf16>, %b0: tensor<?x?xf16>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %m0 = tensor.dim %a0, %c0 : tensor<?x?xf16>
+  %m = arith.addi %m0, %c0 : index
+  %n0 = tensor.dim %b0, %c1 : tensor<?x?xf16>
+  %n = arith.addi %n0, %c0 : index
+  %k0 = tensor.dim %a0, %c1 : tensor<?x?xf16>
+  %k = arith.addi %k0, %c0 : index
+  %a = flow.tensor.reshape %a0 : tensor<?x?xf16>{%m0, %k0} -> tensor<?x?xf16>{%m, %k}
+  %b = flow.tensor.reshape %b0 : tensor<?x?xf16>{%k0, %n0} -> tensor<?x?xf16>{%k, %n}
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty(%m, %n) : tensor<?x?xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %c = linalg.matmul ins(%a, %b : tensor<?x?xf16>, tensor<?x?xf16>) outs(%acc : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %c : tensor<?x?xf32>
+}

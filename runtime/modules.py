@@ -1,0 +1,171 @@
+"""MLIR matmul modules, as text: what the tests, `mmaflow bench` and the examples compile.
+
+    matmul_source      linalg.matmul, static shapes
+    matmul_module      + transposed operands, batch, unsigned i8 (as linalg.generic)
+    epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
+    dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
+"""
+
+from __future__ import annotations
+
+
+def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = "f32") -> str:
+    zero = "0" if out_type.startswith("i") else "0.0"
+    return (f"func.func @matmul(%a: tensor<{m}x{k}x{in_type}>, %b: tensor<{k}x{n}x{in_type}>) -> tensor<{m}x{n}x{out_type}> {{\n"
+            f"  %zero = arith.constant {zero} : {out_type}\n"
+            f"  %empty = tensor.empty() : tensor<{m}x{n}x{out_type}>\n"
+            f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
+            f"  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{in_type}>, tensor<{k}x{n}x{in_type}>) "
+            f"outs(%acc : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
+            f"  return %c : tensor<{m}x{n}x{out_type}>\n}}\n")
+
+
+def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, transpose_b=False,
+                  batch=0, unsigned=False, generic=False) -> str:
+    """A linalg matmul module (optionally transposed operands, batch, unsigned i8 inputs); plain
+    ones as linalg.matmul unless ``generic``."""
+    if not (transpose_a or transpose_b or batch or unsigned or generic):
+        return matmul_source(m, n, k, in_type, out_type)
+    lead = f"{batch}x" if batch else ""
+    a_shape = f"{lead}{k}x{m}" if transpose_a else f"{lead}{m}x{k}"
+    b_shape = f"{lead}{n}x{k}" if transpose_b else f"{lead}{k}x{n}"
+    c_shape = f"{lead}{m}x{n}"
+    b_dims = "b, " if batch else ""
+    dims = "(b, m, n, k)" if batch else "(m, n, k)"
+    a_map = f"affine_map<{dims} -> ({b_dims}{'k, m' if transpose_a else 'm, k'})>"
+    b_map = f"affine_map<{dims} -> ({b_dims}{'n, k' if transpose_b else 'k, n'})>"
+    c_map = f"affine_map<{dims} -> ({b_dims}m, n)>"
+    iters = ('"parallel", ' if batch else "") + '"parallel", "parallel", "reduction"'
+    zero = "0" if out_type.startswith("i") else "0.0"
+    if in_type.startswith("i"):
+        ext = "arith.extui" if unsigned else "arith.extsi"
+        mul, add = "arith.muli", "arith.addi"
+    else:
+        ext, mul, add = "arith.extf", "arith.mulf", "arith.addf"
+    if in_type == out_type:  # no widening (f16 x f16 -> f16)
+        conv, xe, ye = "", "%x", "%y"
+    else:
+        conv = f"    %xe = {ext} %x : {in_type} to {out_type}\n    %ye = {ext} %y : {in_type} to {out_type}\n"
+        xe, ye = "%xe", "%ye"
+    return (f"func.func @matmul(%a: tensor<{a_shape}x{in_type}>, %b: tensor<{b_shape}x{in_type}>) -> tensor<{c_shape}x{out_type}> {{\n"
+            f"  %zero = arith.constant {zero} : {out_type}\n"
+            f"  %e = tensor.empty() : tensor<{c_shape}x{out_type}>\n"
+            f"  %f = linalg.fill ins(%zero : {out_type}) outs(%e : tensor<{c_shape}x{out_type}>) -> tensor<{c_shape}x{out_type}>\n"
+            f"  %r = linalg.generic {{indexing_maps = [{a_map}, {b_map}, {c_map}], iterator_types = [{iters}]}}\n"
+            f"       ins(%a, %b : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{in_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
+            f"  ^bb0(%x: {in_type}, %y: {in_type}, %acc: {out_type}):\n"
+            f"{conv}"
+            f"    %p = {mul} {xe}, {ye} : {out_type}\n"
+            f"    %s = {add} %acc, %p : {out_type}\n"
+            f"    linalg.yield %s : {out_type}\n"
+            f"  }} -> tensor<{c_shape}x{out_type}>\n"
+            f"  return %r : tensor<{c_shape}x{out_type}>\n}}\n")
+
+
+def epilogue_module(m, n, k, in_type="f16", acc_type="f32", *, out_type, inputs=(), body: str,
+                    batch=0, transpose_b=False) -> str:
+    """A matmul followed by one elementwise linalg.generic (which IREE fuses into the dispatch).
+
+    ``inputs``: (element type, dims) of the epilogue's extra tensors, dims drawn from "b", "m",
+    "n" (a bias over columns is ("n",)). ``body``: the generic's body; it sees %acc (the
+    matmul's element), %x0, %x1, ... (the inputs' elements) and must define %res : out_type."""
+    mm = matmul_module(m, n, k, in_type, acc_type, transpose_b=transpose_b, batch=batch, generic=True)
+    sizes = {"b": batch, "m": m, "n": n}
+    loops = (["b"] if batch else []) + ["m", "n"]
+    dims = ", ".join(f"d{i}" for i in range(len(loops)))
+    c_shape = "x".join(str(sizes[d]) for d in loops)
+    args, ins, types, maps, bargs = [], ["%r"], [f"tensor<{c_shape}x{acc_type}>"], [], []
+    ident = f"affine_map<({dims}) -> ({dims})>"
+    maps.append(ident)
+    for i, (t, idims) in enumerate(inputs):
+        shape = "x".join(str(sizes[d]) for d in idims)
+        args.append(f"%in{i}: tensor<{shape}x{t}>")
+        ins.append(f"%in{i}")
+        types.append(f"tensor<{shape}x{t}>")
+        maps.append(f"affine_map<({dims}) -> ({', '.join(f'd{loops.index(d)}' for d in idims)})>")
+        bargs.append(f"%x{i}: {t}")
+    maps.append(ident)
+    head, rest = mm.split(") -> ", 1)
+    head += "".join(", " + a for a in args)
+    ret_t = f"tensor<{c_shape}x{out_type}>"
+    rest = rest.split(" {\n", 1)[1]
+    rest = rest.replace(f"  return %r : tensor<{c_shape}x{acc_type}>\n}}\n", "")
+    iters = ", ".join(['"parallel"'] * len(loops))
+    epi = (f"  %e2 = tensor.empty() : {ret_t}\n"
+           f"  %res_t = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}}\n"
+           f"       ins({', '.join(ins)} : {', '.join(types)}) outs(%e2 : {ret_t}) {{\n"
+           f"  ^bb0(%acc: {acc_type}, {''.join(b + ', ' for b in bargs)}%o: {out_type}):\n"
+           + "".join(f"    {line.strip()}\n" for line in body.strip().splitlines()) +
+           f"    linalg.yield %res : {out_type}\n"
+           f"  }} -> {ret_t}\n"
+           f"  return %res_t : {ret_t}\n}}\n")
+    return f"{head}) -> {ret_t} {{\n{rest}{epi}"
+
+
+def dynamic_module(m: int | None = None, n: int | None = None, k: int | None = None, in_type: str = "f16",
+                   out_type: str = "f32", *, divisors: dict | None = None, bias: bool = False) -> str:
+    """C = A @ B where each of M, N, K left None is dynamic (``tensor<?x...>``). ``divisors``
+    ({"m": 16, "k": 64, ...}) adds ``util.assume.int`` divisibility promises, which IREE carries
+    into the dispatch. ``bias``: also add a bias over columns (f32, the epilogue IREE fuses)."""
+    divisors = divisors or {}
+    zero = "0" if out_type.startswith("i") else "0.0"
+    dims = {"m": m, "n": n, "k": k}
+
+    def t(a, b, elem):
+        return f"tensor<{'?' if dims[a] is None else dims[a]}x{'?' if dims[b] is None else dims[b]}x{elem}>"
+    t_a, t_b, t_c = t("m", "k", in_type), t("k", "n", in_type), t("m", "n", out_type)
+    args = [f"%a0: {t_a}", f"%b0: {t_b}"] + ([f"%bias: tensor<{'?' if n is None else n}xf32>"] if bias else [])
+    lines = [f"func.func @matmul({', '.join(args)}) -> {t_c} {{",
+             "  %c0 = arith.constant 0 : index", "  %c1 = arith.constant 1 : index"]
+    where = {"m": ("%a0", 0, t_a), "k": ("%a0", 1, t_a), "n": ("%b0", 1, t_b)}
+    for d in "mnk":
+        if dims[d] is None:
+            src, axis, ty = where[d]
+            lines.append(f"  %{d}0 = tensor.dim {src}, %c{axis} : {ty}")
+            lines.append(f"  %{d} = util.assume.int %{d}0<udiv = {divisors[d]}> : index" if d in divisors
+                         else f"  %{d} = arith.addi %{d}0, %c0 : index")
+
+    def dyn(*ds, suffix=""):
+        return ", ".join(f"%{d}{suffix}" for d in ds if dims[d] is None)
+    if dyn("m", "k"):
+        lines.append(f"  %a = flow.tensor.reshape %a0 : {t_a}{{{dyn('m', 'k', suffix='0')}}} -> {t_a}{{{dyn('m', 'k')}}}")
+    else:
+        lines.append(f"  %a = tensor.cast %a0 : {t_a} to {t_a}")
+    if dyn("k", "n"):
+        lines.append(f"  %b = flow.tensor.reshape %b0 : {t_b}{{{dyn('k', 'n', suffix='0')}}} -> {t_b}{{{dyn('k', 'n')}}}")
+    else:
+        lines.append(f"  %b = tensor.cast %b0 : {t_b} to {t_b}")
+    lines += [f"  %zero = arith.constant {zero} : {out_type}",
+              f"  %empty = tensor.empty({dyn('m', 'n')}) : {t_c}",
+              f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : {t_c}) -> {t_c}",
+              f"  %c = linalg.matmul ins(%a, %b : {t_a}, {t_b}) outs(%acc : {t_c}) -> {t_c}"]
+    if bias:
+        tb = f"tensor<{'?' if n is None else n}xf32>"
+        lines += [f"  %e2 = tensor.empty({dyn('m', 'n')}) : {t_c}",
+                  "  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, "
+                  "affine_map<(i, j) -> (i, j)>], iterator_types = [\"parallel\", \"parallel\"]}",
+                  f"       ins(%c, %bias : {t_c}, {tb}) outs(%e2 : {t_c}) {{",
+                  f"  ^bb0(%x: {out_type}, %y: f32, %o: {out_type}):",
+                  f"    %s = arith.addf %x, %y : {out_type}", f"    linalg.yield %s : {out_type}",
+                  f"  }} -> {t_c}", f"  return %r : {t_c}", "}"]
+    else:
+        lines += [f"  return %c : {t_c}", "}"]
+    return "\n".join(lines) + "\n"
+
+
+# Named epilogues, for `mmaflow bench --checks` (the module side here, the numpy side in
+# EPILOGUE_REFERENCES: both halves of a check must agree on the name only).
+EPILOGUES = {
+    # bias over columns + relu, f32 accumulator stored as f16
+    "bias_n_relu_f16": dict(out_type="f16", inputs=[("f32", ("n",))],
+                            body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n"
+                                 "%res = arith.truncf %z : f32 to f16"),
+    # erf gelu
+    "gelu_erf": dict(out_type="f32",
+                     body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
+                          "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
+                          "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32"),
+    # i32 accumulator -> f32, scaled per column (dequantization)
+    "dequant_n": dict(out_type="f32", inputs=[("f32", ("n",))],
+                      body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32"),
+}
