@@ -24,22 +24,11 @@ from iree.compiler import ir
 from iree.compiler.dialects import func as func_d
 
 from .errors import CodegenError, UnsupportedError
-from .mlir import defining_op, ops_named, str_attr, user_of
+from .mlir import clone_into, defining_op, ops_named, str_attr, user_of
 from .problem import Contraction, DynamicDim
 
 SIZES_ATTR = "mmaflow.sizes"
 DIM_ORDER = ("batch", "m", "n", "k")
-_K_DYNAMIC = -(2 ** 63)  # ShapedType::kDynamic in static_sizes arrays
-
-
-def load_size(load: ir.Operation, axis: int) -> ir.Value | None:
-    """The SSA size of ``axis`` of an ``iree_tensor_ext.dispatch.tensor.load`` (None if static)."""
-    static = list(ir.DenseI64ArrayAttr(load.attributes["static_sizes"]))
-    if static[axis] != _K_DYNAMIC:
-        return None
-    segments = list(ir.DenseI32ArrayAttr(load.attributes["operandSegmentSizes"]))
-    start = sum(segments[:-2])  # the sizes segment comes before the strides
-    return list(load.operands)[start + sum(1 for s in static[:axis] if s == _K_DYNAMIC)]
 
 
 def _udiv(assume: ir.Operation, index: int) -> int:
@@ -134,14 +123,7 @@ def sizes_function(func: ir.Operation, problem: Contraction, values: dict) -> ir
     sfunc.attributes[SIZES_ATTR] = ir.UnitAttr.get()
     block = sfunc.add_entry_block()
     ip = ir.InsertionPoint(block)
-    mapping = {}
-    for op in slice_ops:
-        new = op.clone(ip)
-        for i, v in enumerate(op.operands):
-            if v in mapping:
-                new.operands[i] = mapping[v]
-        for old, res in zip(op.results, new.results):
-            mapping[old] = res
+    mapping = clone_into(slice_ops, ip, {})
     with func.location, ip:
         func_d.ReturnOp([mapping[v] for v in wanted])
     return sfunc
@@ -157,17 +139,10 @@ def inline_sizes(func: ir.Operation, ip: ir.InsertionPoint, problem: Contraction
             raise CodegenError(f"the problem has dynamic sizes ({', '.join(dims)}) but no sizes function")
         return {}
     (sfunc,) = found
-    mapping, out = {}, None
-    for op in (o.operation for o in sfunc.regions[0].blocks[0].operations):
-        if op.name == "func.return":
-            out = [mapping[v] for v in op.operands]
-            break
-        new = op.clone(ip)
-        for i, v in enumerate(op.operands):
-            if v in mapping:
-                new.operands[i] = mapping[v]
-        for old, res in zip(op.results, new.results):
-            mapping[old] = res
+    body = [o.operation for o in sfunc.regions[0].blocks[0].operations]
+    ret = body[-1]
+    mapping = clone_into(body[:-1], ip, {})
+    out = [mapping[v] for v in ret.operands] if ret.name == "func.return" else None
     if out is None or len(out) != len(dims):
         raise CodegenError(f"the sizes function returns {0 if out is None else len(out)} values for "
                            f"{len(dims)} dynamic sizes")

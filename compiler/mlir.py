@@ -97,6 +97,19 @@ def int_list(attr) -> list[int]:
     return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr)]
 
 
+def clone_into(ops, ip: ir.InsertionPoint, mapping: dict) -> dict:
+    """Clone ``ops`` (in order) at ``ip``, their operands remapped through ``mapping`` (values
+    not in it are used as they are); ``mapping`` gains each old result -> its clone's."""
+    for op in ops:
+        new = op.clone(ip)
+        for i, v in enumerate(op.operands):
+            if v in mapping:
+                new.operands[i] = mapping[v]
+        for old, res in zip(op.results, new.results):
+            mapping[old] = res
+    return mapping
+
+
 def user_of(use) -> ir.Operation:
     """The operation that owns an OpOperand (``for use in value.uses``)."""
     owner = use.owner

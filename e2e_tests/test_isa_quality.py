@@ -1,6 +1,6 @@
 """Every matmul variant at a 4096-class size, compiled the whole way down with its default config
-on every target: no register spills, no scratch, 128-bit global loads (what `mmaflow report`
-shows). Where the target has no instruction for the variant's dtypes, the error names what is
+on every target: no register spills, no scratch, only 128-bit global loads for A and B, wide
+(>= 64-bit) LDS loads for every operand layout (what `mmaflow report` shows). Where the target has no instruction for the variant's dtypes, the error names what is
 missing.
 
 NVIDIA spills are counted by ptxas (LLVM's PTX has unlimited virtual registers); that check runs
@@ -77,6 +77,13 @@ def test_no_spills_and_wide_loads(variant, target):
     rep = res.reports[exe.name]
     assert rep.counts.get("global_load_b128", 0) > 0, rep.counts
     assert rep.counts.get("scratch", 0) == 0, rep.counts
+    # Register loads from LDS stay wide for every operand layout (the LDS tile is K-innermost).
+    narrow_lds = {c: rep.counts[c] for c in ("lds_load_b32", "lds_load_narrow", "lds_load_other") if rep.counts.get(c)}
+    assert not narrow_lds, narrow_lds
+    if "epilogue" not in VARIANTS[variant][3]:  # (an epilogue's bias loads are as wide as its runs)
+        narrow = {c: rep.counts[c] for c in ("global_load_b64", "global_load_b32", "global_load_narrow")
+                  if rep.counts.get(c)}
+        assert not narrow, f"global loads narrower than 128 bits: {narrow}"
     if get_target(target).is_amd:
         assert (rep.vgpr_spills, rep.sgpr_spills, rep.scratch_bytes) == (0, 0, 0), rep.to_dict()
         assert rep.waves_per_simd >= 2, rep.to_dict()

@@ -165,3 +165,27 @@ def test_sim_refuses_multi_dispatch_modules():
     r = _mmaflow("run", str(src), "--target", "gfx1100", "--device", "sim")
     assert r.returncode != 0
     assert "the lane executor runs single-dispatch matmul modules; this module has 2 dispatches" in r.stderr
+
+
+def test_run_module_with_epilogue_inputs():
+    from mmaflow.runtime.modules import EPILOGUES, epilogue_module
+    art = compile_module(epilogue_module(64, 96, 64, **EPILOGUES["bias_n_relu_f16"]), "gfx942", lower=False)
+    rng = np.random.default_rng(6)
+    a = rng.uniform(-1, 1, (64, 64)).astype(np.float16)
+    b = rng.uniform(-1, 1, (64, 96)).astype(np.float16)
+    bias = rng.uniform(-1, 1, 96).astype(np.float32)
+    out, stats = run_module(art, [a, b, bias], device="sim")
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    assert out.dtype == np.float16 and not stats.races
+    # f16 output: its one rounding (2^-11 relative) dominates the f32 accumulation error at K = 64
+    np.testing.assert_allclose(out.astype(np.float64), ref, rtol=2e-3, atol=2e-3)
+    with pytest.raises(InputError, match="the module takes A, B, epilogue input 0: 3 arrays, 2 given"):
+        run_module(art, [a, b], device="sim")
+
+
+def test_run_cli_epilogue_module_says_how(tmp_path):
+    from mmaflow.runtime.modules import EPILOGUES, epilogue_module
+    src = tmp_path / "mm_bias.mlir"
+    src.write_text(epilogue_module(64, 64, 64, **EPILOGUES["bias_n_relu_f16"]))
+    r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
+    assert r.returncode == 2 and "call mmaflow.runtime.run_module with all its inputs" in r.stderr, r.stderr

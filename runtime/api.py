@@ -115,7 +115,8 @@ def resolve_device(target: str, device: str) -> str:
 
 
 def run_module(art: Artifact, inputs: list[np.ndarray], *, device: str = "auto"):
-    """Run a single-matmul artifact on ``inputs`` (A, B); return (C, executor stats or None)."""
+    """Run a single-matmul artifact on ``inputs`` (A, B, then any fused epilogue's inputs, in the
+    module's argument order); return (C, executor stats or None)."""
     device = resolve_device(art.target, device)
     if device == "sim":
         return _run_sim(art, inputs)
@@ -138,7 +139,11 @@ def _run_sim(art: Artifact, inputs):
     from mmaflow.runtime.simulate import dynamic_inputs, load_dispatch, run_dispatch
     prob = art.problem
     ba, bb, bc = prob["bindings"]
-    a, b = (np.ascontiguousarray(x) for x in inputs)
+    extra = prob.get("epilogue") or []
+    if len(inputs) != 2 + len(extra):
+        raise InputError(f"the module takes A, B{''.join(', epilogue input ' + str(i) for i in range(len(extra)))}: "
+                         f"{2 + len(extra)} arrays, {len(inputs)} given")
+    a, b, *rest = (np.ascontiguousarray(x) for x in inputs)
     module = parse_module(art.executables[0].text, new_context())
     d = load_dispatch(module)
     _, elem, _ = d.bindings[bc]
@@ -148,7 +153,8 @@ def _run_sim(art: Artifact, inputs):
                  + (sizes.get("m", prob["m"]), sizes.get("n", prob["n"])), DTYPES[elem])
     constants, workload = dynamic_inputs(prob, {d["dim"]: sizes[d["dim"]] for d in prob.get("dynamic") or []})
     start = time.perf_counter()
-    stats, written = run_dispatch(d, {ba: a, bb: b, bc: c}, constants=constants, workload=workload)
+    buffers = {ba: a, bb: b, bc: c, **{e["binding"]: x for e, x in zip(extra, rest)}}
+    stats, written = run_dispatch(d, buffers, constants=constants, workload=workload)
     stats.seconds = time.perf_counter() - start
     if not written.get(bc, np.zeros(1, bool)).all():
         raise DeviceError("the kernel left part of the output unwritten on the lane executor")

@@ -47,7 +47,9 @@ def run_command(args, source: str, options) -> int:
     prob = art.problem
     if prob["batch"] > 1 or prob["a_transposed"] or prob["b_transposed"] or prob.get("bindings") != [0, 1, 2]:
         if prob.get("bindings") != [0, 1, 2]:
-            raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B")
+            raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B",
+                             hint="for a fused epilogue, call mmaflow.runtime.run_module with all its inputs "
+                                  "and compare with your reference")
     sizes = _parse_dims(getattr(args, "dims", None), prob)
     rng = np.random.default_rng(args.seed)
     batch, m, n, k = (sizes.get(d, prob[d]) for d in ("batch", "m", "n", "k"))

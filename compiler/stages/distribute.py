@@ -22,7 +22,12 @@ transfer_write to the output.
    - the contraction: K steps x M tiles x N tiles of ``amdgpu.wmma``/``amdgpu.mfma``/
      ``nvgpu.mma.sync``, accumulators carried as ``scf.for`` iter_args across the whole K loop;
    - the epilogue: accumulator layout -> output memory, contiguous runs as one store each
-     (``amdgpu.raw_buffer_store``/``vector.store``), valid halves only for 16-bit RDNA3 results.
+     (``amdgpu.raw_buffer_store``/``vector.store``), valid halves only for 16-bit RDNA3 results;
+     a fused epilogue (``normalize`` set it aside as a scalar function) is applied to each run in
+     registers first (``epilogue.py``).
+   Sizes: the bindings get their true shapes back -- static, or dynamic with the values of the
+   inlined sizes function (``dynamic.py``). Wherever tiles may overhang the true extent, global
+   accesses are bounded (``Emitter.bounded_global_load/store``); the K loop runs to the true K.
    Barriers are removed here; the `barriers` stage places them from the LDS accesses.
 5. Finalize: canonicalize, CSE, lower affine to arith, so the result uses only arith, vector,
    memref, scf, gpu, hal, amdgpu and nvgpu ops (what IREE lowers and the lane executor runs).

@@ -28,7 +28,7 @@ from iree.compiler.dialects import func as func_d
 
 from .. import dynamic
 from ..errors import CodegenError
-from ..mlir import defining_op, ops_named, parse_module, str_attr, walk
+from ..mlir import clone_into, defining_op, ops_named, parse_module, str_attr, walk
 from ..problem import Contraction
 from .configure import read_config, read_problem
 from .select import CONTRACTION_ATTR, EPILOGUE_ATTR
@@ -172,11 +172,7 @@ def _epilogue_function(func: ir.Operation, problem: Contraction, subspans: dict)
                     if v not in constants:
                         constants[v] = defining_op(v).clone(ip).results[0]
                     local[v] = constants[v]
-            new = o.clone(ip)
-            for i, v in enumerate(o.operands):
-                new.operands[i] = local[v]
-            for old_r, new_r in zip(o.results, new.results):
-                local[old_r] = new_r
+            clone_into([o], ip, local)
         value = gen.results[0]
     with func.location, ip:
         func_d.ReturnOp([current])

@@ -319,7 +319,8 @@ def match_epilogue(op: ir.Operation, batched: bool):
                     f"an epilogue input ({src.name if src else 'a block argument'}) is not a whole tensor "
                     f"loaded from a binding", stage=NAME, location=location_of(user))
             elem, shape = _element_type(operand)
-            inputs.append(EpilogueInput(b, elem, tuple(shape), tuple(roles[e.position] for e in amap.results)))
+            inputs.append(EpilogueInput(b, elem, tuple(None if x == -1 else x for x in shape),
+                                        tuple(roles[e.position] for e in amap.results)))
         names += [o.operation.name for o in user.regions[0].blocks[0].operations
                   if o.operation.name != "linalg.yield"]
         chain.append(user)
