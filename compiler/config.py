@@ -183,6 +183,15 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
 # --------------------------------------------------------------------------------------------
 # The heuristic.
 
+def _waves_for(tile: int, waves: int, quantum: int, wave_tile: int) -> int | None:
+    """The most waves (<= ``waves``) that split ``tile`` into equal wave tiles that are multiples
+    of the instruction's ``quantum`` and no larger than ``wave_tile``; None if there are none."""
+    for w in range(min(waves, tile // quantum), 0, -1):
+        if tile % w == 0 and (tile // w) % quantum == 0 and tile // w <= wave_tile:
+            return w
+    return None
+
+
 def _fit_tile(dim: int, preferred: int, grid: int, quantum: int) -> int:
     """A workgroup tile for a dimension of ``dim``.
 
@@ -190,11 +199,17 @@ def _fit_tile(dim: int, preferred: int, grid: int, quantum: int) -> int:
     it keep the whole wave grid busy. The largest such tile dividing ``dim`` wins if it is at least
     half the preferred size; otherwise the preferred tile, with a partial last tile (the normalize stage
     and the bounds checks handle it) -- 4000 gets 128, not an 80 that no wave grid splits. A
-    dimension smaller than the preferred tile gets itself rounded up to the instruction's
-    ``quantum`` (and fewer waves, below)."""
+    dimension smaller than the preferred tile gets the smallest multiple of the instruction's
+    ``quantum`` covering it that some number of waves splits without any wave's tile outgrowing
+    the preferred per-wave tile (100 gets 2 x 64, not 1 x 112: a 112x112 wave tile spills hundreds
+    of registers; 33 gets 3 x 16)."""
     if dim < preferred:
+        waves = grid // quantum
+        wave_tile = preferred // waves
         t = -(-dim // quantum) * quantum
-        return t if t < preferred else preferred
+        while _waves_for(t, waves, quantum, wave_tile) is None:
+            t += quantum
+        return t
     t = preferred
     while t >= max(grid, preferred // 2):
         if dim % t == 0:
@@ -236,12 +251,8 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     tn = _fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
     tk = _fit_tile(problem.k, tile_k, intr.k, intr.k)
     # Fewer waves when the tile shrank below the wave grid.
-    wm = max(1, min(waves_m, tm // intr.m))
-    while tm % wm or (tm // wm) % intr.m:
-        wm -= 1
-    wn = max(1, min(waves_n, tn // intr.n))
-    while tn % wn or (tn // wn) % intr.n:
-        wn -= 1
+    wm = _waves_for(tm, waves_m, intr.m, wt_m)
+    wn = _waves_for(tn, waves_n, intr.n, wt_n)
     pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     validate(cfg, target, problem)

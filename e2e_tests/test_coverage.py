@@ -84,3 +84,15 @@ def test_unsigned_i8_without_instruction_is_a_clear_error(target, has):
         codegen_module(matmul_module(64, 64, 64, "i8", "i32", unsigned=True), target)
     msg = str(e.value)
     assert f"on {target}" in msg and "(unsigned x unsigned)" in msg and has in msg, msg
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS)
+@pytest.mark.parametrize("shape,tb", [((96, 96, 96), False), ((100, 100, 100), False), ((80, 80, 48), True),
+                                      ((33, 33, 100), True)], ids=["AA", "AA-unaligned", "AAt", "AAt-unaligned"])
+def test_one_tensor_as_both_operands(target, shape, tb):
+    """A @ A and the Gram matrix A @ A^T: one binding is needed in two layouts; each operand gets
+    its own LDS copy (distribute says so in the log) and the result matches numpy."""
+    src = matmul_module(*shape, transpose_b=tb, shared=True)
+    res = codegen_module(src, target)
+    assert any("A and B are the same tensor" in line for line in res.log), res.log
+    _check(src, target, seed=23)

@@ -37,6 +37,33 @@ def test_dynamic_with_divisibility_promises(target):
         assert r.stats.global_loads.get(16, 0) > 0, r.stats.global_loads  # 128-bit loads per lane
 
 
+# A @ A with a promise on its one dynamic size: the one memref feeds A (rows tiled by tile_m) and B
+# (rows tiled by tile_k). A promise of 32 covers tile_k but not tile_m, so A's rows keep their bounds
+# (dropping them once read past the end of the tensor on NVIDIA).
+SQUARE_HINTED = """func.func @matmul(%a0: tensor<?x?xf16>) -> tensor<?x?xf32> {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %n0 = tensor.dim %a0, %c0 : tensor<?x?xf16>
+  %k0 = tensor.dim %a0, %c1 : tensor<?x?xf16>
+  %n = util.assume.int %n0<udiv = 32> : index
+  %a = flow.tensor.reshape %a0 : tensor<?x?xf16>{%n0, %k0} -> tensor<?x?xf16>{%n, %n}
+  %zero = arith.constant 0.0 : f32
+  %empty = tensor.empty(%n, %n) : tensor<?x?xf32>
+  %acc = linalg.fill ins(%zero : f32) outs(%empty : tensor<?x?xf32>) -> tensor<?x?xf32>
+  %c = linalg.matmul ins(%a, %a : tensor<?x?xf16>, tensor<?x?xf16>) outs(%acc : tensor<?x?xf32>) -> tensor<?x?xf32>
+  return %c : tensor<?x?xf32>
+}
+"""
+
+
+@pytest.mark.parametrize("target", ALL_TARGETS)
+def test_dynamic_square_one_tensor_as_both_operands(target):
+    for size in (32, 96, 160):
+        r = simulate(SQUARE_HINTED, target, sizes=dict(m=size, n=size, k=size), seed=size)
+        assert r.check.passed, (size, r.check.line())
+        assert not r.stats.races
+
+
 @pytest.mark.parametrize("target", ALL_TARGETS)
 def test_dynamic_rows_static_weights(target):
     """The common inference shape: a dynamic number of rows times a static weight matrix."""

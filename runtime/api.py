@@ -116,7 +116,8 @@ def resolve_device(target: str, device: str) -> str:
 
 def run_module(art: Artifact, inputs: list[np.ndarray], *, device: str = "auto"):
     """Run a single-matmul artifact on ``inputs`` (A, B, then any fused epilogue's inputs, in the
-    module's argument order); return (C, executor stats or None)."""
+    module's argument order; A alone where one tensor feeds both operands, as in A @ A^T);
+    return (C, executor stats or None)."""
     device = resolve_device(art.target, device)
     if device == "sim":
         return _run_sim(art, inputs)
@@ -140,10 +141,13 @@ def _run_sim(art: Artifact, inputs):
     prob = art.problem
     ba, bb, bc = prob["bindings"]
     extra = prob.get("epilogue") or []
-    if len(inputs) != 2 + len(extra):
-        raise InputError(f"the module takes A, B{''.join(', epilogue input ' + str(i) for i in range(len(extra)))}: "
-                         f"{2 + len(extra)} arrays, {len(inputs)} given")
-    a, b, *rest = (np.ascontiguousarray(x) for x in inputs)
+    shared = ba == bb  # A @ A, A @ A^T: one argument feeds both operands
+    names = ("A (also B)",) if shared else ("A", "B")
+    names += tuple(f"epilogue input {i}" for i in range(len(extra)))
+    if len(inputs) != len(names):
+        raise InputError(f"the module takes {', '.join(names)}: {len(names)} arrays, {len(inputs)} given")
+    inputs = [np.ascontiguousarray(x) for x in inputs]
+    a, b, *rest = [inputs[0]] + inputs if shared else inputs
     module = parse_module(art.executables[0].text, new_context())
     d = load_dispatch(module)
     _, elem, _ = d.bindings[bc]

@@ -1,7 +1,7 @@
 """MLIR matmul modules, as text: what the tests, `mmaflow bench` and the examples compile.
 
     matmul_source      linalg.matmul, static shapes
-    matmul_module      + transposed operands, batch, unsigned i8 (as linalg.generic)
+    matmul_module      + transposed operands, batch, unsigned i8, A @ A^T (as linalg.generic)
     epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
     dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
 """
@@ -21,15 +21,18 @@ def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = 
 
 
 def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, transpose_b=False,
-                  batch=0, unsigned=False, generic=False) -> str:
-    """A linalg matmul module (optionally transposed operands, batch, unsigned i8 inputs); plain
-    ones as linalg.matmul unless ``generic``."""
-    if not (transpose_a or transpose_b or batch or unsigned or generic):
+                  batch=0, unsigned=False, generic=False, shared=False) -> str:
+    """A linalg matmul module (optionally transposed operands, batch, unsigned i8 inputs, or one
+    argument feeding both operands when ``shared``: A @ A, A @ A^T); plain ones as linalg.matmul
+    unless ``generic``."""
+    if not (transpose_a or transpose_b or batch or unsigned or generic or shared):
         return matmul_source(m, n, k, in_type, out_type)
     lead = f"{batch}x" if batch else ""
     a_shape = f"{lead}{k}x{m}" if transpose_a else f"{lead}{m}x{k}"
     b_shape = f"{lead}{n}x{k}" if transpose_b else f"{lead}{k}x{n}"
     c_shape = f"{lead}{m}x{n}"
+    if shared and a_shape != b_shape:
+        raise ValueError(f"one tensor cannot be both A ({a_shape}) and B ({b_shape})")
     b_dims = "b, " if batch else ""
     dims = "(b, m, n, k)" if batch else "(m, n, k)"
     a_map = f"affine_map<{dims} -> ({b_dims}{'k, m' if transpose_a else 'm, k'})>"
@@ -47,12 +50,14 @@ def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, 
     else:
         conv = f"    %xe = {ext} %x : {in_type} to {out_type}\n    %ye = {ext} %y : {in_type} to {out_type}\n"
         xe, ye = "%xe", "%ye"
-    return (f"func.func @matmul(%a: tensor<{a_shape}x{in_type}>, %b: tensor<{b_shape}x{in_type}>) -> tensor<{c_shape}x{out_type}> {{\n"
+    args = f"%a: tensor<{a_shape}x{in_type}>" + ("" if shared else f", %b: tensor<{b_shape}x{in_type}>")
+    b_arg = "%a" if shared else "%b"
+    return (f"func.func @matmul({args}) -> tensor<{c_shape}x{out_type}> {{\n"
             f"  %zero = arith.constant {zero} : {out_type}\n"
             f"  %e = tensor.empty() : tensor<{c_shape}x{out_type}>\n"
             f"  %f = linalg.fill ins(%zero : {out_type}) outs(%e : tensor<{c_shape}x{out_type}>) -> tensor<{c_shape}x{out_type}>\n"
             f"  %r = linalg.generic {{indexing_maps = [{a_map}, {b_map}, {c_map}], iterator_types = [{iters}]}}\n"
-            f"       ins(%a, %b : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{in_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
+            f"       ins(%a, {b_arg} : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{in_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
             f"  ^bb0(%x: {in_type}, %y: {in_type}, %acc: {out_type}):\n"
             f"{conv}"
             f"    %p = {mul} {xe}, {ye} : {out_type}\n"

@@ -166,7 +166,12 @@ def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: 
     lim = 1 if problem["a_type"] == "bf16" else 2
     exact = exact and acc_t != "i32" and k * lim * lim < num.exact_integer_limit(acc_t)
     a = num.random_matrix(rng, a_shape, problem["a_type"], unsigned=problem["unsigned_a"], small_integers=exact)
-    b = num.random_matrix(rng, b_shape, problem["b_type"], unsigned=problem["unsigned_b"], small_integers=exact)
+    if ba == bb:  # one tensor feeds both operands (A @ A^T)
+        if a_shape != b_shape:
+            raise ExecutorError(f"binding {ba} is both A {a_shape} and B {b_shape}")
+        b = a
+    else:
+        b = num.random_matrix(rng, b_shape, problem["b_type"], unsigned=problem["unsigned_b"], small_integers=exact)
     c = np.zeros(lead + (m, n), num.DTYPES[out_t])
     buffers = {ba: a, bb: b, bc: c}
     extras = []

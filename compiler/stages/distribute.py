@@ -114,8 +114,9 @@ class Extents:
     """A binding's shapes: what the script saw (``padded``), the true one (ints, or index values
     for dynamic sizes), and the problem dimension of each axis."""
 
-    def __init__(self, padded: list, true: list, names: list, problem, tiles: dict):
+    def __init__(self, padded: list, true: list, names: list, problem, tiles: dict, also: list | None = None):
         self.padded, self.true, self.names, self.problem, self.tiles = padded, true, names, problem, tiles
+        self.also = also or [None] * len(names)  # a second role's dimensions (one memref feeding A and B)
 
     @property
     def changed(self) -> bool:
@@ -129,8 +130,8 @@ class Extents:
             if isinstance(t, int):
                 out.append(None if t == p else t)
             else:
-                tile = self.tiles.get(self.names[axis], 0)
-                out.append(None if tile and self.multiple(axis) % tile == 0 else t)
+                tiles = [self.tiles.get(d, 0) for d in (self.names[axis], self.also[axis]) if d]
+                out.append(None if all(tiles) and all(self.multiple(axis) % x == 0 for x in tiles) else t)
         return out
 
     def multiple(self, axis: int) -> int:
@@ -329,19 +330,28 @@ class Distributor:
         space = ir.Attribute.parse("#gpu.address_space<global>")
         dims_of = operand_dims(self.problem)
         roles = dict(zip(self.problem.bindings or (), "ABC"))
+        # A subspan's role is the operand it feeds: A @ A reads one binding through two subspans.
+        feeds: dict = {}
+        for opd in (self.a, self.b):
+            feeds.setdefault(_transfer_parts(opd.copy_read)[0], []).append(opd.name)
+        if self.problem.bindings and self.problem.bindings[0] == self.problem.bindings[1]:
+            self.notes.append(f"A and B are the same tensor (binding {self.problem.bindings[0]}), needed in two "
+                              "layouts: each operand gets its own copy into LDS, in its own layout")
         for sub in ops_named(self.func, "hal.interface.binding.subspan"):
             old_t = ir.MemRefType(sub.results[0].type)
             binding = ir.IntegerAttr(sub.attributes["binding"]).value
-            names = dims_of[roles[binding]] if binding in roles else None
+            role, *other = feeds.get(sub.results[0], [roles.get(binding)])
+            names = dims_of[role] if role else None
             true = [self.extent(d) for d in names] if names else list(old_t.shape)
             ext = Extents(list(old_t.shape), true, names or [None] * len(true), self.problem,
-                          {"m": self.cfg.tile_m, "n": self.cfg.tile_n, "k": self.cfg.tile_k, "batch": 1})
+                          {"m": self.cfg.tile_m, "n": self.cfg.tile_n, "k": self.cfg.tile_k, "batch": 1},
+                          also=dims_of[other[0]] if other else None)
             if ext.changed:
                 layout = old_t.layout
                 if isinstance(layout, ir.AffineMapAttr) and layout.value != ir.AffineMap.get_identity(old_t.rank):
                     raise _fail("a padded binding has a non-identity layout", sub)
             elem = old_t.element_type
-            if roles.get(binding) == "C":  # the epilogue may store another type than the accumulator's
+            if role == "C":  # the epilogue may store another type than the accumulator's
                 elem = ir.Type.parse(self.problem.stored_type)
             self.true_shape[sub.results[0]] = ext
             self.global_of[sub.results[0]] = (sub, global_subspan(sub, true, elem, space))
