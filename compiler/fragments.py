@@ -98,27 +98,67 @@ class FragmentLoader:
     def kind(self) -> str:
         return "ldmatrix" if self.blocks is not None else "runs"
 
+    def _offset(self, batch: tuple[int, int]) -> dict:
+        """Lane-independent (row, col) origin of instruction ``batch`` in the wave tile."""
+        r0, c0 = self.layout.coords(0, 0)
+        r, c = self.layout.coords(0, 0, batch)
+        return {ROW: r - r0, COL: c - c0}
+
     def load(self, em: Emitter, base: dict, batch: tuple[int, int]) -> ir.Value:
         """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin."""
+        return self.load_group(em, base, [batch])[0]
+
+    def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]]) -> list[ir.Value]:
+        """This lane's fragments of several instructions. Runs that lie end to end along K in
+        the tile (an interleaved layout puts consecutive K steps' runs there) are read with one
+        access, up to 128 bits where its alignment allows, and split in registers."""
         lay = self.layout
         em = em.named(f"fragment.{'A' if lay.operand == 'A' else 'B'}")
-        tile = (lay.rows // lay.batch[0], lay.cols // lay.batch[1])
-        off = {ROW: batch[0] * tile[0], COL: batch[1] * tile[1]}
-        k0 = em.add(base[self.k_axis], off[self.k_axis])
-        n0 = em.add(base[self.nonk_axis], off[self.nonk_axis])
         if self.blocks is not None:
-            vtype = vector_type([len(self.blocks), 32 // self.bits], self.elem)
-            val = em.ldmatrix(self.storage, [em.add(n0, self.ld_row), em.add(k0, self.ld_col)],
-                              len(self.blocks), vtype)
-            return em.shape_cast(val, self.op_shape)
-        length = lay.op_vector_length
+            out = []
+            for batch in batches:
+                off = self._offset(batch)
+                k0, n0 = em.add(base[self.k_axis], off[self.k_axis]), em.add(base[self.nonk_axis], off[self.nonk_axis])
+                vtype = vector_type([len(self.blocks), 32 // self.bits], self.elem)
+                val = em.ldmatrix(self.storage, [em.add(n0, self.ld_row), em.add(k0, self.ld_col)],
+                                  len(self.blocks), vtype)
+                out.append(em.shape_cast(val, self.op_shape))
+            return out
+        # (k, non-k) tile offset of every run of every instruction, then runs merged along K.
+        pieces = []  # (non-k offset, k offset, batch position, run)
+        for b, batch in enumerate(batches):
+            off = self._offset(batch)
+            for run in self.runs:
+                rc = {ROW: run.row + off[ROW], COL: run.col + off[COL]}
+                pieces.append((rc[self.nonk_axis], rc[self.k_axis], b, run))
+        pieces.sort(key=lambda p: (p[0], p[1]))
+        widest = max(1, 128 // self.bits)
+        k_strides = [stride for _, _, _, ax, stride in lay.lane_terms() if ax == self.k_axis]
+        groups: list[list] = []
+        for p in pieces:
+            g = groups[-1] if groups else None
+            if g and g[-1][0] == p[0] and g[-1][1] + g[-1][3].length == p[1] \
+                    and _aligned(g[0][1], sum(x[3].length for x in g) + p[3].length, k_strides, widest):
+                g.append(p)
+            else:
+                groups.append([p])
         k_lane, n_lane = self.lanes.part(lay, self.k_axis), self.lanes.part(lay, self.nonk_axis)
-        parts = []
-        for run in self.runs:
-            offs = {ROW: run.row, COL: run.col}
-            k_idx = em.add(k0, k_lane, offs[self.k_axis])
-            n_idx = em.add(n0, n_lane, offs[self.nonk_axis])
-            parts.append((run, em.lds_load(self.storage, [n_idx, k_idx], vector_type([run.length], self.elem))))
+        values: list[list] = [[] for _ in batches]
+        for g in groups:
+            nonk, k, _, _ = g[0]
+            total = sum(x[3].length for x in g)
+            idx = {self.k_axis: em.add(base[self.k_axis], k_lane, k),
+                   self.nonk_axis: em.add(base[self.nonk_axis], n_lane, nonk)}
+            val = em.lds_load(self.storage, [idx[self.nonk_axis], idx[self.k_axis]], vector_type([total], self.elem))
+            at = 0
+            for _, _, b, run in g:
+                part = val if len(g) == 1 else em.extract_slice(val, at, run.length)
+                values[b].append((run, part))
+                at += run.length
+        return [self._assemble(em, parts) for parts in values]
+
+    def _assemble(self, em: Emitter, parts: list) -> ir.Value:
+        length = self.layout.op_vector_length
         if len(parts) == 1 and parts[0][0].length == length:
             flat = parts[0][1]
         else:
@@ -126,6 +166,15 @@ class FragmentLoader:
             for run, val in parts:
                 flat = em.insert_slice(val, flat, run.first)
         return em.shape_cast(flat, self.op_shape)
+
+
+def _aligned(start: int, length: int, k_strides: list[int], widest: int) -> bool:
+    """Whether ``length`` elements from K offset ``start`` (plus any lane's K offset) can be one
+    access: at most ``widest`` elements, a power of two, starting at a multiple of its size (LDS
+    rows are 16-byte aligned; emit.Emitter._align asserts the access's own size)."""
+    if length > widest or length & (length - 1):
+        return False
+    return start % length == 0 and all(s % length == 0 for s in k_strides)
 
 
 def _zero(elem: ir.Type) -> ir.Attribute:

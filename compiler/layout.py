@@ -96,7 +96,9 @@ class Layout:
         for name in by_name:
             if name.startswith("Batch"):
                 order = self.row_order if by_name[name].axis == ROW else self.col_order
-                assert order[-1] == name, f"{name} must be the most significant dim of its axis"
+                below = order[:order.index(name)]
+                assert order[-1] == name or all(n.startswith("Vector") for n in below), \
+                    f"{name} must be the most significant dim of its axis, or sit right above its Vector dims"
         assert self.wave_size % self.lanes_used == 0, \
             f"lane dims cover {self.lanes_used} lanes, which does not divide wave size {self.wave_size}"
         assert self.lanes_used * self.elements * self.num_instructions == self.rows * self.cols, \
@@ -200,6 +202,20 @@ class Layout:
         return Layout(self.operand, dims, self.row_order + ("BatchRow",),
                       self.col_order + ("BatchCol",), self.vector_order, self.wave_size,
                       self.vector_stride, self.vector_offset)
+
+    def interleave_batch(self, axis: str) -> "Layout":
+        """The same instructions with this axis' Batch dim moved right above the leading Vector
+        dims: a lane's elements of consecutive instructions become one contiguous run along the
+        axis. As a K permutation (A's cols and B's rows alike) the sum over K is unchanged, and a
+        lane loads the operands of several K steps with one wide access."""
+        name = "BatchRow" if axis == ROW else "BatchCol"
+        order = self.row_order if axis == ROW else self.col_order
+        rest = [n for n in order if n != name]
+        lead = 0
+        while lead < len(rest) and rest[lead].startswith("Vector"):
+            lead += 1
+        new = tuple(rest[:lead]) + (name,) + tuple(rest[lead:])
+        return self.permute_axis(axis, new)
 
     def permute_axis(self, axis: str, order: tuple[str, ...]) -> "Layout":
         """The same dims with the significance order along one axis replaced (a K permutation)."""

@@ -47,6 +47,7 @@ class CopyPlan:
     limits: tuple = (None, None)  # true extents (int or index value) of the global rows / cols when the tile overhangs
     row_length: int = 0  # what a global row's true length (elements) is a multiple of: chunks must divide it
     extent0: object = None  # true extent of the access's first index (int or index value; None: static memref)
+    banks: int = 0  # LDS banks (4 bytes each) to keep direct copies' stores conflict-free for; 0: plain row order
 
     def __post_init__(self):
         v = 128 // self.bits
@@ -64,6 +65,43 @@ class CopyPlan:
                     break
         self.total = (self.rows // self.kb) * self.per_row  # work items: chunks (direct) or blocks
         self.rounds = math.ceil(self.total / self.threads)
+        self.row_group, self.row_step = self._store_row_order()
+
+    def _store_row_order(self) -> tuple[int, int]:
+        """(g, d): the g tile rows that one phase of a direct copy's LDS stores writes (the
+        lanes of a phase are ``banks * 4 / chunk bytes`` consecutive threads) are rows d apart,
+        with d the smallest power of two for which their dword ranges fall in distinct banks
+        (g = 1 or d = 1: plain order). With 16-byte chunks, 32 banks and 80-byte padded rows,
+        rows 0 and 1 share 4 banks; rows 0 and 4 share none."""
+        chunk_bytes = self.v * self.bits // 8
+        if self.transposed or not self.banks or chunk_bytes < 4:
+            return 1, 1
+        lanes = self.banks * 4 // chunk_bytes
+        if lanes % self.per_row:
+            return 1, 1
+        g = lanes // self.per_row
+        row_bits = ir.MemRefType(self.storage.type).shape[-1] * self.bits
+        stride, span = row_bits // 32, self.per_row * chunk_bytes // 4  # LDS row and one row's chunks, dwords
+        if g < 2 or row_bits % 32 or g * span > self.banks:
+            return 1, 1
+        d = 1
+        while g * d <= self.rows and self.rows % (g * d) == 0:
+            used = set()
+            for j in range(g):
+                used.update((j * d * stride + w) % self.banks for w in range(span))
+            if len(used) == g * span:
+                return g, d
+            d *= 2
+        return 1, 1
+
+    def _row(self, em: Emitter, q: ir.Value) -> ir.Value:
+        """Tile row of the q-th row in thread order (see _store_row_order): q = g*p + h goes to
+        row (p % d) + d*h + (p // d)*d*g."""
+        g, d = self.row_group, self.row_step
+        if d == 1:
+            return q
+        h, p = em.rem(q, g), em.div(q, g)
+        return em.add(em.rem(p, d), em.mul(h, d), em.mul(em.div(p, d), d * g))
 
     @property
     def chunk_type(self) -> ir.VectorType:
@@ -89,7 +127,7 @@ class CopyPlan:
             row = em.mul(em.rem(item, blocks), self.kb)
             col = em.mul(em.div(item, blocks), self.v)
         else:
-            row = em.div(item, self.per_row)
+            row = self._row(em, em.div(item, self.per_row))
             col = em.mul(em.rem(item, self.per_row), self.v)
         return row, col
 

@@ -139,3 +139,19 @@ def test_raw_buffer_bounds_check():
 def test_buffer_access_wider_than_128_bits_is_an_error():
     with pytest.raises(ExecutorError, match="at most 128"):
         _run_kernel("vector<8xf32>", np.zeros((4, 8), np.float32), np.zeros(64, np.float32))
+
+
+# LDS bank conflicts of the default f16 kernels, as the executor counts them (its bank model is in
+# runtime/executor.py). RDNA: none. CDNA: the fragment reads (K steps interleaved into 128-bit reads)
+# and A's tile stores (rows in bank-disjoint order) have none; B's transposing 32-bit stores still do
+# (two column chunks of a 32-lane phase land on the same banks on 32-bank LDS).
+@pytest.mark.parametrize("target,allowed", [("gfx1100", set()), ("gfx1201", set()),
+                                            ("gfx942", {"mmaflow.copy.B.lds_store"}),
+                                            ("gfx950", {"mmaflow.copy.B.lds_store"})])
+def test_lds_bank_conflicts_of_default_kernels(target, allowed):
+    module, problem = _module(target)
+    r = check_matmul(module, problem, seed=5)
+    assert r.check.passed, r.check.line()
+    where = {op.split(" (")[0] for op in r.stats.lds_conflicts_by_op}
+    assert where <= allowed, r.stats.lds_conflicts_by_op
+    assert r.stats.lds_cycles <= 1.25 * r.stats.lds_ideal_cycles, (r.stats.lds_cycles, r.stats.lds_ideal_cycles)

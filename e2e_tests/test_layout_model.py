@@ -186,3 +186,31 @@ def test_layout_json(target, name, operand):
     place = {"A": isa.a_place, "B": isa.b_place, "C": isa.c_place}[operand]
     for e in elems:
         assert place(e["lane"], e["index"]) == (e["row"], e["col"]), e
+
+
+@pytest.mark.parametrize("target,name", [("gfx942", "MFMA_F32_16x16x16_F16"), ("gfx942", "MFMA_F32_32x32x8_F16"),
+                                         ("gfx942", "MFMA_I32_16x16x32_I8")])
+def test_interleaved_k_steps_stay_a_k_permutation(target, name):
+    """Layout.interleave_batch on A's cols and B's rows: every tile K index is used exactly once per
+    lane group, A and B meet at the same K for every (step, instruction k), and a lane's elements
+    of consecutive steps become one contiguous run."""
+    from mmaflow.compiler.layout import COL, ROW
+    from mmaflow.compiler.targets import get_target
+    intr = get_target(target).intrinsic(name)
+    la, lb, _ = intr.codegen_layouts()
+    steps = 2
+    a, b = la.compose(1, steps).interleave_batch(COL), lb.compose(steps, 1).interleave_batch(ROW)
+    ks_a, ks_b = set(), set()
+    for kk in range(steps):
+        for k in range(intr.k):
+            lane_a, el_a, _ = la.owners(0, k)[0]
+            lane_b, el_b, _ = lb.owners(k, 0)[0]
+            ka, kb = a.coords(lane_a, el_a, (0, kk))[1], b.coords(lane_b, el_b, (kk, 0))[0]
+            assert ka == kb, (kk, k, ka, kb)
+            ks_a.add(ka)
+            ks_b.add(kb)
+    assert ks_a == ks_b == set(range(steps * intr.k))
+    run = la.runs(COL)[0].length
+    for lane in range(intr.wave_size):
+        cols = [a.coords(lane, e, (0, kk))[1] for kk in range(steps) for e in range(run)]
+        assert cols == list(range(cols[0], cols[0] + steps * run)), (lane, cols)

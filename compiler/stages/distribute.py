@@ -206,6 +206,9 @@ class Distributor:
         wm, wn, tk = self.cfg.wave_tile_m, self.cfg.wave_tile_n, self.cfg.tile_k
         a_lay = la.compose(wm // self.intr.m, tk // self.intr.k)
         b_lay = lb.compose(tk // self.intr.k, wn // self.intr.n)
+        self.k_interleaved = self._interleave_k(a_lay, b_lay)
+        if self.k_interleaved:
+            a_lay, b_lay = a_lay.interleave_batch(COL), b_lay.interleave_batch(ROW)
         self.c_layout = lc.compose(wm // self.intr.m, wn // self.intr.n)
         self.a = self._operand("A", c.operands[0], a_lay, tuple(COL if d == kd else ROW for d in dims[0]), kd, dims[0])
         self.b = self._operand("B", c.operands[1], b_lay, tuple(ROW if d == kd else COL for d in dims[1]), kd, dims[1])
@@ -298,6 +301,26 @@ class Distributor:
         k_dim = vec_role.index(COL if name == "A" else ROW)
         return Operand(name, read, ext, alloc, layout, vec_role, k_dim)
 
+    def _interleave_k(self, a: Layout, b: Layout) -> bool:
+        """Whether to interleave the K steps of a tile (AMD only, see Layout.interleave_batch):
+        when a lane's K run per instruction is narrower than 128 bits (MFMA: 64), consecutive K
+        steps' runs become one 128-bit LDS read, which is also what keeps 16 lanes reading 16 rows
+        of the padded tile off each other's banks. Only if A and B then still meet at the same K."""
+        bits = TYPE_BITS[self.problem.a_type]
+        if self.vendor != "amd" or a.batch[1] < 2:
+            return False
+        if min(r.length for r in a.runs(COL) + b.runs(ROW)) * bits >= 128:
+            return False
+        ai, bi = a.interleave_batch(COL), b.interleave_batch(ROW)
+        ik = self.intr.k
+        for kk in range(a.batch[1]):
+            for k in range(ik):
+                lane_a, el_a, _ = a.owners(0, kk * ik + k)[0]
+                lane_b, el_b, _ = b.owners(kk * ik + k, 0)[0]
+                if ai.coords(lane_a, el_a, (0, kk))[1] != bi.coords(lane_b, el_b, (kk, 0))[0]:
+                    return False
+        return True
+
     # ---- 3/4: rewrite ----------------------------------------------------------------------
     def rewrite(self) -> None:
         entry = self.func.regions[0].blocks[0]
@@ -378,7 +401,9 @@ class Distributor:
         ext = self.true_shape[src_mem]
         opd.copy = CopyPlan(opd.name, self._global(src_mem), src_idx[:-2], rows, cols, elem, opd.bits,
                             opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx[-2:]),
-                            limits=tuple(ext.limits()[-2:]), row_length=ext.multiple(-1), extent0=ext.true[0])
+                            limits=tuple(ext.limits()[-2:]), row_length=ext.multiple(-1), extent0=ext.true[0],
+                            # (AMD: NVIDIA's measured kernels keep the plain row order for now)
+                            banks=self.target.lds_banks if self.vendor == "amd" else 0)
         if ext.multiple(-1) * opd.bits % 128:
             self.notes.append(f"{opd.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
                               f"{opd.copy.v * opd.bits} bits wide, not 128")
@@ -490,9 +515,15 @@ class Distributor:
             bases[opd.name] = {opd.vec_dim_role[0]: idx[-2], opd.vec_dim_role[1]: idx[-1]}
         acc = {(i, j): self.acc_args[i * bn + j] for i in range(bm) for j in range(bn)}
         self.mma_per_k_tile = bm * bn * bk
+        if self.k_interleaved:  # every K step's fragments at once: one wide read serves several
+            a_all = {i: self.a.frags.load_group(em, bases["A"], [(i, kk) for kk in range(bk)]) for i in range(bm)}
+            b_all = {j: self.b.frags.load_group(em, bases["B"], [(kk, j) for kk in range(bk)]) for j in range(bn)}
         for kk in range(bk):
-            a_frags = [self.a.frags.load(em, bases["A"], (i, kk)) for i in range(bm)]
-            b_frags = [self.b.frags.load(em, bases["B"], (kk, j)) for j in range(bn)]
+            if self.k_interleaved:
+                a_frags, b_frags = [a_all[i][kk] for i in range(bm)], [b_all[j][kk] for j in range(bn)]
+            else:
+                a_frags = [self.a.frags.load(em, bases["A"], (i, kk)) for i in range(bm)]
+                b_frags = [self.b.frags.load(em, bases["B"], (kk, j)) for j in range(bn)]
             for i in range(bm):
                 for j in range(bn):
                     acc[(i, j)] = mma_em.mma(self.intr, a_frags[i], b_frags[j], acc[(i, j)])
