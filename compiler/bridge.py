@@ -25,14 +25,13 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
-from .errors import InputError, ToolchainError
+from . import attrs
+from .errors import InputError, ToolchainError, VerificationError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .pipeline import CodegenOptions, ExecutableResult, codegen_executable_text
-from .stages.configure import read_config, read_problem
-from .stages.select import selected_func
 from .targets import Target, get_target
-from .verify import check_isa, expectations
+from .verify import check_isa
 
 _DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
@@ -186,40 +185,42 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
         text, report = read_isa(isa_dir, exe, target)
         result.isa_text[exe.name] = text
         result.reports[exe.name] = report
-        cfg, expect, _ = executable_facts(exe)
-        result.expect[exe.name] = expect
+        result.expect[exe.name] = exe.facts.expect
         if verify:
-            intr = target.intrinsic(cfg.intrinsic)
-            check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1,
-                      expect=expect)
+            intr = target.intrinsic(exe.facts.config.intrinsic)
+            check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=exe.facts.config.num_waves > 1,
+                      expect=exe.facts.expect)
             if intr.mnemonic not in text:
-                from .errors import VerificationError
                 raise VerificationError(f"{exe.name}: {intr.mnemonic} is not in the ISA")
     return result
 
 
-def executable_facts(exe: ExecutableResult):
-    """(config, ISA expectations, problem) of one handed-back executable."""
-    module = parse_module(exe.text, new_context(), source=exe.name)
-    func = selected_func(module)
-    return read_config(func), expectations(func), read_problem(func)
+def kernel_names(export: str, target: Target) -> list[str]:
+    """The names a dispatch's kernel may have in the ISA: the export's symbol, and for PTX the
+    symbol as NVPTX legalizes it (characters PTX identifiers do not allow, such as the ``$`` of
+    iree-turbine's ``main$async`` entry points, become ``_``)."""
+    names = [export]
+    if target.vendor.isa == "ptx":
+        legal = "".join(c if c.isalnum() or c == "_" else "_" for c in export)
+        if legal != export:
+            names.append(legal)
+    return names
 
 
 def kernel_isa(isa_dir: Path, kernel: str, target: Target) -> str:
     """The ISA of one kernel among IREE's dumps (executables may be linked into one file)."""
-    isa = "amdgcn" if target.is_amd else "ptx"
-    suffix = "rocmasm" if target.is_amd else "ptx"
-    found = [t for t in (extract_kernel(p.read_text(), kernel, isa) for p in sorted(isa_dir.glob(f"*.{suffix}")))
-             if t is not None]
+    found = []
+    for name in kernel_names(kernel, target):
+        found += [t for t in (extract_kernel(p.read_text(), name, target.vendor.isa)
+                              for p in sorted(isa_dir.glob(f"*.{target.vendor.isa_suffix}"))) if t is not None]
     if len(found) != 1:
-        raise ToolchainError(f"expected the ISA of kernel {kernel} once among the .{suffix} dumps in {isa_dir}, "
-                             f"found it {len(found)} times")
+        raise ToolchainError(f"expected the ISA of kernel {kernel} once among the .{target.vendor.isa_suffix} dumps "
+                             f"in {isa_dir}, found it {len(found)} times")
     return found[0]
 
 
 def read_isa(isa_dir: Path, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
     text = kernel_isa(isa_dir, exe.export, target)
-    cfg, _, _ = executable_facts(exe)
     if target.is_amd:
-        return text, parse_rocmasm(text, exe.export, target, cfg.wave_size)
+        return text, parse_rocmasm(text, exe.export, target)
     return text, parse_ptx(text, exe.export, target)

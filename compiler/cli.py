@@ -67,13 +67,29 @@ def cmd_compile(args) -> int:
     if args.output:
         Path(args.output).write_bytes(result.vmfb)
     _emit_dumps(args, result)
-    for name, rep in result.reports.items():
-        spills = f"{rep.vgpr_spills} spills" if rep.vgpr_spills is not None else "registers: see ptxas"
-        bits = result.expect[name]["global_load_bits"]
+    target = get_target(args.target)
+    for exe in result.taken:
+        rep = result.reports[exe.name]
+        bits = exe.facts.expect.global_load_bits
         loads = rep.counts.get(f"global_load_b{bits}" if bits >= 32 else "global_load_narrow", 0)
-        print(f"mmaflow: verified {name}: {rep.counts.get('matrix', 0)} matrix instructions, "
-              f"{loads} {bits}-bit global loads, {spills}", file=sys.stderr)
+        regs = _registers(rep, result.isa_text[exe.name], target, exe.facts.config.workgroup_size)
+        print(f"mmaflow: verified {exe.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
+              f"{loads} {bits}-bit global loads, {regs}", file=sys.stderr)
     return 0
+
+
+def _registers(rep, isa_text: str, target, threads: int) -> str:
+    """Register use of a verified kernel: from the .rocmasm's metadata on AMD, from ptxas on
+    NVIDIA (PTX registers are virtual)."""
+    if target.is_amd:
+        agprs = f", {rep.agprs} AGPRs" if rep.agprs else ""
+        return (f"{rep.vgprs} VGPRs, {rep.sgprs} SGPRs{agprs}, {rep.vgpr_spills} VGPR / {rep.sgpr_spills} SGPR "
+                f"spills, {rep.lds_bytes} bytes LDS, {rep.waves_per_simd} waves/SIMD")
+    from .report import ptxas_info
+    info = ptxas_info(isa_text, target.iree_arch, threads)
+    if not info:
+        return "registers: ptxas not found (PTX registers are virtual; pip install nvidia-cuda-nvcc-cu12)"
+    return f"{info['vgprs']} registers, {info.get('vgpr_spills', 0)} bytes spilled (ptxas)"
 
 
 def _emit_dumps(args, result) -> None:
@@ -221,7 +237,7 @@ def cmd_report(args) -> int:
 
 def cmd_run(args) -> int:
     from mmaflow.runtime.cli import run_command
-    return run_command(args, _read_input(args.input), _options(args, args.target))
+    return run_command(args, _read_input(args.input), _options(args, args.target), source_name=args.input)
 
 
 def cmd_bench(args) -> int:
@@ -287,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--seed", type=int, default=0)
     ru.add_argument("--dims", metavar="D=SIZE,...",
                     help="run-time sizes of the module's dynamic dimensions, e.g. m=300,n=200,k=100")
+    ru.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="on the lane executor, run N workgroups of each dispatch (the grid's corners and random "
+                         "ones) and check the tiles they own, instead of the whole grid")
     ru.add_argument("--json", action="store_true")
     config_arg(ru)
     ru.set_defaults(fn=cmd_run)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import TYPE_BITS, Intrinsic
 from .problem import Contraction
-from .targets import Target
+from .targets import Target, Vendor
 
 
 @dataclass(frozen=True)
@@ -235,7 +235,7 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
     intr = candidates[0] if intrinsic is None else target.intrinsic(intrinsic)
     bits = TYPE_BITS[problem.a_type]
-    if target.vendor == "nvidia":
+    if target.vendor is Vendor.NVIDIA:
         # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles in a 256x128
         # workgroup tile beat 64x32 ones by 1.3x at 4096^3, once there are >= 2 workgroups per SM.
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
@@ -245,7 +245,7 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     else:
         waves_m, waves_n, wt_m, wt_n = 2, 2, 64, 64
     tile_k = max(intr.k, 32 * 16 // bits)
-    if target.vendor == "nvidia" and waves_m == 4 and problem.k >= 8192:
+    if target.vendor is Vendor.NVIDIA and waves_m == 4 and problem.k >= 8192:
         tile_k *= 2  # H100, 8192^3: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md, run 3)
     tm = _fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = _fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)

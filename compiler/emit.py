@@ -15,6 +15,7 @@ from iree.compiler.dialects import amdgpu, arith, gpu, scf, vector
 from iree.compiler.dialects import memref as memref_d
 
 from .intrinsics import Intrinsic
+from .targets import Vendor
 
 
 def element_type(name: str) -> ir.Type:
@@ -178,13 +179,13 @@ class Emitter:
 
     def global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
         with self.loc, self.ip:
-            if self.vendor == "amd":
+            if self.vendor is Vendor.AMD:
                 return amdgpu.RawBufferLoadOp(vtype, mem, [self.i32(i) for i in idx], boundsCheck=True).result
             return vector.LoadOp(vtype, mem, idx, alignment=self._align(vtype)).result
 
     def global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> None:
         with self.loc, self.ip:
-            if self.vendor == "amd":
+            if self.vendor is Vendor.AMD:
                 amdgpu.RawBufferStoreOp(val, mem, [self.i32(i) for i in idx], boundsCheck=True)
             else:
                 vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
@@ -218,7 +219,7 @@ class Emitter:
         valid = self._in_bounds(idx, limits)
         if valid is None:
             return self.global_load(mem, idx, vtype)
-        if self.vendor == "amd":
+        if self.vendor is Vendor.AMD:
             pushed = self.select(valid, idx[0], self.as_index(self._extent0(mem, extent0)))
             return self.global_load(mem, [pushed] + list(idx[1:]), vtype)
         zero = self.const(0)
@@ -232,7 +233,7 @@ class Emitter:
         valid = self._in_bounds(idx, limits)
         if valid is None:
             self.global_store(val, mem, idx)
-        elif self.vendor == "amd":
+        elif self.vendor is Vendor.AMD:
             pushed = self.select(valid, idx[0], self.as_index(self._extent0(mem, extent0)))
             self.global_store(val, mem, [pushed] + list(idx[1:]))
         else:
@@ -262,7 +263,7 @@ class Emitter:
 
     def barrier(self) -> None:
         with self.loc, self.ip:
-            if self.vendor == "amd":
+            if self.vendor is Vendor.AMD:
                 amdgpu.LDSBarrierOp()
             else:
                 gpu.BarrierOp()

@@ -11,48 +11,22 @@ inputs loaded at the run's coordinates:
 
 Loads are shared between runs that read the same elements (a row bias is loaded once per
 accumulator tile, not once per element), and bounded like every global access when the tiles
-overhang the true output.
+overhang the true output. The inputs' buffers are IREE's own subspans, kept in the prologue
+(``prologue.py``) with their byte offsets.
 """
 
 from __future__ import annotations
 
 from iree.compiler import ir
 
+from . import attrs
 from .emit import Emitter, type_bits, vector_type
 from .errors import CodegenError
-from .mlir import ops_named
 from .problem import Contraction, EpilogueInput
-from .stages.normalize import SUBSPAN_ATTR
-from .stages.select import EPILOGUE_ATTR
 
 
 def epilogue_function(module_op: ir.Operation) -> ir.Operation | None:
-    found = [f for f in ops_named(module_op, "func.func") if EPILOGUE_ATTR in f.attributes]
-    if len(found) > 1:
-        raise CodegenError(f"{len(found)} epilogue functions in one executable")
-    return found[0] if found else None
-
-
-def input_subspans(efunc: ir.Operation, problem: Contraction, em: Emitter, extents: dict) -> list[ir.Value]:
-    """Re-create the bindings of the epilogue's inputs (their subspan attributes were kept on the
-    function's arguments), typed with their true shapes (``extents``: "b"/"m"/"n" -> int, or
-    index value when dynamic) in the global address space."""
-    space = ir.Attribute.parse("#gpu.address_space<global>")
-    arg_attrs = ir.ArrayAttr(efunc.attributes["arg_attrs"])
-    out = []
-    for i, desc in enumerate(problem.epilogue, start=1):
-        attrs = ir.DictAttr(ir.DictAttr(arg_attrs[i])[SUBSPAN_ATTR])
-        shape = [extents[d] for d in desc.dims]
-        dyn = [x for x in shape if not isinstance(x, int)]
-        mtype = ir.MemRefType.get([x if isinstance(x, int) else ir.ShapedType.get_dynamic_size() for x in shape],
-                                  ir.Type.parse(desc.type), None, space)
-        named = {attrs[j].name: attrs[j].attr for j in range(len(attrs))}
-        named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, len(dyn)])
-        with em.loc, em.ip:
-            sub = ir.Operation.create("hal.interface.binding.subspan", results=[mtype],
-                                      operands=[em.const(0)] + dyn, attributes=named)
-        out.append(sub.results[0])
-    return out
+    return attrs.marked_func(module_op, attrs.EPILOGUE)
 
 
 class Epilogue:

@@ -27,6 +27,7 @@ class IsaReport:
     scratch_bytes: int | None = None
     lds_bytes: int | None = None
     waves_per_simd: int | None = None
+    wave_size: int | None = None
     counts: dict = field(default_factory=dict)  # category -> count, whole kernel
     loop_counts: dict = field(default_factory=dict)  # category -> count, inside the K loop
     has_loop: bool = False
@@ -127,7 +128,7 @@ def _meta(text: str, key: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _loop_body(instrs: list[tuple[str, str]], label_re, branch_re) -> list[str] | None:
+def _loop_body(instrs: list[tuple[str, str]], branch_re) -> list[str] | None:
     """The instructions of the outermost backward-branch loop, given (kind, text) lines."""
     labels = {}
     best = None
@@ -145,7 +146,7 @@ def _loop_body(instrs: list[tuple[str, str]], label_re, branch_re) -> list[str] 
     return [t for k, t in instrs[best[0]:best[1] + 1] if k == "instr"]
 
 
-def parse_rocmasm(text: str, kernel: str, target: Target, wave_size: int) -> IsaReport:
+def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     instrs = []
     code = text.split(".amdgpu_metadata", 1)[0]
     for raw in code.splitlines():
@@ -157,7 +158,7 @@ def parse_rocmasm(text: str, kernel: str, target: Target, wave_size: int) -> Isa
         elif re.match(r"^[a-z_][a-z0-9_]*\b", line) and not line.endswith(":"):
             instrs.append(("instr", line.split(";")[0].strip()))
     lines = [t for k, t in instrs if k == "instr"]
-    body = _loop_body(instrs, None, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"))
+    body = _loop_body(instrs, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"))
     rep = IsaReport(kernel=kernel, isa="amdgcn")
     rep.vgprs = _meta(text, "vgpr_count")
     rep.sgprs = _meta(text, "sgpr_count")
@@ -169,7 +170,9 @@ def parse_rocmasm(text: str, kernel: str, target: Target, wave_size: int) -> Isa
     rep.counts = dict(_categorize(lines, _AMD_CATEGORIES))
     rep.has_loop = body is not None
     rep.loop_counts = dict(_categorize(body or [], _AMD_CATEGORIES))
-    rep.waves_per_simd = occupancy(target, wave_size, rep.vgprs or 0, rep.agprs or 0, rep.lds_bytes or 0)
+    rep.wave_size = _meta(text, "wavefront_size")
+    rep.waves_per_simd = target.waves_per_simd(rep.wave_size, rep.vgprs or 0, rep.agprs or 0) \
+        if rep.wave_size else None
     return rep
 
 
@@ -186,34 +189,12 @@ def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
         if re.match(r"^[a-z]", line):
             instrs.append(("instr", line))
     lines = [t for k, t in instrs if k == "instr"]
-    body = _loop_body(instrs, None, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"))
+    body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"))
     rep = IsaReport(kernel=kernel, isa="ptx")
     m = re.search(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)
     rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch
-    regs = [int(n) for n in re.findall(r"\.reg \.(?:b32|f32|b16|f16x2|b64|f64|pred) \s*%\w+<(\d+)>", text)]
     rep.vgprs = None  # PTX registers are virtual; ptxas assigns the real ones
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
     rep.has_loop = body is not None
     rep.loop_counts = dict(_categorize(body or [], _PTX_CATEGORIES))
-    del regs
     return rep
-
-
-def occupancy(target: Target, wave_size: int, vgprs: int, agprs: int, lds_bytes: int) -> int | None:
-    """Waves per SIMD allowed by registers (and LDS), from the target's register-file model.
-
-    RDNA (gfx11/gfx12): 1536 VGPRs per SIMD lane-slice for wave32 (768 for wave64), allocated in
-    granules of 24 (wave32) / 12 (wave64), at most 16 waves per SIMD; LDS 128 KiB per WGP shared
-    by its 4 SIMDs (workgroup LDS counted once per workgroup, so it limits waves through the
-    number of resident workgroups). CDNA3/4: 512 unified VGPR+AGPR per lane, granule 8, at most
-    8 waves per SIMD. Returns None for NVIDIA (ptxas assigns registers).
-    """
-    if target.vendor != "amd" or not vgprs:
-        return None
-    if target.family in ("rdna3", "rdna4"):
-        pool, granule, max_waves = (1536, 24, 16) if wave_size == 32 else (768, 12, 16)
-        used = -(-vgprs // granule) * granule
-        by_regs = min(max_waves, pool // used)
-        return by_regs
-    total = -(-vgprs // 8) * 8 + -(-agprs // 8) * 8
-    return min(8, 512 // max(total, 1))

@@ -53,10 +53,6 @@ def ops_named(root, *names: str) -> list[ir.Operation]:
     return [o for o in walk(root) if o.name in names]
 
 
-def children(block) -> list[ir.Operation]:
-    return [o.operation for o in block.operations]
-
-
 def parent_named(op: ir.Operation, name: str) -> ir.Operation | None:
     p = op.parent
     while p is not None:
@@ -87,14 +83,116 @@ def run_passes(op, pipeline: str, ctx: ir.Context, *, stage: str) -> None:
         raise CodegenError(f"pass pipeline '{pipeline}' failed: {e}", stage=stage) from None
 
 
+def unique_ops(ops) -> list[ir.Operation]:
+    """``ops`` without repeats (two Python objects may wrap one op: compared with ==)."""
+    out: list = []
+    for op in ops:
+        if not any(op == seen for seen in out):
+            out.append(op)
+    return out
+
+
+def op_attributes(op: ir.Operation) -> dict:
+    """An op's attributes (properties included) as name -> attribute."""
+    return {name: op.attributes[name] for name in op.attributes}
+
+
+def constant_int(value: ir.Value) -> int | None:
+    """The integer a value holds when an ``arith.constant`` defines it, else None."""
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.IntegerAttr):
+        return None
+    return ir.IntegerAttr(op.attributes["value"]).value
+
+
+def segments(op: ir.Operation) -> list[list[ir.Value]]:
+    """An op's operands split by its ``operandSegmentSizes``."""
+    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    operands, out, pos = list(op.operands), [], 0
+    for n in sizes:
+        out.append(operands[pos:pos + n])
+        pos += n
+    return out
+
+
+# ---- hal.interface.binding.subspan ------------------------------------------------------------
+def subspan_binding(sub: ir.Operation) -> int:
+    return ir.IntegerAttr(sub.attributes["binding"]).value
+
+
+def subspan_offset(sub: ir.Operation) -> ir.Value | None:
+    """The subspan's byte-offset operand (None when it has none: offset 0)."""
+    offset, _ = segments(sub)
+    return offset[0] if offset else None
+
+
+def subspan_dims(sub: ir.Operation) -> list[ir.Value]:
+    """The subspan's dynamic-dimension operands."""
+    return segments(sub)[1]
+
+
+def subspan_constant_offset(sub: ir.Operation) -> int | None:
+    """The byte offset when it is a constant (0 when absent), None when known only at run time."""
+    off = subspan_offset(sub)
+    return 0 if off is None else constant_int(off)
+
+
+# ---- !iree_tensor_ext.dispatch.tensor ---------------------------------------------------------
+# The bindings have no Python class for this type: it is built from a well-formed snippet and
+# compared, never taken apart as text.
+ACCESS_KINDS = ("readonly", "writeonly", "readwrite")
+
+
+def dispatch_tensor_type(access: str, tensor: ir.Type) -> ir.Type:
+    return ir.Type.parse(f"!iree_tensor_ext.dispatch.tensor<{access}:{tensor}>", tensor.context)
+
+
+def dispatch_tensor_access(dt: ir.Type, tensor: ir.Type) -> str | None:
+    """The access kind that makes ``dt`` the dispatch tensor of ``tensor`` (None: it is not)."""
+    for access in ACCESS_KINDS:
+        if dispatch_tensor_type(access, tensor) == dt:
+            return access
+    return None
+
+
+# ---- attributes the bindings expose no accessor for --------------------------------------------
+def executable_target(target_attr: ir.Attribute) -> tuple[str | None, str | None]:
+    """(backend, GPU arch) of a ``#hal.executable.target<"backend", "format", {...}>``: the arch
+    through ``iree_gpu.TargetInfo``, None for a target without GPU target info (a CPU variant, or
+    IREE's description of sm_90a; IREE's accessor crashes on those, so the info's presence is
+    checked first). The attribute has no Python class: the backend is its first parameter."""
+    from iree.compiler.dialects import iree_gpu
+    text = str(target_attr)
+    head = '#hal.executable.target<"'
+    backend = text[len(head):text.index('"', len(head))] if text.startswith(head) else None
+    if "iree_codegen.target_info" not in text:
+        return backend, None
+    return backend, iree_gpu.TargetInfo.get_gpu_target_info(target_attr).arch
+
+
+def int_assumptions(attr: ir.Attribute) -> list[list[dict]]:
+    """``util.assume.int``'s ``assumptions``: per operand, per call site, the dict of
+    umin/umax/udiv it promises. ``#util.int.assumption`` has no Python class; each one is read
+    from its own printed form (``<umin = 0, umax = 8, udiv = 4>``)."""
+    out = []
+    for row in ir.ArrayAttr(attr):
+        sites = []
+        for a in ir.ArrayAttr(row):
+            text = str(a)
+            body = text[text.index("<") + 1:text.rindex(">")]
+            fields = {}
+            for part in filter(None, (p.strip() for p in body.split(","))):
+                key, _, value = part.partition("=")
+                fields[key.strip()] = int(value.strip())
+            sites.append(fields)
+        out.append(sites)
+    return out
+
+
 def str_attr(op: ir.Operation, name: str) -> str | None:
     if name not in op.attributes:
         return None
     return ir.StringAttr(op.attributes[name]).value
-
-
-def int_list(attr) -> list[int]:
-    return [ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr)]
 
 
 def clone_into(ops, ip: ir.InsertionPoint, mapping: dict) -> dict:

@@ -17,9 +17,12 @@ from pathlib import Path
 
 from iree.compiler import ir
 
+from . import attrs
+from .errors import InputError
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .runner import RunResult, Stage, Unit, run_stages
 from .stages import barriers, configure, distribute, hand_back, normalize, script, select
+from .targets import get_target
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,7 @@ def _select(unit: Unit) -> None:
 
 
 def _func(unit: Unit) -> ir.Operation:
-    return select.selected_func(unit.module)
+    return attrs.dispatch_func(unit.module.operation)
 
 
 def _configure(unit: Unit) -> None:
@@ -90,6 +93,22 @@ def stages_from(first: str | None = None, last: str | None = None) -> list[Stage
     return STAGES[i:j]
 
 
+@dataclass(frozen=True)
+class DispatchFacts:
+    """What the stages recorded on a taken dispatch, read once from its IR (``attrs.py``)."""
+
+    target: object  # targets.Target
+    problem: object  # problem.Contraction
+    config: object | None  # config.KernelConfig (None if the pipeline stopped before configure)
+    expect: attrs.Expectations | None  # None before distribute
+
+    @staticmethod
+    def of(func: ir.Operation) -> "DispatchFacts":
+        return DispatchFacts(attrs.read_target(func), attrs.read_problem(func),
+                             attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
+                             attrs.read_expect(func) if attrs.EXPECT in func.attributes else None)
+
+
 @dataclass
 class ExecutableResult:
     name: str
@@ -98,6 +117,8 @@ class ExecutableResult:
     taken: bool
     log: list[str]
     run: RunResult
+    facts: DispatchFacts | None = None  # the taken dispatch's problem, config, expectations
+    source: str = ""  # the hal.executable as IREE handed it over (executable-sources), when known
 
 
 def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
@@ -105,10 +126,10 @@ def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
     """Run the per-executable stages on a module that holds one hal.executable."""
     unit = Unit(name, module, options)
     run = run_stages(stages or STAGES, unit, dump_after=options.dump_after, dump_dir=options.dump_dir)
-    taken = unit.stopped is None and select.selected_func(module) is not None
+    func = attrs.dispatch_func(module.operation)
+    taken = unit.stopped is None and func is not None
     if not taken and options.target:
         # A dispatch left to IREE still needs a variant IREE can compile (sm_90a).
-        from .targets import get_target
         target = get_target(options.target)
         for variant in ops_named(module.operation, "hal.executable.variant"):
             hand_back.retarget_variant(variant, target)
@@ -116,7 +137,8 @@ def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
     export = str_attr(exports[0], "sym_name") if exports else name
     # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the
     # user's source locations rather than the name of a temporary file.
-    return ExecutableResult(name, export, print_op(module, debug_info=True), taken, unit.log, run)
+    return ExecutableResult(name, export, print_op(module, debug_info=True), taken, unit.log, run,
+                            DispatchFacts.of(func) if taken else None)
 
 
 def codegen_executable_text(text: str, options: CodegenOptions, *, source: str = "<stdin>") -> ExecutableResult:
@@ -124,6 +146,7 @@ def codegen_executable_text(text: str, options: CodegenOptions, *, source: str =
     module = parse_module(text, ctx, source=source)
     exes = ops_named(module.operation, "hal.executable")
     if len(exes) != 1:
-        from .errors import InputError
         raise InputError(f"expected one hal.executable, found {len(exes)}", location=source)
-    return codegen_executable(module, str_attr(exes[0], "sym_name"), options)
+    res = codegen_executable(module, str_attr(exes[0], "sym_name"), options)
+    res.source = text
+    return res

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from .bridge import compile_module, kernel_isa
+from .errors import ToolchainError
 from .isa import IsaReport, parse_ptx, parse_rocmasm
 from .targets import Target, get_target
 
@@ -32,9 +33,23 @@ COUNT_ROWS = ["matrix", "global_load_b128", "global_load_b64", "global_load_b32"
               "barrier", "cache_invalidate", "scratch"]
 
 
+def ptxas_path() -> str | None:
+    """ptxas: from the ``nvidia-cuda-nvcc-cu12`` wheel (mmaflow's test extra pins it), else from
+    PATH; None when neither has it."""
+    try:
+        import nvidia.cuda_nvcc as nvcc
+    except ImportError:
+        nvcc = None
+    for base in getattr(nvcc, "__path__", []):
+        candidate = Path(base) / "bin" / "ptxas"
+        if candidate.is_file():
+            return str(candidate)
+    return shutil.which("ptxas")
+
+
 def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
-    """Registers and spills from ptxas -v, if ptxas is available."""
-    exe = shutil.which("ptxas")
+    """Registers and spills from ptxas -v, if ptxas is available ({} otherwise)."""
+    exe = ptxas_path()
     if exe is None:
         return {}
     with tempfile.TemporaryDirectory() as d:
@@ -43,6 +58,8 @@ def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
         r = subprocess.run([exe, f"-arch={arch}", "-v", str(p), "-o", str(Path(d) / "k.cubin")],
                            capture_output=True, text=True)
     text = r.stdout + r.stderr
+    if r.returncode != 0:
+        raise ToolchainError(f"ptxas failed on the PTX: {text.strip()[:500]}")
     regs = re.search(r"Used (\d+) registers", text)
     spill = re.search(r"(\d+) bytes spill stores", text)
     out = {}
@@ -61,23 +78,31 @@ def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaRep
     from iree.compiler import compile_str
     out = {}
     with tempfile.TemporaryDirectory() as d:
-        flags = target.iree_flags() if not target.retarget_variant else ["--iree-hal-target-device=cuda",
-                                                                           "--iree-cuda-target=sm_80"]
+        flags = target.iree_flags(target.baseline_arch)
         compile_str(source, extra_args=flags + [f"--iree-hal-dump-executable-intermediates-to={d}",
                                                 f"--iree-hal-dump-executable-binaries-to={d}"])
-        suffix = "rocmasm" if target.is_amd else "ptx"
-        texts = [p.read_text() for p in Path(d).glob(f"*.{suffix}")]
+        texts = [p.read_text() for p in Path(d).glob(f"*.{target.vendor.isa_suffix}")]
         kernels = set()
         for t in texts:
             kernels |= set(re.findall(r"^(\w+_dispatch_\d+\w*):\s*$", t, re.M)) if target.is_amd else \
                 set(re.findall(r"\.entry (\w+)\(", t))
         for k in sorted(kernels):
             text = kernel_isa(Path(d), k, target)
-            out[k] = parse_rocmasm(text, k, target, 64 if target.family.startswith("cdna") else 32) \
-                if target.is_amd else parse_ptx(text, k, target)
+            out[k] = parse_rocmasm(text, k, target) if target.is_amd else parse_ptx(text, k, target)
             if not target.is_amd:
-                out[k].__dict__.update(ptxas_info(text, "sm_80", 256))
+                out[k].__dict__.update(ptxas_info(text, target.baseline_arch, _ptx_threads(text, k)))
     return out
+
+
+def _ptx_threads(ptx: str, kernel: str) -> int:
+    """Threads per block a PTX kernel declares (``.maxntid``, ``.reqntid``), for the occupancy estimate."""
+    m = re.search(rf"\.entry {re.escape(kernel)}\([^{{]*?\.(?:reqntid|maxntid) (\d+)(?:, (\d+))?(?:, (\d+))?", ptx, re.S)
+    if not m:
+        raise ToolchainError(f"the PTX of {kernel} declares no .maxntid or .reqntid (threads per block)")
+    n = 1
+    for g in m.groups():
+        n *= int(g) if g else 1
+    return n
 
 
 def report_command(args, source: str, options) -> int:
@@ -87,12 +112,11 @@ def report_command(args, source: str, options) -> int:
     for exe in res.taken:
         rep = res.reports[exe.name]
         if not target.is_amd:
-            from .bridge import executable_facts
             from .config import lds_bytes
-            cfg, _, problem = executable_facts(exe)
+            cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
-                rep.lds_bytes = lds_bytes(cfg, problem)
+                rep.lds_bytes = lds_bytes(cfg, exe.facts.problem)
         mine[exe.export] = rep
     base = _baseline(source, target, args.input) if args.baseline else {}
     if args.json:

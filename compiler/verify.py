@@ -13,27 +13,39 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 from __future__ import annotations
 
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
 
+from . import attrs
 from .errors import VerificationError
 from .isa import IsaReport
 from .mlir import new_context, ops_named, parse_module
-from .stages.configure import CONFIG_ATTR, read_config, read_target
+from .targets import Vendor
+
+
+def handed_back(func: ir.Operation) -> tuple[list[int], int] | None:
+    """(workgroup size, subgroup size) when ``func`` carries a no_pipeline translation_info with
+    a workgroup size (IREE then only lowers it), else None."""
+    if "translation_info" not in func.attributes:
+        return None
+    ti = iree_codegen.TranslationInfoAttr(func.attributes["translation_info"])
+    if not iree_codegen.NoPipelineAttr.isinstance(ti.pass_pipeline) or not ti.workgroup_size:
+        return None
+    return list(ti.workgroup_size), ti.subgroup_size
 
 
 def check_handed_back(text: str, name: str) -> None:
     ctx = new_context()
     module = parse_module(text, ctx, source=name)
-    funcs = [f for f in ops_named(module.operation, "func.func") if CONFIG_ATTR in f.attributes]
-    if len(funcs) != 1:
+    func = attrs.dispatch_func(module.operation)
+    if func is None:
         raise VerificationError(f"{name}: the returned executable has no mmaflow function")
-    func = funcs[0]
-    ti = str(func.attributes["translation_info"]) if "translation_info" in func.attributes else ""
-    if "no_pipeline" not in ti or "workgroup_size" not in ti:
-        raise VerificationError(f"{name}: the function is not handed back (translation_info: {ti or 'none'})")
+    if handed_back(func) is None:
+        ti = func.attributes["translation_info"] if "translation_info" in func.attributes else "none"
+        raise VerificationError(f"{name}: the function is not handed back (translation_info: {ti})")
     configs = ops_named(module.operation, "iree_codegen.dispatch_config")
     if len(configs) != 1:
         raise VerificationError(f"{name}: expected one iree_codegen.dispatch_config, found {len(configs)}")
-    intr = read_target(func).intrinsic(read_config(func).intrinsic)
+    intr = attrs.read_target(func).intrinsic(attrs.read_config(func).intrinsic)
     if not ops_named(func, intr.op):
         raise VerificationError(f"{name}: the function has no {intr.op}")
     left = ops_named(func, "vector.contract", "vector.transfer_read", "vector.transfer_write")
@@ -41,21 +53,12 @@ def check_handed_back(text: str, name: str) -> None:
         raise VerificationError(f"{name}: {left[0].name} was not distributed")
 
 
-def expectations(func) -> dict:
-    """The distribute stage's record of what the lowered kernel must contain."""
-    from .stages.distribute import EXPECT_ATTR
-    if EXPECT_ATTR not in func.attributes:
-        raise VerificationError(f"the function has no {EXPECT_ATTR} (was it distributed by mmaflow?)")
-    d = ir.DictAttr(func.attributes[EXPECT_ATTR])
-    return {n: ir.IntegerAttr(d[n]).value for n in ("global_load_bits", "k_tiles", "mma_per_k_tile")}
-
-
 def _load_category(bits: int) -> str:
     return f"global_load_b{bits}" if bits >= 32 else "global_load_narrow"
 
 
-def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: str, expect_barrier: bool,
-              expect: dict) -> None:
+def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expect_barrier: bool,
+              expect: attrs.Expectations) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
     global loads at the width the copies were planned with (128 bits unless the problem's row
     length forbids it), barriers when waves share LDS, a K loop when there are several K tiles (or, when LLVM
@@ -64,21 +67,17 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: str, expect_b
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
-    cat = _load_category(expect["global_load_bits"])
+    cat = _load_category(expect.global_load_bits)
     if report.counts.get(cat, 0) == 0:
-        problems.append(f"no {expect['global_load_bits']}-bit global loads ({cat})")
-    if vendor == "amd" and report.loop_counts.get("cache_invalidate", 0):
+        problems.append(f"no {expect.global_load_bits}-bit global loads ({cat})")
+    if vendor is Vendor.AMD and report.loop_counts.get("cache_invalidate", 0):
         problems.append(f"{report.loop_counts['cache_invalidate']} cache invalidates inside the K loop")
     if expect_barrier and report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although LDS is shared between waves")
-    unrolled = expect["k_tiles"] * expect["mma_per_k_tile"]
-    if expect["k_tiles"] > 1 and not report.has_loop and report.counts.get("matrix", 0) != unrolled:
+    unrolled = expect.k_tiles * expect.mma_per_k_tile
+    if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) != unrolled:
         problems.append(f"no K loop in the ISA, and not the {unrolled} matrix instructions of its "
-                        f"{expect['k_tiles']} K tiles unrolled")
+                        f"{expect.k_tiles} K tiles unrolled")
     if problems:
         raise VerificationError(f"{name}: the compiled kernel is not mmaflow's: " + "; ".join(problems),
                                 hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")
-
-
-def mnemonic_present(isa_text: str, mnemonic: str) -> bool:
-    return mnemonic in isa_text

@@ -4,7 +4,6 @@ buffer bounds check (out-of-range loads read 0, stores are dropped)."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest
@@ -19,8 +18,8 @@ SRC = matmul_module(128, 128, 64)
 
 
 def _module(target, overrides=()):
-    text, problem = handed_back(SRC, target, overrides)
-    return parse_module(text, new_context()), json.loads(problem)
+    text = handed_back(SRC, target, overrides)
+    return parse_module(text, new_context())
 
 
 def _lds_loads(module):
@@ -32,15 +31,15 @@ def _lds_loads(module):
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
 def test_correct_kernel_passes(target):
-    module, problem = _module(target)
-    r = check_matmul(module, problem, exact=True)
+    module = _module(target)
+    r = check_matmul(module, exact=True)
     assert r.check.passed and not r.stats.races
 
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
 def test_one_lane_off_by_one_fails(target):
     """Lane 5 of every wave reads its A fragment one element further along K."""
-    module, problem = _module(target)
+    module = _module(target)
     load = _lds_loads(module)[0]
     ctx = module.context
     with ctx, load.location, ir.InsertionPoint(load):
@@ -53,7 +52,7 @@ def test_one_lane_off_by_one_fails(target):
         bumped = arith.AddIOp(old, arith.ConstantOp(index, 1).result).result
         load.operands[2] = arith.SelectOp(is5, bumped, old).result
     try:
-        r = check_matmul(module, problem, exact=True)
+        r = check_matmul(module, exact=True)
     except ExecutorError as e:  # RDNA3: the lane's replica no longer matches its twin
         assert "replicated lanes must hold equal data" in str(e)
         return
@@ -62,39 +61,39 @@ def test_one_lane_off_by_one_fails(target):
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
 def test_missing_barrier_is_a_race(target):
-    module, problem = _module(target)
+    module = _module(target)
     barriers = ops_named(module.operation, "amdgpu.lds_barrier", "gpu.barrier")
     assert len(barriers) == 2
     barriers[1].erase()  # the one between the LDS stores and the LDS loads
-    r = check_matmul(module, problem)
+    r = check_matmul(module)
     assert r.stats.races and "no barrier in between" in r.stats.races[0]
 
 
 def test_missing_war_barrier_is_a_race():
-    module, problem = _module("gfx1100")
+    module = _module("gfx1100")
     barriers = ops_named(module.operation, "amdgpu.lds_barrier")
     barriers[0].erase()  # the one protecting the previous K step's loads from the next stores
-    r = check_matmul(module, problem)
+    r = check_matmul(module)
     assert any("write after another lane's read" in x for x in r.stats.races)
 
 
 def test_lds_out_of_bounds_is_an_error():
-    module, problem = _module("gfx942")
+    module = _module("gfx942")
     load = _lds_loads(module)[0]
     with module.context, load.location, ir.InsertionPoint(load):
         from iree.compiler.dialects import arith
         load.operands[1] = arith.AddIOp(load.operands[1], arith.ConstantOp(ir.IndexType.get(), 4096).result).result
     with pytest.raises(ExecutorError, match="LDS access out of bounds"):
-        check_matmul(module, problem)
+        check_matmul(module)
 
 
 def test_unsupported_op_is_named():
-    module, problem = _module("sm_80")
+    module = _module("sm_80")
     load = _lds_loads(module)[0]
     with module.context, load.location, ir.InsertionPoint(load):
         ir.Operation.create("gpu.lane_id", results=[ir.IndexType.get()])
     with pytest.raises(ExecutorError, match="does not support gpu.lane_id"):
-        check_matmul(module, problem)
+        check_matmul(module)
 
 
 KERNEL = """
@@ -149,8 +148,8 @@ def test_buffer_access_wider_than_128_bits_is_an_error():
                                             ("gfx942", {"mmaflow.copy.B.lds_store"}),
                                             ("gfx950", {"mmaflow.copy.B.lds_store"})])
 def test_lds_bank_conflicts_of_default_kernels(target, allowed):
-    module, problem = _module(target)
-    r = check_matmul(module, problem, seed=5)
+    module = _module(target)
+    r = check_matmul(module, seed=5)
     assert r.check.passed, r.check.line()
     where = {op.split(" (")[0] for op in r.stats.lds_conflicts_by_op}
     assert where <= allowed, r.stats.lds_conflicts_by_op

@@ -19,7 +19,6 @@ pipeline: a reference, not mmaflow's code).
 from __future__ import annotations
 
 import functools
-import json
 import sys
 import time
 from dataclasses import dataclass, field
@@ -56,16 +55,12 @@ class Artifact:
     dispatches: int = 0  # all dispatches of the module, taken or left to IREE
 
     @property
-    def problem(self) -> dict:
-        from iree.compiler import ir
-
-        from mmaflow.compiler.mlir import new_context, parse_module
-        from mmaflow.compiler.stages.select import PROBLEM_ATTR, selected_func
+    def problem(self):
+        """The ``problem.Contraction`` of a single-matmul module."""
         if len(self.executables) != 1:
             raise UnsupportedError(f"the module has {len(self.executables)} mmaflow dispatches; running and "
                                    f"checking is defined for single-matmul modules")
-        mod = parse_module(self.executables[0].text, new_context())
-        return json.loads(ir.StringAttr(selected_func(mod).attributes[PROBLEM_ATTR]).value)
+        return self.executables[0].facts.problem
 
 
 def compile_module(source: str, target: str, *, config: dict | None = None, lower: bool = True) -> Artifact:
@@ -133,52 +128,58 @@ def run_module(art: Artifact, inputs: list[np.ndarray], *, device: str = "auto")
 def _run_sim(art: Artifact, inputs):
     if art.dispatches != 1:
         raise UnsupportedError(
-            f"the lane executor runs single-dispatch matmul modules; this module has {art.dispatches} "
+            f"the lane executor runs single-dispatch matmul modules here; this module has {art.dispatches} "
             f"dispatches ({len(art.executables)} compiled by mmaflow)",
-            hint="run it on a GPU (--device hip/cuda), or check the matmul alone in its own module")
+            hint="check every dispatch of a model with `mmaflow run MODEL.mlir --target T --device sim`")
     from mmaflow.compiler.mlir import new_context, parse_module
-    from mmaflow.runtime.simulate import dynamic_inputs, load_dispatch, run_dispatch
+    from mmaflow.runtime.numerics import DTYPES
+    from mmaflow.runtime.simulate import Memory, Region, dynamic_inputs, load_dispatch, run_dispatch, written_elements
     prob = art.problem
-    ba, bb, bc = prob["bindings"]
-    extra = prob.get("epilogue") or []
-    shared = ba == bb  # A @ A, A @ A^T: one argument feeds both operands
-    names = ("A (also B)",) if shared else ("A", "B")
+    extra = prob.epilogue
+    names = ("A (also B)",) if prob.same_ab else ("A", "B")
     names += tuple(f"epilogue input {i}" for i in range(len(extra)))
     if len(inputs) != len(names):
         raise InputError(f"the module takes {', '.join(names)}: {len(names)} arrays, {len(inputs)} given")
     inputs = [np.ascontiguousarray(x) for x in inputs]
-    a, b, *rest = [inputs[0]] + inputs if shared else inputs
+    a, b, *rest = [inputs[0]] + inputs if prob.same_ab else inputs
     module = parse_module(art.executables[0].text, new_context())
     d = load_dispatch(module)
-    _, elem, _ = d.bindings[bc]
-    from mmaflow.runtime.numerics import DTYPES
     sizes = _sizes_of(prob, a.shape, b.shape)
-    c = np.zeros(((sizes.get("batch", prob["batch"]),) if prob["batched"] else ())
-                 + (sizes.get("m", prob["m"]), sizes.get("n", prob["n"])), DTYPES[elem])
-    constants, workload = dynamic_inputs(prob, {d["dim"]: sizes[d["dim"]] for d in prob.get("dynamic") or []})
+    out_shape = (((sizes.get("batch", prob.batch),) if prob.batched else ())
+                 + (sizes.get("m", prob.m), sizes.get("n", prob.n)))
+    constants, workload = dynamic_inputs(prob, {x.dim: sizes[x.dim] for x in prob.dynamic})
+    mem = Memory()
+    a_lead = a.shape if a.ndim == (3 if prob.batched else 2) else (1,) + a.shape
+    mem.place(Region(prob.a.binding, prob.a.offset, DTYPES[prob.a_type], tuple(a_lead), "A"), a.reshape(a_lead))
+    b_lead = b.shape if b.ndim == (3 if prob.batched else 2) else (1,) + b.shape
+    mem.place(Region(prob.b.binding, prob.b.offset, DTYPES[prob.b_type], tuple(b_lead), "B"), b.reshape(b_lead))
+    for i, (e, x) in enumerate(zip(extra, rest)):
+        mem.place(Region(e.at.binding, e.at.offset, DTYPES[e.type], x.shape, f"epilogue input {i}"), x)
+    c_region = Region(prob.c.binding, prob.c.offset, DTYPES[prob.stored_type], out_shape, "C")
+    mem.place(c_region)
+    buffers = mem.buffers()
     start = time.perf_counter()
-    buffers = {ba: a, bb: b, bc: c, **{e["binding"]: x for e, x in zip(extra, rest)}}
     stats, written = run_dispatch(d, buffers, constants=constants, workload=workload)
     stats.seconds = time.perf_counter() - start
-    if not written.get(bc, np.zeros(1, bool)).all():
+    if not written_elements(written, c_region).all():
         raise DeviceError("the kernel left part of the output unwritten on the lane executor")
-    return c, stats
+    return Memory.read(buffers, c_region), stats
 
 
-def _sizes_of(prob: dict, a_shape, b_shape) -> dict:
+def _sizes_of(prob, a_shape, b_shape) -> dict:
     """M, N, K (and batch) as the input arrays give them, checked against the static ones."""
     a_shape, b_shape = tuple(a_shape), tuple(b_shape)
     lead = a_shape[:-2]
-    m, k = (a_shape[-1], a_shape[-2]) if prob["a_transposed"] else (a_shape[-2], a_shape[-1])
-    n, kb = (b_shape[-2], b_shape[-1]) if prob["b_transposed"] else (b_shape[-1], b_shape[-2])
+    m, k = (a_shape[-1], a_shape[-2]) if prob.a_transposed else (a_shape[-2], a_shape[-1])
+    n, kb = (b_shape[-2], b_shape[-1]) if prob.b_transposed else (b_shape[-1], b_shape[-2])
     sizes = {"m": m, "n": n, "k": k}
-    if prob["batched"]:
+    if prob.batched:
         sizes["batch"] = lead[0] if lead else 1
     if kb != k:
         raise InputError(f"A has K = {k}, B has K = {kb}")
-    for d, v in sizes.items():
-        if prob[d] is not None and prob[d] != v:
-            raise InputError(f"the module's {d} is {prob[d]}, the inputs give {v}")
+    for dim, v in sizes.items():
+        if getattr(prob, dim) is not None and getattr(prob, dim) != v:
+            raise InputError(f"the module's {dim} is {getattr(prob, dim)}, the inputs give {v}")
     return sizes
 
 

@@ -16,8 +16,11 @@ served in phases of (banks * 4 / bytes) lanes; a phase costs as many cycles as t
 dwords any bank receives; allocations are packed in declaration order, 16-byte aligned), and the
 width of every global access.
 
-``amdgpu.raw_buffer_load/store`` follow the buffer bounds check: elements whose linear offset is
-outside the binding read 0 / are not written.
+Bindings are byte buffers; a subspan addresses its tensor as IREE's lowering does (the memref
+layout's offset, or the byte-offset operand when that is dynamic), and the executor records which
+bytes of each binding the kernel stored. ``amdgpu.raw_buffer_load/store`` follow the buffer
+bounds check: elements whose linear offset is outside the subspan's memref read 0 / are not
+written.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ class MemRef:
         self.strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
         self.numel = int(np.prod(shape)) if shape else 1
         self.elem_bytes = data.dtype.itemsize
-        self.written: np.ndarray | None = None  # global memory: which elements were stored
+        self.written: np.ndarray | None = None  # global memory: (element, byte) stored (a view of the binding's mask)
 
     def linear(self, idx: list) -> np.ndarray:
         out = 0
@@ -131,15 +134,16 @@ class _Return(Exception):
 
 
 class State:
-    def __init__(self, kernel: "Kernel", num_wgs: int, first_wg: int):
+    def __init__(self, kernel: "Kernel", workgroups: np.ndarray):
+        """The lanes of ``workgroups`` (linear workgroup ids), run together."""
         k = kernel
         self.k = k
-        self.G, self.T = num_wgs, k.workgroup_size
-        self.L = num_wgs * k.workgroup_size
+        self.G, self.T = len(workgroups), k.workgroup_size
+        self.L = self.G * k.workgroup_size
         lanes = np.arange(self.L, dtype=np.int64)
         self.tid = lanes % self.T
         self.wg_local = lanes // self.T
-        wg = self.wg_local + first_wg
+        wg = np.asarray(workgroups, np.int64)[self.wg_local]
         gx, gy, _ = k.grid
         self.wg_id = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
         self.env: dict = {}
@@ -205,17 +209,26 @@ class Kernel:
         return [self._id(v) for v in op.results]
 
     # ---- running ----------------------------------------------------------------------------
-    def run(self, bindings: dict[int, np.ndarray], *, max_lanes: int = 1 << 14) -> Stats:
+    def run(self, bindings: dict[int, np.ndarray], *, max_lanes: int = 1 << 14,
+            workgroups=None, progress=None) -> Stats:
+        """Run every workgroup of the grid, or only the linear ids in ``workgroups`` (a sample:
+        each workgroup computes its own output tile). ``progress(done, total)`` is called after
+        each batch."""
         self.bindings = bindings
-        self.written: dict[int, np.ndarray] = {}
+        self.written: dict[int, np.ndarray] = {}  # binding -> which of its bytes the kernel stored
         total = self.grid[0] * self.grid[1] * self.grid[2]
+        ids = np.arange(total, dtype=np.int64) if workgroups is None else np.asarray(sorted(set(workgroups)), np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= total):
+            raise ExecutorError(f"workgroup ids outside the grid of {total}")
         per = max(1, max_lanes // self.workgroup_size)
-        for first in range(0, total, per):
-            st = State(self, min(per, total - first), first)
+        for first in range(0, len(ids), per):
+            st = State(self, ids[first:first + per])
             try:
                 _run_block(self.body, st)
             except _Return:
                 pass
+            if progress is not None:
+                progress(min(first + per, len(ids)), len(ids))
         return self.stats
 
     # ---- op families ------------------------------------------------------------------------
@@ -349,7 +362,8 @@ _ARITH = {
     "math.log2": (_float_math(np.log2), "float"), "math.sqrt": (_float_math(np.sqrt), "float"),
     "math.rsqrt": (_float_math(lambda x: 1.0 / np.sqrt(x)), "float"),
     "math.floor": (_float_math(np.floor), "float"), "math.ceil": (_float_math(np.ceil), "float"),
-    "math.powf": (_float_math(np.power), "float"), "math.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
+    "math.powf": (_float_math(np.power), "float"), "math.fpowi": (_float_math(np.power), "float"),
+    "math.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
     "math.sin": (_float_math(np.sin), "float"), "math.cos": (_float_math(np.cos), "float"),
 
     "arith.addi": (_int_op(np.add), "int"), "arith.subi": (_int_op(np.subtract), "int"),
@@ -463,7 +477,28 @@ def _h_workgroup_count(k, op):
     return run
 
 
+def _subspan_layout(op, mt: ir.MemRefType) -> tuple[int | None, list]:
+    """(static element offset or None when dynamic, strides) of a binding's memref type. Only
+    row-major strides are modelled (what IREE's bindings are)."""
+    strides, offset = mt.get_strides_and_offset()
+    dyn = ir.ShapedType.get_dynamic_stride_or_offset()
+    shape = list(mt.shape)
+    expect = 1
+    for axis in reversed(range(len(shape))):
+        if strides[axis] != dyn and strides[axis] != expect:
+            raise ExecutorError(f"{_loc(op)}: binding memref {mt} is not row-major")
+        expect = None if (expect is None or ir.ShapedType.is_dynamic_size(shape[axis])) else expect * shape[axis]
+        if expect is None:
+            break
+    return (None if offset == dyn else offset), strides
+
+
 def _h_subspan(k, op):
+    """A binding's tensor, addressed as IREE's lowering (ConvertToLLVM, binding subspans) does:
+    at the element offset of the memref's layout when that is static -- the byte-offset operand
+    is then ignored by IREE, so a disagreement between the two is reported, never papered over
+    -- and at byte offset / element size when the layout's offset is dynamic. The buffer
+    instructions' bounds (``amdgpu.raw_buffer_*``) start at that element and span the memref."""
     (out,) = k._outs(op)
     binding = ir.IntegerAttr(op.attributes["binding"]).value
     mt = ir.MemRefType(op.results[0].type)
@@ -475,6 +510,7 @@ def _h_subspan(k, op):
     static = list(mt.shape)
     if sum(1 for s in static if ir.ShapedType.is_dynamic_size(s)) != len(dim_ids):
         raise ExecutorError(f"{_loc(op)}: {len(dim_ids)} dynamic dims for {mt}")
+    layout_offset, _ = _subspan_layout(op, mt)
 
     def run(st):
         buf = k.bindings.get(binding)
@@ -482,13 +518,28 @@ def _h_subspan(k, op):
             raise ExecutorError(f"{_loc(op)}: no buffer given for binding {binding}")
         dyn = iter([_uniform(st.env[i], "dynamic binding size", op) for i in dim_ids])
         shape = [next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in static]
-        offset = _uniform(st.env[off_ids[0]], "binding offset", op) if off_ids else 0
-        flat = buf.reshape(-1).view(np.uint8)[offset:].view(dt)
+        byte_offset = _uniform(st.env[off_ids[0]], "binding offset", op) if off_ids else 0
+        if layout_offset is not None:
+            if byte_offset != layout_offset * dt.itemsize:
+                raise ExecutorError(
+                    f"{_loc(op)}: binding {binding}'s subspan has byte offset {byte_offset} but its memref "
+                    f"{mt} puts the tensor at element {layout_offset} (byte {layout_offset * dt.itemsize}); "
+                    f"IREE's lowering addresses the memref's offset, so the kernel reads another tensor")
+            start = layout_offset * dt.itemsize
+        else:
+            if byte_offset % dt.itemsize:
+                raise ExecutorError(f"{_loc(op)}: binding {binding}'s byte offset {byte_offset} is not a multiple "
+                                    f"of the element size {dt.itemsize}")
+            start = byte_offset
+        raw = buf.reshape(-1).view(np.uint8)
         numel = int(np.prod(shape))
-        if flat.size < numel:
-            raise ExecutorError(f"{_loc(op)}: binding {binding} holds {flat.size} elements, the memref needs {numel}")
-        mem = MemRef(flat[:numel], shape, "global", f"binding{binding}")
-        mem.written = k.written.setdefault(binding, np.zeros(numel, bool))
+        if start + numel * dt.itemsize > raw.size:
+            raise ExecutorError(f"{_loc(op)}: binding {binding} holds {raw.size} bytes; the memref needs bytes "
+                                f"{start}..{start + numel * dt.itemsize}")
+        flat = raw[start:start + numel * dt.itemsize].view(dt)
+        mem = MemRef(flat, shape, "global", f"binding{binding}@{start}")
+        written = k.written.setdefault(binding, np.zeros(raw.size, bool))
+        mem.written = written[start:start + numel * dt.itemsize].reshape(numel, dt.itemsize)
         st.env[out] = mem
     return run
 

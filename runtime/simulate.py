@@ -1,18 +1,30 @@
-"""Run one handed-back dispatch (hal.executable IR) on the lane executor.
+"""Run handed-back dispatches (hal.executable IR) on the lane executor, with their tensors where
+IREE would put them.
 
 The grid comes from the executable's ``iree_codegen.dispatch_config``, the workgroup and wave
 size from the function's ``translation_info``, the architecture from the variant's target.
+
+Memory is laid out as in a real run: every binding is a byte buffer, each tensor sits at its
+subspan's byte offset, and every byte no tensor occupies holds a sentinel (0xFF: NaN in every
+16- and 32-bit float type). After the run the check requires that the output was written in
+full and that no byte outside the output changed -- inputs and sentinels alike.
 """
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from iree.compiler import ir
+from iree.compiler.dialects import iree_codegen
+
+from mmaflow.compiler import attrs
+from mmaflow.compiler.mlir import executable_target, ops_named
 
 from .executor import ExecutorError, Kernel, Stats
+
+SENTINEL = 0xFF
+GUARD = 64  # sentinel bytes after the last tensor of every binding
 
 
 @dataclass
@@ -22,7 +34,6 @@ class Dispatch:
     config: ir.Operation  # the iree_codegen.dispatch_config computing the grid
     workgroup_size: int
     wave_size: int
-    bindings: dict  # binding index -> (shape (None where dynamic), MLIR element type, read_only)
 
     def grid(self, workload: list[int] | None = None) -> tuple[int, int, int]:
         """Evaluate the dispatch_config region (device, then the workload values)."""
@@ -48,77 +59,158 @@ class Dispatch:
         raise ExecutorError("the dispatch_config region does not yield")
 
 
-def _walk(op):
-    yield op
-    for r in op.regions:
-        for b in r.blocks:
-            for o in b.operations:
-                yield from _walk(o.operation)
-
-
 def load_dispatch(module: ir.Module) -> Dispatch:
-    ops = list(_walk(module.operation))
-    variants = [o for o in ops if o.name == "hal.executable.variant"]
+    variants = ops_named(module.operation, "hal.executable.variant")
     if len(variants) != 1:
         raise ExecutorError(f"expected one hal.executable.variant, found {len(variants)}")
-    m = re.search(r'arch = "([^"]+)"', str(variants[0].attributes["target"]))
-    if not m:
-        raise ExecutorError("the executable's target has no arch")
-    funcs = [o for o in ops if o.name == "func.func" and "translation_info" in o.attributes]
+    _, arch = executable_target(variants[0].attributes["target"])
+    if arch is None:
+        raise ExecutorError("the executable's target has no GPU architecture")
+    funcs = [f for f in ops_named(module.operation, "func.func") if "translation_info" in f.attributes]
     if len(funcs) != 1:
         raise ExecutorError("expected one dispatch function with translation_info")
     func = funcs[0]
-    ti = str(func.attributes["translation_info"])
-    wg = re.search(r"workgroup_size = \[(\d+), (\d+), (\d+)\]", ti)
-    sg = re.search(r"subgroup_size = (\d+)", ti)
-    if not wg or not sg or "no_pipeline" not in ti:
+    ti = iree_codegen.TranslationInfoAttr(func.attributes["translation_info"])
+    if not iree_codegen.NoPipelineAttr.isinstance(ti.pass_pipeline) or not ti.workgroup_size:
         raise ExecutorError(f"the function is not handed-back code (translation_info: {ti})")
-    if wg.group(2) != "1" or wg.group(3) != "1":
+    wg = list(ti.workgroup_size)
+    if wg[1:] != [1, 1]:
         raise ExecutorError("the executor supports 1-D workgroups")
-    configs = [o for o in ops if o.name == "iree_codegen.dispatch_config"]
+    configs = ops_named(module.operation, "iree_codegen.dispatch_config")
     if len(configs) != 1:
         raise ExecutorError("expected one iree_codegen.dispatch_config")
-    bindings = {}
-    for o in _walk(func):
-        if o.name == "hal.interface.binding.subspan":
-            mt = ir.MemRefType(o.results[0].type)
-            flags = str(o.attributes["descriptor_flags"]) if "descriptor_flags" in o.attributes else ""
-            shape = tuple(None if ir.ShapedType.is_dynamic_size(x) else x for x in mt.shape)
-            bindings[ir.IntegerAttr(o.attributes["binding"]).value] = (
-                shape, str(mt.element_type), "ReadOnly" in flags or flags.strip().startswith("1"))
-    return Dispatch(func, m.group(1), configs[0], int(wg.group(1)), int(sg.group(1)), bindings)
+    return Dispatch(func, arch, configs[0], wg[0], ti.subgroup_size)
 
 
 def run_dispatch(d: Dispatch, buffers: dict[int, np.ndarray], *, max_lanes: int = 1 << 14,
-                 constants: list[int] | None = None, workload: list[int] | None = None) -> tuple[Stats, dict]:
-    """Execute ``d`` over its grid on ``buffers`` (modified in place); return stats and the
-    per-binding masks of elements the kernel stored. A dispatch with dynamic sizes takes them as
-    push ``constants`` and the grid's ``workload`` (see ``dynamic_inputs``)."""
+                 constants: list[int] | None = None, workload: list[int] | None = None,
+                 workgroups=None, progress=None) -> tuple[Stats, dict]:
+    """Execute ``d`` over its grid (or the linear workgroup ids ``workgroups``) on ``buffers``
+    (modified in place); return stats and, per binding, which bytes the kernel stored. A
+    dispatch with push constants (dynamic sizes, run-time offsets) takes them as ``constants``,
+    its grid's ``workload`` too (see ``dynamic_inputs``)."""
     k = Kernel(d.func, arch=d.arch, grid=d.grid(workload), workgroup_size=d.workgroup_size,
                wave_size=d.wave_size, constants=constants)
-    stats = k.run(buffers, max_lanes=max_lanes)
+    stats = k.run(buffers, max_lanes=max_lanes, workgroups=workgroups, progress=progress)
     return stats, k.written
 
 
-def dynamic_inputs(problem: dict, sizes: dict) -> tuple[list[int], list[int]]:
+def dynamic_inputs(problem, sizes: dict) -> tuple[list[int], list[int]]:
     """(push constants, workload) that give a dispatch its dynamic sizes, as IREE's host does:
     each size at its workload ordinal and as (low, high) 32-bit push constants."""
     constants, workload = {}, {}
-    for d in problem.get("dynamic") or []:
-        if d["dim"] not in sizes:
-            raise ExecutorError(f"the dispatch has a dynamic {d['dim']}: give its size")
-        v = int(sizes[d["dim"]])
-        for o, (lo, hi) in zip(d["ordinals"], d["constants"]):
+    for d in problem.dynamic:
+        if d.dim not in sizes:
+            raise ExecutorError(f"the dispatch has a dynamic {d.dim}: give its size")
+        v = int(sizes[d.dim])
+        if v < 0:
+            raise ExecutorError(f"{d.dim} = {v}: sizes are not negative")
+        for o, (lo, hi) in zip(d.ordinals, d.constants):
             constants[lo] = v & 0xFFFFFFFF
-            if hi is not None:
+            if hi >= 0:
                 constants[hi] = v >> 32
             elif v >> 32:
-                raise ExecutorError(f"{d['dim']} = {v} does not fit its 32-bit push constant")
+                raise ExecutorError(f"{d.dim} = {v} does not fit its 32-bit push constant")
             workload[o] = v
     if sorted(workload) != list(range(len(workload))):
         raise ExecutorError(f"the workload ordinals {sorted(workload)} are not 0..{len(workload) - 1}")
     n = max(constants) + 1 if constants else 0
     return [constants.get(i, 0) for i in range(n)], [workload[i] for i in range(len(workload))]
+
+
+# ---- memory with tensors at their offsets --------------------------------------------------------
+@dataclass(frozen=True)
+class Region:
+    """A tensor inside a binding: where it starts (bytes) and what it holds."""
+
+    binding: int
+    start: int
+    dtype: np.dtype
+    shape: tuple
+    name: str = field(default="", compare=False)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.dtype.itemsize
+
+    @property
+    def end(self) -> int:
+        return self.start + self.nbytes
+
+
+@dataclass
+class Memory:
+    """Byte buffers for a dispatch's bindings: tensors placed at their regions, sentinel bytes
+    everywhere else (and ``GUARD`` bytes past the last tensor of each binding)."""
+
+    regions: list = field(default_factory=list)
+    data: dict = field(default_factory=dict)  # Region -> the array placed there (inputs)
+
+    def place(self, region: Region, array: np.ndarray | None = None) -> None:
+        for r in self.regions:
+            if r.binding == region.binding and r.start < region.end and region.start < r.end:
+                if r == region:
+                    if array is not None and r in self.data and not np.array_equal(self.data[r], array):
+                        raise ExecutorError(f"{r.name} and {region.name} are one tensor given two values")
+                    break
+                raise ExecutorError(f"{region.name} (binding {region.binding} bytes {region.start}..{region.end}) "
+                                    f"overlaps {r.name} (bytes {r.start}..{r.end})")
+        else:
+            self.regions.append(region)
+        if array is not None:
+            if array.dtype != region.dtype or tuple(array.shape) != tuple(region.shape):
+                raise ExecutorError(f"{region.name} is {region.shape} {region.dtype}, got {array.shape} {array.dtype}")
+            self.data[region] = np.ascontiguousarray(array)
+
+    def buffers(self) -> dict[int, np.ndarray]:
+        out = {}
+        for b in sorted({r.binding for r in self.regions}):
+            end = max(r.end for r in self.regions if r.binding == b)
+            buf = np.full(-(-(end + GUARD) // 16) * 16, SENTINEL, np.uint8)
+            out[b] = buf
+        for r, array in self.data.items():
+            out[r.binding][r.start:r.end] = array.reshape(-1).view(np.uint8)
+        return out
+
+    @staticmethod
+    def read(buffers: dict, region: Region) -> np.ndarray:
+        return buffers[region.binding][region.start:region.end].view(region.dtype).reshape(region.shape).copy()
+
+    @staticmethod
+    def changed_outside(before: dict, after: dict, outputs: list[Region]) -> list[str]:
+        """Bytes the kernel changed outside its outputs (clobbered inputs or sentinels)."""
+        problems = []
+        for b, buf in after.items():
+            diff = buf != before[b]
+            for r in outputs:
+                if r.binding == b:
+                    diff[r.start:r.end] = False
+            if diff.any():
+                where = np.flatnonzero(diff)
+                problems.append(f"binding {b}: {where.size} bytes outside the output changed "
+                                f"(bytes {int(where[0])}..{int(where[-1])})")
+        return problems
+
+
+def written_elements(written: dict, region: Region) -> np.ndarray:
+    """Which elements of ``region`` the kernel stored (every byte of each)."""
+    mask = written.get(region.binding)
+    if mask is None:
+        return np.zeros(region.shape, bool)
+    return mask[region.start:region.end].reshape(-1, region.dtype.itemsize).all(axis=1).reshape(region.shape)
+
+
+def sample_workgroups(grid: tuple, count: int, seed: int) -> list[int]:
+    """A sample of linear workgroup ids: the corners of the grid (first and last tile in every
+    dimension: the partial tiles of unaligned shapes sit there) plus random ones."""
+    gx, gy, gz = grid
+    total = gx * gy * gz
+    if count <= 0 or count >= total:
+        return list(range(total))
+    corners = {x + gx * (y + gy * z) for x in {0, gx - 1} for y in {0, gy - 1} for z in {0, gz - 1}}
+    rng = np.random.default_rng(seed)
+    rest = [i for i in rng.permutation(total).tolist() if i not in corners]
+    return sorted(list(corners) + rest[:max(0, count - len(corners))])
 
 
 @dataclass
@@ -127,73 +219,103 @@ class SimResult:
     stats: Stats
     out: np.ndarray
     ref: np.ndarray
+    workgroups: int = 0  # how many workgroups ran (all of them unless sampled)
+    grid: tuple = ()
 
 
-def check_matmul(module: ir.Module, problem: dict, *, seed: int = 0, max_lanes: int = 1 << 14,
-                 exact: bool = False, epilogue=None, sizes: dict | None = None) -> SimResult:
+def tile_mask(shape: tuple, grid: tuple, workgroups: list[int] | None, tile_m: int, tile_n: int) -> np.ndarray:
+    """Which output elements the workgroups ``workgroups`` own (all when None): workgroup (x, y,
+    z) writes rows y*tile_m.., columns x*tile_n.. of batch z (hand-back's grid)."""
+    if workgroups is None:
+        return np.ones(shape, bool)
+    gx, gy, _ = grid
+    mask = np.zeros(shape, bool)
+    view = mask.reshape((-1,) + tuple(shape[-2:]))
+    for w in workgroups:
+        x, y, z = w % gx, (w // gx) % gy, w // (gx * gy)
+        view[z if view.shape[0] > 1 else 0, y * tile_m:(y + 1) * tile_m, x * tile_n:(x + 1) * tile_n] = True
+    return mask
+
+
+def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, exact: bool = False,
+                 epilogue=None, sizes: dict | None = None, sample: int = 0) -> SimResult:
     """Run a handed-back matmul dispatch on random inputs and compare with numpy.
 
-    ``problem`` is the dictionary the select stage recorded (``mmaflow.problem``): shapes, element
-    types, transposition, signedness and binding indices. ``exact``: small-integer inputs whose
-    dot products are exact in the output type, compared with zero tolerance (falls back to
-    random data when K is too large for exactness). A dispatch with a fused epilogue needs its
+    The problem is what `select` recorded on the dispatch (``mmaflow.problem``): shapes, element
+    types, transposition, signedness and where each tensor lives. ``exact``: small-integer
+    inputs whose dot products are exact in the output type, compared with zero tolerance
+    (random data when K is too large for exactness). A dispatch with a fused epilogue needs its
     numpy reference, ``epilogue`` (a ``numerics.EpilogueReference``); its extra inputs are random
     in [-1, 1] (small integers when ``exact``). ``sizes``: the run-time size of each dynamic
-    dimension ("m", "n", "k", "batch").
+    dimension ("m", "n", "k", "batch"). ``sample``: run only that many workgroups (the grid's
+    corners and random ones) and check the tiles they own.
     """
     from . import numerics as num
     d = load_dispatch(module)
-    if not problem.get("bindings"):
-        raise ExecutorError("the dispatch does not record which bindings hold A, B and C")
-    extra = problem.get("epilogue_ops") or []
+    problem = attrs.read_problem(d.func)
+    cfg = attrs.read_config(d.func)
+    extra = problem.epilogue_ops
     if extra and epilogue is None:
         raise ExecutorError(f"the dispatch has a fused epilogue ({' '.join(extra)}): pass its numpy reference")
     if epilogue is not None and not extra:
         raise ExecutorError("an epilogue reference was given but the dispatch has no epilogue")
-    ba, bb, bc = problem["bindings"]
     sizes = dict(sizes or {})
-    dyn = {d["dim"] for d in problem.get("dynamic") or []}
+    dyn = {x.dim for x in problem.dynamic}
     if set(sizes) - dyn:
         raise ExecutorError(f"sizes given for static dimensions: {sorted(set(sizes) - dyn)}")
     constants, workload = dynamic_inputs(problem, sizes)
-    m, n, k, batch = (problem[d] if d not in dyn else sizes[d] for d in ("m", "n", "k", "batch"))
+    m, n, k, batch = (getattr(problem, x) if x not in dyn else sizes[x] for x in ("m", "n", "k", "batch"))
     rng = np.random.default_rng(seed)
-    lead = (batch,) if batch > 1 else ()
-    a_shape = lead + ((k, m) if problem["a_transposed"] else (m, k))
-    b_shape = lead + ((n, k) if problem["b_transposed"] else (k, n))
-    acc_t = problem["c_type"]
-    out_t = problem.get("out_type") or acc_t
-    lim = 1 if problem["a_type"] == "bf16" else 2
+    lead = (batch,) if problem.batched else ()
+    a_shape = lead + ((k, m) if problem.a_transposed else (m, k))
+    b_shape = lead + ((n, k) if problem.b_transposed else (k, n))
+    acc_t, out_t = problem.c_type, problem.stored_type
+    lim = 1 if problem.a_type == "bf16" else 2
     exact = exact and acc_t != "i32" and k * lim * lim < num.exact_integer_limit(acc_t)
-    a = num.random_matrix(rng, a_shape, problem["a_type"], unsigned=problem["unsigned_a"], small_integers=exact)
-    if ba == bb:  # one tensor feeds both operands (A @ A^T)
-        if a_shape != b_shape:
-            raise ExecutorError(f"binding {ba} is both A {a_shape} and B {b_shape}")
-        b = a
-    else:
-        b = num.random_matrix(rng, b_shape, problem["b_type"], unsigned=problem["unsigned_b"], small_integers=exact)
-    c = np.zeros(lead + (m, n), num.DTYPES[out_t])
-    buffers = {ba: a, bb: b, bc: c}
-    extras = []
+    a = num.random_matrix(rng, a_shape, problem.a_type, unsigned=problem.unsigned_a, small_integers=exact)
+    b = a if problem.same_ab else num.random_matrix(rng, b_shape, problem.b_type, unsigned=problem.unsigned_b,
+                                                    small_integers=exact)
+    if problem.same_ab and a_shape != b_shape:
+        raise ExecutorError(f"one tensor is both A {a_shape} and B {b_shape}")
+    mem = Memory()
+
+    def region(at, dtype: str, shape, name) -> Region:
+        if at.offset is None:
+            raise ExecutorError(f"{name} lives at a run-time offset; check the dispatch within its module "
+                                f"(mmaflow run MODEL.mlir --device sim)")
+        return Region(at.binding, at.offset, num.DTYPES[dtype], tuple(shape), name)
+    mem.place(region(problem.a, problem.a_type, a_shape, "A"), a)
+    mem.place(region(problem.b, problem.b_type, b_shape, "B"), b)
     extent = {"b": batch, "m": m, "n": n}
-    for e in problem.get("epilogue") or []:
-        x = num.random_matrix(rng, tuple(extent[d] for d in e["dims"]), e["type"], small_integers=exact)
-        buffers[e["binding"]] = x
+    extras = []
+    for i, e in enumerate(problem.epilogue):
+        x = num.random_matrix(rng, tuple(extent[dd] for dd in e.dims), e.type, small_integers=exact)
+        mem.place(region(e.at, e.type, x.shape, f"epilogue input {i}"), x)
         extras.append(x)
-    for idx, arr in buffers.items():
-        shape, elem, _ = d.bindings[idx]
-        have = (1,) * (len(shape) - arr.ndim) + arr.shape  # a batch of 1 may be left out
-        fits = len(have) == len(shape) and all(s is None or s == x for s, x in zip(shape, have))
-        if not fits or num.DTYPES[elem] != arr.dtype:
-            raise ExecutorError(f"binding {idx} is memref<{shape}x{elem}>, expected {arr.shape} {arr.dtype}")
-    stats, written = run_dispatch(d, buffers, max_lanes=max_lanes, constants=constants, workload=workload)
-    a_log = np.swapaxes(a, -1, -2) if problem["a_transposed"] else a
-    b_log = np.swapaxes(b, -1, -2) if problem["b_transposed"] else b
-    ref, tol = num.matmul_reference(a_log, b_log, acc_t, unsigned_a=problem["unsigned_a"],
-                                    unsigned_b=problem["unsigned_b"])
+    c_region = region(problem.c, out_t, lead + (m, n), "C")
+    mem.place(c_region)
+    buffers = mem.buffers()
+    before = {bb: buf.copy() for bb, buf in buffers.items()}
+    grid = d.grid(workload)
+    chosen = sample_workgroups(grid, sample, seed) if sample else None
+    stats, written = run_dispatch(d, buffers, max_lanes=max_lanes, constants=constants, workload=workload,
+                                  workgroups=chosen)
+    c = Memory.read(buffers, c_region)
+    a_log = np.swapaxes(a, -1, -2) if problem.a_transposed else a
+    b_log = np.swapaxes(b, -1, -2) if problem.b_transposed else b
+    ref, tol = num.matmul_reference(a_log, b_log, acc_t, unsigned_a=problem.unsigned_a, unsigned_b=problem.unsigned_b)
     if epilogue is not None:
         ref, tol = num.epilogue_reference(ref, tol, extras, epilogue, out_t)
     if exact:
         tol = np.zeros_like(tol)
-    wmask = written.get(bc, np.zeros(c.size, bool)).reshape(c.shape)
-    return SimResult(num.compare(c, ref, tol, written=wmask, out_type=out_t), stats, c, ref)
+    owned = tile_mask(c.shape, grid, chosen, cfg.tile_m, cfg.tile_n)
+    wmask = written_elements(written, c_region)
+    check = num.compare(c[owned], ref[owned], tol[owned], written=wmask[owned], out_type=out_t)
+    stray = int((wmask & ~owned).sum())
+    clobbered = Memory.changed_outside(before, buffers, [c_region])
+    if stray or clobbered:
+        check.passed = False
+        check.detail += "".join(f"; {p}" for p in clobbered)
+        if stray:
+            check.detail += f"; {stray} output elements written by workgroups that do not own them"
+    return SimResult(check, stats, c, ref, len(chosen) if chosen is not None else int(np.prod(grid)), grid)

@@ -22,7 +22,7 @@ from iree.compiler import ir
 from ..emit import Emitter
 from ..errors import CodegenError
 from ..mlir import location_of
-from .configure import read_target
+from ..attrs import read_target
 
 NAME = "barriers"
 BARRIER_OPS = ("amdgpu.lds_barrier", "gpu.barrier")

@@ -44,20 +44,20 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import scf
 
+from .. import attrs
 from ..emit import Emitter, vector_type
-from ..fragments import FragmentLoader, LaneIndex
-from ..lds_copy import CopyPlan
+from ..epilogue import Epilogue, epilogue_function
 from ..errors import CodegenError
+from ..fragments import FragmentLoader, LaneIndex
 from ..intrinsics import TYPE_BITS, Intrinsic
+from ..targets import Vendor
 from ..layout import COL, ROW, Layout, Run
-from ..mlir import defining_op, location_of, ops_named, run_passes, user_of, walk
-from .configure import read_config, read_problem, read_target
-from ..epilogue import Epilogue, epilogue_function, input_subspans
-from ..dynamic import inline_sizes
-from .normalize import operand_dims
+from ..lds_copy import CopyPlan
+from ..mlir import defining_op, location_of, op_attributes, ops_named, run_passes, subspan_constant_offset, user_of, walk
+from ..problem import operand_dims
+from ..prologue import buffer_type, inline_prologue
 
 NAME = "distribute"
-EXPECT_ATTR = "mmaflow.expect"  # what verify.check_isa must find in the lowered kernel
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
 
 
@@ -149,25 +149,42 @@ class Extents:
 
 
 def global_subspan(sub: ir.Operation, shape: list, elem: ir.Type, space: ir.Attribute) -> ir.Value:
-    """A copy of binding subspan ``sub`` typed memref<shape x elem, space>, index values in
-    ``shape`` becoming its dynamic dims."""
+    """A copy of binding subspan ``sub`` typed memref<shape x elem, strided<...>, space>, index
+    values in ``shape`` becoming its dynamic dims. Everything else is kept: the attributes
+    (binding, alignment, descriptor flags, layout) and the byte-offset operand, and the offset
+    of the memref's layout: IREE's lowering addresses the tensor at the layout's offset (from
+    the byte offset when the layout's offset is dynamic), so a layout without it would read
+    element 0 of the binding, whatever tensor lives there."""
+    old_t = ir.MemRefType(sub.results[0].type)
+    strides, offset = old_t.get_strides_and_offset()
+    byte_offset = subspan_constant_offset(sub)
+    elem_bytes = TYPE_BITS[str(old_t.element_type)] // 8
+    dyn_off = ir.ShapedType.get_dynamic_stride_or_offset()
+    if offset != dyn_off and byte_offset is not None and offset * elem_bytes != byte_offset:
+        raise _fail(f"binding {ir.IntegerAttr(sub.attributes['binding']).value}: the memref's offset ({offset} "
+                    f"elements) disagrees with the subspan's byte offset {byte_offset}", sub)
+    if offset != dyn_off and byte_offset is None:
+        raise _fail("a run-time byte offset with a static memref offset", sub)
     dyn = [d for d in shape if not isinstance(d, int)]
-    mtype = ir.MemRefType.get([d if isinstance(d, int) else ir.ShapedType.get_dynamic_size() for d in shape],
-                              elem, None, space)
-    attrs = {n: sub.attributes[n] for n in sub.attributes}
-    attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([1, len(dyn)])
+    mtype = buffer_type([d if isinstance(d, int) else None for d in shape], elem,
+                        offset_known=None if offset == dyn_off else offset)
+    if str(mtype.memory_space) != str(space):
+        raise _fail(f"unexpected memory space {mtype.memory_space}", sub)
+    named = op_attributes(sub)
+    offset_operands = [list(sub.operands)[0]] if list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))[0] else []
+    named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([len(offset_operands), len(dyn)])
     with sub.location, ir.InsertionPoint(sub):
         new = ir.Operation.create("hal.interface.binding.subspan", results=[mtype],
-                                  operands=[list(sub.operands)[0]] + dyn, attributes=attrs)
+                                  operands=offset_operands + dyn, attributes=named)
     return new.results[0]
 
 
 class Distributor:
     def __init__(self, module: ir.Module, func: ir.Operation):
         self.module, self.func = module, func
-        self.target = read_target(func)
-        self.cfg = read_config(func)
-        self.problem = read_problem(func)
+        self.target = attrs.read_target(func)
+        self.cfg = attrs.read_config(func)
+        self.problem = attrs.read_problem(func)
         self.intr: Intrinsic = self.target.intrinsic(self.cfg.intrinsic)
         self.vendor = self.target.vendor
         self.erase: list[ir.Operation] = []
@@ -307,7 +324,7 @@ class Distributor:
         steps' runs become one 128-bit LDS read, which is also what keeps 16 lanes reading 16 rows
         of the padded tile off each other's banks. Only if A and B then still meet at the same K."""
         bits = TYPE_BITS[self.problem.a_type]
-        if self.vendor != "amd" or a.batch[1] < 2:
+        if self.vendor is not Vendor.AMD or a.batch[1] < 2:
             return False
         if min(r.length for r in a.runs(COL) + b.runs(ROW)) * bits >= 128:
             return False
@@ -327,7 +344,7 @@ class Distributor:
         first = [o.operation for o in entry.operations][0]
         loc = self.contract.location
         self.top = Emitter(ir.InsertionPoint(first), loc, self.vendor)
-        self.sizes = inline_sizes(self.func, ir.InsertionPoint(first), self.problem)
+        self.sizes, self.epilogue_buffers = inline_prologue(self.func, ir.InsertionPoint(first), self.problem)
         self._retype_bindings()
         self.tid = self.top.thread_id()
         self.lanes = LaneIndex(self.top, self.top.rem(self.tid, self.cfg.wave_size), self.cfg.wave_size)
@@ -352,27 +369,28 @@ class Distributor:
         self.true_shape: dict = {}  # old memref value -> Extents
         space = ir.Attribute.parse("#gpu.address_space<global>")
         dims_of = operand_dims(self.problem)
-        roles = dict(zip(self.problem.bindings or (), "ABC"))
-        # A subspan's role is the operand it feeds: A @ A reads one binding through two subspans.
+        # A subspan's role is the operand it feeds (one subspan may feed both A and B: A @ A),
+        # or the result the accumulator is written to.
         feeds: dict = {}
         for opd in (self.a, self.b):
             feeds.setdefault(_transfer_parts(opd.copy_read)[0], []).append(opd.name)
-        if self.problem.bindings and self.problem.bindings[0] == self.problem.bindings[1]:
-            self.notes.append(f"A and B are the same tensor (binding {self.problem.bindings[0]}), needed in two "
+        feeds.setdefault(_transfer_parts(self.out_write)[0], []).append("C")
+        if self.problem.same_ab:
+            self.notes.append(f"A and B are the same tensor ({self.problem.a.describe()}), needed in two "
                               "layouts: each operand gets its own copy into LDS, in its own layout")
         for sub in ops_named(self.func, "hal.interface.binding.subspan"):
+            if sub.results[0] in self.epilogue_buffers:  # from the prologue, typed already
+                continue
             old_t = ir.MemRefType(sub.results[0].type)
-            binding = ir.IntegerAttr(sub.attributes["binding"]).value
-            role, *other = feeds.get(sub.results[0], [roles.get(binding)])
-            names = dims_of[role] if role else None
-            true = [self.extent(d) for d in names] if names else list(old_t.shape)
-            ext = Extents(list(old_t.shape), true, names or [None] * len(true), self.problem,
+            roles = feeds.get(sub.results[0])
+            if not roles:
+                raise _fail(f"binding {ir.IntegerAttr(sub.attributes['binding']).value} is none of A, B, C", sub)
+            role, *other = roles
+            names = dims_of[role]
+            true = [self.extent(d) for d in names]
+            ext = Extents(list(old_t.shape), true, names, self.problem,
                           {"m": self.cfg.tile_m, "n": self.cfg.tile_n, "k": self.cfg.tile_k, "batch": 1},
                           also=dims_of[other[0]] if other else None)
-            if ext.changed:
-                layout = old_t.layout
-                if isinstance(layout, ir.AffineMapAttr) and layout.value != ir.AffineMap.get_identity(old_t.rank):
-                    raise _fail("a padded binding has a non-identity layout", sub)
             elem = old_t.element_type
             if role == "C":  # the epilogue may store another type than the accumulator's
                 elem = ir.Type.parse(self.problem.stored_type)
@@ -403,7 +421,7 @@ class Distributor:
                             opd.storage, opd.k_dim == 0, self.cfg.workgroup_size, tuple(dst_idx[-2:]),
                             limits=tuple(ext.limits()[-2:]), row_length=ext.multiple(-1), extent0=ext.true[0],
                             # (AMD: NVIDIA's measured kernels keep the plain row order for now)
-                            banks=self.target.lds_banks if self.vendor == "amd" else 0)
+                            banks=self.target.lds_banks if self.vendor is Vendor.AMD else 0)
         if ext.multiple(-1) * opd.bits % 128:
             self.notes.append(f"{opd.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
                               f"{opd.copy.v * opd.bits} bits wide, not 128")
@@ -454,7 +472,7 @@ class Distributor:
             tk = self.cfg.tile_k
             ub = pre.mul(pre.div(pre.add(self.sizes["k"], tk - 1), tk), tk)
         guard = None
-        if self.problem.k is None and self.vendor == "nvidia":
+        if self.problem.k is None and self.vendor is Vendor.NVIDIA:
             # K may be 0: A and B are then empty buffers, and NVIDIA's clamped loads would still
             # touch their first element. (AMD's raw buffer loads read 0 from an empty buffer.)
             with loop.location, ir.InsertionPoint(loop):
@@ -553,8 +571,7 @@ class Distributor:
             if efunc is None:
                 raise _fail("the problem has an epilogue but the module has no epilogue function", w)
             extents = {"b": self.extent("batch"), "m": self.extent("m"), "n": self.extent("n")}
-            inputs = input_subspans(efunc, self.problem, self.top.named("epilogue"), extents)
-            epi = Epilogue(efunc, self.problem, inputs,
+            epi = Epilogue(efunc, self.problem, self.epilogue_buffers,
                            {"b": False, "m": limits[0] is not None, "n": limits[1] is not None},
                            extents)
         for i in range(br):
@@ -621,10 +638,7 @@ class Distributor:
         matrix instructions one K tile takes (a fully unrolled loop has k_tiles times that)."""
         bits = max(opd.copy.v * opd.bits for opd in (self.a, self.b))
         k_tiles = 0 if self.problem.k is None else -(-self.problem.k // self.cfg.tile_k)  # 0: dynamic
-        i64 = ir.IntegerType.get_signless(64)
-        self.func.attributes[EXPECT_ATTR] = ir.DictAttr.get({
-            "global_load_bits": ir.IntegerAttr.get(i64, bits), "k_tiles": ir.IntegerAttr.get(i64, k_tiles),
-            "mma_per_k_tile": ir.IntegerAttr.get(i64, self.mma_per_k_tile)})
+        attrs.write_expect(self.func, attrs.Expectations(bits, k_tiles, self.mma_per_k_tile))
 
 
 def distribute(module: ir.Module, func: ir.Operation) -> list[str]:

@@ -1,154 +1,52 @@
-"""Stage `normalize`: rewrite the dispatch into mmaflow's canonical form, when it needs one.
+"""Stage `normalize`: bring the dispatch into the form the transform script takes, in place.
 
-Canonical form: bindings, dispatch.tensor loads of A and B, zero fill, one ``linalg.generic``
-contraction (tagged ``mmaflow.contraction``) and the store of its accumulator-typed result.
+The form: subspans, dispatch.tensor loads of A and B, zero fill, the contraction (tagged
+``mmaflow.contraction``, a named op or a ``linalg.generic`` as IREE formed it) and the store of
+its accumulator-typed result, every shape static and a whole number of tiles.
 
-- Unaligned shapes: when M, N or K is not a multiple of the config's tile, every dimension is
-  rounded up to the tile in the types only. No data is copied or padded: the script tiles whole
-  tiles, and `distribute` re-types the bindings to their true shapes (``mmaflow.problem`` keeps
-  them) and bounds every global access.
+The dispatch is rewritten through the MLIR bindings, never regenerated: each subspan keeps every
+attribute and its byte-offset operand (IREE packs tensors into shared buffers, so a tensor may
+start at any offset of its binding), the contraction keeps its maps and body.
+
+- Unaligned shapes: when M, N or K is not a multiple of the config's tile, the types of the
+  subspans, loads, fill and contraction are rounded up to whole tiles. No data is copied or
+  padded: `distribute` gives the bindings their true shapes back (``mmaflow.problem`` keeps them)
+  and bounds every global access.
 - Dynamic sizes: the script sees two tiles per dynamic dimension; the ops computing the true
-  sizes (push constants, ``util.assume.int``, workload ordinals) move into ``@<dispatch>_sizes``
-  (see ``compiler/dynamic.py``), and the bindings keep their dynamic types' attributes.
+  sizes go to the prologue function (``compiler/prologue.py``); the subspans' dynamic-dim
+  operands are dropped here and restored by `distribute` from the prologue.
 - A fused epilogue (elementwise consumers tagged ``mmaflow.epilogue`` by `select`) is moved out
   of the tensor program into a private scalar function ``@<dispatch>_epilogue(acc, inputs...) ->
-  stored`` (tagged ``mmaflow.epilogue``; each input argument keeps its binding's subspan
-  attributes as ``mmaflow.subspan``). `distribute` applies it to the accumulator registers
-  before the store, and the result binding gets its stored element type back.
+  stored`` (tagged ``mmaflow.epilogue``); the subspans of its inputs move to the prologue. The
+  result's subspan holds the accumulator type until `distribute` stores the epilogue's type.
 
-Aligned dispatches without an epilogue pass through untouched.
+Aligned static dispatches without an epilogue pass through untouched.
 """
 
 from __future__ import annotations
 
-import math
-
 from iree.compiler import ir
 from iree.compiler.dialects import func as func_d
+from iree.compiler.dialects import iree_tensor_ext, tensor
 
-from .. import dynamic
+from .. import attrs, prologue
 from ..errors import CodegenError
-from ..mlir import clone_into, defining_op, ops_named, parse_module, str_attr, walk
-from ..problem import Contraction
-from .configure import read_config, read_problem
-from .select import CONTRACTION_ATTR, EPILOGUE_ATTR
+from ..mlir import (clone_into, defining_op, dispatch_tensor_access, dispatch_tensor_type, location_of, op_attributes,
+                    segments, str_attr, unique_ops, user_of, walk)
+from ..problem import Contraction, operand_shapes, padded_problem
 
 NAME = "normalize"
-SUBSPAN_ATTR = "mmaflow.subspan"  # an epilogue argument's binding (subspan attributes)
 
 
-def padded_problem(problem: Contraction, cfg) -> Contraction:
-    """The static problem the transform script sees: every dimension rounded up to whole tiles;
-    a dynamic one stands in as two tiles (two workgroups / K steps, so that no loop of one
-    iteration folds away: the kernel takes its true extent from the sizes function)."""
-    from dataclasses import replace
-
-    def up(d, t):
-        return 2 * t if d is None else math.ceil(d / t) * t
-    return replace(problem, m=up(problem.m, cfg.tile_m), n=up(problem.n, cfg.tile_n), k=up(problem.k, cfg.tile_k),
-                   batch=2 if problem.batch is None else problem.batch, dynamic=())
-
-
-def is_aligned(problem: Contraction, cfg) -> bool:
-    return not problem.is_dynamic and padded_problem(problem, cfg) == problem
-
-
-def operand_dims(p: Contraction) -> dict[str, list[str]]:
-    """The problem dimension each axis of A, B and C follows (batch leading, transposition applied)."""
-    lead = ["batch"] if p.batched else []
-    return {"A": lead + (["k", "m"] if p.a_transposed else ["m", "k"]),
-            "B": lead + (["n", "k"] if p.b_transposed else ["k", "n"]),
-            "C": lead + ["m", "n"]}
-
-
-def operand_shapes(p: Contraction) -> dict[str, list[int | None]]:
-    """Storage shapes of A, B, C (None where dynamic)."""
-    return {role: [getattr(p, d) for d in dims] for role, dims in operand_dims(p).items()}
-
-
-def _tensor(shape, elem):
-    return f"tensor<{'x'.join(map(str, shape))}x{elem}>"
-
-
-def _body(p: Contraction) -> str:
-    a, c = p.a_type, p.c_type
-    if a.startswith("i"):
-        ext_a = "arith.extui" if p.unsigned_a else "arith.extsi"
-        ext_b = "arith.extui" if p.unsigned_b else "arith.extsi"
-        mul, add = "arith.muli", "arith.addi"
-    else:
-        ext_a = ext_b = "arith.extf"
-        mul, add = "arith.mulf", "arith.addf"
-    lines = [f"^bb0(%x: {a}, %y: {p.b_type}, %acc: {c}):"]
-    if a == c:
-        xe, ye = "%x", "%y"
-    else:
-        lines += [f"  %xe = {ext_a} %x : {a} to {c}", f"  %ye = {ext_b} %y : {p.b_type} to {c}"]
-        xe, ye = "%xe", "%ye"
-    lines += [f"  %p = {mul} {xe}, {ye} : {c}", f"  %s = {add} %acc, %p : {c}", f"  linalg.yield %s : {c}"]
-    return "\n".join(lines)
-
-
-def _subspan(name: str, attrs: dict, access: str, tensor: str) -> str:
-    """A binding subspan in generic form, keeping the original's attributes (layout, binding,
-    flags, alignment) and a zero offset."""
-    props = ", ".join(f"{n} = {a}" for n, a in sorted(attrs.items()) if n != "operandSegmentSizes")
-    return (f'%{name} = "hal.interface.binding.subspan"(%c0) <{{{props}, operandSegmentSizes = array<i32: 1, 0>}}> '
-            f": (index) -> !iree_tensor_ext.dispatch.tensor<{access}:{tensor}>")
-
-
-def subspan_attributes(op: ir.Operation) -> dict:
-    return {n: op.attributes[n] for n in op.attributes}
-
-
-def canonical_body(p: Contraction, subspans: dict[str, dict]) -> str:
-    """The dispatch body for the static problem ``p`` (already rounded up), given each role's
-    original subspan attributes (layout, binding, flags, alignment are kept)."""
-    shapes = operand_shapes(p)
-    elems = {"A": p.a_type, "B": p.b_type, "C": p.c_type}
-    dims = "(b, m, n, k)" if p.batched else "(m, n, k)"
-    b_ = "b, " if p.batched else ""
-    maps = [f"affine_map<{dims} -> ({b_}{'k, m' if p.a_transposed else 'm, k'})>",
-            f"affine_map<{dims} -> ({b_}{'n, k' if p.b_transposed else 'k, n'})>",
-            f"affine_map<{dims} -> ({b_}m, n)>"]
-    iters = ", ".join(['"parallel"'] * (3 if p.batched else 2) + ['"reduction"'])
-    lines = ["%c0 = arith.constant 0 : index"]
-    for role in "ABC":
-        access = "writeonly" if role == "C" else "readonly"
-        lines.append(_subspan(f"{role}_binding", subspans[role], access, _tensor(shapes[role], elems[role])))
-    for role in "AB":
-        s = shapes[role]
-        t = _tensor(s, elems[role])
-        lines.append(f"%{role} = iree_tensor_ext.dispatch.tensor.load %{role}_binding, offsets = [{', '.join('0' * len(s))}], "
-                     f"sizes = [{', '.join(map(str, s))}], strides = [{', '.join('1' * len(s))}] : "
-                     f"!iree_tensor_ext.dispatch.tensor<readonly:{t}> -> {t}")
-    ct = _tensor(shapes["C"], p.c_type)
-    zero = "0" if p.c_type.startswith("i") else "0.0"
-    lines += [f"%zero = arith.constant {zero} : {p.c_type}",
-              f"%empty = tensor.empty() : {ct}",
-              f"%init = linalg.fill ins(%zero : {p.c_type}) outs(%empty : {ct}) -> {ct}",
-              f"%r = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}} "
-              f"ins(%A, %B : {_tensor(shapes['A'], p.a_type)}, {_tensor(shapes['B'], p.b_type)}) outs(%init : {ct}) "
-              f"attrs = {{{CONTRACTION_ATTR}}} {{\n{_body(p)}\n}} -> {ct}"]
-    s = shapes["C"]
-    lines += [f"iree_tensor_ext.dispatch.tensor.store %r, %C_binding, offsets = [{', '.join('0' * len(s))}], "
-              f"sizes = [{', '.join(map(str, s))}], strides = [{', '.join('1' * len(s))}] : "
-              f"{ct} -> !iree_tensor_ext.dispatch.tensor<writeonly:{ct}>",
-              "return"]
-    return "\n".join(lines)
-
-
-def _epilogue_function(func: ir.Operation, problem: Contraction, subspans: dict) -> ir.Operation:
-    """The epilogue generics' bodies, composed into ``func.func private @<name>_epilogue``."""
-    chain = [o for o in walk(func) if EPILOGUE_ATTR in o.attributes]
-    (contraction,) = [o for o in walk(func) if CONTRACTION_ATTR in o.attributes]
+def _epilogue_function(func: ir.Operation, problem: Contraction, chain: list, contraction: ir.Operation,
+                       input_values: list) -> ir.Operation:
+    """The epilogue generics' bodies, composed into ``func.func private @<name>_epilogue``;
+    ``input_values``: the tensors the chain reads besides the accumulator, in problem order."""
     types = [ir.Type.parse(problem.c_type)] + [ir.Type.parse(e.type) for e in problem.epilogue]
     ftype = ir.FunctionType.get(types, [ir.Type.parse(problem.stored_type)])
     with func.location, ir.InsertionPoint(func):
         efunc = func_d.FuncOp(f"{str_attr(func, 'sym_name')}_epilogue", ftype, visibility="private")
-    efunc.attributes[EPILOGUE_ATTR] = ir.UnitAttr.get()
-    efunc.arg_attrs = ir.ArrayAttr.get(
-        [ir.DictAttr.get({})] + [ir.DictAttr.get({SUBSPAN_ATTR: subspans[e.binding]}) for e in problem.epilogue])
+    attrs.mark(efunc, attrs.EPILOGUE)
     block = efunc.add_entry_block()
     ip = ir.InsertionPoint(block)
     args = list(block.arguments)
@@ -161,6 +59,9 @@ def _epilogue_function(func: ir.Operation, problem: Contraction, subspans: dict)
             if operand == value:
                 local[barg] = current
             else:
+                if nxt > len(input_values) or input_values[nxt - 1] != operand:
+                    raise CodegenError("the epilogue reads its inputs in another order than select recorded",
+                                       stage=NAME, location=location_of(gen))
                 local[barg] = args[nxt]
                 nxt += 1
         for o in (o.operation for o in gblock.operations):
@@ -181,9 +82,129 @@ def _epilogue_function(func: ir.Operation, problem: Contraction, subspans: dict)
     return efunc
 
 
+class _Rewriter:
+    """The dispatch's tensor program: its contraction, epilogue chain, loads, subspans."""
+
+    def __init__(self, func: ir.Operation, problem: Contraction):
+        self.func, self.problem = func, problem
+        (self.contraction,) = [o for o in walk(func) if attrs.marked(o, attrs.CONTRACTION)]
+        self.chain = [o for o in walk(func) if o.name == "linalg.generic" and attrs.marked(o, attrs.EPILOGUE)]
+        last = self.chain[-1] if self.chain else self.contraction
+        (self.store,) = [user_of(u) for u in last.results[0].uses]
+        if self.store.name != "iree_tensor_ext.dispatch.tensor.store":
+            raise CodegenError(f"the contraction's result reaches {self.store.name}, not a store", stage=NAME)
+        self.loads = [defining_op(self.contraction.operands[i]) for i in (0, 1)]
+        self.subspans = {"A": defining_op(self.loads[0].operands[0]), "B": defining_op(self.loads[1].operands[0]),
+                         "C": defining_op(self.store.operands[1])}
+        moved = {"A": self.loads[0].results[0].type, "B": self.loads[1].results[0].type,
+                 "C": self.store.operands[0].type}
+        self.access = {r: dispatch_tensor_access(self.subspans[r].results[0].type, moved[r]) for r in "ABC"}
+        if None in self.access.values():
+            raise CodegenError("a binding's type does not match the tensor loaded or stored through it", stage=NAME)
+        # The epilogue's extra inputs (loads of whole bindings, select checked), in problem order.
+        self.epilogue_inputs = []
+        value = self.contraction.results[0]
+        for gen in self.chain:
+            self.epilogue_inputs += [v for v in list(gen.operands)[:-1] if v != value]
+            value = gen.results[0]
+        if len(self.epilogue_inputs) != len(problem.epilogue):
+            raise CodegenError(f"the epilogue reads {len(self.epilogue_inputs)} tensors, select recorded "
+                               f"{len(problem.epilogue)}", stage=NAME)
+
+    def detach_epilogue(self) -> list[ir.Operation]:
+        """Move the epilogue into its function; store the accumulator instead. Returns the
+        subspans of its inputs (now unused), to go to the prologue."""
+        _epilogue_function(self.func, self.problem, self.chain, self.contraction, self.epilogue_inputs)
+        self.store.operands[0] = self.contraction.results[0]
+        for gen in reversed(self.chain):
+            outs = defining_op(list(gen.operands)[-1])
+            gen.erase()
+            if outs is not None and outs.name == "tensor.empty" and not list(outs.results[0].uses):
+                outs.erase()
+        subs = []
+        for value, desc in zip(self.epilogue_inputs, self.problem.epilogue):
+            load = defining_op(value)
+            sub = defining_op(load.operands[0])
+            if not list(value.uses):
+                load.erase()
+            subs.append(sub)
+        for sub, desc in zip(subs, self.problem.epilogue):
+            if list(sub.results[0].uses):
+                raise CodegenError(f"binding {desc.at.binding} feeds both the epilogue and the contraction",
+                                   stage=NAME, location=location_of(sub))
+            elem = ir.Type.parse(desc.type)
+            bits = ir.FloatType(elem).width if isinstance(elem, ir.FloatType) else ir.IntegerType(elem).width
+            known = desc.at.offset // (bits // 8) if desc.at.offset is not None and desc.at.offset % (bits // 8) == 0 \
+                else None
+            sub.results[0].set_type(prologue.buffer_type(list(desc.shape), elem, offset_known=known))
+        return subs
+
+    def to_static(self, padded: Contraction) -> None:
+        """Give the tensor program the static shapes of ``padded`` (whole tiles): subspans, loads,
+        fill, contraction, store. Subspans keep their attributes and byte offset; dynamic dims
+        are dropped (the prologue holds them)."""
+        shapes = operand_shapes(padded)
+        elem = {"A": padded.a_type, "B": padded.b_type, "C": padded.c_type}
+        types = {r: ir.RankedTensorType.get(shapes[r], ir.Type.parse(elem[r])) for r in "ABC"}
+        new_subs = {}
+        for role, sub in self.subspans.items():
+            twin = new_subs.get("A") if role == "B" and sub == self.subspans["A"] else None
+            if twin is not None and twin.type == dispatch_tensor_type(self.access["B"], types["B"]):
+                new_subs[role] = twin  # one tensor as both operands, in one padded shape
+            else:
+                new_subs[role] = self._retype_subspan(sub, self.access[role], types[role], copy=twin is not None)
+        old_loads = []
+        for i, role in enumerate("AB"):
+            load = self.loads[i]
+            with load.location, ir.InsertionPoint(load):
+                new = iree_tensor_ext.DispatchTensorLoadOp(
+                    types[role], new_subs[role], [], [], [], [], [0] * len(shapes[role]), shapes[role],
+                    [1] * len(shapes[role]))
+            self.contraction.operands[i] = new.result
+            old_loads.append(load)
+        for load in unique_ops(old_loads):
+            if not list(load.results[0].uses):
+                load.erase()
+        init = self.contraction.operands[2]
+        fill = defining_op(init)
+        empty = defining_op(fill.operands[1])
+        with empty.location, ir.InsertionPoint(empty):
+            new_empty = tensor.EmptyOp(shapes["C"], types["C"].element_type)
+        fill.operands[1] = new_empty.result
+        if not list(empty.results[0].uses):
+            empty.erase()
+        fill.results[0].set_type(types["C"])
+        self.contraction.results[0].set_type(types["C"])
+        store = self.store
+        with store.location, ir.InsertionPoint(store):
+            iree_tensor_ext.DispatchTensorStoreOp(store.operands[0], new_subs["C"], [], [], [], [],
+                                                  [0] * len(shapes["C"]), shapes["C"], [1] * len(shapes["C"]))
+        store.erase()
+        for sub in unique_ops(self.subspans.values()):  # A @ A: one subspan, two roles
+            if not list(sub.results[0].uses):
+                sub.erase()
+
+    @staticmethod
+    def _retype_subspan(sub: ir.Operation, access: str, tensor_t: ir.RankedTensorType, *, copy: bool) -> ir.Value:
+        """``sub`` typed as the dispatch tensor of ``tensor_t``: in place when it has no dynamic
+        dims (and no ``copy`` is asked for), else a copy of the op without them; every attribute
+        and the byte-offset operand are kept."""
+        new_t = dispatch_tensor_type(access, tensor_t)
+        offset, dims = segments(sub)
+        if not dims and not copy:
+            sub.results[0].set_type(new_t)
+            return sub.results[0]
+        named = op_attributes(sub)
+        named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([len(offset), 0])
+        with sub.location, ir.InsertionPoint(sub):
+            new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t], operands=offset,
+                                      attributes=named)
+        return new.results[0]
+
+
 def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
-    """Rewrite ``func`` into canonical form if it needs it; return what was done (for the log)."""
-    problem, cfg = read_problem(func), read_config(func)
+    """Rewrite ``func`` in place into the script's form if it needs it; return what was done."""
+    problem, cfg = attrs.read_problem(func), attrs.read_config(func)
     done = []
     unaligned = [d for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
                  if getattr(problem, d) is not None and getattr(problem, d) % t]
@@ -193,33 +214,23 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         done.append(f"epilogue ({' '.join(problem.epilogue_ops)}) moved into a function")
     if problem.is_dynamic:
         names = ", ".join(d.dim for d in problem.dynamic)
-        done.append(f"dynamic {names}: the script sees two tiles each; the sizes moved into a function")
+        done.append(f"dynamic {names}: the script sees two tiles each; the sizes moved into the prologue")
     if not done:
         return done
-    if problem.bindings is None:
-        raise CodegenError("a matmul whose bindings are unknown cannot be normalized", stage=NAME)
-    by_binding = {ir.IntegerAttr(op.attributes["binding"]).value: op
-                  for op in ops_named(func, "hal.interface.binding.subspan")}
-    missing = [b for b in list(problem.bindings) + [e.binding for e in problem.epilogue] if b not in by_binding]
-    if missing:
-        raise CodegenError(f"no subspan for binding {missing[0]}", stage=NAME)
     with module.context, func.location:
-        if problem.has_epilogue:
-            subspans = {e.binding: ir.DictAttr.get(subspan_attributes(by_binding[e.binding]))
-                        for e in problem.epilogue}
-            _epilogue_function(func, problem, subspans)
+        rw = _Rewriter(func, problem)
+        buffers = rw.detach_epilogue() if problem.has_epilogue else []
+        sizes = []
         if problem.is_dynamic:
             ordinals = {ir.IntegerAttr(o.attributes["ordinal"]).value: o.results[0]
-                        for o in ops_named(func, "iree_tensor_ext.dispatch.workload.ordinal")}
-            dynamic.sizes_function(func, problem, {d.dim: ordinals[d.ordinal] for d in problem.dynamic})
-        subs = {role: subspan_attributes(by_binding[b]) for role, b in zip("ABC", problem.bindings)}
-        body = canonical_body(padded_problem(problem, cfg), subs)
-        name = str_attr(func, "sym_name")
-        attrs = ", ".join(f"{n} = {func.attributes[n]}" for n in func.attributes
-                          if n not in ("sym_name", "function_type", "sym_visibility"))
-        text = f"func.func @{name}() attributes {{{attrs}}} {{\n{body}\n}}"
-        new = parse_module(text, module.context, source=f"{name} (normalized)")
-        (new_func,) = ops_named(new.operation, "func.func")
-        ir.InsertionPoint(func).insert(new_func.detach_from_parent())
-        func.erase()
+                        for o in walk(func) if o.name == "iree_tensor_ext.dispatch.workload.ordinal"}
+            sizes = [(d.dim, ordinals[d.ordinal]) for d in sorted(problem.dynamic, key=lambda d: _dim_rank(d.dim))]
+        prologue.build(func, problem, prologue.Prologue(sizes, buffers))
+        if unaligned or problem.is_dynamic or problem.has_epilogue:
+            rw.to_static(padded_problem(problem, cfg))
     return done
+
+
+def _dim_rank(dim: str) -> int:
+    from ..dynamic import DIM_ORDER
+    return DIM_ORDER.index(dim)

@@ -16,7 +16,7 @@ from iree.compiler.dialects.transform import interpreter
 
 from ..errors import CodegenError
 from ..mlir import ops_named, parse_module, str_attr
-from .configure import read_config, read_problem
+from ..attrs import read_config, read_problem
 
 NAME = "script"
 SCRIPT = "matmul.mlir"

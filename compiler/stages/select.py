@@ -8,32 +8,32 @@ contraction (batch) x M x N x K with a multiply-add body, optionally initialised
 Elementwise ``linalg.generic`` consumers of its result (bias, activation, scale, cast: arith and
 math ops, inputs broadcast along any of the result's dimensions) are its epilogue.
 
+Every tensor the kernel reads or writes must be a whole binding region: a
+``hal.interface.binding.subspan`` (a binding and a byte offset into it: IREE packs tensors into
+shared buffers) loaded or stored whole. A contraction on slices of a binding is left to IREE.
+
 Output: the same IR with the contraction tagged ``mmaflow.contraction``, its epilogue generics
-``mmaflow.epilogue``, and the function tagged
-``mmaflow.target`` and ``mmaflow.problem`` (JSON of ``Contraction``). Dispatches without a
-contraction are left to IREE; a contraction mmaflow cannot compile is an error, never a silent
-hand-over.
+``mmaflow.epilogue``, and the function tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
+``mmaflow.problem`` (``problem.Contraction``, see ``attrs.py``). Dispatches without a
+contraction are left to IREE with the reason logged; a contraction mmaflow cannot compile is an
+error, never a silent hand-over.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 
 from iree.compiler import ir
 
-from .. import dynamic
+from .. import attrs, dynamic
+from ..config import require_intrinsic
 from ..errors import InputError, UnsupportedError
-from ..mlir import defining_op, location_of, ops_named, str_attr, user_of, walk
-from ..problem import Contraction, EpilogueInput
-from ..targets import TARGETS, Target, get_target
+from ..mlir import (defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr,
+                    subspan_binding, subspan_constant_offset, subspan_dims, subspan_offset, user_of, walk)
+from ..problem import Binding, Contraction, EpilogueInput, operand_dims
+from ..targets import Target, get_target, target_for_arch
 
 NAME = "select"
-CONTRACTION_ATTR = "mmaflow.contraction"
-DISPATCH_ATTR = "mmaflow.dispatch"  # tags the dispatch function (the transform scripts match it)
-EPILOGUE_ATTR = "mmaflow.epilogue"  # tags the elementwise consumers fused with the contraction
-TARGET_ATTR = "mmaflow.target"
-PROBLEM_ATTR = "mmaflow.problem"
 
 _LINALG_IGNORED = {"linalg.fill", "linalg.yield", "linalg.index"}
 _CASTS = {"arith.extf", "arith.extsi", "arith.extui", "arith.sitofp", "arith.uitofp"}
@@ -49,12 +49,9 @@ class Decision:
         return f"mmaflow: {'taken' if self.taken else 'left '} {self.executable}: {self.reason}"
 
 
-def variant_arch(variant: ir.Operation) -> tuple[str, str | None]:
-    """(backend, arch) of a hal.executable.variant, e.g. ("rocm", "gfx1100"); arch may be None."""
-    text = str(variant.attributes["target"])
-    backend = re.match(r'#hal\.executable\.target<"([^"]+)"', text)
-    arch = re.search(r'arch = "([^"]+)"', text)
-    return (backend.group(1) if backend else "?"), (arch.group(1) if arch else None)
+def variant_arch(variant: ir.Operation) -> tuple[str | None, str | None]:
+    """(backend, GPU arch) of a hal.executable.variant; the arch is None without GPU target info."""
+    return executable_target(variant.attributes["target"])
 
 
 def resolve_target(variant: ir.Operation, requested: str | None) -> Target | None:
@@ -62,18 +59,13 @@ def resolve_target(variant: ir.Operation, requested: str | None) -> Target | Non
     backend, arch = variant_arch(variant)
     if requested:
         target = get_target(requested)
-        expected_backend = "rocm" if target.is_amd else "cuda"
-        if backend != expected_backend:
-            raise InputError(f"the executable targets {backend} but --target {requested} is {expected_backend}")
+        if backend != target.vendor.iree_backend:
+            raise InputError(f"the executable targets {backend} but --target {requested} is "
+                             f"{target.vendor.iree_backend}")
         if arch is not None and arch != target.iree_arch and not target.retarget_variant:
             raise InputError(f"the executable was configured for {arch}, not {requested}")
         return target
-    if arch is None:
-        return None
-    for t in TARGETS.values():
-        if t.iree_arch == arch and not t.retarget_variant:
-            return t
-    return None
+    return target_for_arch(arch)
 
 
 def _element_type(value: ir.Value) -> tuple[str, list[int]]:
@@ -126,100 +118,103 @@ def _body_casts(op: ir.Operation) -> tuple[str | None, str | None] | None:
     return None
 
 
-def _subspan_of(dispatch_tensor: ir.Value) -> ir.Operation | None:
-    sub = defining_op(dispatch_tensor)
-    return sub if sub is not None and sub.name == "hal.interface.binding.subspan" else None
-
-
-def binding_tensor_type(dispatch_tensor_type: ir.Type) -> ir.RankedTensorType:
-    """The tensor type inside ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>``."""
-    m = re.fullmatch(r"!iree_tensor_ext\.dispatch\.tensor<\w+:(tensor<[^<>]*>)>", str(dispatch_tensor_type))
-    if m is None:
-        raise UnsupportedError(f"unexpected binding type {dispatch_tensor_type}", stage=NAME)
-    return ir.RankedTensorType(ir.Type.parse(m.group(1)))
-
-
-def _whole(op: ir.Operation, binding: ir.Value) -> bool:
-    """A dispatch.tensor.load/store of the whole binding (offsets 0, full sizes, strides 1)?
-    Dynamic sizes must be the binding's own dynamic dims."""
+def _whole(op: ir.Operation, sub: ir.Operation, tensor: ir.Type) -> bool:
+    """Does the dispatch.tensor.load/store ``op`` move all of ``sub``'s tensor (offsets 0, full
+    sizes, strides 1, the binding's own dynamic sizes)? ``tensor`` is the loaded/stored type."""
+    if dispatch_tensor_access(sub.results[0].type, tensor) is None:
+        return False
     def arr(name):
         return list(ir.DenseI64ArrayAttr(op.attributes[name]))
-    full = list(binding_tensor_type(binding.type).shape)
+    full = list(ir.RankedTensorType(tensor).shape)
     if not (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
             and all(x == 1 for x in arr("static_strides"))):
         return False
-    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    operands = list(op.operands)
-    starts = [sum(segments[:i]) for i in range(len(segments))]
-    dims = operands[starts[-4]:starts[-4] + segments[-4]]  # the binding's dynamic dims
-    sizes = operands[starts[-2]:starts[-2] + segments[-2]]
-    return dims == sizes
+    *_, dims, offsets, sizes, strides = segments(op)
+    return dims == subspan_dims(sub) and sizes == subspan_dims(sub) and not offsets and not strides
 
 
-def _binding_of(value: ir.Value) -> int | None:
-    """The hal binding a dispatch tensor was loaded from, whole (through dispatch.tensor.load)."""
+def _subspan(value: ir.Value) -> ir.Operation | None:
+    op = defining_op(value)
+    return op if op is not None and op.name == "hal.interface.binding.subspan" else None
+
+
+def _loaded_from(value: ir.Value) -> ir.Operation | None:
+    """The subspan a tensor was loaded from, whole (through iree_tensor_ext.dispatch.tensor.load)."""
     load = defining_op(value)
-    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, load.operands[0]):
+    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
         return None
-    sub = _subspan_of(load.operands[0])
-    return None if sub is None else ir.IntegerAttr(sub.attributes["binding"]).value
+    sub = _subspan(load.operands[0])
+    return sub if sub is not None and _whole(load, sub, value.type) else None
 
 
-def _store_binding(store: ir.Operation) -> int | None:
-    sub = _subspan_of(store.operands[1])
-    if sub is None or not _whole(store, store.operands[1]):
-        return None
-    return ir.IntegerAttr(sub.attributes["binding"]).value
+def _stored_to(store: ir.Operation) -> ir.Operation | None:
+    """The subspan a dispatch.tensor.store writes whole."""
+    sub = _subspan(store.operands[1])
+    return sub if sub is not None and _whole(store, sub, store.operands[0].type) else None
 
 
-def _result_binding(result: ir.Value) -> int | None:
-    for use in result.uses:
-        user = user_of(use)
-        if user.name == "iree_tensor_ext.dispatch.tensor.store":
-            return _store_binding(user)
-    return None
+def _binding(sub: ir.Operation) -> Binding:
+    return Binding(subspan_binding(sub), subspan_constant_offset(sub))
 
 
-def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
-    """Return (problem, "") if ``op`` is a matmul-like contraction, else (None, why not)."""
+def same_tensor(x: ir.Operation, y: ir.Operation) -> bool:
+    """Do two subspans name the same tensor: one op, or the same binding, byte offset (the same
+    constant, or the same run-time value), type and dynamic sizes?"""
+    if x == y:
+        return True
+    ox, oy = subspan_offset(x), subspan_offset(y)
+    same_offset = ox == oy or (subspan_constant_offset(x) is not None
+                               and subspan_constant_offset(x) == subspan_constant_offset(y))
+    return (subspan_binding(x) == subspan_binding(y) and same_offset
+            and x.results[0].type == y.results[0].type and subspan_dims(x) == subspan_dims(y))
+
+
+def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
+    """Return (the problem's shape and type fields, "") if ``op`` is a matmul-like contraction,
+    else (None, why not)."""
+    if op.name.startswith("iree_linalg_ext."):
+        return None, f"{op.name} (not a matmul; IREE compiles it)"
     if "indexing_maps" not in op.attributes or len(op.regions) != 1:
-        return None, f"{op.name} has no indexing maps"
+        return None, f"{op.name} (not a contraction)"
     maps = _map_dims(op.attributes["indexing_maps"])
-    if len(maps) != 3:
-        return None, f"{op.name} does not have two inputs and one output"
-    a_map, b_map, c_map = maps
-    n_loops = max(max(m) for m in maps if m) + 1
+    n_loops = max((max(m) for m in maps if m), default=-1) + 1
     if "iterator_types" in op.attributes:
         iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
         reductions = {i for i, t in enumerate(iters) if "reduction" in t}
     else:  # named op: loops missing from the output are the reductions
-        reductions = set(range(n_loops)) - set(c_map)
+        reductions = set(range(n_loops)) - set(maps[-1] if maps else [])
+    n_in = len(op.operands) - len(op.results)
+    what = (f"{op.name} ({n_in} input{'s' if n_in != 1 else ''}, "
+            f"{len(reductions) or 'no'} reduction{'s' if len(reductions) > 1 else ''})")
+    if len(maps) != 3 or n_in != 2:
+        return None, what
+    a_map, b_map, c_map = maps
     if len(reductions) != 1:
-        return None, f"{op.name} has {len(reductions)} reduction loops (a matmul has 1)"
+        return None, what
     (kd,) = reductions
     batch = [d for d in c_map if d in a_map and d in b_map]
     ms = [d for d in c_map if d in a_map and d not in b_map]
     ns = [d for d in c_map if d in b_map and d not in a_map]
     if len(ms) != 1 or len(ns) != 1 or len(batch) > 1 or kd not in a_map or kd not in b_map:
-        return None, f"{op.name}'s indexing maps are not those of a (batch) matmul"
+        return None, f"{what}: indexing maps not those of a (batch) matmul"
     (md,), (nd,) = ms, ns
     if c_map != batch + [md, nd]:
-        return None, f"{op.name} writes its result transposed or permuted (output map {c_map})"
+        return None, f"{what}: result written transposed or permuted (output map {c_map})"
     if a_map == batch + [md, kd]:
         a_t = False
     elif a_map == batch + [kd, md]:
         a_t = True
     else:
-        return None, f"{op.name}: A map {a_map} is not (batch,) m, k or k, m"
+        return None, f"{what}: A map {a_map} is not (batch,) m, k or k, m"
     if b_map == batch + [kd, nd]:
         b_t = False
     elif b_map == batch + [nd, kd]:
         b_t = True
     else:
-        return None, f"{op.name}: B map {b_map} is not (batch,) k, n or n, k"
+        return None, f"{what}: B map {b_map} is not (batch,) k, n or n, k"
     casts = _body_casts(op)
     if casts is None:
-        return None, f"{op.name}'s body is not a multiply-accumulate"
+        return None, f"{what}: the body is not a multiply-accumulate"
     ins = list(op.operands)
     (at, ashape), (bt, bshape), (ct, cshape) = (_element_type(v) for v in ins[:3])
     sizes = {}
@@ -229,14 +224,9 @@ def match_contraction(op: ir.Operation) -> tuple[Contraction | None, str]:
                 sizes[d] = s
             else:
                 sizes.setdefault(d, None)
-    problem = Contraction(
-        m=sizes[md], n=sizes[nd], k=sizes[kd], batch=sizes[batch[0]] if batch else 1,
-        a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t, batched=bool(batch),
-        unsigned_a=casts[0] == "arith.extui", unsigned_b=casts[1] == "arith.extui")
-    bindings = (_binding_of(ins[0]), _binding_of(ins[1]), _result_binding(op.results[0]))
-    if None not in bindings:
-        problem = replace(problem, bindings=bindings)
-    return problem, ""
+    return dict(m=sizes[md], n=sizes[nd], k=sizes[kd], batch=sizes[batch[0]] if batch else 1,
+                a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t, batched=bool(batch),
+                unsigned_a=casts[0] == "arith.extui", unsigned_b=casts[1] == "arith.extui"), ""
 
 
 _ROLES = ("b", "m", "n")
@@ -286,8 +276,8 @@ def _consumer_problem(gen: ir.Operation, value: ir.Value, rank: int) -> str | No
 def match_epilogue(op: ir.Operation, batched: bool):
     """Follow the contraction's result through fused elementwise consumers to its store.
 
-    Returns (consumer generics in order, the final store, EpilogueInputs, body op names, stored
-    element type)."""
+    Returns (consumer generics in order, the final store, [(input subspan, EpilogueInput)], body
+    op names, stored element type)."""
     rank = 3 if batched else 2
     roles = _ROLES[-rank:]
     chain, inputs, names = [], [], []
@@ -309,8 +299,8 @@ def match_epilogue(op: ir.Operation, batched: bool):
         for operand, amap in zip(list(user.operands)[:-1], maps):
             if operand == value:
                 continue
-            b = _binding_of(operand)
-            if b is None:
+            sub = _loaded_from(operand)
+            if sub is None:
                 src = defining_op(operand)
                 if src is not None and src.name == "tensor.empty":
                     raise UnsupportedError(f"the epilogue {user.name} reads an uninitialized tensor (tensor.empty)",
@@ -319,8 +309,8 @@ def match_epilogue(op: ir.Operation, batched: bool):
                     f"an epilogue input ({src.name if src else 'a block argument'}) is not a whole tensor "
                     f"loaded from a binding", stage=NAME, location=location_of(user))
             elem, shape = _element_type(operand)
-            inputs.append(EpilogueInput(b, elem, tuple(None if x == -1 else x for x in shape),
-                                        tuple(roles[e.position] for e in amap.results)))
+            inputs.append((sub, EpilogueInput(_binding(sub), elem, tuple(None if x == -1 else x for x in shape),
+                                              tuple(roles[e.position] for e in amap.results))))
         names += [o.operation.name for o in user.regions[0].blocks[0].operations
                   if o.operation.name != "linalg.yield"]
         chain.append(user)
@@ -343,29 +333,27 @@ def select(module: ir.Module, requested_target: str | None) -> list[Decision]:
     return decisions
 
 
-def _dynamic_dims(func: ir.Operation, problem: Contraction, op: ir.Operation) -> tuple:
-    """Trace every dynamic size of the dispatch to M, N, K or batch through the bindings it
-    shapes (a binding's role gives each axis its dimension), then make sure every workload value
-    of the dispatch is accounted for (the grid and the lane executor need them all)."""
-    from ..stages.normalize import operand_dims
-    roles = dict(zip(problem.bindings, operand_dims(problem).values()))
-    for e in problem.epilogue:
-        roles[e.binding] = ["batch" if d == "b" else d for d in e.dims]
+def _dynamic_dims(func: ir.Operation, problem: Contraction, op: ir.Operation, role_subspans: list) -> tuple:
+    """Trace every dynamic size of the dispatch to M, N, K or batch through the tensors it
+    shapes (a tensor's role gives each axis its dimension), then make sure every workload value
+    of the dispatch is accounted for (the grid and the lane executor need them all).
+    ``role_subspans``: (subspan, the problem dimension of each axis) of A, B, C and the epilogue
+    inputs."""
     traces: dict[str, list] = {}
     for sub in ops_named(func, "hal.interface.binding.subspan"):
-        binding = ir.IntegerAttr(sub.attributes["binding"]).value
-        dyn = list(sub.operands)[1:]
+        dyn = subspan_dims(sub)
         if not dyn:
             continue
-        if binding not in roles:
-            raise UnsupportedError(f"binding {binding} has dynamic sizes but is not A, B, C or an epilogue input",
-                                   stage=NAME, location=location_of(sub))
-        shape = binding_tensor_type(sub.results[0].type).shape
+        roles = [dims for s, dims in role_subspans if s == sub]
+        if not roles:
+            raise UnsupportedError(f"binding {subspan_binding(sub)} has dynamic sizes but is not A, B, C or an "
+                                   f"epilogue input", stage=NAME, location=location_of(sub))
+        shape = ir.ShapedType(_loaded_type(sub)).shape
         axes = [a for a, d in enumerate(shape) if ir.ShapedType.is_dynamic_size(d)]
         for axis, value in zip(axes, dyn):
-            name = roles[binding][axis]
+            dim = roles[0][axis]
             try:
-                traces.setdefault(name, []).append(dynamic.trace(name, value))
+                traces.setdefault(dim, []).append(dynamic.trace(dim, value))
             except UnsupportedError as e:
                 e.stage, e.location = NAME, location_of(sub)
                 raise
@@ -382,46 +370,63 @@ def _dynamic_dims(func: ir.Operation, problem: Contraction, op: ir.Operation) ->
     return dims
 
 
+def _loaded_type(sub: ir.Operation) -> ir.Type:
+    """The tensor type a subspan's whole loads/stores move."""
+    for use in sub.results[0].uses:
+        user = user_of(use)
+        if user.name == "iree_tensor_ext.dispatch.tensor.load":
+            return user.results[0].type
+        if user.name == "iree_tensor_ext.dispatch.tensor.store":
+            return user.operands[0].type
+    raise UnsupportedError("a binding of the dispatch is neither loaded nor stored", stage=NAME,
+                           location=location_of(sub))
+
+
 def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Decision:
     funcs = ops_named(variant, "func.func")
     if len(funcs) != 1:
         return Decision(name, False, f"{len(funcs)} functions in the variant (expected 1)")
     func = funcs[0]
-    linalg_ops = [o for o in walk(func) if o.name.startswith("linalg.") and o.name not in _LINALG_IGNORED
-                  and o.parent.name != "linalg.generic"]
+    body = func.regions[0].blocks[0]
+    linalg_ops = [o.operation for o in body.operations if o.operation.name.startswith(("linalg.", "iree_linalg_ext."))
+                  and o.operation.name not in _LINALG_IGNORED]
     found, why_not = [], []
     for op in linalg_ops:
-        problem, why = match_contraction(op)
-        if problem is None:
+        fields, why = match_contraction(op)
+        if fields is None:
             why_not.append(why)
         else:
-            found.append((op, problem))
+            found.append((op, fields))
     if not found:
-        reason = "no matmul-like contraction" + (f" ({'; '.join(why_not)})" if why_not else "")
+        reason = "no matmul-like contraction" + (f": {'; '.join(why_not)}" if why_not else " (no linalg op: a copy)")
         return Decision(name, False, reason)
     if len(found) > 1:
         raise UnsupportedError(f"{len(found)} contractions in one dispatch; mmaflow compiles one per dispatch",
                                stage=NAME, location=location_of(found[1][0]))
-    op, problem = found[0]
-    chain, store, inputs, names, stored = match_epilogue(op, problem.batched)
+    op, fields = found[0]
+    chain, store, inputs, names, stored = match_epilogue(op, fields["batched"])
     others = [o for o in linalg_ops if o != op and o not in chain]
     if others:
         raise UnsupportedError(
             f"the dispatch also holds {others[0].name}, which does not consume the matmul's result; mmaflow "
             f"compiles a matmul and its elementwise epilogue", stage=NAME, location=location_of(others[0]))
-    if chain:
-        out = _store_binding(store)
-        ab = problem.bindings[:2] if problem.bindings else (_binding_of(op.operands[0]), _binding_of(op.operands[1]))
-        if out is None or None in ab:
-            raise UnsupportedError("the matmul's operands or the epilogue's result are not whole bindings",
-                                   stage=NAME, location=location_of(op))
-        problem = replace(problem, bindings=(*ab, out), out_type=stored if stored != problem.c_type else None,
-                          epilogue=tuple(inputs), epilogue_ops=tuple(names))
+    subs = {"A": _loaded_from(op.operands[0]), "B": _loaded_from(op.operands[1]), "C": _stored_to(store)}
+    sliced = [role for role, sub in subs.items() if sub is None]
+    if sliced:
+        role = sliced[0]
+        what = "the result" if role == "C" else f"operand {role}"
+        return Decision(name, False, f"{what} of the contraction is not a whole tensor of a binding (a slice, or "
+                                     f"computed in the dispatch); mmaflow takes contractions on whole tensors")
+    problem = Contraction(
+        **fields, a=_binding(subs["A"]), b=_binding(subs["B"]), c=_binding(subs["C"]),
+        same_ab=same_tensor(subs["A"], subs["B"]),
+        out_type=stored if stored != fields["c_type"] else None,
+        epilogue=tuple(e for _, e in inputs), epilogue_ops=tuple(names))
     if any(getattr(problem, d) is None for d in ("batch", "m", "n", "k")):
-        if problem.bindings is None:
-            raise UnsupportedError("a dynamic matmul whose operands are not whole bindings", stage=NAME,
-                                   location=location_of(op))
-        problem = replace(problem, dynamic=_dynamic_dims(func, problem, op))
+        dims = operand_dims(problem)
+        role_subspans = [(subs[r], dims[r]) for r in "ABC"]
+        role_subspans += [(sub, ["batch" if d == "b" else d for d in e.dims]) for sub, e in inputs]
+        problem = replace(problem, dynamic=_dynamic_dims(func, problem, op, role_subspans))
     for fill in (o for o in walk(func) if o.name == "linalg.fill"):
         if fill.results[0] != op.operands[2]:
             raise UnsupportedError("a linalg.fill that does not initialise the matmul", stage=NAME,
@@ -430,25 +435,17 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     if init is None or init.name != "linalg.fill":
         raise UnsupportedError("the matmul accumulates into an existing tensor (C += A*B); mmaflow needs "
                                "a zero-filled init (linalg.fill)", stage=NAME, location=location_of(op))
-    from ..config import require_intrinsic  # local: config imports targets, avoid a cycle at import
     try:
         require_intrinsic(target, problem)
     except UnsupportedError as e:
         e.stage, e.location = NAME, location_of(op)
         raise
-    with op.context:
-        op.attributes[CONTRACTION_ATTR] = ir.UnitAttr.get()
-        for g in chain:
-            g.attributes[EPILOGUE_ATTR] = ir.UnitAttr.get()
-        func.attributes[DISPATCH_ATTR] = ir.UnitAttr.get()
-        func.attributes[TARGET_ATTR] = ir.StringAttr.get(target.name)
-        func.attributes[PROBLEM_ATTR] = ir.StringAttr.get(problem.to_json())
-    return Decision(name, True, f"{problem.describe()} on {target.name}")
-
-
-def selected_func(module: ir.Module) -> ir.Operation | None:
-    """The function a previous `select` run tagged, if any."""
-    for func in ops_named(module.operation, "func.func"):
-        if TARGET_ATTR in func.attributes:
-            return func
-    return None
+    attrs.mark(op, attrs.CONTRACTION)
+    for g in chain:
+        attrs.mark(g, attrs.EPILOGUE)
+    attrs.mark(func, attrs.DISPATCH)
+    attrs.write_target(func, target)
+    attrs.write_problem(func, problem)
+    where = ", ".join(f"{r}: {b.describe()}" for r, b in (("A", problem.a), ("B", problem.b), ("C", problem.c)))
+    note = "; A and B are one tensor" if problem.same_ab else ""
+    return Decision(name, True, f"{problem.describe()} on {target.name} ({where}{note})")

@@ -27,12 +27,14 @@ def matmul(m, n, k):
 
 
 def attrs(intrinsic, wave, m, n, k, target):
-    problem = ('{\\22a_transposed\\22: false, \\22a_type\\22: \\22f16\\22, \\22b_transposed\\22: false, '
-               '\\22b_type\\22: \\22f16\\22, \\22batch\\22: 1, \\22bindings\\22: [0, 1, 2], \\22c_type\\22: \\22f32\\22, '
-               f'\\22k\\22: {k}, \\22m\\22: {m}, \\22n\\22: {n}, \\22unsigned_a\\22: false, \\22unsigned_b\\22: false}}')
+    problem = ('{a = {binding = 0 : i64, offset = 0 : i64}, a_transposed = false, a_type = "f16", '
+               'b = {binding = 1 : i64, offset = 0 : i64}, b_transposed = false, b_type = "f16", batch = 1 : i64, '
+               'batched = false, c = {binding = 2 : i64, offset = 0 : i64}, c_type = "f32", dynamic = [], epilogue = [], '
+               f'epilogue_ops = [], k = {k} : i64, m = {m} : i64, n = {n} : i64, same_ab = false, unsigned_a = false, '
+               'unsigned_b = false}')
     return (f'mmaflow.config = {{intrinsic = "{intrinsic}", lds_pad = 8 : i64, tile_k = {k} : i64, tile_m = {m} : i64, '
             f'tile_n = {n} : i64, wave_size = {wave} : i64, waves_m = 1 : i64, waves_n = 1 : i64}}, '
-            f'mmaflow.problem = "{problem}", mmaflow.target = "{target}"')
+            f'mmaflow.dispatch, mmaflow.problem = {problem}, mmaflow.target = "{target}"')
 
 
 class Body:

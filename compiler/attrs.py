@@ -1,0 +1,167 @@
+"""Every attribute mmaflow writes into the IR, with one typed reader and writer each.
+
+Stages pass data to each other only through the IR, and only through these attributes: a stage
+never knows which other stage wrote one (IREE keeps its codegen attributes the same way, in
+``IREECodegenAttrs.cpp``, with ``getTranslationInfo`` / ``setTranslationInfo``). The table in
+``docs/ARCHITECTURE.md`` lists each attribute's writer and readers.
+
+    name                  on                        value
+    mmaflow.dispatch      the dispatch func.func    unit: the function mmaflow compiles (scripts match it)
+    mmaflow.contraction   the linalg contraction    unit
+    mmaflow.epilogue      epilogue generics / func  unit: the fused consumers, later their scalar function
+    mmaflow.target        the dispatch func.func    string: target name (``targets.TARGETS``)
+    mmaflow.problem       the dispatch func.func    dictionary: ``problem.Contraction``
+    mmaflow.config        the dispatch func.func    dictionary: ``config.KernelConfig``
+    mmaflow.prologue      a private func.func       unit: values computed before the tensor program
+    mmaflow.expect        the dispatch func.func    dictionary: ``Expectations`` (what verify checks)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, is_dataclass
+
+from iree.compiler import ir
+
+from .errors import CodegenError
+
+DISPATCH = "mmaflow.dispatch"
+CONTRACTION = "mmaflow.contraction"
+EPILOGUE = "mmaflow.epilogue"
+TARGET = "mmaflow.target"
+PROBLEM = "mmaflow.problem"
+CONFIG = "mmaflow.config"
+PROLOGUE = "mmaflow.prologue"
+EXPECT = "mmaflow.expect"
+
+ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT)
+
+
+# ---- plain values <-> attributes ---------------------------------------------------------------
+def to_attr(value) -> ir.Attribute:
+    """A Python value as an attribute: dataclass/dict -> dictionary (None fields left out),
+    bool -> BoolAttr, int -> i64, str -> string, tuple/list -> array (a None element, e.g. a
+    dynamic size in a shape, -> unit). Needs a context."""
+    if is_dataclass(value):
+        value = asdict(value)
+    if isinstance(value, dict):
+        return ir.DictAttr.get({k: to_attr(v) for k, v in sorted(value.items()) if v is not None})
+    if isinstance(value, bool):
+        return ir.BoolAttr.get(value)
+    if isinstance(value, int):
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+    if isinstance(value, str):
+        return ir.StringAttr.get(value)
+    if isinstance(value, (tuple, list)):
+        return ir.ArrayAttr.get([ir.UnitAttr.get() if v is None else to_attr(v) for v in value])
+    raise TypeError(f"no attribute form for {type(value).__name__}")
+
+
+def from_attr(attr: ir.Attribute):
+    """The inverse of ``to_attr``: dictionaries become dicts, arrays tuples."""
+    if isinstance(attr, ir.DictAttr):
+        return {attr[i].name: from_attr(attr[i].attr) for i in range(len(attr))}
+    if isinstance(attr, ir.BoolAttr):
+        return attr.value
+    if isinstance(attr, ir.IntegerAttr):
+        return attr.value
+    if isinstance(attr, ir.StringAttr):
+        return attr.value
+    if isinstance(attr, ir.ArrayAttr):
+        return tuple(None if isinstance(a, ir.UnitAttr) else from_attr(a) for a in attr)
+    raise CodegenError(f"unexpected attribute {attr} in an mmaflow attribute")
+
+
+def _fill_optional(cls, d: dict) -> dict:
+    """Fields of dataclass ``cls`` that may be None (``to_attr`` leaves those out) and were."""
+    out = dict(d)
+    for f in fields(cls):
+        if f.name not in out and "None" in str(f.type):
+            out[f.name] = None
+    return out
+
+
+def _get(op: ir.Operation, name: str) -> ir.Attribute:
+    if name not in op.attributes:
+        raise CodegenError(f"{op.name} has no {name}; the stage that writes it has not run")
+    return op.attributes[name]
+
+
+# ---- unit markers -----------------------------------------------------------------------------
+def mark(op: ir.Operation, name: str) -> None:
+    with op.context:
+        op.attributes[name] = ir.UnitAttr.get()
+
+
+def marked(op: ir.Operation, name: str) -> bool:
+    return name in op.attributes
+
+
+# ---- typed accessors --------------------------------------------------------------------------
+def read_target(func: ir.Operation):
+    from .targets import get_target
+    return get_target(ir.StringAttr(_get(func, TARGET)).value)
+
+
+def write_target(func: ir.Operation, target) -> None:
+    with func.context:
+        func.attributes[TARGET] = ir.StringAttr.get(target.name)
+
+
+def read_problem(func: ir.Operation):
+    from .problem import Contraction
+    d = from_attr(_get(func, PROBLEM))
+    for role in ("a", "b", "c"):
+        d[role] = {"offset": None, **d[role]}
+    d["epilogue"] = tuple({**e, "at": {"offset": None, **e["at"]}} for e in d.get("epilogue", ()))
+    return Contraction.from_dict(_fill_optional(Contraction, d))
+
+
+def write_problem(func: ir.Operation, problem) -> None:
+    with func.context:
+        func.attributes[PROBLEM] = to_attr(problem)
+
+
+def read_config(func: ir.Operation):
+    from .config import KernelConfig
+    return KernelConfig.from_dict(from_attr(_get(func, CONFIG)))
+
+
+def write_config(func: ir.Operation, cfg) -> None:
+    with func.context:
+        func.attributes[CONFIG] = to_attr(cfg.to_dict())
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the lowered kernel must show (``verify.check_isa``), recorded by `distribute`."""
+
+    global_load_bits: int  # width of the global A/B loads the copies were planned with
+    k_tiles: int  # K tiles the loop runs (0: dynamic K)
+    mma_per_k_tile: int  # matrix instructions per K tile and wave
+
+
+def read_expect(func: ir.Operation) -> Expectations:
+    return Expectations(**from_attr(_get(func, EXPECT)))
+
+
+def write_expect(func: ir.Operation, expect: Expectations) -> None:
+    with func.context:
+        func.attributes[EXPECT] = to_attr(expect)
+
+
+def dispatch_func(root) -> ir.Operation | None:
+    """The function `select` tagged as mmaflow's dispatch, if any."""
+    from .mlir import walk
+    for op in walk(root):
+        if op.name == "func.func" and DISPATCH in op.attributes:
+            return op
+    return None
+
+
+def marked_func(root, name: str) -> ir.Operation | None:
+    """The one func.func under ``root`` carrying the unit attribute ``name`` (None if none)."""
+    from .mlir import walk
+    found = [op for op in walk(root) if op.name == "func.func" and name in op.attributes]
+    if len(found) > 1:
+        raise CodegenError(f"{len(found)} functions carry {name}; expected at most one")
+    return found[0] if found else None
