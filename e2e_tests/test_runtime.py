@@ -65,9 +65,14 @@ def test_run_cli_sim_passes_and_reports_counters():
     r = _mmaflow("run", str(EXAMPLE), "--target", "gfx1201", "--device", "sim", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
-    assert rep["check"]["passed"] and rep["device"] == "sim"
-    assert list(rep["counters"]["global_loads_by_bytes"]) == ["16"]  # only 128-bit global loads
-    assert rep["counters"]["races"] == []
+    (d,) = rep["dispatches"]
+    assert d["taken"] and d["passed"] and rep["device"] == "sim", d
+    assert d["workgroups"] == d["grid_size"]  # the whole grid ran
+    assert list(d["counters"]["global_loads_by_bytes"]) == ["16"]  # only 128-bit global loads
+    assert d["counters"]["races"] == []
+    r = _mmaflow("run", str(EXAMPLE), "--target", "gfx1201", "--device", "sim")
+    assert r.returncode == 0 and "PASS mm_dispatch_0" in r.stdout and "inputs and sentinel bytes unchanged" in r.stdout
+    assert "LDS: " in r.stdout and "bank-conflict cycles" in r.stdout, r.stdout
 
 
 DYNAMIC = Path(__file__).resolve().parents[1] / "lit_tests" / "Inputs" / "matmul_dynamic_nohint_f16.mlir"
@@ -78,8 +83,8 @@ def test_run_cli_dynamic_module_needs_and_uses_dims():
     assert r.returncode == 2 and "give the run-time sizes with --dims m=SIZE,n=SIZE,k=SIZE" in r.stderr, r.stderr
     r = _mmaflow("run", str(DYNAMIC), "--target", "gfx942", "--device", "sim", "--dims", "m=100,n=70,k=33", "--json")
     assert r.returncode == 0, r.stderr
-    rep = json.loads(r.stdout)
-    assert rep["check"]["passed"] and rep["check"]["detail"].endswith("of 7000 elements outside tolerance")
+    (d,) = json.loads(r.stdout)["dispatches"]
+    assert d["passed"] and d["workgroups"] == d["grid_size"] == 1, d
     r = _mmaflow("run", str(EXAMPLE), "--target", "gfx942", "--device", "sim", "--dims", "m=4")
     assert r.returncode == 2 and "--dims gives m, which the module has static" in r.stderr, r.stderr
 
@@ -160,11 +165,13 @@ def test_matmul_module_helper_is_valid_mlir():
     parse_module(matmul_module(32, 32, 32, "i8", "i32", unsigned=True, transpose_b=True, batch=2), new_context())
 
 
-def test_sim_refuses_multi_dispatch_modules():
+def test_sim_checks_every_dispatch_of_a_module():
+    """A module of several dispatches: the taken one checked, the other listed with the reason."""
     src = (Path(__file__).parent.parent / "lit_tests" / "Inputs" / "matmul_then_add.mlir")
     r = _mmaflow("run", str(src), "--target", "gfx1100", "--device", "sim")
-    assert r.returncode != 0
-    assert "the lane executor runs single-dispatch matmul modules; this module has 2 dispatches" in r.stderr
+    assert r.returncode == 0, r.stderr
+    assert "PASS mm_add_dispatch_0" in r.stdout and "left  mm_add_dispatch_1: no matmul-like contraction" in r.stdout
+    assert "mmaflow run: PASS: 1 of 1 checks passed, 1 dispatches left to IREE" in r.stdout, r.stdout
 
 
 def test_run_module_with_epilogue_inputs():
@@ -183,9 +190,13 @@ def test_run_module_with_epilogue_inputs():
         run_module(art, [a, b], device="sim")
 
 
-def test_run_cli_epilogue_module_says_how(tmp_path):
+def test_run_cli_epilogue_module(tmp_path):
+    """The lane executor checks a fused epilogue against IREE's own dispatch IR; the single-matmul
+    GPU/CPU path says how to check one instead."""
     from mmaflow.runtime.modules import EPILOGUES, epilogue_module
     src = tmp_path / "mm_bias.mlir"
     src.write_text(epilogue_module(64, 64, 64, **EPILOGUES["bias_n_relu_f16"]))
     r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
+    assert r.returncode == 0 and "PASS matmul_dispatch_0" in r.stdout, r.stdout + r.stderr
+    r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "local-task")
     assert r.returncode == 2 and "call mmaflow.runtime.run_module with all its inputs" in r.stderr, r.stderr

@@ -1,8 +1,14 @@
-"""`mmaflow run`: compile a single-matmul module, run it, check it against numpy.
+"""`mmaflow run`: compile a module, run mmaflow's kernels, check them.
 
-Devices: auto (the target's GPU if IREE sees one, else the lane executor, saying so), hip, cuda,
-sim (the lane executor: also reports LDS bank conflicts, access widths, barriers, races),
-local-task (IREE's CPU pipeline: a reference run, not mmaflow's kernel).
+Devices:
+- sim: the lane executor checks every dispatch mmaflow takes, in any module (a single matmul or
+  a whole exported model), with its tensors at IREE's byte offsets inside sentinel-filled
+  buffers, against IREE's own dispatch IR evaluated in numpy (``runtime/model_check.py``); one
+  line per dispatch, taken or left; LDS bank conflicts, access widths, barriers, races;
+- hip / cuda: a single-matmul module on the GPU, against numpy;
+- local-task: IREE's own CPU pipeline computes the single matmul (a reference run: not
+  mmaflow's kernel, and the output says so);
+- auto: the target's GPU if IREE sees one, else the lane executor, saying so.
 """
 
 from __future__ import annotations
@@ -17,9 +23,9 @@ from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
 
 
-def _parse_dims(text: str | None, prob: dict) -> dict:
+def _parse_dims(text: str | None, prob) -> dict:
     """--dims m=300,n=200: a size for every dynamic dimension of the problem, and only those."""
-    dynamic = [d["dim"] for d in prob.get("dynamic") or []]
+    dynamic = [d.dim for d in prob.dynamic]
     sizes = {}
     for item in (text or "").split(","):
         if not item.strip():
@@ -39,38 +45,39 @@ def _parse_dims(text: str | None, prob: dict) -> dict:
     return sizes
 
 
-def run_command(args, source: str, options) -> int:
+def run_command(args, source: str, options, source_name: str = "input.mlir") -> int:
     device = resolve_device(args.target, args.device)
+    if device == "sim":
+        return _run_on_executor(args, source, options, source_name)
     art = compile_module(source, args.target, config=options.overrides, lower=device not in ("sim", "local-task"))
     for line in art.log:
         print(line, file=sys.stderr)
     prob = art.problem
-    if prob["batch"] > 1 or prob["a_transposed"] or prob["b_transposed"] or prob.get("bindings") != [0, 1, 2]:
-        if prob.get("bindings") != [0, 1, 2]:
-            raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B",
-                             hint="for a fused epilogue, call mmaflow.runtime.run_module with all its inputs "
-                                  "and compare with your reference")
+    if prob.has_epilogue:
+        raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B",
+                         hint="for a fused epilogue, call mmaflow.runtime.run_module with all its inputs "
+                              "and compare with your reference")
     sizes = _parse_dims(getattr(args, "dims", None), prob)
     rng = np.random.default_rng(args.seed)
-    batch, m, n, k = (sizes.get(d, prob[d]) for d in ("batch", "m", "n", "k"))
-    lead = (batch,) if batch > 1 else ()
-    a_shape = lead + ((k, m) if prob["a_transposed"] else (m, k))
-    b_shape = lead + ((n, k) if prob["b_transposed"] else (k, n))
-    a = numerics.random_matrix(rng, a_shape, prob["a_type"], unsigned=prob["unsigned_a"])
-    b = numerics.random_matrix(rng, b_shape, prob["b_type"], unsigned=prob["unsigned_b"])
-    out, stats = run_module(art, [a, b], device=device)
-    a_log = np.swapaxes(a, -1, -2) if prob["a_transposed"] else a
-    b_log = np.swapaxes(b, -1, -2) if prob["b_transposed"] else b
-    ref, tol = numerics.matmul_reference(a_log, b_log, prob["c_type"], unsigned_a=prob["unsigned_a"],
-                                         unsigned_b=prob["unsigned_b"])
-    check = numerics.compare(np.asarray(out).reshape(ref.shape), ref, tol, out_type=prob["c_type"])
-    report = {"target": args.target, "device": device, "problem": prob, "check": check.__dict__,
+    batch, m, n, k = (sizes.get(d, getattr(prob, d)) for d in ("batch", "m", "n", "k"))
+    lead = (batch,) if prob.batched else ()
+    a_shape = lead + ((k, m) if prob.a_transposed else (m, k))
+    b_shape = lead + ((n, k) if prob.b_transposed else (k, n))
+    a = numerics.random_matrix(rng, a_shape, prob.a_type, unsigned=prob.unsigned_a)
+    b = numerics.random_matrix(rng, b_shape, prob.b_type, unsigned=prob.unsigned_b)
+    out, stats = run_module(art, [a] if prob.same_ab else [a, b], device=device)
+    a_log = np.swapaxes(a, -1, -2) if prob.a_transposed else a
+    b_log = np.swapaxes(a if prob.same_ab else b, -1, -2) if prob.b_transposed else (a if prob.same_ab else b)
+    ref, tol = numerics.matmul_reference(a_log, b_log, prob.c_type, unsigned_a=prob.unsigned_a,
+                                         unsigned_b=prob.unsigned_b)
+    check = numerics.compare(np.asarray(out).reshape(ref.shape), ref, tol, out_type=prob.c_type)
+    report = {"target": args.target, "device": device, "problem": prob.to_dict(), "check": check.__dict__,
               "counters": stats.to_dict() if stats is not None else None}
     if args.json:
         print(json.dumps(report, default=str, indent=1))
     else:
         dyn = f" (dynamic: {', '.join(f'{d}={v}' for d, v in sizes.items())})" if sizes else ""
-        print(f"mmaflow run: {args.target} on {device}: {m}x{n}x{k} {prob['a_type']} -> {prob['c_type']}{dyn}")
+        print(f"mmaflow run: {args.target} on {device}: {m}x{n}x{k} {prob.a_type} -> {prob.c_type}{dyn}")
         print(f"  {check.line()}")
         if stats is not None:
             d = stats.to_dict()
@@ -83,4 +90,71 @@ def run_command(args, source: str, options) -> int:
             for race in d["races"]:
                 print(f"  race: {race}")
     failed = not check.passed or (stats is not None and stats.races)
+    return 1 if failed else 0
+
+
+def _progress(name: str):
+    """A progress callback for long executor runs: workgroups done and time left, on a terminal."""
+    if not sys.stderr.isatty():
+        return None
+    import time
+    start = time.perf_counter()
+
+    def show(done: int, total: int) -> None:
+        spent = time.perf_counter() - start
+        left = spent / done * (total - done) if done else 0.0
+        end = "\n" if done == total else ""
+        print(f"\r  {name}: {done}/{total} workgroups, {left:.0f} s left   ", end=end, file=sys.stderr, flush=True)
+    return show
+
+
+def _run_on_executor(args, source: str, options, source_name: str) -> int:
+    """Every dispatch of the module: taken ones checked on the lane executor, left ones listed."""
+    from mmaflow.compiler.bridge import codegen_module
+    from mmaflow.runtime.model_check import check_executable, estimate_seconds
+    res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=False)
+    for line in res.log:
+        if not line.startswith(("mmaflow: taken", "mmaflow: left")):
+            print(line, file=sys.stderr)
+    sample = getattr(args, "sample", 0) or 0
+    taken = res.taken
+    total_estimate = sum(estimate_seconds(e, sample) for e in taken)
+    if total_estimate > 60 and not sample:
+        print(f"mmaflow run: the lane executor needs about {total_estimate:.0f} s for "
+              f"{len(taken)} dispatch(es); --sample N checks N workgroups of each (corners and random ones)",
+              file=sys.stderr)
+    report, failed = [], False
+    out = (lambda *a: None) if args.json else print
+    out(f"mmaflow run: {args.target} on the lane executor: {len(taken)} of {len(res.executables)} dispatches "
+        f"taken by mmaflow")
+    for exe in res.executables:
+        if not exe.taken:
+            reason = exe.log[0].split(": ", 2)[-1] if exe.log else "left to IREE"
+            out(f"  left  {exe.name}: {reason}")
+            report.append({"executable": exe.name, "taken": False, "reason": reason})
+            continue
+        sizes = _parse_dims(getattr(args, "dims", None), exe.facts.problem)
+        checks = check_executable(exe, seed=args.seed, sample=sample, sizes=sizes,
+                                  progress=_progress(exe.name))
+        for c in checks:
+            failed |= not c.passed
+            out(f"  taken {exe.name}: {exe.facts.problem.describe()}")
+            out(f"    {c.line()}")
+            d = c.stats.to_dict()
+            out(f"    lane executor: {d['matrix_ops']} matrix instructions (per wave), {d['barriers']} barriers, "
+                  f"{len(d['races'])} races; LDS: {d['lds_access_pieces']} accesses, {d['lds_conflict_cycles']} "
+                  f"bank-conflict cycles ({d['lds_cycles']} cycles vs {d['lds_ideal_cycles']} conflict-free); "
+                  f"global loads by bytes per lane: {d['global_loads_by_bytes']}, "
+                  f"stores: {d['global_stores_by_bytes']}")
+            report.append({"executable": exe.name, "taken": True, "problem": exe.facts.problem.to_dict(),
+                           "config": exe.facts.config.to_dict(), "passed": c.passed, "site": c.site,
+                           "detail": c.detail, "max_abs_err": c.max_abs_err,
+                           "max_err_over_bound": c.max_err_over_bound, "workgroups": c.workgroups,
+                           "grid_size": c.grid_size, "counters": d})
+    verdict = "FAIL" if failed else "PASS"
+    out(f"mmaflow run: {verdict}: {sum(1 for r in report if r.get('taken') and r['passed'])} of "
+          f"{sum(1 for r in report if r.get('taken'))} checks passed, "
+          f"{sum(1 for r in report if not r.get('taken'))} dispatches left to IREE")
+    if args.json:
+        print(json.dumps({"target": args.target, "device": "sim", "dispatches": report}, default=str, indent=1))
     return 1 if failed else 0

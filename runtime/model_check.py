@@ -1,0 +1,300 @@
+"""Check every dispatch mmaflow takes in a whole module on the lane executor, with its tensors
+where IREE puts them.
+
+For each taken dispatch and each of its call sites (IREE merges identical executables: one
+executable, several dispatches, told apart by push constants; ``util.assume.int`` records each
+site's values):
+
+1. the push constants of the site are rebuilt from those records (byte offsets of tensors in
+   shared buffers, sizes);
+2. every binding becomes a byte buffer of sentinel bytes (0xFF) with random inputs placed at the
+   byte offsets IREE's own dispatch IR computes for them;
+3. the reference (``reference.py``) interprets IREE's dispatch as IREE formed it, before any
+   mmaflow stage; the lane executor runs mmaflow's kernel on a copy of the same bytes;
+4. the output must match within the reference's error bound, every output element must be
+   written, and no other byte -- inputs, sentinels, other tensors sharing the binding -- may
+   change.
+
+Dispatches left to IREE are listed with the reason select gave.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from iree.compiler import ir
+
+from mmaflow.compiler import dynamic
+from mmaflow.compiler.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
+
+from . import numerics
+from .reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
+from .simulate import Memory, Region, load_dispatch, run_dispatch, sample_workgroups, tile_mask, written_elements
+
+# Executor throughput on this kind of machine (multiply-adds per second, measured on 2 cores with
+# the f16 1024^3 kernel: 18 s), for the up-front estimate of a full run.
+EXECUTOR_MACS_PER_SECOND = 6.0e7
+
+
+def _func(module: ir.Module) -> ir.Operation:
+    funcs = [f for f in ops_named(module.operation, "func.func") if "sym_visibility" not in f.attributes]
+    if len(funcs) != 1:
+        raise InterpretError(f"expected one public dispatch function, found {len(funcs)}")
+    return funcs[0]
+
+
+# ---- call sites: the push constants of each dispatch of an executable ---------------------------
+def call_sites(func: ir.Operation, sizes: dict | None = None, problem=None) -> list[list[int]]:
+    """One push-constant vector per call site. Values come from ``util.assume.int`` (IREE
+    records every site's value of a run-time offset or size there), dynamic sizes from
+    ``sizes`` through the problem's ``DynamicDim``s. A push constant neither gives is an error."""
+    loads = ops_named(func, "hal.interface.constant.load")
+    count = len({ir.IntegerAttr(o.attributes["ordinal"]).value for o in loads})
+    if not loads:
+        return [[]]
+    known: list[dict[int, int]] = []
+    for assume in ops_named(func, "util.assume.int"):
+        rows = int_assumptions(assume.attributes["assumptions"])
+        for j, sites in enumerate(rows):
+            lo, hi = dynamic._push_constants(assume.operands[j])
+            while len(known) < len(sites):
+                known.append({})
+            for s, a in enumerate(sites):
+                if "umin" in a and a.get("umin") == a.get("umax"):
+                    v = a["umin"]
+                    known[s][lo] = v & 0xFFFFFFFF
+                    if hi >= 0:
+                        known[s][hi] = v >> 32
+    if not known:
+        known = [{}]
+    if sizes and problem is not None:
+        from .simulate import dynamic_inputs
+        consts, _ = dynamic_inputs(problem, sizes)
+        for site in known:
+            for i, v in enumerate(consts):
+                if any(i in (lo, hi) for d in problem.dynamic for lo, hi in d.constants):
+                    site[i] = v
+    out = []
+    for s, site in enumerate(known):
+        missing = [i for i in range(count) if i not in site]
+        if missing:
+            raise InterpretError(f"push constant {missing[0]} of call site {s} is not pinned by the dispatch's "
+                                 f"util.assume.int and is not a dynamic size given with --dims")
+        out.append([site[i] for i in range(count)])
+    return out
+
+
+# ---- IREE's dispatch, interpreted --------------------------------------------------------------
+@dataclass
+class Layout:
+    """Where a dispatch's tensors are for one call site: regions read and written, workload."""
+
+    inputs: list = field(default_factory=list)  # (subspan value, Region)
+    outputs: list = field(default_factory=list)
+    workload: list = field(default_factory=list)
+
+
+class FrontDispatch:
+    """A dispatch function as IREE formed it (executable-sources)."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module  # keeps the IR (and its context) alive
+        self.func = _func(module)
+
+    def _scalars(self, constants: list[int]) -> dict:
+        """Every scalar (index/integer) value of the function: push constants and arithmetic."""
+        env: dict = {}
+        for op in (o.operation for o in self.func.regions[0].blocks[0].operations):
+            if op.name == "hal.interface.constant.load":
+                ordinal = ir.IntegerAttr(op.attributes["ordinal"]).value
+                if ordinal >= len(constants):
+                    raise InterpretError(f"push constant {ordinal} was not given")
+                env[op.results[0]] = Val.exact(np.int64(constants[ordinal]), "i32")
+            elif op.name in ("util.assume.int",):
+                for r, v in zip(op.results, op.operands):
+                    env[r] = env[v]
+            elif op.name == "iree_tensor_ext.dispatch.workload.ordinal":
+                env[op.results[0]] = env[op.operands[0]]
+            elif op.name.startswith("arith.") and op.results and not isinstance(op.results[0].type, ir.ShapedType):
+                env[op.results[0]] = scalar_op(op, [env[v] for v in op.operands])
+        return env
+
+    def layout(self, constants: list[int]) -> Layout:
+        env = self._scalars(constants)
+        out = Layout()
+        for op in ops_named(self.func, "iree_tensor_ext.dispatch.workload.ordinal"):
+            n = ir.IntegerAttr(op.attributes["ordinal"]).value
+            while len(out.workload) <= n:
+                out.workload.append(None)
+            out.workload[n] = int(env[op.results[0]].v)
+        for sub in ops_named(self.func, "hal.interface.binding.subspan"):
+            binding = ir.IntegerAttr(sub.attributes["binding"]).value
+            seg = list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))
+            offset = int(env[list(sub.operands)[0]].v) if seg[0] else 0
+            dims = [int(env[v].v) for v in list(sub.operands)[seg[0]:]]
+            for use in sub.results[0].uses:
+                user = user_of(use)
+                if user.name == "iree_tensor_ext.dispatch.tensor.load":
+                    t, side = user.results[0].type, out.inputs
+                elif user.name == "iree_tensor_ext.dispatch.tensor.store":
+                    t, side = user.operands[0].type, out.outputs
+                else:
+                    raise InterpretError(f"binding {binding} is used by {user.name}")
+                tt = ir.RankedTensorType(t)
+                dyn = iter(dims)
+                shape = tuple(next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in tt.shape)
+                region = Region(binding, offset, np_dtype(tt.element_type), shape, f"binding {binding} @ {offset}")
+                side.append((sub.results[0], region))
+        return out
+
+    def evaluate(self, buffers: dict, constants: list[int], lay: Layout) -> dict:
+        """The outputs (Region -> Val) of the dispatch on ``buffers``."""
+        env = self._scalars(constants)
+        regions = dict(lay.inputs + lay.outputs)  # subspan value -> its tensor's region
+        outputs = {}
+        for op in (o.operation for o in self.func.regions[0].blocks[0].operations):
+            if op.results and op.results[0] in env:
+                continue
+            name = op.name
+            if name in ("hal.interface.binding.subspan", "hal.interface.constant.load", "func.return",
+                        "util.assume.int", "iree_tensor_ext.dispatch.workload.ordinal"):
+                continue
+            if name == "iree_tensor_ext.dispatch.tensor.load":
+                region = regions[op.operands[0]]
+                t = str(ir.RankedTensorType(op.results[0].type).element_type)
+                whole = Memory.read(buffers, region)
+                env[op.results[0]] = Val.exact(_slice(op, whole).astype(np.float64 if t.startswith(("f", "bf"))
+                                                                         else np.int64), t)
+            elif name == "tensor.empty":
+                tt = ir.RankedTensorType(op.results[0].type)
+                dyn = iter(int(env[v].v) for v in op.operands)
+                shape = [next(dyn) if ir.ShapedType.is_dynamic_size(x) else x for x in tt.shape]
+                env[op.results[0]] = Val.exact(np.zeros(shape), str(tt.element_type))
+            elif name == "linalg.fill":
+                value, init = env[op.operands[0]], env[op.operands[1]]
+                env[op.results[0]] = Val(np.full(init.v.shape, value.v, np.float64), np.full(init.v.shape, value.r),
+                                         init.t)
+            elif name.startswith("linalg."):
+                n_in = len(op.operands) - len(op.results)
+                ins = [env[v] for v in list(op.operands)[:n_in]]
+                env[op.results[0]] = linalg_op(op, ins, env[list(op.operands)[n_in]])
+            elif name == "iree_tensor_ext.dispatch.tensor.store":
+                outputs[regions[op.operands[1]]] = env[op.operands[0]]
+            elif name.startswith(("arith.", "math.")):
+                env[op.results[0]] = scalar_op(op, [env[v] for v in op.operands])
+            else:
+                raise InterpretError(f"the reference interpreter does not evaluate {name}")
+        return outputs
+
+
+def _slice(op: ir.Operation, whole: np.ndarray) -> np.ndarray:
+    offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+    strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+    if any(ir.ShapedType.is_dynamic_size(x) for x in offsets + sizes + strides):
+        if offsets == [0] * len(offsets) and all(s == 1 for s in strides):
+            return whole
+        raise InterpretError("a dynamic slice of a binding is not modelled")
+    return whole[tuple(slice(o, o + n * s, s) for o, n, s in zip(offsets, sizes, strides))]
+
+
+# ---- the check ---------------------------------------------------------------------------------
+@dataclass
+class SiteCheck:
+    executable: str
+    site: int
+    sites: int
+    passed: bool
+    detail: str
+    max_abs_err: float = 0.0
+    max_err_over_bound: float = 0.0
+    workgroups: int = 0
+    grid_size: int = 0
+    seconds: float = 0.0
+    stats: object = None  # executor.Stats: LDS, access widths, races
+
+    def line(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        where = f" (call {self.site + 1} of {self.sites})" if self.sites > 1 else ""
+        ran = f"{self.workgroups} of {self.grid_size} workgroups" if self.workgroups != self.grid_size \
+            else f"all {self.grid_size} workgroups"
+        return (f"{verdict} {self.executable}{where}: max |err| {self.max_abs_err:.3e} = "
+                f"{self.max_err_over_bound:.2f} x its bound; {ran}, {self.seconds:.1f} s; {self.detail}")
+
+
+def random_inputs(rng: np.random.Generator, region: Region) -> np.ndarray:
+    name = {v: k for k, v in numerics.DTYPES.items()}.get(region.dtype)
+    if name is None:
+        raise InterpretError(f"no random data for {region.dtype}")
+    return numerics.random_matrix(rng, region.shape, name)
+
+
+def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int], *, site: int, sites: int,
+               seed: int, sample: int = 0, progress=None) -> SiteCheck:
+    start = time.perf_counter()
+    lay = front.layout(constants)
+    rng = np.random.default_rng(seed + site)
+    mem = Memory()
+    for _, region in lay.inputs:
+        if region not in mem.data:
+            mem.place(region, random_inputs(rng, region))
+    for region in {r: None for _, r in lay.outputs}:
+        mem.place(region)
+    buffers = mem.buffers()
+    before = {b: buf.copy() for b, buf in buffers.items()}
+    reference = front.evaluate({b: buf.copy() for b, buf in buffers.items()}, constants, lay)
+    d = load_dispatch(handed)
+    workload = [w for w in lay.workload]
+    grid = d.grid(workload)
+    chosen = sample_workgroups(grid, sample, seed + site) if sample else None
+    stats, written = run_dispatch(d, buffers, constants=constants, workload=workload, workgroups=chosen,
+                                  progress=progress)
+    cfg = exe.facts.config
+    problems, worst_abs, worst_ratio = [], 0.0, 0.0
+    for region in {r: None for _, r in lay.outputs}:
+        got = Memory.read(buffers, region)
+        owned = tile_mask(got.shape, grid, chosen, cfg.tile_m, cfg.tile_n)
+        res = compare(got, reference[region], owned)
+        wmask = written_elements(written, region)
+        unwritten, stray = int((owned & ~wmask).sum()), int((wmask & ~owned).sum())
+        worst_abs, worst_ratio = max(worst_abs, res["max_abs_err"]), max(worst_ratio, res["max_err_over_radius"])
+        if not res["passed"]:
+            w = res["worst"]
+            problems.append(f"{res['bad']} of {res['elements']} elements of {region.name} outside the bound "
+                            f"(worst: got {w['got']:.6g}, expected {w['expected']:.6g} +- {w['radius']:.3g})")
+        if unwritten:
+            problems.append(f"{unwritten} elements of {region.name} never written")
+        if stray:
+            problems.append(f"{stray} elements of {region.name} written by workgroups that do not own them")
+    problems += Memory.changed_outside(before, buffers, [r for _, r in lay.outputs])
+    problems += [f"race: {race}" for race in stats.races]
+    detail = "; ".join(problems) if problems else \
+        f"outputs {', '.join(r.name for _, r in lay.outputs)}; inputs and sentinel bytes unchanged"
+    total = int(np.prod(grid))
+    stats.seconds = time.perf_counter() - start
+    return SiteCheck(exe.name, site, sites, not problems, detail, worst_abs, worst_ratio,
+                     len(chosen) if chosen is not None else total, total, stats.seconds, stats)
+
+
+def estimate_seconds(exe, sample: int = 0) -> float:
+    """A full run's executor time from the problem size (or the sample's share of it)."""
+    p = exe.facts.problem
+    macs = (p.batch or 1) * (p.m or 4096) * (p.n or 4096) * (p.k or 4096)
+    if sample:
+        cfg = exe.facts.config
+        tiles = -(-(p.m or 4096) // cfg.tile_m) * -(-(p.n or 4096) // cfg.tile_n) * (p.batch or 1)
+        macs = macs * min(1.0, sample / max(tiles, 1))
+    return macs / EXECUTOR_MACS_PER_SECOND
+
+
+def check_executable(exe, *, seed: int = 0, sample: int = 0, sizes: dict | None = None,
+                     progress=None) -> list[SiteCheck]:
+    """Every call site of one taken executable (``pipeline.ExecutableResult`` with its source)."""
+    front = FrontDispatch(parse_module(exe.source, new_context(), source=exe.name))
+    handed = parse_module(exe.text, new_context(), source=exe.name)
+    sites = call_sites(front.func, sizes, exe.facts.problem)
+    return [check_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample,
+                       progress=progress)
+            for i, constants in enumerate(sites)]
