@@ -17,6 +17,7 @@ translation_info during configuration, so our no_pipeline handback survives to l
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -29,7 +30,8 @@ from . import attrs
 from .errors import InputError, ToolchainError, VerificationError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
-from .pipeline import CodegenOptions, ExecutableResult, codegen_executable_text
+from .codegen_tool import SERVER_ENV, codegen_many, start_server
+from .pipeline import CodegenOptions, ExecutableResult
 from .targets import Target, get_target
 from .verify import check_isa
 
@@ -122,6 +124,8 @@ def _front_and_codegen(session: api.Session, source: str, source_name: str, opti
                        result: "CompileResult", require_matmul: bool):
     """Invocation 1 to executable-sources, then every executable through the per-executable
     pipeline (as text, like the hook tool). Returns the module, with executables replaced."""
+    if os.environ.get(SERVER_ENV, "1") != "0":
+        start_server(os.getpid())  # its imports overlap with IREE's front phase
     front = _Invocation(session)
     src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
     if not front.inv.parse_source(src):
@@ -132,13 +136,13 @@ def _front_and_codegen(session: api.Session, source: str, source_name: str, opti
     module = front.inv.export_module()
     if options.dump_after == "front":
         result.front_text = print_op(module)
-    # -- codegen, one executable at a time, through the hook tool's function
-    for exe in ops_named(module, "hal.executable"):
-        name = str_attr(exe, "sym_name")
-        res = codegen_executable_text(print_op(exe, debug_info=True), options, source=name)
+    # -- codegen: every executable as text, through the hook tool's server (in parallel)
+    exes = ops_named(module, "hal.executable")
+    items = [(str_attr(exe, "sym_name"), print_op(exe, debug_info=True)) for exe in exes]
+    for exe, res in zip(exes, codegen_many(items, options)):
         result.executables.append(res)
         result.log += res.log
-        new = parse_module(res.text, session.context, source=name)
+        new = parse_module(res.text, session.context, source=res.name)
         (new_exe,) = ops_named(new.operation, "hal.executable")
         ir.InsertionPoint(exe).insert(new_exe.detach_from_parent())
         exe.erase()

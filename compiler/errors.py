@@ -73,3 +73,20 @@ class DeviceError(MmaflowError):
     """A device driver is unavailable or failed at run time."""
 
     exit_code = 8
+
+
+def to_wire(error: MmaflowError) -> dict:
+    """An error as JSON (the codegen server hands errors to its clients in this form)."""
+    return {"class": type(error).__name__, "message": error.message, "stage": error.stage,
+            "location": error.location, "hint": error.hint}
+
+
+def from_wire(d: dict) -> MmaflowError:
+    cls = {c.__name__: c for c in _subclasses(MmaflowError)}.get(d["class"], MmaflowError)
+    return cls(d["message"], stage=d["stage"], location=d["location"], hint=d["hint"])
+
+
+def _subclasses(cls):
+    yield cls
+    for sub in cls.__subclasses__():
+        yield from _subclasses(sub)

@@ -15,8 +15,12 @@ from .errors import CodegenError, InputError
 
 
 def new_context() -> ir.Context:
+    """A context for one executable. Single-threaded: the IR of one dispatch is too small for
+    MLIR's thread pool to pay, and the codegen server forks workers, which must not inherit a
+    pool whose threads are gone."""
     ctx = ir.Context()
     ctx.allow_unregistered_dialects = False
+    ctx.enable_multithreading(False)
     return ctx
 
 
@@ -40,13 +44,15 @@ def parse_module(text: str, ctx: ir.Context, *, source: str = "<input>") -> ir.M
 
 
 def walk(op) -> Iterator[ir.Operation]:
-    """Pre-order walk over ``op`` and everything nested in it (Operation objects)."""
-    op = op.operation
-    yield op
-    for region in op.regions:
-        for block in region.blocks:
-            for child in block.operations:
-                yield from walk(child)
+    """Pre-order walk over ``op`` and everything nested in it (Operation objects), collected by
+    MLIR's own walker first (so the caller may change the IR while iterating)."""
+    found: list[ir.Operation] = []
+
+    def visit(o):
+        found.append(o)
+        return ir.WalkResult.ADVANCE
+    op.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
+    return iter(found)
 
 
 def ops_named(root, *names: str) -> list[ir.Operation]:

@@ -108,6 +108,19 @@ class DispatchFacts:
                              attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
                              attrs.read_expect(func) if attrs.EXPECT in func.attributes else None)
 
+    def to_wire(self) -> dict:
+        return {"target": self.target.name, "problem": self.problem.to_dict(),
+                "config": self.config.to_dict() if self.config else None,
+                "expect": vars(self.expect) if self.expect else None}
+
+    @staticmethod
+    def from_wire(d: dict) -> "DispatchFacts":
+        from .config import KernelConfig
+        from .problem import Contraction
+        return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),
+                             KernelConfig.from_dict(d["config"]) if d["config"] else None,
+                             attrs.Expectations(**d["expect"]) if d["expect"] else None)
+
 
 @dataclass
 class ExecutableResult:
@@ -119,6 +132,18 @@ class ExecutableResult:
     run: RunResult
     facts: DispatchFacts | None = None  # the taken dispatch's problem, config, expectations
     source: str = ""  # the hal.executable as IREE handed it over (executable-sources), when known
+
+    def to_wire(self) -> dict:
+        """A JSON-able form (the codegen server sends results to its clients in it)."""
+        return {"name": self.name, "export": self.export, "text": self.text, "taken": self.taken, "log": self.log,
+                "dumps": self.run.dumps, "timings": self.run.timings, "source": self.source,
+                "facts": self.facts.to_wire() if self.facts else None}
+
+    @staticmethod
+    def from_wire(d: dict) -> "ExecutableResult":
+        return ExecutableResult(d["name"], d["export"], d["text"], d["taken"], list(d["log"]),
+                                RunResult(dict(d["dumps"]), dict(d["timings"])),
+                                DispatchFacts.from_wire(d["facts"]) if d["facts"] else None, d["source"])
 
 
 def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
