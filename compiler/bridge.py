@@ -82,18 +82,27 @@ class CompileResult:
         return [e for e in self.executables if e.taken]
 
 
-def iree_flags(target: Target, dump_dir: Path, *, full_dumps: bool) -> list[str]:
-    """IREE flags for the target, plus the dumps verification reads.
+_DUMP_FLAGS = ("--iree-hal-dump-executable-files-to=", "--iree-hal-dump-executable-intermediates-to=",
+               "--iree-hal-dump-executable-binaries-to=")
+
+
+def iree_flags(target: Target, dump_dir: Path, *, full_dumps: bool, extra: list[str] = ()) -> tuple[list[str], list[Path]]:
+    """IREE flags for the target plus the dumps verification reads, and the directories the ISA
+    will be in.
 
     Intermediates (.ll, .rocmasm, .ptx) do not change the .vmfb; the full dumps
     (--iree-hal-dump-executable-files-to) point executable source locations at the dumped files,
-    so they are used only when the user asks for a dump directory.
-    """
+    so they are used only when the user asks for a dump directory. A user's own dump flags (in
+    ``extra``) are honoured: mmaflow adds only the dumps they leave out and reads the ISA from
+    wherever IREE puts it."""
+    user = {flag: Path(x.split("=", 1)[1]) for x in extra for flag in _DUMP_FLAGS if x.startswith(flag)}
+    if _DUMP_FLAGS[0] in user:
+        return target.iree_flags(), [user[_DUMP_FLAGS[0]]]
     if full_dumps:
-        return target.iree_flags() + [f"--iree-hal-dump-executable-files-to={dump_dir}"]
+        return target.iree_flags() + [f"{_DUMP_FLAGS[0]}{dump_dir}"], [dump_dir]
     # PTX counts as a binary for the CUDA target, .rocmasm as an intermediate for ROCm.
-    return target.iree_flags() + [f"--iree-hal-dump-executable-intermediates-to={dump_dir}",
-                                  f"--iree-hal-dump-executable-binaries-to={dump_dir}"]
+    flags = [f"{flag}{dump_dir}" for flag in _DUMP_FLAGS[1:] if flag not in user]
+    return target.iree_flags() + flags, [dump_dir] + [user[f] for f in _DUMP_FLAGS[1:] if f in user]
 
 
 def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
@@ -172,7 +181,8 @@ def codegen_module(source: str, target_name: str, *, options: CodegenOptions | N
 def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *,
              full_dumps: bool) -> CompileResult:
     session = api.Session()
-    session.set_flags(*(iree_flags(target, isa_dir, full_dumps=full_dumps) + extra_flags))
+    flags, isa_dirs = iree_flags(target, isa_dir, full_dumps=full_dumps, extra=extra_flags)
+    session.set_flags(*(flags + extra_flags))
     result = CompileResult(b"", [])
     module = _front_and_codegen(session, source, source_name, options, result, require_matmul)
     # -- lower
@@ -186,7 +196,7 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
     result.vmfb = bytes(out.map_memory())
     # -- verify
     for exe in result.taken:
-        text, report = read_isa(isa_dir, exe, target)
+        text, report = read_isa(isa_dirs, exe, target)
         result.isa_text[exe.name] = text
         result.reports[exe.name] = report
         result.expect[exe.name] = exe.facts.expect
@@ -211,20 +221,22 @@ def kernel_names(export: str, target: Target) -> list[str]:
     return names
 
 
-def kernel_isa(isa_dir: Path, kernel: str, target: Target) -> str:
-    """The ISA of one kernel among IREE's dumps (executables may be linked into one file)."""
+def kernel_isa(isa_dirs, kernel: str, target: Target) -> str:
+    """The ISA of one kernel among IREE's dumps in ``isa_dirs`` (a directory or several;
+    executables may be linked into one file)."""
+    dirs = [isa_dirs] if isinstance(isa_dirs, Path) else list(isa_dirs)
+    files = sorted({p for d in dirs for p in d.glob(f"*.{target.vendor.isa_suffix}")})
     found = []
     for name in kernel_names(kernel, target):
-        found += [t for t in (extract_kernel(p.read_text(), name, target.vendor.isa)
-                              for p in sorted(isa_dir.glob(f"*.{target.vendor.isa_suffix}"))) if t is not None]
+        found += [t for t in (extract_kernel(p.read_text(), name, target.vendor.isa) for p in files) if t is not None]
     if len(found) != 1:
         raise ToolchainError(f"expected the ISA of kernel {kernel} once among the .{target.vendor.isa_suffix} dumps "
-                             f"in {isa_dir}, found it {len(found)} times")
+                             f"in {', '.join(map(str, dirs))}, found it {len(found)} times")
     return found[0]
 
 
-def read_isa(isa_dir: Path, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
-    text = kernel_isa(isa_dir, exe.export, target)
+def read_isa(isa_dirs, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
+    text = kernel_isa(isa_dirs, exe.export, target)
     if target.is_amd:
         return text, parse_rocmasm(text, exe.export, target)
     return text, parse_ptx(text, exe.export, target)

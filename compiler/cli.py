@@ -109,20 +109,32 @@ def _emit_dumps(args, result) -> None:
     print(out)
 
 
+def _codegen_tool() -> list[str]:
+    """How iree-compile starts this installation's mmaflow-codegen. IREE looks a tool up by bare
+    name (next to its own library, then on PATH; an absolute path is not found), so: the bare
+    name when PATH leads to this very tool, else ``env /abs/path/mmaflow-codegen`` (``env`` is
+    on every PATH), which works from a shell where the environment is not activated."""
+    import os
+    ours = Path(sys.executable).parent / "mmaflow-codegen"
+    if not ours.is_file():
+        raise InputError(f"mmaflow-codegen is not installed next to {sys.executable}",
+                         hint="pip install -e . in this environment")
+    found = shutil.which("mmaflow-codegen")
+    if found and os.path.realpath(found) == os.path.realpath(ours):
+        return ["mmaflow-codegen"]
+    return ["env", str(ours)]
+
+
 def cmd_flags(args) -> int:
     from .config import parse_overrides
     from .targets import get_target
     target = get_target(args.target)
-    overrides = parse_overrides(args.config or [])
-    tool = ["mmaflow-codegen"]
+    parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process
+    tool = _codegen_tool()
     if target.retarget_variant:
         tool.append(f"--target={target.name}")
     for item in args.config or []:
         tool.append(f"--config={item}")
-    if shutil.which("mmaflow-codegen") is None:
-        raise InputError("mmaflow-codegen is not on PATH; iree-compile looks the tool up by name",
-                         hint="activate the environment mmaflow is installed in")
-    del overrides
     flags = target.iree_flags()
     hook = "--iree-hal-preprocess-executables-with=" + " ".join(tool)
     if len(tool) == 1:
@@ -236,6 +248,11 @@ def cmd_run(args) -> int:
     return run_command(args, _read_input(args.input), _options(args, args.target), source_name=args.input)
 
 
+def cmd_verify(args) -> int:
+    from .vmfb import verify_command
+    return verify_command(args, _read_input(args.source))
+
+
 def cmd_bench(args) -> int:
     from mmaflow.runtime.bench import bench_command
     return bench_command(args)
@@ -306,13 +323,22 @@ def build_parser() -> argparse.ArgumentParser:
     config_arg(ru)
     ru.set_defaults(fn=cmd_run)
 
+    v = sub.add_parser("verify", help="check that a .vmfb built with iree-compile $(mmaflow flags ...) holds "
+                                      "mmaflow's verified kernels")
+    v.add_argument("vmfb", help="the .vmfb to check")
+    v.add_argument("--source", required=True, help="the MLIR it was built from")
+    v.add_argument("--target", required=True)
+    v.add_argument("--iree-flag", action="append", metavar="FLAG",
+                   help="an iree-compile flag the .vmfb was built with (besides mmaflow flags' own)")
+    v.set_defaults(fn=cmd_verify)
+
     b = sub.add_parser("bench", help="time mmaflow vs IREE's default pipeline (and torch) on a device")
-    b.add_argument("--target", required=True)
+    b.add_argument("--target", help="mmaflow target (a comma-separated list with --compile-time)")
     b.add_argument("--sizes", default="1024,2048,4096")
     b.add_argument("--dtype", default="f16")
     b.add_argument("--device", default="auto")
     b.add_argument("--out", default="bench-results")
-    b.add_argument("--repeat", type=int, default=20)
+    b.add_argument("--repeat", type=int, help="timed repetitions (default: 20 calls on a GPU, 5 compiles)")
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
     b.add_argument("--checks", action="store_true",
                    help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
@@ -320,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--variants", action="store_true",
                    help="time the matmul variants at 4096-class sizes (static, unaligned, B^T, fused epilogue, "
                         "dynamic), each checked against numpy")
+    b.add_argument("--models", action="store_true",
+                   help="the real-model corpus (e2e_tests/models): mmaflow sm_80 and sm_90a builds through the stock "
+                        "route, and IREE's default, for the GPU machine (with --prepare-only)")
+    b.add_argument("--compile-time", nargs="+", metavar="MODULE",
+                   help="compile time of plain iree-compile, the stock route and mmaflow compile on these modules, "
+                        "for every --target (median of --repeat runs)")
     config_arg(b)
     b.set_defaults(fn=cmd_bench)
     return p

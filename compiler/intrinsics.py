@@ -36,7 +36,6 @@ F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2 = "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3FN
 
 TYPE_BITS = {F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8,
              F8E4M3FN: 8, F8E5M2: 8}
-FLOAT_TYPES = {F32, F16, BF16, F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2}
 
 
 @dataclass(frozen=True)
@@ -79,10 +78,6 @@ class Intrinsic:
             assert sorted(self.codegen_k_order) == sorted(self.b.row_order)
 
     # ---- derived facts -----------------------------------------------------------------------
-    @property
-    def accumulates_in_f32(self) -> bool:
-        return self.c_type == F32
-
     def operand(self, which: str) -> Layout:
         return {"A": self.a, "B": self.b, "C": self.c}[which]
 

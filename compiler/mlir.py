@@ -6,7 +6,6 @@ input never surfaces as a traceback from inside the bindings.
 
 from __future__ import annotations
 
-import re
 from typing import Iterator
 
 from iree.compiler import ir, passmanager
@@ -24,9 +23,6 @@ def new_context() -> ir.Context:
     return ctx
 
 
-_DIAG_RE = re.compile(r"error: (?P<loc>\"[^\"]*\":\d+:\d+|[^:]+:\d+:\d+)?:?\s*(?P<msg>.*)")
-
-
 def parse_module(text: str, ctx: ir.Context, *, source: str = "<input>") -> ir.Module:
     """Parse MLIR text, or raise InputError naming the file, line and problem."""
     try:
@@ -36,9 +32,8 @@ def parse_module(text: str, ctx: ir.Context, *, source: str = "<input>") -> ir.M
         diags = getattr(e, "error_diagnostics", None) or []
         if diags:
             d = diags[0]
-            loc = str(d.location)
-            m = re.match(r'loc\("[^"]*":(\d+):(\d+)\)', loc)
-            where = f"{source}:{m.group(1)}:{m.group(2)}" if m else source
+            at = file_location(d.location)
+            where = f"{source}:{at.start_line}:{at.start_col}" if at is not None else source
             raise InputError(f"malformed MLIR: {d.message}", location=where) from None
         raise InputError(f"malformed MLIR: {e}", location=source) from None
 
@@ -68,11 +63,43 @@ def parent_named(op: ir.Operation, name: str) -> ir.Operation | None:
     return None
 
 
+def _typed_location(loc: ir.Location):
+    """``loc`` as its own kind (FileLineColLoc, NameLoc, ...): diagnostics hand out plain ones."""
+    for kind in (ir.FileLineColLoc, ir.NameLoc, ir.FusedLoc, ir.CallSiteLoc):
+        if isinstance(loc, kind):
+            return loc
+    for kind in (ir.FileLineColLoc, ir.NameLoc, ir.FusedLoc, ir.CallSiteLoc):
+        try:
+            return kind(loc)
+        except ValueError:
+            continue
+    return None
+
+
+def file_location(loc: ir.Location):
+    """The first file:line:col inside a location (through names, fusions, call sites), or None."""
+    loc = _typed_location(loc)
+    if isinstance(loc, ir.FileLineColLoc):
+        return loc
+    if isinstance(loc, ir.NameLoc):
+        inner = [loc.child_loc]
+    elif isinstance(loc, ir.FusedLoc):
+        inner = list(loc.locations)
+    elif isinstance(loc, ir.CallSiteLoc):
+        inner = [loc.callee]
+    else:
+        inner = []
+    for sub in inner:
+        found = file_location(sub)
+        if found is not None:
+            return found
+    return None
+
+
 def location_of(op: ir.Operation) -> str:
     """Human-readable 'file:line:col' of an op, or its name when it has no file location."""
-    text = str(op.location)
-    m = re.search(r'"([^"]+)":(\d+):(\d+)', text)
-    return f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else op.name
+    at = file_location(op.location)
+    return f"{at.filename}:{at.start_line}:{at.start_col}" if at is not None else op.name
 
 
 def print_op(op, *, debug_info: bool = False) -> str:

@@ -154,10 +154,12 @@ def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
     func = attrs.dispatch_func(module.operation)
     taken = unit.stopped is None and func is not None
     if not taken and options.target:
-        # A dispatch left to IREE still needs a variant IREE can compile (sm_90a).
+        # A dispatch left to IREE still needs a variant IREE can compile (sm_90a); other devices'
+        # variants (IREE's compile-time constant evaluation runs on the host CPU) stay as they are.
         target = get_target(options.target)
         for variant in ops_named(module.operation, "hal.executable.variant"):
-            hand_back.retarget_variant(variant, target)
+            if select.variant_arch(variant)[0] == target.vendor.iree_backend:
+                hand_back.retarget_variant(variant, target)
     exports = ops_named(module.operation, "hal.executable.export")
     export = str_attr(exports[0], "sym_name") if exports else name
     # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the

@@ -167,6 +167,32 @@ def test_isa_model_does_not_import_the_compiler():
                 assert all("compiler" not in a.name for a in node.names), path.name
 
 
+def test_executor_does_not_import_the_compiler_model():
+    """The lane executor (and the reference interpreter the model checks use) is the other half
+    of the ground truth: it may share the error hierarchy, nothing of the compiler's model
+    (layouts, intrinsics, targets, stages)."""
+    runtime = Path(__file__).parent.parent / "runtime"
+    for path in (runtime / "executor.py", runtime / "reference.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                mod = node.module or ""
+                ok = not mod.startswith("mmaflow.compiler") or mod == "mmaflow.compiler.errors"  # the IR bindings are fine
+                assert ok and not (node.level and mod.startswith(".."))  , f"{path.name}: {mod}"
+            if isinstance(node, ast.Import):
+                assert all(not a.name.startswith("mmaflow.compiler") for a in node.names), path.name
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"])
+def test_executor_lds_banks_agree_with_the_catalogue(target):
+    """Two independent records of each GPU's LDS banks (the executor's bank-conflict model and
+    the compiler's target table) must agree."""
+    from mmaflow.compiler.targets import get_target
+    from mmaflow.runtime.executor import lds_banks
+    t = get_target(target)
+    assert lds_banks(t.iree_arch) == t.lds_banks
+
+
 @pytest.mark.parametrize("target,name,operand", [("gfx1100", "WMMA_F32_16x16x16_F16", "A"),
                                                  ("gfx1100", "WMMA_F16_16x16x16_F16", "C"),
                                                  ("gfx942", "MFMA_F32_32x32x8_F16", "C"),

@@ -321,6 +321,23 @@ def bench_command(args) -> int:
     from mmaflow.compiler.targets import get_target
     from mmaflow.runtime.iree_runner import device_present
 
+    if args.compile_time:
+        from mmaflow.runtime.compile_time import compile_time_command
+        if not args.target:
+            raise InputError("--compile-time needs --target (one or a comma-separated list)")
+        args.repeat = args.repeat or 5
+        return compile_time_command(args)
+    if args.models:
+        from mmaflow.runtime.model_bench import prepare as prepare_models
+        if not args.prepare_only:
+            raise InputError("bench --models compiles here and runs on the GPU machine: give --prepare-only DIR",
+                             hint="then `python3 -m mmaflow.runtime.model_bench --from-dir DIR --out OUT` there")
+        prepare_models(Path(args.prepare_only))
+        print(f"bench: models, builds and manifest written to {args.prepare_only}")
+        return 0
+    if not args.target:
+        raise InputError("bench needs --target")
+    args.repeat = args.repeat or 20
     target = get_target(args.target)
     try:
         sizes = [int(s) for s in args.sizes.split(",")]

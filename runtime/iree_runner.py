@@ -16,11 +16,6 @@ import numpy as np
 from mmaflow.compiler.errors import DeviceError
 
 
-def available_drivers() -> list[str]:
-    import iree.runtime as rt
-    return list(rt.query_available_drivers())
-
-
 def device_present(driver: str) -> tuple[bool, str]:
     """Whether ``driver`` has a usable device here, and why not."""
     import iree.runtime as rt

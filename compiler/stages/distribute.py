@@ -118,10 +118,6 @@ class Extents:
         self.padded, self.true, self.names, self.problem, self.tiles = padded, true, names, problem, tiles
         self.also = also or [None] * len(names)  # a second role's dimensions (one memref feeding A and B)
 
-    @property
-    def changed(self) -> bool:
-        return any(not isinstance(t, int) or t != p for p, t in zip(self.padded, self.true))
-
     def limits(self) -> list:
         """Per axis: the true extent where the tiles may overhang it (int or value), else None.
         A dynamic extent the program promises to be a multiple of its tile needs no bound."""
