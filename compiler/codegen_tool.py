@@ -159,6 +159,21 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _warm() -> None:
+    """What every request needs whatever its executable: the dialects loaded, the transform
+    scripts parsed, the pass pipelines built (in a single-threaded context, dropped after)."""
+    from iree.compiler import passmanager
+
+    from .mlir import new_context, parse_module
+    from .stages.script import script_text
+    ctx = new_context()
+    ctx.load_all_available_dialects()
+    for name in ("matmul.mlir", "batch_matmul.mlir"):
+        parse_module(script_text(name), ctx, source=name)
+    with ctx:
+        passmanager.PassManager.parse("builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))")
+
+
 def serve(path: str, parent: int) -> int:
     """Import the pipeline once, then answer each connection in a forked worker. Until one
     dispatch was taken, requests are answered in the server itself: the caches that fills (dialects,
@@ -167,6 +182,7 @@ def serve(path: str, parent: int) -> int:
     import select
     import signal
     from . import pipeline, verify  # noqa: F401  (the imports are the point)
+    _warm()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers reap themselves
     tmp = f"{path}.{os.getpid()}"
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
