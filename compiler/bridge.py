@@ -20,7 +20,7 @@ import ctypes
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iree.compiler import ir
@@ -105,16 +105,20 @@ def iree_flags(target: Target, dump_dir: Path, *, full_dumps: bool, extra: list[
     return target.iree_flags() + flags, [dump_dir] + [user[f] for f in _DUMP_FLAGS[1:] if f in user]
 
 
+def _prepare(source: str, target_name: str, options: CodegenOptions | None, source_name: str):
+    """The target, the options with it set, and a clear error for malformed input."""
+    target = get_target(target_name)
+    options = replace(options or CodegenOptions(), target=target.name)
+    parse_module(source, new_context(), source=source_name)
+    return target, options
+
+
 def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
                    source_name: str = "input.mlir", dump_dir: Path | None = None,
                    extra_flags: list[str] | None = None, require_matmul: bool = True,
                    verify: bool = True) -> CompileResult:
     """Compile ``source`` for ``target_name`` with mmaflow's codegen on its matmul dispatches."""
-    target = get_target(target_name)
-    options = options or CodegenOptions()
-    options = CodegenOptions(target=target.name, overrides=options.overrides,
-                             dump_after=options.dump_after, dump_dir=options.dump_dir)
-    parse_module(source, new_context(), source=source_name)  # clear errors for malformed input
+    target, options = _prepare(source, target_name, options, source_name)
     tmp = None
     if dump_dir is None:
         tmp = Path(tempfile.mkdtemp(prefix="mmaflow-"))
@@ -166,11 +170,7 @@ def codegen_module(source: str, target_name: str, *, options: CodegenOptions | N
                    source_name: str = "input.mlir", require_matmul: bool = True) -> CompileResult:
     """Front and per-executable codegen only (no IREE lowering): the handed-back executables,
     e.g. for the lane executor."""
-    target = get_target(target_name)
-    options = options or CodegenOptions()
-    options = CodegenOptions(target=target.name, overrides=options.overrides,
-                             dump_after=options.dump_after, dump_dir=options.dump_dir)
-    parse_module(source, new_context(), source=source_name)
+    target, options = _prepare(source, target_name, options, source_name)
     session = api.Session()
     session.set_flags(*target.iree_flags())
     result = CompileResult(b"", [])

@@ -216,19 +216,21 @@ def cmd_opt(args) -> int:
                 raise InputError(f"expected one hal.executable, found {len(exes)}", location=args.input)
             whole = module if len([o for o in module.body.operations]) > 1 else None
             if whole is not None:  # a whole module: run on its executable, print the whole module
-                module = parse_module("module {\n" + print_op(exes[0], debug_info=True) + "\n}", ctx,
-                                      source=args.input)
+                module = ir.Module.create(exes[0].location)
+                exes[0].clone(ir.InsertionPoint(module.body))
             exe_name = str_attr(exes[0], "sym_name")
             res = codegen_executable(module, exe_name, _options(args, args.target),
                                      stages_from(args.from_stage, args.to_stage))
             for line in res.log:
                 print(line, file=sys.stderr)
+            last = list(res.run.timings)[-1] if res.run.timings else None
+            header = "".join(f"// {last}: {line}\n" for line in res.run.headers.get(last, []))
             if whole is not None:
                 (new_exe,) = ops_named(module.operation, "hal.executable")
                 ir.InsertionPoint(exes[0]).insert(new_exe.detach_from_parent())
                 exes[0].erase()
                 module = whole
-            outs.append(print_op(module))
+            outs.append(header + print_op(module))
         except MmaflowError as e:
             if not args.split_input_file:
                 raise

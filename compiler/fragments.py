@@ -14,10 +14,12 @@ K-innermost (``[non-K][K + pad]``). Two ways, chosen from the layout alone:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from iree.compiler import ir
 
 from .emit import Emitter, vector_type
-from .layout import COL, ROW, Layout
+from .layout import COL, ROW, Layout, Run
 
 
 def _storage(rc: tuple[int, int], k_axis: str) -> tuple[int, int]:
@@ -78,57 +80,57 @@ class LaneIndex:
         return self._cache[key]
 
 
-class FragmentLoader:
-    """Loads one operand's fragments for this lane from its LDS tile."""
+@dataclass(frozen=True)
+class LdsRead:
+    """One LDS access of a fragment load: ``length`` elements along K from tile offset
+    (``nonk``, ``k``) plus the lane's part, split in registers into ``parts``: (position of the
+    instruction in the load group, the layout run it fills)."""
 
-    def __init__(self, layout: Layout, storage: ir.Value, elem: ir.Type, bits: int, k_axis: str,
-                 op_shape: tuple[int, ...], lanes: LaneIndex, *, allow_ldmatrix: bool):
-        self.layout, self.storage, self.elem, self.bits = layout, storage, elem, bits
-        self.k_axis, self.op_shape, self.lanes = k_axis, op_shape, lanes
-        self.nonk_axis = ROW if k_axis == COL else COL
-        self.blocks = ldmatrix_blocks(layout, k_axis, bits) if allow_ldmatrix else None
-        self.runs = layout.runs(k_axis)
-        if self.blocks is not None:
-            top = lanes.top
-            blk = top.rem(top.div(lanes.lane, 8), len(self.blocks))
-            self.ld_row = top.add(top.rem(lanes.lane, 8), lanes.table([b[0] for b in self.blocks], blk, "row"))
-            self.ld_col = lanes.table([b[1] for b in self.blocks], blk, "col")
+    nonk: int
+    k: int
+    length: int
+    parts: tuple[tuple[int, Run], ...]
+
+
+@dataclass(frozen=True)
+class FragmentPlan:
+    """How one operand's fragments come out of its K-innermost LDS tile: numbers only, no IR."""
+
+    layout: Layout
+    k_axis: str  # the layout axis that is K (A: col, B: row)
+    bits: int
+    op_shape: tuple[int, ...]  # the instruction's operand vector shape
+    blocks: tuple[tuple[int, int], ...] | None  # ldmatrix: per 32-bit register, its 8x8 block's (non-K, K) origin
+
+    @staticmethod
+    def plan(layout: Layout, k_axis: str, bits: int, op_shape: tuple[int, ...], *,
+             allow_ldmatrix: bool) -> "FragmentPlan":
+        blocks = ldmatrix_blocks(layout, k_axis, bits) if allow_ldmatrix else None
+        return FragmentPlan(layout, k_axis, bits, tuple(op_shape), tuple(blocks) if blocks is not None else None)
 
     @property
     def kind(self) -> str:
         return "ldmatrix" if self.blocks is not None else "runs"
 
-    def _offset(self, batch: tuple[int, int]) -> dict:
+    @property
+    def nonk_axis(self) -> str:
+        return ROW if self.k_axis == COL else COL
+
+    def offset(self, batch: tuple[int, int]) -> dict:
         """Lane-independent (row, col) origin of instruction ``batch`` in the wave tile."""
         r0, c0 = self.layout.coords(0, 0)
         r, c = self.layout.coords(0, 0, batch)
         return {ROW: r - r0, COL: c - c0}
 
-    def load(self, em: Emitter, base: dict, batch: tuple[int, int]) -> ir.Value:
-        """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin."""
-        return self.load_group(em, base, [batch])[0]
-
-    def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]]) -> list[ir.Value]:
-        """This lane's fragments of several instructions. Runs that lie end to end along K in
-        the tile (an interleaved layout puts consecutive K steps' runs there) are read with one
-        access, up to 128 bits where its alignment allows, and split in registers."""
+    def reads(self, batches: list[tuple[int, int]]) -> list[LdsRead]:
+        """The LDS reads that load the fragments of ``batches`` together (``runs`` kind). Runs
+        that lie end to end along K in the tile (an interleaved layout puts consecutive K
+        steps' runs there) become one access, up to 128 bits where its alignment allows."""
         lay = self.layout
-        em = em.named(f"fragment.{'A' if lay.operand == 'A' else 'B'}")
-        if self.blocks is not None:
-            out = []
-            for batch in batches:
-                off = self._offset(batch)
-                k0, n0 = em.add(base[self.k_axis], off[self.k_axis]), em.add(base[self.nonk_axis], off[self.nonk_axis])
-                vtype = vector_type([len(self.blocks), 32 // self.bits], self.elem)
-                val = em.ldmatrix(self.storage, [em.add(n0, self.ld_row), em.add(k0, self.ld_col)],
-                                  len(self.blocks), vtype)
-                out.append(em.shape_cast(val, self.op_shape))
-            return out
-        # (k, non-k) tile offset of every run of every instruction, then runs merged along K.
         pieces = []  # (non-k offset, k offset, batch position, run)
         for b, batch in enumerate(batches):
-            off = self._offset(batch)
-            for run in self.runs:
+            off = self.offset(batch)
+            for run in lay.runs(self.k_axis):
                 rc = {ROW: run.row + off[ROW], COL: run.col + off[COL]}
                 pieces.append((rc[self.nonk_axis], rc[self.k_axis], b, run))
         pieces.sort(key=lambda p: (p[0], p[1]))
@@ -142,30 +144,72 @@ class FragmentLoader:
                 g.append(p)
             else:
                 groups.append([p])
-        k_lane, n_lane = self.lanes.part(lay, self.k_axis), self.lanes.part(lay, self.nonk_axis)
+        return [LdsRead(g[0][0], g[0][1], sum(x[3].length for x in g), tuple((x[2], x[3]) for x in g))
+                for g in groups]
+
+    def describe(self, batches: list[tuple[int, int]]) -> str:
+        """The reads that load ``batches`` (e.g. one K tile's instructions)."""
+        if self.blocks is not None:
+            return f"{len(batches)} x nvgpu.ldmatrix (x{len(self.blocks)}), one per instruction"
+        reads = self.reads(batches)
+        widths = sorted({r.length * self.bits for r in reads}, reverse=True)
+        return (f"{len(reads)} x vector.load of {'/'.join(map(str, widths))} bits for {len(batches)} "
+                f"instruction{'s' if len(batches) > 1 else ''}")
+
+
+class FragmentLoader:
+    """Loads one operand's fragments for this lane from its LDS tile (a ``FragmentPlan`` bound
+    to the tile and the lane's index values)."""
+
+    def __init__(self, plan: FragmentPlan, storage: ir.Value, elem: ir.Type, lanes: LaneIndex):
+        self.plan, self.storage, self.elem, self.lanes = plan, storage, elem, lanes
+        if plan.blocks is not None:
+            top = lanes.top
+            blk = top.rem(top.div(lanes.lane, 8), len(plan.blocks))
+            self.ld_row = top.add(top.rem(lanes.lane, 8), lanes.table([b[0] for b in plan.blocks], blk, "row"))
+            self.ld_col = lanes.table([b[1] for b in plan.blocks], blk, "col")
+
+    def load(self, em: Emitter, base: dict, batch: tuple[int, int]) -> ir.Value:
+        """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin."""
+        return self.load_group(em, base, [batch])[0]
+
+    def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]]) -> list[ir.Value]:
+        """This lane's fragments of several instructions (``FragmentPlan.reads``)."""
+        plan = self.plan
+        k_axis, nonk_axis = plan.k_axis, plan.nonk_axis
+        em = em.named(f"fragment.{'A' if plan.layout.operand == 'A' else 'B'}")
+        if plan.blocks is not None:
+            out = []
+            for batch in batches:
+                off = plan.offset(batch)
+                k0, n0 = em.add(base[k_axis], off[k_axis]), em.add(base[nonk_axis], off[nonk_axis])
+                vtype = vector_type([len(plan.blocks), 32 // plan.bits], self.elem)
+                val = em.ldmatrix(self.storage, [em.add(n0, self.ld_row), em.add(k0, self.ld_col)],
+                                  len(plan.blocks), vtype)
+                out.append(em.shape_cast(val, plan.op_shape))
+            return out
+        k_lane, n_lane = self.lanes.part(plan.layout, k_axis), self.lanes.part(plan.layout, nonk_axis)
         values: list[list] = [[] for _ in batches]
-        for g in groups:
-            nonk, k, _, _ = g[0]
-            total = sum(x[3].length for x in g)
-            idx = {self.k_axis: em.add(base[self.k_axis], k_lane, k),
-                   self.nonk_axis: em.add(base[self.nonk_axis], n_lane, nonk)}
-            val = em.lds_load(self.storage, [idx[self.nonk_axis], idx[self.k_axis]], vector_type([total], self.elem))
+        for read in plan.reads(batches):
+            idx = {k_axis: em.add(base[k_axis], k_lane, read.k),
+                   nonk_axis: em.add(base[nonk_axis], n_lane, read.nonk)}
+            val = em.lds_load(self.storage, [idx[nonk_axis], idx[k_axis]], vector_type([read.length], self.elem))
             at = 0
-            for _, _, b, run in g:
-                part = val if len(g) == 1 else em.extract_slice(val, at, run.length)
+            for b, run in read.parts:
+                part = val if len(read.parts) == 1 else em.extract_slice(val, at, run.length)
                 values[b].append((run, part))
                 at += run.length
         return [self._assemble(em, parts) for parts in values]
 
     def _assemble(self, em: Emitter, parts: list) -> ir.Value:
-        length = self.layout.op_vector_length
+        length = self.plan.layout.op_vector_length
         if len(parts) == 1 and parts[0][0].length == length:
             flat = parts[0][1]
         else:
             flat = em.splat_const(vector_type([length], self.elem), _zero(self.elem))
             for run, val in parts:
                 flat = em.insert_slice(val, flat, run.first)
-        return em.shape_cast(flat, self.op_shape)
+        return em.shape_cast(flat, self.plan.op_shape)
 
 
 def _aligned(start: int, length: int, k_strides: list[int], widest: int) -> bool:

@@ -1,4 +1,5 @@
-"""Global -> LDS copies of one K-tile, split into loads and stores (used by `distribute`).
+"""Global -> LDS copies of one K-tile: the plan (``CopyShape``, numbers only) and its emission
+(``Copy``, split into loads and stores; used by `distribute`).
 
 Every thread of the workgroup moves 128-bit chunks (narrower only when a tile row is shorter).
 The loads and the stores are emitted separately so that the K loop can carry the loaded
@@ -31,85 +32,109 @@ from iree.compiler import ir
 from .emit import Emitter, vector_type
 
 
-@dataclass
-class CopyPlan:
-    name: str
-    src: ir.Value  # the global memref
-    lead: list  # leading (batch) indices of the global access
-    rows: int  # global tile shape (rows x cols), cols contiguous in memory
+@dataclass(frozen=True)
+class CopyShape:
+    """How the workgroup's threads split one operand's global tile (rows x cols, cols contiguous
+    in memory) into chunks, and in which order they store them: numbers only, no IR."""
+
+    operand: str  # "A" | "B"
+    rows: int
     cols: int
-    elem: ir.Type
-    bits: int
-    storage: ir.Value  # LDS tile [non-K][K + pad]
-    transposed: bool  # global rows are K (store transposed)
+    bits: int  # element width
+    transposed: bool  # global rows are K: stored transposed (LDS tiles are K-innermost)
     threads: int
-    dst: tuple  # logical LDS origin (d0, d1)
-    limits: tuple = (None, None)  # true extents (int or index value) of the global rows / cols when the tile overhangs
-    row_length: int = 0  # what a global row's true length (elements) is a multiple of: chunks must divide it
-    extent0: object = None  # true extent of the access's first index (int or index value; None: static memref)
-    banks: int = 0  # LDS banks (4 bytes each) to keep direct copies' stores conflict-free for; 0: plain row order
+    v: int  # elements per chunk
+    per_row: int  # chunks per global row
+    kb: int  # global rows per item of a transposing copy (1: direct)
+    total: int  # work items: chunks (direct) or kb-row blocks (transposing)
+    rounds: int  # items per thread
+    row_group: int  # direct copies: rows one phase of LDS stores writes ...
+    row_step: int  # ... and how far apart they are (1: plain row order)
 
-    def __post_init__(self):
-        v = 128 // self.bits
-        while self.cols % v or (self.row_length and self.row_length % v):
+    @staticmethod
+    def plan(operand: str, rows: int, cols: int, bits: int, transposed: bool, threads: int, *,
+             row_length: int = 0, lds_row: int = 0, banks: int = 0) -> "CopyShape":
+        """``row_length``: what a global row's true length (elements) is a multiple of (chunks
+        must divide it; 0: no constraint); ``lds_row``: elements per LDS row (with padding);
+        ``banks``: LDS banks (4 bytes each) to keep direct copies' stores conflict-free for, 0
+        for the plain row order."""
+        v = 128 // bits
+        while cols % v or (row_length and row_length % v):
             v //= 2
-        self.v = v
-        self.per_row = self.cols // v
-        if not self.transposed:
-            self.kb = 1
-        else:
-            self.kb = 1
+        per_row = cols // v
+        kb = 1
+        if transposed:
             for cand in (16, 8, 4, 2):
-                if cand <= v and self.rows % cand == 0 and (self.rows // cand) * self.per_row >= self.threads:
-                    self.kb = cand
+                if cand <= v and rows % cand == 0 and (rows // cand) * per_row >= threads:
+                    kb = cand
                     break
-        self.total = (self.rows // self.kb) * self.per_row  # work items: chunks (direct) or blocks
-        self.rounds = math.ceil(self.total / self.threads)
-        self.row_group, self.row_step = self._store_row_order()
-
-    def _store_row_order(self) -> tuple[int, int]:
-        """(g, d): the g tile rows that one phase of a direct copy's LDS stores writes (the
-        lanes of a phase are ``banks * 4 / chunk bytes`` consecutive threads) are rows d apart,
-        with d the smallest power of two for which their dword ranges fall in distinct banks
-        (g = 1 or d = 1: plain order). With 16-byte chunks, 32 banks and 80-byte padded rows,
-        rows 0 and 1 share 4 banks; rows 0 and 4 share none."""
-        chunk_bytes = self.v * self.bits // 8
-        if self.transposed or not self.banks or chunk_bytes < 4:
-            return 1, 1
-        lanes = self.banks * 4 // chunk_bytes
-        if lanes % self.per_row:
-            return 1, 1
-        g = lanes // self.per_row
-        row_bits = ir.MemRefType(self.storage.type).shape[-1] * self.bits
-        stride, span = row_bits // 32, self.per_row * chunk_bytes // 4  # LDS row and one row's chunks, dwords
-        if g < 2 or row_bits % 32 or g * span > self.banks:
-            return 1, 1
-        d = 1
-        while g * d <= self.rows and self.rows % (g * d) == 0:
-            used = set()
-            for j in range(g):
-                used.update((j * d * stride + w) % self.banks for w in range(span))
-            if len(used) == g * span:
-                return g, d
-            d *= 2
-        return 1, 1
-
-    def _row(self, em: Emitter, q: ir.Value) -> ir.Value:
-        """Tile row of the q-th row in thread order (see _store_row_order): q = g*p + h goes to
-        row (p % d) + d*h + (p // d)*d*g."""
-        g, d = self.row_group, self.row_step
-        if d == 1:
-            return q
-        h, p = em.rem(q, g), em.div(q, g)
-        return em.add(em.rem(p, d), em.mul(h, d), em.mul(em.div(p, d), d * g))
-
-    @property
-    def chunk_type(self) -> ir.VectorType:
-        return vector_type([self.v], self.elem)
+        total = (rows // kb) * per_row
+        group, step = _store_row_order(rows, per_row, v * bits // 8, lds_row * bits, transposed, banks)
+        return CopyShape(operand, rows, cols, bits, transposed, threads, v, per_row, kb, total,
+                         math.ceil(total / threads), group, step)
 
     def registers(self) -> int:
         """Vectors one thread holds between the loads and the stores."""
         return self.rounds * self.kb
+
+    def describe(self) -> str:
+        how = (f"transposing ({self.kb} K row{'s' if self.kb > 1 else ''} per item)" if self.transposed else "direct")
+        order = f", LDS store rows {self.row_step} apart in groups of {self.row_group}" if self.row_step > 1 else ""
+        return (f"{self.rows}x{self.cols} tile {how}: {self.v * self.bits}-bit chunks, {self.total} items over "
+                f"{self.threads} threads ({self.rounds} round{'s' if self.rounds > 1 else ''}, "
+                f"{self.registers()} registers carried){order}")
+
+
+def _store_row_order(rows: int, per_row: int, chunk_bytes: int, row_bits: int, transposed: bool,
+                     banks: int) -> tuple[int, int]:
+    """(g, d): the g tile rows that one phase of a direct copy's LDS stores writes (the lanes of
+    a phase are ``banks * 4 / chunk bytes`` consecutive threads) are rows d apart, with d the
+    smallest power of two for which their dword ranges fall in distinct banks (g = 1 or d = 1:
+    plain order). With 16-byte chunks, 32 banks and 80-byte padded rows, rows 0 and 1 share 4
+    banks; rows 0 and 4 share none."""
+    if transposed or not banks or chunk_bytes < 4:
+        return 1, 1
+    lanes = banks * 4 // chunk_bytes
+    if lanes % per_row:
+        return 1, 1
+    g = lanes // per_row
+    stride, span = row_bits // 32, per_row * chunk_bytes // 4  # LDS row and one row's chunks, dwords
+    if g < 2 or row_bits % 32 or g * span > banks:
+        return 1, 1
+    d = 1
+    while g * d <= rows and rows % (g * d) == 0:
+        used = set()
+        for j in range(g):
+            used.update((j * d * stride + w) % banks for w in range(span))
+        if len(used) == g * span:
+            return g, d
+        d *= 2
+    return 1, 1
+
+
+class Copy:
+    """A ``CopyShape`` bound to its IR: the global memref and the LDS tile."""
+
+    def __init__(self, shape: CopyShape, elem: ir.Type, src: ir.Value, lead: list, storage: ir.Value,
+                 dst: tuple, limits: tuple = (None, None), extent0=None):
+        """``lead``: leading (batch) indices of the global access; ``dst``: logical LDS origin
+        (d0, d1); ``limits``: true extents (int or index value) of the global rows / cols where
+        the tile overhangs them; ``extent0``: true extent of the access's first index."""
+        self.shape, self.elem, self.src, self.lead, self.storage = shape, elem, src, lead, storage
+        self.dst, self.limits, self.extent0 = dst, limits, extent0
+
+    @property
+    def chunk_type(self) -> ir.VectorType:
+        return vector_type([self.shape.v], self.elem)
+
+    def _row(self, em: Emitter, q: ir.Value) -> ir.Value:
+        """Tile row of the q-th row in thread order (see _store_row_order): q = g*p + h goes to
+        row (p % d) + d*h + (p // d)*d*g."""
+        g, d = self.shape.row_group, self.shape.row_step
+        if d == 1:
+            return q
+        h, p = em.rem(q, g), em.div(q, g)
+        return em.add(em.rem(p, d), em.mul(h, d), em.mul(em.div(p, d), d * g))
 
     def _item(self, em: Emitter, tid: ir.Value, i: int):
         """(row, col) in the tile of thread ``tid``'s item ``i``, clamped to a valid item.
@@ -119,47 +144,46 @@ class CopyPlan:
         of one LDS row (column-chunk-fastest would put them rows apart, in one bank), and the
         lanes of one column chunk still read whole 32-byte sectors together.
         """
-        item = em.add(tid, i * self.threads)
-        if (i + 1) * self.threads > self.total:
-            item = em.min_index(item, self.total - 1)
-        if self.transposed:
-            blocks = self.rows // self.kb
-            row = em.mul(em.rem(item, blocks), self.kb)
-            col = em.mul(em.div(item, blocks), self.v)
+        s = self.shape
+        item = em.add(tid, i * s.threads)
+        if (i + 1) * s.threads > s.total:
+            item = em.min_index(item, s.total - 1)
+        if s.transposed:
+            blocks = s.rows // s.kb
+            row = em.mul(em.rem(item, blocks), s.kb)
+            col = em.mul(em.div(item, blocks), s.v)
         else:
-            row = self._row(em, em.div(item, self.per_row))
-            col = em.mul(em.rem(item, self.per_row), self.v)
+            row = self._row(em, em.div(item, s.per_row))
+            col = em.mul(em.rem(item, s.per_row), s.v)
         return row, col
 
     def loads(self, em: Emitter, tid: ir.Value, g0: ir.Value, g1: ir.Value) -> list[ir.Value]:
         """Global loads of this thread's chunks of the tile whose origin is (g0, g1)."""
-        em = em.named(f"copy.{self.name}.global_load")
+        em = em.named(f"copy.{self.shape.operand}.global_load")
         out = []
-        for i in range(self.rounds):
+        for i in range(self.shape.rounds):
             row, col = self._item(em, tid, i)
-            for j in range(self.kb):
+            for j in range(self.shape.kb):
                 idx = self.lead + [em.add(g0, row, j), em.add(g1, col)]
-                out.append(self._bounded_load(em, idx))
+                out.append(em.bounded_global_load(self.src, idx, self.chunk_type,
+                                                  [None] * len(self.lead) + list(self.limits), extent0=self.extent0))
         return out
-
-    def _bounded_load(self, em: Emitter, idx: list[ir.Value]) -> ir.Value:
-        return em.bounded_global_load(self.src, idx, self.chunk_type, [None] * len(self.lead) + list(self.limits),
-                                      extent0=self.extent0)
 
     def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value]) -> None:
         """LDS stores of the chunks ``loads`` returned."""
-        em = em.named(f"copy.{self.name}.lds_store")
+        s = self.shape
+        em = em.named(f"copy.{s.operand}.lds_store")
         d0, d1 = self.dst
-        kb_t = vector_type([self.kb], self.elem)
-        for i in range(self.rounds):
+        kb_t = vector_type([s.kb], self.elem)
+        for i in range(s.rounds):
             s_em = em
-            if (i + 1) * self.threads > self.total:  # the clamped items must not store
-                s_em = em.if_then(em.lt(em.add(tid, i * self.threads), self.total))
+            if (i + 1) * s.threads > s.total:  # the clamped items must not store
+                s_em = em.if_then(em.lt(em.add(tid, i * s.threads), s.total))
             row, col = self._item(s_em, tid, i)
-            chunk = values[i * self.kb:(i + 1) * self.kb]
-            if not self.transposed:
+            chunk = values[i * s.kb:(i + 1) * s.kb]
+            if not s.transposed:
                 s_em.lds_store(chunk[0], self.storage, [s_em.add(d0, row), s_em.add(d1, col)])
                 continue
-            for x in range(self.v):
+            for x in range(s.v):
                 vec = s_em.from_elements(kb_t, [s_em.extract(ch, x) for ch in chunk])
                 s_em.lds_store(vec, self.storage, [s_em.add(d1, col, x), s_em.add(d0, row)])

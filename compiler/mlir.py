@@ -63,7 +63,7 @@ def parent_named(op: ir.Operation, name: str) -> ir.Operation | None:
     return None
 
 
-def _typed_location(loc: ir.Location):
+def typed_location(loc: ir.Location):
     """``loc`` as its own kind (FileLineColLoc, NameLoc, ...): diagnostics hand out plain ones."""
     for kind in (ir.FileLineColLoc, ir.NameLoc, ir.FusedLoc, ir.CallSiteLoc):
         if isinstance(loc, kind):
@@ -78,7 +78,7 @@ def _typed_location(loc: ir.Location):
 
 def file_location(loc: ir.Location):
     """The first file:line:col inside a location (through names, fusions, call sites), or None."""
-    loc = _typed_location(loc)
+    loc = typed_location(loc)
     if isinstance(loc, ir.FileLineColLoc):
         return loc
     if isinstance(loc, ir.NameLoc):

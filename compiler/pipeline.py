@@ -59,7 +59,9 @@ def _script(unit: Unit) -> None:
 
 
 def _distribute(unit: Unit) -> None:
-    for note in distribute.distribute(unit.module, _func(unit)):
+    plan = distribute.distribute(unit.module, _func(unit))
+    unit.dump_header = plan.describe()
+    for note in plan.notes:
         unit.log.append(f"mmaflow: note {unit.name}: {note}")
 
 

@@ -4,7 +4,8 @@ Stages are plain functions ``fn(unit) -> None`` that mutate ``unit.module`` in p
 ``pipeline.py``). The runner owns everything around them, once:
 
 - ``dump_after``: the IR printed after the named stage (or every stage with "all"), kept in
-  ``result.dumps`` and written to ``dump_dir`` as ``<executable>.<NN>-<stage>.mlir``;
+  ``result.dumps`` and written to ``dump_dir`` as ``<executable>.<NN>-<stage>.mlir``; what
+  the stage put in ``unit.dump_header`` (distribute: its plan) comes first, as comments;
 - timing: seconds per stage in ``result.timings``;
 - errors: an ``MmaflowError`` gets the stage name; any other exception becomes a
   ``CodegenError`` naming the stage, with the IR it failed on written next to the dumps.
@@ -41,12 +42,14 @@ class Unit:
     options: object  # CodegenOptions
     log: list[str] = field(default_factory=list)
     stopped: str | None = None  # set by a stage to end the pipeline early (with the reason)
+    dump_header: list[str] = field(default_factory=list)  # set by a stage: printed as comments above its dump
 
 
 @dataclass
 class RunResult:
     dumps: dict[str, str] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    headers: dict[str, list[str]] = field(default_factory=dict)  # stage -> its unit.dump_header, when it set one
 
 
 def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None,
@@ -54,6 +57,7 @@ def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None
     result = RunResult()
     for index, stage in enumerate(stages):
         start = time.perf_counter()
+        unit.dump_header = []
         try:
             stage.fn(unit)
         except MmaflowError as e:
@@ -68,10 +72,12 @@ def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None
                 hint=(f"IR before the failure: {path}; " if path else "") + "rerun with --debug for the traceback",
             ) from e
         result.timings[stage.name] = time.perf_counter() - start
+        if unit.dump_header:
+            result.headers[stage.name] = list(unit.dump_header)
         if not unit.module.operation.verify():
             raise CodegenError(f"stage '{stage.name}' produced invalid IR for {unit.name}", stage=stage.name)
         if dump_after in (stage.name, "all"):
-            text = print_op(unit.module)
+            text = "".join(f"// {stage.name}: {line}\n" for line in unit.dump_header) + print_op(unit.module)
             result.dumps[stage.name] = text
             if dump_dir is not None:
                 dump_dir.mkdir(parents=True, exist_ok=True)

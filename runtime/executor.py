@@ -26,7 +26,6 @@ written.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -35,6 +34,7 @@ import numpy as np
 from iree.compiler import ir
 
 from mmaflow.compiler.errors import MmaflowError
+from mmaflow.compiler.mlir import file_location, typed_location
 
 from .isa import IsaError
 from .isa import execute as isa_execute
@@ -74,12 +74,11 @@ def np_dtype(t: ir.Type) -> np.dtype:
 
 def _loc(op) -> str:
     """'<generated piece> at file:line:col' (mmaflow names the ops it generates), or the op name."""
-    s = str(op.location)
-    name = re.match(r'loc\("(mmaflow\.[^"]+)"', s)
-    m = re.search(r'"([^"]*)":(\d+):(\d+)', s)
-    where = f"{m.group(1)}:{m.group(2)}:{m.group(3)}" if m else ""
-    if name:
-        return f"{name.group(1)} ({op.name}){' at ' + where if where else ''}"
+    loc = typed_location(op.location)
+    at = file_location(op.location)
+    where = f"{at.filename}:{at.start_line}:{at.start_col}" if at is not None else ""
+    if isinstance(loc, ir.NameLoc) and loc.name_str.startswith("mmaflow."):
+        return f"{loc.name_str} ({op.name}){' at ' + where if where else ''}"
     return where or op.name
 
 

@@ -1,0 +1,257 @@
+"""The kernel plan: every decision the `distribute` stage makes, as frozen data, before it
+rewrites anything.
+
+`distribute` runs in three steps: match the script's IR (``stages/distribute.py:match``), plan
+(this file: numbers and layouts only, no IR values), rewrite (``distribute.Rewriter`` consumes
+the plan). The plan is what a reader, a test or a later change (a software-pipelined loop,
+swizzled LDS, async copies) looks at and extends:
+
+    KernelPlan
+      a, b: OperandPlan   codegen layout, LDS tile (K-innermost, padded), the global->LDS copy
+                          (``lds_copy.CopyShape``), the LDS->register fragment loads
+                          (``fragments.FragmentPlan``), which tile edges need bounds
+      loop: LoopPlan      instructions per K step, K steps per tile, interleaving, prefetch depth,
+                          the K-tile count (static or from the run-time K)
+      epilogue:           accumulator layout, runs stored at once, bounds, fused ops
+      notes               choices a user may want to know about (the log)
+
+``KernelPlan.describe()`` prints it; `--dump-after distribute` shows it above the IR.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import attrs
+from .config import KernelConfig
+from .fragments import FragmentPlan
+from .intrinsics import TYPE_BITS, Intrinsic
+from .layout import COL, ROW, Layout, Run
+from .lds_copy import CopyShape
+from .problem import Contraction, operand_dims
+from .targets import Target, Vendor
+
+
+@dataclass(frozen=True)
+class Extents:
+    """A binding's shapes: what the script saw (``padded``), the true one (None where dynamic),
+    the problem dimension of each axis and, for one memref feeding both A and B, the second
+    role's dimensions."""
+
+    padded: tuple[int, ...]
+    true: tuple[int | None, ...]
+    names: tuple[str, ...]
+    problem: Contraction
+    tiles: tuple[tuple[str, int], ...]  # problem dimension -> its tile
+    also: tuple[str | None, ...] | None = None
+
+    def bounded(self) -> tuple[bool, ...]:
+        """Per axis: whether tiles may overhang the true extent (accesses must be bounded). A
+        dynamic extent the program promises to be a multiple of its tile needs no bound."""
+        tiles = dict(self.tiles)
+        also = self.also or (None,) * len(self.names)
+        out = []
+        for axis, (p, t) in enumerate(zip(self.padded, self.true)):
+            if t is not None:
+                out.append(t != p)
+            else:
+                ts = [tiles.get(d, 0) for d in (self.names[axis], also[axis]) if d]
+                out.append(not (all(ts) and all(self.multiple(axis) % x == 0 for x in ts)))
+        return tuple(out)
+
+    def multiple(self, axis: int) -> int:
+        """What the axis' true extent is a multiple of (itself when static, the program's
+        divisibility promise when dynamic)."""
+        t = self.true[axis]
+        return t if t is not None else self.problem.multiple_of(self.names[axis])
+
+    def describe(self, axis: int) -> str:
+        t = self.true[axis]
+        if t is not None:
+            return str(t)
+        div = self.multiple(axis)
+        return f"{self.names[axis].upper()} (dynamic{f', a multiple of {div}' if div > 1 else ', no divisibility hint'})"
+
+
+def extents(problem: Contraction, cfg: KernelConfig, role: str, padded: tuple[int, ...],
+            also: str | None = None) -> Extents:
+    """The extents of the binding of ``role`` ("A", "B", "C"), whose memref the script saw as
+    ``padded``; ``also``: the second role of a memref that feeds both A and B."""
+    dims = operand_dims(problem)
+    names = tuple(dims[role])
+    return Extents(tuple(padded), tuple(getattr(problem, d) for d in names), names, problem,
+                   (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k), ("batch", 1)),
+                   tuple(dims[also]) if also else None)
+
+
+@dataclass(frozen=True)
+class OperandFacts:
+    """What the matcher read off the script's IR for one contraction operand."""
+
+    name: str  # "A" | "B"
+    vec_dim_role: tuple[str, ...]  # layout axis of each dimension of the LDS read's vector
+    lds_shape: tuple[int, ...]  # the script's LDS tile (leading unit dims, then 2-D)
+    elem: str
+    copy_rows: int  # the global->LDS copy's vector: rows x cols, cols contiguous in memory
+    copy_cols: int
+    extents: Extents  # of the global memref the copy reads
+
+    @property
+    def k_dim(self) -> int:
+        """The LDS tile dimension that is K."""
+        return self.vec_dim_role.index(COL if self.name == "A" else ROW)
+
+
+@dataclass(frozen=True)
+class OperandPlan:
+    name: str
+    layout: Layout  # codegen layout composed to the wave tile
+    k_axis: str  # layout axis that is K (A: col, B: row)
+    k_dim: int  # LDS tile dimension that is K
+    vec_dim_role: tuple[str, ...]
+    elem: str
+    lds_shape: tuple[int, int]  # re-allocated tile: [non-K][K + lds_pad]
+    copy: CopyShape
+    fragments: FragmentPlan
+    bounded: tuple[bool, bool]  # the copy's global rows / cols may overhang the tensor
+    extents: Extents
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    tile_k: int
+    k_tiles: int | None  # None: from the run-time K
+    instructions: tuple[int, int, int]  # per K tile: M tiles x N tiles x K steps
+    k_interleaved: bool  # AMD: consecutive K steps' runs read by one LDS access
+    prefetch: int  # K tiles in flight in registers while one is multiplied
+    guard_empty_k: bool  # dynamic K on NVIDIA: skip the first loads when K is 0
+
+    @property
+    def mma_per_k_tile(self) -> int:
+        m, n, k = self.instructions
+        return m * n * k
+
+
+@dataclass(frozen=True)
+class EpiloguePlan:
+    layout: Layout  # the accumulator's
+    runs: tuple[Run, ...]  # elements stored by one access each
+    bounded: tuple[bool, bool]  # M / N edges may overhang the output
+    fused: tuple[str, ...]  # elementwise ops applied in registers before the store
+    stored_type: str
+    extents: Extents
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    intrinsic: Intrinsic
+    vendor: Vendor
+    wave_size: int
+    workgroup_size: int
+    a: OperandPlan
+    b: OperandPlan
+    loop: LoopPlan
+    epilogue: EpiloguePlan
+    notes: tuple[str, ...]
+
+    @property
+    def operands(self) -> tuple[OperandPlan, OperandPlan]:
+        return self.a, self.b
+
+    def expectations(self) -> attrs.Expectations:
+        """What the ISA must show (``verify.check_isa``): the widest global load of the copies,
+        the K tiles (0: dynamic) and the matrix instructions per K tile."""
+        bits = max(o.copy.v * o.copy.bits for o in self.operands)
+        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile)
+
+    def describe(self) -> list[str]:
+        lp, ep = self.loop, self.epilogue
+        m, n, k = lp.instructions
+        lines = [f"{self.intrinsic.name} wave{self.wave_size}, {self.workgroup_size} threads, "
+                 f"K tiles of {lp.tile_k}: {lp.k_tiles if lp.k_tiles is not None else 'from the run-time K'}"]
+        for o in self.operands:
+            dims = " x ".join(f"{d.name}({d.size})" for d in o.layout.ordered_dims())
+            batches = [(i, kk) for i in range(m) for kk in range(k)] if o.name == "A" else \
+                [(kk, j) for j in range(n) for kk in range(k)]
+            bounds = "/".join(ax for ax, b in zip(("rows", "cols"), o.bounded) if b) or "none"
+            lines += [f"{o.name}: layout {dims}",
+                      f"{o.name}: LDS {o.elem}[{o.lds_shape[0]}][{o.lds_shape[1]}] (K innermost); copy "
+                      f"{o.copy.describe()}; global bounds: {bounds}",
+                      f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}"]
+        lines.append(f"loop: {m}x{n} instructions x {k} K steps = {lp.mma_per_k_tile} per K tile"
+                     f"{', K steps interleaved' if lp.k_interleaved else ''}; prefetch {lp.prefetch} K tile "
+                     f"in registers ({sum(o.copy.registers() for o in self.operands)} vectors per thread)"
+                     f"{'; first loads skipped when K is 0' if lp.guard_empty_k else ''}")
+        widths = sorted({r.length for r in ep.runs}, reverse=True)
+        bounds = "/".join(ax for ax, b in zip(("M", "N"), ep.bounded) if b) or "none"
+        lines.append(f"epilogue: {len(ep.runs)} stores of {'/'.join(map(str, widths))} element"
+                     f"{'s' if widths != [1] else ''} per instruction tile, bounds: {bounds}"
+                     + (f", fused: {' '.join(op.split('.', 1)[-1] for op in ep.fused)}" if ep.fused else "")
+                     + f" -> {ep.stored_type}")
+        return lines + [f"note: {x}" for x in self.notes]
+
+
+def interleave_k(intr: Intrinsic, vendor: Vendor, bits: int, a: Layout, b: Layout) -> bool:
+    """Whether to interleave the K steps of a tile (AMD only, see Layout.interleave_batch):
+    when a lane's K run per instruction is narrower than 128 bits (MFMA: 64), consecutive K
+    steps' runs become one 128-bit LDS read, which is also what keeps 16 lanes reading 16 rows
+    of the padded tile off each other's banks. Only if A and B then still meet at the same K."""
+    if vendor is not Vendor.AMD or a.batch[1] < 2:
+        return False
+    if min(r.length for r in a.runs(COL) + b.runs(ROW)) * bits >= 128:
+        return False
+    ai, bi = a.interleave_batch(COL), b.interleave_batch(ROW)
+    ik = intr.k
+    for kk in range(a.batch[1]):
+        for k in range(ik):
+            lane_a, el_a, _ = a.owners(0, kk * ik + k)[0]
+            lane_b, el_b, _ = b.owners(kk * ik + k, 0)[0]
+            if ai.coords(lane_a, el_a, (0, kk))[1] != bi.coords(lane_b, el_b, (kk, 0))[0]:
+                return False
+    return True
+
+
+def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: OperandFacts, b: OperandFacts,
+                c_extents: Extents) -> KernelPlan:
+    """Every decision of the rewrite, from the problem, the config, the target and what the
+    matcher read off the script's IR."""
+    intr = target.intrinsic(cfg.intrinsic)
+    vendor = target.vendor
+    la, lb, lc = intr.codegen_layouts()
+    wm, wn, tk = cfg.wave_tile_m, cfg.wave_tile_n, cfg.tile_k
+    a_lay = la.compose(wm // intr.m, tk // intr.k)
+    b_lay = lb.compose(tk // intr.k, wn // intr.n)
+    interleaved = interleave_k(intr, vendor, TYPE_BITS[problem.a_type], a_lay, b_lay)
+    if interleaved:
+        a_lay, b_lay = a_lay.interleave_batch(COL), b_lay.interleave_batch(ROW)
+    c_lay = lc.compose(wm // intr.m, wn // intr.n)
+    notes = []
+    if problem.same_ab:
+        notes.append(f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
+                     "operand gets its own copy into LDS, in its own layout")
+    ops = []
+    for facts, layout, k_axis, op_shape in ((a, a_lay, COL, intr.a_shape), (b, b_lay, ROW, intr.b_shape)):
+        shape = facts.lds_shape[-2:]
+        k, nonk = shape[facts.k_dim], shape[1 - facts.k_dim]
+        bits = TYPE_BITS[facts.elem]
+        ext = facts.extents
+        copy = CopyShape.plan(facts.name, facts.copy_rows, facts.copy_cols, bits, facts.k_dim == 0,
+                              cfg.workgroup_size, row_length=ext.multiple(-1), lds_row=k + cfg.lds_pad,
+                              # (AMD: NVIDIA's measured kernels keep the plain row order for now)
+                              banks=target.lds_banks if vendor is Vendor.AMD else 0)
+        if ext.multiple(-1) * bits % 128:
+            notes.append(f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
+                         f"{copy.v * bits} bits wide, not 128")
+        frags = FragmentPlan.plan(layout, k_axis, bits, op_shape, allow_ldmatrix=intr.op == "nvgpu.mma.sync")
+        ops.append(OperandPlan(facts.name, layout, k_axis, facts.k_dim, facts.vec_dim_role, facts.elem,
+                               (nonk, k + cfg.lds_pad), copy, frags, ext.bounded()[-2:], ext))
+    bm, bk = a_lay.batch
+    _, bn = b_lay.batch
+    loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved, 1,
+                    problem.k is None and vendor is Vendor.NVIDIA)
+    c_bounded = c_extents.bounded()[-2:]
+    runs = c_lay.runs(COL)
+    if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
+        runs = [Run(e, 1, *c_lay.element_offsets()[e]) for e in range(c_lay.elements)]  # may straddle N
+    epi = EpiloguePlan(c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
+    return KernelPlan(intr, vendor, cfg.wave_size, cfg.workgroup_size, ops[0], ops[1], loop, epi, tuple(notes))
