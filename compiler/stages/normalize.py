@@ -33,6 +33,7 @@ from .. import attrs, prologue
 from ..errors import CodegenError
 from ..mlir import (clone_into, defining_op, dispatch_tensor_access, dispatch_tensor_type, location_of, op_attributes,
                     segments, str_attr, unique_ops, user_of, walk)
+from ..linalg_forms import folded_fill
 from ..problem import Contraction, operand_shapes, padded_problem
 
 NAME = "normalize"
@@ -139,6 +140,34 @@ class _Rewriter:
             sub.results[0].set_type(prologue.buffer_type(list(desc.shape), elem, offset_known=known))
         return subs
 
+    def restore_fill(self) -> bool:
+        """K = 1: IREE folded the zero fill into the body (``linalg_forms.folded_fill``). Put the
+        fill back and let the body add its accumulator, the form every other matmul has."""
+        folded = folded_fill(self.contraction)
+        if folded is None:
+            return False
+        from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
+        op = self.contraction
+        block = op.regions[0].blocks[0]
+        out_arg = list(block.arguments)[2]
+        zero_type = out_arg.type
+        if folded.add is not None:  # a*b + 0: add the accumulator instead
+            zero_attr = defining_op(folded.zero).attributes["value"]
+            folded.add.operands[list(folded.add.operands).index(folded.zero)] = out_arg
+        else:  # the bare product: out + a*b
+            zero_attr = ir.IntegerAttr.get(zero_type, 0) if isinstance(zero_type, ir.IntegerType) \
+                else ir.FloatAttr.get(zero_type, 0.0)
+            yield_op = [o.operation for o in block.operations][-1]
+            name = "arith.addi" if folded.product.name == "arith.muli" else "arith.addf"
+            with folded.product.location, ir.InsertionPoint(yield_op):
+                add = ir.Operation.create(name, results=[zero_type], operands=[out_arg, folded.product.results[0]])
+            yield_op.operands[0] = add.results[0]
+        empty = defining_op(op.operands[2])
+        with op.location, ir.InsertionPoint(op):
+            zero = ir.Operation.create("arith.constant", results=[zero_type], attributes={"value": zero_attr})
+            op.operands[2] = linalg.fill(zero.results[0], outs=[empty.results[0]])
+        return True
+
     def to_static(self, padded: Contraction) -> None:
         """Give the tensor program the static shapes of ``padded`` (whole tiles): subspans, loads,
         fill, contraction, store. Subspans keep their attributes and byte offset; dynamic dims
@@ -175,6 +204,7 @@ class _Rewriter:
             empty.erase()
         fill.results[0].set_type(types["C"])
         self.contraction.results[0].set_type(types["C"])
+        self._restore_unit_dims(padded)
         store = self.store
         with store.location, ir.InsertionPoint(store):
             iree_tensor_ext.DispatchTensorStoreOp(store.operands[0], new_subs["C"], [], [], [], [],
@@ -183,6 +213,27 @@ class _Rewriter:
         for sub in unique_ops(self.subspans.values()):  # A @ A: one subspan, two roles
             if not list(sub.results[0].uses):
                 sub.erase()
+
+    def _restore_unit_dims(self, padded: Contraction) -> None:
+        """A generic whose unit dimensions IREE dropped (M, N or K = 1) gets them back: its maps
+        and iterator types become those of the full (batch) matmul, as its operand types now are.
+        The body (a multiply-accumulate, select checked) is untouched."""
+        op, p = self.contraction, padded
+        n_loops = 4 if p.batched else 3
+        if ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[0]).value.n_dims == n_loops:
+            return
+        if op.name != "linalg.generic":
+            raise CodegenError(f"{op.name} has fewer loops than a matmul", stage=NAME, location=location_of(op))
+        from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
+        b, m, n, k = ([ir.AffineDimExpr.get(0)] if p.batched else []), *(
+            ir.AffineDimExpr.get(i + p.batched) for i in range(3))
+        a = b + ([k, m] if p.a_transposed else [m, k])
+        bb = b + ([n, k] if p.b_transposed else [k, n])
+        c = b + [m, n]
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get(
+            [ir.AffineMapAttr.get(ir.AffineMap.get(n_loops, 0, r)) for r in (a, bb, c)])
+        kinds = [linalg.IteratorType.parallel] * (n_loops - 1) + [linalg.IteratorType.reduction]
+        op.attributes["iterator_types"] = ir.AttrBuilder.get("IteratorTypeArrayAttr")(kinds, op.context)
 
     @staticmethod
     def _retype_subspan(sub: ir.Operation, access: str, tensor_t: ir.RankedTensorType, *, copy: bool) -> ir.Value:
@@ -219,6 +270,12 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         return done
     with module.context, func.location:
         rw = _Rewriter(func, problem)
+        if rw.restore_fill():
+            done.append("the zero fill IREE folded into the body (K = 1) restored")
+        n_loops = ir.AffineMapAttr(ir.ArrayAttr(rw.contraction.attributes["indexing_maps"])[0]).value.n_dims
+        if n_loops < 3 + problem.batched:
+            unit = [d.upper() for d in ("m", "n", "k") if getattr(problem, d) == 1]
+            done.append(f"the unit dimension IREE dropped ({', '.join(unit)} = 1) restored: full matmul maps")
         buffers = rw.detach_epilogue() if problem.has_epilogue else []
         sizes = []
         if problem.is_dynamic:

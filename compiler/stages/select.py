@@ -27,6 +27,7 @@ from iree.compiler import ir
 
 from .. import attrs, dynamic
 from ..config import require_intrinsic
+from ..linalg_forms import folded_fill
 from ..errors import InputError, UnsupportedError
 from ..mlir import (defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr,
                     subspan_binding, subspan_constant_offset, subspan_dims, subspan_offset, user_of, walk)
@@ -88,20 +89,25 @@ def _map_dims(attr) -> list[list[int]]:
 
 
 def _body_casts(op: ir.Operation) -> tuple[str | None, str | None] | None:
-    """Check the body is out + cast(a) * cast(b); return the cast op names (None = no cast)."""
+    """Check the body is out + cast(a) * cast(b) (or the K = 1 form whose zero fill IREE folded
+    into it, ``linalg_forms.folded_fill``); return the cast op names (None = no cast)."""
     block = op.regions[0].blocks[0]
     body = [o.operation for o in block.operations]
     yields = [o for o in body if o.name == "linalg.yield"]
     if len(yields) != 1 or len(yields[0].operands) != 1:
         return None
-    add = defining_op(yields[0].operands[0])
-    if add is None or add.name not in ("arith.addf", "arith.addi"):
-        return None
+    folded = folded_fill(op)
     args = list(block.arguments)
     a_arg, b_arg, out_arg = args[0], args[1], args[2]
-    lhs, rhs = add.operands
-    mul_val = rhs if lhs == out_arg else lhs if rhs == out_arg else None
-    mul = defining_op(mul_val) if mul_val is not None else None
+    if folded is not None:
+        mul = folded.product
+    else:
+        add = defining_op(yields[0].operands[0])
+        if add is None or add.name not in ("arith.addf", "arith.addi"):
+            return None
+        lhs, rhs = add.operands
+        mul_val = rhs if lhs == out_arg else lhs if rhs == out_arg else None
+        mul = defining_op(mul_val) if mul_val is not None else None
     if mul is None or mul.name not in ("arith.mulf", "arith.muli"):
         return None
 
@@ -190,26 +196,36 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
     if len(maps) != 3 or n_in != 2:
         return None, what
     a_map, b_map, c_map = maps
-    if len(reductions) != 1:
+    if len(reductions) > 1:
         return None, what
-    (kd,) = reductions
+    kd = next(iter(reductions), None)
     batch = [d for d in c_map if d in a_map and d in b_map]
     ms = [d for d in c_map if d in a_map and d not in b_map]
     ns = [d for d in c_map if d in b_map and d not in a_map]
-    if len(ms) != 1 or len(ns) != 1 or len(batch) > 1 or kd not in a_map or kd not in b_map:
+    if len(ms) > 1 or len(ns) > 1 or len(batch) > 1 or (kd is not None and (kd not in a_map or kd not in b_map)):
         return None, f"{what}: indexing maps not those of a (batch) matmul"
-    (md,), (nd,) = ms, ns
-    if c_map != batch + [md, nd]:
+    # IREE drops a generic's unit dimensions (M, N or K = 1): a vector-matrix product, an outer
+    # product. Those loops are absent from the maps; they have size 1.
+    md, nd = (ms[0] if ms else None), (ns[0] if ns else None)
+    dropped = tuple(d for d, x in (("m", md), ("n", nd), ("k", kd)) if x is None)
+    if dropped and op.name != "linalg.generic":
+        return None, f"{what}: indexing maps not those of a (batch) matmul"
+    if len(dropped) > 1:
+        return None, f"{what}: {' and '.join(dropped)} both 1 (a dot or scalar product, not a matmul)"
+
+    def present(*ds):
+        return [d for d in ds if d is not None]
+    if c_map != batch + present(md, nd):
         return None, f"{what}: result written transposed or permuted (output map {c_map})"
-    if a_map == batch + [md, kd]:
+    if a_map == batch + present(md, kd):
         a_t = False
-    elif a_map == batch + [kd, md]:
+    elif a_map == batch + present(kd, md):
         a_t = True
     else:
         return None, f"{what}: A map {a_map} is not (batch,) m, k or k, m"
-    if b_map == batch + [kd, nd]:
+    if b_map == batch + present(kd, nd):
         b_t = False
-    elif b_map == batch + [nd, kd]:
+    elif b_map == batch + present(nd, kd):
         b_t = True
     else:
         return None, f"{what}: B map {b_map} is not (batch,) k, n or n, k"
@@ -225,7 +241,10 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
                 sizes[d] = s
             else:
                 sizes.setdefault(d, None)
-    return dict(m=sizes[md], n=sizes[nd], k=sizes[kd], batch=sizes[batch[0]] if batch else 1,
+
+    def size(d):
+        return 1 if d is None else sizes[d]  # a dropped unit dimension
+    return dict(k_dropped=kd is None, m=size(md), n=size(nd), k=size(kd), batch=sizes[batch[0]] if batch else 1,
                 a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t, batched=bool(batch),
                 unsigned_a=casts[0] == "arith.extui", unsigned_b=casts[1] == "arith.extui"), ""
 
@@ -405,8 +424,15 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         raise UnsupportedError(f"{len(found)} contractions in one dispatch; mmaflow compiles one per dispatch",
                                stage=NAME, location=location_of(found[1][0]))
     op, fields = found[0]
+    k_dropped = fields.pop("k_dropped")
     chain, store, inputs, names, stored = match_epilogue(op, fields["batched"])
+    if chain and ir.ShapedType(op.results[0].type).rank < 2 + fields["batched"]:
+        return Decision(name, False, f"{'M' if fields['m'] == 1 else 'N'} = 1 with a fused epilogue: IREE dropped "
+                                     "the unit dimension, and mmaflow applies epilogues to 2-D results only")
     others = [o for o in linalg_ops if o != op and o not in chain]
+    if k_dropped and (chain or others):  # a broadcast multiply inside a larger fusion: not a matmul to take
+        return Decision(name, False, f"an outer product (K = 1) fused with {(chain or others)[0].name}: IREE "
+                                     "compiles the fusion")
     if others:
         raise UnsupportedError(
             f"the dispatch also holds {others[0].name}, which does not consume the matmul's result; mmaflow "
@@ -433,12 +459,18 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
             raise UnsupportedError("a linalg.fill that does not initialise the matmul", stage=NAME,
                                    location=location_of(fill))
     init = defining_op(op.operands[2])
-    if init is None or init.name != "linalg.fill":
+    if (init is None or init.name != "linalg.fill") and folded_fill(op) is None and k_dropped:
+        return Decision(name, False, "an outer product (K = 1) added to an existing tensor: an elementwise "
+                                     "op, IREE compiles it")
+    if (init is None or init.name != "linalg.fill") and folded_fill(op) is None:
         raise UnsupportedError("the matmul accumulates into an existing tensor (C += A*B); mmaflow needs "
                                "a zero-filled init (linalg.fill)", stage=NAME, location=location_of(op))
     try:
         require_intrinsic(target, problem)
     except UnsupportedError as e:
+        if k_dropped:  # an outer product (a broadcast multiply) without a matrix instruction: IREE's
+            return Decision(name, False, f"an outer product (K = 1) of {problem.a_type} x {problem.b_type} -> "
+                                         f"{problem.c_type}, which no {target.name} matrix instruction computes")
         e.stage, e.location = NAME, location_of(op)
         raise
     attrs.mark(op, attrs.CONTRACTION)
