@@ -29,7 +29,7 @@ from iree.compiler.api import ctypes_dl as api
 from . import attrs
 from .errors import InputError, ToolchainError, VerificationError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
-from .mlir import new_context, ops_named, parse_module, print_op, str_attr
+from .mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
 from .codegen_tool import SERVER_ENV, codegen_many, start_server
 from .pipeline import CodegenOptions, ExecutableResult
 from .targets import Target, get_target
@@ -109,8 +109,29 @@ def _prepare(source: str, target_name: str, options: CodegenOptions | None, sour
     """The target, the options with it set, and a clear error for malformed input."""
     target = get_target(target_name)
     options = replace(options or CodegenOptions(), target=target.name)
-    parse_module(source, new_context(), source=source_name)
+    _check_zero_sized(parse_module(source, new_context(), source=source_name), source_name)
     return target, options
+
+
+def _check_zero_sized(module: ir.Module, source_name: str) -> None:
+    """A linalg op on a zero-sized tensor (e.g. K = 0) stops IREE 3.13 with a division by zero
+    (SIGFPE in its dispatch formation), which would kill this process: refuse it here."""
+    with module.context:
+        for op in walk(module.operation):
+            if not op.name.startswith("linalg."):
+                continue
+            for v in list(op.operands) + list(op.results):
+                try:
+                    t = ir.RankedTensorType(v.type)
+                except ValueError:
+                    continue
+                if any(not t.is_dynamic_dim(i) and t.shape[i] == 0 for i in range(t.rank)):
+                    at = file_location(op.location)
+                    where = f"{source_name}:{at.start_line}:{at.start_col}" if at is not None else source_name
+                    raise InputError(f"{where}: {op.name} has a zero-sized operand ({t}); IREE 3.13 "
+                                     "cannot compile zero-sized contractions (it stops on a division by zero)",
+                                     hint="an empty contraction (K = 0) is its accumulator (zeros): leave it out "
+                                          "of the module; mmaflow.runtime.matmul returns zeros for K = 0")
 
 
 def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
@@ -206,6 +227,13 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
                       expect=exe.facts.expect)
             if intr.mnemonic not in text:
                 raise VerificationError(f"{exe.name}: {intr.mnemonic} is not in the ISA")
+        if report.vgpr_spills or report.sgpr_spills:
+            cfg = exe.facts.config
+            result.log.append(
+                f"mmaflow: warning: {exe.name} spills {report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs to "
+                f"scratch memory (wave tile {cfg.wave_tile_m}x{cfg.wave_tile_n}): it runs correctly but slowly; "
+                f"more waves (--config waves=MxN) or a smaller tile avoid it"
+                + ("" if options.overrides else " (the heuristic's own config: please report it)"))
     return result
 
 

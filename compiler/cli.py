@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import shutil
 import sys
@@ -40,9 +41,37 @@ def _read_input(path: str) -> str:
 def _options(args, target: str | None = None):
     from .config import parse_overrides
     from .pipeline import CodegenOptions
-    return CodegenOptions(target=target, overrides=parse_overrides(args.config or []),
-                          dump_after=getattr(args, "dump_after", None),
-                          dump_dir=Path(args.dump_dir) if getattr(args, "dump_dir", None) else None)
+    dump_dir = getattr(args, "dump_dir", None)
+    dump_after = getattr(args, "dump_after", None) or ("all" if dump_dir else None)  # a dump dir gets everything
+    return CodegenOptions(target=target, overrides=parse_overrides(args.config or []), dump_after=dump_after,
+                          dump_dir=Path(dump_dir) if dump_dir else None)
+
+
+def _check_output(path: str | None) -> None:
+    """-o: a file in an existing directory, checked before any work is done."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"-o {path} is a directory; give the .vmfb file to write")
+    if not p.parent.is_dir():
+        raise InputError(f"-o {path}: directory {p.parent} does not exist")
+    if (p.exists() and not os.access(p, os.W_OK)) or not os.access(p.parent, os.W_OK):
+        raise InputError(f"-o {path} is not writable")
+
+
+def _check_dump_dir(path: str | None) -> None:
+    """--dump-dir: created (with parents) and writable, checked before any work is done."""
+    if path is None:
+        return
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        probe = p / ".mmaflow-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise InputError(f"--dump-dir {path} cannot be written: {e.strerror or e}") from None
 
 
 def _check_dump_after(value: str | None) -> None:
@@ -57,6 +86,8 @@ def cmd_compile(args) -> int:
     from .targets import get_target
     get_target(args.target)
     _check_dump_after(args.dump_after)
+    _check_output(args.output)
+    _check_dump_dir(args.dump_dir)
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
     options = _options(args, args.target)
@@ -89,7 +120,9 @@ def _registers(rep) -> str:
 
 
 def _emit_dumps(args, result) -> None:
-    stage = args.dump_after
+    """--dump-after S prints the dumps of S (all: every stage) to stdout; with --dump-dir they go
+    to files there instead (every stage when --dump-after is not given), named on stderr."""
+    stage = args.dump_after or ("all" if args.dump_dir else None)
     if stage is None:
         return
     chunks = []
@@ -106,6 +139,9 @@ def _emit_dumps(args, result) -> None:
     if args.dump_dir:
         Path(args.dump_dir).mkdir(parents=True, exist_ok=True)
         (Path(args.dump_dir) / f"after-{stage}.mlir").write_text(out)
+        print(f"mmaflow: dumps after {stage} written to {args.dump_dir} (per stage and executable, "
+              f"IREE's in {Path(args.dump_dir) / 'iree'}; all of them in after-{stage}.mlir)", file=sys.stderr)
+        return
     print(out)
 
 
@@ -242,6 +278,9 @@ def cmd_opt(args) -> int:
 
 def cmd_report(args) -> int:
     from .report import report_command
+    if args.html and args.json:
+        raise InputError("--html and --json: choose one")
+    _check_output(args.html)
     return report_command(args, _read_input(args.input), _options(args, args.target))
 
 
@@ -261,7 +300,23 @@ def cmd_bench(args) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+def _count(low: int):
+    """An argparse type: an integer >= low (argparse names the option in its error)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if not low <= value < 2**63:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+        return value
+    parse.__name__ = "integer"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from .targets import TARGETS
+    target_help = "one of " + ", ".join(TARGETS)
     p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
@@ -271,57 +326,66 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override the heuristic (intrinsic, wave_size, tile=MxNxK, waves=MxN, lds_pad, ...)")
 
     c = sub.add_parser("compile", help="compile a module to a .vmfb with mmaflow's matmul codegen")
-    c.add_argument("input")
-    c.add_argument("--target", required=True)
-    c.add_argument("-o", "--output")
-    c.add_argument("--dump-dir")
-    c.add_argument("--dump-after", metavar="STAGE")
+    c.add_argument("input", help="MLIR module (a file, or - for stdin)")
+    c.add_argument("--target", required=True, help=target_help)
+    c.add_argument("-o", "--output", help="the .vmfb to write")
+    c.add_argument("--dump-dir", metavar="DIR", help="write every stage's IR (or --dump-after's), IREE's "
+                                                     "intermediates and the ISA into DIR instead of stdout")
+    c.add_argument("--dump-after", metavar="STAGE", help="print the IR after STAGE (front, select, configure, "
+                   "normalize, script, distribute, barriers, hand-back, isa, all)")
     c.add_argument("--iree-flag", action="append", metavar="FLAG", help="extra iree-compile flag")
     config_arg(c)
     c.set_defaults(fn=cmd_compile)
 
     f = sub.add_parser("flags", help="print the iree-compile flags that plug mmaflow in")
-    f.add_argument("--target", required=True)
-    f.add_argument("--rsp", help="where to write the response file when one is needed")
+    f.add_argument("--target", required=True, help=target_help)
+    f.add_argument("--rsp", metavar="FILE", help="where to write the response file when one is needed")
     config_arg(f)
     f.set_defaults(fn=cmd_flags)
 
     lay = sub.add_parser("layout", help="show the batch-lane-vector layout of a matrix instruction")
-    lay.add_argument("target")
-    lay.add_argument("--intrinsic")
-    lay.add_argument("--operand")
-    lay.add_argument("--json", action="store_true")
-    lay.add_argument("--lanes", type=int, help="show only the first N lanes in the VGPR view")
+    lay.add_argument("target", help=target_help)
+    lay.add_argument("--intrinsic", metavar="NAME", help="one instruction (without it: list the target's)")
+    lay.add_argument("--operand", choices=["A", "B", "C"], help="only this operand's layout")
+    lay.add_argument("--json", action="store_true", help="one JSON object per operand: every element's lane, "
+                                                         "vector index, row and column")
+    lay.add_argument("--lanes", type=_count(1), help="show only the first N lanes in the VGPR view")
     lay.set_defaults(fn=cmd_layout)
 
     o = sub.add_parser("opt", help="run pipeline stages on hal.executable IR (one stage's input -> output)")
-    o.add_argument("input")
-    o.add_argument("--target")
-    o.add_argument("--from", dest="from_stage")
-    o.add_argument("--to", dest="to_stage")
-    o.add_argument("--split-input-file", action="store_true")
+    o.add_argument("input", help="hal.executable IR (IREE's executable-sources, or a stage's output), - for stdin")
+    o.add_argument("--target", help="retarget to this target (default: the executable's variant)")
+    o.add_argument("--from", dest="from_stage", metavar="STAGE", help="first stage to run (default: select)")
+    o.add_argument("--to", dest="to_stage", metavar="STAGE", help="last stage to run (default: hand-back)")
+    o.add_argument("--split-input-file", action="store_true",
+                   help="run each chunk between '// -----' lines on its own; errors are printed in place")
     config_arg(o)
     o.set_defaults(fn=cmd_opt)
 
     r = sub.add_parser("report", help="register, LDS and instruction report of the compiled kernels")
-    r.add_argument("input")
-    r.add_argument("--target", required=True)
-    r.add_argument("--json", action="store_true")
+    r.add_argument("input", help="MLIR module")
+    r.add_argument("--target", required=True, help=target_help)
+    r.add_argument("--json", action="store_true", help="the report as JSON")
+    r.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page instead: config and why, "
+                   "register layouts, LDS banks and conflicts, resources, instruction mix, the K loop, each beside "
+                   "IREE's default")
     r.add_argument("--baseline", choices=["iree"], help="also report IREE's own pipeline on the same input")
     config_arg(r)
     r.set_defaults(fn=cmd_report)
 
     ru = sub.add_parser("run", help="compile, run on a device or the lane executor, check against numpy")
-    ru.add_argument("input")
-    ru.add_argument("--target", required=True)
-    ru.add_argument("--device", default="auto", choices=["auto", "hip", "cuda", "sim", "local-task"])
-    ru.add_argument("--seed", type=int, default=0)
+    ru.add_argument("input", help="MLIR module: a single matmul, or any module with --device sim")
+    ru.add_argument("--target", required=True, help=target_help)
+    ru.add_argument("--device", default="auto", choices=["auto", "hip", "cuda", "sim", "local-task"],
+                    help="auto: the target's GPU if IREE sees one, else the lane executor (sim); local-task: IREE's "
+                         "own CPU pipeline computes the result (a reference, not mmaflow's kernel)")
+    ru.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (a non-negative integer)")
     ru.add_argument("--dims", metavar="D=SIZE,...",
                     help="run-time sizes of the module's dynamic dimensions, e.g. m=300,n=200,k=100")
-    ru.add_argument("--sample", type=int, default=0, metavar="N",
+    ru.add_argument("--sample", type=_count(0), default=0, metavar="N",
                     help="on the lane executor, run N workgroups of each dispatch (the grid's corners and random "
                          "ones) and check the tiles they own, instead of the whole grid")
-    ru.add_argument("--json", action="store_true")
+    ru.add_argument("--json", action="store_true", help="the results as JSON on stdout")
     config_arg(ru)
     ru.set_defaults(fn=cmd_run)
 
@@ -329,18 +393,18 @@ def build_parser() -> argparse.ArgumentParser:
                                       "mmaflow's verified kernels")
     v.add_argument("vmfb", help="the .vmfb to check")
     v.add_argument("--source", required=True, help="the MLIR it was built from")
-    v.add_argument("--target", required=True)
+    v.add_argument("--target", required=True, help=target_help)
     v.add_argument("--iree-flag", action="append", metavar="FLAG",
                    help="an iree-compile flag the .vmfb was built with (besides mmaflow flags' own)")
     v.set_defaults(fn=cmd_verify)
 
     b = sub.add_parser("bench", help="time mmaflow vs IREE's default pipeline (and torch) on a device")
     b.add_argument("--target", help="mmaflow target (a comma-separated list with --compile-time)")
-    b.add_argument("--sizes", default="1024,2048,4096")
-    b.add_argument("--dtype", default="f16")
-    b.add_argument("--device", default="auto")
-    b.add_argument("--out", default="bench-results")
-    b.add_argument("--repeat", type=int, help="timed repetitions (default: 20 calls on a GPU, 5 compiles)")
+    b.add_argument("--sizes", default="1024,2048,4096", help="square matmul sizes, comma-separated")
+    b.add_argument("--dtype", default="f16", help="input dtype (f16, bf16, i8, ...)")
+    b.add_argument("--device", default="auto", help="auto, hip, cuda or sim")
+    b.add_argument("--out", default="bench-results", metavar="DIR", help="where results (JSON, logs) go")
+    b.add_argument("--repeat", type=_count(1), help="timed repetitions (default: 20 calls on a GPU, 5 compiles)")
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
     b.add_argument("--checks", action="store_true",
                    help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
@@ -371,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `mmaflow ... | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except Exception as e:  # a bug in mmaflow: say so, briefly
         if args.debug:
             raise

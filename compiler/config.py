@@ -111,6 +111,27 @@ def parse_overrides(items: list[str]) -> dict:
     return out
 
 
+def overrides_from(config) -> dict:
+    """The API's ``config``: None, a dict {key: value} (ints, or the strings the CLI takes:
+    ``{"tile": "64x64x32"}``) or a list of "KEY=VALUE" strings; validated like --config."""
+    if config is None:
+        return {}
+    if isinstance(config, dict):
+        items = []
+        for key, value in config.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"config keys are strings, got {key!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                raise ConfigError(f"config value {key}={value!r} is a {type(value).__name__}: give an integer "
+                                  f"(or for tile/waves/intrinsic a string such as '64x64x32')")
+            items.append(f"{key}={value}")
+        return parse_overrides(items)
+    if isinstance(config, (list, tuple)) and all(isinstance(x, str) for x in config):
+        return parse_overrides(list(config))
+    raise ConfigError(f"config must be a dict {{key: value}} or a list of 'KEY=VALUE' strings, got "
+                      f"{type(config).__name__} {config!r}")
+
+
 # --------------------------------------------------------------------------------------------
 # Intrinsic choice and validation.
 
@@ -219,7 +240,7 @@ def _fit_tile(dim: int, preferred: int, grid: int, quantum: int) -> int:
 
 
 def default_config(target: Target, problem: Contraction, wave_size: int | None = None,
-                   intrinsic: str | None = None) -> KernelConfig:
+                   intrinsic: str | None = None, why: list | None = None) -> KernelConfig:
     """Pick a config sized to the target's register file so that large matmuls do not spill.
 
     Per-wave register tiles (f32 accumulators in VGPRs): RDNA wave32 64x32 (8 WMMA, 64 VGPRs),
@@ -228,35 +249,72 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     at least two such tiles per SM. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K staged 32
     (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
     """
+    why = why if why is not None else []
     require_intrinsic(target, problem)
     wave = wave_size or target.default_wave_size
     candidates = matching_intrinsics(target, problem, wave)
     if not candidates:
         raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
     intr = candidates[0] if intrinsic is None else target.intrinsic(intrinsic)
+    why.append(f"{intr.name}: " + ("as asked" if intrinsic else
+               f"the first of {target.name}'s wave{wave} instructions for {problem.a_type} x {problem.b_type} -> "
+               f"{problem.c_type} ({', '.join(c.name for c in candidates)})"))
     bits = TYPE_BITS[problem.a_type]
     if target.vendor is Vendor.NVIDIA:
         # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles in a 256x128
         # workgroup tile beat 64x32 ones by 1.3x at 4096^3, once there are >= 2 workgroups per SM.
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
         waves_m, waves_n, wt_m, wt_n = (4, 2, 64, 64) if big else (2, 4, 64, 32)
+        why.append(f"{waves_m}x{waves_n} warps of {wt_m}x{wt_n}: " + (
+            f"at least two 256x128 workgroup tiles per SM ({target.compute_units} SMs): 64x64 warp tiles measured "
+            f"1.3x faster at 4096^3 (BENCHMARKS run 2)" if big else
+            f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"))
     elif intr.family.startswith("wmma") and wave == 32:
         waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32
+        why.append("2x4 waves of 64x32: 8 WMMA accumulators (64 VGPRs) per wave32 leave room for fragments "
+                   "and prefetched tiles in 256 VGPRs")
     else:
         waves_m, waves_n, wt_m, wt_n = 2, 2, 64, 64
+        why.append(f"2x2 waves of 64x64: {(64 // intr.m) * (64 // intr.n)} instructions' accumulators per wave "
+                   f"within the register budget")
     tile_k = max(intr.k, 32 * 16 // bits)
     if target.vendor is Vendor.NVIDIA and waves_m == 4 and problem.k >= 8192:
         tile_k *= 2  # H100, 8192^3: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md, run 3)
+    why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies"
+               + (" (doubled for K >= 8192: measured faster on the H100)" if tile_k > max(intr.k, 32 * 16 // bits)
+                  else ""))
     tm = _fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = _fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
     tk = _fit_tile(problem.k, tile_k, intr.k, intr.k)
+    for dim, size, want, got in (("M", problem.m, waves_m * wt_m, tm), ("N", problem.n, waves_n * wt_n, tn),
+                                 ("K", problem.k, tile_k, tk)):
+        if got != want:
+            why.append(f"tile {dim} {got} instead of {want}: fitted to {dim} = {size}"
+                       + (" (a multiple that divides it)" if size % got == 0 else " (the last tile partial)"))
+        elif size % got:
+            why.append(f"tile {dim} {got}: {dim} = {size} leaves a partial last tile (bounded accesses, no padding)")
     # Fewer waves when the tile shrank below the wave grid.
     wm = _waves_for(tm, waves_m, intr.m, wt_m)
     wn = _waves_for(tn, waves_n, intr.n, wt_n)
+    if (wm, wn) != (waves_m, waves_n):
+        why.append(f"{wm}x{wn} waves: the smaller tile splits into no more")
     pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
+    why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     validate(cfg, target, problem)
     return cfg
+
+
+def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:
+    """Why the config of ``problem`` is what it is: the heuristic's reasons, then the overrides."""
+    overrides = dict(overrides or {})
+    why: list[str] = []
+    if not {f.name for f in fields(KernelConfig)} <= set(overrides):
+        intr = overrides.get("intrinsic")
+        wave = overrides.get("wave_size") or (target.intrinsic(intr).wave_size if intr else None)
+        default_config(target, problem, wave, intr, why)
+    why += [f"{k} = {v}: from --config" for k, v in sorted(overrides.items())]
+    return why
 
 
 def resolve(target: Target, problem: Contraction, overrides: dict | None = None) -> tuple[KernelConfig, Intrinsic]:

@@ -49,9 +49,14 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
     device = resolve_device(args.target, args.device)
     if device == "sim":
         return _run_on_executor(args, source, options, source_name)
-    art = compile_module(source, args.target, config=options.overrides, lower=device not in ("sim", "local-task"))
-    for line in art.log:
-        print(line, file=sys.stderr)
+    art = compile_module(source, args.target, config=options.overrides, lower=device not in ("sim", "local-task"),
+                         source_name=source_name)
+    if device == "local-task":
+        print("mmaflow run: --device local-task: IREE's own CPU pipeline (llvm-cpu) computes the numbers below; "
+              "mmaflow's kernel does not run (--device sim runs it on the lane executor)", file=sys.stderr)
+    else:
+        for line in art.log:
+            print(line, file=sys.stderr)
     prob = art.problem
     if prob.has_epilogue:
         raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B",
@@ -77,7 +82,9 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
         print(json.dumps(report, default=str, indent=1))
     else:
         dyn = f" (dynamic: {', '.join(f'{d}={v}' for d, v in sizes.items())})" if sizes else ""
-        print(f"mmaflow run: {args.target} on {device}: {m}x{n}x{k} {prob.a_type} -> {prob.c_type}{dyn}")
+        who = "IREE's llvm-cpu pipeline on local-task (not mmaflow's kernel)" if device == "local-task" else \
+            f"mmaflow's {args.target} kernel on {device}"
+        print(f"mmaflow run: {who}: {m}x{n}x{k} {prob.a_type} -> {prob.c_type}{dyn}")
         print(f"  {check.line()}")
         if stats is not None:
             d = stats.to_dict()

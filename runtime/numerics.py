@@ -117,46 +117,55 @@ def epilogue_reference(acc: np.ndarray, acc_tol: np.ndarray, inputs: list[np.nda
 @dataclass
 class Check:
     passed: bool
-    max_abs_err: float
+    max_abs_err: float  # inf where a non-finite value differs from the reference
     max_rel_err: float
     max_tol: float
     worst_index: tuple
     unwritten: int
-    nonfinite: int
+    nonfinite: int  # non-finite outputs where the reference is finite
     detail: str
+    worst_ratio: float = 0.0  # max over elements of |err| / its tolerance: the verdict's figure (<= 1 passes)
 
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
-        return (f"{status}: max |err| {self.max_abs_err:.3e}, max rel err {self.max_rel_err:.3e}, "
-                f"tolerance up to {self.max_tol:.3e}; {self.detail}")
+        return (f"{status}: max |err| / tolerance = {self.worst_ratio:.3g} (must be <= 1); max |err| "
+                f"{self.max_abs_err:.3e}, max rel err {self.max_rel_err:.3e}; {self.detail}")
 
 
 def compare(out: np.ndarray, ref: np.ndarray, tol: np.ndarray, *, written: np.ndarray | None = None,
             out_type: str = "f32") -> Check:
+    """Elementwise |out - ref| <= tol. A non-finite reference (NaN or inf in the inputs) must be
+    matched exactly (NaN by NaN); a non-finite output where the reference is finite fails."""
     if out.size == 0:  # an empty output (a dynamic size of 0): nothing to be wrong
         return Check(True, 0.0, 0.0, 0.0, (), 0, 0, "empty output")
     out64 = out.astype(np.float64) if out_type != "i32" else out.astype(np.int64)
-    err = np.abs(out64 - ref)
-    nonfinite = int((~np.isfinite(out64)).sum()) if out_type != "i32" else 0
+    ref = np.asarray(ref, dtype=np.float64 if out_type != "i32" else np.int64)
+    tol = np.broadcast_to(np.asarray(tol, dtype=np.float64), ref.shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite = np.isfinite(out64) & np.isfinite(ref)
+        same = (out64 == ref) | (np.isnan(out64) & np.isnan(ref))
+        err = np.where(finite, np.abs(out64 - ref), np.where(same, 0.0, np.inf))
+    nonfinite = int((~np.isfinite(out64) & np.isfinite(ref)).sum()) if out_type != "i32" else 0
+    ref_nonfinite = int((~np.isfinite(ref)).sum()) if out_type != "i32" else 0
     unwritten = int((~written).sum()) if written is not None else 0
     bad = err > tol
-    if out_type != "i32":
-        bad |= ~np.isfinite(out64)
-    worst = np.unravel_index(int(np.argmax(np.where(np.isfinite(err), err - tol, np.inf))), err.shape)
-    rel = err / np.maximum(np.abs(ref), 1e-30)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(err == 0, 0.0, err / tol)
+    worst = np.unravel_index(int(np.argmax(ratio)), err.shape)
+    rel = np.where(np.isfinite(ref), err / np.maximum(np.abs(np.where(np.isfinite(ref), ref, 1.0)), 1e-30), err)
     passed = not bad.any() and unwritten == 0
     detail = f"{int(bad.sum())} of {out.size} elements outside tolerance"
     if unwritten:
         detail += f", {unwritten} elements never written"
     if nonfinite:
-        detail += f", {nonfinite} non-finite"
+        detail += f", {nonfinite} non-finite where the reference is finite"
+    if ref_nonfinite:
+        detail += f", {ref_nonfinite} non-finite reference values (must match exactly)"
     if bad.any():
         detail += (f"; worst at {tuple(int(i) for i in worst)}: got {out64[worst]}, expected {ref[worst]}, "
                    f"tolerance {tol[worst]:.3e}")
-    finite = np.isfinite(err)
-    return Check(passed, float(err[finite].max()) if finite.any() else float("inf"),
-                 float(rel[finite].max()) if finite.any() else float("inf"),
-                 float(tol.max()), tuple(int(i) for i in worst), unwritten, nonfinite, detail)
+    return Check(passed, float(err.max()), float(rel.max()), float(tol.max()), tuple(int(i) for i in worst),
+                 unwritten, nonfinite, detail, float(ratio.max()))
 
 
 def _erf(x):
