@@ -31,9 +31,10 @@ class IsaReport:
     counts: dict = field(default_factory=dict)  # category -> count, whole kernel
     loop_counts: dict = field(default_factory=dict)  # category -> count, inside the K loop
     has_loop: bool = False
+    loop_listing: list = field(default_factory=list, repr=False)  # the K loop's instructions, in order
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "loop_listing"}
 
 
 # Instruction categories. Order matters: the first matching pattern wins.
@@ -170,6 +171,7 @@ def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     rep.counts = dict(_categorize(lines, _AMD_CATEGORIES))
     rep.has_loop = body is not None
     rep.loop_counts = dict(_categorize(body or [], _AMD_CATEGORIES))
+    rep.loop_listing = list(body or [])
     rep.wave_size = _meta(text, "wavefront_size")
     rep.waves_per_simd = target.waves_per_simd(rep.wave_size, rep.vgprs or 0, rep.agprs or 0) \
         if rep.wave_size else None
@@ -197,4 +199,5 @@ def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
     rep.has_loop = body is not None
     rep.loop_counts = dict(_categorize(body or [], _PTX_CATEGORIES))
+    rep.loop_listing = list(body or [])
     return rep

@@ -138,13 +138,14 @@ class ExecutableResult:
     def to_wire(self) -> dict:
         """A JSON-able form (the codegen server sends results to its clients in it)."""
         return {"name": self.name, "export": self.export, "text": self.text, "taken": self.taken, "log": self.log,
-                "dumps": self.run.dumps, "timings": self.run.timings, "source": self.source,
+                "dumps": self.run.dumps, "timings": self.run.timings, "headers": self.run.headers,
+                "source": self.source,
                 "facts": self.facts.to_wire() if self.facts else None}
 
     @staticmethod
     def from_wire(d: dict) -> "ExecutableResult":
         return ExecutableResult(d["name"], d["export"], d["text"], d["taken"], list(d["log"]),
-                                RunResult(dict(d["dumps"]), dict(d["timings"])),
+                                RunResult(dict(d["dumps"]), dict(d["timings"]), dict(d.get("headers", {}))),
                                 DispatchFacts.from_wire(d["facts"]) if d["facts"] else None, d["source"])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import shutil
 import subprocess
 import tempfile
@@ -118,7 +119,13 @@ def report_command(args, source: str, options) -> int:
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
                 rep.lds_bytes = lds_bytes(cfg, exe.facts.problem)
         mine[exe.export] = rep
-    base = _baseline(source, target, args.input) if args.baseline else {}
+    html_out = getattr(args, "html", None)
+    base = _baseline(source, target, args.input) if args.baseline or html_out else {}
+    if html_out:
+        from mmaflow.runtime.report_html import write_report
+        write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides)
+        print(f"mmaflow report: {html_out} ({len(res.taken)} kernels, IREE's default beside each)", file=sys.stderr)
+        return 0
     if args.json:
         print(json.dumps({"target": target.name, "mmaflow": {k: v.to_dict() for k, v in mine.items()},
                           "iree": {k: v.to_dict() for k, v in base.items()}}, indent=1))

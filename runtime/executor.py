@@ -92,7 +92,8 @@ class Stats:
     barriers: int = 0
     matrix_ops: int = 0
     races: list = field(default_factory=list)
-    lds_conflicts_by_op: Counter = field(default_factory=Counter)
+    lds_conflicts_by_op: Counter = field(default_factory=Counter)  # op -> conflict cycles
+    lds_pieces_by_op: Counter = field(default_factory=Counter)  # op -> access pieces (conflict-free cycles)
     seconds: float = 0.0  # wall time of the run (set by the caller that timed it)
 
     @property
@@ -107,6 +108,7 @@ class Stats:
             "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
             "barriers": self.barriers, "matrix_ops": self.matrix_ops, "races": self.races[:20],
             "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
+            "lds_pieces_by_op": dict(self.lds_pieces_by_op.most_common(20)),
             "seconds": round(self.seconds, 3),
         }
 
@@ -180,6 +182,7 @@ class Kernel:
         self.banks = lds_banks(arch)
         self.ids: dict = {}
         self.stats = Stats()
+        self.op_names: dict = {}  # op -> _loc(op), for the per-op LDS counters
         self.body = self._compile_block(func.regions[0].blocks[0])
 
     # ---- compilation ------------------------------------------------------------------------
@@ -715,8 +718,10 @@ def _bank_conflicts(k, st, op, mem, lin, n, active):
         k.stats.lds_ideal_cycles += int(live.sum())
         cyc = int(np.maximum(degree[live], 1).sum())
         k.stats.lds_cycles += cyc
+        where = k.op_names.get(op) or k.op_names.setdefault(op, _loc(op))
+        k.stats.lds_pieces_by_op[where] += int(live.sum())
         if cyc > live.sum():
-            k.stats.lds_conflicts_by_op[_loc(op)] += cyc - int(live.sum())
+            k.stats.lds_conflicts_by_op[where] += cyc - int(live.sum())
 
 
 def _h_vector_load(k, op):

@@ -1,0 +1,233 @@
+"""`mmaflow report IN.mlir --target T --html OUT.html`: one self-contained page per module.
+
+Per taken dispatch, in this order (each a ``<section>`` with a stable id, so tests and people can
+find it): the problem, the config and why the heuristic chose it, the kernel plan; the chosen
+instruction's A, B and C register layouts as coloured grids (register and half x lane, one colour
+per row of the tile, lighter by column); the LDS tiles with their bank maps and the lane
+executor's conflict counts per copy and fragment op; registers, spills, LDS and occupancy; the
+instruction mix; the K loop of the final ISA with matrix instructions, waits and barriers marked.
+Every figure beside IREE's default pipeline on the same module. No scripts, no network: inline
+CSS only.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import html
+from pathlib import Path
+
+from mmaflow.compiler.intrinsics import TYPE_BITS
+from mmaflow.compiler.report import COUNT_ROWS, ROWS
+
+_CSS = """
+body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1b1b;max-width:1500px}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ccc}
+h3{font-size:15px;margin:16px 0 6px} .sub{color:#555}
+table{border-collapse:collapse;margin:6px 0} td,th{border:1px solid #d4d4d4;padding:2px 8px;text-align:right}
+th{background:#f3f3f3} td.l,th.l{text-align:left}
+table.grid td{font:10px/1.2 ui-monospace,monospace;padding:1px 2px;text-align:center;min-width:26px}
+table.grid th{font:10px ui-monospace,monospace;padding:1px 3px}
+table.banks td{font:10px ui-monospace,monospace;padding:1px 2px;min-width:16px;text-align:center}
+td.pad{background:repeating-linear-gradient(45deg,#eee,#eee 3px,#fff 3px,#fff 6px);color:#999}
+.two{display:flex;gap:24px;flex-wrap:wrap} .two>div{flex:1;min-width:420px}
+pre.isa{font:11px/1.35 ui-monospace,monospace;background:#fafafa;border:1px solid #ddd;padding:6px;max-height:620px;
+overflow:auto;margin:4px 0} .mma{background:#ffe08a;font-weight:600} .wait{background:#f7b7b7} .bar{background:#b7d3f7}
+.glb{color:#0a6b2b} .lds{color:#6b2b9b} ul{margin:4px 0 4px 20px;padding:0} .warn{color:#a00;font-weight:600}
+.legend span{display:inline-block;padding:0 6px;margin-right:6px;border:1px solid #ccc}
+"""
+
+
+def _e(x) -> str:
+    return html.escape(str(x))
+
+
+def _colour(row: int, rows: int, col: int, cols: int) -> str:
+    """One hue per tile row, lighter along the columns."""
+    h = (row * 0.61803) % 1.0
+    light = 0.55 + 0.35 * (col / max(cols - 1, 1))
+    r, g, b = colorsys.hls_to_rgb(h, light, 0.65)
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+
+def _bank_colour(bank: int, banks: int) -> str:
+    r, g, b = colorsys.hls_to_rgb(bank / banks, 0.78, 0.55)
+    return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
+
+
+def register_grid(layout, element_bits: int, max_lanes: int = 64) -> str:
+    """The seed-style VGPR view as a table: rows = registers (and 16-bit halves), columns =
+    lanes, each cell the tile element (row_col) that lane holds there."""
+    per_reg = max(1, 32 // element_bits)
+    lanes = list(range(min(layout.wave_size, max_lanes)))
+    cells: dict = {}
+    for lane in lanes:
+        for e in range(layout.elements):
+            cells[(layout.op_index(e), lane)] = layout.coords(lane, e)
+    out = ['<table class="grid"><tr><th class="l">reg \\ lane</th>' + "".join(f"<th>{x}</th>" for x in lanes) + "</tr>"]
+    for s in range(layout.op_vector_length):
+        reg, part = divmod(s, per_reg)
+        label = f"V{reg}" if per_reg == 1 else f"V{reg}[{part * element_bits + element_bits - 1}:{part * element_bits}]"
+        row = [f'<th class="l">{label}</th>']
+        for lane in lanes:
+            rc = cells.get((s, lane))
+            if rc is None:
+                row.append('<td class="pad">-</td>')
+            else:
+                row.append(f'<td style="background:{_colour(rc[0], layout.rows, rc[1], layout.cols)}" '
+                           f'title="lane {lane}, {label}: {layout.operand}[{rc[0]}][{rc[1]}]">{rc[0]}_{rc[1]}</td>')
+        out.append("<tr>" + "".join(row) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def bank_map(rows: int, row_elems: int, used_elems: int, bits: int, banks: int, show_rows: int = 16) -> str:
+    """The LDS tile's 4-byte words coloured by bank: rows x dwords; padding hatched."""
+    dw_per_row = row_elems * bits // 32
+    used_dw = used_elems * bits // 32
+    out = ['<table class="banks"><tr><th class="l">row \\ dword</th>' +
+           "".join(f"<th>{d}</th>" for d in range(dw_per_row)) + "</tr>"]
+    for r in range(min(rows, show_rows)):
+        tds = []
+        for d in range(dw_per_row):
+            bank = (r * dw_per_row + d) % banks
+            cls = ' class="pad"' if d >= used_dw else ""
+            style = "" if d >= used_dw else f' style="background:{_bank_colour(bank, banks)}"'
+            tds.append(f"<td{cls}{style} title=\"row {r}, dword {d}: bank {bank}\">{bank}</td>")
+        out.append(f'<tr><th class="l">{r}</th>' + "".join(tds) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _classify(line: str) -> str:
+    op = line.split()[0] if line.split() else ""
+    if op.startswith(("v_wmma", "v_mfma", "v_smfmac", "mma.sync", "wgmma")):
+        return "mma"
+    if op.startswith(("s_waitcnt", "s_wait_", "cp.async.wait", "mbarrier")):
+        return "wait"
+    if op.startswith(("s_barrier", "bar.sync", "barrier")):
+        return "bar"
+    if op.startswith(("buffer_", "global_", "ld.global", "st.global", "cp.async")):
+        return "glb"
+    if op.startswith(("ds_", "ld.shared", "st.shared", "ldmatrix")):
+        return "lds"
+    return ""
+
+
+def isa_listing(lines: list[str], pid: str) -> str:
+    """The K loop's instructions, numbered, with matrix ops, waits, barriers and memory ops marked."""
+    if not lines:
+        return f'<pre class="isa" id="{pid}">(no K loop found in the ISA)</pre>'
+    body = []
+    for i, line in enumerate(lines):
+        cls = _classify(line)
+        text = f"{i:4d}  {_e(line)}"
+        body.append(f'<span class="{cls}">{text}</span>' if cls else text)
+    return f'<pre class="isa" id="{pid}">' + "\n".join(body) + "</pre>"
+
+
+def _resource_table(mine, base) -> str:
+    out = ['<table><tr><th class="l"></th><th>mmaflow</th><th>IREE default</th></tr>']
+    for key, label in ROWS:
+        a = getattr(mine, key)
+        b = getattr(base, key) if base is not None else None
+        warn = ' class="warn"' if key.endswith("spills") and a else ""
+        out.append(f'<tr><td class="l">{_e(label)}</td><td{warn} data-key="{key}">{_e("-" if a is None else a)}</td>'
+                   f"<td>{_e('-' if b is None else b)}</td></tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _mix_table(mine, base) -> str:
+    out = ['<table><tr><th class="l">instructions</th><th>mmaflow</th><th>in K loop</th>'
+           '<th>IREE default</th><th>in K loop</th></tr>']
+    for key in COUNT_ROWS:
+        vals = [mine.counts.get(key, 0), mine.loop_counts.get(key, 0)]
+        vals += [base.counts.get(key, 0), base.loop_counts.get(key, 0)] if base is not None else ["-", "-"]
+        if any(v not in (0, "-") for v in vals):
+            out.append(f'<tr><td class="l">{key}</td>' + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
+    return "\n".join(out) + "</table>"
+
+
+def _lds_section(exe, stats, target) -> str:
+    cfg, problem = exe.facts.config, exe.facts.problem
+    parts = []
+    for name, rows, elem in (("A", cfg.tile_m, problem.a_type), ("B", cfg.tile_n, problem.b_type)):
+        bits = TYPE_BITS[elem]
+        row_elems = cfg.tile_k + cfg.lds_pad
+        parts.append(f"<h3>{name}: LDS {elem}[{rows}][{row_elems}] (K innermost, {cfg.lds_pad} elements of padding "
+                     f"per row), {target.lds_banks} banks of 4 bytes: the first rows</h3>")
+        parts.append(bank_map(rows, row_elems, cfg.tile_k, bits, target.lds_banks))
+    if stats is not None:
+        pieces, conflicts = stats.lds_pieces_by_op, stats.lds_conflicts_by_op
+        rows = ['<table id="lds-ops"><tr><th class="l">LDS op (lane executor, sampled workgroup)</th>'
+                "<th>accesses</th><th>conflict cycles</th></tr>"]
+        for op in sorted(pieces, key=lambda o: (-conflicts.get(o, 0), o)):
+            rows.append(f'<tr><td class="l">{_e(op)}</td><td>{pieces[op]}</td><td>{conflicts.get(op, 0)}</td></tr>')
+        rows.append(f'<tr><th class="l">total</th><th>{stats.lds_ideal_cycles}</th>'
+                    f"<th>{stats.lds_conflict_cycles}</th></tr></table>")
+        parts.append("".join(rows))
+    return "\n".join(parts)
+
+
+def render(target, source_name: str, compiled, baseline: dict, executor: dict, explain: dict) -> str:
+    """The page. ``compiled``: bridge.CompileResult; ``baseline``: kernel -> IsaReport of IREE's
+    default; ``executor``: executable -> executor Stats (or None); ``explain``: executable ->
+    the config's reasons."""
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>mmaflow report: {_e(source_name)} on "
+           f"{_e(target.name)}</title><style>{_CSS}</style></head><body>",
+           f"<h1>mmaflow report: {_e(source_name)} on {_e(target.name)}</h1>",
+           f'<div class="sub">{_e(target.description)}; {len(compiled.taken)} of {len(compiled.executables)} '
+           f"dispatches compiled by mmaflow, the rest by IREE</div>"]
+    left = [e for e in compiled.executables if not e.taken]
+    if left:
+        out.append('<h2 id="left">Dispatches left to IREE</h2><ul>' +
+                   "".join(f"<li>{_e(e.name)}: {_e(e.log[0] if e.log else 'left')}</li>" for e in left) + "</ul>")
+    for exe in compiled.taken:
+        mine = compiled.reports[exe.name]
+        base = baseline.get(exe.export)
+        cfg, problem = exe.facts.config, exe.facts.problem
+        intr = target.intrinsic(cfg.intrinsic)
+        kid = _e(exe.name)
+        out.append(f'<h2 id="{kid}">{kid}</h2>')
+        out.append(f'<section id="{kid}-config"><h3>Problem and config</h3><table>'
+                   f'<tr><td class="l">problem</td><td class="l">{_e(problem.describe())}</td></tr>'
+                   f'<tr><td class="l">config</td><td class="l">{_e(cfg.describe())}</td></tr></table>'
+                   "<b>Why this config</b><ul>" + "".join(f"<li>{_e(w)}</li>" for w in explain.get(exe.name, [])) +
+                   "</ul><b>Kernel plan</b> (<code>compiler/plan.py</code>)<pre class=\"isa\">" +
+                   _e("\n".join(exe.run.headers.get("distribute", []))) + "</pre></section>")
+        out.append(f'<section id="{kid}-layouts"><h3>Register layouts of {_e(intr.name)} ({_e(intr.mnemonic)}), '
+                   f"wave{intr.wave_size}</h3><div class=\"sub\">Cells: the tile element row_col a lane holds in a "
+                   f"register (16-bit elements: per half); one colour per tile row, lighter along the columns.</div>")
+        for op in ("A", "B", "C"):
+            lay = intr.operand(op)
+            out.append(f"<h3>{op}: {lay.rows}x{lay.cols}</h3>")
+            out.append('<div style="overflow-x:auto">' + register_grid(lay, TYPE_BITS[intr.element_type(op)]) + "</div>")
+        out.append("</section>")
+        out.append(f'<section id="{kid}-lds"><h3>LDS tiles, banks and conflicts</h3>' +
+                   _lds_section(exe, executor.get(exe.name), target) +
+                   "</section>")
+        out.append(f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
+                   + _resource_table(mine, base) + "</section>")
+        out.append(f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the K loop)</h3>'
+                   + _mix_table(mine, base) + "</section>")
+        theirs = base.loop_listing if base else []
+        out.append(f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
+                   '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
+                   '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
+                   f"<div><b>mmaflow</b> ({len(mine.loop_listing)} instructions)"
+                   + isa_listing(mine.loop_listing, f"{kid}-kloop-mmaflow") + "</div>"
+                   f"<div><b>IREE default</b> ({len(theirs)} instructions)"
+                   + isa_listing(theirs, f"{kid}-kloop-iree") + "</div></div></section>")
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(path: Path, target, source_name: str, compiled, baseline: dict, *, overrides: dict,
+                 sample: int = 1) -> None:
+    """Run the lane executor on ``sample`` workgroups of each taken dispatch for its LDS
+    counters, gather the config's reasons, and write the page."""
+    from mmaflow.compiler.config import explain
+    from mmaflow.runtime.model_check import check_executable
+    executor, reasons = {}, {}
+    for exe in compiled.taken:
+        reasons[exe.name] = explain(target, exe.facts.problem.estimate(), overrides)
+        checks = check_executable(exe, seed=0, sample=sample)
+        executor[exe.name] = checks[0].stats if checks else None
+    path.write_text(render(target, source_name, compiled, baseline, executor, reasons))
