@@ -41,8 +41,11 @@ for target, ov in TARGETS:
         # 8-bit inputs stage K in chunks of 64; keep K a multiple of it.
         kq = 64 if a_t.startswith(("i8", "f8")) else 32
         shapes = [(s, s, max(s, kq)) for s in SQUARE] + [(m, n, max(kq, (k // kq) * kq)) for m, n, k in NON_SQUARE]
-        for m, n, k in shapes:
-            CASES.append(pytest.param(target, ov, a_t, c_t, m, n, k,
+        for i, (m, n, k) in enumerate(shapes):
+            # Default set: the smallest and largest square and one non-square shape of every target
+            # and dtype; the other three shapes with `-m exhaustive`.
+            marks = () if i in (0, 2, 4) else pytest.mark.exhaustive
+            CASES.append(pytest.param(target, ov, a_t, c_t, m, n, k, marks=marks,
                                       id=f"{_id(target, ov)}-{a_t}-{c_t}-{m}x{n}x{k}"))
 
 

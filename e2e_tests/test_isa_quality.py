@@ -58,7 +58,12 @@ def _compile(variant: str, target: str):
         return e
 
 
-CASES = [pytest.param(v, t, id=f"{v}-{t}") for v in VARIANTS for t in ALL_TARGETS]
+# Default set: every variant on one RDNA, one CDNA and one NVIDIA target, the plain f16 matmul on
+# every target; every variant on every target with `-m exhaustive`.
+DEFAULT_TARGETS = ("gfx1100", "gfx942", "sm_80")
+CASES = [pytest.param(v, t, id=f"{v}-{t}",
+                      marks=() if t in DEFAULT_TARGETS or v == "f16" else pytest.mark.exhaustive)
+         for v in VARIANTS for t in ALL_TARGETS]
 
 
 @pytest.mark.parametrize("variant,target", CASES)
@@ -87,8 +92,8 @@ def test_no_spills_and_wide_loads(variant, target):
         assert rep.waves_per_simd >= 2, rep.to_dict()
 
 
-NV_CASES = [pytest.param(v, t, id=f"{v}-{t}") for v in VARIANTS for t in ALL_TARGETS
-            if not get_target(t).is_amd]
+NV_CASES = [pytest.param(v, t, id=f"{v}-{t}", marks=() if t == "sm_80" or v == "f16" else pytest.mark.exhaustive)
+            for v in VARIANTS for t in ALL_TARGETS if not get_target(t).is_amd]
 
 
 @pytest.mark.parametrize("variant,target", NV_CASES)

@@ -17,11 +17,21 @@ def _readme_commands():
             line.startswith("    python3 -m venv")]
 
 
-def test_ci_runs_the_readme_test_command():
-    test_cmd = [c for c in _readme_commands() if "pytest" in c]
-    assert len(test_cmd) == 1, test_cmd
+def test_ci_runs_the_readme_test_commands():
+    """The default command (lit + pytest) and the exhaustive one, both verbatim in .ci/run, which
+    treats pytest's "no tests collected" (exit 5) as a failure."""
+    test_cmds = [c for c in _readme_commands() if "pytest" in c]
+    assert len(test_cmds) == 2, test_cmds
+    assert "lit" in test_cmds[0] and "-m exhaustive" in test_cmds[1], test_cmds
     ci = (ROOT / ".ci" / "run").read_text()
-    assert test_cmd[0] in ci.splitlines(), "the README's test command must appear verbatim in .ci/run"
+    for cmd in test_cmds:
+        assert cmd in ci.splitlines(), f"the README's test command must appear verbatim in .ci/run: {cmd}"
+    assert '"$status" -eq 5' in ci
+
+
+def test_default_test_set_excludes_the_exhaustive_one():
+    text = (ROOT / "pyproject.toml").read_text()
+    assert "addopts = \"-m 'not exhaustive'\"" in text
 
 
 def test_readme_install_command_uses_the_bundled_example():
