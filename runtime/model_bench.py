@@ -202,6 +202,9 @@ def profile_one(from_dir: Path, key: str, build: str, driver: str = "cuda") -> N
         _irpa(definitions, entry["model"], entry["dtype"], entry["seed"], SCRATCH / f"{key}.irpa")
         for i, t in enumerate(definitions.example_inputs(entry["model"], entry["dtype"], entry["seed"])):
             np.save(SCRATCH / f"{key}.input{i}.npy", t.float().numpy())
+    if build == TORCH:
+        _profile_torch(entry)
+        return
     sys.path.insert(0, str(MODELS_DIR))
     import runner
     inputs, i = [], 0
@@ -212,6 +215,23 @@ def profile_one(from_dir: Path, key: str, build: str, driver: str = "cuda") -> N
     dev = loaded.device_inputs(inputs)
     for _ in range(PROFILED_CALLS):
         loaded(dev).to_host()
+
+
+TORCH = "torch_eager"
+
+
+def _profile_torch(entry: dict) -> None:
+    """torch CUDA eager, the same module in the same dtype: one warm-up call (cuBLAS picks its
+    kernels), then PROFILED_CALLS identical calls."""
+    import torch
+    definitions, _ = _definitions()
+    model, tin = definitions.build(entry["model"], entry["dtype"], entry["seed"])
+    model = model.cuda()
+    tin = [t.cuda() for t in tin]
+    with torch.no_grad():
+        for _ in range(1 + PROFILED_CALLS):
+            model(*tin)
+            torch.cuda.synchronize()
 
 
 def _last_call(names: list[str]) -> int:
@@ -225,8 +245,9 @@ def _last_call(names: list[str]) -> int:
 
 
 def kernel_times(from_dir: Path, out_dir: Path, only: list[str] | None = None) -> dict:
-    """Kernel-only time of one call of every build: Nsight Compute's gpu__time_duration summed
-    over the kernels of the last of ``profile_one``'s identical calls (one ncu run per build)."""
+    """Kernel-only time of one call of every build and of torch eager: Nsight Compute's
+    gpu__time_duration summed over the kernels of the last of ``profile_one``'s identical calls
+    (one ncu run per build)."""
     import csv
     import io
     manifest = json.loads((from_dir / "manifest.json").read_text())
@@ -234,7 +255,7 @@ def kernel_times(from_dir: Path, out_dir: Path, only: list[str] | None = None) -
     for entry in manifest["entries"]:
         if only and entry["key"] not in only:
             continue
-        for build in BUILDS:
+        for build in BUILDS + (TORCH,):
             cmd = ["ncu", "--metrics", "gpu__time_duration.sum",
                    "--clock-control", "none", "--cache-control", "none", "--csv", sys.executable, "-m",
                    "mmaflow.runtime.model_bench", "--from-dir", str(from_dir), "--out", str(out_dir),
@@ -264,6 +285,30 @@ def _line(row: dict) -> str:
     return " | ".join(parts)
 
 
+def markdown_table(run_dir: Path, kernel_dirs: list[Path]) -> str:
+    """BENCHMARKS.md's two tables from a run's models.json and the kernel_times.json of
+    --kernel-time runs: the errors against the float32 reference, then kernel-only time with the
+    synchronous call time beside it, for every build and torch eager."""
+    rows = json.loads((run_dir / "models.json").read_text())
+    kernel: dict = {}
+    for d in kernel_dirs:
+        for key, builds in json.loads((d / "kernel_times.json").read_text()).items():
+            kernel.setdefault(key, {}).update(builds)
+    builds = BUILDS + (TORCH,)
+    names = ["mmaflow sm_80", "mmaflow sm_90a", "IREE default (sm_80)", "torch eager"]
+    errors = ["| model | " + " | ".join(names) + " | in IREE's class |", "|---" * (len(names) + 2) + "|"]
+    times = ["| model | " + " | ".join(names) + " |", "|---" * (len(names) + 1) + "|"]
+    for r in rows:
+        k = kernel.get(r["key"], {})
+        ok = all(r[b]["in_iree_class"] for b in BUILDS[:2])
+        errors.append(f"| {r['key']} | " + " | ".join(f"{r[b]['rel_l2']:.2e}" if b in r else "-" for b in builds)
+                      + f" | {'yes' if ok else 'NO'} |")
+        times.append(f"| {r['key']} | " + " | ".join(
+            (f"{k[b]['kernel_ms']:.3f}" if b in k else "-") + f" ({r[b]['ms']:.3f})" if b in r else "-"
+            for b in builds) + " |")
+    return "\n".join(errors) + "\n\n" + "\n".join(times)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mmaflow.runtime.model_bench")
     p.add_argument("--from-dir", required=True)
@@ -274,7 +319,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--kernel-time", action="store_true",
                    help="instead of the checked, timed run: kernel-only time of each build (Nsight Compute on PATH)")
     p.add_argument("--profile-one", nargs=2, metavar=("KEY", "BUILD"), help=argparse.SUPPRESS)
+    p.add_argument("--table", nargs="+", metavar="KERNEL_DIR",
+                   help="print BENCHMARKS.md's table from --out's models.json and these --kernel-time outputs")
     args = p.parse_args(argv)
+    if args.table:
+        print(markdown_table(Path(args.out), [Path(d) for d in args.table]))
+        return 0
     if args.profile_one:
         profile_one(Path(args.from_dir), *args.profile_one, driver=args.driver)
         return 0
