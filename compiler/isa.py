@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+from .errors import ToolchainError
 from .targets import Target
 
 
@@ -92,11 +93,14 @@ def extract_kernel(text: str, kernel: str, isa: str) -> str | None:
         m = re.search(rf"^{re.escape(kernel)}:\n(.*?)^\.Lfunc_end\d+:", text, re.M | re.S)
         if not m:
             return None
-        meta = ""
+        meta = None
         entries = re.split(r"^  - ", text.split(".amdgpu_metadata", 1)[-1], flags=re.M)
         for e in entries:
-            if re.search(rf"^\s+\.name:\s+{re.escape(kernel)}\s*$", e, re.M):
+            # YAML quotes a name with characters such as iree-turbine's `$`: 'main$async_dispatch_2_...'
+            if re.search(rf"^\s+\.name:\s+(['\"]?){re.escape(kernel)}\1\s*$", e, re.M):
                 meta = e
+        if meta is None:  # registers, spills and LDS would read as unknown: never silently
+            raise ToolchainError(f"the .amdgpu_metadata of the ISA has no entry for kernel {kernel}")
         return m.group(1) + "\n.amdgpu_metadata\n" + meta
     m = re.search(rf"\.entry {re.escape(kernel)}\(", text)
     if not m:
