@@ -30,8 +30,9 @@ from . import attrs
 from .errors import InputError, ToolchainError, VerificationError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
-from .codegen_tool import SERVER_ENV, codegen_many, start_server
-from .pipeline import CodegenOptions, ExecutableResult
+from .codegen_client import server_enabled, start_server
+from .codegen_tool import codegen_many
+from .results import CodegenOptions, ExecutableResult
 from .targets import Target, get_target
 from .verify import check_isa
 
@@ -158,8 +159,8 @@ def _front_and_codegen(session: api.Session, source: str, source_name: str, opti
                        result: "CompileResult", require_matmul: bool):
     """Invocation 1 to executable-sources, then every executable through the per-executable
     pipeline (as text, like the hook tool). Returns the module, with executables replaced."""
-    if os.environ.get(SERVER_ENV, "1") != "0":
-        start_server(os.getpid())  # its imports overlap with IREE's front phase
+    if server_enabled():
+        start_server()  # if it is not running: its imports overlap with IREE's front phase
     front = _Invocation(session)
     src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
     if not front.inv.parse_source(src):

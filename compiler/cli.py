@@ -40,7 +40,7 @@ def _read_input(path: str) -> str:
 
 def _options(args, target: str | None = None):
     from .config import parse_overrides
-    from .pipeline import CodegenOptions
+    from .results import CodegenOptions
     dump_dir = getattr(args, "dump_dir", None)
     dump_after = getattr(args, "dump_after", None) or ("all" if dump_dir else None)  # a dump dir gets everything
     return CodegenOptions(target=target, overrides=parse_overrides(args.config or []), dump_after=dump_after,
@@ -75,8 +75,10 @@ def _check_dump_dir(path: str | None) -> None:
 
 
 def _check_dump_after(value: str | None) -> None:
+    if value is None:
+        return
     from .pipeline import DUMP_POINTS
-    if value is not None and value not in DUMP_POINTS + ["all"]:
+    if value not in DUMP_POINTS + ["all"]:
         raise InputError(f"unknown stage {value!r} for --dump-after; stages: {', '.join(DUMP_POINTS)}, all")
 
 
@@ -146,19 +148,18 @@ def _emit_dumps(args, result) -> None:
 
 
 def _codegen_tool() -> list[str]:
-    """How iree-compile starts this installation's mmaflow-codegen. IREE looks a tool up by bare
-    name (next to its own library, then on PATH; an absolute path is not found), so: the bare
-    name when PATH leads to this very tool, else ``env /abs/path/mmaflow-codegen`` (``env`` is
-    on every PATH), which works from a shell where the environment is not activated."""
-    import os
-    ours = Path(sys.executable).parent / "mmaflow-codegen"
-    if not ours.is_file():
-        raise InputError(f"mmaflow-codegen is not installed next to {sys.executable}",
-                         hint="pip install -e . in this environment")
-    found = shutil.which("mmaflow-codegen")
-    if found and os.path.realpath(found) == os.path.realpath(ours):
-        return ["mmaflow-codegen"]
-    return ["env", str(ours)]
+    """How iree-compile starts this installation's hook tool: ``env PYTHON -I -S
+    .../codegen_client.py``. IREE looks a tool up by bare name (next to its own library, then on
+    PATH; an absolute path is not found), and ``env`` is on every PATH; the client is the standard
+    library only, and -I -S skip site-packages, halving the start-up IREE pays per executable
+    (``codegen_client``). The console script ``mmaflow-codegen`` is the same tool, slower to start."""
+    from . import codegen_client
+    tool = ["env", sys.executable, "-I", "-S", codegen_client.__file__]
+    spaced = [part for part in tool if any(c.isspace() for c in part)]
+    if spaced:
+        raise InputError(f"iree-compile splits its hook command at spaces, and {spaced[0]!r} has one",
+                         hint="install mmaflow (and its virtual environment) under a path without spaces")
+    return tool
 
 
 def cmd_flags(args) -> int:
@@ -167,16 +168,16 @@ def cmd_flags(args) -> int:
     target = get_target(args.target)
     parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process
     tool = _codegen_tool()
+    from .codegen_client import server_enabled, start_server
+    if server_enabled():
+        start_server()  # the codegen server imports while iree-compile runs its front phases
     if target.retarget_variant:
         tool.append(f"--target={target.name}")
     for item in args.config or []:
         tool.append(f"--config={item}")
     flags = target.iree_flags()
     hook = "--iree-hal-preprocess-executables-with=" + " ".join(tool)
-    if len(tool) == 1:
-        print(" ".join(flags + [hook]))
-        return 0
-    # The tool needs arguments: a command substitution would split them, so hand IREE a
+    # The hook command has spaces: a command substitution would split it, so hand IREE a
     # response file (iree-compile expands @FILE) holding the quoted flag.
     rsp = Path(args.rsp) if args.rsp else _rsp_path(hook)
     rsp.parent.mkdir(parents=True, exist_ok=True)

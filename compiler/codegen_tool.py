@@ -10,34 +10,22 @@ dispatch it checks that the function it returns is handed back (no_pipeline) and
 intended matrix instructions; any failure exits non-zero, which makes iree-compile fail rather
 than fall back to its own codegen.
 
-Loud: iree-compile keeps a tool's stderr to itself (a temporary file, shown only as a path when
-the tool fails), so the tool writes its decisions -- taken / left with the reason, the config,
-errors -- to iree-compile's own stderr (``/proc/<iree-compile>/fd/2``), one write per executable.
-``--quiet`` turns that off; ``MMAFLOW_CODEGEN_LOG=FILE`` appends them to a file instead.
-
-Fast: importing IREE's compiler bindings takes longer than the work on most executables, and
-iree-compile starts one tool process per executable. The first tool of an iree-compile run
-therefore starts a server bound to that iree-compile process (it exits with it, or when idle);
-the server imports the pipeline once and forks a worker per executable, so executables still run
-in parallel. Every tool process is a small client that forwards its arguments and stdin and relays
-the answer (importing nothing heavy). ``MMAFLOW_CODEGEN_SERVER=0`` runs the pipeline in the tool
-process itself; so does a tool whose server cannot be reached, saying so.
+Two halves. The tool process is ``codegen_client`` (standard library only, fast to start), which
+hands the executable to the codegen server here: ``serve`` imports IREE's bindings and the
+pipeline once, warms what every request needs, and answers each executable in a forked worker,
+so executables still run in parallel. ``main`` here runs the pipeline in its own process (the
+client's fallback, and ``MMAFLOW_CODEGEN_SERVER=0``).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import socket
-import struct
 import sys
+import threading
 import time
 
-SERVER_ENV = "MMAFLOW_CODEGEN_SERVER"
-LOG_ENV = "MMAFLOW_CODEGEN_LOG"
-IDLE_SECONDS = 30.0  # a server with no client for this long exits, even if its iree-compile lives on
-START_SECONDS = 60.0  # how long a client waits for a new server to come up
+from .codegen_client import IDLE_SECONDS, announce, ask, recv, send, server_enabled
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +36,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dump-after", help=argparse.SUPPRESS)
     p.add_argument("--dump-dir", help=argparse.SUPPRESS)
     p.add_argument("--serve", metavar="SOCKET", help=argparse.SUPPRESS)
-    p.add_argument("--parent", type=int, default=0, help=argparse.SUPPRESS)
     return p
 
 
@@ -64,9 +51,23 @@ def tool_argv(options) -> list[str]:
 
 
 # ---- the work ------------------------------------------------------------------------------------
+_local = threading.local()
+
+
+def _context():
+    """This thread's MLIR context, reused by every request it runs (creating one registers every
+    dialect: about 12 ms). The server makes its own before forking, so workers inherit it."""
+    ctx = getattr(_local, "ctx", None)
+    if ctx is None:
+        from .mlir import new_context
+        ctx = _local.ctx = new_context()
+        ctx.load_all_available_dialects()
+    return ctx
+
+
 def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
     """Run the pipeline on one executable: {"result": ExecutableResult wire form} or {"error":
-    the MmaflowError's wire form, "code": its exit code}."""
+    the MmaflowError's wire form, "code": its exit code, "shown": the line to show}."""
     from pathlib import Path
 
     from .config import parse_overrides
@@ -77,37 +78,37 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
     try:
         options = CodegenOptions(target=args.target, overrides=parse_overrides(args.config),
                                  dump_after=args.dump_after, dump_dir=Path(args.dump_dir) if args.dump_dir else None)
-        result = codegen_executable_text(text, options, source=source)
+        result = codegen_executable_text(text, options, source=source, ctx=_context())
         if result.taken:
-            check_handed_back(result.text, result.name)
+            check_handed_back(result.text, result.name, ctx=_context())
     except MmaflowError as e:
-        return {"code": e.exit_code, "error": to_wire(e)}
+        return {"code": e.exit_code, "error": to_wire(e), "shown": f"mmaflow-codegen: error: {e}"}
     except Exception as e:  # a bug: say so, with the type, never a silent success
-        return {"code": 70, "error": {"class": "CodegenError", "message": f"internal error: {type(e).__name__}: {e}",
-                                      "stage": None, "location": source, "hint": None}}
+        message = f"internal error: {type(e).__name__}: {e}"
+        return {"code": 70, "error": {"class": "CodegenError", "message": message, "stage": None,
+                                      "location": source, "hint": None},
+                "shown": f"mmaflow-codegen: error: {source}: {message}"}
     return {"code": 0, "result": result.to_wire()}
 
 
 def codegen_many(items: list[tuple[str, str]], options) -> list:
-    """``pipeline.ExecutableResult`` of each (name, executable text), computed in parallel by this
-    process's codegen server (the way the hook tool runs), or here when it cannot be reached."""
+    """``pipeline.ExecutableResult`` of each (name, executable text), computed in parallel by the
+    codegen server (the way the hook tool runs), or here when it cannot be reached."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .errors import from_wire
-    from .pipeline import ExecutableResult
+    from .results import ExecutableResult
     argv = tool_argv(options)
-    use_server = os.environ.get(SERVER_ENV, "1") != "0" and len(items) > 1
+    use_server = server_enabled() and len(items) > 1
 
     def one(item):
         name, text = item
-        response = None
-        if use_server:
-            try:
-                response = _via_server(argv, text, os.getpid(), source=name)
-            except OSError:
-                response = None
+        response = ask(argv, text, source=name) if use_server else None
         if response is None:
             response = run_request(argv, text, source=name)
+            if use_server and "result" in response:  # loud: the server failed this executable
+                response["result"]["log"].insert(0, f"mmaflow: note {name}: the codegen server did not answer; "
+                                                    "ran the pipeline in this process")
         if response["code"] != 0:
             raise from_wire(response["error"])
         return ExecutableResult.from_wire(response["result"])
@@ -115,223 +116,104 @@ def codegen_many(items: list[tuple[str, str]], options) -> list:
         return list(pool.map(one, items))
 
 
-# ---- framing ---------------------------------------------------------------------------------------
-def _send(sock: socket.socket, obj: dict) -> None:
-    data = json.dumps(obj).encode()
-    sock.sendall(struct.pack("!Q", len(data)) + data)
-
-
-def _recv(sock: socket.socket) -> dict | None:
-    def exactly(n: int) -> bytes | None:
-        chunks, got = [], 0
-        while got < n:
-            chunk = sock.recv(min(n - got, 1 << 20))
-            if not chunk:
-                return None
-            chunks.append(chunk)
-            got += len(chunk)
-        return b"".join(chunks)
-    head = exactly(8)
-    if head is None:
-        return None
-    body = exactly(struct.unpack("!Q", head)[0])
-    return None if body is None else json.loads(body)
-
-
-# ---- the server ------------------------------------------------------------------------------------
-def _socket_path(parent: int) -> str:
-    """A per-user, per-iree-compile socket (the server serves one iree-compile run)."""
-    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/mmaflow-{os.getuid()}"
-    os.makedirs(base, mode=0o700, exist_ok=True)
-    import hashlib
-    here = os.path.dirname(os.path.abspath(__file__))
-    key = hashlib.sha256(f"{sys.executable}\0{here}".encode()).hexdigest()[:12]
-    return os.path.join(base, f"codegen-{parent}-{key}.sock")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+# What the bindings import the first time they meet an op of these dialects (``linalg`` builds
+# every named op in Python: 0.25 s). Imported once in the server, not in every worker.
+_LAZY_DIALECTS = ("affine", "builtin", "complex", "hal", "iree_gpu", "linalg", "math", "nvvm", "rocdl", "util")
 
 
 def _warm() -> None:
-    """What every request needs whatever its executable: the dialects loaded, the transform
-    scripts parsed, the pass pipelines built (in a single-threaded context, dropped after)."""
+    """What every request needs whatever its executable: the dialects loaded (C++ and Python),
+    the transform scripts parsed, the pass pipelines built, in this thread's context."""
+    import importlib
+
     from iree.compiler import passmanager
 
-    from .mlir import new_context, parse_module
+    from .mlir import parse_module
     from .stages.script import script_text
-    ctx = new_context()
-    ctx.load_all_available_dialects()
+    for name in _LAZY_DIALECTS:
+        importlib.import_module(f"iree.compiler.dialects.{name}")
+    ctx = _context()
     for name in ("matmul.mlir", "batch_matmul.mlir"):
         parse_module(script_text(name), ctx, source=name)
     with ctx:
         passmanager.PassManager.parse("builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))")
 
 
-def serve(path: str, parent: int) -> int:
-    """Import the pipeline once, then answer each connection in a forked worker. Until one
-    dispatch was taken, requests are answered in the server itself: the caches that fills (dialects,
-    the transform interpreter, pass pipelines) are then inherited by every worker. Contexts are
-    single-threaded (``mlir.new_context``), so the server has no thread a fork would lose."""
+def serve(path: str) -> int:
+    """Import the pipeline and warm it once, then answer each connection in a forked worker,
+    which inherits all of it. Contexts are single-threaded (``mlir.new_context``), so the server
+    has no thread a fork would lose. Exits after ``IDLE_SECONDS`` without a request, or when
+    asked to stop."""
     import select
     import signal
+    import socket
     from . import pipeline, verify  # noqa: F401  (the imports are the point)
     _warm()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers reap themselves
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # --stop: leave through the cleanup below
     tmp = f"{path}.{os.getpid()}"
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(tmp)
     srv.listen(64)
+    mine = os.stat(tmp).st_ino
     os.replace(tmp, path)  # clients see the socket only once it accepts
-    last, warm = time.monotonic(), False
+    last = time.monotonic()
     try:
         while True:
-            ready, _, _ = select.select([srv], [], [], 0.2)
+            ready, _, _ = select.select([srv], [], [], 0.5)
             if not ready:
-                if (parent and not _alive(parent)) or time.monotonic() - last > IDLE_SECONDS:
+                if time.monotonic() - last > IDLE_SECONDS or not os.path.exists(path):
                     return 0
                 continue
             conn, _ = srv.accept()
             last = time.monotonic()
-            if not warm:
-                with conn:
-                    request = _recv(conn)
-                    if request is not None:
-                        response = run_request(request["argv"], request["stdin"], request.get("source", "<stdin>"))
-                        warm = response.get("result", {}).get("taken", False)
-                        _send(conn, response)
-                continue
             if os.fork() == 0:  # the worker: one executable
                 srv.close()
                 try:
-                    request = _recv(conn)
-                    if request is not None:
-                        _send(conn, run_request(request["argv"], request["stdin"], request.get("source", "<stdin>")))
+                    request = recv(conn)
+                    if request is not None and request.get("stop"):
+                        send(conn, {"stopping": True})
+                        os.kill(os.getppid(), signal.SIGTERM)
+                    elif request is not None:
+                        send(conn, run_request(request["argv"], request["stdin"], request.get("source", "<stdin>")))
                 finally:
                     conn.close()
                     os._exit(0)
             conn.close()
     finally:
         srv.close()
-        for leftover in (path, f"{path}.lock"):
-            try:
-                os.unlink(leftover)
-            except OSError:
-                pass
+        _leave(path, mine)
 
 
-def _connect(path: str) -> socket.socket | None:
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        s.connect(path)
-        return s
-    except OSError:
-        s.close()
-        return None
-
-
-def start_server(parent: int) -> str:
-    """Start the codegen server serving ``parent``'s lifetime unless one runs or is starting (its
-    pid is kept in the lock file); return its socket path, without waiting for it."""
+def _leave(path: str, inode: int) -> None:
+    """Remove the socket if it is still this server's, and clear the pid in the lock file."""
     import fcntl
-    import subprocess
-    path = _socket_path(parent)
     with open(f"{path}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _probe(path):
-            return path
+        try:
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+        except OSError:
+            pass
         lock.seek(0)
-        starting = lock.read().strip()
-        if starting.isdigit() and _alive(int(starting)):
-            return path  # another client started it; it is still importing
-        if os.path.exists(path):
-            os.unlink(path)  # a stale socket of a server that is gone
-        proc = subprocess.Popen([sys.executable, "-m", "mmaflow.compiler.codegen_tool", "--serve", path,
-                                 "--parent", str(parent)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-        lock.seek(0)
-        lock.truncate()
-        lock.write(str(proc.pid))
-    return path
-
-
-def _probe(path: str) -> bool:
-    s = _connect(path)
-    if s is None:
-        return False
-    s.close()
-    return True
-
-
-def _via_server(argv: list[str], text: str, parent: int, source: str = "<stdin>") -> dict | None:
-    """The answer from ``parent``'s codegen server (started if need be), or None when it cannot be
-    reached or dies before answering."""
-    path = _socket_path(parent)
-    sock = _connect(path)
-    if sock is None:
-        start_server(parent)
-        deadline = time.monotonic() + START_SECONDS
-        while sock is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-            sock = _connect(path)
-    if sock is None:
-        return None
-    with sock:
-        _send(sock, {"argv": argv, "stdin": text, "source": source})
-        return _recv(sock)
-
-
-# ---- the client ------------------------------------------------------------------------------------
-def _announce(lines: list[str], quiet: bool) -> None:
-    """Show ``lines`` where the user of iree-compile sees them (one write: parallel tools do not
-    interleave)."""
-    if quiet or not lines:
-        return
-    text = "".join(line + "\n" for line in lines).encode()
-    target = os.environ.get(LOG_ENV)
-    path = target or f"/proc/{os.getppid()}/fd/2"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | (os.O_CREAT if target else 0), 0o644)
-    except OSError:
-        sys.stderr.buffer.write(text)  # not Linux, or no access: at least iree-compile's stderr file
-        return
-    try:
-        os.write(fd, text)
-    finally:
-        os.close(fd)
+        if lock.read().strip() == str(os.getpid()):
+            lock.truncate(0)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The tool running the pipeline in its own process (``codegen_client`` is the usual tool
+    process; it runs this when the server is off or cannot be reached)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     if args.serve:
-        return serve(args.serve, args.parent)
-    text = sys.stdin.read()
-    response = None
-    if os.environ.get(SERVER_ENV, "1") != "0":
-        try:
-            response = _via_server(argv, text, os.getppid())
-        except OSError:
-            response = None
-        if response is None:
-            _announce(["mmaflow-codegen: the codegen server could not be reached; running in this process"],
-                      args.quiet)
-    if response is None:
-        response = run_request(argv, text)
+        return serve(args.serve)
+    response = run_request(argv, sys.stdin.read())
     if response["code"] != 0:
-        from .errors import from_wire
-        message = f"mmaflow-codegen: error: {from_wire(response['error'])}"
-        _announce([message], False)  # an error is shown even with --quiet
-        print(message, file=sys.stderr)
+        announce([response["shown"]], False)  # an error is shown even with --quiet
+        print(response["shown"], file=sys.stderr)
         return response["code"]
     result = response["result"]
-    _announce(result["log"], args.quiet)
+    announce(result["log"], args.quiet)
     sys.stdout.write(result["text"] + "\n")
     return 0
 

@@ -33,8 +33,10 @@ def handed_back(func: ir.Operation) -> tuple[list[int], int] | None:
     return list(ti.workgroup_size), ti.subgroup_size
 
 
-def check_handed_back(text: str, name: str) -> None:
-    ctx = new_context()
+def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> None:
+    """The executable printed in ``text`` (what the hook tool returns) holds the handed-back
+    mmaflow function with its matrix instructions and nothing left undistributed."""
+    ctx = ctx or new_context()
     module = parse_module(text, ctx, source=name)
     func = attrs.dispatch_func(module.operation)
     if func is None:

@@ -67,7 +67,7 @@ def verify_command(args, source: str) -> int:
 
     from .bridge import compile_module, kernel_names
     from .isa import extract_kernel, parse_ptx
-    from .pipeline import CodegenOptions
+    from .results import CodegenOptions
     from .targets import get_target
     from .verify import check_isa
     target = get_target(args.target)

@@ -5,6 +5,7 @@ environment is not activated, modules whose identical dispatches IREE merges."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,14 +36,15 @@ def test_the_users_own_dump_flag_is_honoured(tmp_path):
 
 
 def test_flags_work_from_a_shell_without_the_environment(tmp_path):
-    """IREE finds a preprocess tool only by bare name: when mmaflow's environment is not on PATH,
-    `mmaflow flags` hands IREE `env /abs/path/mmaflow-codegen` (through a response file)."""
+    """IREE finds a preprocess tool only by bare name: `mmaflow flags` hands IREE `env
+    /abs/python -I -S /abs/codegen_client.py` (through a response file), which works when mmaflow's
+    environment is not on PATH."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
     flags = _run(BIN / "mmaflow", "flags", "--target", "gfx942", env=env)
     assert flags.returncode == 0, flags.stderr
     rsp = flags.stdout.split()[-1]
-    assert rsp.startswith("@") and "mmaflow-codegen" in Path(rsp[1:]).read_text(), flags.stdout
-    assert "env " in Path(rsp[1:]).read_text()
+    assert rsp.startswith("@") and "codegen_client.py" in Path(rsp[1:]).read_text(), flags.stdout
+    assert "=env " in Path(rsp[1:]).read_text() and " -I -S " in Path(rsp[1:]).read_text()
     r = _run(BIN / "iree-compile", EXAMPLE, *flags.stdout.split(), "-o", tmp_path / "out.vmfb", env=env)
     assert r.returncode == 0, r.stderr
     assert "mmaflow: taken mm_dispatch_0" in r.stderr
@@ -68,3 +70,16 @@ def test_the_hook_without_its_server_gives_the_same_bytes(tmp_path):
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     assert (tmp_path / "a.vmfb").read_bytes() == (tmp_path / "b.vmfb").read_bytes()
     assert "mmaflow: taken two_dispatch_0" in a.stderr and "mmaflow: taken two_dispatch_0" in b.stderr
+
+
+def test_amd_resources_are_read_for_kernels_with_quoted_names(tmp_path):
+    """iree-turbine's entry points hold a `$`, which YAML quotes in the .amdgpu_metadata
+    ('main$async_dispatch_2_...'): registers, spills and LDS are still read for every kernel."""
+    model = REPO / "e2e_tests" / "models" / "gpt2_block_f16.mlir"
+    r = _run(BIN / "mmaflow", "compile", model, "--target", "gfx942", "-o", tmp_path / "out.vmfb")
+    assert r.returncode == 0, r.stderr
+    verified = [line for line in r.stderr.splitlines() if line.startswith("mmaflow: verified")]
+    assert len(verified) == 6, r.stderr
+    for line in verified:
+        assert "None" not in line and re.search(r"\d+ VGPRs, \d+ SGPRs, 0 VGPR / 0 SGPR spills, \d+ bytes LDS, "
+                                                r"\d+ waves/SIMD", line), line

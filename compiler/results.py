@@ -1,0 +1,77 @@
+"""What the per-executable pipeline (``pipeline.py``) takes and returns: ``CodegenOptions`` in,
+``ExecutableResult`` out, with the ``DispatchFacts`` of a taken dispatch, and their wire form (the
+codegen server sends results to its clients as JSON). Light to import: ``mmaflow compile`` (the
+bridge) reads results without loading the stages, which run in the codegen server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+
+from . import attrs
+from .runner import RunResult
+from .targets import get_target
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    target: str | None = None  # None: take the target from each executable's variant
+    overrides: dict = field(default_factory=dict)  # config KEY -> value (parsed)
+    dump_after: str | None = None  # a stage name, or "all"
+    dump_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class DispatchFacts:
+    """What the stages recorded on a taken dispatch, read once from its IR (``attrs.py``)."""
+
+    target: object  # targets.Target
+    problem: object  # problem.Contraction
+    config: object | None  # config.KernelConfig (None if the pipeline stopped before configure)
+    expect: attrs.Expectations | None  # None before distribute
+
+    @staticmethod
+    def of(func: ir.Operation) -> "DispatchFacts":
+        return DispatchFacts(attrs.read_target(func), attrs.read_problem(func),
+                             attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
+                             attrs.read_expect(func) if attrs.EXPECT in func.attributes else None)
+
+    def to_wire(self) -> dict:
+        return {"target": self.target.name, "problem": self.problem.to_dict(),
+                "config": self.config.to_dict() if self.config else None,
+                "expect": vars(self.expect) if self.expect else None}
+
+    @staticmethod
+    def from_wire(d: dict) -> "DispatchFacts":
+        from .config import KernelConfig
+        from .problem import Contraction
+        return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),
+                             KernelConfig.from_dict(d["config"]) if d["config"] else None,
+                             attrs.Expectations(**d["expect"]) if d["expect"] else None)
+
+
+@dataclass
+class ExecutableResult:
+    name: str
+    export: str  # the hal.executable.export symbol (= the kernel's name in the ISA)
+    text: str  # the hal.executable (module) after the pipeline
+    taken: bool
+    log: list[str]
+    run: RunResult
+    facts: DispatchFacts | None = None  # the taken dispatch's problem, config, expectations
+    source: str = ""  # the hal.executable as IREE handed it over (executable-sources), when known
+
+    def to_wire(self) -> dict:
+        """A JSON-able form (the codegen server sends results to its clients in it)."""
+        return {"name": self.name, "export": self.export, "text": self.text, "taken": self.taken, "log": self.log,
+                "dumps": self.run.dumps, "timings": self.run.timings, "headers": self.run.headers,
+                "source": self.source,
+                "facts": self.facts.to_wire() if self.facts else None}
+
+    @staticmethod
+    def from_wire(d: dict) -> "ExecutableResult":
+        return ExecutableResult(d["name"], d["export"], d["text"], d["taken"], list(d["log"]),
+                                RunResult(dict(d["dumps"]), dict(d["timings"]), dict(d.get("headers", {}))),
+                                DispatchFacts.from_wire(d["facts"]) if d["facts"] else None, d["source"])

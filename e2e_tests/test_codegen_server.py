@@ -1,0 +1,143 @@
+"""The hook tool's two halves (``compiler/codegen_client.py``, ``compiler/codegen_tool.py``):
+one server shared by successive builds, stopped on request, replaced when mmaflow's files change;
+a client that says so and still gives the right executable when the server fails it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from mmaflow.compiler import codegen_client
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+TWO = REPO / "lit_tests" / "Inputs" / "two_matmuls.mlir"
+
+
+def _env(tmp_path: Path, **extra) -> dict:
+    """A private server directory for the test; short, since a socket path has at most 107 bytes."""
+    run = Path(tempfile.mkdtemp(prefix="mf", dir="/tmp"))
+    (tmp_path / "run").symlink_to(run)
+    return {**os.environ, "XDG_RUNTIME_DIR": str(run), "HOME": str(tmp_path), **extra}
+
+
+def _run(*cmd, env, stdin=None):
+    return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, input=stdin)
+
+
+def _executable_sources(tmp_path: Path, target_flags: list[str]) -> str:
+    """The hal.executable IREE hands the hook for two_matmuls.mlir (through a tool that saves it)."""
+    saver = tmp_path / "save.sh"
+    saver.write_text(f"#!/bin/sh\ntee {tmp_path / 'exe.mlir'}\n")
+    r = _run(BIN / "iree-compile", TWO, *target_flags, f"--iree-hal-preprocess-executables-with=sh {saver}",
+             "-o", tmp_path / "plain.vmfb", env=os.environ)
+    assert r.returncode == 0, r.stderr
+    return (tmp_path / "exe.mlir").read_text()
+
+
+def test_one_server_serves_successive_builds_and_stops_on_request(tmp_path, monkeypatch):
+    env = _env(tmp_path)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    path = Path(codegen_client.socket_path())
+    flags = _run(BIN / "mmaflow", "flags", "--target", "gfx942", env=env)
+    assert flags.returncode == 0, flags.stderr
+    deadline = time.monotonic() + 60
+    while not path.exists() and time.monotonic() < deadline:  # `mmaflow flags` started it
+        time.sleep(0.1)
+    assert path.exists(), "mmaflow flags did not start the codegen server"
+    pid = int(Path(f"{path}.lock").read_text())
+    for i in range(2):
+        r = _run(BIN / "iree-compile", TWO, *flags.stdout.split(), "-o", tmp_path / f"{i}.vmfb", env=env)
+        assert r.returncode == 0, r.stderr
+        assert "mmaflow: taken two_dispatch_0" in r.stderr
+        assert int(Path(f"{path}.lock").read_text()) == pid, "a second build started a second server"
+    assert (tmp_path / "0.vmfb").read_bytes() == (tmp_path / "1.vmfb").read_bytes()
+    assert [p.name for p in (tmp_path / "run").glob("codegen-*.sock")] == [path.name], \
+        "the hook tool (python -I -S) and mmaflow flags found different servers"
+    stop = _run(BIN / "mmaflow-codegen", "--stop", env=env)
+    assert stop.returncode == 0 and "server stopped" in stop.stdout, stop.stdout + stop.stderr
+    deadline = time.monotonic() + 10
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not path.exists(), "the server left its socket behind"
+    assert "no server was running" in _run(BIN / "mmaflow-codegen", "--stop", env=env).stdout
+
+
+def test_a_changed_mmaflow_file_means_another_server(tmp_path, monkeypatch):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(codegen_client, "HERE", str(pkg))
+    before = codegen_client._fingerprint()
+    assert codegen_client._fingerprint() == before
+    (pkg / "a.py").write_text("x = 22\n")
+    assert codegen_client._fingerprint() != before
+    monkeypatch.setattr(codegen_client, "HERE", str(REPO / "compiler"))
+    assert codegen_client._fingerprint() != before
+
+
+def test_a_server_that_fails_the_client_is_reported_and_the_tool_still_answers(tmp_path, monkeypatch):
+    """A 'server' that accepts and hangs up (a worker killed by a crash in the bindings): the tool
+    says so where iree-compile's user sees it and runs the pipeline in its own process, giving the
+    same executable the real server gives."""
+    exe = _executable_sources(tmp_path, ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"])
+    env = _env(tmp_path, MMAFLOW_CODEGEN_LOG=str(tmp_path / "decisions.log"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    path = codegen_client.socket_path()
+    good = _run(BIN / "mmaflow-codegen", env=env, stdin=exe)  # the real server
+    assert good.returncode == 0, good.stderr
+    assert _run(BIN / "mmaflow-codegen", "--stop", env=env).returncode == 0
+    deadline = time.monotonic() + 10
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+    broken = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    broken.bind(path)
+    broken.listen(4)
+
+    def hang_up():
+        for _ in range(2):
+            conn, _ = broken.accept()
+            conn.close()
+    t = threading.Thread(target=hang_up, daemon=True)
+    t.start()
+    try:
+        r = _run(BIN / "mmaflow-codegen", env=env, stdin=exe)
+    finally:
+        broken.close()
+        os.unlink(path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == good.stdout
+    log = (tmp_path / "decisions.log").read_text()
+    assert "worker died without answering; running in this process" in log, log
+    assert log.count("mmaflow: taken two_dispatch_0") == 2, log
+
+
+def test_a_server_that_cannot_start_is_reported_at_once(tmp_path):
+    """A server that dies while starting (here a sitecustomize makes it exit): the tool does not
+    wait out the start-up timeout; it says so and runs the pipeline in its own process."""
+    exe = _executable_sources(tmp_path, ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"])
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import sys\nif '--serve' in sys.argv:\n    sys.exit(3)\n")
+    env = _env(tmp_path, MMAFLOW_CODEGEN_LOG=str(tmp_path / "decisions.log"),
+               PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    start = time.monotonic()
+    r = _run(BIN / "mmaflow-codegen", env=env, stdin=exe)
+    assert time.monotonic() - start < 30, "the client waited for a server that had died"
+    assert r.returncode == 0, r.stderr
+    log = (tmp_path / "decisions.log").read_text()
+    assert "codegen server could not be reached (its log: " in log and "running in this process" in log, log
+    assert "mmaflow: taken two_dispatch_0" in log, log
+
+
+def test_a_long_runtime_dir_is_passed_over_for_a_socket_path_that_fits(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 120)))
+    path = codegen_client.socket_path()
+    assert len(path.encode()) <= 96 and path.startswith(f"/tmp/mmaflow-{os.getuid()}/"), path
