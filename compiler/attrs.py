@@ -32,6 +32,8 @@ PROBLEM = "mmaflow.problem"
 CONFIG = "mmaflow.config"
 PROLOGUE = "mmaflow.prologue"
 EXPECT = "mmaflow.expect"
+# In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
+SCRIPT_PARAM = "mmaflow.param"
 
 ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT)
 

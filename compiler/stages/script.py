@@ -16,7 +16,7 @@ from iree.compiler.dialects.transform import interpreter
 
 from ..errors import CodegenError
 from ..mlir import ops_named, parse_module, str_attr
-from ..attrs import read_config, read_problem
+from ..attrs import SCRIPT_PARAM, read_config, read_problem
 
 NAME = "script"
 SCRIPT = "matmul.mlir"
@@ -32,7 +32,7 @@ def instantiate(ctx: ir.Context, cfg, name: str = SCRIPT) -> ir.Module:
     i64 = ir.IntegerType.get_signless(64, ctx)
     seen = set()
     for op in ops_named(script.operation, "transform.param.constant"):
-        key = str_attr(op, "mmaflow.param")
+        key = str_attr(op, SCRIPT_PARAM)
         if key is None:
             continue
         op.attributes["value"] = ir.IntegerAttr.get(i64, getattr(cfg, key))
