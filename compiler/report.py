@@ -85,7 +85,7 @@ def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaRep
         texts = [p.read_text() for p in Path(d).glob(f"*.{target.vendor.isa_suffix}")]
         kernels = set()
         for t in texts:
-            kernels |= set(re.findall(r"^(\w+_dispatch_\d+\w*):\s*$", t, re.M)) if target.is_amd else \
+            kernels |= set(re.findall(r"^([\w$.]+_dispatch_\d+\w*):\s*$", t, re.M)) if target.is_amd else \
                 set(re.findall(r"\.entry (\w+)\(", t))
         for k in sorted(kernels):
             text = kernel_isa(Path(d), k, target)

@@ -83,3 +83,18 @@ def test_amd_resources_are_read_for_kernels_with_quoted_names(tmp_path):
     for line in verified:
         assert "None" not in line and re.search(r"\d+ VGPRs, \d+ SGPRs, 0 VGPR / 0 SGPR spills, \d+ bytes LDS, "
                                                 r"\d+ waves/SIMD", line), line
+
+
+def test_the_baseline_report_finds_kernels_with_quoted_names():
+    """`mmaflow report --baseline iree` on an iree-turbine model (AMD kernel labels hold a `$`):
+    IREE's default pipeline is reported for each dispatch mmaflow takes, with its resources."""
+    model = REPO / "e2e_tests" / "models" / "gpt2_block_f16.mlir"
+    r = _run(BIN / "mmaflow", "report", model, "--target", "gfx942", "--baseline", "iree", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    d = json.loads(r.stdout)
+    assert len(d["mmaflow"]) == 6, list(d["mmaflow"])
+    for kernel, ours in d["mmaflow"].items():
+        theirs = d["iree"][kernel]
+        assert isinstance(ours["vgprs"], int) and isinstance(theirs["vgprs"], int), (kernel, theirs)
+        assert theirs["counts"].get("matrix", 0) > 0, (kernel, theirs["counts"])
