@@ -74,7 +74,12 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
     from .errors import MmaflowError, to_wire
     from .pipeline import CodegenOptions, codegen_executable_text
     from .verify import check_handed_back
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit:  # argparse has printed why (to the server's log, or the tool's stderr)
+        return {"code": 2, "error": {"class": "InputError", "message": f"bad tool arguments: {' '.join(argv)}",
+                                     "stage": None, "location": None, "hint": None},
+                "shown": f"mmaflow-codegen: error: bad tool arguments: {' '.join(argv)}"}
     try:
         options = CodegenOptions(target=args.target, overrides=parse_overrides(args.config),
                                  dump_after=args.dump_after, dump_dir=Path(args.dump_dir) if args.dump_dir else None)

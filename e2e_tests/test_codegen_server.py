@@ -141,3 +141,9 @@ def test_a_long_runtime_dir_is_passed_over_for_a_socket_path_that_fits(tmp_path,
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 120)))
     path = codegen_client.socket_path()
     assert len(path.encode()) <= 96 and path.startswith(f"/tmp/mmaflow-{os.getuid()}/"), path
+
+
+def test_bad_tool_arguments_are_refused_by_name(tmp_path):
+    r = _run(BIN / "mmaflow-codegen", "--bogus", env=_env(tmp_path), stdin="")
+    assert r.returncode == 2 and "mmaflow-codegen: error: bad tool arguments: --bogus" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
