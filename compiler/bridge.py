@@ -17,7 +17,6 @@ translation_info during configuration, so our no_pipeline handback survives to l
 from __future__ import annotations
 
 import ctypes
-import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field, replace
@@ -26,7 +25,6 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
-from . import attrs
 from .errors import InputError, ToolchainError, VerificationError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk

@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import sys
 from pathlib import Path
 
@@ -84,12 +83,15 @@ def _check_dump_after(value: str | None) -> None:
 
 # ---------------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
-    from .bridge import compile_module
     from .targets import get_target
     get_target(args.target)
     _check_dump_after(args.dump_after)
     _check_output(args.output)
     _check_dump_dir(args.dump_dir)
+    from .codegen_client import server_enabled, start_server
+    if server_enabled():
+        start_server()  # before IREE's bindings are imported here: the server's imports overlap them
+    from .bridge import compile_module
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
     options = _options(args, args.target)

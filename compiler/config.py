@@ -17,7 +17,6 @@ stage can resume from printed IR.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass, fields, replace
 
 from .errors import ConfigError, UnsupportedError

@@ -223,4 +223,37 @@ def test_both_routes_build_the_same_file(model, dtype, target, tmp_path):
     inproc = subprocess.run(cli + ["compile", src, "--target", target, "-o", str(tmp_path / "inproc.vmfb")],
                             capture_output=True, text=True)
     assert inproc.returncode == 0, inproc.stderr[-3000:]
-    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "inproc.vmfb").read_bytes()
+    # What each route hands IREE's lowering: the executables after the hook (stock, stopped at
+    # executable-sources) and after the in-process codegen, both printed by the same printer.
+    sources = subprocess.run([iree_compile, src, *flags, "--compile-to=executable-sources",
+                              "-o", str(tmp_path / "stock_sources.mlir")], capture_output=True, text=True)
+    assert sources.returncode == 0, sources.stderr[-3000:]
+    stock_exes = _executables((tmp_path / "stock_sources.mlir").read_text())
+    ours = codegen_module(Path(src).read_text(), target, source_name=src)
+    inproc_exes = {}
+    for exe in ours.executables:
+        inproc_exes.update(_executables(exe.text))
+    assert set(stock_exes) == set(inproc_exes)
+    for name, text in inproc_exes.items():
+        assert stock_exes[name] == text, f"{name}: the two routes hand IREE different executables"
+    same = (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "inproc.vmfb").read_bytes()
+    if (model, dtype, target) in LOWERING_NOT_REPRODUCIBLE:
+        return  # the executables above are identical; IREE's lowering of them is not reproducible
+    assert same, "same executables, different .vmfb: is IREE's lowering of this module reproducible?"
+
+
+# IREE's own lowering gives different bytes from run to run for these (the same executables and the
+# same LLVM IR in, different ISA out: the AMDGPU backend schedules the epilogue of dispatch 12
+# differently; seen 2026-11-23 with IREE 3.13, four distinct .vmfb files in seven identical
+# builds). The routes are compared on the executables they hand to the lowering.
+LOWERING_NOT_REPRODUCIBLE = {
+    ("llama_attention", "bf16", "gfx1201"): "AMDGPU scheduling of main$async_dispatch_12 varies run to run",
+}
+
+
+def _executables(text: str) -> dict[str, str]:
+    """Each hal.executable of a module, printed without locations (the stock route's module went
+    through IREE's printer once more)."""
+    from mmaflow.compiler.mlir import new_context, ops_named, parse_module, print_op, str_attr
+    module = parse_module(text, new_context())
+    return {str_attr(e, "sym_name"): print_op(e) for e in ops_named(module.operation, "hal.executable")}

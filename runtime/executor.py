@@ -26,7 +26,7 @@ written.
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 
 import ml_dtypes

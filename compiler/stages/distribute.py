@@ -404,11 +404,6 @@ class Rewriter:
             return memo[v]
         return [clone(v) for v in values]
 
-    def _tile_origin(self, opd: Operand, body, mapping: dict, em: Emitter):
-        _, idx, _ = _transfer_parts(opd.copy_read)
-        g0, g1 = self._clone_slice(idx[-2:], body, mapping, em.ip)
-        return g0, g1
-
     def _tile_origin(self, opd: OperandIR, body, mapping: dict, em: Emitter):
         _, idx, _ = _transfer_parts(opd.copy_read)
         g0, g1 = self._clone_slice(idx[-2:], body, mapping, em.ip)
