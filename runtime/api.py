@@ -62,6 +62,11 @@ class Artifact:
                                    f"checking is defined for single-matmul modules")
         return self.executables[0].facts.problem
 
+    @functools.cached_property
+    def signature(self):
+        """(argument shapes, result shape) of the module's function (``_signature``), parsed once."""
+        return _signature(self.source)
+
 
 def compile_module(source: str, target: str, *, config: dict | list | None = None, lower: bool = True,
                    source_name: str = "<source>") -> Artifact:
@@ -168,7 +173,7 @@ def check_inputs(art: Artifact, inputs) -> list[np.ndarray]:
         if c.ndim not in (rank, 2) or (c.ndim == 2 and rank == 3 and prob.batch not in (None, 1)):
             raise InputError(f"{name} has shape {x.shape}: the module's {'batch ' if prob.batched else ''}matmul "
                              f"takes rank-{rank} operands")
-    sig = _signature(art.source)
+    sig = art.signature
     if prob.is_dynamic or sig is None or len(sig[0]) != len(out):
         _sizes_of(prob, core[0].shape, (core[0] if prob.same_ab else core[1]).shape)
     else:  # static: the function's own argument types decide (a unit M of a generic has no transposition)
@@ -211,15 +216,10 @@ def _signature(source: str):
     return shapes[:-1], shapes[-1]
 
 
-def _result_shape(source: str):
-    sig = _signature(source)
-    return sig[1] if sig else None
-
-
 def _as_result(out: np.ndarray, art: Artifact) -> np.ndarray:
     """The output with the shape the module's function returns (IREE drops a generic's unit
     batch dimension inside the dispatch; the function still returns it)."""
-    shape = _result_shape(art.source)
+    shape = art.signature[1] if art.signature else None
     if shape is None or None in shape or tuple(out.shape) == shape:
         return out
     if int(np.prod(shape)) != out.size:

@@ -459,10 +459,11 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
             raise UnsupportedError("a linalg.fill that does not initialise the matmul", stage=NAME,
                                    location=location_of(fill))
     init = defining_op(op.operands[2])
-    if (init is None or init.name != "linalg.fill") and folded_fill(op) is None and k_dropped:
+    accumulates = (init is None or init.name != "linalg.fill") and folded_fill(op) is None
+    if accumulates and k_dropped:
         return Decision(name, False, "an outer product (K = 1) added to an existing tensor: an elementwise "
                                      "op, IREE compiles it")
-    if (init is None or init.name != "linalg.fill") and folded_fill(op) is None:
+    if accumulates:
         raise UnsupportedError("the matmul accumulates into an existing tensor (C += A*B); mmaflow needs "
                                "a zero-filled init (linalg.fill)", stage=NAME, location=location_of(op))
     try:
