@@ -14,6 +14,9 @@ never knows which other stage wrote one (IREE keeps its codegen attributes the s
     mmaflow.config        the dispatch func.func    dictionary: ``config.KernelConfig``
     mmaflow.prologue      a private func.func       unit: values computed before the tensor program
     mmaflow.expect        the dispatch func.func    dictionary: ``Expectations`` (what verify checks)
+    mmaflow.ring          LDS ring ops              unit: async copies, fragment loads and the one barrier
+                                                    per K tile of an LDS ring, ordered by `distribute`
+                                                    (the `barriers` stage leaves them alone)
 """
 
 from __future__ import annotations
@@ -32,10 +35,11 @@ PROBLEM = "mmaflow.problem"
 CONFIG = "mmaflow.config"
 PROLOGUE = "mmaflow.prologue"
 EXPECT = "mmaflow.expect"
+RING = "mmaflow.ring"
 # In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
 SCRIPT_PARAM = "mmaflow.param"
 
-ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT)
+ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT, RING)
 
 
 # ---- plain values <-> attributes ---------------------------------------------------------------
@@ -140,6 +144,7 @@ class Expectations:
     global_load_bits: int  # width of the global A/B loads the copies were planned with
     k_tiles: int  # K tiles the loop runs (0: dynamic K)
     mma_per_k_tile: int  # matrix instructions per K tile and wave
+    async_copies: bool = False  # the loads are async copies into an LDS ring (cp.async), not register loads
 
 
 def read_expect(func: ir.Operation) -> Expectations:

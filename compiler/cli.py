@@ -92,6 +92,7 @@ def cmd_compile(args) -> int:
     if server_enabled():
         start_server()  # before IREE's bindings are imported here: the server's imports overlap them
     from .bridge import compile_module
+    from .verify import load_category
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
     options = _options(args, args.target)
@@ -105,10 +106,11 @@ def cmd_compile(args) -> int:
     for exe in result.taken:
         rep = result.reports[exe.name]
         reg = _registers(rep)
-        bits = exe.facts.expect.global_load_bits
-        loads = rep.counts.get(f"global_load_b{bits}" if bits >= 32 else "global_load_narrow", 0)
+        expect = exe.facts.expect
+        loads = rep.counts.get(load_category(expect), 0)
         print(f"mmaflow: verified {exe.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
-              f"{loads} {bits}-bit global loads, {reg}", file=sys.stderr)
+              f"{loads} {expect.global_load_bits}-bit {'async copies' if expect.async_copies else 'global loads'}, "
+              f"{reg}", file=sys.stderr)
     return 0
 
 
@@ -409,6 +411,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", default="bench-results", metavar="DIR", help="where results (JSON, logs) go")
     b.add_argument("--repeat", type=_count(1), help="timed repetitions (default: 20 calls on a GPU, 5 compiles)")
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
+    b.add_argument("--kernel-time", action="store_true",
+                   help="also kernel-only time (Nsight Compute's gpu__time_duration, median of 5 calls) of every "
+                        "module and torch.matmul, beside the synchronous call time (CUDA; ncu on PATH)")
     b.add_argument("--checks", action="store_true",
                    help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
                         "epilogues, dynamic), checked against numpy")

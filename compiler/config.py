@@ -9,6 +9,8 @@ A config fixes everything the Script and Distribute stages need:
     waves_m, waves_n   wave grid inside the workgroup; each wave owns a
                        (tile_m/waves_m) x (tile_n/waves_n) register tile
     lds_pad            elements appended to each LDS row (bank-conflict padding)
+    stages             K tiles held in LDS: 1 (the next tile prefetched in registers) or an LDS
+                       ring of 2-4 tiles filled by async copies (NVIDIA: cp.async)
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.
@@ -17,7 +19,7 @@ stage can resume from printed IR.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import TYPE_BITS, Intrinsic
@@ -35,6 +37,7 @@ class KernelConfig:
     waves_m: int
     waves_n: int
     lds_pad: int
+    stages: int = 1  # K tiles in LDS at once: 1 = one tile, the next prefetched in registers
 
     @property
     def wave_tile_m(self) -> int:
@@ -65,7 +68,7 @@ class KernelConfig:
         if unknown:
             raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}; "
                               f"valid keys: {', '.join(sorted(names))}")
-        missing = names - set(d)
+        missing = {f.name for f in fields(KernelConfig) if f.default is MISSING} - set(d)
         if missing:
             raise ConfigError(f"config lacks: {', '.join(sorted(missing))}")
         return KernelConfig(**d)
@@ -73,10 +76,11 @@ class KernelConfig:
     def describe(self) -> str:
         return (f"{self.intrinsic} wave{self.wave_size}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, "
                 f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n}), "
-                f"{self.workgroup_size} threads, lds_pad {self.lds_pad}")
+                f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
+                + (f", {self.stages}-stage LDS ring" if self.stages > 1 else ""))
 
 
-_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad"}
+_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages"}
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -156,10 +160,55 @@ def require_intrinsic(target: Target, problem: Contraction) -> None:
             f"{problem.c_type}{sign}; {target.name} has: {', '.join(have)}")
 
 
+def k_outer(problem: Contraction, operand: str) -> bool:
+    """Whether the operand's global tile has K outermost (B of a plain matmul, A transposed)."""
+    return problem.a_transposed if operand == "A" else not problem.b_transposed
+
+
+def lds_tile(cfg: KernelConfig, problem: Contraction, operand: str) -> tuple[int, int]:
+    """One stage's LDS tile of an operand, padded rows last: K-innermost ``[non-K][K + pad]``,
+    except in an LDS ring (``stages`` > 1), where async copies store the global tile as it is:
+    a K-outer operand keeps ``[K][non-K + pad]`` (its fragments come from ``ldmatrix .trans``)."""
+    nonk = cfg.tile_m if operand == "A" else cfg.tile_n
+    if cfg.stages > 1 and k_outer(problem, operand):
+        return cfg.tile_k, nonk + cfg.lds_pad
+    return nonk, cfg.tile_k + cfg.lds_pad
+
+
 def lds_bytes(cfg: KernelConfig, problem: Contraction) -> int:
-    a = cfg.tile_m * (cfg.tile_k + cfg.lds_pad) * TYPE_BITS[problem.a_type] // 8
-    b = cfg.tile_n * (cfg.tile_k + cfg.lds_pad) * TYPE_BITS[problem.b_type] // 8
-    return a + b
+    return cfg.stages * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
+                            (lds_tile(cfg, problem, "A") + (problem.a_type,),
+                             lds_tile(cfg, problem, "B") + (problem.b_type,)))
+
+
+def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str | None:
+    """Why an LDS ring of ``cfg.stages`` K tiles cannot serve this problem, or None. The ring is
+    filled by cp.async (``nvgpu.device_async_copy``: 4, 8 or 16 bytes per thread, straight to
+    shared memory), so: NVIDIA only, 16-bit operands where a tile is K-outer (``ldmatrix
+    .trans`` transposes 16-bit elements only), chunks of at least 4 bytes that divide the
+    global rows, and every thread moving the same number of chunks."""
+    if target.vendor is not Vendor.NVIDIA:
+        return (f"an LDS ring needs asynchronous global->LDS copies, which mmaflow emits for NVIDIA only "
+                f"(cp.async); {target.name} prefetches one K tile in registers (stages=1)")
+    for op, t in (("A", problem.a_type), ("B", problem.b_type)):
+        bits = TYPE_BITS[t]
+        if k_outer(problem, op) and bits != 16:
+            return f"{op} is {t} with K outermost: ldmatrix .trans transposes 16-bit elements only"
+        rows, cols = (cfg.tile_k, cfg.tile_m if op == "A" else cfg.tile_n) if k_outer(problem, op) else \
+            (cfg.tile_m if op == "A" else cfg.tile_n, cfg.tile_k)
+        dim = "k" if not k_outer(problem, op) else ("m" if op == "A" else "n")
+        dyn = problem.dynamic_dim(dim)  # (the heuristic sees dynamic sizes as DYNAMIC_ESTIMATE)
+        row_len = dyn.divisor if dyn is not None else getattr(problem, dim)
+        v = 128 // bits
+        while cols % v or row_len % v:
+            v //= 2
+        if v * bits < 32:
+            return (f"{op}'s rows ({row_len} elements) allow only {v * bits}-bit chunks; cp.async copies "
+                    f"4, 8 or 16 bytes")
+        if (rows * cols // v) % cfg.workgroup_size:
+            return (f"{op}'s tile ({rows}x{cols}) is {rows * cols // v} chunks of {v * bits} bits, not a multiple "
+                    f"of the {cfg.workgroup_size} threads")
+    return None
 
 
 def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrinsic:
@@ -190,10 +239,18 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     if cfg.workgroup_size > target.max_workgroup_size:
         raise ConfigError(f"{cfg.num_waves} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
                           f"{target.name}'s {target.max_workgroup_size}")
-    row_bytes = (cfg.tile_k + cfg.lds_pad) * TYPE_BITS[problem.a_type] // 8
-    if row_bytes % 16:
-        raise ConfigError(f"an LDS row of tile_k+lds_pad={cfg.tile_k + cfg.lds_pad} elements is {row_bytes} "
-                          f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned")
+    if not 1 <= cfg.stages <= 4:
+        raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}")
+    if cfg.stages > 1:
+        why = ring_problem(cfg, target, problem)
+        if why:
+            raise ConfigError(f"stages={cfg.stages}: {why}")
+    for op, t in (("A", problem.a_type), ("B", problem.b_type)):
+        row = lds_tile(cfg, problem, op)[1]
+        row_bytes = row * TYPE_BITS[t] // 8
+        if row_bytes % 16:
+            raise ConfigError(f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes} "
+                              f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned")
     need = lds_bytes(cfg, problem)
     if need > target.lds_bytes:
         raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")
@@ -300,7 +357,38 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
     why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
+    if target.vendor is Vendor.NVIDIA:
+        cfg = _ring(cfg, target, problem, why)
     validate(cfg, target, problem)
+    return cfg
+
+
+# NVIDIA's LDS ring, measured kernel-only on the H100 (docs/BENCHMARKS.md, "LDS ring"): at 4096^3
+# (256x128x32 tiles) 3 stages (87.5 KB) ran 295 TFLOP/s, 2 stages 283, 4 stages (114 KB) 273;
+# at 8192^3 (256x128x64) 2 stages (106 KB) ran 346, 3 stages (159 KB) 309. So: the deepest ring
+# of up to RING_STAGES that fits in RING_BYTES.
+RING_STAGES = 3
+RING_BYTES = 112 * 1024
+
+
+def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) -> KernelConfig:
+    """The deepest LDS ring up to RING_STAGES that the problem allows and RING_BYTES (and the
+    target's shared memory) hold; stages=1 (the next tile prefetched in registers) with the
+    reason when none does."""
+    reason = None
+    budget = min(RING_BYTES, target.lds_bytes)
+    for stages in range(RING_STAGES, 1, -1):
+        ring = replace(cfg, stages=stages)
+        reason = ring_problem(ring, target, problem)
+        if reason:
+            break
+        if lds_bytes(ring, problem) <= budget:
+            why.append(f"{stages}-stage LDS ring: {stages - 1} K tiles in flight through cp.async, one barrier "
+                       f"per K tile ({lds_bytes(ring, problem)} bytes of shared memory; deeper rings or more "
+                       f"than {RING_BYTES} bytes measured slower on the H100)")
+            return ring
+        reason = f"{stages} stages need {lds_bytes(ring, problem)} bytes of shared memory, more than {budget}"
+    why.append(f"stages 1 (the next K tile prefetched in registers): {reason}")
     return cfg
 
 

@@ -247,13 +247,47 @@ class Emitter:
         with self.loc, self.ip:
             vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
 
-    def ldmatrix(self, mem: ir.Value, idx: list[ir.Value], num_tiles: int, vtype: ir.VectorType) -> ir.Value:
-        """nvgpu.ldmatrix (PTX ldmatrix.sync.aligned.m8n8.xN.shared.b16): a warp-wide LDS load."""
+    def ldmatrix(self, mem: ir.Value, idx: list[ir.Value], num_tiles: int, vtype: ir.VectorType,
+                 transpose: bool = False) -> ir.Value:
+        """nvgpu.ldmatrix (PTX ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16): a warp-wide LDS load."""
         with self.loc, self.ip:
             i32 = ir.IntegerType.get_signless(32)
             return ir.Operation.create("nvgpu.ldmatrix", results=[vtype], operands=[mem] + list(idx),
                                        attributes={"numTiles": ir.IntegerAttr.get(i32, num_tiles),
-                                                   "transpose": ir.BoolAttr.get(False)}).result
+                                                   "transpose": ir.BoolAttr.get(transpose)}).result
+
+    def async_copy(self, src: ir.Value, src_idx: list[ir.Value], dst: ir.Value, dst_idx: list[ir.Value],
+                   n: int, valid: ir.Value | None) -> ir.Value:
+        """nvgpu.device_async_copy (PTX cp.async): ``n`` elements global -> shared, L1 bypassed
+        for 16 bytes. ``valid`` false: 0 source elements from index 0 (the chunk is zero-filled,
+        nothing is read). Returns the copy's token."""
+        src_elems = []
+        if valid is not None:
+            zero = self.const(0)
+            src_idx = [self.select(valid, x, zero) for x in src_idx]
+            src_elems = [self.select(valid, self.const(n), zero)]
+        nbytes = n * type_bits(ir.MemRefType(src.type).element_type) // 8
+        attrs = {"dstElements": ir.IntegerAttr.get(ir.IndexType.get(), n),
+                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, len(dst_idx), 1, len(src_idx), len(src_elems)])}
+        if nbytes == 16:
+            attrs["bypassL1"] = ir.UnitAttr.get()
+        with self.loc, self.ip:
+            return ir.Operation.create("nvgpu.device_async_copy", results=[ir.Type.parse("!nvgpu.device.async.token")],
+                                       operands=[dst, *dst_idx, src, *src_idx, *src_elems], attributes=attrs).result
+
+    def async_group(self, tokens: list[ir.Value]) -> ir.Value:
+        """nvgpu.device_async_create_group (cp.async.commit_group) of this thread's copies."""
+        with self.loc, self.ip:
+            return ir.Operation.create("nvgpu.device_async_create_group",
+                                       results=[ir.Type.parse("!nvgpu.device.async.token")], operands=tokens).result
+
+    def async_wait(self, token: ir.Value, pending: int) -> None:
+        """nvgpu.device_async_wait (cp.async.wait_group N): all but the ``pending`` most recent
+        groups of this thread's copies have landed. The token orders the op after a group's
+        creation; the hardware waits on the count alone."""
+        with self.loc, self.ip:
+            ir.Operation.create("nvgpu.device_async_wait", operands=[token],
+                                attributes={"numGroups": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), pending)})
 
     def alloc_lds(self, shape, elem: ir.Type) -> ir.Value:
         space = ir.Attribute.parse("#gpu.address_space<workgroup>")

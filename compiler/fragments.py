@@ -18,8 +18,10 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
+from . import attrs
 from .emit import Emitter, vector_type
 from .layout import COL, ROW, Layout, Run
+from .mlir import defining_op
 
 
 def _storage(rc: tuple[int, int], k_axis: str) -> tuple[int, int]:
@@ -101,16 +103,21 @@ class FragmentPlan:
     bits: int
     op_shape: tuple[int, ...]  # the instruction's operand vector shape
     blocks: tuple[tuple[int, int], ...] | None  # ldmatrix: per 32-bit register, its 8x8 block's (non-K, K) origin
+    k_outer: bool = False  # the tile is stored [K][non-K]: ldmatrix .trans delivers the same registers
 
     @staticmethod
     def plan(layout: Layout, k_axis: str, bits: int, op_shape: tuple[int, ...], *,
-             allow_ldmatrix: bool) -> "FragmentPlan":
+             allow_ldmatrix: bool, k_outer: bool = False) -> "FragmentPlan":
         blocks = ldmatrix_blocks(layout, k_axis, bits) if allow_ldmatrix else None
-        return FragmentPlan(layout, k_axis, bits, tuple(op_shape), tuple(blocks) if blocks is not None else None)
+        if k_outer and (blocks is None or bits != 16):
+            raise ValueError(f"operand {layout.operand}: a K-outer LDS tile needs fragments that ldmatrix .trans "
+                             "delivers (16-bit elements in ldmatrix blocks)")
+        return FragmentPlan(layout, k_axis, bits, tuple(op_shape), tuple(blocks) if blocks is not None else None,
+                            k_outer)
 
     @property
     def kind(self) -> str:
-        return "ldmatrix" if self.blocks is not None else "runs"
+        return ("ldmatrix.trans" if self.k_outer else "ldmatrix") if self.blocks is not None else "runs"
 
     @property
     def nonk_axis(self) -> str:
@@ -150,7 +157,8 @@ class FragmentPlan:
     def describe(self, batches: list[tuple[int, int]]) -> str:
         """The reads that load ``batches`` (e.g. one K tile's instructions)."""
         if self.blocks is not None:
-            return f"{len(batches)} x nvgpu.ldmatrix (x{len(self.blocks)}), one per instruction"
+            trans = " .trans" if self.k_outer else ""
+            return f"{len(batches)} x nvgpu.ldmatrix{trans} (x{len(self.blocks)}), one per instruction"
         reads = self.reads(batches)
         widths = sorted({r.length * self.bits for r in reads}, reverse=True)
         return (f"{len(reads)} x vector.load of {'/'.join(map(str, widths))} bits for {len(batches)} "
@@ -162,12 +170,22 @@ class FragmentLoader:
     to the tile and the lane's index values)."""
 
     def __init__(self, plan: FragmentPlan, storage: ir.Value, elem: ir.Type, lanes: LaneIndex):
+        """``storage``: the LDS tile, or an LDS ring of tiles (a leading slot dimension; ``slot``
+        then selects the tile the loads read)."""
         self.plan, self.storage, self.elem, self.lanes = plan, storage, elem, lanes
+        self.slot: list = []
         if plan.blocks is not None:
+            # Lane l gives the address of row l % 8 of block l / 8: a non-K row of the block
+            # (K-innermost tile), or a K row (K-outer tile, read with .trans).
             top = lanes.top
             blk = top.rem(top.div(lanes.lane, 8), len(plan.blocks))
-            self.ld_row = top.add(top.rem(lanes.lane, 8), lanes.table([b[0] for b in plan.blocks], blk, "row"))
-            self.ld_col = lanes.table([b[1] for b in plan.blocks], blk, "col")
+            nonk = lanes.table([b[0] for b in plan.blocks], blk, "row")
+            k = lanes.table([b[1] for b in plan.blocks], blk, "col")
+            if plan.k_outer:
+                k = top.add(top.rem(lanes.lane, 8), k)
+            else:
+                nonk = top.add(top.rem(lanes.lane, 8), nonk)
+            self.ld_nonk, self.ld_k = nonk, k
 
     def load(self, em: Emitter, base: dict, batch: tuple[int, int]) -> ir.Value:
         """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin."""
@@ -184,8 +202,9 @@ class FragmentLoader:
                 off = plan.offset(batch)
                 k0, n0 = em.add(base[k_axis], off[k_axis]), em.add(base[nonk_axis], off[nonk_axis])
                 vtype = vector_type([len(plan.blocks), 32 // plan.bits], self.elem)
-                val = em.ldmatrix(self.storage, [em.add(n0, self.ld_row), em.add(k0, self.ld_col)],
-                                  len(plan.blocks), vtype)
+                at = [em.add(n0, self.ld_nonk), em.add(k0, self.ld_k)]
+                val = self._ring(em.ldmatrix(self.storage, self.slot + (at[::-1] if plan.k_outer else at),
+                                             len(plan.blocks), vtype, transpose=plan.k_outer))
                 out.append(em.shape_cast(val, plan.op_shape))
             return out
         k_lane, n_lane = self.lanes.part(plan.layout, k_axis), self.lanes.part(plan.layout, nonk_axis)
@@ -193,13 +212,20 @@ class FragmentLoader:
         for read in plan.reads(batches):
             idx = {k_axis: em.add(base[k_axis], k_lane, read.k),
                    nonk_axis: em.add(base[nonk_axis], n_lane, read.nonk)}
-            val = em.lds_load(self.storage, [idx[nonk_axis], idx[k_axis]], vector_type([read.length], self.elem))
+            val = self._ring(em.lds_load(self.storage, self.slot + [idx[nonk_axis], idx[k_axis]],
+                                         vector_type([read.length], self.elem)))
             at = 0
             for b, run in read.parts:
                 part = val if len(read.parts) == 1 else em.extract_slice(val, at, run.length)
                 values[b].append((run, part))
                 at += run.length
         return [self._assemble(em, parts) for parts in values]
+
+    def _ring(self, val: ir.Value) -> ir.Value:
+        """A read of an LDS ring slot is ordered by the ring's own barrier (attrs.RING)."""
+        if self.slot:
+            attrs.mark(defining_op(val), attrs.RING)
+        return val
 
     def _assemble(self, em: Emitter, parts: list) -> ir.Value:
         length = self.plan.layout.op_vector_length

@@ -70,6 +70,11 @@ _PTX_CATEGORIES = [
     ("global_load_b32", re.compile(r"^ld\.global(\.nc)?\.(b32|u32|f32)")),
     ("global_load_narrow", re.compile(r"^ld\.global")),
     ("global_store", re.compile(r"^st\.global")),
+    # cp.async [dst], [src], cp-size(, src-size): global -> shared, no registers
+    ("async_copy_b128", re.compile(r"^cp\.async\.(ca|cg)\.shared\.global\S*\s+\[[^]]+\],\s*\[[^]]+\],\s*16\b")),
+    ("async_copy_b64", re.compile(r"^cp\.async\.(ca|cg)\.shared\.global\S*\s+\[[^]]+\],\s*\[[^]]+\],\s*8\b")),
+    ("async_copy_b32", re.compile(r"^cp\.async\.(ca|cg)\.shared\.global\S*\s+\[[^]]+\],\s*\[[^]]+\],\s*4\b")),
+    ("async_wait", re.compile(r"^cp\.async\.wait_group\b")),
     ("lds_load_b128", re.compile(r"^ld\.shared\.v4\.(b32|u32|f32)|^ldmatrix")),
     ("lds_load_b64", re.compile(r"^ld\.shared\.v2\.(b32|u32|f32)|^ld\.shared\.(b64|u64)")),
     ("lds_load_b32", re.compile(r"^ld\.shared\.(b32|u32|f32)")),

@@ -15,6 +15,11 @@ Two shapes of copy, decided by the LDS plan (tiles are stored K-innermost):
 Chunks past the tile (when chunks do not divide evenly among threads) load a clamped, valid
 chunk and skip the store (the store is the only guarded op).
 
+An LDS ring (``stages`` > 1, NVIDIA) copies asynchronously instead: one ``nvgpu.device_async_copy``
+(cp.async) per chunk, global straight to the ring slot with no registers in between, the tile
+stored as it is in global memory (a K-outer tile stays K-outer; its fragments come from
+``ldmatrix .trans``).
+
 Unaligned problems (the `normalize` stage rounded the iteration space up): a chunk outside the true
 tensor must read zeros. The chunk width divides the true row length, so a chunk is wholly in or
 out. AMD: an out-of-range chunk's leading index is set to its extent, which puts its address
@@ -50,10 +55,11 @@ class CopyShape:
     rounds: int  # items per thread
     row_group: int  # direct copies: rows one phase of LDS stores writes ...
     row_step: int  # ... and how far apart they are (1: plain row order)
+    asynchronous: bool = False  # one nvgpu.device_async_copy per chunk (cp.async), no registers
 
     @staticmethod
     def plan(operand: str, rows: int, cols: int, bits: int, transposed: bool, threads: int, *,
-             row_length: int = 0, lds_row: int = 0, banks: int = 0) -> "CopyShape":
+             row_length: int = 0, lds_row: int = 0, banks: int = 0, asynchronous: bool = False) -> "CopyShape":
         """``row_length``: what a global row's true length (elements) is a multiple of (chunks
         must divide it; 0: no constraint); ``lds_row``: elements per LDS row (with padding);
         ``banks``: LDS banks (4 bytes each) to keep direct copies' stores conflict-free for, 0
@@ -70,15 +76,19 @@ class CopyShape:
                     break
         total = (rows // kb) * per_row
         group, step = _store_row_order(rows, per_row, v * bits // 8, lds_row * bits, transposed, banks)
+        if asynchronous and (transposed or total % threads):
+            raise ValueError(f"{operand}: an asynchronous copy stores chunks as they are, one round per thread each")
         return CopyShape(operand, rows, cols, bits, transposed, threads, v, per_row, kb, total,
-                         math.ceil(total / threads), group, step)
+                         math.ceil(total / threads), group, step, asynchronous)
 
     def registers(self) -> int:
-        """Vectors one thread holds between the loads and the stores."""
-        return self.rounds * self.kb
+        """Vectors one thread holds between the loads and the stores (none when asynchronous)."""
+        return 0 if self.asynchronous else self.rounds * self.kb
 
     def describe(self) -> str:
-        how = (f"transposing ({self.kb} K row{'s' if self.kb > 1 else ''} per item)" if self.transposed else "direct")
+        how = (f"transposing ({self.kb} K row{'s' if self.kb > 1 else ''} per item)" if self.transposed else
+               "asynchronous (cp.async" + (", L1 bypassed)" if self.v * self.bits == 128 else ")")
+               if self.asynchronous else "direct")
         order = f", LDS store rows {self.row_step} apart in groups of {self.row_group}" if self.row_step > 1 else ""
         return (f"{self.rows}x{self.cols} tile {how}: {self.v * self.bits}-bit chunks, {self.total} items over "
                 f"{self.threads} threads ({self.rounds} round{'s' if self.rounds > 1 else ''}, "
@@ -168,6 +178,26 @@ class Copy:
                 out.append(em.bounded_global_load(self.src, idx, self.chunk_type,
                                                   [None] * len(self.lead) + list(self.limits), extent0=self.extent0))
         return out
+
+    def async_copies(self, em: Emitter, tid: ir.Value, g0: ir.Value, g1: ir.Value, slot: ir.Value,
+                     tile_valid: ir.Value | None) -> list[ir.Value]:
+        """One ``nvgpu.device_async_copy`` per chunk of this thread: global tile (g0, g1) into
+        ring slot ``slot``, no registers in between. A chunk outside the tensor, or of a tile
+        past the last (``tile_valid`` false), copies 0 source elements from a clamped address:
+        cp.async zero-fills the chunk and reads nothing. Returns the copies' tokens."""
+        s = self.shape
+        em = em.named(f"copy.{s.operand}.async")
+        d0, d1 = self.dst
+        tokens = []
+        for i in range(s.rounds):
+            row, col = self._item(em, tid, i)
+            idx = self.lead + [em.add(g0, row), em.add(g1, col)]
+            valid = em._in_bounds(idx, [None] * len(self.lead) + list(self.limits))
+            if tile_valid is not None:
+                valid = tile_valid if valid is None else em.and_(valid, tile_valid)
+            tokens.append(em.async_copy(self.src, idx, self.storage, [slot, em.add(d0, row), em.add(d1, col)],
+                                        s.v, valid))
+        return tokens
 
     def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value]) -> None:
         """LDS stores of the chunks ``loads`` returned."""

@@ -110,7 +110,8 @@ class OperandPlan:
     k_dim: int  # LDS tile dimension that is K
     vec_dim_role: tuple[str, ...]
     elem: str
-    lds_shape: tuple[int, int]  # re-allocated tile: [non-K][K + lds_pad]
+    lds_shape: tuple[int, int]  # one stage's tile: [non-K][K + lds_pad], or [K][non-K + lds_pad] if k_outer
+    k_outer: bool  # the LDS tile keeps the global K-outer order (an LDS ring's async copies)
     copy: CopyShape
     fragments: FragmentPlan
     bounded: tuple[bool, bool]  # the copy's global rows / cols may overhang the tensor
@@ -123,8 +124,9 @@ class LoopPlan:
     k_tiles: int | None  # None: from the run-time K
     instructions: tuple[int, int, int]  # per K tile: M tiles x N tiles x K steps
     k_interleaved: bool  # AMD: consecutive K steps' runs read by one LDS access
-    prefetch: int  # K tiles in flight in registers while one is multiplied
+    prefetch: int  # K tiles in flight (in registers with 1 stage, in the LDS ring's other slots with more)
     guard_empty_k: bool  # dynamic K on NVIDIA: skip the first loads when K is 0
+    stages: int = 1  # K tiles in LDS: > 1 is a ring filled by async copies, one barrier per K tile
 
     @property
     def mma_per_k_tile(self) -> int:
@@ -159,28 +161,35 @@ class KernelPlan:
         return self.a, self.b
 
     def expectations(self) -> attrs.Expectations:
-        """What the ISA must show (``verify.check_isa``): the widest global load of the copies,
-        the K tiles (0: dynamic) and the matrix instructions per K tile."""
+        """What the ISA must show (``verify.check_isa``): the widest global load (or async copy)
+        of the copies, the K tiles (0: dynamic) and the matrix instructions per K tile."""
         bits = max(o.copy.v * o.copy.bits for o in self.operands)
-        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile)
+        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile, self.loop.stages > 1)
 
     def describe(self) -> list[str]:
         lp, ep = self.loop, self.epilogue
         m, n, k = lp.instructions
         lines = [f"{self.intrinsic.name} wave{self.wave_size}, {self.workgroup_size} threads, "
                  f"K tiles of {lp.tile_k}: {lp.k_tiles if lp.k_tiles is not None else 'from the run-time K'}"]
+        ring = f"{lp.stages} x " if lp.stages > 1 else ""
         for o in self.operands:
             dims = " x ".join(f"{d.name}({d.size})" for d in o.layout.ordered_dims())
             batches = [(i, kk) for i in range(m) for kk in range(k)] if o.name == "A" else \
                 [(kk, j) for j in range(n) for kk in range(k)]
             bounds = "/".join(ax for ax, b in zip(("rows", "cols"), o.bounded) if b) or "none"
             lines += [f"{o.name}: layout {dims}",
-                      f"{o.name}: LDS {o.elem}[{o.lds_shape[0]}][{o.lds_shape[1]}] (K innermost); copy "
+                      f"{o.name}: LDS {ring}{o.elem}[{o.lds_shape[0]}][{o.lds_shape[1]}] "
+                      f"({'K outermost' if o.k_outer else 'K innermost'}); copy "
                       f"{o.copy.describe()}; global bounds: {bounds}",
                       f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}"]
+        if lp.stages > 1:
+            inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
+                        f"one barrier per K tile")
+        else:
+            inflight = (f"prefetch {lp.prefetch} K tile in registers "
+                        f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")
         lines.append(f"loop: {m}x{n} instructions x {k} K steps = {lp.mma_per_k_tile} per K tile"
-                     f"{', K steps interleaved' if lp.k_interleaved else ''}; prefetch {lp.prefetch} K tile "
-                     f"in registers ({sum(o.copy.registers() for o in self.operands)} vectors per thread)"
+                     f"{', K steps interleaved' if lp.k_interleaved else ''}; {inflight}"
                      f"{'; first loads skipped when K is 0' if lp.guard_empty_k else ''}")
         widths = sorted({r.length for r in ep.runs}, reverse=True)
         bounds = "/".join(ax for ax, b in zip(("M", "N"), ep.bounded) if b) or "none"
@@ -229,26 +238,30 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     if problem.same_ab:
         notes.append(f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
                      "operand gets its own copy into LDS, in its own layout")
+    ring = cfg.stages > 1
     ops = []
     for facts, layout, k_axis, op_shape in ((a, a_lay, COL, intr.a_shape), (b, b_lay, ROW, intr.b_shape)):
         shape = facts.lds_shape[-2:]
         k, nonk = shape[facts.k_dim], shape[1 - facts.k_dim]
         bits = TYPE_BITS[facts.elem]
         ext = facts.extents
-        copy = CopyShape.plan(facts.name, facts.copy_rows, facts.copy_cols, bits, facts.k_dim == 0,
-                              cfg.workgroup_size, row_length=ext.multiple(-1), lds_row=k + cfg.lds_pad,
+        k_outer = ring and facts.k_dim == 0  # async copies store the tile as it is in global memory
+        lds_shape = (k, nonk + cfg.lds_pad) if k_outer else (nonk, k + cfg.lds_pad)
+        copy = CopyShape.plan(facts.name, facts.copy_rows, facts.copy_cols, bits, facts.k_dim == 0 and not ring,
+                              cfg.workgroup_size, row_length=ext.multiple(-1), lds_row=lds_shape[1],
                               # (AMD: NVIDIA's measured kernels keep the plain row order for now)
-                              banks=target.lds_banks if vendor is Vendor.AMD else 0)
+                              banks=target.lds_banks if vendor is Vendor.AMD else 0, asynchronous=ring)
         if ext.multiple(-1) * bits % 128:
             notes.append(f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
                          f"{copy.v * bits} bits wide, not 128")
-        frags = FragmentPlan.plan(layout, k_axis, bits, op_shape, allow_ldmatrix=intr.op == "nvgpu.mma.sync")
+        frags = FragmentPlan.plan(layout, k_axis, bits, op_shape, allow_ldmatrix=intr.op == "nvgpu.mma.sync",
+                                  k_outer=k_outer)
         ops.append(OperandPlan(facts.name, layout, k_axis, facts.k_dim, facts.vec_dim_role, facts.elem,
-                               (nonk, k + cfg.lds_pad), copy, frags, ext.bounded()[-2:], ext))
+                               lds_shape, k_outer, copy, frags, ext.bounded()[-2:], ext))
     bm, bk = a_lay.batch
     _, bn = b_lay.batch
-    loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved, 1,
-                    problem.k is None and vendor is Vendor.NVIDIA)
+    loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved,
+                    max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages)
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):

@@ -28,7 +28,8 @@ ROWS = [
     ("scratch_bytes", "scratch bytes"), ("lds_bytes", "LDS bytes"),
     ("waves_per_simd", "occupancy (waves/SIMD; NVIDIA warps/SM)"),
 ]
-COUNT_ROWS = ["matrix", "global_load_b128", "global_load_b64", "global_load_b32", "global_load_narrow", "global_store",
+COUNT_ROWS = ["matrix", "global_load_b128", "global_load_b64", "global_load_b32", "global_load_narrow",
+              "async_copy_b128", "async_copy_b64", "async_copy_b32", "async_wait", "global_store",
               "lds_load_b128", "lds_load_b64", "lds_load_b32", "lds_load_narrow", "lds_load_other",
               "lds_store_b128", "lds_store_b64", "lds_store_b32", "lds_store_narrow", "lds_store_other",
               "barrier", "cache_invalidate", "scratch"]

@@ -55,7 +55,11 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         raise VerificationError(f"{name}: {left[0].name} was not distributed")
 
 
-def _load_category(bits: int) -> str:
+def load_category(expect: attrs.Expectations) -> str:
+    """The ISA category of the copies' global reads: register loads, or async copies."""
+    bits = expect.global_load_bits
+    if expect.async_copies:
+        return f"async_copy_b{bits}"
     return f"global_load_b{bits}" if bits >= 32 else "global_load_narrow"
 
 
@@ -69,9 +73,12 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
-    cat = _load_category(expect.global_load_bits)
+    cat = load_category(expect)
+    what = "async copies (cp.async)" if expect.async_copies else "global loads"
     if report.counts.get(cat, 0) == 0:
-        problems.append(f"no {expect.global_load_bits}-bit global loads ({cat})")
+        problems.append(f"no {expect.global_load_bits}-bit {what} ({cat})")
+    if expect.async_copies and report.counts.get("async_wait", 0) == 0:
+        problems.append("async copies but no cp.async.wait_group")
     if vendor is Vendor.AMD and report.loop_counts.get("cache_invalidate", 0):
         problems.append(f"{report.loop_counts['cache_invalidate']} cache invalidates inside the K loop")
     if expect_barrier and report.counts.get("barrier", 0) == 0:

@@ -61,7 +61,7 @@ def test_one_lane_off_by_one_fails(target):
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
 def test_missing_barrier_is_a_race(target):
-    module = _module(target)
+    module = _module(target, (("stages", 1),) if target.startswith("sm") else ())
     barriers = ops_named(module.operation, "amdgpu.lds_barrier", "gpu.barrier")
     assert len(barriers) == 2
     barriers[1].erase()  # the one between the LDS stores and the LDS loads
@@ -75,6 +75,52 @@ def test_missing_war_barrier_is_a_race():
     barriers[0].erase()  # the one protecting the previous K step's loads from the next stores
     r = check_matmul(module)
     assert any("write after another lane's read" in x for x in r.stats.races)
+
+
+def _ring_ops(module, name):
+    return [o for o in walk(module.operation) if o.name == name]
+
+
+def test_ring_kernel_passes_with_one_barrier_per_k_tile():
+    """NVIDIA's default LDS ring: cp.async copies land at their wait, one barrier per K tile
+    (128x128x64 with 32-deep K tiles: 2), B read by ldmatrix .trans. Four tiles land in the
+    3-slot ring: the 2 real ones and 2 zero fills past the end, which read no global memory
+    (2 tiles x (A + B) x 512 16-byte chunks = 64 wave-wide 16-byte reads)."""
+    module = _module("sm_80")
+    assert len(_ring_ops(module, "nvgpu.device_async_copy")) > 0
+    assert any(ir.BoolAttr(o.attributes["transpose"]).value for o in _ring_ops(module, "nvgpu.ldmatrix"))
+    r = check_matmul(module, exact=True)
+    assert r.check.passed and not r.stats.races
+    assert r.stats.barriers == 2 and r.stats.async_copy_bytes == 4 * (128 * 32 + 32 * 128) * 2
+    assert dict(r.stats.global_loads) == {16: 64}
+
+
+def test_ring_without_its_barrier_is_a_race():
+    module = _module("sm_80")
+    (barrier,) = ops_named(module.operation, "gpu.barrier")
+    barrier.erase()
+    r = check_matmul(module)
+    assert r.stats.races and "no barrier in between" in r.stats.races[0]
+
+
+def test_ring_wait_that_leaves_the_tile_in_flight_is_an_error():
+    """Waiting for all but 2 groups (instead of 1) lets the fragments read a slot whose copies
+    have not landed: the executor refuses, whatever the data would have been."""
+    module = _module("sm_80")
+    wait = next(o for o in _ring_ops(module, "nvgpu.device_async_wait") if o.parent.name == "scf.for")
+    with module.context:
+        wait.attributes["numGroups"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 2)
+    with pytest.raises(ExecutorError, match="while an async copy to it is in flight"):
+        check_matmul(module)
+
+
+def test_ring_copies_never_waited_for_are_an_error():
+    module = _module("sm_80")
+    last = [o for o in _ring_ops(module, "nvgpu.device_async_wait") if o.parent.name != "scf.for"]
+    assert len(last) == 1
+    last[0].erase()
+    with pytest.raises(ExecutorError, match="never waited for"):
+        check_matmul(module)
 
 
 def test_lds_out_of_bounds_is_an_error():

@@ -27,9 +27,9 @@ from mmaflow.runtime.modules import dynamic_module, matmul_module
 from conftest import handed_back
 
 
-def plan_of(source: str, target: str):
+def plan_of(source: str, target: str, overrides: dict | None = None):
     """(plan, expectations the full pipeline recorded) for the module's one matmul."""
-    res = codegen_module(source, target, options=CodegenOptions(dump_after="script"))
+    res = codegen_module(source, target, options=CodegenOptions(dump_after="script", overrides=overrides or {}))
     (exe,) = res.taken
     module = parse_module(exe.run.dumps["script"], new_context())
     func = attrs.dispatch_func(module.operation)
@@ -40,7 +40,7 @@ def plan_of(source: str, target: str):
         a, b = distribute.operand_facts(m, mem)
         c_ext = mem[distribute._transfer_parts(m.out_write)[0]][1]
         plan = plan_kernel(problem, cfg, tgt, a, b, c_ext)
-    handed = parse_module(handed_back(source, target), new_context())
+    handed = parse_module(handed_back(source, target, tuple(sorted((overrides or {}).items()))), new_context())
     return plan, attrs.read_expect(attrs.dispatch_func(handed.operation))
 
 
@@ -61,9 +61,21 @@ def test_plan_sm80_uses_ldmatrix_and_no_row_order():
     plan, expect = plan_of(matmul_module(256, 256, 256), "sm_80")
     assert plan.expectations() == expect
     assert plan.a.fragments.kind == "ldmatrix" and len(plan.a.fragments.blocks) == 4
-    assert plan.b.fragments.kind == "ldmatrix" and len(plan.b.fragments.blocks) == 2
+    # B (K x N) keeps K outermost in its ring slot; ldmatrix .trans gives the same registers
+    assert plan.b.fragments.kind == "ldmatrix.trans" and len(plan.b.fragments.blocks) == 2
+    assert (plan.a.k_outer, plan.b.k_outer) == (False, True)
+    assert plan.a.lds_shape == (128, 40) and plan.b.lds_shape == (32, 136)
+    assert plan.loop.stages == 3 and plan.loop.prefetch == 2 and expect.async_copies
+    assert plan.a.copy.asynchronous and not plan.b.copy.transposed and plan.b.copy.registers() == 0
     assert not plan.loop.k_interleaved and not plan.loop.guard_empty_k
     assert plan.a.copy.row_step == 1  # NVIDIA keeps the plain store order
+
+
+def test_plan_sm80_one_stage_transposes_b_in_registers():
+    plan, expect = plan_of(matmul_module(256, 256, 256), "sm_80", {"stages": 1})
+    assert plan.expectations() == expect and not expect.async_copies
+    assert plan.b.fragments.kind == "ldmatrix" and not plan.b.k_outer and plan.b.copy.transposed
+    assert plan.b.lds_shape == (128, 40) and plan.loop.stages == 1 and plan.loop.prefetch == 1
 
 
 def test_plan_unaligned_bounds_and_narrow_copies():

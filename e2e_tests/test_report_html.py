@@ -83,7 +83,7 @@ def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
     assert len(titled) == expected
     # The executor's LDS table, and the K loop with its matrix instructions marked.
     rows = [v for a, v in page.cells if v.startswith("mmaflow.")]
-    assert any(".lds_store" in v for v in rows) and any("fragment" in v for v in rows)
+    assert any(".lds_store" in v or ".async" in v for v in rows) and any("fragment" in v for v in rows)
     ours = [(cls, v) for cls, v, pre in page.spans if pre == f"{k}-kloop-mmaflow"]
     assert sum(1 for cls, v in ours if cls == "mma" and mnemonic in v) == mine["loop_counts"]["matrix"]
     assert any(cls in ("wait", "bar") for cls, _ in ours)

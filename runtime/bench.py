@@ -15,6 +15,11 @@ Two halves, so compiling and timing can happen on different machines:
     mmaflow bench --target sm_80 --variants --prepare-only DIR             # variants at 4096^3, to time
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT  # run only
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --time-checks 20
+    python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --kernel-time   # + ncu
+
+``--kernel-time`` adds each module's and torch.matmul's kernel-only time (Nsight Compute, median
+of PROFILED_CALLS calls after a warm-up one; ``runtime/ncu.py``) beside the synchronous figure:
+a synchronous IREE call adds 0.17 ms (1024-2048) to 1 ms (8192) of host time to its kernel.
 
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
 """
@@ -166,17 +171,35 @@ def prepare_checks(target: str, out_dir: Path, *, perf: bool = False) -> dict:
     return manifest
 
 
-def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 0) -> list[dict]:
+def _check_inputs(e: dict, i: int) -> list[np.ndarray]:
+    from mmaflow.runtime import numerics
+    rng = np.random.default_rng(i)
+    return [numerics.random_matrix(rng, tuple(x["shape"]), x["type"]) for x in e["inputs"]]
+
+
+def profile_check(manifest_dir: Path, index: int, driver: str) -> None:
+    """For Nsight Compute: one warm-up call, then PROFILED_CALLS calls of check case ``index``."""
+    from mmaflow.runtime.iree_runner import CompiledModule
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    e = manifest["checks"][index]
+    mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
+    fn = mod.function(manifest["function"])
+    dev = [mod.upload(x) for x in _check_inputs(e, index)]
+    for _ in range(1 + PROFILED_CALLS):
+        fn(*dev).to_host()
+
+
+def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 0, kernel: bool = False) -> list[dict]:
     """Every prepared check on the device, against numpy (random data, tolerances of
     runtime.numerics; integer results exactly). ``repeat`` > 0 also times each case (median of
-    that many synchronous calls after a warm-up) and reports TFLOP/s."""
+    that many synchronous calls after a warm-up) and reports TFLOP/s; ``kernel`` adds the
+    kernel-only time (Nsight Compute)."""
     from mmaflow.runtime import numerics
     from mmaflow.runtime.iree_runner import CompiledModule
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     rows, modules = [], {}
     for i, e in enumerate(manifest["checks"]):
-        rng = np.random.default_rng(i)
-        ins = [numerics.random_matrix(rng, tuple(x["shape"]), x["type"]) for x in e["inputs"]]
+        ins = _check_inputs(e, i)
         if e["file"] not in modules:
             modules[e["file"]] = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
         out = modules[e["file"]](manifest["function"], *ins)
@@ -195,6 +218,14 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
             flop = 2.0 * np.prod(a.shape[:-1], dtype=np.float64) * b.shape[-1] * a.shape[-1]
             row.update(ms=t * 1e3, tflops=flop / t / 1e12)
             timing = f" [{t * 1e3:.3f} ms, {flop / t / 1e12:.1f} TFLOP/s]"
+        if kernel:
+            from mmaflow.runtime.ncu import kernel_time
+            child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir),
+                     "--driver", driver, "--out", "-", "--profile-check", str(i)]
+            flop = 2.0 * np.prod(a.shape[:-1], dtype=np.float64) * b.shape[-1] * a.shape[-1]
+            k = kernel_time(child, PROFILED_CALLS, e["name"]).as_dict()
+            row.update(k, kernel_tflops=flop / (k["kernel_ms"] * 1e-3) / 1e12)
+            timing += f" [kernel-only {k['kernel_ms']:.4f} ms, {row['kernel_tflops']:.1f} TFLOP/s]"
         rows.append(row)
         print(f"check {manifest['target']} {e['name']}: {chk.line()}{timing}", flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -249,16 +280,55 @@ def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -
     return out
 
 
-def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5) -> list[dict]:
+PROFILED_CALLS = 5
+TORCH = "torch"
+
+
+def _inputs(size: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(size)
+    return (rng.uniform(-1, 1, (size, size)).astype(np.float16),
+            rng.uniform(-1, 1, (size, size)).astype(np.float16))
+
+
+def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
+    """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
+    calls of one prepared module (or of torch.matmul when ``file`` is "torch"), inputs already on
+    the GPU, each call waited for."""
+    a, b = _inputs(size)
+    if file == TORCH:
+        import torch
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        for _ in range(1 + PROFILED_CALLS):
+            torch.matmul(ta, tb)
+            torch.cuda.synchronize()
+        return
+    from mmaflow.runtime.iree_runner import CompiledModule
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
+    fn = mod.function(manifest["function"])
+    dev = [mod.upload(a), mod.upload(b)]
+    for _ in range(1 + PROFILED_CALLS):
+        fn(*dev).to_host()
+
+
+def _kernel_time(manifest_dir: Path, file: str, size: int, driver: str) -> dict:
+    from mmaflow.runtime.ncu import kernel_time
+    child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver,
+             "--out", "-", "--profile-one", file, str(size)]
+    return kernel_time(child, PROFILED_CALLS, f"{file} at {size}").as_dict()
+
+
+def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5,
+        kernel: bool = False) -> list[dict]:
+    """Check and time every prepared module and torch.matmul. ``kernel``: also the kernel-only
+    time of each (Nsight Compute, median of PROFILED_CALLS calls), beside the synchronous one."""
     from mmaflow.runtime.iree_runner import CompiledModule
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     torch = _torch_cuda() if driver == "cuda" else None
     rows = []
     sizes = sorted({e["size"] for e in manifest["entries"]})
-    rng = np.random.default_rng(0)
     for size in sizes:
-        a = rng.uniform(-1, 1, (size, size)).astype(np.float16)
-        b = rng.uniform(-1, 1, (size, size)).astype(np.float16)
+        a, b = _inputs(size)
         flop = 2.0 * size ** 3
         for e in [x for x in manifest["entries"] if x["size"] == size]:
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
@@ -268,14 +338,21 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             t = statistics.median(times)
             rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": t * 1e3,
                          "tflops": flop / t / 1e12, "check": "PASS" if check["pass"] else "FAIL",
-                         "max_rel_err": check["max_rel_err"], "detail": check["detail"], "config": e["config"]})
+                         "max_rel_err": check["max_rel_err"], "detail": check["detail"], "config": e["config"],
+                         "file": e["file"]})
             del mod
         if torch is not None:
             times = _time_torch(torch, a, b, warmup, repeat)
             t = statistics.median(times)
             rows.append({"size": size, "variant": "torch.matmul (f16 out)", "target": torch.cuda.get_device_name(),
                          "ms": t * 1e3, "tflops": flop / t / 1e12, "check": "-", "max_rel_err": float("nan"),
-                         "detail": "", "config": f"torch {torch.__version__}"})
+                         "detail": "", "config": f"torch {torch.__version__}", "file": TORCH})
+    if kernel:  # after all synchronous timing: each ncu run is a process of its own
+        for r in rows:
+            k = _kernel_time(manifest_dir, r["file"], r["size"], driver)
+            r.update(k, kernel_tflops=2.0 * r["size"] ** 3 / (k["kernel_ms"] * 1e-3) / 1e12)
+            print(f"bench: {r['variant']} {r['size']}: {k['kernel_ms']:.4f} ms kernel-only "
+                  f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})", flush=True)
     write_results(rows, out_dir, manifest)
     return rows
 
@@ -309,9 +386,13 @@ def write_results(rows: list[dict], out_dir: Path, manifest: dict) -> None:
 
 
 def print_table(rows: list[dict]) -> None:
-    print(f"{'size':>6} {'variant':<24} {'target':<10} {'ms':>9} {'TFLOP/s':>9} check")
+    """Synchronous call time and, when measured, kernel-only time (Nsight Compute)."""
+    kernel = any("kernel_ms" in r for r in rows)
+    extra = f" {'kernel ms':>9} {'TFLOP/s':>9}" if kernel else ""
+    print(f"{'size':>6} {'variant':<24} {'target':<10} {'call ms':>9} {'TFLOP/s':>9}{extra} check")
     for r in rows:
-        print(f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f} {r['check']}")
+        k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>9.2f}" if kernel else ""
+        print(f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}")
 
 
 def bench_command(args) -> int:
@@ -361,9 +442,10 @@ def bench_command(args) -> int:
                           hint=f"compile here with --prepare-only DIR, then run "
                                f"`python -m mmaflow.runtime.bench --from-dir DIR --driver {driver}` on the GPU machine")
     if args.checks or args.variants:
-        rows = run_checks(prep_dir, driver, out, repeat=args.repeat if args.variants else 0)
+        rows = run_checks(prep_dir, driver, out, repeat=args.repeat if args.variants else 0,
+                          kernel=args.kernel_time)
     else:
-        rows = run(prep_dir, driver, out, repeat=args.repeat)
+        rows = run(prep_dir, driver, out, repeat=args.repeat, kernel=args.kernel_time)
         print_table(rows)
     return 0 if all(r["check"] != "FAIL" for r in rows) else 1
 
@@ -376,12 +458,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--time-checks", type=int, default=0, metavar="N",
                    help="for a --checks manifest: also time each case (median of N calls)")
+    p.add_argument("--kernel-time", action="store_true",
+                   help="also the kernel-only time of every module and of torch.matmul (Nsight Compute on PATH)")
+    p.add_argument("--profile-one", nargs=2, metavar=("FILE", "SIZE"), help=argparse.SUPPRESS)
+    p.add_argument("--profile-check", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.profile_one:
+        profile_one(Path(args.from_dir), args.profile_one[0], int(args.profile_one[1]), args.driver)
+        return 0
+    if args.profile_check is not None:
+        profile_check(Path(args.from_dir), args.profile_check, args.driver)
+        return 0
     manifest = json.loads((Path(args.from_dir) / MANIFEST).read_text())
     if "checks" in manifest:
-        rows = run_checks(Path(args.from_dir), args.driver, Path(args.out), repeat=args.time_checks)
+        rows = run_checks(Path(args.from_dir), args.driver, Path(args.out), repeat=args.time_checks,
+                          kernel=args.kernel_time)
     else:
-        rows = run(Path(args.from_dir), args.driver, Path(args.out), repeat=args.repeat)
+        rows = run(Path(args.from_dir), args.driver, Path(args.out), repeat=args.repeat, kernel=args.kernel_time)
         print_table(rows)
     return 0 if all(r["check"] != "FAIL" for r in rows) else 1
 

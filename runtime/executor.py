@@ -91,6 +91,7 @@ class Stats:
     global_stores: Counter = field(default_factory=Counter)
     barriers: int = 0
     matrix_ops: int = 0
+    async_copy_bytes: int = 0  # landed in LDS through nvgpu.device_async_copy (zero fills included)
     races: list = field(default_factory=list)
     lds_conflicts_by_op: Counter = field(default_factory=Counter)  # op -> conflict cycles
     lds_pieces_by_op: Counter = field(default_factory=Counter)  # op -> access pieces (conflict-free cycles)
@@ -106,7 +107,8 @@ class Stats:
             "lds_cycles": self.lds_cycles, "lds_conflict_cycles": self.lds_conflict_cycles,
             "global_loads_by_bytes": dict(sorted(self.global_loads.items())),
             "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
-            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "races": self.races[:20],
+            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "async_copy_bytes": self.async_copy_bytes,
+            "races": self.races[:20],
             "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
             "lds_pieces_by_op": dict(self.lds_pieces_by_op.most_common(20)),
             "seconds": round(self.seconds, 3),
@@ -153,6 +155,11 @@ class State:
         self.lds: dict = {}
         self.lds_offset = 0
         self.race_meta: dict = {}
+        # cp.async (nvgpu.device_async_copy): copies issued but not committed, committed groups
+        # (oldest first), and per LDS memref which elements a copy in flight will still write
+        self.async_open: list = []
+        self.async_groups: list = []
+        self.in_flight: dict = {}
 
     def active(self) -> np.ndarray:
         return np.ones(self.L, bool) if self.mask is None else self.mask
@@ -229,6 +236,8 @@ class Kernel:
                 _run_block(self.body, st)
             except _Return:
                 pass
+            if st.async_open or st.async_groups:
+                raise ExecutorError("the kernel ends with async copies (cp.async) it never waited for")
             if progress is not None:
                 progress(min(first + per, len(ids)), len(ids))
         return self.stats
@@ -620,6 +629,7 @@ def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bo
                                 f"{lane // st.T} touches element {int(elems[lane].min())}..{int(elems[lane].max())} "
                                 f"of {mem.numel} ({mem.name})")
         _race_check(k, st, op, mem, elems, act, write)
+        _in_flight_check(st, op, mem, elems, act)
         _bank_conflicts(k, st, op, mem, lin, n, active)
         rows = st.wg_local[:, None]
         if write:
@@ -678,6 +688,21 @@ def _race_check(k, st, op, mem, elems, act, write):
         # several lanes of this very access reading one element: mark as shared
         back = r_lane[rw, e]
         r_lane[rw[back != ln], e[back != ln]] = -2
+
+
+def _in_flight_check(st, op, mem, elems, act):
+    """An LDS access to elements an async copy has not finished writing (no wait since its
+    issue) reads stale data or loses a write: the hardware gives no order."""
+    flying = st.in_flight.get(id(mem))
+    if flying is None:
+        return
+    rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
+    hit = act & flying[rows, np.clip(elems, 0, mem.numel - 1)]
+    if hit.any():
+        lane, j = (int(x) for x in np.argwhere(hit)[0])
+        raise ExecutorError(f"{_loc(op)}: lane {lane % st.T} of workgroup {lane // st.T} accesses element "
+                            f"{int(elems[lane, j])} of {mem.name} while an async copy to it is in flight "
+                            f"(no nvgpu.device_async_wait covers the copy)")
 
 
 def _report_race(k, op, mem, kind, elem, lane):
@@ -919,19 +944,21 @@ def _h_extract_strided(k, op):
 # -- warp-collective loads --------------------------------------------------------------------------
 
 def _h_ldmatrix(k, op):
-    """PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}.shared.b16 (non-transposed).
+    """PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16.
 
     Matrix i (an 8x8 block of 16-bit elements, each row 16 contiguous bytes) has its 8 row
     addresses supplied by lanes 8i..8i+7 (lane 8i+r: row r). Thread t receives, in 32-bit
-    register i, row t/4 of matrix i, bytes 4*(t%4)..4*(t%4)+3 (two 16-bit or four 8-bit elements).
+    register i, row t/4 of matrix i, bytes 4*(t%4)..4*(t%4)+3 (two 16-bit or four 8-bit elements);
+    with .trans (16-bit only), column t/4 of matrix i: the elements of rows 2*(t%4) and 2*(t%4)+1.
     """
     (out,) = k._outs(op)
     mem_id, *idx_ids = k._ins(op)
     n = ir.IntegerAttr(op.attributes["numTiles"]).value
-    if "transpose" in op.attributes and ir.BoolAttr(op.attributes["transpose"]).value:
-        raise ExecutorError(f"{_loc(op)}: transposed ldmatrix is not modelled")
+    trans = "transpose" in op.attributes and ir.BoolAttr(op.attributes["transpose"]).value
     vt = ir.VectorType(op.results[0].type)
     per = vt.shape[1]  # elements per 32-bit register
+    if trans and per != 2:
+        raise ExecutorError(f"{_loc(op)}: ldmatrix .trans moves 16-bit elements only, the result is {vt}")
     W = k.wave_size
 
     def run(st):
@@ -945,14 +972,19 @@ def _h_ldmatrix(k, op):
         rows = lin.reshape(nw, W)
         t = np.arange(W)
         # element index of (warp, lane t, register i, element j)
-        src_lane = 8 * np.arange(n)[None, :] + (t // 4)[:, None]  # (W, n): lane that gave the row
-        elems = rows[:, src_lane][..., None] + (per * (t % 4))[None, :, None, None] + np.arange(per)
+        if trans:  # .trans: column t/4 of matrix i, rows 2*(t%4)+j -- each row from the lane that gave it
+            src_lane = 8 * np.arange(n)[None, :, None] + (per * (t % 4))[:, None, None] + np.arange(per)[None, None, :]
+            elems = rows[:, src_lane] + (t // 4)[None, :, None, None]
+        else:
+            src_lane = 8 * np.arange(n)[None, :] + (t // 4)[:, None]  # (W, n): lane that gave the row
+            elems = rows[:, src_lane][..., None] + (per * (t % 4))[None, :, None, None] + np.arange(per)
         elems = elems.reshape(st.L, n * per)
         inb = (elems >= 0) & (elems < mem.numel)
         if not inb.all():
             raise ExecutorError(f"{_loc(op)}: ldmatrix reads outside {mem.name}")
         act = np.ones(elems.shape, bool)
         _race_check(k, st, op, mem, elems, act, write=False)
+        _in_flight_check(st, op, mem, elems, act)
         # Bank conflicts: each matrix is served as one phase of its 8 row reads (16 bytes each).
         for i in range(n):
             row_lanes = np.zeros(st.L, bool)
@@ -963,6 +995,86 @@ def _h_ldmatrix(k, op):
 
 
 # -- matrix ops -----------------------------------------------------------------------------------
+
+def _h_async_copy(k, op):
+    """nvgpu.device_async_copy (PTX cp.async): ``dstElements`` elements from global memory to
+    LDS per lane, of which the first ``srcElements`` (all when absent) are read and the rest
+    zero-filled. The data lands when a wait covers the copy's group, not before: an LDS access
+    to the elements in between is an error (``_in_flight_check``). The write counts for races at
+    its issue (other lanes' earlier reads since the last barrier) and again where it lands."""
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    dst_id, dst_idx = ins[0], ins[1:1 + seg[1]]
+    src_id = ins[1 + seg[1]]
+    src_idx = ins[2 + seg[1]:2 + seg[1] + seg[3]]
+    src_n = ins[2 + seg[1] + seg[3]] if seg[4] else None
+    n = ir.IntegerAttr(op.attributes["dstElements"]).value
+
+    def run(st):
+        dst, src = st.env[dst_id], st.env[src_id]
+        if dst.space != "lds" or src.space == "lds":
+            raise ExecutorError(f"{_loc(op)}: async copies go from global memory to LDS")
+        active = st.active()
+        count = np.full(st.L, n, np.int64) if src_n is None else _lanes(st.env[src_n], st.L).astype(np.int64)
+        if ((count < 0) | (count > n)).any():
+            raise ExecutorError(f"{_loc(op)}: srcElements outside 0..{n}")
+        vals = np.zeros((st.L, n), src.data.dtype)
+        for m in range(1, n + 1):  # lanes reading m elements (one access per distinct count)
+            sel = active & (count == m)
+            if sel.any():
+                saved = st.mask
+                st.mask = sel
+                try:
+                    got = _access(k, st, op, src, src_idx, m, write=False)
+                finally:
+                    st.mask = saved
+                vals[sel, :m] = got[sel]
+        elems = _lanes(dst.linear([_lanes(st.env[i], st.L) for i in dst_idx]), st.L)[:, None] + np.arange(n)[None, :]
+        if (active[:, None] & ((elems < 0) | (elems >= dst.numel))).any():
+            raise ExecutorError(f"{_loc(op)}: async copy outside {dst.name}")
+        act = active[:, None] & np.ones((1, n), bool)
+        _race_check(k, st, op, dst, elems, act, write=True)
+        _in_flight_check(st, op, dst, elems, act)
+        _bank_conflicts(k, st, op, dst, elems[:, 0], n, active)
+        flying = st.in_flight.setdefault(id(dst), np.zeros((st.G, dst.numel), bool))
+        rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
+        flying[rows[act], elems[act]] = True
+        st.async_open.append((op, dst, elems, act, vals))
+        st.env[out] = np.zeros(1, np.int64)  # the token
+    return run
+
+
+def _h_async_group(k, op):
+    (out,) = k._outs(op)
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: async copy group committed under divergent control flow")
+        st.async_groups.append(st.async_open)
+        st.async_open = []
+        st.env[out] = np.zeros(1, np.int64)
+    return run
+
+
+def _h_async_wait(k, op):
+    keep = ir.IntegerAttr(op.attributes["numGroups"]).value if "numGroups" in op.attributes else 0
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: async wait under divergent control flow")
+        # (copies not yet committed to a group are not covered: cp.async.wait_group counts groups)
+        done = st.async_groups[:max(0, len(st.async_groups) - keep)]
+        st.async_groups = st.async_groups[len(done):]
+        for group in done:
+            for cop, dst, elems, act, vals in group:
+                rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
+                st.in_flight[id(dst)][rows[act], elems[act]] = False
+                _race_check(k, st, cop, dst, elems, act, write=True)
+                dst.data[rows[act], elems[act]] = vals[act]
+                k.stats.async_copy_bytes += int(act.sum()) * dst.elem_bytes
+    return run
+
 
 def _h_mma(k, op):
     (out,) = k._outs(op)
@@ -1103,5 +1215,7 @@ _HANDLERS = {
     "vector.shape_cast": _h_shape_cast, "vector.broadcast": _h_broadcast,
     "vector.insert_strided_slice": _h_insert_strided, "vector.extract_strided_slice": _h_extract_strided,
     "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
+    "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,
+    "nvgpu.device_async_wait": _h_async_wait,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }

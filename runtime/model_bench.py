@@ -234,42 +234,25 @@ def _profile_torch(entry: dict) -> None:
             torch.cuda.synchronize()
 
 
-def _last_call(names: list[str]) -> int:
-    """How many of the last kernels are one call: the longest P whose last PROFILED_CALLS blocks of
-    P kernel names repeat exactly (kernels of module initializers may come first)."""
-    for p in range(len(names) // PROFILED_CALLS, 0, -1):
-        blocks = [names[len(names) - (i + 1) * p:len(names) - i * p] for i in range(PROFILED_CALLS)]
-        if all(b == blocks[0] for b in blocks):
-            return p
-    raise RuntimeError("the profiled calls do not repeat the same kernels")
-
-
 def kernel_times(from_dir: Path, out_dir: Path, only: list[str] | None = None) -> dict:
     """Kernel-only time of one call of every build and of torch eager: Nsight Compute's
     gpu__time_duration summed over the kernels of the last of ``profile_one``'s identical calls
-    (one ncu run per build)."""
-    import csv
-    import io
+    (one ncu run per build, ``runtime/ncu.py``)."""
+    from mmaflow.runtime.ncu import kernel_time
     manifest = json.loads((from_dir / "manifest.json").read_text())
     result = {}
     for entry in manifest["entries"]:
         if only and entry["key"] not in only:
             continue
         for build in BUILDS + (TORCH,):
-            cmd = ["ncu", "--metrics", "gpu__time_duration.sum",
-                   "--clock-control", "none", "--cache-control", "none", "--csv", sys.executable, "-m",
-                   "mmaflow.runtime.model_bench", "--from-dir", str(from_dir), "--out", str(out_dir),
-                   "--profile-one", entry["key"], build]
-            r = subprocess.run(cmd, capture_output=True, text=True)
-            lines = r.stdout[r.stdout.find('"ID"'):] if '"ID"' in r.stdout else ""
-            rows = [row for row in csv.DictReader(io.StringIO(lines)) if row.get("Metric Name") == "gpu__time_duration.sum"]
-            if r.returncode != 0 or not rows:
-                raise RuntimeError(f"ncu on {entry['key']} {build} gave no kernels:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-            scale = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0}
-            rows = rows[-_last_call([row["Kernel Name"] for row in rows]):]
-            total = sum(float(row["Metric Value"].replace(",", "")) * scale[row["Metric Unit"]] for row in rows)
-            result.setdefault(entry["key"], {})[build] = {"kernel_ms": round(total, 4), "kernels": len(rows)}
-            print(f"bench: {entry['key']} {build}: {len(rows)} kernels, {total:.4f} ms kernel-only", flush=True)
+            child = [sys.executable, "-m", "mmaflow.runtime.model_bench", "--from-dir", str(from_dir),
+                     "--out", str(out_dir), "--profile-one", entry["key"], build]
+            kt = kernel_time(child, PROFILED_CALLS, f"{entry['key']} {build}")
+            # the last call, as before the shared helper (one call's kernels summed)
+            result.setdefault(entry["key"], {})[build] = {"kernel_ms": round(kt.calls[-1], 4),
+                                                          "kernels": len(kt.kernels)}
+            print(f"bench: {entry['key']} {build}: {len(kt.kernels)} kernels, {kt.calls[-1]:.4f} ms kernel-only",
+                  flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "kernel_times.json").write_text(json.dumps(result, indent=1))
     return result

@@ -9,6 +9,11 @@ write-after-read hazard across iterations (next K tile's stores vs this tile's l
 The K loop of a matmul gets two barriers per iteration: before the stores, and between stores
 and loads.
 
+An LDS ring (``stages`` > 1) is ordered by `distribute` itself: its ring slots are indexed at
+run time, beyond this analysis, and it needs one barrier per K tile where this analysis would
+place two. Its async copies, slot reads and barrier carry ``mmaflow.ring``; this stage skips
+the first two (and lets the barrier count as one).
+
 AMD: ``amdgpu.lds_barrier`` (an LDS-only fence plus s_barrier; ``gpu.barrier`` would also
 invalidate the vector L0 cache). NVIDIA: ``gpu.barrier`` (bar.sync).
 """
@@ -22,12 +27,13 @@ from iree.compiler import ir
 from ..emit import Emitter
 from ..errors import CodegenError
 from ..mlir import location_of
-from ..attrs import read_target
+from ..attrs import RING, read_target
 
 NAME = "barriers"
 BARRIER_OPS = ("amdgpu.lds_barrier", "gpu.barrier")
 _READS = ("vector.load", "memref.load", "nvgpu.ldmatrix")
 _WRITES = ("vector.store", "memref.store")
+_ASYNC_COPY = "nvgpu.device_async_copy"
 
 
 @dataclass(frozen=True)
@@ -40,7 +46,9 @@ class Pending:
 
 
 def _lds_access(op: ir.Operation) -> str | None:
-    if op.name in _READS:
+    if RING in op.attributes:  # ordered by the ring's own barrier (distribute)
+        return None
+    if op.name in _READS or op.name == _ASYNC_COPY:  # (an async copy's first operand is its LDS destination)
         mem = op.operands[0]
     elif op.name in _WRITES:
         mem = op.operands[1]
@@ -49,7 +57,7 @@ def _lds_access(op: ir.Operation) -> str | None:
     space = ir.MemRefType(mem.type).memory_space
     if space is None or "workgroup" not in str(space):
         return None
-    return "read" if op.name in _READS else "write"
+    return "read" if op.name in _READS else "write"  # an async copy counts as a write at its issue
 
 
 class Placer:

@@ -329,15 +329,17 @@ class Rewriter:
         m, plan = self.m, self.plan
         self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
         self._retype_bindings()
+        self.script_barriers = ops_named(self.func, "gpu.barrier")
         tid = self.top.thread_id()
         lanes = LaneIndex(self.top, self.top.rem(tid, plan.wave_size), plan.wave_size)
+        ring = plan.loop.stages > 1
         copies, frags = {}, {}
         for opd, op_plan in zip(m.operands, plan.operands):
             elem = ir.MemRefType(opd.alloc.type).element_type
-            storage = self.top.alloc_lds(list(op_plan.lds_shape), elem)
+            storage = self.top.alloc_lds(([plan.loop.stages] if ring else []) + list(op_plan.lds_shape), elem)
             copies[opd.name] = self._copy(opd, op_plan, elem, storage)
             frags[opd.name] = FragmentLoader(op_plan.fragments, storage, elem, lanes)
-        loop = self._new_loop(tid, copies)
+        loop = self._ring_loop(tid, copies, frags) if ring else self._new_loop(tid, copies)
         self._distribute_contract(loop, frags)
         self._distribute_epilogue(loop, lanes)
         self._erase_old()
@@ -409,6 +411,28 @@ class Rewriter:
         g0, g1 = self._clone_slice(idx[-2:], body, mapping, em.ip)
         return g0, g1
 
+    def _loop_bounds(self):
+        """The script's K loop body and induction variable, the new loop's bounds (dynamic K: as
+        many K tiles as cover it, the last one bounded) and an emitter before the loop."""
+        loop, lp = self.m.loop, self.plan.loop
+        old_body = loop.regions[0].blocks[0]
+        lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
+        pre = Emitter(ir.InsertionPoint(loop), loop.location, self.vendor)
+        if lp.k_tiles is None:
+            tk = lp.tile_k
+            ub = pre.mul(pre.div(pre.add(self.sizes["k"], tk - 1), tk), tk)
+        return old_body, list(old_body.arguments)[0], lb, ub, step, pre
+
+    @staticmethod
+    def _move_body(old_body, old_iv: ir.Value, new_loop: scf.ForOp):
+        """Move the script's K-step ops (all but the yield) into the new loop; (body, iv)."""
+        body = new_loop.body
+        ip = ir.InsertionPoint(body)
+        for o in [o.operation for o in old_body.operations][:-1]:
+            ip.insert(o.detach_from_parent())
+        old_iv.replace_all_uses_with(new_loop.induction_variable)
+        return body, new_loop.induction_variable
+
     def _new_loop(self, tid: ir.Value, copies: dict) -> KLoop:
         """The K loop, rebuilt: accumulators (one per-lane vector per instruction tile) and the
         prefetched next K tile (this thread's chunks) are its iter_args.
@@ -417,13 +441,7 @@ class Rewriter:
             for k:   store the carried tile to LDS; load tile min(k+1, last); fragments + MMAs
         """
         loop, lp, intr = self.m.loop, self.plan.loop, self.plan.intrinsic
-        old_body = loop.regions[0].blocks[0]
-        old_iv = list(old_body.arguments)[0]
-        lb, ub, step = loop.operands[0], loop.operands[1], loop.operands[2]
-        pre = Emitter(ir.InsertionPoint(loop), loop.location, self.vendor)
-        if lp.k_tiles is None:  # dynamic K: as many K tiles as cover it (the last one bounded)
-            tk = lp.tile_k
-            ub = pre.mul(pre.div(pre.add(self.sizes["k"], tk - 1), tk), tk)
+        old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
         guard = None
         if lp.guard_empty_k:
             # K may be 0: A and B are then empty buffers, and NVIDIA's clamped loads would still
@@ -449,12 +467,7 @@ class Rewriter:
         init = pre.splat_const(acc_t, self.m.acc_init)
         with loop.location, ir.InsertionPoint(loop):
             new_loop = scf.ForOp(lb, ub, step, [init] * n_acc + first)
-        body = new_loop.body
-        ip = ir.InsertionPoint(body)
-        for o in [o.operation for o in old_body.operations][:-1]:
-            ip.insert(o.detach_from_parent())
-        iv = new_loop.induction_variable
-        old_iv.replace_all_uses_with(iv)
+        body, iv = self._move_body(old_body, old_iv, new_loop)
         args = list(new_loop.inner_iter_args)
         acc_args, carried = args[:n_acc], args[n_acc:]
         # Store the carried tile, then issue the next tile's loads (clamped to the last tile).
@@ -473,6 +486,61 @@ class Rewriter:
         with loop.location, ir.InsertionPoint(body):
             new_yield = scf.YieldOp(acc_args + carried).operation  # operands replaced later
         return KLoop(new_loop, acc_args, next_tile, new_yield)
+
+    def _ring_loop(self, tid: ir.Value, copies: dict, frags: dict) -> KLoop:
+        """The K loop over an LDS ring of S = ``stages`` slots, filled by async copies: tile i
+        lives in slot i % S, and S - 1 tiles are in flight while one is multiplied.
+
+            prologue: copy tiles 0 .. S-2 (one commit group each)
+            for i:    wait until tile i has landed (S-2 groups may stay pending); barrier;
+                      copy tile i+S-1 into slot (i-1) % S, freed by the barrier; commit;
+                      fragments of slot i % S + MMAs
+            after:    wait for every group (tiles past the last were zero-fills)
+
+        One barrier per K tile: it publishes tile i to every thread and tells every thread that
+        slot (i-1) % S is no longer read. Copies of tiles past the last read nothing (0 source
+        elements), so no tile index is clamped and K = 0 needs no guard."""
+        loop, lp = self.m.loop, self.plan.loop
+        S = lp.stages
+        old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
+
+        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv) -> ir.Value:
+            tile_valid = em.lt(k_origin, ub)
+            tokens = []
+            for opd in self.m.operands:
+                g0, g1 = self._tile_origin(opd, body, {iv: k_origin}, em)
+                tokens += copies[opd.name].async_copies(em, tid, g0, g1, slot, tile_valid)
+            for t in tokens:
+                attrs.mark(defining_op(t), attrs.RING)
+            group = em.async_group(tokens)
+            attrs.mark(defining_op(group), attrs.RING)
+            return group
+
+        group = None
+        for s in range(S - 1):
+            k_origin = pre.add(lb, pre.mul(step, s)) if s else lb
+            group = issue(pre, k_origin, pre.const(s), old_body, old_iv)
+        intr = self.plan.intrinsic
+        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
+        n_acc = lp.instructions[0] * lp.instructions[1]
+        init = pre.splat_const(acc_t, self.m.acc_init)
+        with loop.location, ir.InsertionPoint(loop):
+            new_loop = scf.ForOp(lb, ub, step, [init] * n_acc)
+        body, iv = self._move_body(old_body, old_iv, new_loop)
+        anchor = [o.operation for o in body.operations][0]
+        em = Emitter(ir.InsertionPoint(anchor), loop.location, self.vendor).named("ring")
+        em.async_wait(group, S - 2)
+        em.barrier()
+        attrs.mark(_previous_op(anchor), attrs.RING)
+        tile = em.div(em.sub(iv, lb), lp.tile_k)
+        for f in frags.values():
+            f.slot = [em.rem(tile, S)]
+        issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), body, iv)
+        with loop.location, ir.InsertionPoint(body):
+            new_yield = scf.YieldOp(list(new_loop.inner_iter_args)).operation  # operands replaced later
+        after = Emitter(ir.InsertionPoint.after(new_loop.operation), loop.location, self.vendor).named("ring")
+        after.async_wait(group, 0)
+        return KLoop(new_loop, list(new_loop.inner_iter_args), [], new_yield)
 
     def _distribute_contract(self, loop: KLoop, frags: dict) -> None:
         c, lp = self.m.contract, self.plan.loop
@@ -549,7 +617,7 @@ class Rewriter:
         doomed += [m.a.read, m.b.read]
         for opd in m.operands:
             doomed += [opd.copy_write, opd.copy_read]
-        doomed += ops_named(self.func, "gpu.barrier")
+        doomed += self.script_barriers
         doomed += self.erase
         for op in doomed:
             op.erase()
@@ -565,6 +633,11 @@ class Rewriter:
         for old_val, (old_op, new_val) in self.global_of.items():
             old_val.replace_all_uses_with(new_val)
             old_op.erase()
+
+
+def _previous_op(op: ir.Operation) -> ir.Operation:
+    ops = [o.operation for o in op.block.operations]
+    return ops[ops.index(op) - 1]
 
 
 def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan) -> None:
