@@ -190,7 +190,7 @@ class Emitter:
             else:
                 vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
 
-    def _in_bounds(self, idx: list[ir.Value], limits) -> ir.Value | None:
+    def in_bounds(self, idx: list[ir.Value], limits) -> ir.Value | None:
         """i1: every index below its limit (None: unbounded; an int or an index value); None when
         nothing is bounded."""
         valid = None
@@ -216,7 +216,7 @@ class Emitter:
         (``extent0``, an int or index value; the memref's when static), past the buffer's end,
         and the raw buffer bounds check returns 0 -- no mask. NVIDIA: the indices are clamped to
         0 and the value selected."""
-        valid = self._in_bounds(idx, limits)
+        valid = self.in_bounds(idx, limits)
         if valid is None:
             return self.global_load(mem, idx, vtype)
         if self.vendor is Vendor.AMD:
@@ -230,7 +230,7 @@ class Emitter:
                              extent0=None) -> None:
         """A global store dropped where an index is at or past its limit: AMD sends it past the
         buffer's end (the bounds check drops it), NVIDIA skips it (scf.if)."""
-        valid = self._in_bounds(idx, limits)
+        valid = self.in_bounds(idx, limits)
         if valid is None:
             self.global_store(val, mem, idx)
         elif self.vendor is Vendor.AMD:

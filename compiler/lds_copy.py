@@ -192,7 +192,7 @@ class Copy:
         for i in range(s.rounds):
             row, col = self._item(em, tid, i)
             idx = self.lead + [em.add(g0, row), em.add(g1, col)]
-            valid = em._in_bounds(idx, [None] * len(self.lead) + list(self.limits))
+            valid = em.in_bounds(idx, [None] * len(self.lead) + list(self.limits))
             if tile_valid is not None:
                 valid = tile_valid if valid is None else em.and_(valid, tile_valid)
             tokens.append(em.async_copy(self.src, idx, self.storage, [slot, em.add(d0, row), em.add(d1, col)],
