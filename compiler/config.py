@@ -334,11 +334,7 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         why.append(f"2x2 waves of 64x64: {(64 // intr.m) * (64 // intr.n)} instructions' accumulators per wave "
                    f"within the register budget")
     tile_k = max(intr.k, 32 * 16 // bits)
-    if target.vendor is Vendor.NVIDIA and waves_m == 4 and problem.k >= 8192:
-        tile_k *= 2  # H100, 8192^3: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md, run 3)
-    why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies"
-               + (" (doubled for K >= 8192: measured faster on the H100)" if tile_k > max(intr.k, 32 * 16 // bits)
-                  else ""))
+    why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies")
     tm = _fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = _fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
     tk = _fit_tile(problem.k, tile_k, intr.k, intr.k)
@@ -359,15 +355,21 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
+        if cfg.stages == 1 and waves_m == 4 and problem.k >= 8192:
+            # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md,
+            # run 3). With the ring, 32 deep in 3 stages is faster (371 vs 287, run 7).
+            cfg = replace(cfg, tile_k=_fit_tile(problem.k, 2 * tile_k, intr.k, intr.k))
+            why.append(f"K staged {cfg.tile_k} deep instead: K >= 8192 without an LDS ring measured faster so")
     validate(cfg, target, problem)
     return cfg
 
 
-# NVIDIA's LDS ring, measured kernel-only on the H100 (docs/BENCHMARKS.md, "LDS ring"): at 4096^3
+# NVIDIA's LDS ring, measured kernel-only on the H100 (docs/BENCHMARKS.md, run 7): at 4096^3
 # (256x128x32 tiles) 3 stages (87.5 KB) ran 295 TFLOP/s, 2 stages 283, 4 stages (114 KB) 273;
-# at 8192^3 (256x128x64) 2 stages (106 KB) ran 346, 3 stages (159 KB) 309. So: the deepest ring
-# of up to RING_STAGES that fits in RING_BYTES.
-RING_STAGES = 3
+# at 8192^3 (256x128x64) 2 stages (106 KB) ran 346, 3 stages (159 KB) 309; with the fragments
+# pipelined, 2048^3 (128x128x32) ran 167 / 265 / 284 with 2 / 3 / 4 stages (74 KB). So: the
+# deepest ring of up to RING_STAGES that fits in RING_BYTES.
+RING_STAGES = 4
 RING_BYTES = 112 * 1024
 
 

@@ -295,12 +295,11 @@ class Emitter:
         with self.loc, self.ip:
             return memref_d.AllocOp(mtype, [], [], alignment=16).result
 
-    def barrier(self) -> None:
+    def barrier(self) -> ir.Operation:
         with self.loc, self.ip:
             if self.vendor is Vendor.AMD:
-                amdgpu.LDSBarrierOp()
-            else:
-                gpu.BarrierOp()
+                return amdgpu.LDSBarrierOp().operation
+            return gpu.BarrierOp().operation
 
     def thread_id(self) -> ir.Value:
         with self.loc, self.ip:

@@ -170,10 +170,9 @@ class FragmentLoader:
     to the tile and the lane's index values)."""
 
     def __init__(self, plan: FragmentPlan, storage: ir.Value, elem: ir.Type, lanes: LaneIndex):
-        """``storage``: the LDS tile, or an LDS ring of tiles (a leading slot dimension; ``slot``
-        then selects the tile the loads read)."""
+        """``storage``: the LDS tile, or an LDS ring of tiles (a leading slot dimension; the
+        loads' ``slot`` then selects the tile they read)."""
         self.plan, self.storage, self.elem, self.lanes = plan, storage, elem, lanes
-        self.slot: list = []
         if plan.blocks is not None:
             # Lane l gives the address of row l % 8 of block l / 8: a non-K row of the block
             # (K-innermost tile), or a K row (K-outer tile, read with .trans).
@@ -187,13 +186,16 @@ class FragmentLoader:
                 nonk = top.add(top.rem(lanes.lane, 8), nonk)
             self.ld_nonk, self.ld_k = nonk, k
 
-    def load(self, em: Emitter, base: dict, batch: tuple[int, int]) -> ir.Value:
-        """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin."""
-        return self.load_group(em, base, [batch])[0]
+    def load(self, em: Emitter, base: dict, batch: tuple[int, int], slot: ir.Value | None = None) -> ir.Value:
+        """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin;
+        ``slot``: the ring slot to read (an LDS ring's storage), marked ``mmaflow.ring``."""
+        return self.load_group(em, base, [batch], slot)[0]
 
-    def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]]) -> list[ir.Value]:
+    def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]],
+                   slot: ir.Value | None = None) -> list[ir.Value]:
         """This lane's fragments of several instructions (``FragmentPlan.reads``)."""
         plan = self.plan
+        lead = [] if slot is None else [slot]
         k_axis, nonk_axis = plan.k_axis, plan.nonk_axis
         em = em.named(f"fragment.{'A' if plan.layout.operand == 'A' else 'B'}")
         if plan.blocks is not None:
@@ -203,8 +205,8 @@ class FragmentLoader:
                 k0, n0 = em.add(base[k_axis], off[k_axis]), em.add(base[nonk_axis], off[nonk_axis])
                 vtype = vector_type([len(plan.blocks), 32 // plan.bits], self.elem)
                 at = [em.add(n0, self.ld_nonk), em.add(k0, self.ld_k)]
-                val = self._ring(em.ldmatrix(self.storage, self.slot + (at[::-1] if plan.k_outer else at),
-                                             len(plan.blocks), vtype, transpose=plan.k_outer))
+                val = _ring(em.ldmatrix(self.storage, lead + (at[::-1] if plan.k_outer else at),
+                                        len(plan.blocks), vtype, transpose=plan.k_outer), slot)
                 out.append(em.shape_cast(val, plan.op_shape))
             return out
         k_lane, n_lane = self.lanes.part(plan.layout, k_axis), self.lanes.part(plan.layout, nonk_axis)
@@ -212,20 +214,14 @@ class FragmentLoader:
         for read in plan.reads(batches):
             idx = {k_axis: em.add(base[k_axis], k_lane, read.k),
                    nonk_axis: em.add(base[nonk_axis], n_lane, read.nonk)}
-            val = self._ring(em.lds_load(self.storage, self.slot + [idx[nonk_axis], idx[k_axis]],
-                                         vector_type([read.length], self.elem)))
+            val = _ring(em.lds_load(self.storage, lead + [idx[nonk_axis], idx[k_axis]],
+                                    vector_type([read.length], self.elem)), slot)
             at = 0
             for b, run in read.parts:
                 part = val if len(read.parts) == 1 else em.extract_slice(val, at, run.length)
                 values[b].append((run, part))
                 at += run.length
         return [self._assemble(em, parts) for parts in values]
-
-    def _ring(self, val: ir.Value) -> ir.Value:
-        """A read of an LDS ring slot is ordered by the ring's own barrier (attrs.RING)."""
-        if self.slot:
-            attrs.mark(defining_op(val), attrs.RING)
-        return val
 
     def _assemble(self, em: Emitter, parts: list) -> ir.Value:
         length = self.plan.layout.op_vector_length
@@ -236,6 +232,13 @@ class FragmentLoader:
             for run, val in parts:
                 flat = em.insert_slice(val, flat, run.first)
         return em.shape_cast(flat, self.plan.op_shape)
+
+
+def _ring(val: ir.Value, slot: ir.Value | None) -> ir.Value:
+    """A read of an LDS ring slot is ordered by the ring's own barrier (attrs.RING)."""
+    if slot is not None:
+        attrs.mark(defining_op(val), attrs.RING)
+    return val
 
 
 def _aligned(start: int, length: int, k_strides: list[int], widest: int) -> bool:

@@ -249,8 +249,8 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
         lds_shape = (k, nonk + cfg.lds_pad) if k_outer else (nonk, k + cfg.lds_pad)
         copy = CopyShape.plan(facts.name, facts.copy_rows, facts.copy_cols, bits, facts.k_dim == 0 and not ring,
                               cfg.workgroup_size, row_length=ext.multiple(-1), lds_row=lds_shape[1],
-                              # (AMD: NVIDIA's measured kernels keep the plain row order for now)
-                              banks=target.lds_banks if vendor is Vendor.AMD else 0, asynchronous=ring)
+                              # (NVIDIA's register-staged copies keep the plain row order, as measured)
+                              banks=target.lds_banks if vendor is Vendor.AMD or ring else 0, asynchronous=ring)
         if ext.multiple(-1) * bits % 128:
             notes.append(f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
                          f"{copy.v * bits} bits wide, not 128")

@@ -10,6 +10,7 @@ import pytest
 from iree.compiler import ir
 
 from conftest import handed_back, matmul_module
+from mmaflow.compiler import attrs
 from mmaflow.compiler.mlir import new_context, ops_named, parse_module, walk
 from mmaflow.runtime.executor import ExecutorError, Kernel
 from mmaflow.runtime.simulate import check_matmul
@@ -81,44 +82,54 @@ def _ring_ops(module, name):
     return [o for o in walk(module.operation) if o.name == name]
 
 
+def _stages(module) -> int:
+    return attrs.read_config(attrs.dispatch_func(module.operation)).stages
+
+
 def test_ring_kernel_passes_with_one_barrier_per_k_tile():
-    """NVIDIA's default LDS ring: cp.async copies land at their wait, one barrier per K tile
-    (128x128x64 with 32-deep K tiles: 2), B read by ldmatrix .trans. Four tiles land in the
-    3-slot ring: the 2 real ones and 2 zero fills past the end, which read no global memory
-    (2 tiles x (A + B) x 512 16-byte chunks = 64 wave-wide 16-byte reads)."""
+    """NVIDIA's default LDS ring: cp.async copies land at their wait, one barrier before the loop
+    and one per K tile (128x128x64 with 32-deep K tiles: 2), B read by ldmatrix .trans. S - 1
+    tiles are copied before the loop and one per K tile: the 2 real ones and S - 1 zero fills
+    past the end land, and only the real ones read global memory (2 tiles x (A + B) x 512
+    16-byte chunks = 64 wave-wide 16-byte reads)."""
     module = _module("sm_80")
-    assert len(_ring_ops(module, "nvgpu.device_async_copy")) > 0
+    stages = _stages(module)
+    assert stages > 1 and len(_ring_ops(module, "nvgpu.device_async_copy")) > 0
     assert any(ir.BoolAttr(o.attributes["transpose"]).value for o in _ring_ops(module, "nvgpu.ldmatrix"))
     r = check_matmul(module, exact=True)
     assert r.check.passed and not r.stats.races
-    assert r.stats.barriers == 2 and r.stats.async_copy_bytes == 4 * (128 * 32 + 32 * 128) * 2
+    assert r.stats.barriers == 1 + 2
+    assert r.stats.async_copy_bytes == (stages - 1 + 2) * (128 * 32 + 32 * 128) * 2
     assert dict(r.stats.global_loads) == {16: 64}
 
 
 def test_ring_without_its_barrier_is_a_race():
     module = _module("sm_80")
-    (barrier,) = ops_named(module.operation, "gpu.barrier")
+    (barrier,) = [b for b in ops_named(module.operation, "gpu.barrier") if b.parent.name == "scf.for"]
     barrier.erase()
     r = check_matmul(module)
     assert r.stats.races and "no barrier in between" in r.stats.races[0]
 
 
 def test_ring_wait_that_leaves_the_tile_in_flight_is_an_error():
-    """Waiting for all but 2 groups (instead of 1) lets the fragments read a slot whose copies
-    have not landed: the executor refuses, whatever the data would have been."""
+    """Waiting for all but S - 1 groups (instead of S - 2) lets the fragments read a slot whose
+    copies have not landed: the executor refuses, whatever the data would have been."""
     module = _module("sm_80")
     wait = next(o for o in _ring_ops(module, "nvgpu.device_async_wait") if o.parent.name == "scf.for")
+    assert ir.IntegerAttr(wait.attributes["numGroups"]).value == _stages(module) - 2
     with module.context:
-        wait.attributes["numGroups"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 2)
+        wait.attributes["numGroups"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _stages(module) - 1)
     with pytest.raises(ExecutorError, match="while an async copy to it is in flight"):
         check_matmul(module)
 
 
 def test_ring_copies_never_waited_for_are_an_error():
+    """Without the wait after the loop, the zero-filling copies past the last tile are still in
+    flight when the kernel ends."""
     module = _module("sm_80")
-    last = [o for o in _ring_ops(module, "nvgpu.device_async_wait") if o.parent.name != "scf.for"]
-    assert len(last) == 1
-    last[0].erase()
+    waits = [o for o in _ring_ops(module, "nvgpu.device_async_wait") if o.parent.name != "scf.for"]
+    assert [ir.IntegerAttr(w.attributes["numGroups"]).value for w in waits] == [_stages(module) - 2, 0]
+    waits[-1].erase()
     with pytest.raises(ExecutorError, match="never waited for"):
         check_matmul(module)
 

@@ -302,12 +302,12 @@ def operand_facts(m: Match, mem_extents: dict) -> tuple[OperandFacts, OperandFac
 
 @dataclass
 class KLoop:
-    """The rebuilt K loop (``Rewriter._new_loop``)."""
+    """The rebuilt K loop (``Rewriter._new_loop``, ``Rewriter._ring_loop``)."""
 
     op: scf.ForOp
     acc_args: list  # one accumulator per instruction tile
     next_tile: list  # the next K tile's loaded chunks (yielded with the accumulators)
-    new_yield: ir.Operation  # a placeholder yield, replaced once the MMAs exist
+    new_yield: ir.Operation | None  # a placeholder yield, replaced once the MMAs exist (None: the ring's is final)
 
 
 class Rewriter:
@@ -339,8 +339,11 @@ class Rewriter:
             storage = self.top.alloc_lds(([plan.loop.stages] if ring else []) + list(op_plan.lds_shape), elem)
             copies[opd.name] = self._copy(opd, op_plan, elem, storage)
             frags[opd.name] = FragmentLoader(op_plan.fragments, storage, elem, lanes)
-        loop = self._ring_loop(tid, copies, frags) if ring else self._new_loop(tid, copies)
-        self._distribute_contract(loop, frags)
+        if ring:  # the contraction is distributed into the ring's pipelined loop
+            loop = self._ring_loop(tid, copies, frags)
+        else:
+            loop = self._new_loop(tid, copies)
+            self._distribute_contract(loop, frags)
         self._distribute_epilogue(loop, lanes)
         self._erase_old()
 
@@ -488,20 +491,28 @@ class Rewriter:
         return KLoop(new_loop, acc_args, next_tile, new_yield)
 
     def _ring_loop(self, tid: ir.Value, copies: dict, frags: dict) -> KLoop:
-        """The K loop over an LDS ring of S = ``stages`` slots, filled by async copies: tile i
-        lives in slot i % S, and S - 1 tiles are in flight while one is multiplied.
+        """The K loop over an LDS ring of S = ``stages`` slots, filled by async copies, with the
+        contraction distributed into it and its fragments software-pipelined: tile i lives in
+        slot i % S; S - 1 tiles are in flight in LDS and the next K step's fragments in
+        registers while one K step is multiplied.
 
-            prologue: copy tiles 0 .. S-2 (one commit group each)
-            for i:    wait until tile i has landed (S-2 groups may stay pending); barrier;
-                      copy tile i+S-1 into slot (i-1) % S, freed by the barrier; commit;
-                      fragments of slot i % S + MMAs
+            prologue: copy tiles 0 .. S-2 (one commit group each); wait for tile 0; barrier;
+                      fragments of tile 0's first K step
+            for i:    copy tile i+S-1 into slot (i-1) % S; commit
+                      K steps 0 .. n-2: fragments of step s+1 (slot i % S), MMAs of step s
+                      last K step: wait until tile i+1 has landed (S-2 groups may stay
+                      pending); barrier; fragments of tile i+1's first step (slot (i+1) % S);
+                      MMAs of the last step
             after:    wait for every group (tiles past the last were zero-fills)
 
-        One barrier per K tile: it publishes tile i to every thread and tells every thread that
-        slot (i-1) % S is no longer read. Copies of tiles past the last read nothing (0 source
-        elements), so no tile index is clamped and K = 0 needs no guard."""
+        One barrier per K tile: it publishes tile i+1 to every thread and tells every thread
+        that slot i % S is no longer read (all its fragments are in registers), so the next
+        iteration's copy may overwrite slot (i+1-1) % S; the MMAs of the last step cover the
+        latency of the next tile's first fragment loads. Copies of tiles past the last read
+        nothing (0 source elements), so no tile index is clamped and K = 0 needs no guard."""
         loop, lp = self.m.loop, self.plan.loop
         S = lp.stages
+        bm, bn, bk = lp.instructions
         old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
 
         def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv) -> ir.Value:
@@ -516,41 +527,70 @@ class Rewriter:
             attrs.mark(defining_op(group), attrs.RING)
             return group
 
+        def sync(em: Emitter, group: ir.Value) -> None:
+            em.async_wait(group, S - 2)
+            attrs.mark(em.barrier(), attrs.RING)
+
+        def fragments(em: Emitter, bases: dict, kk: int, slot: ir.Value) -> list[ir.Value]:
+            return [frags["A"].load(em, bases["A"], (i, kk), slot) for i in range(bm)] + \
+                   [frags["B"].load(em, bases["B"], (kk, j), slot) for j in range(bn)]
+
         group = None
         for s in range(S - 1):
             k_origin = pre.add(lb, pre.mul(step, s)) if s else lb
             group = issue(pre, k_origin, pre.const(s), old_body, old_iv)
+        sync(pre, group)
+        first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
+                          0, pre.const(0))
         intr = self.plan.intrinsic
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
-        n_acc = lp.instructions[0] * lp.instructions[1]
+        n_acc = bm * bn
         init = pre.splat_const(acc_t, self.m.acc_init)
         with loop.location, ir.InsertionPoint(loop):
-            new_loop = scf.ForOp(lb, ub, step, [init] * n_acc)
+            new_loop = scf.ForOp(lb, ub, step, [init] * n_acc + first)
         body, iv = self._move_body(old_body, old_iv, new_loop)
-        anchor = [o.operation for o in body.operations][0]
-        em = Emitter(ir.InsertionPoint(anchor), loop.location, self.vendor).named("ring")
-        em.async_wait(group, S - 2)
-        em.barrier()
-        attrs.mark(_previous_op(anchor), attrs.RING)
+        args = list(new_loop.inner_iter_args)
+        c = self.m.contract
+        em = Emitter(ir.InsertionPoint(c), c.location, self.vendor).named("ring")
+        mma_em = em.named("mma")
         tile = em.div(em.sub(iv, lb), lp.tile_k)
-        for f in frags.values():
-            f.slot = [em.rem(tile, S)]
         issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), body, iv)
+        bases = self._fragment_bases(lambda v: v)
+        acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
+        cur = args[n_acc:]
+        for kk in range(bk):
+            if kk + 1 < bk:
+                nxt = fragments(em, bases, kk + 1, em.rem(tile, S))
+            else:
+                sync(em, group)
+                nxt = fragments(em, bases, 0, em.rem(em.add(tile, 1), S))
+            a_f, b_f = cur[:bm], cur[bm:]
+            for i in range(bm):
+                for j in range(bn):
+                    acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
+            cur = nxt
         with loop.location, ir.InsertionPoint(body):
-            new_yield = scf.YieldOp(list(new_loop.inner_iter_args)).operation  # operands replaced later
+            scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur)
         after = Emitter(ir.InsertionPoint.after(new_loop.operation), loop.location, self.vendor).named("ring")
         after.async_wait(group, 0)
-        return KLoop(new_loop, list(new_loop.inner_iter_args), [], new_yield)
+        return KLoop(new_loop, args[:n_acc], [], None)
+
+    def _fragment_bases(self, place) -> dict:
+        """Per operand, layout axis -> the wave tile's origin in its LDS tile (the script's LDS
+        read indices, passed through ``place``: e.g. cloned before the loop)."""
+        bases = {}
+        for opd in self.m.operands:
+            _, idx, _ = _transfer_parts(opd.read)
+            r, c = place(idx[-2:])
+            bases[opd.name] = {opd.vec_dim_role[0]: r, opd.vec_dim_role[1]: c}
+        return bases
 
     def _distribute_contract(self, loop: KLoop, frags: dict) -> None:
         c, lp = self.m.contract, self.plan.loop
         em = Emitter(ir.InsertionPoint(c), c.location, self.vendor)
         mma_em = em.named("mma")
         bm, bn, bk = lp.instructions
-        bases = {}
-        for opd in self.m.operands:
-            _, idx, _ = _transfer_parts(opd.read)
-            bases[opd.name] = {opd.vec_dim_role[0]: idx[-2], opd.vec_dim_role[1]: idx[-1]}
+        bases = self._fragment_bases(lambda v: v)
         acc = {(i, j): loop.acc_args[i * bn + j] for i in range(bm) for j in range(bn)}
         fa, fb = frags["A"], frags["B"]
         if lp.k_interleaved:  # every K step's fragments at once: one wide read serves several
@@ -633,11 +673,6 @@ class Rewriter:
         for old_val, (old_op, new_val) in self.global_of.items():
             old_val.replace_all_uses_with(new_val)
             old_op.erase()
-
-
-def _previous_op(op: ir.Operation) -> ir.Operation:
-    ops = [o.operation for o in op.block.operations]
-    return ops[ops.index(op) - 1]
 
 
 def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan) -> None:

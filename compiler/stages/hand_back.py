@@ -19,7 +19,7 @@ from iree.compiler.dialects import arith, iree_codegen
 from .. import attrs
 from ..errors import CodegenError
 from ..mlir import ops_named, parent_named, str_attr
-from ..targets import Target
+from ..targets import Target, Vendor
 
 NAME = "hand-back"
 
@@ -73,4 +73,7 @@ def hand_back(func: ir.Operation) -> None:
     with func.context, func.location:
         block = config.regions[0].blocks.append(*[a.type for a in count_args])
     _grid(block, func, len(count_args) - 1)
+    if target.vendor is Vendor.NVIDIA:
+        with func.context:
+            func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
     retarget_variant(variant, target)
