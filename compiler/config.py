@@ -185,8 +185,8 @@ def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str
     """Why an LDS ring of ``cfg.stages`` K tiles cannot serve this problem, or None. The ring is
     filled by cp.async (``nvgpu.device_async_copy``: 4, 8 or 16 bytes per thread, straight to
     shared memory), so: NVIDIA only, 16-bit operands where a tile is K-outer (``ldmatrix
-    .trans`` transposes 16-bit elements only), chunks of at least 4 bytes that divide the
-    global rows, and every thread moving the same number of chunks."""
+    .trans`` transposes 16-bit elements only), and chunks of at least 4 bytes that divide the
+    global rows."""
     if target.vendor is not Vendor.NVIDIA:
         return (f"an LDS ring needs asynchronous global->LDS copies, which mmaflow emits for NVIDIA only "
                 f"(cp.async); {target.name} prefetches one K tile in registers (stages=1)")
@@ -205,9 +205,6 @@ def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str
         if v * bits < 32:
             return (f"{op}'s rows ({row_len} elements) allow only {v * bits}-bit chunks; cp.async copies "
                     f"4, 8 or 16 bytes")
-        if (rows * cols // v) % cfg.workgroup_size:
-            return (f"{op}'s tile ({rows}x{cols}) is {rows * cols // v} chunks of {v * bits} bits, not a multiple "
-                    f"of the {cfg.workgroup_size} threads")
     return None
 
 

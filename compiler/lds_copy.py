@@ -34,7 +34,9 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
+from . import attrs
 from .emit import Emitter, vector_type
+from .mlir import defining_op
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,8 @@ class CopyShape:
                     break
         total = (rows // kb) * per_row
         group, step = _store_row_order(rows, per_row, v * bits // 8, lds_row * bits, transposed, banks)
-        if asynchronous and (transposed or total % threads):
-            raise ValueError(f"{operand}: an asynchronous copy stores chunks as they are, one round per thread each")
+        if asynchronous and transposed:
+            raise ValueError(f"{operand}: an asynchronous copy stores chunks as they are, it cannot transpose")
         return CopyShape(operand, rows, cols, bits, transposed, threads, v, per_row, kb, total,
                          math.ceil(total / threads), group, step, asynchronous)
 
@@ -184,19 +186,28 @@ class Copy:
         """One ``nvgpu.device_async_copy`` per chunk of this thread: global tile (g0, g1) into
         ring slot ``slot``, no registers in between. A chunk outside the tensor, or of a tile
         past the last (``tile_valid`` false), copies 0 source elements from a clamped address:
-        cp.async zero-fills the chunk and reads nothing. Returns the copies' tokens."""
+        cp.async zero-fills the chunk and reads nothing. A last round that not every thread has
+        an item in is guarded (scf.if): a clamped item would copy over another thread's chunk.
+        The copies carry ``mmaflow.ring``. Returns the tokens of the unguarded copies (a commit
+        group takes every copy the thread issued, guarded ones included)."""
         s = self.shape
         em = em.named(f"copy.{s.operand}.async")
         d0, d1 = self.dst
         tokens = []
         for i in range(s.rounds):
-            row, col = self._item(em, tid, i)
-            idx = self.lead + [em.add(g0, row), em.add(g1, col)]
-            valid = em.in_bounds(idx, [None] * len(self.lead) + list(self.limits))
+            c_em = em
+            if (i + 1) * s.threads > s.total:
+                c_em = em.if_then(em.lt(em.add(tid, i * s.threads), s.total))
+            row, col = self._item(c_em, tid, i)
+            idx = self.lead + [c_em.add(g0, row), c_em.add(g1, col)]
+            valid = c_em.in_bounds(idx, [None] * len(self.lead) + list(self.limits))
             if tile_valid is not None:
-                valid = tile_valid if valid is None else em.and_(valid, tile_valid)
-            tokens.append(em.async_copy(self.src, idx, self.storage, [slot, em.add(d0, row), em.add(d1, col)],
-                                        s.v, valid))
+                valid = tile_valid if valid is None else c_em.and_(valid, tile_valid)
+            token = c_em.async_copy(self.src, idx, self.storage, [slot, c_em.add(d0, row), c_em.add(d1, col)],
+                                    s.v, valid)
+            attrs.mark(defining_op(token), attrs.RING)
+            if c_em is em:
+                tokens.append(token)
         return tokens
 
     def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value]) -> None:

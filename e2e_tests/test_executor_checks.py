@@ -222,3 +222,14 @@ def test_ring_zero_fills_partial_tiles():
     assert copies and any(len(list(o.operands)) > 1 + 3 + 1 + 2 for o in copies)  # a srcElements operand
     r = check_matmul(module, exact=True)
     assert r.check.passed and not r.stats.races
+
+
+def test_ring_guards_a_partial_last_round():
+    """250x80x96 on sm_80 gets a 128x96 tile: B's 32x96 K-outer tile is 384 16-byte chunks for
+    256 threads, so the second round is guarded (scf.if) instead of clamped onto another
+    thread's chunk; the result is exact and race-free."""
+    module = parse_module(handed_back(matmul_module(250, 80, 96), "sm_80"), new_context())
+    guarded = [o for o in _ring_ops(module, "nvgpu.device_async_copy") if o.parent.name == "scf.if"]
+    assert guarded and all(attrs.RING in o.attributes for o in guarded)
+    r = check_matmul(module, exact=True)
+    assert r.check.passed and not r.stats.races

@@ -521,8 +521,6 @@ class Rewriter:
             for opd in self.m.operands:
                 g0, g1 = self._tile_origin(opd, body, {iv: k_origin}, em)
                 tokens += copies[opd.name].async_copies(em, tid, g0, g1, slot, tile_valid)
-            for t in tokens:
-                attrs.mark(defining_op(t), attrs.RING)
             group = em.async_group(tokens)
             attrs.mark(defining_op(group), attrs.RING)
             return group

@@ -6,6 +6,9 @@
 - ``iree_codegen.dispatch_config @<export>`` yielding the grid (N/tile_n, M/tile_m, batch), next to
   the function: how IREE learns the workgroup count of a no_pipeline dispatch. Its block takes
   the device and the dispatch's workload: dynamic sizes are ceil-divided by their tiles there.
+- NVIDIA: ``nvvm.minctasm = 1`` (``.minnctapersm 1``): ptxas may use up to 255 registers
+  instead of aiming at 2 blocks per SM by itself (ptxas 12.9 for sm_90a spilled a 128x128-tile
+  kernel at 128 registers; docs/BENCHMARKS.md run 7).
 - targets IREE 3.13 cannot describe (sm_90a) get the variant's target attribute rewritten.
 """
 
