@@ -262,7 +262,7 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch) -> di
 
 
 def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
-    ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+    ta, tb = _to_torch(torch, a), _to_torch(torch, b)
     start = time.perf_counter()
     done = 0
     while done < warmup or time.perf_counter() - start < 0.3:  # leave the idle clocks
@@ -284,26 +284,37 @@ PROFILED_CALLS = 5
 TORCH = "torch"
 
 
-def _inputs(size: int) -> tuple[np.ndarray, np.ndarray]:
+TIMED_DTYPES = ("f16", "bf16")
+
+
+def _inputs(size: int, dtype: str = "f16") -> tuple[np.ndarray, np.ndarray]:
+    """A and B of a timed matmul: uniform in [-1, 1), rounded to ``dtype`` (f16 or bf16)."""
+    from mmaflow.runtime.numerics import DTYPES
     rng = np.random.default_rng(size)
-    return (rng.uniform(-1, 1, (size, size)).astype(np.float16),
-            rng.uniform(-1, 1, (size, size)).astype(np.float16))
+    return tuple(rng.uniform(-1, 1, (size, size)).astype(np.float32).astype(DTYPES[dtype]) for _ in range(2))
+
+
+def _to_torch(torch, x: np.ndarray):
+    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact)."""
+    if x.dtype == np.float16:
+        return torch.from_numpy(x).cuda()
+    return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).cuda()
 
 
 def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
     """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
     calls of one prepared module (or of torch.matmul when ``file`` is "torch"), inputs already on
     the GPU, each call waited for."""
-    a, b = _inputs(size)
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    a, b = _inputs(size, manifest["a_type"])
     if file == TORCH:
         import torch
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        ta, tb = _to_torch(torch, a), _to_torch(torch, b)
         for _ in range(1 + PROFILED_CALLS):
             torch.matmul(ta, tb)
             torch.cuda.synchronize()
         return
     from mmaflow.runtime.iree_runner import CompiledModule
-    manifest = json.loads((manifest_dir / MANIFEST).read_text())
     mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
     fn = mod.function(manifest["function"])
     dev = [mod.upload(a), mod.upload(b)]
@@ -328,7 +339,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     rows = []
     sizes = sorted({e["size"] for e in manifest["entries"]})
     for size in sizes:
-        a, b = _inputs(size)
+        a, b = _inputs(size, manifest["a_type"])
         flop = 2.0 * size ** 3
         for e in [x for x in manifest["entries"] if x["size"] == size]:
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
@@ -344,7 +355,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
         if torch is not None:
             times = _time_torch(torch, a, b, warmup, repeat)
             t = statistics.median(times)
-            rows.append({"size": size, "variant": "torch.matmul (f16 out)", "target": torch.cuda.get_device_name(),
+            rows.append({"size": size, "variant": f"torch.matmul ({manifest['a_type']} out)", "target": torch.cuda.get_device_name(),
                          "ms": t * 1e3, "tflops": flop / t / 1e12, "check": "-", "max_rel_err": float("nan"),
                          "detail": "", "config": f"torch {torch.__version__}", "file": TORCH})
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
@@ -424,8 +435,9 @@ def bench_command(args) -> int:
         sizes = [int(s) for s in args.sizes.split(",")]
     except ValueError:
         raise InputError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
-    if args.dtype != "f16":
-        raise InputError("bench measures f16 x f16 -> f32 matmuls")
+    if args.dtype not in TIMED_DTYPES:
+        raise InputError(f"bench times {' and '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
+                         hint="--checks covers every dtype pair of the target, numpy-checked")
     out = Path(args.out)
     prep_dir = Path(args.prepare_only) if args.prepare_only else out / "modules"
     if args.checks or args.variants:
