@@ -130,11 +130,14 @@ class Emitter:
         with self.loc, self.ip:
             return vector.InsertStridedSliceOp(part, into, [offset], [1]).result
 
-    def extract_slice(self, v: ir.Value, offset: int, length: int) -> ir.Value:
+    def extract_slice(self, v: ir.Value, offset, length) -> ir.Value:
+        """``length`` elements from ``offset`` (ints, or one per leading dimension)."""
         vt = ir.VectorType(v.type)
+        offs = [offset] if isinstance(offset, int) else list(offset)
+        sizes = [length] if isinstance(length, int) else list(length)
         with self.loc, self.ip:
-            return vector.ExtractStridedSliceOp(vector_type([length], vt.element_type), v,
-                                                [offset], [length], [1]).result
+            return vector.ExtractStridedSliceOp(vector_type(sizes + list(vt.shape[len(sizes):]), vt.element_type), v,
+                                                offs, sizes, [1] * len(sizes)).result
 
     def shape_cast(self, v: ir.Value, shape) -> ir.Value:
         vt = ir.VectorType(v.type)
@@ -300,6 +303,13 @@ class Emitter:
             if self.vendor is Vendor.AMD:
                 return amdgpu.LDSBarrierOp().operation
             return gpu.BarrierOp().operation
+
+    def sched_barrier(self) -> ir.Operation:
+        """AMD: ``amdgpu.sched_barrier allow = none``, no instruction scheduled across it (LLVM's
+        scheduler would otherwise sink prefetched fragment reads next to their uses)."""
+        assert self.vendor is Vendor.AMD
+        with self.loc, self.ip:
+            return amdgpu.SchedBarrierOp(ir.Attribute.parse("#rocdl.sched_group_mask<none>")).operation
 
     def thread_id(self) -> ir.Value:
         with self.loc, self.ip:

@@ -158,6 +158,9 @@ class FragmentPlan:
         """The reads that load ``batches`` (e.g. one K tile's instructions)."""
         if self.blocks is not None:
             trans = " .trans" if self.k_outer else ""
+            if len(self.blocks) == 2 and len(batches) > 1:
+                return (f"{(len(batches) + 1) // 2} x nvgpu.ldmatrix{trans} (x4), one per two instructions "
+                        f"(x2 each)")
             return f"{len(batches)} x nvgpu.ldmatrix{trans} (x{len(self.blocks)}), one per instruction"
         reads = self.reads(batches)
         widths = sorted({r.length * self.bits for r in reads}, reverse=True)
@@ -173,23 +176,38 @@ class FragmentLoader:
         """``storage``: the LDS tile, or an LDS ring of tiles (a leading slot dimension; the
         loads' ``slot`` then selects the tile they read)."""
         self.plan, self.storage, self.elem, self.lanes = plan, storage, elem, lanes
+        self._addresses: dict = {}
         if plan.blocks is not None:
-            # Lane l gives the address of row l % 8 of block l / 8: a non-K row of the block
-            # (K-innermost tile), or a K row (K-outer tile, read with .trans).
-            top = lanes.top
-            blk = top.rem(top.div(lanes.lane, 8), len(plan.blocks))
-            nonk = lanes.table([b[0] for b in plan.blocks], blk, "row")
-            k = lanes.table([b[1] for b in plan.blocks], blk, "col")
-            if plan.k_outer:
+            self._lane_address(plan.blocks)
+
+    def _lane_address(self, blocks: tuple) -> tuple[ir.Value, ir.Value]:
+        """ldmatrix of ``blocks`` ((non-K, K) origins): lane l gives the address of row l % 8
+        of block l / 8 -- a non-K row of the block (K-innermost tile), or a K row (K-outer
+        tile, read with .trans). (non-K, K) index values, built once per block list."""
+        if blocks not in self._addresses:
+            top, lanes = self.lanes.top, self.lanes
+            blk = top.rem(top.div(lanes.lane, 8), len(blocks))
+            nonk = lanes.table([b[0] for b in blocks], blk, "row")
+            k = lanes.table([b[1] for b in blocks], blk, "col")
+            if self.plan.k_outer:
                 k = top.add(top.rem(lanes.lane, 8), k)
             else:
                 nonk = top.add(top.rem(lanes.lane, 8), nonk)
-            self.ld_nonk, self.ld_k = nonk, k
+            self._addresses[blocks] = (nonk, k)
+        return self._addresses[blocks]
 
     def load(self, em: Emitter, base: dict, batch: tuple[int, int], slot: ir.Value | None = None) -> ir.Value:
         """This lane's fragment of instruction ``batch``; ``base`` maps axis -> tile origin;
         ``slot``: the ring slot to read (an LDS ring's storage), marked ``mmaflow.ring``."""
         return self.load_group(em, base, [batch], slot)[0]
+
+    def load_each(self, em: Emitter, base: dict, batches: list[tuple[int, int]],
+                  slot: ir.Value | None = None) -> list[ir.Value]:
+        """The fragments of several instructions, each read on its own, except that ldmatrix
+        fragments of two blocks are read two instructions per x4 (``load_group``)."""
+        if self.plan.blocks is not None:
+            return self.load_group(em, base, batches, slot)
+        return [self.load(em, base, b, slot) for b in batches]
 
     def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]],
                    slot: ir.Value | None = None) -> list[ir.Value]:
@@ -199,15 +217,26 @@ class FragmentLoader:
         k_axis, nonk_axis = plan.k_axis, plan.nonk_axis
         em = em.named(f"fragment.{'A' if plan.layout.operand == 'A' else 'B'}")
         if plan.blocks is not None:
+            # Two instructions of two blocks each share one x4 ldmatrix (the second's blocks
+            # at its constant offset from the first's): half the shared-memory instructions.
             out = []
-            for batch in batches:
-                off = plan.offset(batch)
+            nb, per = len(plan.blocks), 32 // plan.bits
+            for i in range(0, len(batches), 2 if nb == 2 else 1):
+                group = batches[i:i + 2] if nb == 2 else batches[i:i + 1]
+                off = plan.offset(group[0])
+                blocks = plan.blocks
+                if len(group) == 2:
+                    off2 = plan.offset(group[1])
+                    dn, dk = off2[nonk_axis] - off[nonk_axis], off2[k_axis] - off[k_axis]
+                    blocks = blocks + tuple((n + dn, k + dk) for n, k in blocks)
+                ld_nonk, ld_k = self._lane_address(blocks)
                 k0, n0 = em.add(base[k_axis], off[k_axis]), em.add(base[nonk_axis], off[nonk_axis])
-                vtype = vector_type([len(plan.blocks), 32 // plan.bits], self.elem)
-                at = [em.add(n0, self.ld_nonk), em.add(k0, self.ld_k)]
-                val = _ring(em.ldmatrix(self.storage, lead + (at[::-1] if plan.k_outer else at),
-                                        len(plan.blocks), vtype, transpose=plan.k_outer), slot)
-                out.append(em.shape_cast(val, plan.op_shape))
+                at = [em.add(n0, ld_nonk), em.add(k0, ld_k)]
+                val = _ring(em.ldmatrix(self.storage, lead + (at[::-1] if plan.k_outer else at), len(blocks),
+                                        vector_type([len(blocks), per], self.elem), transpose=plan.k_outer), slot)
+                for g in range(len(group)):
+                    part = val if len(group) == 1 else em.extract_slice(val, [g * nb], [nb])
+                    out.append(em.shape_cast(part, plan.op_shape))
             return out
         k_lane, n_lane = self.lanes.part(plan.layout, k_axis), self.lanes.part(plan.layout, nonk_axis)
         values: list[list] = [[] for _ in batches]

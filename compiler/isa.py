@@ -32,6 +32,9 @@ class IsaReport:
     counts: dict = field(default_factory=dict)  # category -> count, whole kernel
     loop_counts: dict = field(default_factory=dict)  # category -> count, inside the K loop
     has_loop: bool = False
+    # Matrix instructions in the K loop whose nearest preceding instruction (scheduling hints
+    # aside) waits for LDS reads: the matrix unit idles for an LDS round trip there. AMD only.
+    matrix_behind_lds_wait: int | None = None
     loop_listing: list = field(default_factory=list, repr=False)  # the K loop's instructions, in order
 
     def to_dict(self) -> dict:
@@ -156,6 +159,42 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re) -> list[str] | None:
     return [t for k, t in instrs[best[0]:best[1] + 1] if k == "instr"]
 
 
+# Waits on the LDS counter (lgkmcnt; gfx12: s_wait_dscnt) with the count they leave pending, and
+# the hints that issue nothing.
+_AMD_LDS_WAIT = re.compile(r"^s_waitcnt\b.*\blgkmcnt\((\d+)\)|^s_waitcnt_lgkmcnt\s+\S+,\s*(0x[0-9a-f]+|\d+)"
+                           r"|^s_wait_(?:load)?dscnt\s+(0x[0-9a-f]+|\d+)")
+_AMD_HINT = re.compile(r"^s_(delay_alu|nop|set_inst_prefetch_distance|clause)\b")
+_AMD_LDS_OP = re.compile(r"^ds_")
+
+
+def matrix_behind_lds_wait(body: list[str]) -> int:
+    """How many matrix instructions of a loop ``body`` come right after (scheduling hints aside)
+    a wait on LDS that needs an LDS access issued since the previous matrix instruction: the
+    wait leaves fewer accesses pending than were issued in between (the body taken cyclically,
+    so the first matrix instruction's window starts after the last one of the previous
+    iteration). Such an instruction idles for a full LDS round trip; one whose fragment was read
+    a whole group of matrix instructions earlier does not, even behind a wait."""
+    body = [line for line in body if not _AMD_HINT.search(line)]
+    is_mma = [bool(_AMD_CATEGORIES[0][1].search(line)) for line in body]
+    if not any(is_mma):
+        return 0
+    n = 0
+    for i, line in enumerate(body):
+        if not is_mma[i] or i == 0:
+            continue
+        m = _AMD_LDS_WAIT.search(body[i - 1])
+        if not m:
+            continue
+        pending = int(next(g for g in m.groups() if g is not None), 0)
+        issued, j = 0, i - 2
+        while not is_mma[j % len(body)]:
+            issued += bool(_AMD_LDS_OP.search(body[j % len(body)]))
+            j -= 1
+        if pending < issued:
+            n += 1
+    return n
+
+
 def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     instrs = []
     code = text.split(".amdgpu_metadata", 1)[0]
@@ -181,6 +220,7 @@ def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     rep.has_loop = body is not None
     rep.loop_counts = dict(_categorize(body or [], _AMD_CATEGORIES))
     rep.loop_listing = list(body or [])
+    rep.matrix_behind_lds_wait = matrix_behind_lds_wait(body) if body is not None else None
     rep.wave_size = _meta(text, "wavefront_size")
     rep.waves_per_simd = target.waves_per_simd(rep.wave_size, rep.vgprs or 0, rep.agprs or 0) \
         if rep.wave_size else None

@@ -27,6 +27,7 @@ ROWS = [
     ("vgpr_spills", "VGPR spills (NVIDIA: spill bytes)"), ("sgpr_spills", "SGPR spills"),
     ("scratch_bytes", "scratch bytes"), ("lds_bytes", "LDS bytes"),
     ("waves_per_simd", "occupancy (waves/SIMD; NVIDIA warps/SM)"),
+    ("matrix_behind_lds_wait", "K loop: matrix instrs right behind LDS wait"),
 ]
 COUNT_ROWS = ["matrix", "global_load_b128", "global_load_b64", "global_load_b32", "global_load_narrow",
               "async_copy_b128", "async_copy_b64", "async_copy_b32", "async_wait", "global_store",

@@ -92,6 +92,9 @@ def test_no_spills_and_wide_loads(variant, target):
     if get_target(target).is_amd:
         assert (rep.vgpr_spills, rep.sgpr_spills, rep.scratch_bytes) == (0, 0, 0), rep.to_dict()
         assert rep.waves_per_simd >= 2, rep.to_dict()
+        # Fragments read a K step ahead: at most 1 in 10 matrix instructions of the K loop waits
+        # for an LDS read issued since the previous one (the first after each tile's barrier).
+        assert rep.matrix_behind_lds_wait * 10 <= rep.loop_counts["matrix"], rep.to_dict()
 
 
 NV_CASES = [pytest.param(v, t, id=f"{v}-{t}", marks=() if t == "sm_80" or v == "f16" else pytest.mark.exhaustive)
@@ -144,3 +147,24 @@ def test_small_unaligned_default_configs_do_not_spill(target, shape):
     (exe,) = res.taken
     rep = res.reports[exe.name]
     assert (rep.vgpr_spills, rep.sgpr_spills, rep.scratch_bytes) == (0, 0, 0), rep.to_dict()
+
+
+def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_matrix_instruction():
+    from mmaflow.compiler.isa import matrix_behind_lds_wait
+    mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"
+    # a read, a wait for it, the WMMA: counted (hints such as s_delay_alu issue nothing)
+    assert matrix_behind_lds_wait(["ds_load_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
+                                   "s_delay_alu instid0(VALU_DEP_1)", mma]) == 1
+    # the next step's two reads stay pending: the WMMA's own fragment was read a step earlier
+    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "ds_load_b128 v[12:15], v1",
+                                   "s_waitcnt lgkmcnt(2)", mma]) == 0
+    # ... but a wait that needs one of them is counted
+    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "ds_load_b128 v[12:15], v1",
+                                   "s_waitcnt lgkmcnt(1)", mma]) == 1
+    # the loop is cyclic: reads at the end of the body feed the first WMMA of the next iteration
+    assert matrix_behind_lds_wait(["s_wait_dscnt 0x0", mma, mma, "ds_load_b128 v[8:11], v1"]) == 1
+    assert matrix_behind_lds_wait(["s_waitcnt vmcnt(0) lgkmcnt(0)", mma, "v_add_u32 v1, v1, v2"]) == 0
+    # MFMA too; no matrix instruction, nothing to count
+    assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
+                                   "v_mfma_f32_16x16x16_f16 v[0:3], v[8:9], v[10:11], v[0:3]"]) == 1
+    assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)"]) == 0

@@ -930,14 +930,21 @@ def _h_insert_strided(k, op):
 
 
 def _h_extract_strided(k, op):
+    """A unit-stride slice along the leading dimension (the rest whole): contiguous in the
+    flattened per-lane vector."""
     (out,) = k._outs(op)
     (src,) = k._ins(op)
-    off = _strided_1d(op, "vector.extract_strided_slice")
-    n, _ = _vec_len(op.results[0].type)
+    _, shape = _vec_len(op.operands[0].type)
+    off = _strided_1d(op, "vector.extract_strided_slice") * int(np.prod(shape[1:], dtype=np.int64))
+    n, out_shape = _vec_len(op.results[0].type)
 
     def run(st):
         v = np.asarray(st.env[src])
-        st.env[out] = v[..., off:off + n]
+        if len(shape) == 1:
+            st.env[out] = v[..., off:off + n]
+        else:  # per-lane values keep the vector's shape: slice the flattened elements
+            flat = v.reshape(v.shape[:v.ndim - len(shape)] + (-1,))
+            st.env[out] = flat[..., off:off + n].reshape(flat.shape[:-1] + out_shape)
     return run
 
 
@@ -1208,6 +1215,8 @@ _HANDLERS = {
     # compiler hints on dynamic sizes: the values pass through
     "util.assume.int": _h_noop, "iree_tensor_ext.dispatch.workload.ordinal": _h_noop,
     "memref.dealloc": lambda k, op: (lambda st: None), "memref.assume_alignment": _h_noop,
+    # an instruction-scheduling fence for LLVM: no effect on values or memory
+    "amdgpu.sched_barrier": lambda k, op: (lambda st: None),
     "vector.load": _h_vector_load, "vector.store": _h_vector_store,
     "memref.load": _h_memref_load, "memref.store": _h_memref_store,
     "amdgpu.raw_buffer_load": _h_raw_buffer_load, "amdgpu.raw_buffer_store": _h_raw_buffer_store,

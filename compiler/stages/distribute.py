@@ -23,7 +23,9 @@ the form the script produces); ``plan.plan_kernel`` makes every decision as froz
    - global->LDS copies: every thread moves 128-bit chunks, ``amdgpu.raw_buffer_load`` (AMD) or
      ``vector.load`` (NVIDIA) from global, ``vector.store`` into LDS (transposing blocks of
      ``kb`` rows in registers when the LDS orientation differs);
-   - LDS->registers: one ``vector.load`` per contiguous run of the operand layout;
+   - LDS->registers: one ``vector.load`` per contiguous run of the operand layout, or
+     ``nvgpu.ldmatrix`` (two instructions' x2 fragments per x4), one K step ahead of the matrix
+     instructions that use them (on AMD held there by ``amdgpu.sched_barrier``);
    - the contraction: K steps x M tiles x N tiles of ``amdgpu.wmma``/``amdgpu.mfma``/
      ``nvgpu.mma.sync``, accumulators carried as ``scf.for`` iter_args across the whole K loop;
    - the epilogue: accumulator layout -> output memory, contiguous runs as one store each
@@ -530,8 +532,8 @@ class Rewriter:
             attrs.mark(em.barrier(), attrs.RING)
 
         def fragments(em: Emitter, bases: dict, kk: int, slot: ir.Value) -> list[ir.Value]:
-            return [frags["A"].load(em, bases["A"], (i, kk), slot) for i in range(bm)] + \
-                   [frags["B"].load(em, bases["B"], (kk, j), slot) for j in range(bn)]
+            return frags["A"].load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
+                   frags["B"].load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
 
         group = None
         for s in range(S - 1):
@@ -594,15 +596,28 @@ class Rewriter:
         if lp.k_interleaved:  # every K step's fragments at once: one wide read serves several
             a_all = {i: fa.load_group(em, bases["A"], [(i, kk) for kk in range(bk)]) for i in range(bm)}
             b_all = {j: fb.load_group(em, bases["B"], [(kk, j) for kk in range(bk)]) for j in range(bn)}
-        for kk in range(bk):
+        def fragments(kk):
             if lp.k_interleaved:
-                a_frags, b_frags = [a_all[i][kk] for i in range(bm)], [b_all[j][kk] for j in range(bn)]
-            else:
-                a_frags = [fa.load(em, bases["A"], (i, kk)) for i in range(bm)]
-                b_frags = [fb.load(em, bases["B"], (kk, j)) for j in range(bn)]
+                return [a_all[i][kk] for i in range(bm)], [b_all[j][kk] for j in range(bn)]
+            return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)]), \
+                   fb.load_each(em, bases["B"], [(kk, j) for j in range(bn)])
+
+        # Fragments one K step ahead: step kk+1's reads are issued before step kk's matrix
+        # instructions, which then wait only for reads that had a whole step to land. On AMD a
+        # sched_barrier holds that order (LLVM's scheduler sinks each read next to its use,
+        # putting half the WMMAs right behind an LDS wait: docs/BENCHMARKS.md, AMD tables).
+        cur = fragments(0)
+        for kk in range(bk):
+            if kk and self.vendor is Vendor.AMD:
+                em.sched_barrier()
+            nxt = fragments(kk + 1) if kk + 1 < bk else None
+            if self.vendor is Vendor.AMD and (kk == 0 or nxt is not None):
+                em.sched_barrier()
+            a_frags, b_frags = cur
             for i in range(bm):
                 for j in range(bn):
                     acc[(i, j)] = mma_em.mma(self.plan.intrinsic, a_frags[i], b_frags[j], acc[(i, j)])
+            cur = nxt
         with loop.new_yield.location, ir.InsertionPoint(loop.new_yield):
             scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + loop.next_tile)
         self.erase.append(loop.new_yield)

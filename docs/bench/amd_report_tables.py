@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-TARGETS = ["gfx1100", "gfx1201", "gfx942"]
+TARGETS = ["gfx1100", "gfx1201", "gfx942", "gfx950"]
 SIZES = [1024, 4096]
 ROWS = ["vgprs", "agprs", "vgpr_spills", "scratch_bytes", "lds_bytes", "waves_per_simd"]
 COUNTS = ["matrix", "global_load_b128", "lds_load_b128", "lds_load_b64", "lds_load_narrow", "lds_store_b128",
@@ -33,6 +33,8 @@ def main():
         for r in ROWS:
             print(f"| {r} | " + " | ".join(str(data[s][w].get(r) if data[s][w].get(r) is not None else "-")
                                          for s, w in cols) + " |")
+        vals = [(data[s][w]["matrix_behind_lds_wait"], data[s][w]["loop_counts"].get("matrix", 0)) for s, w in cols]
+        print("| matrix behind an LDS wait (of K loop's) | " + " | ".join(f"{a} of {b}" for a, b in vals) + " |")
         for c in COUNTS:
             vals = [(data[s][w]["counts"].get(c, 0), data[s][w]["loop_counts"].get(c, 0)) for s, w in cols]
             if any(v[0] for v in vals):
