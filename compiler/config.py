@@ -316,11 +316,18 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     if target.vendor is Vendor.NVIDIA:
         # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles in a 256x128
         # workgroup tile beat 64x32 ones by 1.3x at 4096^3, once there are >= 2 workgroups per SM.
+        # Fewer 128x128 tiles than SMs: 64x128 ones (32x32 per warp) put twice as many SMs to
+        # work; measured 152 vs 127 TFLOP/s at 1024^3 (BENCHMARKS run 8; 128x64 the same, 64x64 127).
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
-        waves_m, waves_n, wt_m, wt_n = (4, 2, 64, 64) if big else (2, 4, 64, 32)
+        few = None not in (problem.m, problem.n, problem.batch) and problem.n >= 128 and \
+            -(-problem.m // 128) * -(-problem.n // 128) * problem.batch < target.compute_units and \
+            _fit_tile(problem.m, 64, 2 * intr.m, intr.m) == 64  # (not 32 rows: a 4000-row M keeps 128)
+        waves_m, waves_n, wt_m, wt_n = (4, 2, 64, 64) if big else (2, 4, 32, 32) if few else (2, 4, 64, 32)
         why.append(f"{waves_m}x{waves_n} warps of {wt_m}x{wt_n}: " + (
             f"at least two 256x128 workgroup tiles per SM ({target.compute_units} SMs): 64x64 warp tiles measured "
             f"1.3x faster at 4096^3 (BENCHMARKS run 2)" if big else
+            f"fewer 128x128 tiles than SMs ({target.compute_units}): 64x128 tiles keep twice as many SMs busy "
+            f"(1.2x at 1024^3, BENCHMARKS run 8)" if few else
             f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"))
     elif intr.family.startswith("wmma") and wave == 32:
         waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32

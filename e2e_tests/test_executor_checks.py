@@ -90,17 +90,20 @@ def test_ring_kernel_passes_with_one_barrier_per_k_tile():
     """NVIDIA's default LDS ring: cp.async copies land at their wait, one barrier before the loop
     and one per K tile (128x128x64 with 32-deep K tiles: 2), B read by ldmatrix .trans. S - 1
     tiles are copied before the loop and one per K tile: the 2 real ones and S - 1 zero fills
-    past the end land, and only the real ones read global memory (2 tiles x (A + B) x 512
-    16-byte chunks = 64 wave-wide 16-byte reads)."""
+    past the end land, and only the real ones read global memory. 128x128 is fewer 128x128 tiles
+    than SMs, so 64x128 tiles: 2 workgroups, each 2 tiles x (A: 256 + B: 512) 16-byte chunks =
+    48 wave-wide 16-byte reads."""
     module = _module("sm_80")
-    stages = _stages(module)
+    cfg = attrs.read_config(attrs.dispatch_func(module.operation))
+    stages = cfg.stages
     assert stages > 1 and len(_ring_ops(module, "nvgpu.device_async_copy")) > 0
+    assert (cfg.tile_m, cfg.tile_n, cfg.tile_k) == (64, 128, 32)
     assert any(ir.BoolAttr(o.attributes["transpose"]).value for o in _ring_ops(module, "nvgpu.ldmatrix"))
     r = check_matmul(module, exact=True)
-    assert r.check.passed and not r.stats.races
-    assert r.stats.barriers == 1 + 2
-    assert r.stats.async_copy_bytes == (stages - 1 + 2) * (128 * 32 + 32 * 128) * 2
-    assert dict(r.stats.global_loads) == {16: 64}
+    assert r.check.passed and not r.stats.races and r.workgroups == 2
+    assert r.stats.barriers == 1 + 2  # (the executor runs both workgroups in one batch)
+    assert r.stats.async_copy_bytes == 2 * (stages - 1 + 2) * (64 * 32 + 32 * 128) * 2
+    assert dict(r.stats.global_loads) == {16: 2 * 2 * (256 + 512) // 32}
 
 
 def test_ring_without_its_barrier_is_a_race():

@@ -64,8 +64,9 @@ def test_plan_sm80_uses_ldmatrix_and_no_row_order():
     # B (K x N) keeps K outermost in its ring slot; ldmatrix .trans gives the same registers
     assert plan.b.fragments.kind == "ldmatrix.trans" and len(plan.b.fragments.blocks) == 2
     assert (plan.a.k_outer, plan.b.k_outer) == (False, True)
-    assert plan.a.lds_shape == (128, 40) and plan.b.lds_shape == (32, 136)
-    assert plan.loop.stages == 4 and plan.loop.prefetch == 3 and expect.async_copies  # 4 x 18944 B <= RING_BYTES
+    # 256^3 is fewer 128x128 tiles than SMs: 64x128 tiles
+    assert plan.a.lds_shape == (64, 40) and plan.b.lds_shape == (32, 136)
+    assert plan.loop.stages == 4 and plan.loop.prefetch == 3 and expect.async_copies  # 4 x 13824 B <= RING_BYTES
     assert plan.a.copy.asynchronous and not plan.b.copy.transposed and plan.b.copy.registers() == 0
     assert not plan.loop.k_interleaved and not plan.loop.guard_empty_k
     # async copies into 80-byte rows: rows 4 apart per phase keep the stores off each other's banks
@@ -167,3 +168,23 @@ def test_fragment_reads_cover_every_element_once(target):
                 assert len(read.parts) == 1 or read.length * bits <= 128
                 seen += [(b, e) for b, run in read.parts for e in range(run.first, run.first + run.length)]
             assert sorted(seen) == [(b, e) for b in range(2) for e in range(layout.elements)], intr.name
+
+
+def test_nvidia_tiles_follow_the_number_of_sms():
+    """H100-measured (BENCHMARKS run 8): 64x128 tiles when 128x128 ones would leave SMs idle
+    (1024^3: 64 tiles for 132 SMs), 128x128 from there, 256x128 once there are two per SM; a
+    4000-row M keeps 128 (64 would fit it only as 32-row tiles)."""
+    from mmaflow.compiler.config import default_config
+    from mmaflow.compiler.problem import Contraction
+    from mmaflow.compiler.targets import get_target
+    t = get_target("sm_90a")
+
+    def tiles(m, n, k, batch=1):
+        cfg = default_config(t, Contraction(m, n, k, batch, "f16", "f16", "f32"), 32)
+        return cfg.tile_m, cfg.tile_n, cfg.wave_tile_m, cfg.wave_tile_n
+
+    assert tiles(1024, 1024, 1024) == (64, 128, 32, 32)
+    assert tiles(1024, 1024, 1024, batch=4) == (128, 128, 64, 32)  # 256 tiles: enough
+    assert tiles(2048, 2048, 2048) == (128, 128, 64, 32)
+    assert tiles(4096, 4096, 4096) == (256, 128, 64, 64)
+    assert tiles(4000, 512, 512)[0] == 128
