@@ -29,6 +29,7 @@ the address is clamped to a valid one and the value replaced by zeros.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -58,14 +59,19 @@ class CopyShape:
     row_group: int  # direct copies: rows one phase of LDS stores writes ...
     row_step: int  # ... and how far apart they are (1: plain row order)
     asynchronous: bool = False  # one nvgpu.device_async_copy per chunk (cp.async), no registers
+    # Transposing copies: the lanes of one store phase holding its c-th column chunk write that
+    # chunk's columns in the order x ^ swizzle[c] (store x writes column x ^ swizzle[c]): chunks
+    # 8 columns apart otherwise land on the same banks (empty: plain order).
+    swizzle: tuple[int, ...] = ()
 
     @staticmethod
     def plan(operand: str, rows: int, cols: int, bits: int, transposed: bool, threads: int, *,
-             row_length: int = 0, lds_row: int = 0, banks: int = 0, asynchronous: bool = False) -> "CopyShape":
+             row_length: int = 0, lds_row: int = 0, banks: int = 0, wave: int = 64,
+             asynchronous: bool = False) -> "CopyShape":
         """``row_length``: what a global row's true length (elements) is a multiple of (chunks
         must divide it; 0: no constraint); ``lds_row``: elements per LDS row (with padding);
-        ``banks``: LDS banks (4 bytes each) to keep direct copies' stores conflict-free for, 0
-        for the plain row order."""
+        ``banks``: LDS banks (4 bytes each) to keep the stores conflict-free for, 0 for the
+        plain order; ``wave``: lanes per wave (a store phase never spans two waves)."""
         v = 128 // bits
         while cols % v or (row_length and row_length % v):
             v //= 2
@@ -80,8 +86,9 @@ class CopyShape:
         group, step = _store_row_order(rows, per_row, v * bits // 8, lds_row * bits, transposed, banks)
         if asynchronous and transposed:
             raise ValueError(f"{operand}: an asynchronous copy stores chunks as they are, it cannot transpose")
+        swizzle = _transposed_swizzle(rows // kb, v, kb * bits, lds_row * bits, banks, wave) if transposed else ()
         return CopyShape(operand, rows, cols, bits, transposed, threads, v, per_row, kb, total,
-                         math.ceil(total / threads), group, step, asynchronous)
+                         math.ceil(total / threads), group, step, asynchronous, swizzle)
 
     def registers(self) -> int:
         """Vectors one thread holds between the loads and the stores (none when asynchronous)."""
@@ -92,6 +99,8 @@ class CopyShape:
                "asynchronous (cp.async" + (", L1 bypassed)" if self.v * self.bits == 128 else ")")
                if self.asynchronous else "direct")
         order = f", LDS store rows {self.row_step} apart in groups of {self.row_group}" if self.row_step > 1 else ""
+        if self.swizzle:
+            order += f", each store phase's column chunks in the order x ^ {'/'.join(map(str, self.swizzle))}"
         return (f"{self.rows}x{self.cols} tile {how}: {self.v * self.bits}-bit chunks, {self.total} items over "
                 f"{self.threads} threads ({self.rounds} round{'s' if self.rounds > 1 else ''}, "
                 f"{self.registers()} registers carried){order}")
@@ -124,6 +133,38 @@ def _store_row_order(rows: int, per_row: int, chunk_bytes: int, row_bits: int, t
     return 1, 1
 
 
+def _transposed_swizzle(blocks: int, v: int, store_bits: int, row_bits: int, banks: int,
+                        wave: int) -> tuple[int, ...]:
+    """Per column chunk of a store phase, the XOR that orders a transposing copy's stores.
+    Lanes take K blocks fastest (``blocks`` lanes per chunk of ``v`` columns) and store x
+    writes one ``store_bits`` piece into LDS row col + x, so a phase of m chunks writes rows 8
+    apart, which can share banks (80-byte rows, 32 banks: rows 0 and 8 start on the same bank).
+    Chunk c then writes row col + (x ^ s[c]): the first s (s[0] = 0, smallest first) that puts
+    every phase's stores on distinct banks; () when none is needed or none helps (or the bank
+    model does not apply)."""
+    if not banks or store_bits % 32 or row_bits % 32 or v & (v - 1):
+        return ()
+    lanes = min(banks * 32 // store_bits, wave)  # one store phase
+    if lanes % blocks or lanes // blocks < 2:
+        return ()
+    m, row_dw, dw = lanes // blocks, row_bits // 32, store_bits // 32
+
+    def conflict_free(s: tuple) -> bool:
+        for x in range(v):
+            used = set()
+            for c in range(m):
+                row = c * v + (x ^ s[c])
+                used.update((row * row_dw + b * dw + w) % banks for b in range(blocks) for w in range(dw))
+            if len(used) != lanes * dw:
+                return False
+        return True
+
+    for s in itertools.product(range(v), repeat=m - 1):
+        if conflict_free((0,) + s):
+            return () if not any(s) else (0,) + s
+    return ()
+
+
 class Copy:
     """A ``CopyShape`` bound to its IR: the global memref and the LDS tile."""
 
@@ -147,6 +188,15 @@ class Copy:
             return q
         h, p = em.rem(q, g), em.div(q, g)
         return em.add(em.rem(p, d), em.mul(h, d), em.mul(em.div(p, d), d * g))
+
+    @staticmethod
+    def _table(em: Emitter, values: list[int], index: ir.Value) -> ir.Value:
+        """values[index] for a lane-dependent index (a select chain over constants)."""
+        out = em.const(values[0])
+        for c, val in enumerate(values[1:], start=1):
+            if val != values[0]:
+                out = em.select(em.eq(index, c), em.const(val), out)
+        return out
 
     def _item(self, em: Emitter, tid: ir.Value, i: int):
         """(row, col) in the tile of thread ``tid``'s item ``i``, clamped to a valid item.
@@ -225,6 +275,21 @@ class Copy:
             if not s.transposed:
                 s_em.lds_store(chunk[0], self.storage, [s_em.add(d0, row), s_em.add(d1, col)])
                 continue
+            bits_of = []  # the swizzle's bits, lane values (mask & 2^b) computed once per item
+            if s.swizzle:
+                pos = s_em.rem(s_em.div(s_em.add(tid, i * s.threads), s.rows // s.kb), len(s.swizzle))
+                mask = self._table(s_em, list(s.swizzle), pos)
+                bits_of = [(1 << b, s_em.and_(mask, s_em.const(1 << b))) for b in range(s.v.bit_length())
+                           if any(m & (1 << b) for m in s.swizzle)]
             for x in range(s.v):
                 vec = s_em.from_elements(kb_t, [s_em.extract(ch, x) for ch in chunk])
-                s_em.lds_store(vec, self.storage, [s_em.add(d1, col, x), s_em.add(d0, row)])
+                at = x
+                if s.swizzle:  # column x ^ mask = x + sum over the mask's bits of +-bit (by x's bit)
+                    at = s_em.const(x)
+                    for bit, val in bits_of:
+                        at = s_em.sub(at, val) if x & bit else s_em.add(at, val)
+                    for c, m in enumerate(s.swizzle):  # and that column's elements, chosen per lane
+                        if m:
+                            cand = s_em.from_elements(kb_t, [s_em.extract(ch, x ^ m) for ch in chunk])
+                            vec = s_em.select(s_em.eq(pos, c), cand, vec)
+                s_em.lds_store(vec, self.storage, [s_em.add(d1, col, at), s_em.add(d0, row)])

@@ -250,7 +250,8 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
         copy = CopyShape.plan(facts.name, facts.copy_rows, facts.copy_cols, bits, facts.k_dim == 0 and not ring,
                               cfg.workgroup_size, row_length=ext.multiple(-1), lds_row=lds_shape[1],
                               # (NVIDIA's register-staged copies keep the plain row order, as measured)
-                              banks=target.lds_banks if vendor is Vendor.AMD or ring else 0, asynchronous=ring)
+                              banks=target.lds_banks if vendor is Vendor.AMD or ring else 0, wave=cfg.wave_size,
+                              asynchronous=ring)
         if ext.multiple(-1) * bits % 128:
             notes.append(f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
                          f"{copy.v * bits} bits wide, not 128")

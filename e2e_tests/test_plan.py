@@ -146,6 +146,32 @@ def test_copy_store_order_is_bank_conflict_free(target):
             assert d > 1  # the case the row order exists for (80-byte padded rows)
 
 
+@pytest.mark.parametrize("target,wave,swizzle", [("gfx942", 64, (0, 4)), ("gfx950", 64, (0, 0, 4, 4)),
+                                                  ("gfx1100", 32, ()), ("gfx1100", 64, (0, 0, 4, 4)), ("gfx1201", 32, ())])
+def test_transposing_copy_swizzle_is_bank_conflict_free(target, wave, swizzle):
+    """B (32 x 128, f16) transposed into [128][40]: store x of the lane holding K block b of column
+    chunk c writes dword (col + (x ^ s[c])) * 20 + b. Recomputed here: every phase of every store
+    (banks * 4 / 4 lanes, at most a wave) hits distinct banks; without the swizzle it would not."""
+    banks = get_target(target).lds_banks
+    shape = CopyShape.plan("B", 32, 128, 16, True, 256, row_length=128, lds_row=40, banks=banks, wave=wave)
+    assert shape.swizzle == swizzle
+    lanes = min(banks, wave)
+    blocks = shape.rows // shape.kb
+
+    def conflicts(s):
+        worst = 0
+        for phase in range(0, shape.total, lanes):
+            for x in range(shape.v):
+                used = []
+                for item in range(phase, phase + lanes):
+                    c, b = divmod(item, blocks)
+                    used.append(((c * shape.v + (x ^ (s[c % len(s)] if s else 0))) * 20 + b) % banks)
+                worst = max(worst, len(used) - len(set(used)))
+        return worst
+    assert conflicts(shape.swizzle) == 0
+    assert (conflicts(()) > 0) == bool(swizzle)
+
+
 def test_transposing_copy_keeps_every_thread_busy():
     s = CopyShape.plan("B", 32, 128, 16, True, 256)
     assert (s.v, s.per_row, s.kb, s.total, s.rounds, s.registers()) == (8, 16, 2, 256, 1, 2)
