@@ -17,6 +17,7 @@ import pytest
 from conftest import ALL_TARGETS, epilogue_module, simulate
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.runtime.modules import EPILOGUES
 from mmaflow.runtime.numerics import EpilogueReference
 
 RELU_BIAS_F16 = """
@@ -87,6 +88,9 @@ CASES = {
     # gelu, tanh approximation and erf form (math dialect in registers)
     "gelu_tanh": (dict(out_type="f32", body=GELU_TANH), EpilogueReference(_gelu_tanh, 1.13, 12), False),
     "gelu_erf": (dict(out_type="f32", body=GELU_ERF), EpilogueReference(_gelu_erf, 1.13, 8), False),
+    # bias + erf gelu stored as f16: the module `mmaflow bench --variants` times against torch eager
+    "bias_n-gelu-f16": (EPILOGUES["bias_n_gelu_f16"],
+                        EpilogueReference(lambda acc, b: _gelu_erf(acc + b[None, :]), 1.13, 10), False),
     # two inputs: per-column scale and per-row shift
     "scale_n-shift_m": (dict(out_type="f32", inputs=[("f32", ("n",)), ("f32", ("m",))],
                              body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32"),

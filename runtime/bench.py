@@ -81,11 +81,37 @@ CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
 
 
 def _case(name: str, source: str, inputs: list, *, a_t=False, b_t=False, acc="f32", out=None,
-          epilogue=None) -> dict:
+          epilogue=None, torch_eager=None) -> dict:
     """A hardware check: the module, its inputs (shape, type) and what numpy compares it with
-    (inputs 0 and 1 are A and B, any further ones the epilogue's)."""
+    (inputs 0 and 1 are A and B, any further ones the epilogue's). ``torch_eager``: a
+    TORCH_EAGER recipe doing the same work in torch, timed beside the case."""
     return {"name": name, "source": source, "inputs": [{"shape": list(s), "type": t} for s, t in inputs],
-            "a_transposed": a_t, "b_transposed": b_t, "acc": acc, "out": out or acc, "epilogue": epilogue}
+            "a_transposed": a_t, "b_transposed": b_t, "acc": acc, "out": out or acc, "epilogue": epilogue,
+            "torch_eager": torch_eager}
+
+
+# The same work in torch eager, from the case's inputs on the GPU (f16 tensors): what a user would
+# write without a compiler. addmm folds the bias into cuBLAS's epilogue; gelu is a kernel of its own.
+TORCH_EAGER = {
+    "addmm_gelu": ("torch.nn.functional.gelu(torch.addmm(bias, A, B)), f16",
+                   lambda torch, a, b, bias: torch.nn.functional.gelu(torch.addmm(bias.half(), a, b))),
+}
+
+
+def _torch_eager_args(torch, ins: list[np.ndarray]) -> list:
+    return [torch.from_numpy(x).cuda() for x in ins]
+
+
+def profile_torch_eager(manifest_dir: Path, index: int) -> None:
+    """For Nsight Compute: one warm-up call, then PROFILED_CALLS calls of case ``index``'s torch recipe."""
+    import torch
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    e = manifest["checks"][index]
+    fn = TORCH_EAGER[e["torch_eager"]][1]
+    args = _torch_eager_args(torch, _check_inputs(e, index))
+    for _ in range(1 + PROFILED_CALLS):
+        fn(torch, *args)
+        torch.cuda.synchronize()
 
 
 def check_cases(target) -> list[dict]:
@@ -109,7 +135,7 @@ def check_cases(target) -> list[dict]:
                        [((4, 256, 192), f16), ((4, 192, 128), f16)]))
     for m, n, k in ((1000, 1000, 1000), (17, 33, 65), (1, 4096, 4096)):
         cases.append(_case(f"unaligned {m}x{n}x{k}", matmul_source(m, n, k), [((m, k), f16), ((k, n), f16)]))
-    for name in ("bias_n_relu_f16", "gelu_erf"):
+    for name in ("bias_n_relu_f16", "gelu_erf", "bias_n_gelu_f16"):
         spec = EPILOGUES[name]
         extra = [((1024,), t) for t, _ in spec.get("inputs", [])]
         cases.append(_case(f"epilogue {name} 1024x1024x512", epilogue_module(1024, 1024, 512, **spec),
@@ -144,6 +170,8 @@ def perf_cases(target) -> list[dict]:
         _case("B^T 4096^3", matmul_module(s, s, s, transpose_b=True), ab, b_t=True),
         _case("bias+relu -> f16 4096^3", epilogue_module(s, s, s, **spec), ab + [((s,), "f32")],
               out="f16", epilogue="bias_n_relu_f16"),
+        _case("bias+gelu -> f16 4096^3", epilogue_module(s, s, s, **EPILOGUES["bias_n_gelu_f16"]),
+              ab + [((s,), "f32")], out="f16", epilogue="bias_n_gelu_f16", torch_eager="addmm_gelu"),
         _case("dynamic, divisibility promised, at 4096^3", dynamic_module(divisors=dict(m=16, n=32, k=64)), ab),
         _case("dynamic rows (static N, K) at 4096^3", dynamic_module(m=None, n=s, k=s), ab),
         _case("dynamic, no promise, at 4096^3", dynamic_module(), ab),
@@ -226,11 +254,46 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
             k = kernel_time(child, PROFILED_CALLS, e["name"]).as_dict()
             row.update(k, kernel_tflops=flop / (k["kernel_ms"] * 1e-3) / 1e12)
             timing += f" [kernel-only {k['kernel_ms']:.4f} ms, {row['kernel_tflops']:.1f} TFLOP/s]"
+        if repeat and e.get("torch_eager"):
+            timing += _time_torch_eager(manifest_dir, i, e, ins, row, repeat=repeat, kernel=kernel)
         rows.append(row)
         print(f"check {manifest['target']} {e['name']}: {chk.line()}{timing}", flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "checks.json").write_text(json.dumps(rows, indent=1))
     return rows
+
+
+def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict, *, repeat: int,
+                      kernel: bool) -> str:
+    """Time case ``i``'s torch recipe beside it (CUDA events, median of ``repeat``; with
+    ``kernel``, Nsight Compute's kernel-only time of all its kernels per call)."""
+    torch = _torch_cuda()
+    if torch is None:
+        raise RuntimeError(f"{e['name']}: the torch eager comparison needs torch with CUDA")
+    what, fn = TORCH_EAGER[e["torch_eager"]]
+    args = _torch_eager_args(torch, ins)
+    for _ in range(5):
+        fn(torch, *args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        s, f = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn(torch, *args)
+        f.record()
+        f.synchronize()
+        times.append(s.elapsed_time(f))
+    row.update(torch_eager=what, torch_eager_ms=statistics.median(times))
+    out = f" [torch eager ({what}): {row['torch_eager_ms']:.3f} ms"
+    if kernel:
+        from mmaflow.runtime.ncu import kernel_time
+        child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir),
+                 "--driver", "cuda", "--out", "-", "--profile-torch-eager", str(i)]
+        k = kernel_time(child, PROFILED_CALLS, f"torch eager for {e['name']}").as_dict()
+        row.update(torch_eager_kernel_ms=k["kernel_ms"], torch_eager_kernels=k["kernels"])
+        out += (f", kernel-only {k['kernel_ms']:.4f} ms in {len(k['kernels'])} kernels; "
+                f"mmaflow is {k['kernel_ms'] / row['kernel_ms']:.2f}x its speed")
+    return out + "]"
 
 
 # ---- run (iree.runtime, numpy, optional torch) ------------------------------------------------
@@ -474,7 +537,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="also the kernel-only time of every module and of torch.matmul (Nsight Compute on PATH)")
     p.add_argument("--profile-one", nargs=2, metavar=("FILE", "SIZE"), help=argparse.SUPPRESS)
     p.add_argument("--profile-check", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--profile-torch-eager", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.profile_torch_eager is not None:
+        profile_torch_eager(Path(args.from_dir), args.profile_torch_eager)
+        return 0
     if args.profile_one:
         profile_one(Path(args.from_dir), args.profile_one[0], int(args.profile_one[1]), args.driver)
         return 0

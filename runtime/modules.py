@@ -165,6 +165,13 @@ EPILOGUES = {
     "bias_n_relu_f16": dict(out_type="f16", inputs=[("f32", ("n",))],
                             body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n"
                                  "%res = arith.truncf %z : f32 to f16"),
+    # bias over columns + erf gelu, stored as f16 (GPT-2's MLP up-projection, fused)
+    "bias_n_gelu_f16": dict(out_type="f16", inputs=[("f32", ("n",))],
+                            body="%t = arith.addf %acc, %x0 : f32\n%c = arith.constant 0.7071067812 : f32\n"
+                                 "%u = arith.mulf %t, %c : f32\n%er = math.erf %u : f32\n"
+                                 "%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
+                                 "%h = arith.constant 0.5 : f32\n%v = arith.mulf %t, %h : f32\n"
+                                 "%res0 = arith.mulf %v, %p : f32\n%res = arith.truncf %res0 : f32 to f16"),
     # erf gelu
     "gelu_erf": dict(out_type="f32",
                      body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"

@@ -177,5 +177,7 @@ def _erf(x):
 EPILOGUE_REFERENCES = {
     "bias_n_relu_f16": EpilogueReference(lambda acc, b: np.maximum(acc + b[..., None, :], 0), 1.0, 2),
     "gelu_erf": EpilogueReference(lambda acc: 0.5 * acc * (1 + _erf(acc * 0.7071067812)), 1.13, 8),
+    "bias_n_gelu_f16": EpilogueReference(
+        lambda acc, b: 0.5 * (acc + b[..., None, :]) * (1 + _erf((acc + b[..., None, :]) * 0.7071067812)), 1.13, 10),
     "dequant_n": EpilogueReference(lambda acc, s: acc * s[..., None, :], 1.0, 2),
 }
