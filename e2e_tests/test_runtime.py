@@ -200,3 +200,20 @@ def test_run_cli_epilogue_module(tmp_path):
     assert r.returncode == 0 and "PASS matmul_dispatch_0" in r.stdout, r.stdout + r.stderr
     r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "local-task")
     assert r.returncode == 2 and "call mmaflow.runtime.run_module with all its inputs" in r.stderr, r.stderr
+
+
+def test_bench_cases_name_their_references_and_torch_recipes():
+    """Every --checks / --variants case's epilogue has a numpy reference and a module spelling, and
+    a torch-eager comparison names a recipe bench knows (they meet only on the GPU machine)."""
+    from mmaflow.compiler.targets import get_target
+    from mmaflow.runtime.bench import TORCH_EAGER, check_cases, perf_cases
+    from mmaflow.runtime.modules import EPILOGUES
+    from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+    t = get_target("sm_80")
+    cases = check_cases(t) + perf_cases(t)
+    for c in cases:
+        if c["epilogue"]:
+            assert c["epilogue"] in EPILOGUE_REFERENCES and c["epilogue"] in EPILOGUES, c["name"]
+        if c["torch_eager"]:
+            assert c["torch_eager"] in TORCH_EAGER, c["name"]
+    assert any(c["torch_eager"] == "addmm_gelu" and c["epilogue"] == "bias_n_gelu_f16" for c in perf_cases(t))
