@@ -11,6 +11,9 @@ A config fixes everything the Script and Distribute stages need:
     lds_pad            elements appended to each LDS row (bank-conflict padding)
     stages             K tiles held in LDS: 1 (the next tile prefetched in registers) or an LDS
                        ring of 2-4 tiles filled by async copies (NVIDIA: cp.async)
+    raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
+                       G > 1 = groups of G tile rows walked column by column, so the workgroups
+                       running together share A and B tiles in L2
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.
@@ -38,6 +41,7 @@ class KernelConfig:
     waves_n: int
     lds_pad: int
     stages: int = 1  # K tiles in LDS at once: 1 = one tile, the next prefetched in registers
+    raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
 
     @property
     def wave_tile_m(self) -> int:
@@ -77,10 +81,11 @@ class KernelConfig:
         return (f"{self.intrinsic} wave{self.wave_size}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, "
                 f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n}), "
                 f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
-                + (f", {self.stages}-stage LDS ring" if self.stages > 1 else ""))
+                + (f", {self.stages}-stage LDS ring" if self.stages > 1 else "")
+                + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 else ""))
 
 
-_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages"}
+_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster"}
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -236,6 +241,8 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     if cfg.workgroup_size > target.max_workgroup_size:
         raise ConfigError(f"{cfg.num_waves} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
                           f"{target.name}'s {target.max_workgroup_size}")
+    if not 1 <= cfg.raster <= 64:
+        raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     if not 1 <= cfg.stages <= 4:
         raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}")
     if cfg.stages > 1:
@@ -359,6 +366,14 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
+        tiles = None if None in (problem.m, problem.n) else -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
+        if tiles is not None and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
+            # H100 (BENCHMARKS run 8): 8192^3 (2048 tiles) 371 -> 390 TFLOP/s in groups of 8 (4: 388,
+            # 16: 386); 4096^3 (512 tiles) the same either way, 2048^3 279 vs 288 without. Not
+            # measured on AMD: IREE's order there.
+            cfg = replace(cfg, raster=RASTER)
+            why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
+                       f"running together share A and B tiles in L2 (1.05x at 8192^3)")
         if cfg.stages == 1 and waves_m == 4 and problem.k >= 8192:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md,
             # run 3). With the ring, 32 deep in 3 stages is faster (371 vs 287, run 7).
@@ -375,6 +390,7 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
 # deepest ring of up to RING_STAGES that fits in RING_BYTES.
 RING_STAGES = 4
 RING_BYTES = 112 * 1024
+RASTER = 8  # NVIDIA: tile rows per workgroup group, for grids with more tile rows than that
 
 
 def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) -> KernelConfig:

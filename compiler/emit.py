@@ -64,14 +64,19 @@ class Emitter:
             out = self._bin(arith.AddIOp, out, t)
         return out
 
-    def mul(self, a: ir.Value, k: int) -> ir.Value:
-        return a if k == 1 else self._bin(arith.MulIOp, a, self.const(k))
+    def mul(self, a: ir.Value, k) -> ir.Value:
+        """a * k; k a Python int or an index value (likewise div and rem, unsigned)."""
+        if isinstance(k, int):
+            return a if k == 1 else self._bin(arith.MulIOp, a, self.const(k))
+        return self._bin(arith.MulIOp, a, k)
 
-    def div(self, a: ir.Value, k: int) -> ir.Value:
-        return a if k == 1 else self._bin(arith.DivUIOp, a, self.const(k))
+    def div(self, a: ir.Value, k) -> ir.Value:
+        if isinstance(k, int):
+            return a if k == 1 else self._bin(arith.DivUIOp, a, self.const(k))
+        return self._bin(arith.DivUIOp, a, k)
 
-    def rem(self, a: ir.Value, k: int) -> ir.Value:
-        return self._bin(arith.RemUIOp, a, self.const(k))
+    def rem(self, a: ir.Value, k) -> ir.Value:
+        return self._bin(arith.RemUIOp, a, self.const(k) if isinstance(k, int) else k)
 
     def i32(self, a: ir.Value) -> ir.Value:
         with self.loc, self.ip:

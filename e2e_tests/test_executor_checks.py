@@ -237,3 +237,16 @@ def test_ring_guards_a_partial_last_round():
     assert guarded and all(attrs.RING in o.attributes for o in guarded)
     r = check_matmul(module, exact=True)
     assert r.check.passed and not r.stats.races
+
+
+@pytest.mark.parametrize("target,raster", [("sm_80", 5), ("gfx942", 3), ("gfx1100", 4)])
+def test_rastered_workgroups_cover_the_grid_once(target, raster):
+    """``raster``: workgroups walk the tiles in groups of tile rows (the last group short here:
+    1000 rows are 16 / 8 tile rows). A permutation of the grid: every output element written
+    once, exactly (check_matmul counts unwritten elements and compares all of them)."""
+    module = parse_module(handed_back(matmul_module(1000, 640, 64), target, (("raster", raster),)), new_context())
+    func = attrs.dispatch_func(module.operation)
+    assert attrs.read_config(func).raster == raster
+    assert len(ops_named(func, "hal.interface.workgroup.count")) == 2
+    r = check_matmul(module, exact=True)
+    assert r.check.passed and r.check.unwritten == 0 and not r.stats.races

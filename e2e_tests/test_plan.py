@@ -214,3 +214,7 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     assert tiles(2048, 2048, 2048) == (128, 128, 64, 32)
     assert tiles(4096, 4096, 4096) == (256, 128, 64, 64)
     assert tiles(4000, 512, 512)[0] == 128
+    # workgroups grouped by 8 tile rows only where the grid has 8+ tiles per SM (8192^3: 2048)
+    raster = {s: default_config(t, Contraction(s, s, s, 1, "f16", "f16", "f32"), 32).raster for s in (4096, 8192)}
+    assert raster == {4096: 1, 8192: 8}
+    assert default_config(get_target("gfx942"), Contraction(8192, 8192, 8192, 1, "f16", "f16", "f32")).raster == 1

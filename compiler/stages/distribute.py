@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import scf
+from iree.compiler.dialects import hal, scf
 
 from .. import attrs
 from ..emit import Emitter, vector_type
@@ -330,6 +330,9 @@ class Rewriter:
     def run(self) -> None:
         m, plan = self.m, self.plan
         self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
+        raster = attrs.read_config(self.func).raster
+        if raster > 1:
+            self._raster_workgroups(raster)
         self._retype_bindings()
         self.script_barriers = ops_named(self.func, "gpu.barrier")
         tid = self.top.thread_id()
@@ -348,6 +351,33 @@ class Rewriter:
             self._distribute_contract(loop, frags)
         self._distribute_epilogue(loop, lanes)
         self._erase_old()
+
+    def _raster_workgroups(self, group: int) -> None:
+        """Walk the output tiles in groups of ``group`` tile rows, column by column within a
+        group: the workgroup with linear id l = y * gx + x (IREE's row-by-row order) takes tile
+        row first + (l % (group * gx)) % size and tile column (l % (group * gx)) // size, where
+        first = (l // (group * gx)) * group and size = min(gy - first, group) (the last group may
+        be short). A permutation of the grid; every use of the workgroup's x and y ids (tile
+        origins, bounds, epilogue) follows it."""
+        em = self.top.named("raster")
+        olds = {0: [], 1: []}
+        for op in ops_named(self.func, "hal.interface.workgroup.id"):
+            dim = ir.IntegerAttr(op.attributes["dimension"]).value
+            if dim in olds:
+                olds[dim].append(op)
+        with em.loc, em.ip:
+            x, y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+            gx, gy = hal.interface_workgroup_count(0), hal.interface_workgroup_count(1)
+        per_group = em.mul(gx, group)
+        lin = em.add(em.mul(y, gx), x)
+        first = em.mul(em.div(lin, per_group), group)
+        size = em.min_index(em.sub(gy, first), group)
+        within = em.rem(lin, per_group)
+        row, col = em.add(first, em.rem(within, size)), em.div(within, size)
+        for dim, new in ((0, col), (1, row)):
+            for op in olds[dim]:
+                op.result.replace_all_uses_with(new)
+                op.erase()
 
     def extent(self, dim: str):
         """The true size of a problem dimension: an int, or an index value when dynamic."""
