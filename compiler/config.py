@@ -321,18 +321,21 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
                f"{problem.c_type} ({', '.join(c.name for c in candidates)})"))
     bits = TYPE_BITS[problem.a_type]
     if target.vendor is Vendor.NVIDIA:
-        # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles in a 256x128
-        # workgroup tile beat 64x32 ones by 1.3x at 4096^3, once there are >= 2 workgroups per SM.
+        # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles beat 64x32 ones by
+        # 1.3x at 4096^3, once there are >= 2 256x128 workgroups per SM; with the LDS ring, in a
+        # 128x256 tile (2x4 warps) rather than 256x128 (4x2): 4096^3 359 -> 395 TFLOP/s, 8192^3
+        # 393 -> 412 (run 8).
         # Fewer 128x128 tiles than SMs: 64x128 ones (32x32 per warp) put twice as many SMs to
         # work; measured 152 vs 127 TFLOP/s at 1024^3 (BENCHMARKS run 8; 128x64 the same, 64x64 127).
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
         few = None not in (problem.m, problem.n, problem.batch) and problem.n >= 128 and \
             -(-problem.m // 128) * -(-problem.n // 128) * problem.batch < target.compute_units and \
             _fit_tile(problem.m, 64, 2 * intr.m, intr.m) == 64  # (not 32 rows: a 4000-row M keeps 128)
-        waves_m, waves_n, wt_m, wt_n = (4, 2, 64, 64) if big else (2, 4, 32, 32) if few else (2, 4, 64, 32)
+        waves_m, waves_n, wt_m, wt_n = (2, 4, 64, 64) if big else (2, 4, 32, 32) if few else (2, 4, 64, 32)
         why.append(f"{waves_m}x{waves_n} warps of {wt_m}x{wt_n}: " + (
             f"at least two 256x128 workgroup tiles per SM ({target.compute_units} SMs): 64x64 warp tiles measured "
-            f"1.3x faster at 4096^3 (BENCHMARKS run 2)" if big else
+            f"1.3x faster at 4096^3 (BENCHMARKS run 2), 128x256 1.1x faster than 256x128 with a ring (run 8)"
+            if big else
             f"fewer 128x128 tiles than SMs ({target.compute_units}): 64x128 tiles keep twice as many SMs busy "
             f"(1.2x at 1024^3, BENCHMARKS run 8)" if few else
             f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"))
@@ -366,6 +369,13 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
+        if big and cfg.stages == 1:
+            # Without a ring the 256x128 orientation: 53 vs 38 TFLOP/s for a 4096^3 matmul of
+            # dynamic sizes with no divisibility promise (BENCHMARKS run 8).
+            tm, tn = _fit_tile(problem.m, 256, 4 * intr.m, intr.m), _fit_tile(problem.n, 128, 2 * intr.n, intr.n)
+            cfg = replace(cfg, tile_m=tm, tile_n=tn, waves_m=_waves_for(tm, 4, intr.m, 64),
+                          waves_n=_waves_for(tn, 2, intr.n, 64))
+            why.append(f"no LDS ring: tile {tm}x{tn} (4x2 warps) instead, measured faster without one")
         tiles = None if None in (problem.m, problem.n) else -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
         if tiles is not None and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
             # H100 (BENCHMARKS run 8): 8192^3 (2048 tiles) 371 -> 390 TFLOP/s in groups of 8 (4: 388,

@@ -212,8 +212,11 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     assert tiles(1024, 1024, 1024) == (64, 128, 32, 32)
     assert tiles(1024, 1024, 1024, batch=4) == (128, 128, 64, 32)  # 256 tiles: enough
     assert tiles(2048, 2048, 2048) == (128, 128, 64, 32)
-    assert tiles(4096, 4096, 4096) == (256, 128, 64, 64)
+    assert tiles(4096, 4096, 4096) == (128, 256, 64, 64)  # with the LDS ring; 256x128 without one
     assert tiles(4000, 512, 512)[0] == 128
+    cfg = default_config(t, Contraction(4096, 4096, 4096, 1, "f16", "f16", "f32"), 32)
+    no_ring = default_config(t, Contraction(4096, 4096, 4097, 1, "f16", "f16", "f32"), 32)  # 16-bit rows: no cp.async
+    assert (cfg.stages, no_ring.stages, no_ring.tile_m, no_ring.tile_n) == (4, 1, 256, 128)
     # workgroups grouped by 8 tile rows only where the grid has 8+ tiles per SM (8192^3: 2048)
     raster = {s: default_config(t, Contraction(s, s, s, 1, "f16", "f16", "f32"), 32).raster for s in (4096, 8192)}
     assert raster == {4096: 1, 8192: 8}
