@@ -305,9 +305,10 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
 
     Per-wave register tiles (f32 accumulators in VGPRs): RDNA wave32 64x32 (8 WMMA, 64 VGPRs),
     RDNA3 wave64 64x64 (16 WMMA, 64 VGPRs), CDNA 64x64 (16 MFMA 16x16, 64 VGPRs), mma.sync 64x32
-    (16 instructions, 64 registers), or 64x64 in 256x128 workgroup tiles when the problem has
-    at least two such tiles per SM. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K staged 32
-    (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
+    (16 instructions, 64 registers); on NVIDIA 64x64 in 128x256 workgroup tiles (256x128 without
+    an LDS ring) when the problem has at least two such tiles per SM, and 32x32 in 64x128 tiles
+    when 128x128 ones would be fewer than the SMs. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K
+    staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
     """
     why = why if why is not None else []
     require_intrinsic(target, problem)
