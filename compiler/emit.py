@@ -89,6 +89,15 @@ class Emitter:
         """Unsigned minimum (index values here are never negative)."""
         return self._bin(arith.MinUIOp, a, self.const(b) if isinstance(b, int) else b)
 
+    def table(self, values: list[int], index: ir.Value) -> ir.Value:
+        """values[index] for an index value known to lie in range (a select chain over the
+        constants; none when they are all equal)."""
+        out = self.const(values[0])
+        for i, v in enumerate(values[1:], start=1):
+            if v != values[0]:
+                out = self.select(self.eq(index, i), self.const(v), out)
+        return out
+
     def eq(self, a: ir.Value, b: int) -> ir.Value:
         with self.loc, self.ip:
             return arith.CmpIOp(arith.CmpIPredicate.eq, a, self.const(b)).result

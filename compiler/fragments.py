@@ -74,11 +74,7 @@ class LaneIndex:
         """values[block] for a per-lane block index (a select chain; values are constants)."""
         key = ("table", tuple(values), name)
         if key not in self._cache:
-            out = self.top.const(values[0])
-            for i, v in enumerate(values[1:], start=1):
-                if v != values[0]:
-                    out = self.top.select(self.top.eq(block, i), self.top.const(v), out)
-            self._cache[key] = out
+            self._cache[key] = self.top.table(values, block)
         return self._cache[key]
 
 

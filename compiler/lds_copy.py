@@ -189,15 +189,6 @@ class Copy:
         h, p = em.rem(q, g), em.div(q, g)
         return em.add(em.rem(p, d), em.mul(h, d), em.mul(em.div(p, d), d * g))
 
-    @staticmethod
-    def _table(em: Emitter, values: list[int], index: ir.Value) -> ir.Value:
-        """values[index] for a lane-dependent index (a select chain over constants)."""
-        out = em.const(values[0])
-        for c, val in enumerate(values[1:], start=1):
-            if val != values[0]:
-                out = em.select(em.eq(index, c), em.const(val), out)
-        return out
-
     def _item(self, em: Emitter, tid: ir.Value, i: int):
         """(row, col) in the tile of thread ``tid``'s item ``i``, clamped to a valid item.
 
@@ -278,7 +269,7 @@ class Copy:
             bits_of = []  # the swizzle's bits, lane values (mask & 2^b) computed once per item
             if s.swizzle:
                 pos = s_em.rem(s_em.div(s_em.add(tid, i * s.threads), s.rows // s.kb), len(s.swizzle))
-                mask = self._table(s_em, list(s.swizzle), pos)
+                mask = s_em.table(list(s.swizzle), pos)
                 bits_of = [(1 << b, s_em.and_(mask, s_em.const(1 << b))) for b in range(s.v.bit_length())
                            if any(m & (1 << b) for m in s.swizzle)]
             for x in range(s.v):
