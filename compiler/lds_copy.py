@@ -29,7 +29,6 @@ the address is clamped to a valid one and the value replaced by zeros.
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -139,9 +138,10 @@ def _transposed_swizzle(blocks: int, v: int, store_bits: int, row_bits: int, ban
     Lanes take K blocks fastest (``blocks`` lanes per chunk of ``v`` columns) and store x
     writes one ``store_bits`` piece into LDS row col + x, so a phase of m chunks writes rows 8
     apart, which can share banks (80-byte rows, 32 banks: rows 0 and 8 start on the same bank).
-    Chunk c then writes row col + (x ^ s[c]): the first s (s[0] = 0, smallest first) that puts
-    every phase's stores on distinct banks; () when none is needed or none helps (or the bank
-    model does not apply)."""
+    Chunk c then writes row col + (x ^ s[c]). Chosen chunk by chunk (s[0] = 0; for each next
+    chunk the smallest s whose stores miss the banks of the chunks before it, for every x);
+    () when none is needed, when some chunk has no such s, or when the bank model does not
+    apply."""
     if not banks or store_bits % 32 or row_bits % 32 or v & (v - 1):
         return ()
     lanes = min(banks * 32 // store_bits, wave)  # one store phase
@@ -149,20 +149,25 @@ def _transposed_swizzle(blocks: int, v: int, store_bits: int, row_bits: int, ban
         return ()
     m, row_dw, dw = lanes // blocks, row_bits // 32, store_bits // 32
 
-    def conflict_free(s: tuple) -> bool:
-        for x in range(v):
-            used = set()
-            for c in range(m):
-                row = c * v + (x ^ s[c])
-                used.update((row * row_dw + b * dw + w) % banks for b in range(blocks) for w in range(dw))
-            if len(used) != lanes * dw:
-                return False
-        return True
+    def banks_of(c: int, s: int, x: int) -> set:
+        row = c * v + (x ^ s)
+        return {(row * row_dw + b * dw + w) % banks for b in range(blocks) for w in range(dw)}
 
-    for s in itertools.product(range(v), repeat=m - 1):
-        if conflict_free((0,) + s):
-            return () if not any(s) else (0,) + s
-    return ()
+    used = [banks_of(0, 0, x) for x in range(v)]  # per store x, the banks of the chunks so far
+    if any(len(u) != blocks * dw for u in used):
+        return ()
+    chosen = [0]
+    for c in range(1, m):
+        for s in range(v):
+            mine = [banks_of(c, s, x) for x in range(v)]
+            if all(len(mine[x]) == blocks * dw and not (mine[x] & used[x]) for x in range(v)):
+                break
+        else:
+            return ()
+        chosen.append(s)
+        for x in range(v):
+            used[x] |= mine[x]
+    return tuple(chosen) if any(chosen) else ()
 
 
 class Copy:
