@@ -329,7 +329,8 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         # Fewer 128x128 tiles than SMs: 64x128 ones (32x32 per warp) put twice as many SMs to
         # work; measured 152 vs 127 TFLOP/s at 1024^3 (BENCHMARKS run 8; 128x64 the same, 64x64 127).
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
-        few = None not in (problem.m, problem.n, problem.batch) and problem.n >= 128 and \
+        # (sizes known at compile time only: a dynamic size is an estimate here, a dynamic batch 1)
+        few = not problem.dynamic and problem.n >= 128 and \
             -(-problem.m // 128) * -(-problem.n // 128) * problem.batch < target.compute_units and \
             _fit_tile(problem.m, 64, 2 * intr.m, intr.m) == 64  # (not 32 rows: a 4000-row M keeps 128)
         waves_m, waves_n, wt_m, wt_n = (2, 4, 64, 64) if big else (2, 4, 32, 32) if few else (2, 4, 64, 32)
@@ -371,21 +372,21 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
         if big and cfg.stages == 1:
-            # Without a ring the 256x128 orientation: 53 vs 38 TFLOP/s for a 4096^3 matmul of
-            # dynamic sizes with no divisibility promise (BENCHMARKS run 8).
+            # Without a ring the 256x128 orientation: 53.0 vs 38.0 TFLOP/s for a 4096^3 matmul of
+            # dynamic sizes with no divisibility promise (BENCHMARKS run 8, final- / n256-variants.log).
             tm, tn = _fit_tile(problem.m, 256, 4 * intr.m, intr.m), _fit_tile(problem.n, 128, 2 * intr.n, intr.n)
             cfg = replace(cfg, tile_m=tm, tile_n=tn, waves_m=_waves_for(tm, 4, intr.m, 64),
                           waves_n=_waves_for(tn, 2, intr.n, 64))
             why.append(f"no LDS ring: tile {tm}x{tn} (4x2 warps) instead, measured faster without one")
-        tiles = None if None in (problem.m, problem.n) else -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
-        if tiles is not None and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
+        tiles = -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
+        if not problem.dynamic and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
             # H100 (BENCHMARKS run 8): 8192^3 (2048 tiles) 371 -> 390 TFLOP/s in groups of 8 (4: 388,
             # 16: 386); 4096^3 (512 tiles) the same either way, 2048^3 279 vs 288 without. Not
             # measured on AMD: IREE's order there.
             cfg = replace(cfg, raster=RASTER)
             why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
                        f"running together share A and B tiles in L2 (1.05x at 8192^3)")
-        if cfg.stages == 1 and waves_m == 4 and problem.k >= 8192:
+        if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= 8192:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md,
             # run 3). With the ring, 32 deep in 3 stages is faster (371 vs 287, run 7).
             cfg = replace(cfg, tile_k=_fit_tile(problem.k, 2 * tile_k, intr.k, intr.k))

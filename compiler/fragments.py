@@ -14,6 +14,7 @@ K-innermost (``[non-K][K + pad]``). Two ways, chosen from the layout alone:
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from iree.compiler import ir
@@ -154,9 +155,12 @@ class FragmentPlan:
         """The reads that load ``batches`` (e.g. one K tile's instructions)."""
         if self.blocks is not None:
             trans = " .trans" if self.k_outer else ""
-            if len(self.blocks) == 2 and len(batches) > 1:
-                return (f"{(len(batches) + 1) // 2} x nvgpu.ldmatrix{trans} (x4), one per two instructions "
-                        f"(x2 each)")
+            if len(self.blocks) == 2:  # paired within each K step, as load_each reads them
+                per_k = Counter(b[0] if self.k_axis == ROW else b[1] for b in batches).values()
+                x4, x2 = sum(n // 2 for n in per_k), sum(n % 2 for n in per_k)
+                if x4:
+                    return (f"{x4} x nvgpu.ldmatrix{trans} (x4), one per two instructions (x2 each)"
+                            + (f", and {x2} x2" if x2 else ""))
             return f"{len(batches)} x nvgpu.ldmatrix{trans} (x{len(self.blocks)}), one per instruction"
         reads = self.reads(batches)
         widths = sorted({r.length * self.bits for r in reads}, reverse=True)

@@ -162,7 +162,9 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re) -> list[str] | None:
 # Waits on the LDS counter (lgkmcnt; gfx12: s_wait_dscnt) with the count they leave pending, and
 # the hints that issue nothing.
 _AMD_LDS_WAIT = re.compile(r"^s_waitcnt\b.*\blgkmcnt\((\d+)\)|^s_waitcnt_lgkmcnt\s+\S+,\s*(0x[0-9a-f]+|\d+)"
-                           r"|^s_wait_(?:load)?dscnt\s+(0x[0-9a-f]+|\d+)")
+                           r"|^s_wait_dscnt\s+(0x[0-9a-f]+|\d+)")
+# gfx12's combined waits: the immediate packs the load/store count (bits 13:8) and dscnt (5:0).
+_AMD_COMBINED_DS_WAIT = re.compile(r"^s_wait_(?:load|store)cnt_dscnt\s+(0x[0-9a-f]+|\d+)")
 _AMD_HINT = re.compile(r"^s_(delay_alu|nop|set_inst_prefetch_distance|clause)\b")
 _AMD_LDS_OP = re.compile(r"^ds_")
 
@@ -180,12 +182,15 @@ def matrix_behind_lds_wait(body: list[str]) -> int:
         return 0
     n = 0
     for i, line in enumerate(body):
-        if not is_mma[i] or i == 0:
+        if not is_mma[i]:
             continue
-        m = _AMD_LDS_WAIT.search(body[i - 1])
-        if not m:
+        prev = body[i - 1]  # (i = 0: the body's last instruction, the loop being cyclic)
+        if m := _AMD_LDS_WAIT.search(prev):
+            pending = int(next(g for g in m.groups() if g is not None), 0)
+        elif m := _AMD_COMBINED_DS_WAIT.search(prev):
+            pending = int(m.group(1), 0) & 0x3F
+        else:
             continue
-        pending = int(next(g for g in m.groups() if g is not None), 0)
         issued, j = 0, i - 2
         while not is_mma[j % len(body)]:
             issued += bool(_AMD_LDS_OP.search(body[j % len(body)]))

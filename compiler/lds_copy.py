@@ -284,8 +284,7 @@ class Copy:
                     at = s_em.const(x)
                     for bit, val in bits_of:
                         at = s_em.sub(at, val) if x & bit else s_em.add(at, val)
-                    for c, m in enumerate(s.swizzle):  # and that column's elements, chosen per lane
-                        if m:
-                            cand = s_em.from_elements(kb_t, [s_em.extract(ch, x ^ m) for ch in chunk])
-                            vec = s_em.select(s_em.eq(pos, c), cand, vec)
+                    for m in sorted(set(s.swizzle) - {0}):  # and that column's elements, chosen per lane
+                        cand = s_em.from_elements(kb_t, [s_em.extract(ch, x ^ m) for ch in chunk])
+                        vec = s_em.select(s_em.eq(mask, m), cand, vec)
                 s_em.lds_store(vec, self.storage, [s_em.add(d1, col, at), s_em.add(d0, row)])

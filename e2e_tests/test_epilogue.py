@@ -18,7 +18,7 @@ from conftest import ALL_TARGETS, epilogue_module, simulate
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.runtime.modules import EPILOGUES
-from mmaflow.runtime.numerics import EpilogueReference
+from mmaflow.runtime.numerics import EPILOGUE_REFERENCES, EpilogueReference
 
 RELU_BIAS_F16 = """
 %t = arith.addf %acc, %x0 : f32
@@ -183,3 +183,14 @@ def test_matmul_result_also_returned_stays_unfused():
     assert len(res.executables) == 2 and len(res.taken) == 1
     assert any("left  matmul_dispatch_1: no matmul-like contraction" in line for line in res.log), res.log
     assert not any("epilogue" in line for line in res.log), res.log
+
+
+def test_bench_epilogue_reference_agrees_with_this_file():
+    """The reference `mmaflow bench --checks/--variants` uses on the GPU for bias + gelu
+    (runtime.numerics) against this file's, on random data: the same values and bounds."""
+    rng = np.random.default_rng(11)
+    acc, bias = rng.normal(0, 8, (7, 9)), rng.uniform(-1, 1, 9)
+    ours = CASES["bias_n-gelu-f16"][1]
+    bench = EPILOGUE_REFERENCES["bias_n_gelu_f16"]
+    np.testing.assert_allclose(bench.fn(acc, bias), ours.fn(acc, bias), rtol=1e-15, atol=1e-15)
+    assert (bench.lipschitz, bench.ops) == (ours.lipschitz, ours.ops)

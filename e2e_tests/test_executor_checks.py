@@ -204,17 +204,13 @@ def test_buffer_access_wider_than_128_bits_is_an_error():
 # runtime/executor.py): none on any AMD target. CDNA: the fragment reads (K steps interleaved into
 # 128-bit reads), A's tile stores (rows in bank-disjoint order) and B's transposing 32-bit stores
 # (each store phase's column chunks XOR-swizzled: lds_copy._transposed_swizzle) have none.
-@pytest.mark.parametrize("target,allowed", [("gfx1100", set()), ("gfx1201", set()), ("gfx942", set()),
-                                            ("gfx950", set())])
-def test_lds_bank_conflicts_of_default_kernels(target, allowed):
+@pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "gfx942", "gfx950"])
+def test_lds_bank_conflicts_of_default_kernels(target):
     module = _module(target)
     r = check_matmul(module, seed=5)
     assert r.check.passed, r.check.line()
-    where = {op.split(" (")[0] for op in r.stats.lds_conflicts_by_op}
-    assert where <= allowed, r.stats.lds_conflicts_by_op
-    assert r.stats.lds_cycles <= 1.25 * r.stats.lds_ideal_cycles, (r.stats.lds_cycles, r.stats.lds_ideal_cycles)
-    if not allowed:
-        assert r.stats.lds_cycles == r.stats.lds_ideal_cycles
+    assert not r.stats.lds_conflicts_by_op, r.stats.lds_conflicts_by_op
+    assert r.stats.lds_cycles == r.stats.lds_ideal_cycles
 
 
 def test_ring_zero_fills_partial_tiles():
@@ -239,7 +235,7 @@ def test_ring_guards_a_partial_last_round():
     assert r.check.passed and not r.stats.races
 
 
-@pytest.mark.parametrize("target,raster", [("sm_80", 5), ("gfx942", 3), ("gfx1100", 4)])
+@pytest.mark.parametrize("target,raster", [("sm_80", 5), ("gfx942", 3), ("gfx1100", 3)])
 def test_rastered_workgroups_cover_the_grid_once(target, raster):
     """``raster``: workgroups walk the tiles in groups of tile rows (the last group short here:
     1000 rows are 16 / 8 tile rows). A permutation of the grid: every output element written

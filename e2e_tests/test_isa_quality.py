@@ -164,6 +164,11 @@ def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_mat
     # the loop is cyclic: reads at the end of the body feed the first WMMA of the next iteration
     assert matrix_behind_lds_wait(["s_wait_dscnt 0x0", mma, mma, "ds_load_b128 v[8:11], v1"]) == 1
     assert matrix_behind_lds_wait(["s_waitcnt vmcnt(0) lgkmcnt(0)", mma, "v_add_u32 v1, v1, v2"]) == 0
+    # ... and the wait may be the body's last instruction, in front of its first WMMA
+    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "s_wait_dscnt 0x0"]) == 1
+    # gfx12's combined waits: dscnt in bits 5:0 (0x100: loads 1, LDS 0; 0x101: LDS 1 left pending)
+    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "s_wait_loadcnt_dscnt 0x100", mma]) == 1
+    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "s_wait_loadcnt_dscnt 0x101", mma]) == 0
     # MFMA too; no matrix instruction, nothing to count
     assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
                                    "v_mfma_f32_16x16x16_f16 v[0:3], v[8:9], v[10:11], v[0:3]"]) == 1

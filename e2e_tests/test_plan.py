@@ -198,8 +198,9 @@ def test_fragment_reads_cover_every_element_once(target):
 
 def test_nvidia_tiles_follow_the_number_of_sms():
     """H100-measured (BENCHMARKS run 8): 64x128 tiles when 128x128 ones would leave SMs idle
-    (1024^3: 64 tiles for 132 SMs), 128x128 from there, 256x128 once there are two per SM; a
-    4000-row M keeps 128 (64 would fit it only as 32-row tiles)."""
+    (1024^3: 64 tiles for 132 SMs), 128x128 from there, 128x256 (with the LDS ring; 256x128
+    without) once there are two 256x128 tiles per SM; a 4000-row M keeps 128 (64 would fit it
+    only as 32-row tiles)."""
     from mmaflow.compiler.config import default_config
     from mmaflow.compiler.problem import Contraction
     from mmaflow.compiler.targets import get_target
@@ -217,6 +218,9 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     cfg = default_config(t, Contraction(4096, 4096, 4096, 1, "f16", "f16", "f32"), 32)
     no_ring = default_config(t, Contraction(4096, 4096, 4097, 1, "f16", "f16", "f32"), 32)  # 16-bit rows: no cp.async
     assert (cfg.stages, no_ring.stages, no_ring.tile_m, no_ring.tile_n) == (4, 1, 256, 128)
+    # without a ring, K >= 8192 is staged 64 deep (BENCHMARKS run 3)
+    deep = default_config(t, Contraction(8192, 8192, 8193, 1, "f16", "f16", "f32"), 32)
+    assert (deep.stages, deep.tile_m, deep.tile_k) == (1, 256, 64)
     # workgroups grouped by 8 tile rows only where the grid has 8+ tiles per SM (8192^3: 2048)
     raster = {s: default_config(t, Contraction(s, s, s, 1, "f16", "f16", "f32"), 32).raster for s in (4096, 8192)}
     assert raster == {4096: 1, 8192: 8}
