@@ -274,20 +274,8 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
         raise RuntimeError(f"{e['name']}: the torch eager comparison needs torch with CUDA")
     what, fn = TORCH_EAGER[e["torch_eager"]]
     args = _torch_eager_args(torch, ins)
-    start, done = time.perf_counter(), 0
-    while done < 5 or time.perf_counter() - start < 0.3:  # warm-up as _time_torch: leave the idle clocks
-        fn(torch, *args)
-        torch.cuda.synchronize()
-        done += 1
-    times = []
-    for _ in range(repeat):
-        s, f = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn(torch, *args)
-        f.record()
-        f.synchronize()
-        times.append(s.elapsed_time(f))
-    row.update(torch_eager=what, torch_eager_ms=statistics.median(times))
+    times = _cuda_event_times(torch, lambda: fn(torch, *args), 5, repeat)
+    row.update(torch_eager=what, torch_eager_ms=statistics.median(times) * 1e3)
     out = f" [torch eager ({what}): {row['torch_eager_ms']:.3f} ms"
     if kernel:
         from mmaflow.runtime.ncu import kernel_time
@@ -328,23 +316,28 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch) -> di
     return {"pass": chk.passed, "max_abs_err": chk.max_abs_err, "max_rel_err": chk.max_rel_err, "detail": chk.detail}
 
 
-def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
-    ta, tb = _to_torch(torch, a), _to_torch(torch, b)
-    start = time.perf_counter()
-    done = 0
-    while done < warmup or time.perf_counter() - start < 0.3:  # leave the idle clocks
-        torch.matmul(ta, tb)
+def _cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
+    """Seconds per ``call()`` by CUDA events, ``repeat`` times, after at least ``warmup`` calls
+    and 0.3 s of them (so the GPU leaves its idle clocks)."""
+    start, done = time.perf_counter(), 0
+    while done < warmup or time.perf_counter() - start < 0.3:
+        call()
         torch.cuda.synchronize()
         done += 1
     out = []
     for _ in range(repeat):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         s.record()
-        torch.matmul(ta, tb)
+        call()
         e.record()
         e.synchronize()
         out.append(s.elapsed_time(e) / 1e3)
     return out
+
+
+def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
+    ta, tb = _to_torch(torch, a), _to_torch(torch, b)
+    return _cuda_event_times(torch, lambda: torch.matmul(ta, tb), warmup, repeat)
 
 
 PROFILED_CALLS = 5
