@@ -371,6 +371,17 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
+        if big and cfg.stages > 1 and bits == 16:
+            # H100 kernel-only (BENCHMARKS run 9, the ring's copies unguarded in a main loop with a
+            # drain): 128x256 tiles staged 64 deep in 3 stages (153 KB) 407.7 / 434.3 TFLOP/s at
+            # 4096^3 / 8192^3, against 385.8 / 408.9 staged 32 deep in 4 (108 KB); 64 deep in 4
+            # stages 402.1 / 433.6; 256x128x64 in 3 404.5 / 430.9.
+            deep = replace(cfg, tile_k=_fit_tile(problem.k, 2 * tile_k, intr.k, intr.k), stages=3)
+            if deep.tile_k == 2 * tile_k and not ring_problem(deep, target, problem) and \
+                    lds_bytes(deep, problem) <= target.lds_bytes:
+                cfg = deep
+                why.append(f"K staged {cfg.tile_k} deep in a 3-stage ring instead ({lds_bytes(cfg, problem)} bytes): "
+                           f"half the barriers per MMA, 1.06x at 4096^3 and 8192^3 on the H100")
         if big and cfg.stages == 1:
             # Without a ring the 256x128 orientation: 53.0 vs 38.0 TFLOP/s for a 4096^3 matmul of
             # dynamic sizes with no divisibility promise (BENCHMARKS run 8, final- / n256-variants.log).

@@ -274,14 +274,16 @@ class Emitter:
                                                    "transpose": ir.BoolAttr.get(transpose)}).result
 
     def async_copy(self, src: ir.Value, src_idx: list[ir.Value], dst: ir.Value, dst_idx: list[ir.Value],
-                   n: int, valid: ir.Value | None) -> ir.Value:
+                   n: int, valid: ir.Value | None, zeroed: list[int] | None = None) -> ir.Value:
         """nvgpu.device_async_copy (PTX cp.async): ``n`` elements global -> shared, L1 bypassed
-        for 16 bytes. ``valid`` false: 0 source elements from index 0 (the chunk is zero-filled,
-        nothing is read). Returns the copy's token."""
+        for 16 bytes. ``valid`` false: 0 source elements (the chunk is zero-filled, nothing is
+        read) from index 0 in the positions ``zeroed`` (default: all; the others must then be
+        in range whatever ``valid`` is). Returns the copy's token."""
         src_elems = []
         if valid is not None:
             zero = self.const(0)
-            src_idx = [self.select(valid, x, zero) for x in src_idx]
+            pos = range(len(src_idx)) if zeroed is None else zeroed
+            src_idx = [self.select(valid, x, zero) if i in pos else x for i, x in enumerate(src_idx)]
             src_elems = [self.select(valid, self.const(n), zero)]
         nbytes = n * type_bits(ir.MemRefType(src.type).element_type) // 8
         attrs = {"dstElements": ir.IntegerAttr.get(ir.IndexType.get(), n),

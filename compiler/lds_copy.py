@@ -174,12 +174,13 @@ class Copy:
     """A ``CopyShape`` bound to its IR: the global memref and the LDS tile."""
 
     def __init__(self, shape: CopyShape, elem: ir.Type, src: ir.Value, lead: list, storage: ir.Value,
-                 dst: tuple, limits: tuple = (None, None), extent0=None):
+                 dst: tuple, limits: tuple = (None, None), extent0=None, k_axis: int | None = None):
         """``lead``: leading (batch) indices of the global access; ``dst``: logical LDS origin
         (d0, d1); ``limits``: true extents (int or index value) of the global rows / cols where
-        the tile overhangs them; ``extent0``: true extent of the access's first index."""
+        the tile overhangs them; ``extent0``: true extent of the access's first index;
+        ``k_axis``: which of the two (0: rows, 1: cols) runs along K."""
         self.shape, self.elem, self.src, self.lead, self.storage = shape, elem, src, lead, storage
-        self.dst, self.limits, self.extent0 = dst, limits, extent0
+        self.dst, self.limits, self.extent0, self.k_axis = dst, limits, extent0, k_axis
 
     @property
     def chunk_type(self) -> ir.VectorType:
@@ -228,14 +229,17 @@ class Copy:
         return out
 
     def async_copies(self, em: Emitter, tid: ir.Value, g0: ir.Value, g1: ir.Value, slot: ir.Value,
-                     tile_valid: ir.Value | None) -> list[ir.Value]:
+                     tile_valid: ir.Value | None, whole_k: bool = False) -> list[ir.Value]:
         """One ``nvgpu.device_async_copy`` per chunk of this thread: global tile (g0, g1) into
         ring slot ``slot``, no registers in between. A chunk outside the tensor, or of a tile
         past the last (``tile_valid`` false), copies 0 source elements from a clamped address:
-        cp.async zero-fills the chunk and reads nothing. A last round that not every thread has
-        an item in is guarded (scf.if): a clamped item would copy over another thread's chunk.
-        The copies carry ``mmaflow.ring``. Returns the tokens of the unguarded copies (a commit
-        group takes every copy the thread issued, guarded ones included)."""
+        cp.async zero-fills the chunk and reads nothing. ``whole_k``: the tile lies within K
+        (the ring's main loop), so only the other axis is checked and only its index clamped:
+        the K index, and with it the address, stays affine in the loop's induction variable. A
+        last round that not every thread has an item in is guarded (scf.if): a clamped item
+        would copy over another thread's chunk. The copies carry ``mmaflow.ring``. Returns the
+        tokens of the unguarded copies (a commit group takes every copy the thread issued,
+        guarded ones included)."""
         s = self.shape
         em = em.named(f"copy.{s.operand}.async")
         d0, d1 = self.dst
@@ -246,11 +250,18 @@ class Copy:
                 c_em = em.if_then(em.lt(em.add(tid, i * s.threads), s.total))
             row, col = self._item(c_em, tid, i)
             idx = self.lead + [c_em.add(g0, row), c_em.add(g1, col)]
-            valid = c_em.in_bounds(idx, [None] * len(self.lead) + list(self.limits))
+            limits = list(self.limits)
+            zeroed = None
+            if whole_k:
+                if self.k_axis is None:
+                    raise ValueError("a copy without a K axis cannot skip the K bound")
+                limits[self.k_axis] = None
+                zeroed = [len(self.lead) + 1 - self.k_axis]
+            valid = c_em.in_bounds(idx, [None] * len(self.lead) + limits)
             if tile_valid is not None:
                 valid = tile_valid if valid is None else c_em.and_(valid, tile_valid)
             token = c_em.async_copy(self.src, idx, self.storage, [slot, c_em.add(d0, row), c_em.add(d1, col)],
-                                    s.v, valid)
+                                    s.v, valid, zeroed)
             attrs.mark(defining_op(token), attrs.RING)
             if c_em is em:
                 tokens.append(token)

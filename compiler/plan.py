@@ -184,7 +184,8 @@ class KernelPlan:
                       f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}"]
         if lp.stages > 1:
             inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
-                        f"one barrier per K tile")
+                        f"one barrier per K tile; a main loop copying whole K tiles (no K check), a drain "
+                        f"for the last {lp.prefetch}")
         else:
             inflight = (f"prefetch {lp.prefetch} K tile in registers "
                         f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")

@@ -89,8 +89,9 @@ def _stages(module) -> int:
 def test_ring_kernel_passes_with_one_barrier_per_k_tile():
     """NVIDIA's default LDS ring: cp.async copies land at their wait, one barrier before the loop
     and one per K tile (128x128x64 with 32-deep K tiles: 2), B read by ldmatrix .trans. S - 1
-    tiles are copied before the loop and one per K tile: the 2 real ones and S - 1 zero fills
-    past the end land, and only the real ones read global memory. 128x128 is fewer 128x128 tiles
+    tiles are copied before the loop (here the 2 real ones and a zero fill past the end) and one
+    per K tile of the main loop, which ends S - 1 tiles before the last (here it is empty; the
+    drain copies nothing): max(S - 1, 2) tiles land, and only the real ones read global memory. 128x128 is fewer 128x128 tiles
     than SMs, so 64x128 tiles: 2 workgroups, each 2 tiles x (A: 256 + B: 512) 16-byte chunks =
     48 wave-wide 16-byte reads."""
     module = _module("sm_80")
@@ -102,7 +103,7 @@ def test_ring_kernel_passes_with_one_barrier_per_k_tile():
     r = check_matmul(module, exact=True)
     assert r.check.passed and not r.stats.races and r.workgroups == 2
     assert r.stats.barriers == 1 + 2  # (the executor runs both workgroups in one batch)
-    assert r.stats.async_copy_bytes == 2 * (stages - 1 + 2) * (64 * 32 + 32 * 128) * 2
+    assert r.stats.async_copy_bytes == 2 * max(stages - 1, 2) * (64 * 32 + 32 * 128) * 2
     assert dict(r.stats.global_loads) == {16: 2 * 2 * (256 + 512) // 32}
 
 
@@ -246,3 +247,45 @@ def test_rastered_workgroups_cover_the_grid_once(target, raster):
     assert len(ops_named(func, "hal.interface.workgroup.count")) == 2
     r = check_matmul(module, exact=True)
     assert r.check.passed and r.check.unwritten == 0 and not r.stats.races
+
+
+def _ring_loops(module):
+    """The ring's two K loops (main, drain), each with its async copies."""
+    loops = [o for o in walk(module.operation) if o.name == "scf.for"
+             and any(x.name == "nvgpu.device_async_create_group" for x in walk(o))]
+    return [(lp, [x for x in walk(lp) if x.name == "nvgpu.device_async_copy"]) for lp in loops]
+
+
+@pytest.mark.parametrize("m,n,k,whole", [
+    (80, 136, 232, 7),   # partial M, N and K: K = 7 whole tiles of 32 and 8; the drain copies tile 7
+    (64, 128, 224, 7),   # K whole tiles: the drain copies nothing
+    (64, 128, 64, 2),    # no more tiles than the prologue copies: an empty main loop
+])
+def test_ring_main_loop_and_drain(m, n, k, whole):
+    """The ring's main loop copies only tiles whole within K: no copy's K index is selected
+    (checked), so its addresses stay affine in K; the drain copies a partial last tile, checked,
+    or nothing. Every case exact against numpy and without races."""
+    module = parse_module(handed_back(matmul_module(m, n, k), "sm_80",
+                                      (("stages", 3), ("tile_k", 32), ("tile_m", 64), ("tile_n", 128))),
+                          new_context())
+    loops = _ring_loops(module)
+    if whole > 2:  # the main loop runs tiles 0 .. whole - 3 (it copies tiles 2 .. whole - 1)
+        (main, main_copies), (drain, drain_copies) = loops
+        assert len(main_copies) > 0
+    else:  # an empty main loop, folded away: the prologue copies both tiles
+        main_copies = []
+        ((drain, drain_copies),) = loops
+    assert (len(drain_copies) > 0) == (k % 32 != 0)
+
+    def k_index_selected(copy) -> bool:
+        # operands: dst, 3 dst indices (slot, row, col), src, 2 src indices, [source elements]
+        src_shape = tuple(ir.MemRefType(copy.operands[4].type).shape)
+        k_pos = 6 if src_shape == (m, k) else 5  # A is m x k, B k x n (K outermost)
+        producer = copy.operands[k_pos].owner
+        return isinstance(producer, ir.Operation) and producer.name == "arith.select" or \
+            getattr(producer, "name", "") == "arith.select"
+
+    assert not any(k_index_selected(c) for c in main_copies)
+    assert all(k_index_selected(c) for c in drain_copies)
+    r = check_matmul(module, exact=True)
+    assert r.check.passed and not r.stats.races, r.check.line()

@@ -417,7 +417,7 @@ class Rewriter:
         _, dst_idx, _ = _transfer_parts(opd.copy_write)
         ext = self.mem_extents[src_mem][1]
         return Copy(op_plan.copy, elem, self._global(src_mem), src_idx[:-2], storage, tuple(dst_idx[-2:]),
-                    limits=tuple(self._limits(ext)[-2:]), extent0=self.extent(ext.names[0]))
+                    limits=tuple(self._limits(ext)[-2:]), extent0=self.extent(ext.names[0]), k_axis=op_plan.k_dim)
 
     def _clone_slice(self, values: list[ir.Value], body, mapping: dict, ip: ir.InsertionPoint) -> list[ir.Value]:
         """Clone the index computations of ``values`` that live in ``body`` at ``ip``, with
@@ -528,31 +528,38 @@ class Rewriter:
         slot i % S; S - 1 tiles are in flight in LDS and the next K step's fragments in
         registers while one K step is multiplied.
 
-            prologue: copy tiles 0 .. S-2 (one commit group each); wait for tile 0; barrier;
-                      fragments of tile 0's first K step
-            for i:    copy tile i+S-1 into slot (i-1) % S; commit
+            prologue: copy tiles 0 .. S-2 (one commit group each; a tile past the last copies
+                      nothing); wait for tile 0; barrier; fragments of tile 0's first K step
+            main:     while tile i+S-1 is whole within K: copy it into slot (i-1) % S; commit
                       K steps 0 .. n-2: fragments of step s+1 (slot i % S), MMAs of step s
                       last K step: wait until tile i+1 has landed (S-2 groups may stay
                       pending); barrier; fragments of tile i+1's first step (slot (i+1) % S);
                       MMAs of the last step
-            after:    wait for every group (tiles past the last were zero-fills)
+            drain:    the last tiles: the same, copying a partial last tile (checked, a tile
+                      past K copies nothing) or, when K is whole tiles, nothing (an empty
+                      commit group keeps the wait counts)
+            after:    wait for every group
 
         One barrier per K tile: it publishes tile i+1 to every thread and tells every thread
         that slot i % S is no longer read (all its fragments are in registers), so the next
         iteration's copy may overwrite slot (i+1-1) % S; the MMAs of the last step cover the
-        latency of the next tile's first fragment loads. Copies of tiles past the last read
-        nothing (0 source elements), so no tile index is clamped and K = 0 needs no guard."""
+        latency of the next tile's first fragment loads. The main loop copies only tiles whole
+        within K, so its copies check only the M or N axis and their addresses stay affine in
+        the K index (LLVM strength-reduces them to pointer increments; BENCHMARKS run 9); K = 0
+        needs no guard (both loops are empty)."""
         loop, lp = self.m.loop, self.plan.loop
         S = lp.stages
         bm, bn, bk = lp.instructions
         old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
 
-        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv) -> ir.Value:
-            tile_valid = em.lt(k_origin, ub)
+        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv, guard: bool) -> ir.Value:
+            """The copies of the tile at ``k_origin``: ``guard``: it may lie past K or overhang
+            it (checked), else it lies within K (only the other axis checked)."""
+            tile_valid = em.lt(k_origin, ub) if guard else None
             tokens = []
             for opd in self.m.operands:
                 g0, g1 = self._tile_origin(opd, body, {iv: k_origin}, em)
-                tokens += copies[opd.name].async_copies(em, tid, g0, g1, slot, tile_valid)
+                tokens += copies[opd.name].async_copies(em, tid, g0, g1, slot, tile_valid, whole_k=not guard)
             group = em.async_group(tokens)
             attrs.mark(defining_op(group), attrs.RING)
             return group
@@ -565,45 +572,74 @@ class Rewriter:
             return frags["A"].load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
                    frags["B"].load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
 
+        intr = self.plan.intrinsic
+        n_acc = bm * bn
+
+        def tile_body(em: Emitter, block, iv, args: list, bases: dict, copy: str | None) -> ir.Value:
+            """One K tile of the loop whose ``block`` and ``iv`` these are: the copy of tile
+            i+S-1 (``copy``: "whole" within K, "guarded", or None: an empty group; its indices
+            cloned from the main loop's body), the K steps, the yield."""
+            mma_em = em.named("mma")
+            tile = em.div(em.sub(iv, lb), lp.tile_k)
+            if copy:
+                group = issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), *src,
+                              copy == "guarded")
+            else:
+                group = em.async_group([])
+                attrs.mark(defining_op(group), attrs.RING)
+            acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
+            cur = args[n_acc:]
+            for kk in range(bk):
+                if kk + 1 < bk:
+                    nxt = fragments(em, bases, kk + 1, em.rem(tile, S))
+                else:
+                    sync(em, group)
+                    nxt = fragments(em, bases, 0, em.rem(em.add(tile, 1), S))
+                a_f, b_f = cur[:bm], cur[bm:]
+                for i in range(bm):
+                    for j in range(bn):
+                        acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
+                cur = nxt
+            with em.loc, ir.InsertionPoint(block):
+                scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur)
+            return group
+
         group = None
         for s in range(S - 1):
             k_origin = pre.add(lb, pre.mul(step, s)) if s else lb
-            group = issue(pre, k_origin, pre.const(s), old_body, old_iv)
+            group = issue(pre, k_origin, pre.const(s), old_body, old_iv, True)
         sync(pre, group)
         first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
                           0, pre.const(0))
-        intr = self.plan.intrinsic
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
-        n_acc = bm * bn
         init = pre.splat_const(acc_t, self.m.acc_init)
+        # The main loop ends where the tile it would copy is not whole within K: S-1 tiles
+        # before the last whole one (at lb when there are fewer). A partial last tile is copied,
+        # checked, by the drain.
+        partial_k = any(c.limits[c.k_axis] is not None for c in copies.values())
+        k_whole = ub
+        if partial_k:
+            k = self.extent("k")
+            k_whole = pre.const(k // lp.tile_k * lp.tile_k) if isinstance(k, int) else \
+                pre.mul(pre.div(k, lp.tile_k), lp.tile_k)
+        tail = pre.mul(step, S - 1)
+        main_ub = pre.select(pre.lt(pre.add(lb, tail), k_whole), pre.sub(k_whole, tail), lb)
         with loop.location, ir.InsertionPoint(loop):
-            new_loop = scf.ForOp(lb, ub, step, [init] * n_acc + first)
-        body, iv = self._move_body(old_body, old_iv, new_loop)
-        args = list(new_loop.inner_iter_args)
+            main = scf.ForOp(lb, main_ub, step, [init] * n_acc + first)
+        body, iv = self._move_body(old_body, old_iv, main)
+        src = (body, iv)  # where the copies' index computations live
         c = self.m.contract
         em = Emitter(ir.InsertionPoint(c), c.location, self.vendor).named("ring")
-        mma_em = em.named("mma")
-        tile = em.div(em.sub(iv, lb), lp.tile_k)
-        issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), body, iv)
-        bases = self._fragment_bases(lambda v: v)
-        acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
-        cur = args[n_acc:]
-        for kk in range(bk):
-            if kk + 1 < bk:
-                nxt = fragments(em, bases, kk + 1, em.rem(tile, S))
-            else:
-                sync(em, group)
-                nxt = fragments(em, bases, 0, em.rem(em.add(tile, 1), S))
-            a_f, b_f = cur[:bm], cur[bm:]
-            for i in range(bm):
-                for j in range(bn):
-                    acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
-            cur = nxt
-        with loop.location, ir.InsertionPoint(body):
-            scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur)
-        after = Emitter(ir.InsertionPoint.after(new_loop.operation), loop.location, self.vendor).named("ring")
-        after.async_wait(group, 0)
-        return KLoop(new_loop, args[:n_acc], [], None)
+        tile_body(em, body, iv, list(main.inner_iter_args), self._fragment_bases(lambda v: v), "whole")
+        with loop.location, ir.InsertionPoint(loop):
+            drain = scf.ForOp(main_ub, ub, step, list(main.results))
+        d_iv = drain.induction_variable
+        d_em = Emitter(ir.InsertionPoint(drain.body), loop.location, self.vendor).named("ring.drain")
+        d_bases = self._fragment_bases(lambda v: self._clone_slice(v, body, {iv: d_iv}, d_em.ip))
+        tile_body(d_em, drain.body, d_iv, list(drain.inner_iter_args), d_bases, "guarded" if partial_k else None)
+        after = Emitter(ir.InsertionPoint.after(drain.operation), loop.location, self.vendor).named("ring")
+        after.async_wait(group, 0)  # (the prologue's token: the wait counts groups, not tokens)
+        return KLoop(drain, list(drain.inner_iter_args[:n_acc]), [], None)
 
     def _fragment_bases(self, place) -> dict:
         """Per operand, layout axis -> the wave tile's origin in its LDS tile (the script's LDS
