@@ -454,7 +454,10 @@ def _route_line(plan: ConversionPlan) -> str:
     perms = ", ".join(f"{n} {isa}" for isa, n in kinds.items())
     regs = f"{reg.kind}, {len(reg.permutes)} permutes" + (f" ({perms})" if perms else "") + \
         f" + {moves} assembly" + (f" + {reg.waits} wait" if reg.waits else "") + f" = {reg.instructions}"
-    lds_text = (f"{len(lds.stores)} stores + {len(lds.loads)} loads + {lds.waits} wait = {lds.instructions}, "
+    def count(n, what):
+        return f"{n} {what}{'s' if n != 1 else ''}"
+    lds_text = (f"{count(len(lds.stores), 'store')} + {count(len(lds.loads), 'load')} + {lds.waits} wait = "
+                f"{lds.instructions}, "
                 f"{lds.bytes_written} B written + {lds.bytes_read} B read")
     return f"registers: {regs} | LDS round trip: {lds_text}"
 
