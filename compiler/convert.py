@@ -17,9 +17,8 @@ Routes, each a complete recipe a test can replay lane by lane:
   one 32-bit register of another lane (the same register index in every lane, a per-lane source
   lane: ``gpu.shuffle`` / ``nvvm.shfl.sync``, ``rocdl.ds_bpermute``, ``rocdl.permlanex16``);
   then each destination register is assembled from two halves of the lane's own registers or of
-  permute results (``Assemble``; free when it is one whole register already, else one byte
-  permute, ``v_perm_b32`` / ``prmt.b32``, whose selector may differ per lane and is computed
-  once outside the loop, plus a ``v_cndmask_b32`` per register beyond the two it reads). No
+  permute results (``Assemble``; free when it is one whole register already, else a select per
+  extra source of each 16-bit half where lanes differ, or one pack when they do not). No
   permutes: the conversion is in-lane. Permutes are found per source register: a lane needing
   n other lanes' copies of it takes n permutes; when the needs group into as many lane-XOR
   patterns, those are used (they lower to cheaper instructions). A permute that would move a
@@ -105,11 +104,15 @@ class Assemble:
 
     @property
     def instructions(self) -> int:
+        """The same whole register in every lane: 0 (a renaming). Else one select per extra
+        source of each half (``v_cndmask_b16`` writes one half of a register on gfx11; what
+        ``convert_emit`` emits and LLVM makes of it, docs/BENCHMARKS.md), or, when every lane
+        takes both halves from the same places, one pack (``v_perm_b32`` / ``v_pack_b32_f16``)."""
         whole = {lo[:2] for lo, hi in self.halves if lo[:2] == hi[:2] and (lo[2], hi[2]) == (0, 1)}
         if len(whole) == 1 and all(lo[:2] == hi[:2] and (lo[2], hi[2]) == (0, 1) for lo, hi in self.halves):
-            return 0  # the same whole register in every lane: a renaming
-        regs = {h[:2] for pair in self.halves for h in pair}
-        return 1 + max(0, len(regs) - 2)
+            return 0
+        selects = sum(len({pair[h] for pair in self.halves}) - 1 for h in range(HALVES))
+        return selects or 1
 
 
 @dataclass(frozen=True)
@@ -483,8 +486,8 @@ def describe(conversions, chosen: AttentionConversion) -> str:
             lines.append(f"     permute {i}: {p.describe()}")
         moved = [a for a in plan.registers.assemble if a.instructions]
         lines.append(f"     assemble: {len(moved)} of {len(plan.registers.assemble)} A registers built "
-                     f"({sum(a.instructions for a in moved)} instructions: v_perm_b32 / prmt.b32 with a per-lane "
-                     f"selector, v_cndmask_b32 beyond two sources); the rest are source registers as they are")
+                     f"({sum(a.instructions for a in moved)} instructions: a select per extra source of a 16-bit "
+                     f"half, or one pack); the rest are source registers as they are")
         if plan.k_permuted:
             lines.append(f"     K order: A column c holds key {list(plan.k_map)}[c]; V's B operand reads its "
                          f"rows in the same order")

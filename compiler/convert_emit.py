@@ -65,7 +65,11 @@ def emit_register_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.
     i32 = ir.IntegerType.get_signless(32)
     sel_lo, sel_hi = (arith.constant(i32, ir.IntegerAttr.get(i32, v - (1 << 32) if v >= 1 << 31 else v))
                       for v in (_IDENTITY_LO, _IDENTITY_HI))
-    received = [rocdl.permlanex16(pair, own(p.register), own(p.register), sel_lo, sel_hi, False, False)
+    # ``old`` is what a lane keeps when the lane it reads is inactive: never here (every lane is
+    # active at the conversion), so poison (ub has no Python builder in IREE 3.13: the generic
+    # form); passing the source would make LLVM copy it first (the operand is tied to the result).
+    unused = ir.Operation.create("ub.poison", results=[pair]).result if route.permutes else None
+    received = [rocdl.permlanex16(pair, unused, own(p.register), sel_lo, sel_hi, False, False)
                 for p in route.permutes]
     lane_i32 = arith.index_cast(i32, lane)
     tests: dict[tuple, ir.Value] = {}

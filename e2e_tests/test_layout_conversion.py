@@ -212,8 +212,8 @@ CHOSEN = {
     ("gfx950", "MFMA_F32_16x16x32_F16"): ("S^T = K Q^T", "in-lane", 0),
     ("gfx950", "MFMA_F32_32x32x16_F16"): ("S^T = K Q^T", "in-lane", 0),
     ("gfx1201", "WMMA_F32_16x16x16_F16"): ("S^T = K Q^T", "in-lane", 0),
-    ("gfx1100", "WMMA_F32_16x16x16_F16"): ("S^T = K Q^T", "cross-lane", 12),
-    ("gfx1100", "WMMA_F32_16x16x16_F16_W64"): ("S^T = K Q^T", "cross-lane", 31),
+    ("gfx1100", "WMMA_F32_16x16x16_F16"): ("S^T = K Q^T", "cross-lane", 20),
+    ("gfx1100", "WMMA_F32_16x16x16_F16_W64"): ("S^T = K Q^T", "cross-lane", 55),
 }
 
 

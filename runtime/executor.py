@@ -447,10 +447,12 @@ def _attr_value(attr, dt):
 
 def _h_poison(k, op):
     (out,) = k._outs(op)
-    dt = np_dtype(op.results[0].type)
+    t = op.results[0].type
+    shape = tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
+    dt = np_dtype(ir.VectorType(t).element_type if shape else t)
 
     def run(st):
-        st.env[out] = np.zeros(1, dt)
+        st.env[out] = np.zeros((1,) + shape, dt)
     return run
 
 
