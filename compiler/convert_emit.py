@@ -12,6 +12,11 @@ order: row-major over P's tile) and the lane's id in its wave, emit
 
 and return the A operands. Only what the plans chosen today need is emitted: in-lane plans and
 ``lane ^ 16`` permutes on RDNA; another permute is refused by name.
+
+``emit_lds_route`` emits the plan's LDS round trip instead (AMD), to measure the two against
+each other: the converted slots stored to a wave-private LDS tile (``vector.store`` at each
+lane's address, computed from the layout's lane terms), ``amdgpu.lds_barrier``, the A slots
+loaded back (``vector.load``).
 """
 
 from __future__ import annotations
@@ -19,9 +24,10 @@ from __future__ import annotations
 import itertools
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, rocdl, vector
+from iree.compiler.dialects import amdgpu, arith, rocdl, vector
+from iree.compiler.dialects import memref as memref_d
 
-from .convert import HALVES, ConversionPlan, slots
+from .convert import HALVES, ConversionPlan, slot_coords, slots
 from .errors import UnsupportedError
 
 # v_permlanex16 lane selectors that make lane i of each row read lane i of the other row.
@@ -106,3 +112,59 @@ def emit_register_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.
     out_t = ir.VectorType.get([per_dst], elem_type)
     return [vector.from_elements(out_t, values[i * per_dst:(i + 1) * per_dst])
             for i in range(slots(dst) // per_dst)]
+
+
+def _tile_index(layout, lane: ir.Value, cols: int) -> ir.Value:
+    """``row * cols + col`` of a lane's slot 0 minus its lane-0 value: the lane-dependent part of
+    every slot's tile index (the layout's lane terms; replicated lanes wrap through the modulo)."""
+    index = ir.IndexType.get()
+    total = None
+    for _, divisor, size, axis, stride in layout.lane_terms():
+        digit = arith.remui(arith.divui(lane, arith.constant(index, divisor)), arith.constant(index, size))
+        scale = stride * (cols if axis == "row" else 1)
+        term = arith.muli(digit, arith.constant(index, scale))
+        total = term if total is None else arith.addi(total, term)
+    return total if total is not None else arith.constant(index, 0)
+
+
+def emit_lds_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *,
+                   elem_type: ir.Type) -> list[ir.Value]:
+    """Emit ``plan``'s LDS round trip at the current insertion point (AMD: ``amdgpu.lds_barrier``
+    orders the stores before the loads); returns the A operands."""
+    src, dst, route = plan.source, plan.dest, plan.lds
+    if len(sources) != src.num_instructions:
+        raise UnsupportedError(f"the plan converts {src.num_instructions} accumulators, {len(sources)} given")
+    index = ir.IndexType.get()
+    cols = dst.cols
+    space = ir.Attribute.parse("#gpu.address_space<workgroup>")
+    tile = memref_d.AllocOp(ir.MemRefType.get([route.tile_bytes // 2], elem_type, memory_space=space), [], [],
+                            alignment=16).result
+    per_src = src.elements
+    narrow = [arith.truncf(ir.VectorType.get([per_src], elem_type), v) for v in sources]
+    src_lane, dst_lane = _tile_index(src, lane, cols), _tile_index(dst, lane, cols)
+
+    def lane_part(layout, ln):  # what _tile_index computes, for one lane
+        return sum(((ln // d) % n) * st * (cols if axis == "row" else 1) for _, d, n, axis, st in layout.lane_terms())
+    for layout, accesses in ((src, route.stores), (dst, route.loads)):
+        for acc in accesses:
+            r, c = slot_coords(layout, 0, acc.first)
+            assert all(2 * (lane_part(layout, ln) + r * cols + c) == acc.address[ln] for ln in range(layout.wave_size))
+
+    def at(lane_part, layout, slot):
+        r, c = slot_coords(layout, 0, slot)
+        return arith.addi(lane_part, arith.constant(index, r * cols + c))
+    for acc in route.stores:
+        instance, offset = divmod(acc.first, per_src)
+        piece = vector.extract_strided_slice(ir.VectorType.get([acc.length], elem_type), narrow[instance],
+                                             [offset], [acc.length], [1])
+        vector.store(piece, tile, [at(src_lane, src, acc.first)])
+    amdgpu.LDSBarrierOp()
+    per_dst = dst.elements
+    out_t = ir.VectorType.get([per_dst], elem_type)
+    outs = [arith.constant(out_t, ir.DenseElementsAttr.get_splat(out_t, ir.FloatAttr.get(elem_type, 0.0)))
+            for _ in range(slots(dst) // per_dst)]
+    for acc in route.loads:
+        instance, offset = divmod(acc.first, per_dst)
+        piece = vector.load(ir.VectorType.get([acc.length], elem_type), tile, [at(dst_lane, dst, acc.first)])
+        outs[instance] = vector.insert_strided_slice(piece, outs[instance], [offset], [1])
+    return outs

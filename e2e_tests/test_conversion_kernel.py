@@ -5,8 +5,8 @@ independent ISA model's C layout), converts them to P's A operand with the plann
 route (four ``rocdl.permlanex16`` and per-lane selects), stores that A operand and feeds it to
 ``amdgpu.wmma`` with V. The executor runs ``rocdl.permlanex16`` from its own reading of the ISA
 (``runtime/executor.py``); the stored A must be what the ISA model's A layout says, and D = P V.
-The same kernel with the plan's LDS round trip instead is not emitted: the comparison with it is
-the plan's (docs/BENCHMARKS.md).
+The same kernel with the plan's LDS round trip instead (``emit_lds_route``) must give the same
+A operand and D.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from iree.compiler import ir
 
 from mmaflow.compiler.convert import attention_conversion, slots
-from mmaflow.compiler.convert_emit import emit_register_route
+from mmaflow.compiler.convert_emit import emit_lds_route, emit_register_route
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.compiler.mlir import new_context, ops_named, parse_module
 from mmaflow.compiler.targets import get_target
@@ -54,7 +54,7 @@ def _skeleton(t: str) -> str:
     return "\n".join(lines)
 
 
-def build(conv, elem: str):
+def build(conv, elem: str, route: str = "registers"):
     """The kernel with the conversion emitted through the bindings in place of %placeholder."""
     ctx = new_context()
     module = parse_module(_skeleton(elem), ctx)
@@ -63,23 +63,27 @@ def build(conv, elem: str):
     (load,) = [o for o in ops_named(func, "vector.load") if str(o.results[0].type) == "vector<8xf32>"]
     (tid,) = ops_named(func, "gpu.thread_id")
     with ctx, placeholder.location, ir.InsertionPoint(placeholder):
-        (a,) = emit_register_route(conv.plan, [load.results[0]], tid.results[0],
-                                   elem_type=placeholder.results[0].type.element_type)
+        emit = emit_register_route if route == "registers" else emit_lds_route
+        (a,) = emit(conv.plan, [load.results[0]], tid.results[0], elem_type=placeholder.results[0].type.element_type)
     placeholder.results[0].replace_all_uses_with(a)
     placeholder.erase()
     assert module.operation.verify()
     return module, func
 
 
+@pytest.mark.parametrize("route", ["registers", "lds"])
 @pytest.mark.parametrize("elem,name", [("f16", "WMMA_F32_16x16x16_F16"), ("bf16", "WMMA_F32_16x16x16_BF16")])
-def test_rdna3_conversion_runs_on_the_executor(elem, name):
+def test_rdna3_conversion_runs_on_the_executor(elem, name, route):
     target = get_target("gfx1100")
     intr = target.intrinsic(name)
     conv = attention_conversion(intr, transposed=True, vendor="amd", family="rdna3")
     assert conv.plan.chosen == "registers" and len(conv.plan.registers.permutes) == 4
-    module, func = build(conv, elem)
+    module, func = build(conv, elem, route)
     text = str(module)
-    assert text.count("rocdl.permlanex16") == 4 and "memref.alloc" not in text  # no LDS
+    if route == "registers":
+        assert text.count("rocdl.permlanex16") == 4 and "memref.alloc" not in text  # no LDS
+    else:
+        assert "rocdl.permlanex16" not in text and text.count("memref.alloc") == 1
 
     isa = INSTRUCTIONS[intr.isa_key]
     dt = np_dtype(elem)
@@ -101,7 +105,12 @@ def test_rdna3_conversion_runs_on_the_executor(elem, name):
     bufs = {0: s.copy(), 1: b.copy(), 2: np.zeros((32, 16), dt), 3: np.zeros((32, 8), np.float32)}
     kernel = Kernel(func, arch="gfx1100", grid=(1, 1, 1), workgroup_size=32, wave_size=32)
     stats = kernel.run(bufs)
-    assert stats.cross_lane_ops == 4 and stats.lds_access_pieces == 0 and stats.matrix_ops == 1
+    lds = conv.plan.lds
+    if route == "registers":
+        assert stats.cross_lane_ops == 4 and stats.lds_access_pieces == 0 and stats.matrix_ops == 1
+    else:  # the plan's stores and loads, and no race (the barrier orders them)
+        assert stats.cross_lane_ops == 0 and stats.barriers == 1 and not stats.races
+        assert stats.lds_access_pieces >= len(lds.stores) + len(lds.loads)
 
     p16 = p.astype(dt)  # the conversion rounds once
     for lane in range(32):

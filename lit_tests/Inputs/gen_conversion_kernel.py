@@ -6,21 +6,27 @@ to an A operand with the planned register route (``compiler/convert.py``), and t
 WMMA multiplies that by B: the chain of a flash-attention step, for IREE to lower
 (``lit_tests/isa/conversion.test``, docs/BENCHMARKS.md).
 
-    python lit_tests/Inputs/gen_conversion_kernel.py > kernel.mlir
+    python lit_tests/Inputs/gen_conversion_kernel.py [--route registers|lds] > kernel.mlir
+
+``--route lds``: the plan's LDS round trip instead, for comparison.
 """
 
+import argparse
 from pathlib import Path
 
 from iree.compiler import ir
 from iree.compiler.dialects import amdgpu, arith
 
 from mmaflow.compiler.convert import attention_conversion
-from mmaflow.compiler.convert_emit import emit_register_route
+from mmaflow.compiler.convert_emit import emit_lds_route, emit_register_route
 from mmaflow.compiler.mlir import new_context, ops_named, parse_module
 from mmaflow.compiler.targets import get_target
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--route", choices=["registers", "lds"], default="registers")
+    route = parser.parse_args().route
     ctx = new_context()
     module = parse_module((Path(__file__).parent / "handback_wmma_gfx1100.mlir").read_text(), ctx)
     (wmma,) = ops_named(module.operation, "amdgpu.wmma")
@@ -31,7 +37,8 @@ def main() -> None:
         a, b, c = list(wmma.operands)[:3]
         s_t = amdgpu.wmma(16, 16, 16, a, b, c)
         lane = arith.remui(tid.results[0], arith.constant(ir.IndexType.get(), intr.wave_size))
-        (p,) = emit_register_route(conv.plan, [s_t], lane, elem_type=ir.VectorType(a.type).element_type)
+        emit = emit_register_route if route == "registers" else emit_lds_route
+        (p,) = emit(conv.plan, [s_t], lane, elem_type=ir.VectorType(a.type).element_type)
     wmma.operands[0] = p
     assert module.operation.verify()
     print(module)
