@@ -299,3 +299,18 @@ def test_online_attention_is_described_from_its_operands():
     assert describe_attention(op).describe() == (
         "iree_linalg_ext.online_attention batch 4, 100 queries x ? keys, head dim 128 -> 128 (bf16 -> f32, "
         "scale (run-time value), boolean i1 mask 4x100x?, whether causal is in its data)")
+
+
+def test_an_attention_the_description_cannot_read_is_named_so():
+    """K and V shared by every batch (no batch loop in their maps): two loops then play M. The
+    description says so; select leaves such a dispatch to IREE with that sentence."""
+    from mmaflow.compiler.attention import describe_attention
+    from mmaflow.compiler.errors import InputError
+    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    text = (_ONLINE_ATTENTION.replace("(b, m, n, k1, k2) -> (b, k2, k1)", "(b, m, n, k1, k2) -> (k2, k1)")
+            .replace("(b, m, n, k1, k2) -> (b, k2, n)", "(b, m, n, k1, k2) -> (k2, n)")
+            .replace("tensor<4x?x128xbf16>", "tensor<?x128xbf16>"))
+    module = parse_module(text, new_context())
+    (op,) = ops_named(module.operation, "iree_linalg_ext.online_attention")
+    with pytest.raises(InputError, match="2 loops play the role of M"):
+        describe_attention(op)

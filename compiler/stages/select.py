@@ -413,8 +413,11 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
                   and o.operation.name not in _LINALG_IGNORED]
     attention = [o for o in linalg_ops if o.name in ATTENTION_OPS]
     if attention:  # named with what it computes, not as "no matmul-like contraction"
-        return Decision(name, False, f"{describe_attention(attention[0]).describe()}: mmaflow has no attention "
-                                     f"kernel yet, IREE compiles it")
+        try:
+            what = describe_attention(attention[0]).describe()
+        except InputError as e:  # a form the description does not read: IREE compiles it all the same
+            what = f"{attention[0].name} ({e.message})"
+        return Decision(name, False, f"{what}: mmaflow has no attention kernel yet, IREE compiles it")
     found, why_not = [], []
     for op in linalg_ops:
         fields, why = match_contraction(op)
