@@ -2,7 +2,7 @@
 
     mmaflow compile IN.mlir --target T -o OUT.vmfb [--dump-dir D] [--dump-after STAGE] [--config K=V]
     mmaflow flags --target T [--config K=V]        flags that make stock iree-compile use mmaflow
-    mmaflow layout TARGET [--intrinsic N] [--operand A|B|C] [--json]
+    mmaflow layout TARGET [--intrinsic N] [--operand A|B|C] [--convert C:A] [--json]
     mmaflow opt IN.mlir [--from S] [--to S] [--target T]   run pipeline stages on hal.executable IR
     mmaflow report IN.mlir --target T [--json] [--baseline iree]
     mmaflow run IN.mlir --target T [--device auto|hip|cuda|sim|local-task]
@@ -202,6 +202,8 @@ def cmd_layout(args) -> int:
     from .intrinsics import TYPE_BITS
     from .targets import get_target
     target = get_target(args.target)
+    if args.convert:
+        return _layout_convert(args, target)
     if not args.intrinsic:
         if args.operand:
             raise UnsupportedError("--operand needs --intrinsic")
@@ -234,6 +236,41 @@ def cmd_layout(args) -> int:
         print()
         print(lay.describe())
         print(lay.vgpr_view(TYPE_BITS[intr.element_type(op)], max_lanes=args.lanes))
+    return 0
+
+
+def _layout_convert(args, target) -> int:
+    """--convert C:A: attention's P from the accumulator layout to the next instruction's A,
+    for each way of computing S, with the cheaper plan marked (``compiler/convert.py``)."""
+    from .convert import attention_plans, best, describe, to_json
+    from .errors import UnsupportedError
+    from .intrinsics import TYPE_BITS
+    if args.convert != "C:A":
+        raise UnsupportedError(f"--convert {args.convert}: only C:A (attention's P, accumulator -> A operand) "
+                               f"is planned")
+    if args.operand:
+        raise UnsupportedError("--operand and --convert do not go together: a conversion involves two operands")
+    if args.intrinsic:
+        intrinsics = [target.intrinsic(args.intrinsic)]
+    else:  # the f16 ones; bf16 twins share their layouts (--intrinsic shows one)
+        intrinsics = [i for i in target.intrinsics() if i.a_type == "f16" and i.c_type == "f32"]
+    plans = []
+    for intr in intrinsics:
+        if TYPE_BITS[intr.a_type] != 16 or TYPE_BITS[intr.c_type] != 32:
+            raise UnsupportedError(f"{intr.name} is {intr.a_type} -> {intr.c_type}; --convert C:A plans a 32-bit "
+                                   f"accumulator into a 16-bit A operand (f16, bf16)")
+        conversions = attention_plans(intr, vendor=target.vendor.value, family=target.family.value)
+        plans.append((conversions, best(conversions)))
+    if args.json:
+        print(json.dumps({"target": target.name, "convert": "C:A", "plans": [
+            {"intrinsic": cs[0].intrinsic.name, "chosen": chosen.how, "candidates": [to_json(c) for c in cs]}
+            for cs, chosen in plans]}))
+        return 0
+    print(f"{target.name}: P = softmax(S) from the accumulator (C) to the A operand of P V "
+          f"(* = chosen; counts per wave)")
+    for cs, chosen in plans:
+        print()
+        print(describe(cs, chosen))
     return 0
 
 
@@ -355,6 +392,9 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--json", action="store_true", help="one JSON object per operand: every element's lane, "
                                                          "vector index, row and column")
     lay.add_argument("--lanes", type=_count(1), help="show only the first N lanes in the VGPR view")
+    lay.add_argument("--convert", metavar="C:A", help="plan attention's P conversion from the accumulator (C) "
+                     "layout to the A operand of the next instruction: in-lane, cross-lane permutes or an LDS "
+                     "round trip, with costs (every f16 instruction, or --intrinsic's)")
     lay.set_defaults(fn=cmd_layout)
 
     o = sub.add_parser("opt", help="run pipeline stages on hal.executable IR (one stage's input -> output)")

@@ -217,6 +217,16 @@ class Layout:
         new = tuple(rest[:lead]) + (name,) + tuple(rest[lead:])
         return self.permute_axis(axis, new)
 
+    def transpose(self) -> "Layout":
+        """The same registers read as the transposed tile: every dim indexes the other axis
+        (lane l, element e holds T[col][row] where it held T[row][col]; instruction (i, j) becomes
+        (j, i)). C of K Q^T, read this way, is a layout of (Q K^T) = S."""
+        swap = {"BatchRow": "BatchCol", "BatchCol": "BatchRow"}  # batches keep naming their axis
+        dims = tuple(Dim(swap.get(d.name, d.name), d.size, COL if d.axis == ROW else ROW) for d in self.dims)
+        rows, cols = (tuple(swap.get(n, n) for n in order) for order in (self.col_order, self.row_order))
+        return Layout(self.operand, dims, rows, cols, self.vector_order, self.wave_size, self.vector_stride,
+                      self.vector_offset)
+
     def permute_axis(self, axis: str, order: tuple[str, ...]) -> "Layout":
         """The same dims with the significance order along one axis replaced (a K permutation)."""
         if axis == ROW:

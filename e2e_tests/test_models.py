@@ -68,9 +68,15 @@ TAKEN = {
         "14": "256x768x3072 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n], {dt}[m,n]: truncf addf addf) -> {dt}",
     },
 }
-# What the left dispatches are (by the op select names in its reason), where it matters:
-# scaled_dot_product_attention stays one IREE attention dispatch.
-LEFT_OPS = {"gpt2_sdpa": {"7": "iree_linalg_ext.attention"}, "gpt2_sdpa_nocausal": {"6": "iree_linalg_ext.attention"}}
+# scaled_dot_product_attention stays one IREE attention dispatch, left with what it computes:
+# shapes, types, scale and mask (is_causal=True arrives as an additive mask tensor computed by
+# another dispatch; from inside the dispatch it is a mask like any other).
+_SDPA = ("iree_linalg_ext.attention batch 2x12, 256 queries x 256 keys, head dim 64 -> 64 ({dt} -> {dt}, "
+         "scale 0.125, {mask}): mmaflow has no attention kernel yet, IREE compiles it")
+LEFT_ATTENTION = {
+    "gpt2_sdpa": {"7": _SDPA.replace("{mask}", "additive {dt} mask 2x12x256x256, whether causal is in its data")},
+    "gpt2_sdpa_nocausal": {"6": _SDPA.replace("{mask}", "no mask")},
+}
 
 CORPUS = [(m, dt) for m in TAKEN for dt in DTYPES]
 
@@ -113,8 +119,9 @@ def test_what_mmaflow_takes(model, dtype, target):
     assert len(res.taken) == len(taken), "a taken dispatch outside main"
     for name, line in left.items():
         assert line.startswith(f"mmaflow: left  {name}: "), line
-    for index, op in LEFT_OPS.get(model, {}).items():
-        assert op in left[f"main$async_dispatch_{index}"], left
+    attention = {name.split("dispatch_", 1)[1]: line.split(f"{name}: ", 1)[1] for name, line in left.items()
+                 if "attention" in line}
+    assert attention == {k: v.format(dt=dtype) for k, v in LEFT_ATTENTION.get(model, {}).items()}
     # Tensors packed into shared buffers: some taken dispatch reads or writes at a non-zero offset.
     offsets = [b.offset for e in taken.values() for b in (e.facts.problem.a, e.facts.problem.b, e.facts.problem.c)]
     if model != "llama_mlp":
@@ -257,3 +264,53 @@ def _executables(text: str) -> dict[str, str]:
     from mmaflow.compiler.mlir import new_context, ops_named, parse_module, print_op, str_attr
     module = parse_module(text, new_context())
     return {str_attr(e, "sym_name"): print_op(e) for e in ops_named(module.operation, "hal.executable")}
+
+
+_ONLINE_ATTENTION = """
+#mq = affine_map<(b, m, n, k1, k2) -> (b, m, k1)>
+#mk = affine_map<(b, m, n, k1, k2) -> (b, k2, k1)>
+#mv = affine_map<(b, m, n, k1, k2) -> (b, k2, n)>
+#ms = affine_map<(b, m, n, k1, k2) -> ()>
+#mm = affine_map<(b, m, n, k1, k2) -> (b, m, k2)>
+#mo = affine_map<(b, m, n, k1, k2) -> (b, m, n)>
+#mr = affine_map<(b, m, n, k1, k2) -> (b, m)>
+func.func @f(%q: tensor<4x100x128xbf16>, %k: tensor<4x?x128xbf16>, %v: tensor<4x?x128xbf16>, %s: f32,
+             %mask: tensor<4x100x?xi1>, %o: tensor<4x100x128xf32>, %mx: tensor<4x100xf32>, %sm: tensor<4x100xf32>)
+             -> tensor<4x100x128xf32> {
+  %r:3 = iree_linalg_ext.online_attention <indexing_maps = [#mq, #mk, #mv, #ms, #mm, #mo, #mr, #mr]>
+      ins(%q, %k, %v, %s, %mask : tensor<4x100x128xbf16>, tensor<4x?x128xbf16>, tensor<4x?x128xbf16>, f32,
+                                  tensor<4x100x?xi1>)
+      outs(%o, %mx, %sm : tensor<4x100x128xf32>, tensor<4x100xf32>, tensor<4x100xf32>) {
+  ^bb0(%x: f32):
+    iree_linalg_ext.yield %x : f32
+  } -> tensor<4x100x128xf32>, tensor<4x100xf32>, tensor<4x100xf32>
+  return %r#0 : tensor<4x100x128xf32>
+}
+"""
+
+
+def test_online_attention_is_described_from_its_operands():
+    """The roles of the loops come from the maps (not positions), a dynamic key length stays
+    unknown, an i1 mask is boolean, a scale that is not a constant is a run-time value."""
+    from mmaflow.compiler.attention import describe_attention
+    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    module = parse_module(_ONLINE_ATTENTION, new_context())
+    (op,) = ops_named(module.operation, "iree_linalg_ext.online_attention")
+    assert describe_attention(op).describe() == (
+        "iree_linalg_ext.online_attention batch 4, 100 queries x ? keys, head dim 128 -> 128 (bf16 -> f32, "
+        "scale (run-time value), boolean i1 mask 4x100x?, whether causal is in its data)")
+
+
+def test_an_attention_the_description_cannot_read_is_named_so():
+    """K and V shared by every batch (no batch loop in their maps): two loops then play M. The
+    description says so; select leaves such a dispatch to IREE with that sentence."""
+    from mmaflow.compiler.attention import describe_attention
+    from mmaflow.compiler.errors import InputError
+    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    text = (_ONLINE_ATTENTION.replace("(b, m, n, k1, k2) -> (b, k2, k1)", "(b, m, n, k1, k2) -> (k2, k1)")
+            .replace("(b, m, n, k1, k2) -> (b, k2, n)", "(b, m, n, k1, k2) -> (k2, n)")
+            .replace("tensor<4x?x128xbf16>", "tensor<?x128xbf16>"))
+    module = parse_module(text, new_context())
+    (op,) = ops_named(module.operation, "iree_linalg_ext.online_attention")
+    with pytest.raises(InputError, match="2 loops play the role of M"):
+        describe_attention(op)

@@ -91,6 +91,7 @@ class Stats:
     global_stores: Counter = field(default_factory=Counter)
     barriers: int = 0
     matrix_ops: int = 0
+    cross_lane_ops: int = 0  # wave-instructions that read another lane's register (v_permlanex16)
     async_copy_bytes: int = 0  # landed in LDS through nvgpu.device_async_copy (zero fills included)
     races: list = field(default_factory=list)
     lds_conflicts_by_op: Counter = field(default_factory=Counter)  # op -> conflict cycles
@@ -107,7 +108,8 @@ class Stats:
             "lds_cycles": self.lds_cycles, "lds_conflict_cycles": self.lds_conflict_cycles,
             "global_loads_by_bytes": dict(sorted(self.global_loads.items())),
             "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
-            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "async_copy_bytes": self.async_copy_bytes,
+            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "cross_lane_ops": self.cross_lane_ops,
+            "async_copy_bytes": self.async_copy_bytes,
             "races": self.races[:20],
             "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
             "lds_pieces_by_op": dict(self.lds_pieces_by_op.most_common(20)),
@@ -445,10 +447,12 @@ def _attr_value(attr, dt):
 
 def _h_poison(k, op):
     (out,) = k._outs(op)
-    dt = np_dtype(op.results[0].type)
+    t = op.results[0].type
+    shape = tuple(ir.VectorType(t).shape) if isinstance(t, ir.VectorType) else ()
+    dt = np_dtype(ir.VectorType(t).element_type if shape else t)
 
     def run(st):
-        st.env[out] = np.zeros(1, dt)
+        st.env[out] = np.zeros((1,) + shape, dt)
     return run
 
 
@@ -1121,6 +1125,42 @@ def _h_mma(k, op):
     return run
 
 
+# -- cross-lane ------------------------------------------------------------------------------------
+
+def _h_permlanex16(k, op):
+    """rocdl.permlanex16 (RDNA ``V_PERMLANEX16_B32``, RDNA3 ISA guide 16.x "VOP3"): lanes are
+    rows of 16; each lane reads the lane of the *other* row of its 32-lane pair named by a 4-bit
+    selector, lane i of a row (i < 8) by bits 4i..4i+3 of the first scalar operand, lane i >= 8 by
+    bits 4(i-8).. of the second. In wave64 the two 32-lane halves do this independently. The
+    selectors are scalar (SGPR) operands: uniform across the wave. With every lane active the
+    fetch-inactive and bound-control flags make no difference (a lane under divergent control
+    flow is refused). The value may be any 32-bit type (e.g. vector<2xf16>)."""
+    (out,) = k._outs(op)
+    _, src_id, sel_lo_id, sel_hi_id = k._ins(op)
+    rtype = op.results[0].type
+    if isinstance(rtype, ir.VectorType):
+        width = ir.VectorType(rtype).shape[0] * 8 * np_dtype(ir.VectorType(rtype).element_type).itemsize
+    else:
+        width = 8 * np_dtype(rtype).itemsize
+    if width != 32:
+        raise ExecutorError(f"{_loc(op)}: v_permlanex16_b32 moves 32-bit values, not {op.results[0].type}")
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: rocdl.permlanex16 under divergent control flow")
+        lo = _uniform(st.env[sel_lo_id], "the permlanex16 lane selector", op) & 0xFFFFFFFF
+        hi = _uniform(st.env[sel_hi_id], "the permlanex16 lane selector", op) & 0xFFFFFFFF
+        sel = np.array([(lo >> (4 * i)) & 0xF for i in range(8)] + [(hi >> (4 * i)) & 0xF for i in range(8)],
+                       np.int64)
+        lane = np.arange(st.L, dtype=np.int64)  # waves and their 32-lane halves are aligned in the batch
+        in_pair = st.tid % 32
+        other_row = lane - in_pair + 16 * (1 - in_pair // 16)
+        src = other_row + sel[in_pair % 16]
+        st.env[out] = _lanes(st.env[src_id], st.L)[src]
+        k.stats.cross_lane_ops += st.L // k.wave_size
+    return run
+
+
 # -- control flow ---------------------------------------------------------------------------------
 
 def _h_for(k, op):
@@ -1226,5 +1266,6 @@ _HANDLERS = {
     "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
     "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,
     "nvgpu.device_async_wait": _h_async_wait,
+    "rocdl.permlanex16": _h_permlanex16,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }

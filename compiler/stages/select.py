@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from iree.compiler import ir
 
 from .. import attrs, dynamic
+from ..attention import ATTENTION_OPS, describe_attention
 from ..config import require_intrinsic
 from ..linalg_forms import folded_fill
 from ..errors import InputError, UnsupportedError
@@ -410,6 +411,13 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     body = func.regions[0].blocks[0]
     linalg_ops = [o.operation for o in body.operations if o.operation.name.startswith(("linalg.", "iree_linalg_ext."))
                   and o.operation.name not in _LINALG_IGNORED]
+    attention = [o for o in linalg_ops if o.name in ATTENTION_OPS]
+    if attention:  # named with what it computes, not as "no matmul-like contraction"
+        try:
+            what = describe_attention(attention[0]).describe()
+        except InputError as e:  # a form the description does not read: IREE compiles it all the same
+            what = f"{attention[0].name} ({e.message})"
+        return Decision(name, False, f"{what}: mmaflow has no attention kernel yet, IREE compiles it")
     found, why_not = [], []
     for op in linalg_ops:
         fields, why = match_contraction(op)

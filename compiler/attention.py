@@ -1,0 +1,126 @@
+"""What an ``iree_linalg_ext.attention`` (or ``online_attention``) op computes, read through the
+bindings: its dimensions, element types, scale and mask.
+
+IREE's attention op takes ``ins(Q, K, V, scale[, mask])`` and writes ``outs(O)`` (online
+attention also writes the running max and sum); one indexing map per operand, in that order,
+over loops that are batch, M (queries), K1 (the QK head dim), K2 (keys) and N (the V head dim).
+The roles follow from which maps a loop appears in:
+
+    batch: Q, K, V and O       M: Q and O, not K       K1: Q and K, not O
+    K2:    K and V, not Q      N: V and O, not Q
+
+A mask is a tensor over (batch, M, K2): a floating-point one is added to the scores, an ``i1``
+one selects them. PyTorch's ``scaled_dot_product_attention(is_causal=True)`` reaches the dispatch
+as such a tensor, computed outside it: from the dispatch alone a causal mask cannot be told from
+any other, and the description says so rather than guess.
+
+mmaflow has no attention kernel yet (issue 15), so select leaves these dispatches to IREE with
+this description as the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from .errors import InputError
+from .mlir import defining_op, location_of
+
+ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
+
+
+@dataclass(frozen=True)
+class Attention:
+    op: str
+    batch: tuple[int | None, ...]  # in the output's order (None: dynamic)
+    m: int | None
+    k1: int | None
+    k2: int | None
+    n: int | None
+    q_type: str
+    k_type: str
+    v_type: str
+    out_type: str
+    scale: float | None  # None: a run-time value
+    mask: str  # "none", "additive f16 ...", "boolean ..."
+
+    def describe(self) -> str:
+        def d(x):
+            return "?" if x is None else str(x)
+        batch = "x".join(d(b) for b in self.batch) or "1"
+        types = self.q_type if len({self.q_type, self.k_type, self.v_type}) == 1 else \
+            f"{self.q_type}/{self.k_type}/{self.v_type}"
+        scale = "scale (run-time value)" if self.scale is None else f"scale {self.scale:g}"
+        return (f"{self.op} batch {batch}, {d(self.m)} queries x {d(self.k2)} keys, head dim {d(self.k1)} -> "
+                f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask})")
+
+
+def _shape(value: ir.Value) -> tuple[str, list[int | None]]:
+    t = ir.ShapedType(value.type)
+    return str(t.element_type), [None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
+
+
+def _map_dims(attr: ir.Attribute, what: str, op: ir.Operation) -> list[int]:
+    amap = ir.AffineMapAttr(attr).value
+    dims = []
+    for e in amap.results:
+        if not isinstance(e, ir.AffineDimExpr):
+            raise InputError(f"{op.name}: the {what} indexing map {amap} is not a projection of loops",
+                             location=location_of(op))
+        dims.append(e.position)
+    return dims
+
+
+def _constant_float(value: ir.Value) -> float | None:
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(op.attributes["value"]).value
+
+
+def describe_attention(op: ir.Operation) -> Attention:
+    """Read an attention op's dimensions, types, scale and mask through the bindings."""
+    if op.name not in ATTENTION_OPS:
+        raise ValueError(f"{op.name} is not an attention op")
+    n_out = len(op.results)
+    ins = list(op.operands)[:len(op.operands) - n_out]
+    outs = list(op.operands)[len(op.operands) - n_out:]
+    if len(ins) not in (4, 5) or not outs:
+        raise InputError(f"{op.name} with {len(ins)} inputs and {len(outs)} outputs: expected Q, K, V, scale "
+                         f"and an optional mask, and an output", location=location_of(op))
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    names = ["Q", "K", "V", "scale"] + (["mask"] if len(ins) == 5 else []) + ["O"]
+    if len(maps) < len(names):
+        raise InputError(f"{op.name} has {len(maps)} indexing maps for {len(names)} operands",
+                         location=location_of(op))
+    dims = {name: _map_dims(maps[i], name, op) for i, name in enumerate(names)}
+    values = dict(zip(names, ins + [outs[0]]))
+    sizes: dict[int, int | None] = {}
+    types = {}
+    for name in ("Q", "K", "V", "O") + (("mask",) if "mask" in values else ()):
+        elem, shape = _shape(values[name])
+        types[name] = elem
+        for loop, size in zip(dims[name], shape):
+            if size is not None or loop not in sizes:
+                sizes[loop] = size
+    q, k, v, o = (set(dims[x]) for x in ("Q", "K", "V", "O"))
+
+    def role(members: set) -> list[int]:
+        found = [d for d in dims["O"] + dims["Q"] + dims["K"] + dims["V"] if d in members]
+        return list(dict.fromkeys(found))
+    batch = role(q & k & v & o)
+    m, k1, k2, n = role((q & o) - k), role((q & k) - o), role((k & v) - q), role((v & o) - q)
+    for what, found in (("M", m), ("K1", k1), ("K2", k2), ("N", n)):
+        if len(found) != 1:
+            raise InputError(f"{op.name}: {len(found)} loops play the role of {what} in its indexing maps",
+                             location=location_of(op))
+    if "mask" in values:
+        elem, shape = _shape(values["mask"])
+        kind = "boolean" if elem == "i1" else "additive"
+        extent = "x".join("?" if s is None else str(s) for s in shape)
+        mask = f"{kind} {elem} mask {extent}, whether causal is in its data"
+    else:
+        mask = "no mask"
+    return Attention(op.name, tuple(sizes[b] for b in batch), sizes[m[0]], sizes[k1[0]], sizes[k2[0]], sizes[n[0]],
+                     types["Q"], types["K"], types["V"], types["O"], _constant_float(values["scale"]), mask)
