@@ -145,6 +145,7 @@ class Expectations:
     k_tiles: int  # K tiles the loop runs (0: dynamic K)
     mma_per_k_tile: int  # matrix instructions per K tile and wave
     async_copies: bool = False  # the loads are async copies into an LDS ring (cp.async), not register loads
+    k_loop_barriers: int = 0  # workgroup barriers per iteration of the K loop (0: not checked)
 
 
 def read_expect(func: ir.Operation) -> Expectations:

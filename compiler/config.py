@@ -10,7 +10,8 @@ A config fixes everything the Script and Distribute stages need:
                        (tile_m/waves_m) x (tile_n/waves_n) register tile
     lds_pad            elements appended to each LDS row (bank-conflict padding)
     stages             K tiles held in LDS: 1 (the next tile prefetched in registers) or an LDS
-                       ring of 2-4 tiles filled by async copies (NVIDIA: cp.async)
+                       ring of 2-4 tiles with one barrier per K tile, filled by async copies on
+                       NVIDIA (cp.async) and through registers on AMD
     raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
                        G > 1 = groups of G tile rows walked column by column, so the workgroups
                        running together share A and B tiles in L2
@@ -170,31 +171,38 @@ def k_outer(problem: Contraction, operand: str) -> bool:
     return problem.a_transposed if operand == "A" else not problem.b_transposed
 
 
-def lds_tile(cfg: KernelConfig, problem: Contraction, operand: str) -> tuple[int, int]:
+def async_ring(cfg: KernelConfig, target: Target) -> bool:
+    """Whether the LDS tiles are a ring filled by asynchronous copies (NVIDIA's cp.async, which
+    store the global tile as it is); AMD's ring is filled through registers, like one stage."""
+    return cfg.stages > 1 and target.vendor is Vendor.NVIDIA
+
+
+def lds_tile(cfg: KernelConfig, problem: Contraction, operand: str, target: Target) -> tuple[int, int]:
     """One stage's LDS tile of an operand, padded rows last: K-innermost ``[non-K][K + pad]``,
-    except in an LDS ring (``stages`` > 1), where async copies store the global tile as it is:
-    a K-outer operand keeps ``[K][non-K + pad]`` (its fragments come from ``ldmatrix .trans``)."""
+    except in an asynchronously filled LDS ring (``async_ring``), where the copies store the
+    global tile as it is: a K-outer operand keeps ``[K][non-K + pad]`` (its fragments come from
+    ``ldmatrix .trans``)."""
     nonk = cfg.tile_m if operand == "A" else cfg.tile_n
-    if cfg.stages > 1 and k_outer(problem, operand):
+    if async_ring(cfg, target) and k_outer(problem, operand):
         return cfg.tile_k, nonk + cfg.lds_pad
     return nonk, cfg.tile_k + cfg.lds_pad
 
 
-def lds_bytes(cfg: KernelConfig, problem: Contraction) -> int:
+def lds_bytes(cfg: KernelConfig, problem: Contraction, target: Target) -> int:
     return cfg.stages * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
-                            (lds_tile(cfg, problem, "A") + (problem.a_type,),
-                             lds_tile(cfg, problem, "B") + (problem.b_type,)))
+                            (lds_tile(cfg, problem, "A", target) + (problem.a_type,),
+                             lds_tile(cfg, problem, "B", target) + (problem.b_type,)))
 
 
 def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str | None:
-    """Why an LDS ring of ``cfg.stages`` K tiles cannot serve this problem, or None. The ring is
-    filled by cp.async (``nvgpu.device_async_copy``: 4, 8 or 16 bytes per thread, straight to
-    shared memory), so: NVIDIA only, 16-bit operands where a tile is K-outer (``ldmatrix
-    .trans`` transposes 16-bit elements only), and chunks of at least 4 bytes that divide the
-    global rows."""
-    if target.vendor is not Vendor.NVIDIA:
-        return (f"an LDS ring needs asynchronous global->LDS copies, which mmaflow emits for NVIDIA only "
-                f"(cp.async); {target.name} prefetches one K tile in registers (stages=1)")
+    """Why an LDS ring of ``cfg.stages`` K tiles cannot serve this problem, or None. On AMD the
+    ring is filled through registers by the copies of one stage (any problem they serve). On
+    NVIDIA it is filled by cp.async (``nvgpu.device_async_copy``: 4, 8 or 16 bytes per thread,
+    straight to shared memory), so: 16-bit operands where a tile is K-outer (``ldmatrix .trans``
+    transposes 16-bit elements only), and chunks of at least 4 bytes that divide the global
+    rows."""
+    if target.vendor is Vendor.AMD:
+        return None
     for op, t in (("A", problem.a_type), ("B", problem.b_type)):
         bits = TYPE_BITS[t]
         if k_outer(problem, op) and bits != 16:
@@ -250,12 +258,12 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         if why:
             raise ConfigError(f"stages={cfg.stages}: {why}")
     for op, t in (("A", problem.a_type), ("B", problem.b_type)):
-        row = lds_tile(cfg, problem, op)[1]
+        row = lds_tile(cfg, problem, op, target)[1]
         row_bytes = row * TYPE_BITS[t] // 8
         if row_bytes % 16:
             raise ConfigError(f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes} "
                               f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned")
-    need = lds_bytes(cfg, problem)
+    need = lds_bytes(cfg, problem, target)
     if need > target.lds_bytes:
         raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")
     return intr
@@ -416,12 +424,12 @@ def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) ->
         reason = ring_problem(ring, target, problem)
         if reason:
             break
-        if lds_bytes(ring, problem) <= budget:
+        if lds_bytes(ring, problem, target) <= budget:
             why.append(f"{stages}-stage LDS ring: {stages - 1} K tiles in flight through cp.async, one barrier "
-                       f"per K tile ({lds_bytes(ring, problem)} bytes of shared memory; deeper rings or more "
+                       f"per K tile ({lds_bytes(ring, problem, target)} bytes of shared memory; deeper rings or more "
                        f"than {RING_BYTES} bytes measured slower on the H100)")
             return ring
-        reason = f"{stages} stages need {lds_bytes(ring, problem)} bytes of shared memory, more than {budget}"
+        reason = f"{stages} stages need {lds_bytes(ring, problem, target)} bytes of shared memory, more than {budget}"
     why.append(f"stages 1 (the next K tile prefetched in registers): {reason}")
     return cfg
 

@@ -126,12 +126,26 @@ class LoopPlan:
     k_interleaved: bool  # AMD: consecutive K steps' runs read by one LDS access
     prefetch: int  # K tiles in flight (in registers with 1 stage, in the LDS ring's other slots with more)
     guard_empty_k: bool  # dynamic K on NVIDIA: skip the first loads when K is 0
-    stages: int = 1  # K tiles in LDS: > 1 is a ring filled by async copies, one barrier per K tile
+    stages: int = 1  # K tiles in LDS: > 1 is a ring, one barrier per K tile
+    asynchronous: bool = False  # the ring is filled by async copies (NVIDIA); else through registers (AMD)
 
     @property
     def mma_per_k_tile(self) -> int:
         m, n, k = self.instructions
         return m * n * k
+
+    @property
+    def barriers_per_k_tile(self) -> int:
+        """Workgroup barriers per K tile: a ring's one; one LDS tile needs one before its stores
+        (the last tile's readers are done) and one after them (the data is visible)."""
+        return 1 if self.stages > 1 else 2
+
+    @property
+    def fragment_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The K steps whose fragments are read together, in order: every step at once where
+        the steps are interleaved (one wide LDS read serves several), else one step each."""
+        k = self.instructions[2]
+        return (tuple(range(k)),) if self.k_interleaved else tuple((kk,) for kk in range(k))
 
 
 @dataclass(frozen=True)
@@ -164,7 +178,8 @@ class KernelPlan:
         """What the ISA must show (``verify.check_isa``): the widest global load (or async copy)
         of the copies, the K tiles (0: dynamic) and the matrix instructions per K tile."""
         bits = max(o.copy.v * o.copy.bits for o in self.operands)
-        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile, self.loop.stages > 1)
+        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile, self.loop.asynchronous,
+                                  self.loop.barriers_per_k_tile)
 
     def describe(self) -> list[str]:
         lp, ep = self.loop, self.epilogue
@@ -182,9 +197,13 @@ class KernelPlan:
                       f"({'K outermost' if o.k_outer else 'K innermost'}); copy "
                       f"{o.copy.describe()}; global bounds: {bounds}",
                       f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}"]
-        if lp.stages > 1:
+        if lp.asynchronous:
             inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
                         f"one barrier per K tile")
+        elif lp.stages > 1:
+            inflight = (f"{lp.stages}-stage LDS ring: tile i+{lp.stages - 1}'s loads issued into registers "
+                        f"({sum(o.copy.registers() for o in self.operands)} vectors per thread) before tile i's "
+                        f"matrix instructions and stored into its slot after them, one barrier per K tile")
         else:
             inflight = (f"prefetch {lp.prefetch} K tile in registers "
                         f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")
@@ -238,7 +257,7 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     if problem.same_ab:
         notes.append(f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
                      "operand gets its own copy into LDS, in its own layout")
-    ring = cfg.stages > 1
+    ring = cfg.stages > 1 and vendor is Vendor.NVIDIA  # filled by async copies (AMD's ring: through registers)
     ops = []
     for facts, layout, k_axis, op_shape in ((a, a_lay, COL, intr.a_shape), (b, b_lay, ROW, intr.b_shape)):
         shape = facts.lds_shape[-2:]
@@ -262,7 +281,8 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     bm, bk = a_lay.batch
     _, bn = b_lay.batch
     loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved,
-                    max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages)
+                    max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages,
+                    ring)
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):

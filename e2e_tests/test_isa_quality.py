@@ -173,3 +173,29 @@ def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_mat
     assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
                                    "v_mfma_f32_16x16x16_f16 v[0:3], v[8:9], v[10:11], v[0:3]"]) == 1
     assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)"]) == 0
+
+
+def test_verify_demands_the_planned_barriers_per_k_tile():
+    """`KernelPlan.expectations()` records the K loop's barriers per K tile (1 in an LDS ring, 2
+    with one LDS tile); verify counts them in the ISA's loop, per K tile of matrix instructions
+    (LLVM may unroll the loop by 2), gfx12's s_barrier_signal/s_barrier_wait pair once."""
+    from mmaflow.compiler.attrs import Expectations
+    from mmaflow.compiler.errors import VerificationError
+    from mmaflow.compiler.isa import IsaReport
+    from mmaflow.compiler.targets import Vendor
+    from mmaflow.compiler.verify import check_isa
+
+    mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"
+
+    def report(body):
+        return IsaReport("k", "amdgcn", counts={"matrix": 8, "global_load_b128": 4, "barrier": 2}, has_loop=True,
+                         loop_counts={"matrix": body.count(mma)}, loop_listing=body)
+
+    ring = Expectations(128, 8, 4, False, 1)
+    one = [mma] * 4 + ["s_barrier"]
+    check_isa(report(one * 2), "k", "v_wmma", Vendor.AMD, True, ring)  # unrolled by 2: 2 tiles, 2 barriers
+    check_isa(report([mma] * 4 + ["s_barrier_signal -1", "s_barrier_wait -1"]), "k", "v_wmma", Vendor.AMD, True, ring)
+    with pytest.raises(VerificationError, match="2 barriers in a K loop of 4 matrix instructions"):
+        check_isa(report(one + ["s_barrier"]), "k", "v_wmma", Vendor.AMD, True, ring)
+    with pytest.raises(VerificationError, match="the plan has 2 per K tile"):
+        check_isa(report(one), "k", "v_wmma", Vendor.AMD, True, Expectations(128, 8, 4, False, 2))

@@ -523,31 +523,60 @@ class Rewriter:
         return KLoop(new_loop, acc_args, next_tile, new_yield)
 
     def _ring_loop(self, tid: ir.Value, copies: dict, frags: dict) -> KLoop:
-        """The K loop over an LDS ring of S = ``stages`` slots, filled by async copies, with the
+        """The K loop over an LDS ring of S = ``stages`` slots, one barrier per K tile, with the
         contraction distributed into it and its fragments software-pipelined: tile i lives in
-        slot i % S; S - 1 tiles are in flight in LDS and the next K step's fragments in
-        registers while one K step is multiplied.
+        slot i % S; while one group of K steps is multiplied (one step, or every step of the
+        tile where the steps are interleaved: ``LoopPlan.fragment_groups``), the next group's
+        fragments are read into registers. Two ways to fill the ring, one loop:
+
+        NVIDIA (``LoopPlan.asynchronous``): async copies straight into the slots, S - 1 tiles in
+        flight in LDS.
 
             prologue: copy tiles 0 .. S-2 (one commit group each); wait for tile 0; barrier;
-                      fragments of tile 0's first K step
+                      fragments of tile 0's first group
             for i:    copy tile i+S-1 into slot (i-1) % S; commit
-                      K steps 0 .. n-2: fragments of step s+1 (slot i % S), MMAs of step s
-                      last K step: wait until tile i+1 has landed (S-2 groups may stay
-                      pending); barrier; fragments of tile i+1's first step (slot (i+1) % S);
-                      MMAs of the last step
+                      groups 0 .. n-2: fragments of group g+1 (slot i % S), MMAs of group g
+                      last group: wait until tile i+1 has landed (S-2 groups may stay
+                      pending); barrier; fragments of tile i+1's first group (slot (i+1) % S);
+                      MMAs of the last group
             after:    wait for every group (tiles past the last were zero-fills)
+
+        AMD: through registers (the copies of one stage: raw buffer loads, bounds and
+        transposes as there), the loads of a tile issued one tile's matrix work before its
+        stores; ``amdgpu.sched_barrier`` holds the order against LLVM's scheduler.
+
+            prologue: load tiles 0 .. S-2, store each into its slot; barrier; fragments of tile
+                      0's first group
+            for i:    load tile min(i+S-1, last) into registers
+                      groups 0 .. n-2: fragments of group g+1 (slot i % S), MMAs of group g
+                      last group: store the registers into slot (i+S-1) % S = (i-1) % S;
+                      barrier; fragments of tile i+1's first group (slot (i+1) % S); MMAs of
+                      the last group -- with one group per tile its MMAs come first, so that the
+                      stores (which wait for the loads) follow a whole tile of matrix work
 
         One barrier per K tile: it publishes tile i+1 to every thread and tells every thread
         that slot i % S is no longer read (all its fragments are in registers), so the next
-        iteration's copy may overwrite slot (i+1-1) % S; the MMAs of the last step cover the
-        latency of the next tile's first fragment loads. Copies of tiles past the last read
-        nothing (0 source elements), so no tile index is clamped and K = 0 needs no guard."""
+        iteration may overwrite slot (i+1-1) % S; the MMAs of the last group cover the
+        latency of the next tile's first fragment loads. NVIDIA's copies of tiles past the last
+        read nothing (0 source elements), so no tile index is clamped and K = 0 needs no guard;
+        AMD's loads are clamped to the last tile (its raw buffer loads read 0 from an empty
+        tensor) and fill slots no matrix instruction reads."""
         loop, lp = self.m.loop, self.plan.loop
         S = lp.stages
-        bm, bn, bk = lp.instructions
+        bm, bn, _ = lp.instructions
+        groups = lp.fragment_groups
+        amd = not lp.asynchronous
         old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
 
-        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv) -> ir.Value:
+        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv):
+            """Start filling ``slot`` with the tile at ``k_origin``: NVIDIA's commit group, or
+            AMD's loaded registers (stored by ``land``)."""
+            if amd:
+                out = []
+                for opd in self.m.operands:
+                    g0, g1 = self._tile_origin(opd, body, {iv: k_origin}, em)
+                    out.append(copies[opd.name].loads(em, tid, g0, g1))
+                return out
             tile_valid = em.lt(k_origin, ub)
             tokens = []
             for opd in self.m.operands:
@@ -557,21 +586,45 @@ class Rewriter:
             attrs.mark(defining_op(group), attrs.RING)
             return group
 
-        def sync(em: Emitter, group: ir.Value) -> None:
-            em.async_wait(group, S - 2)
+        def land(em: Emitter, filling, slot: ir.Value) -> None:
+            """The tile being filled is in LDS and the slot read before is free, for every
+            thread: NVIDIA waits for its copies (S-2 groups may stay pending), AMD stores its
+            registers into ``slot``; then the ring's barrier."""
+            if amd:
+                for opd, values in zip(self.m.operands, filling):
+                    copies[opd.name].stores(em, tid, values, slot)
+            else:
+                em.async_wait(filling, S - 2)
             attrs.mark(em.barrier(), attrs.RING)
 
-        def fragments(em: Emitter, bases: dict, kk: int, slot: ir.Value) -> list[ir.Value]:
-            return frags["A"].load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
-                   frags["B"].load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
+        def fragments(em: Emitter, bases: dict, steps: tuple, slot: ir.Value) -> list[ir.Value]:
+            """The fragments of K steps ``steps``: per step, A's bm then B's bn."""
+            fa, fb = frags["A"], frags["B"]
+            if len(steps) == 1:
+                (kk,) = steps
+                return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
+                    fb.load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
+            a = [fa.load_group(em, bases["A"], [(i, kk) for kk in steps], slot) for i in range(bm)]
+            b = [fb.load_group(em, bases["B"], [(kk, j) for kk in steps], slot) for j in range(bn)]
+            return [v for s in range(len(steps)) for v in [a[i][s] for i in range(bm)] + [b[j][s] for j in range(bn)]]
 
-        group = None
+        filling = None
         for s in range(S - 1):
+            if amd and lp.k_tiles is not None and s >= lp.k_tiles:
+                break  # (a slot no matrix instruction reads; NVIDIA's waits count one group per slot)
             k_origin = pre.add(lb, pre.mul(step, s)) if s else lb
-            group = issue(pre, k_origin, pre.const(s), old_body, old_iv)
-        sync(pre, group)
+            filling = issue(pre, k_origin, pre.const(s), old_body, old_iv) if not amd or filling is None else \
+                filling + issue(pre, k_origin, pre.const(s), old_body, old_iv)
+        if amd:  # every prologue tile's loads first, then their stores
+            n_ops = len(self.m.operands)
+            for s in range(len(filling) // n_ops):
+                for opd, values in zip(self.m.operands, filling[s * n_ops:(s + 1) * n_ops]):
+                    copies[opd.name].stores(pre, tid, values, pre.const(s))
+            attrs.mark(pre.barrier(), attrs.RING)
+        else:
+            land(pre, filling, None)
         first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
-                          0, pre.const(0))
+                          groups[0], pre.const(0))
         intr = self.plan.intrinsic
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
         n_acc = bm * bn
@@ -584,25 +637,48 @@ class Rewriter:
         em = Emitter(ir.InsertionPoint(c), c.location, self.vendor).named("ring")
         mma_em = em.named("mma")
         tile = em.div(em.sub(iv, lb), lp.tile_k)
-        issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), body, iv)
+        slot_in = em.rem(em.add(tile, S - 1), S)
+        if amd:
+            k_in = em.min_index(em.add(iv, em.mul(step, S - 1)), em.sub(ub, step))
+            loaded = issue(em, k_in, slot_in, body, iv)
+            em.sched_barrier()
+        else:
+            issue(em, em.add(iv, em.mul(step, S - 1)), slot_in, body, iv)
         bases = self._fragment_bases(lambda v: v)
         acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
+
+        def mmas(steps: tuple, cur: list) -> None:
+            for s in range(len(steps)):
+                a_f, b_f = cur[s * (bm + bn):s * (bm + bn) + bm], cur[s * (bm + bn) + bm:(s + 1) * (bm + bn)]
+                for i in range(bm):
+                    for j in range(bn):
+                        acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
+            if amd:
+                em.sched_barrier()
+
+        def next_tile() -> list[ir.Value]:
+            land(em, loaded if amd else filling, slot_in)
+            return fragments(em, bases, groups[0], em.rem(em.add(tile, 1), S))
+
         cur = args[n_acc:]
-        for kk in range(bk):
-            if kk + 1 < bk:
-                nxt = fragments(em, bases, kk + 1, em.rem(tile, S))
+        for g, steps in enumerate(groups):
+            if g + 1 < len(groups):
+                nxt = fragments(em, bases, groups[g + 1], em.rem(tile, S))
+            elif amd and len(groups) == 1:  # the stores wait for this iteration's loads: a tile of MMAs first
+                mmas(steps, cur)
+                cur = next_tile()
+                break
             else:
-                sync(em, group)
-                nxt = fragments(em, bases, 0, em.rem(em.add(tile, 1), S))
-            a_f, b_f = cur[:bm], cur[bm:]
-            for i in range(bm):
-                for j in range(bn):
-                    acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
+                nxt = next_tile()
+            if amd:
+                em.sched_barrier()
+            mmas(steps, cur)
             cur = nxt
         with loop.location, ir.InsertionPoint(body):
             scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur)
-        after = Emitter(ir.InsertionPoint.after(new_loop.operation), loop.location, self.vendor).named("ring")
-        after.async_wait(group, 0)
+        if not amd:
+            after = Emitter(ir.InsertionPoint.after(new_loop.operation), loop.location, self.vendor).named("ring")
+            after.async_wait(filling, 0)
         return KLoop(new_loop, args[:n_acc], [], None)
 
     def _fragment_bases(self, place) -> dict:
