@@ -9,9 +9,10 @@ A config fixes everything the Script and Distribute stages need:
     waves_m, waves_n   wave grid inside the workgroup; each wave owns a
                        (tile_m/waves_m) x (tile_n/waves_n) register tile
     lds_pad            elements appended to each LDS row (bank-conflict padding)
-    stages             K tiles held in LDS: 1 (the next tile prefetched in registers) or an LDS
-                       ring of 2-4 tiles with one barrier per K tile, filled by async copies on
-                       NVIDIA (cp.async) and through registers on AMD
+    stages             K tiles in the pipeline: 1 (one LDS tile, the next prefetched in registers)
+                       or an LDS ring with one barrier per K tile and S - 1 tiles in flight: in
+                       S slots through async copies on NVIDIA (cp.async), in registers on AMD
+                       (two LDS slots: ``ring_slots``)
     raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
                        G > 1 = groups of G tile rows walked column by column, so the workgroups
                        running together share A and B tiles in L2
@@ -41,7 +42,7 @@ class KernelConfig:
     waves_m: int
     waves_n: int
     lds_pad: int
-    stages: int = 1  # K tiles in LDS at once: 1 = one tile, the next prefetched in registers
+    stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
 
     @property
@@ -188,8 +189,18 @@ def lds_tile(cfg: KernelConfig, problem: Contraction, operand: str, target: Targ
     return nonk, cfg.tile_k + cfg.lds_pad
 
 
+def ring_slots(cfg: KernelConfig, target: Target) -> int:
+    """K tiles the LDS holds. NVIDIA's ring: ``stages`` (the async copies of S - 1 tiles in flight
+    land in LDS). AMD's ring keeps its S - 1 tiles in flight in registers and stores each into
+    LDS one tile before it is read: with one barrier per K tile two slots are all it can use
+    (the tile being read and the next), a third would sit idle."""
+    if cfg.stages == 1:
+        return 1
+    return cfg.stages if target.vendor is Vendor.NVIDIA else 2
+
+
 def lds_bytes(cfg: KernelConfig, problem: Contraction, target: Target) -> int:
-    return cfg.stages * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
+    return ring_slots(cfg, target) * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
                             (lds_tile(cfg, problem, "A", target) + (problem.a_type,),
                              lds_tile(cfg, problem, "B", target) + (problem.b_type,)))
 

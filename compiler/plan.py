@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import attrs
-from .config import KernelConfig
+from .config import KernelConfig, ring_slots
 from .fragments import FragmentPlan
 from .intrinsics import TYPE_BITS, Intrinsic
 from .layout import COL, ROW, Layout, Run
@@ -126,8 +126,9 @@ class LoopPlan:
     k_interleaved: bool  # AMD: consecutive K steps' runs read by one LDS access
     prefetch: int  # K tiles in flight (in registers with 1 stage, in the LDS ring's other slots with more)
     guard_empty_k: bool  # dynamic K on NVIDIA: skip the first loads when K is 0
-    stages: int = 1  # K tiles in LDS: > 1 is a ring, one barrier per K tile
+    stages: int = 1  # K tiles in the pipeline: > 1 is an LDS ring, one barrier per K tile
     asynchronous: bool = False  # the ring is filled by async copies (NVIDIA); else through registers (AMD)
+    slots: int = 1  # K tiles in LDS (config.ring_slots)
 
     @property
     def mma_per_k_tile(self) -> int:
@@ -186,7 +187,7 @@ class KernelPlan:
         m, n, k = lp.instructions
         lines = [f"{self.intrinsic.name} wave{self.wave_size}, {self.workgroup_size} threads, "
                  f"K tiles of {lp.tile_k}: {lp.k_tiles if lp.k_tiles is not None else 'from the run-time K'}"]
-        ring = f"{lp.stages} x " if lp.stages > 1 else ""
+        ring = f"{lp.slots} x " if lp.slots > 1 else ""
         for o in self.operands:
             dims = " x ".join(f"{d.name}({d.size})" for d in o.layout.ordered_dims())
             batches = [(i, kk) for i in range(m) for kk in range(k)] if o.name == "A" else \
@@ -201,9 +202,10 @@ class KernelPlan:
             inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
                         f"one barrier per K tile")
         elif lp.stages > 1:
-            inflight = (f"{lp.stages}-stage LDS ring: tile i+{lp.stages - 1}'s loads issued into registers "
-                        f"({sum(o.copy.registers() for o in self.operands)} vectors per thread) before tile i's "
-                        f"matrix instructions and stored into its slot after them, one barrier per K tile")
+            inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tile{'s' if lp.prefetch > 1 else ''} in flight "
+                        f"in registers ({lp.prefetch} x {sum(o.copy.registers() for o in self.operands)} vectors per "
+                        f"thread; tile i+{lp.prefetch}'s loads issued before tile i's matrix instructions), tile i+1 "
+                        f"stored into its LDS slot after them, one barrier per K tile")
         else:
             inflight = (f"prefetch {lp.prefetch} K tile in registers "
                         f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")
@@ -282,7 +284,7 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     _, bn = b_lay.batch
     loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved,
                     max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages,
-                    ring)
+                    ring, ring_slots(cfg, target))
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):

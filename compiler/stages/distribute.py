@@ -341,7 +341,7 @@ class Rewriter:
         copies, frags = {}, {}
         for opd, op_plan in zip(m.operands, plan.operands):
             elem = ir.MemRefType(opd.alloc.type).element_type
-            storage = self.top.alloc_lds(([plan.loop.stages] if ring else []) + list(op_plan.lds_shape), elem)
+            storage = self.top.alloc_lds(([plan.loop.slots] if ring else []) + list(op_plan.lds_shape), elem)
             copies[opd.name] = self._copy(opd, op_plan, elem, storage)
             frags[opd.name] = FragmentLoader(op_plan.fragments, storage, elem, lanes)
         if ring:  # the contraction is distributed into the ring's pipelined loop
@@ -523,14 +523,14 @@ class Rewriter:
         return KLoop(new_loop, acc_args, next_tile, new_yield)
 
     def _ring_loop(self, tid: ir.Value, copies: dict, frags: dict) -> KLoop:
-        """The K loop over an LDS ring of S = ``stages`` slots, one barrier per K tile, with the
-        contraction distributed into it and its fragments software-pipelined: tile i lives in
-        slot i % S; while one group of K steps is multiplied (one step, or every step of the
-        tile where the steps are interleaved: ``LoopPlan.fragment_groups``), the next group's
-        fragments are read into registers. Two ways to fill the ring, one loop:
+        """The K loop over an LDS ring with S = ``stages`` - 1 K tiles in flight and one barrier
+        per K tile, the contraction distributed into it and its fragments software-pipelined:
+        while one group of K steps is multiplied (one step, or every step of the tile where the
+        steps are interleaved: ``LoopPlan.fragment_groups``), the next group's fragments are
+        read into registers. Two ways to fill the ring, one loop:
 
-        NVIDIA (``LoopPlan.asynchronous``): async copies straight into the slots, S - 1 tiles in
-        flight in LDS.
+        NVIDIA (``LoopPlan.asynchronous``): async copies straight into S slots (tile i in slot
+        i % S), the tiles in flight in LDS.
 
             prologue: copy tiles 0 .. S-2 (one commit group each); wait for tile 0; barrier;
                       fragments of tile 0's first group
@@ -541,26 +541,27 @@ class Rewriter:
                       MMAs of the last group
             after:    wait for every group (tiles past the last were zero-fills)
 
-        AMD: through registers (the copies of one stage: raw buffer loads, bounds and
-        transposes as there), the loads of a tile issued one tile's matrix work before its
-        stores; ``amdgpu.sched_barrier`` holds the order against LLVM's scheduler.
+        AMD: the copies of one stage (raw buffer loads, bounds and transposes as there), the
+        tiles in flight in registers (``iter_args``), two LDS slots (tile i in slot i % 2;
+        ``config.ring_slots``); ``amdgpu.sched_barrier`` holds the order against LLVM's
+        scheduler.
 
-            prologue: load tiles 0 .. S-2, store each into its slot; barrier; fragments of tile
-                      0's first group
-            for i:    load tile min(i+S-1, last) into registers
-                      groups 0 .. n-2: fragments of group g+1 (slot i % S), MMAs of group g
-                      last group: store the registers into slot (i+S-1) % S = (i-1) % S;
-                      barrier; fragments of tile i+1's first group (slot (i+1) % S); MMAs of
-                      the last group -- with one group per tile its MMAs come first, so that the
-                      stores (which wait for the loads) follow a whole tile of matrix work
+            prologue: load tiles 0 .. S-2; store tile 0 into slot 0; barrier; fragments of
+                      tile 0's first group
+            for i:    load tile min(i+S-1, last) into registers (tiles i+1 .. i+S-2 are there)
+                      groups 0 .. n-2: fragments of group g+1 (slot i % 2), MMAs of group g
+                      last group: store tile i+1's registers into slot (i+1) % 2; barrier;
+                      fragments of tile i+1's first group; MMAs of the last group -- with one
+                      group per tile its MMAs come first, so that the stores follow a whole tile
+                      of matrix work
 
         One barrier per K tile: it publishes tile i+1 to every thread and tells every thread
         that slot i % S is no longer read (all its fragments are in registers), so the next
-        iteration may overwrite slot (i+1-1) % S; the MMAs of the last group cover the
-        latency of the next tile's first fragment loads. NVIDIA's copies of tiles past the last
-        read nothing (0 source elements), so no tile index is clamped and K = 0 needs no guard;
-        AMD's loads are clamped to the last tile (its raw buffer loads read 0 from an empty
-        tensor) and fill slots no matrix instruction reads."""
+        iteration may overwrite it; the MMAs of the last group cover the latency of the next
+        tile's first fragment loads. NVIDIA's copies of tiles past the last read nothing (0
+        source elements), so no tile index is clamped and K = 0 needs no guard; AMD's loads are
+        clamped to the last tile (its raw buffer loads read 0 from an empty tensor), and what
+        they store past the last tile no matrix instruction reads."""
         loop, lp = self.m.loop, self.plan.loop
         S = lp.stages
         bm, bn, _ = lp.instructions
@@ -568,15 +569,17 @@ class Rewriter:
         amd = not lp.asynchronous
         old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
 
-        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv):
-            """Start filling ``slot`` with the tile at ``k_origin``: NVIDIA's commit group, or
-            AMD's loaded registers (stored by ``land``)."""
-            if amd:
-                out = []
-                for opd in self.m.operands:
-                    g0, g1 = self._tile_origin(opd, body, {iv: k_origin}, em)
-                    out.append(copies[opd.name].loads(em, tid, g0, g1))
-                return out
+        def load(em: Emitter, k_origin: ir.Value, body, iv) -> list[list[ir.Value]]:
+            """AMD: this thread's chunks of the tile at ``k_origin``, per operand."""
+            return [copies[opd.name].loads(em, tid, *self._tile_origin(opd, body, {iv: k_origin}, em))
+                    for opd in self.m.operands]
+
+        def store(em: Emitter, tile: list[list[ir.Value]], slot: ir.Value) -> None:
+            for opd, values in zip(self.m.operands, tile):
+                copies[opd.name].stores(em, tid, values, slot)
+
+        def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv) -> ir.Value:
+            """NVIDIA: async copies of the tile at ``k_origin`` into ``slot``, one commit group."""
             tile_valid = em.lt(k_origin, ub)
             tokens = []
             for opd in self.m.operands:
@@ -586,15 +589,7 @@ class Rewriter:
             attrs.mark(defining_op(group), attrs.RING)
             return group
 
-        def land(em: Emitter, filling, slot: ir.Value) -> None:
-            """The tile being filled is in LDS and the slot read before is free, for every
-            thread: NVIDIA waits for its copies (S-2 groups may stay pending), AMD stores its
-            registers into ``slot``; then the ring's barrier."""
-            if amd:
-                for opd, values in zip(self.m.operands, filling):
-                    copies[opd.name].stores(em, tid, values, slot)
-            else:
-                em.async_wait(filling, S - 2)
+        def barrier(em: Emitter) -> None:
             attrs.mark(em.barrier(), attrs.RING)
 
         def fragments(em: Emitter, bases: dict, steps: tuple, slot: ir.Value) -> list[ir.Value]:
@@ -608,42 +603,53 @@ class Rewriter:
             b = [fb.load_group(em, bases["B"], [(kk, j) for kk in steps], slot) for j in range(bn)]
             return [v for s in range(len(steps)) for v in [a[i][s] for i in range(bm)] + [b[j][s] for j in range(bn)]]
 
-        filling = None
+        # Prologue.
+        carried: list[list[list[ir.Value]]] = []  # AMD: tiles 1 .. S-2, in registers
+        group = None
         for s in range(S - 1):
-            if amd and lp.k_tiles is not None and s >= lp.k_tiles:
-                break  # (a slot no matrix instruction reads; NVIDIA's waits count one group per slot)
-            k_origin = pre.add(lb, pre.mul(step, s)) if s else lb
-            filling = issue(pre, k_origin, pre.const(s), old_body, old_iv) if not amd or filling is None else \
-                filling + issue(pre, k_origin, pre.const(s), old_body, old_iv)
-        if amd:  # every prologue tile's loads first, then their stores
-            n_ops = len(self.m.operands)
-            for s in range(len(filling) // n_ops):
-                for opd, values in zip(self.m.operands, filling[s * n_ops:(s + 1) * n_ops]):
-                    copies[opd.name].stores(pre, tid, values, pre.const(s))
-            attrs.mark(pre.barrier(), attrs.RING)
+            if amd:
+                if lp.k_tiles is not None:  # (a tile past the last: clamped, never multiplied)
+                    s = min(s, lp.k_tiles - 1)
+                carried.append(load(pre, pre.add(lb, pre.mul(step, s)) if s else lb, old_body, old_iv))
+            else:
+                group = issue(pre, pre.add(lb, pre.mul(step, s)) if s else lb, pre.const(s), old_body, old_iv)
+        if amd:
+            store(pre, carried.pop(0), pre.const(0))
         else:
-            land(pre, filling, None)
+            pre.async_wait(group, S - 2)
+        barrier(pre)
         first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
                           groups[0], pre.const(0))
+        flat = [v for tile in carried for values in tile for v in values]
         intr = self.plan.intrinsic
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
         n_acc = bm * bn
+        n_frag = len(first)
         init = pre.splat_const(acc_t, self.m.acc_init)
         with loop.location, ir.InsertionPoint(loop):
-            new_loop = scf.ForOp(lb, ub, step, [init] * n_acc + first)
+            new_loop = scf.ForOp(lb, ub, step, [init] * n_acc + first + flat)
         body, iv = self._move_body(old_body, old_iv, new_loop)
         args = list(new_loop.inner_iter_args)
+
+        # The loop body.
         c = self.m.contract
         em = Emitter(ir.InsertionPoint(c), c.location, self.vendor).named("ring")
         mma_em = em.named("mma")
         tile = em.div(em.sub(iv, lb), lp.tile_k)
-        slot_in = em.rem(em.add(tile, S - 1), S)
+        slots = lp.slots
         if amd:
-            k_in = em.min_index(em.add(iv, em.mul(step, S - 1)), em.sub(ub, step))
-            loaded = issue(em, k_in, slot_in, body, iv)
+            per_tile = [copies[opd.name].shape.registers() for opd in self.m.operands]
+            rest = args[n_acc + n_frag:]
+            in_flight = []
+            for _ in range(S - 2):
+                t = []
+                for n in per_tile:
+                    t, rest = t + [rest[:n]], rest[n:]
+                in_flight.append(t)
+            in_flight.append(load(em, em.min_index(em.add(iv, em.mul(step, S - 1)), em.sub(ub, step)), body, iv))
             em.sched_barrier()
         else:
-            issue(em, em.add(iv, em.mul(step, S - 1)), slot_in, body, iv)
+            issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), body, iv)
         bases = self._fragment_bases(lambda v: v)
         acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
 
@@ -657,14 +663,20 @@ class Rewriter:
                 em.sched_barrier()
 
         def next_tile() -> list[ir.Value]:
-            land(em, loaded if amd else filling, slot_in)
-            return fragments(em, bases, groups[0], em.rem(em.add(tile, 1), S))
+            """Tile i+1 in its slot for every thread, slot i % S free; its first fragments."""
+            nxt_slot = em.rem(em.add(tile, 1), slots)
+            if amd:
+                store(em, in_flight[0], nxt_slot)
+            else:
+                em.async_wait(group, S - 2)
+            barrier(em)
+            return fragments(em, bases, groups[0], nxt_slot)
 
-        cur = args[n_acc:]
+        cur = args[n_acc:n_acc + n_frag]
         for g, steps in enumerate(groups):
             if g + 1 < len(groups):
-                nxt = fragments(em, bases, groups[g + 1], em.rem(tile, S))
-            elif amd and len(groups) == 1:  # the stores wait for this iteration's loads: a tile of MMAs first
+                nxt = fragments(em, bases, groups[g + 1], em.rem(tile, slots))
+            elif amd and len(groups) == 1:  # the stores wait for their loads: a tile of MMAs first
                 mmas(steps, cur)
                 cur = next_tile()
                 break
@@ -674,11 +686,12 @@ class Rewriter:
                 em.sched_barrier()
             mmas(steps, cur)
             cur = nxt
+        carry = [v for t in in_flight[1:] for values in t for v in values] if amd else []
         with loop.location, ir.InsertionPoint(body):
-            scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur)
+            scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur + carry)
         if not amd:
             after = Emitter(ir.InsertionPoint.after(new_loop.operation), loop.location, self.vendor).named("ring")
-            after.async_wait(filling, 0)
+            after.async_wait(group, 0)
         return KLoop(new_loop, args[:n_acc], [], None)
 
     def _fragment_bases(self, place) -> dict:
