@@ -129,6 +129,7 @@ class LoopPlan:
     stages: int = 1  # K tiles in the pipeline: > 1 is an LDS ring, one barrier per K tile
     asynchronous: bool = False  # the ring is filled by async copies (NVIDIA); else through registers (AMD)
     slots: int = 1  # K tiles in LDS (config.ring_slots)
+    unroll: int = 1  # K tiles per iteration of the K loop (AMD's ring of 3+ stages: its tiles in flight)
 
     @property
     def mma_per_k_tile(self) -> int:
@@ -205,7 +206,9 @@ class KernelPlan:
             inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tile{'s' if lp.prefetch > 1 else ''} in flight "
                         f"in registers ({lp.prefetch} x {sum(o.copy.registers() for o in self.operands)} vectors per "
                         f"thread; tile i+{lp.prefetch}'s loads issued before tile i's matrix instructions), tile i+1 "
-                        f"stored into its LDS slot after them, one barrier per K tile")
+                        f"stored into its LDS slot after them, one barrier per K tile"
+                        + (f"; the K loop unrolled by {lp.unroll}, so each tile in flight keeps its registers"
+                           if lp.unroll > 1 else ""))
         else:
             inflight = (f"prefetch {lp.prefetch} K tile in registers "
                         f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")
@@ -284,7 +287,7 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     _, bn = b_lay.batch
     loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved,
                     max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages,
-                    ring, ring_slots(cfg, target))
+                    ring, ring_slots(cfg, target), cfg.stages - 1 if cfg.stages > 2 and vendor is Vendor.AMD else 1)
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):

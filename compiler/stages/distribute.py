@@ -46,9 +46,11 @@ through LDS; this stage reports such IR instead of guessing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 
 from iree.compiler import ir
 from iree.compiler.dialects import hal, scf
+from iree.compiler.dialects.transform import interpreter
 
 from .. import attrs
 from ..emit import Emitter, vector_type
@@ -58,7 +60,8 @@ from ..fragments import FragmentLoader, LaneIndex
 from ..intrinsics import TYPE_BITS, Intrinsic
 from ..layout import COL, ROW
 from ..lds_copy import Copy
-from ..mlir import defining_op, location_of, op_attributes, ops_named, run_passes, subspan_constant_offset, user_of, walk
+from ..mlir import (defining_op, location_of, op_attributes, ops_named, parse_module, run_passes,
+                    subspan_constant_offset, user_of, walk)
 from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
 from ..prologue import buffer_type, inline_prologue
 from ..targets import Vendor
@@ -351,6 +354,8 @@ class Rewriter:
             self._distribute_contract(loop, frags)
         self._distribute_epilogue(loop, lanes)
         self._erase_old()
+        if plan.loop.unroll > 1:
+            unroll_loop(loop.op.operation, plan.loop.unroll)
 
     def _raster_workgroups(self, group: int) -> None:
         """Walk the output tiles in groups of ``group`` tile rows, column by column within a
@@ -805,6 +810,25 @@ class Rewriter:
         for old_val, (old_op, new_val) in self.global_of.items():
             old_val.replace_all_uses_with(new_val)
             old_op.erase()
+
+
+def unroll_loop(loop: ir.Operation, factor: int) -> None:
+    """Unroll ``loop`` in place by ``factor`` (``transform_scripts/unroll_k_loop.mlir``: upstream
+    loopUnrollByFactor, a remainder loop after it where the trip count may not divide; the
+    loop's results are the remainder's then). AMD's ring of S >= 3 stages carries S - 2 K tiles
+    round the loop in registers; unrolled by S - 1, each tile's registers stay where its loads
+    put them (a carried tile would be copied at the back edge, and the copy waits for the loads
+    in the iteration that issued them)."""
+    script = parse_module(resources.files("mmaflow.transform_scripts").joinpath("unroll_k_loop.mlir").read_text(),
+                          loop.context, source="transform_scripts/unroll_k_loop.mlir")
+    (unroll,) = ops_named(script.operation, "transform.loop.unroll")
+    (entry,) = ops_named(script.operation, "transform.named_sequence")
+    with loop.context:
+        unroll.attributes["factor"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), factor)
+    try:
+        interpreter.apply_named_sequence(loop, entry, script)
+    except (ValueError, ir.MLIRError) as e:
+        raise _fail(f"unrolling the K loop by {factor} failed: {e}", loop) from None
 
 
 def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan) -> None:
