@@ -327,7 +327,8 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     (16 instructions, 64 registers); on NVIDIA 64x64 in 128x256 workgroup tiles (256x128 without
     an LDS ring) when the problem has at least two such tiles per SM, and 32x32 in 64x128 tiles
     when 128x128 ones would be fewer than the SMs. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K
-    staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
+    staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems. An LDS
+    ring on NVIDIA where cp.async can fill it (``_ring``), none on AMD (measured: see below).
     """
     why = why if why is not None else []
     require_intrinsic(target, problem)
@@ -388,6 +389,21 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
     why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
+    if target.vendor is Vendor.AMD:
+        # No LDS ring by default on AMD (--config stages=2..4 builds one). Final ISA of f16
+        # 1024^3 and 4096^3 (docs/BENCHMARKS.md, "AMD: the LDS ring"): the ring halves the K
+        # loop's barriers (2 -> 1 per K tile) and removes the matrix instructions right behind
+        # an LDS wait (gfx1100/gfx1201 2 of 32 -> 0), 0 LDS bank conflicts either way, but its
+        # two LDS slots (20 -> 40 KB) and the tiles in flight cost occupancy. Waves/SIMD counting
+        # whole workgroups and the LDS of a WGP/CU, stages 1 -> 2 -> 3: gfx1100 6 -> 6 -> 6 (193,
+        # 193, 206 VGPRs), gfx1201 8 -> 6 -> 6, gfx942 3 -> 1 -> 1 (128 -> 132 -> 146 VGPRs),
+        # gfx950 4 -> 3 -> 3. Only gfx1100's plain f16 kernel loses nothing, because with one
+        # stage it needs 193 VGPRs, one over the 192 of 8 waves; its transposed, batched,
+        # unaligned and dynamic variants (187-192 VGPRs) and i8 (143) drop from 8 (10) to 6
+        # waves/SIMD with the ring. Without hardware timings to weigh barriers against waves,
+        # one stage stays the default.
+        why.append("stages 1 (one LDS tile, the next prefetched in registers): an LDS ring halves the barriers "
+                   "but its LDS and registers cost waves on every AMD target (BENCHMARKS.md, AMD: the LDS ring)")
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
         if big and cfg.stages == 1:

@@ -6,8 +6,8 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 - ``check_handed_back``: the executable we return is ours (no_pipeline translation_info with a
   workgroup size, a dispatch_config, the intended matrix op, no leftover vector.contract);
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
-  instruction, global loads of the planned width, barriers (as many per K tile as planned), a K loop, and on AMD no cache
-  invalidates in the K loop.
+  instruction, global loads of the planned width, barriers (as many per K tile as planned), a
+  K loop, and on AMD no cache invalidates in the K loop.
 """
 
 from __future__ import annotations

@@ -528,8 +528,8 @@ class Rewriter:
         return KLoop(new_loop, acc_args, next_tile, new_yield)
 
     def _ring_loop(self, tid: ir.Value, copies: dict, frags: dict) -> KLoop:
-        """The K loop over an LDS ring with S = ``stages`` - 1 K tiles in flight and one barrier
-        per K tile, the contraction distributed into it and its fragments software-pipelined:
+        """The K loop over an LDS ring of S = ``stages`` (S - 1 K tiles in flight, one barrier
+        per K tile), the contraction distributed into it and its fragments software-pipelined:
         while one group of K steps is multiplied (one step, or every step of the tile where the
         steps are interleaved: ``LoopPlan.fragment_groups``), the next group's fragments are
         read into registers. Two ways to fill the ring, one loop:
@@ -561,7 +561,7 @@ class Rewriter:
                       of matrix work
 
         One barrier per K tile: it publishes tile i+1 to every thread and tells every thread
-        that slot i % S is no longer read (all its fragments are in registers), so the next
+        that tile i's slot is no longer read (all its fragments are in registers), so the next
         iteration may overwrite it; the MMAs of the last group cover the latency of the next
         tile's first fragment loads. NVIDIA's copies of tiles past the last read nothing (0
         source elements), so no tile index is clamped and K = 0 needs no guard; AMD's loads are
