@@ -123,3 +123,14 @@ def test_amd_ring_variants(variant, target, stages):
             r = simulate(src, target, {"stages": stages}, seed=3 + exact, exact=exact, sizes=sizes, epilogue=ref)
             assert r.check.passed, (sizes, r.check.line())
             assert not r.stats.races, r.stats.races[:3]
+
+
+@pytest.mark.parametrize("target", ["gfx1201", "gfx942"])
+def test_amd_ring_four_stages(target):
+    """stages=4: three K tiles in flight in registers, the K loop unrolled by 3 with a remainder
+    loop (5 static K tiles: one unrolled iteration and 2 left; dynamic K: any count, 0 included)."""
+    for src, sizes in [(matmul_module(128, 64, 160), None), (dynamic_module(), dict(m=40, n=24, k=200)),
+                       (dynamic_module(), dict(m=5, n=6, k=0))]:
+        r = simulate(src, target, {"stages": 4}, seed=2, exact=True, sizes=sizes)
+        assert r.check.passed, (sizes, r.check.line())
+        assert not r.stats.races, r.stats.races[:3]
