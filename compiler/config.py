@@ -29,7 +29,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import TYPE_BITS, Intrinsic
 from .problem import Contraction
-from .targets import Target, Vendor
+from .targets import Family, Target, Vendor
 
 
 @dataclass(frozen=True)
@@ -328,7 +328,8 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     an LDS ring) when the problem has at least two such tiles per SM, and 32x32 in 64x128 tiles
     when 128x128 ones would be fewer than the SMs. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K
     staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems. An LDS
-    ring on NVIDIA where cp.async can fill it (``_ring``), none on AMD (measured: see below).
+    ring on NVIDIA where cp.async can fill it (``_ring``); on AMD only where measured better
+    (``_amd_ring``: gfx950 with both operands K-innermost).
     """
     why = why if why is not None else []
     require_intrinsic(target, problem)
@@ -390,20 +391,7 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.AMD:
-        # No LDS ring by default on AMD (--config stages=2..4 builds one). Final ISA of f16
-        # 1024^3 and 4096^3 (docs/BENCHMARKS.md, "AMD: the LDS ring"): the ring halves the K
-        # loop's barriers (2 -> 1 per K tile) and removes the matrix instructions right behind
-        # an LDS wait (gfx1100/gfx1201 2 of 32 -> 0), 0 LDS bank conflicts either way, but its
-        # two LDS slots (20 -> 40 KB) and the tiles in flight cost occupancy. Waves/SIMD counting
-        # whole workgroups and the LDS of a WGP/CU, stages 1 -> 2 -> 3: gfx1100 6 -> 6 -> 6 (193,
-        # 193, 206 VGPRs), gfx1201 8 -> 6 -> 6, gfx942 3 -> 1 -> 1 (128 -> 132 -> 146 VGPRs),
-        # gfx950 4 -> 3 -> 3. Only gfx1100's plain f16 kernel loses nothing, because with one
-        # stage it needs 193 VGPRs, one over the 192 of 8 waves; its transposed, batched,
-        # unaligned and dynamic variants (187-192 VGPRs) and i8 (143) drop from 8 (10) to 6
-        # waves/SIMD with the ring. Without hardware timings to weigh barriers against waves,
-        # one stage stays the default.
-        why.append("stages 1 (one LDS tile, the next prefetched in registers): an LDS ring halves the barriers "
-                   "but its LDS and registers cost waves on every AMD target (BENCHMARKS.md, AMD: the LDS ring)")
+        cfg = _amd_ring(cfg, target, problem, why)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
         if big and cfg.stages == 1:
@@ -459,6 +447,48 @@ def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) ->
         reason = f"{stages} stages need {lds_bytes(ring, problem, target)} bytes of shared memory, more than {budget}"
     why.append(f"stages 1 (the next K tile prefetched in registers): {reason}")
     return cfg
+
+
+# AMD's LDS ring (--config stages=2..4), final ISA of f16 1024^3 and 4096^3 (docs/BENCHMARKS.md,
+# "AMD: the LDS ring"): it halves the K loop's barriers (2 -> 1 per K tile) and removes the matrix
+# instructions right behind an LDS wait on RDNA (2 of 32 -> 0), 0 LDS bank conflicts either way,
+# but its two LDS slots (20 -> 40 KB) and its tiles in flight cost waves. Waves/SIMD counting
+# whole workgroups and the LDS of a WGP/CU, stages 1 -> 2 -> 3: gfx1100 6 -> 6 -> 6 (193, 193, 206
+# VGPRs), gfx1201 8 -> 6 -> 6, gfx942 3 -> 1 -> 1 (128 -> 132 -> 146 VGPRs), gfx950 4 -> 3 -> 3.
+# gfx1100's plain f16 kernel loses nothing only because it needs 193 VGPRs with one stage, one
+# over the 192 of 8 waves; its transposed, batched, unaligned and dynamic variants (187-192)
+# and i8 (143) drop from 8 (10) to 6 waves/SIMD. One case is better on every figure: gfx950 with
+# A and B both K-innermost (B transposed, as a linear layer's weight), where both copies are
+# direct: one stage takes 142 VGPRs (3 waves; LLVM unrolls its K loop by 2), the 2-stage ring 128
+# (4 waves, 4 workgroups in the 160 KB of LDS), for f16, bf16, i8 and fp8 at 1024^3, 2048^3 and
+# 4096^3, 4000^3 (156 -> 128) and batch 4. There the heuristic builds the ring; elsewhere on AMD
+# one stage, until hardware timings weigh barriers against waves.
+AMD_RING_WORKGROUPS = 4  # gfx950: the waves/SIMD its 2-stage ring's registers allow, one per workgroup
+
+
+def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) -> KernelConfig:
+    """A 2-stage LDS ring on gfx950 when both operands are K-innermost in memory and its LDS
+    leaves room for AMD_RING_WORKGROUPS workgroups; one stage otherwise (see above)."""
+    ring = replace(cfg, stages=2)
+    if target.family is not Family.CDNA4:
+        why.append("stages 1 (one LDS tile, the next prefetched in registers): on this target an LDS ring's LDS and "
+                   "registers cost waves (BENCHMARKS.md, AMD: the LDS ring)")
+        return cfg
+    if k_outer(problem, "A") or k_outer(problem, "B"):
+        why.append("stages 1: an operand is K-outer in memory (transposed on its way into LDS); gfx950's LDS ring "
+                   "measured no better there (BENCHMARKS.md, AMD: the LDS ring)")
+        return cfg
+    if problem.k <= cfg.tile_k:
+        why.append("stages 1: one K tile, nothing to pipeline")
+        return cfg
+    if AMD_RING_WORKGROUPS * lds_bytes(ring, problem, target) > target.lds_bytes:
+        why.append(f"stages 1: a 2-stage LDS ring needs {lds_bytes(ring, problem, target)} bytes, more than a "
+                   f"{AMD_RING_WORKGROUPS}th of {target.lds_bytes}")
+        return cfg
+    why.append(f"2-stage LDS ring: A and B are K-innermost (direct copies), measured 128 VGPRs instead of 142 "
+               f"(4 waves/SIMD instead of 3) and one barrier per K tile instead of two "
+               f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)")
+    return ring
 
 
 def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:

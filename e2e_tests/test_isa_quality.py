@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import ALL_TARGETS, dynamic_module, epilogue_module, matmul_module
-from mmaflow.compiler.bridge import compile_module
+from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.compiler.pipeline import CodegenOptions
 from mmaflow.compiler.report import ptxas_info, ptxas_path
 from mmaflow.compiler.targets import get_target
 
@@ -199,3 +200,23 @@ def test_verify_demands_the_planned_barriers_per_k_tile():
         check_isa(report(one + ["s_barrier"]), "k", "v_wmma", Vendor.AMD, True, ring)
     with pytest.raises(VerificationError, match="the plan has 2 per K tile"):
         check_isa(report(one), "k", "v_wmma", Vendor.AMD, True, Expectations(128, 8, 4, False, 2))
+
+
+def test_gfx950_ring_default_where_it_was_measured_better():
+    """The heuristic builds AMD's LDS ring only on gfx950 with both operands K-innermost
+    (config._amd_ring): there the ring's kernel holds more waves than one stage's (128 vs 142
+    VGPRs at 4096^3: 4 vs 3 waves/SIMD; its 40 KB of LDS leave room for 4 workgroups) with one
+    barrier per K tile instead of two. If either figure stops holding, so does the choice."""
+    src = matmul_module(4096, 4096, 4096, transpose_b=True)
+    ring = compile_module(src, "gfx950")
+    one = compile_module(src, "gfx950", options=CodegenOptions(overrides={"stages": 1}))
+    (exe,), (exe1,) = ring.taken, one.taken
+    assert exe.facts.config.stages == 2 and exe.facts.expect.k_loop_barriers == 1
+    rep, rep1 = ring.reports[exe.name], one.reports[exe1.name]
+    assert rep.waves_per_simd > rep1.waves_per_simd, (rep.vgprs, rep1.vgprs)
+    assert 4 * rep.lds_bytes <= get_target("gfx950").lds_bytes
+    assert (rep.vgpr_spills, rep.scratch_bytes) == (0, 0)
+    # elsewhere on AMD one stage: an operand transposed into LDS, another AMD target
+    for other, target in ((matmul_module(4096, 4096, 4096), "gfx950"), (src, "gfx942"), (src, "gfx1100")):
+        (e,) = codegen_module(other, target).taken
+        assert e.facts.config.stages == 1, target
