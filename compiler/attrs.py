@@ -14,9 +14,9 @@ never knows which other stage wrote one (IREE keeps its codegen attributes the s
     mmaflow.config        the dispatch func.func    dictionary: ``config.KernelConfig``
     mmaflow.prologue      a private func.func       unit: values computed before the tensor program
     mmaflow.expect        the dispatch func.func    dictionary: ``Expectations`` (what verify checks)
-    mmaflow.ring          LDS ring ops              unit: async copies, fragment loads and the one barrier
-                                                    per K tile of an LDS ring, ordered by `distribute`
-                                                    (the `barriers` stage leaves them alone)
+    mmaflow.ring          LDS ring ops              unit: async copies or LDS stores, fragment loads and
+                                                    the one barrier per K tile of an LDS ring, ordered by
+                                                    `distribute` (the `barriers` stage leaves them alone)
 """
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ class Expectations:
     k_tiles: int  # K tiles the loop runs (0: dynamic K)
     mma_per_k_tile: int  # matrix instructions per K tile and wave
     async_copies: bool = False  # the loads are async copies into an LDS ring (cp.async), not register loads
+    k_loop_barriers: int = 0  # workgroup barriers per iteration of the K loop (0: not checked)
 
 
 def read_expect(func: ir.Operation) -> Expectations:

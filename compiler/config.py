@@ -9,8 +9,10 @@ A config fixes everything the Script and Distribute stages need:
     waves_m, waves_n   wave grid inside the workgroup; each wave owns a
                        (tile_m/waves_m) x (tile_n/waves_n) register tile
     lds_pad            elements appended to each LDS row (bank-conflict padding)
-    stages             K tiles held in LDS: 1 (the next tile prefetched in registers) or an LDS
-                       ring of 2-4 tiles filled by async copies (NVIDIA: cp.async)
+    stages             K tiles in the pipeline: 1 (one LDS tile, the next prefetched in registers)
+                       or an LDS ring with one barrier per K tile and S - 1 tiles in flight: in
+                       S slots through async copies on NVIDIA (cp.async), in registers on AMD
+                       (two LDS slots: ``ring_slots``)
     raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
                        G > 1 = groups of G tile rows walked column by column, so the workgroups
                        running together share A and B tiles in L2
@@ -27,7 +29,7 @@ from dataclasses import MISSING, asdict, dataclass, fields, replace
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import TYPE_BITS, Intrinsic
 from .problem import Contraction
-from .targets import Target, Vendor
+from .targets import Family, Target, Vendor
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,7 @@ class KernelConfig:
     waves_m: int
     waves_n: int
     lds_pad: int
-    stages: int = 1  # K tiles in LDS at once: 1 = one tile, the next prefetched in registers
+    stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
 
     @property
@@ -170,31 +172,48 @@ def k_outer(problem: Contraction, operand: str) -> bool:
     return problem.a_transposed if operand == "A" else not problem.b_transposed
 
 
-def lds_tile(cfg: KernelConfig, problem: Contraction, operand: str) -> tuple[int, int]:
+def async_ring(cfg: KernelConfig, target: Target) -> bool:
+    """Whether the LDS tiles are a ring filled by asynchronous copies (NVIDIA's cp.async, which
+    store the global tile as it is); AMD's ring is filled through registers, like one stage."""
+    return cfg.stages > 1 and target.vendor is Vendor.NVIDIA
+
+
+def lds_tile(cfg: KernelConfig, problem: Contraction, operand: str, target: Target) -> tuple[int, int]:
     """One stage's LDS tile of an operand, padded rows last: K-innermost ``[non-K][K + pad]``,
-    except in an LDS ring (``stages`` > 1), where async copies store the global tile as it is:
-    a K-outer operand keeps ``[K][non-K + pad]`` (its fragments come from ``ldmatrix .trans``)."""
+    except in an asynchronously filled LDS ring (``async_ring``), where the copies store the
+    global tile as it is: a K-outer operand keeps ``[K][non-K + pad]`` (its fragments come from
+    ``ldmatrix .trans``)."""
     nonk = cfg.tile_m if operand == "A" else cfg.tile_n
-    if cfg.stages > 1 and k_outer(problem, operand):
+    if async_ring(cfg, target) and k_outer(problem, operand):
         return cfg.tile_k, nonk + cfg.lds_pad
     return nonk, cfg.tile_k + cfg.lds_pad
 
 
-def lds_bytes(cfg: KernelConfig, problem: Contraction) -> int:
-    return cfg.stages * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
-                            (lds_tile(cfg, problem, "A") + (problem.a_type,),
-                             lds_tile(cfg, problem, "B") + (problem.b_type,)))
+def ring_slots(cfg: KernelConfig, target: Target) -> int:
+    """K tiles the LDS holds. NVIDIA's ring: ``stages`` (the async copies of S - 1 tiles in flight
+    land in LDS). AMD's ring keeps its S - 1 tiles in flight in registers and stores each into
+    LDS one tile before it is read: with one barrier per K tile two slots are all it can use
+    (the tile being read and the next), a third would sit idle."""
+    if cfg.stages == 1:
+        return 1
+    return cfg.stages if target.vendor is Vendor.NVIDIA else 2
+
+
+def lds_bytes(cfg: KernelConfig, problem: Contraction, target: Target) -> int:
+    return ring_slots(cfg, target) * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
+                            (lds_tile(cfg, problem, "A", target) + (problem.a_type,),
+                             lds_tile(cfg, problem, "B", target) + (problem.b_type,)))
 
 
 def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str | None:
-    """Why an LDS ring of ``cfg.stages`` K tiles cannot serve this problem, or None. The ring is
-    filled by cp.async (``nvgpu.device_async_copy``: 4, 8 or 16 bytes per thread, straight to
-    shared memory), so: NVIDIA only, 16-bit operands where a tile is K-outer (``ldmatrix
-    .trans`` transposes 16-bit elements only), and chunks of at least 4 bytes that divide the
-    global rows."""
-    if target.vendor is not Vendor.NVIDIA:
-        return (f"an LDS ring needs asynchronous global->LDS copies, which mmaflow emits for NVIDIA only "
-                f"(cp.async); {target.name} prefetches one K tile in registers (stages=1)")
+    """Why an LDS ring of ``cfg.stages`` K tiles cannot serve this problem, or None. On AMD the
+    ring is filled through registers by the copies of one stage (any problem they serve). On
+    NVIDIA it is filled by cp.async (``nvgpu.device_async_copy``: 4, 8 or 16 bytes per thread,
+    straight to shared memory), so: 16-bit operands where a tile is K-outer (``ldmatrix .trans``
+    transposes 16-bit elements only), and chunks of at least 4 bytes that divide the global
+    rows."""
+    if target.vendor is Vendor.AMD:
+        return None
     for op, t in (("A", problem.a_type), ("B", problem.b_type)):
         bits = TYPE_BITS[t]
         if k_outer(problem, op) and bits != 16:
@@ -250,12 +269,12 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         if why:
             raise ConfigError(f"stages={cfg.stages}: {why}")
     for op, t in (("A", problem.a_type), ("B", problem.b_type)):
-        row = lds_tile(cfg, problem, op)[1]
+        row = lds_tile(cfg, problem, op, target)[1]
         row_bytes = row * TYPE_BITS[t] // 8
         if row_bytes % 16:
             raise ConfigError(f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes} "
                               f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned")
-    need = lds_bytes(cfg, problem)
+    need = lds_bytes(cfg, problem, target)
     if need > target.lds_bytes:
         raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")
     return intr
@@ -308,7 +327,9 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     (16 instructions, 64 registers); on NVIDIA 64x64 in 128x256 workgroup tiles (256x128 without
     an LDS ring) when the problem has at least two such tiles per SM, and 32x32 in 64x128 tiles
     when 128x128 ones would be fewer than the SMs. Workgroups are 2 x 4, 4 x 2 or 2 x 2 waves, K
-    staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems.
+    staged 32 (16-bit) or 64 (8-bit) deep; each dimension shrinks to fit small problems. An LDS
+    ring on NVIDIA where cp.async can fill it (``_ring``); on AMD only where measured better
+    (``_amd_ring``: gfx950 with both operands K-innermost).
     """
     why = why if why is not None else []
     require_intrinsic(target, problem)
@@ -369,6 +390,8 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
     why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
+    if target.vendor is Vendor.AMD:
+        cfg = _amd_ring(cfg, target, problem, why)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
         if big and cfg.stages > 1 and bits == 16 and problem.k >= 2 * tile_k and \
@@ -381,12 +404,12 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
             # 310.5 with the dividing 128x160x32 (static 4096^3: 406.5 in the same run).
             deep = replace(cfg, tile_m=waves_m * wt_m, tile_n=waves_n * wt_n, tile_k=2 * tile_k,
                            waves_m=waves_m, waves_n=waves_n, stages=3)
-            if not ring_problem(deep, target, problem) and lds_bytes(deep, problem) <= target.lds_bytes:
+            if not ring_problem(deep, target, problem) and lds_bytes(deep, problem, target) <= target.lds_bytes:
                 if (deep.tile_m, deep.tile_n, deep.tile_k) != (cfg.tile_m, cfg.tile_n, 2 * cfg.tile_k):
                     why.append(f"tile {deep.tile_m}x{deep.tile_n} kept (the last tiles partial) rather than one "
                                f"dividing the problem: 1.22x at 4000^3 on the H100")
                 cfg = deep
-                why.append(f"K staged {cfg.tile_k} deep in a 3-stage ring instead ({lds_bytes(cfg, problem)} bytes): "
+                why.append(f"K staged {cfg.tile_k} deep in a 3-stage ring instead ({lds_bytes(cfg, problem, target)} bytes): "
                            f"half the barriers per MMA, 1.06x at 4096^3 and 8192^3 on the H100")
         if big and cfg.stages == 1:
             # Without a ring the 256x128 orientation: 53.0 vs 38.0 TFLOP/s for a 4096^3 matmul of
@@ -433,14 +456,56 @@ def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) ->
         reason = ring_problem(ring, target, problem)
         if reason:
             break
-        if lds_bytes(ring, problem) <= budget:
+        if lds_bytes(ring, problem, target) <= budget:
             why.append(f"{stages}-stage LDS ring: {stages - 1} K tiles in flight through cp.async, one barrier "
-                       f"per K tile ({lds_bytes(ring, problem)} bytes of shared memory; deeper rings or more "
+                       f"per K tile ({lds_bytes(ring, problem, target)} bytes of shared memory; deeper rings or more "
                        f"than {RING_BYTES} bytes measured slower on the H100)")
             return ring
-        reason = f"{stages} stages need {lds_bytes(ring, problem)} bytes of shared memory, more than {budget}"
+        reason = f"{stages} stages need {lds_bytes(ring, problem, target)} bytes of shared memory, more than {budget}"
     why.append(f"stages 1 (the next K tile prefetched in registers): {reason}")
     return cfg
+
+
+# AMD's LDS ring (--config stages=2..4), final ISA of f16 1024^3 and 4096^3 (docs/BENCHMARKS.md,
+# "AMD: the LDS ring"): it halves the K loop's barriers (2 -> 1 per K tile) and removes the matrix
+# instructions right behind an LDS wait on RDNA (2 of 32 -> 0), 0 LDS bank conflicts either way,
+# but its two LDS slots (20 -> 40 KB) and its tiles in flight cost waves. Waves/SIMD counting
+# whole workgroups and the LDS of a WGP/CU, stages 1 -> 2 -> 3: gfx1100 6 -> 6 -> 6 (193, 193, 206
+# VGPRs), gfx1201 8 -> 6 -> 6, gfx942 3 -> 1 -> 1 (128 -> 132 -> 146 VGPRs), gfx950 4 -> 3 -> 3.
+# gfx1100's plain f16 kernel loses nothing only because it needs 193 VGPRs with one stage, one
+# over the 192 of 8 waves; its transposed, batched, unaligned and dynamic variants (187-192)
+# and i8 (143) drop from 8 (10) to 6 waves/SIMD. One case is better on every figure: gfx950 with
+# A and B both K-innermost (B transposed, as a linear layer's weight), where both copies are
+# direct: one stage takes 142 VGPRs (3 waves; LLVM unrolls its K loop by 2), the 2-stage ring 128
+# (4 waves, 4 workgroups in the 160 KB of LDS), for f16, bf16, i8 and fp8 at 1024^3, 2048^3 and
+# 4096^3, 4000^3 (156 -> 128) and batch 4. There the heuristic builds the ring; elsewhere on AMD
+# one stage, until hardware timings weigh barriers against waves.
+AMD_RING_WORKGROUPS = 4  # gfx950: the waves/SIMD its 2-stage ring's registers allow, one per workgroup
+
+
+def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) -> KernelConfig:
+    """A 2-stage LDS ring on gfx950 when both operands are K-innermost in memory and its LDS
+    leaves room for AMD_RING_WORKGROUPS workgroups; one stage otherwise (see above)."""
+    ring = replace(cfg, stages=2)
+    if target.family is not Family.CDNA4:
+        why.append("stages 1 (one LDS tile, the next prefetched in registers): on this target an LDS ring's LDS and "
+                   "registers cost waves (BENCHMARKS.md, AMD: the LDS ring)")
+        return cfg
+    if k_outer(problem, "A") or k_outer(problem, "B"):
+        why.append("stages 1: an operand is K-outer in memory (transposed on its way into LDS); gfx950's LDS ring "
+                   "measured no better there (BENCHMARKS.md, AMD: the LDS ring)")
+        return cfg
+    if problem.k <= cfg.tile_k:
+        why.append("stages 1: one K tile, nothing to pipeline")
+        return cfg
+    if AMD_RING_WORKGROUPS * lds_bytes(ring, problem, target) > target.lds_bytes:
+        why.append(f"stages 1: a 2-stage LDS ring needs {lds_bytes(ring, problem, target)} bytes, more than a "
+                   f"{AMD_RING_WORKGROUPS}th of {target.lds_bytes}")
+        return cfg
+    why.append(f"2-stage LDS ring: A and B are K-innermost (direct copies), measured 128 VGPRs instead of 142 "
+               f"(4 waves/SIMD instead of 3) and one barrier per K tile instead of two "
+               f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)")
+    return ring
 
 
 def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:

@@ -260,9 +260,9 @@ class Emitter:
         with self.loc, self.ip:
             return vector.LoadOp(vtype, mem, idx, alignment=self._align(vtype)).result
 
-    def lds_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> None:
+    def lds_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> ir.Operation:
         with self.loc, self.ip:
-            vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type)))
+            return vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type))).operation
 
     def ldmatrix(self, mem: ir.Value, idx: list[ir.Value], num_tiles: int, vtype: ir.VectorType,
                  transpose: bool = False) -> ir.Value:

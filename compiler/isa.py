@@ -200,6 +200,17 @@ def matrix_behind_lds_wait(body: list[str]) -> int:
     return n
 
 
+# One workgroup barrier: s_barrier, or gfx12's s_barrier_signal + s_barrier_wait pair (its wait).
+_AMD_BARRIER = re.compile(r"^s_barrier(_wait)?\b")
+_PTX_BARRIER = _PTX_CATEGORIES[[c for c, _ in _PTX_CATEGORIES].index("barrier")][1]
+
+
+def loop_barriers(report: IsaReport) -> int:
+    """Workgroup barriers in the K loop's body (gfx12's signal/wait pair counted once)."""
+    pat = _AMD_BARRIER if report.isa == "amdgcn" else _PTX_BARRIER
+    return sum(1 for line in report.loop_listing if pat.search(line))
+
+
 def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     instrs = []
     code = text.split(".amdgpu_metadata", 1)[0]

@@ -15,7 +15,8 @@ Two shapes of copy, decided by the LDS plan (tiles are stored K-innermost):
 Chunks past the tile (when chunks do not divide evenly among threads) load a clamped, valid
 chunk and skip the store (the store is the only guarded op).
 
-An LDS ring (``stages`` > 1, NVIDIA) copies asynchronously instead: one ``nvgpu.device_async_copy``
+AMD's LDS ring (``stages`` > 1) uses these copies, storing into the ring slot of the tile.
+NVIDIA's ring copies asynchronously instead: one ``nvgpu.device_async_copy``
 (cp.async) per chunk, global straight to the ring slot with no registers in between, the tile
 stored as it is in global memory (a K-outer tile stays K-outer; its fragments come from
 ``ldmatrix .trans``).
@@ -267,11 +268,18 @@ class Copy:
                 tokens.append(token)
         return tokens
 
-    def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value]) -> None:
-        """LDS stores of the chunks ``loads`` returned."""
+    def stores(self, em: Emitter, tid: ir.Value, values: list[ir.Value], slot: ir.Value | None = None) -> None:
+        """LDS stores of the chunks ``loads`` returned; ``slot``: the LDS ring slot they go to
+        (the stores then carry ``mmaflow.ring``: the ring's own barrier orders them)."""
         s = self.shape
         em = em.named(f"copy.{s.operand}.lds_store")
         d0, d1 = self.dst
+        lead = [] if slot is None else [slot]
+
+        def store(s_em: Emitter, val: ir.Value, idx: list) -> None:
+            op = s_em.lds_store(val, self.storage, lead + idx)
+            if slot is not None:
+                attrs.mark(op, attrs.RING)
         kb_t = vector_type([s.kb], self.elem)
         for i in range(s.rounds):
             s_em = em
@@ -280,7 +288,7 @@ class Copy:
             row, col = self._item(s_em, tid, i)
             chunk = values[i * s.kb:(i + 1) * s.kb]
             if not s.transposed:
-                s_em.lds_store(chunk[0], self.storage, [s_em.add(d0, row), s_em.add(d1, col)])
+                store(s_em, chunk[0], [s_em.add(d0, row), s_em.add(d1, col)])
                 continue
             bits_of = []  # the swizzle's bits, lane values (mask & 2^b) computed once per item
             if s.swizzle:
@@ -298,4 +306,4 @@ class Copy:
                     for m in sorted(set(s.swizzle) - {0}):  # and that column's elements, chosen per lane
                         cand = s_em.from_elements(kb_t, [s_em.extract(ch, x ^ m) for ch in chunk])
                         vec = s_em.select(s_em.eq(mask, m), cand, vec)
-                s_em.lds_store(vec, self.storage, [s_em.add(d1, col, at), s_em.add(d0, row)])
+                store(s_em, vec, [s_em.add(d1, col, at), s_em.add(d0, row)])

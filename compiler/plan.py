@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import attrs
-from .config import KernelConfig
+from .config import KernelConfig, ring_slots
 from .fragments import FragmentPlan
 from .intrinsics import TYPE_BITS, Intrinsic
 from .layout import COL, ROW, Layout, Run
@@ -126,12 +126,28 @@ class LoopPlan:
     k_interleaved: bool  # AMD: consecutive K steps' runs read by one LDS access
     prefetch: int  # K tiles in flight (in registers with 1 stage, in the LDS ring's other slots with more)
     guard_empty_k: bool  # dynamic K on NVIDIA: skip the first loads when K is 0
-    stages: int = 1  # K tiles in LDS: > 1 is a ring filled by async copies, one barrier per K tile
+    stages: int = 1  # K tiles in the pipeline: > 1 is an LDS ring, one barrier per K tile
+    asynchronous: bool = False  # the ring is filled by async copies (NVIDIA); else through registers (AMD)
+    slots: int = 1  # K tiles in LDS (config.ring_slots)
+    unroll: int = 1  # K tiles per iteration of the K loop (AMD's ring of 3+ stages: its tiles in flight)
 
     @property
     def mma_per_k_tile(self) -> int:
         m, n, k = self.instructions
         return m * n * k
+
+    @property
+    def barriers_per_k_tile(self) -> int:
+        """Workgroup barriers per K tile: a ring's one; one LDS tile needs one before its stores
+        (the last tile's readers are done) and one after them (the data is visible)."""
+        return 1 if self.stages > 1 else 2
+
+    @property
+    def fragment_groups(self) -> tuple[tuple[int, ...], ...]:
+        """The K steps whose fragments are read together, in order: every step at once where
+        the steps are interleaved (one wide LDS read serves several), else one step each."""
+        k = self.instructions[2]
+        return (tuple(range(k)),) if self.k_interleaved else tuple((kk,) for kk in range(k))
 
 
 @dataclass(frozen=True)
@@ -164,14 +180,15 @@ class KernelPlan:
         """What the ISA must show (``verify.check_isa``): the widest global load (or async copy)
         of the copies, the K tiles (0: dynamic) and the matrix instructions per K tile."""
         bits = max(o.copy.v * o.copy.bits for o in self.operands)
-        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile, self.loop.stages > 1)
+        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile, self.loop.asynchronous,
+                                  self.loop.barriers_per_k_tile)
 
     def describe(self) -> list[str]:
         lp, ep = self.loop, self.epilogue
         m, n, k = lp.instructions
         lines = [f"{self.intrinsic.name} wave{self.wave_size}, {self.workgroup_size} threads, "
                  f"K tiles of {lp.tile_k}: {lp.k_tiles if lp.k_tiles is not None else 'from the run-time K'}"]
-        ring = f"{lp.stages} x " if lp.stages > 1 else ""
+        ring = f"{lp.slots} x " if lp.slots > 1 else ""
         for o in self.operands:
             dims = " x ".join(f"{d.name}({d.size})" for d in o.layout.ordered_dims())
             batches = [(i, kk) for i in range(m) for kk in range(k)] if o.name == "A" else \
@@ -182,10 +199,17 @@ class KernelPlan:
                       f"({'K outermost' if o.k_outer else 'K innermost'}); copy "
                       f"{o.copy.describe()}; global bounds: {bounds}",
                       f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}"]
-        if lp.stages > 1:
+        if lp.asynchronous:
             inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
                         f"one barrier per K tile; a main loop copying whole K tiles (no K check), a drain "
                         f"for the last {lp.prefetch}")
+        elif lp.stages > 1:
+            inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tile{'s' if lp.prefetch > 1 else ''} in flight "
+                        f"in registers ({lp.prefetch} x {sum(o.copy.registers() for o in self.operands)} vectors per "
+                        f"thread; tile i+{lp.prefetch}'s loads issued before tile i's matrix instructions), tile i+1 "
+                        f"stored into its LDS slot after them, one barrier per K tile"
+                        + (f"; the K loop unrolled by {lp.unroll}, so each tile in flight keeps its registers"
+                           if lp.unroll > 1 else ""))
         else:
             inflight = (f"prefetch {lp.prefetch} K tile in registers "
                         f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")
@@ -239,7 +263,7 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     if problem.same_ab:
         notes.append(f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
                      "operand gets its own copy into LDS, in its own layout")
-    ring = cfg.stages > 1
+    ring = cfg.stages > 1 and vendor is Vendor.NVIDIA  # filled by async copies (AMD's ring: through registers)
     ops = []
     for facts, layout, k_axis, op_shape in ((a, a_lay, COL, intr.a_shape), (b, b_lay, ROW, intr.b_shape)):
         shape = facts.lds_shape[-2:]
@@ -263,7 +287,8 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     bm, bk = a_lay.batch
     _, bn = b_lay.batch
     loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved,
-                    max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages)
+                    max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages,
+                    ring, ring_slots(cfg, target), cfg.stages - 1 if cfg.stages > 2 and vendor is Vendor.AMD else 1)
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):

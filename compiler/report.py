@@ -119,7 +119,7 @@ def report_command(args, source: str, options) -> int:
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
-                rep.lds_bytes = lds_bytes(cfg, exe.facts.problem)
+                rep.lds_bytes = lds_bytes(cfg, exe.facts.problem, target)
         mine[exe.export] = rep
     html_out = getattr(args, "html", None)
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}

@@ -6,8 +6,8 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 - ``check_handed_back``: the executable we return is ours (no_pipeline translation_info with a
   workgroup size, a dispatch_config, the intended matrix op, no leftover vector.contract);
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
-  instruction, global loads of the planned width, barriers, a K loop, and on AMD no cache
-  invalidates in the K loop.
+  instruction, global loads of the planned width, barriers (as many per K tile as planned), a
+  K loop, and on AMD no cache invalidates in the K loop.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from iree.compiler.dialects import iree_codegen
 
 from . import attrs
 from .errors import VerificationError
-from .isa import IsaReport
+from .isa import IsaReport, loop_barriers
 from .mlir import new_context, ops_named, parse_module
 from .targets import Vendor
 
@@ -67,7 +67,7 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
               expect: attrs.Expectations) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
     global loads at the width the copies were planned with (128 bits unless the problem's row
-    length forbids it), barriers when waves share LDS, a K loop when there are several K tiles (or, when LLVM
+    length forbids it), barriers when waves share LDS, the plan's barriers per K tile in the K loop, a K loop when there are several K tiles (or, when LLVM
     unrolled it fully, exactly the unrolled count of matrix instructions),
     and on AMD no cache invalidates inside the loop."""
     problems = []
@@ -83,6 +83,13 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
         problems.append(f"{report.loop_counts['cache_invalidate']} cache invalidates inside the K loop")
     if expect_barrier and report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although LDS is shared between waves")
+    if expect_barrier and expect.k_loop_barriers and report.has_loop and report.loop_counts.get("matrix", 0):
+        # per K tile: the loop body may hold several K tiles (LLVM unrolls some loops by 2)
+        tiles, left = divmod(report.loop_counts["matrix"], expect.mma_per_k_tile)
+        found = loop_barriers(report)
+        if left or found != tiles * expect.k_loop_barriers:
+            problems.append(f"{found} barriers in a K loop of {report.loop_counts['matrix']} matrix instructions "
+                            f"({expect.mma_per_k_tile} per K tile); the plan has {expect.k_loop_barriers} per K tile")
     unrolled = expect.k_tiles * expect.mma_per_k_tile
     if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) != unrolled:
         problems.append(f"no K loop in the ISA, and not the {unrolled} matrix instructions of its "

@@ -115,6 +115,46 @@ def test_ring_without_its_barrier_is_a_race():
     assert r.stats.races and "no barrier in between" in r.stats.races[0]
 
 
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_amd_ring_passes_with_one_barrier_per_k_tile(target):
+    """AMD's LDS ring (stages=2): register-staged copies into two slots, one barrier before the
+    loop and one per K tile (64-deep K: 2), every LDS access of the ring marked for the
+    barriers stage, which adds none."""
+    module = _module(target, (("stages", 2),))
+    ring = [o for o in walk(module.operation) if attrs.RING in o.attributes]
+    assert {o.name for o in ring} == {"vector.load", "vector.store", "amdgpu.lds_barrier"}
+    assert len(ops_named(module.operation, "amdgpu.lds_barrier")) == 2
+    r = check_matmul(module, exact=True)
+    assert r.check.passed and not r.stats.races
+    assert r.stats.barriers == 1 + 2
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx942"])
+def test_amd_ring_without_its_barrier_is_a_race(target):
+    module = _module(target, (("stages", 2),))
+    (barrier,) = [b for b in ops_named(module.operation, "amdgpu.lds_barrier") if b.parent.name == "scf.for"]
+    barrier.erase()
+    r = check_matmul(module)
+    assert r.stats.races and "no barrier in between" in r.stats.races[0]
+
+
+def test_amd_ring_storing_into_the_slot_being_read_is_a_race():
+    """gfx1100 reads its tile's second K step from slot i % 2 before the stores of tile i+1 (two
+    fragment groups per tile); storing into that slot instead of (i+1) % 2 overwrites what other
+    lanes read since the last barrier."""
+    module = _module("gfx1100", (("stages", 2),))
+    loop = next(o for o in walk(module.operation) if o.name == "scf.for" and any(
+        attrs.RING in x.attributes for x in walk(o)))
+    body = [o for o in walk(loop) if attrs.RING in o.attributes]
+    first_read = next(o for o in body if o.name == "vector.load")
+    stores = [o for o in body if o.name == "vector.store"]
+    assert stores and first_read.operands[1] != stores[0].operands[2]  # (value, memref, slot, ...)
+    for st in stores:
+        st.operands[2] = first_read.operands[1]
+    r = check_matmul(module)
+    assert any("write after another lane's read" in x for x in r.stats.races), r.stats.races[:3]
+
+
 def test_ring_wait_that_leaves_the_tile_in_flight_is_an_error():
     """Waiting for all but S - 1 groups (instead of S - 2) lets the fragments read a slot whose
     copies have not landed: the executor refuses, whatever the data would have been."""

@@ -12,8 +12,9 @@ from __future__ import annotations
 import pytest
 
 from conftest import ALL_TARGETS, dynamic_module, epilogue_module, matmul_module
-from mmaflow.compiler.bridge import compile_module
+from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.compiler.pipeline import CodegenOptions
 from mmaflow.compiler.report import ptxas_info, ptxas_path
 from mmaflow.compiler.targets import get_target
 
@@ -173,3 +174,49 @@ def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_mat
     assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
                                    "v_mfma_f32_16x16x16_f16 v[0:3], v[8:9], v[10:11], v[0:3]"]) == 1
     assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)"]) == 0
+
+
+def test_verify_demands_the_planned_barriers_per_k_tile():
+    """`KernelPlan.expectations()` records the K loop's barriers per K tile (1 in an LDS ring, 2
+    with one LDS tile); verify counts them in the ISA's loop, per K tile of matrix instructions
+    (LLVM may unroll the loop by 2), gfx12's s_barrier_signal/s_barrier_wait pair once."""
+    from mmaflow.compiler.attrs import Expectations
+    from mmaflow.compiler.errors import VerificationError
+    from mmaflow.compiler.isa import IsaReport
+    from mmaflow.compiler.targets import Vendor
+    from mmaflow.compiler.verify import check_isa
+
+    mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"
+
+    def report(body):
+        return IsaReport("k", "amdgcn", counts={"matrix": 8, "global_load_b128": 4, "barrier": 2}, has_loop=True,
+                         loop_counts={"matrix": body.count(mma)}, loop_listing=body)
+
+    ring = Expectations(128, 8, 4, False, 1)
+    one = [mma] * 4 + ["s_barrier"]
+    check_isa(report(one * 2), "k", "v_wmma", Vendor.AMD, True, ring)  # unrolled by 2: 2 tiles, 2 barriers
+    check_isa(report([mma] * 4 + ["s_barrier_signal -1", "s_barrier_wait -1"]), "k", "v_wmma", Vendor.AMD, True, ring)
+    with pytest.raises(VerificationError, match="2 barriers in a K loop of 4 matrix instructions"):
+        check_isa(report(one + ["s_barrier"]), "k", "v_wmma", Vendor.AMD, True, ring)
+    with pytest.raises(VerificationError, match="the plan has 2 per K tile"):
+        check_isa(report(one), "k", "v_wmma", Vendor.AMD, True, Expectations(128, 8, 4, False, 2))
+
+
+def test_gfx950_ring_default_where_it_was_measured_better():
+    """The heuristic builds AMD's LDS ring only on gfx950 with both operands K-innermost
+    (config._amd_ring): there the ring's kernel holds more waves than one stage's (128 vs 142
+    VGPRs at 4096^3: 4 vs 3 waves/SIMD; its 40 KB of LDS leave room for 4 workgroups) with one
+    barrier per K tile instead of two. If either figure stops holding, so does the choice."""
+    src = matmul_module(4096, 4096, 4096, transpose_b=True)
+    ring = compile_module(src, "gfx950")
+    one = compile_module(src, "gfx950", options=CodegenOptions(overrides={"stages": 1}))
+    (exe,), (exe1,) = ring.taken, one.taken
+    assert exe.facts.config.stages == 2 and exe.facts.expect.k_loop_barriers == 1
+    rep, rep1 = ring.reports[exe.name], one.reports[exe1.name]
+    assert rep.waves_per_simd > rep1.waves_per_simd, (rep.vgprs, rep1.vgprs)
+    assert 4 * rep.lds_bytes <= get_target("gfx950").lds_bytes
+    assert (rep.vgpr_spills, rep.scratch_bytes) == (0, 0)
+    # elsewhere on AMD one stage: an operand transposed into LDS, another AMD target
+    for other, target in ((matmul_module(4096, 4096, 4096), "gfx950"), (src, "gfx942"), (src, "gfx1100")):
+        (e,) = codegen_module(other, target).taken
+        assert e.facts.config.stages == 1, target

@@ -81,6 +81,26 @@ def test_plan_sm80_one_stage_transposes_b_in_registers():
     assert plan.a.copy.row_step == 1  # register-staged copies keep the plain store order on NVIDIA
 
 
+@pytest.mark.parametrize("stages", [2, 3])
+def test_plan_amd_ring_keeps_one_stage_copies_in_two_slots(stages):
+    """AMD's ring: the copies of one stage (B transposed in registers, K-innermost tiles), the
+    S - 1 tiles in flight in registers (the K loop unrolled by S - 1 from 3 stages), two LDS
+    slots whatever S (config.ring_slots), one barrier per K tile in the ISA."""
+    from mmaflow.compiler.config import lds_bytes
+    from mmaflow.compiler.problem import Contraction
+    plan, expect = plan_of(matmul_module(256, 256, 256), "gfx942", {"stages": stages})
+    assert plan.expectations() == expect and not expect.async_copies and expect.k_loop_barriers == 1
+    assert (plan.loop.stages, plan.loop.slots, plan.loop.prefetch) == (stages, 2, stages - 1)
+    assert plan.loop.unroll == (2 if stages == 3 else 1)  # a carried tile keeps its registers
+    assert not plan.loop.asynchronous and plan.loop.fragment_groups == ((0, 1),)  # K steps interleaved
+    assert plan.b.copy.transposed and not plan.b.k_outer and plan.b.lds_shape == (128, 40)
+    cfg = attrs.read_config(attrs.dispatch_func(parse_module(handed_back(
+        matmul_module(256, 256, 256), "gfx942", (("stages", stages),)), new_context()).operation))
+    assert lds_bytes(cfg, Contraction(256, 256, 256, 1, "f16", "f16", "f32"), get_target("gfx942")) == 2 * 2 * 128 * 40 * 2
+    one, _ = plan_of(matmul_module(256, 256, 256), "gfx942")
+    assert one.expectations().k_loop_barriers == 2 and one.loop.slots == 1
+
+
 def test_plan_unaligned_bounds_and_narrow_copies():
     plan, expect = plan_of(matmul_module(17, 33, 65), "gfx1100")
     assert plan.expectations() == expect

@@ -44,7 +44,8 @@ def _draw(rng: random.Random):
         if tile_k * bits // 8 > 128:  # keep the LDS tile modest
             continue
         pad = rng.choice([0, 128 // bits, 256 // bits])
-        cfg = KernelConfig(intr.name, wave, waves_m * wt_m, waves_n * wt_n, tile_k, waves_m, waves_n, pad)
+        stages = rng.choice([1, 1, 2, 3, 4])  # an LDS ring on either vendor (NVIDIA's may not fit: redrawn)
+        cfg = KernelConfig(intr.name, wave, waves_m * wt_m, waves_n * wt_n, tile_k, waves_m, waves_n, pad, stages)
         m = cfg.tile_m * rng.choice([1, 2])
         n = cfg.tile_n * rng.choice([1, 2])
         k = tile_k * rng.choice([1, 2, 3])
@@ -63,7 +64,7 @@ def _cases():
     for i in range(CASES + EXHAUSTIVE_CASES):
         target, a_t, c_t, cfg, (m, n, k) = _draw(rng)
         cid = (f"seed{SEED}-{i}-{target}-{a_t}-{c_t}-{m}x{n}x{k}-{cfg.intrinsic}-w{cfg.wave_size}-"
-               f"t{cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k}-v{cfg.waves_m}x{cfg.waves_n}-p{cfg.lds_pad}")
+               f"t{cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k}-v{cfg.waves_m}x{cfg.waves_n}-p{cfg.lds_pad}-s{cfg.stages}")
         out.append(pytest.param(target, a_t, c_t, cfg, m, n, k, id=cid,
                                 marks=() if i < CASES else pytest.mark.exhaustive))
     return out

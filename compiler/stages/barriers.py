@@ -11,8 +11,8 @@ and loads.
 
 An LDS ring (``stages`` > 1) is ordered by `distribute` itself: its ring slots are indexed at
 run time, beyond this analysis, and it needs one barrier per K tile where this analysis would
-place two. Its async copies, slot reads and barrier carry ``mmaflow.ring``; this stage skips
-the first two (and lets the barrier count as one).
+place two. Its writes (NVIDIA's async copies, AMD's LDS stores), slot reads and barrier carry
+``mmaflow.ring``; this stage skips the first two (and lets the barrier count as one).
 
 AMD: ``amdgpu.lds_barrier`` (an LDS-only fence plus s_barrier; ``gpu.barrier`` would also
 invalidate the vector L0 cache). NVIDIA: ``gpu.barrier`` (bar.sync).

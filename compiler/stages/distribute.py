@@ -46,9 +46,11 @@ through LDS; this stage reports such IR instead of guessing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import resources
 
 from iree.compiler import ir
 from iree.compiler.dialects import hal, scf
+from iree.compiler.dialects.transform import interpreter
 
 from .. import attrs
 from ..emit import Emitter, vector_type
@@ -58,7 +60,8 @@ from ..fragments import FragmentLoader, LaneIndex
 from ..intrinsics import TYPE_BITS, Intrinsic
 from ..layout import COL, ROW
 from ..lds_copy import Copy
-from ..mlir import defining_op, location_of, op_attributes, ops_named, run_passes, subspan_constant_offset, user_of, walk
+from ..mlir import (defining_op, location_of, op_attributes, ops_named, parse_module, run_passes,
+                    subspan_constant_offset, user_of, walk)
 from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
 from ..prologue import buffer_type, inline_prologue
 from ..targets import Vendor
@@ -341,7 +344,7 @@ class Rewriter:
         copies, frags = {}, {}
         for opd, op_plan in zip(m.operands, plan.operands):
             elem = ir.MemRefType(opd.alloc.type).element_type
-            storage = self.top.alloc_lds(([plan.loop.stages] if ring else []) + list(op_plan.lds_shape), elem)
+            storage = self.top.alloc_lds(([plan.loop.slots] if ring else []) + list(op_plan.lds_shape), elem)
             copies[opd.name] = self._copy(opd, op_plan, elem, storage)
             frags[opd.name] = FragmentLoader(op_plan.fragments, storage, elem, lanes)
         if ring:  # the contraction is distributed into the ring's pipelined loop
@@ -351,6 +354,8 @@ class Rewriter:
             self._distribute_contract(loop, frags)
         self._distribute_epilogue(loop, lanes)
         self._erase_old()
+        if plan.loop.unroll > 1:
+            unroll_loop(loop.op.operation, plan.loop.unroll)
 
     def _raster_workgroups(self, group: int) -> None:
         """Walk the output tiles in groups of ``group`` tile rows, column by column within a
@@ -523,38 +528,71 @@ class Rewriter:
         return KLoop(new_loop, acc_args, next_tile, new_yield)
 
     def _ring_loop(self, tid: ir.Value, copies: dict, frags: dict) -> KLoop:
-        """The K loop over an LDS ring of S = ``stages`` slots, filled by async copies, with the
-        contraction distributed into it and its fragments software-pipelined: tile i lives in
-        slot i % S; S - 1 tiles are in flight in LDS and the next K step's fragments in
-        registers while one K step is multiplied.
+        """The K loop over an LDS ring of S = ``stages`` (S - 1 K tiles in flight, one barrier
+        per K tile), the contraction distributed into it and its fragments software-pipelined:
+        while one group of K steps is multiplied (one step, or every step of the tile where the
+        steps are interleaved: ``LoopPlan.fragment_groups``), the next group's fragments are
+        read into registers. Two ways to fill the ring, one loop body:
+
+        NVIDIA (``LoopPlan.asynchronous``): async copies straight into S slots (tile i in slot
+        i % S), the tiles in flight in LDS.
 
             prologue: copy tiles 0 .. S-2 (one commit group each; a tile past the last copies
-                      nothing); wait for tile 0; barrier; fragments of tile 0's first K step
+                      nothing); wait for tile 0; barrier; fragments of tile 0's first group
             main:     while tile i+S-1 is whole within K: copy it into slot (i-1) % S; commit
-                      K steps 0 .. n-2: fragments of step s+1 (slot i % S), MMAs of step s
-                      last K step: wait until tile i+1 has landed (S-2 groups may stay
-                      pending); barrier; fragments of tile i+1's first step (slot (i+1) % S);
-                      MMAs of the last step
-            drain:    the last tiles: the same, copying a partial last tile (checked, a tile
+                      groups 0 .. n-2: fragments of group g+1 (slot i % S), MMAs of group g
+                      last group: wait until tile i+1 has landed (S-2 groups may stay
+                      pending); barrier; fragments of tile i+1's first group (slot (i+1) % S);
+                      MMAs of the last group
+            drain:    the last tiles: the same, copying a partial last tile (checked; a tile
                       past K copies nothing) or, when K is whole tiles, nothing (an empty
                       commit group keeps the wait counts)
             after:    wait for every group
 
+        The main loop copies only tiles whole within K, so its copies check only the M or N
+        axis and their addresses stay affine in the K index (LLVM strength-reduces them to
+        pointer increments; BENCHMARKS run 9); K = 0 needs no guard (both loops are empty).
+
+        AMD: the copies of one stage (raw buffer loads, bounds and transposes as there), the
+        tiles in flight in registers (``iter_args``), two LDS slots (tile i in slot i % 2;
+        ``config.ring_slots``); ``amdgpu.sched_barrier`` holds the order against LLVM's
+        scheduler.
+
+            prologue: load tiles 0 .. S-2; store tile 0 into slot 0; barrier; fragments of
+                      tile 0's first group
+            for i:    load tile min(i+S-1, last) into registers (tiles i+1 .. i+S-2 are there)
+                      groups 0 .. n-2: fragments of group g+1 (slot i % 2), MMAs of group g
+                      last group: store tile i+1's registers into slot (i+1) % 2; barrier;
+                      fragments of tile i+1's first group; MMAs of the last group -- with one
+                      group per tile its MMAs come first, so that the stores follow a whole tile
+                      of matrix work
+
         One barrier per K tile: it publishes tile i+1 to every thread and tells every thread
-        that slot i % S is no longer read (all its fragments are in registers), so the next
-        iteration's copy may overwrite slot (i+1-1) % S; the MMAs of the last step cover the
-        latency of the next tile's first fragment loads. The main loop copies only tiles whole
-        within K, so its copies check only the M or N axis and their addresses stay affine in
-        the K index (LLVM strength-reduces them to pointer increments; BENCHMARKS run 9); K = 0
-        needs no guard (both loops are empty)."""
+        that tile i's slot is no longer read (all its fragments are in registers), so the next
+        iteration may overwrite it; the MMAs of the last group cover the latency of the next
+        tile's first fragment loads. AMD's loads are clamped to the last tile (its raw buffer
+        loads read 0 from an empty tensor), and what they store past the last tile no matrix
+        instruction reads."""
         loop, lp = self.m.loop, self.plan.loop
         S = lp.stages
-        bm, bn, bk = lp.instructions
+        bm, bn, _ = lp.instructions
+        groups = lp.fragment_groups
+        amd = not lp.asynchronous
         old_body, old_iv, lb, ub, step, pre = self._loop_bounds()
 
+        def load(em: Emitter, k_origin: ir.Value, body, iv) -> list[list[ir.Value]]:
+            """AMD: this thread's chunks of the tile at ``k_origin``, per operand."""
+            return [copies[opd.name].loads(em, tid, *self._tile_origin(opd, body, {iv: k_origin}, em))
+                    for opd in self.m.operands]
+
+        def store(em: Emitter, tile: list[list[ir.Value]], slot: ir.Value) -> None:
+            for opd, values in zip(self.m.operands, tile):
+                copies[opd.name].stores(em, tid, values, slot)
+
         def issue(em: Emitter, k_origin: ir.Value, slot: ir.Value, body, iv, guard: bool) -> ir.Value:
-            """The copies of the tile at ``k_origin``: ``guard``: it may lie past K or overhang
-            it (checked), else it lies within K (only the other axis checked)."""
+            """NVIDIA: async copies of the tile at ``k_origin`` into ``slot``, one commit group.
+            ``guard``: the tile may lie past K or overhang it (checked), else it lies within K
+            (only the other axis checked)."""
             tile_valid = em.lt(k_origin, ub) if guard else None
             tokens = []
             for opd in self.m.operands:
@@ -564,82 +602,140 @@ class Rewriter:
             attrs.mark(defining_op(group), attrs.RING)
             return group
 
-        def sync(em: Emitter, group: ir.Value) -> None:
-            em.async_wait(group, S - 2)
+        def barrier(em: Emitter) -> None:
             attrs.mark(em.barrier(), attrs.RING)
 
-        def fragments(em: Emitter, bases: dict, kk: int, slot: ir.Value) -> list[ir.Value]:
-            return frags["A"].load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
-                   frags["B"].load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
+        def fragments(em: Emitter, bases: dict, steps: tuple, slot: ir.Value) -> list[ir.Value]:
+            """The fragments of K steps ``steps``: per step, A's bm then B's bn."""
+            fa, fb = frags["A"], frags["B"]
+            if len(steps) == 1:
+                (kk,) = steps
+                return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
+                    fb.load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
+            a = [fa.load_group(em, bases["A"], [(i, kk) for kk in steps], slot) for i in range(bm)]
+            b = [fb.load_group(em, bases["B"], [(kk, j) for kk in steps], slot) for j in range(bn)]
+            return [v for s in range(len(steps)) for v in [a[i][s] for i in range(bm)] + [b[j][s] for j in range(bn)]]
 
+        # Prologue.
+        carried: list[list[list[ir.Value]]] = []  # AMD: tiles 1 .. S-2, in registers
+        group = None
+        for s in range(S - 1):
+            if amd:
+                if lp.k_tiles is not None:  # (a tile past the last: clamped, never multiplied)
+                    s = min(s, lp.k_tiles - 1)
+                carried.append(load(pre, pre.add(lb, pre.mul(step, s)) if s else lb, old_body, old_iv))
+            else:
+                group = issue(pre, pre.add(lb, pre.mul(step, s)) if s else lb, pre.const(s), old_body, old_iv, True)
+        if amd:
+            store(pre, carried.pop(0), pre.const(0))
+        else:
+            pre.async_wait(group, S - 2)
+        barrier(pre)
+        first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
+                          groups[0], pre.const(0))
+        flat = [v for tile in carried for values in tile for v in values]
         intr = self.plan.intrinsic
+        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
         n_acc = bm * bn
+        n_frag = len(first)
+        init = pre.splat_const(acc_t, self.m.acc_init)
+        main_ub = ub
+        partial_k = False
+        if not amd:
+            # NVIDIA's main loop ends where the tile it would copy is not whole within K: S-1
+            # tiles before the last whole one (at lb when there are fewer). A partial last
+            # tile is copied, checked, by the drain.
+            partial_k = any(c.limits[c.k_axis] is not None for c in copies.values())
+            k_whole = ub
+            if partial_k:
+                k = self.extent("k")
+                k_whole = pre.const(k // lp.tile_k * lp.tile_k) if isinstance(k, int) else \
+                    pre.mul(pre.div(k, lp.tile_k), lp.tile_k)
+            tail = pre.mul(step, S - 1)
+            main_ub = pre.select(pre.lt(pre.add(lb, tail), k_whole), pre.sub(k_whole, tail), lb)
+        with loop.location, ir.InsertionPoint(loop):
+            new_loop = scf.ForOp(lb, main_ub, step, [init] * n_acc + first + flat)
+        body, iv = self._move_body(old_body, old_iv, new_loop)
+        src = (body, iv)  # where the copies' index computations live
 
-        def tile_body(em: Emitter, block, iv, args: list, bases: dict, copy: str | None) -> ir.Value:
-            """One K tile of the loop whose ``block`` and ``iv`` these are: the copy of tile
-            i+S-1 (``copy``: "whole" within K, "guarded", or None: an empty group; its indices
-            cloned from the main loop's body), the K steps, the yield."""
+        def tile_body(em: Emitter, block, iv, args: list, bases: dict, copy: str | None) -> None:
+            """One K tile of the loop whose ``block`` and ``iv`` these are, and its yield. NVIDIA:
+            the copy of tile i+S-1 (``copy``: "whole" within K, "guarded", or None: an empty
+            group; its indices cloned from the main loop's body)."""
             mma_em = em.named("mma")
             tile = em.div(em.sub(iv, lb), lp.tile_k)
-            if copy:
+            slots = lp.slots
+            in_flight: list = []
+            if amd:
+                per_tile = [copies[opd.name].shape.registers() for opd in self.m.operands]
+                rest = args[n_acc + n_frag:]
+                for _ in range(S - 2):
+                    t = []
+                    for n in per_tile:
+                        t, rest = t + [rest[:n]], rest[n:]
+                    in_flight.append(t)
+                in_flight.append(load(em, em.min_index(em.add(iv, em.mul(step, S - 1)), em.sub(ub, step)), *src))
+                em.sched_barrier()
+                group = None
+            elif copy:
                 group = issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), *src,
                               copy == "guarded")
             else:
                 group = em.async_group([])
                 attrs.mark(defining_op(group), attrs.RING)
             acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
-            cur = args[n_acc:]
-            for kk in range(bk):
-                if kk + 1 < bk:
-                    nxt = fragments(em, bases, kk + 1, em.rem(tile, S))
-                else:
-                    sync(em, group)
-                    nxt = fragments(em, bases, 0, em.rem(em.add(tile, 1), S))
-                a_f, b_f = cur[:bm], cur[bm:]
-                for i in range(bm):
-                    for j in range(bn):
-                        acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
-                cur = nxt
-            with em.loc, ir.InsertionPoint(block):
-                scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur)
-            return group
 
-        group = None
-        for s in range(S - 1):
-            k_origin = pre.add(lb, pre.mul(step, s)) if s else lb
-            group = issue(pre, k_origin, pre.const(s), old_body, old_iv, True)
-        sync(pre, group)
-        first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
-                          0, pre.const(0))
-        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
-        init = pre.splat_const(acc_t, self.m.acc_init)
-        # The main loop ends where the tile it would copy is not whole within K: S-1 tiles
-        # before the last whole one (at lb when there are fewer). A partial last tile is copied,
-        # checked, by the drain.
-        partial_k = any(c.limits[c.k_axis] is not None for c in copies.values())
-        k_whole = ub
-        if partial_k:
-            k = self.extent("k")
-            k_whole = pre.const(k // lp.tile_k * lp.tile_k) if isinstance(k, int) else \
-                pre.mul(pre.div(k, lp.tile_k), lp.tile_k)
-        tail = pre.mul(step, S - 1)
-        main_ub = pre.select(pre.lt(pre.add(lb, tail), k_whole), pre.sub(k_whole, tail), lb)
-        with loop.location, ir.InsertionPoint(loop):
-            main = scf.ForOp(lb, main_ub, step, [init] * n_acc + first)
-        body, iv = self._move_body(old_body, old_iv, main)
-        src = (body, iv)  # where the copies' index computations live
+            def mmas(steps: tuple, cur: list) -> None:
+                for s in range(len(steps)):
+                    a_f, b_f = cur[s * (bm + bn):s * (bm + bn) + bm], cur[s * (bm + bn) + bm:(s + 1) * (bm + bn)]
+                    for i in range(bm):
+                        for j in range(bn):
+                            acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
+                if amd:
+                    em.sched_barrier()
+
+            def next_tile() -> list[ir.Value]:
+                """Tile i+1 in its slot for every thread, slot i % S free; its first fragments."""
+                nxt_slot = em.rem(em.add(tile, 1), slots)
+                if amd:
+                    store(em, in_flight[0], nxt_slot)
+                else:
+                    em.async_wait(group, S - 2)
+                barrier(em)
+                return fragments(em, bases, groups[0], nxt_slot)
+
+            cur = args[n_acc:n_acc + n_frag]
+            for g, steps in enumerate(groups):
+                if g + 1 < len(groups):
+                    nxt = fragments(em, bases, groups[g + 1], em.rem(tile, slots))
+                elif amd and len(groups) == 1:  # the stores wait for their loads: a tile of MMAs first
+                    mmas(steps, cur)
+                    cur = next_tile()
+                    break
+                else:
+                    nxt = next_tile()
+                if amd:
+                    em.sched_barrier()
+                mmas(steps, cur)
+                cur = nxt
+            carry = [v for t in in_flight[1:] for values in t for v in values] if amd else []
+            with em.loc, ir.InsertionPoint(block):
+                scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + cur + carry)
+
         c = self.m.contract
         em = Emitter(ir.InsertionPoint(c), c.location, self.vendor).named("ring")
-        tile_body(em, body, iv, list(main.inner_iter_args), self._fragment_bases(lambda v: v), "whole")
+        tile_body(em, body, iv, list(new_loop.inner_iter_args), self._fragment_bases(lambda v: v), "whole")
+        if amd:
+            return KLoop(new_loop, list(new_loop.inner_iter_args)[:n_acc], [], None)
         with loop.location, ir.InsertionPoint(loop):
-            drain = scf.ForOp(main_ub, ub, step, list(main.results))
+            drain = scf.ForOp(main_ub, ub, step, list(new_loop.results))
         d_iv = drain.induction_variable
         d_em = Emitter(ir.InsertionPoint(drain.body), loop.location, self.vendor).named("ring.drain")
         d_bases = self._fragment_bases(lambda v: self._clone_slice(v, body, {iv: d_iv}, d_em.ip))
         tile_body(d_em, drain.body, d_iv, list(drain.inner_iter_args), d_bases, "guarded" if partial_k else None)
         after = Emitter(ir.InsertionPoint.after(drain.operation), loop.location, self.vendor).named("ring")
         after.async_wait(group, 0)  # (the prologue's token: the wait counts groups, not tokens)
-        return KLoop(drain, list(drain.inner_iter_args[:n_acc]), [], None)
+        return KLoop(drain, list(drain.inner_iter_args)[:n_acc], [], None)
 
     def _fragment_bases(self, place) -> dict:
         """Per operand, layout axis -> the wave tile's origin in its LDS tile (the script's LDS
@@ -752,6 +848,25 @@ class Rewriter:
         for old_val, (old_op, new_val) in self.global_of.items():
             old_val.replace_all_uses_with(new_val)
             old_op.erase()
+
+
+def unroll_loop(loop: ir.Operation, factor: int) -> None:
+    """Unroll ``loop`` in place by ``factor`` (``transform_scripts/unroll_k_loop.mlir``: upstream
+    loopUnrollByFactor, a remainder loop after it where the trip count may not divide; the
+    loop's results are the remainder's then). AMD's ring of S >= 3 stages carries S - 2 K tiles
+    round the loop in registers; unrolled by S - 1, each tile's registers stay where its loads
+    put them (a carried tile would be copied at the back edge, and the copy waits for the loads
+    in the iteration that issued them)."""
+    script = parse_module(resources.files("mmaflow.transform_scripts").joinpath("unroll_k_loop.mlir").read_text(),
+                          loop.context, source="transform_scripts/unroll_k_loop.mlir")
+    (unroll,) = ops_named(script.operation, "transform.loop.unroll")
+    (entry,) = ops_named(script.operation, "transform.named_sequence")
+    with loop.context:
+        unroll.attributes["factor"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), factor)
+    try:
+        interpreter.apply_named_sequence(loop, entry, script)
+    except (ValueError, ir.MLIRError) as e:
+        raise _fail(f"unrolling the K loop by {factor} failed: {e}", loop) from None
 
 
 def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan) -> None:
