@@ -31,6 +31,17 @@ it the no_pipeline translation_info and the sm_90a/+ptx80 variant target).
   no tensor map, so the probe conjures the operand from a null pointer
   (``builtin.unrealized_conversion_cast``). Its 128B-swizzle descriptor does not describe the
   non-swizzled copies: it shows what lowers, not a correct kernel.
+* ``wgmma_probe_tma.mlir``: whether the TMA instructions lower, compile-only. IREE's CUDA HAL
+  passes a kernel only binding pointers and 32-bit constants, so a CUtensorMap cannot arrive
+  as a ``__grid_constant__`` parameter; the route left is a tensor map in global memory
+  written on the device. Thread 0 rewrites the global address of a tensor map held in a
+  global buffer (``nvvm.tensormap.replace``; here the first 128 bytes of C stand in for a
+  scratch binding), releases it to the tensor-map proxy (``nvvm.fence.proxy.release`` /
+  ``.acquire``), initialises an mbarrier in workgroup memory, arms it with the byte count and
+  issues ``nvvm.cp.async.bulk.tensor.shared.cluster.global`` of a 64x64 f16 box; all threads
+  wait on the mbarrier's phase. The other tensor-map fields (rank, box, dims, strides, element
+  type, swizzle) would be written the same way; the tensor map is not valid as written and
+  the kernel is not meant to run. ``tensormap.replace`` needs PTX 8.3 (features "+ptx83").
 """
 
 import argparse
@@ -197,6 +208,42 @@ def nvgpu_kernel(b):
     b(f"nvgpu.warpgroup.mma.store {r}, %C : <fragmented = vector<{M}x{N}xf32>> to memref<{M}x{N}xf32, {GLOBAL}>")
 
 
+def tma_kernel(b):
+    b(f'%A = hal.interface.binding.subspan layout(LAYOUT) binding(0) alignment(64) offset(%c0) flags("ReadOnly|Indirect") : memref<{M}x{K}xf16, {GLOBAL}>')
+    b(f'%B = hal.interface.binding.subspan layout(LAYOUT) binding(1) alignment(64) offset(%c0) flags("ReadOnly|Indirect") : memref<{K}x{N}xf16, {GLOBAL}>')
+    b(f'%C = hal.interface.binding.subspan layout(LAYOUT) binding(2) alignment(64) offset(%c0) flags(Indirect) : memref<{M}x{N}xf32, {GLOBAL}>')
+    b(f"%sa = memref.alloc() alignment = 1024 : memref<{M * K}xf16, {SHARED}>")
+    b(f"%bar = memref.alloc() alignment = 8 : memref<1xi64, {SHARED}>")
+    b("%tid = gpu.thread_id x")
+
+    def ptr(value, mtype, space):
+        i = b.op(f"memref.extract_aligned_pointer_as_index {value} : {mtype} -> index")
+        i64 = b.op(f"arith.index_cast {i} : index to i64")
+        return b.op(f"llvm.inttoptr {i64} : i64 to !llvm.ptr<{space}>"), i64
+
+    tm, _ = ptr("%C", f"memref<{M}x{N}xf32, {GLOBAL}>", 1)
+    _, a64 = ptr("%A", f"memref<{M}x{K}xf16, {GLOBAL}>", 1)
+    smem, _ = ptr("%sa", f"memref<{M * K}xf16, {SHARED}>", 3)
+    bar, _ = ptr("%bar", f"memref<1xi64, {SHARED}>", 3)
+    tm_generic = b.op(f"llvm.addrspacecast {tm} : !llvm.ptr<1> to !llvm.ptr")
+    dst = b.op(f"llvm.addrspacecast {smem} : !llvm.ptr<3> to !llvm.ptr<7>")
+    first = b.op(f"arith.cmpi eq, %tid, {b.c(0)} : index")
+    b(f"scf.if {first} {{")
+    b(f"  nvvm.tensormap.replace field = global_address, new_value = {a64} in {tm} : !llvm.ptr<1>, i64")
+    b("  nvvm.fence.proxy.release gpu")
+    b(f"  nvvm.fence.proxy.acquire gpu {tm_generic}, {b.c(128, 'i32')}")
+    b(f"  nvvm.mbarrier.init {bar}, {b.c(1, 'i32')} : !llvm.ptr<3>, i32")
+    b(f"  nvvm.mbarrier.arrive.expect_tx {bar}, {b.c(M * K * 2, 'i32')} : !llvm.ptr<3>, i32")
+    b(f"  nvvm.cp.async.bulk.tensor.shared.cluster.global {dst}, {tm_generic}, {bar}, "
+      f"box[{b.c(0, 'i32')}, {b.c(0, 'i32')}] : !llvm.ptr<7>, !llvm.ptr")
+    b("}")
+    b("gpu.barrier")
+    b(f"nvvm.mbarrier.try_wait.parity {bar}, {b.c(0, 'i32')}, {b.c(10000000, 'i32')} : !llvm.ptr<3>, i32, i32")
+    x = b.op(f"memref.load %sa[%tid] : memref<{M * K}xf16, {SHARED}>")
+    xf = b.op(f"arith.extf {x} : f16 to f32")
+    b(f"memref.store {xf}, %C[{b.c(1)}, %tid] : memref<{M}x{N}xf32, {GLOBAL}>")
+
+
 def module(kernel, header) -> str:
     flags = ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_90a"]
     src = subprocess.run(["iree-compile", "-", *flags, "--compile-to=executable-sources"],
@@ -227,7 +274,8 @@ def main():
         return
     (HERE / "wgmma_probe_nvvm.mlir").write_text(nvvm)
     (HERE / "wgmma_probe_nvgpu.mlir").write_text(module(nvgpu_kernel, head.format("nvgpu ops, compile-only")))
-    print("wrote wgmma_probe_nvvm.mlir, wgmma_probe_nvgpu.mlir")
+    (HERE / "wgmma_probe_tma.mlir").write_text(module(tma_kernel, head.format("TMA instructions, compile-only")))
+    print("wrote wgmma_probe_nvvm.mlir, wgmma_probe_nvgpu.mlir, wgmma_probe_tma.mlir")
 
 
 if __name__ == "__main__":
