@@ -96,7 +96,7 @@ class CopyShape:
 
     def describe(self) -> str:
         how = (f"transposing ({self.kb} K row{'s' if self.kb > 1 else ''} per item)" if self.transposed else
-               "asynchronous (cp.async" + (", L1 bypassed)" if self.v * self.bits == 128 else ")")
+               "asynchronous (cp.async)"
                if self.asynchronous else "direct")
         order = f", LDS store rows {self.row_step} apart in groups of {self.row_group}" if self.row_step > 1 else ""
         if self.swizzle:
