@@ -278,9 +278,9 @@ class Emitter:
         """nvgpu.device_async_copy (PTX cp.async.ca): ``n`` elements global -> shared, through
         L1: on the H100 the L1-bypassing form (``bypassL1``, cp.async.cg) cost 10.5 shared-memory
         wavefronts per 16-byte copy instead of 4, and 4096^3 / 8192^3 ran 404 / 431 TFLOP/s with
-        it against 422 / 456 without (BENCHMARKS run 9). ``valid`` false: 0 source elements (the chunk is zero-filled, nothing is
-        read) from index 0 in the positions ``zeroed`` (default: all; the others must then be
-        in range whatever ``valid`` is). Returns the copy's token."""
+        it against 422 / 456 without (BENCHMARKS run 9). ``valid`` false: 0 source elements (the
+        chunk is zero-filled, nothing is read) from index 0 in the positions ``zeroed`` (default:
+        all; the others must then be in range whatever ``valid`` is). Returns the copy's token."""
         src_elems = []
         if valid is not None:
             zero = self.const(0)
