@@ -175,7 +175,7 @@ class Copy:
     """A ``CopyShape`` bound to its IR: the global memref and the LDS tile."""
 
     def __init__(self, shape: CopyShape, elem: ir.Type, src: ir.Value, lead: list, storage: ir.Value,
-                 dst: tuple, limits: tuple = (None, None), extent0=None, k_axis: int | None = None):
+                 dst: tuple, limits: tuple = (None, None), extent0=None, *, k_axis: int):
         """``lead``: leading (batch) indices of the global access; ``dst``: logical LDS origin
         (d0, d1); ``limits``: true extents (int or index value) of the global rows / cols where
         the tile overhangs them; ``extent0``: true extent of the access's first index;
@@ -254,8 +254,6 @@ class Copy:
             limits = list(self.limits)
             zeroed = None
             if whole_k:
-                if self.k_axis is None:
-                    raise ValueError("a copy without a K axis cannot skip the K bound")
                 limits[self.k_axis] = None
                 zeroed = [len(self.lead) + 1 - self.k_axis]
             valid = c_em.in_bounds(idx, [None] * len(self.lead) + limits)
