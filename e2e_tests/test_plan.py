@@ -94,8 +94,9 @@ def test_plan_amd_ring_keeps_one_stage_copies_in_two_slots(stages):
     assert plan.loop.unroll == (2 if stages == 3 else 1)  # a carried tile keeps its registers
     assert not plan.loop.asynchronous and plan.loop.fragment_groups == ((0, 1),)  # K steps interleaved
     assert plan.b.copy.transposed and not plan.b.k_outer and plan.b.lds_shape == (128, 40)
-    cfg = attrs.read_config(attrs.dispatch_func(parse_module(handed_back(
-        matmul_module(256, 256, 256), "gfx942", (("stages", stages),)), new_context()).operation))
+    # The module must outlive its func: a nested op does not keep the module alive in MLIR's bindings.
+    module = parse_module(handed_back(matmul_module(256, 256, 256), "gfx942", (("stages", stages),)), new_context())
+    cfg = attrs.read_config(attrs.dispatch_func(module.operation))
     assert lds_bytes(cfg, Contraction(256, 256, 256, 1, "f16", "f16", "f32"), get_target("gfx942")) == 2 * 2 * 128 * 40 * 2
     one, _ = plan_of(matmul_module(256, 256, 256), "gfx942")
     assert one.expectations().k_loop_barriers == 2 and one.loop.slots == 1
