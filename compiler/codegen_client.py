@@ -6,7 +6,7 @@ executable on IREE's critical path. This file is therefore the whole tool proces
 library only, run by ``mmaflow flags`` as ``python -I -S codegen_client.py`` (about 30 ms where the
 console script, which goes through site-packages and the package, takes about 60 ms). It forwards
 its arguments and stdin to the codegen server (``codegen_tool.serve``), which imported IREE's
-bindings and the pipeline once and answers each executable in a forked worker, and relays the
+bindings and the pipeline once and answers each connection in a forked worker, and relays the
 answer. Nothing here imports the pipeline.
 
 The server is shared by every iree-compile and ``mmaflow compile`` of this installation and
@@ -178,11 +178,17 @@ def ask(argv: list[str], text: str, source: str = "<stdin>", sock: socket.socket
     if sock is None:
         return None
     with sock:
-        try:
-            send(sock, {"argv": argv, "stdin": text, "source": source})
-            return recv(sock)
-        except OSError:  # it hung up (broken pipe, reset)
-            return None
+        return ask_on(sock, argv, text, source)
+
+
+def ask_on(sock: socket.socket, argv: list[str], text: str, source: str = "<stdin>") -> dict | None:
+    """One executable's answer on an open connection, which stays open for the next (the worker
+    serving it answers requests until the connection closes); None when the worker is gone."""
+    try:
+        send(sock, {"argv": argv, "stdin": text, "source": source})
+        return recv(sock)
+    except OSError:  # it hung up (broken pipe, reset)
+        return None
 
 
 def stop_server() -> bool:

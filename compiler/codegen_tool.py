@@ -12,8 +12,9 @@ than fall back to its own codegen.
 
 Two halves. The tool process is ``codegen_client`` (standard library only, fast to start), which
 hands the executable to the codegen server here: ``serve`` imports IREE's bindings and the
-pipeline once, warms what every request needs, and answers each executable in a forked worker,
-so executables still run in parallel. ``main`` here runs the pipeline in its own process (the
+pipeline once, warms what every request needs, and answers each connection in a forked worker
+(the hook tool's one executable, or ``codegen_many``'s stream of them), so executables still run
+in parallel. ``main`` here runs the pipeline in its own process (the
 client's fallback, and ``MMAFLOW_CODEGEN_SERVER=0``).
 """
 
@@ -25,7 +26,7 @@ import sys
 import threading
 import time
 
-from .codegen_client import IDLE_SECONDS, announce, ask, recv, send, server_enabled
+from .codegen_client import IDLE_SECONDS, announce, ask_on, reach_server, recv, send, server_enabled
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,27 +99,61 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
 
 def codegen_many(items: list[tuple[str, str]], options) -> list:
     """``pipeline.ExecutableResult`` of each (name, executable text), computed in parallel by the
-    codegen server (the way the hook tool runs), or here when it cannot be reached."""
+    codegen server (the way the hook tool runs), or here when it cannot be reached.
+
+    One connection per core, each served by one forked worker that answers executable after
+    executable (a fork per executable costs about 7 ms of page copying, as much as leaving a
+    dispatch); the connections take the executables from one queue, likely contractions first
+    (``_likely_costly``: the longest jobs first keep both cores busy to the end)."""
+    import queue
     from concurrent.futures import ThreadPoolExecutor
 
     from .errors import from_wire
     from .results import ExecutableResult
     argv = tool_argv(options)
     use_server = server_enabled() and len(items) > 1
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for i in sorted(range(len(items)), key=lambda i: not _likely_costly(items[i][1])):
+        todo.put(i)
+    responses: list = [None] * len(items)
 
-    def one(item):
-        name, text = item
-        response = ask(argv, text, source=name) if use_server else None
-        if response is None:
-            response = run_request(argv, text, source=name)
-            if use_server and "result" in response:  # loud: the server failed this executable
-                response["result"]["log"].insert(0, f"mmaflow: note {name}: the codegen server did not answer; "
-                                                    "ran the pipeline in this process")
+    def worker() -> None:
+        sock = reach_server() if use_server else None
+        try:
+            while True:
+                try:
+                    i = todo.get_nowait()
+                except queue.Empty:
+                    return
+                name, text = items[i]
+                response = ask_on(sock, argv, text, source=name) if sock is not None else None
+                if response is None:
+                    if sock is not None:  # loud: the server failed this executable
+                        sock.close()
+                        sock = None
+                    response = run_request(argv, text, source=name)
+                    if use_server and "result" in response:
+                        response["result"]["log"].insert(0, f"mmaflow: note {name}: the codegen server did not "
+                                                            "answer; ran the pipeline in this process")
+                responses[i] = response
+        finally:
+            if sock is not None:
+                sock.close()
+    n = max(1, min(len(items), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        for f in [pool.submit(worker) for _ in range(n)]:
+            f.result()
+    for response in responses:
         if response["code"] != 0:
             raise from_wire(response["error"])
-        return ExecutableResult.from_wire(response["result"])
-    with ThreadPoolExecutor(max_workers=max(1, min(len(items), os.cpu_count() or 1))) as pool:
-        return list(pool.map(one, items))
+    return [ExecutableResult.from_wire(r["result"]) for r in responses]
+
+
+def _likely_costly(text: str) -> bool:
+    """Whether an executable probably holds a contraction mmaflow compiles (a reduction with a
+    multiply): only the order of the work depends on it, never the result."""
+    return ("reduction" in text and ("arith.mulf" in text or "arith.muli" in text)) or "linalg.matmul" in text \
+        or "linalg.batch_matmul" in text
 
 
 # What the bindings import the first time they meet an op of these dialects (``linalg`` builds
@@ -172,14 +207,14 @@ def serve(path: str) -> int:
                 continue
             conn, _ = srv.accept()
             last = time.monotonic()
-            if os.fork() == 0:  # the worker: one executable
+            if os.fork() == 0:  # the worker: the connection's executables, one after another
                 srv.close()
                 try:
-                    request = recv(conn)
-                    if request is not None and request.get("stop"):
-                        send(conn, {"stopping": True})
-                        os.kill(os.getppid(), signal.SIGTERM)
-                    elif request is not None:
+                    while (request := recv(conn)) is not None:
+                        if request.get("stop"):
+                            send(conn, {"stopping": True})
+                            os.kill(os.getppid(), signal.SIGTERM)
+                            break
                         send(conn, run_request(request["argv"], request["stdin"], request.get("source", "<stdin>")))
                 finally:
                     conn.close()

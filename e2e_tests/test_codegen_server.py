@@ -31,11 +31,11 @@ def _run(*cmd, env, stdin=None):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env, input=stdin)
 
 
-def _executable_sources(tmp_path: Path, target_flags: list[str]) -> str:
-    """The hal.executable IREE hands the hook for two_matmuls.mlir (through a tool that saves it)."""
+def _executable_sources(tmp_path: Path, target_flags: list[str], source: Path = TWO) -> str:
+    """The (last) hal.executable IREE hands the hook for ``source`` (through a tool that saves it)."""
     saver = tmp_path / "save.sh"
     saver.write_text(f"#!/bin/sh\ntee {tmp_path / 'exe.mlir'}\n")
-    r = _run(BIN / "iree-compile", TWO, *target_flags, f"--iree-hal-preprocess-executables-with=sh {saver}",
+    r = _run(BIN / "iree-compile", source, *target_flags, f"--iree-hal-preprocess-executables-with=sh {saver}",
              "-o", tmp_path / "plain.vmfb", env=os.environ)
     assert r.returncode == 0, r.stderr
     return (tmp_path / "exe.mlir").read_text()
@@ -147,3 +147,79 @@ def test_bad_tool_arguments_are_refused_by_name(tmp_path):
     r = _run(BIN / "mmaflow-codegen", "--bogus", env=_env(tmp_path), stdin="")
     assert r.returncode == 2 and "mmaflow-codegen: error: bad tool arguments: --bogus" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+
+
+def _fake_server(path: str, answers_per_connection: int | None):
+    """A server on ``path`` that answers requests as the real worker does (``run_request``), each
+    connection until the client closes it or after ``answers_per_connection`` answers (then it
+    hangs up: a worker that died); returns (thread, stop, connections, requests)."""
+    from mmaflow.compiler.codegen_tool import run_request
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(16)
+    srv.settimeout(0.1)
+    seen = {"connections": 0, "requests": 0}
+    stop = threading.Event()
+
+    def serve_one(conn):
+        with conn:
+            answered = 0
+            while (request := codegen_client.recv(conn)) is not None:
+                if answers_per_connection is not None and answered == answers_per_connection:
+                    return
+                seen["requests"] += 1
+                codegen_client.send(conn, run_request(request["argv"], request["stdin"], request["source"]))
+                answered += 1
+
+    def loop():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except TimeoutError:
+                continue
+            seen["connections"] += 1
+            threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
+        srv.close()
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    return t, stop, seen
+
+
+def test_codegen_many_streams_executables_over_one_connection_per_core(tmp_path, monkeypatch):
+    """``mmaflow compile``'s codegen: one connection (one forked worker) per core answers
+    executable after executable; results equal the in-process pipeline's, in the input order; a
+    worker that dies mid-stream costs only a loud note, never a wrong or missing executable."""
+    from mmaflow.compiler.codegen_tool import codegen_many
+    from mmaflow.compiler.results import CodegenOptions
+    flags = ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"]
+    left = _executable_sources(tmp_path, flags, REPO / "lit_tests" / "Inputs" / "elementwise.mlir")
+    exe = _executable_sources(tmp_path, flags)
+    items = [(f"exe{i}", exe if i % 2 else left) for i in range(7)]
+    options = CodegenOptions(target="gfx942")
+    monkeypatch.setenv("MMAFLOW_CODEGEN_SERVER", "0")
+    alone = [r.to_wire() for r in codegen_many(items, options)]  # (timings aside, below)
+    assert [r["taken"] for r in alone] == [bool(i % 2) for i in range(7)]
+    monkeypatch.setenv("MMAFLOW_CODEGEN_SERVER", "1")
+    env = _env(tmp_path)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", env["XDG_RUNTIME_DIR"])
+    path = codegen_client.socket_path()
+    for per_connection in (None, 1):
+        t, stop, seen = _fake_server(path, per_connection)
+        try:
+            served = [r.to_wire() for r in codegen_many(items, options)]
+        finally:
+            stop.set()
+            t.join()
+            os.unlink(path)
+        cores = min(len(items), os.cpu_count() or 1)
+        notes = [i for i, r in enumerate(served) if "the codegen server did not answer" in r["log"][0]]
+        for r in served:
+            if r["log"][0].startswith("mmaflow: note"):
+                r["log"].pop(0)
+        assert [{k: v for k, v in r.items() if k != "timings"} for r in served] == \
+            [{k: v for k, v in r.items() if k != "timings"} for r in alone]
+        assert seen["connections"] == cores
+        if per_connection is None:
+            assert seen["requests"] == len(items) and not notes
+        else:  # each worker answered one, then died: the rest ran here, each said so
+            assert seen["requests"] == cores and len(notes) == len(items) - cores
