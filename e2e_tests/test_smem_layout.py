@@ -202,3 +202,15 @@ def test_layout_refusals():
         tile.descriptor(0, 0, 8, 64, 16)
     with pytest.raises(IsaError, match="base offset"):
         operand_address(Descriptor(0, 16, 1024, 1, "128B"), k_major=True, element_bits=16, mn=0, k=0)
+
+
+def test_the_device_probe_layout_is_the_k_major_no_swizzle_tile():
+    """docs/HOPPER.md's probe, exact on the H100: 64x64 f16 K-major, element (r, k) at
+    (k/8)*1024 + (r/8)*128 + (r%8)*16 + (k%8)*2, LBO 1024, SBO 128, +2048 B per K step. It is
+    the compiler's K-major no-swizzle tile of that size."""
+    tile = SmemLayout(Major.K, Swizzle.NONE, 16, 64, 64)
+    for r, k in itertools.product(range(64), range(64)):
+        assert tile.offset(r, k) == (k // 8) * 1024 + (r // 8) * 128 + (r % 8) * 16 + (k % 8) * 2
+    for step in range(4):
+        d = tile.descriptor(0, 0, 16 * step, 64, 16)
+        assert (d.start_address, d.leading_byte_offset, d.stride_byte_offset) == (2048 * step, 1024, 128)
