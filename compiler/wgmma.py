@@ -30,6 +30,7 @@ the runtime's independent ISA model.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -148,15 +149,12 @@ def wgmma(n: int, a_type: str, b_type: str | None = None) -> WarpgroupIntrinsic:
                               (4, 32 // bits), (n // 2,))
 
 
+@functools.cache
 def all_wgmma() -> tuple[WarpgroupIntrinsic, ...]:
     """Every f32-accumulating wgmma: each legal N for f16, bf16 and the four fp8 pairs."""
-    if not _ALL:
-        pairs = [(F16, F16), (BF16, BF16)] + [(a, b) for a in (F8E4M3FN, F8E5M2) for b in (F8E4M3FN, F8E5M2)]
-        _ALL.extend(wgmma(n, a, b) for a, b in pairs for n in WGMMA_N)
-    return tuple(_ALL)
+    pairs = [(F16, F16), (BF16, BF16)] + [(a, b) for a in (F8E4M3FN, F8E5M2) for b in (F8E4M3FN, F8E5M2)]
+    return tuple(wgmma(n, a, b) for a, b in pairs for n in WGMMA_N)
 
-
-_ALL: list[WarpgroupIntrinsic] = []
 
 # What ``mmaflow layout sm_90a`` lists: the N a kernel is likely to use, per input type. Any other
 # legal N is ``wgmma(n, type)``.
