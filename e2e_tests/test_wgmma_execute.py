@@ -74,7 +74,7 @@ def _check(d, a, b, c, k, scale_d=True):
     assert (err <= bound).all(), f"max error {err.max():.3g} (bound there {bound.flat[err.argmax()]:.3g})"
 
 
-def run(intr, a, b, c, *, b_major, swizzle, a_major=None, a_swizzle=None, scale_d=True):
+def run(intr, a, b, c, *, b_major, swizzle, a_major=None, a_swizzle=None, scale_d=True, **scales):
     """D of one instruction: A from registers, or (a_major given) from shared memory."""
     smem = np.zeros(BASE_B + 64 * 1024, np.uint8)
     tb = intr.shared_layout("B", b_major, swizzle)
@@ -93,7 +93,7 @@ def run(intr, a, b, c, *, b_major, swizzle, a_major=None, a_swizzle=None, scale_
         kwargs["a_desc"] = ta.descriptor(BASE_A, 0, 0, intr.m, intr.k).encode()
         kwargs["trans_a"] = a_major is Major.MN
     d = execute_wgmma(intr.isa_key, pack(intr.c, c), b_desc, smem, trans_b=b_major is Major.MN, scale_d=scale_d,
-                      **kwargs)
+                      **kwargs, **scales)
     return unpack(intr.c, d)
 
 
@@ -139,6 +139,18 @@ def test_scale_d_zero_ignores_the_accumulator():
     a, b = _random(rng, (64, 16), "bf16"), _random(rng, (16, 64), "bf16")
     c = np.full((64, 64), 1e6, np.float32)
     _check(run(intr, a, b, c, b_major=Major.K, swizzle=Swizzle.B64, scale_d=False), a, b, c, 16, scale_d=False)
+
+
+@pytest.mark.parametrize("scale_a,scale_b", [(-1, 1), (1, -1), (-1, -1)])
+def test_imm_scale_negates_an_input(scale_a, scale_b):
+    intr = wgmma(128, "f16")
+    rng = np.random.default_rng(scale_a + 3 * scale_b + 10)
+    a, b = _random(rng, (64, 16), "f16"), _random(rng, (16, 128), "f16")
+    c = rng.uniform(-2, 2, (64, 128)).astype(np.float32)
+    d = run(intr, a, b, c, b_major=Major.K, swizzle=Swizzle.B128, scale_a=scale_a, scale_b=scale_b)
+    _check(d, (scale_a * a.astype(np.float32)), (scale_b * b.astype(np.float32)), c, 16)
+    with pytest.raises(IsaError, match="1 or -1"):
+        run(intr, a, b, c, b_major=Major.K, swizzle=Swizzle.B128, scale_a=2)
 
 
 @pytest.mark.parametrize("swizzle", list(Swizzle), ids=lambda s: s.value)
