@@ -201,6 +201,7 @@ def cmd_layout(args) -> int:
     from .errors import UnsupportedError
     from .intrinsics import TYPE_BITS
     from .targets import get_target
+    from .wgmma import NOT_YET
     target = get_target(args.target)
     if args.convert:
         return _layout_convert(args, target)
@@ -208,16 +209,30 @@ def cmd_layout(args) -> int:
         if args.operand:
             raise UnsupportedError("--operand needs --intrinsic")
         items = target.intrinsics()
+        warpgroup = target.warpgroup_intrinsics()
         if args.json:
-            print(json.dumps({"target": target.name, "intrinsics": [
+            out = {"target": target.name, "intrinsics": [
                 {"name": i.name, "m": i.m, "n": i.n, "k": i.k, "a": i.a_type, "b": i.b_type, "c": i.c_type,
-                 "wave_size": i.wave_size, "op": i.op, "isa": i.mnemonic} for i in items]}, indent=1))
+                 "wave_size": i.wave_size, "op": i.op, "isa": i.mnemonic} for i in items]}
+            if warpgroup:
+                out["warpgroup_intrinsics"] = [
+                    {"name": i.name, "family": i.family, "m": i.m, "n": i.n, "k": i.k, "a": i.a_type, "b": i.b_type,
+                     "c": i.c_type, "wave_size": i.wave_size, "op": i.op, "isa": i.mnemonic, "codegen": False,
+                     "shared_majors": [m.value for m in i.majors]} for i in warpgroup]
+            print(json.dumps(out, indent=1))
         else:
             print(f"{target.name}: {target.description}")
             for i in items:
                 print("  " + i.describe())
+            if warpgroup:
+                print(f"warpgroup MMA (128 threads; modelled, not emitted: {NOT_YET}; any N = 8..256 step 8 "
+                      f"with --intrinsic):")
+                for i in warpgroup:
+                    print("  " + i.describe())
         return 0
-    intr = target.intrinsic(args.intrinsic)
+    intr = target.layout_intrinsic(args.intrinsic)
+    if intr.family == "wgmma":
+        return _layout_warpgroup(args, target, intr)
     operands = [args.operand] if args.operand else ["A", "B", "C"]
     for op in operands:
         if op not in ("A", "B", "C"):
@@ -234,6 +249,51 @@ def cmd_layout(args) -> int:
     for op in operands:
         lay = intr.operand(op)
         print()
+        print(lay.describe())
+        print(lay.vgpr_view(TYPE_BITS[intr.element_type(op)], max_lanes=args.lanes))
+    return 0
+
+
+def _layout_warpgroup(args, target, intr) -> int:
+    """A warpgroup MMA: A and C as batch-lane-vector layouts over 128 threads, B (and A's
+    shared-memory form) as the descriptor-addressed tiles it may be read from."""
+    from .intrinsics import TYPE_BITS
+    from .smem_layout import Swizzle
+    operands = [args.operand] if args.operand else ["A", "B", "C"]
+
+    def shared(op):
+        return [intr.shared_layout(op, major, swizzle) for major in intr.majors for swizzle in Swizzle]
+
+    if args.json:
+        out = []
+        for op in operands:
+            if op == "B":
+                out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "shared_memory": True,
+                            "rows": intr.k, "cols": intr.n, "layouts": [
+                                {"major": s.major.value, "swizzle": s.swizzle.value, "mn": s.mn, "k": s.k,
+                                 "element_bits": s.element_bits, "lbo": s.strides()[0], "sbo": s.strides()[1],
+                                 "descriptor_mode": s.swizzle.descriptor_code, "alignment": s.alignment}
+                                for s in shared(op)]})
+                continue
+            lay = intr.operand(op)
+            out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows,
+                        "cols": lay.cols, "lanes": intr.wave_size, "elements": lay.to_elements()})
+        print(json.dumps(out[0] if len(out) == 1 else out))
+        return 0
+    print(intr.describe())
+    for op in operands:
+        print()
+        if op == "B":
+            print(f"operand B: {intr.k}x{intr.n}, read from shared memory through a matrix descriptor (stored as "
+                  f"N x K tiles; K-major = imm-trans-b 0). The smallest tile per major order and swizzle mode, "
+                  f"and its first atom (cells: the logical 16-byte chunk each stored chunk holds):")
+            for s in shared(op):
+                print("  " + s.describe())
+                print("    " + s.atom_view().replace("\n", "\n    "))
+            continue
+        lay = intr.operand(op)
+        if op == "A":
+            print("operand A from registers (the RS form; from shared memory it is an M x K tile like B's):")
         print(lay.describe())
         print(lay.vgpr_view(TYPE_BITS[intr.element_type(op)], max_lanes=args.lanes))
     return 0

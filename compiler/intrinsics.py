@@ -20,6 +20,10 @@ Sources for the layouts:
 
 The runtime's ISA model encodes the same instructions independently; ``e2e_tests`` check every
 record here against it.
+
+Hopper's warpgroup MMA (family "wgmma", 128 threads, B read from shared memory through a matrix
+descriptor) has its own records in ``wgmma.py`` and ``smem_layout.py``: they are not in
+``CATALOGUE`` because no stage emits them yet, so nothing that chooses from it can pick one.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ TYPE_BITS = {F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FN
 @dataclass(frozen=True)
 class Intrinsic:
     name: str
-    family: str  # "wmma_rdna3" | "wmma_rdna4" | "mfma" | "mma_sync"
+    family: str  # "wmma_rdna3" | "wmma_rdna4" | "mfma" | "mma_sync" (warpgroup "wgmma": wgmma.py)
     m: int
     n: int
     k: int

@@ -12,6 +12,7 @@ from enum import Enum
 
 from .errors import UnsupportedError
 from .intrinsics import CATALOGUE, Intrinsic
+from .wgmma import NOT_YET, WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
 
 
 class Vendor(str, Enum):
@@ -107,6 +108,8 @@ class Target:
     # rewrites the variant (``variant_target``); IREE's own pipeline runs as ``baseline_arch``.
     retarget_variant: bool = False
     ptx_version: int = 0  # NVIDIA: the +ptxNN feature the variant target needs
+    # Hopper's warpgroup MMA (``wgmma.py``): modelled and printed, not emitted by any stage yet.
+    warpgroup_mma: bool = False
 
     def __post_init__(self):
         assert isinstance(self.vendor, Vendor) and isinstance(self.family, Family)
@@ -158,17 +161,37 @@ class Target:
             f'{self.lds_bytes}, max_workgroup_counts = [2147483647, 65535, 65535]>>}}>')
 
     def intrinsics(self, wave_size: int | None = None) -> tuple[Intrinsic, ...]:
+        """The instructions codegen emits (what the heuristic chooses from). Warpgroup MMAs are
+        not among them: ``warpgroup_intrinsics``."""
         items = CATALOGUE[self.family.value]
         if wave_size is not None:
             items = tuple(i for i in items if i.wave_size == wave_size)
         return items
 
     def intrinsic(self, name: str) -> Intrinsic:
+        """A codegen instruction by name; a warpgroup MMA's name is refused (no stage emits it)."""
         for i in CATALOGUE[self.family.value]:
             if i.name == name:
                 return i
+        if self.warpgroup_mma and any(w.name == name for w in all_wgmma()):
+            raise UnsupportedError(f"{name} is a warpgroup MMA (wgmma): {NOT_YET}; {self.name} kernels use "
+                                   f"{', '.join(i.name for i in self.intrinsics())}",
+                                   hint=f"`mmaflow layout {self.name} --intrinsic {name}` prints its layouts")
         names = ", ".join(i.name for i in CATALOGUE[self.family.value])
         raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names}")
+
+    def warpgroup_intrinsics(self) -> tuple[WarpgroupIntrinsic, ...]:
+        """The warpgroup MMAs ``mmaflow layout`` lists for this target (none before Hopper)."""
+        return WGMMA_CATALOGUE if self.warpgroup_mma else ()
+
+    def layout_intrinsic(self, name: str) -> Intrinsic | WarpgroupIntrinsic:
+        """Any instruction whose layouts ``mmaflow layout`` can print: codegen's, or a warpgroup
+        MMA of any legal N (``WGMMA_F32_64x<N>x16_F16``)."""
+        if self.warpgroup_mma:
+            for w in all_wgmma():
+                if w.name == name:
+                    return w
+        return self.intrinsic(name)
 
     def waves_per_simd(self, wave_size: int, vgprs: int, agprs: int = 0) -> int | None:
         """Occupancy from the register file (None on NVIDIA or when the count is unknown)."""
@@ -196,7 +219,8 @@ TARGETS: dict[str, Target] = {t.name: t for t in [
     Target("sm_80", description="NVIDIA Ampere (A100), mma.sync", iree_arch="sm_80",
            lds_bytes=166912, compute_units=108, **_NV),
     Target("sm_90a", description="NVIDIA Hopper (H100) through mma.sync, PTX .target sm_90a",
-           iree_arch="sm_90a", lds_bytes=232448, retarget_variant=True, ptx_version=80, compute_units=132, **_NV),
+           iree_arch="sm_90a", lds_bytes=232448, retarget_variant=True, ptx_version=80, compute_units=132,
+           warpgroup_mma=True, **_NV),
 ]}
 
 

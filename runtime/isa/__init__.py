@@ -5,6 +5,9 @@ layout model is checked against.
 """
 
 from .execute import IsaError, execute, np_dtype, placement
-from .tables import INSTRUCTIONS, IsaInstruction
+from .smem_matrix import Descriptor, decode_descriptor, encode_descriptor, operand_address
+from .tables import INSTRUCTIONS, WGMMA, IsaInstruction, WgmmaInstruction, wgmma_key
+from .wgmma import execute_wgmma
 
-__all__ = ["INSTRUCTIONS", "IsaError", "IsaInstruction", "execute", "np_dtype", "placement"]
+__all__ = ["INSTRUCTIONS", "WGMMA", "Descriptor", "IsaError", "IsaInstruction", "WgmmaInstruction", "decode_descriptor",
+           "encode_descriptor", "execute", "execute_wgmma", "np_dtype", "operand_address", "placement", "wgmma_key"]

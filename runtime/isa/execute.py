@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import ml_dtypes
 
-from .tables import INSTRUCTIONS, IsaInstruction
+from .tables import INSTRUCTIONS
 
 
 class IsaError(Exception):
@@ -64,16 +64,24 @@ class _Placement:
 _PLACEMENTS: dict[tuple[str, str], _Placement] = {}
 
 
-def placement(instr: IsaInstruction, operand: str) -> _Placement:
+def _operand_fields(instr, operand: str):
+    """(placement function, slots) of a register operand (a wgmma instruction has no B registers)."""
+    op = operand.lower()
+    if not hasattr(instr, f"{op}_place"):
+        raise IsaError(f"{instr.key}: operand {operand} is not held in registers")
+    return getattr(instr, f"{op}_place"), getattr(instr, f"{op}_slots")
+
+
+def placement(instr, operand: str) -> _Placement:
+    """Index arrays of a register operand of an IsaInstruction or a WgmmaInstruction."""
     key = (instr.key, operand)
     if key not in _PLACEMENTS:
-        place, slots = {"A": (instr.a_place, instr.a_slots), "B": (instr.b_place, instr.b_slots),
-                        "C": (instr.c_place, instr.c_slots)}[operand]
+        place, slots = _operand_fields(instr, operand)
         _PLACEMENTS[key] = _Placement(place, instr.wave, slots)
     return _PLACEMENTS[key]
 
 
-def _check_dtype(instr: IsaInstruction, operand: str, regs: np.ndarray, expected: str):
+def _check_dtype(instr, operand: str, regs: np.ndarray, expected: str):
     allowed = _ACCEPTS.get(expected, {expected})
     names = {n for n, d in _NP_TYPES.items() if d == regs.dtype}
     if operand in "AB" and expected == "i8" and regs.dtype == np.uint8:
@@ -83,9 +91,9 @@ def _check_dtype(instr: IsaInstruction, operand: str, regs: np.ndarray, expected
                        f"expected {' or '.join(sorted(allowed))}")
 
 
-def _gather(instr: IsaInstruction, operand: str, regs: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+def _gather(instr, operand: str, regs: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     p = placement(instr, operand)
-    slots = {"A": instr.a_slots, "B": instr.b_slots, "C": instr.c_slots}[operand]
+    slots = _operand_fields(instr, operand)[1]
     if regs.shape[-2:] != (instr.wave, slots):
         raise IsaError(f"{instr.key}: operand {operand} registers have shape {regs.shape[-2:]}, "
                        f"expected (wave={instr.wave}, slots={slots})")

@@ -19,6 +19,9 @@ Documents:
   [C3]  AMD CDNA3/CDNA4 ISA Reference Guides, 7.1 "Dependent ... MFMA" register layouts; ROCm
         blog "Matrix Core Programming on AMD GPUs" (2025).
   [PTX] NVIDIA PTX ISA, 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16" and .m16n8k32.
+  [PTX-WG] NVIDIA PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
+        (wgmma.mma_async, sm_90a): register fragments here, shared-memory layouts and the
+        matrix descriptor in ``smem_matrix.py``.
 """
 
 from __future__ import annotations
@@ -210,3 +213,92 @@ def _build() -> dict[str, IsaInstruction]:
 
 
 INSTRUCTIONS: dict[str, IsaInstruction] = _build()
+
+
+# ------------------------------------------------------------------------------------------
+# PTX wgmma.mma_async (sm_90a) [PTX-WG]: NVIDIA PTX ISA 9.7.15 "Asynchronous Warpgroup Level
+# Matrix Multiply-Accumulate", 9.7.15.5.1.1 "Register Fragments" (Figures 148/149 for .m64nNk16,
+# 152/153 for .m64nNk32). A warpgroup is 4 consecutive warps, 128 threads; thread t is lane
+# t % 32 of warp t / 32 of the warpgroup; groupID = (t % 32) >> 2, threadID_in_group = t % 4.
+# Each warp owns a 16-row slab of the 64-row A and D: rows 16*warp .. 16*warp + 15.
+#   A .f16/.bf16 in registers (a0..a7, four .f16x2):
+#       row = 16*warp + groupID + 8 for a2, a3, a6, a7;  col = 2*threadID_in_group + (i & 1) + 8 for i >= 4
+#   A .e4m3/.e5m2 in registers (a0..a15, four .b32 of four bytes):
+#       row = 16*warp + groupID + 8 for a4..a7, a12..a15;  col = 4*threadID_in_group + (i & 3) + 16 for i >= 8
+#   D .f32 (d0..d(N/2 - 1)):
+#       row = 16*warp + groupID + 8 when i % 4 is 2 or 3;  col = 8*(i / 4) + 2*threadID_in_group + (i & 1)
+# CUTLASS cute/atom/mma_traits_sm90_gmma.hpp writes the same maps as (thread, value) -> m + 64*k
+# layouts: ALayout_64x16 ((4,8,4),(2,2,2)):((128,1,16),(64,8,512)), ALayout_64x32
+# ((4,8,4),(4,2,2)):((256,1,16),(64,8,1024)), CLayout_64xN ((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512)).
+# B (and A when it is not in registers) is read from shared memory through a 64-bit matrix
+# descriptor: ``smem_matrix.py``. Shapes (9.7.15.5.1 "Matrix Shape"): .m64nNk16 for .f16/.bf16 and
+# .m64nNk32 for .e4m3/.e5m2, N = 8, 16, ..., 256, with an .f32 accumulator. imm-trans-a/b (MN-major
+# shared-memory operands) exist only for .f16/.bf16.
+
+_PTX_TYPE = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+
+
+def _wg_thread(t):
+    return t // 32, (t % 32) >> 2, t % 4  # warp in warpgroup, groupID, threadID_in_group
+
+
+def _wg_a16(t, i):
+    w, g, q = _wg_thread(t)
+    return (16 * w + g + (8 if i in (2, 3, 6, 7) else 0), 2 * q + (i & 1) + (8 if i >= 4 else 0))
+
+
+def _wg_a8(t, i):
+    w, g, q = _wg_thread(t)
+    return (16 * w + g + (8 if i in (4, 5, 6, 7, 12, 13, 14, 15) else 0), 4 * q + (i & 3) + (16 if i >= 8 else 0))
+
+
+def _wg_d(t, i):
+    w, g, q = _wg_thread(t)
+    return (16 * w + g + (8 if i % 4 in (2, 3) else 0), 8 * (i // 4) + 2 * q + (i & 1))
+
+
+@dataclass(frozen=True)
+class WgmmaInstruction:
+    """One wgmma.mma_async shape and type combination [PTX-WG]. A comes from registers
+    (``a_place``) or through a descriptor, B always through a descriptor; D/C in registers."""
+
+    key: str
+    m: int
+    n: int
+    k: int
+    a_type: str
+    b_type: str
+    c_type: str
+    a_slots: int
+    c_slots: int
+    a_place: Place
+    c_place: Place
+    wave: int = 128  # threads of the warpgroup
+
+    @property
+    def transposable(self) -> bool:
+        """imm-trans-a / imm-trans-b (MN-major shared-memory operands): .f16/.bf16 only."""
+        return self.a_type in ("f16", "bf16")
+
+    @property
+    def element_bits(self) -> int:
+        return 16 if self.a_type in ("f16", "bf16") else 8
+
+
+def wgmma_key(n: int, a_type: str, b_type: str, c_type: str = "f32") -> str:
+    k = 16 if a_type in ("f16", "bf16") else 32
+    return f"ptx.wgmma.mma_async.sync.aligned.m64n{n}k{k}.{c_type}.{_PTX_TYPE[a_type]}.{_PTX_TYPE[b_type]}"
+
+
+def _build_wgmma() -> dict[str, WgmmaInstruction]:
+    out = []
+    pairs = [("f16", "f16"), ("bf16", "bf16")] + [(a, b) for a in ("f8E4M3FN", "f8E5M2") for b in ("f8E4M3FN", "f8E5M2")]
+    for a_t, b_t in pairs:
+        sixteen = a_t in ("f16", "bf16")
+        for n in range(8, 257, 8):
+            out.append(WgmmaInstruction(wgmma_key(n, a_t, b_t), 64, n, 16 if sixteen else 32, a_t, b_t, "f32",
+                                        8 if sixteen else 16, n // 2, _wg_a16 if sixteen else _wg_a8, _wg_d))
+    return {i.key: i for i in out}
+
+
+WGMMA: dict[str, WgmmaInstruction] = _build_wgmma()

@@ -1,0 +1,187 @@
+"""The warpgroup MMA records (compiler/wgmma.py) against the independent ISA model, thread by
+thread, and the guard that keeps them away from codegen until a stage emits wgmma.
+
+Register operands (A in the RS form, the f32 accumulator) are checked as test_layout_model.py
+checks every other instruction: each (thread, slot) of the compiler's layout names the same
+(row, col) as the ISA model's transcription of the PTX fragment figures, and every element of
+the operand is held exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mmaflow.compiler.config import default_config, resolve
+from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.targets import TARGETS, get_target
+from mmaflow.compiler.wgmma import WGMMA_CATALOGUE, WGMMA_N, all_wgmma, wgmma
+from mmaflow.runtime.isa import WGMMA, IsaError, execute_wgmma, placement
+
+
+def _table(layout):
+    """(thread, op slot) -> (row, col) of a single-instruction layout, as arrays."""
+    lanes, slots, rows, cols = [], [], [], []
+    for lane in range(layout.wave_size):
+        for e in range(layout.elements):
+            r, c = layout.coords(lane, e)
+            lanes.append(lane)
+            slots.append(layout.op_index(e))
+            rows.append(r)
+            cols.append(c)
+    return tuple(np.array(x) for x in (lanes, slots, rows, cols))
+
+
+def _agree(intr, operand):
+    lay = intr.operand(operand)
+    isa = WGMMA[intr.isa_key]
+    place = {"A": isa.a_place, "C": isa.c_place}[operand]
+    slots = {"A": isa.a_slots, "C": isa.c_slots}[operand]
+    assert lay.op_vector_length == slots, (intr.name, operand)
+    lanes, sl, rows, cols = _table(lay)
+    expected = np.array([place(int(t), int(s)) for t, s in zip(lanes, sl)])
+    np.testing.assert_array_equal(np.stack([rows, cols], 1), expected, err_msg=f"{intr.name} {operand}")
+    # every (thread, slot) of the ISA model is listed once, every element held once
+    assert len(set(zip(lanes.tolist(), sl.tolist()))) == 128 * slots
+    held = np.zeros((lay.rows, lay.cols), int)
+    np.add.at(held, (rows, cols), 1)
+    assert (held == 1).all(), f"{intr.name} {operand}: elements held {held.min()}..{held.max()} times"
+
+
+@pytest.mark.parametrize("name", [i.name for i in WGMMA_CATALOGUE])
+@pytest.mark.parametrize("operand", ["A", "C"])
+def test_catalogue_record_agrees_with_isa_model(name, operand):
+    intr = get_target("sm_90a").layout_intrinsic(name)
+    assert intr.family == "wgmma" and intr.wave_size == 128
+    _agree(intr, operand)
+
+
+@pytest.mark.parametrize("a_type,b_type", [("f16", "f16"), ("f8E4M3FN", "f8E5M2")])
+def test_every_n_agrees_with_isa_model(a_type, b_type):
+    """The parameterised constructor, every legal N (8..256 step 8), A and the accumulator."""
+    for n in WGMMA_N:
+        intr = wgmma(n, a_type, b_type)
+        assert intr.isa_key in WGMMA, intr.isa_key
+        _agree(intr, "C")
+    _agree(wgmma(8, a_type, b_type), "A")  # A does not depend on N
+
+
+def test_every_record_exists_in_the_isa_model():
+    names = [w.name for w in all_wgmma()]
+    assert len(names) == len(set(names)) == 6 * 32
+    assert {w.isa_key for w in all_wgmma()} == set(WGMMA)
+
+
+def test_worked_example_of_the_docstring():
+    intr = wgmma(128, "f16")
+    assert intr.a.coords(37, 6) == (25, 10)
+    assert WGMMA[intr.isa_key].a_place(37, 6) == (25, 10)
+
+
+def test_swapped_thread_changes_the_product():
+    """Exchange two threads' A registers (different rows): the ISA model's product changes, so
+    the agreement above is not vacuous."""
+    intr = wgmma(64, "f16")
+    isa = WGMMA[intr.isa_key]
+    rng = np.random.default_rng(1)
+    a = rng.uniform(-1, 1, (64, 16)).astype(np.float16)
+    regs = np.zeros((128, 8), np.float16)
+    lanes, slots, rows, cols = _table(intr.a)
+    regs[lanes, slots] = a[rows, cols]
+    smem = np.zeros(4096, np.uint8)  # B = 0 except (k, n) = (0, 0): D's column 0 = A's column 0
+    smem[0:2] = np.frombuffer(np.float16(1).tobytes(), np.uint8)
+    from mmaflow.runtime.isa import Descriptor, encode_descriptor
+    desc = encode_descriptor(Descriptor(0, 128 * 8, 128, 0, "none"))
+    c = np.zeros((128, 32), np.float32)
+    good = execute_wgmma(intr.isa_key, c, desc, smem, a_regs=regs)
+    regs[[0, 4]] = regs[[4, 0]]  # thread 0 holds row 0, thread 4 row 1
+    bad = execute_wgmma(intr.isa_key, c, desc, smem, a_regs=regs)
+    p = placement(isa, "C")
+    d_good = np.zeros((64, 64), np.float32)
+    d_good[p.rows, p.cols] = good[p.lanes, p.slots]
+    np.testing.assert_array_equal(d_good[:, 0], a[:, 0].astype(np.float32))
+    assert not np.array_equal(good, bad)
+
+
+def test_constructor_refuses_what_the_isa_lacks():
+    with pytest.raises(UnsupportedError, match="multiple of 8"):
+        wgmma(100, "f16")
+    with pytest.raises(UnsupportedError, match="f16 x f16"):
+        wgmma(64, "f16", "bf16")
+    with pytest.raises(UnsupportedError, match="f16 x f16"):
+        wgmma(64, "i8")
+
+
+def test_register_vector_shapes():
+    assert (wgmma(64, "f16").a_shape, wgmma(64, "f16").c_shape) == ((4, 2), (32,))
+    assert wgmma(256, "f8E4M3FN").a_shape == (4, 4)
+    assert wgmma(256, "bf16").vgprs("C") == 128 and wgmma(256, "bf16").vgprs("A") == 4
+    with pytest.raises(UnsupportedError, match="matrix descriptor"):
+        wgmma(64, "f16").operand("B")
+
+
+# ---- codegen does not see them ------------------------------------------------------------------
+
+F16_PROBLEM = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type="f16", c_type="f32")
+
+
+def test_sm90a_heuristic_still_picks_mma_sync():
+    t = get_target("sm_90a")
+    assert all(i.family == "mma_sync" for i in t.intrinsics())
+    assert default_config(t, F16_PROBLEM).intrinsic == "MMA_SYNC_F32_16x8x16_F16"
+    cfg, intr = resolve(t, F16_PROBLEM)
+    assert intr.family == "mma_sync" and cfg.wave_size == 32
+
+
+def test_asking_for_wgmma_is_refused_with_the_reason():
+    t = get_target("sm_90a")
+    with pytest.raises(UnsupportedError, match="wgmma codegen not implemented yet"):
+        resolve(t, F16_PROBLEM, {"intrinsic": "WGMMA_F32_64x128x16_F16"})
+    with pytest.raises(UnsupportedError, match="wgmma codegen not implemented yet"):
+        t.intrinsic("WGMMA_F32_64x96x16_BF16")  # any N, not only the listed ones
+    with pytest.raises(UnsupportedError, match="has no intrinsic"):  # no Hopper, no wgmma
+        get_target("sm_80").intrinsic("WGMMA_F32_64x128x16_F16")
+
+
+def test_only_sm90a_lists_warpgroup_mma():
+    assert {t.name for t in TARGETS.values() if t.warpgroup_intrinsics()} == {"sm_90a"}
+    assert get_target("sm_90a").warpgroup_intrinsics() == WGMMA_CATALOGUE
+
+
+def test_layout_cli_lists_and_prints_wgmma():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", "layout", *a],  # noqa: E731
+                                    capture_output=True, text=True, check=True).stdout
+    listing = json.loads(run("sm_90a", "--json"))
+    assert all(i["wave_size"] == 32 for i in listing["intrinsics"])
+    wg = {i["name"]: i for i in listing["warpgroup_intrinsics"]}
+    assert set(wg) == {i.name for i in WGMMA_CATALOGUE}
+    assert wg["WGMMA_F32_64x128x16_F16"]["codegen"] is False
+    assert wg["WGMMA_F32_64x128x32_F8E4M3FN"]["shared_majors"] == ["K"]
+    # per-operand JSON: the accumulator's elements agree with the ISA model's placement
+    name = "WGMMA_F32_64x64x16_BF16"
+    data = json.loads(run("sm_90a", "--intrinsic", name, "--operand", "C", "--json"))
+    isa = WGMMA[get_target("sm_90a").layout_intrinsic(name).isa_key]
+    assert len(data["elements"]) == 128 * 32
+    for e in data["elements"]:
+        assert isa.c_place(e["lane"], e["index"]) == (e["row"], e["col"]), e
+    b = json.loads(run("sm_90a", "--intrinsic", name, "--operand", "B", "--json"))
+    assert b["shared_memory"] is True
+    assert {(x["major"], x["swizzle"]) for x in b["layouts"]} == {(m, s) for m in ("K", "MN")
+                                                                  for s in ("none", "32B", "64B", "128B")}
+
+
+def test_isa_model_refuses_misuse():
+    key = wgmma(64, "f8E4M3FN").isa_key
+    c = np.zeros((128, 32), np.float32)
+    smem = np.zeros(1 << 14, np.uint8)
+    with pytest.raises(IsaError, match="f16/.bf16"):
+        execute_wgmma(key, c, 0, smem, a_desc=0, trans_b=True)
+    with pytest.raises(IsaError, match="exactly one"):
+        execute_wgmma(key, c, 0, smem)
+    with pytest.raises(IsaError, match="not held in registers"):
+        placement(WGMMA[key], "B")
