@@ -1,0 +1,212 @@
+"""The mma.sync flash-attention kernel (``compiler/flash_attention.py``) on the lane executor,
+against a float64 numpy softmax(Q K^T * scale) V.
+
+Every tensor sits at a non-zero byte offset of its binding (K and V share one), surrounded by
+sentinel bytes (0xFF: NaN in f16 and bf16); after the run the output must be written in full
+and no other byte of any binding changed.
+
+Tolerance, per output element (u = 2^-11 for f16, 2^-8 for bf16: the unit roundoff):
+    |O - ref| <= u * |ref| + 2 * u * max|V|.
+The inputs are exact in both (the reference reads the same 16-bit values). S and the online
+softmax are f32: S's products of 16-bit values are exact in f32 and its sums err by ~D * 2^-24
+relative, exp2 is correctly rounded on the executor, so P and l are right to ~1e-5 relative
+(two orders below f16's u). P is rounded to the 16-bit type before P V: each term p_j v_j errs by
+at most u * p_j |v_j|, and sum_j p_j |v_j| / l <= max|V| (the weights sum to one); P V accumulates
+in f32 (~K2 * 2^-24 relative). The output's rounding adds u * |ref|. The factor 2 on the P term
+covers the f32 terms with room; a kernel that drops a key, a row max or the rescaling errs by
+the size of a softmax weight times |V| (order 1e-2 and up) and fails.
+"""
+
+from __future__ import annotations
+
+import time
+
+import ml_dtypes
+import numpy as np
+import pytest
+from iree.compiler import ir
+
+from mmaflow.compiler.attention import Attention
+from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
+from mmaflow.compiler.mlir import new_context, ops_named
+from mmaflow.runtime.executor import Kernel
+
+SENTINEL = 0xFF
+_DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
+_U = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+
+
+def _attention(batch, m, k2, d, elem, scale=None, mask="no mask"):
+    return Attention("iree_linalg_ext.attention", (batch,), m, d, k2, d, elem, elem, elem, elem,
+                     d ** -0.5 if scale is None else scale, mask)
+
+
+def reference(q, k, v, scale, causal):
+    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:  # key j > query i masked (PyTorch is_causal: top-left aligned)
+        s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
+    s = s - s.max(-1, keepdims=True)
+    p = np.exp(s)
+    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def place(tensors: dict, layout: dict) -> tuple[dict, dict]:
+    """Byte buffers per binding: each tensor at its byte offset, sentinels everywhere else
+    (64 bytes after the last tensor). Returns the buffers and each tensor's (binding, offset)."""
+    ends: dict[int, int] = {}
+    for name, pl in layout.items():
+        ends[pl.binding] = max(ends.get(pl.binding, 0), pl.offset + tensors[name].nbytes)
+    bufs = {b: np.full(end + 64, SENTINEL, np.uint8) for b, end in ends.items()}
+    for name, pl in layout.items():
+        raw = tensors[name].view(np.uint8).reshape(-1)
+        bufs[pl.binding][pl.offset:pl.offset + raw.size] = raw
+    return bufs, layout
+
+
+# Q at 64 in binding 0; K and V in binding 1 (K at 128, V 192 bytes after K's end); O at 256
+# in binding 2.
+def _layout(k_bytes):
+    return {"q": Placement(0, 64), "k": Placement(1, 128), "v": Placement(1, 128 + k_bytes + 192),
+            "o": Placement(2, 256)}
+
+
+def run_case(batch, m, k2, d, elem, causal, seed=0):
+    dt = _DT[elem]
+    rng = np.random.default_rng(seed)
+    # Normal inputs; Q scaled so that scores (scale * q.k, variance ~ 0.8^2) spread softmax's
+    # weights: neither uniform nor one-hot.
+    q = (0.8 * rng.standard_normal((batch, m, d))).astype(dt)
+    k = rng.standard_normal((batch, k2, d)).astype(dt)
+    v = rng.standard_normal((batch, k2, d)).astype(dt)
+    o = np.zeros((batch, m, d), dt)
+    layout = _layout(k.nbytes)
+    bufs, _ = place({"q": q, "k": k, "v": v, "o": o}, layout)
+    before = {b: buf.copy() for b, buf in bufs.items()}
+
+    plan = plan_flash_attention(_attention(batch, m, k2, d, elem), causal=causal)
+    ctx = new_context()
+    module, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=ctx)
+    assert module.operation.verify()
+    kernel = Kernel(fn, arch="sm_80", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
+    start = time.perf_counter()
+    # Causal: the key loop's bound depends on the workgroup (blocks stop at their diagonal), and
+    # the executor needs uniform loop bounds: one workgroup per batch of lanes.
+    stats = kernel.run(bufs, max_lanes=plan.workgroup_size if causal else 1 << 14)
+    seconds = time.perf_counter() - start
+    assert not stats.races, stats.races[:3]
+
+    # Nothing but O's bytes changed; O's bytes all written.
+    ob, oo = layout["o"].binding, layout["o"].offset
+    changed = {b: np.flatnonzero(bufs[b] != before[b]) for b in bufs}
+    for b, idx in changed.items():
+        outside = idx if b != ob else idx[(idx < oo) | (idx >= oo + o.nbytes)]
+        assert outside.size == 0, f"binding {b}: bytes {outside[:8]} outside O changed"
+    assert kernel.written[ob][oo:oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
+    out = bufs[ob][oo:oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
+
+    ref = reference(q, k, v, plan.scale, causal)
+    u = _U[elem]
+    vmax = np.abs(v.astype(np.float64)).max(axis=(1, 2))[:, None, None]
+    bound = u * np.abs(ref) + 2 * u * vmax
+    err = np.abs(out - ref)
+    assert np.isfinite(out).all()
+    assert (err <= bound).all(), f"max error {err.max():.3g} (bound there {bound.flat[err.argmax()]:.3g})"
+    return plan, stats, seconds
+
+
+def _case_id(c):
+    b, m, k2, d, elem, causal = c
+    return f"b{b}-m{m}-k{k2}-d{d}-{elem}{'-causal' if causal else ''}"
+
+
+# A few representative shapes by default (aligned; partial query and key tiles; M != K2;
+# both head dims, dtypes and causal); the long tail with -m exhaustive.
+DEFAULT = [
+    (1, 64, 64, 64, "f16", False),
+    (2, 100, 200, 128, "bf16", False),
+    (3, 200, 100, 64, "f16", True),
+    (1, 16, 128, 128, "f16", True),
+]
+SIZES = (16, 64, 100, 128, 200)
+EXHAUSTIVE = [(b, m, k2, d, e, c)
+              for i, (b, m, k2, d, e, c) in enumerate(
+                  (b, m, k2, d, e, c) for b in (1, 2, 3) for m in SIZES for k2 in SIZES
+                  for d in (64, 128) for e in ("f16", "bf16") for c in (False, True))
+              if i % 7 == 0 and (b, m, k2, d, e, c) not in DEFAULT]  # an even spread of the 600
+
+
+@pytest.mark.parametrize("case", DEFAULT + [pytest.param(c, marks=pytest.mark.exhaustive) for c in EXHAUSTIVE],
+                         ids=_case_id)
+def test_flash_attention_on_the_executor(case):
+    batch, m, k2, d, elem, causal = case
+    plan, stats, seconds = run_case(batch, m, k2, d, elem, causal)
+    grid = plan.grid
+    blocks = [min(plan.key_tiles, -(-(i + 1) * 64 // 64)) if causal else plan.key_tiles for i in range(grid[0])]
+    tiles = sum(blocks) * batch
+    per_tile = 4 * (64 // 8) * (d // 16) + 4 * (d // 8) * 4  # S and P V mma.sync per warp-tile, 4 warps
+    assert stats.matrix_ops == tiles * per_tile
+    # Two barriers per tile, counted once per batch of lanes run together: all workgroups at
+    # once, or (causal) one at a time.
+    assert stats.barriers == 2 * (tiles if causal else plan.key_tiles)
+    # shuffles: per tile 2 rows x 2 (max), at the end 2 rows x 2 (sum), per warp
+    assert stats.cross_lane_ops == 4 * batch * (4 * sum(blocks) + 4 * grid[0])
+    assert seconds < 60
+
+
+def test_kernel_ops():
+    """What the kernel is made of: mma.sync, gpu.shuffle xor, exp2, LDS, no permute (the P
+    conversion is in-lane on mma.sync)."""
+    plan = plan_flash_attention(_attention(1, 100, 100, 64, "f16"), causal=True)
+    ctx = new_context()
+    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3), ctx=ctx)
+    text = str(module)
+    assert plan.conversion.plan.kind == "in-lane" and plan.conversion.plan.registers.permutes == ()
+    assert len(ops_named(fn, "nvgpu.mma.sync")) == 8 * 4 + 8 * 4  # S: 8 x K1/16, P V: N/8 x 4
+    assert len(ops_named(fn, "memref.alloc")) == 2 and "#gpu.address_space<workgroup>" in text
+    assert len(ops_named(fn, "gpu.shuffle")) == 2 * 2 + 2 * 2 and "rocdl." not in text
+    assert "math.exp2" in text and "math.exp " not in text
+    assert len(ops_named(fn, "scf.for")) == 1
+    subs = ops_named(fn, "hal.interface.binding.subspan")
+    assert [ir.IntegerAttr(s.attributes["binding"]).value for s in subs] == [0, 1, 2, 3]
+
+
+def test_a_broken_kernel_fails_the_check():
+    """The check can fail: a kernel whose P V skips the last 16 keys of every tile is caught."""
+    plan = plan_flash_attention(_attention(1, 64, 64, 64, "f16"))
+    ctx = new_context()
+    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3), ctx=ctx)
+    mmas = ops_named(fn, "nvgpu.mma.sync")
+    pv = [op for op in mmas if "mmaflow.pv" in str(op.location)]
+    assert len(pv) == 8 * 4
+    for op in pv[3::4]:  # the fourth 16-key chunk of each accumulator: O passes through
+        op.results[0].replace_all_uses_with(op.operands[2])
+        op.erase()
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((1, 64, 64)).astype(np.float16) for _ in range(3))
+    bufs = {0: q.copy(), 1: k.copy(), 2: v.copy(), 3: np.zeros((1, 64, 64), np.float16)}
+    Kernel(fn, arch="sm_80", grid=plan.grid, workgroup_size=128, wave_size=32).run(bufs)
+    err = np.abs(bufs[3].astype(np.float64) - reference(q, k, v, plan.scale, False))
+    assert err.max() > 10 * (2 * 2.0 ** -11 * np.abs(v.astype(np.float64)).max())
+
+
+@pytest.mark.parametrize("attn,target,why", [
+    (_attention(1, 64, 64, 96, "f16"), "sm_80", "head dims 96 -> 96"),
+    (_attention(1, 64, 64, 64, "f32"), "sm_80", "must all be f16 or all bf16"),
+    (_attention(1, 64, 64, 64, "f16", mask="boolean i1 mask 1x64x64, whether causal is in its data"), "sm_80",
+     "a mask tensor is not supported"),
+    (Attention("iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"),
+     "sm_80", "dynamic sizes"),
+    (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", None, "no mask"),
+     "sm_80", "run-time scale"),
+    (_attention(1, 64, 64, 64, "f16"), "gfx942", "NVIDIA mma.sync"),
+])
+def test_unsupported_cases_are_refused_by_name(attn, target, why):
+    with pytest.raises(UnsupportedError, match=why):
+        plan_flash_attention(attn, target=target)
+
+
+def test_unaligned_offsets_are_refused():
+    plan = plan_flash_attention(_attention(1, 64, 64, 64, "f16"))
+    with pytest.raises(UnsupportedError, match="byte offset 8"):
+        standalone_module(plan, q=Placement(0, 8), k=Placement(1), v=Placement(2), o=Placement(3), ctx=new_context())
