@@ -54,13 +54,15 @@ from iree.compiler.dialects import arith, func, gpu, hal, scf, vector
 from iree.compiler.dialects import math as math_d
 from iree.compiler.dialects import memref as memref_d
 
-from .attention import Attention
+from .attention import Attention, describe_attention
 from .convert import AttentionConversion, attention_conversion, hardware_keys
 from .convert_emit import emit_register_route
 from .emit import Emitter
 from .errors import UnsupportedError
 from .intrinsics import Intrinsic
 from .layout import COL, ROW, Layout
+from .mlir import defining_op, subspan_binding, subspan_constant_offset, user_of
+from .mlir import walk as walk_ops
 from .targets import Vendor, get_target
 
 BLOCK_M = 64  # queries per workgroup
@@ -463,8 +465,8 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
             mems.append(hal.InterfaceBindingSubspanOp(
                 _global_type(plan, rows, elem), layout, pl.binding, [], byte_offset=em.const(pl.offset),
                 alignment=64, descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags)).result)
-    kernel = _Kernel(plan, em)
-    kernel.build(*mems)
+    with loc:
+        _Kernel(plan, em).build(*mems)
     with loc, body_ip:
         func.ReturnOp([])
     return fn.operation
@@ -490,3 +492,85 @@ def standalone_module(plan: FlashAttentionPlan, *, q: Placement, k: Placement, v
                                   layout=pipeline_layout([q, k, v, o], o), ip=ir.InsertionPoint(module.body),
                                   loc=loc)
     return module, fn
+
+
+# ---------------------------------------------------------------------------------------------
+# An IREE dispatch holding one attention op, replaced by the kernel.
+
+def _dims(attr: ir.Attribute) -> list[int]:
+    return [ir.AffineDimExpr(e).position for e in ir.AffineMapAttr(attr).value.results]
+
+
+def _whole(access: ir.Operation, tensor: ir.Type) -> bool:
+    """A dispatch.tensor.load/store of the whole tensor: offsets 0, full sizes, unit strides, all
+    static."""
+    def arr(name):
+        return list(ir.DenseI64ArrayAttr(access.attributes[name]))
+    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == list(ir.RankedTensorType(tensor).shape)
+            and all(s == 1 for s in arr("static_strides")))
+
+
+def _subspan_placement(sub: ir.Operation | None, what: str) -> Placement:
+    if sub is None or sub.name != "hal.interface.binding.subspan":
+        raise UnsupportedError(f"attention's {what} does not come from a binding")
+    offset = subspan_constant_offset(sub)
+    if offset is None:
+        raise UnsupportedError(f"attention's {what} is at a run-time byte offset (constants only)")
+    return Placement(subspan_binding(sub), offset)
+
+
+def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation]:
+    """Where an attention op's Q, K, V and O live (each a whole binding tensor: loaded, or
+    stored, whole through iree_tensor_ext.dispatch.tensor.load/store), the bindings' pipeline
+    layout, and the store. UnsupportedError when the dispatch is anything else."""
+    if op.name != "iree_linalg_ext.attention" or len(op.operands) != 5 or len(op.results) != 1:
+        raise UnsupportedError(f"{op.name} with {len(op.operands)} operands: the kernel takes attention(Q, K, V, "
+                               f"scale) with no mask")
+    maps = [_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    q, k, v, _, o = maps
+    batch = q[:-2]
+    m, k1, k2, n = q[-2], q[-1], k[-2], v[-1]
+    if (k, v, o) != (batch + [k2, k1], batch + [k2, n], batch + [m, n]):
+        raise UnsupportedError(f"attention indexing maps {maps}: the kernel takes Q (batch, M, K1), K (batch, K2, K1), "
+                               f"V (batch, K2, N), O (batch, M, N)")
+    body = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
+    if body is not None:
+        ops = [x.operation for x in body.operations]
+        if len(ops) != 1 or list(ops[0].operands) != [body.arguments[0]]:
+            raise UnsupportedError("attention's score region modifies the scores (the kernel takes them as they are)")
+    placements, subs = {}, []
+    for what, value in zip("QKV", list(op.operands)[:3]):
+        load = defining_op(value)
+        if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
+            raise UnsupportedError(f"attention's {what} is not a whole binding tensor")
+        sub = defining_op(load.operands[0])
+        placements[what] = _subspan_placement(sub, what)
+        subs.append(sub)
+    users = [user_of(u) for u in op.results[0].uses]
+    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store" \
+            or not _whole(users[0], op.results[0].type):
+        raise UnsupportedError("attention's output is not stored whole to a binding (fused consumers?)")
+    sub = defining_op(users[0].operands[1])
+    placements["O"] = _subspan_placement(sub, "O")
+    subs.append(sub)
+    return placements, subs[0].attributes["layout"], users[0]
+
+
+def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False) -> FlashAttentionPlan:
+    """Replace the dispatch function ``fn`` (IREE's executable-sources IR: one attention op between
+    whole-tensor loads and a store) by the kernel, under the same name; returns the plan. The
+    caller hands it back (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""
+    found = [x for x in walk_ops(fn) if x.name.startswith("iree_linalg_ext.") and x.name != "iree_linalg_ext.yield"]
+    if len(found) != 1 or found[0].name != "iree_linalg_ext.attention":
+        raise UnsupportedError(f"the dispatch holds {[x.name for x in found]}: the kernel replaces one "
+                               f"iree_linalg_ext.attention")
+    op = found[0]
+    plan = plan_flash_attention(describe_attention(op), target=target, causal=causal)
+    placements, layout, _ = attention_placements(op)
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    with fn.context:
+        emit_flash_attention(plan, name=name, q=placements["Q"], k=placements["K"], v=placements["V"],
+                             o=placements["O"], layout=layout, ip=ir.InsertionPoint(fn),
+                             loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location))
+    fn.erase()
+    return plan
