@@ -210,3 +210,114 @@ def test_unaligned_offsets_are_refused():
     plan = plan_flash_attention(_attention(1, 64, 64, 64, "f16"))
     with pytest.raises(UnsupportedError, match="byte offset 8"):
         standalone_module(plan, q=Placement(0, 8), k=Placement(1), v=Placement(2), o=Placement(3), ctx=new_context())
+
+
+_SOURCE = """func.func @attn(%q: tensor<{b}x{m}x{d}x{t}>, %k: tensor<{b}x{k2}x{d}x{t}>, %v: tensor<{b}x{k2}x{d}x{t}>) -> tensor<{b}x{m}x{d}x{t}> {{
+  %scale = arith.constant {scale} : {t}
+  %e = tensor.empty() : tensor<{b}x{m}x{d}x{t}>
+  %o = iree_linalg_ext.attention <{{indexing_maps = [affine_map<(b, m, n, k1, k2) -> (b, m, k1)>, affine_map<(b, m, n, k1, k2) -> (b, k2, k1)>, affine_map<(b, m, n, k1, k2) -> (b, k2, n)>, affine_map<(b, m, n, k1, k2) -> ()>, affine_map<(b, m, n, k1, k2) -> (b, m, n)>]}}> ins(%q, %k, %v, %scale : tensor<{b}x{m}x{d}x{t}>, tensor<{b}x{k2}x{d}x{t}>, tensor<{b}x{k2}x{d}x{t}>, {t}) outs(%e : tensor<{b}x{m}x{d}x{t}>) {{
+  ^bb0(%s: f32):
+    iree_linalg_ext.yield %s : f32
+  }} -> tensor<{b}x{m}x{d}x{t}>
+  return %o : tensor<{b}x{m}x{d}x{t}>
+}}
+"""
+
+
+@pytest.mark.parametrize("b,m,k2,d,elem,causal", [(2, 100, 200, 64, "f16", False),
+                                                  pytest.param(1, 128, 200, 128, "bf16", True,
+                                                               marks=pytest.mark.exhaustive)])
+def test_iree_dispatch_replaced_and_handed_back(tmp_path, b, m, k2, d, elem, causal):
+    """IREE's own attention dispatch (executable-sources), replaced by the kernel
+    (``rewrite_dispatch``: Q, K, V, O at IREE's bindings) and handed back, runs on the executor
+    as ``runtime/simulate.py`` loads a handed-back dispatch: grid from its dispatch_config,
+    sizes from its translation_info."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mmaflow.compiler.flash_attention import rewrite_dispatch
+    from mmaflow.compiler.mlir import parse_module
+    from mmaflow.compiler.stages.hand_back import constant_grid, install
+    from mmaflow.compiler.targets import get_target
+    from mmaflow.runtime.simulate import load_dispatch, run_dispatch
+
+    src = tmp_path / "attn.mlir"
+    src.write_text(_SOURCE.format(b=b, m=m, k2=k2, d=d, t=elem, scale=d ** -0.5))
+    iree_compile = Path(sys.executable).parent / "iree-compile"
+    subprocess.run([str(iree_compile), str(src), "--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80",
+                    "--compile-to=executable-sources", "-o", str(tmp_path / "src.mlir")], check=True)
+    ctx = new_context()
+    module = parse_module((tmp_path / "src.mlir").read_text(), ctx)
+    (fn,) = [f for f in ops_named(module.operation, "func.func") if ops_named(f, "iree_linalg_ext.attention")]
+    name, inner = ir.StringAttr(fn.attributes["sym_name"]).value, fn.parent
+    plan = rewrite_dispatch(fn, target="sm_80", causal=causal)
+    (kernel,) = [f for f in ops_named(inner, "func.func") if ir.StringAttr(f.attributes["sym_name"]).value == name]
+    install(kernel, get_target("sm_80"), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
+            grid=constant_grid(plan.grid))
+    assert module.operation.verify()
+    dispatch = load_dispatch(module)
+    assert dispatch.grid() == plan.grid and dispatch.workgroup_size == 128
+
+    dt = _DT[elem]
+    rng = np.random.default_rng(5)
+    q = (0.8 * rng.standard_normal((b, m, d))).astype(dt)
+    k, v = (rng.standard_normal((b, k2, d)).astype(dt) for _ in range(2))
+    guard = np.full(64, SENTINEL, np.uint8)
+    bufs = {i: np.concatenate([t.view(np.uint8).reshape(-1), guard])
+            for i, t in enumerate([q, k, v, np.zeros((b, m, d), dt)])}
+    before = {i: x.copy() for i, x in bufs.items()}
+    run_dispatch(dispatch, bufs, max_lanes=plan.workgroup_size if causal else 1 << 14)
+    for i in range(3):
+        assert np.array_equal(bufs[i], before[i])
+    assert np.array_equal(bufs[3][-64:], guard)
+    out = bufs[3][:-64].view(dt).reshape(b, m, d).astype(np.float64)
+    ref = reference(q, k, v, plan.scale, causal)
+    u = _U[elem]
+    assert (np.abs(out - ref) <= u * np.abs(ref) + 2 * u * np.abs(v.astype(np.float64)).max()).all()
+
+
+def test_gpu_shuffle_semantics():
+    """The executor's gpu.shuffle: xor, idx, down and up within a warp; an out-of-range source
+    keeps the lane's own value and says so (valid = false)."""
+    from iree.compiler.dialects import arith, func, gpu
+    from iree.compiler.dialects import memref as memref_d
+
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        i32, f32, index = ir.IntegerType.get_signless(32), ir.F32Type.get(), ir.IndexType.get()
+        g = ir.Attribute.parse("#gpu.address_space<global>")
+        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
+                                    'Indirect>, #hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>')
+        from iree.compiler.dialects import hal
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("shuffle", ir.FunctionType.get([], []))
+        with ir.InsertionPoint(fn.add_entry_block()):
+            c0 = arith.ConstantOp(index, 0).result
+            out = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([4, 64], f32, memory_space=g), layout, 0, [],
+                                                byte_offset=c0, alignment=64).result
+            ok = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([4, 64], i32, memory_space=g), layout, 1, [],
+                                               byte_offset=c0, alignment=64).result
+            tid = gpu.ThreadIdOp(gpu.Dimension.x).result
+            val = arith.UIToFPOp(f32, arith.IndexCastOp(i32, tid).result).result
+            width = arith.ConstantOp(i32, 32).result
+            for row, (mode, off) in enumerate([(gpu.ShuffleMode.XOR, 5), (gpu.ShuffleMode.IDX, 3),
+                                               (gpu.ShuffleMode.DOWN, 4), (gpu.ShuffleMode.UP, 2)]):
+                r, valid = gpu.ShuffleOp(val, arith.ConstantOp(i32, off).result, width, mode).results
+                at = [arith.ConstantOp(index, row).result, tid]
+                memref_d.StoreOp(r, out, at)
+                memref_d.StoreOp(arith.ExtUIOp(i32, valid).result, ok, at)
+            func.ReturnOp([])
+    assert module.operation.verify()
+    bufs = {0: np.zeros((4, 64), np.float32), 1: np.zeros((4, 64), np.int32)}
+    stats = Kernel(fn.operation, arch="sm_80", grid=(1, 1, 1), workgroup_size=64, wave_size=32).run(bufs)
+    lane = np.arange(64) % 32
+    base = np.arange(64) - lane
+    down_ok, up_ok = lane + 4 < 32, lane - 2 >= 0
+    np.testing.assert_array_equal(bufs[0][0], base + (lane ^ 5))
+    np.testing.assert_array_equal(bufs[0][1], base + 3)
+    np.testing.assert_array_equal(bufs[0][2], np.where(down_ok, np.arange(64) + 4, np.arange(64)))
+    np.testing.assert_array_equal(bufs[0][3], np.where(up_ok, np.arange(64) - 2, np.arange(64)))
+    np.testing.assert_array_equal(bufs[1], np.stack([np.ones(64), np.ones(64), down_ok, up_ok]).astype(np.int32))
+    assert stats.cross_lane_ops == 4 * 2
