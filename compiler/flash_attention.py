@@ -59,6 +59,7 @@ from .convert import AttentionConversion, attention_conversion, hardware_keys
 from .convert_emit import emit_register_route
 from .emit import Emitter
 from .errors import UnsupportedError
+from .fragments import FragmentLoader, FragmentPlan, LaneIndex
 from .intrinsics import Intrinsic
 from .layout import COL, ROW, Layout
 from .mlir import defining_op, subspan_binding, subspan_constant_offset, user_of
@@ -97,6 +98,8 @@ class FlashAttentionPlan:
     elem: str  # "f16" | "bf16", inputs and output
     scale: float
     causal: bool
+    k_fragments: FragmentPlan  # S's B operand (K^T) from K's [key][head dim] LDS tile
+    v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
 
     @property
     def wave_size(self) -> int:
@@ -126,7 +129,8 @@ class FlashAttentionPlan:
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}; {self.intrinsic.name}, "
                 f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
-                f"{self.lds_bytes} LDS bytes; P conversion {self.conversion.plan.kind}")
+                f"{self.lds_bytes} LDS bytes; K fragments {self.k_fragments.kind}, V fragments {self.v_fragments.kind}, "
+                f"P conversion {self.conversion.plan.kind}")
 
 
 def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False) -> FlashAttentionPlan:
@@ -156,8 +160,15 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
                                f"register routes only")
     if conv.dest_batch[0] != 1 or intr.m * WARPS != BLOCK_M or BLOCK_N % (conv.dest_batch[1] * intr.k):
         raise UnsupportedError(f"{intr.name}: P tiles {conv.dest_batch} do not fit a warp's 16 x {BLOCK_N} block")
-    return FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, attn.k1, attn.q_type,
-                              float(attn.scale), causal)
+    d = attn.k1
+    # K^T as S's B operand: rows (K) = head dim, cols = keys; stored [key][head dim], K-innermost.
+    k_frags = FragmentPlan.plan(intr.b.compose(d // intr.k, BLOCK_N // intr.n), ROW, 16, intr.b_shape,
+                                allow_ldmatrix=True)
+    # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer.
+    v_frags = FragmentPlan.plan(intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape,
+                                allow_ldmatrix=True, k_outer=True)
+    return FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
+                              float(attn.scale), causal, k_frags, v_frags)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -271,6 +282,11 @@ class _Kernel:
             tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
         with em.loc, em.ip:
             loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
+        # Fragment loaders for K and V (``fragments.py``: ldmatrix, .trans for V's K-outer
+        # tile); their lane addresses are computed once, before the loop.
+        lanes = LaneIndex(em.at(ir.InsertionPoint(loop.operation)), lane, p.wave_size)
+        self.k_loader = FragmentLoader(p.k_fragments, k_lds, self.t, lanes)
+        self.v_loader = FragmentLoader(p.v_fragments, v_lds, self.t, lanes)
         body = em.at(ir.InsertionPoint(loop.body))
         self.em = body
         carried = list(loop.inner_iter_args)
@@ -311,19 +327,16 @@ class _Kernel:
         em.barrier()
 
         # 3. S = Q K^T: B = K^T (rows: head dim, cols: keys) read from K's LDS rows.
-        b, c = intr.b, intr.c
-        b_row, b_col = _lane_part(em, b, lane, ROW), _lane_part(em, b, lane, COL)
+        c = intr.c
         n_s = BLOCK_N // intr.n
+        k_steps = d // intr.k
+        origin = {ROW: em.const(0), COL: em.const(0)}
+        frags = self.k_loader.load_each(em, origin, [(kk, j) for j in range(n_s) for kk in range(k_steps)])
         s_acc = []
         for j in range(n_s):
             acc = em.zero_vector(self.c_t)
-            for kk in range(d // intr.k):
-                frag = em.zero_vector(ir.VectorType.get([b.elements], self.t))
-                for run in b.runs(ROW):
-                    part = em.lds_load(k_lds, [em.add(b_col, j * intr.n + run.col), em.add(b_row, kk * intr.k + run.row)],
-                                       ir.VectorType.get([run.length], self.t))
-                    frag = em.insert_slice(part, frag, run.first)
-                acc = em.mma(intr, self._q[kk], em.shape_cast(frag, intr.b_shape), acc)
+            for kk in range(k_steps):
+                acc = em.mma(intr, self._q[kk], frags[j * k_steps + kk], acc)
             s_acc.append(acc)
 
         # 4. Online softmax on C, f32, exp2 with log2(e) folded into the scale.
@@ -396,16 +409,12 @@ class _Kernel:
         # 6. O += P V: B = V (rows: keys, cols: head dim) from V's LDS rows.
         pv = em.named("pv")
         self.em = pv
-        vb_row, vb_col = _lane_part(pv, b, lane, ROW), _lane_part(pv, b, lane, COL)
+        n_g = len(p_frags)
+        frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))])
         o_new = []
         for dn, o in enumerate(o_scaled):
             for g, pa in enumerate(p_frags):
-                frag = pv.zero_vector(ir.VectorType.get([b.elements], self.t))
-                for run in b.runs(COL):
-                    part = pv.lds_load(v_lds, [pv.add(vb_row, g * intr.k + run.row), pv.add(vb_col, dn * intr.n + run.col)],
-                                       ir.VectorType.get([run.length], self.t))
-                    frag = pv.insert_slice(part, frag, run.first)
-                o = pv.mma(intr, pa, pv.shape_cast(frag, intr.b_shape), o)
+                o = pv.mma(intr, pa, frags[g * len(o_scaled) + dn], o)
             o_new.append(o)
         self.em = em
         return m_new, l_new, o_new

@@ -151,6 +151,8 @@ def test_flash_attention_on_the_executor(case):
     assert stats.barriers == 2 * (tiles if causal else plan.key_tiles)
     # shuffles: per tile 2 rows x 2 (max), at the end 2 rows x 2 (sum), per warp
     assert stats.cross_lane_ops == 4 * batch * (4 * sum(blocks) + 4 * grid[0])
+    # Padded LDS rows: the 16-byte copies and the ldmatrix reads are bank-conflict free.
+    assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)
     assert seconds < 60
 
 
@@ -164,6 +166,13 @@ def test_kernel_ops():
     assert plan.conversion.plan.kind == "in-lane" and plan.conversion.plan.registers.permutes == ()
     assert len(ops_named(fn, "nvgpu.mma.sync")) == 8 * 4 + 8 * 4  # S: 8 x K1/16, P V: N/8 x 4
     assert len(ops_named(fn, "memref.alloc")) == 2 and "#gpu.address_space<workgroup>" in text
+    # K's and V's fragments by ldmatrix x4, two instructions' fragments each (V: .trans).
+    ld = ops_named(fn, "nvgpu.ldmatrix")
+    assert plan.k_fragments.kind == "ldmatrix" and plan.v_fragments.kind == "ldmatrix.trans"
+    assert sorted(ir.BoolAttr(x.attributes["transpose"]).value for x in ld) == [False] * 16 + [True] * 16
+    assert all(ir.IntegerAttr(x.attributes["numTiles"]).value == 4 for x in ld)
+    assert not ops_named(fn, "vector.load", "memref.load") or all(
+        "workgroup" not in str(x.operands[0].type) for x in ops_named(fn, "vector.load", "memref.load"))
     assert len(ops_named(fn, "gpu.shuffle")) == 2 * 2 + 2 * 2 and "rocdl." not in text
     assert "math.exp2" in text and "math.exp " not in text
     assert len(ops_named(fn, "scf.for")) == 1
