@@ -71,7 +71,7 @@ def _layout(k_bytes):
             "o": Placement(2, 256)}
 
 
-def run_case(batch, m, k2, d, elem, causal, seed=0):
+def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None):
     dt = _DT[elem]
     rng = np.random.default_rng(seed)
     # Normal inputs; Q scaled so that scores (scale * q.k, variance ~ 0.8^2) spread softmax's
@@ -79,12 +79,14 @@ def run_case(batch, m, k2, d, elem, causal, seed=0):
     q = (0.8 * rng.standard_normal((batch, m, d))).astype(dt)
     k = rng.standard_normal((batch, k2, d)).astype(dt)
     v = rng.standard_normal((batch, k2, d)).astype(dt)
+    if inputs is not None:
+        q, k, v = (x.astype(dt) for x in inputs)
     o = np.zeros((batch, m, d), dt)
     layout = _layout(k.nbytes)
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
 
-    plan = plan_flash_attention(_attention(batch, m, k2, d, elem), causal=causal)
+    plan = plan_flash_attention(_attention(batch, m, k2, d, elem, scale=scale), causal=causal)
     ctx = new_context()
     module, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=ctx)
     assert module.operation.verify()
@@ -330,3 +332,32 @@ def test_gpu_shuffle_semantics():
     np.testing.assert_array_equal(bufs[0][3], np.where(up_ok, np.arange(64) - 2, np.arange(64)))
     np.testing.assert_array_equal(bufs[1], np.stack([np.ones(64), np.ones(64), down_ok, up_ok]).astype(np.int32))
     assert stats.cross_lane_ops == 4 * 2
+
+
+def _ramp(m, k2, d, slope, rng):
+    """Q near one direction u, key j = slope * j / k2 * u (+ noise): scores rise (slope > 0) or
+    fall along the keys by ~|slope| * scale * |u|^2 over the sequence."""
+    u = rng.standard_normal(d)
+    u /= np.linalg.norm(u)
+    q = u[None, None, :] * 4.0 + 0.1 * rng.standard_normal((1, m, d))
+    k = (slope * np.arange(k2) / k2)[None, :, None] * u[None, None, :] + 0.1 * rng.standard_normal((1, k2, d))
+    v = rng.standard_normal((1, k2, d))
+    return q, k, v
+
+
+@pytest.mark.parametrize("slope", [40.0, -40.0], ids=["rising", "falling"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_online_softmax_rescaling(slope, causal):
+    """Scores that rise along the keys make every tile raise the running max (O and l rescaled
+    by exp2(m_old - m_new) each time; the scores climb by ~20 over the sequence); falling ones keep
+    the first tile's max and make later tiles' P underflow toward 0. Both must match."""
+    rng = np.random.default_rng(11)
+    run_case(1, 100, 300, 64, "f16", causal, inputs=_ramp(100, 300, 64, slope, rng), scale=0.125)
+
+
+def test_extreme_scores():
+    """Scores spanning in the hundreds (scale 4 on scores of standard deviation ~72): exp2 underflows to exactly 0 for most keys,
+    nothing overflows, no NaN; the result matches (nearly one-hot rows)."""
+    rng = np.random.default_rng(12)
+    q, k, v = rng.standard_normal((2, 64, 64)), rng.standard_normal((2, 130, 64)), rng.standard_normal((2, 130, 64))
+    run_case(2, 64, 130, 64, "bf16", False, inputs=(3 * q, 3 * k, v), scale=4.0)
