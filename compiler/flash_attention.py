@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from iree.compiler import ir
 from iree.compiler.dialects import arith, func, gpu, hal, scf, vector
 from iree.compiler.dialects import math as math_d
-from iree.compiler.dialects import memref as memref_d
 
 from .attention import Attention, describe_attention
 from .convert import AttentionConversion, attention_conversion, hardware_keys
@@ -129,7 +128,8 @@ class FlashAttentionPlan:
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}; {self.intrinsic.name}, "
                 f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
-                f"{self.lds_bytes} LDS bytes; K fragments {self.k_fragments.kind}, V fragments {self.v_fragments.kind}, "
+                f"{self.lds_bytes} LDS bytes; K fragments {self.k_fragments.kind}, "
+                f"V fragments {self.v_fragments.kind}, "
                 f"P conversion {self.conversion.plan.kind}")
 
 
@@ -515,7 +515,8 @@ def _whole(access: ir.Operation, tensor: ir.Type) -> bool:
     static."""
     def arr(name):
         return list(ir.DenseI64ArrayAttr(access.attributes[name]))
-    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == list(ir.RankedTensorType(tensor).shape)
+    full = list(ir.RankedTensorType(tensor).shape)
+    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
             and all(s == 1 for s in arr("static_strides")))
 
 

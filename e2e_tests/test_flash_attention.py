@@ -356,8 +356,9 @@ def test_online_softmax_rescaling(slope, causal):
 
 
 def test_extreme_scores():
-    """Scores spanning in the hundreds (scale 4 on scores of standard deviation ~72): exp2 underflows to exactly 0 for most keys,
-    nothing overflows, no NaN; the result matches (nearly one-hot rows)."""
+    """Scores in the hundreds (scale 4 on dot products of standard deviation ~72): exp2
+    underflows to exactly 0 for most keys, nothing overflows, no NaN; the result matches
+    (nearly one-hot rows)."""
     rng = np.random.default_rng(12)
     q, k, v = rng.standard_normal((2, 64, 64)), rng.standard_normal((2, 130, 64)), rng.standard_normal((2, 130, 64))
     run_case(2, 64, 130, 64, "bf16", False, inputs=(3 * q, 3 * k, v), scale=4.0)
