@@ -97,6 +97,7 @@ class FlashAttentionPlan:
     elem: str  # "f16" | "bf16", inputs and output
     scale: float
     causal: bool
+    stages: int  # 1: K/V copied through registers, two barriers per tile; 2: a two-slot cp.async ring
     k_fragments: FragmentPlan  # S's B operand (K^T) from K's [key][head dim] LDS tile
     v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
 
@@ -122,20 +123,32 @@ class FlashAttentionPlan:
 
     @property
     def lds_bytes(self) -> int:
-        return 2 * BLOCK_N * self.lds_row * 2  # K and V tiles, 16-bit
+        return self.stages * 2 * BLOCK_N * self.lds_row * 2  # K and V tiles (per slot), 16-bit
+
+    @property
+    def barriers_per_tile(self) -> int:
+        return 2 if self.stages == 1 else 1
 
     def describe(self) -> str:
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}; {self.intrinsic.name}, "
                 f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
-                f"{self.lds_bytes} LDS bytes; K fragments {self.k_fragments.kind}, "
+                f"{self.lds_bytes} LDS bytes, " + ("K/V copies through registers" if self.stages == 1 else
+                                                    f"a {self.stages}-slot cp.async ring") + f"; K fragments {self.k_fragments.kind}, "
                 f"V fragments {self.v_fragments.kind}, "
                 f"P conversion {self.conversion.plan.kind}")
 
 
-def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False) -> FlashAttentionPlan:
-    """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why."""
+def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False,
+                         stages: int = 2) -> FlashAttentionPlan:
+    """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
+    ``stages``: 2 (default) streams K and V through a two-slot LDS ring filled by cp.async, the
+    next tile in flight while this one is computed, one barrier per tile; 1 copies each tile
+    through registers between two barriers."""
     tgt = get_target(target)
+    if stages not in (1, 2):
+        raise UnsupportedError(f"stages = {stages}: the kernel has a synchronous copy (1) or a two-slot "
+                               f"cp.async ring (2)")
     if tgt.vendor is not Vendor.NVIDIA:
         raise UnsupportedError(f"the flash-attention kernel is written for NVIDIA mma.sync, not {target}")
     what = attn.describe()
@@ -167,8 +180,11 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer.
     v_frags = FragmentPlan.plan(intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape,
                                 allow_ldmatrix=True, k_outer=True)
-    return FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
-                              float(attn.scale), causal, k_frags, v_frags)
+    plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
+                              float(attn.scale), causal, stages, k_frags, v_frags)
+    if plan.lds_bytes > tgt.lds_bytes:
+        raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
+    return plan
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,8 +285,9 @@ class _Kernel:
             q_frags.append(em.shape_cast(frag, intr.a_shape))
         self._q = q_frags
 
-        k_lds = em.named("lds_k").alloc_lds([BLOCK_N, p.lds_row], self.t)
-        v_lds = em.named("lds_v").alloc_lds([BLOCK_N, p.lds_row], self.t)
+        ring = [p.stages] if p.stages > 1 else []  # a leading slot dimension for the async ring
+        k_lds = em.named("lds_k").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
+        v_lds = em.named("lds_v").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
 
         # Loop-carried: per row a lane holds, the running max and the lane's partial sum; O.
         neg_inf = self.fconst(-math.inf)
@@ -280,6 +297,11 @@ class _Kernel:
         tiles = em.const(p.key_tiles)
         if p.causal:  # tiles holding a key <= this block's last query
             tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
+        self.tiles = tiles
+        tid = em.thread_id()
+        if p.stages > 1:  # the first tile's copies, in flight before the loop
+            self.first_group = self.issue_tile(em, em.const(0), em.const(0), None, batch, tid, k_mem, v_mem,
+                                               k_lds, v_lds)
         with em.loc, em.ip:
             loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
         # Fragment loaders for K and V (``fragments.py``: ldmatrix, .trans for V's K-outer
@@ -296,6 +318,8 @@ class _Kernel:
         with body.loc, body.ip:
             scf.YieldOp(m_new + l_new + o_new)
         self.em = em
+        if p.stages > 1:  # the last iteration's (empty) prefetch
+            em.async_wait(self.first_group, 0)
         results = list(loop.results)
         self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
 
@@ -315,23 +339,57 @@ class _Kernel:
                                          [None, p.k2 if p.k2 % BLOCK_N else None, None])
             em.lds_store(val, dst, [row, col])
 
+    def issue_tile(self, em: Emitter, kt, slot, valid, batch, tid, k_mem, v_mem, k_lds, v_lds) -> ir.Value:
+        """Tile ``kt`` of K and V into ring slot ``slot`` by cp.async (``nvgpu.device_async_copy``,
+        16 bytes a chunk), one commit group; keys past K2, and every key where ``valid`` (an i1,
+        or None) is false, are zero-filled without a read. Returns the group's token."""
+        p = self.p
+        per_chunk = CHUNK_BYTES // 2
+        chunks_per_row = p.head_dim // per_chunk
+        total = BLOCK_N * chunks_per_row
+        key0 = em.mul(kt, BLOCK_N)
+        tokens = []
+        for src, dst, what in ((k_mem, k_lds, "copy_k"), (v_mem, v_lds, "copy_v")):
+            c_em = em.named(what)
+            for i in range(total // p.workgroup_size):
+                cid = c_em.add(tid, i * p.workgroup_size)
+                row, col = c_em.div(cid, chunks_per_row), c_em.mul(c_em.rem(cid, chunks_per_row), per_chunk)
+                key = c_em.add(key0, row)
+                ok = c_em.lt(key, p.k2) if p.k2 % BLOCK_N else None
+                if valid is not None:
+                    ok = valid if ok is None else c_em.and_(ok, valid)
+                tokens.append(c_em.async_copy(src, [batch, key, col], dst, [slot, row, col], per_chunk, ok))
+        return em.async_group(tokens)
+
     def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds):
         p, em, intr = self.p, self.em, self.intr
         d = p.head_dim
         key0 = em.mul(kt, BLOCK_N)
         tid = em.thread_id()
-        # 2. K and V tiles into LDS (the barrier first: the previous tile's reads are done).
-        em.barrier()
-        self.copy_tile(em.named("copy_k"), k_mem, k_lds, batch, key0, tid)
-        self.copy_tile(em.named("copy_v"), v_mem, v_lds, batch, key0, tid)
-        em.barrier()
+        slot = None
+        if p.stages == 1:
+            # 2. K and V tiles into LDS (the barrier first: the previous tile's reads are done).
+            em.barrier()
+            self.copy_tile(em.named("copy_k"), k_mem, k_lds, batch, key0, tid)
+            self.copy_tile(em.named("copy_v"), v_mem, v_lds, batch, key0, tid)
+            em.barrier()
+        else:
+            # 2. This thread's copies of tile kt have landed; after the one barrier every
+            # thread's have, and every thread is done reading the other slot (tile kt - 1), so
+            # tile kt + 1 goes there now, in flight while this tile is computed.
+            em.async_wait(self.first_group, 0)
+            em.barrier()
+            slot = em.rem(kt, p.stages)
+            nxt = em.add(kt, 1)
+            self.issue_tile(em, nxt, em.rem(nxt, p.stages), em.lt(nxt, self.tiles), batch, tid, k_mem, v_mem,
+                            k_lds, v_lds)
 
         # 3. S = Q K^T: B = K^T (rows: head dim, cols: keys) read from K's LDS rows.
         c = intr.c
         n_s = BLOCK_N // intr.n
         k_steps = d // intr.k
         origin = {ROW: em.const(0), COL: em.const(0)}
-        frags = self.k_loader.load_each(em, origin, [(kk, j) for j in range(n_s) for kk in range(k_steps)])
+        frags = self.k_loader.load_each(em, origin, [(kk, j) for j in range(n_s) for kk in range(k_steps)], slot)
         s_acc = []
         for j in range(n_s):
             acc = em.zero_vector(self.c_t)
@@ -410,7 +468,8 @@ class _Kernel:
         pv = em.named("pv")
         self.em = pv
         n_g = len(p_frags)
-        frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))])
+        frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))],
+                                        slot)
         o_new = []
         for dn, o in enumerate(o_scaled):
             for g, pa in enumerate(p_frags):
@@ -566,7 +625,8 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     return placements, subs[0].attributes["layout"], users[0]
 
 
-def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False) -> FlashAttentionPlan:
+def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False,
+                     stages: int = 2) -> FlashAttentionPlan:
     """Replace the dispatch function ``fn`` (IREE's executable-sources IR: one attention op between
     whole-tensor loads and a store) by the kernel, under the same name; returns the plan. The
     caller hands it back (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""
@@ -575,7 +635,7 @@ def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = 
         raise UnsupportedError(f"the dispatch holds {[x.name for x in found]}: the kernel replaces one "
                                f"iree_linalg_ext.attention")
     op = found[0]
-    plan = plan_flash_attention(describe_attention(op), target=target, causal=causal)
+    plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages)
     placements, layout, _ = attention_placements(op)
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     with fn.context:

@@ -71,7 +71,7 @@ def _layout(k_bytes):
             "o": Placement(2, 256)}
 
 
-def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None):
+def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, stages=2):
     dt = _DT[elem]
     rng = np.random.default_rng(seed)
     # Normal inputs; Q scaled so that scores (scale * q.k, variance ~ 0.8^2) spread softmax's
@@ -86,7 +86,7 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None):
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
 
-    plan = plan_flash_attention(_attention(batch, m, k2, d, elem, scale=scale), causal=causal)
+    plan = plan_flash_attention(_attention(batch, m, k2, d, elem, scale=scale), causal=causal, stages=stages)
     ctx = new_context()
     module, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=ctx)
     assert module.operation.verify()
@@ -141,16 +141,32 @@ EXHAUSTIVE = [(b, m, k2, d, e, c)
 @pytest.mark.parametrize("case", DEFAULT + [pytest.param(c, marks=pytest.mark.exhaustive) for c in EXHAUSTIVE],
                          ids=_case_id)
 def test_flash_attention_on_the_executor(case):
+    check_case(case, stages=2)
+
+
+# The synchronous copy (stages=1: through registers, two barriers per tile) on two default
+# shapes, the rest of the spread with -m exhaustive.
+@pytest.mark.parametrize("case", DEFAULT[1:3] + [pytest.param(c, marks=pytest.mark.exhaustive)
+                                                 for c in EXHAUSTIVE[::3]], ids=_case_id)
+def test_flash_attention_synchronous_copies(case):
+    check_case(case, stages=1)
+
+
+def check_case(case, stages):
     batch, m, k2, d, elem, causal = case
-    plan, stats, seconds = run_case(batch, m, k2, d, elem, causal)
+    plan, stats, seconds = run_case(batch, m, k2, d, elem, causal, stages=stages)
     grid = plan.grid
     blocks = [min(plan.key_tiles, -(-(i + 1) * 64 // 64)) if causal else plan.key_tiles for i in range(grid[0])]
     tiles = sum(blocks) * batch
     per_tile = 4 * (64 // 8) * (d // 16) + 4 * (d // 8) * 4  # S and P V mma.sync per warp-tile, 4 warps
     assert stats.matrix_ops == tiles * per_tile
-    # Two barriers per tile, counted once per batch of lanes run together: all workgroups at
-    # once, or (causal) one at a time.
-    assert stats.barriers == 2 * (tiles if causal else plan.key_tiles)
+    # Two barriers per tile (one with the cp.async ring), counted once per batch of lanes run
+    # together: all workgroups at once, or (causal) one at a time.
+    assert stats.barriers == plan.barriers_per_tile * (tiles if causal else plan.key_tiles)
+    # cp.async: every tile's K and V bytes (keys past K2 zero-filled) land, and one more
+    # (all zero) prefetch per workgroup after its last tile.
+    ring_bytes = (tiles + batch * grid[0]) * 2 * 64 * d * 2 if stages == 2 else 0
+    assert stats.async_copy_bytes == ring_bytes
     # shuffles: per tile 2 rows x 2 (max), at the end 2 rows x 2 (sum), per warp
     assert stats.cross_lane_ops == 4 * batch * (4 * sum(blocks) + 4 * grid[0])
     # Padded LDS rows: the 16-byte copies and the ldmatrix reads are bank-conflict free.
@@ -178,6 +194,11 @@ def test_kernel_ops():
     assert len(ops_named(fn, "gpu.shuffle")) == 2 * 2 + 2 * 2 and "rocdl." not in text
     assert "math.exp2" in text and "math.exp " not in text
     assert len(ops_named(fn, "scf.for")) == 1
+    # The two-slot cp.async ring: 4 chunks of K and 4 of V per thread for the first tile before
+    # the loop and for the next one in it, one group each; one barrier per tile.
+    assert len(ops_named(fn, "nvgpu.device_async_copy")) == 2 * 8
+    assert len(ops_named(fn, "nvgpu.device_async_create_group")) == 2
+    assert len(ops_named(fn, "gpu.barrier")) == 1 and plan.stages == 2
     subs = ops_named(fn, "hal.interface.binding.subspan")
     assert [ir.IntegerAttr(s.attributes["binding"]).value for s in subs] == [0, 1, 2, 3]
 
@@ -362,3 +383,8 @@ def test_extreme_scores():
     rng = np.random.default_rng(12)
     q, k, v = rng.standard_normal((2, 64, 64)), rng.standard_normal((2, 130, 64)), rng.standard_normal((2, 130, 64))
     run_case(2, 64, 130, 64, "bf16", False, inputs=(3 * q, 3 * k, v), scale=4.0)
+
+
+def test_other_stage_counts_are_refused():
+    with pytest.raises(UnsupportedError, match="stages = 3"):
+        plan_flash_attention(_attention(1, 64, 64, 64, "f16"), stages=3)

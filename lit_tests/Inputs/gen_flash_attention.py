@@ -1,7 +1,7 @@
 """Replace an attention dispatch by mmaflow's mma.sync flash-attention kernel and hand it back.
 
     iree-compile attn.mlir --compile-to=executable-sources ... -o src.mlir
-    python lit_tests/Inputs/gen_flash_attention.py src.mlir [--target sm_80] [--causal] > kernel.mlir
+    python lit_tests/Inputs/gen_flash_attention.py src.mlir [--target sm_80] [--causal] [--stages 1|2] > kernel.mlir
 
 The dispatch's one ``iree_linalg_ext.attention`` is replaced by the kernel of
 ``compiler/flash_attention.py`` (``rewrite_dispatch``: Q, K, V and O at their bindings and byte
@@ -24,6 +24,7 @@ def main() -> None:
     parser.add_argument("source")
     parser.add_argument("--target", default="sm_80")
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--stages", type=int, default=2)
     args = parser.parse_args()
     ctx = new_context()
     module = parse_module(Path(args.source).read_text(), ctx, source=args.source)
@@ -32,7 +33,7 @@ def main() -> None:
     (fn,) = funcs
     name = fn.attributes["sym_name"]
     inner = fn.parent
-    plan = rewrite_dispatch(fn, target=args.target, causal=args.causal)
+    plan = rewrite_dispatch(fn, target=args.target, causal=args.causal, stages=args.stages)
     (kernel,) = [f for f in ops_named(inner, "func.func") if f.attributes["sym_name"] == name]
     install(kernel, get_target(args.target), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
             grid=constant_grid(plan.grid))
