@@ -14,23 +14,28 @@ warp, with every lane's (row, col) taken from the instruction's layouts (``intri
 1. Q's fragments, loaded once from global memory in mma.sync's A layout (K1 / 16 of them), stay
    in registers for the whole key loop. Rows past M read 0.
 2. Key loop over tiles of BLOCK_N = 64 keys (causal: only the tiles at or below this block's
-   last query). Each iteration: barrier; the K tile and the V tile (64 x N, 16-byte chunks)
-   copied global -> LDS (rows padded by 8 elements), keys past K2 zero-filled; barrier.
-3. S = Q K^T: eight n-instructions of 8 keys, each K1 / 16 mma.sync with K's fragments (the B
-   operand, two consecutive head-dim elements per register) read from LDS. f32 accumulators.
-4. Online softmax on the accumulator (C) layout, in f32: scores times scale * log2(e) (so exp
-   is exp2); keys past K2 (and, causal, past the query) are -inf; per query row a lane holds,
-   the tile's max over its own elements, then across the lanes that share the row (the C
-   layout's column lane dims: shuffles ``xor 1``, ``xor 2``); m_new = max(m, tile max),
-   alpha = exp2(m - m_new), P = exp2(S - m_new); the lane's partial row sum l = alpha * l +
-   its own P (one cross-lane sum at the end); the O accumulators scaled by alpha.
+   last query). K and V (64 x N each, 16-byte chunks, rows padded by 8 elements, keys past K2
+   zero-filled) reach LDS through a two-slot ring filled by cp.async (``stages=2``, the
+   default): the first tile is issued before the loop; each iteration waits for this thread's
+   copies, passes the one barrier (every thread's copies landed, every thread is done with the
+   other slot), issues the next tile into the other slot, then computes on this one. With
+   ``stages=1`` each tile is copied through registers between two barriers.
+3. S = Q K^T: eight n-instructions of 8 keys, each K1 / 16 mma.sync with K's fragments as the B
+   operand, read by ``ldmatrix`` x4 (``fragments.FragmentPlan`` / ``FragmentLoader``, as the
+   distribute stage reads its operands). f32 accumulators.
+4. Online softmax on the accumulator (C) layout, in f32: scores times scale * log2(e), so exp
+   is exp2 (``nvvm.ex2``: PTX ex2.approx.ftz.f32); keys past K2 (and, causal, past the query)
+   are -inf; per query row a lane holds, the tile's max over its own elements, then across the
+   lanes that share the row (the C layout's column lane dims: shuffles ``xor 1``, ``xor 2``);
+   m_new = max(m, tile max), alpha = exp2(m - m_new), P = exp2(S - m_new); the lane's partial
+   row sum l = alpha * l + its own P (one cross-lane sum at the end); O scaled by alpha.
 5. P from the C layout (f32) to the A operand (f16/bf16) of the next mma.sync: the conversion
    planned by ``convert.attention_conversion`` (S = Q K^T), emitted by
    ``convert_emit.emit_register_route``; on mma.sync it is in-lane (truncations and register
    renaming only), and the plan's key order (``convert.hardware_keys``) is what V's B operand
    reads.
 6. O += P V: N / 8 accumulators, each 4 mma.sync per tile (16 keys each), V's B fragments read
-   from LDS.
+   by ``ldmatrix`` x4 ``.trans`` (V's [key][head dim] tile is K-outer for this operand).
 7. After the loop: l summed across the row's lanes (the same shuffles), O / l, converted to the
    output type and stored from the C layout (two consecutive columns per store); rows past M are
    not stored.
@@ -50,8 +55,7 @@ import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, func, gpu, hal, scf, vector
-from iree.compiler.dialects import math as math_d
+from iree.compiler.dialects import arith, func, gpu, hal, nvvm, scf, vector
 
 from .attention import Attention, describe_attention
 from .convert import AttentionConversion, attention_conversion, hardware_keys
@@ -249,6 +253,13 @@ class _Kernel:
         with self.em.loc, self.em.ip:
             return op(*args).result
 
+    def exp2(self, x: ir.Value) -> ir.Value:
+        """2^x as ``nvvm.ex2`` (PTX ``ex2.approx.ftz.f32``, one MUFU instruction; relative error
+        below 2^-22, far under P's 16-bit rounding). IREE would expand ``math.exp2`` into a
+        polynomial of about ten instructions."""
+        with self.em.loc, self.em.ip:
+            return nvvm.Ex2Op(x, ftz=True, results=[self.f32]).result
+
     def shuffle_xor(self, value: ir.Value, mask: int) -> ir.Value:
         with self.em.loc, self.em.ip:
             off = arith.ConstantOp(self.i32, mask).result
@@ -432,8 +443,8 @@ class _Kernel:
             mx = self.row_reduce(mx, arith.MaximumFOp)
             mn = self.f(arith.MaximumFOp, m_old[ri], mx)
             m_new.append(mn)
-            alpha.append(self.f(math_d.Exp2Op, self.f(arith.SubFOp, m_old[ri], mn)))
-        probs = [[self.f(math_d.Exp2Op, self.f(arith.SubFOp, s, m_new[self.row_of[e]])) for e, s in enumerate(inst)]
+            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], mn)))
+        probs = [[self.exp2(self.f(arith.SubFOp, s, m_new[self.row_of[e]])) for e, s in enumerate(inst)]
                  for inst in scores]
         l_new = []
         for ri in range(len(self.rows)):

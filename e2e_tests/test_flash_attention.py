@@ -175,7 +175,7 @@ def check_case(case, stages):
 
 
 def test_kernel_ops():
-    """What the kernel is made of: mma.sync, gpu.shuffle xor, exp2, LDS, no permute (the P
+    """What the kernel is made of: mma.sync, gpu.shuffle xor, nvvm.ex2, LDS, no permute (the P
     conversion is in-lane on mma.sync)."""
     plan = plan_flash_attention(_attention(1, 100, 100, 64, "f16"), causal=True)
     ctx = new_context()
@@ -192,7 +192,7 @@ def test_kernel_ops():
     assert not ops_named(fn, "vector.load", "memref.load") or all(
         "workgroup" not in str(x.operands[0].type) for x in ops_named(fn, "vector.load", "memref.load"))
     assert len(ops_named(fn, "gpu.shuffle")) == 2 * 2 + 2 * 2 and "rocdl." not in text
-    assert "math.exp2" in text and "math.exp " not in text
+    assert len(ops_named(fn, "nvvm.ex2")) == 8 * 4 + 2 and "math.exp" not in text  # P, then alpha per row
     assert len(ops_named(fn, "scf.for")) == 1
     # The two-slot cp.async ring: 4 chunks of K and 4 of V per thread for the first tile before
     # the loop and for the next one in it, one group each; one barrier per tile.
@@ -388,3 +388,41 @@ def test_extreme_scores():
 def test_other_stage_counts_are_refused():
     with pytest.raises(UnsupportedError, match="stages = 3"):
         plan_flash_attention(_attention(1, 64, 64, 64, "f16"), stages=3)
+
+
+def test_nvvm_ex2_semantics():
+    """The executor's nvvm.ex2 (ex2.approx.ftz.f32): 2^x rounded to f32, -inf -> 0, results
+    below the smallest normal flushed to 0 with ftz, kept without."""
+    from iree.compiler.dialects import arith, func, hal, nvvm
+    from iree.compiler.dialects import memref as memref_d
+
+    xs = np.array([0.0, 1.0, -1.0, 0.5, -20.25, 10.0, -np.inf, -127.5, -149.0, -200.0], np.float32)
+    ctx = new_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        f32, index = ir.F32Type.get(), ir.IndexType.get()
+        g = ir.Attribute.parse("#gpu.address_space<global>")
+        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
+                                    'Indirect>], flags = Indirect>')
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("ex2", ir.FunctionType.get([], []))
+        with ir.InsertionPoint(fn.add_entry_block()):
+            c0 = arith.ConstantOp(index, 0).result
+            buf = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([3, xs.size], f32, memory_space=g), layout, 0,
+                                                [], byte_offset=c0, alignment=64).result
+            from iree.compiler.dialects import gpu
+            tid = gpu.ThreadIdOp(gpu.Dimension.x).result
+            x = memref_d.LoadOp(buf, [c0, tid]).result
+            for row, ftz in ((1, True), (2, False)):
+                memref_d.StoreOp(nvvm.Ex2Op(x, ftz=ftz, results=[f32]).result, buf,
+                                 [arith.ConstantOp(index, row).result, tid])
+            func.ReturnOp([])
+    assert module.operation.verify()
+    data = np.zeros((3, xs.size), np.float32)
+    data[0] = xs
+    Kernel(fn.operation, arch="sm_80", grid=(1, 1, 1), workgroup_size=xs.size, wave_size=32).run({0: data})
+    want = np.exp2(xs.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(data[2], want)  # no ftz: subnormal results kept
+    assert data[2][-2] > 0 and data[1][-2] == 0 and data[1][-3] == 0  # 2^-149, 2^-127.5: subnormal
+    np.testing.assert_array_equal(data[1][:-3], want[:-3])
+    assert data[1][6] == 0 and data[1][-1] == 0

@@ -1194,6 +1194,33 @@ def _h_gpu_shuffle(k, op):
     return run
 
 
+def _h_nvvm_ex2(k, op):
+    """nvvm.ex2 (PTX ``ex2.approx[.ftz].f32``, PTX ISA "Floating Point Instructions: ex2"): 2^x
+    with a maximum relative error of about 2^-22 (the MUFU unit); modelled as the correctly
+    rounded f32 value, as the executor's math functions are. ``ftz``: subnormal inputs and
+    results flushed to sign-preserving zero. ex2(-inf) = +0, ex2(+inf) = +inf, NaN -> NaN.
+    f32 scalars and vectors only (not the packed f16x2 / bf16x2 forms)."""
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    t = op.results[0].type
+    elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    if str(elem) != "f32":
+        raise ExecutorError(f"{_loc(op)}: nvvm.ex2 on {t}: only f32 is modelled")
+    ftz = "ftz" in op.attributes and ir.BoolAttr(op.attributes["ftz"]).value
+    tiny = np.finfo(np.float32).tiny
+
+    def run(st):
+        x = np.asarray(st.env[src], np.float64)
+        if ftz:
+            x = np.where(np.abs(x) < tiny, 0.0, x)
+        with np.errstate(over="ignore", under="ignore"):
+            r = np.exp2(x).astype(np.float32)
+        if ftz:
+            r = np.where(np.abs(r) < tiny, np.float32(0), r)
+        st.env[out] = r
+    return run
+
+
 # -- control flow ---------------------------------------------------------------------------------
 
 def _h_for(k, op):
@@ -1299,6 +1326,6 @@ _HANDLERS = {
     "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
     "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,
     "nvgpu.device_async_wait": _h_async_wait,
-    "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle,
+    "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle, "nvvm.ex2": _h_nvvm_ex2,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }
