@@ -256,14 +256,9 @@ _SOURCE = """func.func @attn(%q: tensor<{b}x{m}x{d}x{t}>, %k: tensor<{b}x{k2}x{d
 """
 
 
-@pytest.mark.parametrize("b,m,k2,d,elem,causal", [(2, 100, 200, 64, "f16", False),
-                                                  pytest.param(1, 128, 200, 128, "bf16", True,
-                                                               marks=pytest.mark.exhaustive)])
-def test_iree_dispatch_replaced_and_handed_back(tmp_path, b, m, k2, d, elem, causal):
-    """IREE's own attention dispatch (executable-sources), replaced by the kernel
-    (``rewrite_dispatch``: Q, K, V, O at IREE's bindings) and handed back, runs on the executor
-    as ``runtime/simulate.py`` loads a handed-back dispatch: grid from its dispatch_config,
-    sizes from its translation_info."""
+def _handed_back(tmp_path, b, m, k2, d, elem, causal, target="sm_80", stages=2):
+    """IREE's attention dispatch at executable-sources, replaced by the kernel and handed back:
+    (module, plan)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -272,22 +267,63 @@ def test_iree_dispatch_replaced_and_handed_back(tmp_path, b, m, k2, d, elem, cau
     from mmaflow.compiler.mlir import parse_module
     from mmaflow.compiler.stages.hand_back import constant_grid, install
     from mmaflow.compiler.targets import get_target
-    from mmaflow.runtime.simulate import load_dispatch, run_dispatch
 
     src = tmp_path / "attn.mlir"
     src.write_text(_SOURCE.format(b=b, m=m, k2=k2, d=d, t=elem, scale=d ** -0.5))
     iree_compile = Path(sys.executable).parent / "iree-compile"
-    subprocess.run([str(iree_compile), str(src), "--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80",
-                    "--compile-to=executable-sources", "-o", str(tmp_path / "src.mlir")], check=True)
+    subprocess.run([str(iree_compile), str(src), "--iree-hal-target-device=cuda",
+                    f"--iree-cuda-target={get_target(target).iree_arch}", "--compile-to=executable-sources",
+                    "-o", str(tmp_path / "src.mlir")], check=True)
     ctx = new_context()
     module = parse_module((tmp_path / "src.mlir").read_text(), ctx)
     (fn,) = [f for f in ops_named(module.operation, "func.func") if ops_named(f, "iree_linalg_ext.attention")]
     name, inner = ir.StringAttr(fn.attributes["sym_name"]).value, fn.parent
-    plan = rewrite_dispatch(fn, target="sm_80", causal=causal)
+    plan = rewrite_dispatch(fn, target=target, causal=causal, stages=stages)
     (kernel,) = [f for f in ops_named(inner, "func.func") if ir.StringAttr(f.attributes["sym_name"]).value == name]
-    install(kernel, get_target("sm_80"), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
+    install(kernel, get_target(target), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
             grid=constant_grid(plan.grid))
     assert module.operation.verify()
+    return module, plan
+
+
+@pytest.mark.parametrize("d,elem,causal,target", [(64, "f16", False, "sm_80"), (128, "bf16", True, "sm_80"),
+                                                  (128, "f16", False, "sm_90a")])
+def test_ptxas_reports_no_spills(tmp_path, d, elem, causal, target):
+    """The lowered kernel through ptxas (LLVM's PTX registers are virtual): no spill stores or
+    loads, within the 255-register limit (the O accumulators, Q's fragments and S's live
+    across the softmax)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mmaflow.compiler.report import ptxas_info, ptxas_path
+    from mmaflow.compiler.targets import get_target
+
+    assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    module, plan = _handed_back(tmp_path, 1, 128, 200, d, elem, causal, target)
+    (tmp_path / "k.mlir").write_text(str(module))
+    arch = get_target(target).iree_arch
+    subprocess.run([str(Path(sys.executable).parent / "iree-compile"), str(tmp_path / "k.mlir"),
+                    "--compile-from=executable-sources", "--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}",
+                    f"--iree-hal-dump-executable-files-to={tmp_path / 'd'}", "-o", str(tmp_path / "k.vmfb")], check=True)
+    (ptx,) = (tmp_path / "d").glob("*.ptx")
+    text = ptx.read_text()
+    assert "mma.sync.aligned.m16n8k16" in text and "ld.local" not in text and "st.local" not in text
+    info = ptxas_info(text, arch, plan.workgroup_size)
+    assert info["vgpr_spills"] == 0 and info["vgprs"] <= 255, info
+
+
+@pytest.mark.parametrize("b,m,k2,d,elem,causal", [(2, 100, 200, 64, "f16", False),
+                                                  pytest.param(1, 128, 200, 128, "bf16", True,
+                                                               marks=pytest.mark.exhaustive)])
+def test_iree_dispatch_replaced_and_handed_back(tmp_path, b, m, k2, d, elem, causal):
+    """IREE's own attention dispatch (executable-sources), replaced by the kernel
+    (``rewrite_dispatch``: Q, K, V, O at IREE's bindings) and handed back, runs on the executor
+    as ``runtime/simulate.py`` loads a handed-back dispatch: grid from its dispatch_config,
+    sizes from its translation_info."""
+    from mmaflow.runtime.simulate import load_dispatch, run_dispatch
+
+    module, plan = _handed_back(tmp_path, b, m, k2, d, elem, causal)
     dispatch = load_dispatch(module)
     assert dispatch.grid() == plan.grid and dispatch.workgroup_size == 128
 
