@@ -25,7 +25,8 @@ warp, with every lane's (row, col) taken from the instruction's layouts (``intri
    distribute stage reads its operands). f32 accumulators.
 4. Online softmax on the accumulator (C) layout, in f32: scores times scale * log2(e), so exp
    is exp2 (``nvvm.ex2``: PTX ex2.approx.ftz.f32); keys past K2 (and, causal, past the query)
-   are -inf; per query row a lane holds, the tile's max over its own elements, then across the
+   are -inf, in a branch (uniform per warp) taken only by the tiles that hold such keys; per
+   query row a lane holds, the tile's max over its own elements, then across the
    lanes that share the row (the C layout's column lane dims: shuffles ``xor 1``, ``xor 2``);
    m_new = max(m, tile max), alpha = exp2(m - m_new), P = exp2(S - m_new); the lane's partial
    row sum l = alpha * l + its own P (one cross-lane sum at the end); O scaled by alpha.
@@ -414,26 +415,46 @@ class _Kernel:
         c_row, c_col = _lane_part(sm, c, lane, ROW), _lane_part(sm, c, lane, COL)
         factor = self.fconst(p.scale * LOG2E)
         neg_inf = self.fconst(-math.inf)
-        offsets = c.element_offsets()
         scores = []  # [instruction][element] f32 scalars
-        for j, acc in enumerate(s_acc):
+        for acc in s_acc:
             row = []
-            for e, (ro, co) in enumerate(offsets):
+            for e in range(c.elements):
                 with sm.loc, sm.ip:
                     s = vector.ExtractOp(acc, static_position=_op_pos(self.c_t, c.op_index(e)),
                                          dynamic_position=[]).result
-                s = self.f(arith.MulFOp, s, factor)
-                key = sm.add(key0, c_col, j * intr.n + co)
-                valid = None
-                if p.k2 % BLOCK_N:
-                    valid = sm.lt(key, p.k2)
-                if p.causal:
-                    ok = sm.lt(key, sm.add(q_base, c_row, ro + 1))  # key <= query
-                    valid = ok if valid is None else sm.and_(valid, ok)
-                if valid is not None:
-                    s = sm.select(valid, s, neg_inf)
-                row.append(s)
+                row.append(self.f(arith.MulFOp, s, factor))
             scores.append(row)
+        # Masks (keys past K2; causal: keys past the query) only where a tile needs them: the
+        # last tile when K2 is not a multiple of BLOCK_N, and tiles reaching past the warp's first
+        # query. Elsewhere the scores pass as they are (the branch is uniform across a warp).
+        needs = None
+        if p.k2 % BLOCK_N:
+            needs = sm.lt(em.const(p.k2), sm.add(key0, BLOCK_N))
+        if p.causal:
+            diag = sm.lt(q_base, sm.add(key0, BLOCK_N - 1))
+            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
+        if needs is not None:
+            flat = [s for row in scores for s in row]
+            with sm.loc, sm.ip:
+                branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
+            with sm.loc, ir.InsertionPoint(branch.else_block):
+                scf.YieldOp(flat)
+            masked = sm.at(ir.InsertionPoint(branch.then_block))
+            self.em = masked
+            out = []
+            for j, row in enumerate(scores):
+                for e, ((ro, co), s) in enumerate(zip(c.element_offsets(), row)):
+                    key = masked.add(key0, c_col, j * intr.n + co)
+                    valid = masked.lt(key, p.k2) if p.k2 % BLOCK_N else None
+                    if p.causal:
+                        ok = masked.lt(key, masked.add(q_base, c_row, ro + 1))  # key <= query
+                        valid = ok if valid is None else masked.and_(valid, ok)
+                    out.append(masked.select(valid, s, neg_inf))
+            with sm.loc, ir.InsertionPoint(branch.then_block):
+                scf.YieldOp(out)
+            self.em = sm
+            res = list(branch.results)
+            scores = [res[j * c.elements:(j + 1) * c.elements] for j in range(len(scores))]
         m_new, alpha = [], []
         for ri in range(len(self.rows)):
             mine = [s for inst in scores for e, s in enumerate(inst) if self.row_of[e] == ri]
