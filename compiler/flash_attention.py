@@ -135,13 +135,12 @@ class FlashAttentionPlan:
         return 2 if self.stages == 1 else 1
 
     def describe(self) -> str:
+        copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}; {self.intrinsic.name}, "
                 f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
-                f"{self.lds_bytes} LDS bytes, " + ("K/V copies through registers" if self.stages == 1 else
-                                                    f"a {self.stages}-slot cp.async ring") + f"; K fragments {self.k_fragments.kind}, "
-                f"V fragments {self.v_fragments.kind}, "
-                f"P conversion {self.conversion.plan.kind}")
+                f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
+                f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}")
 
 
 def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False,
@@ -176,6 +175,10 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     if conv.plan.chosen != "registers" or conv.plan.registers.permutes:
         raise UnsupportedError(f"{intr.name}: P's conversion is {conv.plan.kind}; the kernel emits in-lane "
                                f"register routes only")
+    keys = hardware_keys(conv)
+    if keys != tuple(range(len(keys))):
+        raise UnsupportedError(f"{intr.name}: the P conversion renames keys {keys}; V's B operand reads keys "
+                               f"in order only")
     if conv.dest_batch[0] != 1 or intr.m * WARPS != BLOCK_M or BLOCK_N % (conv.dest_batch[1] * intr.k):
         raise UnsupportedError(f"{intr.name}: P tiles {conv.dest_batch} do not fit a warp's 16 x {BLOCK_N} block")
     d = attn.k1
@@ -234,16 +237,10 @@ class _Kernel:
         self.t = ir.Type.parse(plan.elem)
         self.f32 = ir.F32Type.get()
         self.i32 = ir.IntegerType.get_signless(32)
-        self.a_t = ir.VectorType.get(list(intr.a_shape), self.t)
-        self.b_t = ir.VectorType.get(list(intr.b_shape), self.t)
         self.c_t = ir.VectorType.get(list(intr.c_shape), self.f32)
         c = intr.c
         self.rows = sorted({r for r, _ in c.element_offsets()})  # row offsets a lane holds per instruction
         self.row_of = [self.rows.index(r) for r, _ in c.element_offsets()]
-        keys = hardware_keys(plan.conversion)
-        if keys != tuple(range(len(keys))):
-            raise UnsupportedError(f"{intr.name}: the P conversion renames keys {keys}; V's B operand reads keys "
-                                   f"in order only")
 
     # ---- scalar float helpers ---------------------------------------------------------------
     def fconst(self, value: float) -> ir.Value:
