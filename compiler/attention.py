@@ -14,8 +14,8 @@ one selects them. PyTorch's ``scaled_dot_product_attention(is_causal=True)`` rea
 as such a tensor, computed outside it: from the dispatch alone a causal mask cannot be told from
 any other, and the description says so rather than guess.
 
-mmaflow has no attention kernel yet (issue 15), so select leaves these dispatches to IREE with
-this description as the reason.
+mmaflow's flash-attention kernel (``flash_attention.py``, issue 15) is not wired into select yet,
+so select leaves these dispatches to IREE with this description as the reason.
 """
 
 from __future__ import annotations

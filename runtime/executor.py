@@ -91,7 +91,7 @@ class Stats:
     global_stores: Counter = field(default_factory=Counter)
     barriers: int = 0
     matrix_ops: int = 0
-    cross_lane_ops: int = 0  # wave-instructions that read another lane's register (v_permlanex16)
+    cross_lane_ops: int = 0  # wave-instructions that read another lane's register (v_permlanex16, shfl)
     async_copy_bytes: int = 0  # landed in LDS through nvgpu.device_async_copy (zero fills included)
     races: list = field(default_factory=list)
     lds_conflicts_by_op: Counter = field(default_factory=Counter)  # op -> conflict cycles
@@ -1161,6 +1161,66 @@ def _h_permlanex16(k, op):
     return run
 
 
+def _h_gpu_shuffle(k, op):
+    """gpu.shuffle (MLIR GPU dialect; on NVIDIA ``shfl.sync.{bfly,idx,down,up}.b32`` with a full
+    mask, PTX ISA 9.7.8.6 "shfl.sync"): every lane reads ``value`` from a source lane of its
+    warp -- xor: lane ^ offset, idx: offset, down: lane + offset, up: lane - offset -- and the
+    second result says whether that source lies in [0, width); where it does not, the lane
+    keeps its own value (what shfl.sync returns). ``offset`` and ``width`` must be uniform and
+    ``width`` the wave size (the only form modelled); every lane must be active (a shuffle
+    under divergent control flow is refused, as for the matrix instructions)."""
+    value_out, valid_out = k._outs(op)
+    val_id, off_id, width_id = k._ins(op)
+    mode = str(op.attributes["mode"]).rstrip(">").split("<")[-1].split()[-1]  # #gpu.shuffle_mode<xor>
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: gpu.shuffle under divergent control flow")
+        off = _uniform(st.env[off_id], "the shuffle offset", op)
+        width = _uniform(st.env[width_id], "the shuffle width", op)
+        if width != k.wave_size:
+            raise ExecutorError(f"{_loc(op)}: gpu.shuffle width {width}: only the wave size "
+                                f"({k.wave_size}) is modelled")
+        lane = st.tid % k.wave_size
+        src = {"xor": lane ^ off, "idx": np.full_like(lane, off), "down": lane + off, "up": lane - off}.get(mode)
+        if src is None:
+            raise ExecutorError(f"{_loc(op)}: gpu.shuffle mode {mode!r} is not modelled")
+        valid = (src >= 0) & (src < width)
+        src = np.where(valid, src, lane)
+        values = _lanes(st.env[val_id], st.L)
+        st.env[value_out] = values[np.arange(st.L) - lane + src]
+        st.env[valid_out] = valid
+        k.stats.cross_lane_ops += st.L // k.wave_size
+    return run
+
+
+def _h_nvvm_ex2(k, op):
+    """nvvm.ex2 (PTX ``ex2.approx[.ftz].f32``, PTX ISA "Floating Point Instructions: ex2"): 2^x
+    with a maximum relative error of about 2^-22 (the MUFU unit); modelled as the correctly
+    rounded f32 value, as the executor's math functions are. ``ftz``: subnormal inputs and
+    results flushed to sign-preserving zero. ex2(-inf) = +0, ex2(+inf) = +inf, NaN -> NaN.
+    f32 scalars and vectors only (not the packed f16x2 / bf16x2 forms)."""
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    t = op.results[0].type
+    elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    if str(elem) != "f32":
+        raise ExecutorError(f"{_loc(op)}: nvvm.ex2 on {t}: only f32 is modelled")
+    ftz = "ftz" in op.attributes and ir.BoolAttr(op.attributes["ftz"]).value
+    tiny = np.finfo(np.float32).tiny
+
+    def run(st):
+        x = np.asarray(st.env[src], np.float64)
+        if ftz:
+            x = np.where(np.abs(x) < tiny, 0.0, x)
+        with np.errstate(over="ignore", under="ignore"):
+            r = np.exp2(x).astype(np.float32)
+        if ftz:
+            r = np.where(np.abs(r) < tiny, np.float32(0), r)
+        st.env[out] = r
+    return run
+
+
 # -- control flow ---------------------------------------------------------------------------------
 
 def _h_for(k, op):
@@ -1266,6 +1326,6 @@ _HANDLERS = {
     "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
     "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,
     "nvgpu.device_async_wait": _h_async_wait,
-    "rocdl.permlanex16": _h_permlanex16,
+    "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle, "nvvm.ex2": _h_nvvm_ex2,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }

@@ -58,10 +58,28 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
 
 def hand_back(func: ir.Operation) -> None:
     cfg, target = attrs.read_config(func), attrs.read_target(func)
+    install(func, target, workgroup_size=cfg.workgroup_size, subgroup_size=cfg.wave_size,
+            grid=lambda block, workload_args: _grid(block, func, workload_args))
+
+
+def constant_grid(grid: tuple[int, int, int]):
+    """A ``grid`` argument for ``install``: the dispatch_config yields these constants."""
+    def fill(block: ir.Block, workload_args: int) -> None:
+        with ir.InsertionPoint(block):
+            index = ir.IndexType.get()
+            iree_codegen.YieldOp([arith.ConstantOp(index, g).result for g in grid])
+    return fill
+
+
+def install(func: ir.Operation, target: Target, *, workgroup_size: int, subgroup_size: int, grid) -> None:
+    """What IREE needs to lower ``func`` as it is: translation_info, the dispatch_config next to
+    it (``grid(block, workload_args)`` fills its body), NVIDIA's minctasm, the variant's target.
+    ``hand_back`` calls it for the distributed matmul; a hand-built kernel (the flash-attention
+    kernel, ``compiler/flash_attention.py``) with ``constant_grid``."""
     with func.context, func.location:
         func.attributes["translation_info"] = iree_codegen.TranslationInfoAttr.get(
-            iree_codegen.NoPipelineAttr.get(), workgroup_size=[cfg.workgroup_size, 1, 1],
-            subgroup_size=cfg.wave_size)
+            iree_codegen.NoPipelineAttr.get(), workgroup_size=[workgroup_size, 1, 1],
+            subgroup_size=subgroup_size)
     inner = func.parent
     name = str_attr(func, "sym_name")
     for old in ops_named(inner, "iree_codegen.dispatch_config"):
@@ -75,7 +93,7 @@ def hand_back(func: ir.Operation) -> None:
         config = iree_codegen.DispatchConfigOp(name)
     with func.context, func.location:
         block = config.regions[0].blocks.append(*[a.type for a in count_args])
-    _grid(block, func, len(count_args) - 1)
+        grid(block, len(count_args) - 1)
     if target.vendor is Vendor.NVIDIA:
         with func.context:
             func.attributes["nvvm.minctasm"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1)
