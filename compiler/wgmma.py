@@ -43,6 +43,7 @@ WARPGROUP = 128
 WGMMA_N = tuple(range(8, 257, 8))  # PTX "Matrix Shape": .m64nNk16 / .m64nNk32, N = 8*i, i = 1..32
 _PTX_NAME = {F16: "f16", BF16: "bf16", F8E4M3FN: "e4m3", F8E5M2: "e5m2"}
 NOT_YET = "wgmma codegen not implemented yet"
+WGMMA_CODEGEN_TYPES = (F16, BF16)  # what the opt-in kernel (wgmma_plan.py) emits
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,8 @@ class WarpgroupIntrinsic:
     a_shape: tuple[int, ...]
     c_shape: tuple[int, ...]
     family: str = "wgmma"
+    unsigned_a: bool = False  # (the epilogue's conversions ask; no wgmma is unsigned)
+    unsigned_b: bool = False
     wave_size: int = WARPGROUP
     op: str = "nvvm.wgmma.mma_async"
 
