@@ -225,8 +225,8 @@ def cmd_layout(args) -> int:
             for i in items:
                 print("  " + i.describe())
             if warpgroup:
-                print(f"warpgroup MMA (128 threads; modelled, not emitted: {NOT_YET}; any N = 8..256 step 8 "
-                      f"with --intrinsic):")
+                print(f"warpgroup MMA (128 threads; never chosen by the heuristic: f16/bf16 are emitted on request, "
+                      f"--config intrinsic=NAME; fp8: {NOT_YET}; any N = 8..256 step 8 with --intrinsic):")
                 for i in warpgroup:
                     print("  " + i.describe())
         return 0
@@ -312,6 +312,10 @@ def _layout_convert(args, target) -> int:
         raise UnsupportedError("--operand and --convert do not go together: a conversion involves two operands")
     if args.intrinsic:
         intrinsics = [target.intrinsic(args.intrinsic)]
+        if intrinsics[0].family == "wgmma":
+            raise UnsupportedError(f"{args.intrinsic} is a warpgroup MMA (wgmma): --convert C:A plans conversions "
+                                   f"between warp-level layouts; a wgmma's A comes from shared memory in mmaflow's "
+                                   f"kernel (no register conversion is planned for it yet)")
     else:  # the f16 ones; bf16 twins share their layouts (--intrinsic shows one)
         intrinsics = [i for i in target.intrinsics() if i.a_type == "f16" and i.c_type == "f32"]
     plans = []

@@ -30,6 +30,7 @@ from .errors import ConfigError, UnsupportedError
 from .intrinsics import TYPE_BITS, Intrinsic
 from .problem import Contraction
 from .targets import Family, Target, Vendor
+from .wgmma import WarpgroupIntrinsic
 
 
 @dataclass(frozen=True)
@@ -512,8 +513,10 @@ def explain(target: Target, problem: Contraction, overrides: dict | None = None)
     """Why the config of ``problem`` is what it is: the heuristic's reasons, then the overrides."""
     overrides = dict(overrides or {})
     why: list[str] = []
-    if not {f.name for f in fields(KernelConfig)} <= set(overrides):
-        intr = overrides.get("intrinsic")
+    intr = overrides.get("intrinsic")
+    if intr and isinstance(target.intrinsic(intr), WarpgroupIntrinsic):
+        why.append(f"{intr}: as asked; the warpgroup-MMA kernel's fixed shape (wgmma_plan.py)")
+    elif not {f.name for f in fields(KernelConfig)} <= set(overrides):
         wave = overrides.get("wave_size") or (target.intrinsic(intr).wave_size if intr else None)
         default_config(target, problem, wave, intr, why)
     why += [f"{k} = {v}: from --config" for k, v in sorted(overrides.items())]
@@ -527,6 +530,9 @@ def resolve(target: Target, problem: Contraction, overrides: dict | None = None)
     intrinsic = overrides.get("intrinsic")
     if intrinsic is not None:
         intr = target.intrinsic(intrinsic)
+        if isinstance(intr, WarpgroupIntrinsic):  # the opt-in warpgroup-MMA kernel: its own config
+            from .wgmma_plan import warpgroup_config
+            return warpgroup_config(target, problem, intr, overrides), intr
         wave = wave or intr.wave_size
     full = {f.name for f in fields(KernelConfig)} <= set(overrides)
     if full:  # a complete config: the heuristic has nothing to add

@@ -67,7 +67,7 @@ _AMD_CATEGORIES = [
 ]
 
 _PTX_CATEGORIES = [
-    ("matrix", re.compile(r"^mma\.sync\.")),
+    ("matrix", re.compile(r"^mma\.sync\.|^wgmma\.mma_async\.")),
     ("global_load_b128", re.compile(r"^ld\.global(\.nc)?\.v4\.(b32|u32|f32)|^ld\.global(\.nc)?\.v2\.(b64|u64)")),
     ("global_load_b64", re.compile(r"^ld\.global(\.nc)?\.v2\.(b32|u32|f32)|^ld\.global(\.nc)?\.(b64|u64)")),
     ("global_load_b32", re.compile(r"^ld\.global(\.nc)?\.(b32|u32|f32)")),

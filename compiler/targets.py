@@ -12,7 +12,7 @@ from enum import Enum
 
 from .errors import UnsupportedError
 from .intrinsics import CATALOGUE, Intrinsic
-from .wgmma import NOT_YET, WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
+from .wgmma import NOT_YET, WGMMA_CATALOGUE, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic, all_wgmma
 
 
 class Vendor(str, Enum):
@@ -168,15 +168,22 @@ class Target:
             items = tuple(i for i in items if i.wave_size == wave_size)
         return items
 
-    def intrinsic(self, name: str) -> Intrinsic:
-        """A codegen instruction by name; a warpgroup MMA's name is refused (no stage emits it)."""
+    def intrinsic(self, name: str) -> Intrinsic | WarpgroupIntrinsic:
+        """A codegen instruction by name. On a warpgroup-MMA target, an f16/bf16 wgmma by name
+        (``WGMMA_F32_64x<N>x16_F16``: the opt-in kernel of ``wgmma_plan.py``); fp8 wgmma is refused."""
         for i in CATALOGUE[self.family.value]:
             if i.name == name:
                 return i
-        if self.warpgroup_mma and any(w.name == name for w in all_wgmma()):
-            raise UnsupportedError(f"{name} is a warpgroup MMA (wgmma): {NOT_YET}; {self.name} kernels use "
-                                   f"{', '.join(i.name for i in self.intrinsics())}",
-                                   hint=f"`mmaflow layout {self.name} --intrinsic {name}` prints its layouts")
+        if self.warpgroup_mma:
+            for w in all_wgmma():
+                if w.name != name:
+                    continue
+                if w.a_type not in WGMMA_CODEGEN_TYPES:
+                    raise UnsupportedError(f"{name} is a warpgroup MMA (wgmma) on {w.a_type}: {NOT_YET} for fp8 "
+                                           f"(f16 and bf16 only); {self.name} kernels use "
+                                           f"{', '.join(i.name for i in self.intrinsics())}",
+                                           hint=f"`mmaflow layout {self.name} --intrinsic {name}` prints its layouts")
+                return w  # opt-in only: intrinsics() (what configure chooses from) never lists it
         names = ", ".join(i.name for i in CATALOGUE[self.family.value])
         raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names}")
 

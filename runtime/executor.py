@@ -240,6 +240,7 @@ class Kernel:
                 pass
             if st.async_open or st.async_groups:
                 raise ExecutorError("the kernel ends with async copies (cp.async) it never waited for")
+            wgmma_end_check(st)
             if progress is not None:
                 progress(min(first + per, len(ids)), len(ids))
         return self.stats
@@ -587,6 +588,7 @@ def _h_alloc(k, op):
         st.lds_offset = base + -(-numel * dt.itemsize // 16) * 16
         mem = MemRef(data, shape, "lds", f"lds@{base}", base)
         st.env[out] = mem
+        st.lds[base] = mem  # workgroup memory by byte address (wgmma descriptors address it)
         st.race_meta[id(mem)] = (np.full((st.G, numel), -1, np.int32), np.full((st.G, numel), -1, np.int64),
                                  np.full((st.G, numel), -1, np.int32), np.full((st.G, numel), -1, np.int64))
     return run
@@ -637,6 +639,7 @@ def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bo
         _bank_conflicts(k, st, op, mem, lin, n, active)
         rows = st.wg_local[:, None]
         if write:
+            lds_write_check(st, op, mem, elems, act, lands=True)
             vals = _lanes(values, st.L).reshape(st.L, n)
             mem.data[rows[act[:, 0]], elems[act[:, 0]]] = vals[act[:, 0]]
             return None
@@ -1047,6 +1050,7 @@ def _h_async_copy(k, op):
         act = active[:, None] & np.ones((1, n), bool)
         _race_check(k, st, op, dst, elems, act, write=True)
         _in_flight_check(st, op, dst, elems, act)
+        lds_write_check(st, op, dst, elems, act, lands=False)
         _bank_conflicts(k, st, op, dst, elems[:, 0], n, active)
         flying = st.in_flight.setdefault(id(dst), np.zeros((st.G, dst.numel), bool))
         rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
@@ -1082,6 +1086,7 @@ def _h_async_wait(k, op):
                 rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
                 st.in_flight[id(dst)][rows[act], elems[act]] = False
                 _race_check(k, st, cop, dst, elems, act, write=True)
+                lds_write_check(st, cop, dst, elems, act, lands=True)
                 dst.data[rows[act], elems[act]] = vals[act]
                 k.stats.async_copy_bytes += int(act.sum()) * dst.elem_bytes
     return run
@@ -1329,3 +1334,10 @@ _HANDLERS = {
     "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle, "nvvm.ex2": _h_nvvm_ex2,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }
+
+# Hopper warpgroup MMA (nvvm.wgmma.*, nvvm.fence.proxy, the accumulator's llvm.* ops): its own module.
+from .executor_wgmma import HANDLERS as _WGMMA_HANDLERS  # noqa: E402
+from .executor_wgmma import end_check as wgmma_end_check  # noqa: E402
+from .executor_wgmma import lds_write_check  # noqa: E402
+
+_HANDLERS.update(_WGMMA_HANDLERS)

@@ -65,6 +65,8 @@ from ..mlir import (defining_op, location_of, op_attributes, ops_named, parse_mo
 from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
 from ..prologue import buffer_type, inline_prologue
 from ..targets import Vendor
+from ..wgmma import WarpgroupIntrinsic
+from ..wgmma_plan import WgmmaPlan, plan_wgmma
 
 NAME = "distribute"
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
@@ -785,6 +787,11 @@ class Rewriter:
         self.erase.append(loop.new_yield)
 
     def _distribute_epilogue(self, loop: KLoop, lanes: LaneIndex) -> None:
+        self._store_accumulators(list(loop.op.results), lanes)
+
+    def _store_accumulators(self, accs: list, lanes: LaneIndex) -> None:
+        """The accumulators (one per-lane vector per instruction tile, batch-row-major) through
+        the fused epilogue to the output, as the epilogue plan's runs."""
         w, ep, intr = self.m.out_write, self.plan.epilogue, self.plan.intrinsic
         em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
         mem, idx, _ = _transfer_parts(w)
@@ -807,7 +814,7 @@ class Rewriter:
                            {"b": False, "m": limits[0] is not None, "n": limits[1] is not None}, extents_)
         for i in range(br):
             for j in range(bc):
-                acc = loop.op.results[i * bc + j]
+                acc = accs[i * bc + j]
                 flat = em.shape_cast(acc, [lay.op_vector_length])
                 for run in ep.runs:
                     if lay.vector_stride == 1:
@@ -869,7 +876,7 @@ def unroll_loop(loop: ir.Operation, factor: int) -> None:
         raise _fail(f"unrolling the K loop by {factor} failed: {e}", loop) from None
 
 
-def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan) -> None:
+def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan | WgmmaPlan) -> None:
     """Canonicalize, CSE, lower affine; check that nothing of the script's vector IR is left;
     record what the ISA must show (``verify.check_isa``); drop the applied epilogue function."""
     run_passes(func.parent, "builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))",
@@ -885,12 +892,19 @@ def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan) -> None:
         efunc.erase()
 
 
-def distribute(module: ir.Module, func: ir.Operation) -> KernelPlan:
+def distribute(module: ir.Module, func: ir.Operation) -> KernelPlan | WgmmaPlan:
     """Distribute ``func`` in place; return the plan it followed (its notes go to the log)."""
     target, cfg, problem = attrs.read_target(func), attrs.read_config(func), attrs.read_problem(func)
     with module.context, ir.Location.unknown():
-        m = match(func, target.intrinsic(cfg.intrinsic), cfg, target.vendor)
+        intr = target.intrinsic(cfg.intrinsic)
+        m = match(func, intr, cfg, target.vendor)
         mem_extents = _memref_extents(m, problem, cfg)
+        if isinstance(intr, WarpgroupIntrinsic):  # the opt-in warpgroup-MMA kernel (wgmma_plan.py)
+            from .distribute_wgmma import distribute_warpgroup
+            plan = plan_wgmma(problem, cfg, target, intr, mem_extents[_transfer_parts(m.out_write)[0]][1])
+            distribute_warpgroup(func, m, plan, mem_extents)
+            _finalize(module, func, plan)
+            return plan
         a, b = operand_facts(m, mem_extents)
         plan = plan_kernel(problem, cfg, target, a, b, mem_extents[_transfer_parts(m.out_write)[0]][1])
         Rewriter(func, m, plan, mem_extents).run()

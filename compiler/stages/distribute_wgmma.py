@@ -1,0 +1,209 @@
+"""`distribute` for the warpgroup-MMA kernel (``--config intrinsic=WGMMA_...`` on sm_90a): the
+rewrite of a ``wgmma_plan.WgmmaPlan``.
+
+Called by ``distribute.distribute`` after ``match`` when the config's intrinsic is a warpgroup MMA;
+everything up to the K loop (prologue, rastered workgroup ids, retyped bindings) and the epilogue's
+stores are the mma.sync kernel's (``Rewriter``). What differs is emitted at the NVVM level, the
+form that lowers through IREE 3.13's hand-back route (docs/HOPPER.md; the nvgpu.warpgroup ops do
+not):
+
+    %smem  = memref.alloc : plan.smem_bytes (A tile, B tile, 1024 B of slack)
+    %base  = extract_aligned_pointer_as_index %smem, rounded up to 1024
+    %dA/dB = ((%base & 0x3FFFF) >> 4) + (tile offset >> 4) | LBO/SBO/swizzle fields   (i64)
+    %acc0  = llvm.mlir.zero : !llvm.struct<(f32 x N/2)>
+    scf.for K tiles iter_args(%acc):
+        gpu.barrier                                   (the previous tile's wgmmas are done)
+        vector.load global 8 x 16-bit -> vector.store %smem at SmemLayout.offset (per chunk)
+        nvvm.fence.proxy async.shared::cta; gpu.barrier
+        nvvm.wgmma.fence.aligned
+        %acc = nvvm.wgmma.mma_async %dA + step, %dB + step, %acc   (x K steps)
+        nvvm.wgmma.commit.group.sync.aligned; nvvm.wgmma.wait.group.sync.aligned 0
+    accumulator -> vector<N/2 x f32> -> the epilogue's stores (per warp: ``warp_c_layout``)
+
+The stores and barriers carry ``mmaflow.ring``: their order is this stage's (the `barriers`
+stage cannot see the wgmma's shared-memory reads).
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, scf
+
+from .. import attrs
+from ..emit import Emitter, vector_type
+from ..fragments import LaneIndex
+from ..mlir import ops_named
+from ..prologue import inline_prologue
+from ..smem_layout import Major
+from ..wgmma_plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
+from .distribute import KLoop, Match, Rewriter, _transfer_parts
+
+_SHARED_FIELD = 0x3FFFF  # matrix-descriptor-encode keeps address bits 17..4
+
+
+class WgmmaRewriter(Rewriter):
+    """Rewrites one matched dispatch into the warpgroup-MMA kernel of ``plan``."""
+
+    plan: WgmmaPlan
+
+    def __init__(self, func: ir.Operation, m: Match, plan: WgmmaPlan, mem_extents: dict):
+        super().__init__(func, m, plan, mem_extents)
+
+    # ---- small emitters ----------------------------------------------------------------------------
+    def _op(self, em: Emitter, name: str, operands=(), results=(), attributes=None) -> ir.Operation:
+        with em.loc, em.ip:
+            return ir.Operation.create(name, results=list(results), operands=list(operands),
+                                       attributes={k: (ir.Attribute.parse(v) if isinstance(v, str) else v)
+                                                   for k, v in (attributes or {}).items()})
+
+    @staticmethod
+    def _i64(em: Emitter, value: int) -> ir.Value:
+        with em.loc, em.ip:
+            return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
+
+    @staticmethod
+    def _xor(em: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
+        with em.loc, em.ip:
+            return arith.XOrIOp(a, b).result
+
+    # ---- the kernel --------------------------------------------------------------------------------
+    def run(self) -> None:
+        m, plan = self.m, self.plan
+        self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
+        raster = attrs.read_config(self.func).raster
+        if raster > 1:
+            self._raster_workgroups(raster)
+        self._retype_bindings()
+        self.script_barriers = ops_named(self.func, "gpu.barrier")
+        top = self.top
+        tid = top.thread_id()
+        elem = ir.MemRefType(m.a.alloc.type).element_type
+        ebytes = plan.a.smem.element_bytes
+        smem = top.alloc_lds([plan.smem_bytes // ebytes], elem)
+        # The allocation's address rounded up to 1024 (IREE aligns dynamic shared memory to 16 only).
+        ptr = self._op(top, "memref.extract_aligned_pointer_as_index", [smem], [top.index]).result
+        pad = top.rem(top.sub(top.const(ALIGN), top.rem(ptr, ALIGN)), ALIGN)
+        pad_elems = top.div(pad, ebytes)
+        with top.loc, top.ip:
+            i64 = ir.IntegerType.get_signless(64)
+            base64 = arith.IndexCastOp(i64, top.add(ptr, pad)).result
+            masked = arith.AndIOp(base64, self._i64(top, _SHARED_FIELD)).result
+            start = arith.ShRUIOp(masked, self._i64(top, 4)).result
+        warpgroup = top.div(tid, 128)
+        desc = {}
+        for name in ("A", "B"):
+            d0 = plan.descriptor(name, 0, 0)
+            fields = d0.encode()  # start (tile offset >> 4) | LBO | SBO | swizzle mode, for base 0
+            with top.loc, top.ip:
+                d = arith.AddIOp(start, self._i64(top, fields)).result  # the start field has no carry: < 2^18
+                if name == "A" and plan.warpgroups > 1:
+                    step = arith.IndexCastOp(i64, top.mul(warpgroup, plan.a_warpgroup_step >> 4)).result
+                    d = arith.AddIOp(d, step).result
+            desc[name] = d
+        struct_t = ir.Type.parse("!llvm.struct<(" + ", ".join(["f32"] * (plan.intrinsic.n // 2)) + ")>")
+        acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
+        loop = self._k_loop(tid, smem, pad_elems, desc, acc0, struct_t)
+        # The accumulator, as the epilogue's per-warp vector (field i = vector element i).
+        w = self.m.out_write
+        em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
+        n_fields = plan.intrinsic.n // 2
+        vals = [self._op(em, "llvm.extractvalue", [loop.op.results[0]], [ir.F32Type.get()],
+                         {"position": ir.DenseI64ArrayAttr.get([i])}).result for i in range(n_fields)]
+        vec = em.from_elements(vector_type([n_fields], ir.F32Type.get()), vals)
+        lay = plan.epilogue.layout
+        lanes = LaneIndex(top, top.rem(tid, plan.wave_size), plan.wave_size)
+        assert lay.batch == (1, 1) and lay.op_vector_length == n_fields
+        self._store_accumulators([vec], lanes)
+        self._erase_old()
+
+    def _k_loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t) -> KLoop:
+        plan = self.plan
+        old = self.m.loop  # static K (wgmma_plan refuses dynamic sizes): the script's bounds
+        old_body = old.regions[0].blocks[0]
+        old_iv = list(old_body.arguments)[0]
+        lb, ub, step = old.operands[0], old.operands[1], old.operands[2]
+        with self.m.loop.location, ir.InsertionPoint(self.m.loop):
+            loop = scf.ForOp(lb, ub, step, [acc0])
+        body = loop.body
+        em = Emitter(ir.InsertionPoint(body), self.m.loop.location, self.vendor).named("wgmma")
+        iv = loop.induction_variable
+        attrs.mark(em.barrier(), attrs.RING)
+        for opd, op_plan in zip(self.m.operands, plan.operands):
+            self._copy_tile(em, opd, op_plan, old_body, old_iv, iv, tid, smem, pad_elems)
+        self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
+                                                   "space": "#nvvm.shared_space<cta>"})
+        attrs.mark(em.barrier(), attrs.RING)
+        self._op(em, "nvvm.wgmma.fence.aligned")
+        intr = plan.intrinsic
+        acc = loop.inner_iter_args[0]
+        a0, b0 = plan.descriptor("A", 0, 0).start_address, plan.descriptor("B", 0, 0).start_address
+        mma_attrs = {
+            "shape": f"#nvvm.shape<m = 64, n = {intr.n}, k = {intr.k}>",
+            "typeA": f"#nvvm.wgmma_type<{intr.a_type}>", "typeB": f"#nvvm.wgmma_type<{intr.b_type}>",
+            "typeD": "#nvvm.wgmma_type<f32>", "scaleD": "#nvvm.wgmma_scale_out<one>",
+            "scaleA": "#nvvm.wgmma_scale_in<one>", "scaleB": "#nvvm.wgmma_scale_in<one>",
+            # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0)
+            "layoutA": f"#nvvm.mma_layout<{'row' if plan.a.k_innermost else 'col'}>",
+            "layoutB": f"#nvvm.mma_layout<{'col' if plan.b.k_innermost else 'row'}>",
+        }
+        for s in range(plan.k_steps):
+            ops = []
+            for name, first in (("A", a0), ("B", b0)):
+                delta = (plan.descriptor(name, 0, s).start_address - first) >> 4
+                if delta:
+                    with em.loc, em.ip:
+                        ops.append(arith.AddIOp(desc[name], self._i64(em, delta)).result)
+                else:
+                    ops.append(desc[name])
+            acc = self._op(em, "nvvm.wgmma.mma_async", [acc] + ops, [struct_t], mma_attrs).result
+        self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+        with em.loc:
+            group = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
+        self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
+        with em.loc, em.ip:
+            scf.YieldOp([acc])
+        return KLoop(loop, [], [], None)
+
+    def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems) -> None:
+        """This thread's 16-byte chunks of the operand's global tile into its shared tile, each at
+        ``SmemLayout.offset`` of its first element (a chunk never straddles a swizzled chunk)."""
+        src_mem, src_idx, vt = _transfer_parts(opd.copy_read)
+        if tuple(vt.shape[-2:]) != (op_plan.rows, op_plan.cols):
+            raise ValueError(f"{opd.name}: the script's tile is {list(vt.shape)}, the plan's "
+                             f"{op_plan.rows}x{op_plan.cols}")
+        src = self._global(src_mem)
+        lead = self._clone_slice(src_idx[:-2], old_body, {old_iv: iv}, em.ip)
+        g0, g1 = self._clone_slice(src_idx[-2:], old_body, {old_iv: iv}, em.ip)
+        lay = op_plan.smem
+        per_chunk = CHUNK_BYTES // lay.element_bytes
+        chunk_t = vector_type([per_chunk], ir.MemRefType(smem.type).element_type)
+        chunks_per_row = op_plan.cols // per_chunk
+        threads = self.plan.workgroup_size
+        for i in range(op_plan.chunks_per_thread):
+            c = em.add(tid, threads * i)
+            row = em.div(c, chunks_per_row)
+            col = em.mul(em.rem(c, chunks_per_row), per_chunk)
+            val = em.global_load(src, lead + [em.add(g0, row), em.add(g1, col)], chunk_t)
+            mn, k = (row, col) if op_plan.k_innermost else (col, row)
+            off = self._offset(em, lay, mn, k)  # bytes from the tile base
+            idx = em.add(pad_elems, op_plan.offset // lay.element_bytes, em.div(off, lay.element_bytes))
+            attrs.mark(em.lds_store(val, smem, [idx]), attrs.RING)
+
+    def _offset(self, em: Emitter, lay, mn, k):
+        """``SmemLayout.offset(mn, k)`` as index arithmetic, for a chunk-aligned element: atom
+        (M/N-atoms fastest), line, and the 16-byte chunk XOR the swizzle of the line."""
+        line_e, s = lay.line_elements, lay.swizzle.chunks
+        per_chunk = CHUNK_BYTES // lay.element_bytes
+        if lay.major is Major.K:
+            atom = em.add(em.mul(em.div(k, line_e), lay.mn_atoms), em.div(mn, 8))
+            line, chunk = em.rem(mn, 8), em.div(em.rem(k, line_e), per_chunk)
+        else:
+            atom = em.add(em.mul(em.div(k, 8), lay.mn_atoms), em.div(mn, line_e))
+            line, chunk = em.rem(k, 8), em.div(em.rem(mn, line_e), per_chunk)
+        if s > 1:
+            chunk = self._xor(em, chunk, em.rem(em.div(line, 8 // s), s))
+        return em.add(em.mul(atom, lay.swizzle.atom_bytes), em.mul(line, lay.swizzle.width), em.mul(chunk, 16))
+
+
+def distribute_warpgroup(func: ir.Operation, m: Match, plan: WgmmaPlan, mem_extents: dict) -> None:
+    WgmmaRewriter(func, m, plan, mem_extents).run()

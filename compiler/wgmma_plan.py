@@ -1,0 +1,264 @@
+"""The warpgroup-MMA kernel (Hopper ``wgmma.mma_async``, opt-in): its config and its plan, as data.
+
+Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``) on sm_90a; the
+heuristic never chooses it (``Target.intrinsics()`` does not list warpgroup MMAs). The simplest
+correct kernel, on which pipelining will build:
+
+- a workgroup tile of ``tile_m`` x N x 64 (tile_m 128: two warpgroups, 256 threads; 64: one),
+  each warpgroup owning 64 rows and issuing one m64nNk16 per K step of 16 (4 per K tile);
+- A and B both read from shared memory through matrix descriptors, each tile an ``SmemLayout``
+  with the 128-byte swizzle: K-major where the operand's global rows run along K (A of a plain
+  matmul, B^T), MN-major where they run along M/N (B of a plain matmul, A^T; imm-trans, 16-bit
+  types only), so every 16-byte global chunk is one 16-byte shared-memory chunk and the copies
+  never transpose;
+- one shared-memory allocation holding both tiles, each 1024-byte aligned at run time (IREE packs
+  workgroup allocations into dynamic shared memory declared ``.align 16``: the kernel rounds the
+  allocation's address up and the allocation has 1024 bytes of slack);
+- per K tile: barrier (the previous tile's wgmmas of every warpgroup are done), 128-bit global
+  loads -> shared stores at ``SmemLayout.offset``, ``fence.proxy.async.shared::cta`` (the generic
+  stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
+- the accumulator (an ``!llvm.struct`` of N/2 f32 per thread) stored through the existing
+  epilogue from the D layout, seen per warp: warp w of the workgroup holds rows 16w..16w+15 of
+  the tile in mma.sync m16n8's C layout, N/8 times along N (``warp_c_layout``), which is the
+  script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
+
+Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, dynamic sizes,
+sizes that are not whole tiles, fused epilogues, other tile shapes, ``stages`` > 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from . import attrs
+from .config import KernelConfig
+from .errors import ConfigError, UnsupportedError
+from .intrinsics import BF16, F16, F32, TYPE_BITS
+from .layout import COL, Layout, make_layout
+from .plan import EpiloguePlan, Extents
+from .problem import Contraction
+from .smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
+from .targets import Target, Vendor
+from .wgmma import WARPGROUP, WarpgroupIntrinsic
+
+WARP = 32
+TILE_K = 64  # one 128-byte swizzle line of 16-bit elements
+TILE_M = (64, 128)  # one or two warpgroups of 64 rows
+SWIZZLE = Swizzle.B128
+ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
+CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
+# What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
+OVERRIDABLE = ("intrinsic", "tile_m", "raster")
+
+
+def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrinsic,
+                     overrides: dict) -> KernelConfig:
+    """The config of the warpgroup kernel for ``intr``, with the user's overrides, validated."""
+    tile_m = overrides.get("tile_m", 128)
+    cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=TILE_K,
+                       waves_m=max(1, tile_m // 16), waves_n=1, lds_pad=0, stages=1, raster=1)
+    fixed = {k: v for k, v in overrides.items() if k not in OVERRIDABLE}
+    if any(getattr(cfg, k) != v for k, v in fixed.items()):
+        bad = ", ".join(f"{k}={v}" for k, v in sorted(fixed.items()) if getattr(cfg, k) != v)
+        raise ConfigError(f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
+                          f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
+                          f"(tile_n = N = {intr.n}, tile_k = {TILE_K}, warps of 32, waves_m = tile_m / 16, "
+                          f"one stage)")
+    cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
+    validate_warpgroup(cfg, target, problem, intr)
+    return cfg
+
+
+def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, intr: WarpgroupIntrinsic) -> None:
+    """Refuse what the warpgroup kernel does not implement, saying why."""
+    if not target.warpgroup_mma:
+        raise UnsupportedError(f"{intr.name} is a Hopper warpgroup MMA; {target.name} has none (use sm_90a)")
+    if intr.a_type not in (F16, BF16) or intr.c_type != F32:
+        raise UnsupportedError(f"{intr.name}: wgmma codegen implements f16/bf16 -> f32 only (fp8 not yet)")
+    if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
+        raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
+                          f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
+    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=TILE_K, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0,
+                stages=1)
+    if cfg.tile_m not in TILE_M:
+        raise ConfigError(f"{intr.name}: tile_m={cfg.tile_m}; a warpgroup-MMA kernel has tile_m 64 (one warpgroup) "
+                          f"or 128 (two)")
+    wrong = [f"{k}={getattr(cfg, k)} (must be {v})" for k, v in want.items() if getattr(cfg, k) != v]
+    if wrong:
+        raise ConfigError(f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel is one stage, tile "
+                          f"{cfg.tile_m}x{intr.n}x{TILE_K}, warps of 32")
+    if not 1 <= cfg.raster <= 64:
+        raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
+    if problem.is_dynamic:
+        raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel needs static sizes; "
+                               f"{', '.join(d.dim for d in problem.dynamic)} dynamic")
+    for dim, tile in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k)):
+        size = getattr(problem, dim)
+        if size is None or size % tile:
+            raise UnsupportedError(f"{intr.name}: {dim.upper()} = {size} is not a multiple of the tile's {tile} "
+                                   f"(the warpgroup-MMA kernel has no partial tiles yet)")
+    if problem.epilogue_ops:
+        raise UnsupportedError(f"{intr.name}: fused epilogues ({' '.join(problem.epilogue_ops)}) are not "
+                               f"implemented for the warpgroup-MMA kernel yet")
+    if problem.c_type != problem.stored_type:
+        raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel stores f32 only, not {problem.stored_type}")
+    threads = cfg.workgroup_size
+    for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
+        chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
+        if chunks % threads:
+            raise UnsupportedError(f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per "
+                                   f"thread of {threads}")
+        operand_layout(name, problem, mn, intr.a_type)  # whole swizzle atoms, or UnsupportedError
+    smem = plan_bytes(cfg, intr.a_type)
+    if smem > target.lds_bytes:
+        raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory, {target.name} has "
+                          f"{target.lds_bytes}")
+
+
+def k_innermost(problem: Contraction, name: str) -> bool:
+    """Whether the operand's global rows run along K (A of a plain matmul, B^T)."""
+    return not problem.a_transposed if name == "A" else problem.b_transposed
+
+
+def operand_layout(name: str, problem: Contraction, mn: int, elem: str) -> SmemLayout:
+    major = Major.K if k_innermost(problem, name) else Major.MN
+    try:
+        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, TILE_K)
+    except UnsupportedError as e:
+        raise UnsupportedError(f"{name}'s {mn}x{TILE_K} tile in shared memory ({major.value}-major, 128B swizzle): "
+                               f"{e}") from None
+
+
+def plan_bytes(cfg: KernelConfig, elem: str) -> int:
+    """The shared-memory allocation: both tiles plus the slack for the run-time 1024-byte alignment."""
+    b = TYPE_BITS[elem] // 8
+    return ALIGN + _round(cfg.tile_m * TILE_K * b) + _round(cfg.tile_n * TILE_K * b)
+
+
+def _round(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def warp_c_layout(n: int) -> Layout:
+    """One warp's part of the wgmma accumulator: warp w of a warpgroup holds rows 16w..16w+15 of
+    the 64 x N result, d[i] at row groupID + 8*((i/2)%2), column 8*(i/4) + 2*tig + i%2 (the
+    warpgroup D layout of ``wgmma.py`` without its LaneZ = warp; tested against it)."""
+    return make_layout("C", WARP, rows=[("LaneY", 8), ("VectorY", 2)],
+                       cols=[("VectorX", 2), ("LaneX", 4), ("VectorZ", n // 8)])
+
+
+@dataclass(frozen=True)
+class WgmmaOperand:
+    """One operand's shared-memory tile and the copy that fills it."""
+
+    name: str
+    smem: SmemLayout
+    offset: int  # bytes from the aligned base (a multiple of 1024)
+    rows: int  # the global tile: rows x cols, cols contiguous in global memory
+    cols: int
+    chunks_per_thread: int
+
+    @property
+    def k_innermost(self) -> bool:
+        return self.smem.major is Major.K
+
+    def element(self, row: int, col: int) -> tuple[int, int]:
+        """(mn, k) of global-tile element (row, col)."""
+        return (row, col) if self.k_innermost else (col, row)
+
+
+@dataclass(frozen=True)
+class WgmmaPlan:
+    intrinsic: WarpgroupIntrinsic
+    vendor: Vendor
+    wave_size: int  # the warp (the script's wave): the epilogue's lane index
+    workgroup_size: int
+    warpgroups: int
+    a: WgmmaOperand
+    b: WgmmaOperand
+    tile_k: int
+    k_steps: int  # wgmma per K tile and warpgroup
+    k_tiles: int
+    smem_bytes: int
+    epilogue: EpiloguePlan
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        # A warpgroup's A descriptor is the first warpgroup's plus a fixed step: the kernel adds
+        # warpgroup * a_warpgroup_step at run time.
+        for w in range(self.warpgroups):
+            for s in range(self.k_steps):
+                assert self.a_offset(w, s) == w * self.a_warpgroup_step + self.a_offset(0, s), (w, s)
+
+    @property
+    def operands(self) -> tuple[WgmmaOperand, WgmmaOperand]:
+        return self.a, self.b
+
+    def a_offset(self, warpgroup: int, step: int) -> int:
+        """Start of warpgroup ``warpgroup``'s A rows at K step ``step``, bytes from the A tile's base."""
+        return self.a.smem.linear_offset(64 * warpgroup, 16 * step)
+
+    @property
+    def a_warpgroup_step(self) -> int:
+        return self.a_offset(1, 0) - self.a_offset(0, 0) if self.warpgroups > 1 else 0
+
+    def descriptor(self, name: str, warpgroup: int, step: int) -> MatrixDescriptor:
+        """The instruction's descriptor for shared memory based at address 0 (the kernel adds the
+        aligned base's start field at run time)."""
+        intr = self.intrinsic
+        if name == "A":
+            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, 16 * step, intr.m, intr.k)
+        return self.b.smem.descriptor(self.b.offset, 0, 16 * step, intr.n, intr.k)
+
+    def expectations(self) -> attrs.Expectations:
+        """The ISA must show 128-bit global loads, the K loop's wgmma (k_steps per K tile) and two
+        barriers per K tile."""
+        return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles, self.k_steps, False, 2)
+
+    def describe(self) -> list[str]:
+        intr = self.intrinsic
+        lines = [f"{intr.name}: {self.warpgroups} warpgroup{'s' if self.warpgroups > 1 else ''} of 128 threads "
+                 f"({self.workgroup_size} threads), each 64 rows x {intr.n}; K tiles of {self.tile_k}: {self.k_tiles}; "
+                 f"{self.k_steps} wgmma.mma_async per K tile and warpgroup, A and B from shared memory"]
+        for o in self.operands:
+            lbo, sbo = o.smem.strides()
+            lines.append(f"{o.name}: shared tile at +{o.offset} B: {o.smem.describe()}; copy: global rows of "
+                         f"{o.cols} ({'K' if o.k_innermost else 'M/N'} innermost), {o.chunks_per_thread} x 128-bit "
+                         f"chunks per thread stored at SmemLayout.offset")
+            d0 = self.descriptor(o.name, 0, 0)
+            lines.append(f"{o.name}: descriptor (base 0) warpgroup 0 step 0: start {d0.start_address} LBO {lbo} "
+                         f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
+                         + ", ".join(f"+{self.descriptor(o.name, 0, s).start_address - d0.start_address}"
+                                     for s in range(1, self.k_steps)))
+        lines.append(f"shared memory: {self.smem_bytes} B in one allocation, its address rounded up to {ALIGN} at "
+                     f"run time")
+        lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
+                     f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
+        lay = self.epilogue.layout
+        lines.append(f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
+                     f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
+                     f"{len(self.epilogue.runs)} stores of {self.epilogue.runs[0].length}")
+        return lines
+
+
+def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: WarpgroupIntrinsic,
+               c_extents: Extents) -> WgmmaPlan:
+    validate_warpgroup(cfg, target, problem, intr)
+    threads = cfg.workgroup_size
+    ops = []
+    offset = 0
+    for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
+        smem = operand_layout(name, problem, mn, intr.a_type)
+        rows, cols = (mn, TILE_K) if smem.major is Major.K else (TILE_K, mn)
+        chunks = smem.bytes // CHUNK_BYTES
+        ops.append(WgmmaOperand(name, smem, offset, rows, cols, chunks // threads))
+        offset += _round(smem.bytes)
+    lay = warp_c_layout(intr.n)
+    runs = tuple(lay.runs(COL))
+    epi = EpiloguePlan(lay, runs, (False, False), (), problem.stored_type, c_extents)
+    return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
+                     TILE_K // intr.k, problem.k // TILE_K, plan_bytes(cfg, intr.a_type), epi,
+                     (f"{intr.name}: the opt-in warpgroup-MMA kernel (one stage, wait 0 per K tile)",))
+
+
+__all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

@@ -1,0 +1,370 @@
+"""The lane executor's Hopper warpgroup MMA: ``nvvm.wgmma.*``, ``nvvm.fence.proxy`` and the few
+``llvm.*`` ops that carry a wgmma accumulator (an ``!llvm.struct`` of f32).
+
+The arithmetic is the ISA model's (``runtime/isa/wgmma.execute_wgmma``): per workgroup and per
+warpgroup (128 consecutive threads) the 128 threads' accumulator registers are gathered, the two
+64-bit matrix descriptors (uniform over the warpgroup) address the workgroup's shared memory as
+one byte array (every ``memref.alloc`` at the byte address the executor packs it at, which is
+what ``memref.extract_aligned_pointer_as_index`` returns).
+
+The asynchrony is modelled conservatively, so that an ordering bug fails loudly instead of
+reading plausible numbers [PTX-WG 9.7.15.6, "wgmma.fence", "commit_group", "wait_group"; PTX
+memory model, "async proxy"]:
+
+- a wgmma joins the open group; ``commit.group`` closes it; ``wait.group N`` completes every
+  committed group but the newest N. Its result (and the shared memory it reads) is pending
+  until then: ``llvm.extractvalue`` / ``insertvalue`` of a pending accumulator is an error
+  ("read before wgmma.wait_group"), and so is a shared-memory write (a store, an async copy's
+  issue or landing) to bytes a pending wgmma reads. Chaining a pending accumulator into the next
+  wgmma is allowed (the PTX ISA's exception for the same accumulator and shape).
+- a wgmma whose accumulator was produced or touched by anything but a pending wgmma needs a
+  ``wgmma.fence`` executed since that value was made.
+- shared-memory bytes written through the generic proxy (stores, landed cp.async copies) must
+  be made visible to the async proxy by ``nvvm.fence.proxy`` (async.shared) before a wgmma reads
+  them; bytes any thread stored since the last barrier are a race (the wgmma reads for all
+  four warps); bytes an async copy is still writing are an error.
+- the kernel must not end with wgmma groups uncommitted or unwaited.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from iree.compiler import ir
+
+from .executor import ExecutorError, _loc, _lanes
+from .isa import IsaError
+from .isa.smem_matrix import decode_descriptor, operand_address
+from .isa.tables import wgmma_key
+from .isa.wgmma import execute_wgmma
+
+WARPGROUP = 128
+_F32_STRUCT = re.compile(r"^!llvm\.struct<\((f32(, f32)*)\)>$")
+
+
+class Group:
+    """One wgmma group: open, committed, done; and which shared-memory bytes its wgmmas read."""
+
+    def __init__(self, shape: tuple[int, int]):
+        self.state = "open"
+        self.reads = np.zeros(shape, bool)  # (workgroup row, byte)
+
+
+class Accumulator:
+    """A wgmma accumulator struct value: (lanes or 1, fields) f32; ``group`` is the wgmma group
+    that writes it (None: made by llvm.* ops), ``fence_seq`` the wgmma.fence count at its making."""
+
+    def __init__(self, data: np.ndarray, group: Group | None, fence_seq: int):
+        self.data, self.group, self.fence_seq = data, group, fence_seq
+
+    @property
+    def pending(self) -> bool:
+        return self.group is not None and self.group.state != "done"
+
+
+class WarpgroupState:
+    """Per executor ``State``: the fence count, the open and committed groups, and which bytes
+    of shared memory generic-proxy writes left unfenced."""
+
+    def __init__(self, st):
+        self.bytes = max(st.lds_offset, 16)
+        self.fences = 0
+        self.open = Group((st.G, self.bytes))
+        self.committed: list[Group] = []
+        self.unfenced = np.zeros((st.G, self.bytes), bool)
+
+    def fit(self, st) -> None:
+        """Grow the byte masks if allocations appeared after the first wgmma op."""
+        if st.lds_offset > self.bytes:
+            pad = ((0, 0), (0, st.lds_offset - self.bytes))
+            self.unfenced = np.pad(self.unfenced, pad)
+            for g in [self.open] + self.committed:
+                g.reads = np.pad(g.reads, pad)
+            self.bytes = st.lds_offset
+
+
+def _wg(st) -> WarpgroupState:
+    wg = getattr(st, "wgmma", None)
+    if wg is None:
+        wg = st.wgmma = WarpgroupState(st)
+    wg.fit(st)
+    return wg
+
+
+def _byte_span(mem, elems: np.ndarray) -> np.ndarray:
+    """Byte addresses (..., elem_bytes) of LDS elements ``elems`` of ``mem``."""
+    e = mem.elem_bytes
+    return mem.base + np.asarray(elems, np.int64)[..., None] * e + np.arange(e)
+
+
+# ---- hooks the executor calls on shared-memory writes -----------------------------------------
+
+def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: bool) -> None:
+    """A generic-proxy write of LDS elements ``elems`` (L, n) of ``mem`` by the active lanes:
+    an error where a pending wgmma reads those bytes; where the data lands (a store, or an
+    async copy's completion) the bytes become unfenced for the async proxy."""
+    if not getattr(st.k, "uses_wgmma", False):
+        return
+    wg = _wg(st)
+    rows = np.broadcast_to(st.wg_local[:, None], elems.shape)[act]
+    span = _byte_span(mem, elems[act])  # (writes, bytes)
+    r = np.broadcast_to(rows[:, None], span.shape)
+    for g in [wg.open] + wg.committed:
+        hit = g.reads[r, span]
+        if hit.any():
+            i = np.argwhere(hit)[0]
+            raise ExecutorError(f"{_loc(op)}: writes shared-memory byte {int(span[i[0], i[1]])} ({mem.name}) that a "
+                                f"wgmma.mma_async still reads (its group is {g.state}: no wgmma.wait_group "
+                                f"covers it)")
+    if lands:
+        wg.unfenced[r, span] = True
+
+
+# ---- handlers ----------------------------------------------------------------------------------
+
+def _struct_fields(t, op) -> int:
+    m = _F32_STRUCT.match(str(t))
+    if not m:
+        raise ExecutorError(f"{_loc(op)}: the executor models !llvm.struct of f32 (wgmma accumulators), not {t}")
+    return m.group(1).count("f32")
+
+
+def _h_llvm_value(fill: float):
+    def handler(k, op):
+        (out,) = k._outs(op)
+        n = _struct_fields(op.results[0].type, op)
+
+        def run(st):
+            st.env[out] = Accumulator(np.full((1, n), fill, np.float32), None, _wg(st).fences)
+        return run
+    return handler
+
+
+def _position(op) -> int:
+    pos = list(ir.DenseI64ArrayAttr(op.attributes["position"]))
+    if len(pos) != 1:
+        raise ExecutorError(f"{_loc(op)}: only one-level struct positions are modelled, not {pos}")
+    return pos[0]
+
+
+def _ready(st, acc, op) -> Accumulator:
+    if not isinstance(acc, Accumulator):
+        raise ExecutorError(f"{_loc(op)}: operand is not a wgmma accumulator struct")
+    if acc.pending:
+        raise ExecutorError(f"{_loc(op)}: reads a wgmma accumulator before wgmma.wait_group covers the wgmma "
+                            f"that writes it (its group is {acc.group.state})")
+    return acc
+
+
+def _h_extractvalue(k, op):
+    (src,), (out,) = k._ins(op), k._outs(op)
+    _struct_fields(op.operands[0].type, op)
+    i = _position(op)
+
+    def run(st):
+        acc = _ready(st, st.env[src], op)
+        st.env[out] = acc.data[:, i].copy()
+    return run
+
+
+def _h_insertvalue(k, op):
+    (cont, val), (out,) = k._ins(op), k._outs(op)
+    _struct_fields(op.results[0].type, op)
+    i = _position(op)
+
+    def run(st):
+        acc = _ready(st, st.env[cont], op)
+        v = np.asarray(st.env[val], np.float32).reshape(-1)
+        data = np.array(_lanes(acc.data, st.L) if v.shape[0] != acc.data.shape[0] else acc.data)
+        data[:, i] = v
+        st.env[out] = Accumulator(data, None, _wg(st).fences)
+    return run
+
+
+def _h_extract_pointer(k, op):
+    (src,), (out,) = k._ins(op), k._outs(op)
+
+    def run(st):
+        mem = st.env[src]
+        if mem.space != "lds":
+            raise ExecutorError(f"{_loc(op)}: the executor gives addresses of workgroup memory only")
+        st.env[out] = np.asarray([mem.base], np.int64)
+    return run
+
+
+def _h_fence_proxy(k, op):
+    kind = str(op.attributes["kind"]) if "kind" in op.attributes else ""
+    if "async.shared" not in kind:
+        raise ExecutorError(f"{_loc(op)}: only nvvm.fence.proxy async.shared is modelled, not {kind or 'generic'}")
+
+    def run(st):
+        if st.mask is not None and not st.mask.all():
+            raise ExecutorError(f"{_loc(op)}: fence.proxy under divergent control flow")
+        # Conservative: a fence makes every thread's earlier generic writes visible to the async
+        # proxy only after the barrier that follows it in the kernel; the race check below still
+        # demands that barrier for bytes another warpgroup wrote.
+        _wg(st).unfenced[:] = False
+    return run
+
+
+def _uniform_all(st, op, what):
+    if st.mask is not None and not st.mask.all():
+        raise ExecutorError(f"{_loc(op)}: {what} under divergent control flow")
+
+
+def _h_wgmma_fence(k, op):
+    def run(st):
+        _uniform_all(st, op, "wgmma.fence")
+        _wg(st).fences += 1
+    return run
+
+
+def _h_wgmma_commit(k, op):
+    def run(st):
+        _uniform_all(st, op, "wgmma.commit_group")
+        wg = _wg(st)
+        wg.open.state = "committed"
+        wg.committed.append(wg.open)
+        wg.open = Group((st.G, wg.bytes))
+    return run
+
+
+def _h_wgmma_wait(k, op):
+    keep = ir.IntegerAttr(op.attributes["group"]).value
+
+    def run(st):
+        _uniform_all(st, op, "wgmma.wait_group")
+        wg = _wg(st)
+        n = max(0, len(wg.committed) - keep)
+        for g in wg.committed[:n]:
+            g.state = "done"
+        wg.committed = wg.committed[n:]
+    return run
+
+
+def _attr_word(op, name: str) -> str:
+    m = re.search(r"<([a-z0-9]+)>\s*$", str(op.attributes[name]))
+    if not m:
+        raise ExecutorError(f"{_loc(op)}: cannot read {name} = {op.attributes[name]}")
+    return m.group(1)
+
+
+def _h_wgmma_mma(k, op):
+    c_id, a_id, b_id = k._ins(op)  # (inouts, descriptorA, descriptorB)
+    k.uses_wgmma = True  # shared-memory writes are tracked from the kernel's start
+    (out,) = k._outs(op)
+    if len(op.operands) != 3 or str(op.operands[1].type) != "i64":
+        raise ExecutorError(f"{_loc(op)}: only the descriptor form (A and B from shared memory, i64) is modelled")
+    shape = {kk: int(v) for kk, v in re.findall(r"(m|n|k) = (\d+)", str(op.attributes["shape"]))}
+    a_t, b_t, d_t = (_attr_word(op, f"type{x}") for x in "ABD")
+    n_fields = _struct_fields(op.results[0].type, op)
+    key = wgmma_key(shape["n"], a_t, b_t, d_t)
+    if shape["m"] != 64 or n_fields != shape["n"] // 2:
+        raise ExecutorError(f"{_loc(op)}: a m64n{shape['n']} f32 accumulator has {shape['n'] // 2} fields, not {n_fields}")
+    trans_a = _attr_word(op, "layoutA") == "col"  # A row-major (M x K) = K-major
+    trans_b = _attr_word(op, "layoutB") == "row"  # B column-major (K x N) = K-major
+    scale_d = _attr_word(op, "scaleD") == "one"
+    scale = {x: (-1 if _attr_word(op, f"scale{x}") == "neg" else 1) for x in "AB"}
+    ebits = 16 if a_t in ("f16", "bf16") else 8
+    rows = np.arange(64)[:, None]
+    kk = np.arange(shape["k"])[None, :]
+    ncol = np.arange(shape["n"])[:, None]
+
+    def descriptor(v, st, lanes, what):
+        d = np.asarray(_lanes(v, st.L))[lanes].astype(np.uint64)
+        if not np.all(d == d[0]):
+            raise ExecutorError(f"{_loc(op)}: the {what} descriptor differs between the warpgroup's threads")
+        return int(d[0])
+
+    def run(st):
+        _uniform_all(st, op, "wgmma.mma_async")
+        if st.T % WARPGROUP:
+            raise ExecutorError(f"{_loc(op)}: a workgroup of {st.T} threads is not whole warpgroups")
+        wg = _wg(st)
+        c = st.env[c_id]
+        if not isinstance(c, Accumulator):
+            raise ExecutorError(f"{_loc(op)}: the accumulator is not an !llvm.struct value")
+        if not c.pending and wg.fences <= c.fence_seq:
+            raise ExecutorError(f"{_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
+                                f"instructions with no wgmma.fence since")
+        smem = np.zeros((st.G, wg.bytes), np.uint8)
+        for mem in st.lds.values():
+            smem[:, mem.base:mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
+        cd = np.asarray(_lanes(c.data, st.L), np.float32)
+        d = np.empty_like(cd)
+        for g in range(st.G):
+            for w in range(st.T // WARPGROUP):
+                lanes = np.arange(WARPGROUP) + g * st.T + w * WARPGROUP
+                da = descriptor(st.env[a_id], st, lanes, "A")
+                db = descriptor(st.env[b_id], st, lanes, "B")
+                read = []
+                for desc, kmajor, mn in ((da, not trans_a, rows), (db, not trans_b, ncol)):
+                    try:
+                        addr = operand_address(decode_descriptor(desc), k_major=kmajor, element_bits=ebits,
+                                               mn=mn, k=kk)
+                    except IsaError as e:
+                        raise ExecutorError(f"{_loc(op)}: {e}") from None
+                    read.append((addr[..., None] + np.arange(ebits // 8)).reshape(-1))
+                read = np.concatenate(read)
+                if read.min() < 0 or read.max() >= wg.bytes:
+                    raise ExecutorError(f"{_loc(op)}: a descriptor addresses shared-memory bytes "
+                                        f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated")
+                _check_reads(st, op, wg, g, w, read)
+                wg.open.reads[g, read] = True
+                try:
+                    d[lanes] = execute_wgmma(key, cd[lanes], db, smem[g], a_desc=da, trans_a=trans_a,
+                                             trans_b=trans_b, scale_d=scale_d, scale_a=scale["A"],
+                                             scale_b=scale["B"])
+                except IsaError as e:
+                    raise ExecutorError(f"{_loc(op)}: {e}") from None
+        k.stats.matrix_ops += st.L // WARPGROUP
+        st.env[out] = Accumulator(d, wg.open, wg.fences)
+    return run
+
+
+def _check_reads(st, op, wg, g, w, read):
+    """The bytes a wgmma of warpgroup ``w`` of workgroup row ``g`` reads: fenced for the async
+    proxy, not being written by an async copy, not written by any thread since the last barrier."""
+    if wg.unfenced[g, read].any():
+        b = int(read[np.argmax(wg.unfenced[g, read])])
+        raise ExecutorError(f"{_loc(op)}: wgmma.mma_async reads shared-memory byte {b}, written through the "
+                            f"generic proxy with no nvvm.fence.proxy (async.shared) since")
+    for mem in st.lds.values():
+        lo, hi = mem.base, mem.base + mem.numel * mem.elem_bytes
+        inside = read[(read >= lo) & (read < hi)]
+        if not inside.size:
+            continue
+        elems = np.unique((inside - lo) // mem.elem_bytes)
+        flying = st.in_flight.get(id(mem))
+        if flying is not None and flying[g, elems].any():
+            e = int(elems[np.argmax(flying[g, elems])])
+            raise ExecutorError(f"{_loc(op)}: wgmma.mma_async reads element {e} of {mem.name} while an async copy "
+                                f"to it is in flight")
+        w_lane, w_epoch = st.race_meta[id(mem)][:2]
+        # The wgmma reads for the whole warpgroup: any thread's store since the last barrier
+        # (its own warps' included: nothing orders the four warps' stores before the read).
+        other = w_epoch[g, elems] == st.epoch
+        if other.any():
+            e = int(elems[np.argmax(other)])
+            msg = (f"{_loc(op)}: LDS race on {mem.name} element {e}: warpgroup {w}'s wgmma.mma_async reads thread "
+                   f"{int(w_lane[g, e])}'s write with no barrier in between")
+            if msg not in st.k.stats.races:
+                st.k.stats.races.append(msg)
+
+
+def end_check(st) -> None:
+    """At the end of a workgroup batch: no wgmma left uncommitted or unwaited."""
+    wg = getattr(st, "wgmma", None)
+    if wg is not None and (wg.committed or wg.open.reads.any()):
+        raise ExecutorError("the kernel ends with wgmma.mma_async groups it never committed or waited for")
+
+
+HANDLERS = {
+    "llvm.mlir.zero": _h_llvm_value(0.0), "llvm.mlir.undef": _h_llvm_value(np.nan),
+    "llvm.extractvalue": _h_extractvalue, "llvm.insertvalue": _h_insertvalue,
+    "memref.extract_aligned_pointer_as_index": _h_extract_pointer,
+    "nvvm.fence.proxy": _h_fence_proxy,
+    "nvvm.wgmma.fence.aligned": _h_wgmma_fence, "nvvm.wgmma.commit.group.sync.aligned": _h_wgmma_commit,
+    "nvvm.wgmma.wait.group.sync.aligned": _h_wgmma_wait, "nvvm.wgmma.mma_async": _h_wgmma_mma,
+}
