@@ -57,9 +57,11 @@ class RunResult:
 def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None,
                dump_dir: Path | None = None) -> RunResult:
     result = RunResult()
-    for index, stage in enumerate(stages):
+    index = -1  # the stages this unit runs, numbered in order (the dump files' NN)
+    for stage in stages:
         if stage.route is not None and stage.route != unit.route:
             continue
+        index += 1
         start = time.perf_counter()
         unit.dump_header = []
         try:
