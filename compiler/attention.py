@@ -69,13 +69,22 @@ class AttentionDispatch:
     k: Binding
     v: Binding
     o: Binding
+    # Storage order of Q, K, V, O (``flash_attention.Placement.order``: per stored dim, outermost
+    # first, the logical one of (batch..., rows, head dim) it holds); None: all stored so.
+    orders: tuple[tuple[int, ...], ...] | None = None
 
     def describe(self) -> str:
         return self.attention.describe()
 
     def where(self) -> str:
-        return ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
-                                                               ("O", self.o)))
+        where = ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
+                                                                ("O", self.o)))
+        if self.orders is None:
+            return where
+        nb = len(self.orders[0]) - 2
+        names = [f"b{i}" for i in range(nb)] + ["rows", "d"]
+        return where + "; stored " + ", ".join(f"{r} ({', '.join(names[i] for i in order)})"
+                                               for r, order in zip("QKVO", self.orders))
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -86,7 +95,9 @@ class AttentionDispatch:
         a["batch"] = tuple(a["batch"])
         for name in ("m", "k1", "k2", "n", "scale"):  # None (dynamic, run-time) is left out of the attribute
             a.setdefault(name, None)
-        return AttentionDispatch(Attention(**a), *(Binding(**d[r]) for r in ("q", "k", "v", "o")))
+        orders = d.get("orders")
+        return AttentionDispatch(Attention(**a), *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
+                                 orders=tuple(tuple(x) for x in orders) if orders is not None else None)
 
 
 def _shape(value: ir.Value) -> tuple[str, list[int | None]]:

@@ -161,3 +161,13 @@ def test_the_api_says_it_does_not_run_attention():
     art = compile_module(EXAMPLE.read_text(), "sm_80", lower=False)
     with pytest.raises(UnsupportedError, match="is an attention dispatch"):
         art.problem
+
+
+def test_a_head_dim_that_is_not_innermost_is_left_by_name():
+    """V computed by another dispatch: IREE stores it transposed, (batch, head dim, keys) for the
+    attention; the kernel's 16-byte copies read along the head dim, so the dispatch is left."""
+    text = EXAMPLE.read_text().replace("ins(%q2, %k2, %v, %scale", "ins(%q2, %k2, %v2, %scale")
+    res = codegen_module(text, "sm_80", require_matmul=False)
+    assert not [e for e in res.taken if e.facts.is_attention]
+    (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
+    assert "attention's V is stored with its head dim not innermost" in line and line.endswith("IREE compiles it"), line

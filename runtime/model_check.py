@@ -333,13 +333,18 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     stats, written = run_dispatch(d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen,
                                   progress=progress)
-    def flat(x, m):
-        return x.astype(np.float64).reshape(batch, m, -1)
-    ref = attention_reference(flat(q, attn.m), flat(k, attn.k2), flat(v, attn.k2), attn.scale, causal=False)
-    bound = attention_bound(ref, flat(v, attn.k2), attn.q_type)
-    got = flat(Memory.read(buffers, o_r), attn.m)
+    def flat(x, which, rows):  # stored -> (batch, rows, head dim), through the recorded storage order
+        if rec.orders is not None:
+            order = rec.orders[which]
+            x = np.transpose(x, [order.index(axis) for axis in range(len(order))])
+        return x.reshape(batch, rows, -1)
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    ref = attention_reference(flat(q64, 0, attn.m), flat(k64, 1, attn.k2), flat(v64, 2, attn.k2), attn.scale,
+                              causal=False)
+    bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
+    got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)
     owned = _attention_owned(got.shape, grid, chosen, BLOCK_M)
-    wmask = written_elements(written, o_r).reshape(got.shape)
+    wmask = flat(written_elements(written, o_r), 3, attn.m)
     err = np.where(owned, np.abs(got - ref), 0.0)
     err = np.where(np.isnan(err), np.inf, err)
     problems = []

@@ -426,16 +426,17 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
     try:
         with op.location:
             plan_flash_attention(attn, target=target.name)
-            placements, _, _ = attention_placements(op)
+            placements, _, _, consumers = attention_placements(op)
     except UnsupportedError as e:  # the message starts with the description where it is about the sizes
         why = e.message.removeprefix(f"{what}: ")
         return Decision(name, False, f"{what}: {why}; IREE compiles it")
-    others = [o.name for o in linalg_ops if o != op]
+    others = [o.name for o in linalg_ops if o != op and o not in consumers]
     if others:
         return Decision(name, False, f"{what}: the dispatch also holds {', '.join(others)}; the attention kernel "
                                      f"computes one attention op, IREE compiles it")
-    record = AttentionDispatch(attn, *(Binding(p.binding, p.offset) for p in
-                                       (placements[r] for r in ("Q", "K", "V", "O"))))
+    pls = [placements[r] for r in ("Q", "K", "V", "O")]
+    record = AttentionDispatch(attn, *(Binding(p.binding, p.offset) for p in pls),
+                               orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls))
     attrs.mark(func, attrs.DISPATCH)
     attrs.write_target(func, target)
     attrs.write_attention(func, record)
