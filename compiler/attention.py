@@ -14,18 +14,21 @@ one selects them. PyTorch's ``scaled_dot_product_attention(is_causal=True)`` rea
 as such a tensor, computed outside it: from the dispatch alone a causal mask cannot be told from
 any other, and the description says so rather than guess.
 
-mmaflow's flash-attention kernel (``flash_attention.py``, issue 15) is not wired into select yet,
-so select leaves these dispatches to IREE with this description as the reason.
+Select takes an attention dispatch that mmaflow's flash-attention kernel (``flash_attention.py``,
+issue 15) supports on an NVIDIA target and records it as an ``AttentionDispatch`` (this
+description plus where Q, K, V and O live); every other one is left to IREE with this
+description and the reason as the log line.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from iree.compiler import ir
 
 from .errors import InputError
 from .mlir import defining_op, location_of
+from .problem import Binding
 
 ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
 
@@ -54,6 +57,47 @@ class Attention:
         scale = "scale (run-time value)" if self.scale is None else f"scale {self.scale:g}"
         return (f"{self.op} batch {batch}, {d(self.m)} queries x {d(self.k2)} keys, head dim {d(self.k1)} -> "
                 f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask})")
+
+
+@dataclass(frozen=True)
+class AttentionDispatch:
+    """A taken attention dispatch (``mmaflow.attention``): what it computes and where its
+    tensors live (binding + constant byte offset each)."""
+
+    attention: Attention
+    q: Binding
+    k: Binding
+    v: Binding
+    o: Binding
+    # Storage order of Q, K, V, O (``flash_attention.Placement.order``: per stored dim, outermost
+    # first, the logical one of (batch..., rows, head dim) it holds); None: all stored so.
+    orders: tuple[tuple[int, ...], ...] | None = None
+
+    def describe(self) -> str:
+        return self.attention.describe()
+
+    def where(self) -> str:
+        where = ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
+                                                                ("O", self.o)))
+        if self.orders is None:
+            return where
+        nb = len(self.orders[0]) - 2
+        names = [f"b{i}" for i in range(nb)] + ["rows", "d"]
+        return where + "; stored " + ", ".join(f"{r} ({', '.join(names[i] for i in order)})"
+                                               for r, order in zip("QKVO", self.orders))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> "AttentionDispatch":
+        a = dict(d["attention"])
+        a["batch"] = tuple(a["batch"])
+        for name in ("m", "k1", "k2", "n", "scale"):  # None (dynamic, run-time) is left out of the attribute
+            a.setdefault(name, None)
+        orders = d.get("orders")
+        return AttentionDispatch(Attention(**a), *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
+                                 orders=tuple(tuple(x) for x in orders) if orders is not None else None)
 
 
 def _shape(value: ir.Value) -> tuple[str, list[int | None]]:

@@ -14,6 +14,10 @@ never knows which other stage wrote one (IREE keeps its codegen attributes the s
     mmaflow.config        the dispatch func.func    dictionary: ``config.KernelConfig``
     mmaflow.prologue      a private func.func       unit: values computed before the tensor program
     mmaflow.expect        the dispatch func.func    dictionary: ``Expectations`` (what verify checks)
+    mmaflow.attention     the dispatch func.func    dictionary: ``attention.AttentionDispatch`` (what it computes,
+                                                    where Q, K, V, O live), written by select
+    mmaflow.attention_expect  the dispatch func.func  dictionary: ``AttentionExpectations`` (what verify
+                                                    checks of the flash-attention kernel)
     mmaflow.ring          LDS ring ops              unit: async copies or LDS stores, fragment loads and
                                                     the one barrier per K tile of an LDS ring, ordered by
                                                     `distribute` (the `barriers` stage leaves them alone)
@@ -36,16 +40,18 @@ CONFIG = "mmaflow.config"
 PROLOGUE = "mmaflow.prologue"
 EXPECT = "mmaflow.expect"
 RING = "mmaflow.ring"
+ATTENTION = "mmaflow.attention"
+ATTENTION_EXPECT = "mmaflow.attention_expect"
 # In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
 SCRIPT_PARAM = "mmaflow.param"
 
-ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT, RING)
+ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT, RING, ATTENTION, ATTENTION_EXPECT)
 
 
 # ---- plain values <-> attributes ---------------------------------------------------------------
 def to_attr(value) -> ir.Attribute:
     """A Python value as an attribute: dataclass/dict -> dictionary (None fields left out),
-    bool -> BoolAttr, int -> i64, str -> string, tuple/list -> array (a None element, e.g. a
+    bool -> BoolAttr, int -> i64, float -> f64, str -> string, tuple/list -> array (a None element, e.g. a
     dynamic size in a shape, -> unit). Needs a context."""
     if is_dataclass(value):
         value = asdict(value)
@@ -55,6 +61,8 @@ def to_attr(value) -> ir.Attribute:
         return ir.BoolAttr.get(value)
     if isinstance(value, int):
         return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), value)
+    if isinstance(value, float):
+        return ir.FloatAttr.get_f64(value)
     if isinstance(value, str):
         return ir.StringAttr.get(value)
     if isinstance(value, (tuple, list)):
@@ -69,6 +77,8 @@ def from_attr(attr: ir.Attribute):
     if isinstance(attr, ir.BoolAttr):
         return attr.value
     if isinstance(attr, ir.IntegerAttr):
+        return attr.value
+    if isinstance(attr, ir.FloatAttr):
         return attr.value
     if isinstance(attr, ir.StringAttr):
         return attr.value
@@ -155,6 +165,36 @@ def read_expect(func: ir.Operation) -> Expectations:
 def write_expect(func: ir.Operation, expect: Expectations) -> None:
     with func.context:
         func.attributes[EXPECT] = to_attr(expect)
+
+
+@dataclass(frozen=True)
+class AttentionExpectations:
+    """What the lowered flash-attention kernel must show (``verify.check_attention_isa``),
+    recorded by the `flash-attention` stage from its plan."""
+
+    mma_per_key_tile: int  # mma.sync per warp and key tile: S = Q K^T plus O += P V
+    key_tiles: int  # key tiles the loop runs
+    async_copies: bool  # K and V reach LDS by cp.async (a ring), not through registers
+    barriers_per_key_tile: int
+
+
+def read_attention(func: ir.Operation):
+    from .attention import AttentionDispatch
+    return AttentionDispatch.from_dict(from_attr(_get(func, ATTENTION)))
+
+
+def write_attention(func: ir.Operation, dispatch) -> None:
+    with func.context:
+        func.attributes[ATTENTION] = to_attr(dispatch.to_dict())
+
+
+def read_attention_expect(func: ir.Operation) -> AttentionExpectations:
+    return AttentionExpectations(**from_attr(_get(func, ATTENTION_EXPECT)))
+
+
+def write_attention_expect(func: ir.Operation, expect: AttentionExpectations) -> None:
+    with func.context:
+        func.attributes[ATTENTION_EXPECT] = to_attr(expect)
 
 
 def dispatch_func(root) -> ir.Operation | None:

@@ -32,7 +32,7 @@ from .codegen_client import server_enabled, start_server
 from .codegen_tool import codegen_many
 from .results import CodegenOptions, ExecutableResult
 from .targets import Target, get_target
-from .verify import check_isa
+from .verify import check_attention_isa, check_isa
 
 _DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
@@ -220,6 +220,10 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
         result.isa_text[exe.name] = text
         result.reports[exe.name] = report
         result.expect[exe.name] = exe.facts.expect
+        if exe.facts.is_attention:
+            if verify:
+                check_attention_isa(report, text, exe.name, exe.facts.expect)
+            continue  # no spills: check_attention_isa refuses local memory
         if verify:
             intr = target.intrinsic(exe.facts.config.intrinsic)
             check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=exe.facts.config.num_waves > 1,

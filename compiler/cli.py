@@ -107,6 +107,12 @@ def cmd_compile(args) -> int:
         rep = result.reports[exe.name]
         reg = _registers(rep)
         expect = exe.facts.expect
+        if exe.facts.is_attention:
+            print(f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} mma.sync "
+                  f"({expect.mma_per_key_tile} per warp and key tile), "
+                  f"{rep.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local "
+                  f"memory, {reg}", file=sys.stderr)
+            continue
         loads = rep.counts.get(load_category(expect), 0)
         print(f"mmaflow: verified {exe.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
               f"{loads} {expect.global_load_bits}-bit {'async copies' if expect.async_copies else 'global loads'}, "

@@ -45,6 +45,13 @@ A score masked to -inf never makes a NaN: the first tile always holds key 0, whi
 hides (K2 >= 1; causal keeps key 0 for every query), so after it every row's running max is
 finite and exp2(-inf - finite) = 0.
 
+Storage order. Each tensor is read (O written) in its own storage order
+(``Placement.order``): any permutation of (batch..., rows, head dim) with the head dim innermost,
+e.g. PyTorch SDPA's (batch, seq, heads, head dim); the grid's y is delinearized into the batch
+dims and every global index permuted into the tensor's order. ``rewrite_dispatch`` reads the
+orders from the attention's indexing maps and folds a permuting ``linalg.generic`` on O (the
+transpose IREE fuses into the dispatch) into O's order.
+
 ``plan_flash_attention`` checks what the kernel supports (``UnsupportedError`` naming why
 otherwise); ``emit_flash_attention`` builds the function at an insertion point;
 ``standalone_module`` builds a module around it for the lane executor.
@@ -88,6 +95,10 @@ class Placement:
 
     binding: int
     offset: int = 0
+    # The tensor's storage order: for each stored dimension, outermost first, the logical one it
+    # holds (0 .. nb - 1: the batch dims, in O's order; nb: rows (queries or keys); nb + 1: the head
+    # dim, which must be innermost). None: stored (batch, rows, head dim), the batch flattened.
+    order: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +116,7 @@ class FlashAttentionPlan:
     stages: int  # 1: K/V copied through registers, two barriers per tile; 2: a two-slot cp.async ring
     k_fragments: FragmentPlan  # S's B operand (K^T) from K's [key][head dim] LDS tile
     v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
+    batch_dims: tuple[int, ...] = ()  # the batch dims (O's order); their product is ``batch``
 
     @property
     def wave_size(self) -> int:
@@ -189,7 +201,7 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     v_frags = FragmentPlan.plan(intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape,
                                 allow_ldmatrix=True, k_outer=True)
     plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
-                              float(attn.scale), causal, stages, k_frags, v_frags)
+                              float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch))
     if plan.lds_bytes > tgt.lds_bytes:
         raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
     return plan
@@ -230,8 +242,9 @@ def _op_pos(vtype: ir.VectorType, flat: int) -> list[int]:
 class _Kernel:
     """Builds the kernel body; one instance per emission (IR handles only, the plan decides)."""
 
-    def __init__(self, plan: FlashAttentionPlan, em: Emitter):
+    def __init__(self, plan: FlashAttentionPlan, em: Emitter, bdims: tuple[int, ...], orders: list[tuple[int, ...]]):
         self.p, self.em = plan, em
+        self.bdims, self.orders = bdims, orders  # logical batch dims; storage order of Q, K, V, O
         intr = plan.intrinsic
         self.intr = intr
         self.t = ir.Type.parse(plan.elem)
@@ -269,13 +282,32 @@ class _Kernel:
             value = self.f(op, value, self.shuffle_xor(value, mask))
         return value
 
+    # ---- global addressing: logical (batch..., row, col) -> the tensor's storage order ----------
+    def at(self, which: int, bidx: list, row, col) -> list:
+        logical = list(bidx) + [row, col]
+        return [logical[i] for i in self.orders[which]]
+
+    def bounds(self, which: int, row_bound) -> list:
+        logical = [None] * len(self.bdims) + [row_bound, None]
+        return [logical[i] for i in self.orders[which]]
+
+    def batch_index(self, em: Emitter, y) -> list:
+        """The workgroup's batch entry (grid y) as one index per batch dim."""
+        out = []
+        for i, size in enumerate(self.bdims):
+            inner = math.prod(self.bdims[i + 1:])
+            v = em.div(y, inner) if inner > 1 else y
+            out.append(em.rem(v, size) if i > 0 else v)
+        return out
+
     # ---- the kernel -------------------------------------------------------------------------
     def build(self, q_mem, k_mem, v_mem, o_mem) -> None:
         p, em, intr = self.p, self.em, self.intr
         d = p.head_dim
         tid = em.thread_id()
         with em.loc, em.ip:
-            block, batch = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+            block, batch_y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+        batch = self.batch_index(em, batch_y)
         warp, lane = em.div(tid, p.wave_size), em.rem(tid, p.wave_size)
         q_base = em.add(em.mul(block, BLOCK_M), em.mul(warp, intr.m))  # the warp's first query row
 
@@ -287,9 +319,9 @@ class _Kernel:
         for kk in range(d // intr.k):
             frag = em.zero_vector(ir.VectorType.get([a.elements], self.t))
             for run in a.runs(COL):
-                idx = [batch, em.add(q_row0, run.row), em.add(a_col, kk * intr.k + run.col)]
+                idx = self.at(0, batch, em.add(q_row0, run.row), em.add(a_col, kk * intr.k + run.col))
                 part = em.bounded_global_load(q_mem, idx, ir.VectorType.get([run.length], self.t),
-                                              [None, p.m if p.m % BLOCK_M else None, None])
+                                              self.bounds(0, p.m if p.m % BLOCK_M else None))
                 frag = em.insert_slice(part, frag, run.first)
             q_frags.append(em.shape_cast(frag, intr.a_shape))
         self._q = q_frags
@@ -332,7 +364,7 @@ class _Kernel:
         results = list(loop.results)
         self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
 
-    def copy_tile(self, em: Emitter, src, dst, batch, key0, tid) -> None:
+    def copy_tile(self, em: Emitter, src, which, dst, batch, key0, tid) -> None:
         """Keys key0 .. key0 + BLOCK_N of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
         keys past K2 read 0."""
         p = self.p
@@ -344,8 +376,8 @@ class _Kernel:
         for i in range(total // p.workgroup_size):
             cid = em.add(tid, i * p.workgroup_size)
             row, col = em.div(cid, chunks_per_row), em.mul(em.rem(cid, chunks_per_row), per_chunk)
-            val = em.bounded_global_load(src, [batch, em.add(key0, row), col], vt,
-                                         [None, p.k2 if p.k2 % BLOCK_N else None, None])
+            val = em.bounded_global_load(src, self.at(which, batch, em.add(key0, row), col), vt,
+                                         self.bounds(which, p.k2 if p.k2 % BLOCK_N else None))
             em.lds_store(val, dst, [row, col])
 
     def issue_tile(self, em: Emitter, kt, slot, valid, batch, tid, k_mem, v_mem, k_lds, v_lds) -> ir.Value:
@@ -358,7 +390,7 @@ class _Kernel:
         total = BLOCK_N * chunks_per_row
         key0 = em.mul(kt, BLOCK_N)
         tokens = []
-        for src, dst, what in ((k_mem, k_lds, "copy_k"), (v_mem, v_lds, "copy_v")):
+        for src, which, dst, what in ((k_mem, 1, k_lds, "copy_k"), (v_mem, 2, v_lds, "copy_v")):
             c_em = em.named(what)
             for i in range(total // p.workgroup_size):
                 cid = c_em.add(tid, i * p.workgroup_size)
@@ -367,7 +399,8 @@ class _Kernel:
                 ok = c_em.lt(key, p.k2) if p.k2 % BLOCK_N else None
                 if valid is not None:
                     ok = valid if ok is None else c_em.and_(ok, valid)
-                tokens.append(c_em.async_copy(src, [batch, key, col], dst, [slot, row, col], per_chunk, ok))
+                tokens.append(c_em.async_copy(src, self.at(which, batch, key, col), dst, [slot, row, col], per_chunk,
+                                              ok))
         return em.async_group(tokens)
 
     def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds):
@@ -379,8 +412,8 @@ class _Kernel:
         if p.stages == 1:
             # 2. K and V tiles into LDS (the barrier first: the previous tile's reads are done).
             em.barrier()
-            self.copy_tile(em.named("copy_k"), k_mem, k_lds, batch, key0, tid)
-            self.copy_tile(em.named("copy_v"), v_mem, v_lds, batch, key0, tid)
+            self.copy_tile(em.named("copy_k"), k_mem, 1, k_lds, batch, key0, tid)
+            self.copy_tile(em.named("copy_v"), v_mem, 2, v_lds, batch, key0, tid)
             em.barrier()
         else:
             # 2. This thread's copies of tile kt have landed; after the one barrier every
@@ -526,14 +559,18 @@ class _Kernel:
             out = em.convert(em.shape_cast(self.f(arith.MulFOp, o, inv_vec), [c.op_vector_length]), self.t)
             for run in c.runs(COL):
                 piece = em.extract_slice(out, c.op_index(run.first), run.length)
-                idx = [batch, em.add(row0, run.row), em.add(c_col, dn * intr.n + run.col)]
-                em.bounded_global_store(piece, o_mem, idx, [None, p.m if p.m % BLOCK_M else None, None])
+                idx = self.at(3, batch, em.add(row0, run.row), em.add(c_col, dn * intr.n + run.col))
+                em.bounded_global_store(piece, o_mem, idx, self.bounds(3, p.m if p.m % BLOCK_M else None))
 
 
-def _global_type(plan: FlashAttentionPlan, rows: int, elem: ir.Type) -> ir.MemRefType:
-    d = plan.head_dim
-    layout = ir.Attribute.parse(f"strided<[{rows * d}, {d}, 1], offset: ?>")
-    return ir.MemRefType.get([plan.batch, rows, d], elem, layout=layout,
+def _global_type(plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[int, ...], rows: int,
+                 elem: ir.Type) -> ir.MemRefType:
+    """The tensor as stored: logical (batch..., rows, head dim) in ``order``, row-major."""
+    logical = list(bdims) + [rows, plan.head_dim]
+    shape = [logical[i] for i in order]
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    layout = ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>")
+    return ir.MemRefType.get(shape, elem, layout=layout,
                              memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
 
 
@@ -555,15 +592,23 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
     em = Emitter(body_ip, loc, Vendor.NVIDIA)
     elem = ir.Type.parse(plan.elem)
     written = {o.binding}
+    # Stored (batch, rows, head dim) with the batch flattened, unless a placement gives its order.
+    flat = all(pl.order is None for pl in (q, k, v, o))
+    bdims = (plan.batch,) if flat else (plan.batch_dims or (plan.batch,))
+    orders = [pl.order or tuple(range(len(bdims) + 2)) for pl in (q, k, v, o)]
+    for what, order in zip("QKVO", orders):
+        if sorted(order) != list(range(len(bdims) + 2)) or order[-1] != len(bdims) + 1:
+            raise UnsupportedError(f"{what} stored in order {order}: the kernel reads a permutation of (batch..., "
+                                   f"rows, head dim) with the head dim innermost")
     mems = []
-    for pl, rows in ((q, plan.m), (k, plan.k2), (v, plan.k2), (o, plan.m)):
+    for pl, order, rows in zip((q, k, v, o), orders, (plan.m, plan.k2, plan.k2, plan.m)):
         flags = _INDIRECT | (0 if pl.binding in written else _READ_ONLY)
         with loc, body_ip:
             mems.append(hal.InterfaceBindingSubspanOp(
-                _global_type(plan, rows, elem), layout, pl.binding, [], byte_offset=em.const(pl.offset),
+                _global_type(plan, bdims, order, rows, elem), layout, pl.binding, [], byte_offset=em.const(pl.offset),
                 alignment=64, descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags)).result)
     with loc:
-        _Kernel(plan, em).build(*mems)
+        _Kernel(plan, em, bdims, orders).build(*mems)
     with loc, body_ip:
         func.ReturnOp([])
     return fn.operation
@@ -617,41 +662,91 @@ def _subspan_placement(sub: ir.Operation | None, what: str) -> Placement:
     return Placement(subspan_binding(sub), offset)
 
 
-def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation]:
+def _permutation_copy(op: ir.Operation) -> tuple[list[int], list[int]] | None:
+    """(input map dims, output map dims) when ``op`` is a linalg.generic that only permutes its one
+    input (IREE fuses the transpose of attention's output into the dispatch), else None."""
+    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
+        return None
+    iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if any("parallel" not in t for t in iters):
+        return None
+    try:
+        ins, outs = (_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"]))
+    except ValueError:
+        return None
+    if sorted(ins) != list(range(len(iters))) or sorted(outs) != list(range(len(iters))):
+        return None
+    block = op.regions[0].blocks[0]
+    body = [x.operation for x in block.operations]
+    if len(body) != 1 or list(body[0].operands) != [block.arguments[0]]:
+        return None
+    return ins, outs
+
+
+def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation, list]:
     """Where an attention op's Q, K, V and O live (each a whole binding tensor: loaded, or
-    stored, whole through iree_tensor_ext.dispatch.tensor.load/store), the bindings' pipeline
-    layout, and the store. UnsupportedError when the dispatch is anything else."""
+    stored, whole through iree_tensor_ext.dispatch.tensor.load/store; O possibly through one
+    linalg.generic that permutes it), each with its storage order when it is not (batch, rows,
+    head dim); the bindings' pipeline layout; the store; the ops besides the attention the kernel
+    replaces (that permutation). UnsupportedError when the dispatch is anything else."""
     if op.name != "iree_linalg_ext.attention" or len(op.operands) != 5 or len(op.results) != 1:
         raise UnsupportedError(f"{op.name} with {len(op.operands)} operands: the kernel takes attention(Q, K, V, "
                                f"scale) with no mask")
     maps = [_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     q, k, v, _, o = maps
-    batch = q[:-2]
-    m, k1, k2, n = q[-2], q[-1], k[-2], v[-1]
-    if (k, v, o) != (batch + [k2, k1], batch + [k2, n], batch + [m, n]):
-        raise UnsupportedError(f"attention indexing maps {maps}: the kernel takes Q (batch, M, K1), K (batch, K2, K1), "
-                               f"V (batch, K2, N), O (batch, M, N)")
+    qs, ks, vs, os_ = (set(x) for x in (q, k, v, o))
+    batch = [d for d in o if d in qs & ks & vs]  # O's order, as describe_attention reads it
+    roles = {"M": [d for d in q if d in os_ and d not in ks], "K1": [d for d in q if d in ks and d not in os_],
+             "K2": [d for d in k if d in vs and d not in qs], "N": [d for d in v if d in os_ and d not in qs]}
+    if any(len(x) != 1 for x in roles.values()):
+        raise UnsupportedError(f"attention indexing maps {maps}: not one loop each for M, K1, K2, N")
+    m, k1, k2, n = (roles[r][0] for r in ("M", "K1", "K2", "N"))
+    logical = {"Q": batch + [m, k1], "K": batch + [k2, k1], "V": batch + [k2, n], "O": batch + [m, n]}
+
+    def order(what: str, dims: list[int]) -> tuple[int, ...]:
+        want = logical[what]
+        if sorted(dims) != sorted(want):
+            raise UnsupportedError(f"attention's {what} map {dims} is not a permutation of its (batch..., rows, head "
+                                   f"dim) loops {want}")
+        found = tuple(want.index(x) for x in dims)
+        if found[-1] != len(batch) + 1:
+            raise UnsupportedError(f"attention's {what} is stored with its head dim not innermost (indexing map "
+                                   f"{dims}); the kernel's 16-byte copies read along the head dim")
+        return found
+
     body = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
     if body is not None:
         ops = [x.operation for x in body.operations]
         if len(ops) != 1 or list(ops[0].operands) != [body.arguments[0]]:
             raise UnsupportedError("attention's score region modifies the scores (the kernel takes them as they are)")
-    placements, subs = {}, []
-    for what, value in zip("QKV", list(op.operands)[:3]):
+    orders, subs, subspans = {}, [], {}
+    for what, value, dims in zip("QKV", list(op.operands)[:3], (q, k, v)):
         load = defining_op(value)
         if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
             raise UnsupportedError(f"attention's {what} is not a whole binding tensor")
-        sub = defining_op(load.operands[0])
-        placements[what] = _subspan_placement(sub, what)
-        subs.append(sub)
-    users = [user_of(u) for u in op.results[0].uses]
-    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store" \
-            or not _whole(users[0], op.results[0].type):
-        raise UnsupportedError("attention's output is not stored whole to a binding (fused consumers?)")
-    sub = defining_op(users[0].operands[1])
-    placements["O"] = _subspan_placement(sub, "O")
-    subs.append(sub)
-    return placements, subs[0].attributes["layout"], users[0]
+        subspans[what] = defining_op(load.operands[0])
+        orders[what] = order(what, dims)
+    result, o_dims, consumers = op.results[0], o, []
+    users = [user_of(u) for u in result.uses]
+    perm = _permutation_copy(users[0]) if len(users) == 1 else None
+    if perm is not None and ir.ShapedType(users[0].results[0].type).element_type == \
+            ir.ShapedType(result.type).element_type:
+        ins, outs = perm  # output dim j holds generic loop outs[j], read from input dim ins.index(outs[j])
+        o_dims = [o[ins.index(loop)] for loop in outs]
+        consumers.append(users[0])
+        result = users[0].results[0]
+        users = [user_of(u) for u in result.uses]
+    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store" or not _whole(users[0], result.type):
+        raise UnsupportedError("attention's output is not stored whole to a binding (fused consumers other than a "
+                               "transpose?)")
+    subspans["O"] = defining_op(users[0].operands[1])
+    orders["O"] = order("O", o_dims)
+    flat = all(x == tuple(range(len(batch) + 2)) for x in orders.values())
+    placements = {}
+    for what in "QKVO":
+        pl = _subspan_placement(subspans[what], what)
+        placements[what] = pl if flat else Placement(pl.binding, pl.offset, orders[what])
+    return placements, subspans["Q"].attributes["layout"], users[0], consumers
 
 
 def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False,
@@ -665,7 +760,7 @@ def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = 
                                f"iree_linalg_ext.attention")
     op = found[0]
     plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages)
-    placements, layout, _ = attention_placements(op)
+    placements, layout, _, _ = attention_placements(op)
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     with fn.context:
         emit_flash_attention(plan, name=name, q=placements["Q"], k=placements["K"], v=placements["V"],

@@ -19,11 +19,18 @@ from .errors import InputError
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .results import CodegenOptions, DispatchFacts, ExecutableResult
 from .runner import Stage, Unit, run_stages
-from .stages import barriers, configure, distribute, hand_back, normalize, script, select
+from .stages import attention, barriers, configure, distribute, hand_back, normalize, script, select
 from .targets import get_target
 
 __all__ = ["CodegenOptions", "DispatchFacts", "ExecutableResult", "STAGES", "codegen_executable",
            "codegen_executable_text"]
+
+
+def _route(module: ir.Module) -> str:
+    """Which stages a dispatch goes through after select: "attention" for an attention dispatch
+    select took (``mmaflow.attention``), else "matmul"."""
+    func = attrs.dispatch_func(module.operation)
+    return "attention" if func is not None and attrs.ATTENTION in func.attributes else "matmul"
 
 
 def _select(unit: Unit) -> None:
@@ -31,6 +38,16 @@ def _select(unit: Unit) -> None:
     unit.log += [d.line() for d in decisions]
     if not any(d.taken for d in decisions):
         unit.stopped = decisions[0].reason if decisions else "no variant"
+    unit.route = _route(unit.module)
+
+
+def _flash_attention(unit: Unit) -> None:
+    if unit.options.overrides:
+        raise InputError(f"--config {', '.join(sorted(unit.options.overrides))}: the flash-attention kernel of "
+                         f"{unit.name} takes no config overrides")
+    _, plan = attention.lower_attention(_func(unit))
+    unit.log.append(f"mmaflow: config {unit.name}: {plan.describe()}")
+    unit.dump_header = [plan.describe()]
 
 
 def _func(unit: Unit) -> ir.Operation:
@@ -66,15 +83,20 @@ def _hand_back(unit: Unit) -> None:
     hand_back.hand_back(_func(unit))
 
 
+# A stage with a route runs only on dispatches of that route (``_route``): a matmul goes select,
+# configure ... hand-back; an attention dispatch select, flash-attention.
 STAGES: list[Stage] = [
-    Stage("select", _select, "find the matmul-like contraction; tag it, or leave the dispatch to IREE"),
-    Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)"),
+    Stage("select", _select, "find the matmul-like contraction or a supported attention; tag it, or leave the "
+                             "dispatch to IREE"),
+    Stage("flash-attention", _flash_attention, "attention: plan the mma.sync flash-attention kernel, replace the "
+                                               "dispatch by it, hand it back (constant grid)", route="attention"),
+    Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)", route="matmul"),
     Stage("normalize", _normalize, "canonical form: unaligned sizes rounded up to whole tiles (types only), "
-                                   "a fused epilogue moved into a scalar function"),
-    Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize"),
-    Stage("distribute", _distribute, "layouts -> per-lane code: buffer loads, LDS, wmma/mfma/mma.sync"),
-    Stage("barriers", _barriers, "place LDS barriers from read/write hazards"),
-    Stage("hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target"),
+                                   "a fused epilogue moved into a scalar function", route="matmul"),
+    Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize", route="matmul"),
+    Stage("distribute", _distribute, "layouts -> per-lane code: buffer loads, LDS, wmma/mfma/mma.sync", route="matmul"),
+    Stage("barriers", _barriers, "place LDS barriers from read/write hazards", route="matmul"),
+    Stage("hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target", route="matmul"),
 ]
 STAGE_NAMES = [s.name for s in STAGES]
 # Names --dump-after accepts: the per-executable stages plus the module-level ones.
@@ -91,7 +113,7 @@ def stages_from(first: str | None = None, last: str | None = None) -> list[Stage
 def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
                        stages: list[Stage] | None = None) -> ExecutableResult:
     """Run the per-executable stages on a module that holds one hal.executable."""
-    unit = Unit(name, module, options)
+    unit = Unit(name, module, options, route=_route(module))
     run = run_stages(stages or STAGES, unit, dump_after=options.dump_after, dump_dir=options.dump_dir)
     func = attrs.dispatch_func(module.operation)
     taken = unit.stopped is None and func is not None

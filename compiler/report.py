@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from .bridge import compile_module, kernel_isa
-from .errors import ToolchainError
+from .errors import ToolchainError, UnsupportedError
 from .isa import IsaReport, parse_ptx, parse_rocmasm
 from .targets import Target, get_target
 
@@ -111,6 +111,12 @@ def _ptx_threads(ptx: str, kernel: str) -> int:
 def report_command(args, source: str, options) -> int:
     target = get_target(args.target)
     res = compile_module(source, target.name, options=options, source_name=args.input)
+    attention = [e.name for e in res.taken if e.facts.is_attention]
+    if attention:
+        raise UnsupportedError(f"{args.input}: {', '.join(attention)} is mmaflow's flash-attention kernel; mmaflow "
+                               f"report covers matmul kernels only so far",
+                               hint="mmaflow compile verifies its PTX; mmaflow run --device sim checks it on the lane "
+                                    "executor")
     mine = {}
     for exe in res.taken:
         rep = res.reports[exe.name]

@@ -25,26 +25,44 @@ class CodegenOptions:
 
 @dataclass(frozen=True)
 class DispatchFacts:
-    """What the stages recorded on a taken dispatch, read once from its IR (``attrs.py``)."""
+    """What the stages recorded on a taken dispatch, read once from its IR (``attrs.py``).
+
+    ``kind`` "matmul": ``problem`` is a ``problem.Contraction``, ``config`` a ``KernelConfig``,
+    ``expect`` ``attrs.Expectations``. ``kind`` "attention": ``problem`` is an
+    ``attention.AttentionDispatch``, ``config`` None (the kernel has no config), ``expect``
+    ``attrs.AttentionExpectations``."""
 
     target: object  # targets.Target
-    problem: object  # problem.Contraction
-    config: object | None  # config.KernelConfig (None if the pipeline stopped before configure)
-    expect: attrs.Expectations | None  # None before distribute
+    problem: object  # problem.Contraction | attention.AttentionDispatch
+    config: object | None  # config.KernelConfig (None if the pipeline stopped before configure; attention)
+    expect: object | None  # attrs.Expectations | attrs.AttentionExpectations; None before distribute
+    kind: str = "matmul"  # "matmul" | "attention"
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind == "attention"
 
     @staticmethod
     def of(func: ir.Operation) -> "DispatchFacts":
+        if attrs.ATTENTION in func.attributes:
+            return DispatchFacts(attrs.read_target(func), attrs.read_attention(func), None,
+                                 attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes
+                                 else None, "attention")
         return DispatchFacts(attrs.read_target(func), attrs.read_problem(func),
                              attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
                              attrs.read_expect(func) if attrs.EXPECT in func.attributes else None)
 
     def to_wire(self) -> dict:
-        return {"target": self.target.name, "problem": self.problem.to_dict(),
+        return {"kind": self.kind, "target": self.target.name, "problem": self.problem.to_dict(),
                 "config": self.config.to_dict() if self.config else None,
                 "expect": vars(self.expect) if self.expect else None}
 
     @staticmethod
     def from_wire(d: dict) -> "DispatchFacts":
+        if d["kind"] == "attention":
+            from .attention import AttentionDispatch
+            return DispatchFacts(get_target(d["target"]), AttentionDispatch.from_dict(d["problem"]), None,
+                                 attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None, "attention")
         from .config import KernelConfig
         from .problem import Contraction
         return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),

@@ -31,6 +31,7 @@ class Stage:
     name: str
     fn: Callable
     summary: str
+    route: str | None = None  # None: every dispatch; else only a unit of this route ("matmul", "attention")
 
 
 @dataclass
@@ -42,6 +43,7 @@ class Unit:
     options: object  # CodegenOptions
     log: list[str] = field(default_factory=list)
     stopped: str | None = None  # set by a stage to end the pipeline early (with the reason)
+    route: str = "matmul"  # which routed stages run (set from the IR, and by select)
     dump_header: list[str] = field(default_factory=list)  # set by a stage: printed as comments above its dump
 
 
@@ -55,7 +57,11 @@ class RunResult:
 def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None,
                dump_dir: Path | None = None) -> RunResult:
     result = RunResult()
-    for index, stage in enumerate(stages):
+    index = -1  # the stages this unit runs, numbered in order (the dump files' NN)
+    for stage in stages:
+        if stage.route is not None and stage.route != unit.route:
+            continue
+        index += 1
         start = time.perf_counter()
         unit.dump_header = []
         try:

@@ -69,7 +69,7 @@ def verify_command(args, source: str) -> int:
     from .isa import extract_kernel, parse_ptx
     from .results import CodegenOptions
     from .targets import get_target
-    from .verify import check_isa
+    from .verify import check_attention_isa, check_isa
     target = get_target(args.target)
     path = Path(args.vmfb)
     if not path.is_file():
@@ -87,6 +87,16 @@ def verify_command(args, source: str) -> int:
         (blob,) = executables(user).values()
         ptx = ptx_text(blob)
     for exe in res.taken:
+        if exe.facts.is_attention:
+            if ptx is not None:  # the user's own PTX, checked directly
+                found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]
+                if len(found) != 1:
+                    raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
+                check_attention_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts.expect)
+            rep = res.reports[exe.name]
+            print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} mma.sync, flash "
+                  f"attention: {exe.facts.problem.describe()}", file=sys.stderr)
+            continue
         intr = target.intrinsic(exe.facts.config.intrinsic)
         if ptx is not None:  # the user's own PTX, checked directly
             found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]

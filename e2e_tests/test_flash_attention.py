@@ -5,16 +5,7 @@ Every tensor sits at a non-zero byte offset of its binding (K and V share one), 
 sentinel bytes (0xFF: NaN in f16 and bf16); after the run the output must be written in full
 and no other byte of any binding changed.
 
-Tolerance, per output element (u = 2^-11 for f16, 2^-8 for bf16: the unit roundoff):
-    |O - ref| <= u * |ref| + 2 * u * max|V|.
-The inputs are exact in both (the reference reads the same 16-bit values). S and the online
-softmax are f32: S's products of 16-bit values are exact in f32 and its sums err by ~D * 2^-24
-relative, exp2 is correctly rounded on the executor, so P and l are right to ~1e-5 relative
-(two orders below f16's u). P is rounded to the 16-bit type before P V: each term p_j v_j errs by
-at most u * p_j |v_j|, and sum_j p_j |v_j| / l <= max|V| (the weights sum to one); P V accumulates
-in f32 (~K2 * 2^-24 relative). The output's rounding adds u * |ref|. The factor 2 on the P term
-covers the f32 terms with room; a kernel that drops a key, a row max or the rescaling errs by
-the size of a softmax weight times |V| (order 1e-2 and up) and fails.
+The reference and the tolerance (with its justification) are ``runtime/attention_reference.py``'s.
 """
 
 from __future__ import annotations
@@ -30,11 +21,12 @@ from mmaflow.compiler.attention import Attention
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
 from mmaflow.compiler.mlir import new_context, ops_named
+from mmaflow.runtime.attention_reference import UNIT_ROUNDOFF, attention_bound, attention_reference
 from mmaflow.runtime.executor import Kernel
 
 SENTINEL = 0xFF
 _DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
-_U = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+_U = UNIT_ROUNDOFF
 
 
 def _attention(batch, m, k2, d, elem, scale=None, mask="no mask"):
@@ -42,13 +34,7 @@ def _attention(batch, m, k2, d, elem, scale=None, mask="no mask"):
                      d ** -0.5 if scale is None else scale, mask)
 
 
-def reference(q, k, v, scale, causal):
-    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
-    if causal:  # key j > query i masked (PyTorch is_causal: top-left aligned)
-        s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
-    s = s - s.max(-1, keepdims=True)
-    p = np.exp(s)
-    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+reference = attention_reference
 
 
 def place(tensors: dict, layout: dict) -> tuple[dict, dict]:
@@ -108,9 +94,7 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     out = bufs[ob][oo:oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
 
     ref = reference(q, k, v, plan.scale, causal)
-    u = _U[elem]
-    vmax = np.abs(v.astype(np.float64)).max(axis=(1, 2))[:, None, None]
-    bound = u * np.abs(ref) + 2 * u * vmax
+    bound = attention_bound(ref, v, elem)
     err = np.abs(out - ref)
     assert np.isfinite(out).all()
     assert (err <= bound).all(), f"max error {err.max():.3g} (bound there {bound.flat[err.argmax()]:.3g})"

@@ -60,6 +60,10 @@ class Artifact:
         if len(self.executables) != 1:
             raise UnsupportedError(f"the module has {len(self.executables)} mmaflow dispatches; running and "
                                    f"checking is defined for single-matmul modules")
+        if self.executables[0].facts.is_attention:
+            raise UnsupportedError(f"{self.executables[0].name} is an attention dispatch (mmaflow's flash-attention "
+                                   f"kernel); running and checking through this API is defined for single-matmul "
+                                   f"modules (mmaflow run --device sim checks attention)")
         return self.executables[0].facts.problem
 
     @functools.cached_property

@@ -140,7 +140,10 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
             out(f"  left  {exe.name}: {reason}")
             report.append({"executable": exe.name, "taken": False, "reason": reason})
             continue
-        sizes = _parse_dims(getattr(args, "dims", None), exe.facts.problem)
+        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
+            sizes = {"dims": args.dims} if getattr(args, "dims", None) else None
+        else:
+            sizes = _parse_dims(getattr(args, "dims", None), exe.facts.problem)
         checks = check_executable(exe, seed=args.seed, sample=sample, sizes=sizes,
                                   progress=_progress(exe.name))
         for c in checks:
@@ -154,7 +157,8 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
                   f"global loads by bytes per lane: {d['global_loads_by_bytes']}, "
                   f"stores: {d['global_stores_by_bytes']}")
             report.append({"executable": exe.name, "taken": True, "problem": exe.facts.problem.to_dict(),
-                           "config": exe.facts.config.to_dict(), "passed": c.passed, "site": c.site,
+                           "kind": exe.facts.kind,
+                           "config": exe.facts.config.to_dict() if exe.facts.config else None, "passed": c.passed, "site": c.site,
                            "detail": c.detail, "max_abs_err": c.max_abs_err,
                            "max_err_over_bound": c.max_err_over_bound, "workgroups": c.workgroups,
                            "grid_size": c.grid_size, "counters": d})

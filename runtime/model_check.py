@@ -15,6 +15,11 @@ site's values):
    written, and no other byte -- inputs, sentinels, other tensors sharing the binding -- may
    change.
 
+A taken attention dispatch (the flash-attention kernel) is checked the same way, against a
+float64 softmax(Q K^T * scale) V (``attention_reference.py``, with its error bound) instead of the
+interpreter (which evaluates linalg, not ``iree_linalg_ext.attention``); Q, K, V, O are found
+among the dispatch's regions by the bindings and byte offsets select recorded.
+
 Dispatches left to IREE are listed with the reason select gave.
 """
 
@@ -30,6 +35,7 @@ from mmaflow.compiler import dynamic
 from mmaflow.compiler.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
 
 from . import numerics
+from .attention_reference import attention_bound, attention_reference
 from .reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
 from .simulate import Memory, Region, load_dispatch, run_dispatch, sample_workgroups, tile_mask, written_elements
 
@@ -278,8 +284,101 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
                      len(chosen) if chosen is not None else total, total, stats.seconds, stats)
 
 
+def _attention_owned(shape: tuple, grid: tuple, workgroups: list[int] | None, block_m: int) -> np.ndarray:
+    """Which elements of O (batch, M, N) the workgroups own: workgroup (x, y) writes rows
+    x*block_m.. of batch entry y."""
+    if workgroups is None:
+        return np.ones(shape, bool)
+    gx, gy, _ = grid
+    mask = np.zeros(shape, bool)
+    for w in workgroups:
+        x, y = w % gx, (w // gx) % gy
+        mask[y, x * block_m:(x + 1) * block_m] = True
+    return mask
+
+
+def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int], *, site: int,
+                         sites: int, seed: int, sample: int = 0, progress=None) -> SiteCheck:
+    """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
+    byte offset from the facts), sentinels elsewhere; the kernel's O against the float64 reference
+    within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
+    from mmaflow.compiler.flash_attention import BLOCK_M
+    start = time.perf_counter()
+    rec = exe.facts.problem
+    attn = rec.attention
+    lay = front.layout(constants)
+    def region(binding, outputs=False):
+        side = lay.outputs if outputs else lay.inputs
+        found = [r for _, r in side if r.binding == binding.binding and r.start == binding.offset]
+        if len(found) != 1:
+            raise InterpretError(f"{exe.name}: no single tensor at {binding.describe()} among the dispatch's "
+                                 f"{'outputs' if outputs else 'inputs'}")
+        return found[0]
+    q_r, k_r, v_r, o_r = region(rec.q), region(rec.k), region(rec.v), region(rec.o, outputs=True)
+    rng = np.random.default_rng(seed + site)
+    batch = int(np.prod(attn.batch))
+    # Q scaled so that the scores (variance ~ 0.8^2 with scale 1/sqrt(D)) spread softmax's weights:
+    # neither uniform nor one-hot.
+    q = (0.8 * rng.standard_normal(q_r.shape)).astype(q_r.dtype)
+    k = rng.standard_normal(k_r.shape).astype(k_r.dtype)
+    v = rng.standard_normal(v_r.shape).astype(v_r.dtype)
+    mem = Memory()
+    for r, x in ((q_r, q), (k_r, k), (v_r, v)):
+        mem.place(r, x)
+    mem.place(o_r)
+    buffers = mem.buffers()
+    before = {b: buf.copy() for b, buf in buffers.items()}
+    d = load_dispatch(handed)
+    grid = d.grid(list(lay.workload))
+    chosen = sample_workgroups(grid, sample, seed + site) if sample else None
+    stats, written = run_dispatch(d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen,
+                                  progress=progress)
+    def flat(x, which, rows):  # stored -> (batch, rows, head dim), through the recorded storage order
+        if rec.orders is not None:
+            order = rec.orders[which]
+            x = np.transpose(x, [order.index(axis) for axis in range(len(order))])
+        return x.reshape(batch, rows, -1)
+    q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
+    ref = attention_reference(flat(q64, 0, attn.m), flat(k64, 1, attn.k2), flat(v64, 2, attn.k2), attn.scale,
+                              causal=False)
+    bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
+    got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)
+    owned = _attention_owned(got.shape, grid, chosen, BLOCK_M)
+    wmask = flat(written_elements(written, o_r), 3, attn.m)
+    err = np.where(owned, np.abs(got - ref), 0.0)
+    err = np.where(np.isnan(err), np.inf, err)
+    problems = []
+    bad = int((err > bound).sum())
+    worst_abs = float(err.max()) if err.size else 0.0
+    worst_ratio = float((err / bound).max()) if err.size else 0.0
+    if bad:
+        i = np.unravel_index(int(np.argmax(err / bound)), err.shape)
+        problems.append(f"{bad} of {int(owned.sum())} elements of O ({o_r.name}) outside the bound (worst: got "
+                        f"{got[i]:.6g}, expected {ref[i]:.6g} +- {bound[i]:.3g})")
+    unwritten, stray = int((owned & ~wmask).sum()), int((wmask & ~owned).sum())
+    if unwritten:
+        problems.append(f"{unwritten} elements of O never written")
+    if stray:
+        problems.append(f"{stray} elements of O written by workgroups that do not own them")
+    problems += Memory.changed_outside(before, buffers, [o_r])
+    problems += [f"race: {race}" for race in stats.races]
+    detail = "; ".join(problems) if problems else \
+        f"flash attention: output {o_r.name}; inputs and sentinel bytes unchanged"
+    total = int(np.prod(grid))
+    stats.seconds = time.perf_counter() - start
+    return SiteCheck(exe.name, site, sites, not problems, detail, worst_abs, worst_ratio,
+                     len(chosen) if chosen is not None else total, total, stats.seconds, stats)
+
+
 def estimate_seconds(exe, sample: int = 0) -> float:
     """A full run's executor time from the problem size (or the sample's share of it)."""
+    if exe.facts.is_attention:  # QK^T and PV: two products of batch x M x K2 x D multiply-adds
+        a = exe.facts.problem.attention
+        macs = 2 * int(np.prod(a.batch)) * a.m * a.k2 * a.k1
+        if sample:
+            from mmaflow.compiler.flash_attention import BLOCK_M
+            macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
+        return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem
     macs = (p.batch or 1) * (p.m or 4096) * (p.n or 4096) * (p.k or 4096)
     if sample:
@@ -294,6 +393,13 @@ def check_executable(exe, *, seed: int = 0, sample: int = 0, sizes: dict | None 
     """Every call site of one taken executable (``pipeline.ExecutableResult`` with its source)."""
     front = FrontDispatch(parse_module(exe.source, new_context(), source=exe.name))
     handed = parse_module(exe.text, new_context(), source=exe.name)
+    if exe.facts.is_attention:
+        if sizes:
+            raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
+        sites = call_sites(front.func)
+        return [check_attention_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed,
+                                     sample=sample, progress=progress)
+                for i, constants in enumerate(sites)]
     sites = call_sites(front.func, sizes, exe.facts.problem)
     return [check_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample,
                        progress=progress)

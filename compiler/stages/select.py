@@ -17,6 +17,13 @@ Output: the same IR with the contraction tagged ``mmaflow.contraction``, its epi
 ``mmaflow.problem`` (``problem.Contraction``, see ``attrs.py``). Dispatches without a
 contraction are left to IREE with the reason logged; a contraction mmaflow cannot compile is an
 error, never a silent hand-over.
+
+An ``iree_linalg_ext.attention`` dispatch is taken on NVIDIA targets when the flash-attention
+kernel supports it (``flash_attention.plan_flash_attention``: static, no mask, f16/bf16
+throughout, head dim 64 or 128, constant scale; Q, K, V, O whole tensors at constant byte
+offsets): the function is tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
+``mmaflow.attention`` (``attention.AttentionDispatch``). Any other attention dispatch is left to
+IREE with its description and the reason (a mask tensor named by its kind, AMD targets, ...).
 """
 
 from __future__ import annotations
@@ -26,14 +33,15 @@ from dataclasses import dataclass, replace
 from iree.compiler import ir
 
 from .. import attrs, dynamic
-from ..attention import ATTENTION_OPS, describe_attention
+from ..attention import ATTENTION_OPS, AttentionDispatch, describe_attention
+from ..flash_attention import attention_placements, plan_flash_attention
 from ..config import require_intrinsic
 from ..linalg_forms import folded_fill
 from ..errors import InputError, UnsupportedError
 from ..mlir import (defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr,
                     subspan_binding, subspan_constant_offset, subspan_dims, subspan_offset, user_of, walk)
 from ..problem import Binding, Contraction, EpilogueInput, operand_dims
-from ..targets import Target, get_target, target_for_arch
+from ..targets import Target, Vendor, get_target, target_for_arch
 
 NAME = "select"
 
@@ -403,6 +411,38 @@ def _loaded_type(sub: ir.Operation) -> ir.Type:
                            location=location_of(sub))
 
 
+def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_ops: list, target: Target) -> Decision:
+    """Take an attention dispatch the flash-attention kernel supports on ``target``
+    (``flash_attention.plan_flash_attention`` decides, and names why not); leave every other one
+    to IREE with its description and the reason."""
+    try:
+        attn = describe_attention(op)
+    except InputError as e:  # a form the description does not read: IREE compiles it all the same
+        return Decision(name, False, f"{op.name} ({e.message}): IREE compiles it")
+    what = attn.describe()
+    if target.vendor is not Vendor.NVIDIA:
+        return Decision(name, False, f"{what}: mmaflow's attention kernel exists for NVIDIA mma.sync only so far, "
+                                     f"IREE compiles it")
+    try:
+        with op.location:
+            plan_flash_attention(attn, target=target.name)
+            placements, _, _, consumers = attention_placements(op)
+    except UnsupportedError as e:  # the message starts with the description where it is about the sizes
+        why = e.message.removeprefix(f"{what}: ")
+        return Decision(name, False, f"{what}: {why}; IREE compiles it")
+    others = [o.name for o in linalg_ops if o != op and o not in consumers]
+    if others:
+        return Decision(name, False, f"{what}: the dispatch also holds {', '.join(others)}; the attention kernel "
+                                     f"computes one attention op, IREE compiles it")
+    pls = [placements[r] for r in ("Q", "K", "V", "O")]
+    record = AttentionDispatch(attn, *(Binding(p.binding, p.offset) for p in pls),
+                               orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls))
+    attrs.mark(func, attrs.DISPATCH)
+    attrs.write_target(func, target)
+    attrs.write_attention(func, record)
+    return Decision(name, True, f"attention: {what} on {target.name} ({record.where()})")
+
+
 def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Decision:
     funcs = ops_named(variant, "func.func")
     if len(funcs) != 1:
@@ -413,11 +453,7 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
                   and o.operation.name not in _LINALG_IGNORED]
     attention = [o for o in linalg_ops if o.name in ATTENTION_OPS]
     if attention:  # named with what it computes, not as "no matmul-like contraction"
-        try:
-            what = describe_attention(attention[0]).describe()
-        except InputError as e:  # a form the description does not read: IREE compiles it all the same
-            what = f"{attention[0].name} ({e.message})"
-        return Decision(name, False, f"{what}: mmaflow has no attention kernel yet, IREE compiles it")
+        return _select_attention(name, func, attention[0], linalg_ops, target)
     found, why_not = [], []
     for op in linalg_ops:
         fields, why = match_contraction(op)

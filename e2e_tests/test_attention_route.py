@@ -1,0 +1,173 @@
+"""Attention dispatches on the flash-attention route (issue 15): select takes an
+``iree_linalg_ext.attention`` the mma.sync kernel supports on NVIDIA targets, the
+`flash-attention` stage replaces the dispatch by the kernel and hands it back, `mmaflow compile`
+verifies its PTX, `mmaflow run --device sim` checks it at its true byte offsets, and the stock
+route (iree-compile with the hook) builds the same file, which `mmaflow verify` accepts.
+
+The example's Q and K are computed by other dispatches, so IREE packs them into one binding: K
+sits at a non-zero byte offset.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmaflow.compiler.bridge import codegen_module
+from mmaflow.compiler.errors import UnsupportedError, VerificationError
+from mmaflow.compiler.results import DispatchFacts, ExecutableResult
+from mmaflow.runtime.model_check import check_executable
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+EXAMPLE = REPO / "examples" / "attention_f16.mlir"
+
+
+def _source(elem="f16", d=64):
+    return EXAMPLE.read_text().replace("f16", elem).replace("x64x", f"x{d}x")
+
+
+def _attention(res):
+    (exe,) = [e for e in res.taken if e.facts.is_attention]
+    return exe
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("elem,d", [("f16", 64), ("bf16", 128)])
+def test_select_takes_a_supported_attention(target, elem, d):
+    """The decision and config lines, the recorded facts (bindings and byte offsets as IREE placed
+    them; the kernel's expectations from its plan), and their wire form."""
+    res = codegen_module(_source(elem, d), target, require_matmul=False)
+    exe = _attention(res)
+    what = (f"iree_linalg_ext.attention batch 2, 100 queries x 200 keys, head dim {d} -> {d} ({elem} -> {elem}, "
+            f"scale 0.125, no mask)")
+    k_offset = 2 * 100 * d * 2  # after Q in the shared buffer
+    assert exe.log[0] == (f"mmaflow: taken {exe.name}: attention: {what} on {target} (Q: binding 0 @ 0, K: binding 0 "
+                          f"@ {k_offset}, V: binding 1 @ 0, O: binding 2 @ 0)"), exe.log[0]
+    assert exe.log[1].startswith(f"mmaflow: config {exe.name}: flash attention {elem}: batch 2, 100 queries x 200 "
+                                 f"keys, head dim {d}"), exe.log[1]
+    facts = exe.facts
+    assert facts.kind == "attention" and facts.config is None and facts.problem.describe() == what
+    assert facts.problem.k.offset == k_offset
+    # per warp and 64-key tile: S = Q K^T (8 x d/16 mma.sync) and O += P V (d/8 x 4)
+    assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies) == \
+        (8 * d // 16 + d // 8 * 4, 4, True)
+    assert DispatchFacts.from_wire(facts.to_wire()) == facts
+    assert ExecutableResult.from_wire(exe.to_wire()).facts == facts
+    assert "iree_linalg_ext.attention <" not in exe.text and "nvgpu.mma.sync" in exe.text
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
+def test_amd_leaves_attention_by_name(target):
+    res = codegen_module(_source(), target, require_matmul=False)
+    assert not [e for e in res.taken if e.facts.is_attention]
+    (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
+    assert line.endswith("no mask): mmaflow's attention kernel exists for NVIDIA mma.sync only so far, IREE "
+                         "compiles it"), line
+
+
+def test_unsupported_attention_is_left_with_the_reason():
+    why = "head dims 32 -> 32; the kernel takes K1 = N in (64, 128)"
+    res = codegen_module(EXAMPLE.read_text().replace("x64x", "x32x"), "sm_80", require_matmul=False)
+    assert not [e for e in res.taken if e.facts.is_attention]
+    (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
+    assert line.startswith("mmaflow: left ") and line.endswith(f": {why}; IREE compiles it"), line
+
+
+@pytest.mark.parametrize("elem,d", [("f16", 64), pytest.param("bf16", 128, marks=pytest.mark.exhaustive)])
+def test_the_attention_dispatch_on_the_executor(elem, d):
+    """At its true byte offsets (K after Q in one binding), sentinels elsewhere, against the float64
+    reference within the bound ``runtime/attention_reference.py`` justifies."""
+    exe = _attention(codegen_module(_source(elem, d), "sm_80", require_matmul=False))
+    (c,) = check_executable(exe, seed=3)
+    assert c.passed, c.line()
+    assert c.workgroups == c.grid_size == 4 and not c.stats.races
+    assert 0 < c.max_err_over_bound <= 1
+
+
+def test_a_broken_attention_kernel_fails_the_check():
+    """The kernel's folded scale * log2(e) changed: every softmax weight is off, and the check says
+    so (the comparison, not a crash)."""
+    exe = _attention(codegen_module(_source(), "sm_80", require_matmul=False))
+    import re
+    consts = re.findall(r"arith.constant (0\.18033\d*) : f32", exe.text)
+    assert consts, "the folded scale * log2(e) constant is not in the kernel"
+    bad = dataclasses.replace(exe, text=exe.text.replace(f"arith.constant {consts[0]} : f32",
+                                                         "arith.constant 0.3 : f32"))
+    (c,) = check_executable(bad, seed=3)
+    assert not c.passed and "outside the bound" in c.detail, c.line()
+
+
+def test_mmaflow_run_passes_every_dispatch():
+    r = subprocess.run([str(BIN / "mmaflow"), "run", str(EXAMPLE), "--target", "sm_80", "--device", "sim"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS attn_dispatch_2: " in r.stdout and "mmaflow run: PASS: 1 of 1 checks passed" in r.stdout, r.stdout
+
+
+def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
+    """`mmaflow compile` (which verifies the kernel's PTX) and `iree-compile $(mmaflow flags)` give
+    the same .vmfb; `mmaflow verify` accepts the stock build and checks the PTX in it."""
+    flags = subprocess.run([str(BIN / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    stock = subprocess.run([str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
+                           capture_output=True, text=True)
+    assert stock.returncode == 0, stock.stderr[-3000:]
+    assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
+    ours = subprocess.run([str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "sm_80",
+                           "-o", str(tmp_path / "ours.vmfb")], capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert "mmaflow: verified attn_dispatch_2: flash attention, " in ours.stderr, ours.stderr
+    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
+    v = subprocess.run([str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE),
+                        "--target", "sm_80"], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v.stderr and "flash attention" in v.stderr, v.stderr
+
+
+def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
+    """check_attention_isa on the kernel's own PTX passes; without ex2.approx, with local memory,
+    it fails naming both."""
+    from mmaflow.compiler.bridge import compile_module
+    from mmaflow.compiler.isa import parse_ptx
+    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.verify import check_attention_isa
+    res = compile_module(_source(), "sm_80", require_matmul=False)
+    exe = _attention(res)
+    text = res.isa_text[exe.name]
+    target = get_target("sm_80")
+    check_attention_isa(parse_ptx(text, exe.export, target), text, exe.name, exe.facts.expect)
+    lines = text.replace("ex2.approx", "ex2.slow").splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("mma.sync"))
+    bad = "\n".join(lines[:at] + ["\tst.local.b32 \t[%rd1], %r1;"] + lines[at:])
+    with pytest.raises(VerificationError, match="no ex2.approx .*local memory"):
+        check_attention_isa(parse_ptx(bad, exe.export, target), bad, exe.name, exe.facts.expect)
+
+
+def test_report_says_it_does_not_cover_attention():
+    r = subprocess.run([str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", "sm_80"], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "attn_dispatch_2 is mmaflow's flash-attention kernel; mmaflow report covers matmul kernels only" \
+        in r.stderr, r.stderr
+
+
+def test_the_api_says_it_does_not_run_attention():
+    from mmaflow.runtime.api import compile_module
+    art = compile_module(EXAMPLE.read_text(), "sm_80", lower=False)
+    with pytest.raises(UnsupportedError, match="is an attention dispatch"):
+        art.problem
+
+
+def test_a_head_dim_that_is_not_innermost_is_left_by_name():
+    """V computed by another dispatch: IREE stores it transposed, (batch, head dim, keys) for the
+    attention; the kernel's 16-byte copies read along the head dim, so the dispatch is left."""
+    text = EXAMPLE.read_text().replace("ins(%q2, %k2, %v, %scale", "ins(%q2, %k2, %v2, %scale")
+    res = codegen_module(text, "sm_80", require_matmul=False)
+    assert not [e for e in res.taken if e.facts.is_attention]
+    (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
+    assert "attention's V is stored with its head dim not innermost" in line and line.endswith("IREE compiles it"), line

@@ -1,0 +1,38 @@
+"""The float64 reference of attention and the error bound mmaflow's flash-attention kernel is held
+to (``e2e_tests/test_flash_attention.py`` and ``model_check.py`` share them).
+
+Tolerance, per output element (u = 2^-11 for f16, 2^-8 for bf16: the unit roundoff):
+    |O - ref| <= u * |ref| + 2 * u * max|V|   (max over the batch entry's V).
+The inputs are exact in both (the reference reads the same 16-bit values). S and the online
+softmax are f32: S's products of 16-bit values are exact in f32 and its sums err by ~D * 2^-24
+relative, exp2 is correctly rounded on the executor, so P and l are right to ~1e-5 relative
+(two orders below f16's u). P is rounded to the 16-bit type before P V: each term p_j v_j errs by
+at most u * p_j |v_j|, and sum_j p_j |v_j| / l <= max|V| (the weights sum to one); P V accumulates
+in f32 (~K2 * 2^-24 relative). The output's rounding adds u * |ref|. The factor 2 on the P term
+covers the f32 terms with room; a kernel that drops a key, a row max or the rescaling errs by
+the size of a softmax weight times |V| (order 1e-2 and up) and fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+UNIT_ROUNDOFF = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+
+
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> np.ndarray:
+    """softmax(Q K^T * scale) V in float64; Q (batch, M, D), K and V (batch, K2, D). Causal: key
+    j > query i masked (PyTorch's is_causal, top-left aligned)."""
+    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
+    if causal:
+        s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
+    s = s - s.max(-1, keepdims=True)
+    p = np.exp(s)
+    return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def attention_bound(ref: np.ndarray, v: np.ndarray, elem: str) -> np.ndarray:
+    """The error bound of each output element (see the module docstring); ``v`` (batch, K2, D)."""
+    u = UNIT_ROUNDOFF[elem]
+    vmax = np.abs(v.astype(np.float64)).max(axis=(1, 2))[:, None, None]
+    return u * np.abs(ref) + 2 * u * vmax
