@@ -10,6 +10,8 @@ integers whose sums are exact in f32, compared with zero tolerance.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import handed_back
@@ -22,6 +24,7 @@ from mmaflow.compiler.results import CodegenOptions
 from mmaflow.compiler.targets import get_target
 from mmaflow.compiler.wgmma import wgmma
 from mmaflow.compiler.wgmma_plan import warp_c_layout
+from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
 
@@ -35,6 +38,7 @@ def _sim(src, overrides, exact=False):
     return check_matmul(parse_module(text, new_context()), exact=exact)
 
 
+@pytest.mark.parametrize("stages", [1, 3])
 @pytest.mark.parametrize("m,n,k,t,wn,exact", [
     (128, 128, 128, "f16", 128, True),
     (128, 128, 128, "f16", 128, False),
@@ -43,25 +47,134 @@ def _sim(src, overrides, exact=False):
     (256, 256, 128, "bf16", 256, False),
     (128, 256, 192, "bf16", 64, True),
 ])
-def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact):
-    r = _sim(matmul_module(m, n, k, t), {"intrinsic": _wg(wn, t)}, exact)
+def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact, stages):
+    r = _sim(matmul_module(m, n, k, t), {"intrinsic": _wg(wn, t), "stages": stages}, exact)
     assert r.check.passed, r.check.detail
     assert not r.stats.races
     # per K tile of 64: 4 wgmma per warpgroup, 2 warpgroups per 128-row tile
     assert r.stats.matrix_ops == (m // 128) * (n // wn) * (k // 64) * 4 * 2
 
 
+@pytest.mark.parametrize("stages", [1, 2, 4])
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)], ids=["At", "Bt", "AtBt"])
-def test_transposed_operands_use_the_other_major(ta, tb):
-    # A^T is MN-major (imm-trans-a), B^T K-major: every combination of the two orders
-    r = _sim(matmul_module(128, 128, 64, "f16", transpose_a=ta, transpose_b=tb), {"intrinsic": _wg(128)}, True)
+def test_transposed_operands_use_the_other_major(ta, tb, stages):
+    # A^T is MN-major (imm-trans-a), B^T K-major: every combination of the two orders; K = 320
+    # is 5 tiles, so every ring (2..4 slots) reuses its slots
+    r = _sim(matmul_module(128, 128, 320, "f16", transpose_a=ta, transpose_b=tb),
+             {"intrinsic": _wg(128), "stages": stages}, True)
     assert r.check.passed, r.check.detail
+    assert not r.stats.races
 
 
-def test_one_warpgroup_tile_and_batch():
-    r = _sim(matmul_module(64, 128, 128, "bf16", batch=2), {"intrinsic": _wg(128, "bf16"), "tile_m": 64})
+@pytest.mark.parametrize("stages", [1, 3])
+def test_one_warpgroup_tile_and_batch(stages):
+    r = _sim(matmul_module(64, 128, 128, "bf16", batch=2), {"intrinsic": _wg(128, "bf16"), "tile_m": 64,
+                                                             "stages": stages})
     assert r.check.passed, r.check.detail
     assert r.stats.matrix_ops == 2 * 2 * 4
+
+
+# ---- the cp.async ring (stages 2..4) -------------------------------------------------------------
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("t,wn,tile_m,k", [("f16", 256, 128, 512), ("bf16", 64, 64, 448), ("f16", 128, 128, 64)],
+                         ids=["f16-n256-k8tiles", "bf16-n64-m64-k7tiles", "f16-one-tile"])
+def test_ring_matches_numpy(stages, t, wn, tile_m, k):
+    # K of 8 / 7 tiles: every slot reused more than once; one tile: fewer tiles than the ring
+    # copies ahead (the prologue commits empty groups, the main loop is empty)
+    r = _sim(matmul_module(tile_m, 256, k, t), {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages},
+             exact=True)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+    assert r.stats.matrix_ops == (256 // wn) * (k // 64) * 4 * (tile_m // 64)
+
+
+def test_default_is_the_deepest_ring_that_fits():
+    from mmaflow.compiler.wgmma_plan import ALIGN, plan_bytes, slot_bytes
+    for t, n, tile_m in (("f16", 256, 128), ("bf16", 64, 64), ("f16", 128, 128)):
+        p = Contraction(m=256, n=256, k=128, batch=1, a_type=t, b_type=t, c_type="f32")
+        cfg, _ = resolve(SM90, p, {"intrinsic": _wg(n, t), "tile_m": tile_m})
+        assert cfg.stages == 4
+        assert plan_bytes(cfg, t) <= SM90.lds_bytes  # 227 KB: 4 x 48 KiB + 1 KiB at most
+        assert slot_bytes(cfg, t) % ALIGN == 0  # every slot's A and B tile starts on 1024 bytes
+
+
+def _ring_text(stages, k=512, skew=0):
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    old = WgmmaRewriter._slot_skew
+    WgmmaRewriter._slot_skew = skew
+    try:
+        # (cache-free: the mutation changes the generator, not the arguments)
+        from mmaflow.compiler.bridge import codegen_module
+        res = codegen_module(matmul_module(128, 128, k, "f16"), "sm_90a",
+                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
+        (exe,) = res.taken
+        return exe.text
+    finally:
+        WgmmaRewriter._slot_skew = old
+
+
+def _run_text(text):
+    return check_matmul(parse_module(text, new_context()), exact=True)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_ring_unmutated_passes(stages):
+    r = _run_text(_ring_text(stages))
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_slot_reused_one_stage_early_fails(stages):
+    """Mutation: the copy of tile t+A goes into the slot of tile t+A+1 -- the slot of the wgmma
+    group the previous wait_group left running (3+ stages) or of the group just committed (2)."""
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        _run_text(_ring_text(stages, skew=1))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_wgmma_wait_one_group_too_lax_fails(stages):
+    """Mutation: wait_group L+1 in the loop leaves the group of the slot the next copy overwrites
+    running."""
+    lag = 1 if stages >= 3 else 0
+    text = _ring_text(stages)
+    old, new = f"nvvm.wgmma.wait.group.sync.aligned {lag} ", f"nvvm.wgmma.wait.group.sync.aligned {lag + 1} "
+    assert text.count(old) == 2 + (lag == 0)  # main loop, drain (and after the loops, for lag 0)
+    if lag == 0:  # keep the final wait 0 after the loops
+        head, sep, tail = text.rpartition(old)
+        text = head.replace(old, new) + sep + tail
+    else:
+        text = text.replace(old, new)
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        _run_text(text)
+
+
+def test_ring_without_proxy_fence_fails():
+    """Mutation: no fence.proxy.async between the cp.async wait and the wgmma."""
+    text = _ring_text(3)
+    fence = re.compile(r"^\s*nvvm\.fence\.proxy <async\.shared>, space = <cta>.*\n", re.M)
+    cut, n = fence.subn("", text)
+    assert n == 2  # main loop and drain
+    with pytest.raises(ExecutorError, match="generic proxy with no nvvm.fence.proxy"):
+        _run_text(cut)
+
+
+def test_ring_fence_before_the_copy_wait_fails():
+    """Mutation: the fence before cp.async.wait_group: the copies land after it, unfenced."""
+    text = _ring_text(3)
+    lines = text.splitlines(keepends=True)
+    out, i = [], 0
+    while i < len(lines):
+        if "nvgpu.device_async_wait" in lines[i] and i + 1 < len(lines) and "nvvm.fence.proxy" in lines[i + 1]:
+            out += [lines[i + 1], lines[i]]
+            i += 2
+        else:
+            out.append(lines[i])
+            i += 1
+    assert out != lines
+    with pytest.raises(ExecutorError, match="generic proxy with no nvvm.fence.proxy"):
+        _run_text("".join(out))
 
 
 @pytest.mark.exhaustive
@@ -100,7 +213,8 @@ def test_heuristic_never_chooses_wgmma():
      "K = 96 is not a multiple of the tile's 64"),
     (P, {"tile_m": 256}, "tile_m 64 .one warpgroup. or 128"),
     (P, {"tile_n": 64}, "tile_n=64 cannot be set"),
-    (P, {"stages": 3}, "stages=3 cannot be set"),
+    (P, {"stages": 5}, "stages=5; the warpgroup-MMA kernel has 1"),
+    (P, {"stages": 0}, "stages=0; the warpgroup-MMA kernel has 1"),
     (Contraction(m=256, n=256, k=128, batch=1, a_type="bf16", b_type="bf16", c_type="f32"), {},
      "computes f16xf16->f32, the matmul is bf16xbf16->f32"),
 ])
@@ -131,11 +245,30 @@ def test_dynamic_and_epilogue_problems_are_refused():
 @pytest.mark.parametrize("t,n", [("f16", 128), ("bf16", 256)])
 def test_lowers_to_wgmma_ptx_and_verifies(t, n):
     res = compile_module(matmul_module(256, 256, 128, t), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(n, t)}))  # verify=True: check_isa
+                         options=CodegenOptions(overrides={"intrinsic": _wg(n, t), "stages": 1}))  # verify: check_isa
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}") == 4
     for needle in ("fence.proxy.async.shared::cta", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
                    "wgmma.wait_group.sync.aligned", "ld.global.nc.v4", "st.shared.v4"):
         assert needle in ptx, needle
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize("t,n,stages", [("f16", 128, None), ("bf16", 256, 3), ("f16", 64, 2)])
+def test_ring_lowers_to_cp_async_and_wgmma_wait_ptx(t, n, stages):
+    over = {"intrinsic": _wg(n, t)} | ({"stages": stages} if stages else {})  # None: the default, 4
+    res = compile_module(matmul_module(256, 256, 512, t), "sm_90a",
+                         options=CodegenOptions(overrides=over))  # verify=True: check_isa (1 barrier per K tile)
+    (ptx,) = res.isa_text.values()
+    assert ".target sm_90a" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}" in ptx
+    lag = 0 if stages == 2 else 1
+    for needle in ("cp.async.ca.shared.global", "cp.async.commit_group", "cp.async.wait_group",
+                   "fence.proxy.async.shared::cta", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                   "wgmma.wait_group.sync.aligned"):
+        assert needle in ptx, needle
+    # in the loop: wgmma.wait_group 1 (2 stages: 0) after the next tile's cp.async group
+    assert re.search(rf"cp\.async\.commit_group;\s*wgmma\.wait_group\.sync\.aligned\s+{lag};", ptx)
+    assert "st.shared.v4" not in ptx  # every shared-memory write of the operands is a cp.async
     assert "ld.local" not in ptx and "st.local" not in ptx
