@@ -18,12 +18,12 @@ correct kernel, on which pipelining will build:
   loads -> shared stores at ``SmemLayout.offset``, ``fence.proxy.async.shared::cta`` (the generic
   stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
 - the accumulator (an ``!llvm.struct`` of N/2 f32 per thread) stored through the existing
-  epilogue from the D layout, seen per warp: warp w of the workgroup holds rows 16w..16w+15 of
+  epilogue (fused elementwise epilogues and f16/bf16 outputs included, applied in registers) from the D layout, seen per warp: warp w of the workgroup holds rows 16w..16w+15 of
   the tile in mma.sync m16n8's C layout, N/8 times along N (``warp_c_layout``), which is the
   script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
 
 Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, dynamic sizes,
-sizes that are not whole tiles, fused epilogues, other tile shapes, ``stages`` outside 1..4 or
+sizes that are not whole tiles, other tile shapes, ``stages`` outside 1..4 or
 more than the shared memory holds.
 
 ``stages`` 2..4 (default: 4, the deepest that fits in 227 KB) replaces the stores with a ring of
@@ -110,11 +110,6 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         if size is None or size % tile:
             raise UnsupportedError(f"{intr.name}: {dim.upper()} = {size} is not a multiple of the tile's {tile} "
                                    f"(the warpgroup-MMA kernel has no partial tiles yet)")
-    if problem.epilogue_ops:
-        raise UnsupportedError(f"{intr.name}: fused epilogues ({' '.join(problem.epilogue_ops)}) are not "
-                               f"implemented for the warpgroup-MMA kernel yet")
-    if problem.c_type != problem.stored_type:
-        raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel stores f32 only, not {problem.stored_type}")
     threads = cfg.workgroup_size
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
@@ -314,7 +309,7 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
         offset += _round(smem.bytes)
     lay = warp_c_layout(intr.n)
     runs = tuple(lay.runs(COL))
-    epi = EpiloguePlan(lay, runs, (False, False), (), problem.stored_type, c_extents)
+    epi = EpiloguePlan(lay, runs, (False, False), tuple(problem.epilogue_ops), problem.stored_type, c_extents)
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
             f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,

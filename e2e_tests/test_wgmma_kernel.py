@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from conftest import handed_back
+from conftest import handed_back, simulate
 from mmaflow.compiler.bridge import compile_module
 from mmaflow.compiler.config import resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -230,14 +230,52 @@ def test_wgmma_needs_hopper_and_f16_or_bf16():
         SM90.intrinsic("WGMMA_F32_64x128x32_F8E4M3FN")
 
 
-def test_dynamic_and_epilogue_problems_are_refused():
+def test_dynamic_problems_are_refused():
     from mmaflow.runtime.modules import dynamic_module
     with pytest.raises(MmaflowError, match="needs static sizes"):
         handed_back(dynamic_module(None, 256, 128), "sm_90a", (("intrinsic", _wg(128)),))
-    src = epilogue_module(256, 256, 128, out_type="f32", inputs=[("f32", ("n",))],
-                          body="%res = arith.addf %acc, %x0 : f32")
-    with pytest.raises(MmaflowError, match="fused epilogues"):
-        handed_back(src, "sm_90a", (("intrinsic", _wg(128)),))
+
+
+# ---- fused epilogues (the mma.sync kernel's epilogue, applied to the per-warp D layout) -------------
+
+def _epilogue_cases():
+    from test_epilogue import CASES
+    return CASES
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+@pytest.mark.parametrize("name", list(_epilogue_cases()))
+def test_fused_epilogue_matches_numpy(name, stages):
+    """test_epilogue.py's cases (bias over N / M, relu, casts to f16 / bf16, residuals, gelu, scale
+    and shift) on the wgmma kernel: the epilogue reads its inputs at the D layout's coordinates."""
+    kw, ref, exact = _epilogue_cases()[name]
+    src = epilogue_module(128, 256, 192, **kw)
+    over = {"intrinsic": _wg(128), "stages": stages}
+    r = simulate(src, "sm_90a", over, seed=3, epilogue=ref)
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+    if exact:
+        e = simulate(src, "sm_90a", over, seed=4, exact=True, epilogue=ref)
+        assert e.check.passed, e.check.line()
+
+
+def test_fused_epilogue_batch_one_warpgroup():
+    from mmaflow.runtime.numerics import EpilogueReference
+    src = epilogue_module(64, 128, 128, out_type="f32", batch=3, inputs=[("f32", ("b",)), ("f32", ("b", "n"))],
+                          body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32")
+    ref = EpilogueReference(lambda acc, s, b: acc * s[:, None, None] + b[:, None, :], 1.0, 2)
+    r = simulate(src, "sm_90a", {"intrinsic": _wg(64), "tile_m": 64, "stages": 3}, seed=7, epilogue=ref)
+    assert r.check.passed, r.check.line()
+
+
+def test_fused_bias_relu_f16_lowers_and_verifies():
+    kw, _, _ = _epilogue_cases()["bias_n-relu-f16"]
+    res = compile_module(epilogue_module(256, 256, 512, **kw), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(256)}))  # verify=True: check_isa
+    (ptx,) = res.isa_text.values()
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx and "cp.async.ca.shared.global" in ptx
+    assert "max" in ptx and "cvt.rn.f16" in ptx  # relu and the f16 store
+    assert "ld.local" not in ptx and "st.local" not in ptx
 
 
 # ---- lowering ----------------------------------------------------------------------------------
