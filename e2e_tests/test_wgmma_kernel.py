@@ -332,3 +332,13 @@ def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, n, stages):
     assert r.returncode == 0, out
     assert "0 bytes spill stores" in out, out
     assert "serialized" not in out.lower(), out
+
+
+def test_ring_without_barrier_is_a_race():
+    """Mutation: no barrier in the K loop: a wgmma reads bytes other threads' cp.async wrote with
+    nothing ordering them (the race check; the numbers happen to be right in lockstep)."""
+    text = _ring_text(3)
+    cut, n = re.subn(r"^\s*gpu\.barrier \{mmaflow\.ring\}.*\n", "", text, flags=re.M)
+    assert n == 2  # main loop and drain
+    r = _run_text(cut)
+    assert any("wgmma.mma_async reads thread" in x for x in r.stats.races), r.stats.races
