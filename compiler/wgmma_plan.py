@@ -22,8 +22,10 @@ correct kernel, on which pipelining will build:
   the tile in mma.sync m16n8's C layout, N/8 times along N (``warp_c_layout``), which is the
   script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
 
-Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, dynamic sizes,
-sizes that are not whole tiles, other tile shapes, ``stages`` outside 1..4 or
+Partial tiles (M, N, K not multiples of the tile) are bounded: out-of-range chunks are
+zero-filled (the one-stage kernel's loads select 0, cp.async copies 0 source bytes), out-of-range
+stores dropped. Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8,
+dynamic sizes, operand rows not whole 16-byte chunks, other tile shapes, ``stages`` outside 1..4 or
 more than the shared memory holds.
 
 ``stages`` 2..4 (default: 4, the deepest that fits in 227 KB) replaces the stores with a ring of
@@ -39,7 +41,7 @@ from . import attrs
 from .config import KernelConfig
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import BF16, F16, F32, TYPE_BITS
-from .layout import COL, Layout, make_layout
+from .layout import COL, Layout, Run, make_layout
 from .plan import EpiloguePlan, Extents
 from .problem import Contraction
 from .smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
@@ -105,11 +107,17 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     if problem.is_dynamic:
         raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel needs static sizes; "
                                f"{', '.join(d.dim for d in problem.dynamic)} dynamic")
-    for dim, tile in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k)):
+    # Partial tiles (M, N or K not a multiple of the tile) are bounded like the mma.sync kernel's:
+    # chunks past the true extent are zero-filled, stores past it dropped. A chunk is 16 bytes of
+    # one global row, so each operand's row length must be whole chunks (and 16-byte aligned rows).
+    per_chunk = CHUNK_BYTES * 8 // TYPE_BITS[intr.a_type]
+    for name in ("A", "B"):
+        dim = "k" if k_innermost(problem, name) else ("m" if name == "A" else "n")
         size = getattr(problem, dim)
-        if size is None or size % tile:
-            raise UnsupportedError(f"{intr.name}: {dim.upper()} = {size} is not a multiple of the tile's {tile} "
-                                   f"(the warpgroup-MMA kernel has no partial tiles yet)")
+        if size % per_chunk:
+            raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()} = {size}, not a multiple "
+                                   f"of {per_chunk} elements: the warpgroup-MMA kernel copies whole 16-byte chunks "
+                                   f"(partial tiles are otherwise bounded)")
     threads = cfg.workgroup_size
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
@@ -309,11 +317,14 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
         offset += _round(smem.bytes)
     lay = warp_c_layout(intr.n)
     runs = tuple(lay.runs(COL))
-    epi = EpiloguePlan(lay, runs, (False, False), tuple(problem.epilogue_ops), problem.stored_type, c_extents)
+    bounded = tuple(c_extents.bounded()[-2:])
+    if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
+        runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
+    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
             f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
-                     TILE_K // intr.k, problem.k // TILE_K, plan_bytes(cfg, intr.a_type), epi,
+                     TILE_K // intr.k, -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
                      (f"{intr.name}: the opt-in warpgroup-MMA kernel ({kind})",), cfg.stages,
                      slot_bytes(cfg, intr.a_type))
 

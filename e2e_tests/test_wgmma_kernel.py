@@ -207,10 +207,10 @@ def test_heuristic_never_chooses_wgmma():
 
 
 @pytest.mark.parametrize("problem,overrides,match", [
-    (Contraction(m=200, n=256, k=128, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
-     "M = 200 is not a multiple of the tile's 128"),
-    (Contraction(m=256, n=256, k=96, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
-     "K = 96 is not a multiple of the tile's 64"),
+    (Contraction(m=200, n=256, k=100, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
+     "A's global rows run along K = 100, not a multiple of 8 elements"),
+    (Contraction(m=256, n=130, k=96, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
+     "B's global rows run along N = 130, not a multiple of 8 elements"),
     (P, {"tile_m": 256}, "tile_m 64 .one warpgroup. or 128"),
     (P, {"tile_n": 64}, "tile_n=64 cannot be set"),
     (P, {"stages": 5}, "stages=5; the warpgroup-MMA kernel has 1"),
@@ -342,3 +342,54 @@ def test_ring_without_barrier_is_a_race():
     assert n == 2  # main loop and drain
     r = _run_text(cut)
     assert any("wgmma.mma_async reads thread" in x for x in r.stats.races), r.stats.races
+
+
+# ---- partial tiles (M, N, K not multiples of the tile: bounded like the mma.sync kernel's) --------
+
+@pytest.mark.parametrize("stages", [1, 3, 4])
+@pytest.mark.parametrize("m,n,k,t,wn,ta,tb", [
+    (200, 136, 104, "f16", 128, False, False),  # M, N and K all partial
+    (72, 264, 520, "bf16", 256, False, False),  # one partial M tile, a nearly empty N tile, K 8 + 1/8 tiles
+    (200, 129, 104, "f16", 64, False, True),  # B^T: N odd, the stores split into single elements
+    (136, 120, 72, "f16", 128, True, False),  # A^T: A's rows run along M
+], ids=["mnk", "m-n-k9", "Bt-n-odd", "At"])
+def test_partial_tiles_match_numpy(m, n, k, t, wn, ta, tb, stages):
+    src = matmul_module(m, n, k, t, transpose_a=ta, transpose_b=tb)
+    r = _sim(src, {"intrinsic": _wg(wn, t), "stages": stages}, exact=True)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+    r = _sim(src, {"intrinsic": _wg(wn, t), "stages": stages})
+    assert r.check.passed, r.check.detail
+
+
+def test_partial_tiles_one_warpgroup_batch():
+    r = _sim(matmul_module(40, 72, 56, "bf16", batch=2), {"intrinsic": _wg(64, "bf16"), "tile_m": 64, "stages": 2},
+             exact=True)
+    assert r.check.passed, r.check.detail
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+def test_partial_tiles_with_fused_epilogue(stages):
+    for name, (m, n, k) in (("scale_n-shift_m", (136, 200, 72)), ("bias_n-relu-f16", (200, 136, 104))):
+        kw, ref, _ = _epilogue_cases()[name]
+        src = epilogue_module(m, n, k, **kw)
+        r = simulate(src, "sm_90a", {"intrinsic": _wg(128), "stages": stages}, seed=5, exact=True, epilogue=ref)
+        assert r.check.passed, (name, r.check.line())
+
+
+def test_partial_tiles_lower_to_zero_filling_cp_async():
+    res = compile_module(matmul_module(200, 136, 520, "f16"), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128)}))  # verify=True: check_isa
+    (ptx,) = res.isa_text.values()
+    # the source-size operand: 16 bytes in range, 0 (zero-fill) past the true extent
+    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx), ptx[:2000]
+    assert "wgmma.mma_async" in ptx and "ld.local" not in ptx and "st.local" not in ptx
+
+
+def test_aligned_problems_copy_unchecked():
+    """Whole tiles: no bounds checks in the copies (no source-size operand)."""
+    res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128)}))
+    (ptx,) = res.isa_text.values()
+    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
+    assert not re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, ", ptx)

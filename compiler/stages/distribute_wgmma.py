@@ -290,6 +290,8 @@ class WgmmaRewriter(Rewriter):
             raise ValueError(f"{opd.name}: the script's tile is {list(vt.shape)}, the plan's "
                              f"{op_plan.rows}x{op_plan.cols}")
         src = self._global(src_mem)
+        ext = self.mem_extents[src_mem][1]
+        limits = tuple(self._limits(ext)[-2:])  # true extents where tiles overhang (partial tiles)
         lead = self._clone_slice(src_idx[:-2], old_body, {old_iv: iv}, em.ip)
         g0, g1 = self._clone_slice(src_idx[-2:], old_body, {old_iv: iv}, em.ip)
         lay = op_plan.smem
@@ -309,11 +311,12 @@ class WgmmaRewriter(Rewriter):
             mn, k = (row, col) if op_plan.k_innermost else (col, row)
             off = self._offset(em, lay, mn, k)  # bytes from the tile base
             idx = em.add(pad_elems, base, em.div(off, lay.element_bytes))
-            if slot is None:
-                val = em.global_load(src, gidx, chunk_t)
+            if slot is None:  # (reads 0 past a true extent)
+                val = em.bounded_global_load(src, gidx, chunk_t, [None] * len(lead) + list(limits))
                 attrs.mark(em.lds_store(val, smem, [idx]), attrs.RING)
-            else:
-                token = em.async_copy(src, gidx, smem, [idx], per_chunk, None)
+            else:  # past a true extent: 0 source bytes, the 16 bytes zero-filled
+                valid = em.in_bounds(gidx[-2:], limits)
+                token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid)
                 attrs.mark(defining_op(token), attrs.RING)
                 tokens.append(token)
         return tokens
