@@ -20,8 +20,21 @@ not):
         nvvm.wgmma.commit.group.sync.aligned; nvvm.wgmma.wait.group.sync.aligned 0
     accumulator -> vector<N/2 x f32> -> the epilogue's stores (per warp: ``warp_c_layout``)
 
-The stores and barriers carry ``mmaflow.ring``: their order is this stage's (the `barriers`
-stage cannot see the wgmma's shared-memory reads).
+That is ``stages`` = 1. With ``stages`` = 2..4 the copies fill a ring of slots by cp.async and
+the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
+
+    prologue: cp.async tiles 0 .. A-1 -> slots; commit each
+    scf.for tiles (main: copying; drain: empty groups) iter_args(%acc):
+        cp.async.wait_group A-1; nvvm.fence.proxy async.shared::cta; gpu.barrier
+        nvvm.wgmma.fence.aligned; wgmma.mma_async x K steps on slot t % S; commit
+        cp.async tile t+A -> slot (t+A) % S; commit; nvvm.wgmma.wait.group.sync.aligned L
+    wgmma.wait 0; cp.async.wait 0
+
+Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
+in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise.
+
+The stores, copies, groups and barriers carry ``mmaflow.ring``: their order is this stage's (the
+`barriers` stage cannot see the wgmma's shared-memory reads).
 """
 
 from __future__ import annotations
