@@ -18,12 +18,19 @@ correct kernel, on which pipelining will build:
   loads -> shared stores at ``SmemLayout.offset``, ``fence.proxy.async.shared::cta`` (the generic
   stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
 - the accumulator (an ``!llvm.struct`` of N/2 f32 per thread) stored through the existing
-  epilogue from the D layout, seen per warp: warp w of the workgroup holds rows 16w..16w+15 of
+  epilogue (fused elementwise epilogues and f16/bf16 outputs included, applied in registers) from the D layout, seen per warp: warp w of the workgroup holds rows 16w..16w+15 of
   the tile in mma.sync m16n8's C layout, N/8 times along N (``warp_c_layout``), which is the
   script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
 
-Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, dynamic sizes,
-sizes that are not whole tiles, fused epilogues, other tile shapes, ``stages`` > 1.
+Partial tiles (M, N, K not multiples of the tile) are bounded: out-of-range chunks are
+zero-filled (the one-stage kernel's loads select 0, cp.async copies 0 source bytes), out-of-range
+stores dropped. Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8,
+dynamic sizes, operand rows not whole 16-byte chunks, other tile shapes, ``stages`` outside 1..4 or
+more than the shared memory holds.
+
+``stages`` 2..4 (default: 4, the deepest that fits in 227 KB) replaces the stores with a ring of
+``stages`` slots filled by cp.async (see ``WgmmaPlan.copy_ahead`` / ``wgmma_lag`` and
+``stages/distribute_wgmma.py``); ``stages`` = 1 is the synchronous kernel above.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from . import attrs
 from .config import KernelConfig
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import BF16, F16, F32, TYPE_BITS
-from .layout import COL, Layout, make_layout
+from .layout import COL, Layout, Run, make_layout
 from .plan import EpiloguePlan, Extents
 from .problem import Contraction
 from .smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
@@ -48,7 +55,9 @@ SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
 CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 # What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
-OVERRIDABLE = ("intrinsic", "tile_m", "raster")
+OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages")
+STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
+DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 
 
 def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrinsic,
@@ -57,13 +66,17 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
     tile_m = overrides.get("tile_m", 128)
     cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=TILE_K,
                        waves_m=max(1, tile_m // 16), waves_n=1, lds_pad=0, stages=1, raster=1)
+    if "stages" not in overrides:  # the deepest ring within the target's shared memory
+        fits = [s for s in DEFAULT_STAGES
+                if tile_m in TILE_M and plan_bytes(replace(cfg, stages=s), intr.a_type) <= target.lds_bytes]
+        cfg = replace(cfg, stages=fits[0] if fits else DEFAULT_STAGES[-1])  # (refused below)
     fixed = {k: v for k, v in overrides.items() if k not in OVERRIDABLE}
     if any(getattr(cfg, k) != v for k, v in fixed.items()):
         bad = ", ".join(f"{k}={v}" for k, v in sorted(fixed.items()) if getattr(cfg, k) != v)
         raise ConfigError(f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
                           f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
                           f"(tile_n = N = {intr.n}, tile_k = {TILE_K}, warps of 32, waves_m = tile_m / 16, "
-                          f"one stage)")
+                          f"stages 1 to 4)")
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
     validate_warpgroup(cfg, target, problem, intr)
     return cfg
@@ -78,30 +91,33 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
         raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
                           f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
-    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=TILE_K, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0,
-                stages=1)
+    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=TILE_K, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
+    if cfg.stages not in STAGES:
+        raise ConfigError(f"{intr.name}: stages={cfg.stages}; the warpgroup-MMA kernel has 1 (synchronous stores, "
+                          f"wait 0 per K tile) or a cp.async ring of 2 to 4 shared-memory slots")
     if cfg.tile_m not in TILE_M:
         raise ConfigError(f"{intr.name}: tile_m={cfg.tile_m}; a warpgroup-MMA kernel has tile_m 64 (one warpgroup) "
                           f"or 128 (two)")
     wrong = [f"{k}={getattr(cfg, k)} (must be {v})" for k, v in want.items() if getattr(cfg, k) != v]
     if wrong:
-        raise ConfigError(f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel is one stage, tile "
+        raise ConfigError(f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel has tile "
                           f"{cfg.tile_m}x{intr.n}x{TILE_K}, warps of 32")
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     if problem.is_dynamic:
         raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel needs static sizes; "
                                f"{', '.join(d.dim for d in problem.dynamic)} dynamic")
-    for dim, tile in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k)):
+    # Partial tiles (M, N or K not a multiple of the tile) are bounded like the mma.sync kernel's:
+    # chunks past the true extent are zero-filled, stores past it dropped. A chunk is 16 bytes of
+    # one global row, so each operand's row length must be whole chunks (and 16-byte aligned rows).
+    per_chunk = CHUNK_BYTES * 8 // TYPE_BITS[intr.a_type]
+    for name in ("A", "B"):
+        dim = "k" if k_innermost(problem, name) else ("m" if name == "A" else "n")
         size = getattr(problem, dim)
-        if size is None or size % tile:
-            raise UnsupportedError(f"{intr.name}: {dim.upper()} = {size} is not a multiple of the tile's {tile} "
-                                   f"(the warpgroup-MMA kernel has no partial tiles yet)")
-    if problem.epilogue_ops:
-        raise UnsupportedError(f"{intr.name}: fused epilogues ({' '.join(problem.epilogue_ops)}) are not "
-                               f"implemented for the warpgroup-MMA kernel yet")
-    if problem.c_type != problem.stored_type:
-        raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel stores f32 only, not {problem.stored_type}")
+        if size % per_chunk:
+            raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()} = {size}, not a multiple "
+                                   f"of {per_chunk} elements: the warpgroup-MMA kernel copies whole 16-byte chunks "
+                                   f"(partial tiles are otherwise bounded)")
     threads = cfg.workgroup_size
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
@@ -111,8 +127,9 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         operand_layout(name, problem, mn, intr.a_type)  # whole swizzle atoms, or UnsupportedError
     smem = plan_bytes(cfg, intr.a_type)
     if smem > target.lds_bytes:
-        raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory, {target.name} has "
-                          f"{target.lds_bytes}")
+        raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
+                          f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
+                          f"alignment slack), {target.name} has {target.lds_bytes}: use fewer stages")
 
 
 def k_innermost(problem: Contraction, name: str) -> bool:
@@ -129,10 +146,16 @@ def operand_layout(name: str, problem: Contraction, mn: int, elem: str) -> SmemL
                                f"{e}") from None
 
 
-def plan_bytes(cfg: KernelConfig, elem: str) -> int:
-    """The shared-memory allocation: both tiles plus the slack for the run-time 1024-byte alignment."""
+def slot_bytes(cfg: KernelConfig, elem: str) -> int:
+    """One ring slot: the A tile and the B tile, each starting on 1024 bytes."""
     b = TYPE_BITS[elem] // 8
-    return ALIGN + _round(cfg.tile_m * TILE_K * b) + _round(cfg.tile_n * TILE_K * b)
+    return _round(cfg.tile_m * TILE_K * b) + _round(cfg.tile_n * TILE_K * b)
+
+
+def plan_bytes(cfg: KernelConfig, elem: str) -> int:
+    """The shared-memory allocation: ``stages`` slots plus the slack for the run-time 1024-byte
+    alignment."""
+    return ALIGN + cfg.stages * slot_bytes(cfg, elem)
 
 
 def _round(n: int) -> int:
@@ -182,6 +205,31 @@ class WgmmaPlan:
     smem_bytes: int
     epilogue: EpiloguePlan
     notes: tuple[str, ...] = ()
+    stages: int = 1  # shared-memory slots; 1: the synchronous kernel
+    slot_bytes: int = 0  # one slot (A tile + B tile), a multiple of 1024
+
+    @property
+    def pipelined(self) -> bool:
+        return self.stages > 1
+
+    @property
+    def wgmma_lag(self) -> int:
+        """``wgmma.wait_group`` N at the end of a K tile: with 3+ slots the previous tile's group
+        may still run while the next is issued (one slot stays held by it); with 2 slots that
+        slot is the one the next copy needs, so the group is waited for (0)."""
+        return 1 if self.stages >= 3 else 0
+
+    @property
+    def copy_ahead(self) -> int:
+        """K tiles copied ahead of the one multiplied: the slots neither the current tile nor a
+        still-running wgmma group holds. The copy of tile t + copy_ahead goes into the slot of
+        tile t - 1 - wgmma_lag, whose group every warpgroup waited for before this tile's barrier."""
+        return self.stages - 1 - self.wgmma_lag
+
+    @property
+    def copy_pending(self) -> int:
+        """cp.async.wait_group N at the top of a K tile (this tile landed; later ones may fly)."""
+        return self.copy_ahead - 1
 
     def __post_init__(self):
         # A warpgroup's A descriptor is the first warpgroup's plus a fixed step: the kernel adds
@@ -211,8 +259,10 @@ class WgmmaPlan:
         return self.b.smem.descriptor(self.b.offset, 0, 16 * step, intr.n, intr.k)
 
     def expectations(self) -> attrs.Expectations:
-        """The ISA must show 128-bit global loads, the K loop's wgmma (k_steps per K tile) and two
-        barriers per K tile."""
+        """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
+        loop's wgmma (k_steps per K tile), and two barriers per K tile (stages 1) or one (the ring)."""
+        if self.pipelined:  # cp.async copies, one barrier per K tile
+            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles, self.k_steps, True, 1)
         return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles, self.k_steps, False, 2)
 
     def describe(self) -> list[str]:
@@ -222,18 +272,30 @@ class WgmmaPlan:
                  f"{self.k_steps} wgmma.mma_async per K tile and warpgroup, A and B from shared memory"]
         for o in self.operands:
             lbo, sbo = o.smem.strides()
-            lines.append(f"{o.name}: shared tile at +{o.offset} B: {o.smem.describe()}; copy: global rows of "
+            lines.append(f"{o.name}: shared tile at +{o.offset} B{' of each slot' if self.pipelined else ''}: "
+                         f"{o.smem.describe()}; copy: global rows of "
                          f"{o.cols} ({'K' if o.k_innermost else 'M/N'} innermost), {o.chunks_per_thread} x 128-bit "
-                         f"chunks per thread stored at SmemLayout.offset")
+                         f"chunks per thread {'cp.async to' if self.pipelined else 'stored at'} SmemLayout.offset")
             d0 = self.descriptor(o.name, 0, 0)
             lines.append(f"{o.name}: descriptor (base 0) warpgroup 0 step 0: start {d0.start_address} LBO {lbo} "
                          f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
                          + ", ".join(f"+{self.descriptor(o.name, 0, s).start_address - d0.start_address}"
                                      for s in range(1, self.k_steps)))
-        lines.append(f"shared memory: {self.smem_bytes} B in one allocation, its address rounded up to {ALIGN} at "
-                     f"run time")
-        lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
-                     f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
+        if not self.pipelined:
+            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B in one allocation, its address rounded up "
+                         f"to {ALIGN} at run time")
+            lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
+                         f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
+        else:
+            lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
+                         f"memory: {self.smem_bytes} B in one allocation, its address rounded up to {ALIGN} at run time")
+            lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by cp.async, "
+                         f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
+                         f"copy tiles 0..{self.copy_ahead - 1}")
+            lines.append(f"K tile t: cp.async.wait_group {self.copy_pending}; fence.proxy.async.shared::cta; barrier; "
+                         f"wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
+                         f"cp.async tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
+                         f"wait_group {self.wgmma_lag}")
         lay = self.epilogue.layout
         lines.append(f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
                      f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
@@ -255,10 +317,16 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
         offset += _round(smem.bytes)
     lay = warp_c_layout(intr.n)
     runs = tuple(lay.runs(COL))
-    epi = EpiloguePlan(lay, runs, (False, False), (), problem.stored_type, c_extents)
+    bounded = tuple(c_extents.bounded()[-2:])
+    if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
+        runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
+    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
+    kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
+            f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
-                     TILE_K // intr.k, problem.k // TILE_K, plan_bytes(cfg, intr.a_type), epi,
-                     (f"{intr.name}: the opt-in warpgroup-MMA kernel (one stage, wait 0 per K tile)",))
+                     TILE_K // intr.k, -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
+                     (f"{intr.name}: the opt-in warpgroup-MMA kernel ({kind})",), cfg.stages,
+                     slot_bytes(cfg, intr.a_type))
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

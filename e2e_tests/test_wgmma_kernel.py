@@ -10,9 +10,11 @@ integers whose sums are exact in f32, compared with zero tolerance.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from conftest import handed_back
+from conftest import handed_back, simulate
 from mmaflow.compiler.bridge import compile_module
 from mmaflow.compiler.config import resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -22,6 +24,7 @@ from mmaflow.compiler.results import CodegenOptions
 from mmaflow.compiler.targets import get_target
 from mmaflow.compiler.wgmma import wgmma
 from mmaflow.compiler.wgmma_plan import warp_c_layout
+from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
 
@@ -35,6 +38,7 @@ def _sim(src, overrides, exact=False):
     return check_matmul(parse_module(text, new_context()), exact=exact)
 
 
+@pytest.mark.parametrize("stages", [1, 3])
 @pytest.mark.parametrize("m,n,k,t,wn,exact", [
     (128, 128, 128, "f16", 128, True),
     (128, 128, 128, "f16", 128, False),
@@ -43,25 +47,134 @@ def _sim(src, overrides, exact=False):
     (256, 256, 128, "bf16", 256, False),
     (128, 256, 192, "bf16", 64, True),
 ])
-def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact):
-    r = _sim(matmul_module(m, n, k, t), {"intrinsic": _wg(wn, t)}, exact)
+def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact, stages):
+    r = _sim(matmul_module(m, n, k, t), {"intrinsic": _wg(wn, t), "stages": stages}, exact)
     assert r.check.passed, r.check.detail
     assert not r.stats.races
     # per K tile of 64: 4 wgmma per warpgroup, 2 warpgroups per 128-row tile
     assert r.stats.matrix_ops == (m // 128) * (n // wn) * (k // 64) * 4 * 2
 
 
+@pytest.mark.parametrize("stages", [1, 2, 4])
 @pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)], ids=["At", "Bt", "AtBt"])
-def test_transposed_operands_use_the_other_major(ta, tb):
-    # A^T is MN-major (imm-trans-a), B^T K-major: every combination of the two orders
-    r = _sim(matmul_module(128, 128, 64, "f16", transpose_a=ta, transpose_b=tb), {"intrinsic": _wg(128)}, True)
+def test_transposed_operands_use_the_other_major(ta, tb, stages):
+    # A^T is MN-major (imm-trans-a), B^T K-major: every combination of the two orders; K = 320
+    # is 5 tiles, so every ring (2..4 slots) reuses its slots
+    r = _sim(matmul_module(128, 128, 320, "f16", transpose_a=ta, transpose_b=tb),
+             {"intrinsic": _wg(128), "stages": stages}, True)
     assert r.check.passed, r.check.detail
+    assert not r.stats.races
 
 
-def test_one_warpgroup_tile_and_batch():
-    r = _sim(matmul_module(64, 128, 128, "bf16", batch=2), {"intrinsic": _wg(128, "bf16"), "tile_m": 64})
+@pytest.mark.parametrize("stages", [1, 3])
+def test_one_warpgroup_tile_and_batch(stages):
+    r = _sim(matmul_module(64, 128, 128, "bf16", batch=2), {"intrinsic": _wg(128, "bf16"), "tile_m": 64,
+                                                             "stages": stages})
     assert r.check.passed, r.check.detail
     assert r.stats.matrix_ops == 2 * 2 * 4
+
+
+# ---- the cp.async ring (stages 2..4) -------------------------------------------------------------
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+@pytest.mark.parametrize("t,wn,tile_m,k", [("f16", 256, 128, 512), ("bf16", 64, 64, 448), ("f16", 128, 128, 64)],
+                         ids=["f16-n256-k8tiles", "bf16-n64-m64-k7tiles", "f16-one-tile"])
+def test_ring_matches_numpy(stages, t, wn, tile_m, k):
+    # K of 8 / 7 tiles: every slot reused more than once; one tile: fewer tiles than the ring
+    # copies ahead (the prologue commits empty groups, the main loop is empty)
+    r = _sim(matmul_module(tile_m, 256, k, t), {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages},
+             exact=True)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+    assert r.stats.matrix_ops == (256 // wn) * (k // 64) * 4 * (tile_m // 64)
+
+
+def test_default_is_the_deepest_ring_that_fits():
+    from mmaflow.compiler.wgmma_plan import ALIGN, plan_bytes, slot_bytes
+    for t, n, tile_m in (("f16", 256, 128), ("bf16", 64, 64), ("f16", 128, 128)):
+        p = Contraction(m=256, n=256, k=128, batch=1, a_type=t, b_type=t, c_type="f32")
+        cfg, _ = resolve(SM90, p, {"intrinsic": _wg(n, t), "tile_m": tile_m})
+        assert cfg.stages == 4
+        assert plan_bytes(cfg, t) <= SM90.lds_bytes  # 227 KB: 4 x 48 KiB + 1 KiB at most
+        assert slot_bytes(cfg, t) % ALIGN == 0  # every slot's A and B tile starts on 1024 bytes
+
+
+def _ring_text(stages, k=512, skew=0):
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    old = WgmmaRewriter._slot_skew
+    WgmmaRewriter._slot_skew = skew
+    try:
+        # (cache-free: the mutation changes the generator, not the arguments)
+        from mmaflow.compiler.bridge import codegen_module
+        res = codegen_module(matmul_module(128, 128, k, "f16"), "sm_90a",
+                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
+        (exe,) = res.taken
+        return exe.text
+    finally:
+        WgmmaRewriter._slot_skew = old
+
+
+def _run_text(text):
+    return check_matmul(parse_module(text, new_context()), exact=True)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_ring_unmutated_passes(stages):
+    r = _run_text(_ring_text(stages))
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_slot_reused_one_stage_early_fails(stages):
+    """Mutation: the copy of tile t+A goes into the slot of tile t+A+1 -- the slot of the wgmma
+    group the previous wait_group left running (3+ stages) or of the group just committed (2)."""
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        _run_text(_ring_text(stages, skew=1))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_wgmma_wait_one_group_too_lax_fails(stages):
+    """Mutation: wait_group L+1 in the loop leaves the group of the slot the next copy overwrites
+    running."""
+    lag = 1 if stages >= 3 else 0
+    text = _ring_text(stages)
+    old, new = f"nvvm.wgmma.wait.group.sync.aligned {lag} ", f"nvvm.wgmma.wait.group.sync.aligned {lag + 1} "
+    assert text.count(old) == 2 + (lag == 0)  # main loop, drain (and after the loops, for lag 0)
+    if lag == 0:  # keep the final wait 0 after the loops
+        head, sep, tail = text.rpartition(old)
+        text = head.replace(old, new) + sep + tail
+    else:
+        text = text.replace(old, new)
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        _run_text(text)
+
+
+def test_ring_without_proxy_fence_fails():
+    """Mutation: no fence.proxy.async between the cp.async wait and the wgmma."""
+    text = _ring_text(3)
+    fence = re.compile(r"^\s*nvvm\.fence\.proxy <async\.shared>, space = <cta>.*\n", re.M)
+    cut, n = fence.subn("", text)
+    assert n == 2  # main loop and drain
+    with pytest.raises(ExecutorError, match="generic proxy with no nvvm.fence.proxy"):
+        _run_text(cut)
+
+
+def test_ring_fence_before_the_copy_wait_fails():
+    """Mutation: the fence before cp.async.wait_group: the copies land after it, unfenced."""
+    text = _ring_text(3)
+    lines = text.splitlines(keepends=True)
+    out, i = [], 0
+    while i < len(lines):
+        if "nvgpu.device_async_wait" in lines[i] and i + 1 < len(lines) and "nvvm.fence.proxy" in lines[i + 1]:
+            out += [lines[i + 1], lines[i]]
+            i += 2
+        else:
+            out.append(lines[i])
+            i += 1
+    assert out != lines
+    with pytest.raises(ExecutorError, match="generic proxy with no nvvm.fence.proxy"):
+        _run_text("".join(out))
 
 
 @pytest.mark.exhaustive
@@ -94,13 +207,14 @@ def test_heuristic_never_chooses_wgmma():
 
 
 @pytest.mark.parametrize("problem,overrides,match", [
-    (Contraction(m=200, n=256, k=128, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
-     "M = 200 is not a multiple of the tile's 128"),
-    (Contraction(m=256, n=256, k=96, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
-     "K = 96 is not a multiple of the tile's 64"),
+    (Contraction(m=200, n=256, k=100, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
+     "A's global rows run along K = 100, not a multiple of 8 elements"),
+    (Contraction(m=256, n=130, k=96, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
+     "B's global rows run along N = 130, not a multiple of 8 elements"),
     (P, {"tile_m": 256}, "tile_m 64 .one warpgroup. or 128"),
     (P, {"tile_n": 64}, "tile_n=64 cannot be set"),
-    (P, {"stages": 3}, "stages=3 cannot be set"),
+    (P, {"stages": 5}, "stages=5; the warpgroup-MMA kernel has 1"),
+    (P, {"stages": 0}, "stages=0; the warpgroup-MMA kernel has 1"),
     (Contraction(m=256, n=256, k=128, batch=1, a_type="bf16", b_type="bf16", c_type="f32"), {},
      "computes f16xf16->f32, the matmul is bf16xbf16->f32"),
 ])
@@ -116,14 +230,52 @@ def test_wgmma_needs_hopper_and_f16_or_bf16():
         SM90.intrinsic("WGMMA_F32_64x128x32_F8E4M3FN")
 
 
-def test_dynamic_and_epilogue_problems_are_refused():
+def test_dynamic_problems_are_refused():
     from mmaflow.runtime.modules import dynamic_module
     with pytest.raises(MmaflowError, match="needs static sizes"):
         handed_back(dynamic_module(None, 256, 128), "sm_90a", (("intrinsic", _wg(128)),))
-    src = epilogue_module(256, 256, 128, out_type="f32", inputs=[("f32", ("n",))],
-                          body="%res = arith.addf %acc, %x0 : f32")
-    with pytest.raises(MmaflowError, match="fused epilogues"):
-        handed_back(src, "sm_90a", (("intrinsic", _wg(128)),))
+
+
+# ---- fused epilogues (the mma.sync kernel's epilogue, applied to the per-warp D layout) -------------
+
+def _epilogue_cases():
+    from test_epilogue import CASES
+    return CASES
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+@pytest.mark.parametrize("name", list(_epilogue_cases()))
+def test_fused_epilogue_matches_numpy(name, stages):
+    """test_epilogue.py's cases (bias over N / M, relu, casts to f16 / bf16, residuals, gelu, scale
+    and shift) on the wgmma kernel: the epilogue reads its inputs at the D layout's coordinates."""
+    kw, ref, exact = _epilogue_cases()[name]
+    src = epilogue_module(128, 256, 192, **kw)
+    over = {"intrinsic": _wg(128), "stages": stages}
+    r = simulate(src, "sm_90a", over, seed=3, epilogue=ref)
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+    if exact:
+        e = simulate(src, "sm_90a", over, seed=4, exact=True, epilogue=ref)
+        assert e.check.passed, e.check.line()
+
+
+def test_fused_epilogue_batch_one_warpgroup():
+    from mmaflow.runtime.numerics import EpilogueReference
+    src = epilogue_module(64, 128, 128, out_type="f32", batch=3, inputs=[("f32", ("b",)), ("f32", ("b", "n"))],
+                          body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32")
+    ref = EpilogueReference(lambda acc, s, b: acc * s[:, None, None] + b[:, None, :], 1.0, 2)
+    r = simulate(src, "sm_90a", {"intrinsic": _wg(64), "tile_m": 64, "stages": 3}, seed=7, epilogue=ref)
+    assert r.check.passed, r.check.line()
+
+
+def test_fused_bias_relu_f16_lowers_and_verifies():
+    kw, _, _ = _epilogue_cases()["bias_n-relu-f16"]
+    res = compile_module(epilogue_module(256, 256, 512, **kw), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(256)}))  # verify=True: check_isa
+    (ptx,) = res.isa_text.values()
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx and "cp.async.ca.shared.global" in ptx
+    assert "max" in ptx and "cvt.rn.f16" in ptx  # relu and the f16 store
+    assert "ld.local" not in ptx and "st.local" not in ptx
 
 
 # ---- lowering ----------------------------------------------------------------------------------
@@ -131,7 +283,7 @@ def test_dynamic_and_epilogue_problems_are_refused():
 @pytest.mark.parametrize("t,n", [("f16", 128), ("bf16", 256)])
 def test_lowers_to_wgmma_ptx_and_verifies(t, n):
     res = compile_module(matmul_module(256, 256, 128, t), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(n, t)}))  # verify=True: check_isa
+                         options=CodegenOptions(overrides={"intrinsic": _wg(n, t), "stages": 1}))  # verify: check_isa
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}") == 4
@@ -139,3 +291,105 @@ def test_lowers_to_wgmma_ptx_and_verifies(t, n):
                    "wgmma.wait_group.sync.aligned", "ld.global.nc.v4", "st.shared.v4"):
         assert needle in ptx, needle
     assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize("t,n,stages", [("f16", 128, None), ("bf16", 256, 3), ("f16", 64, 2)])
+def test_ring_lowers_to_cp_async_and_wgmma_wait_ptx(t, n, stages):
+    over = {"intrinsic": _wg(n, t)} | ({"stages": stages} if stages else {})  # None: the default, 4
+    res = compile_module(matmul_module(256, 256, 512, t), "sm_90a",
+                         options=CodegenOptions(overrides=over))  # verify=True: check_isa (1 barrier per K tile)
+    (ptx,) = res.isa_text.values()
+    assert ".target sm_90a" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}" in ptx
+    lag = 0 if stages == 2 else 1
+    for needle in ("cp.async.ca.shared.global", "cp.async.commit_group", "cp.async.wait_group",
+                   "fence.proxy.async.shared::cta", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                   "wgmma.wait_group.sync.aligned"):
+        assert needle in ptx, needle
+    # in the loop: wgmma.wait_group 1 (2 stages: 0) after the next tile's cp.async group
+    assert re.search(rf"cp\.async\.commit_group;\s*wgmma\.wait_group\.sync\.aligned\s+{lag};", ptx)
+    assert "st.shared.v4" not in ptx  # every shared-memory write of the operands is a cp.async
+    assert "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize("n,stages", [(256, 4), (128, 3), (64, 2)])
+def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, n, stages):
+    """ptxas (sm_90a) on the ring's PTX: no spills, and no "wgmma.mma_async instructions are
+    serialized" warning (ptxas serializes wgmma when registers of an in-flight accumulator are
+    touched, which would undo wait_group 1)."""
+    import subprocess
+    from mmaflow.compiler.report import ptxas_path
+    exe = ptxas_path()
+    assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(n), "stages": stages}))
+    (ptx,) = res.isa_text.values()
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "0 bytes spill stores" in out, out
+    assert "serialized" not in out.lower(), out
+
+
+def test_ring_without_barrier_is_a_race():
+    """Mutation: no barrier in the K loop: a wgmma reads bytes other threads' cp.async wrote with
+    nothing ordering them (the race check; the numbers happen to be right in lockstep)."""
+    text = _ring_text(3)
+    cut, n = re.subn(r"^\s*gpu\.barrier \{mmaflow\.ring\}.*\n", "", text, flags=re.M)
+    assert n == 2  # main loop and drain
+    r = _run_text(cut)
+    assert any("wgmma.mma_async reads thread" in x for x in r.stats.races), r.stats.races
+
+
+# ---- partial tiles (M, N, K not multiples of the tile: bounded like the mma.sync kernel's) --------
+
+@pytest.mark.parametrize("stages", [1, 3, 4])
+@pytest.mark.parametrize("m,n,k,t,wn,ta,tb", [
+    (200, 136, 104, "f16", 128, False, False),  # M, N and K all partial
+    (72, 264, 520, "bf16", 256, False, False),  # one partial M tile, a nearly empty N tile, K 8 + 1/8 tiles
+    (200, 129, 104, "f16", 64, False, True),  # B^T: N odd, the stores split into single elements
+    (136, 120, 72, "f16", 128, True, False),  # A^T: A's rows run along M
+], ids=["mnk", "m-n-k9", "Bt-n-odd", "At"])
+def test_partial_tiles_match_numpy(m, n, k, t, wn, ta, tb, stages):
+    src = matmul_module(m, n, k, t, transpose_a=ta, transpose_b=tb)
+    r = _sim(src, {"intrinsic": _wg(wn, t), "stages": stages}, exact=True)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+    r = _sim(src, {"intrinsic": _wg(wn, t), "stages": stages})
+    assert r.check.passed, r.check.detail
+
+
+def test_partial_tiles_one_warpgroup_batch():
+    r = _sim(matmul_module(40, 72, 56, "bf16", batch=2), {"intrinsic": _wg(64, "bf16"), "tile_m": 64, "stages": 2},
+             exact=True)
+    assert r.check.passed, r.check.detail
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+def test_partial_tiles_with_fused_epilogue(stages):
+    for name, (m, n, k) in (("scale_n-shift_m", (136, 200, 72)), ("bias_n-relu-f16", (200, 136, 104))):
+        kw, ref, _ = _epilogue_cases()[name]
+        src = epilogue_module(m, n, k, **kw)
+        r = simulate(src, "sm_90a", {"intrinsic": _wg(128), "stages": stages}, seed=5, exact=True, epilogue=ref)
+        assert r.check.passed, (name, r.check.line())
+
+
+def test_partial_tiles_lower_to_zero_filling_cp_async():
+    res = compile_module(matmul_module(200, 136, 520, "f16"), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128)}))  # verify=True: check_isa
+    (ptx,) = res.isa_text.values()
+    # the source-size operand: 16 bytes in range, 0 (zero-fill) past the true extent
+    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx), ptx[:2000]
+    assert "wgmma.mma_async" in ptx and "ld.local" not in ptx and "st.local" not in ptx
+
+
+def test_aligned_problems_copy_unchecked():
+    """Whole tiles: no bounds checks in the copies (no source-size operand)."""
+    res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128)}))
+    (ptx,) = res.isa_text.values()
+    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
+    assert not re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, ", ptx)

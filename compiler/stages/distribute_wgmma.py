@@ -20,8 +20,21 @@ not):
         nvvm.wgmma.commit.group.sync.aligned; nvvm.wgmma.wait.group.sync.aligned 0
     accumulator -> vector<N/2 x f32> -> the epilogue's stores (per warp: ``warp_c_layout``)
 
-The stores and barriers carry ``mmaflow.ring``: their order is this stage's (the `barriers`
-stage cannot see the wgmma's shared-memory reads).
+That is ``stages`` = 1. With ``stages`` = 2..4 the copies fill a ring of slots by cp.async and
+the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
+
+    prologue: cp.async tiles 0 .. A-1 -> slots; commit each
+    scf.for tiles (main: copying; drain: empty groups) iter_args(%acc):
+        cp.async.wait_group A-1; nvvm.fence.proxy async.shared::cta; gpu.barrier
+        nvvm.wgmma.fence.aligned; wgmma.mma_async x K steps on slot t % S; commit
+        cp.async tile t+A -> slot (t+A) % S; commit; nvvm.wgmma.wait.group.sync.aligned L
+    wgmma.wait 0; cp.async.wait 0
+
+Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
+in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise.
+
+The stores, copies, groups and barriers carry ``mmaflow.ring``: their order is this stage's (the
+`barriers` stage cannot see the wgmma's shared-memory reads).
 """
 
 from __future__ import annotations
@@ -32,7 +45,7 @@ from iree.compiler.dialects import arith, scf
 from .. import attrs
 from ..emit import Emitter, vector_type
 from ..fragments import LaneIndex
-from ..mlir import ops_named
+from ..mlir import defining_op, ops_named
 from ..prologue import inline_prologue
 from ..smem_layout import Major
 from ..wgmma_plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
@@ -102,7 +115,10 @@ class WgmmaRewriter(Rewriter):
             desc[name] = d
         struct_t = ir.Type.parse("!llvm.struct<(" + ", ".join(["f32"] * (plan.intrinsic.n // 2)) + ")>")
         acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
-        loop = self._k_loop(tid, smem, pad_elems, desc, acc0, struct_t)
+        if plan.pipelined:
+            loop = self._ring_loop(tid, smem, pad_elems, desc, acc0, struct_t)
+        else:
+            loop = self._k_loop(tid, smem, pad_elems, desc, acc0, struct_t)
         # The accumulator, as the epilogue's per-warp vector (field i = vector element i).
         w = self.m.out_write
         em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
@@ -133,9 +149,26 @@ class WgmmaRewriter(Rewriter):
         self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
                                                    "space": "#nvvm.shared_space<cta>"})
         attrs.mark(em.barrier(), attrs.RING)
+        acc = self._wgmmas(em, desc, loop.inner_iter_args[0], struct_t, None)
+        self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+        with em.loc:
+            group = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
+        self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
+        with em.loc, em.ip:
+            scf.YieldOp([acc])
+        return KLoop(loop, [], [], None)
+
+    def _wgmmas(self, em: Emitter, desc: dict, acc, struct_t, slot):
+        """``wgmma.fence``, then the K tile's wgmmas on the shared tiles of ``slot`` (None: the
+        only slot); returns the accumulator."""
+        plan = self.plan
         self._op(em, "nvvm.wgmma.fence.aligned")
         intr = plan.intrinsic
-        acc = loop.inner_iter_args[0]
+        if slot is not None:  # the slot's descriptors: start field + slot * slot_bytes / 16
+            with em.loc, em.ip:
+                i64 = ir.IntegerType.get_signless(64)
+                shift = arith.IndexCastOp(i64, em.mul(slot, plan.slot_bytes >> 4)).result
+                desc = {name: arith.AddIOp(d, shift).result for name, d in desc.items()}
         a0, b0 = plan.descriptor("A", 0, 0).start_address, plan.descriptor("B", 0, 0).start_address
         mma_attrs = {
             "shape": f"#nvvm.shape<m = 64, n = {intr.n}, k = {intr.k}>",
@@ -156,22 +189,122 @@ class WgmmaRewriter(Rewriter):
                 else:
                     ops.append(desc[name])
             acc = self._op(em, "nvvm.wgmma.mma_async", [acc] + ops, [struct_t], mma_attrs).result
-        self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
-        with em.loc:
-            group = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
-        self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
-        with em.loc, em.ip:
-            scf.YieldOp([acc])
-        return KLoop(loop, [], [], None)
+        return acc
 
-    def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems) -> None:
-        """This thread's 16-byte chunks of the operand's global tile into its shared tile, each at
-        ``SmemLayout.offset`` of its first element (a chunk never straddles a swizzled chunk)."""
+    def _wgmma_wait(self, em: Emitter, pending: int) -> None:
+        with em.loc:
+            group = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), pending)
+        self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
+
+    def _proxy_fence(self, em: Emitter) -> None:
+        self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
+                                                   "space": "#nvvm.shared_space<cta>"})
+
+    # Mutation hook for the tests (e2e_tests/test_wgmma_kernel.py): copy tile t + copy_ahead into
+    # the slot of tile t + copy_ahead + _slot_skew, i.e. reuse a slot _slot_skew stages too early.
+    _slot_skew = 0
+
+    def _ring_loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t) -> KLoop:
+        """The K loop over a ring of S = ``plan.stages`` shared-memory slots (tile t in slot
+        t % S), filled by cp.async (16 bytes per copy, at ``SmemLayout.offset`` in the slot), with
+        A = ``plan.copy_ahead`` tiles copied ahead and L = ``plan.wgmma_lag`` wgmma groups left
+        running (K is whole tiles: ``wgmma_plan`` refuses the rest):
+
+            prologue: copy tiles 0 .. A-1 into slots 0 .. A-1, one commit group each (a tile
+                      past K: an empty group, so that the wait counts hold)
+            tile t:   cp.async.wait_group A-1 (tile t landed, for this thread's copies)
+                      fence.proxy.async.shared::cta
+                      barrier
+                      wgmma.fence; K steps of wgmma.mma_async on slot t % S; commit_group
+                      copy tile t+A into slot (t+A) % S (the drain loop: an empty group)
+                      wgmma.wait_group L
+            after:    wgmma.wait_group 0; cp.async.wait_group 0
+
+        Why the fence: wgmma.mma_async reads its shared-memory operands through the async proxy
+        (PTX ISA, "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions":
+        wgmma's shared-memory accesses are async-proxy operations, and "accessing the same memory
+        location across multiple proxies needs a cross-proxy fence. For the async proxy,
+        fence.proxy.async should be used to synchronize memory between generic proxy and the
+        async proxy"); a non-bulk cp.async writes shared memory through the generic proxy (the
+        PTX memory model puts only the bulk copies, cp.async.bulk*, and tensor-map/wgmma accesses
+        in the async proxy), and its writes are this thread's only once cp.async.wait_group
+        covers them. So each thread fences after its wait, and the barrier then publishes every
+        thread's fenced bytes to both warpgroups.
+
+        Why the slot is free: the copy at tile t writes the slot of tile t+A-S = t-1-L. Every
+        warpgroup passed ``wgmma.wait_group L`` at the end of tile t-1 -- which completes the
+        group of tile t-1-L -- before the barrier of tile t, and the copy is issued after that
+        barrier. One barrier per K tile serves both: tile t published, slot t-1-L free."""
+        plan = self.plan
+        S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
+        kt = plan.k_tiles
+        old = self.m.loop
+        old_body = old.regions[0].blocks[0]
+        old_iv = list(old_body.arguments)[0]
+        lb, step = old.operands[0], old.operands[2]
+        pre = Emitter(ir.InsertionPoint(old), old.location, self.vendor).named("wgmma.ring")
+        step_k = plan.tile_k
+
+        def origin(em: Emitter, tile) -> ir.Value:
+            """The K origin of tile ``tile`` (an int or an index value)."""
+            return em.add(lb, step_k * tile) if isinstance(tile, int) else em.add(lb, em.mul(tile, step_k))
+
+        def issue(em: Emitter, tile, slot) -> None:
+            """cp.async of tile ``tile`` into ``slot`` (None: nothing to copy), one commit group."""
+            tokens = []
+            if tile is not None:
+                for opd, op_plan in zip(self.m.operands, plan.operands):
+                    tokens += self._copy_tile(em, opd, op_plan, old_body, old_iv, origin(em, tile), tid, smem,
+                                              pad_elems, slot=slot)
+            group = em.async_group(tokens)
+            attrs.mark(defining_op(group), attrs.RING)
+            if em is pre:  # nvgpu.device_async_wait's token operand (the hardware counts groups)
+                self._group = group
+
+        for t in range(A):
+            issue(pre, t if t < kt else None, pre.const(t % S))
+        main_tiles = max(kt - A, 0)
+        bounds = [(0, main_tiles, True), (main_tiles, kt, False)]
+        acc = acc0
+        last = None
+        for first, end, copies in bounds:
+            with old.location, ir.InsertionPoint(old):
+                loop = scf.ForOp(pre.const(first), pre.const(end), pre.const(1), [acc])
+            em = Emitter(ir.InsertionPoint(loop.body), old.location, self.vendor).named(
+                "wgmma.ring" if copies else "wgmma.ring.drain")
+            t = loop.induction_variable
+            em.async_wait(self._group, A - 1)
+            self._proxy_fence(em)
+            attrs.mark(em.barrier(), attrs.RING)
+            out = self._wgmmas(em, desc, loop.inner_iter_args[0], struct_t, em.rem(t, S))
+            self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+            if copies:
+                issue(em, em.add(t, A), em.rem(em.add(t, A + self._slot_skew), S))
+            else:
+                issue(em, None, None)
+            self._wgmma_wait(em, L)
+            with em.loc, em.ip:
+                scf.YieldOp([out])
+            acc = loop.results[0]
+            last = loop
+        after = Emitter(ir.InsertionPoint.after(last.operation), old.location, self.vendor).named("wgmma.ring")
+        self._wgmma_wait(after, 0)
+        after.async_wait(self._group, 0)
+        return KLoop(last, [], [], None)
+
+    def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems,
+                   slot=None) -> list:
+        """This thread's 16-byte chunks of the operand's global tile (K origin ``iv``) into its
+        shared tile, each at ``SmemLayout.offset`` of its first element (a chunk never straddles a
+        swizzled chunk): 128-bit loads and stores (``slot`` None: the one-stage kernel), or one
+        cp.async per chunk into ring slot ``slot`` (returns their tokens)."""
         src_mem, src_idx, vt = _transfer_parts(opd.copy_read)
         if tuple(vt.shape[-2:]) != (op_plan.rows, op_plan.cols):
             raise ValueError(f"{opd.name}: the script's tile is {list(vt.shape)}, the plan's "
                              f"{op_plan.rows}x{op_plan.cols}")
         src = self._global(src_mem)
+        ext = self.mem_extents[src_mem][1]
+        limits = tuple(self._limits(ext)[-2:])  # true extents where tiles overhang (partial tiles)
         lead = self._clone_slice(src_idx[:-2], old_body, {old_iv: iv}, em.ip)
         g0, g1 = self._clone_slice(src_idx[-2:], old_body, {old_iv: iv}, em.ip)
         lay = op_plan.smem
@@ -179,15 +312,27 @@ class WgmmaRewriter(Rewriter):
         chunk_t = vector_type([per_chunk], ir.MemRefType(smem.type).element_type)
         chunks_per_row = op_plan.cols // per_chunk
         threads = self.plan.workgroup_size
+        base = op_plan.offset // lay.element_bytes
+        if slot is not None:
+            base = em.add(base, em.mul(slot, self.plan.slot_bytes // lay.element_bytes))
+        tokens = []
         for i in range(op_plan.chunks_per_thread):
             c = em.add(tid, threads * i)
             row = em.div(c, chunks_per_row)
             col = em.mul(em.rem(c, chunks_per_row), per_chunk)
-            val = em.global_load(src, lead + [em.add(g0, row), em.add(g1, col)], chunk_t)
+            gidx = lead + [em.add(g0, row), em.add(g1, col)]
             mn, k = (row, col) if op_plan.k_innermost else (col, row)
             off = self._offset(em, lay, mn, k)  # bytes from the tile base
-            idx = em.add(pad_elems, op_plan.offset // lay.element_bytes, em.div(off, lay.element_bytes))
-            attrs.mark(em.lds_store(val, smem, [idx]), attrs.RING)
+            idx = em.add(pad_elems, base, em.div(off, lay.element_bytes))
+            if slot is None:  # (reads 0 past a true extent)
+                val = em.bounded_global_load(src, gidx, chunk_t, [None] * len(lead) + list(limits))
+                attrs.mark(em.lds_store(val, smem, [idx]), attrs.RING)
+            else:  # past a true extent: 0 source bytes, the 16 bytes zero-filled
+                valid = em.in_bounds(gidx[-2:], limits)
+                token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid)
+                attrs.mark(defining_op(token), attrs.RING)
+                tokens.append(token)
+        return tokens
 
     def _offset(self, em: Emitter, lay, mn, k):
         """``SmemLayout.offset(mn, k)`` as index arithmetic, for a chunk-aligned element: atom
