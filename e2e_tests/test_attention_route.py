@@ -171,3 +171,18 @@ def test_a_head_dim_that_is_not_innermost_is_left_by_name():
     assert not [e for e in res.taken if e.facts.is_attention]
     (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
     assert "attention's V is stored with its head dim not innermost" in line and line.endswith("IREE compiles it"), line
+
+
+def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_none():
+    """`--config` configures a module's matmul kernels; the taken attention dispatch is compiled
+    as without it, and its log says the options do not apply to it (never silently)."""
+    from mmaflow.compiler.results import CodegenOptions
+    model = (REPO / "e2e_tests" / "models" / "gpt2_sdpa_nocausal_f16.mlir").read_text()
+    plain = _attention(codegen_module(model, "sm_80"))
+    res = codegen_module(model, "sm_80", options=CodegenOptions(overrides={"tile_m": 64, "stages": 2}))
+    exe = _attention(res)
+    assert exe.text == plain.text
+    assert f"mmaflow: note {exe.name}: --config stages, tile_m applies to matmul dispatches; the " \
+           "flash-attention kernel has no config" in exe.log
+    matmuls = [e for e in res.taken if not e.facts.is_attention]
+    assert matmuls and all(e.facts.config.tile_m == 64 and e.facts.config.stages == 2 for e in matmuls)
