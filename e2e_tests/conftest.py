@@ -16,6 +16,21 @@ from mmaflow.runtime.simulate import check_matmul
 ALL_TARGETS = ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"]
 
 
+@functools.lru_cache(maxsize=None)
+def layout_table(layout):
+    """(lane, op slot, row, col) of every element of a single-instruction layout, as arrays."""
+    import numpy as np
+    lanes, slots, rows, cols = [], [], [], []
+    for lane in range(layout.wave_size):
+        for e in range(layout.elements):
+            r, c = layout.coords(lane, e)
+            lanes.append(lane)
+            slots.append(layout.op_index(e))
+            rows.append(r)
+            cols.append(c)
+    return tuple(np.array(x) for x in (lanes, slots, rows, cols))
+
+
 @functools.lru_cache(maxsize=256)
 def handed_back(source: str, target: str, overrides: tuple = ()) -> str:
     """The hal.executable text after hand-back of the module's one matmul."""

@@ -19,31 +19,20 @@ from mmaflow.compiler.smem_layout import Major, SmemLayout, Swizzle
 from mmaflow.compiler.wgmma import wgmma
 from mmaflow.runtime.isa import IsaError, execute_wgmma, np_dtype
 
+from conftest import layout_table
+
 BASE_A, BASE_B = 0, 64 * 1024  # both on every swizzle boundary
 
 
-@functools.lru_cache(maxsize=None)
-def _table(layout):
-    lanes, slots, rows, cols = [], [], [], []
-    for lane in range(layout.wave_size):
-        for e in range(layout.elements):
-            r, c = layout.coords(lane, e)
-            lanes.append(lane)
-            slots.append(layout.op_index(e))
-            rows.append(r)
-            cols.append(c)
-    return tuple(np.array(x) for x in (lanes, slots, rows, cols))
-
-
 def pack(layout, matrix):
-    lanes, slots, rows, cols = _table(layout)
+    lanes, slots, rows, cols = layout_table(layout)
     regs = np.zeros((layout.wave_size, layout.op_vector_length), matrix.dtype)
     regs[lanes, slots] = matrix[rows, cols]
     return regs
 
 
 def unpack(layout, regs):
-    lanes, slots, rows, cols = _table(layout)
+    lanes, slots, rows, cols = layout_table(layout)
     out = np.zeros((layout.rows, layout.cols), regs.dtype)
     out[rows, cols] = regs[lanes, slots]
     return out

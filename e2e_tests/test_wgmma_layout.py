@@ -23,18 +23,7 @@ from mmaflow.compiler.targets import TARGETS, get_target
 from mmaflow.compiler.wgmma import WGMMA_CATALOGUE, WGMMA_N, all_wgmma, wgmma
 from mmaflow.runtime.isa import WGMMA, IsaError, execute_wgmma, placement
 
-
-def _table(layout):
-    """(thread, op slot) -> (row, col) of a single-instruction layout, as arrays."""
-    lanes, slots, rows, cols = [], [], [], []
-    for lane in range(layout.wave_size):
-        for e in range(layout.elements):
-            r, c = layout.coords(lane, e)
-            lanes.append(lane)
-            slots.append(layout.op_index(e))
-            rows.append(r)
-            cols.append(c)
-    return tuple(np.array(x) for x in (lanes, slots, rows, cols))
+from conftest import layout_table
 
 
 def _agree(intr, operand):
@@ -43,7 +32,7 @@ def _agree(intr, operand):
     place = {"A": isa.a_place, "C": isa.c_place}[operand]
     slots = {"A": isa.a_slots, "C": isa.c_slots}[operand]
     assert lay.op_vector_length == slots, (intr.name, operand)
-    lanes, sl, rows, cols = _table(lay)
+    lanes, sl, rows, cols = layout_table(lay)
     expected = np.array([place(int(t), int(s)) for t, s in zip(lanes, sl)])
     np.testing.assert_array_equal(np.stack([rows, cols], 1), expected, err_msg=f"{intr.name} {operand}")
     # every (thread, slot) of the ISA model is listed once, every element held once
@@ -91,7 +80,7 @@ def test_swapped_thread_changes_the_product():
     rng = np.random.default_rng(1)
     a = rng.uniform(-1, 1, (64, 16)).astype(np.float16)
     regs = np.zeros((128, 8), np.float16)
-    lanes, slots, rows, cols = _table(intr.a)
+    lanes, slots, rows, cols = layout_table(intr.a)
     regs[lanes, slots] = a[rows, cols]
     smem = np.zeros(4096, np.uint8)  # B = 0 except (k, n) = (0, 0): D's column 0 = A's column 0
     smem[0:2] = np.frombuffer(np.float16(1).tobytes(), np.uint8)

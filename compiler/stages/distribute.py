@@ -332,14 +332,19 @@ class Rewriter:
         self.global_of: dict = {}  # the script's global memref -> (its subspan, the retyped subspan's value)
         self.erase: list[ir.Operation] = []
 
-    def run(self) -> None:
-        m, plan = self.m, self.plan
+    def kernel_prologue(self) -> None:
+        """What every kernel does first: the inlined prologue (dynamic sizes, epilogue buffers),
+        rastered workgroup ids, the bindings retyped, the script's barriers noted."""
         self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
         raster = attrs.read_config(self.func).raster
         if raster > 1:
             self._raster_workgroups(raster)
         self._retype_bindings()
         self.script_barriers = ops_named(self.func, "gpu.barrier")
+
+    def run(self) -> None:
+        m, plan = self.m, self.plan
+        self.kernel_prologue()
         tid = self.top.thread_id()
         lanes = LaneIndex(self.top, self.top.rem(tid, plan.wave_size), plan.wave_size)
         ring = plan.loop.stages > 1

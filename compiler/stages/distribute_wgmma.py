@@ -45,8 +45,7 @@ from iree.compiler.dialects import arith, scf
 from .. import attrs
 from ..emit import Emitter, vector_type
 from ..fragments import LaneIndex
-from ..mlir import defining_op, ops_named
-from ..prologue import inline_prologue
+from ..mlir import defining_op
 from ..smem_layout import Major
 from ..wgmma_plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
 from .distribute import KLoop, Match, Rewriter, _transfer_parts
@@ -82,12 +81,7 @@ class WgmmaRewriter(Rewriter):
     # ---- the kernel --------------------------------------------------------------------------------
     def run(self) -> None:
         m, plan = self.m, self.plan
-        self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
-        raster = attrs.read_config(self.func).raster
-        if raster > 1:
-            self._raster_workgroups(raster)
-        self._retype_bindings()
-        self.script_barriers = ops_named(self.func, "gpu.barrier")
+        self.kernel_prologue()
         top = self.top
         tid = top.thread_id()
         elem = ir.MemRefType(m.a.alloc.type).element_type
