@@ -244,11 +244,7 @@ def cmd_layout(args) -> int:
         if op not in ("A", "B", "C"):
             raise UnsupportedError(f"unknown operand {op!r}; valid choices: A, B, C")
     if args.json:
-        out = []
-        for op in operands:
-            lay = intr.operand(op)
-            out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows,
-                        "cols": lay.cols, "lanes": intr.wave_size, "elements": lay.to_elements()})
+        out = [_register_layout_json(target, intr, op) for op in operands]
         print(json.dumps(out[0] if len(out) == 1 else out))
         return 0
     print(intr.describe())
@@ -258,6 +254,13 @@ def cmd_layout(args) -> int:
         print(lay.describe())
         print(lay.vgpr_view(TYPE_BITS[intr.element_type(op)], max_lanes=args.lanes))
     return 0
+
+
+def _register_layout_json(target, intr, op: str) -> dict:
+    """`mmaflow layout --json`'s record of one operand held in registers."""
+    lay = intr.operand(op)
+    return {"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows, "cols": lay.cols,
+            "lanes": intr.wave_size, "elements": lay.to_elements()}
 
 
 def _layout_warpgroup(args, target, intr) -> int:
@@ -281,9 +284,7 @@ def _layout_warpgroup(args, target, intr) -> int:
                                  "descriptor_mode": s.swizzle.descriptor_code, "alignment": s.alignment}
                                 for s in shared(op)]})
                 continue
-            lay = intr.operand(op)
-            out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows,
-                        "cols": lay.cols, "lanes": intr.wave_size, "elements": lay.to_elements()})
+            out.append(_register_layout_json(target, intr, op))
         print(json.dumps(out[0] if len(out) == 1 else out))
         return 0
     print(intr.describe())
