@@ -23,7 +23,7 @@ UNIT_ROUNDOFF = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> np.ndarray:
     """softmax(Q K^T * scale) V in float64; Q (batch, M, D), K and V (batch, K2, D). Causal: key
     j > query i masked (PyTorch's is_causal, top-left aligned)."""
-    s = np.einsum("bmd,bnd->bmn", q.astype(np.float64), k.astype(np.float64)) * scale
+    s = (q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), 1, 2)) * scale  # BLAS: einsum is ~10x slower
     if causal:
         s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
     s = s - s.max(-1, keepdims=True)
