@@ -515,16 +515,18 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(fn=cmd_verify)
 
     b = sub.add_parser("bench", help="time mmaflow vs IREE's default pipeline (and torch) on a device")
-    b.add_argument("--target", help="mmaflow target (a comma-separated list with --compile-time)")
-    b.add_argument("--sizes", default="1024,2048,4096", help="square matmul sizes, comma-separated")
-    b.add_argument("--dtype", default="f16", help="input dtype (f16, bf16, i8, ...)")
+    b.add_argument("--target", help="mmaflow target (a comma-separated list with --compile-time or --attention)")
+    b.add_argument("--sizes", help="square matmul sizes, comma-separated (default 1024,2048,4096); with "
+                                   "--attention the sequence lengths (default 2048)")
+    b.add_argument("--dtype", default="f16", help="input dtype (f16, bf16, i8, ...); with --attention f16 and/or "
+                                                  "bf16, comma-separated")
     b.add_argument("--device", default="auto", help="auto, hip, cuda or sim")
     b.add_argument("--out", default="bench-results", metavar="DIR", help="where results (JSON, logs) go")
     b.add_argument("--repeat", type=_count(1), help="timed repetitions (default: 20 calls on a GPU, 5 compiles)")
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
     b.add_argument("--kernel-time", action="store_true",
                    help="also kernel-only time (Nsight Compute's gpu__time_duration, median of 5 calls) of every "
-                        "module and torch.matmul, beside the synchronous call time (CUDA; ncu on PATH)")
+                        "module and torch.matmul (torch SDPA), beside the synchronous call time (CUDA; ncu on PATH)")
     b.add_argument("--checks", action="store_true",
                    help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
                         "epilogues, dynamic), checked against numpy")
@@ -534,6 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--models", action="store_true",
                    help="the real-model corpus (e2e_tests/models): mmaflow sm_80 and sm_90a builds through the stock "
                         "route, and IREE's default, for the GPU machine (with --prepare-only)")
+    b.add_argument("--attention", action="store_true",
+                   help="attention as torch's SDPA reaches IREE (batch 2, 16 heads, --sizes sequence lengths, "
+                        "--head-dims, scale 1/sqrt(head dim)): mmaflow's flash-attention kernel for every --target "
+                        "(a comma-separated list), IREE's default and torch SDPA, each checked against float64")
+    b.add_argument("--head-dims", metavar="D,..", help="with --attention: head dims, comma-separated (default 64,128)")
     b.add_argument("--compile-time", nargs="+", metavar="MODULE",
                    help="compile time of plain iree-compile, the stock route and mmaflow compile on these modules, "
                         "for every --target (median of --repeat runs)")

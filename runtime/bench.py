@@ -13,6 +13,7 @@ Two halves, so compiling and timing can happen on different machines:
     mmaflow bench --target sm_80 --sizes 1024,4096 --prepare-only DIR     # compile only
     mmaflow bench --target sm_80 --checks --prepare-only DIR               # dtypes and variants, numpy-checked
     mmaflow bench --target sm_80 --variants --prepare-only DIR             # variants at 4096^3, to time
+    mmaflow bench --attention --target sm_90a,sm_80 --prepare-only DIR     # attention vs IREE and torch SDPA
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT  # run only
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --time-checks 20
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --kernel-time   # + ncu
@@ -20,6 +21,10 @@ Two halves, so compiling and timing can happen on different machines:
 ``--kernel-time`` adds each module's and torch.matmul's kernel-only time (Nsight Compute, median
 of PROFILED_CALLS calls after a warm-up one; ``runtime/ncu.py``) beside the synchronous figure:
 a synchronous IREE call adds 0.17 ms (1024-2048) to 1 ms (8192) of host time to its kernel.
+
+``--attention`` (``runtime/attention_bench.py``, manifest kind "attention"): mmaflow's
+flash-attention kernel against IREE default's attention dispatch and torch's
+scaled_dot_product_attention, the same prepare and run halves and options.
 
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
 """
@@ -58,23 +63,34 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
         src = matmul_source(size, size, size, in_t, out_t)
         res = compile_module(src, t.name, options=CodegenOptions(overrides=overrides or {}),
                              source_name=f"matmul_{size}.mlir")
-        cfg_line = [line for line in res.log if "config" in line]
         mine = out_dir / f"mmaflow_{t.name}_{size}.vmfb"
         mine.write_bytes(res.vmfb)
         entries.append({"size": size, "variant": "mmaflow", "file": mine.name, "target": t.name,
-                        "config": cfg_line[0].split(": ", 2)[-1] if cfg_line else ""})
-        # IREE's own pipeline on the same module. IREE 3.13 cannot configure sm_90a, so its
-        # default pipeline is measured with sm_80 code (which runs on Hopper).
-        base_flags = t.iree_flags() if not t.retarget_variant else ["--iree-hal-target-device=cuda",
-                                                                      "--iree-cuda-target=sm_80"]
+                        "config": config_line(res.log)})
+        base_flags, base_target = iree_default(t)
         base = out_dir / f"iree_{t.name}_{size}.vmfb"
         base.write_bytes(compile_str(src, extra_args=base_flags))
         entries.append({"size": size, "variant": "iree-default", "file": base.name,
-                        "target": "sm_80" if t.retarget_variant else t.name, "config": "IREE default pipeline"})
+                        "target": base_target, "config": "IREE default pipeline"})
     manifest = {"target": t.name, "driver": t.iree_device, "a_type": in_t, "c_type": out_t,
                 "function": "matmul", "entries": entries, "prepared": time.strftime("%Y-%m-%d %H:%M:%S")}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
+
+
+def iree_default(t) -> tuple[list[str], str]:
+    """The iree-compile flags of IREE's own pipeline for target ``t``, and the target it compiles
+    for. IREE 3.13 cannot configure sm_90a, so its default pipeline is measured with sm_80 code
+    (which runs on Hopper)."""
+    if t.retarget_variant:
+        return ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"], "sm_80"
+    return t.iree_flags(), t.name
+
+
+def config_line(log: list[str]) -> str:
+    """The kernel's configuration from a compile log's ``mmaflow: config NAME: ...`` line."""
+    lines = [line for line in log if "config" in line]
+    return lines[0].split(": ", 2)[-1] if lines else ""
 
 
 CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
@@ -102,6 +118,26 @@ def _torch_eager_args(torch, ins: list[np.ndarray]) -> list:
     """The case's inputs on the GPU as torch would hold them: f16 (A and B are; an f32 epilogue
     input is converted here, outside the timed calls)."""
     return [torch.from_numpy(x).cuda().half() for x in ins]
+
+
+def profile_calls(manifest_dir: Path, file: str, driver: str, function: str, inputs: list[np.ndarray],
+                  torch_fn=None) -> None:
+    """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
+    calls of one prepared module (or of ``torch_fn(torch, *inputs)`` when ``file`` is TORCH),
+    inputs already on the GPU, each call waited for."""
+    if file == TORCH:
+        import torch
+        args = [to_torch(torch, x) for x in inputs]
+        for _ in range(1 + PROFILED_CALLS):
+            torch_fn(torch, *args)
+            torch.cuda.synchronize()
+        return
+    from mmaflow.runtime.iree_runner import CompiledModule
+    mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
+    fn = mod.function(function)
+    dev = [mod.upload(x) for x in inputs]
+    for _ in range(1 + PROFILED_CALLS):
+        fn(*dev).to_host()
 
 
 def profile_torch_eager(manifest_dir: Path, index: int) -> None:
@@ -209,14 +245,9 @@ def _check_inputs(e: dict, i: int) -> list[np.ndarray]:
 
 def profile_check(manifest_dir: Path, index: int, driver: str) -> None:
     """For Nsight Compute: one warm-up call, then PROFILED_CALLS calls of check case ``index``."""
-    from mmaflow.runtime.iree_runner import CompiledModule
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     e = manifest["checks"][index]
-    mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
-    fn = mod.function(manifest["function"])
-    dev = [mod.upload(x) for x in _check_inputs(e, index)]
-    for _ in range(1 + PROFILED_CALLS):
-        fn(*dev).to_host()
+    profile_calls(manifest_dir, e["file"], driver, manifest["function"], _check_inputs(e, index))
 
 
 def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 0, kernel: bool = False) -> list[dict]:
@@ -269,12 +300,12 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
                       kernel: bool) -> str:
     """Time case ``i``'s torch recipe beside it (CUDA events, median of ``repeat``; with
     ``kernel``, Nsight Compute's kernel-only time of all its kernels per call)."""
-    torch = _torch_cuda()
+    torch = torch_cuda()
     if torch is None:
         raise RuntimeError(f"{e['name']}: the torch eager comparison needs torch with CUDA")
     what, fn = TORCH_EAGER[e["torch_eager"]]
     args = _torch_eager_args(torch, ins)
-    times = _cuda_event_times(torch, lambda: fn(torch, *args), 5, repeat)
+    times = cuda_event_times(torch, lambda: fn(torch, *args), 5, repeat)
     row.update(torch_eager=what, torch_eager_ms=statistics.median(times) * 1e3)
     out = f" [torch eager ({what}): {row['torch_eager_ms']:.3f} ms"
     if kernel:
@@ -290,7 +321,7 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
 
 # ---- run (iree.runtime, numpy, optional torch) ------------------------------------------------
 
-def _torch_cuda():
+def torch_cuda():
     try:
         import torch
     except ImportError:
@@ -316,7 +347,7 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch) -> di
     return {"pass": chk.passed, "max_abs_err": chk.max_abs_err, "max_rel_err": chk.max_rel_err, "detail": chk.detail}
 
 
-def _cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
+def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
     """Seconds per ``call()`` by CUDA events, ``repeat`` times, after at least ``warmup`` calls
     and 0.3 s of them (so the GPU leaves its idle clocks)."""
     start, done = time.perf_counter(), 0
@@ -336,8 +367,8 @@ def _cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
 
 
 def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
-    ta, tb = _to_torch(torch, a), _to_torch(torch, b)
-    return _cuda_event_times(torch, lambda: torch.matmul(ta, tb), warmup, repeat)
+    ta, tb = to_torch(torch, a), to_torch(torch, b)
+    return cuda_event_times(torch, lambda: torch.matmul(ta, tb), warmup, repeat)
 
 
 PROFILED_CALLS = 5
@@ -354,7 +385,7 @@ def _inputs(size: int, dtype: str = "f16") -> tuple[np.ndarray, np.ndarray]:
     return tuple(rng.uniform(-1, 1, (size, size)).astype(np.float32).astype(DTYPES[dtype]) for _ in range(2))
 
 
-def _to_torch(torch, x: np.ndarray):
+def to_torch(torch, x: np.ndarray):
     """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact)."""
     if x.dtype == np.float16:
         return torch.from_numpy(x).cuda()
@@ -362,31 +393,19 @@ def _to_torch(torch, x: np.ndarray):
 
 
 def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
-    """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
-    calls of one prepared module (or of torch.matmul when ``file`` is "torch"), inputs already on
-    the GPU, each call waited for."""
+    """``profile_calls`` of one prepared module at ``size`` (or of torch.matmul: ``file`` "torch")."""
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
-    a, b = _inputs(size, manifest["a_type"])
-    if file == TORCH:
-        import torch
-        ta, tb = _to_torch(torch, a), _to_torch(torch, b)
-        for _ in range(1 + PROFILED_CALLS):
-            torch.matmul(ta, tb)
-            torch.cuda.synchronize()
-        return
-    from mmaflow.runtime.iree_runner import CompiledModule
-    mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
-    fn = mod.function(manifest["function"])
-    dev = [mod.upload(a), mod.upload(b)]
-    for _ in range(1 + PROFILED_CALLS):
-        fn(*dev).to_host()
+    profile_calls(manifest_dir, file, driver, manifest["function"], list(_inputs(size, manifest["a_type"])),
+                  lambda torch, a, b: torch.matmul(a, b))
 
 
-def _kernel_time(manifest_dir: Path, file: str, size: int, driver: str) -> dict:
+def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
+    """Kernel-only time of ``file`` (or TORCH) on ``case`` (a matmul size, an attention case's
+    key): Nsight Compute over this module's ``--profile-one FILE CASE``."""
     from mmaflow.runtime.ncu import kernel_time
     child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver,
-             "--out", "-", "--profile-one", file, str(size)]
-    return kernel_time(child, PROFILED_CALLS, f"{file} at {size}").as_dict()
+             "--out", "-", "--profile-one", file, str(case)]
+    return kernel_time(child, PROFILED_CALLS, f"{file} at {case}").as_dict()
 
 
 def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5,
@@ -395,7 +414,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     time of each (Nsight Compute, median of PROFILED_CALLS calls), beside the synchronous one."""
     from mmaflow.runtime.iree_runner import CompiledModule
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
-    torch = _torch_cuda() if driver == "cuda" else None
+    torch = torch_cuda() if driver == "cuda" else None
     rows = []
     sizes = sorted({e["size"] for e in manifest["entries"]})
     for size in sizes:
@@ -420,7 +439,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                          "detail": "", "config": f"torch {torch.__version__}", "file": TORCH})
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
-            k = _kernel_time(manifest_dir, r["file"], r["size"], driver)
+            k = kernel_time_of(manifest_dir, r["file"], r["size"], driver)
             r.update(k, kernel_tflops=2.0 * r["size"] ** 3 / (k["kernel_ms"] * 1e-3) / 1e12)
             print(f"bench: {r['variant']} {r['size']}: {k['kernel_ms']:.4f} ms kernel-only "
                   f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})", flush=True)
@@ -428,13 +447,18 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     return rows
 
 
-def write_results(rows: list[dict], out_dir: Path, manifest: dict) -> None:
+def write_rows(rows: list[dict], out_dir: Path, manifest: dict) -> None:
+    """results.csv (the columns of every row, in first-seen order) and results.json (with the manifest)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
         w.writeheader()
         w.writerows(rows)
     (out_dir / "results.json").write_text(json.dumps({"manifest": manifest, "rows": rows}, indent=1))
+
+
+def write_results(rows: list[dict], out_dir: Path, manifest: dict) -> None:
+    write_rows(rows, out_dir, manifest)
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -466,6 +490,21 @@ def print_table(rows: list[dict]) -> None:
         print(f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}")
 
 
+def positive_ints(text: str, option: str) -> list[int]:
+    """A comma-separated list of positive integers (``--sizes``, ``--head-dims``), or an InputError."""
+    from mmaflow.compiler.errors import InputError
+    try:
+        values = [int(s) for s in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or any(v <= 0 for v in values):
+        raise InputError(f"{option} must be comma-separated positive integers, got {text!r}")
+    return values
+
+
+MODES = ("compile_time", "models", "checks", "variants", "attention")
+
+
 def bench_command(args) -> int:
     """Entry point of `mmaflow bench`."""
     from mmaflow.compiler.config import parse_overrides
@@ -473,6 +512,11 @@ def bench_command(args) -> int:
     from mmaflow.compiler.targets import get_target
     from mmaflow.runtime.iree_runner import device_present
 
+    modes = [m for m in MODES if getattr(args, m)]
+    if len(modes) > 1:
+        raise InputError("bench does one of " + ", ".join("--" + m.replace("_", "-") for m in modes) + " at a time")
+    if args.head_dims and not args.attention:
+        raise InputError("--head-dims is an option of bench --attention")
     if args.compile_time:
         from mmaflow.runtime.compile_time import compile_time_command
         if not args.target:
@@ -488,36 +532,60 @@ def bench_command(args) -> int:
         print(f"bench: models, builds and manifest written to {args.prepare_only}")
         return 0
     if not args.target:
-        raise InputError("bench needs --target")
+        raise InputError("bench needs --target" + (" (one or a comma-separated list)" if args.attention else ""))
     args.repeat = args.repeat or 20
-    target = get_target(args.target)
-    try:
-        sizes = [int(s) for s in args.sizes.split(",")]
-    except ValueError:
-        raise InputError(f"--sizes must be comma-separated integers, got {args.sizes!r}") from None
-    if args.dtype not in TIMED_DTYPES:
-        raise InputError(f"bench times {' and '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
-                         hint="--checks covers every dtype pair of the target, numpy-checked")
     out = Path(args.out)
     prep_dir = Path(args.prepare_only) if args.prepare_only else out / "modules"
-    if args.checks or args.variants:
-        prepare_checks(target.name, prep_dir, perf=args.variants)
+    if args.attention:
+        from mmaflow.runtime import attention_bench
+        if args.config:
+            raise InputError("--config configures matmul kernels; the flash-attention kernel has no config")
+        manifest = attention_bench.prepare(
+            args.target.split(","), positive_ints(args.sizes or attention_bench.DEFAULT_SEQS, "--sizes"),
+            positive_ints(args.head_dims or attention_bench.DEFAULT_HEAD_DIMS, "--head-dims"),
+            args.dtype.split(","), prep_dir)
+        driver = manifest["driver"]
     else:
-        prepare(target.name, sizes, args.dtype, prep_dir, parse_overrides(args.config or []))
+        target = get_target(args.target)
+        sizes = positive_ints(args.sizes or "1024,2048,4096", "--sizes")
+        if args.dtype not in TIMED_DTYPES:
+            raise InputError(f"bench times {' and '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
+                             hint="--checks covers every dtype pair of the target, numpy-checked")
+        if args.checks or args.variants:
+            prepare_checks(target.name, prep_dir, perf=args.variants)
+        else:
+            prepare(target.name, sizes, args.dtype, prep_dir, parse_overrides(args.config or []))
+        driver = target.iree_device
     if args.prepare_only:
         print(f"bench: modules and manifest written to {prep_dir}")
         return 0
-    driver = target.iree_device if args.device == "auto" else args.device
+    driver = driver if args.device == "auto" else args.device
     ok, why = device_present(driver)
     if not ok:
         raise DeviceError(f"cannot time on {driver}: {why}",
                           hint=f"compile here with --prepare-only DIR, then run "
                                f"`python -m mmaflow.runtime.bench --from-dir DIR --driver {driver}` on the GPU machine")
-    if args.checks or args.variants:
-        rows = run_checks(prep_dir, driver, out, repeat=args.repeat if args.variants else 0,
-                          kernel=args.kernel_time)
+    return run_prepared(prep_dir, driver, out, repeat=args.repeat, time_checks=args.repeat if args.variants else 0,
+                        kernel=args.kernel_time)
+
+
+def run_prepared(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int, time_checks: int,
+                 kernel: bool) -> int:
+    """Run a prepared directory by its manifest's kind; the exit status (1 if a check failed)."""
+    from mmaflow.compiler.errors import InputError
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    kind = manifest.get("kind", "checks" if "checks" in manifest else "matmul")
+    if kind == "models":
+        raise InputError(f"{manifest_dir} holds a bench --models manifest",
+                         hint=f"python3 -m mmaflow.runtime.model_bench --from-dir {manifest_dir} --out OUT")
+    if kind == "attention":
+        from mmaflow.runtime import attention_bench
+        rows = attention_bench.run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
+        attention_bench.print_table(rows)
+    elif kind == "checks":
+        rows = run_checks(manifest_dir, driver, out_dir, repeat=time_checks, kernel=kernel)
     else:
-        rows = run(prep_dir, driver, out, repeat=args.repeat, kernel=args.kernel_time)
+        rows = run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
         print_table(rows)
     return 0 if all(r["check"] != "FAIL" for r in rows) else 1
 
@@ -531,28 +599,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-checks", type=int, default=0, metavar="N",
                    help="for a --checks manifest: also time each case (median of N calls)")
     p.add_argument("--kernel-time", action="store_true",
-                   help="also the kernel-only time of every module and of torch.matmul (Nsight Compute on PATH)")
-    p.add_argument("--profile-one", nargs=2, metavar=("FILE", "SIZE"), help=argparse.SUPPRESS)
+                   help="also the kernel-only time of every module and of torch.matmul / torch SDPA "
+                        "(Nsight Compute on PATH)")
+    p.add_argument("--profile-one", nargs=2, metavar=("FILE", "CASE"), help=argparse.SUPPRESS)
     p.add_argument("--profile-check", type=int, help=argparse.SUPPRESS)
     p.add_argument("--profile-torch-eager", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    from_dir = Path(args.from_dir)
     if args.profile_torch_eager is not None:
-        profile_torch_eager(Path(args.from_dir), args.profile_torch_eager)
+        profile_torch_eager(from_dir, args.profile_torch_eager)
         return 0
     if args.profile_one:
-        profile_one(Path(args.from_dir), args.profile_one[0], int(args.profile_one[1]), args.driver)
+        if json.loads((from_dir / MANIFEST).read_text()).get("kind") == "attention":
+            from mmaflow.runtime.attention_bench import profile_one as profile_attention
+            profile_attention(from_dir, *args.profile_one, args.driver)
+        else:
+            profile_one(from_dir, args.profile_one[0], int(args.profile_one[1]), args.driver)
         return 0
     if args.profile_check is not None:
-        profile_check(Path(args.from_dir), args.profile_check, args.driver)
+        profile_check(from_dir, args.profile_check, args.driver)
         return 0
-    manifest = json.loads((Path(args.from_dir) / MANIFEST).read_text())
-    if "checks" in manifest:
-        rows = run_checks(Path(args.from_dir), args.driver, Path(args.out), repeat=args.time_checks,
-                          kernel=args.kernel_time)
-    else:
-        rows = run(Path(args.from_dir), args.driver, Path(args.out), repeat=args.repeat, kernel=args.kernel_time)
-        print_table(rows)
-    return 0 if all(r["check"] != "FAIL" for r in rows) else 1
+    from mmaflow.compiler.errors import MmaflowError
+    try:
+        return run_prepared(from_dir, args.driver, Path(args.out), repeat=args.repeat,
+                            time_checks=args.time_checks, kernel=args.kernel_time)
+    except MmaflowError as e:
+        print(f"bench: error: {e}", file=sys.stderr)
+        return e.exit_code
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
     matmul_module      + transposed operands, batch, unsigned i8, A @ A^T (as linalg.generic)
     epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
     dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
+    attention_module   iree_linalg_ext.attention as IREE makes it of torch's scaled_dot_product_attention
 """
 
 from __future__ import annotations
@@ -156,6 +157,34 @@ def dynamic_module(m: int | None = None, n: int | None = None, k: int | None = N
     else:
         lines += [f"  return %c : {t_c}", "}"]
     return "\n".join(lines) + "\n"
+
+
+def attention_module(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16", *,
+                     kv_seq: int | None = None) -> str:
+    """``@attention(Q, K, V) -> O``, each ``(batch, heads, seq, head_dim)`` as PyTorch's
+    ``scaled_dot_product_attention`` takes them (no mask, not causal, the default scale
+    1/sqrt(head_dim)), spelled as IREE's torch input conversion lowers that op: batch and heads
+    collapsed into one dim, ``iree_linalg_ext.attention`` with an f32 scale, O expanded back.
+    ``kv_seq``: the keys' length when it differs from the queries'."""
+    kv = seq if kv_seq is None else kv_seq
+    q_t, kv_t = f"tensor<{batch}x{heads}x{seq}x{head_dim}x{dtype}>", f"tensor<{batch}x{heads}x{kv}x{head_dim}x{dtype}>"
+    fq_t, fkv_t = f"tensor<{batch * heads}x{seq}x{head_dim}x{dtype}>", f"tensor<{batch * heads}x{kv}x{head_dim}x{dtype}>"
+    dims = "(b, m, n, k1, k2)"
+    maps = ", ".join(f"affine_map<{dims} -> ({r})>" for r in ("b, m, k1", "b, k2, k1", "b, k2, n", "", "b, m, n"))
+    return (f"func.func @attention(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) -> {q_t} {{\n"
+            f"  %scale = arith.constant {1.0 / head_dim ** 0.5!r} : f32\n"
+            f"  %q1 = tensor.collapse_shape %q [[0, 1], [2], [3]] : {q_t} into {fq_t}\n"
+            f"  %k1 = tensor.collapse_shape %k [[0, 1], [2], [3]] : {kv_t} into {fkv_t}\n"
+            f"  %v1 = tensor.collapse_shape %v [[0, 1], [2], [3]] : {kv_t} into {fkv_t}\n"
+            f"  %e = tensor.empty() : {fq_t}\n"
+            f"  %o = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>\n"
+            f"       ins(%q1, %k1, %v1, %scale : {fq_t}, {fkv_t}, {fkv_t}, f32) outs(%e : {fq_t}) {{\n"
+            f"  ^bb0(%s: f32):\n"
+            f"    iree_linalg_ext.yield %s : f32\n"
+            f"  }} -> {fq_t}\n"
+            f"  %r = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [{batch}, {heads}, {seq}, {head_dim}] "
+            f": {fq_t} into {q_t}\n"
+            f"  return %r : {q_t}\n}}\n")
 
 
 # Named epilogues, for `mmaflow bench --checks` (the module side here, the numpy side in
