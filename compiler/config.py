@@ -509,6 +509,55 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
     return ring
 
 
+# Hopper: the warpgroup-MMA kernel (wgmma_plan.py) where it was measured faster than mma.sync.
+# H100, f16 x f16 -> f32, kernel-only (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
+# WGMMA 64x256x16 in 128x256x64 tiles with a 4-slot cp.async ring 572.6 TFLOP/s at 4096^3 and
+# 597.4 at 8192^3 against mma.sync's 424.6 and 460.6 in the same run (bf16: 581.5 / 616.2 against
+# 425.5 / 468.0); at 2048^3 (128 tiles for 132 SMs) 503.2 against 293.7; at 1024^3 (32 tiles)
+# 124.7 against 169.5. So it is the default where the problem has at least one tile per two SMs.
+WARPGROUP_DEFAULT = {"F16": "WGMMA_F32_64x256x16_F16", "BF16": "WGMMA_F32_64x256x16_BF16"}
+WARPGROUP_TILE = (128, 256)
+WARPGROUP_MIN_TILES_PER_SM = 0.5
+
+
+def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
+                      why: list | None = None) -> tuple[KernelConfig, WarpgroupIntrinsic] | None:
+    """The warpgroup-MMA kernel's config where the heuristic picks it (see WARPGROUP_DEFAULT), or
+    None with the reason in ``why``: not Hopper, other types, too few tiles, or a problem the
+    kernel does not take (its refusal is quoted)."""
+    from .wgmma_plan import warpgroup_config
+    why = why if why is not None else []
+    if not target.warpgroup_mma:
+        return None
+    types = (problem.a_type, problem.b_type, problem.c_type)
+    name = WARPGROUP_DEFAULT.get(problem.a_type.upper()) if types[1:] == (problem.a_type, "f32") else None
+    if name is None:
+        why.append(f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32, this is {' x '.join(types[:2])}"
+                   f" -> {types[2]}")
+        return None
+    if overrides:
+        why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
+                   f"(--config intrinsic={name} asks for the warpgroup kernel)")
+        return None
+    if problem.is_dynamic:
+        why.append("mma.sync, not wgmma: the warpgroup kernel needs static sizes")
+        return None
+    tiles = (-(-problem.m // WARPGROUP_TILE[0])) * (-(-problem.n // WARPGROUP_TILE[1])) * (problem.batch or 1)
+    if tiles < WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
+        why.append(f"mma.sync, not wgmma: {tiles} tiles of {WARPGROUP_TILE[0]}x{WARPGROUP_TILE[1]} for "
+                   f"{target.compute_units} SMs (the warpgroup kernel measured slower below one per two SMs)")
+        return None
+    try:
+        cfg = warpgroup_config(target, problem, target.intrinsic(name), {})
+    except (UnsupportedError, ConfigError) as e:
+        why.append(f"mma.sync, not wgmma: {e}")
+        return None
+    why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
+               f"cp.async ring ({tiles} tiles for {target.compute_units} SMs; measured faster than mma.sync on the "
+               f"H100 from 2048^3)")
+    return cfg, target.intrinsic(name)
+
+
 def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:
     """Why the config of ``problem`` is what it is: the heuristic's reasons, then the overrides."""
     overrides = dict(overrides or {})
@@ -516,6 +565,8 @@ def explain(target: Target, problem: Contraction, overrides: dict | None = None)
     intr = overrides.get("intrinsic")
     if intr and isinstance(target.intrinsic(intr), WarpgroupIntrinsic):
         why.append(f"{intr}: as asked; the warpgroup-MMA kernel's fixed shape (wgmma_plan.py)")
+    elif not intr and warpgroup_default(target, problem, overrides, why):
+        pass
     elif not {f.name for f in fields(KernelConfig)} <= set(overrides):
         wave = overrides.get("wave_size") or (target.intrinsic(intr).wave_size if intr else None)
         default_config(target, problem, wave, intr, why)
@@ -534,6 +585,10 @@ def resolve(target: Target, problem: Contraction, overrides: dict | None = None)
             from .wgmma_plan import warpgroup_config
             return warpgroup_config(target, problem, intr, overrides), intr
         wave = wave or intr.wave_size
+    else:
+        chosen = warpgroup_default(target, problem, overrides)
+        if chosen:
+            return chosen
     full = {f.name for f in fields(KernelConfig)} <= set(overrides)
     if full:  # a complete config: the heuristic has nothing to add
         cfg = KernelConfig(**overrides)

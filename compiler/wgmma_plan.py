@@ -325,7 +325,7 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
             f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
                      TILE_K // intr.k, -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
-                     (f"{intr.name}: the opt-in warpgroup-MMA kernel ({kind})",), cfg.stages,
+                     (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
                      slot_bytes(cfg, intr.a_type))
 
 

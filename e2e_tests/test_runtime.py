@@ -217,3 +217,27 @@ def test_bench_cases_name_their_references_and_torch_recipes():
         if c["torch_eager"]:
             assert c["torch_eager"] in TORCH_EAGER, c["name"]
     assert any(c["torch_eager"] == "addmm_gelu" and c["epilogue"] == "bias_n_gelu_f16" for c in perf_cases(t))
+
+
+def test_bench_checks_build_with_config_and_list_the_cases_it_cannot_configure(tmp_path, monkeypatch, capsys):
+    """`bench --checks --config ...` builds every case with the overrides (it once ignored them and
+    built the heuristic's kernels); a case they cannot configure is named with the refusal, in the
+    manifest and on stderr, never built some other way."""
+    from mmaflow.runtime import bench
+    from mmaflow.runtime.modules import matmul_source
+    cases = [bench._case("f16->f32 128x256x64", matmul_source(128, 256, 64), [((128, 64), "f16"), ((64, 256), "f16")]),
+             bench._case("bf16->f32 128x256x64", matmul_source(128, 256, 64, "bf16"),
+                         [((128, 64), "bf16"), ((64, 256), "bf16")])]
+    monkeypatch.setattr(bench, "check_cases", lambda t: [dict(c) for c in cases])
+    m = bench.prepare_checks("sm_90a", tmp_path, overrides={"intrinsic": "WGMMA_F32_64x128x16_F16"})
+    assert [e["name"] for e in m["checks"]] == ["f16->f32 128x256x64"]
+    assert m["overrides"] == {"intrinsic": "WGMMA_F32_64x128x16_F16"}
+    assert m["not_built"] == [{"name": "bf16->f32 128x256x64",
+                               "reason": "[configure] intrinsic WGMMA_F32_64x128x16_F16 computes f16xf16->f32, "
+                                         "the matmul is bf16xbf16->f32"}]
+    assert "bf16->f32 128x256x64: not built with --config" in capsys.readouterr().err
+    plain = bench.prepare_checks("sm_90a", tmp_path / "plain")  # no overrides: 128 x 256 is below wgmma's rule
+    assert (tmp_path / m["checks"][0]["file"]).read_bytes() != (tmp_path / "plain" / plain["checks"][0]["file"]).read_bytes()
+    monkeypatch.setattr(bench, "check_cases", lambda t: [dict(cases[1])])
+    with pytest.raises(InputError, match="configures none of the check cases"):
+        bench.prepare_checks("sm_90a", tmp_path / "none", overrides={"intrinsic": "WGMMA_F32_64x128x16_F16"})

@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from mmaflow.compiler.config import default_config, resolve
+from mmaflow.compiler.config import default_config, explain, resolve
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.compiler.problem import Contraction
 from mmaflow.compiler.targets import TARGETS, get_target
@@ -119,12 +120,34 @@ def test_register_vector_shapes():
 F16_PROBLEM = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type="f16", c_type="f32")
 
 
-def test_sm90a_heuristic_still_picks_mma_sync():
+def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_elsewhere():
+    """compiler/config.py warpgroup_default: f16/bf16 -> f32, static, >= one 128x256 tile per two
+    SMs; everything else keeps mma.sync with the reason in explain()."""
     t = get_target("sm_90a")
-    assert all(i.family == "mma_sync" for i in t.intrinsics())
+    assert all(i.family == "mma_sync" for i in t.intrinsics())  # the mma.sync catalogue is unchanged
     assert default_config(t, F16_PROBLEM).intrinsic == "MMA_SYNC_F32_16x8x16_F16"
     cfg, intr = resolve(t, F16_PROBLEM)
-    assert intr.family == "mma_sync" and cfg.wave_size == 32
+    assert intr.name == "WGMMA_F32_64x256x16_F16" and (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == \
+        (128, 256, 64, 4)
+    assert any("the warpgroup-MMA kernel" in w for w in explain(t, F16_PROBLEM))
+    bf16 = replace(F16_PROBLEM, a_type="bf16", b_type="bf16")
+    assert resolve(t, bf16)[1].name == "WGMMA_F32_64x256x16_BF16"
+    at_2048 = replace(F16_PROBLEM, m=2048, n=2048, k=2048)  # 128 tiles for 132 SMs: measured 503 vs 294 TFLOP/s
+    assert resolve(t, at_2048)[1].family == "wgmma"
+    keeps = [  # (problem, the reason explain() gives for mma.sync)
+        (replace(F16_PROBLEM, m=1024, n=1024, k=1024), "32 tiles of 128x256 for 132 SMs"),
+        (replace(F16_PROBLEM, c_type="f16"), "takes f16/bf16 -> f32"),
+        (replace(F16_PROBLEM, k=4095), "not a multiple of 8"),
+    ]
+    for problem, reason in keeps:
+        cfg, intr = resolve(t, problem)
+        assert intr.family == "mma_sync", problem
+        assert any(reason in w for w in explain(t, problem)), explain(t, problem)
+    overridden = resolve(t, F16_PROBLEM, {"stages": 3})  # an mma.sync config key keeps mma.sync, saying so
+    assert overridden[1].family == "mma_sync" and overridden[0].stages == 3
+    assert any("configures the mma.sync kernel" in w for w in explain(t, F16_PROBLEM, {"stages": 3}))
+    sm80 = get_target("sm_80")
+    assert resolve(sm80, F16_PROBLEM)[1].family == "mma_sync"  # no Hopper, no wgmma, no reason needed
 
 
 def test_asking_for_wgmma_is_opt_in_and_fp8_is_refused_with_the_reason():

@@ -216,23 +216,47 @@ def perf_cases(target) -> list[dict]:
     ]
 
 
-def prepare_checks(target: str, out_dir: Path, *, perf: bool = False) -> dict:
+def prepare_checks(target: str, out_dir: Path, *, perf: bool = False, overrides: dict | None = None) -> dict:
     """Compile every check_cases() module (perf_cases() with ``perf``), once per distinct source,
-    for a hardware check: `run_checks` compares the results with numpy on the host."""
+    for a hardware check: `run_checks` compares the results with numpy on the host.
+
+    With ``overrides`` (``--config``) every case is built with them; a case they cannot configure
+    (another dtype than the intrinsic's, a dynamic size for the warpgroup kernel) is not built:
+    its refusal is printed here and kept in the manifest's ``not_built``, which `run_checks`
+    prints again, so a partial check never reads as a whole one."""
     from mmaflow.compiler.bridge import compile_module
+    from mmaflow.compiler.errors import ConfigError, UnsupportedError
+    from mmaflow.compiler.pipeline import CodegenOptions
     from mmaflow.compiler.targets import get_target
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
-    entries = []
+    refused: dict[str, str] = {}
+    entries, not_built = [], []
     for case in (perf_cases(t) if perf else check_cases(t)):
         src = case.pop("source")
-        if src not in files:
-            files[src] = f"check_{t.name}_{len(files)}.vmfb"
-            res = compile_module(src, t.name, source_name=f"{files[src]}.mlir")
-            (out_dir / files[src]).write_bytes(res.vmfb)
+        if src not in files and src not in refused:
+            name = f"check_{t.name}_{len(files)}.vmfb"
+            try:
+                res = compile_module(src, t.name, options=CodegenOptions(overrides=overrides or {}),
+                                     source_name=f"{name}.mlir")
+            except (ConfigError, UnsupportedError) as e:
+                if not overrides:
+                    raise
+                refused[src] = str(e)
+            else:
+                files[src] = name
+                (out_dir / name).write_bytes(res.vmfb)
+        if src in refused:
+            not_built.append({"name": case["name"], "reason": refused[src]})
+            print(f"bench: check {case['name']}: not built with --config: {refused[src]}", file=sys.stderr)
+            continue
         entries.append({**case, "file": files[src]})
-    manifest = {"target": t.name, "driver": t.iree_device, "function": "matmul", "checks": entries}
+    if not entries:
+        from mmaflow.compiler.errors import InputError
+        raise InputError(f"--config {overrides} configures none of the check cases")
+    manifest = {"target": t.name, "driver": t.iree_device, "function": "matmul", "checks": entries,
+                "overrides": overrides or {}, "not_built": not_built}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -291,6 +315,9 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
             timing += _time_torch_eager(manifest_dir, i, e, ins, row, repeat=repeat, kernel=kernel)
         rows.append(row)
         print(f"check {manifest['target']} {e['name']}: {chk.line()}{timing}", flush=True)
+    for nb in manifest.get("not_built", []):
+        print(f"check {manifest['target']} {nb['name']}: NOT BUILT with --config "
+              f"{manifest.get('overrides')}: {nb['reason']}", flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "checks.json").write_text(json.dumps(rows, indent=1))
     return rows
@@ -552,7 +579,7 @@ def bench_command(args) -> int:
             raise InputError(f"bench times {' and '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
                              hint="--checks covers every dtype pair of the target, numpy-checked")
         if args.checks or args.variants:
-            prepare_checks(target.name, prep_dir, perf=args.variants)
+            prepare_checks(target.name, prep_dir, perf=args.variants, overrides=parse_overrides(args.config or []))
         else:
             prepare(target.name, sizes, args.dtype, prep_dir, parse_overrides(args.config or []))
         driver = target.iree_device
