@@ -539,22 +539,22 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
         why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
                    f"(--config intrinsic={name} asks for the warpgroup kernel)")
         return None
-    if problem.is_dynamic:
-        why.append("mma.sync, not wgmma: the warpgroup kernel needs static sizes")
-        return None
-    tiles = (-(-problem.m // WARPGROUP_TILE[0])) * (-(-problem.n // WARPGROUP_TILE[1])) * (problem.batch or 1)
+    # (a dynamic size counts as its estimate, as in default_config; a dynamic batch as 1)
+    est = problem.estimate()
+    tiles = (-(-est.m // WARPGROUP_TILE[0])) * (-(-est.n // WARPGROUP_TILE[1])) * (est.batch or 1)
+    sized = (f"{tiles} tiles of {WARPGROUP_TILE[0]}x{WARPGROUP_TILE[1]} for {target.compute_units} SMs"
+             + (f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as "
+                f"{Contraction.DYNAMIC_ESTIMATE}" if problem.is_dynamic else ""))
     if tiles < WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
-        why.append(f"mma.sync, not wgmma: {tiles} tiles of {WARPGROUP_TILE[0]}x{WARPGROUP_TILE[1]} for "
-                   f"{target.compute_units} SMs (the warpgroup kernel measured slower below one per two SMs)")
+        why.append(f"mma.sync, not wgmma: {sized} (the warpgroup kernel measured slower below one per two SMs)")
         return None
     try:
         cfg = warpgroup_config(target, problem, target.intrinsic(name), {})
     except (UnsupportedError, ConfigError) as e:
-        why.append(f"mma.sync, not wgmma: {e}")
+        why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-               f"cp.async ring ({tiles} tiles for {target.compute_units} SMs; measured faster than mma.sync on the "
-               f"H100 from 2048^3)")
+               f"cp.async ring ({sized}; measured faster than mma.sync on the H100 from 2048^3)")
     return cfg, target.intrinsic(name)
 
 

@@ -86,9 +86,10 @@ class Contraction:
 
     def multiple_of(self, dim: str) -> int:
         """What the size of ``dim`` is known to be a multiple of: itself when static, the
-        program's divisibility promise when dynamic."""
-        size = getattr(self, dim)
-        return size if size is not None else self.dynamic_dim(dim).divisor
+        program's divisibility promise when dynamic (also on an ``estimate()``, whose stand-in
+        size promises nothing)."""
+        dyn = self.dynamic_dim(dim)
+        return dyn.divisor if dyn is not None else getattr(self, dim)
 
     def estimate(self) -> "Contraction":
         """The problem with dynamic sizes replaced by DYNAMIC_ESTIMATE (batch: 1), for the heuristic."""

@@ -104,20 +104,26 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                           f"{cfg.tile_m}x{intr.n}x{TILE_K}, warps of 32")
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
-    if problem.is_dynamic:
-        raise UnsupportedError(f"{intr.name}: the warpgroup-MMA kernel needs static sizes; "
-                               f"{', '.join(d.dim for d in problem.dynamic)} dynamic")
     # Partial tiles (M, N or K not a multiple of the tile) are bounded like the mma.sync kernel's:
-    # chunks past the true extent are zero-filled, stores past it dropped. A chunk is 16 bytes of
-    # one global row, so each operand's row length must be whole chunks (and 16-byte aligned rows).
+    # chunks past the true extent are zero-filled, stores past it dropped, against the static size
+    # or the run-time value of a dynamic one. A chunk is 16 bytes of one global row, so each
+    # operand's row length must be whole chunks (and 16-byte aligned rows): static, or promised.
     per_chunk = CHUNK_BYTES * 8 // TYPE_BITS[intr.a_type]
     for name in ("A", "B"):
-        dim = "k" if k_innermost(problem, name) else ("m" if name == "A" else "n")
-        size = getattr(problem, dim)
-        if size % per_chunk:
-            raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()} = {size}, not a multiple "
-                                   f"of {per_chunk} elements: the warpgroup-MMA kernel copies whole 16-byte chunks "
-                                   f"(partial tiles are otherwise bounded)")
+        dim = row_dim(problem, name)
+        if problem.multiple_of(dim) % per_chunk == 0:
+            continue
+        if problem.dynamic_dim(dim) is None:
+            raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()} = {getattr(problem, dim)}, "
+                                   f"not a multiple of {per_chunk} elements: the warpgroup-MMA kernel copies whole "
+                                   f"16-byte chunks (partial tiles are otherwise bounded)")
+        div = problem.multiple_of(dim)
+        promise = f"promised only to be a multiple of {div}" if div > 1 else "has no divisibility promise"
+        raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()}, which is dynamic and "
+                               f"{promise}: the warpgroup-MMA kernel copies whole 16-byte chunks, so it needs "
+                               f"{dim.upper()} to be a multiple of {per_chunk} elements; a promise that it is "
+                               f"(util.assume.int %{dim}<udiv = {per_chunk}>, or any multiple of {per_chunk}) would "
+                               f"let the kernel take this matmul")
     threads = cfg.workgroup_size
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
@@ -135,6 +141,11 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
 def k_innermost(problem: Contraction, name: str) -> bool:
     """Whether the operand's global rows run along K (A of a plain matmul, B^T)."""
     return not problem.a_transposed if name == "A" else problem.b_transposed
+
+
+def row_dim(problem: Contraction, name: str) -> str:
+    """The problem dimension an operand's global rows run along (contiguous in memory)."""
+    return "k" if k_innermost(problem, name) else ("m" if name == "A" else "n")
 
 
 def operand_layout(name: str, problem: Contraction, mn: int, elem: str) -> SmemLayout:
@@ -201,12 +212,13 @@ class WgmmaPlan:
     b: WgmmaOperand
     tile_k: int
     k_steps: int  # wgmma per K tile and warpgroup
-    k_tiles: int
+    k_tiles: int | None  # None: from the run-time K
     smem_bytes: int
     epilogue: EpiloguePlan
     notes: tuple[str, ...] = ()
     stages: int = 1  # shared-memory slots; 1: the synchronous kernel
     slot_bytes: int = 0  # one slot (A tile + B tile), a multiple of 1024
+    dynamic: tuple[str, ...] = ()  # per dynamic dimension: its promise and how its tiles are bounded
 
     @property
     def pipelined(self) -> bool:
@@ -262,13 +274,14 @@ class WgmmaPlan:
         """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
         loop's wgmma (k_steps per K tile), and two barriers per K tile (stages 1) or one (the ring)."""
         if self.pipelined:  # cp.async copies, one barrier per K tile
-            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles, self.k_steps, True, 1)
-        return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles, self.k_steps, False, 2)
+            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1)
+        return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2)
 
     def describe(self) -> list[str]:
         intr = self.intrinsic
         lines = [f"{intr.name}: {self.warpgroups} warpgroup{'s' if self.warpgroups > 1 else ''} of 128 threads "
-                 f"({self.workgroup_size} threads), each 64 rows x {intr.n}; K tiles of {self.tile_k}: {self.k_tiles}; "
+                 f"({self.workgroup_size} threads), each 64 rows x {intr.n}; K tiles of {self.tile_k}: "
+                 f"{self.k_tiles if self.k_tiles is not None else 'from the run-time K'}; "
                  f"{self.k_steps} wgmma.mma_async per K tile and warpgroup, A and B from shared memory"]
         for o in self.operands:
             lbo, sbo = o.smem.strides()
@@ -281,6 +294,9 @@ class WgmmaPlan:
                          f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
                          + ", ".join(f"+{self.descriptor(o.name, 0, s).start_address - d0.start_address}"
                                      for s in range(1, self.k_steps)))
+        if self.dynamic:
+            lines.append("dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the "
+                         "workload)")
         if not self.pipelined:
             lines.append(f"stages: 1; shared memory: {self.smem_bytes} B in one allocation, its address rounded up "
                          f"to {ALIGN} at run time")
@@ -321,12 +337,21 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
     epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
+    tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": TILE_K, "batch": 1}
+    dynamic = []
+    for d in problem.dynamic:
+        div, tile = d.divisor, tiles[d.dim]
+        promise = f"a multiple of {div}" if div > 1 else "no divisibility promise"
+        bounds = "whole tiles, unchecked" if div % tile == 0 else (
+            "K tiles: ceil(K / 64), the last zero-filled past K" if d.dim == "k" else
+            "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
+        dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
             f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
-                     TILE_K // intr.k, -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
+                     TILE_K // intr.k, None if problem.k is None else -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
-                     slot_bytes(cfg, intr.a_type))
+                     slot_bytes(cfg, intr.a_type), tuple(dynamic))
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

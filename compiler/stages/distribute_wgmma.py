@@ -128,10 +128,13 @@ class WgmmaRewriter(Rewriter):
 
     def _k_loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t) -> KLoop:
         plan = self.plan
-        old = self.m.loop  # static K (wgmma_plan refuses dynamic sizes): the script's bounds
+        old = self.m.loop
         old_body = old.regions[0].blocks[0]
         old_iv = list(old_body.arguments)[0]
-        lb, ub, step = old.operands[0], old.operands[1], old.operands[2]
+        lb, step = old.operands[0], old.operands[2]
+        pre = Emitter(ir.InsertionPoint(old), old.location, self.vendor).named("wgmma")
+        kt = self._k_tiles(pre)  # static K: the script's bounds; dynamic: whole tiles covering K
+        ub = old.operands[1] if isinstance(kt, int) else pre.add(lb, pre.mul(kt, plan.tile_k))
         with self.m.loop.location, ir.InsertionPoint(self.m.loop):
             loop = scf.ForOp(lb, ub, step, [acc0])
         body = loop.body
@@ -151,6 +154,16 @@ class WgmmaRewriter(Rewriter):
         with em.loc, em.ip:
             scf.YieldOp([acc])
         return KLoop(loop, [], [], None)
+
+    def _k_tiles(self, em: Emitter):
+        """The K tiles: an int for a static K (the script's loop, ``plan.k_tiles``), else as many
+        as cover the run-time K, ceil(K / tile_k), an index value (the last one partial unless K
+        is promised whole tiles; its chunks past K are zero-filled). A dynamic K of 0 gives no K
+        tile: the loops are empty and the accumulator stays 0."""
+        if self.plan.k_tiles is not None:
+            return self.plan.k_tiles
+        tk = self.plan.tile_k
+        return em.div(em.add(self.sizes["k"], tk - 1), tk)
 
     def _wgmmas(self, em: Emitter, desc: dict, acc, struct_t, slot):
         """``wgmma.fence``, then the K tile's wgmmas on the shared tiles of ``slot`` (None: the
@@ -231,39 +244,46 @@ class WgmmaRewriter(Rewriter):
         barrier. One barrier per K tile serves both: tile t published, slot t-1-L free."""
         plan = self.plan
         S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
-        kt = plan.k_tiles
         old = self.m.loop
         old_body = old.regions[0].blocks[0]
         old_iv = list(old_body.arguments)[0]
         lb, step = old.operands[0], old.operands[2]
         pre = Emitter(ir.InsertionPoint(old), old.location, self.vendor).named("wgmma.ring")
+        kt = self._k_tiles(pre)  # an int, or an index value (dynamic K)
         step_k = plan.tile_k
 
         def origin(em: Emitter, tile) -> ir.Value:
             """The K origin of tile ``tile`` (an int or an index value)."""
             return em.add(lb, step_k * tile) if isinstance(tile, int) else em.add(lb, em.mul(tile, step_k))
 
-        def issue(em: Emitter, tile, slot) -> None:
-            """cp.async of tile ``tile`` into ``slot`` (None: nothing to copy), one commit group."""
+        def issue(em: Emitter, tile, slot, tile_valid=None) -> None:
+            """cp.async of tile ``tile`` into ``slot`` (None: nothing to copy), one commit group;
+            ``tile_valid`` (an i1): false when the tile lies past a dynamic K (zero-filled, nothing read)."""
             tokens = []
             if tile is not None:
                 for opd, op_plan in zip(self.m.operands, plan.operands):
                     tokens += self._copy_tile(em, opd, op_plan, old_body, old_iv, origin(em, tile), tid, smem,
-                                              pad_elems, slot=slot)
+                                              pad_elems, slot=slot, tile_valid=tile_valid)
             group = em.async_group(tokens)
             attrs.mark(defining_op(group), attrs.RING)
             if em is pre:  # nvgpu.device_async_wait's token operand (the hardware counts groups)
                 self._group = group
 
         for t in range(A):
-            issue(pre, t if t < kt else None, pre.const(t % S))
-        main_tiles = max(kt - A, 0)
-        bounds = [(0, main_tiles, True), (main_tiles, kt, False)]
+            if isinstance(kt, int):
+                issue(pre, t if t < kt else None, pre.const(t % S))
+            else:  # the prologue's tiles may lie past a dynamic K (down to K = 0)
+                issue(pre, t, pre.const(t % S), pre.lt(pre.const(t), kt))
+        if isinstance(kt, int):
+            main_tiles, kt_v = pre.const(max(kt - A, 0)), pre.const(kt)
+        else:
+            main_tiles, kt_v = pre.select(pre.lt(pre.const(A), kt), pre.sub(kt, pre.const(A)), pre.const(0)), kt
+        bounds = [(pre.const(0), main_tiles, True), (main_tiles, kt_v, False)]
         acc = acc0
         last = None
         for first, end, copies in bounds:
             with old.location, ir.InsertionPoint(old):
-                loop = scf.ForOp(pre.const(first), pre.const(end), pre.const(1), [acc])
+                loop = scf.ForOp(first, end, pre.const(1), [acc])
             em = Emitter(ir.InsertionPoint(loop.body), old.location, self.vendor).named(
                 "wgmma.ring" if copies else "wgmma.ring.drain")
             t = loop.induction_variable
@@ -287,7 +307,7 @@ class WgmmaRewriter(Rewriter):
         return KLoop(last, [], [], None)
 
     def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems,
-                   slot=None) -> list:
+                   slot=None, tile_valid=None) -> list:
         """This thread's 16-byte chunks of the operand's global tile (K origin ``iv``) into its
         shared tile, each at ``SmemLayout.offset`` of its first element (a chunk never straddles a
         swizzled chunk): 128-bit loads and stores (``slot`` None: the one-stage kernel), or one
@@ -323,6 +343,8 @@ class WgmmaRewriter(Rewriter):
                 attrs.mark(em.lds_store(val, smem, [idx]), attrs.RING)
             else:  # past a true extent: 0 source bytes, the 16 bytes zero-filled
                 valid = em.in_bounds(gidx[-2:], limits)
+                if tile_valid is not None:
+                    valid = tile_valid if valid is None else em.and_(tile_valid, valid)
                 token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid)
                 attrs.mark(defining_op(token), attrs.RING)
                 tokens.append(token)
