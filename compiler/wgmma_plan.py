@@ -1,8 +1,8 @@
-"""The warpgroup-MMA kernel (Hopper ``wgmma.mma_async``, opt-in): its config and its plan, as data.
+"""The warpgroup-MMA kernel (Hopper ``wgmma.mma_async``): its config and its plan, as data.
 
-Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``) on sm_90a; the
-heuristic never chooses it (``Target.intrinsics()`` does not list warpgroup MMAs). The simplest
-correct kernel, on which pipelining will build:
+Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``) on sm_90a, and the
+heuristic's choice for f16/bf16 -> f32 problems of enough tiles (``config.warpgroup_default``;
+``Target.intrinsics()`` does not list warpgroup MMAs). The kernel:
 
 - a workgroup tile of ``tile_m`` x N x 64 (tile_m 128: two warpgroups, 256 threads; 64: one),
   each warpgroup owning 64 rows and issuing one m64nNk16 per K step of 16 (4 per K tile);
@@ -24,9 +24,20 @@ correct kernel, on which pipelining will build:
 
 Partial tiles (M, N, K not multiples of the tile) are bounded: out-of-range chunks are
 zero-filled (the one-stage kernel's loads select 0, cp.async copies 0 source bytes), out-of-range
-stores dropped. Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8,
-dynamic sizes, operand rows not whole 16-byte chunks, other tile shapes, ``stages`` outside 1..4 or
-more than the shared memory holds.
+stores dropped.
+
+Dynamic M, N, K and batch are taken as the mma.sync kernel takes them (``dynamic.py``): the sizes
+come from the inlined prologue (push constants), the bounds above compare with those values (a
+dimension promised a multiple of its tile is not checked: ``plan.Extents.bounded``), the K loops
+run ceil(K / 64) tiles of the run-time K (``WgmmaPlan.k_tiles`` None), the ring's prologue copies
+are guarded by tile < K tiles (K may be 0), and hand-back computes the grid from the workload.
+A chunk is 16 bytes of one global row, so a dynamic dimension that an operand's rows run along (K
+for A / B^T, M for A^T, N for B) needs a divisibility promise of 8 elements
+(``Contraction.multiple_of``); without it the kernel refuses, naming the promise.
+
+Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, operand rows not
+whole 16-byte chunks (static, or dynamic without that promise), other tile shapes, ``stages``
+outside 1..4 or more than the shared memory holds.
 
 ``stages`` 2..4 (default: 4, the deepest that fits in 227 KB) replaces the stores with a ring of
 ``stages`` slots filled by cp.async (see ``WgmmaPlan.copy_ahead`` / ``wgmma_lag`` and

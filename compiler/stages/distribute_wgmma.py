@@ -31,7 +31,9 @@ the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
     wgmma.wait 0; cp.async.wait 0
 
 Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
-in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise.
+in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise. Dynamic sizes:
+the extents are the prologue's values (``Rewriter.sizes``), the K loops run ``_k_tiles`` =
+ceil(K / 64) tiles of the run-time K, and the ring's prologue copies only tiles below it.
 
 The stores, copies, groups and barriers carry ``mmaflow.ring``: their order is this stage's (the
 `barriers` stage cannot see the wgmma's shared-memory reads).
