@@ -510,19 +510,21 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
 
 
 # Hopper: the warpgroup-MMA kernel (wgmma_plan.py) where it was measured faster than mma.sync.
-# H100, f16 x f16 -> f32, kernel-only (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
-# WGMMA 64x256x16 in 128x256x64 tiles with a 4-slot cp.async ring 572.6 TFLOP/s at 4096^3 and
-# 597.4 at 8192^3 against mma.sync's 424.6 and 460.6 in the same run (bf16: 581.5 / 616.2 against
-# 425.5 / 468.0); at 2048^3 (128 tiles for 132 SMs) 503.2 against 293.7; at 1024^3 (32 tiles)
-# 124.7 against 169.5. So it is the default where the problem has at least one tile per two SMs.
-WARPGROUP_DEFAULT = {"F16": "WGMMA_F32_64x256x16_F16", "BF16": "WGMMA_F32_64x256x16_BF16"}
-WARPGROUP_TILE = (128, 256)
+# H100, kernel-only TFLOP/s, same runs (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
+#   f16 -> f32    WGMMA N256 in 128x256 tiles   WGMMA N128 in 64x128 tiles   mma.sync (default then)
+#   8192^3        597.4                         -                            460.6
+#   4096^3        572.6                         -                            424.6
+#   2048^3        503.2 (128 tiles)             -                            293.7
+#   1024^3        124.7 (32 tiles)              227.5 (128 tiles)            170.7
+# (bf16 the same within 3%; at 1024^3 N64 in 128x64 tiles 211.0, N128 in 128x128 173.9.) So the
+# first shape below that gives at least one tile per two SMs; mma.sync below that (unmeasured).
+WARPGROUP_SHAPES = ((256, 128), (128, 64))  # (N of the instruction = tile_n, tile_m), preferred first
 WARPGROUP_MIN_TILES_PER_SM = 0.5
 
 
 def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                       why: list | None = None) -> tuple[KernelConfig, WarpgroupIntrinsic] | None:
-    """The warpgroup-MMA kernel's config where the heuristic picks it (see WARPGROUP_DEFAULT), or
+    """The warpgroup-MMA kernel's config where the heuristic picks it (see WARPGROUP_SHAPES), or
     None with the reason in ``why``: not Hopper, other types, too few tiles, or a problem the
     kernel does not take (its refusal is quoted)."""
     from .wgmma_plan import warpgroup_config
@@ -530,31 +532,37 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     if not target.warpgroup_mma:
         return None
     types = (problem.a_type, problem.b_type, problem.c_type)
-    name = WARPGROUP_DEFAULT.get(problem.a_type.upper()) if types[1:] == (problem.a_type, "f32") else None
-    if name is None:
+    if problem.a_type not in ("f16", "bf16") or types[1:] != (problem.a_type, "f32"):
         why.append(f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32, this is {' x '.join(types[:2])}"
                    f" -> {types[2]}")
         return None
+    names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
     if overrides:
         why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
-                   f"(--config intrinsic={name} asks for the warpgroup kernel)")
+                   f"(--config intrinsic={names[0]} asks for the warpgroup kernel)")
         return None
     # (a dynamic size counts as its estimate, as in default_config; a dynamic batch as 1)
     est = problem.estimate()
-    tiles = (-(-est.m // WARPGROUP_TILE[0])) * (-(-est.n // WARPGROUP_TILE[1])) * (est.batch or 1)
-    sized = (f"{tiles} tiles of {WARPGROUP_TILE[0]}x{WARPGROUP_TILE[1]} for {target.compute_units} SMs"
-             + (f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as "
-                f"{Contraction.DYNAMIC_ESTIMATE}" if problem.is_dynamic else ""))
-    if tiles < WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
-        why.append(f"mma.sync, not wgmma: {sized} (the warpgroup kernel measured slower below one per two SMs)")
+    dyn = (f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as "
+           f"{Contraction.DYNAMIC_ESTIMATE}" if problem.is_dynamic else "")
+    counts = []
+    for name, (n, tile_m) in zip(names, WARPGROUP_SHAPES):
+        tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
+        counts.append(f"{tiles} tiles of {tile_m}x{n}")
+        if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
+            break
+    else:
+        why.append(f"mma.sync, not wgmma: {' or '.join(counts)} for {target.compute_units} SMs{dyn} (the warpgroup "
+                   f"kernel is chosen from one tile per two SMs)")
         return None
     try:
-        cfg = warpgroup_config(target, problem, target.intrinsic(name), {})
+        cfg = warpgroup_config(target, problem, target.intrinsic(name), {"tile_m": tile_m})
     except (UnsupportedError, ConfigError) as e:
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-               f"cp.async ring ({sized}; measured faster than mma.sync on the H100 from 2048^3)")
+               f"cp.async ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
+               f"the H100 from 1024^3)")
     return cfg, target.intrinsic(name)
 
 

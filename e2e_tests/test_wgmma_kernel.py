@@ -527,7 +527,8 @@ def test_heuristic_takes_dynamic_problems_with_whole_chunk_rows():
                        "divisibility promise"),
                       (_dyn_problem(None, None, 4096, dict(n=4)), "B's global rows run along N, which is dynamic and "
                        "promised only to be a multiple of 4"),
-                      (_dyn_problem(None, 100, 4096), "32 tiles of 128x256 for 132 SMs, dynamic M estimated as 4096")):
+                      (_dyn_problem(None, 100, 4096), "32 tiles of 128x256 or 64 tiles of 64x128 for 132 SMs, dynamic M "
+                       "estimated as 4096")):
         cfg, intr = resolve(SM90, p.estimate())
         assert intr.family == "mma_sync", p
         why = explain(SM90, p.estimate())

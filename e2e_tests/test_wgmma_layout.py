@@ -134,8 +134,10 @@ def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_else
     assert resolve(t, bf16)[1].name == "WGMMA_F32_64x256x16_BF16"
     at_2048 = replace(F16_PROBLEM, m=2048, n=2048, k=2048)  # 128 tiles for 132 SMs: measured 503 vs 294 TFLOP/s
     assert resolve(t, at_2048)[1].family == "wgmma"
+    cfg, intr = resolve(t, replace(F16_PROBLEM, m=1024, n=1024, k=1024))  # 128 64x128 tiles: 227.5 vs 170.7
+    assert intr.name == "WGMMA_F32_64x128x16_F16" and (cfg.tile_m, cfg.tile_n, cfg.stages) == (64, 128, 4)
     keeps = [  # (problem, the reason explain() gives for mma.sync)
-        (replace(F16_PROBLEM, m=1024, n=1024, k=1024), "32 tiles of 128x256 for 132 SMs"),
+        (replace(F16_PROBLEM, m=512, n=512, k=512), "8 tiles of 128x256 or 32 tiles of 64x128 for 132 SMs"),
         (replace(F16_PROBLEM, c_type="f16"), "takes f16/bf16 -> f32"),
         (replace(F16_PROBLEM, k=4095), "not a multiple of 8"),
     ]
