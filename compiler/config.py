@@ -589,7 +589,7 @@ def resolve(target: Target, problem: Contraction, overrides: dict | None = None)
     intrinsic = overrides.get("intrinsic")
     if intrinsic is not None:
         intr = target.intrinsic(intrinsic)
-        if isinstance(intr, WarpgroupIntrinsic):  # the opt-in warpgroup-MMA kernel: its own config
+        if isinstance(intr, WarpgroupIntrinsic):  # the warpgroup-MMA kernel, asked for: its own config
             from .wgmma_plan import warpgroup_config
             return warpgroup_config(target, problem, intr, overrides), intr
         wave = wave or intr.wave_size

@@ -170,7 +170,7 @@ class Target:
 
     def intrinsic(self, name: str) -> Intrinsic | WarpgroupIntrinsic:
         """A codegen instruction by name. On a warpgroup-MMA target, an f16/bf16 wgmma by name
-        (``WGMMA_F32_64x<N>x16_F16``: the opt-in kernel of ``wgmma_plan.py``); fp8 wgmma is refused."""
+        (``WGMMA_F32_64x<N>x16_F16``: the warpgroup kernel of ``wgmma_plan.py``); fp8 wgmma is refused."""
         for i in CATALOGUE[self.family.value]:
             if i.name == name:
                 return i
@@ -183,7 +183,7 @@ class Target:
                                            f"(f16 and bf16 only); {self.name} kernels use "
                                            f"{', '.join(i.name for i in self.intrinsics())}",
                                            hint=f"`mmaflow layout {self.name} --intrinsic {name}` prints its layouts")
-                return w  # opt-in only: intrinsics() (what configure chooses from) never lists it
+                return w  # not in intrinsics(): configure reaches it through config.warpgroup_default
         names = ", ".join(i.name for i in CATALOGUE[self.family.value])
         raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names}")
 

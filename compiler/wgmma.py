@@ -21,9 +21,10 @@ ALayout_64x32, CLayout_64xN):
 Worked example (A, f16): thread 37 is warp 1, groupID 1, tig 1; its a6 (VectorX 0, VectorZ 1,
 VectorY 1) is A[16 + 1 + 8][2 + 0 + 8] = A[25][10].
 
-These records are deliberately not in ``intrinsics.CATALOGUE``: the heuristic must not see them
-(``Target.intrinsics()`` lists what configure chooses from). ``Target.intrinsic(name)`` returns an
-f16/bf16 one on sm_90a: the opt-in kernel of ``wgmma_plan.py`` (``--config intrinsic=NAME``);
+These records are deliberately not in ``intrinsics.CATALOGUE`` (``Target.intrinsics()``, what
+the mma.sync heuristic chooses from): configure reaches them only through
+``config.warpgroup_default`` (the measured sm_90a rule) or ``--config intrinsic=NAME``.
+``Target.intrinsic(name)`` returns an f16/bf16 one on sm_90a, the kernel of ``wgmma_plan.py``;
 fp8 ones are refused ("wgmma codegen not implemented yet").
 ``mmaflow layout sm_90a`` prints them, and ``e2e_tests/test_wgmma_layout.py`` checks each against
 the runtime's independent ISA model.
@@ -44,7 +45,7 @@ WARPGROUP = 128
 WGMMA_N = tuple(range(8, 257, 8))  # PTX "Matrix Shape": .m64nNk16 / .m64nNk32, N = 8*i, i = 1..32
 _PTX_NAME = {F16: "f16", BF16: "bf16", F8E4M3FN: "e4m3", F8E5M2: "e5m2"}
 NOT_YET = "wgmma codegen not implemented yet"
-WGMMA_CODEGEN_TYPES = (F16, BF16)  # what the opt-in kernel (wgmma_plan.py) emits
+WGMMA_CODEGEN_TYPES = (F16, BF16)  # what the warpgroup kernel (wgmma_plan.py) emits
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class WarpgroupIntrinsic:
         return (f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> {self.c_type}, "
                 f"warpgroup{self.wave_size}, op {self.op}, ISA {self.mnemonic}; A in registers or shared memory, "
                 f"B in shared memory ({majors}-major, swizzle none/32B/64B/128B) "
-                f"[{'codegen: opt-in, --config intrinsic=' + self.name if self.a_type in WGMMA_CODEGEN_TYPES else NOT_YET}]")
+                f"[{'codegen: sm_90a default where it fits, or --config intrinsic=' + self.name if self.a_type in WGMMA_CODEGEN_TYPES else NOT_YET}]")
 
 
 def _a_layout(bits: int) -> Layout:

@@ -1,4 +1,4 @@
-"""The opt-in warpgroup-MMA kernel (``--config intrinsic=WGMMA_F32_64x<N>x16_F16|BF16`` on sm_90a,
+"""The warpgroup-MMA kernel (sm_90a's default where it fits, or ``--config intrinsic=WGMMA_F32_64x<N>x16_F16|BF16``,
 ``compiler/wgmma_plan.py`` + ``stages/distribute_wgmma.py``): numerics on the lane executor (whose
 wgmma is the independent ISA model over shared-memory bytes), refusals, and the lowering to PTX.
 

@@ -904,7 +904,7 @@ def distribute(module: ir.Module, func: ir.Operation) -> KernelPlan | WgmmaPlan:
         intr = target.intrinsic(cfg.intrinsic)
         m = match(func, intr, cfg, target.vendor)
         mem_extents = _memref_extents(m, problem, cfg)
-        if isinstance(intr, WarpgroupIntrinsic):  # the opt-in warpgroup-MMA kernel (wgmma_plan.py)
+        if isinstance(intr, WarpgroupIntrinsic):  # the warpgroup-MMA kernel (wgmma_plan.py)
             from .distribute_wgmma import distribute_warpgroup
             plan = plan_wgmma(problem, cfg, target, intr, mem_extents[_transfer_parts(m.out_write)[0]][1])
             distribute_warpgroup(func, m, plan, mem_extents)
