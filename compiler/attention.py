@@ -46,7 +46,8 @@ class Attention:
     v_type: str
     out_type: str
     scale: float | None  # None: a run-time value
-    mask: str  # "none", "additive f16 ...", "boolean ..."
+    mask: str  # "no mask", "additive f16 mask ...", "boolean i1 mask ..."
+    mask_type: str | None = None  # the mask's element type ("f16", "i1", ...); None: no mask
 
     def describe(self) -> str:
         def d(x):
@@ -72,6 +73,10 @@ class AttentionDispatch:
     # Storage order of Q, K, V, O (``flash_attention.Placement.order``: per stored dim, outermost
     # first, the logical one of (batch..., rows, head dim) it holds); None: all stored so.
     orders: tuple[tuple[int, ...], ...] | None = None
+    # An additive mask: where it lives and its storage order (per stored dim, outermost first, the
+    # logical one of (batch..., queries, keys) it holds; a batch dim missing: broadcast along it).
+    mask: Binding | None = None
+    mask_order: tuple[int, ...] | None = None
 
     def describe(self) -> str:
         return self.attention.describe()
@@ -79,12 +84,18 @@ class AttentionDispatch:
     def where(self) -> str:
         where = ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
                                                                 ("O", self.o)))
-        if self.orders is None:
+        if self.mask is not None:
+            where += f", additive mask: {self.mask.describe()}"
+        if self.orders is None and self.mask_order is None:
             return where
-        nb = len(self.orders[0]) - 2
+        nb = len(self.attention.batch)
         names = [f"b{i}" for i in range(nb)] + ["rows", "d"]
-        return where + "; stored " + ", ".join(f"{r} ({', '.join(names[i] for i in order)})"
-                                               for r, order in zip("QKVO", self.orders))
+        stored = [] if self.orders is None else [f"{r} ({', '.join(names[i] for i in order)})"
+                                                 for r, order in zip("QKVO", self.orders)]
+        if self.mask_order is not None:
+            keys = names[:nb] + ["rows", "keys"]
+            stored.append(f"mask ({', '.join(keys[i] for i in self.mask_order)})")
+        return where + "; stored " + ", ".join(stored)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -95,9 +106,12 @@ class AttentionDispatch:
         a["batch"] = tuple(a["batch"])
         for name in ("m", "k1", "k2", "n", "scale"):  # None (dynamic, run-time) is left out of the attribute
             a.setdefault(name, None)
-        orders = d.get("orders")
+        a.setdefault("mask_type", None)
+        orders, mask, mask_order = d.get("orders"), d.get("mask"), d.get("mask_order")
         return AttentionDispatch(Attention(**a), *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
-                                 orders=tuple(tuple(x) for x in orders) if orders is not None else None)
+                                 orders=tuple(tuple(x) for x in orders) if orders is not None else None,
+                                 mask=Binding(**mask) if mask is not None else None,
+                                 mask_order=tuple(mask_order) if mask_order is not None else None)
 
 
 def _shape(value: ir.Value) -> tuple[str, list[int | None]]:
@@ -159,12 +173,15 @@ def describe_attention(op: ir.Operation) -> Attention:
         if len(found) != 1:
             raise InputError(f"{op.name}: {len(found)} loops play the role of {what} in its indexing maps",
                              location=location_of(op))
+    mask_type = None
     if "mask" in values:
         elem, shape = _shape(values["mask"])
+        mask_type = elem
         kind = "boolean" if elem == "i1" else "additive"
         extent = "x".join("?" if s is None else str(s) for s in shape)
         mask = f"{kind} {elem} mask {extent}, whether causal is in its data"
     else:
         mask = "no mask"
     return Attention(op.name, tuple(sizes[b] for b in batch), sizes[m[0]], sizes[k1[0]], sizes[k2[0]], sizes[n[0]],
-                     types["Q"], types["K"], types["V"], types["O"], _constant_float(values["scale"]), mask)
+                     types["Q"], types["K"], types["V"], types["O"], _constant_float(values["scale"]), mask,
+                     mask_type)

@@ -117,6 +117,7 @@ class FlashAttentionPlan:
     k_fragments: FragmentPlan  # S's B operand (K^T) from K's [key][head dim] LDS tile
     v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
     batch_dims: tuple[int, ...] = ()  # the batch dims (O's order); their product is ``batch``
+    mask: str | None = None  # an additive mask tensor's element type (= elem); None: no mask tensor
 
     @property
     def wave_size(self) -> int:
@@ -149,7 +150,8 @@ class FlashAttentionPlan:
     def describe(self) -> str:
         copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
-                f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}; {self.intrinsic.name}, "
+                f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
+                f"{f', additive {self.mask} mask' if self.mask else ''}; {self.intrinsic.name}, "
                 f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
                 f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
                 f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}")
@@ -171,8 +173,15 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     sizes = {"batch": attn.batch, "M": attn.m, "K1": attn.k1, "K2": attn.k2, "N": attn.n}
     if any(s is None for s in attn.batch) or any(sizes[d] is None for d in ("M", "K1", "K2", "N")):
         raise UnsupportedError(f"{what}: dynamic sizes are not supported (static shapes only)")
+    mask = None
     if attn.mask != "no mask":
-        raise UnsupportedError(f"{what}: a mask tensor is not supported (causal is a kernel option)")
+        if attn.mask_type == "i1" or attn.mask.startswith("boolean"):
+            raise UnsupportedError(f"{what}: a boolean (i1) mask is not supported (additive f16/bf16 masks are; "
+                                   f"causal is a kernel option)")
+        if attn.mask_type != attn.q_type:
+            raise UnsupportedError(f"{what}: an additive {attn.mask_type} mask with {attn.q_type} inputs is not "
+                                   f"supported (the kernel reads a mask of the inputs' type, f16 or bf16)")
+        mask = attn.mask_type
     if attn.scale is None:
         raise UnsupportedError(f"{what}: a run-time scale is not supported (a constant only)")
     elems = {attn.q_type, attn.k_type, attn.v_type, attn.out_type}
@@ -201,7 +210,7 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     v_frags = FragmentPlan.plan(intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape,
                                 allow_ldmatrix=True, k_outer=True)
     plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
-                              float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch))
+                              float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask)
     if plan.lds_bytes > tgt.lds_bytes:
         raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
     return plan
@@ -215,6 +224,15 @@ def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Val
     terms = [em.mul(em.rem(em.div(lane, div), size), stride)
              for _, div, size, ax, stride in layout.lane_terms() if ax == axis]
     return em.add(*terms) if terms else em.const(0)
+
+
+@dataclass(frozen=True)
+class _Run1:
+    """One C element as a run of length 1 (``Layout.runs``' fields)."""
+    first: int
+    row: int
+    col: int
+    length: int = 1
 
 
 def _row_sharers(layout: Layout) -> list[int]:
@@ -242,9 +260,11 @@ def _op_pos(vtype: ir.VectorType, flat: int) -> list[int]:
 class _Kernel:
     """Builds the kernel body; one instance per emission (IR handles only, the plan decides)."""
 
-    def __init__(self, plan: FlashAttentionPlan, em: Emitter, bdims: tuple[int, ...], orders: list[tuple[int, ...]]):
+    def __init__(self, plan: FlashAttentionPlan, em: Emitter, bdims: tuple[int, ...], orders: list[tuple[int, ...]],
+                 mask_order: tuple[int, ...] | None = None):
         self.p, self.em = plan, em
         self.bdims, self.orders = bdims, orders  # logical batch dims; storage order of Q, K, V, O
+        self.mask_order = mask_order  # the mask's stored dims over (batch..., queries, keys)
         intr = plan.intrinsic
         self.intr = intr
         self.t = ir.Type.parse(plan.elem)
@@ -291,6 +311,39 @@ class _Kernel:
         logical = [None] * len(self.bdims) + [row_bound, None]
         return [logical[i] for i in self.orders[which]]
 
+    def mask_at(self, bidx: list, row, key) -> list:
+        logical = list(bidx) + [row, key]
+        return [logical[i] for i in self.mask_order]
+
+    def mask_bounds(self) -> list:
+        p = self.p
+        logical = [None] * len(self.bdims) + [p.m if p.m % BLOCK_M else None, p.k2 if p.k2 % BLOCK_N else None]
+        return [logical[i] for i in self.mask_order]
+
+    def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
+        """The additive mask at this lane's S elements of tile ``key0`` ([n-instruction][C element],
+        16-bit scalars), straight from global memory (each element is read by one lane, once):
+        queries past M and keys past K2 read 0 (those scores are -inf or never stored anyway). With
+        the keys innermost and K2 even, each C run of consecutive keys is one vector load (aligned:
+        even key, even row stride); otherwise one load per element."""
+        p, intr, c = self.p, self.intr, self.intr.c
+        em = em.named("load_mask")
+        row0 = em.add(q_base, _lane_part(em, c, lane, ROW))
+        col0 = em.add(key0, _lane_part(em, c, lane, COL))
+        runs = c.runs(COL) if self.mask_order[-1] == len(self.bdims) + 1 and p.k2 % 2 == 0 else \
+            [_Run1(e, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        bounds = self.mask_bounds()
+        out = []
+        for j in range(BLOCK_N // intr.n):
+            vals = [None] * c.elements
+            for run in runs:
+                idx = self.mask_at(batch, em.add(row0, run.row), em.add(col0, j * intr.n + run.col))
+                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], self.t), bounds)
+                for i in range(run.length):
+                    vals[run.first + i] = em.extract(v, i)
+            out.append(vals)
+        return out
+
     def batch_index(self, em: Emitter, y) -> list:
         """The workgroup's batch entry (grid y) as one index per batch dim."""
         out = []
@@ -301,7 +354,7 @@ class _Kernel:
         return out
 
     # ---- the kernel -------------------------------------------------------------------------
-    def build(self, q_mem, k_mem, v_mem, o_mem) -> None:
+    def build(self, q_mem, k_mem, v_mem, o_mem, mask_mem=None) -> None:
         p, em, intr = self.p, self.em, self.intr
         d = p.head_dim
         tid = em.thread_id()
@@ -355,7 +408,7 @@ class _Kernel:
         carried = list(loop.inner_iter_args)
         r = len(self.rows)
         m_new, l_new, o_new = self.step(loop.induction_variable, carried[:r], carried[r:2 * r], carried[2 * r:],
-                                        batch, q_base, lane, k_mem, v_mem, k_lds, v_lds)
+                                        batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem)
         with body.loc, body.ip:
             scf.YieldOp(m_new + l_new + o_new)
         self.em = em
@@ -403,12 +456,15 @@ class _Kernel:
                                               ok))
         return em.async_group(tokens)
 
-    def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds):
+    def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem=None):
         p, em, intr = self.p, self.em, self.intr
         d = p.head_dim
         key0 = em.mul(kt, BLOCK_N)
         tid = em.thread_id()
         slot = None
+        # The additive mask's elements for this tile, loaded first: in flight during the copies'
+        # wait and S's mma.sync.
+        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane) if p.mask else None
         if p.stages == 1:
             # 2. K and V tiles into LDS (the barrier first: the previous tile's reads are done).
             em.barrier()
@@ -444,15 +500,21 @@ class _Kernel:
         self.em = sm
         c_row, c_col = _lane_part(sm, c, lane, ROW), _lane_part(sm, c, lane, COL)
         factor = self.fconst(p.scale * LOG2E)
+        log2e = self.fconst(LOG2E) if p.mask else None
         neg_inf = self.fconst(-math.inf)
         scores = []  # [instruction][element] f32 scalars
-        for acc in s_acc:
+        for j, acc in enumerate(s_acc):
             row = []
             for e in range(c.elements):
                 with sm.loc, sm.ip:
                     s = vector.ExtractOp(acc, static_position=_op_pos(self.c_t, c.op_index(e)),
                                          dynamic_position=[]).result
-                row.append(self.f(arith.MulFOp, s, factor))
+                s = self.f(arith.MulFOp, s, factor)
+                if mask_vals is not None:  # + mask * log2(e), as IREE adds a float mask (exp2 form)
+                    with sm.loc, sm.ip:
+                        mv = arith.ExtFOp(self.f32, mask_vals[j][e]).result
+                    s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
+                row.append(s)
             scores.append(row)
         # Masks (keys past K2; causal: keys past the query) only where a tile needs them: the
         # last tile when K2 is not a multiple of BLOCK_N, and tiles reaching past the warp's first
@@ -485,7 +547,7 @@ class _Kernel:
             self.em = sm
             res = list(branch.results)
             scores = [res[j * c.elements:(j + 1) * c.elements] for j in range(len(scores))]
-        m_new, alpha = [], []
+        m_new, m_sub, alpha = [], [], []
         for ri in range(len(self.rows)):
             mine = [s for inst in scores for e, s in enumerate(inst) if self.row_of[e] == ri]
             mx = mine[0]
@@ -494,8 +556,14 @@ class _Kernel:
             mx = self.row_reduce(mx, arith.MaximumFOp)
             mn = self.f(arith.MaximumFOp, m_old[ri], mx)
             m_new.append(mn)
-            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], mn)))
-        probs = [[self.exp2(self.f(arith.SubFOp, s, m_new[self.row_of[e]])) for e, s in enumerate(inst)]
+            sub = mn
+            if p.mask:  # a row whose every key so far is masked: subtract 0, not -inf (exp2 gives 0, not NaN)
+                with sm.loc, sm.ip:
+                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
+                sub = sm.select(dead, self.fconst(0.0), mn)
+            m_sub.append(sub)
+            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], sub)))
+        probs = [[self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)]
                  for inst in scores]
         l_new = []
         for ri in range(len(self.rows)):
@@ -576,12 +644,16 @@ def _global_type(plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[
 
 def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k: Placement, v: Placement,
                          o: Placement, layout: ir.Attribute, ip: ir.InsertionPoint,
-                         loc: ir.Location) -> ir.Operation:
+                         loc: ir.Location, mask: Placement | None = None) -> ir.Operation:
     """The kernel as ``func.func @name()`` at ``ip``: bindings through
     ``hal.interface.binding.subspan`` of ``layout`` at the placements' byte offsets (kept as
     the subspans' offset operands; the memrefs' layout offsets are dynamic, as IREE's
-    bufferization types them)."""
-    for what, pl in (("Q", q), ("K", k), ("V", v), ("O", o)):
+    bufferization types them). ``mask``: where the additive mask lives (the plan has one), its
+    order over (batch..., queries, keys), batch dims possibly missing (broadcast)."""
+    if (mask is None) != (plan.mask is None):
+        raise UnsupportedError(f"the plan has {'an additive mask' if plan.mask else 'no mask'}, the placements "
+                               f"{'do not place one' if mask is None else 'place one'}")
+    for what, pl in (("Q", q), ("K", k), ("V", v), ("O", o)) + ((("mask", mask),) if mask else ()):
         if pl.offset % CHUNK_BYTES:
             raise UnsupportedError(f"{what} at byte offset {pl.offset}: the kernel's 16-byte copies need a "
                                    f"multiple of {CHUNK_BYTES}")
@@ -593,7 +665,7 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
     elem = ir.Type.parse(plan.elem)
     written = {o.binding}
     # Stored (batch, rows, head dim) with the batch flattened, unless a placement gives its order.
-    flat = all(pl.order is None for pl in (q, k, v, o))
+    flat = all(pl.order is None for pl in (q, k, v, o)) and (mask is None or mask.order is None)
     bdims = (plan.batch,) if flat else (plan.batch_dims or (plan.batch,))
     orders = [pl.order or tuple(range(len(bdims) + 2)) for pl in (q, k, v, o)]
     for what, order in zip("QKVO", orders):
@@ -607,8 +679,26 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
             mems.append(hal.InterfaceBindingSubspanOp(
                 _global_type(plan, bdims, order, rows, elem), layout, pl.binding, [], byte_offset=em.const(pl.offset),
                 alignment=64, descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags)).result)
+    mask_order = None
+    if mask is not None:
+        nb = len(bdims)
+        mask_order = mask.order or tuple(range(nb + 2))
+        if len(set(mask_order)) != len(mask_order) or not set(mask_order) <= set(range(nb + 2)) or \
+                nb not in mask_order or nb + 1 not in mask_order:
+            raise UnsupportedError(f"mask stored in order {mask_order}: the kernel reads (batch..., queries, keys) "
+                                   f"in any order, batch dims possibly broadcast, queries and keys present")
+        logical = list(bdims) + [plan.m, plan.k2]
+        shape = [logical[i] for i in mask_order]
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        mtype = ir.MemRefType.get(shape, elem, layout=ir.Attribute.parse(
+            f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
+            memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+        with loc, body_ip:
+            mems.append(hal.InterfaceBindingSubspanOp(
+                mtype, layout, mask.binding, [], byte_offset=em.const(mask.offset), alignment=64,
+                descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY)).result)
     with loc:
-        _Kernel(plan, em, bdims, orders).build(*mems)
+        _Kernel(plan, em, bdims, orders, mask_order).build(*mems)
     with loc, body_ip:
         func.ReturnOp([])
     return fn.operation
@@ -625,14 +715,15 @@ def pipeline_layout(placements: list[Placement], output: Placement) -> ir.Attrib
 
 
 def standalone_module(plan: FlashAttentionPlan, *, q: Placement, k: Placement, v: Placement, o: Placement,
-                      ctx: ir.Context, name: str = "flash_attention") -> tuple[ir.Module, ir.Operation]:
+                      ctx: ir.Context, name: str = "flash_attention",
+                      mask: Placement | None = None) -> tuple[ir.Module, ir.Operation]:
     """A module holding only the kernel function (what the lane executor runs)."""
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         loc = ir.Location.name("mmaflow.flash_attention", childLoc=ir.Location.unknown())
         fn = emit_flash_attention(plan, name=name, q=q, k=k, v=v, o=o,
-                                  layout=pipeline_layout([q, k, v, o], o), ip=ir.InsertionPoint(module.body),
-                                  loc=loc)
+                                  layout=pipeline_layout([q, k, v, o] + ([mask] if mask else []), o),
+                                  ip=ir.InsertionPoint(module.body), loc=loc, mask=mask)
     return module, fn
 
 
@@ -684,16 +775,18 @@ def _permutation_copy(op: ir.Operation) -> tuple[list[int], list[int]] | None:
 
 
 def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation, list]:
-    """Where an attention op's Q, K, V and O live (each a whole binding tensor: loaded, or
+    """Where an attention op's Q, K, V and O (and its mask, under "mask", when it has one) live (each a whole binding tensor: loaded, or
     stored, whole through iree_tensor_ext.dispatch.tensor.load/store; O possibly through one
     linalg.generic that permutes it), each with its storage order when it is not (batch, rows,
     head dim); the bindings' pipeline layout; the store; the ops besides the attention the kernel
     replaces (that permutation). UnsupportedError when the dispatch is anything else."""
-    if op.name != "iree_linalg_ext.attention" or len(op.operands) != 5 or len(op.results) != 1:
+    if op.name != "iree_linalg_ext.attention" or len(op.operands) not in (5, 6) or len(op.results) != 1:
         raise UnsupportedError(f"{op.name} with {len(op.operands)} operands: the kernel takes attention(Q, K, V, "
-                               f"scale) with no mask")
+                               f"scale[, mask])")
     maps = [_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
-    q, k, v, _, o = maps
+    has_mask = len(op.operands) == 6
+    q, k, v, _ = maps[:4]
+    mask_dims, o = (maps[4], maps[5]) if has_mask else (None, maps[4])
     qs, ks, vs, os_ = (set(x) for x in (q, k, v, o))
     batch = [d for d in o if d in qs & ks & vs]  # O's order, as describe_attention reads it
     roles = {"M": [d for d in q if d in os_ and d not in ks], "K1": [d for d in q if d in ks and d not in os_],
@@ -726,6 +819,19 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
             raise UnsupportedError(f"attention's {what} is not a whole binding tensor")
         subspans[what] = defining_op(load.operands[0])
         orders[what] = order(what, dims)
+    mask_order = None
+    if has_mask:  # (batch..., M, K2) in any order; a batch dim it lacks is a broadcast
+        value = op.operands[4]
+        load = defining_op(value)
+        if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
+            raise UnsupportedError("attention's mask is not a whole binding tensor (computed in the dispatch?)")
+        subspans["mask"] = defining_op(load.operands[0])
+        mask_logical = batch + [m, k2]
+        if len(set(mask_dims)) != len(mask_dims) or any(x not in mask_logical for x in mask_dims) or \
+                m not in mask_dims or k2 not in mask_dims:
+            raise UnsupportedError(f"attention's mask map {mask_dims} is not over (batch..., queries, keys) "
+                                   f"{mask_logical} with the queries and keys")
+        mask_order = tuple(mask_logical.index(x) for x in mask_dims)
     result, o_dims, consumers = op.results[0], o, []
     users = [user_of(u) for u in result.uses]
     perm = _permutation_copy(users[0]) if len(users) == 1 else None
@@ -741,11 +847,15 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
                                "transpose?)")
     subspans["O"] = defining_op(users[0].operands[1])
     orders["O"] = order("O", o_dims)
-    flat = all(x == tuple(range(len(batch) + 2)) for x in orders.values())
+    flat = all(x == tuple(range(len(batch) + 2)) for x in orders.values()) and \
+        mask_order in (None, tuple(range(len(batch) + 2)))
     placements = {}
     for what in "QKVO":
         pl = _subspan_placement(subspans[what], what)
         placements[what] = pl if flat else Placement(pl.binding, pl.offset, orders[what])
+    if has_mask:
+        pl = _subspan_placement(subspans["mask"], "mask")
+        placements["mask"] = pl if flat else Placement(pl.binding, pl.offset, mask_order)
     return placements, subspans["Q"].attributes["layout"], users[0], consumers
 
 
@@ -764,7 +874,7 @@ def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = 
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     with fn.context:
         emit_flash_attention(plan, name=name, q=placements["Q"], k=placements["K"], v=placements["V"],
-                             o=placements["O"], layout=layout, ip=ir.InsertionPoint(fn),
+                             o=placements["O"], mask=placements.get("mask"), layout=layout, ip=ir.InsertionPoint(fn),
                              loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location))
     fn.erase()
     return plan

@@ -11,6 +11,17 @@ at most u * p_j |v_j|, and sum_j p_j |v_j| / l <= max|V| (the weights sum to one
 in f32 (~K2 * 2^-24 relative). The output's rounding adds u * |ref|. The factor 2 on the P term
 covers the f32 terms with room; a kernel that drops a key, a row max or the rescaling errs by
 the size of a softmax weight times |V| (order 1e-2 and up) and fails.
+
+An additive mask (IREE's float mask: S = scale * Q K^T + mask, then softmax; the kernel adds
+mask * log2(e) to its base-2 scores, as IREE's decomposition does) holds to the same bound: its
+16-bit values are exact in f32 and -inf stays -inf; the f32 product with log2(e) and the sum err by
+~2^-24 * (|s| + |mask|) in the exponent, below 1e-5 relative in a weight while the mask values
+that matter (those within a few dozen of the row's largest score) are below ~100 in magnitude
+(PyTorch's masks: 0 and -inf). A row masked at every key is 0/0 in both (NaN): the kernel's
+running max stays -inf and it subtracts 0 instead (exp2 gives 0, not NaN, for the keys of a
+row masked so far), so a row with any visible key is right however many tiles before it were
+all masked; only a row with none ends as l = 0, O = 0 * inf. The checks use masks in which
+every row sees a key (key 0, as causal masks do).
 """
 
 from __future__ import annotations
@@ -20,10 +31,14 @@ import numpy as np
 UNIT_ROUNDOFF = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 
 
-def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool) -> np.ndarray:
-    """softmax(Q K^T * scale) V in float64; Q (batch, M, D), K and V (batch, K2, D). Causal: key
-    j > query i masked (PyTorch's is_causal, top-left aligned)."""
+def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool,
+                        mask: np.ndarray | None = None) -> np.ndarray:
+    """softmax(Q K^T * scale + mask) V in float64; Q (batch, M, D), K and V (batch, K2, D), the
+    additive mask (batch, M, K2) or anything that broadcasts to it. Causal: key j > query i
+    masked (PyTorch's is_causal, top-left aligned)."""
     s = (q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), 1, 2)) * scale  # BLAS: einsum is ~10x slower
+    if mask is not None:
+        s = s + mask.astype(np.float64)
     if causal:
         s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
     s = s - s.max(-1, keepdims=True)

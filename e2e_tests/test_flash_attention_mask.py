@@ -1,0 +1,158 @@
+"""The flash-attention kernel with an additive mask tensor (PyTorch's causal SDPA arrives so:
+``is_causal=True`` exported by iree-turbine is an f16/bf16 0 / -inf tensor made by an earlier
+dispatch) on the lane executor, against the float64 reference with the mask added
+(``runtime/attention_reference.py``: same bound).
+
+The mask sits in Q's binding after Q (as IREE packs them), everything surrounded by sentinel
+bytes; after the run only O's bytes changed and all of them were written. Sizes are small (the
+executor is a slow simulator): partial query and key tiles, f16 and bf16, head dims 64 and 128,
+a causal mask, random finite masks, a row whose first key tile is all masked (the -inf guard),
+and masks broadcast over batch dims or stored keys-outer (the per-element loads).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmaflow.compiler.attention import Attention
+from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
+from mmaflow.compiler.mlir import new_context, ops_named
+from mmaflow.runtime.attention_reference import attention_bound, attention_reference
+from mmaflow.runtime.executor import Kernel
+
+from test_flash_attention import _DT, place
+
+
+def _attention(bdims, m, k2, d, elem, mask_type=None):
+    mask = f"additive {mask_type} mask" if mask_type else "no mask"
+    if mask_type == "i1":
+        mask = "boolean i1 mask"
+    return Attention("iree_linalg_ext.attention", tuple(bdims), m, d, k2, d, elem, elem, elem, elem, d ** -0.5, mask,
+                     mask_type)
+
+
+def _causal(m, k2):
+    return np.where(np.arange(k2)[None, :] > np.arange(m)[:, None], -np.inf, 0.0)
+
+
+def make_mask(kind, bdims, m, k2, rng):
+    """The logical mask (batch..., M, K2), float64."""
+    full = tuple(bdims) + (m, k2)
+    if kind == "causal":
+        return np.broadcast_to(_causal(m, k2), full).copy()
+    if kind == "random":  # finite, within a few units of the scores
+        return rng.uniform(-4.0, 2.0, full)
+    if kind == "causal+random":
+        return _causal(m, k2) + rng.uniform(-3.0, 1.0, full)
+    if kind == "first-tile-dead":  # even rows: keys 0..63 all masked, the rest visible
+        x = rng.uniform(-2.0, 2.0, full)
+        x[..., ::2, :64] = -np.inf
+        return x
+    raise ValueError(kind)
+
+
+def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0):
+    """Run the kernel with an additive ``kind`` mask stored in ``order`` (over (batch..., queries,
+    keys); None: that order, all batch dims); returns the plan."""
+    dt = _DT[elem]
+    rng = np.random.default_rng(seed)
+    batch = int(np.prod(bdims))
+    q = (0.8 * rng.standard_normal((batch, m, d))).astype(dt)
+    k = rng.standard_normal((batch, k2, d)).astype(dt)
+    v = rng.standard_normal((batch, k2, d)).astype(dt)
+    nb = len(bdims)
+    logical = make_mask(kind, bdims, m, k2, rng)
+    order = tuple(range(nb + 2)) if order is None else order
+    # Stored: the dims in ``order``; a batch dim left out is a broadcast (take index 0 of it).
+    taken = logical[tuple(slice(None) if i in order else 0 for i in range(nb + 2))]
+    present = [i for i in range(nb + 2) if i in order]
+    stored = np.transpose(taken, [present.index(i) for i in order]).astype(dt)
+    seen = np.transpose(stored.astype(np.float64), [order.index(i) for i in present])  # back to logical (subset)
+    seen = seen.reshape([logical.shape[i] if i in order else 1 for i in range(nb + 2)])
+    ref_mask = np.broadcast_to(seen, logical.shape).reshape(batch, m, k2)
+    o = np.zeros((batch, m, d), dt)
+    q_end = 64 + q.nbytes
+    layout = {"q": Placement(0, 64), "k": Placement(1, 128), "v": Placement(1, 128 + k.nbytes + 192),
+              "o": Placement(2, 256), "mask": Placement(0, -(-(q_end + 48) // 16) * 16)}
+    bufs, _ = place({"q": q, "k": k, "v": v, "o": o, "mask": np.ascontiguousarray(stored)}, layout)
+    before = {b: buf.copy() for b, buf in bufs.items()}
+    plan = plan_flash_attention(_attention(bdims, m, k2, d, elem, elem))
+    pl = layout
+    if nb > 1 or order != tuple(range(nb + 2)):  # per-dim addressing: Q, K, V, O (batch..., rows, d)
+        pl = {n: Placement(x.binding, x.offset, tuple(range(nb + 2)) if n != "mask" else order)
+              for n, x in layout.items()}
+    module, fn = standalone_module(plan, q=pl["q"], k=pl["k"], v=pl["v"], o=pl["o"], mask=pl["mask"],
+                                   ctx=new_context())
+    assert module.operation.verify()
+    kernel = Kernel(fn, arch="sm_80", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
+    stats = kernel.run(bufs, max_lanes=1 << 14)
+    assert not stats.races, stats.races[:3]
+    ob, oo = layout["o"].binding, layout["o"].offset
+    for b in bufs:
+        idx = np.flatnonzero(bufs[b] != before[b])
+        outside = idx if b != ob else idx[(idx < oo) | (idx >= oo + o.nbytes)]
+        assert outside.size == 0, f"binding {b}: bytes {outside[:8]} outside O changed"
+    assert kernel.written[ob][oo:oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
+    out = bufs[ob][oo:oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
+    ref = attention_reference(q, k, v, plan.scale, False, mask=ref_mask)
+    if kind == "causal":  # the same as the kernel's causal option's reference
+        assert np.array_equal(ref, attention_reference(q, k, v, plan.scale, True))
+    bound = attention_bound(ref, v, elem)
+    err = np.abs(out - ref)
+    assert np.isfinite(out).all()
+    assert (err <= bound).all(), f"max error {err.max():.3g} (bound there {bound.flat[err.argmax()]:.3g})"
+    assert stats.lds_conflict_cycles == 0
+    return plan
+
+
+CASES = [  # (batch dims, M, K2, head dim, type, mask kind, mask order)
+    ((1,), 64, 64, 64, "f16", "causal", None),
+    ((2,), 100, 72, 128, "bf16", "random", None),
+    ((1,), 48, 100, 128, "f16", "causal+random", None),
+    ((1,), 32, 128, 64, "bf16", "first-tile-dead", None),
+    ((2, 3), 20, 40, 64, "f16", "causal+random", (1, 2, 3)),  # broadcast over batch dim 0
+    ((2, 2), 24, 70, 64, "bf16", "random", (1, 3, 2)),  # keys outer: one load per element
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{'x'.join(map(str, c[0]))}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}-"
+                                                       f"{c[5]}{'-order' + ''.join(map(str, c[6])) if c[6] else ''}")
+def test_masked_attention_on_the_executor(case):
+    bdims, m, k2, d, elem, kind, order = case
+    plan = run_masked(bdims, m, k2, d, elem, kind, order)
+    assert plan.mask == elem and "additive" in plan.describe()
+
+
+def test_masked_kernel_ops():
+    """Per tile, one 2-element load per C run (8 n-instructions x 2 runs) of the mask from
+    global memory, added (times log2(e)) to the f32 scores; the -inf guard: one compare per row."""
+    plan = plan_flash_attention(_attention((1,), 100, 100, 64, "f16", "f16"))
+    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3),
+                                   mask=Placement(4), ctx=new_context())
+    loads = [x for x in ops_named(fn, "vector.load") if "mmaflow.load_mask" in str(x.location)]
+    assert len(loads) == 8 * 2 and all(str(x.result.type) == "vector<2xf16>" for x in loads)
+    assert len(ops_named(fn, "arith.extf")) == 8 * 4
+    assert len(ops_named(fn, "arith.cmpf")) == 2
+    subs = ops_named(fn, "hal.interface.binding.subspan")
+    assert [int(str(s.attributes["binding"]).split(":")[0]) for s in subs] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("attn,why", [
+    (_attention((1,), 64, 64, 64, "f16", "i1"), "a boolean \\(i1\\) mask is not supported"),
+    (_attention((1,), 64, 64, 64, "f16", "bf16"), "an additive bf16 mask with f16 inputs"),
+    (_attention((1,), 64, 64, 64, "bf16", "f32"), "an additive f32 mask with bf16 inputs"),
+])
+def test_other_masks_are_refused_by_name(attn, why):
+    with pytest.raises(UnsupportedError, match=why):
+        plan_flash_attention(attn)
+
+
+def test_a_mask_must_be_placed_and_have_queries_and_keys():
+    plan = plan_flash_attention(_attention((2, 3), 64, 64, 64, "f16", "f16"))
+    pl = [Placement(i, 0, (0, 1, 2, 3)) for i in range(4)]
+    with pytest.raises(UnsupportedError, match="do not place one"):
+        standalone_module(plan, q=pl[0], k=pl[1], v=pl[2], o=pl[3], ctx=new_context())
+    with pytest.raises(UnsupportedError, match="queries and keys present"):
+        standalone_module(plan, q=pl[0], k=pl[1], v=pl[2], o=pl[3], mask=Placement(4, 0, (0, 3)), ctx=new_context())
