@@ -19,11 +19,13 @@ contraction are left to IREE with the reason logged; a contraction mmaflow canno
 error, never a silent hand-over.
 
 An ``iree_linalg_ext.attention`` dispatch is taken on NVIDIA targets when the flash-attention
-kernel supports it (``flash_attention.plan_flash_attention``: static, no mask, f16/bf16
-throughout, head dim 64 or 128, constant scale; Q, K, V, O whole tensors at constant byte
-offsets): the function is tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
-``mmaflow.attention`` (``attention.AttentionDispatch``). Any other attention dispatch is left to
-IREE with its description and the reason (a mask tensor named by its kind, AMD targets, ...).
+kernel supports it (``flash_attention.plan_flash_attention``: static, no mask or an additive
+mask of the inputs' type (PyTorch's causal SDPA), f16/bf16 throughout, head dim 64 or 128,
+constant scale; Q, K, V, O and the mask whole tensors at constant byte offsets): the function is
+tagged ``mmaflow.dispatch``, ``mmaflow.target`` and ``mmaflow.attention``
+(``attention.AttentionDispatch``, the mask's binding, offset and order with Q's, K's, V's and O's).
+Any other attention dispatch is left to IREE with its description and the reason (a boolean
+mask, AMD targets, ...).
 """
 
 from __future__ import annotations
@@ -435,8 +437,11 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
         return Decision(name, False, f"{what}: the dispatch also holds {', '.join(others)}; the attention kernel "
                                      f"computes one attention op, IREE compiles it")
     pls = [placements[r] for r in ("Q", "K", "V", "O")]
+    mask = placements.get("mask")
     record = AttentionDispatch(attn, *(Binding(p.binding, p.offset) for p in pls),
-                               orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls))
+                               orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls),
+                               mask=Binding(mask.binding, mask.offset) if mask is not None else None,
+                               mask_order=mask.order if mask is not None else None)
     attrs.mark(func, attrs.DISPATCH)
     attrs.write_target(func, target)
     attrs.write_attention(func, record)
