@@ -690,10 +690,10 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
         logical = list(bdims) + [plan.m, plan.k2]
         shape = [logical[i] for i in mask_order]
         strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-        mtype = ir.MemRefType.get(shape, elem, layout=ir.Attribute.parse(
-            f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
-            memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
         with loc, body_ip:
+            mtype = ir.MemRefType.get(shape, elem, layout=ir.Attribute.parse(
+                f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
+                memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
             mems.append(hal.InterfaceBindingSubspanOp(
                 mtype, layout, mask.binding, [], byte_offset=em.const(mask.offset), alignment=64,
                 descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY)).result)

@@ -16,9 +16,10 @@ site's values):
    change.
 
 A taken attention dispatch (the flash-attention kernel) is checked the same way, against a
-float64 softmax(Q K^T * scale) V (``attention_reference.py``, with its error bound) instead of the
-interpreter (which evaluates linalg, not ``iree_linalg_ext.attention``); Q, K, V, O are found
-among the dispatch's regions by the bindings and byte offsets select recorded.
+float64 softmax(Q K^T * scale + mask) V (``attention_reference.py``, with its error bound) instead
+of the interpreter (which evaluates linalg, not ``iree_linalg_ext.attention``); Q, K, V, O and an
+additive mask are found among the dispatch's regions by the bindings and byte offsets select
+recorded (the mask, another dispatch's output, filled with a causal pattern plus random values).
 
 Dispatches left to IREE are listed with the reason select gave.
 """
@@ -300,7 +301,8 @@ def _attention_owned(shape: tuple, grid: tuple, workgroups: list[int] | None, bl
 def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int], *, site: int,
                          sites: int, seed: int, sample: int = 0, progress=None) -> SiteCheck:
     """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
-    byte offset from the facts), sentinels elsewhere; the kernel's O against the float64 reference
+    byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random
+    finite values, sentinels elsewhere; the kernel's O against the float64 reference
     within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
     from mmaflow.compiler.flash_attention import BLOCK_M
     start = time.perf_counter()
@@ -322,8 +324,27 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
     q = (0.8 * rng.standard_normal(q_r.shape)).astype(q_r.dtype)
     k = rng.standard_normal(k_r.shape).astype(k_r.dtype)
     v = rng.standard_normal(v_r.shape).astype(v_r.dtype)
+    placed = [(q_r, q), (k_r, k), (v_r, v)]
+    nb = len(attn.batch)
+    ref_mask = None
+    if rec.mask is not None:
+        # The additive mask is another dispatch's output: a causal 0 / -inf pattern (every row
+        # sees key 0) plus random finite values, in its stored order (a batch dim it lacks is a
+        # broadcast).
+        m_r = region(rec.mask)
+        order = rec.mask_order or tuple(range(nb + 2))
+        sizes = list(attn.batch) + [attn.m, attn.k2]
+        logical = np.where(np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None], -np.inf, 0.0) + \
+            rng.uniform(-3.0, 1.0, [sizes[i] if i in order else 1 for i in range(nb + 2)])
+        present = [i for i in range(nb + 2) if i in order]
+        squeezed = logical.reshape([sizes[i] for i in present])
+        mask = np.transpose(squeezed, [present.index(i) for i in order]).astype(m_r.dtype)
+        placed.append((m_r, mask.reshape(m_r.shape)))
+        seen = np.transpose(mask.astype(np.float64), [order.index(i) for i in present])
+        ref_mask = np.broadcast_to(seen.reshape([sizes[i] if i in order else 1 for i in range(nb + 2)]),
+                                   sizes).reshape(batch, attn.m, attn.k2)
     mem = Memory()
-    for r, x in ((q_r, q), (k_r, k), (v_r, v)):
+    for r, x in placed:
         mem.place(r, x)
     mem.place(o_r)
     buffers = mem.buffers()
@@ -340,7 +361,7 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
         return x.reshape(batch, rows, -1)
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     ref = attention_reference(flat(q64, 0, attn.m), flat(k64, 1, attn.k2), flat(v64, 2, attn.k2), attn.scale,
-                              causal=False)
+                              causal=False, mask=ref_mask)
     bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
     got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)
     owned = _attention_owned(got.shape, grid, chosen, BLOCK_M)
