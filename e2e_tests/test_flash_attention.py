@@ -210,7 +210,7 @@ def test_a_broken_kernel_fails_the_check():
     (_attention(1, 64, 64, 96, "f16"), "sm_80", "head dims 96 -> 96"),
     (_attention(1, 64, 64, 64, "f32"), "sm_80", "must all be f16 or all bf16"),
     (_attention(1, 64, 64, 64, "f16", mask="boolean i1 mask 1x64x64, whether causal is in its data"), "sm_80",
-     "a mask tensor is not supported"),
+     "a boolean \\(i1\\) mask is not supported"),
     (Attention("iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"),
      "sm_80", "dynamic sizes"),
     (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", None, "no mask"),

@@ -70,15 +70,16 @@ TAKEN = {
 }
 # scaled_dot_product_attention stays one IREE attention dispatch (Q, K, V stored (batch, seq,
 # heads, head dim), O transposed back to that in the same dispatch). On NVIDIA targets mmaflow's
-# flash-attention kernel takes the unmasked one (issue 15); everything else is left with what it
-# computes (shapes, types, scale and mask) and why: on AMD the kernel does not exist; the causal
-# model's mask is a tensor (is_causal=True arrives as an additive mask computed by another
-# dispatch; from inside the dispatch it is a mask like any other).
+# flash-attention kernel takes both (issue 15): the causal model's is_causal=True arrives as an
+# additive mask tensor computed by another dispatch (from inside the dispatch it is a mask like
+# any other), which the kernel reads. On AMD each is left with what it computes (shapes, types,
+# scale and mask) and why: the kernel does not exist there.
 _SDPA = ("iree_linalg_ext.attention batch 2x12, 256 queries x 256 keys, head dim 64 -> 64 ({dt} -> {dt}, "
          "scale 0.125, {mask})")
 _AMD = ": mmaflow's attention kernel exists for NVIDIA mma.sync only so far, IREE compiles it"
 _CAUSAL_MASK = "additive {dt} mask 2x12x256x256, whether causal is in its data"
-TAKEN_ATTENTION = {"gpt2_sdpa_nocausal": {"6": _SDPA.format(dt="{dt}", mask="no mask")}}
+TAKEN_ATTENTION = {"gpt2_sdpa_nocausal": {"6": _SDPA.format(dt="{dt}", mask="no mask")},
+                   "gpt2_sdpa": {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK)}}
 
 
 def _nvidia(target: str) -> bool:
@@ -94,8 +95,7 @@ def taken_expected(model: str, target: str) -> dict:
 def left_attention(model: str, target: str) -> dict:
     nvidia = _nvidia(target)
     left = {
-        "gpt2_sdpa": {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK) + (
-            ": a mask tensor is not supported (causal is a kernel option); IREE compiles it" if nvidia else _AMD)},
+        "gpt2_sdpa": {} if nvidia else {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK) + _AMD},
         "gpt2_sdpa_nocausal": {} if nvidia else {"6": _SDPA.format(dt="{dt}", mask="no mask") + _AMD},
     }
     return left.get(model, {})
@@ -356,6 +356,36 @@ def test_the_sdpa_attention_dispatch_on_the_executor(dtype, target):
     (c,) = check_executable(exe, seed=7, sample=4)
     assert c.passed, c.line()
     assert c.workgroups == 4 and c.grid_size == 96 and not c.stats.races
+
+
+@pytest.mark.parametrize("dtype,target", [("f16", "sm_80"), pytest.param("bf16", "sm_90a", marks=pytest.mark.exhaustive)])
+def test_the_causal_sdpa_attention_dispatch_on_the_executor(dtype, target):
+    """GPT-2's causal SDPA: the additive mask (2x12x256x256, another dispatch's output) at a
+    fourth offset of Q's binding, recorded with Q, K, V; sampled workgroups against the float64
+    reference with the mask (a causal pattern plus random finite values) added."""
+    _, taken, _ = _decisions("gpt2_sdpa", dtype, target)
+    exe = taken["7"]
+    rec = exe.facts.problem
+    assert exe.facts.is_attention and rec.orders == ((0, 2, 1, 3),) * 4
+    assert rec.mask is not None and rec.mask.binding == 0 and rec.mask.offset and rec.mask_order == (0, 1, 2, 3)
+    assert "additive mask: binding 0 @ " in rec.where()
+    (c,) = check_executable(exe, seed=7, sample=4)
+    assert c.passed, c.line()
+    assert c.workgroups == 4 and c.grid_size == 96 and not c.stats.races
+
+
+@pytest.mark.exhaustive
+def test_mmaflow_run_passes_every_dispatch_of_the_causal_sdpa_model():
+    """`mmaflow run gpt2_sdpa_f16.mlir --target sm_80 --device sim`: the masked attention
+    dispatch taken and right, every workgroup, with every matmul (about 1 minute on 2 cores)."""
+    import subprocess
+    import sys
+    r = subprocess.run([str(Path(sys.executable).parent / "mmaflow"), "run", str(MODELS / "gpt2_sdpa_f16.mlir"),
+                        "--target", "sm_80", "--device", "sim"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "taken main$async_dispatch_7: iree_linalg_ext.attention" in r.stdout
+    assert "PASS main$async_dispatch_7: " in r.stdout and "all 96 workgroups" in r.stdout
+    assert "mmaflow run: PASS: 5 of 5 checks passed, 6 dispatches left to IREE" in r.stdout, r.stdout
 
 
 @pytest.mark.exhaustive
