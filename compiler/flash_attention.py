@@ -1,8 +1,10 @@
 """Flash attention on NVIDIA ``mma.sync`` (issue 15): one kernel, planned as data, built through
 the bindings.
 
-O = softmax(Q K^T * scale) V for static shapes (batch B, M queries, K2 keys, head dims K1 = N in
-{64, 128}), f16 or bf16 in and out, a constant scale, no mask tensor, and optionally causal (key
+O = softmax(Q K^T * scale + mask) V for static shapes (batch B, M queries, K2 keys, head dims K1
+= N in {64, 128}), f16 or bf16 in and out, a constant scale, no mask tensor or an additive one of
+the inputs' type (IREE's float mask; PyTorch's causal SDPA arrives so; read per tile at each
+lane's S elements, see step 4), and optionally causal (key
 j > query i masked: PyTorch's ``is_causal``, top-left aligned when M != K2). The kernel is the
 one sm_80 gets; sm_90a would get the same IR.
 
@@ -41,9 +43,12 @@ warp, with every lane's (row, col) taken from the instruction's layouts (``intri
    output type and stored from the C layout (two consecutive columns per store); rows past M are
    not stored.
 
-A score masked to -inf never makes a NaN: the first tile always holds key 0, which no mask
-hides (K2 >= 1; causal keeps key 0 for every query), so after it every row's running max is
-finite and exp2(-inf - finite) = 0.
+A score masked to -inf never makes a NaN. Without a mask tensor the first tile always holds key
+0, which no mask hides (K2 >= 1; causal keeps key 0 for every query), so after it every row's
+running max is finite and exp2(-inf - finite) = 0. With one, a row's keys may all be masked for
+several tiles: while its running max is -inf the kernel subtracts 0 instead (P = exp2(-inf) = 0,
+alpha = 0), the standard guard; a row masked at every key ends with l = 0 and O = 0 / 0 = NaN, as
+the float64 reference gives.
 
 Storage order. Each tensor is read (O written) in its own storage order
 (``Placement.order``): any permutation of (batch..., rows, head dim) with the head dim innermost,
