@@ -131,6 +131,8 @@ def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
     """A copy of ``module`` (its one hal.executable) whose dispatch promises ``plan``'s sizes."""
     with module.context, module.operation.location:
         copy = ir.Module.create()
+        for named in module.operation.attributes:  # the container's own (stream.affinity.default, ...)
+            copy.operation.attributes[named.name] = named.attr
     for op in module.body.operations:
         op.operation.clone(ip=ir.InsertionPoint(copy.body))
     func = attrs.dispatch_func(copy.operation)
