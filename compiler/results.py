@@ -54,6 +54,11 @@ class DispatchFacts:
                              attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
                              versions=tuple(attrs.read_versions(func)))
 
+    def config_at(self, constants: list[int]):
+        """The config of the kernel that runs with these push constants: a versioned dispatch's
+        (stage `version`) first version whose sizes pass its test, else its own."""
+        return config_at(self.config, self.versions, constants)
+
     def to_wire(self) -> dict:
         return {"kind": self.kind, "target": self.target.name, "problem": self.problem.to_dict(),
                 "config": self.config.to_dict() if self.config else None,
@@ -72,6 +77,16 @@ class DispatchFacts:
                              KernelConfig.from_dict(d["config"]) if d["config"] else None,
                              attrs.Expectations(**d["expect"]) if d["expect"] else None,
                              versions=tuple(attrs.Version.from_dict(v) for v in d.get("versions", ())))
+
+
+def config_at(config, versions, constants: list[int]):
+    """``config``, or the config of the first of ``versions`` (``attrs.Version``) whose dims' sizes
+    are multiples of its divisor in ``constants`` (the kernel's test: each size's low 32 bits)."""
+    for v in versions:
+        lows = [lo for d in v.problem.dynamic if d.dim in v.dims for lo, _ in d.constants]
+        if all(constants[lo] % v.divisor == 0 for lo in lows):
+            return v.config
+    return config
 
 
 @dataclass

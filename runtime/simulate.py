@@ -20,6 +20,7 @@ from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler import attrs
 from mmaflow.compiler.mlir import executable_target, ops_named
+from mmaflow.compiler.results import config_at
 
 from .executor import ExecutorError, Kernel, Stats
 
@@ -272,10 +273,7 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     if set(sizes) - dyn:
         raise ExecutorError(f"sizes given for static dimensions: {sorted(set(sizes) - dyn)}")
     constants, workload = dynamic_inputs(problem, sizes)
-    for version in attrs.read_versions(d.func):  # a versioned dispatch: the kernel these sizes take
-        if all(sizes[x] % version.divisor == 0 for x in version.dims):
-            cfg = version.config
-            break
+    cfg = config_at(cfg, attrs.read_versions(d.func), constants)  # a versioned dispatch: the kernel that runs
     m, n, k, batch = (getattr(problem, x) if x not in dyn else sizes[x] for x in ("m", "n", "k", "batch"))
     rng = np.random.default_rng(seed)
     lead = (batch,) if problem.batched else ()
