@@ -186,10 +186,12 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
     with func.context, func.location:
         top = ir.InsertionPoint.at_block_begin(block)
         values = []
-        for lo in lows:
-            if lo not in loads:
-                raise CodegenError(f"push constant {lo} is not loaded in the kernel", stage="hand-back")
-            values.append(loads[lo].clone(ip=top).results[0])
+        if not loads:
+            raise CodegenError("the versioned kernel loads no push constant", stage="hand-back")
+        for lo in lows:  # a copy of the kernel's own load (its layout), at this ordinal
+            load = (loads.get(lo) or next(iter(loads.values()))).clone(ip=top)
+            load.attributes["ordinal"] = ir.IntegerAttr.get(ir.IndexType.get(), lo)
+            values.append(load.results[0])
         with top:
             cond = _condition(values, version.divisor)
             branch = scf.IfOp(cond, [], has_else=True)
