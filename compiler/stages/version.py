@@ -88,13 +88,14 @@ def plan_version(target: Target, problem: Contraction, overrides: dict | None) -
     if fast_intr.name == slow_intr.name or fast.workgroup_size != slow.workgroup_size or \
             fast.wave_size != slow.wave_size:
         return None
-    if _shared_bytes(fast, fast_intr, problem, target) + _shared_bytes(slow, slow_intr, problem, target) > \
+    if shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target) > \
             target.lds_bytes:
         return None  # both kernels' shared memory is allocated side by side (not aliased yet)
     return VersionPlan(dims, divisor, fast, slow)
 
 
-def _shared_bytes(cfg: KernelConfig, intr, problem: Contraction, target: Target) -> int:
+def shared_bytes(cfg: KernelConfig, intr, problem: Contraction, target: Target) -> int:
+    """The shared memory (LDS) one kernel allocates."""
     from ..config import lds_bytes
     from ..wgmma import WarpgroupIntrinsic
     from ..wgmma_plan import plan_bytes
