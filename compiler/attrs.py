@@ -18,6 +18,10 @@ never knows which other stage wrote one (IREE keeps its codegen attributes the s
                                                     where Q, K, V, O live), written by select
     mmaflow.attention_expect  the dispatch func.func  dictionary: ``AttentionExpectations`` (what verify
                                                     checks of the flash-attention kernel)
+    mmaflow.version       a version's dispatch func  dictionary: ``Version`` (its run-time condition), on the
+                                                    fast copy `version` forks, until hand-back joins it
+    mmaflow.versions      the dispatch func.func    array of ``Version``: the kernels under ``scf.if`` besides
+                                                    the function's own (condition, problem, config, expect)
     mmaflow.ring          LDS ring ops              unit: async copies or LDS stores, fragment loads and
                                                     the one barrier per K tile of an LDS ring, ordered by
                                                     `distribute` (the `barriers` stage leaves them alone)
@@ -42,10 +46,13 @@ EXPECT = "mmaflow.expect"
 RING = "mmaflow.ring"
 ATTENTION = "mmaflow.attention"
 ATTENTION_EXPECT = "mmaflow.attention_expect"
+VERSION = "mmaflow.version"
+VERSIONS = "mmaflow.versions"
 # In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
 SCRIPT_PARAM = "mmaflow.param"
 
-ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT, RING, ATTENTION, ATTENTION_EXPECT)
+ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT, RING, ATTENTION, ATTENTION_EXPECT, VERSION,
+       VERSIONS)
 
 
 # ---- plain values <-> attributes ---------------------------------------------------------------
@@ -124,8 +131,13 @@ def write_target(func: ir.Operation, target) -> None:
 
 
 def read_problem(func: ir.Operation):
+    return _problem(from_attr(_get(func, PROBLEM)))
+
+
+def _problem(d: dict):
+    """A ``problem.Contraction`` from its attribute's dictionary (None fields were left out)."""
     from .problem import Contraction
-    d = from_attr(_get(func, PROBLEM))
+    d = dict(d)
     for role in ("a", "b", "c"):
         d[role] = {"offset": None, **d[role]}
     d["epilogue"] = tuple({**e, "at": {"offset": None, **e["at"]}} for e in d.get("epilogue", ()))
@@ -195,6 +207,57 @@ def read_attention_expect(func: ir.Operation) -> AttentionExpectations:
 def write_attention_expect(func: ir.Operation, expect: AttentionExpectations) -> None:
     with func.context:
         func.attributes[ATTENTION_EXPECT] = to_attr(expect)
+
+
+@dataclass(frozen=True)
+class Version:
+    """A kernel of a versioned dispatch (stage `version`): it runs where every size of ``dims`` is a
+    multiple of ``divisor`` (``condition`` says so in words); ``problem``, ``config`` and
+    ``expect`` are its own (filled in when hand-back joins it)."""
+
+    condition: str
+    dims: tuple
+    divisor: int
+    problem: object = None  # problem.Contraction
+    config: object = None  # config.KernelConfig
+    expect: Expectations | None = None
+
+    def to_dict(self) -> dict:
+        return {"condition": self.condition, "dims": list(self.dims), "divisor": self.divisor,
+                "problem": self.problem.to_dict() if self.problem else None,
+                "config": self.config.to_dict() if self.config else None,
+                "expect": vars(self.expect) if self.expect else None}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Version":
+        from .config import KernelConfig
+        return Version(d["condition"], tuple(d["dims"]), d["divisor"],
+                       _problem(d["problem"]) if d.get("problem") else None,
+                       KernelConfig.from_dict(d["config"]) if d.get("config") else None,
+                       Expectations(**d["expect"]) if d.get("expect") else None)
+
+
+def read_version(func: ir.Operation) -> Version:
+    return Version.from_dict(from_attr(_get(func, VERSION)))
+
+
+def write_version(func: ir.Operation, version: Version) -> None:
+    with func.context:
+        func.attributes[VERSION] = to_attr(version.to_dict())
+
+
+def read_versions(func: ir.Operation) -> list[Version]:
+    """The other kernels of a versioned dispatch ([] if it is one kernel)."""
+    if VERSIONS not in func.attributes:
+        return []
+    return [Version.from_dict(d) for d in from_attr(func.attributes[VERSIONS])]
+
+
+def write_versions(func: ir.Operation, versions: list[Version]) -> None:
+    with func.context:
+        func.attributes[VERSIONS] = ir.ArrayAttr.get([to_attr(v.to_dict()) for v in versions])
+        if VERSION in func.attributes:
+            del func.attributes[VERSION]
 
 
 def dispatch_func(root) -> ir.Operation | None:

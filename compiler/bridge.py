@@ -7,7 +7,7 @@ In-process, through IREE's compiler API (``iree.compiler.api``, phases set throu
             function the `mmaflow-codegen` hook tool runs inside iree-compile -- as text, the
             way IREE hands executables to the tool, so both routes produce the same executable
     lower   invocation 2: resume from executable-sources, produce the .vmfb, dump the ISA
-    verify  every dispatch we took must be ours in the ISA (``verify.check_isa``)
+    verify  every dispatch we took must be ours in the ISA (``verify.check_dispatch_isa``)
 
 We enter at executable-sources (not executable-configurations) because that is where the
 preprocess hook sees executables: one input form for both routes. IREE keeps a function's own
@@ -25,14 +25,14 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
-from .errors import InputError, ToolchainError, VerificationError
+from .errors import InputError, ToolchainError
 from .isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from .mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
 from .codegen_client import server_enabled, start_server
 from .codegen_tool import codegen_many
 from .results import CodegenOptions, ExecutableResult
 from .targets import Target, get_target
-from .verify import check_attention_isa, check_isa
+from .verify import check_attention_isa, check_dispatch_isa
 
 _DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
@@ -225,11 +225,7 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
                 check_attention_isa(report, text, exe.name, exe.facts.expect)
             continue  # no spills: check_attention_isa refuses local memory
         if verify:
-            intr = target.intrinsic(exe.facts.config.intrinsic)
-            check_isa(report, exe.name, intr.mnemonic, target.vendor, expect_barrier=exe.facts.config.num_waves > 1,
-                      expect=exe.facts.expect)
-            if intr.mnemonic not in text:
-                raise VerificationError(f"{exe.name}: {intr.mnemonic} is not in the ISA")
+            check_dispatch_isa(report, text, exe.name, exe.facts)
         if report.vgpr_spills or report.sgpr_spills:
             cfg = exe.facts.config
             result.log.append(

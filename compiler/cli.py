@@ -92,6 +92,7 @@ def cmd_compile(args) -> int:
     if server_enabled():
         start_server()  # before IREE's bindings are imported here: the server's imports overlap them
     from .bridge import compile_module
+    from .isa import parse_ptx
     from .verify import load_category
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
@@ -113,10 +114,17 @@ def cmd_compile(args) -> int:
                   f"{rep.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local "
                   f"memory, {reg}", file=sys.stderr)
             continue
-        loads = rep.counts.get(load_category(expect), 0)
-        print(f"mmaflow: verified {exe.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
-              f"{loads} {expect.global_load_bits}-bit {'async copies' if expect.async_copies else 'global loads'}, "
-              f"{reg}", file=sys.stderr)
+        kernels = [("", exe.facts.config, expect)] + [(f"{v.condition}: ", v.config, v.expect)
+                                                      for v in exe.facts.versions]
+        parts = []
+        for when, cfg, exp in kernels:  # a versioned dispatch: each kernel's own instructions
+            r = rep if len(kernels) == 1 else parse_ptx(result.isa_text[exe.name], rep.kernel, exe.facts.target,
+                                                        matrix=exe.facts.target.intrinsic(cfg.intrinsic).mnemonic)
+            loads = r.counts.get(load_category(exp), 0)
+            parts.append(f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix "
+                         f"instructions, {loads} {exp.global_load_bits}-bit "
+                         f"{'async copies' if exp.async_copies else 'global loads'}")
+        print(f"mmaflow: verified {exe.name}: {'; '.join(parts[1:] + parts[:1])}, {reg}", file=sys.stderr)
     return 0
 
 
@@ -350,6 +358,7 @@ def cmd_opt(args) -> int:
 
     from .mlir import new_context, ops_named, parse_module, print_op, str_attr
     from .pipeline import STAGE_NAMES, codegen_executable, stages_from
+    from .runner import print_versions, split_versions
     for s in (args.from_stage, args.to_stage):
         if s is not None and s not in STAGE_NAMES:
             raise InputError(f"unknown stage {s!r}; stages: {', '.join(STAGE_NAMES)}")
@@ -359,7 +368,9 @@ def cmd_opt(args) -> int:
     for i, chunk in enumerate(chunks):
         ctx = new_context()
         try:
+            chunk, version_texts = split_versions(chunk)  # a dispatch after stage `version`: its copies
             module = parse_module(chunk, ctx, source=args.input)
+            versions = [parse_module(t, ctx, source=args.input) for t in version_texts]
             exes = ops_named(module.operation, "hal.executable")
             if len(exes) != 1:
                 raise InputError(f"expected one hal.executable, found {len(exes)}", location=args.input)
@@ -369,7 +380,7 @@ def cmd_opt(args) -> int:
                 exes[0].clone(ir.InsertionPoint(module.body))
             exe_name = str_attr(exes[0], "sym_name")
             res = codegen_executable(module, exe_name, _options(args, args.target),
-                                     stages_from(args.from_stage, args.to_stage))
+                                     stages_from(args.from_stage, args.to_stage), versions)
             for line in res.log:
                 print(line, file=sys.stderr)
             last = list(res.run.timings)[-1] if res.run.timings else None
@@ -379,7 +390,7 @@ def cmd_opt(args) -> int:
                 ir.InsertionPoint(exes[0]).insert(new_exe.detach_from_parent())
                 exes[0].erase()
                 module = whole
-            outs.append(header + print_op(module))
+            outs.append(header + print_op(module) + print_versions(res.versions))
         except MmaflowError as e:
             if not args.split_input_file:
                 raise

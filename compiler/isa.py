@@ -141,8 +141,9 @@ def _meta(text: str, key: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _loop_body(instrs: list[tuple[str, str]], branch_re) -> list[str] | None:
-    """The instructions of the outermost backward-branch loop, given (kind, text) lines."""
+def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = None) -> list[str] | None:
+    """The instructions of the outermost backward-branch loop, given (kind, text) lines; with
+    ``within``, of the outermost one holding an instruction that starts with it."""
     labels = {}
     best = None
     for i, (kind, text) in enumerate(instrs):
@@ -152,6 +153,8 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re) -> list[str] | None:
             m = branch_re.search(text)
             if m and m.group(1) in labels:
                 start = labels[m.group(1)]
+                if within is not None and not any(k == "instr" and t.startswith(within) for k, t in instrs[start:i]):
+                    continue
                 if best is None or (i - start) > (best[1] - best[0]):
                     best = (start, i)
     if best is None:
@@ -243,7 +246,11 @@ def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     return rep
 
 
-def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
+def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None) -> IsaReport:
+    """The report of a PTX kernel. ``matrix``: the mnemonic of one kernel of a versioned dispatch
+    (stage `version`: two kernels under ``scf.if`` in one function): its matrix instructions
+    alone count as "matrix", and its K loop is the outermost loop holding them. Other counts
+    stay the whole function's."""
     instrs = []
     for raw in text.splitlines():
         line = raw.strip()
@@ -256,7 +263,10 @@ def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
         if re.match(r"^[a-z]", line):
             instrs.append(("instr", line))
     lines = [t for k, t in instrs if k == "instr"]
-    body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"))
+    body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"), matrix)
+    if matrix is not None:  # the other kernel's matrix instructions are not this one's
+        lines = [t for t in lines if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
+        body = None if body is None else [t for t in body if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
     rep = IsaReport(kernel=kernel, isa="ptx")
     m = re.search(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)
     rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch

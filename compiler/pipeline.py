@@ -18,8 +18,8 @@ from . import attrs
 from .errors import InputError
 from .mlir import new_context, ops_named, parse_module, print_op, str_attr
 from .results import CodegenOptions, DispatchFacts, ExecutableResult
-from .runner import Stage, Unit, run_stages
-from .stages import attention, barriers, configure, distribute, hand_back, normalize, script, select
+from .runner import Stage, Unit, print_versions, run_stages
+from .stages import attention, barriers, configure, distribute, hand_back, normalize, script, select, version
 from .targets import get_target
 
 __all__ = ["CodegenOptions", "DispatchFacts", "ExecutableResult", "STAGES", "codegen_executable",
@@ -54,33 +54,69 @@ def _func(unit: Unit) -> ir.Operation:
     return attrs.dispatch_func(unit.module.operation)
 
 
+def _modules(unit: Unit) -> list[ir.Module]:
+    """The unit's module and, for a versioned dispatch, its other versions' copies."""
+    return [unit.module, *unit.versions]
+
+
+def _version(unit: Unit) -> None:
+    func = _func(unit)
+    plan = version.plan_version(attrs.read_target(func), attrs.read_problem(func), unit.options.overrides)
+    if plan is not None:
+        unit.versions = [version.fork(unit.module, plan)]
+        unit.dump_header = [plan.describe()]
+
+
 def _configure(unit: Unit) -> None:
-    cfg = configure.configure(_func(unit), unit.options.overrides)
-    unit.log.append(f"mmaflow: config {unit.name}: {cfg.describe()}")
+    cfgs = [configure.configure(attrs.dispatch_func(m.operation), unit.options.overrides) for m in _modules(unit)]
+    if unit.versions:
+        when = attrs.read_version(attrs.dispatch_func(unit.versions[0].operation)).condition
+        unit.log.append(f"mmaflow: config {unit.name}: versioned on {when}: {cfgs[1].describe()} | "
+                        f"else {cfgs[0].describe()}")
+    else:
+        unit.log.append(f"mmaflow: config {unit.name}: {cfgs[0].describe()}")
+
+
+def _prefix(unit: Unit, module: ir.Module) -> str:
+    """A versioned dispatch's log lines say which version they are about."""
+    if module is unit.module:
+        return "else: " if unit.versions else ""
+    return f"{attrs.read_version(attrs.dispatch_func(module.operation)).condition}: "
 
 
 def _normalize(unit: Unit) -> None:
-    for what in normalize.normalize(unit.module, _func(unit)):
-        unit.log.append(f"mmaflow: normalized {unit.name}: {what}")
+    for m in _modules(unit):
+        for what in normalize.normalize(m, attrs.dispatch_func(m.operation)):
+            unit.log.append(f"mmaflow: normalized {unit.name}: {_prefix(unit, m)}{what}")
 
 
 def _script(unit: Unit) -> None:
-    script.run_script(unit.module, _func(unit))
+    for m in _modules(unit):
+        script.run_script(m, attrs.dispatch_func(m.operation))
 
 
 def _distribute(unit: Unit) -> None:
-    plan = distribute.distribute(unit.module, _func(unit))
-    unit.dump_header = plan.describe()
-    for note in plan.notes:
-        unit.log.append(f"mmaflow: note {unit.name}: {note}")
+    header = []
+    for m in _modules(unit):
+        plan = distribute.distribute(m, attrs.dispatch_func(m.operation))
+        lines = plan.describe()
+        header += [f"{_prefix(unit, m)}{line}" for line in lines] if unit.versions else lines
+        for note in plan.notes:
+            unit.log.append(f"mmaflow: note {unit.name}: {_prefix(unit, m)}{note}")
+    unit.dump_header = header
 
 
 def _barriers(unit: Unit) -> None:
-    barriers.place_barriers(_func(unit))
+    for m in _modules(unit):
+        barriers.place_barriers(attrs.dispatch_func(m.operation))
 
 
 def _hand_back(unit: Unit) -> None:
-    hand_back.hand_back(_func(unit))
+    for m in _modules(unit):
+        hand_back.hand_back(attrs.dispatch_func(m.operation))
+    for fast in unit.versions:
+        version.merge(unit.module, fast)
+    unit.versions = []
 
 
 # A stage with a route runs only on dispatches of that route (``_route``): a matmul goes select,
@@ -90,6 +126,8 @@ STAGES: list[Stage] = [
                              "dispatch to IREE"),
     Stage("flash-attention", _flash_attention, "attention: plan the mma.sync flash-attention kernel, replace the "
                                                "dispatch by it, hand it back (constant grid)", route="attention"),
+    Stage("version", _version, "dynamic sizes with no promise on a target whose fast kernel needs one: fork a copy "
+                               "promising them, joined under scf.if at hand-back", route="matmul"),
     Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)", route="matmul"),
     Stage("normalize", _normalize, "canonical form: unaligned sizes rounded up to whole tiles (types only), "
                                    "a fused epilogue moved into a scalar function", route="matmul"),
@@ -111,9 +149,10 @@ def stages_from(first: str | None = None, last: str | None = None) -> list[Stage
 
 
 def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
-                       stages: list[Stage] | None = None) -> ExecutableResult:
-    """Run the per-executable stages on a module that holds one hal.executable."""
-    unit = Unit(name, module, options, route=_route(module))
+                       stages: list[Stage] | None = None, versions: list[ir.Module] | None = None) -> ExecutableResult:
+    """Run the per-executable stages on a module that holds one hal.executable (and ``versions``,
+    its versions' copies, when resuming after stage `version`: ``runner.split_versions``)."""
+    unit = Unit(name, module, options, route=_route(module), versions=list(versions or []))
     run = run_stages(stages or STAGES, unit, dump_after=options.dump_after, dump_dir=options.dump_dir)
     func = attrs.dispatch_func(module.operation)
     taken = unit.stopped is None and func is not None
@@ -128,8 +167,9 @@ def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
     export = str_attr(exports[0], "sym_name") if exports else name
     # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the
     # user's source locations rather than the name of a temporary file.
-    return ExecutableResult(name, export, print_op(module, debug_info=True), taken, unit.log, run,
-                            DispatchFacts.of(func) if taken else None)
+    return ExecutableResult(name, export, print_op(module, debug_info=True) + print_versions(unit.versions),
+                            taken, unit.log, run, DispatchFacts.of(func) if taken else None,
+                            versions=list(unit.versions))
 
 
 def codegen_executable_text(text: str, options: CodegenOptions, *, source: str = "<stdin>",

@@ -124,6 +124,10 @@ def report_command(args, source: str, options) -> int:
             from .config import lds_bytes
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
+            if rep.lds_bytes is None and exe.facts.versions:  # a versioned dispatch: both allocations
+                from .stages.version import shared_bytes
+                rep.lds_bytes = sum(shared_bytes(c, target.intrinsic(c.intrinsic), p, target) for c, p in
+                                    [(cfg, exe.facts.problem)] + [(v.config, v.problem) for v in exe.facts.versions])
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
                 rep.lds_bytes = lds_bytes(cfg, exe.facts.problem, target)
         mine[exe.export] = rep
@@ -141,6 +145,10 @@ def report_command(args, source: str, options) -> int:
     for kernel, rep in mine.items():
         other = base.get(kernel)
         print(f"{kernel} on {target.name}")
+        exe = next(e for e in res.taken if e.export == kernel)
+        for v in exe.facts.versions:  # counts below are the whole function's: both kernels
+            print(f"  versioned: {v.condition}: {v.config.intrinsic} | else {exe.facts.config.intrinsic} "
+                  f"(counts below: both kernels)")
         header = f"  {'':44} {'mmaflow':>12}" + (f" {'IREE default':>14}" if args.baseline else "")
         print(header)
 

@@ -37,6 +37,7 @@ class DispatchFacts:
     config: object | None  # config.KernelConfig (None if the pipeline stopped before configure; attention)
     expect: object | None  # attrs.Expectations | attrs.AttentionExpectations; None before distribute
     kind: str = "matmul"  # "matmul" | "attention"
+    versions: tuple = ()  # a versioned matmul's other kernels (``attrs.Version``: condition, problem, config, expect)
 
     @property
     def is_attention(self) -> bool:
@@ -50,12 +51,19 @@ class DispatchFacts:
                                  else None, "attention")
         return DispatchFacts(attrs.read_target(func), attrs.read_problem(func),
                              attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
-                             attrs.read_expect(func) if attrs.EXPECT in func.attributes else None)
+                             attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
+                             versions=tuple(attrs.read_versions(func)))
+
+    def config_at(self, constants: list[int]):
+        """The config of the kernel that runs with these push constants: a versioned dispatch's
+        (stage `version`) first version whose sizes pass its test, else its own."""
+        return config_at(self.config, self.versions, constants)
 
     def to_wire(self) -> dict:
         return {"kind": self.kind, "target": self.target.name, "problem": self.problem.to_dict(),
                 "config": self.config.to_dict() if self.config else None,
-                "expect": vars(self.expect) if self.expect else None}
+                "expect": vars(self.expect) if self.expect else None,
+                "versions": [v.to_dict() for v in self.versions]}
 
     @staticmethod
     def from_wire(d: dict) -> "DispatchFacts":
@@ -67,7 +75,18 @@ class DispatchFacts:
         from .problem import Contraction
         return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),
                              KernelConfig.from_dict(d["config"]) if d["config"] else None,
-                             attrs.Expectations(**d["expect"]) if d["expect"] else None)
+                             attrs.Expectations(**d["expect"]) if d["expect"] else None,
+                             versions=tuple(attrs.Version.from_dict(v) for v in d.get("versions", ())))
+
+
+def config_at(config, versions, constants: list[int]):
+    """``config``, or the config of the first of ``versions`` (``attrs.Version``) whose dims' sizes
+    are multiples of its divisor in ``constants`` (the kernel's test: each size's low 32 bits)."""
+    for v in versions:
+        lows = [lo for d in v.problem.dynamic if d.dim in v.dims for lo, _ in d.constants]
+        if all(constants[lo] % v.divisor == 0 for lo in lows):
+            return v.config
+    return config
 
 
 @dataclass
@@ -80,6 +99,7 @@ class ExecutableResult:
     run: RunResult
     facts: DispatchFacts | None = None  # the taken dispatch's problem, config, expectations
     source: str = ""  # the hal.executable as IREE handed it over (executable-sources), when known
+    versions: list = field(default_factory=list)  # in process only: a versioned dispatch's copies not yet joined
 
     def to_wire(self) -> dict:
         """A JSON-able form (the codegen server sends results to its clients in it)."""

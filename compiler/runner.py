@@ -14,6 +14,7 @@ Stages are plain functions ``fn(unit) -> None`` that mutate ``unit.module`` in p
 
 from __future__ import annotations
 
+import re
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -24,6 +25,22 @@ from iree.compiler import ir
 
 from .errors import CodegenError, MmaflowError
 from .mlir import print_op
+
+
+# Between a module and each of its versions' copies in printed IR (dumps, `mmaflow opt`), which
+# `split_versions` reads back: stages resume from the text of a versioned dispatch too.
+VERSION_SEPARATOR = "// ----- mmaflow version"
+
+
+def print_versions(versions: list) -> str:
+    """The versions' copies (stage `version`) printed after their module, each after a separator."""
+    return "".join(f"\n{VERSION_SEPARATOR} {i}\n" + print_op(v) for i, v in enumerate(versions, 1))
+
+
+def split_versions(text: str) -> tuple[str, list[str]]:
+    """A module's text and its versions' texts, as ``print_versions`` separated them."""
+    parts = re.split(rf"^{re.escape(VERSION_SEPARATOR)} \d+$", text, flags=re.M)
+    return parts[0], parts[1:]
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,9 @@ class Unit:
     stopped: str | None = None  # set by a stage to end the pipeline early (with the reason)
     route: str = "matmul"  # which routed stages run (set from the IR, and by select)
     dump_header: list[str] = field(default_factory=list)  # set by a stage: printed as comments above its dump
+    # A versioned dispatch's other kernels (stage `version`): each a copy of ``module`` that the
+    # stages up to hand-back treat alike, joined into ``module`` by hand-back.
+    versions: list = field(default_factory=list)
 
 
 @dataclass
@@ -80,10 +100,11 @@ def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None
         result.timings[stage.name] = time.perf_counter() - start
         if unit.dump_header:
             result.headers[stage.name] = list(unit.dump_header)
-        if not unit.module.operation.verify():
+        if not all(m.operation.verify() for m in [unit.module, *unit.versions]):
             raise CodegenError(f"stage '{stage.name}' produced invalid IR for {unit.name}", stage=stage.name)
         if dump_after in (stage.name, "all"):
             text = "".join(f"// {stage.name}: {line}\n" for line in unit.dump_header) + print_op(unit.module)
+            text += print_versions(unit.versions)
             result.dumps[stage.name] = text
             if dump_dir is not None:
                 dump_dir.mkdir(parents=True, exist_ok=True)

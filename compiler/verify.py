@@ -8,6 +8,9 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 - ``check_attention_isa``: the flash-attention kernel's PTX: mma.sync (as many per key tile as
   planned in the key loop), row reductions by shfl.sync.bfly, exp2 by ex2.approx, cp.async when
   planned, barriers, and no local memory (spills);
+- ``check_dispatch_isa``: ``check_isa`` for each kernel of a dispatch (a versioned one, stage
+  `version`, holds two under ``scf.if``: each is checked against its own matrix instructions and
+  K loop);
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
   instruction, global loads of the planned width, barriers (as many per K tile as planned), a
   K loop, and on AMD no cache invalidates in the K loop.
@@ -20,7 +23,7 @@ from iree.compiler.dialects import iree_codegen
 
 from . import attrs
 from .errors import VerificationError
-from .isa import IsaReport, loop_barriers
+from .isa import IsaReport, loop_barriers, parse_ptx
 from .mlir import new_context, ops_named, parse_module
 from .targets import Vendor
 
@@ -56,9 +59,11 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         if ops_named(func, "iree_linalg_ext.attention"):
             raise VerificationError(f"{name}: an iree_linalg_ext.attention is left in the kernel")
         return
-    intr = attrs.read_target(func).intrinsic(attrs.read_config(func).intrinsic)
-    if not ops_named(func, intr.op):
-        raise VerificationError(f"{name}: the function has no {intr.op}")
+    target = attrs.read_target(func)
+    for cfg in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]:
+        intr = target.intrinsic(cfg.intrinsic)
+        if not ops_named(func, intr.op):
+            raise VerificationError(f"{name}: the function has no {intr.op}")
     left = ops_named(func, "vector.contract", "vector.transfer_read", "vector.transfer_write")
     if left:
         raise VerificationError(f"{name}: {left[0].name} was not distributed")
@@ -106,6 +111,22 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
     if problems:
         raise VerificationError(f"{name}: the compiled kernel is not mmaflow's: " + "; ".join(problems),
                                 hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")
+
+
+def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
+    """``check_isa`` for each kernel of a matmul dispatch (``results.DispatchFacts``): its own
+    config and expectations, then each version's (``mmaflow.versions``), each against a report of
+    its own matrix instructions and K loop (``isa.parse_ptx(matrix=...)``); the mnemonic of each
+    must be in ``text``."""
+    target = facts.target
+    kernels = [(facts.config, facts.expect)] + [(v.config, v.expect) for v in facts.versions]
+    for cfg, expect in kernels:
+        intr = target.intrinsic(cfg.intrinsic)
+        rep = report if len(kernels) == 1 else parse_ptx(text, report.kernel, target, matrix=intr.mnemonic)
+        what = name if len(kernels) == 1 else f"{name} ({intr.name} version)"
+        check_isa(rep, what, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1, expect=expect)
+        if intr.mnemonic not in text:
+            raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
 
 
 def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.AttentionExpectations) -> None:

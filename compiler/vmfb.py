@@ -69,7 +69,7 @@ def verify_command(args, source: str) -> int:
     from .isa import extract_kernel, parse_ptx
     from .results import CodegenOptions
     from .targets import get_target
-    from .verify import check_attention_isa, check_isa
+    from .verify import check_attention_isa, check_dispatch_isa
     target = get_target(args.target)
     path = Path(args.vmfb)
     if not path.is_file():
@@ -102,8 +102,7 @@ def verify_command(args, source: str) -> int:
             found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]
             if len(found) != 1:
                 raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
-            check_isa(parse_ptx(found[0], exe.export, target), exe.name, intr.mnemonic, target.vendor,
-                      expect_barrier=exe.facts.config.num_waves > 1, expect=exe.facts.expect)
+            check_dispatch_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)
         rep = res.reports[exe.name]
         print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
               f"{exe.facts.problem.describe()}", file=sys.stderr)

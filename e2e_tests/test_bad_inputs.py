@@ -150,8 +150,8 @@ def test_dump_dir_alone_keeps_every_stage_and_stdout_stays_quiet(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout == "" and f"written to {d}" in r.stderr
     names = sorted(p.name for p in d.iterdir())
-    assert "matmul_dispatch_0.04-distribute.mlir" in names and "iree" in names and "after-all.mlir" in names
-    assert "// distribute: " in (d / "matmul_dispatch_0.04-distribute.mlir").read_text()  # the plan
+    assert "matmul_dispatch_0.05-distribute.mlir" in names and "iree" in names and "after-all.mlir" in names
+    assert "// distribute: " in (d / "matmul_dispatch_0.05-distribute.mlir").read_text()  # the plan
 
 
 @pytest.mark.parametrize("args, message", [

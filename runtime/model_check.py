@@ -258,7 +258,7 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     stats, written = run_dispatch(d, buffers, constants=constants, workload=workload, workgroups=chosen,
                                   progress=progress)
-    cfg = exe.facts.config
+    cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
     for region in {r: None for _, r in lay.outputs}:
         got = Memory.read(buffers, region)

@@ -20,6 +20,7 @@ from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler import attrs
 from mmaflow.compiler.mlir import executable_target, ops_named
+from mmaflow.compiler.results import config_at
 
 from .executor import ExecutorError, Kernel, Stats
 
@@ -45,11 +46,18 @@ class Dispatch:
         env = dict(zip(args, workload))
         ops = {"arith.ceildivui": lambda a, b: -(-a // b), "arith.divui": lambda a, b: a // b,
                "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b,
-               "arith.subi": lambda a, b: a - b, "arith.maxui": max, "arith.minui": min}
+               "arith.subi": lambda a, b: a - b, "arith.maxui": max, "arith.minui": min,
+               "arith.andi": lambda a, b: a & b, "arith.select": lambda c, a, b: a if c else b}
         for o in block.operations:
             o = o.operation
             if o.name == "arith.constant":
                 env[o.results[0]] = ir.IntegerAttr(o.attributes["value"]).value
+            elif o.name == "arith.cmpi":  # a versioned dispatch's grid (stage `version`): eq / ne
+                pred = ir.IntegerAttr(o.attributes["predicate"]).value
+                if pred not in (0, 1):
+                    raise ExecutorError(f"unsupported arith.cmpi predicate {pred} in dispatch_config")
+                a, b = (env[v] for v in o.operands)
+                env[o.results[0]] = int((a == b) == (pred == 0))
             elif o.name in ops:
                 env[o.results[0]] = ops[o.name](*(env[v] for v in o.operands))
             elif o.name == "iree_codegen.yield":
@@ -221,6 +229,7 @@ class SimResult:
     ref: np.ndarray
     workgroups: int = 0  # how many workgroups ran (all of them unless sampled)
     grid: tuple = ()
+    config: object = None  # the KernelConfig that ran (a versioned dispatch's: the one its sizes chose)
 
 
 def tile_mask(shape: tuple, grid: tuple, workgroups: list[int] | None, tile_m: int, tile_n: int) -> np.ndarray:
@@ -264,6 +273,7 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     if set(sizes) - dyn:
         raise ExecutorError(f"sizes given for static dimensions: {sorted(set(sizes) - dyn)}")
     constants, workload = dynamic_inputs(problem, sizes)
+    cfg = config_at(cfg, attrs.read_versions(d.func), constants)  # a versioned dispatch: the kernel that runs
     m, n, k, batch = (getattr(problem, x) if x not in dyn else sizes[x] for x in ("m", "n", "k", "batch"))
     rng = np.random.default_rng(seed)
     lead = (batch,) if problem.batched else ()
@@ -318,4 +328,4 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
         check.detail += "".join(f"; {p}" for p in clobbered)
         if stray:
             check.detail += f"; {stray} output elements written by workgroups that do not own them"
-    return SimResult(check, stats, c, ref, len(chosen) if chosen is not None else int(np.prod(grid)), grid)
+    return SimResult(check, stats, c, ref, len(chosen) if chosen is not None else int(np.prod(grid)), grid, cfg)
