@@ -274,13 +274,17 @@ class Emitter:
                                                    "transpose": ir.BoolAttr.get(transpose)}).result
 
     def async_copy(self, src: ir.Value, src_idx: list[ir.Value], dst: ir.Value, dst_idx: list[ir.Value],
-                   n: int, valid: ir.Value | None, zeroed: list[int] | None = None) -> ir.Value:
-        """nvgpu.device_async_copy (PTX cp.async.ca): ``n`` elements global -> shared, through
-        L1: on the H100 the L1-bypassing form (``bypassL1``, cp.async.cg) cost 10.5 shared-memory
-        wavefronts per 16-byte copy instead of 4, and 4096^3 / 8192^3 ran 404 / 431 TFLOP/s with
-        it against 422 / 456 without (BENCHMARKS run 9). ``valid`` false: 0 source elements (the
-        chunk is zero-filled, nothing is read) from index 0 in the positions ``zeroed`` (default:
-        all; the others must then be in range whatever ``valid`` is). Returns the copy's token."""
+                   n: int, valid: ir.Value | None, zeroed: list[int] | None = None,
+                   bypass_l1: bool = False) -> ir.Value:
+        """nvgpu.device_async_copy: ``n`` elements global -> shared. By default PTX cp.async.ca,
+        through L1: for the mma.sync kernel's padded tiles on the H100 the L1-bypassing form
+        (cp.async.cg) cost 10.5 shared-memory wavefronts per 16-byte copy instead of 4, and
+        4096^3 / 8192^3 ran 404 / 431 TFLOP/s with it against 422 / 456 without (BENCHMARKS run
+        9). ``bypass_l1`` (``bypassL1``, cp.async.cg 16 bytes) is the wgmma kernel's: its
+        128B-swizzled slots take whole lines, and there .ca measured 558 / 578 TFLOP/s against
+        .cg's 650 / 663 in the same run (run 11). ``valid`` false: 0 source elements (the chunk is
+        zero-filled, nothing is read) from index 0 in the positions ``zeroed`` (default: all; the
+        others must then be in range whatever ``valid`` is). Returns the copy's token."""
         src_elems = []
         if valid is not None:
             zero = self.const(0)
@@ -289,6 +293,8 @@ class Emitter:
             src_elems = [self.select(valid, self.const(n), zero)]
         attrs = {"dstElements": ir.IntegerAttr.get(ir.IndexType.get(), n),
                  "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, len(dst_idx), 1, len(src_idx), len(src_elems)])}
+        if bypass_l1:
+            attrs["bypassL1"] = ir.UnitAttr.get()
         with self.loc, self.ip:
             return ir.Operation.create("nvgpu.device_async_copy", results=[ir.Type.parse("!nvgpu.device.async.token")],
                                        operands=[dst, *dst_idx, src, *src_idx, *src_elems], attributes=attrs).result

@@ -280,7 +280,7 @@ def test_fused_bias_relu_f16_lowers_and_verifies():
     res = compile_module(epilogue_module(256, 256, 512, **kw), "sm_90a",
                          options=CodegenOptions(overrides={"intrinsic": _wg(256)}))  # verify=True: check_isa
     (ptx,) = res.isa_text.values()
-    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx and "cp.async.ca.shared.global" in ptx
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx and "cp.async.cg.shared.global" in ptx
     assert "max" in ptx and "cvt.rn.f16" in ptx  # relu and the f16 store
     assert "ld.local" not in ptx and "st.local" not in ptx
 
@@ -309,7 +309,7 @@ def test_ring_lowers_to_cp_async_and_wgmma_wait_ptx(t, n, stages):
     assert ".target sm_90a" in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}" in ptx
     lag = 0 if stages == 2 else 1
-    for needle in ("cp.async.ca.shared.global", "cp.async.commit_group", "cp.async.wait_group",
+    for needle in ("cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group",
                    "fence.proxy.async.shared::cta", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
                    "wgmma.wait_group.sync.aligned"):
         assert needle in ptx, needle
@@ -389,7 +389,7 @@ def test_partial_tiles_lower_to_zero_filling_cp_async():
                          options=CodegenOptions(overrides={"intrinsic": _wg(128)}))  # verify=True: check_isa
     (ptx,) = res.isa_text.values()
     # the source-size operand: 16 bytes in range, 0 (zero-fill) past the true extent
-    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx), ptx[:2000]
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx), ptx[:2000]
     assert "wgmma.mma_async" in ptx and "ld.local" not in ptx and "st.local" not in ptx
 
 
@@ -398,8 +398,8 @@ def test_aligned_problems_copy_unchecked():
     res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
                          options=CodegenOptions(overrides={"intrinsic": _wg(128)}))
     (ptx,) = res.isa_text.values()
-    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
-    assert not re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, ", ptx)
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
+    assert not re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, ", ptx)
 
 
 # ---- dynamic sizes (sizes from push constants, K tiles from the run-time K, the grid from the workload) ----
@@ -493,7 +493,7 @@ def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
     res = compile_module(dynamic_module(divisors=divisors), "sm_90a")  # the heuristic's choice; verify=True
     (ptx,) = res.isa_text.values()
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
-    assert re.search(r"cp\.async\.ca\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx)
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx)
     assert "ld.local" not in ptx and "st.local" not in ptx
     src = tmp_path / "k.ptx"
     src.write_text(ptx)

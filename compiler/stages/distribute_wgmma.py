@@ -347,7 +347,7 @@ class WgmmaRewriter(Rewriter):
                 valid = em.in_bounds(gidx[-2:], limits)
                 if tile_valid is not None:
                     valid = tile_valid if valid is None else em.and_(tile_valid, valid)
-                token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid)
+                token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid, bypass_l1=True)  # cp.async.cg: run 11
                 attrs.mark(defining_op(token), attrs.RING)
                 tokens.append(token)
         return tokens
