@@ -49,3 +49,24 @@ def simulate(source: str, target: str, overrides: dict | None = None, *, seed: i
 @pytest.fixture
 def sim():
     return simulate
+
+
+def attention_ptx_without_spills(tmp_path, module_text: str, arch: str, workgroup_size: int) -> str:
+    """A handed-back flash-attention module through iree-compile (from executable sources) to PTX:
+    the mma.sync kernel, no local memory, and ptxas's registers within 255 with no spills.
+    Returns the PTX."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from mmaflow.compiler.report import ptxas_info
+    (tmp_path / "k.mlir").write_text(module_text)
+    subprocess.run([str(Path(sys.executable).parent / "iree-compile"), str(tmp_path / "k.mlir"),
+                    "--compile-from=executable-sources", "--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}",
+                    f"--iree-hal-dump-executable-files-to={tmp_path / 'd'}", "-o", str(tmp_path / "k.vmfb")], check=True)
+    (ptx,) = (tmp_path / "d").glob("*.ptx")
+    text = ptx.read_text()
+    assert "mma.sync.aligned.m16n8k16" in text and "ld.local" not in text and "st.local" not in text
+    info = ptxas_info(text, arch, workgroup_size)
+    assert info["vgpr_spills"] == 0 and info["vgprs"] <= 255, info
+    return text

@@ -24,6 +24,8 @@ from mmaflow.compiler.mlir import new_context, ops_named
 from mmaflow.runtime.attention_reference import UNIT_ROUNDOFF, attention_bound, attention_reference
 from mmaflow.runtime.executor import Kernel
 
+from conftest import attention_ptx_without_spills
+
 SENTINEL = 0xFF
 _DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
 _U = UNIT_ROUNDOFF
@@ -276,25 +278,12 @@ def test_ptxas_reports_no_spills(tmp_path, d, elem, causal, target):
     """The lowered kernel through ptxas (LLVM's PTX registers are virtual): no spill stores or
     loads, within the 255-register limit (the O accumulators, Q's fragments and S's live
     across the softmax)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    from mmaflow.compiler.report import ptxas_info, ptxas_path
+    from mmaflow.compiler.report import ptxas_path
     from mmaflow.compiler.targets import get_target
 
     assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     module, plan = _handed_back(tmp_path, 1, 128, 200, d, elem, causal, target)
-    (tmp_path / "k.mlir").write_text(str(module))
-    arch = get_target(target).iree_arch
-    subprocess.run([str(Path(sys.executable).parent / "iree-compile"), str(tmp_path / "k.mlir"),
-                    "--compile-from=executable-sources", "--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}",
-                    f"--iree-hal-dump-executable-files-to={tmp_path / 'd'}", "-o", str(tmp_path / "k.vmfb")], check=True)
-    (ptx,) = (tmp_path / "d").glob("*.ptx")
-    text = ptx.read_text()
-    assert "mma.sync.aligned.m16n8k16" in text and "ld.local" not in text and "st.local" not in text
-    info = ptxas_info(text, arch, plan.workgroup_size)
-    assert info["vgpr_spills"] == 0 and info["vgprs"] <= 255, info
+    attention_ptx_without_spills(tmp_path, str(module), get_target(target).iree_arch, plan.workgroup_size)
 
 
 @pytest.mark.parametrize("b,m,k2,d,elem,causal", [(2, 100, 200, 64, "f16", False),

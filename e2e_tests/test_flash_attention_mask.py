@@ -22,6 +22,7 @@ from mmaflow.compiler.mlir import new_context, ops_named
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
 from mmaflow.runtime.executor import Kernel
 
+from conftest import attention_ptx_without_spills
 from test_flash_attention import _DT, place
 
 
@@ -181,7 +182,7 @@ def test_masked_kernel_ptxas_reports_no_spills(tmp_path, d, elem, target):
 
     from mmaflow.compiler.flash_attention import rewrite_dispatch
     from mmaflow.compiler.mlir import parse_module
-    from mmaflow.compiler.report import ptxas_info, ptxas_path
+    from mmaflow.compiler.report import ptxas_path
     from mmaflow.compiler.stages.hand_back import constant_grid, install
     from mmaflow.compiler.targets import get_target
 
@@ -201,12 +202,4 @@ def test_masked_kernel_ptxas_reports_no_spills(tmp_path, d, elem, target):
     install(kernel, get_target(target), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
             grid=constant_grid(plan.grid))
     assert module.operation.verify()
-    (tmp_path / "k.mlir").write_text(str(module))
-    subprocess.run([str(bindir / "iree-compile"), str(tmp_path / "k.mlir"), "--compile-from=executable-sources",
-                    "--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}",
-                    f"--iree-hal-dump-executable-files-to={tmp_path / 'd'}", "-o", str(tmp_path / "k.vmfb")], check=True)
-    (ptx,) = (tmp_path / "d").glob("*.ptx")
-    text = ptx.read_text()
-    assert "mma.sync.aligned.m16n8k16" in text and "ld.local" not in text and "st.local" not in text
-    info = ptxas_info(text, arch, plan.workgroup_size)
-    assert info["vgpr_spills"] == 0 and info["vgprs"] <= 255, info
+    attention_ptx_without_spills(tmp_path, str(module), arch, plan.workgroup_size)
