@@ -61,7 +61,9 @@ def _modules(unit: Unit) -> list[ir.Module]:
 
 def _version(unit: Unit) -> None:
     func = _func(unit)
-    plan = version.plan_version(attrs.read_target(func), attrs.read_problem(func), unit.options.overrides)
+    why: list[str] = []
+    plan = version.plan_version(attrs.read_target(func), attrs.read_problem(func), unit.options.overrides, why)
+    unit.log += [f"mmaflow: note {unit.name}: not versioned: {w}" for w in why]
     if plan is not None:
         unit.versions = [version.fork(unit.module, plan)]
         unit.dump_header = [plan.describe()]

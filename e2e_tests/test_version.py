@@ -145,6 +145,12 @@ def test_plan_names_the_row_dimensions():
     assert plan_version(sm90, _problem(divisors=dict(k=8)), None).dims == ("n",)
     assert plan_version(sm90, _problem(divisors=dict(k=8, n=16)), None) is None
     assert plan_version(get_target("sm_80"), _problem(), None) is None
+    small = replace(_problem(), m=64, n=64, dynamic=_problem().dynamic[2:])  # only K dynamic: 1 tile either way
+    why = []
+    assert plan_version(sm90, small, None, why) is None
+    assert why == ["K % 8 == 0 would buy the same kernel (MMA_SYNC_F32_16x8x16_F16)"], why
+    res = compile_module(dynamic_module(m=64, n=64, k=None), "sm_90a", verify=False)
+    assert any("not versioned: K % 8 == 0 would buy the same kernel" in line for line in res.log), res.log
     plan = plan_version(sm90, _problem(), None)
     assert plan.condition() == "K % 8 == 0 and N % 8 == 0"
     assert (plan.fast.intrinsic, plan.slow.intrinsic) == (FAST, SLOW)

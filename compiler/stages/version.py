@@ -66,10 +66,14 @@ def promised(problem: Contraction, dims, divisor: int) -> Contraction:
                                           for d in problem.dynamic))
 
 
-def plan_version(target: Target, problem: Contraction, overrides: dict | None) -> VersionPlan | None:
+def plan_version(target: Target, problem: Contraction, overrides: dict | None,
+                 why: list | None = None) -> VersionPlan | None:
     """The versioning of ``problem``, or None where it stays one kernel: no warpgroup MMA on the
     target, a static problem, --config overrides, no dynamic row dimension short of whole
-    16-byte chunks, or the promises buy the same kernel (or a different workgroup size)."""
+    16-byte chunks, or the promises buy the same kernel (or a different workgroup size). Where a
+    row dimension lacks the promise but versioning is still declined, the reason goes to ``why``
+    (the pipeline logs it as a note)."""
+    why = why if why is not None else []
     if overrides or not target.warpgroup_mma or not problem.is_dynamic:
         return None
     bits = max(TYPE_BITS[problem.a_type], TYPE_BITS[problem.b_type])
@@ -80,17 +84,24 @@ def plan_version(target: Target, problem: Contraction, overrides: dict | None) -
     dims = tuple(sorted(dims, key="knm".index))
     if not dims:
         return None
+    when = " and ".join(f"{d.upper()} % {divisor} == 0" for d in dims)
     try:
         slow, slow_intr = resolve(target, problem.estimate(), None)
         fast, fast_intr = resolve(target, promised(problem, dims, divisor).estimate(), None)
-    except MmaflowError:
+    except MmaflowError as e:  # (configure resolves the problem itself and reports its own errors)
+        why.append(f"no kernel for {when}: {e}")
         return None
-    if fast_intr.name == slow_intr.name or fast.workgroup_size != slow.workgroup_size or \
-            fast.wave_size != slow.wave_size:
+    if fast_intr.name == slow_intr.name:
+        why.append(f"{when} would buy the same kernel ({slow_intr.name})")
         return None
-    if shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target) > \
-            target.lds_bytes:
-        return None  # both kernels' shared memory is allocated side by side (not aliased yet)
+    if fast.workgroup_size != slow.workgroup_size or fast.wave_size != slow.wave_size:
+        why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size} "
+                   f"(one dispatch has one workgroup size)")
+        return None
+    both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
+    if both > target.lds_bytes:  # both kernels' shared memory is allocated side by side (not aliased yet)
+        why.append(f"both kernels' shared memory ({both} bytes) exceeds {target.name}'s {target.lds_bytes}")
+        return None
     return VersionPlan(dims, divisor, fast, slow)
 
 
