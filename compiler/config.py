@@ -520,6 +520,10 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
 # first shape below that gives at least one tile per two SMs; mma.sync below that (unmeasured).
 WARPGROUP_SHAPES = ((256, 128), (128, 64))  # (N of the instruction = tile_n, tile_m), preferred first
 WARPGROUP_MIN_TILES_PER_SM = 0.5
+# Workgroups in groups of RASTER tile rows from two waves of tiles on: H200, 128x256 tiles, kernel-only
+# (BENCHMARKS.md, 2026-11-26 call 1): 8192^3 700.4 -> 733.7 TFLOP/s (groups of 4: 710.4, 16: 734.1),
+# 4096^3 673.3 -> 679.8 (4 and 16 the same).
+WARPGROUP_RASTER_WAVES = 2
 
 
 def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
@@ -563,6 +567,11 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"cp.async ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
+    rows, tiles = -(-problem.m // cfg.tile_m), -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
+    if not problem.dynamic and tiles >= WARPGROUP_RASTER_WAVES * target.compute_units and rows > RASTER:
+        cfg = replace(cfg, raster=RASTER)
+        why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
+                   f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
     return cfg, target.intrinsic(name)
 
 

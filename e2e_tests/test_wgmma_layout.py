@@ -19,7 +19,7 @@ import pytest
 
 from mmaflow.compiler.config import default_config, explain, resolve
 from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.problem import Contraction, DynamicDim
 from mmaflow.compiler.targets import TARGETS, get_target
 from mmaflow.compiler.wgmma import WGMMA_CATALOGUE, WGMMA_N, all_wgmma, wgmma
 from mmaflow.runtime.isa import WGMMA, IsaError, execute_wgmma, placement
@@ -150,6 +150,22 @@ def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_else
     assert any("configures the mma.sync kernel" in w for w in explain(t, F16_PROBLEM, {"stages": 3}))
     sm80 = get_target("sm_80")
     assert resolve(sm80, F16_PROBLEM)[1].family == "mma_sync"  # no Hopper, no wgmma, no reason needed
+
+
+def test_sm90a_heuristic_rasterizes_from_two_waves_of_tiles():
+    """Groups of 8 tile rows where the grid holds two waves of 128x256 tiles (measured on the H200:
+    8192^3 1.05x, 4096^3 1.01x); one wave or less (2048^3: 128 tiles), a dynamic size (the count is
+    an estimate) and an explicit config keep IREE's order."""
+    t = get_target("sm_90a")
+    for n, raster in ((8192, 8), (4096, 8), (2048, 1)):
+        cfg, intr = resolve(t, replace(F16_PROBLEM, m=n, n=n, k=n))
+        assert intr.family == "wgmma" and cfg.raster == raster, (n, cfg)
+    assert any("groups of 8 tile rows" in w for w in explain(t, F16_PROBLEM))
+    assert resolve(t, replace(F16_PROBLEM, m=1024, n=8192))[0].raster == 1  # 8 tile rows: nothing to group
+    dynamic = replace(F16_PROBLEM, dynamic=(DynamicDim("m", (0,), ((0, -1),), 8),))
+    cfg, intr = resolve(t, dynamic)
+    assert intr.family == "wgmma" and cfg.raster == 1
+    assert resolve(t, F16_PROBLEM, {"intrinsic": "WGMMA_F32_64x256x16_F16"})[0].raster == 1
 
 
 def test_asking_for_wgmma_is_opt_in_and_fp8_is_refused_with_the_reason():
