@@ -17,7 +17,7 @@ MLIR Python bindings. One workgroup of 128 threads.
 
 Host signature (``lit_tests/Inputs/run_tma_probe.py`` runs it):
 
-    zero:     probe(x: tensor<256x256xf16>)                      -> (image: tensor<1024xi64>, maps: tensor<48xi64>)
+    zero:     probe(x: tensor<256x256xf16>)                      -> (image: tensor<1024xi64>, maps: tensor<56xi64>)
     template: probe(x: tensor<256x256xf16>, tmpl: tensor<16xi64>) -> (image, maps)
 
 The kernel:
@@ -43,10 +43,12 @@ The kernel:
    barrier; thread 0 arms it (``mbarrier.arrive.expect_tx`` 8192 bytes) and issues one
    ``cp.async.bulk.tensor.2d`` of the 64x64 box at coordinates (64, 128) (innermost first:
    columns 64..127 of rows 128..191) into the box.
-5. Every thread waits with ``mbarrier.try_wait.parity`` (phase 0) in a loop bounded at 2^20
-   tries, so a copy that never completes ends the kernel instead of hanging it. Then the 8192
+5. Every thread waits with ``mbarrier.try_wait.parity`` (phase 0, suspend-time hint 1000 ns) in
+   a loop bounded at 2^20 tries, so a copy that never completes ends the kernel instead of
+   hanging it. Then the 8192
    shared-memory bytes go out raw to ``image`` (8 i64 a thread) and thread 0 writes the number of
-   tries it needed (or -1 after the bound) to ``maps[47]``.
+   tries it needed (or -1 after the bound) to ``maps[47]`` and the global address it gave the map
+   to ``maps[48]``.
 """
 
 from __future__ import annotations
@@ -71,9 +73,11 @@ COORD = (64, 128)                 # box start, innermost (column) first
 BOX_BYTES = BOX * BOX * 2         # 8192
 THREADS = 128
 WAIT_LIMIT = 1 << 20              # try_wait attempts before the kernel gives up
+WAIT_TICKS_NS = 1000              # suspend-time hint of each attempt (so the bound is ~1 s, not minutes)
 SMEM_I64 = (1024 + BOX_BYTES + 256) // 8   # slack to round up to 1024 + box + map + mbarrier
-MAPS_I64 = 48                     # maps: [0:16) the built map, a 128-aligned scratch map in [16:47), [47] status
-STATUS = 47
+MAPS_I64 = 56                     # maps: [0:16) the built map, a 128-aligned scratch map in [16:47), [47] status,
+STATUS = 47                       # [48] the global address the kernel gave the map
+X_ADDRESS = 48
 
 
 def host_module(template: bool) -> str:
@@ -269,7 +273,7 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool) -
     after = loop.after.blocks.append(i32, k.i1)
     with ir.InsertionPoint(after):
         n, _ = after.arguments
-        ok = nvvm.MBarrierTryWaitOp(bar3, k.c(0, i32), results=[k.i1]).result
+        ok = nvvm.MBarrierTryWaitOp(bar3, k.c(0, i32), ticks=k.c(WAIT_TICKS_NS, i32), results=[k.i1]).result
         scf.YieldOp([arith.AddIOp(n, k.c(1, i32)).result, ok])
     tries, done = loop.results
     for i in range(BOX_BYTES // 8 // THREADS):
@@ -279,6 +283,7 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool) -
     with k.if_(first):
         status = arith.SelectOp(done, arith.ExtUIOp(i64, tries).result, k.c(-1, i64)).result
         memref.StoreOp(status, maps, [k.c(STATUS)])
+        memref.StoreOp(x_addr, maps, [k.c(X_ADDRESS)])
 
 
 def probe_module(template: bool) -> ir.Module:
