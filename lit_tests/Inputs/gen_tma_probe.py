@@ -4,6 +4,7 @@ and feed ``cp.async.bulk.tensor`` with it? (docs/HOPPER.md, "TMA probe".)
 
     python lit_tests/Inputs/gen_tma_probe.py zero > zero.mlir        # map built from zero bytes
     python lit_tests/Inputs/gen_tma_probe.py template > template.mlir  # host template, address replaced
+    python lit_tests/Inputs/gen_tma_probe.py zero-cpfp > zero-cpfp.mlir  # zero, tensormap.cp_fenceproxy
     iree-compile zero.mlir --compile-from=executable-sources --iree-hal-target-device=cuda \\
         --iree-cuda-target=sm_90a -o zero.vmfb
 
@@ -39,6 +40,10 @@ The kernel:
    128-aligned scratch copy inside ``maps[16:47]`` (the one the TMA uses); then
    ``fence.proxy.tensormap::generic.release.gpu`` and ``fence.proxy.tensormap::generic.acquire.gpu``
    on the scratch map's generic address, 128 bytes (the same thread writes and uses the map).
+   ``zero-cpfp`` instead copies the scratch map the production way (as Triton's device-side
+   descriptors do): barrier, then warp 0 runs ``tensormap.cp_fenceproxy.global.shared::cta.
+   tensormap::generic.release.gpu.sync.aligned`` (as ``nvvm.inline_ptx``: no NVVM op or LLVM
+   intrinsic exists for it in IREE 3.13), then thread 0 the acquire fence.
 4. Thread 0 initialises the mbarrier (count 1) and fences the init (``fence.mbarrier_init``);
    barrier; thread 0 arms it (``mbarrier.arrive.expect_tx`` 8192 bytes) and issues one
    ``cp.async.bulk.tensor.2d`` of the 64x64 box at coordinates (64, 128) (innermost first:
@@ -67,6 +72,7 @@ from mmaflow.compiler.mlir import new_context, ops_named, parse_module
 from mmaflow.compiler.stages.hand_back import constant_grid, install
 from mmaflow.compiler.targets import get_target
 
+VARIANTS = ("zero", "template", "zero-cpfp")
 ROWS = COLS = 256                 # x: 256 x 256 f16, row-major
 BOX = 64                          # 64 x 64 box: 64 f16 = 128 bytes per line (the 128B swizzle span)
 COORD = (64, 128)                 # box start, innermost (column) first
@@ -173,7 +179,7 @@ class _Then:
         self.ip.__exit__(*exc)
 
 
-def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool) -> None:
+def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool, cp_fenceproxy: bool) -> None:
     """The kernel (see the module docstring), at the current insertion point. ``subspans``: the
     original binding subspans by binding number (their layout, offset, alignment, flags)."""
     glob = ir.Attribute.parse("#gpu.address_space<global>")
@@ -224,7 +230,8 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool) -
                          k.c(128, i64)).result
     gmap_addr = arith.AddIOp(arith.AddIOp(maps_addr, k.c(128, i64)).result, gpad).result
     gmap_e = arith.AddIOp(k.c(16), arith.IndexCastOp(index, arith.DivUIOp(gpad, k.c(8, i64)).result).result).result
-    gmap = k.cast(k.to_ptr(gmap_addr, 1), None)
+    gmap1 = k.to_ptr(gmap_addr, 1)
+    gmap = k.cast(gmap1, None)
 
     # 1. The starting bytes of the map in shared memory.
     with k.if_(lt16):
@@ -252,8 +259,18 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool) -
         for i in range(16):
             v = memref.LoadOp(smem, [arith.AddIOp(map_e, k.c(i)).result]).result
             memref.StoreOp(v, maps, [k.c(i)])
-            memref.StoreOp(v, maps, [arith.AddIOp(gmap_e, k.c(i)).result])
-        nvvm.FenceProxyReleaseOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"))
+            if not cp_fenceproxy:
+                memref.StoreOp(v, maps, [arith.AddIOp(gmap_e, k.c(i)).result])
+        if not cp_fenceproxy:
+            nvvm.FenceProxyReleaseOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"))
+    if cp_fenceproxy:
+        # IREE 3.13's NVVM dialect has no op for it (nor LLVM an intrinsic): inline PTX, warp 0
+        # converged (.sync.aligned), after a barrier orders thread 0's tensormap.replace.
+        gpu.BarrierOp()
+        with k.if_(arith.CmpIOp(arith.CmpIPredicate.ult, tid, k.c(32)).result):
+            nvvm.InlinePtxOp([], [gmap1, map3], [], "tensormap.cp_fenceproxy.global.shared::cta."
+                             "tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;", memoryClobber=True)
+    with k.if_(first):
         nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), gmap, k.c(128, i32))
         nvvm.MBarrierInitOp(bar3, k.c(1, i32))
         nvvm.FenceMbarrierInitOp()
@@ -286,7 +303,8 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool) -
         memref.StoreOp(x_addr, maps, [k.c(X_ADDRESS)])
 
 
-def probe_module(template: bool) -> ir.Module:
+def probe_module(variant: str) -> ir.Module:
+    template, cp_fenceproxy = variant == "template", variant == "zero-cpfp"
     ctx = new_context()
     module = parse_module(executable_sources(template), ctx, source="gen_tma_probe")
     funcs = [f for f in ops_named(module.operation, "func.func") if ops_named(f, "hal.interface.binding.subspan")]
@@ -298,7 +316,7 @@ def probe_module(template: bool) -> ir.Module:
     assert sorted(subspans) == list(range(4 if template else 3)), sorted(subspans)
     start = old.index(subs[0])
     with ctx, fn.location, ir.InsertionPoint(subs[0]):
-        build_kernel(Kernel(ir.InsertionPoint.at_block_begin(block)), subspans, template)
+        build_kernel(Kernel(ir.InsertionPoint.at_block_begin(block)), subspans, template, cp_fenceproxy)
     for op in reversed(old[start:]):
         op.erase()
     with ctx, fn.location, ir.InsertionPoint(block):
@@ -313,11 +331,11 @@ def probe_module(template: bool) -> ir.Module:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("variant", choices=["zero", "template"])
+    parser.add_argument("variant", choices=VARIANTS)
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args()
     text = (f"// TMA probe ({args.variant}): generated by lit_tests/Inputs/gen_tma_probe.py; see its docstring.\n"
-            + str(probe_module(args.variant == "template")))
+            + str(probe_module(args.variant)))
     if args.output:
         Path(args.output).write_text(text)
     else:

@@ -1,9 +1,9 @@
 """Run the TMA probe (.vmfb files from gen_tma_probe.py) on a Hopper GPU and say what happened.
 
-    python3 run_tma_probe.py [--driver cuda] [--timeout 120] zero.vmfb [template.vmfb]
+    python3 run_tma_probe.py [--driver cuda] [--timeout 120] zero.vmfb [template.vmfb] [zero-cpfp.vmfb]
 
 A file whose name contains "template" is the template variant (it takes the host-encoded map
-as a second input); any other is the zero-start variant. Needs ``iree.runtime`` (cuda driver) and
+as a second input); any other is a zero-start variant (gen_tma_probe.py's docstring). Needs ``iree.runtime`` (cuda driver) and
 numpy; ``cuda.bindings.driver`` (cuda-bindings) for the host encoding (``cuTensorMapEncodeTiled``),
 without which the template variant is skipped and the maps are only printed. ``mmaflow`` is
 optional (the expected image is also derived from ``SmemLayout`` when it imports).
@@ -253,7 +253,9 @@ def main() -> int:
     for path in args.vmfb:
         name = os.path.basename(path)
         template = "template" in name
-        print(f"== {name} ({'host template, global address replaced' if template else 'map built from zero bytes'})")
+        how = ("host template, global address replaced" if template else "map built from zero bytes"
+               + (", copied by tensormap.cp_fenceproxy" if "cpfp" in name else ", copied by st.global + fence.proxy"))
+        print(f"== {name} ({how})")
         if template and host_map is None:
             print(f"RESULT {name}: SKIP: the template variant needs the driver's encoding")
             results[name] = "SKIP"
