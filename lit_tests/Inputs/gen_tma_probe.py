@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -120,8 +120,13 @@ def host_module(template: bool) -> str:
 
 def executable_sources(template: bool) -> str:
     flags = ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_90a", "--compile-to=executable-sources"]
-    return subprocess.run(["iree-compile", "-", *flags], input=host_module(template), capture_output=True,
+    return subprocess.run([iree_compile(), "-", *flags], input=host_module(template), capture_output=True,
                           text=True, check=True).stdout
+
+
+def iree_compile() -> str:
+    """iree-compile from PATH, else next to this Python (a venv's bin)."""
+    return shutil.which("iree-compile") or str(Path(sys.executable).parent / "iree-compile")
 
 
 class Kernel:
