@@ -81,9 +81,8 @@ THREADS = 128
 WAIT_LIMIT = 1 << 20              # try_wait attempts before the kernel gives up
 WAIT_TICKS_NS = 1000              # suspend-time hint of each attempt (so the bound is ~1 s, not minutes)
 SMEM_I64 = (1024 + BOX_BYTES + 256) // 8   # slack to round up to 1024 + box + map + mbarrier
-MAPS_I64 = 56                     # maps: [0:16) the built map, a 128-aligned scratch map in [16:47), [47] status,
-STATUS = 47                       # [48] the global address the kernel gave the map
-X_ADDRESS = 48
+MAPS_I64 = 56                     # maps: [0:16) the built map, [16:47) a 128-aligned scratch map (the TMA's),
+STATUS, X_ADDRESS = 47, 48        # [47] the wait's try count (-1: gave up), [48] the address given to the map
 
 
 def host_module(template: bool) -> str:
@@ -109,7 +108,6 @@ def host_module(template: bool) -> str:
             f"      ({bargs}) {{\n"
             f"    %a = iree_tensor_ext.dispatch.tensor.load %bx, offsets = [0, 0], sizes = [1, 4096], strides = [1, 1] : {dx} -> tensor<4096xf16>\n"
             f"    %ab = arith.bitcast %a : tensor<4096xf16> to tensor<4096xi16>\n"
-            f"    %e = tensor.empty() : {img}\n"
             f"    %s = tensor.extract_slice %ab[0] [1024] [1] : tensor<4096xi16> to tensor<1024xi16>\n"
             f"    %w = arith.extui %s : tensor<1024xi16> to {img}\n"
             f"    iree_tensor_ext.dispatch.tensor.store %w, %bo, offsets = [0], sizes = [1024], strides = [1] : {img} -> {dimg}\n"
