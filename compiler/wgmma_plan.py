@@ -1,16 +1,20 @@
 """The warpgroup-MMA kernel (Hopper ``wgmma.mma_async``): its config and its plan, as data.
 
-Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``) on sm_90a, and the
-heuristic's choice for f16/bf16 -> f32 problems of enough tiles (``config.warpgroup_default``;
-``Target.intrinsics()`` does not list warpgroup MMAs). The kernel:
+Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``, or
+``WGMMA_F32_64x<N>x32_F8E4M3FN`` / ``_F8E5M2``) on sm_90a, and the heuristic's choice for f16/bf16
+-> f32 problems of enough tiles and for every fp8 -> f32 problem it takes
+(``config.warpgroup_default``; ``Target.intrinsics()`` does not list warpgroup MMAs). The kernel:
 
-- a workgroup tile of ``tile_m`` x N x 64 (tile_m 128: two warpgroups, 256 threads; 64: one),
-  each warpgroup owning 64 rows and issuing one m64nNk16 per K step of 16 (4 per K tile);
+- a workgroup tile of ``tile_m`` x N x ``tile_k`` (tile_m 128: two warpgroups, 256 threads; 64:
+  one), tile_k = one 128-byte swizzle line of K (64 f16/bf16, 128 fp8), each warpgroup owning 64
+  rows and issuing one m64nNk16 (m64nNk32 for fp8: 32 bytes of K either way) per K step (4 per K
+  tile);
 - A and B both read from shared memory through matrix descriptors, each tile an ``SmemLayout``
   with the 128-byte swizzle: K-major where the operand's global rows run along K (A of a plain
   matmul, B^T), MN-major where they run along M/N (B of a plain matmul, A^T; imm-trans, 16-bit
   types only), so every 16-byte global chunk is one 16-byte shared-memory chunk and the copies
-  never transpose;
+  never transpose. fp8 has no imm-trans: the kernel takes fp8 A as M x K and B as N x K
+  (``matmul_transpose_b``, torch._scaled_mm's column-major B) and refuses the other forms;
 - one shared-memory allocation holding both tiles, each 1024-byte aligned at run time (IREE packs
   workgroup allocations into dynamic shared memory declared ``.align 16``: the kernel rounds the
   allocation's address up and the allocation has 1024 bytes of slack);
@@ -35,7 +39,8 @@ A chunk is 16 bytes of one global row, so a dynamic dimension that an operand's 
 for A / B^T, M for A^T, N for B) needs a divisibility promise of 8 elements
 (``Contraction.multiple_of``); without it the kernel refuses, naming the promise.
 
-Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, operand rows not
+Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8 operands whose
+global rows run along M/N (a K x N B, an A^T), mixed fp8 pairs (e4m3 x e5m2), operand rows not
 whole 16-byte chunks (static, or dynamic without that promise), other tile shapes, ``stages``
 outside 1..4 or more than the shared memory holds.
 
@@ -51,16 +56,16 @@ from dataclasses import dataclass, replace
 from . import attrs
 from .config import KernelConfig
 from .errors import ConfigError, UnsupportedError
-from .intrinsics import BF16, F16, F32, TYPE_BITS
+from .intrinsics import F32, TYPE_BITS
 from .layout import COL, Layout, Run, make_layout
 from .plan import EpiloguePlan, Extents
 from .problem import Contraction
 from .smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from .targets import Target, Vendor
-from .wgmma import WARPGROUP, WarpgroupIntrinsic
+from .wgmma import FP8, WARPGROUP, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic
 
 WARP = 32
-TILE_K = 64  # one 128-byte swizzle line of 16-bit elements
+LINE_BYTES = 128  # the K tile: one 128-byte swizzle line (64 f16/bf16, 128 fp8 elements)
 TILE_M = (64, 128)  # one or two warpgroups of 64 rows
 SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
@@ -71,11 +76,16 @@ STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kern
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 
 
+def tile_k(elem: str) -> int:
+    """The K tile of the warpgroup kernel for inputs of type ``elem``: one 128-byte line."""
+    return LINE_BYTES * 8 // TYPE_BITS[elem]
+
+
 def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrinsic,
                      overrides: dict) -> KernelConfig:
     """The config of the warpgroup kernel for ``intr``, with the user's overrides, validated."""
     tile_m = overrides.get("tile_m", 128)
-    cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=TILE_K,
+    cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=tile_k(intr.a_type),
                        waves_m=max(1, tile_m // 16), waves_n=1, lds_pad=0, stages=1, raster=1)
     if "stages" not in overrides:  # the deepest ring within the target's shared memory
         fits = [s for s in DEFAULT_STAGES
@@ -86,7 +96,7 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
         bad = ", ".join(f"{k}={v}" for k, v in sorted(fixed.items()) if getattr(cfg, k) != v)
         raise ConfigError(f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
                           f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
-                          f"(tile_n = N = {intr.n}, tile_k = {TILE_K}, warps of 32, waves_m = tile_m / 16, "
+                          f"(tile_n = N = {intr.n}, tile_k = {tile_k(intr.a_type)}, warps of 32, waves_m = tile_m / 16, "
                           f"stages 1 to 4)")
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
     validate_warpgroup(cfg, target, problem, intr)
@@ -97,12 +107,14 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     """Refuse what the warpgroup kernel does not implement, saying why."""
     if not target.warpgroup_mma:
         raise UnsupportedError(f"{intr.name} is a Hopper warpgroup MMA; {target.name} has none (use sm_90a)")
-    if intr.a_type not in (F16, BF16) or intr.c_type != F32:
-        raise UnsupportedError(f"{intr.name}: wgmma codegen implements f16/bf16 -> f32 only (fp8 not yet)")
+    if intr.a_type not in WGMMA_CODEGEN_TYPES or intr.c_type != F32:
+        raise UnsupportedError(f"{intr.name}: wgmma codegen implements f16/bf16/fp8 -> f32 only")
     if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
         raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
                           f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
-    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=TILE_K, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
+    refuse_fp8_forms(intr, problem)
+    tk = tile_k(intr.a_type)
+    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=tk, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
     if cfg.stages not in STAGES:
         raise ConfigError(f"{intr.name}: stages={cfg.stages}; the warpgroup-MMA kernel has 1 (synchronous stores, "
                           f"wait 0 per K tile) or a cp.async ring of 2 to 4 shared-memory slots")
@@ -112,7 +124,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     wrong = [f"{k}={getattr(cfg, k)} (must be {v})" for k, v in want.items() if getattr(cfg, k) != v]
     if wrong:
         raise ConfigError(f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel has tile "
-                          f"{cfg.tile_m}x{intr.n}x{TILE_K}, warps of 32")
+                          f"{cfg.tile_m}x{intr.n}x{tk}, warps of 32")
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     # Partial tiles (M, N or K not a multiple of the tile) are bounded like the mma.sync kernel's:
@@ -137,7 +149,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                                f"let the kernel take this matmul")
     threads = cfg.workgroup_size
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
-        chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
+        chunks = mn * tk * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
         if chunks % threads:
             raise UnsupportedError(f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per "
                                    f"thread of {threads}")
@@ -147,6 +159,26 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
                           f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
                           f"alignment slack), {target.name} has {target.lds_bytes}: use fewer stages")
+
+
+def refuse_fp8_forms(intr: WarpgroupIntrinsic, problem: Contraction) -> None:
+    """What the kernel does not take for 8-bit inputs, with the reason and the form it takes."""
+    if intr.a_type not in FP8:
+        return
+    if intr.a_type != intr.b_type:
+        raise UnsupportedError(f"{intr.name}: mixed fp8 inputs ({intr.a_type} x {intr.b_type}): the warpgroup kernel "
+                               f"keeps both operands' tiles in one shared-memory allocation of one element type "
+                               f"(cp.async copies between memrefs of the same element type); it takes "
+                               f"{intr.a_type} x {intr.a_type} and {intr.b_type} x {intr.b_type}")
+    for name in ("A", "B"):
+        if k_innermost(problem, name):
+            continue
+        form = "K x M (A^T)" if name == "A" else "K x N (a plain matmul's B)"
+        raise UnsupportedError(f"{intr.name}: {name} is stored {form}: its global rows run along "
+                               f"{row_dim(problem, name).upper()}, and 8-bit wgmma reads only K-major shared-memory "
+                               f"operands (no imm-trans for fp8), while the kernel's 16-byte copies do not transpose; "
+                               f"the fp8 kernel takes A as M x K and B as N x K (linalg.matmul_transpose_b form, "
+                               f"torch._scaled_mm's column-major B)")
 
 
 def k_innermost(problem: Contraction, name: str) -> bool:
@@ -162,16 +194,16 @@ def row_dim(problem: Contraction, name: str) -> str:
 def operand_layout(name: str, problem: Contraction, mn: int, elem: str) -> SmemLayout:
     major = Major.K if k_innermost(problem, name) else Major.MN
     try:
-        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, TILE_K)
+        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, tile_k(elem))
     except UnsupportedError as e:
-        raise UnsupportedError(f"{name}'s {mn}x{TILE_K} tile in shared memory ({major.value}-major, 128B swizzle): "
+        raise UnsupportedError(f"{name}'s {mn}x{tile_k(elem)} tile in shared memory ({major.value}-major, 128B swizzle): "
                                f"{e}") from None
 
 
 def slot_bytes(cfg: KernelConfig, elem: str) -> int:
     """One ring slot: the A tile and the B tile, each starting on 1024 bytes."""
     b = TYPE_BITS[elem] // 8
-    return _round(cfg.tile_m * TILE_K * b) + _round(cfg.tile_n * TILE_K * b)
+    return _round(cfg.tile_m * tile_k(elem) * b) + _round(cfg.tile_n * tile_k(elem) * b)
 
 
 def plan_bytes(cfg: KernelConfig, elem: str) -> int:
@@ -267,7 +299,7 @@ class WgmmaPlan:
 
     def a_offset(self, warpgroup: int, step: int) -> int:
         """Start of warpgroup ``warpgroup``'s A rows at K step ``step``, bytes from the A tile's base."""
-        return self.a.smem.linear_offset(64 * warpgroup, 16 * step)
+        return self.a.smem.linear_offset(64 * warpgroup, self.intrinsic.k * step)
 
     @property
     def a_warpgroup_step(self) -> int:
@@ -278,8 +310,8 @@ class WgmmaPlan:
         aligned base's start field at run time)."""
         intr = self.intrinsic
         if name == "A":
-            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, 16 * step, intr.m, intr.k)
-        return self.b.smem.descriptor(self.b.offset, 0, 16 * step, intr.n, intr.k)
+            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, intr.k * step, intr.m, intr.k)
+        return self.b.smem.descriptor(self.b.offset, 0, intr.k * step, intr.n, intr.k)
 
     def expectations(self) -> attrs.Expectations:
         """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
@@ -338,7 +370,7 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     offset = 0
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         smem = operand_layout(name, problem, mn, intr.a_type)
-        rows, cols = (mn, TILE_K) if smem.major is Major.K else (TILE_K, mn)
+        rows, cols = (mn, smem.k) if smem.major is Major.K else (smem.k, mn)
         chunks = smem.bytes // CHUNK_BYTES
         ops.append(WgmmaOperand(name, smem, offset, rows, cols, chunks // threads))
         offset += _round(smem.bytes)
@@ -348,19 +380,20 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
     epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
-    tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": TILE_K, "batch": 1}
+    tk = tile_k(intr.a_type)
+    tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": tk, "batch": 1}
     dynamic = []
     for d in problem.dynamic:
         div, tile = d.divisor, tiles[d.dim]
         promise = f"a multiple of {div}" if div > 1 else "no divisibility promise"
         bounds = "whole tiles, unchecked" if div % tile == 0 else (
-            "K tiles: ceil(K / 64), the last zero-filled past K" if d.dim == "k" else
+            f"K tiles: ceil(K / {tk}), the last zero-filled past K" if d.dim == "k" else
             "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
             f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
-    return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
-                     TILE_K // intr.k, None if problem.k is None else -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
+    return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,
+                     tk // intr.k, None if problem.k is None else -(-problem.k // tk), plan_bytes(cfg, intr.a_type), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
                      slot_bytes(cfg, intr.a_type), tuple(dynamic))
 

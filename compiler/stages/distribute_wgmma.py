@@ -13,7 +13,7 @@ not):
     %acc0  = llvm.mlir.zero : !llvm.struct<(f32 x N/2)>
     scf.for K tiles iter_args(%acc):
         gpu.barrier                                   (the previous tile's wgmmas are done)
-        vector.load global 8 x 16-bit -> vector.store %smem at SmemLayout.offset (per chunk)
+        vector.load global 16 bytes -> vector.store %smem at SmemLayout.offset (per chunk)
         nvvm.fence.proxy async.shared::cta; gpu.barrier
         nvvm.wgmma.fence.aligned
         %acc = nvvm.wgmma.mma_async %dA + step, %dB + step, %acc   (x K steps)
@@ -33,7 +33,7 @@ the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
 Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
 in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise. Dynamic sizes:
 the extents are the prologue's values (``Rewriter.sizes``), the K loops run ``_k_tiles`` =
-ceil(K / 64) tiles of the run-time K, and the ring's prologue copies only tiles below it.
+ceil(K / tile_k) tiles of the run-time K, and the ring's prologue copies only tiles below it.
 
 The stores, copies, groups and barriers carry ``mmaflow.ring``: their order is this stage's (the
 `barriers` stage cannot see the wgmma's shared-memory reads).
@@ -181,10 +181,11 @@ class WgmmaRewriter(Rewriter):
         a0, b0 = plan.descriptor("A", 0, 0).start_address, plan.descriptor("B", 0, 0).start_address
         mma_attrs = {
             "shape": f"#nvvm.shape<m = 64, n = {intr.n}, k = {intr.k}>",
-            "typeA": f"#nvvm.wgmma_type<{intr.a_type}>", "typeB": f"#nvvm.wgmma_type<{intr.b_type}>",
+            "typeA": f"#nvvm.wgmma_type<{intr.ptx_type('A')}>", "typeB": f"#nvvm.wgmma_type<{intr.ptx_type('B')}>",
             "typeD": "#nvvm.wgmma_type<f32>", "scaleD": "#nvvm.wgmma_scale_out<one>",
             "scaleA": "#nvvm.wgmma_scale_in<one>", "scaleB": "#nvvm.wgmma_scale_in<one>",
-            # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0)
+            # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0; the only
+            # form 8-bit types have: wgmma_plan.refuse_fp8_forms)
             "layoutA": f"#nvvm.mma_layout<{'row' if plan.a.k_innermost else 'col'}>",
             "layoutB": f"#nvvm.mma_layout<{'col' if plan.b.k_innermost else 'row'}>",
         }

@@ -1,0 +1,241 @@
+"""fp8 (f8E4M3FN / f8E5M2) x fp8 -> f32 on the sm_90a warpgroup-MMA kernel (``wgmma_plan.py``,
+``stages/distribute_wgmma.py``): wgmma m64nNk32 from 128B-swizzled K-major shared-memory tiles of
+128 x 128 bytes (K tile = 128 elements: one swizzle line), filled by 16-byte cp.async copies.
+
+Numerics on the lane executor, whose wgmma is the independent ISA model reading the shared-memory
+bytes as fp8 (``runtime/isa/wgmma.py``):
+
+- ``exact=True``: inputs in {-2, ..., 2}, exact in both fp8 types; every product and partial sum
+  is an integer of magnitude <= 4K, exact in f32 for these K: compared with zero tolerance, so
+  one misplaced byte fails.
+- random: uniform in [-2, 2) rounded to the fp8 type (``numerics.random_matrix``, ml_dtypes);
+  the reference is the float64 product of the *rounded* inputs (products of two fp8 values are
+  exact in f32: 4 + 4 significand bits), so the only error is the f32 accumulation, at most
+  K * 2^-24 * sum_k |a_ik||b_kj| (Higham's gamma_K) plus the final rounding
+  (``numerics.matmul_reference``).
+
+fp8 wgmma has no transpose (imm-trans is for 16-bit types), so both operands must be K-major in
+shared memory: A as M x K and B as N x K (``transpose_b``). The other forms, mixed pairs and rows
+that are not whole 16-byte chunks (K % 16) are refused with the reason; select then leaves the
+dispatch to IREE (no mma.sync kernel computes fp8).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from conftest import handed_back, simulate
+from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.config import explain, resolve
+from mmaflow.compiler.errors import MmaflowError, UnsupportedError
+from mmaflow.compiler.mlir import new_context, parse_module
+from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.results import CodegenOptions
+from mmaflow.compiler.targets import get_target
+from mmaflow.runtime.executor import ExecutorError
+from mmaflow.runtime.modules import epilogue_module, matmul_module
+from mmaflow.runtime.simulate import check_matmul
+
+SM90 = get_target("sm_90a")
+E4M3, E5M2 = "f8E4M3FN", "f8E5M2"
+
+
+def _wg(n, t=E4M3):
+    return f"WGMMA_F32_64x{n}x32_{t.upper()}"
+
+
+def _sim(src, overrides, exact=False, seed=0):
+    text = handed_back(src, "sm_90a", tuple(sorted(overrides.items())))
+    return check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
+
+
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+@pytest.mark.parametrize("stages", [1, 3])
+@pytest.mark.parametrize("exact", [True, False], ids=["ints", "random"])
+def test_fp8_matches_numpy(t, stages, exact):
+    # K = 384: 3 K tiles of 128, every slot of the 3-slot ring used once
+    r = _sim(matmul_module(128, 128, 384, t, transpose_b=True), {"intrinsic": _wg(128, t), "stages": stages}, exact)
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+    assert r.stats.matrix_ops == (384 // 128) * 4 * 2  # 4 wgmma m64n128k32 per K tile and warpgroup
+
+
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+def test_fp8_default_ring_reuses_slots(t):
+    """The heuristic's kernel for a small problem (64x128 tiles, one warpgroup; 4-slot ring), K of
+    5 tiles: every slot reused."""
+    src = matmul_module(128, 256, 640, t, transpose_b=True)
+    text = handed_back(src, "sm_90a")
+    assert _wg(128, t) in text
+    for exact, seed in ((True, 1), (False, 2)):
+        r = check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+@pytest.mark.parametrize("m,n,k,wn", [(200, 136, 272, 128), (72, 264, 144, 256)], ids=["mnk", "n256-k-16"])
+def test_fp8_partial_tiles(m, n, k, wn, stages):
+    """M, N, K not multiples of the tile (K a multiple of 16: whole 16-byte chunks): chunks past
+    the true extent are zero-filled, stores past it dropped."""
+    src = matmul_module(m, n, k, E4M3, transpose_b=True)
+    for exact in (True, False):
+        r = _sim(src, {"intrinsic": _wg(wn), "stages": stages}, exact, seed=3)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+
+
+def test_fp8_batch_one_warpgroup():
+    r = _sim(matmul_module(40, 72, 160, E5M2, transpose_b=True, batch=2),
+             {"intrinsic": _wg(64, E5M2), "tile_m": 64, "stages": 2}, exact=True)
+    assert r.check.passed, r.check.line()
+    assert r.stats.matrix_ops == 2 * 2 * 2 * 4  # batch 2 x 2 N tiles x 2 K tiles x 4 steps, one warpgroup
+
+
+def test_fp8_fused_bias_relu_f16():
+    """The register epilogue is the f16 kernel's, unchanged: bias over N + relu, stored as f16."""
+    from mmaflow.runtime.modules import EPILOGUES
+    from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+    src = epilogue_module(136, 256, 256, E4M3, transpose_b=True, **EPILOGUES["bias_n_relu_f16"])
+    r = simulate(src, "sm_90a", {"intrinsic": _wg(256), "stages": 3}, seed=5,
+                 epilogue=EPILOGUE_REFERENCES["bias_n_relu_f16"])
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+
+
+def _ring_text(stages, skew=0):
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    old = WgmmaRewriter._slot_skew
+    WgmmaRewriter._slot_skew = skew
+    try:
+        res = codegen_module(matmul_module(128, 128, 640, E4M3, transpose_b=True), "sm_90a",
+                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
+        (exe,) = res.taken
+        return exe.text
+    finally:
+        WgmmaRewriter._slot_skew = old
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_fp8_slot_reused_one_stage_early_fails(stages):
+    """Mutation (as for f16): the copy of tile t+A into the slot a wgmma group still reads."""
+    ok = check_matmul(parse_module(_ring_text(stages), new_context()), exact=True)
+    assert ok.check.passed, ok.check.line()
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        check_matmul(parse_module(_ring_text(stages, skew=1), new_context()), exact=True)
+
+
+def test_fp8_k_step_is_32_bytes(monkeypatch):
+    """Mutation: K steps of 16 elements (the 16-bit kernel's) inside the fp8 line: the 4 wgmmas
+    of a K tile would read its first 64 bytes, half of them twice; the exact check catches it."""
+    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+
+    def a_offset(self, warpgroup, step):
+        return self.a.smem.linear_offset(64 * warpgroup, 16 * step)
+
+    def descriptor(self, name, warpgroup, step):
+        if name == "A":
+            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, 16 * step, 64, 16)
+        return self.b.smem.descriptor(self.b.offset, 0, 16 * step, self.intrinsic.n, 16)
+    monkeypatch.setattr(WgmmaPlan, "a_offset", a_offset)
+    monkeypatch.setattr(WgmmaPlan, "descriptor", descriptor)
+    res = codegen_module(matmul_module(128, 128, 256, E4M3, transpose_b=True), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 2}))
+    (exe,) = res.taken
+    r = check_matmul(parse_module(exe.text, new_context()), exact=True)
+    assert not r.check.passed, r.check.line()
+
+
+# ---- configure: the heuristic and the refusals -----------------------------------------------------
+
+def _p(m=4096, n=4096, k=4096, a=E4M3, b=E4M3, ta=False, tb=True):
+    return Contraction(m=m, n=n, k=k, batch=1, a_type=a, b_type=b, c_type="f32", a_transposed=ta, b_transposed=tb)
+
+
+def test_heuristic_takes_fp8_on_the_warpgroup_kernel():
+    for t in (E4M3, E5M2):
+        cfg, intr = resolve(SM90, _p(a=t, b=t))
+        assert intr.name == _wg(256, t) and (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == (128, 256, 128, 4)
+        assert intr.mnemonic.endswith(f"m64n256k32.f32.{'e4m3' if t == E4M3 else 'e5m2'}.{'e4m3' if t == E4M3 else 'e5m2'}")
+    # few tiles: the smaller shape all the same (no mma.sync computes fp8)
+    cfg, intr = resolve(SM90, _p(256, 256, 256))
+    assert intr.name == _wg(128) and cfg.tile_m == 64
+    assert "no mma.sync instruction computes" in explain(SM90, _p(256, 256, 256))[0]
+    # overrides the warpgroup kernel takes
+    cfg, _ = resolve(SM90, _p(), {"stages": 2, "tile_m": 64})
+    assert (cfg.stages, cfg.tile_m) == (2, 64)
+
+
+@pytest.mark.parametrize("problem,overrides,match", [
+    (_p(tb=False), {}, r"B is stored K x N \(a plain matmul's B\): its global rows run along N, and 8-bit wgmma reads "
+                       r"only K-major shared-memory operands .* the fp8 kernel takes A as M x K and B as N x K"),
+    (_p(ta=True), {}, r"A is stored K x M \(A\^T\): its global rows run along M"),
+    (_p(k=4008), {}, r"A's global rows run along K = 4008, not a multiple of 16 elements"),
+    (_p(a=E4M3, b=E5M2), {"intrinsic": "WGMMA_F32_64x256x32_F8E4M3FN_F8E5M2"},
+     r"mixed fp8 inputs \(f8E4M3FN x f8E5M2\)"),
+    (_p(), {"tile_n": 128}, "tile_n=128 cannot be set"),
+    (_p(), {"intrinsic": _wg(128, E5M2)}, "computes f8E5M2xf8E5M2->f32, the matmul is f8E4M3FNxf8E4M3FN->f32"),
+])
+def test_fp8_refusals(problem, overrides, match):
+    with pytest.raises(MmaflowError, match=match):
+        resolve(SM90, problem, overrides)
+
+
+@pytest.mark.parametrize("src,why", [
+    (matmul_module(256, 256, 256, E4M3), "B is stored K x N"),
+    (matmul_module(256, 256, 256, E5M2, transpose_a=True, transpose_b=True), "A is stored K x M"),
+    (matmul_module(256, 256, 100, E4M3, transpose_b=True), "not a multiple of 16 elements"),
+])
+def test_select_leaves_what_the_kernel_refuses_to_iree(src, why):
+    """No mma.sync kernel computes fp8 on sm_90a: a form the warpgroup kernel refuses is left to
+    IREE with the reason (never a silent wrong result), not configured to something else."""
+    res = codegen_module(src, "sm_90a", require_matmul=False)
+    assert not res.taken
+    (line,) = [x for x in res.log if "left" in x]
+    assert "only the warpgroup-MMA kernel computes" in line and why in line, line
+
+
+def test_fp8_is_refused_before_hopper():
+    with pytest.raises(UnsupportedError, match="no matrix instruction on sm_80 computes f8E4M3FN"):
+        codegen_module(matmul_module(256, 256, 256, E4M3, transpose_b=True), "sm_80")
+
+
+# ---- lowering ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t,ptx_t", [(E4M3, "e4m3"), (E5M2, "e5m2")])
+def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, ptx_t):
+    """The heuristic's kernel (128x256x128 tiles, 4-slot ring): verified PTX (check_isa: the wgmma
+    mnemonic, 16-byte cp.async, one barrier per K tile), no local memory; ptxas (sm_90a) without
+    spills or serialized wgmma."""
+    from mmaflow.compiler.report import ptxas_path
+    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True), "sm_90a")  # verify=True
+    (ptx,) = res.isa_text.values()
+    assert ".target sm_90a" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n256k32.f32.{ptx_t}.{ptx_t}" in ptx
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    exe = ptxas_path()
+    assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    (tmp_path / "k.ptx").write_text(ptx)
+    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "0 bytes spill stores" in out, out
+    assert "serialized" not in out.lower(), out
+
+
+# ---- wider sweep ---------------------------------------------------------------------------------
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+@pytest.mark.parametrize("wn,tile_m,stages", [(256, 128, 4), (128, 64, 3), (64, 128, 2)])
+def test_fp8_sweep(t, wn, tile_m, stages):
+    for m, n, k in ((256, 512, 1024), (264, 328, 400)):
+        src = matmul_module(m, n, k, t, transpose_b=True)
+        for exact in (True, False):
+            r = _sim(src, {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages}, exact, seed=m + k)
+            assert r.check.passed, ((m, n, k), r.check.line())
