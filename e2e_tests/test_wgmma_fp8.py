@@ -239,3 +239,155 @@ def test_fp8_sweep(t, wn, tile_m, stages):
         for exact in (True, False):
             r = _sim(src, {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages}, exact, seed=m + k)
             assert r.check.passed, ((m, n, k), r.check.line())
+
+
+# ---- the bench (prepare here; the run half's fp8 path on IREE's CPU backend) -----------------------
+
+def test_bench_prepares_fp8_with_iree_default_not_built(tmp_path):
+    """`mmaflow bench --dtype e4m3`: the A @ B^T module (B stored N x K) built by mmaflow; IREE's
+    default cannot build an fp8 matmul for CUDA, and the manifest says so instead of failing."""
+    import json
+    from mmaflow.runtime.bench import prepare
+    man = prepare("sm_90a", [256], "e4m3", tmp_path)
+    assert man["a_type"] == E4M3 and man["b_transposed"] is True
+    mine, base = man["entries"]
+    assert mine["variant"] == "mmaflow" and (tmp_path / mine["file"]).stat().st_size > 0
+    assert _wg(128) in mine["config"]
+    assert base["variant"] == "iree-default" and base["file"] is None
+    assert "error:" in base["not_built"]
+    assert json.loads((tmp_path / "manifest.json").read_text()) == man
+
+
+@pytest.mark.parametrize("t", ["e4m3", "e5m2"])
+def test_bench_run_half_takes_fp8_buffers(tmp_path, t):
+    """The run half on the CPU (IREE's llvm-cpu backend compiles the same fp8 module, driver
+    local-task): ml_dtypes fp8 arrays reach iree.runtime as they are (HAL element type
+    FLOAT_8_E4M3_FN / FLOAT_8_E5M2), the result is checked against float64 of the rounded inputs
+    with B^T, and a "not built" entry is reported, not run."""
+    import json
+    from iree.compiler import compile_str
+    from mmaflow.runtime.bench import FP8, run
+    elem = FP8[t]
+    src = matmul_module(64, 64, 64, elem, transpose_b=True)
+    (tmp_path / "cpu.vmfb").write_bytes(compile_str(src, extra_args=[
+        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=generic"]))
+    man = {"target": "llvm-cpu", "driver": "local-task", "a_type": elem, "c_type": "f32", "b_transposed": True,
+           "function": "matmul", "entries": [
+               {"size": 64, "variant": "llvm-cpu", "file": "cpu.vmfb", "target": "host", "config": "IREE llvm-cpu"},
+               {"size": 64, "variant": "iree-default", "file": None, "target": "sm_80", "config": "IREE default",
+                "not_built": "error: x"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    rows = run(tmp_path, "local-task", tmp_path / "out", repeat=2, warmup=1)
+    assert [r["check"] for r in rows] == ["PASS", "not built"], rows
+    # the check would see a wrong orientation: B read as K x N fails
+    man["b_transposed"] = False
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    assert run(tmp_path, "local-task", tmp_path / "out", repeat=1, warmup=1)[0]["check"] == "FAIL"
+
+
+class _FakeTensor:
+    """Just enough of a torch tensor for the bench's torch side, over numpy (no GPU here)."""
+
+    def __init__(self, x, dtype=None):
+        self.x, self.dtype = np_asarray(x), dtype
+
+    def cuda(self):
+        return self
+
+    cpu = cuda
+
+    def numpy(self):
+        return self.x
+
+    def view(self, dtype):  # bytes -> fp8, as torch's Tensor.view(dtype)
+        import ml_dtypes
+        return _FakeTensor(self.x.view({"float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+                                        "float8_e5m2": ml_dtypes.float8_e5m2}[dtype]), dtype)
+
+    def t(self):
+        return _FakeTensor(self.x.T, self.dtype)
+
+    def float(self):
+        return _FakeTensor(self.x.astype("float32"))
+
+    def abs(self):
+        return _FakeTensor(abs(self.x))
+
+    def __matmul__(self, other):
+        return _FakeTensor(self.x @ other.x)
+
+
+def np_asarray(x):
+    import numpy as np
+    return np.asarray(x)
+
+
+def _fake_torch(scaled_mm_calls: list):
+    import types
+
+    import numpy as np
+
+    def scaled_mm(a, b, *, scale_a, scale_b, out_dtype):
+        scaled_mm_calls.append((a.dtype, b.dtype, a.x.flags.c_contiguous, b.x.flags.f_contiguous, out_dtype))
+        if a.dtype == b.dtype == "float8_e5m2":  # as cuBLASLt: no e5m2 x e5m2 kernel
+            raise RuntimeError("Multiplication of two Float8_e5m2 matrices is not supported\nmore")
+        prod = a.x.astype(np.float64) @ b.x.astype(np.float64) * float(scale_a.x) * float(scale_b.x)
+        return _FakeTensor(prod.astype(np.float32))
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None,
+                                 Event=Event)
+    return types.SimpleNamespace(__version__="fake", cuda=cuda, from_numpy=_FakeTensor, _scaled_mm=scaled_mm,
+                                 tensor=lambda v, device=None: _FakeTensor(np.float32(v)), float32="float32",
+                                 float8_e4m3fn="float8_e4m3fn", float8_e5m2="float8_e5m2")
+
+
+@pytest.mark.parametrize("t", ["e4m3", "e5m2"])
+def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch, t):
+    """The run half's torch side with a numpy stand-in for torch (the GPU machine has torch 2.11):
+    torch._scaled_mm gets A row-major, B column-major (``b_nk.t()``), unit scales and f32 out, its
+    result is checked against the same float64 reference; e5m2 x e5m2, which cuBLASLt lacks, is
+    reported as not run rather than failing the bench."""
+    import json
+    import sys
+
+    from iree.compiler import compile_str
+    from mmaflow.runtime import iree_runner
+    from mmaflow.runtime.bench import FP8, run
+
+    class CpuModule(iree_runner.CompiledModule):
+        def __init__(self, vmfb, driver):
+            super().__init__(vmfb, "local-task")
+    calls = []
+    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(calls))
+    elem = FP8[t]
+    (tmp_path / "cpu.vmfb").write_bytes(compile_str(matmul_module(64, 64, 64, elem, transpose_b=True), extra_args=[
+        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=generic"]))
+    man = {"target": "llvm-cpu", "driver": "cuda", "a_type": elem, "c_type": "f32", "b_transposed": True,
+           "function": "matmul", "entries": [
+               {"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    rows = run(tmp_path, "cuda", tmp_path / "out", repeat=2, warmup=1)
+    torch_name = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[t]
+    assert calls[0] == (torch_name, torch_name, True, True, "float32")
+    assert rows[0]["check"] == "PASS", rows
+    if t == "e4m3":
+        assert rows[1]["variant"] == "torch._scaled_mm (e4m3, f32 out)"
+        assert rows[1]["detail"].startswith("torch vs float64: PASS"), rows[1]
+    else:
+        assert rows[1]["check"] == "not run" and "Float8_e5m2" in rows[1]["detail"], rows[1]

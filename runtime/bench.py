@@ -10,6 +10,7 @@ Two halves, so compiling and timing can happen on different machines:
              (CUDA events) when torch sees the GPU; write results.csv, results.json, tflops.png
 
     mmaflow bench --target sm_80 --sizes 1024,4096 --device cuda          # both halves here
+    mmaflow bench --target sm_90a --dtype e4m3 --sizes 4096,8192 --prepare-only DIR   # fp8: A @ B^T vs torch._scaled_mm
     mmaflow bench --target sm_80 --sizes 1024,4096 --prepare-only DIR     # compile only
     mmaflow bench --target sm_80 --checks --prepare-only DIR               # dtypes and variants, numpy-checked
     mmaflow bench --target sm_80 --variants --prepare-only DIR             # variants at 4096^3, to time
@@ -26,6 +27,17 @@ a synchronous IREE call adds 0.17 ms (1024-2048) to 1 ms (8192) of host time to 
 flash-attention kernel against IREE default's attention dispatch and torch's
 scaled_dot_product_attention, the same prepare and run halves and options.
 
+fp8 (``--dtype e4m3`` / ``e5m2``, i.e. f8E4M3FN / f8E5M2 -> f32): the module is A (M x K) @ B^T
+with B stored N x K, the form the wgmma kernel takes (fp8 wgmma reads K-major operands only) and
+the one torch._scaled_mm wants (B column-major: ``b_nk.t()``); torch's side is
+``torch._scaled_mm(a, b_nk.t(), scale_a=1, scale_b=1, out_dtype=torch.float32)`` on the same
+bytes, checked against the same float64 reference. The arrays are ml_dtypes' float8_e4m3fn /
+float8_e5m2, which iree.runtime takes as they are (HAL element types FLOAT_8_E4M3_FN /
+FLOAT_8_E5M2) and torch reads through their bytes. IREE's default pipeline cannot build an fp8
+matmul for CUDA (3.13: "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
+from vector<..xi8> to vector<..xf8E4M3FN>): such an entry is kept in the manifest as "not built"
+with IREE's first error line, and the run half prints it.
+
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
 """
 
@@ -41,9 +53,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaflow.runtime.modules import matmul_source
+from mmaflow.runtime.modules import matmul_module, matmul_source
 
 MANIFEST = "manifest.json"
+# fp8 by torch's short names (torch.float8_e4m3fn, torch.float8_e5m2) -> MLIR's element types
+FP8 = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2"}
+_TORCH_FP8 = {"f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
 
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
@@ -55,12 +70,17 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     from mmaflow.compiler.pipeline import CodegenOptions
     from mmaflow.compiler.targets import get_target
 
+    from iree.compiler import CompilerToolError
+
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
-    in_t, out_t = dtype, "f32" if dtype != "i8" else "i32"
+    in_t = FP8.get(dtype, dtype)
+    out_t = "f32" if dtype != "i8" else "i32"
+    b_t = in_t in _TORCH_FP8  # fp8: B stored N x K (wgmma's K-major B, torch._scaled_mm's column-major B)
     entries = []
     for size in sizes:
-        src = matmul_source(size, size, size, in_t, out_t)
+        src = matmul_module(size, size, size, in_t, out_t, transpose_b=True) if b_t else \
+            matmul_source(size, size, size, in_t, out_t)
         res = compile_module(src, t.name, options=CodegenOptions(overrides=overrides or {}),
                              source_name=f"matmul_{size}.mlir")
         mine = out_dir / f"mmaflow_{t.name}_{size}.vmfb"
@@ -69,10 +89,15 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
                         "config": config_line(res.log)})
         base_flags, base_target = iree_default(t)
         base = out_dir / f"iree_{t.name}_{size}.vmfb"
-        base.write_bytes(compile_str(src, extra_args=base_flags))
-        entries.append({"size": size, "variant": "iree-default", "file": base.name,
-                        "target": base_target, "config": "IREE default pipeline"})
-    manifest = {"target": t.name, "driver": t.iree_device, "a_type": in_t, "c_type": out_t,
+        entry = {"size": size, "variant": "iree-default", "file": base.name, "target": base_target,
+                 "config": "IREE default pipeline"}
+        try:
+            base.write_bytes(compile_str(src, extra_args=base_flags))
+        except CompilerToolError as e:  # (IREE 3.13 builds no fp8 matmul for CUDA)
+            entry.update(file=None, not_built=first_error(str(e)))
+            print(f"bench: IREE default at {size}: not built: {entry['not_built']}", file=sys.stderr)
+        entries.append(entry)
+    manifest = {"target": t.name, "driver": t.iree_device, "a_type": in_t, "c_type": out_t, "b_transposed": b_t,
                 "function": "matmul", "entries": entries, "prepared": time.strftime("%Y-%m-%d %H:%M:%S")}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
@@ -85,6 +110,17 @@ def iree_default(t) -> tuple[list[str], str]:
     if t.retarget_variant:
         return ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"], "sm_80"
     return t.iree_flags(), t.name
+
+
+def first_error(text: str) -> str:
+    """The first ``error:`` line of a compiler's output (IREE prints megabytes of IR after it)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "error:" in line:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            op = nxt.split("see current operation:", 1)[1].strip() if "see current operation:" in nxt else ""
+            return (line.strip() + (f" ({op})" if op and len(op) < 200 else ""))[:400]
+    return text.strip().splitlines()[0][:400] if text.strip() else "iree-compile failed"
 
 
 def config_line(log: list[str]) -> str:
@@ -393,29 +429,57 @@ def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
     return out
 
 
-def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
+def torch_recipe(a_type: str):
+    """What torch times beside the modules, on the inputs as ``to_torch`` holds them: (label,
+    fn(torch, a, b)). f16/bf16: torch.matmul (cuBLAS). fp8: torch._scaled_mm with unit scales,
+    f32 out, B column-major (``b`` is stored N x K, as the module's, so ``b.t()``: no copy)."""
+    if a_type in _TORCH_FP8:
+        ones = []
+
+        def scaled_mm(torch, a, b_nk):
+            if not ones:  # made once, on the device: no host-to-device copy per timed call
+                ones.append(torch.tensor(1.0, device="cuda"))
+            return torch._scaled_mm(a, b_nk.t(), scale_a=ones[0], scale_b=ones[0], out_dtype=torch.float32)
+        short = {v: k for k, v in FP8.items()}[a_type]
+        return f"torch._scaled_mm ({short}, f32 out)", scaled_mm
+    return f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)
+
+
+def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int, fn=None) -> list[float]:
     ta, tb = to_torch(torch, a), to_torch(torch, b)
-    return cuda_event_times(torch, lambda: torch.matmul(ta, tb), warmup, repeat)
+    fn = fn or (lambda torch, x, y: torch.matmul(x, y))
+    return cuda_event_times(torch, lambda: fn(torch, ta, tb), warmup, repeat)
 
 
 PROFILED_CALLS = 5
 TORCH = "torch"
 
 
-TIMED_DTYPES = ("f16", "bf16")
+TIMED_DTYPES = ("f16", "bf16", *FP8)
 
 
 def _inputs(size: int, dtype: str = "f16") -> tuple[np.ndarray, np.ndarray]:
-    """A and B of a timed matmul: uniform in [-1, 1), rounded to ``dtype`` (f16 or bf16)."""
+    """A and B of a timed matmul: uniform in [-1, 1), rounded to ``dtype`` (f16, bf16, fp8; the
+    reference multiplies the rounded values). For fp8 B is the N x K matrix the module takes."""
     from mmaflow.runtime.numerics import DTYPES
     rng = np.random.default_rng(size)
     return tuple(rng.uniform(-1, 1, (size, size)).astype(np.float32).astype(DTYPES[dtype]) for _ in range(2))
 
 
+def _np_fp8() -> dict:
+    from mmaflow.runtime.numerics import DTYPES
+    return {t: DTYPES[t] for t in _TORCH_FP8}
+
+
 def to_torch(torch, x: np.ndarray):
-    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact)."""
+    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact; fp8
+    through its bytes: ml_dtypes' float8_e4m3fn / float8_e5m2 and torch's are the same OCP
+    encodings)."""
     if x.dtype == np.float16:
         return torch.from_numpy(x).cuda()
+    fp8 = {np.dtype(v): _TORCH_FP8[k] for k, v in _np_fp8().items()}.get(x.dtype)
+    if fp8 is not None:
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).cuda().view(getattr(torch, fp8))
     return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).cuda()
 
 
@@ -423,7 +487,7 @@ def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
     """``profile_calls`` of one prepared module at ``size`` (or of torch.matmul: ``file`` "torch")."""
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     profile_calls(manifest_dir, file, driver, manifest["function"], list(_inputs(size, manifest["a_type"])),
-                  lambda torch, a, b: torch.matmul(a, b))
+                  torch_recipe(manifest["a_type"])[1])
 
 
 def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
@@ -446,11 +510,18 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     sizes = sorted({e["size"] for e in manifest["entries"]})
     for size in sizes:
         a, b = _inputs(size, manifest["a_type"])
+        b_kn = b.T if manifest.get("b_transposed") else b  # (fp8: the module takes B as N x K)
         flop = 2.0 * size ** 3
         for e in [x for x in manifest["entries"] if x["size"] == size]:
+            if e.get("not_built"):
+                rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": float("nan"),
+                             "tflops": float("nan"), "check": "not built", "max_rel_err": float("nan"),
+                             "detail": e["not_built"], "config": e["config"], "file": None})
+                print(f"bench: {e['variant']} {size}: not built: {e['not_built']}", flush=True)
+                continue
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
             out = mod(manifest["function"], a, b)
-            check = _reference_check(a, b, out, torch)
+            check = _reference_check(a, b_kn, out, torch)
             times = mod.time(manifest["function"], a, b, warmup=warmup, repeat=repeat)
             t = statistics.median(times)
             rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": t * 1e3,
@@ -459,13 +530,29 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                          "file": e["file"]})
             del mod
         if torch is not None:
-            times = _time_torch(torch, a, b, warmup, repeat)
+            label, fn = torch_recipe(manifest["a_type"])
+            detail = ""
+            if manifest["a_type"] in _TORCH_FP8:  # f32 out: the same reference and tolerance (not a verdict on us)
+                try:
+                    res = fn(torch, to_torch(torch, a), to_torch(torch, b)).float().cpu().numpy()
+                except RuntimeError as err:  # e.g. a pair cuBLASLt has no fp8 kernel for
+                    rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
+                                 "ms": float("nan"), "tflops": float("nan"), "check": "not run",
+                                 "max_rel_err": float("nan"), "detail": str(err).splitlines()[0][:300],
+                                 "config": f"torch {torch.__version__}", "file": None})
+                    print(f"bench: {label} {size}: not run: {rows[-1]['detail']}", flush=True)
+                    continue
+                c = _reference_check(a, b_kn, res, torch)
+                detail = f"torch vs float64: {'PASS' if c['pass'] else 'FAIL'} ({c['detail']})"
+            times = _time_torch(torch, a, b, warmup, repeat, fn)
             t = statistics.median(times)
-            rows.append({"size": size, "variant": f"torch.matmul ({manifest['a_type']} out)", "target": torch.cuda.get_device_name(),
+            rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
                          "ms": t * 1e3, "tflops": flop / t / 1e12, "check": "-", "max_rel_err": float("nan"),
-                         "detail": "", "config": f"torch {torch.__version__}", "file": TORCH})
+                         "detail": detail, "config": f"torch {torch.__version__}", "file": TORCH})
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
+            if r["file"] is None:  # not built / not run
+                continue
             k = kernel_time_of(manifest_dir, r["file"], r["size"], driver)
             r.update(k, kernel_tflops=2.0 * r["size"] ** 3 / (k["kernel_ms"] * 1e-3) / 1e12)
             print(f"bench: {r['variant']} {r['size']}: {k['kernel_ms']:.4f} ms kernel-only "
@@ -575,8 +662,9 @@ def bench_command(args) -> int:
     else:
         target = get_target(args.target)
         sizes = positive_ints(args.sizes or "1024,2048,4096", "--sizes")
+        args.dtype = {v: k for k, v in FP8.items()}.get(args.dtype, args.dtype)  # f8E4M3FN -> e4m3
         if args.dtype not in TIMED_DTYPES:
-            raise InputError(f"bench times {' and '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
+            raise InputError(f"bench times {', '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
                              hint="--checks covers every dtype pair of the target, numpy-checked")
         if args.checks or args.variants:
             prepare_checks(target.name, prep_dir, perf=args.variants, overrides=parse_overrides(args.config or []))
