@@ -391,3 +391,14 @@ def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch
         assert rows[1]["detail"].startswith("torch vs float64: PASS"), rows[1]
     else:
         assert rows[1]["check"] == "not run" and "Float8_e5m2" in rows[1]["detail"], rows[1]
+
+
+def test_bench_table_prints_rows_that_were_not_built(capsys):
+    from mmaflow.runtime.bench import print_table
+    nan = float("nan")
+    print_table([{"size": 64, "variant": "mmaflow", "target": "sm_90a", "ms": 1.0, "tflops": 2.0, "check": "PASS",
+                  "kernel_ms": 0.5, "kernel_tflops": 4.0},
+                 {"size": 64, "variant": "iree-default", "target": "sm_80", "ms": nan, "tflops": nan,
+                  "check": "not built"}])
+    out = capsys.readouterr().out
+    assert "not built" in out and "0.5000" in out

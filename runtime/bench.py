@@ -535,7 +535,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             if manifest["a_type"] in _TORCH_FP8:  # f32 out: the same reference and tolerance (not a verdict on us)
                 try:
                     res = fn(torch, to_torch(torch, a), to_torch(torch, b)).float().cpu().numpy()
-                except RuntimeError as err:  # e.g. a pair cuBLASLt has no fp8 kernel for
+                except (RuntimeError, AttributeError, TypeError) as err:  # e.g. a pair cuBLASLt has no kernel for
                     rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
                                  "ms": float("nan"), "tflops": float("nan"), "check": "not run",
                                  "max_rel_err": float("nan"), "detail": str(err).splitlines()[0][:300],
@@ -544,6 +544,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                     continue
                 c = _reference_check(a, b_kn, res, torch)
                 detail = f"torch vs float64: {'PASS' if c['pass'] else 'FAIL'} ({c['detail']})"
+                print(f"bench: {label} {size}: {detail}", flush=True)
             times = _time_torch(torch, a, b, warmup, repeat, fn)
             t = statistics.median(times)
             rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
@@ -600,7 +601,7 @@ def print_table(rows: list[dict]) -> None:
     extra = f" {'kernel ms':>9} {'TFLOP/s':>9}" if kernel else ""
     print(f"{'size':>6} {'variant':<24} {'target':<10} {'call ms':>9} {'TFLOP/s':>9}{extra} check")
     for r in rows:
-        k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>9.2f}" if kernel else ""
+        k = f" {r.get('kernel_ms', float('nan')):>9.4f} {r.get('kernel_tflops', float('nan')):>9.2f}" if kernel else ""
         print(f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}")
 
 
