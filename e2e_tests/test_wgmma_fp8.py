@@ -106,6 +106,37 @@ def test_fp8_fused_bias_relu_f16():
     assert not r.stats.races
 
 
+DYNAMIC_ROWS = """func.func @mm(%a0: tensor<?x256xf8E4M3FN>, %b: tensor<136x256xf8E4M3FN>) -> tensor<?x136xf32> {
+  %c0 = arith.constant 0 : index
+  %m0 = tensor.dim %a0, %c0 : tensor<?x256xf8E4M3FN>
+  %m = arith.addi %m0, %c0 : index
+  %a = flow.tensor.reshape %a0 : tensor<?x256xf8E4M3FN>{%m0} -> tensor<?x256xf8E4M3FN>{%m}
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x136xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x136xf32>) -> tensor<?x136xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]}
+       ins(%a, %b : tensor<?x256xf8E4M3FN>, tensor<136x256xf8E4M3FN>) outs(%f : tensor<?x136xf32>) {
+  ^bb0(%x: f8E4M3FN, %y: f8E4M3FN, %acc: f32):
+    %xe = arith.extf %x : f8E4M3FN to f32
+    %ye = arith.extf %y : f8E4M3FN to f32
+    %p = arith.mulf %xe, %ye : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?x136xf32>
+  return %r : tensor<?x136xf32>
+}
+"""
+
+
+def test_fp8_dynamic_rows():
+    """Dynamic M (inference rows) times static N x K weights: one kernel (the heuristic's, M
+    estimated), run at several row counts."""
+    for m in (1, 77, 130):
+        r = simulate(DYNAMIC_ROWS, "sm_90a", {}, sizes=dict(m=m), seed=m, exact=m != 77)
+        assert r.check.passed, (m, r.check.line())
+        assert r.config.intrinsic == _wg(128)
+
+
 def _ring_text(stages, skew=0):
     from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
     old = WgmmaRewriter._slot_skew
