@@ -124,8 +124,7 @@ class WarpgroupIntrinsic:
         return (f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> {self.c_type}, "
                 f"warpgroup{self.wave_size}, op {self.op}, ISA {self.mnemonic}; A in registers or shared memory, "
                 f"B in shared memory ({majors}-major, swizzle none/32B/64B/128B) "
-                + (f"[codegen: sm_90a default where it fits, or --config intrinsic={self.name}]" if self.a_type == self.b_type
-                   else "[codegen: not for mixed fp8 pairs (wgmma_plan.refuse_fp8_forms)]"))
+                f"[codegen: sm_90a default where it fits, or --config intrinsic={self.name}]")
 
 
 def _a_layout(bits: int) -> Layout:

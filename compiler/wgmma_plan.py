@@ -17,7 +17,9 @@ Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``, or
   (``matmul_transpose_b``, torch._scaled_mm's column-major B) and refuses the other forms;
 - one shared-memory allocation holding both tiles, each 1024-byte aligned at run time (IREE packs
   workgroup allocations into dynamic shared memory declared ``.align 16``: the kernel rounds the
-  allocation's address up and the allocation has 1024 bytes of slack);
+  allocation's address up and the allocation has 1024 bytes of slack); two, A's slots and B's,
+  when their element types differ (mixed fp8: a cp.async copies between memrefs of one element
+  type), each rounded up the same way;
 - per K tile: barrier (the previous tile's wgmmas of every warpgroup are done), 128-bit global
   loads -> shared stores at ``SmemLayout.offset``, ``fence.proxy.async.shared::cta`` (the generic
   stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
@@ -40,7 +42,7 @@ for A / B^T, M for A^T, N for B) needs a divisibility promise of 8 elements
 (``Contraction.multiple_of``); without it the kernel refuses, naming the promise.
 
 Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8 operands whose
-global rows run along M/N (a K x N B, an A^T), mixed fp8 pairs (e4m3 x e5m2), operand rows not
+global rows run along M/N (a K x N B, an A^T), operand rows not
 whole 16-byte chunks (static, or dynamic without that promise), other tile shapes, ``stages``
 outside 1..4 or more than the shared memory holds.
 
@@ -89,7 +91,8 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
                        waves_m=max(1, tile_m // 16), waves_n=1, lds_pad=0, stages=1, raster=1)
     if "stages" not in overrides:  # the deepest ring within the target's shared memory
         fits = [s for s in DEFAULT_STAGES
-                if tile_m in TILE_M and plan_bytes(replace(cfg, stages=s), intr.a_type) <= target.lds_bytes]
+                if tile_m in TILE_M and plan_bytes(replace(cfg, stages=s), intr.a_type, allocations(intr))
+                <= target.lds_bytes]
         cfg = replace(cfg, stages=fits[0] if fits else DEFAULT_STAGES[-1])  # (refused below)
     fixed = {k: v for k, v in overrides.items() if k not in OVERRIDABLE}
     if any(getattr(cfg, k) != v for k, v in fixed.items()):
@@ -153,23 +156,18 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         if chunks % threads:
             raise UnsupportedError(f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per "
                                    f"thread of {threads}")
-        operand_layout(name, problem, mn, intr.a_type)  # whole swizzle atoms, or UnsupportedError
-    smem = plan_bytes(cfg, intr.a_type)
+        operand_layout(name, problem, mn, intr.element_type(name))  # whole swizzle atoms, or UnsupportedError
+    smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
         raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
                           f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
-                          f"alignment slack), {target.name} has {target.lds_bytes}: use fewer stages")
+                          f"alignment slack per allocation), {target.name} has {target.lds_bytes}: use fewer stages")
 
 
 def refuse_fp8_forms(intr: WarpgroupIntrinsic, problem: Contraction) -> None:
     """What the kernel does not take for 8-bit inputs, with the reason and the form it takes."""
     if intr.a_type not in FP8:
         return
-    if intr.a_type != intr.b_type:
-        raise UnsupportedError(f"{intr.name}: mixed fp8 inputs ({intr.a_type} x {intr.b_type}): the warpgroup kernel "
-                               f"keeps both operands' tiles in one shared-memory allocation of one element type "
-                               f"(cp.async copies between memrefs of the same element type); it takes "
-                               f"{intr.a_type} x {intr.a_type} and {intr.b_type} x {intr.b_type}")
     for name in ("A", "B"):
         if k_innermost(problem, name):
             continue
@@ -206,10 +204,17 @@ def slot_bytes(cfg: KernelConfig, elem: str) -> int:
     return _round(cfg.tile_m * tile_k(elem) * b) + _round(cfg.tile_n * tile_k(elem) * b)
 
 
-def plan_bytes(cfg: KernelConfig, elem: str) -> int:
-    """The shared-memory allocation: ``stages`` slots plus the slack for the run-time 1024-byte
-    alignment."""
-    return ALIGN + cfg.stages * slot_bytes(cfg, elem)
+def allocations(intr: WarpgroupIntrinsic) -> int:
+    """Shared-memory allocations of the kernel: one holding every slot's A and B tile, or two (A's
+    slots, B's slots) when A and B differ in element type (mixed fp8 pairs): a cp.async copies
+    between memrefs of one element type."""
+    return 1 if intr.a_type == intr.b_type else 2
+
+
+def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
+    """The shared memory allocated: ``stages`` slots plus, per allocation, the slack for the
+    run-time 1024-byte alignment."""
+    return allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)
 
 
 def _round(n: int) -> int:
@@ -230,10 +235,12 @@ class WgmmaOperand:
 
     name: str
     smem: SmemLayout
-    offset: int  # bytes from the aligned base (a multiple of 1024)
+    offset: int  # bytes from the aligned base of its allocation (a multiple of 1024)
     rows: int  # the global tile: rows x cols, cols contiguous in global memory
     cols: int
     chunks_per_thread: int
+    allocation: int = 0  # which shared-memory allocation holds its tiles (1: B's own, mixed types)
+    slot_stride: int = 0  # bytes from one slot's tile to the next (the slot, or the tile in its own ring)
 
     @property
     def k_innermost(self) -> bool:
@@ -261,6 +268,7 @@ class WgmmaPlan:
     notes: tuple[str, ...] = ()
     stages: int = 1  # shared-memory slots; 1: the synchronous kernel
     slot_bytes: int = 0  # one slot (A tile + B tile), a multiple of 1024
+    allocations: int = 1  # 2: A's slots and B's slots apart (mixed element types)
     dynamic: tuple[str, ...] = ()  # per dynamic dimension: its promise and how its tiles are bounded
 
     @property
@@ -296,6 +304,12 @@ class WgmmaPlan:
     @property
     def operands(self) -> tuple[WgmmaOperand, WgmmaOperand]:
         return self.a, self.b
+
+    def allocation_bytes(self, i: int) -> int:
+        """Bytes of shared-memory allocation ``i`` (its alignment slack included)."""
+        if self.allocations == 1:
+            return self.smem_bytes
+        return ALIGN + self.stages * self.operands[i].slot_stride
 
     def a_offset(self, warpgroup: int, step: int) -> int:
         """Start of warpgroup ``warpgroup``'s A rows at K step ``step``, bytes from the A tile's base."""
@@ -340,14 +354,17 @@ class WgmmaPlan:
         if self.dynamic:
             lines.append("dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the "
                          "workload)")
+        where = ("in one allocation, its address" if self.allocations == 1 else
+                 f"in two allocations (A's slots of {self.a.slot_stride} B, B's of {self.b.slot_stride} B: their "
+                 f"element types differ), each address")
         if not self.pipelined:
-            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B in one allocation, its address rounded up "
+            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B {where} rounded up "
                          f"to {ALIGN} at run time")
             lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
                          f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
         else:
             lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
-                         f"memory: {self.smem_bytes} B in one allocation, its address rounded up to {ALIGN} at run time")
+                         f"memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time")
             lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by cp.async, "
                          f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
                          f"copy tiles 0..{self.copy_ahead - 1}")
@@ -368,11 +385,14 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     threads = cfg.workgroup_size
     ops = []
     offset = 0
-    for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
-        smem = operand_layout(name, problem, mn, intr.a_type)
+    split = allocations(intr) > 1
+    for i, (name, mn) in enumerate((("A", cfg.tile_m), ("B", cfg.tile_n))):
+        smem = operand_layout(name, problem, mn, intr.element_type(name))
         rows, cols = (mn, smem.k) if smem.major is Major.K else (smem.k, mn)
         chunks = smem.bytes // CHUNK_BYTES
-        ops.append(WgmmaOperand(name, smem, offset, rows, cols, chunks // threads))
+        ops.append(WgmmaOperand(name, smem, 0 if split else offset, rows, cols, chunks // threads,
+                                allocation=i if split else 0,
+                                slot_stride=_round(smem.bytes) if split else slot_bytes(cfg, intr.a_type)))
         offset += _round(smem.bytes)
     lay = warp_c_layout(intr.n)
     runs = tuple(lay.runs(COL))
@@ -393,9 +413,10 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
             f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,
-                     tk // intr.k, None if problem.k is None else -(-problem.k // tk), plan_bytes(cfg, intr.a_type), epi,
+                     tk // intr.k, None if problem.k is None else -(-problem.k // tk),
+                     plan_bytes(cfg, intr.a_type, allocations(intr)), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
-                     slot_bytes(cfg, intr.a_type), tuple(dynamic))
+                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr))
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

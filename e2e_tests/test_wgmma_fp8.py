@@ -15,9 +15,10 @@ bytes as fp8 (``runtime/isa/wgmma.py``):
   (``numerics.matmul_reference``).
 
 fp8 wgmma has no transpose (imm-trans is for 16-bit types), so both operands must be K-major in
-shared memory: A as M x K and B as N x K (``transpose_b``). The other forms, mixed pairs and rows
-that are not whole 16-byte chunks (K % 16) are refused with the reason; select then leaves the
-dispatch to IREE (no mma.sync kernel computes fp8).
+shared memory: A as M x K and B as N x K (``transpose_b``). The other forms and rows that are not
+whole 16-byte chunks (K % 16) are refused with the reason; select then leaves the dispatch to
+IREE (no mma.sync kernel computes fp8). Mixed pairs (e4m3 x e5m2, e5m2 x e4m3) keep A's and B's
+slots in two allocations, one per element type.
 """
 
 from __future__ import annotations
@@ -137,6 +138,31 @@ def test_fp8_dynamic_rows():
         assert r.config.intrinsic == _wg(128)
 
 
+@pytest.mark.parametrize("a,b", [(E4M3, E5M2), (E5M2, E4M3)], ids=["e4m3xe5m2", "e5m2xe4m3"])
+@pytest.mark.parametrize("stages", [1, 3])
+def test_fp8_mixed_pairs(a, b, stages):
+    """A and B of different fp8 types: two shared-memory allocations (A's slots, B's slots), each
+    rounded up to 1024 bytes; partial M, N, K tiles."""
+    src = matmul_module(200, 136, 272, a, transpose_b=True, b_type=b)
+    text = handed_back(src, "sm_90a", (("stages", stages),))
+    assert text.count("memref.alloc()") == 2 and f"xf8E4M3FN, #gpu.address_space<workgroup>>" in text \
+        and f"xf8E5M2, #gpu.address_space<workgroup>>" in text
+    for exact in (True, False):
+        r = check_matmul(parse_module(text, new_context()), exact=exact, seed=4)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+        assert r.config.intrinsic == f"WGMMA_F32_64x128x32_{a.upper()}_{b.upper()}"
+
+
+def test_fp8_mixed_pair_types_matter():
+    """Mutation: the wgmma told B is e4m3 when its bytes are e5m2 (the executor reads each operand
+    in the op's own type): the exact check fails."""
+    text = handed_back(matmul_module(128, 128, 256, E4M3, transpose_b=True, b_type=E5M2), "sm_90a")
+    assert "B[<e5m2>" in text
+    r = check_matmul(parse_module(text.replace("B[<e5m2>", "B[<e4m3>"), new_context()), exact=True)
+    assert not r.check.passed
+
+
 def _ring_text(stages, skew=0):
     from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
     old = WgmmaRewriter._slot_skew
@@ -205,8 +231,6 @@ def test_heuristic_takes_fp8_on_the_warpgroup_kernel():
                        r"only K-major shared-memory operands .* the fp8 kernel takes A as M x K and B as N x K"),
     (_p(ta=True), {}, r"A is stored K x M \(A\^T\): its global rows run along M"),
     (_p(k=4008), {}, r"A's global rows run along K = 4008, not a multiple of 16 elements"),
-    (_p(a=E4M3, b=E5M2), {"intrinsic": "WGMMA_F32_64x256x32_F8E4M3FN_F8E5M2"},
-     r"mixed fp8 inputs \(f8E4M3FN x f8E5M2\)"),
     (_p(), {"tile_n": 128}, "tile_n=128 cannot be set"),
     (_p(), {"intrinsic": _wg(128, E5M2)}, "computes f8E5M2xf8E5M2->f32, the matmul is f8E4M3FNxf8E4M3FN->f32"),
 ])
@@ -236,16 +260,17 @@ def test_fp8_is_refused_before_hopper():
 
 # ---- lowering ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("t,ptx_t", [(E4M3, "e4m3"), (E5M2, "e5m2")])
-def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, ptx_t):
+@pytest.mark.parametrize("t,b,ptx_t", [(E4M3, E4M3, "e4m3.e4m3"), (E5M2, E5M2, "e5m2.e5m2"),
+                                       (E4M3, E5M2, "e4m3.e5m2")])
+def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
     """The heuristic's kernel (128x256x128 tiles, 4-slot ring): verified PTX (check_isa: the wgmma
     mnemonic, 16-byte cp.async, one barrier per K tile), no local memory; ptxas (sm_90a) without
     spills or serialized wgmma."""
     from mmaflow.compiler.report import ptxas_path
-    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True), "sm_90a")  # verify=True
+    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b), "sm_90a")  # verify=True
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
-    assert f"wgmma.mma_async.sync.aligned.m64n256k32.f32.{ptx_t}.{ptx_t}" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n256k32.f32.{ptx_t}" in ptx
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
     assert "ld.local" not in ptx and "st.local" not in ptx
     exe = ptxas_path()
@@ -262,13 +287,14 @@ def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, ptx_t):
 # ---- wider sweep ---------------------------------------------------------------------------------
 
 @pytest.mark.exhaustive
-@pytest.mark.parametrize("t", [E4M3, E5M2])
+@pytest.mark.parametrize("t,b", [(E4M3, E4M3), (E5M2, E5M2), (E4M3, E5M2)], ids=["e4m3", "e5m2", "mixed"])
 @pytest.mark.parametrize("wn,tile_m,stages", [(256, 128, 4), (128, 64, 3), (64, 128, 2)])
-def test_fp8_sweep(t, wn, tile_m, stages):
+def test_fp8_sweep(t, b, wn, tile_m, stages):
+    name = _wg(wn, t) if t == b else f"WGMMA_F32_64x{wn}x32_{t.upper()}_{b.upper()}"
     for m, n, k in ((256, 512, 1024), (264, 328, 400)):
-        src = matmul_module(m, n, k, t, transpose_b=True)
+        src = matmul_module(m, n, k, t, transpose_b=True, b_type=b)
         for exact in (True, False):
-            r = _sim(src, {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages}, exact, seed=m + k)
+            r = _sim(src, {"intrinsic": name, "tile_m": tile_m, "stages": stages}, exact, seed=m + k)
             assert r.check.passed, ((m, n, k), r.check.line())
 
 
