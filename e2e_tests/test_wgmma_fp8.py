@@ -385,8 +385,9 @@ def _fake_torch(scaled_mm_calls: list):
 
     import numpy as np
 
-    def scaled_mm(a, b, *, scale_a, scale_b, out_dtype):
-        scaled_mm_calls.append((a.dtype, b.dtype, a.x.flags.c_contiguous, b.x.flags.f_contiguous, out_dtype))
+    def scaled_mm(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum=False):
+        scaled_mm_calls.append((a.dtype, b.dtype, a.x.flags.c_contiguous, b.x.flags.f_contiguous, out_dtype,
+                                use_fast_accum))
         if a.dtype == b.dtype == "float8_e5m2":  # as cuBLASLt: no e5m2 x e5m2 kernel
             raise RuntimeError("Multiplication of two Float8_e5m2 matrices is not supported\nmore")
         prod = a.x.astype(np.float64) @ b.x.astype(np.float64) * float(scale_a.x) * float(scale_b.x)
@@ -415,15 +416,16 @@ def _fake_torch(scaled_mm_calls: list):
 @pytest.mark.parametrize("t", ["e4m3", "e5m2"])
 def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch, t):
     """The run half's torch side with a numpy stand-in for torch (the GPU machine has torch 2.11):
-    torch._scaled_mm gets A row-major, B column-major (``b_nk.t()``), unit scales and f32 out, its
-    result is checked against the same float64 reference; e5m2 x e5m2, which cuBLASLt lacks, is
-    reported as not run rather than failing the bench."""
+    torch._scaled_mm gets A row-major, B column-major (``b_nk.t()``), unit scales and f32 out, with
+    and without fast accumulation, its result is checked against the same float64 reference;
+    e5m2 x e5m2, which cuBLASLt lacks, is reported as not run rather than failing the bench; the
+    Nsight Compute child (``profile_one``) calls the recipe its row names."""
     import json
     import sys
 
     from iree.compiler import compile_str
     from mmaflow.runtime import iree_runner
-    from mmaflow.runtime.bench import FP8, run
+    from mmaflow.runtime.bench import FP8, PROFILED_CALLS, profile_one, run
 
     class CpuModule(iree_runner.CompiledModule):
         def __init__(self, vmfb, driver):
@@ -441,13 +443,19 @@ def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch
     (tmp_path / "manifest.json").write_text(json.dumps(man))
     rows = run(tmp_path, "cuda", tmp_path / "out", repeat=2, warmup=1)
     torch_name = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[t]
-    assert calls[0] == (torch_name, torch_name, True, True, "float32")
+    assert calls[0] == (torch_name, torch_name, True, True, "float32", False)
     assert rows[0]["check"] == "PASS", rows
     if t == "e4m3":
-        assert rows[1]["variant"] == "torch._scaled_mm (e4m3, f32 out)"
-        assert rows[1]["detail"].startswith("torch vs float64: PASS"), rows[1]
+        assert [r["variant"] for r in rows[1:]] == ["torch._scaled_mm (e4m3, f32 out)",
+                                                    "torch._scaled_mm (e4m3, f32 out, fast accum)"]
+        assert [r["file"] for r in rows[1:]] == ["torch", "torch-fast-accum"]
+        assert all(r["detail"].startswith("torch vs float64: PASS") for r in rows[1:]), rows
+        calls.clear()
+        profile_one(tmp_path, "torch-fast-accum", 64, "cuda")
+        assert len(calls) == 1 + PROFILED_CALLS and all(c[-1] is True for c in calls)
     else:
-        assert rows[1]["check"] == "not run" and "Float8_e5m2" in rows[1]["detail"], rows[1]
+        assert [r["check"] for r in rows[1:]] == ["not run", "not run"], rows
+        assert "Float8_e5m2" in rows[1]["detail"]
 
 
 def test_bench_table_prints_rows_that_were_not_built(capsys):

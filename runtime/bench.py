@@ -31,7 +31,8 @@ fp8 (``--dtype e4m3`` / ``e5m2``, i.e. f8E4M3FN / f8E5M2 -> f32): the module is 
 with B stored N x K, the form the wgmma kernel takes (fp8 wgmma reads K-major operands only) and
 the one torch._scaled_mm wants (B column-major: ``b_nk.t()``); torch's side is
 ``torch._scaled_mm(a, b_nk.t(), scale_a=1, scale_b=1, out_dtype=torch.float32)`` on the same
-bytes, checked against the same float64 reference. The arrays are ml_dtypes' float8_e4m3fn /
+bytes, with and without ``use_fast_accum`` (``torch_recipes``), checked against the same float64
+reference. The arrays are ml_dtypes' float8_e4m3fn /
 float8_e5m2, which iree.runtime takes as they are (HAL element types FLOAT_8_E4M3_FN /
 FLOAT_8_E5M2) and torch reads through their bytes. IREE's default pipeline cannot build an fp8
 matmul for CUDA (3.13: "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
@@ -429,20 +430,27 @@ def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
     return out
 
 
-def torch_recipe(a_type: str):
-    """What torch times beside the modules, on the inputs as ``to_torch`` holds them: (label,
-    fn(torch, a, b)). f16/bf16: torch.matmul (cuBLAS). fp8: torch._scaled_mm with unit scales,
-    f32 out, B column-major (``b`` is stored N x K, as the module's, so ``b.t()``: no copy)."""
-    if a_type in _TORCH_FP8:
-        ones = []
+def torch_recipes(a_type: str) -> dict:
+    """What torch times beside the modules, on the inputs as ``to_torch`` holds them: {row key
+    (the row's "file"): (label, fn(torch, a, b))}. f16/bf16: torch.matmul (cuBLAS). fp8:
+    torch._scaled_mm with unit scales, f32 out, B column-major (``b`` is stored N x K, as the
+    module's, so ``b.t()``: no copy), with cuBLASLt's default accumulation (partial sums promoted
+    to full f32) and with ``use_fast_accum`` (accumulation in the tensor cores only, as mmaflow's
+    wgmma accumulator)."""
+    if a_type not in _TORCH_FP8:
+        return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b))}
+    ones = []
 
-        def scaled_mm(torch, a, b_nk):
+    def scaled_mm(fast: bool):
+        def fn(torch, a, b_nk):
             if not ones:  # made once, on the device: no host-to-device copy per timed call
                 ones.append(torch.tensor(1.0, device="cuda"))
-            return torch._scaled_mm(a, b_nk.t(), scale_a=ones[0], scale_b=ones[0], out_dtype=torch.float32)
-        short = {v: k for k, v in FP8.items()}[a_type]
-        return f"torch._scaled_mm ({short}, f32 out)", scaled_mm
-    return f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)
+            return torch._scaled_mm(a, b_nk.t(), scale_a=ones[0], scale_b=ones[0], out_dtype=torch.float32,
+                                    use_fast_accum=fast)
+        return fn
+    short = {v: k for k, v in FP8.items()}[a_type]
+    return {TORCH: (f"torch._scaled_mm ({short}, f32 out)", scaled_mm(False)),
+            f"{TORCH}-fast-accum": (f"torch._scaled_mm ({short}, f32 out, fast accum)", scaled_mm(True))}
 
 
 def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int, fn=None) -> list[float]:
@@ -486,8 +494,9 @@ def to_torch(torch, x: np.ndarray):
 def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
     """``profile_calls`` of one prepared module at ``size`` (or of torch.matmul: ``file`` "torch")."""
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
-    profile_calls(manifest_dir, file, driver, manifest["function"], list(_inputs(size, manifest["a_type"])),
-                  torch_recipe(manifest["a_type"])[1])
+    recipes = torch_recipes(manifest["a_type"])
+    profile_calls(manifest_dir, TORCH if file in recipes else file, driver, manifest["function"],
+                  list(_inputs(size, manifest["a_type"])), recipes[file][1] if file in recipes else None)
 
 
 def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
@@ -529,8 +538,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                          "max_rel_err": check["max_rel_err"], "detail": check["detail"], "config": e["config"],
                          "file": e["file"]})
             del mod
-        if torch is not None:
-            label, fn = torch_recipe(manifest["a_type"])
+        for key, (label, fn) in (torch_recipes(manifest["a_type"]).items() if torch is not None else ()):
             detail = ""
             if manifest["a_type"] in _TORCH_FP8:  # f32 out: the same reference and tolerance (not a verdict on us)
                 try:
@@ -549,7 +557,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             t = statistics.median(times)
             rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
                          "ms": t * 1e3, "tflops": flop / t / 1e12, "check": "-", "max_rel_err": float("nan"),
-                         "detail": detail, "config": f"torch {torch.__version__}", "file": TORCH})
+                         "detail": detail, "config": f"torch {torch.__version__}", "file": key})
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
             if r["file"] is None:  # not built / not run
