@@ -467,3 +467,24 @@ def test_bench_table_prints_rows_that_were_not_built(capsys):
                   "check": "not built"}])
     out = capsys.readouterr().out
     assert "not built" in out and "0.5000" in out
+
+
+def test_bench_fp8_check_names_the_bound_it_passes():
+    """The run half's fp8 verdict: within the f32 bound "PASS"; outside it but within the bound of
+    a 13-bit tensor-core accumulator per k32 step (Hopper's fp8 accumulation, DeepSeek-V3's
+    measurement) "PASS (fp8 accumulation bound)"; outside both "FAIL" (and f16 knows only the
+    first)."""
+    import numpy as np
+    from mmaflow.runtime.bench import FP8_ACC_BITS, _reference_check
+    from mmaflow.runtime.numerics import DTYPES
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, 256)).astype(DTYPES[E4M3])
+    b = rng.uniform(-1, 1, (256, 64)).astype(DTYPES[E4M3])
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    assert _reference_check(a, b, ref.astype(np.float32), None, fp8=True)["verdict"] == "PASS"
+    near = ref + 4 * 2.0 ** -FP8_ACC_BITS * bound  # 8 k32 steps: within 8 * 2^-13 * sum |a||b|
+    r = _reference_check(a, b, near, None, fp8=True)
+    assert r["verdict"] == "PASS (fp8 accumulation bound)" and "f32 bound: FAIL" in r["detail"], r
+    assert _reference_check(a, b, near, None)["verdict"] == "FAIL"
+    assert _reference_check(a, b, ref + 0.1 * bound, None, fp8=True)["verdict"] == "FAIL"
