@@ -587,12 +587,19 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"cp.async ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
-    rows, tiles = -(-problem.m // cfg.tile_m), -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
-    if not problem.dynamic and tiles >= WARPGROUP_RASTER_WAVES * target.compute_units and rows > RASTER:
-        cfg = replace(cfg, raster=RASTER)
-        why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
-                   f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
-    return cfg, target.intrinsic(name)
+    return _warpgroup_raster(target, problem, cfg, why), target.intrinsic(name)
+
+
+def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
+    """Workgroups in groups of RASTER tile rows from WARPGROUP_RASTER_WAVES waves of tiles on
+    (static sizes: a dynamic one's tile count is only an estimate)."""
+    rows = -(-problem.m // cfg.tile_m) if problem.m is not None else 0
+    tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
+    if problem.dynamic or tiles < WARPGROUP_RASTER_WAVES * target.compute_units or rows <= RASTER:
+        return cfg
+    why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
+               f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
+    return replace(cfg, raster=RASTER)
 
 
 def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
@@ -615,7 +622,7 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"cp.async ring ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
                f"{problem.a_type} x {problem.b_type})")
-    return cfg, intr
+    return (cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)), intr
 
 
 def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:
