@@ -459,7 +459,11 @@ def torch_recipes(a_type: str) -> dict:
     to full f32) and with ``use_fast_accum`` (accumulation in the tensor cores only, as mmaflow's
     wgmma accumulator)."""
     if a_type not in _TORCH_FP8:
-        return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b))}
+        # cuBLAS computing what the module computes (f32 out), beside its fastest form (16-bit out):
+        # torch.mm's out_dtype (torch >= 2.8); a torch without it reports the row as not run.
+        return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)),
+                f"{TORCH}-f32-out": (f"torch.mm ({a_type} -> f32 out)",
+                                     lambda torch, a, b: torch.mm(a, b, out_dtype=torch.float32))}
     ones = []
 
     def scaled_mm(fast: bool):
@@ -561,17 +565,18 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             del mod
         for key, (label, fn) in (torch_recipes(manifest["a_type"]).items() if torch is not None else ()):
             detail = ""
-            if manifest["a_type"] in _TORCH_FP8:  # f32 out: the same reference and tolerance (not a verdict on us)
+            fp8 = manifest["a_type"] in _TORCH_FP8
+            if fp8 or key != TORCH:  # f32 out: the same reference and tolerance (not a verdict on us)
                 try:
                     res = fn(torch, to_torch(torch, a), to_torch(torch, b)).float().cpu().numpy()
-                except (RuntimeError, AttributeError, TypeError) as err:  # e.g. a pair cuBLASLt has no kernel for
+                except (RuntimeError, AttributeError, TypeError, ValueError) as err:  # e.g. a pair cuBLASLt has no kernel for
                     rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
                                  "ms": float("nan"), "tflops": float("nan"), "check": "not run",
                                  "max_rel_err": float("nan"), "detail": str(err).splitlines()[0][:300],
                                  "config": f"torch {torch.__version__}", "file": None})
                     print(f"bench: {label} {size}: not run: {rows[-1]['detail']}", flush=True)
                     continue
-                c = _reference_check(a, b_kn, res, torch, fp8=True)
+                c = _reference_check(a, b_kn, res, torch, fp8=fp8)
                 detail = f"torch vs float64: {c['verdict']} ({c['detail']})"
                 print(f"bench: {label} {size}: {detail}", flush=True)
             times = _time_torch(torch, a, b, warmup, repeat, fn)
