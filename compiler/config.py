@@ -520,6 +520,10 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
 # first shape below that gives at least one tile per two SMs; mma.sync below that (unmeasured).
 WARPGROUP_SHAPES = ((256, 128), (128, 64))  # (N of the instruction = tile_n, tile_m), preferred first
 WARPGROUP_MIN_TILES_PER_SM = 0.5
+# fp8: N 128 at most (wgmma_plan.FP8_MAX_N: the f32 accumulator plus two K tiles' partials must fit
+# in 255 registers), so 128x128 tiles where they give one tile per two SMs, else 64x128. The
+# ring: 4 slots of (128 + 128) x 128 B = 128 KiB.
+FP8_WARPGROUP_SHAPES = ((128, 128), (128, 64))
 
 
 def warpgroup_only(target: Target, problem: Contraction) -> bool:
@@ -588,14 +592,14 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
 
 def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
                    why: list) -> tuple[KernelConfig, WarpgroupIntrinsic]:
-    """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first WARPGROUP_SHAPES shape that
+    """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first FP8_WARPGROUP_SHAPES shape that
     gives one tile per two SMs (else the smallest: no mma.sync kernel computes fp8), with the
     user's overrides (``warpgroup_config`` refuses the ones it cannot take)."""
     from .wgmma import wgmma
     from .wgmma_plan import warpgroup_config
     est = problem.estimate()
     counts = []
-    for n, tile_m in WARPGROUP_SHAPES:
+    for n, tile_m in FP8_WARPGROUP_SHAPES:
         tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
         counts.append(f"{tiles} tiles of {tile_m}x{n}")
         if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
