@@ -300,19 +300,23 @@ class WgmmaPlan:
         in f32 in the instruction and carry the one accumulator."""
         return self.intrinsic.a_type in FP8
 
+    # fp8 with 3-4 stages: False (default) waits for each K tile's group before promoting its
+    # partial (wgmma_lag 0, as CUTLASS's GmmaFP8Accumulation::promote_core); True runs the K loop
+    # two tiles per iteration, the second tile's wgmmas issued while the first's run (wait_group 1
+    # then 0, two partials: ``WgmmaRewriter._pair_loop``; 246 registers instead of 186). Not yet
+    # measured on a GPU: a class-level switch for the bench's same-run comparison and the tests.
+    fp8_pair_tiles = False
+
     @property
     def wgmma_lag(self) -> int:
         """``wgmma.wait_group`` N at the end of a K tile: with 3+ slots the previous tile's group
         may still run while the next is issued (one slot stays held by it); with 2 slots that
-        slot is the one the next copy needs, so the group is waited for (0). fp8
-        (``promotes``): 0, each tile's partial is added right after its group completes. A
-        lag of 1 would carry the previous tile's partial across the loop's back edge, and the
-        PTX register copies of that loop-carried struct read a still-running wgmma's registers at
-        the loop head: ptxas injects a warpgroup.wait there and serializes the wgmmas (C7517,
-        C7514; checked on the 4-slot 128x128 kernel). Two partials in alternate registers would
-        need the K loop unrolled by two tiles (not done); CUTLASS's GmmaFP8Accumulation also waits
-        for 0 before it promotes."""
-        if self.promotes:
+        slot is the one the next copy needs, so the group is waited for (0). fp8 (``promotes``):
+        0, each tile's partial is added right after its group completes -- a partial carried
+        across the loop's back edge makes ptxas serialize the wgmmas (C7514; and a one-tile loop
+        carrying it, PTX movs of a running group's registers at the loop head, C7517), see
+        ``WgmmaRewriter._pair_loop`` -- unless ``fp8_pair_tiles`` (1 inside a pair of tiles)."""
+        if self.promotes and not (self.fp8_pair_tiles and self.stages >= 3):
             return 0
         return 1 if self.stages >= 3 else 0
 
@@ -408,9 +412,15 @@ class WgmmaPlan:
                          f"wait_group {self.wgmma_lag}")
         if self.promotes:
             n = self.intrinsic.n // 2
-            lines.append(f"fp8: partial sums promoted to f32 per K tile: each tile's {self.k_steps} wgmma.mma_async "
-                         f"into a fresh partial (the first with scale-d 0), added into the f32 accumulator after its "
-                         f"wait_group 0 ({n} + {n} f32 per thread)")
+            if self.wgmma_lag:
+                lines.append(f"fp8: partial sums promoted to f32 per K tile, two K tiles per loop iteration: each "
+                             f"tile's {self.k_steps} wgmma.mma_async into a fresh partial (the first with scale-d 0); "
+                             f"wait_group 1 after the first tile, 0 after the second, then both partials added into "
+                             f"the f32 accumulator ({n} + 2 x {n} f32 per thread)")
+            else:
+                lines.append(f"fp8: partial sums promoted to f32 per K tile: each tile's {self.k_steps} "
+                             f"wgmma.mma_async into a fresh partial (the first with scale-d 0), added into the f32 "
+                             f"accumulator after its wait_group 0 ({n} + {n} f32 per thread)")
         lay = self.epilogue.layout
         lines.append(f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
                      f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
@@ -449,7 +459,7 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
             f"K tiles: ceil(K / {tk}), the last zero-filled past K" if d.dim == "k" else
             "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
-    lag = 0 if intr.a_type in FP8 else 1 if cfg.stages >= 3 else 0  # (WgmmaPlan.wgmma_lag)
+    lag = 0 if intr.a_type in FP8 and not WgmmaPlan.fp8_pair_tiles else 1 if cfg.stages >= 3 else 0  # (wgmma_lag)
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
             f"a {cfg.stages}-slot cp.async ring, wait_group {lag} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,

@@ -249,6 +249,59 @@ def test_fp8_small_k_is_checked_against_the_modelled_arithmetic():
     assert not r.bound_check.passed, r.bound_check.line()
 
 
+def _pairs_text(monkeypatch, m, n, k, stages, skew=0, b_type=None):
+    """The kernel with ``WgmmaPlan.fp8_pair_tiles`` (two K tiles per loop iteration, wait_group 1
+    then 0), through codegen_module (handed_back's cache would return the default kernel)."""
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+    monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
+    monkeypatch.setattr(WgmmaRewriter, "_slot_skew", skew)
+    res = codegen_module(matmul_module(m, n, k, E4M3, transpose_b=True, b_type=b_type), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128) if b_type is None else
+                                                           f"WGMMA_F32_64x128x32_{E4M3.upper()}_{b_type.upper()}",
+                                                           "stages": stages}))
+    (exe,) = res.taken
+    return exe.text
+
+
+@pytest.mark.parametrize("stages", [3, 4])
+@pytest.mark.parametrize("m,n,k,b", [(128, 128, 384, None), (200, 136, 272, None), (72, 136, 656, E5M2)],
+                         ids=["odd-tiles", "partial", "mixed-6-tiles"])
+def test_fp8_pair_tiles(monkeypatch, m, n, k, b, stages):
+    """``fp8_pair_tiles``: the second tile's wgmmas issued while the first's run, both partials
+    added after wait_group 0; an odd K tile count runs a zero-filled tile past K (partial 0). Bit
+    for bit the per-K-tile promotion of the default kernel, no races, the executor's order checks
+    hold."""
+    text = _pairs_text(monkeypatch, m, n, k, stages, b_type=b)
+    assert "nvvm.wgmma.wait.group.sync.aligned 1" in text and "nvvm.wgmma.wait.group.sync.aligned 0" in text
+    for exact in (True, False):
+        r = check_matmul(parse_module(text, new_context()), exact=exact, seed=7)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+
+
+def test_fp8_pair_tiles_slot_reused_early_fails(monkeypatch):
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        check_matmul(parse_module(_pairs_text(monkeypatch, 128, 128, 640, 4, skew=1), new_context()), exact=True)
+
+
+def test_fp8_pair_tiles_ptxas(tmp_path, monkeypatch):
+    """ptxas (sm_90a): no spills, no serialized wgmma (C7514: what wait_group 1 in both tiles of
+    the pair gives), no injected wait (C7517); 250 registers with ptxas 12.9."""
+    from mmaflow.compiler.report import ptxas_path
+    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+    monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
+    res = compile_module(matmul_module(2048, 2048, 2048, E4M3, transpose_b=True), "sm_90a")
+    (ptx,) = res.isa_text.values()
+    assert "wgmma.wait_group.sync.aligned \t1;" in ptx or "wgmma.wait_group.sync.aligned 1;" in ptx
+    (tmp_path / "k.ptx").write_text(ptx)
+    r = subprocess.run([ptxas_path(), "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0 and "0 bytes spill stores" in out, out
+    assert "C7514" not in out and "C7517" not in out, out
+
+
 # ---- configure: the heuristic and the refusals -----------------------------------------------------
 
 def _p(m=4096, n=4096, k=4096, a=E4M3, b=E4M3, ta=False, tb=True):

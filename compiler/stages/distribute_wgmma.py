@@ -309,23 +309,23 @@ class WgmmaRewriter(Rewriter):
             if em is pre:  # nvgpu.device_async_wait's token operand (the hardware counts groups)
                 self._group = group
 
+        pairs = self.promote and L == 1  # fp8_pair_tiles: two tiles per iteration (``_pair_loop``)
         for t in range(A):
-            if isinstance(kt, int):
+            if isinstance(kt, int) and not pairs:
                 issue(pre, t if t < kt else None, pre.const(t % S))
+            elif isinstance(kt, int):  # pairs: a tile past K is zero-filled (it may be the pair's second)
+                issue(pre, t, pre.const(t % S), None if t < kt else self._false(pre))
             else:  # the prologue's tiles may lie past a dynamic K (down to K = 0)
                 issue(pre, t, pre.const(t % S), pre.lt(pre.const(t), kt))
+        if pairs:
+            return self._pair_loop(pre, old, kt, issue, desc, acc0, struct_t)
         if isinstance(kt, int):
             main_tiles, kt_v = pre.const(max(kt - A, 0)), pre.const(kt)
         else:
             main_tiles, kt_v = pre.select(pre.lt(pre.const(A), kt), pre.sub(kt, pre.const(A)), pre.const(0)), kt
         bounds = [(pre.const(0), main_tiles, True), (main_tiles, kt_v, False)]
-        # fp8 (``plan.promotes``, L = 0): the iter_arg is the f32 accumulator, each tile's partial
-        # is added after its wait_group 0. (Not L = 1 with the previous tile's partial carried as a
-        # second iter_arg: the loop-carried struct becomes PTX register copies at the loop's head,
-        # which read the accumulator registers of a still-running wgmma; ptxas then injects a
-        # warpgroup.wait there, C7517, and serializes the wgmmas, C7514. Two partials in alternate
-        # registers need the loop unrolled by two tiles: not done.)
-        assert not (self.promote and L), "fp8 promotion waits for each tile's group (plan.wgmma_lag 0)"
+        # fp8 (``plan.promotes``) with L = 0: the iter_arg is the f32 accumulator, each tile's
+        # partial is added after its wait_group 0 (L = 1, ``fp8_pair_tiles``: ``_pair_loop``)
         state = [acc0]
         last = None
         for first, end, copies in bounds:
@@ -358,6 +358,59 @@ class WgmmaRewriter(Rewriter):
         self._wgmma_wait(after, 0)
         after.async_wait(self._group, 0)
         return KLoop(last, [], [], None), state[0]
+
+    @staticmethod
+    def _false(em: Emitter) -> ir.Value:
+        with em.loc, em.ip:
+            return arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+
+    def _pair_loop(self, pre: Emitter, old, kt, issue, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
+        """fp8 promotion with one wgmma group left running inside a pair of K tiles
+        (``WgmmaPlan.fp8_pair_tiles``): two tiles per iteration, each into its own partial
+        (fresh registers, scale-d 0 first), the second tile's wgmmas issued while the first's run:
+
+            tile 2i:   cp.async.wait_group A-1; fence.proxy; barrier; wgmma x K steps -> P; commit;
+                       cp.async tile 2i+A (zero-filled past K); wait_group 1
+            tile 2i+1: the same -> Q; commit; cp.async tile 2i+1+A; wait_group 0;
+                       acc += P; acc += Q                        (f32 adds, in tile order)
+
+        Why not wait_group 1 in both tiles (a partial carried across the back edge, added after the
+        next tile's wait): ptxas 12.9 then reports the wgmmas serialized (C7514) -- it does not
+        credit a wait_group 1 at the top of the loop body with completing the group issued at its
+        bottom (checked: either wait at 0 removes the warning) -- and a one-tile loop carrying the
+        previous partial also makes PTX movs of a running group's registers at the loop head
+        (C7517, an injected wait). So the pipeline drains once per pair instead of once per tile.
+
+        The loop runs ceil(K tiles / 2) pairs; with an odd count the last pair's second tile lies
+        past K: its slot was zero-filled (the prologue's and the loop's copies past K copy 0
+        bytes), its partial is exactly 0 and adding it changes nothing."""
+        plan = self.plan
+        S, A = plan.stages, plan.copy_ahead
+        kt_v = pre.const(kt) if isinstance(kt, int) else kt
+        n_pairs = pre.const((kt + 1) // 2) if isinstance(kt, int) else pre.div(pre.add(kt, 1), 2)
+        with old.location, ir.InsertionPoint(old):
+            loop = scf.ForOp(pre.const(0), n_pairs, pre.const(1), [acc0])
+        em = Emitter(ir.InsertionPoint(loop.body), old.location, self.vendor).named("wgmma.ring")
+        parts = []
+        for half in (0, 1):
+            t = em.add(em.mul(loop.induction_variable, 2), half)
+            em.async_wait(self._group, A - 1)
+            self._proxy_fence(em)
+            attrs.mark(em.barrier(), attrs.RING)
+            parts.append(self._wgmmas(em, desc, self.fresh, struct_t, em.rem(t, S), fresh=True))
+            self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+            nxt = em.add(t, A)
+            issue(em, nxt, em.rem(em.add(t, A + self._slot_skew), S), em.lt(nxt, kt_v))
+            self._wgmma_wait(em, 1 - half)
+        acc = loop.inner_iter_args[0]
+        for part in parts:
+            acc = self._promote_partial(em, acc, part)
+        with em.loc, em.ip:
+            scf.YieldOp([acc])
+        after = Emitter(ir.InsertionPoint.after(loop.operation), old.location, self.vendor).named("wgmma.ring")
+        self._wgmma_wait(after, 0)
+        after.async_wait(self._group, 0)
+        return KLoop(loop, [], [], None), loop.results[0]
 
     def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems,
                    slot=None, tile_valid=None) -> list:
