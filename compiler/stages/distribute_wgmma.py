@@ -30,6 +30,12 @@ the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
         cp.async tile t+A -> slot (t+A) % S; commit; nvvm.wgmma.wait.group.sync.aligned L
     wgmma.wait 0; cp.async.wait 0
 
+fp8 (``WgmmaPlan.promotes``): Hopper's fp8 wgmma keeps 14 bits of its sum (runtime/isa/wgmma.py,
+measured), so each K tile's wgmmas accumulate into a fresh partial (the first with scale-d 0, an
+``llvm.mlir.undef`` input) and after the tile's ``wait.group 0`` the partial is added to the f32
+accumulator, a ``vector<N/2 x f32>`` iter_arg (``_promote_partial``); ``fp8_pair_tiles``: two K
+tiles per iteration, wait 1 then 0 (``_pair_loop``).
+
 Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
 in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise. Dynamic sizes:
 the extents are the prologue's values (``Rewriter.sizes``), the K loops run ``_k_tiles`` =
