@@ -237,6 +237,16 @@ def test_fp8_without_promotion_fails_the_f32_bound(stages):
     assert not good.stats.races
 
 
+def test_fp8_promotion_before_its_wait_is_refused(monkeypatch):
+    """Mutation: every wgmma.wait_group leaves one group running (1 instead of 0), so the tile's
+    partial is added while its wgmmas may still write it: the executor refuses the read."""
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    wait = WgmmaRewriter._wgmma_wait
+    monkeypatch.setattr(WgmmaRewriter, "_wgmma_wait", lambda self, em, pending: wait(self, em, max(pending, 1)))
+    with pytest.raises(ExecutorError, match="reads a wgmma accumulator before wgmma.wait_group covers"):
+        check_matmul(parse_module(_promotion_text(True, 4, k=256), new_context()), exact=True)
+
+
 def test_fp8_small_k_is_checked_against_the_modelled_arithmetic():
     """At small K the f32 bound (which shrinks as K^2) is tighter than even a promoted tile's 14-bit
     partial: at 128x128x384 the promoted kernel's arithmetic is outside it (about 2x) -- as cuBLAS's
