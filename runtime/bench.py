@@ -435,8 +435,8 @@ def torch_recipes(a_type: str) -> dict:
     (the row's "file"): (label, fn(torch, a, b))}. f16/bf16: torch.matmul (cuBLAS). fp8:
     torch._scaled_mm with unit scales, f32 out, B column-major (``b`` is stored N x K, as the
     module's, so ``b.t()``: no copy), with cuBLASLt's default accumulation (partial sums promoted
-    to full f32) and with ``use_fast_accum`` (accumulation in the tensor cores only, as mmaflow's
-    wgmma accumulator)."""
+    to full f32, as mmaflow's fp8 kernel promotes per K tile) and with ``use_fast_accum``
+    (accumulation in the tensor cores only, as mmaflow's first fp8 kernel did)."""
     if a_type not in _TORCH_FP8:
         return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b))}
     ones = []
