@@ -524,6 +524,10 @@ WARPGROUP_MIN_TILES_PER_SM = 0.5
 # (BENCHMARKS.md, 2026-11-26 call 1): 8192^3 700.4 -> 733.7 TFLOP/s (groups of 4: 710.4, 16: 734.1),
 # 4096^3 673.3 -> 679.8 (4 and 16 the same).
 WARPGROUP_RASTER_WAVES = 2
+# fp8: N 128 at most (wgmma_plan.FP8_MAX_N: the f32 accumulator plus two K tiles' partials must fit
+# in 255 registers), so 128x128 tiles where they give one tile per two SMs, else 64x128. The
+# ring: 4 slots of (128 + 128) x 128 B = 128 KiB.
+FP8_WARPGROUP_SHAPES = ((128, 128), (128, 64))
 
 
 def warpgroup_only(target: Target, problem: Contraction) -> bool:
@@ -604,14 +608,14 @@ def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, w
 
 def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
                    why: list) -> tuple[KernelConfig, WarpgroupIntrinsic]:
-    """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first WARPGROUP_SHAPES shape that
+    """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first FP8_WARPGROUP_SHAPES shape that
     gives one tile per two SMs (else the smallest: no mma.sync kernel computes fp8), with the
     user's overrides (``warpgroup_config`` refuses the ones it cannot take)."""
     from .wgmma import wgmma
     from .wgmma_plan import warpgroup_config
     est = problem.estimate()
     counts = []
-    for n, tile_m in WARPGROUP_SHAPES:
+    for n, tile_m in FP8_WARPGROUP_SHAPES:
         tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
         counts.append(f"{tiles} tiles of {tile_m}x{n}")
         if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:

@@ -76,6 +76,14 @@ CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages")
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
+REGISTERS = 255  # per thread (sm_90a)
+# fp8 promotes each K tile's partial to f32 (``WgmmaPlan.promotes``): a thread holds the f32
+# accumulator and the tile's partial, 2 x N/2 f32 (3 x N/2 if the previous tile's partial were
+# kept in flight too, wgmma_lag 1). N 256: 256 registers (384), N 192: 192 (288) before addresses,
+# descriptors and the copies' indices, against the 255 a thread has; N 128: 128 (192). So fp8
+# takes N <= 128 (ptxas: the 4-slot ring of 128x128 tiles builds without spills,
+# e2e_tests/test_wgmma_fp8.py).
+FP8_MAX_N = 128
 
 
 def tile_k(elem: str) -> int:
@@ -116,6 +124,12 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
                           f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
     refuse_fp8_forms(intr, problem)
+    if intr.a_type in FP8 and intr.n > FP8_MAX_N:
+        raise ConfigError(f"{intr.name}: fp8 wgmma takes N <= {FP8_MAX_N}: its partial sums are promoted to f32 per "
+                          f"K tile (Hopper's fp8 accumulator keeps 14 bits), so a thread holds the f32 accumulator "
+                          f"and a K tile's partial, 2 x N/2 = {intr.n} f32 registers for N {intr.n} before any "
+                          f"address or index, against the {REGISTERS} a thread has; use WGMMA_F32_64x128x32_... "
+                          f"(128x128 tiles)")
     tk = tile_k(intr.a_type)
     want = dict(wave_size=WARP, tile_n=intr.n, tile_k=tk, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
     if cfg.stages not in STAGES:
@@ -276,10 +290,34 @@ class WgmmaPlan:
         return self.stages > 1
 
     @property
+    def promotes(self) -> bool:
+        """8-bit inputs: each K tile's wgmmas accumulate into a fresh partial (the first with
+        scale-d 0), which is added into the f32 accumulator with f32 adds right after the tile's
+        ``wait_group 0`` (``wgmma_lag`` is 0 for fp8: see ``wgmma_lag``). Hopper's fp8 wgmma keeps only 14 bits below its largest addend
+        (``runtime/isa/wgmma.py``, measured on the H200), so an accumulator carried through
+        every wgmma is cut ever coarser as it grows; cuBLAS promotes the same way (CUTLASS
+        ``GmmaFP8Accumulation``, promotion interval = one 128-k tile). 16-bit inputs accumulate
+        in f32 in the instruction and carry the one accumulator."""
+        return self.intrinsic.a_type in FP8
+
+    # fp8 with 3-4 stages: False (default) waits for each K tile's group before promoting its
+    # partial (wgmma_lag 0, as CUTLASS's GmmaFP8Accumulation::promote_core); True runs the K loop
+    # two tiles per iteration, the second tile's wgmmas issued while the first's run (wait_group 1
+    # then 0, two partials: ``WgmmaRewriter._pair_loop``; 246 registers instead of 186). Not yet
+    # measured on a GPU: a class-level switch for the bench's same-run comparison and the tests.
+    fp8_pair_tiles = False
+
+    @property
     def wgmma_lag(self) -> int:
         """``wgmma.wait_group`` N at the end of a K tile: with 3+ slots the previous tile's group
         may still run while the next is issued (one slot stays held by it); with 2 slots that
-        slot is the one the next copy needs, so the group is waited for (0)."""
+        slot is the one the next copy needs, so the group is waited for (0). fp8 (``promotes``):
+        0, each tile's partial is added right after its group completes -- a partial carried
+        across the loop's back edge makes ptxas serialize the wgmmas (C7514; and a one-tile loop
+        carrying it, PTX movs of a running group's registers at the loop head, C7517), see
+        ``WgmmaRewriter._pair_loop`` -- unless ``fp8_pair_tiles`` (1 inside a pair of tiles)."""
+        if self.promotes and not (self.fp8_pair_tiles and self.stages >= 3):
+            return 0
         return 1 if self.stages >= 3 else 0
 
     @property
@@ -372,6 +410,17 @@ class WgmmaPlan:
                          f"wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
                          f"cp.async tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
                          f"wait_group {self.wgmma_lag}")
+        if self.promotes:
+            n = self.intrinsic.n // 2
+            if self.wgmma_lag:
+                lines.append(f"fp8: partial sums promoted to f32 per K tile, two K tiles per loop iteration: each "
+                             f"tile's {self.k_steps} wgmma.mma_async into a fresh partial (the first with scale-d 0); "
+                             f"wait_group 1 after the first tile, 0 after the second, then both partials added into "
+                             f"the f32 accumulator ({n} + 2 x {n} f32 per thread)")
+            else:
+                lines.append(f"fp8: partial sums promoted to f32 per K tile: each tile's {self.k_steps} "
+                             f"wgmma.mma_async into a fresh partial (the first with scale-d 0), added into the f32 "
+                             f"accumulator after its wait_group 0 ({n} + {n} f32 per thread)")
         lay = self.epilogue.layout
         lines.append(f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
                      f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
@@ -410,8 +459,9 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
             f"K tiles: ceil(K / {tk}), the last zero-filled past K" if d.dim == "k" else
             "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
+    lag = 0 if intr.a_type in FP8 and not WgmmaPlan.fp8_pair_tiles else 1 if cfg.stages >= 3 else 0  # (wgmma_lag)
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
-            f"a {cfg.stages}-slot cp.async ring, wait_group {1 if cfg.stages >= 3 else 0} per K tile")
+            f"a {cfg.stages}-slot cp.async ring, wait_group {lag} per K tile")
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,
                      tk // intr.k, None if problem.k is None else -(-problem.k // tk),
                      plan_bytes(cfg, intr.a_type, allocations(intr)), epi,

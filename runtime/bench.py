@@ -456,8 +456,8 @@ def torch_recipes(a_type: str) -> dict:
     (the row's "file"): (label, fn(torch, a, b))}. f16/bf16: torch.matmul (cuBLAS). fp8:
     torch._scaled_mm with unit scales, f32 out, B column-major (``b`` is stored N x K, as the
     module's, so ``b.t()``: no copy), with cuBLASLt's default accumulation (partial sums promoted
-    to full f32) and with ``use_fast_accum`` (accumulation in the tensor cores only, as mmaflow's
-    wgmma accumulator)."""
+    to full f32, as mmaflow's fp8 kernel promotes per K tile) and with ``use_fast_accum``
+    (accumulation in the tensor cores only, as mmaflow's first fp8 kernel did)."""
     if a_type not in _TORCH_FP8:
         # cuBLAS computing what the module computes (f32 out), beside its fastest form (16-bit out):
         # torch.mm's out_dtype (torch >= 2.8); a torch without it reports the row as not run.
@@ -569,7 +569,9 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             if fp8 or key != TORCH:  # f32 out: the same reference and tolerance (not a verdict on us)
                 try:
                     res = fn(torch, to_torch(torch, a), to_torch(torch, b)).float().cpu().numpy()
-                except (RuntimeError, AttributeError, TypeError, ValueError) as err:  # e.g. a pair cuBLASLt has no kernel for
+                # e.g. a pair cuBLASLt has no kernel for: torch 2.11 raises ValueError("Multiplication of
+                # two Float8_e5m2 matrices is not supported") for e5m2 x e5m2 (H200, 2026-11-26)
+                except (RuntimeError, ValueError, AttributeError, TypeError) as err:
                     rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
                                  "ms": float("nan"), "tflops": float("nan"), "check": "not run",
                                  "max_rel_err": float("nan"), "detail": str(err).splitlines()[0][:300],

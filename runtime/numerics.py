@@ -81,6 +81,38 @@ def matmul_reference(a: np.ndarray, b: np.ndarray, out_type: str, *, acc_type: s
     return ref, tol
 
 
+def fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, *, promote: bool = True) -> np.ndarray:
+    """C = A @ B (batched over leading axes) as Hopper's fp8 wgmma kernel computes it: K zero-padded
+    to whole K tiles of ``k_tile`` (the kernel runs every wgmma of its last tile on zero-filled
+    chunks, and even an all-zero wgmma cuts the accumulator to 14 bits), chunks of
+    ``isa.FP8_CHUNK`` = 32 consecutive k (one m64nNk32 each) accumulated through the *measured*
+    fp8 accumulator (``isa.fp8_accumulate``: addends cut to 14 bits below the largest).
+    ``promote``: each K tile into a fresh partial, then added to an f32 accumulator with one f32
+    rounding (the kernel's per-K-tile promotion, as cuBLAS / CUTLASS's ``GmmaFP8Accumulation``);
+    False: every chunk accumulates into the one accumulator. Returns float32. (The bound of
+    ``matmul_reference`` says how far a result may be from exact; this says what the kernel's
+    arithmetic gives, bit for bit on the ISA model.)"""
+    from .isa.wgmma import FP8_CHUNK, fp8_accumulate
+    a64, b64 = as_exact(a), as_exact(b)
+    if k_tile <= 0 or k_tile % FP8_CHUNK:
+        raise ValueError(f"a K tile of {k_tile}: must be whole chunks of {FP8_CHUNK}")
+    k = a64.shape[-1]
+    pad = -k % k_tile
+    a64 = np.concatenate([a64, np.zeros(a64.shape[:-1] + (pad,))], axis=-1)
+    b64 = np.concatenate([b64, np.zeros(b64.shape[:-2] + (pad, b64.shape[-1]))], axis=-2)
+    shape = np.broadcast_shapes(a64.shape[:-2], b64.shape[:-2]) + (a64.shape[-2], b64.shape[-1])
+    acc = np.zeros(shape, np.float32)
+    part = np.zeros(shape, np.float64)
+    for k0 in range(0, k + pad, FP8_CHUNK):
+        ks = slice(k0, k0 + FP8_CHUNK)
+        prods = a64[..., :, None, ks] * np.swapaxes(b64[..., ks, :], -1, -2)[..., None, :, :]
+        part = fp8_accumulate(part, prods).astype(np.float32).astype(np.float64)
+        if promote and (k0 + FP8_CHUNK) % k_tile == 0:
+            acc = (acc + part.astype(np.float32)).astype(np.float32)
+            part = np.zeros(shape, np.float64)
+    return acc if promote else part.astype(np.float32)
+
+
 @dataclass(frozen=True)
 class EpilogueReference:
     """A fused epilogue in numpy, for checking: ``fn(acc, *inputs)`` maps the exact accumulator

@@ -30,6 +30,12 @@ the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
         cp.async tile t+A -> slot (t+A) % S; commit; nvvm.wgmma.wait.group.sync.aligned L
     wgmma.wait 0; cp.async.wait 0
 
+fp8 (``WgmmaPlan.promotes``): Hopper's fp8 wgmma keeps 14 bits of its sum (runtime/isa/wgmma.py,
+measured), so each K tile's wgmmas accumulate into a fresh partial (the first with scale-d 0, an
+``llvm.mlir.undef`` input) and after the tile's ``wait.group 0`` the partial is added to the f32
+accumulator, a ``vector<N/2 x f32>`` iter_arg (``_promote_partial``); ``fp8_pair_tiles``: two K
+tiles per iteration, wait 1 then 0 (``_pair_loop``).
+
 Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
 in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise. Dynamic sizes:
 the extents are the prologue's values (``Rewriter.sizes``), the K loops run ``_k_tiles`` =
@@ -112,26 +118,38 @@ class WgmmaRewriter(Rewriter):
                     step = arith.IndexCastOp(i64, top.mul(warpgroup, plan.a_warpgroup_step >> 4)).result
                     d = arith.AddIOp(d, step).result
             desc[name] = d
-        struct_t = ir.Type.parse("!llvm.struct<(" + ", ".join(["f32"] * (plan.intrinsic.n // 2)) + ")>")
-        acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
-        if plan.pipelined:
-            loop = self._ring_loop(tid, shared, desc, acc0, struct_t)
+        n_fields = plan.intrinsic.n // 2
+        struct_t = ir.Type.parse("!llvm.struct<(" + ", ".join(["f32"] * n_fields) + ")>")
+        self.promote = plan.promotes and self._fp8_promotion
+        if self.promote:  # the f32 accumulator as a vector (the epilogue's form); partials are structs
+            vec_t = vector_type([n_fields], ir.F32Type.get())
+            with top.loc, top.ip:
+                acc0 = arith.ConstantOp(vec_t, ir.DenseElementsAttr.get_splat(
+                    vec_t, ir.FloatAttr.get(ir.F32Type.get(), 0.0))).result
+            # the first wgmma of a K tile has scale-d 0: its input accumulator is not read (undef)
+            self.fresh = self._op(top, "llvm.mlir.undef", [], [struct_t]).result
         else:
-            loop = self._k_loop(tid, shared, desc, acc0, struct_t)
+            acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
+        if plan.pipelined:
+            loop, acc = self._ring_loop(tid, shared, desc, acc0, struct_t)
+        else:
+            loop, acc = self._k_loop(tid, shared, desc, acc0, struct_t)
         # The accumulator, as the epilogue's per-warp vector (field i = vector element i).
         w = self.m.out_write
         em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
-        n_fields = plan.intrinsic.n // 2
-        vals = [self._op(em, "llvm.extractvalue", [loop.op.results[0]], [ir.F32Type.get()],
-                         {"position": ir.DenseI64ArrayAttr.get([i])}).result for i in range(n_fields)]
-        vec = em.from_elements(vector_type([n_fields], ir.F32Type.get()), vals)
+        if self.promote:
+            vec = acc
+        else:
+            vals = [self._op(em, "llvm.extractvalue", [acc], [ir.F32Type.get()],
+                             {"position": ir.DenseI64ArrayAttr.get([i])}).result for i in range(n_fields)]
+            vec = em.from_elements(vector_type([n_fields], ir.F32Type.get()), vals)
         lay = plan.epilogue.layout
         lanes = LaneIndex(top, top.rem(tid, plan.wave_size), plan.wave_size)
         assert lay.batch == (1, 1) and lay.op_vector_length == n_fields
         self._store_accumulators([vec], lanes)
         self._erase_old()
 
-    def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> KLoop:
+    def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
         plan = self.plan
         old = self.m.loop
         old_body = old.regions[0].blocks[0]
@@ -151,14 +169,27 @@ class WgmmaRewriter(Rewriter):
         self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
                                                    "space": "#nvvm.shared_space<cta>"})
         attrs.mark(em.barrier(), attrs.RING)
-        acc = self._wgmmas(em, desc, loop.inner_iter_args[0], struct_t, None)
+        carried = loop.inner_iter_args[0]
+        acc = self._wgmmas(em, desc, self.fresh if self.promote else carried, struct_t, None, fresh=self.promote)
         self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
         with em.loc:
             group = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 0)
         self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
+        if self.promote:  # the tile's partial, complete after wait 0, into the f32 accumulator
+            acc = self._promote_partial(em, carried, acc)
         with em.loc, em.ip:
             scf.YieldOp([acc])
-        return KLoop(loop, [], [], None)
+        return KLoop(loop, [], [], None), loop.results[0]
+
+    def _promote_partial(self, em: Emitter, acc: ir.Value, partial: ir.Value) -> ir.Value:
+        """acc + partial: the f32 accumulator (a vector<N/2 x f32>) plus a K tile's fp8 partial
+        (an !llvm.struct of N/2 f32, its wgmma group waited for), one f32 add per field."""
+        n = self.plan.intrinsic.n // 2
+        vals = [self._op(em, "llvm.extractvalue", [partial], [ir.F32Type.get()],
+                         {"position": ir.DenseI64ArrayAttr.get([i])}).result for i in range(n)]
+        vec = em.from_elements(vector_type([n], ir.F32Type.get()), vals)
+        with em.loc, em.ip:
+            return arith.AddFOp(acc, vec).result
 
     def _k_tiles(self, em: Emitter):
         """The K tiles: an int for a static K (the script's loop, ``plan.k_tiles``), else as many
@@ -170,9 +201,10 @@ class WgmmaRewriter(Rewriter):
         tk = self.plan.tile_k
         return em.div(em.add(self.sizes["k"], tk - 1), tk)
 
-    def _wgmmas(self, em: Emitter, desc: dict, acc, struct_t, slot):
+    def _wgmmas(self, em: Emitter, desc: dict, acc, struct_t, slot, fresh: bool = False):
         """``wgmma.fence``, then the K tile's wgmmas on the shared tiles of ``slot`` (None: the
-        only slot); returns the accumulator."""
+        only slot); returns the accumulator. ``fresh``: the first wgmma has scale-d 0 (D = A * B,
+        ``acc`` not read): the tile's fp8 partial starts from zero."""
         plan = self.plan
         self._op(em, "nvvm.wgmma.fence.aligned")
         intr = plan.intrinsic
@@ -204,7 +236,8 @@ class WgmmaRewriter(Rewriter):
                         ops.append(arith.AddIOp(desc[name], self._i64(em, delta)).result)
                 else:
                     ops.append(desc[name])
-            acc = self._op(em, "nvvm.wgmma.mma_async", [acc] + ops, [struct_t], mma_attrs).result
+            step_attrs = dict(mma_attrs, scaleD="#nvvm.wgmma_scale_out<zero>") if fresh and s == 0 else mma_attrs
+            acc = self._op(em, "nvvm.wgmma.mma_async", [acc] + ops, [struct_t], step_attrs).result
         return acc
 
     def _wgmma_wait(self, em: Emitter, pending: int) -> None:
@@ -219,8 +252,12 @@ class WgmmaRewriter(Rewriter):
     # Mutation hook for the tests (e2e_tests/test_wgmma_kernel.py): copy tile t + copy_ahead into
     # the slot of tile t + copy_ahead + _slot_skew, i.e. reuse a slot _slot_skew stages too early.
     _slot_skew = 0
+    # Mutation hook for the tests (e2e_tests/test_wgmma_fp8.py): False emits the fp8 kernel without
+    # promotion (every wgmma accumulating straight into the one accumulator, as first measured on
+    # the H200), to show that the executor's model of the fp8 accumulator fails it.
+    _fp8_promotion = True
 
-    def _ring_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> KLoop:
+    def _ring_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
         """The K loop over a ring of S = ``plan.stages`` shared-memory slots (tile t in slot
         t % S), filled by cp.async (16 bytes per copy, at ``SmemLayout.offset`` in the slot), with
         A = ``plan.copy_ahead`` tiles copied ahead and L = ``plan.wgmma_lag`` wgmma groups left
@@ -278,42 +315,108 @@ class WgmmaRewriter(Rewriter):
             if em is pre:  # nvgpu.device_async_wait's token operand (the hardware counts groups)
                 self._group = group
 
+        pairs = self.promote and L == 1  # fp8_pair_tiles: two tiles per iteration (``_pair_loop``)
         for t in range(A):
-            if isinstance(kt, int):
+            if isinstance(kt, int) and not pairs:
                 issue(pre, t if t < kt else None, pre.const(t % S))
+            elif isinstance(kt, int):  # pairs: a tile past K is zero-filled (it may be the pair's second)
+                issue(pre, t, pre.const(t % S), None if t < kt else self._false(pre))
             else:  # the prologue's tiles may lie past a dynamic K (down to K = 0)
                 issue(pre, t, pre.const(t % S), pre.lt(pre.const(t), kt))
+        if pairs:
+            return self._pair_loop(pre, old, kt, issue, desc, acc0, struct_t)
         if isinstance(kt, int):
             main_tiles, kt_v = pre.const(max(kt - A, 0)), pre.const(kt)
         else:
             main_tiles, kt_v = pre.select(pre.lt(pre.const(A), kt), pre.sub(kt, pre.const(A)), pre.const(0)), kt
         bounds = [(pre.const(0), main_tiles, True), (main_tiles, kt_v, False)]
-        acc = acc0
+        # fp8 (``plan.promotes``) with L = 0: the iter_arg is the f32 accumulator, each tile's
+        # partial is added after its wait_group 0 (L = 1, ``fp8_pair_tiles``: ``_pair_loop``)
+        state = [acc0]
         last = None
         for first, end, copies in bounds:
             with old.location, ir.InsertionPoint(old):
-                loop = scf.ForOp(first, end, pre.const(1), [acc])
+                loop = scf.ForOp(first, end, pre.const(1), state)
             em = Emitter(ir.InsertionPoint(loop.body), old.location, self.vendor).named(
                 "wgmma.ring" if copies else "wgmma.ring.drain")
             t = loop.induction_variable
             em.async_wait(self._group, A - 1)
             self._proxy_fence(em)
             attrs.mark(em.barrier(), attrs.RING)
-            out = self._wgmmas(em, desc, loop.inner_iter_args[0], struct_t, em.rem(t, S))
+            args = list(loop.inner_iter_args)
+            out = self._wgmmas(em, desc, self.fresh if self.promote else args[0], struct_t, em.rem(t, S),
+                               fresh=self.promote)
             self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
             if copies:
                 issue(em, em.add(t, A), em.rem(em.add(t, A + self._slot_skew), S))
             else:
                 issue(em, None, None)
             self._wgmma_wait(em, L)
+            if self.promote:  # wait_group 0: this tile's partial into the f32 accumulator
+                yields = [self._promote_partial(em, args[0], out)]
+            else:
+                yields = [out]
             with em.loc, em.ip:
-                scf.YieldOp([out])
-            acc = loop.results[0]
+                scf.YieldOp(yields)
+            state = list(loop.results)
             last = loop
         after = Emitter(ir.InsertionPoint.after(last.operation), old.location, self.vendor).named("wgmma.ring")
         self._wgmma_wait(after, 0)
         after.async_wait(self._group, 0)
-        return KLoop(last, [], [], None)
+        return KLoop(last, [], [], None), state[0]
+
+    @staticmethod
+    def _false(em: Emitter) -> ir.Value:
+        with em.loc, em.ip:
+            return arith.ConstantOp(ir.IntegerType.get_signless(1), 0).result
+
+    def _pair_loop(self, pre: Emitter, old, kt, issue, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
+        """fp8 promotion with one wgmma group left running inside a pair of K tiles
+        (``WgmmaPlan.fp8_pair_tiles``): two tiles per iteration, each into its own partial
+        (fresh registers, scale-d 0 first), the second tile's wgmmas issued while the first's run:
+
+            tile 2i:   cp.async.wait_group A-1; fence.proxy; barrier; wgmma x K steps -> P; commit;
+                       cp.async tile 2i+A (zero-filled past K); wait_group 1
+            tile 2i+1: the same -> Q; commit; cp.async tile 2i+1+A; wait_group 0;
+                       acc += P; acc += Q                        (f32 adds, in tile order)
+
+        Why not wait_group 1 in both tiles (a partial carried across the back edge, added after the
+        next tile's wait): ptxas 12.9 then reports the wgmmas serialized (C7514) -- it does not
+        credit a wait_group 1 at the top of the loop body with completing the group issued at its
+        bottom (checked: either wait at 0 removes the warning) -- and a one-tile loop carrying the
+        previous partial also makes PTX movs of a running group's registers at the loop head
+        (C7517, an injected wait). So the pipeline drains once per pair instead of once per tile.
+
+        The loop runs ceil(K tiles / 2) pairs; with an odd count the last pair's second tile lies
+        past K: its slot was zero-filled (the prologue's and the loop's copies past K copy 0
+        bytes), its partial is exactly 0 and adding it changes nothing."""
+        plan = self.plan
+        S, A = plan.stages, plan.copy_ahead
+        kt_v = pre.const(kt) if isinstance(kt, int) else kt
+        n_pairs = pre.const((kt + 1) // 2) if isinstance(kt, int) else pre.div(pre.add(kt, 1), 2)
+        with old.location, ir.InsertionPoint(old):
+            loop = scf.ForOp(pre.const(0), n_pairs, pre.const(1), [acc0])
+        em = Emitter(ir.InsertionPoint(loop.body), old.location, self.vendor).named("wgmma.ring")
+        parts = []
+        for half in (0, 1):
+            t = em.add(em.mul(loop.induction_variable, 2), half)
+            em.async_wait(self._group, A - 1)
+            self._proxy_fence(em)
+            attrs.mark(em.barrier(), attrs.RING)
+            parts.append(self._wgmmas(em, desc, self.fresh, struct_t, em.rem(t, S), fresh=True))
+            self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+            nxt = em.add(t, A)
+            issue(em, nxt, em.rem(em.add(t, A + self._slot_skew), S), em.lt(nxt, kt_v))
+            self._wgmma_wait(em, 1 - half)
+        acc = loop.inner_iter_args[0]
+        for part in parts:
+            acc = self._promote_partial(em, acc, part)
+        with em.loc, em.ip:
+            scf.YieldOp([acc])
+        after = Emitter(ir.InsertionPoint.after(loop.operation), old.location, self.vendor).named("wgmma.ring")
+        self._wgmma_wait(after, 0)
+        after.async_wait(self._group, 0)
+        return KLoop(loop, [], [], None), loop.results[0]
 
     def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems,
                    slot=None, tile_valid=None) -> list:
