@@ -111,7 +111,10 @@ class WgmmaRewriter(Rewriter):
             desc[name] = d
         struct_t = ir.Type.parse("!llvm.struct<(" + ", ".join(["f32"] * (plan.intrinsic.n // 2)) + ")>")
         acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
-        if plan.pipelined:
+        if plan.tma is not None:  # the ring filled by TMA (--config copy=tma): compiler/tma.py
+            from ..tma import TmaRing
+            loop = TmaRing(self).loop(tid, smem, pad_elems, desc, acc0, struct_t)
+        elif plan.pipelined:
             loop = self._ring_loop(tid, smem, pad_elems, desc, acc0, struct_t)
         else:
             loop = self._k_loop(tid, smem, pad_elems, desc, acc0, struct_t)
