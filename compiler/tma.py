@@ -200,10 +200,13 @@ class TmaRing:
     """Emits the TMA ring for a ``WgmmaRewriter`` (``rw``) whose plan has ``tma``."""
 
     # Mutation hooks for the tests (e2e_tests/test_tma_ring.py): wait on the other phase parity,
-    # on the next slot's mbarrier, or not at all.
+    # on the next slot's mbarrier, or not at all; copy into the slot _dst_slot_skew tiles later
+    # (reusing a slot too early); issue without the tensormap acquire.
     _flip_parity = False
     _wait_slot_skew = 0
     _skip_wait = False
+    _dst_slot_skew = 0
+    _skip_acquire = False
 
     def __init__(self, rw):
         self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
@@ -308,7 +311,7 @@ class TmaRing:
         attrs.mark(em.barrier(), attrs.RING)
         iss = em.if_then(em.lt(tid, tma.issuers))
         with iss.loc, iss.ip:
-            for gm in gmaps:
+            for gm in gmaps if not self._skip_acquire else ():
                 nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"),
                                          self.c32(iss, MAP_BYTES))
         return {"gmaps": gmaps, "bars0": bars0}
@@ -362,7 +365,8 @@ class TmaRing:
         t0 = em.if_then(cond0)
         with t0.loc, t0.ip:
             nvvm.MBarrierArriveExpectTxOp(self.bar_ptr(t0, state["bars0"], slot), self.c32(t0, tma.tx_bytes))
-        slot_base = self.add64(em, smem_base64, self.to64(em, em.mul(slot, plan.slot_bytes)))
+        dst_slot = em.rem(em.add(slot, self._dst_slot_skew), plan.stages) if self._dst_slot_skew else slot
+        slot_base = self.add64(em, smem_base64, self.to64(em, em.mul(dst_slot, plan.slot_bytes)))
         bar = self.bar_ptr(em, state["bars0"], slot)
         for o, op_plan, gmap, idx in zip(tma.operands, plan.operands, state["gmaps"], origins):
             lo = o.first_issuer

@@ -59,6 +59,13 @@ CP_FENCEPROXY = ("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.
                  "[$0], [$1], 128;")
 
 
+def swizzle_128b(addr: np.ndarray) -> np.ndarray:
+    """Where the 128B swizzle stores shared byte address ``addr``: bits 4-6 (the 16-byte chunk of
+    a 128-byte row) XOR bits 7-9 (the row within 1024 bytes) [PTX ISA, "Tensor-map", swizzle
+    modes; the probe's image on the H200: chunk c of box row r at chunk c ^ (r % 8)]."""
+    return addr ^ (((addr >> 7) & 7) << 4)
+
+
 def binding_base(binding: int) -> int:
     return (binding + 1) << GLOBAL_SHIFT
 
@@ -508,7 +515,7 @@ def _h_bulk_tensor(k, op):
             if dst % 128:
                 raise ExecutorError(f"{_loc(op)}: a bulk tensor copy to shared address {dst}, not 128-byte aligned")
             lin = dst + np.arange(data.size, dtype=np.int64)
-            addr = lin ^ (((lin >> 7) & 7) << 4)  # the 128B swizzle on the shared address
+            addr = swizzle_128b(lin)
             mem = _lds_at(st, dst, data.size, op)
             b = _bar(st, op, g, int(bars[lane]), int(lane), "cp.async.bulk.tensor")
             elems = np.unique((addr - mem.base) // mem.elem_bytes)

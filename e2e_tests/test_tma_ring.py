@@ -1,0 +1,240 @@
+"""The TMA-fed wgmma ring (``--config copy=tma``, ``compiler/tma.py``): numerics on the lane executor
+(whose TMA is ``runtime/executor_tma.py``: tensor-map records, mbarrier phases, bulk copies with
+the 128B swizzle and zero fill, landing only when a wait completes their phase), the mutations it
+must catch, refusals, the plan, and the lowering to PTX (ptxas, verify).
+
+Tolerance as ``test_wgmma_kernel.py``: ``exact=True`` uses small integers (exact in f32)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from conftest import handed_back, simulate
+from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.config import resolve
+from mmaflow.compiler.errors import ConfigError, MmaflowError
+from mmaflow.compiler.mlir import new_context, parse_module
+from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.results import CodegenOptions
+from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.tma import ONE_BLOCK_PER_SM, TmaRing
+from mmaflow.runtime.executor import ExecutorError
+from mmaflow.runtime.modules import epilogue_module, matmul_module
+from mmaflow.runtime.simulate import check_matmul
+
+SM90 = get_target("sm_90a")
+
+
+def _wg(n, t="f16"):
+    return f"WGMMA_F32_64x{n}x16_{t.upper()}"
+
+
+def _over(n, t="f16", **kw):
+    return {"intrinsic": _wg(n, t), "copy": "tma", **kw}
+
+
+def _sim(src, overrides, exact=False, **kw):
+    text = handed_back(src, "sm_90a", tuple(sorted(overrides.items())))
+    return check_matmul(parse_module(text, new_context()), exact=exact, **kw)
+
+
+# ---- numerics --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,n,k,t,wn,tile_m,stages,ta,tb,exact", [
+    (256, 256, 512, "f16", 256, 128, 4, False, False, True),  # N 256: 32 boxes of B per K tile, 8 K tiles
+    (256, 256, 512, "bf16", 256, 128, 3, False, False, False),
+    (128, 128, 320, "f16", 128, 128, 2, False, False, True),  # 5 K tiles: 2 slots reused twice
+    (64, 128, 448, "bf16", 128, 64, 3, False, False, False),  # one warpgroup, 7 K tiles
+    (128, 128, 64, "f16", 128, 128, 4, False, False, True),  # one K tile: fewer than the ring copies ahead
+    (200, 136, 104, "f16", 128, 128, 4, False, False, True),  # partial M, N, K: TMA's zero fill, no masks
+    (72, 264, 520, "bf16", 256, 128, 3, False, False, True),  # a nearly empty N tile, K 8 + 1/8 tiles
+    (128, 129, 320, "f16", 128, 128, 4, False, True, True),  # B^T (K-major, one box), N odd
+    (136, 120, 72, "f16", 128, 128, 3, True, False, True),  # A^T (MN-major A: 16 boxes)
+    (128, 128, 320, "f16", 128, 128, 4, True, True, True),
+], ids=["f16-n256", "bf16-n256-s3", "s2-k5", "bf16-m64", "one-tile", "partial-mnk", "partial-bf16-n256", "Bt-n129",
+        "At-partial", "AtBt"])
+def test_tma_ring_matches_numpy(m, n, k, t, wn, tile_m, stages, ta, tb, exact):
+    r = _sim(matmul_module(m, n, k, t, transpose_a=ta, transpose_b=tb),
+             _over(wn, t, tile_m=tile_m, stages=stages), exact)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+    tiles = -(-m // tile_m) * -(-n // wn) * -(-k // 64)
+    assert r.stats.matrix_ops == tiles * 4 * (tile_m // 64)
+
+
+def test_tma_ring_batch_one_warpgroup():
+    # 3-D maps: (K, M, batch) and (N, K, batch), box 1 along the batch; partial M/N/K
+    r = _sim(matmul_module(40, 72, 56, "bf16", batch=2), _over(64, "bf16", tile_m=64, stages=2), True)
+    assert r.check.passed, r.check.detail
+    r = _sim(matmul_module(64, 128, 128, "f16", batch=3), _over(128, tile_m=64, stages=3))
+    assert r.check.passed, r.check.detail
+
+
+def test_tma_ring_fused_epilogue():
+    from test_epilogue import CASES
+    for name, (m, n, k) in (("bias_n-relu-f16", (200, 136, 104)), ("scale_n-shift_m", (128, 256, 192))):
+        kw, ref, _ = CASES[name]
+        r = simulate(epilogue_module(m, n, k, **kw), "sm_90a", _over(128), seed=5, exact=True, epilogue=ref)
+        assert r.check.passed, (name, r.check.line())
+
+
+def test_tma_ring_dynamic_sizes():
+    """Every dimension dynamic (N, K promised multiples of 8): the maps' sizes come from the
+    memref's run-time sizes; K 0 issues nothing; partial tiles zero-filled by TMA."""
+    from mmaflow.runtime.modules import dynamic_module
+    src = dynamic_module(divisors=dict(n=8, k=8))
+    for sizes in (dict(m=130, n=264, k=72), dict(m=129, n=136, k=520), dict(m=5, n=16, k=0), dict(m=1, n=8, k=8)):
+        r = simulate(src, "sm_90a", _over(128, stages=4), sizes=sizes, seed=1, exact=True)
+        assert r.check.passed, (sizes, r.check.line())
+
+
+def test_tma_ring_at_iree_binding_offsets(monkeypatch):
+    """GPT-2's dispatches with the default switched to TMA (``wgmma_plan.default_copy``, the one-line
+    heuristic): Q and K of QK^T in one binding at different byte offsets, bias and GELU epilogues;
+    each taken dispatch against IREE's own dispatch IR in numpy, inside sentinel-filled buffers."""
+    from mmaflow.compiler import wgmma_plan
+    from mmaflow.runtime.model_check import check_executable
+    from test_models import _source
+    monkeypatch.setenv("MMAFLOW_CODEGEN_SERVER", "0")  # (the patched heuristic runs in this process)
+    monkeypatch.setattr(wgmma_plan, "default_copy", lambda target, problem, cfg:
+                        "tma" if wgmma_plan.tma_refusal(target, problem, cfg) is None else None)
+    res = codegen_module(_source("gpt2_block", "f16"), "sm_90a", require_matmul=False)
+    tma = {e.name.split("dispatch_")[1]: e for e in res.taken if e.facts.config.copy == "tma"}
+    assert {"2", "9", "11"} <= set(tma), sorted(tma)
+    offsets = [b.offset for k in ("2", "9") for b in (tma[k].facts.problem.a, tma[k].facts.problem.b)]
+    assert any(offsets), offsets
+    for key in ("2", "9", "11"):
+        for c in check_executable(tma[key], seed=7, sample=2):
+            assert c.passed, c.line()
+            assert not c.stats.races
+
+
+# ---- mutations the executor must catch -------------------------------------------------------------
+
+def _mutant_text(stages, attr, value, k=320, n=128):
+    old = getattr(TmaRing, attr)
+    setattr(TmaRing, attr, value)
+    try:  # (cache-free: the mutation changes the generator, not the arguments)
+        res = codegen_module(matmul_module(128, n, k, "f16"), "sm_90a",
+                             options=CodegenOptions(overrides=_over(n, stages=stages)))
+        (exe,) = res.taken
+        return exe.text
+    finally:
+        setattr(TmaRing, attr, old)
+
+
+def _run(text):
+    return check_matmul(parse_module(text, new_context()), exact=True)
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_wrong_parity_is_caught(stages):
+    # the wait for parity 1 of a fresh mbarrier returns at once: the wgmma reads bytes in flight
+    with pytest.raises(ExecutorError, match="wgmma.mma_async reads element .* while an async copy to it is in flight"):
+        _run(_mutant_text(stages, "_flip_parity", True))
+
+
+@pytest.mark.parametrize("stages,match", [
+    (2, "can never complete: 1 of 1 arrivals missing"),  # slot 1 is not armed before tile 1's copy
+    (4, "in flight"),  # slot 1 holds tile 1 (copied ahead); tile 0 is still in flight when read
+])
+def test_waiting_on_the_wrong_slot_is_caught(stages, match):
+    with pytest.raises(ExecutorError, match=match):
+        _run(_mutant_text(stages, "_wait_slot_skew", 1))
+
+
+def test_no_wait_is_caught():
+    with pytest.raises(ExecutorError, match="in flight"):
+        _run(_mutant_text(3, "_skip_wait", True))
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_refilling_a_slot_a_wgmma_reads_is_caught(stages):
+    with pytest.raises(ExecutorError, match="bulk tensor copy is issued into shared-memory byte .* that a "
+                                            "wgmma.mma_async still reads"):
+        _run(_mutant_text(stages, "_dst_slot_skew", 1))
+
+
+def test_using_a_map_without_acquire_is_caught():
+    with pytest.raises(ExecutorError, match="no fence.proxy.tensormap acquire"):
+        _run(_mutant_text(4, "_skip_acquire", True, k=128))
+
+
+def test_the_swizzle_is_what_the_wgmma_reads(monkeypatch):
+    """The executor's TMA image without the 128B swizzle gives wrong numbers (the passing cases
+    above do not pass by symmetry: wgmma reads the swizzled layout, from the ISA model)."""
+    from mmaflow.runtime import executor_tma
+    text = handed_back(matmul_module(128, 128, 128, "f16"), "sm_90a", tuple(sorted(_over(128).items())))
+    assert _run(text).check.passed
+    monkeypatch.setattr(executor_tma, "swizzle_128b", lambda a: a)
+    assert not _run(text).check.passed
+
+
+# ---- plan, refusals ------------------------------------------------------------------------------------
+
+def test_plan_and_defaults():
+    p = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type="f16", c_type="f32")
+    cfg, _ = resolve(SM90, p, {"intrinsic": _wg(256)})
+    assert cfg.copy is None  # the default stays cp.async until the GPU measures TMA
+    cfg, _ = resolve(SM90, p, {"intrinsic": _wg(256), "copy": "tma"})
+    assert cfg.copy == "tma" and cfg.stages == 4
+    cfg, _ = resolve(SM90, p, {"copy": "tma"})  # copy alone: the heuristic's wgmma config, with TMA
+    assert cfg.copy == "tma" and cfg.intrinsic.startswith("WGMMA")
+    from mmaflow.compiler.wgmma_plan import plan_bytes
+    small = resolve(SM90, p, {"intrinsic": _wg(64), "tile_m": 64, "stages": 2, "copy": "tma"})[0]
+    assert plan_bytes(small, "f16") == ONE_BLOCK_PER_SM  # padded: one block per SM (the per-SM map slots)
+    assert 2 * (ONE_BLOCK_PER_SM + 1024) > 228 * 1024
+
+
+def test_refusals():
+    p = Contraction(m=256, n=256, k=256, batch=1, a_type="f16", b_type="f16", c_type="f32")
+    with pytest.raises(ConfigError, match="copy=tma feeds a ring of 2 to 4 slots"):
+        resolve(SM90, p, {"intrinsic": _wg(128), "stages": 1, "copy": "tma"})
+    with pytest.raises(ConfigError, match="TMA copies feed the warpgroup-MMA kernel only"):
+        resolve(SM90, p, {"intrinsic": "MMA_SYNC_F32_16x8x16_F16", "copy": "tma"})
+    with pytest.raises(ConfigError, match="copy=ldg: the copies are one of cp.async, tma"):
+        from mmaflow.compiler.config import parse_overrides
+        parse_overrides(["copy=ldg"])
+    with pytest.raises(MmaflowError, match="A sits at byte offset 8 of its binding; a tensor map's global address"):
+        from dataclasses import replace
+        from mmaflow.compiler.problem import Binding
+        resolve(SM90, replace(p, a=Binding(0, 8)), {"intrinsic": _wg(128), "copy": "tma"})
+
+
+def test_plan_is_printed():
+    text = handed_back(matmul_module(256, 256, 256, "f16"), "sm_90a", tuple(sorted(_over(128).items())))
+    assert "nvvm.cp.async.bulk.tensor.shared.cluster.global" in text and "mmaflow_tma_maps" in text
+
+
+# ---- lowering ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t,n,stages,tb", [("f16", 256, 4, False), ("bf16", 128, 3, True), ("f16", 128, 2, False)])
+def test_lowers_to_tma_ptx_verifies_and_ptxas_keeps_it(tmp_path, t, n, stages, tb):
+    from mmaflow.compiler.report import ptxas_path
+    res = compile_module(matmul_module(256, 256, 1024, t, transpose_b=tb), "sm_90a",
+                         options=CodegenOptions(overrides=_over(n, t, stages=stages)))  # verify=True: check_isa
+    (ptx,) = res.isa_text.values()
+    assert ".target sm_90a" in ptx and ".version 8.3" in ptx
+    assert re.search(r"^\.global \.align 128 \.b8 mmaflow_tma_maps\[\d+\];", ptx, re.M)
+    for needle in ("tensormap.replace.tile.global_address.shared::cta.b1024.b64",
+                   "tensormap.replace.tile.swizzle_mode.shared::cta.b1024.b32", "tensormap.cp_fenceproxy.global",
+                   "fence.proxy.tensormap::generic.acquire.gpu", "mbarrier.init.shared.b64",
+                   "fence.mbarrier_init.release.cluster", "mbarrier.arrive.expect_tx.shared.b64",
+                   "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+                   "mbarrier.try_wait.parity.shared.b64", "%smid", f"wgmma.mma_async.sync.aligned.m64n{n}k16",
+                   "wgmma.wait_group.sync.aligned"):
+        assert needle in ptx, needle
+    assert not re.search(r"^\s*cp\.async\.(ca|cg)\.", ptx, re.M)  # no per-thread cp.async
+    assert "fence.proxy.async" not in ptx  # TMA and wgmma share the async proxy
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    r = subprocess.run([ptxas_path(), "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "0 bytes spill stores" in out, out
+    assert "serialized" not in out.lower(), out
