@@ -32,8 +32,9 @@ The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
   block on that SM (which may belong to another dispatch of the same kernel, with other
   bindings) rewrites the slot only after the last use. ``%smid`` >= ``MAP_SLOTS`` traps.
 - **Ring.** ``stages`` slots, tile t in slot t % S, A = ``copy_ahead`` tiles ahead and L =
-  ``wgmma_lag`` groups running, as the cp.async ring (``WgmmaPlan``); one mbarrier per slot
-  (count 1). See ``TmaRing.loop``.
+  ``wgmma_lag`` groups running, as the cp.async ring (``WgmmaPlan``); one mbarrier per slot,
+  counting one arrival per issuing thread (each expects its own box's bytes before issuing it).
+  See ``TmaRing.loop``.
 """
 
 from __future__ import annotations
@@ -153,7 +154,8 @@ class TmaPlan:
                        f"swizzle, zero fill; issued by threads {o.first_issuer}..{o.first_issuer + o.boxes - 1}")
         out.append(f"tma: maps built by thread 0 (tensormap.replace on 128 zero bytes at +{self.maps_offset}), "
                    f"tensormap.cp_fenceproxy to @{MAPS_GLOBAL}[%smid], acquired by the {self.issuers} issuers; "
-                   f"{self.stages} mbarriers at +{self.barriers_offset}, {self.tx_bytes} B per K tile")
+                   f"{self.stages} mbarriers at +{self.barriers_offset} (count {self.issuers}: each issuer arrives "
+                   f"expecting its box's bytes), {self.tx_bytes} B per K tile")
         return out
 
 
@@ -299,7 +301,7 @@ class TmaRing:
             self._build_map(t0, mem, elem, o, self.ptr(t0, msh, 3))
         with t0.loc, t0.ip:
             for s in range(tma.stages):
-                nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, 1))
+                nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, tma.issuers))
             nvvm.FenceMbarrierInitOp()
         attrs.mark(em.barrier(), attrs.RING)
         w0 = em.if_then(em.lt(tid, 32))
@@ -356,15 +358,11 @@ class TmaRing:
 
     def issue(self, em, tid, state, smem_base64, origins, slot, valid=None) -> None:
         """K tile with per-operand global origins ``origins`` ((lead..., row, col) index values)
-        into ring slot ``slot``: thread 0 arms the slot's mbarrier with the tile's bytes, thread
-        ``first_issuer + i`` issues box i of each operand. ``valid`` (i1 or None): the tile exists."""
+        into ring slot ``slot``: thread ``first_issuer + i`` arrives on the slot's mbarrier
+        expecting box i's bytes (``arrive.expect_tx``), then issues box i (its complete_tx can only
+        follow its own expect_tx: the tx-count never has to go negative). The mbarrier counts
+        ``issuers`` arrivals per phase. ``valid`` (i1 or None): the tile exists."""
         tma, plan = self.tma, self.plan
-        cond0 = em.eq(tid, 0)
-        if valid is not None:
-            cond0 = em.and_(cond0, valid)
-        t0 = em.if_then(cond0)
-        with t0.loc, t0.ip:
-            nvvm.MBarrierArriveExpectTxOp(self.bar_ptr(t0, state["bars0"], slot), self.c32(t0, tma.tx_bytes))
         dst_slot = em.rem(em.add(slot, self._dst_slot_skew), plan.stages) if self._dst_slot_skew else slot
         slot_base = self.add64(em, smem_base64, self.to64(em, em.mul(dst_slot, plan.slot_bytes)))
         bar = self.bar_ptr(em, state["bars0"], slot)
@@ -384,7 +382,8 @@ class TmaRing:
                 row = e.add(row, e.mul(e.div(i, o.per_row), o.row_step))
                 dst = self.add64(e, dst, self.to64(e, e.mul(i, o.box_bytes)))
             coords = [self.to32(e, col), self.to32(e, row)] + [self.to32(e, v) for v in reversed(lead)]
-            with e.loc, e.ip:
+            with e.loc, e.ip:  # this thread's own bytes expected before its copy can complete them
+                nvvm.MBarrierArriveExpectTxOp(bar, self.c32(e, o.box_bytes))
                 nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(self.ptr(e, dst, 7), self.ptr(e, gmap, "generic"),
                                                               coords, bar, [])
 
@@ -421,10 +420,11 @@ class TmaRing:
     def loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t):
         """The K loop over the ring, copies by TMA:
 
-            kernel start: maps (thread 0), cp_fenceproxy (warp 0), barrier, acquire (issuers),
-                          mbarrier.init x S (thread 0), fence.mbarrier_init, barrier
-            prologue:     tiles 0 .. A-1 -> slots 0 .. A-1 (thread 0: arrive.expect_tx(bytes);
-                          issuers: cp.async.bulk.tensor ... mbarrier::complete_tx)
+            kernel start: thread 0: maps (tensormap.replace), mbarrier.init x S (count: the
+                          issuers), fence.mbarrier_init; barrier; warp 0: cp_fenceproxy x 2;
+                          barrier; issuers: fence.proxy.tensormap acquire x 2
+            prologue:     tiles 0 .. A-1 -> slots 0 .. A-1 (each issuer: arrive.expect_tx(its box's
+                          bytes), cp.async.bulk.tensor ... mbarrier::complete_tx)
             tile t:       mbarrier.try_wait.parity(slot t % S, parity (t / S) % 2) loop
                           barrier
                           wgmma.fence; K steps of wgmma.mma_async on slot t % S; commit_group

@@ -361,7 +361,7 @@ class WgmmaPlan:
                          f"copy tiles 0..{self.copy_ahead - 1}")
             lines.append(f"K tile t: mbarrier.try_wait.parity (slot t % {self.stages}, parity (t / {self.stages}) % 2); "
                          f"barrier; wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
-                         f"thread 0 arrive.expect_tx({self.tma.tx_bytes}) + {self.tma.issuers} threads "
+                         f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + "
                          f"cp.async.bulk.tensor tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
                          f"wait_group {self.wgmma_lag}")
         else:

@@ -138,7 +138,7 @@ def test_wrong_parity_is_caught(stages):
 
 
 @pytest.mark.parametrize("stages,match", [
-    (2, "can never complete: 1 of 1 arrivals missing"),  # slot 1 is not armed before tile 1's copy
+    (2, "can never complete: 17 of 17 arrivals missing"),  # slot 1 is not armed before tile 1's copy
     (4, "in flight"),  # slot 1 holds tile 1 (copied ahead); tile 0 is still in flight when read
 ])
 def test_waiting_on_the_wrong_slot_is_caught(stages, match):
