@@ -18,7 +18,8 @@ A config fixes everything the Script and Distribute stages need:
                        running together share A and B tiles in L2
     copy               the warpgroup-MMA kernel's shared-memory copies: unset (cp.async, 16 bytes a
                        thread) or "tma" (cp.async.bulk.tensor from device-built tensor maps,
-                       ``compiler/tma.py``); other kernels refuse it
+                       ``compiler/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
+                       box per 64-column atom); other kernels refuse it
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.
@@ -48,7 +49,7 @@ class KernelConfig:
     lds_pad: int
     stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
-    copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma" = cp.async.bulk.tensor (tma.py)
+    copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (tma.py)
 
     @property
     def wave_tile_m(self) -> int:
@@ -93,7 +94,7 @@ class KernelConfig:
                 + (f", {self.copy} copies" if self.copy else ""))
 
 
-COPY_KINDS = ("cp.async", "tma")  # --config copy=...: "cp.async" is the default (stored as None)
+COPY_KINDS = ("cp.async", "tma", "tma-wide")  # --config copy=...: "cp.async" is the default (stored as None)
 _INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster"}
 
 
@@ -580,7 +581,7 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-               f"{'TMA' if cfg.copy == 'tma' else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
+               f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
     rows, tiles = -(-problem.m // cfg.tile_m), -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
     if not problem.dynamic and tiles >= WARPGROUP_RASTER_WAVES * target.compute_units and rows > RASTER:

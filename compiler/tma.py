@@ -102,6 +102,8 @@ def operand_boxes(name: str, smem: SmemLayout, first_issuer: int) -> TmaOperand:
     line = smem.line_elements  # 64 16-bit elements = 128 bytes
     if smem.major is Major.K:
         op = TmaOperand(name, True, (line, smem.mn), 1, 1, 0, 0, e, first_issuer)
+    elif smem.k_atoms_fastest:  # one 64-column atom's K lines are contiguous: one box {64, K} per atom
+        op = TmaOperand(name, False, (line, smem.k), smem.mn_atoms, smem.mn_atoms, line, 0, e, first_issuer)
     else:
         op = TmaOperand(name, False, (line, 8), smem.mn_atoms * (smem.k // 8), smem.mn_atoms, line, 8, e, first_issuer)
     if max(op.box) > BOX_LIMIT:
@@ -148,8 +150,7 @@ class TmaPlan:
         out = []
         for o in self.operands:
             how = ("one box" if o.boxes == 1 else
-                   f"{o.boxes} boxes (one per 64-column atom and 8 K lines: the MN-major atoms are "
-                   f"M/N-fastest)")
+                   f"{o.boxes} boxes (one per 64-column atom{'' if o.row_step == 0 else ' and 8 K lines: the MN-major atoms are M/N-fastest'})")
             out.append(f"{o.name}: TMA {how} of {o.box[0]}x{o.box[1]} ({o.box_bytes} B, innermost first), 128B "
                        f"swizzle, zero fill; issued by threads {o.first_issuer}..{o.first_issuer + o.boxes - 1}")
         out.append(f"tma: maps built by thread 0 (tensormap.replace on 128 zero bytes at +{self.maps_offset}), "

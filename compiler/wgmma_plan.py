@@ -69,6 +69,7 @@ CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy")
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
+TMA_COPIES = ("tma", "tma-wide")  # tma-wide: MN-major tiles K-atoms fastest (one box per 64-column atom)
 
 
 def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
@@ -162,8 +163,9 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                                    f"thread of {threads}")
         operand_layout(name, problem, mn, intr.a_type)  # whole swizzle atoms, or UnsupportedError
     if cfg.copy is not None:
-        if cfg.copy != "tma":
-            raise ConfigError(f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async or tma")
+        if cfg.copy not in TMA_COPIES:
+            raise ConfigError(f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async, "
+                              f"{', '.join(TMA_COPIES)}")
         from .tma import validate_tma
         validate_tma(cfg, target, problem, intr)
     smem = plan_bytes(cfg, intr.a_type)
@@ -183,10 +185,10 @@ def row_dim(problem: Contraction, name: str) -> str:
     return "k" if k_innermost(problem, name) else ("m" if name == "A" else "n")
 
 
-def operand_layout(name: str, problem: Contraction, mn: int, elem: str) -> SmemLayout:
+def operand_layout(name: str, problem: Contraction, mn: int, elem: str, k_atoms_fastest: bool = False) -> SmemLayout:
     major = Major.K if k_innermost(problem, name) else Major.MN
     try:
-        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, TILE_K)
+        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, TILE_K, k_atoms_fastest)
     except UnsupportedError as e:
         raise UnsupportedError(f"{name}'s {mn}x{TILE_K} tile in shared memory ({major.value}-major, 128B swizzle): "
                                f"{e}") from None
@@ -203,7 +205,7 @@ def plan_bytes(cfg: KernelConfig, elem: str) -> int:
     alignment; with TMA copies also the two tensor maps and one mbarrier per slot, and at least
     ``tma.ONE_BLOCK_PER_SM`` bytes (one block per SM: the per-SM map slots)."""
     ring = ALIGN + cfg.stages * slot_bytes(cfg, elem)
-    if cfg.copy == "tma":
+    if cfg.copy in TMA_COPIES:
         from .tma import MAP_BYTES, ONE_BLOCK_PER_SM
         return max(ring + 2 * MAP_BYTES + 8 * cfg.stages, ONE_BLOCK_PER_SM)
     return ring
@@ -388,7 +390,7 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     ops = []
     offset = 0
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
-        smem = operand_layout(name, problem, mn, intr.a_type)
+        smem = operand_layout(name, problem, mn, intr.a_type, k_atoms_fastest=cfg.copy == "tma-wide" and not k_innermost(problem, name))
         rows, cols = (mn, TILE_K) if smem.major is Major.K else (TILE_K, mn)
         chunks = smem.bytes // CHUNK_BYTES
         ops.append(WgmmaOperand(name, smem, offset, rows, cols, chunks // threads))
@@ -409,10 +411,10 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
             "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
-            f"a {cfg.stages}-slot {'TMA' if cfg.copy == 'tma' else 'cp.async'} ring, wait_group "
+            f"a {cfg.stages}-slot {'TMA' if cfg.copy else 'cp.async'} ring, wait_group "
             f"{1 if cfg.stages >= 3 else 0} per K tile")
     tma = None
-    if cfg.copy == "tma":
+    if cfg.copy in TMA_COPIES:
         from .tma import plan_tma
         tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages)
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,

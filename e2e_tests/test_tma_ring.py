@@ -238,3 +238,61 @@ def test_lowers_to_tma_ptx_verifies_and_ptxas_keeps_it(tmp_path, t, n, stages, t
     assert r.returncode == 0, out
     assert "0 bytes spill stores" in out, out
     assert "serialized" not in out.lower(), out
+
+
+# ---- copy=tma-wide: MN-major tiles with K-atoms fastest (one box per 64-column atom) -----------------
+
+@pytest.mark.parametrize("bits,swizzle", [(16, "B128"), (16, "B64"), (16, "NONE"), (8, "B128")])
+@pytest.mark.parametrize("major", ["K", "MN"])
+def test_k_atoms_fastest_descriptors_address_the_tile(major, swizzle, bits):
+    """As test_smem_layout's agreement test, for the K-atoms-fastest order: the ISA model reads
+    every instruction operand through the compiler's descriptor (LBO/SBO swapped in magnitude)
+    exactly where the tile stored it; and the tile is a bijection."""
+    import itertools
+    import numpy as np
+    from mmaflow.compiler.smem_layout import Major, SmemLayout, Swizzle
+    from mmaflow.runtime.isa.smem_matrix import decode_descriptor, operand_address
+    major, swizzle = Major[major], Swizzle[swizzle]
+    if major is Major.MN and bits != 16:
+        pytest.skip("MN-major operands are 16-bit")
+    inst_mn, inst_k = 64, 256 // bits
+    tile = SmemLayout(major, swizzle, bits, 2 * inst_mn, 4 * inst_k, k_atoms_fastest=True)
+    assert sorted(tile.offset(i, j) for i in range(tile.mn) for j in range(tile.k)) == \
+        list(range(0, tile.bytes, bits // 8))
+    base = 3 * 1024
+    mn, k = np.meshgrid(np.arange(inst_mn), np.arange(inst_k), indexing="ij")
+    stored = np.array([[tile.offset(i, j) for j in range(tile.k)] for i in range(tile.mn)]) + base
+    for mn0, k0 in itertools.product(range(0, tile.mn, inst_mn), range(0, tile.k, inst_k)):
+        d = tile.descriptor(base, mn0, k0, inst_mn, inst_k)
+        got = operand_address(decode_descriptor(d.encode()), k_major=major is Major.K, element_bits=bits, mn=mn, k=k)
+        np.testing.assert_array_equal(got, stored[mn0:mn0 + inst_mn, k0:k0 + inst_k])
+
+
+@pytest.mark.parametrize("m,n,k,t,wn,tile_m,stages,ta,tb", [
+    (256, 256, 512, "f16", 256, 128, 4, False, False),  # B: 4 boxes of 64x64 per K tile
+    (200, 136, 104, "bf16", 128, 128, 3, False, False),  # partial M, N, K
+    (136, 120, 72, "f16", 128, 128, 2, True, False),  # A^T: 2 boxes of 64x64, warpgroup 1's A one atom column on
+    (64, 128, 448, "f16", 128, 64, 4, True, True),
+], ids=["n256", "partial-bf16", "At", "m64-AtBt"])
+def test_tma_wide_matches_numpy(m, n, k, t, wn, tile_m, stages, ta, tb):
+    over = {"intrinsic": _wg(wn, t), "copy": "tma-wide", "tile_m": tile_m, "stages": stages}
+    r = _sim(matmul_module(m, n, k, t, transpose_a=ta, transpose_b=tb), over, True)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+
+
+def test_tma_wide_lowers_with_few_boxes(tmp_path):
+    from mmaflow.compiler.report import ptxas_path
+    res = compile_module(matmul_module(256, 256, 1024, "f16"), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(256), "copy": "tma-wide"}))
+    (ptx,) = res.isa_text.values()
+    assert "cp.async.bulk.tensor.2d" in ptx and not re.search(r"^\s*cp\.async\.(ca|cg)\.", ptx, re.M)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    src = tmp_path / "k.ptx"
+    src.write_text(ptx)
+    r = subprocess.run([ptxas_path(), "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and "0 bytes spill stores" in r.stdout + r.stderr, r.stdout + r.stderr
+    text = handed_back(matmul_module(256, 256, 256, "f16"), "sm_90a",
+                       tuple(sorted({"intrinsic": _wg(256), "copy": "tma-wide"}.items())))
+    assert "mmaflow_tma_maps" in text
