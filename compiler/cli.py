@@ -216,7 +216,6 @@ def cmd_layout(args) -> int:
     from .errors import UnsupportedError
     from .intrinsics import TYPE_BITS
     from .targets import get_target
-    from .wgmma import NOT_YET
     target = get_target(args.target)
     if args.convert:
         return _layout_convert(args, target)
@@ -240,8 +239,8 @@ def cmd_layout(args) -> int:
             for i in items:
                 print("  " + i.describe())
             if warpgroup:
-                print(f"warpgroup MMA (128 threads; never chosen by the heuristic: f16/bf16 are emitted on request, "
-                      f"--config intrinsic=NAME; fp8: {NOT_YET}; any N = 8..256 step 8 with --intrinsic):")
+                print("warpgroup MMA (128 threads; the warpgroup kernel: the heuristic's choice on sm_90a where it fits, "
+                      "or --config intrinsic=NAME; fp8 needs K-major A and B; any N = 8..256 step 8 with --intrinsic):")
                 for i in warpgroup:
                     print("  " + i.describe())
         return 0

@@ -34,7 +34,7 @@ from .errors import ConfigError, UnsupportedError
 from .intrinsics import TYPE_BITS, Intrinsic
 from .problem import Contraction
 from .targets import Family, Target, Vendor
-from .wgmma import WarpgroupIntrinsic
+from .wgmma import FP8, WarpgroupIntrinsic
 
 
 @dataclass(frozen=True)
@@ -540,19 +540,39 @@ WARPGROUP_MIN_TILES_PER_SM = 0.5
 WARPGROUP_RASTER_WAVES = 2
 
 
+def warpgroup_only(target: Target, problem: Contraction) -> bool:
+    """Whether only the warpgroup kernel computes ``problem``'s types on ``target``: fp8 x fp8 ->
+    f32 on sm_90a, which no mma.sync instruction mmaflow emits takes."""
+    return (target.warpgroup_mma and problem.a_type in FP8 and problem.b_type in FP8 and problem.c_type == "f32"
+            and not matching_intrinsics(target, problem))
+
+
+def warpgroup_refusal(target: Target, problem: Contraction) -> str | None:
+    """For a ``warpgroup_only`` problem: why the warpgroup kernel does not take it (None: it does)."""
+    try:
+        warpgroup_default(target, problem, {})
+    except (UnsupportedError, ConfigError) as e:
+        return str(e)
+    return None
+
+
 def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                       why: list | None = None) -> tuple[KernelConfig, WarpgroupIntrinsic] | None:
     """The warpgroup-MMA kernel's config where the heuristic picks it (see WARPGROUP_SHAPES), or
     None with the reason in ``why``: not Hopper, other types, too few tiles, or a problem the
-    kernel does not take (its refusal is quoted)."""
+    kernel does not take (its refusal is quoted). fp8 (``warpgroup_only``) has no mma.sync to
+    fall back to: the kernel takes it with the overrides, in the smallest shape where the tiles
+    are few, and its refusal is raised (select leaves such dispatches to IREE beforehand)."""
     from .wgmma_plan import warpgroup_config
     why = why if why is not None else []
     if not target.warpgroup_mma:
         return None
     types = (problem.a_type, problem.b_type, problem.c_type)
+    if warpgroup_only(target, problem):
+        return _warpgroup_fp8(target, problem, overrides, why)
     if problem.a_type not in ("f16", "bf16") or types[1:] != (problem.a_type, "f32"):
-        why.append(f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32, this is {' x '.join(types[:2])}"
-                   f" -> {types[2]}")
+        why.append(f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32 (and fp8 -> f32), this is "
+                   f"{' x '.join(types[:2])} -> {types[2]}")
         return None
     names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
     copy = {k: v for k, v in overrides.items() if k == "copy"}  # copy=tma alone asks for the heuristic's wgmma
@@ -583,12 +603,42 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
-    rows, tiles = -(-problem.m // cfg.tile_m), -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)
-    if not problem.dynamic and tiles >= WARPGROUP_RASTER_WAVES * target.compute_units and rows > RASTER:
-        cfg = replace(cfg, raster=RASTER)
-        why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
-                   f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
-    return cfg, target.intrinsic(name)
+    return _warpgroup_raster(target, problem, cfg, why), target.intrinsic(name)
+
+
+def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
+    """Workgroups in groups of RASTER tile rows from WARPGROUP_RASTER_WAVES waves of tiles on
+    (static sizes: a dynamic one's tile count is only an estimate)."""
+    rows = -(-problem.m // cfg.tile_m) if problem.m is not None else 0
+    tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
+    if problem.dynamic or tiles < WARPGROUP_RASTER_WAVES * target.compute_units or rows <= RASTER:
+        return cfg
+    why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
+               f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
+    return replace(cfg, raster=RASTER)
+
+
+def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
+                   why: list) -> tuple[KernelConfig, WarpgroupIntrinsic]:
+    """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first WARPGROUP_SHAPES shape that
+    gives one tile per two SMs (else the smallest: no mma.sync kernel computes fp8), with the
+    user's overrides (``warpgroup_config`` refuses the ones it cannot take)."""
+    from .wgmma import wgmma
+    from .wgmma_plan import warpgroup_config
+    est = problem.estimate()
+    counts = []
+    for n, tile_m in WARPGROUP_SHAPES:
+        tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
+        counts.append(f"{tiles} tiles of {tile_m}x{n}")
+        if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
+            break
+    intr = wgmma(n, problem.a_type, problem.b_type)
+    over = {k: v for k, v in overrides.items() if k != "intrinsic"}
+    cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over})
+    why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
+               f"cp.async ring ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
+               f"{problem.a_type} x {problem.b_type})")
+    return (cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)), intr
 
 
 def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:

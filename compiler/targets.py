@@ -12,7 +12,7 @@ from enum import Enum
 
 from .errors import UnsupportedError
 from .intrinsics import CATALOGUE, Intrinsic
-from .wgmma import NOT_YET, WGMMA_CATALOGUE, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic, all_wgmma
+from .wgmma import WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
 
 
 class Vendor(str, Enum):
@@ -108,7 +108,7 @@ class Target:
     # rewrites the variant (``variant_target``); IREE's own pipeline runs as ``baseline_arch``.
     retarget_variant: bool = False
     ptx_version: int = 0  # NVIDIA: the +ptxNN feature the variant target needs
-    # Hopper's warpgroup MMA (``wgmma.py``): modelled and printed, not emitted by any stage yet.
+    # Hopper's warpgroup MMA (``wgmma.py``): the warpgroup kernel of ``wgmma_plan.py``.
     warpgroup_mma: bool = False
 
     def __post_init__(self):
@@ -169,21 +169,16 @@ class Target:
         return items
 
     def intrinsic(self, name: str) -> Intrinsic | WarpgroupIntrinsic:
-        """A codegen instruction by name. On a warpgroup-MMA target, an f16/bf16 wgmma by name
-        (``WGMMA_F32_64x<N>x16_F16``: the warpgroup kernel of ``wgmma_plan.py``); fp8 wgmma is refused."""
+        """A codegen instruction by name. On a warpgroup-MMA target, a wgmma by name
+        (``WGMMA_F32_64x<N>x16_F16``, ``WGMMA_F32_64x<N>x32_F8E4M3FN``: the warpgroup kernel of
+        ``wgmma_plan.py``)."""
         for i in CATALOGUE[self.family.value]:
             if i.name == name:
                 return i
         if self.warpgroup_mma:
             for w in all_wgmma():
-                if w.name != name:
-                    continue
-                if w.a_type not in WGMMA_CODEGEN_TYPES:
-                    raise UnsupportedError(f"{name} is a warpgroup MMA (wgmma) on {w.a_type}: {NOT_YET} for fp8 "
-                                           f"(f16 and bf16 only); {self.name} kernels use "
-                                           f"{', '.join(i.name for i in self.intrinsics())}",
-                                           hint=f"`mmaflow layout {self.name} --intrinsic {name}` prints its layouts")
-                return w  # not in intrinsics(): configure reaches it through config.warpgroup_default
+                if w.name == name:
+                    return w  # not in intrinsics(): configure reaches it through config.warpgroup_default
         names = ", ".join(i.name for i in CATALOGUE[self.family.value])
         raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names}")
 

@@ -418,7 +418,7 @@ class TmaRing:
         attrs.mark(loop.operation, attrs.RING)
         self._trap_unless(em, loop.results[1])
 
-    def loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t):
+    def loop(self, tid, shared: list, desc: dict, acc0, struct_t):
         """The K loop over the ring, copies by TMA:
 
             kernel start: thread 0: maps (tensormap.replace), mbarrier.init x S (count: the
@@ -450,6 +450,8 @@ class TmaRing:
         of tile t+A expects."""
         from .emit import Emitter
         rw, plan = self.rw, self.plan
+        assert plan.allocations == 1 and len(shared) == 1  # (f16/bf16: one element type, validate_tma)
+        (smem, pad_elems), = shared
         S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
         old = rw.m.loop
         old_body = old.regions[0].blocks[0]

@@ -24,8 +24,8 @@ VectorY 1) is A[16 + 1 + 8][2 + 0 + 8] = A[25][10].
 These records are deliberately not in ``intrinsics.CATALOGUE`` (``Target.intrinsics()``, what
 the mma.sync heuristic chooses from): configure reaches them only through
 ``config.warpgroup_default`` (the measured sm_90a rule) or ``--config intrinsic=NAME``.
-``Target.intrinsic(name)`` returns an f16/bf16 one on sm_90a, the kernel of ``wgmma_plan.py``;
-fp8 ones are refused ("wgmma codegen not implemented yet").
+``Target.intrinsic(name)`` returns any of them on sm_90a, the kernel of ``wgmma_plan.py`` (fp8:
+K-major A and B only, as the instruction has no transpose for 8-bit types: ``majors``).
 ``mmaflow layout sm_90a`` prints them, and ``e2e_tests/test_wgmma_layout.py`` checks each against
 the runtime's independent ISA model.
 """
@@ -44,8 +44,8 @@ from .smem_layout import Major, SmemLayout, Swizzle
 WARPGROUP = 128
 WGMMA_N = tuple(range(8, 257, 8))  # PTX "Matrix Shape": .m64nNk16 / .m64nNk32, N = 8*i, i = 1..32
 _PTX_NAME = {F16: "f16", BF16: "bf16", F8E4M3FN: "e4m3", F8E5M2: "e5m2"}
-NOT_YET = "wgmma codegen not implemented yet"
-WGMMA_CODEGEN_TYPES = (F16, BF16)  # what the warpgroup kernel (wgmma_plan.py) emits
+WGMMA_CODEGEN_TYPES = (F16, BF16, F8E4M3FN, F8E5M2)  # what the warpgroup kernel (wgmma_plan.py) emits
+FP8 = (F8E4M3FN, F8E5M2)
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,10 @@ class WarpgroupIntrinsic:
     def element_type(self, which: str) -> str:
         return {"A": self.a_type, "B": self.b_type, "C": self.c_type}[which]
 
+    def ptx_type(self, which: str) -> str:
+        """The PTX / NVVM name of an operand's type (``#nvvm.wgmma_type<e4m3>``)."""
+        return _PTX_NAME[self.element_type(which)] if which != "C" else "f32"
+
     def shared_layout(self, which: str, major: Major, swizzle: Swizzle) -> SmemLayout:
         """The smallest tile of this instruction's A (M x K) or B (N x K) in shared memory."""
         if which not in ("A", "B"):
@@ -120,7 +124,7 @@ class WarpgroupIntrinsic:
         return (f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> {self.c_type}, "
                 f"warpgroup{self.wave_size}, op {self.op}, ISA {self.mnemonic}; A in registers or shared memory, "
                 f"B in shared memory ({majors}-major, swizzle none/32B/64B/128B) "
-                f"[{'codegen: sm_90a default where it fits, or --config intrinsic=' + self.name if self.a_type in WGMMA_CODEGEN_TYPES else NOT_YET}]")
+                f"[codegen: sm_90a default where it fits, or --config intrinsic={self.name}]")
 
 
 def _a_layout(bits: int) -> Layout:

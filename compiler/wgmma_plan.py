@@ -1,19 +1,25 @@
 """The warpgroup-MMA kernel (Hopper ``wgmma.mma_async``): its config and its plan, as data.
 
-Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``) on sm_90a, and the
-heuristic's choice for f16/bf16 -> f32 problems of enough tiles (``config.warpgroup_default``;
-``Target.intrinsics()`` does not list warpgroup MMAs). The kernel:
+Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``, or
+``WGMMA_F32_64x<N>x32_F8E4M3FN`` / ``_F8E5M2``) on sm_90a, and the heuristic's choice for f16/bf16
+-> f32 problems of enough tiles and for every fp8 -> f32 problem it takes
+(``config.warpgroup_default``; ``Target.intrinsics()`` does not list warpgroup MMAs). The kernel:
 
-- a workgroup tile of ``tile_m`` x N x 64 (tile_m 128: two warpgroups, 256 threads; 64: one),
-  each warpgroup owning 64 rows and issuing one m64nNk16 per K step of 16 (4 per K tile);
+- a workgroup tile of ``tile_m`` x N x ``tile_k`` (tile_m 128: two warpgroups, 256 threads; 64:
+  one), tile_k = one 128-byte swizzle line of K (64 f16/bf16, 128 fp8), each warpgroup owning 64
+  rows and issuing one m64nNk16 (m64nNk32 for fp8: 32 bytes of K either way) per K step (4 per K
+  tile);
 - A and B both read from shared memory through matrix descriptors, each tile an ``SmemLayout``
   with the 128-byte swizzle: K-major where the operand's global rows run along K (A of a plain
   matmul, B^T), MN-major where they run along M/N (B of a plain matmul, A^T; imm-trans, 16-bit
   types only), so every 16-byte global chunk is one 16-byte shared-memory chunk and the copies
-  never transpose;
+  never transpose. fp8 has no imm-trans: the kernel takes fp8 A as M x K and B as N x K
+  (``matmul_transpose_b``, torch._scaled_mm's column-major B) and refuses the other forms;
 - one shared-memory allocation holding both tiles, each 1024-byte aligned at run time (IREE packs
   workgroup allocations into dynamic shared memory declared ``.align 16``: the kernel rounds the
-  allocation's address up and the allocation has 1024 bytes of slack);
+  allocation's address up and the allocation has 1024 bytes of slack); two, A's slots and B's,
+  when their element types differ (mixed fp8: a cp.async copies between memrefs of one element
+  type), each rounded up the same way;
 - per K tile: barrier (the previous tile's wgmmas of every warpgroup are done), 128-bit global
   loads -> shared stores at ``SmemLayout.offset``, ``fence.proxy.async.shared::cta`` (the generic
   stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
@@ -35,7 +41,8 @@ A chunk is 16 bytes of one global row, so a dynamic dimension that an operand's 
 for A / B^T, M for A^T, N for B) needs a divisibility promise of 8 elements
 (``Contraction.multiple_of``); without it the kernel refuses, naming the promise.
 
-Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8, operand rows not
+Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8 operands whose
+global rows run along M/N (a K x N B, an A^T), operand rows not
 whole 16-byte chunks (static, or dynamic without that promise), other tile shapes, ``stages``
 outside 1..4 or more than the shared memory holds.
 
@@ -51,16 +58,16 @@ from dataclasses import dataclass, replace
 from . import attrs
 from .config import KernelConfig
 from .errors import ConfigError, UnsupportedError
-from .intrinsics import BF16, F16, F32, TYPE_BITS
+from .intrinsics import F32, TYPE_BITS
 from .layout import COL, Layout, Run, make_layout
 from .plan import EpiloguePlan, Extents
 from .problem import Contraction
 from .smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from .targets import Target, Vendor
-from .wgmma import WARPGROUP, WarpgroupIntrinsic
+from .wgmma import FP8, WARPGROUP, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic
 
 WARP = 32
-TILE_K = 64  # one 128-byte swizzle line of 16-bit elements
+LINE_BYTES = 128  # the K tile: one 128-byte swizzle line (64 f16/bf16, 128 fp8 elements)
 TILE_M = (64, 128)  # one or two warpgroups of 64 rows
 SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
@@ -89,22 +96,28 @@ def tma_refusal(target: Target, problem: Contraction, cfg: KernelConfig) -> str 
     return None
 
 
+def tile_k(elem: str) -> int:
+    """The K tile of the warpgroup kernel for inputs of type ``elem``: one 128-byte line."""
+    return LINE_BYTES * 8 // TYPE_BITS[elem]
+
+
 def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrinsic,
                      overrides: dict) -> KernelConfig:
     """The config of the warpgroup kernel for ``intr``, with the user's overrides, validated."""
     tile_m = overrides.get("tile_m", 128)
-    cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=TILE_K,
+    cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=tile_k(intr.a_type),
                        waves_m=max(1, tile_m // 16), waves_n=1, lds_pad=0, stages=1, raster=1)
     if "stages" not in overrides:  # the deepest ring within the target's shared memory
         fits = [s for s in DEFAULT_STAGES
-                if tile_m in TILE_M and plan_bytes(replace(cfg, stages=s), intr.a_type) <= target.lds_bytes]
+                if tile_m in TILE_M and plan_bytes(replace(cfg, stages=s), intr.a_type, allocations(intr))
+                <= target.lds_bytes]
         cfg = replace(cfg, stages=fits[0] if fits else DEFAULT_STAGES[-1])  # (refused below)
     fixed = {k: v for k, v in overrides.items() if k not in OVERRIDABLE}
     if any(getattr(cfg, k) != v for k, v in fixed.items()):
         bad = ", ".join(f"{k}={v}" for k, v in sorted(fixed.items()) if getattr(cfg, k) != v)
         raise ConfigError(f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
                           f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
-                          f"(tile_n = N = {intr.n}, tile_k = {TILE_K}, warps of 32, waves_m = tile_m / 16, "
+                          f"(tile_n = N = {intr.n}, tile_k = {tile_k(intr.a_type)}, warps of 32, waves_m = tile_m / 16, "
                           f"stages 1 to 4)")
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
     if "copy" not in overrides and cfg.stages > 1:
@@ -117,12 +130,14 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     """Refuse what the warpgroup kernel does not implement, saying why."""
     if not target.warpgroup_mma:
         raise UnsupportedError(f"{intr.name} is a Hopper warpgroup MMA; {target.name} has none (use sm_90a)")
-    if intr.a_type not in (F16, BF16) or intr.c_type != F32:
-        raise UnsupportedError(f"{intr.name}: wgmma codegen implements f16/bf16 -> f32 only (fp8 not yet)")
+    if intr.a_type not in WGMMA_CODEGEN_TYPES or intr.c_type != F32:
+        raise UnsupportedError(f"{intr.name}: wgmma codegen implements f16/bf16/fp8 -> f32 only")
     if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
         raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
                           f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
-    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=TILE_K, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
+    refuse_fp8_forms(intr, problem)
+    tk = tile_k(intr.a_type)
+    want = dict(wave_size=WARP, tile_n=intr.n, tile_k=tk, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
     if cfg.stages not in STAGES:
         raise ConfigError(f"{intr.name}: stages={cfg.stages}; the warpgroup-MMA kernel has 1 (synchronous stores, "
                           f"wait 0 per K tile) or a cp.async ring of 2 to 4 shared-memory slots")
@@ -132,7 +147,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     wrong = [f"{k}={getattr(cfg, k)} (must be {v})" for k, v in want.items() if getattr(cfg, k) != v]
     if wrong:
         raise ConfigError(f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel has tile "
-                          f"{cfg.tile_m}x{intr.n}x{TILE_K}, warps of 32")
+                          f"{cfg.tile_m}x{intr.n}x{tk}, warps of 32")
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     # Partial tiles (M, N or K not a multiple of the tile) are bounded like the mma.sync kernel's:
@@ -157,22 +172,37 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                                f"let the kernel take this matmul")
     threads = cfg.workgroup_size
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
-        chunks = mn * TILE_K * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
+        chunks = mn * tk * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
         if chunks % threads:
             raise UnsupportedError(f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per "
                                    f"thread of {threads}")
-        operand_layout(name, problem, mn, intr.a_type)  # whole swizzle atoms, or UnsupportedError
+        operand_layout(name, problem, mn, intr.element_type(name))  # whole swizzle atoms, or UnsupportedError
     if cfg.copy is not None:
         if cfg.copy not in TMA_COPIES:
             raise ConfigError(f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async, "
                               f"{', '.join(TMA_COPIES)}")
         from .tma import validate_tma
         validate_tma(cfg, target, problem, intr)
-    smem = plan_bytes(cfg, intr.a_type)
+    smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
         raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
                           f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
-                          f"alignment slack), {target.name} has {target.lds_bytes}: use fewer stages")
+                          f"alignment slack per allocation), {target.name} has {target.lds_bytes}: use fewer stages")
+
+
+def refuse_fp8_forms(intr: WarpgroupIntrinsic, problem: Contraction) -> None:
+    """What the kernel does not take for 8-bit inputs, with the reason and the form it takes."""
+    if intr.a_type not in FP8:
+        return
+    for name in ("A", "B"):
+        if k_innermost(problem, name):
+            continue
+        form = "K x M (A^T)" if name == "A" else "K x N (a plain matmul's B)"
+        raise UnsupportedError(f"{intr.name}: {name} is stored {form}: its global rows run along "
+                               f"{row_dim(problem, name).upper()}, and 8-bit wgmma reads only K-major shared-memory "
+                               f"operands (no imm-trans for fp8), while the kernel's 16-byte copies do not transpose; "
+                               f"the fp8 kernel takes A as M x K and B as N x K (linalg.matmul_transpose_b form, "
+                               f"torch._scaled_mm's column-major B)")
 
 
 def k_innermost(problem: Contraction, name: str) -> bool:
@@ -188,23 +218,31 @@ def row_dim(problem: Contraction, name: str) -> str:
 def operand_layout(name: str, problem: Contraction, mn: int, elem: str, k_atoms_fastest: bool = False) -> SmemLayout:
     major = Major.K if k_innermost(problem, name) else Major.MN
     try:
-        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, TILE_K, k_atoms_fastest)
+        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, tile_k(elem), k_atoms_fastest)
     except UnsupportedError as e:
-        raise UnsupportedError(f"{name}'s {mn}x{TILE_K} tile in shared memory ({major.value}-major, 128B swizzle): "
+        raise UnsupportedError(f"{name}'s {mn}x{tile_k(elem)} tile in shared memory ({major.value}-major, 128B swizzle): "
                                f"{e}") from None
 
 
 def slot_bytes(cfg: KernelConfig, elem: str) -> int:
     """One ring slot: the A tile and the B tile, each starting on 1024 bytes."""
     b = TYPE_BITS[elem] // 8
-    return _round(cfg.tile_m * TILE_K * b) + _round(cfg.tile_n * TILE_K * b)
+    return _round(cfg.tile_m * tile_k(elem) * b) + _round(cfg.tile_n * tile_k(elem) * b)
 
 
-def plan_bytes(cfg: KernelConfig, elem: str) -> int:
-    """The shared-memory allocation: ``stages`` slots plus the slack for the run-time 1024-byte
-    alignment; with TMA copies also the two tensor maps and one mbarrier per slot, and at least
-    ``tma.ONE_BLOCK_PER_SM`` bytes (one block per SM: the per-SM map slots)."""
-    ring = ALIGN + cfg.stages * slot_bytes(cfg, elem)
+def allocations(intr: WarpgroupIntrinsic) -> int:
+    """Shared-memory allocations of the kernel: one holding every slot's A and B tile, or two (A's
+    slots, B's slots) when A and B differ in element type (mixed fp8 pairs): a cp.async copies
+    between memrefs of one element type."""
+    return 1 if intr.a_type == intr.b_type else 2
+
+
+def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
+    """The shared memory allocated: ``stages`` slots plus, per allocation, the slack for the
+    run-time 1024-byte alignment; with TMA copies (one allocation: f16/bf16) also the two tensor
+    maps and one mbarrier per slot, and at least ``tma.ONE_BLOCK_PER_SM`` bytes (one block per
+    SM: the per-SM map slots)."""
+    ring = allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)
     if cfg.copy in TMA_COPIES:
         from .tma import MAP_BYTES, ONE_BLOCK_PER_SM
         return max(ring + 2 * MAP_BYTES + 8 * cfg.stages, ONE_BLOCK_PER_SM)
@@ -229,10 +267,12 @@ class WgmmaOperand:
 
     name: str
     smem: SmemLayout
-    offset: int  # bytes from the aligned base (a multiple of 1024)
+    offset: int  # bytes from the aligned base of its allocation (a multiple of 1024)
     rows: int  # the global tile: rows x cols, cols contiguous in global memory
     cols: int
     chunks_per_thread: int
+    allocation: int = 0  # which shared-memory allocation holds its tiles (1: B's own, mixed types)
+    slot_stride: int = 0  # bytes from one slot's tile to the next (the slot, or the tile in its own ring)
 
     @property
     def k_innermost(self) -> bool:
@@ -260,6 +300,7 @@ class WgmmaPlan:
     notes: tuple[str, ...] = ()
     stages: int = 1  # shared-memory slots; 1: the synchronous kernel
     slot_bytes: int = 0  # one slot (A tile + B tile), a multiple of 1024
+    allocations: int = 1  # 2: A's slots and B's slots apart (mixed element types)
     dynamic: tuple[str, ...] = ()  # per dynamic dimension: its promise and how its tiles are bounded
     tma: "TmaPlan | None" = None  # copy=tma: the boxes, maps and mbarriers (tma.py); None: cp.async
 
@@ -302,9 +343,15 @@ class WgmmaPlan:
     def operands(self) -> tuple[WgmmaOperand, WgmmaOperand]:
         return self.a, self.b
 
+    def allocation_bytes(self, i: int) -> int:
+        """Bytes of shared-memory allocation ``i`` (its alignment slack included)."""
+        if self.allocations == 1:
+            return self.smem_bytes
+        return ALIGN + self.stages * self.operands[i].slot_stride
+
     def a_offset(self, warpgroup: int, step: int) -> int:
         """Start of warpgroup ``warpgroup``'s A rows at K step ``step``, bytes from the A tile's base."""
-        return self.a.smem.linear_offset(64 * warpgroup, 16 * step)
+        return self.a.smem.linear_offset(64 * warpgroup, self.intrinsic.k * step)
 
     @property
     def a_warpgroup_step(self) -> int:
@@ -315,8 +362,8 @@ class WgmmaPlan:
         aligned base's start field at run time)."""
         intr = self.intrinsic
         if name == "A":
-            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, 16 * step, intr.m, intr.k)
-        return self.b.smem.descriptor(self.b.offset, 0, 16 * step, intr.n, intr.k)
+            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, intr.k * step, intr.m, intr.k)
+        return self.b.smem.descriptor(self.b.offset, 0, intr.k * step, intr.n, intr.k)
 
     def expectations(self) -> attrs.Expectations:
         """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
@@ -348,8 +395,11 @@ class WgmmaPlan:
         if self.dynamic:
             lines.append("dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the "
                          "workload)")
+        where = ("in one allocation, its address" if self.allocations == 1 else
+                 f"in two allocations (A's slots of {self.a.slot_stride} B, B's of {self.b.slot_stride} B: their "
+                 f"element types differ), each address")
         if not self.pipelined:
-            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B in one allocation, its address rounded up "
+            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B {where} rounded up "
                          f"to {ALIGN} at run time")
             lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
                          f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
@@ -368,7 +418,7 @@ class WgmmaPlan:
                          f"wait_group {self.wgmma_lag}")
         else:
             lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
-                         f"memory: {self.smem_bytes} B in one allocation, its address rounded up to {ALIGN} at run time")
+                         f"memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time")
             lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by cp.async, "
                          f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
                          f"copy tiles 0..{self.copy_ahead - 1}")
@@ -389,11 +439,15 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     threads = cfg.workgroup_size
     ops = []
     offset = 0
-    for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
-        smem = operand_layout(name, problem, mn, intr.a_type, k_atoms_fastest=cfg.copy == "tma-wide" and not k_innermost(problem, name))
-        rows, cols = (mn, TILE_K) if smem.major is Major.K else (TILE_K, mn)
+    split = allocations(intr) > 1
+    for i, (name, mn) in enumerate((("A", cfg.tile_m), ("B", cfg.tile_n))):
+        smem = operand_layout(name, problem, mn, intr.element_type(name),
+                              k_atoms_fastest=cfg.copy == "tma-wide" and not k_innermost(problem, name))
+        rows, cols = (mn, smem.k) if smem.major is Major.K else (smem.k, mn)
         chunks = smem.bytes // CHUNK_BYTES
-        ops.append(WgmmaOperand(name, smem, offset, rows, cols, chunks // threads))
+        ops.append(WgmmaOperand(name, smem, 0 if split else offset, rows, cols, chunks // threads,
+                                allocation=i if split else 0,
+                                slot_stride=_round(smem.bytes) if split else slot_bytes(cfg, intr.a_type)))
         offset += _round(smem.bytes)
     lay = warp_c_layout(intr.n)
     runs = tuple(lay.runs(COL))
@@ -401,13 +455,14 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
     epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
-    tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": TILE_K, "batch": 1}
+    tk = tile_k(intr.a_type)
+    tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": tk, "batch": 1}
     dynamic = []
     for d in problem.dynamic:
         div, tile = d.divisor, tiles[d.dim]
         promise = f"a multiple of {div}" if div > 1 else "no divisibility promise"
         bounds = "whole tiles, unchecked" if div % tile == 0 else (
-            "K tiles: ceil(K / 64), the last zero-filled past K" if d.dim == "k" else
+            f"K tiles: ceil(K / {tk}), the last zero-filled past K" if d.dim == "k" else
             "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
@@ -417,10 +472,11 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     if cfg.copy in TMA_COPIES:
         from .tma import plan_tma
         tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages)
-    return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], TILE_K,
-                     TILE_K // intr.k, None if problem.k is None else -(-problem.k // TILE_K), plan_bytes(cfg, intr.a_type), epi,
+    return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,
+                     tk // intr.k, None if problem.k is None else -(-problem.k // tk),
+                     plan_bytes(cfg, intr.a_type, allocations(intr)), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
-                     slot_bytes(cfg, intr.a_type), tuple(dynamic), tma)
+                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr), tma=tma)
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

@@ -241,3 +241,83 @@ def test_bench_checks_build_with_config_and_list_the_cases_it_cannot_configure(t
     monkeypatch.setattr(bench, "check_cases", lambda t: [dict(cases[1])])
     with pytest.raises(InputError, match="configures none of the check cases"):
         bench.prepare_checks("sm_90a", tmp_path / "none", overrides={"intrinsic": "WGMMA_F32_64x128x16_F16"})
+
+
+def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
+    """The f16 rows' torch side (a numpy stand-in for torch; the GPU machine has torch 2.11):
+    torch.matmul (16-bit out, cuBLAS's fastest) and torch.mm(out_dtype=float32), cuBLAS computing
+    what the module computes, whose result is checked against the float64 reference; a torch
+    without out_dtype (TypeError) reports that row as not run instead of failing the bench."""
+    import types
+
+    from iree.compiler import compile_str
+    from mmaflow.runtime import iree_runner
+    from mmaflow.runtime.bench import run
+
+    class T:
+        def __init__(self, x):
+            self.x = np.asarray(x)
+
+        def cuda(self):
+            return self
+        cpu = cuda
+
+        def float(self):
+            return T(self.x.astype(np.float32))
+
+        def numpy(self):
+            return self.x
+
+        def abs(self):
+            return T(abs(self.x))
+
+        def __matmul__(self, other):
+            return T(self.x @ other.x)
+
+    calls = []
+
+    def mm(a, b, *, out_dtype=None):
+        if has_out_dtype is False:
+            raise TypeError("mm() got an unexpected keyword argument 'out_dtype'")
+        calls.append(out_dtype)
+        return T((a.x.astype(np.float64) @ b.x.astype(np.float64)).astype(np.float32))
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    fake = types.SimpleNamespace(
+        __version__="fake", float32="float32", from_numpy=T, mm=mm, matmul=lambda a, b: T(a.x @ b.x),
+        cuda=types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake",
+                                   synchronize=lambda: None, Event=Event))
+
+    class CpuModule(iree_runner.CompiledModule):
+        def __init__(self, vmfb, driver):
+            super().__init__(vmfb, "local-task")
+    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    (tmp_path / "cpu.vmfb").write_bytes(compile_str(matmul_module(64, 64, 64, "f16", "f32"), extra_args=[
+        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=generic"]))
+    man = {"target": "llvm-cpu", "driver": "cuda", "a_type": "f16", "c_type": "f32", "function": "matmul",
+           "entries": [{"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    for has_out_dtype in (True, False):
+        calls.clear()
+        rows = run(tmp_path, "cuda", tmp_path / "out", repeat=2, warmup=1)
+        assert rows[0]["check"] == "PASS", rows
+        assert [r["variant"] for r in rows[1:]] == ["torch.matmul (f16 out)", "torch.mm (f16 -> f32 out)"]
+        if has_out_dtype:
+            assert calls and set(calls) == {"float32"}
+            assert rows[2]["file"] == "torch-f32-out" and rows[2]["detail"].startswith("torch vs float64: PASS")
+        else:
+            assert rows[2]["check"] == "not run" and "out_dtype" in rows[2]["detail"], rows

@@ -223,11 +223,10 @@ def test_unsupported_configs_are_refused(problem, overrides, match):
         resolve(SM90, problem, {"intrinsic": _wg(128), **overrides})
 
 
-def test_wgmma_needs_hopper_and_f16_or_bf16():
+def test_wgmma_needs_hopper():
     with pytest.raises(UnsupportedError, match="has no intrinsic"):
         resolve(get_target("sm_80"), P, {"intrinsic": _wg(128)})
-    with pytest.raises(UnsupportedError, match="not implemented yet for fp8"):
-        SM90.intrinsic("WGMMA_F32_64x128x32_F8E4M3FN")
+    assert SM90.intrinsic("WGMMA_F32_64x128x32_F8E4M3FN").k == 32  # fp8: test_wgmma_fp8.py
 
 
 def test_dynamic_rows_need_a_promise_of_whole_chunks():

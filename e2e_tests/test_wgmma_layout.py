@@ -168,13 +168,12 @@ def test_sm90a_heuristic_rasterizes_from_two_waves_of_tiles():
     assert resolve(t, F16_PROBLEM, {"intrinsic": "WGMMA_F32_64x256x16_F16"})[0].raster == 1
 
 
-def test_asking_for_wgmma_is_opt_in_and_fp8_is_refused_with_the_reason():
+def test_asking_for_wgmma_by_name():
     t = get_target("sm_90a")
     cfg, intr = resolve(t, F16_PROBLEM, {"intrinsic": "WGMMA_F32_64x128x16_F16"})  # e2e_tests/test_wgmma_kernel.py
     assert intr.family == "wgmma" and (cfg.tile_m, cfg.tile_n, cfg.tile_k) == (128, 128, 64)
     assert t.intrinsic("WGMMA_F32_64x96x16_BF16").n == 96  # any N, not only the listed ones
-    with pytest.raises(UnsupportedError, match="wgmma codegen not implemented yet for fp8"):
-        t.intrinsic("WGMMA_F32_64x128x32_F8E4M3FN")
+    assert t.intrinsic("WGMMA_F32_64x128x32_F8E4M3FN").k == 32  # fp8: e2e_tests/test_wgmma_fp8.py
     with pytest.raises(UnsupportedError, match="has no intrinsic"):  # no Hopper, no wgmma
         get_target("sm_80").intrinsic("WGMMA_F32_64x128x16_F16")
 

@@ -10,6 +10,7 @@ Two halves, so compiling and timing can happen on different machines:
              (CUDA events) when torch sees the GPU; write results.csv, results.json, tflops.png
 
     mmaflow bench --target sm_80 --sizes 1024,4096 --device cuda          # both halves here
+    mmaflow bench --target sm_90a --dtype e4m3 --sizes 4096,8192 --prepare-only DIR   # fp8: A @ B^T vs torch._scaled_mm
     mmaflow bench --target sm_80 --sizes 1024,4096 --prepare-only DIR     # compile only
     mmaflow bench --target sm_80 --checks --prepare-only DIR               # dtypes and variants, numpy-checked
     mmaflow bench --target sm_80 --variants --prepare-only DIR             # variants at 4096^3, to time
@@ -26,6 +27,18 @@ a synchronous IREE call adds 0.17 ms (1024-2048) to 1 ms (8192) of host time to 
 flash-attention kernel against IREE default's attention dispatch and torch's
 scaled_dot_product_attention, the same prepare and run halves and options.
 
+fp8 (``--dtype e4m3`` / ``e5m2``, i.e. f8E4M3FN / f8E5M2 -> f32): the module is A (M x K) @ B^T
+with B stored N x K, the form the wgmma kernel takes (fp8 wgmma reads K-major operands only) and
+the one torch._scaled_mm wants (B column-major: ``b_nk.t()``); torch's side is
+``torch._scaled_mm(a, b_nk.t(), scale_a=1, scale_b=1, out_dtype=torch.float32)`` on the same
+bytes, with and without ``use_fast_accum`` (``torch_recipes``), checked against the same float64
+reference. The arrays are ml_dtypes' float8_e4m3fn /
+float8_e5m2, which iree.runtime takes as they are (HAL element types FLOAT_8_E4M3_FN /
+FLOAT_8_E5M2) and torch reads through their bytes. IREE's default pipeline cannot build an fp8
+matmul for CUDA (3.13: "LLVM Translation failed for operation: builtin.unrealized_conversion_cast"
+from vector<..xi8> to vector<..xf8E4M3FN>): such an entry is kept in the manifest as "not built"
+with IREE's first error line, and the run half prints it.
+
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
 """
 
@@ -41,9 +54,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaflow.runtime.modules import matmul_source
+from mmaflow.runtime.modules import matmul_module, matmul_source
 
 MANIFEST = "manifest.json"
+# fp8 by torch's short names (torch.float8_e4m3fn, torch.float8_e5m2) -> MLIR's element types
+FP8 = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2"}
+_TORCH_FP8 = {"f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
 
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
@@ -55,12 +71,17 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     from mmaflow.compiler.pipeline import CodegenOptions
     from mmaflow.compiler.targets import get_target
 
+    from iree.compiler import CompilerToolError
+
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
-    in_t, out_t = dtype, "f32" if dtype != "i8" else "i32"
+    in_t = FP8.get(dtype, dtype)
+    out_t = "f32" if dtype != "i8" else "i32"
+    b_t = in_t in _TORCH_FP8  # fp8: B stored N x K (wgmma's K-major B, torch._scaled_mm's column-major B)
     entries = []
     for size in sizes:
-        src = matmul_source(size, size, size, in_t, out_t)
+        src = matmul_module(size, size, size, in_t, out_t, transpose_b=True) if b_t else \
+            matmul_source(size, size, size, in_t, out_t)
         res = compile_module(src, t.name, options=CodegenOptions(overrides=overrides or {}),
                              source_name=f"matmul_{size}.mlir")
         mine = out_dir / f"mmaflow_{t.name}_{size}.vmfb"
@@ -69,10 +90,15 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
                         "config": config_line(res.log)})
         base_flags, base_target = iree_default(t)
         base = out_dir / f"iree_{t.name}_{size}.vmfb"
-        base.write_bytes(compile_str(src, extra_args=base_flags))
-        entries.append({"size": size, "variant": "iree-default", "file": base.name,
-                        "target": base_target, "config": "IREE default pipeline"})
-    manifest = {"target": t.name, "driver": t.iree_device, "a_type": in_t, "c_type": out_t,
+        entry = {"size": size, "variant": "iree-default", "file": base.name, "target": base_target,
+                 "config": "IREE default pipeline"}
+        try:
+            base.write_bytes(compile_str(src, extra_args=base_flags))
+        except CompilerToolError as e:  # (IREE 3.13 builds no fp8 matmul for CUDA)
+            entry.update(file=None, not_built=first_error(str(e)))
+            print(f"bench: IREE default at {size}: not built: {entry['not_built']}", file=sys.stderr)
+        entries.append(entry)
+    manifest = {"target": t.name, "driver": t.iree_device, "a_type": in_t, "c_type": out_t, "b_transposed": b_t,
                 "function": "matmul", "entries": entries, "prepared": time.strftime("%Y-%m-%d %H:%M:%S")}
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
@@ -85,6 +111,17 @@ def iree_default(t) -> tuple[list[str], str]:
     if t.retarget_variant:
         return ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"], "sm_80"
     return t.iree_flags(), t.name
+
+
+def first_error(text: str) -> str:
+    """The first ``error:`` line of a compiler's output (IREE prints megabytes of IR after it)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "error:" in line:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            op = nxt.split("see current operation:", 1)[1].strip() if "see current operation:" in nxt else ""
+            return (line.strip() + (f" ({op})" if op and len(op) < 200 else ""))[:400]
+    return text.strip().splitlines()[0][:400] if text.strip() else "iree-compile failed"
 
 
 def config_line(log: list[str]) -> str:
@@ -356,8 +393,21 @@ def torch_cuda():
     return torch if torch.cuda.is_available() else None
 
 
-def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch) -> dict:
-    """Check every element against a float64 reference (on the GPU with torch when possible)."""
+# Hopper's fp8 wgmma does not accumulate in full f32: DeepSeek-V3's technical report (section
+# 3.3.2, "Increasing Accumulation Precision") measured "around 14 bits" kept by FP8 GEMM on the
+# H800. So an fp8 result outside the f32 bound is checked once more against such an accumulator:
+# at most FP8_ACC_BITS bits of |acc| kept after each m64nNk32 (K = FP8_ACC_STEP), each step then
+# erring by less than 2^-FP8_ACC_BITS * |acc| <= 2^-FP8_ACC_BITS * sum |a||b|, i.e. at most
+# ceil(K / 32) * 2^-FP8_ACC_BITS * sum |a||b| over the K loop (beside the f32 terms). A result
+# within that bound only reads "PASS (fp8 accumulation bound)"; outside both, "FAIL".
+FP8_ACC_BITS = 13  # one below the report's "around 14", so that the bound stays an upper bound
+FP8_ACC_STEP = 32
+
+
+def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8: bool = False) -> dict:
+    """Check every element against a float64 reference (on the GPU with torch when possible):
+    the f32-accumulation bound; for ``fp8`` inputs also the fp8 tensor-core accumulation bound
+    above where that fails. ``verdict``: "PASS", "PASS (fp8 accumulation bound)" or "FAIL"."""
     from mmaflow.runtime import numerics
     k = a.shape[1]
     if torch is not None:
@@ -371,7 +421,15 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch) -> di
         bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
     tol = k * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
     chk = numerics.compare(out.astype(np.float64), ref, tol, out_type="f32")
-    return {"pass": chk.passed, "max_abs_err": chk.max_abs_err, "max_rel_err": chk.max_rel_err, "detail": chk.detail}
+    res = {"pass": chk.passed, "max_abs_err": chk.max_abs_err, "max_rel_err": chk.max_rel_err,
+           "detail": f"f32 bound: {chk.line()}" if fp8 else chk.detail, "verdict": "PASS" if chk.passed else "FAIL"}
+    if fp8 and not chk.passed:
+        tol8 = tol + -(-k // FP8_ACC_STEP) * 2.0 ** -FP8_ACC_BITS * bound
+        chk8 = numerics.compare(out.astype(np.float64), ref, tol8, out_type="f32")
+        res["detail"] += f"; fp8 accumulation bound ({FP8_ACC_BITS} bits per k{FP8_ACC_STEP}): {chk8.line()}"
+        res["pass"] = chk8.passed
+        res["verdict"] = "PASS (fp8 accumulation bound)" if chk8.passed else "FAIL"
+    return res
 
 
 def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
@@ -393,37 +451,77 @@ def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
     return out
 
 
-def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int) -> list[float]:
+def torch_recipes(a_type: str) -> dict:
+    """What torch times beside the modules, on the inputs as ``to_torch`` holds them: {row key
+    (the row's "file"): (label, fn(torch, a, b))}. f16/bf16: torch.matmul (cuBLAS). fp8:
+    torch._scaled_mm with unit scales, f32 out, B column-major (``b`` is stored N x K, as the
+    module's, so ``b.t()``: no copy), with cuBLASLt's default accumulation (partial sums promoted
+    to full f32) and with ``use_fast_accum`` (accumulation in the tensor cores only, as mmaflow's
+    wgmma accumulator)."""
+    if a_type not in _TORCH_FP8:
+        # cuBLAS computing what the module computes (f32 out), beside its fastest form (16-bit out):
+        # torch.mm's out_dtype (torch >= 2.8); a torch without it reports the row as not run.
+        return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)),
+                f"{TORCH}-f32-out": (f"torch.mm ({a_type} -> f32 out)",
+                                     lambda torch, a, b: torch.mm(a, b, out_dtype=torch.float32))}
+    ones = []
+
+    def scaled_mm(fast: bool):
+        def fn(torch, a, b_nk):
+            if not ones:  # made once, on the device: no host-to-device copy per timed call
+                ones.append(torch.tensor(1.0, device="cuda"))
+            return torch._scaled_mm(a, b_nk.t(), scale_a=ones[0], scale_b=ones[0], out_dtype=torch.float32,
+                                    use_fast_accum=fast)
+        return fn
+    short = {v: k for k, v in FP8.items()}[a_type]
+    return {TORCH: (f"torch._scaled_mm ({short}, f32 out)", scaled_mm(False)),
+            f"{TORCH}-fast-accum": (f"torch._scaled_mm ({short}, f32 out, fast accum)", scaled_mm(True))}
+
+
+def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int, fn=None) -> list[float]:
     ta, tb = to_torch(torch, a), to_torch(torch, b)
-    return cuda_event_times(torch, lambda: torch.matmul(ta, tb), warmup, repeat)
+    fn = fn or (lambda torch, x, y: torch.matmul(x, y))
+    return cuda_event_times(torch, lambda: fn(torch, ta, tb), warmup, repeat)
 
 
 PROFILED_CALLS = 5
 TORCH = "torch"
 
 
-TIMED_DTYPES = ("f16", "bf16")
+TIMED_DTYPES = ("f16", "bf16", *FP8)
 
 
 def _inputs(size: int, dtype: str = "f16") -> tuple[np.ndarray, np.ndarray]:
-    """A and B of a timed matmul: uniform in [-1, 1), rounded to ``dtype`` (f16 or bf16)."""
+    """A and B of a timed matmul: uniform in [-1, 1), rounded to ``dtype`` (f16, bf16, fp8; the
+    reference multiplies the rounded values). For fp8 B is the N x K matrix the module takes."""
     from mmaflow.runtime.numerics import DTYPES
     rng = np.random.default_rng(size)
     return tuple(rng.uniform(-1, 1, (size, size)).astype(np.float32).astype(DTYPES[dtype]) for _ in range(2))
 
 
+def _np_fp8() -> dict:
+    from mmaflow.runtime.numerics import DTYPES
+    return {t: DTYPES[t] for t in _TORCH_FP8}
+
+
 def to_torch(torch, x: np.ndarray):
-    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact)."""
+    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact; fp8
+    through its bytes: ml_dtypes' float8_e4m3fn / float8_e5m2 and torch's are the same OCP
+    encodings)."""
     if x.dtype == np.float16:
         return torch.from_numpy(x).cuda()
+    fp8 = {np.dtype(v): _TORCH_FP8[k] for k, v in _np_fp8().items()}.get(x.dtype)
+    if fp8 is not None:
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).cuda().view(getattr(torch, fp8))
     return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).cuda()
 
 
 def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
     """``profile_calls`` of one prepared module at ``size`` (or of torch.matmul: ``file`` "torch")."""
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
-    profile_calls(manifest_dir, file, driver, manifest["function"], list(_inputs(size, manifest["a_type"])),
-                  lambda torch, a, b: torch.matmul(a, b))
+    recipes = torch_recipes(manifest["a_type"])
+    profile_calls(manifest_dir, TORCH if file in recipes else file, driver, manifest["function"],
+                  list(_inputs(size, manifest["a_type"])), recipes[file][1] if file in recipes else None)
 
 
 def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
@@ -446,26 +544,50 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     sizes = sorted({e["size"] for e in manifest["entries"]})
     for size in sizes:
         a, b = _inputs(size, manifest["a_type"])
+        b_kn = b.T if manifest.get("b_transposed") else b  # (fp8: the module takes B as N x K)
         flop = 2.0 * size ** 3
         for e in [x for x in manifest["entries"] if x["size"] == size]:
+            if e.get("not_built"):
+                rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": float("nan"),
+                             "tflops": float("nan"), "check": "not built", "max_rel_err": float("nan"),
+                             "detail": e["not_built"], "config": e["config"], "file": None})
+                print(f"bench: {e['variant']} {size}: not built: {e['not_built']}", flush=True)
+                continue
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
             out = mod(manifest["function"], a, b)
-            check = _reference_check(a, b, out, torch)
+            check = _reference_check(a, b_kn, out, torch, fp8=manifest["a_type"] in _TORCH_FP8)
             times = mod.time(manifest["function"], a, b, warmup=warmup, repeat=repeat)
             t = statistics.median(times)
             rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": t * 1e3,
-                         "tflops": flop / t / 1e12, "check": "PASS" if check["pass"] else "FAIL",
+                         "tflops": flop / t / 1e12, "check": check["verdict"],
                          "max_rel_err": check["max_rel_err"], "detail": check["detail"], "config": e["config"],
                          "file": e["file"]})
             del mod
-        if torch is not None:
-            times = _time_torch(torch, a, b, warmup, repeat)
+        for key, (label, fn) in (torch_recipes(manifest["a_type"]).items() if torch is not None else ()):
+            detail = ""
+            fp8 = manifest["a_type"] in _TORCH_FP8
+            if fp8 or key != TORCH:  # f32 out: the same reference and tolerance (not a verdict on us)
+                try:
+                    res = fn(torch, to_torch(torch, a), to_torch(torch, b)).float().cpu().numpy()
+                except (RuntimeError, AttributeError, TypeError, ValueError) as err:  # e.g. a pair cuBLASLt has no kernel for
+                    rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
+                                 "ms": float("nan"), "tflops": float("nan"), "check": "not run",
+                                 "max_rel_err": float("nan"), "detail": str(err).splitlines()[0][:300],
+                                 "config": f"torch {torch.__version__}", "file": None})
+                    print(f"bench: {label} {size}: not run: {rows[-1]['detail']}", flush=True)
+                    continue
+                c = _reference_check(a, b_kn, res, torch, fp8=fp8)
+                detail = f"torch vs float64: {c['verdict']} ({c['detail']})"
+                print(f"bench: {label} {size}: {detail}", flush=True)
+            times = _time_torch(torch, a, b, warmup, repeat, fn)
             t = statistics.median(times)
-            rows.append({"size": size, "variant": f"torch.matmul ({manifest['a_type']} out)", "target": torch.cuda.get_device_name(),
+            rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
                          "ms": t * 1e3, "tflops": flop / t / 1e12, "check": "-", "max_rel_err": float("nan"),
-                         "detail": "", "config": f"torch {torch.__version__}", "file": TORCH})
+                         "detail": detail, "config": f"torch {torch.__version__}", "file": key})
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
+            if r["file"] is None:  # not built / not run
+                continue
             k = kernel_time_of(manifest_dir, r["file"], r["size"], driver)
             r.update(k, kernel_tflops=2.0 * r["size"] ** 3 / (k["kernel_ms"] * 1e-3) / 1e12)
             print(f"bench: {r['variant']} {r['size']}: {k['kernel_ms']:.4f} ms kernel-only "
@@ -513,7 +635,7 @@ def print_table(rows: list[dict]) -> None:
     extra = f" {'kernel ms':>9} {'TFLOP/s':>9}" if kernel else ""
     print(f"{'size':>6} {'variant':<24} {'target':<10} {'call ms':>9} {'TFLOP/s':>9}{extra} check")
     for r in rows:
-        k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>9.2f}" if kernel else ""
+        k = f" {r.get('kernel_ms', float('nan')):>9.4f} {r.get('kernel_tflops', float('nan')):>9.2f}" if kernel else ""
         print(f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}")
 
 
@@ -575,8 +697,9 @@ def bench_command(args) -> int:
     else:
         target = get_target(args.target)
         sizes = positive_ints(args.sizes or "1024,2048,4096", "--sizes")
+        args.dtype = {v: k for k, v in FP8.items()}.get(args.dtype, args.dtype)  # f8E4M3FN -> e4m3
         if args.dtype not in TIMED_DTYPES:
-            raise InputError(f"bench times {' and '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
+            raise InputError(f"bench times {', '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
                              hint="--checks covers every dtype pair of the target, numpy-checked")
         if args.checks or args.variants:
             prepare_checks(target.name, prep_dir, perf=args.variants, overrides=parse_overrides(args.config or []))

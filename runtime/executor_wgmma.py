@@ -36,7 +36,7 @@ from iree.compiler import ir
 from .executor import ExecutorError, _loc, _lanes
 from .isa import IsaError
 from .isa.smem_matrix import decode_descriptor, operand_address
-from .isa.tables import wgmma_key
+from .isa.tables import WGMMA_PTX_TYPES, wgmma_key
 from .isa.wgmma import execute_wgmma
 
 WARPGROUP = 128
@@ -259,7 +259,11 @@ def _h_wgmma_mma(k, op):
     shape = {kk: int(v) for kk, v in re.findall(r"(m|n|k) = (\d+)", str(op.attributes["shape"]))}
     a_t, b_t, d_t = (_attr_word(op, f"type{x}") for x in "ABD")
     n_fields = _struct_fields(op.results[0].type, op)
-    key = wgmma_key(shape["n"], a_t, b_t, d_t)
+    unknown = [t for t in (a_t, b_t) if t not in WGMMA_PTX_TYPES]
+    if unknown:
+        raise ExecutorError(f"{_loc(op)}: the ISA model has no f32-accumulating wgmma on {unknown[0]} inputs "
+                            f"(it has {', '.join(WGMMA_PTX_TYPES)})")
+    key = wgmma_key(shape["n"], WGMMA_PTX_TYPES[a_t], WGMMA_PTX_TYPES[b_t], d_t)
     if shape["m"] != 64 or n_fields != shape["n"] // 2:
         raise ExecutorError(f"{_loc(op)}: a m64n{shape['n']} f32 accumulator has {shape['n'] // 2} fields, not {n_fields}")
     trans_a = _attr_word(op, "layoutA") == "col"  # A row-major (M x K) = K-major

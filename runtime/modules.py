@@ -22,11 +22,12 @@ def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = 
 
 
 def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, transpose_b=False,
-                  batch=0, unsigned=False, generic=False, shared=False) -> str:
+                  batch=0, unsigned=False, generic=False, shared=False, b_type=None) -> str:
     """A linalg matmul module (optionally transposed operands, batch, unsigned i8 inputs, or one
-    argument feeding both operands when ``shared``: A @ A, A @ A^T); plain ones as linalg.matmul
-    unless ``generic``."""
-    if not (transpose_a or transpose_b or batch or unsigned or generic or shared):
+    argument feeding both operands when ``shared``: A @ A, A @ A^T; ``b_type``: B's element type
+    when it differs from A's, e.g. f8E4M3FN x f8E5M2); plain ones as linalg.matmul unless ``generic``."""
+    b_type = b_type or in_type
+    if not (transpose_a or transpose_b or batch or unsigned or generic or shared or b_type != in_type):
         return matmul_source(m, n, k, in_type, out_type)
     lead = f"{batch}x" if batch else ""
     a_shape = f"{lead}{k}x{m}" if transpose_a else f"{lead}{m}x{k}"
@@ -49,17 +50,17 @@ def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, 
     if in_type == out_type:  # no widening (f16 x f16 -> f16)
         conv, xe, ye = "", "%x", "%y"
     else:
-        conv = f"    %xe = {ext} %x : {in_type} to {out_type}\n    %ye = {ext} %y : {in_type} to {out_type}\n"
+        conv = f"    %xe = {ext} %x : {in_type} to {out_type}\n    %ye = {ext} %y : {b_type} to {out_type}\n"
         xe, ye = "%xe", "%ye"
-    args = f"%a: tensor<{a_shape}x{in_type}>" + ("" if shared else f", %b: tensor<{b_shape}x{in_type}>")
+    args = f"%a: tensor<{a_shape}x{in_type}>" + ("" if shared else f", %b: tensor<{b_shape}x{b_type}>")
     b_arg = "%a" if shared else "%b"
     return (f"func.func @matmul({args}) -> tensor<{c_shape}x{out_type}> {{\n"
             f"  %zero = arith.constant {zero} : {out_type}\n"
             f"  %e = tensor.empty() : tensor<{c_shape}x{out_type}>\n"
             f"  %f = linalg.fill ins(%zero : {out_type}) outs(%e : tensor<{c_shape}x{out_type}>) -> tensor<{c_shape}x{out_type}>\n"
             f"  %r = linalg.generic {{indexing_maps = [{a_map}, {b_map}, {c_map}], iterator_types = [{iters}]}}\n"
-            f"       ins(%a, {b_arg} : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{in_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
-            f"  ^bb0(%x: {in_type}, %y: {in_type}, %acc: {out_type}):\n"
+            f"       ins(%a, {b_arg} : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{b_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
+            f"  ^bb0(%x: {in_type}, %y: {b_type}, %acc: {out_type}):\n"
             f"{conv}"
             f"    %p = {mul} {xe}, {ye} : {out_type}\n"
             f"    %s = {add} %acc, %p : {out_type}\n"

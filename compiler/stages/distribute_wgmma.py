@@ -13,7 +13,7 @@ not):
     %acc0  = llvm.mlir.zero : !llvm.struct<(f32 x N/2)>
     scf.for K tiles iter_args(%acc):
         gpu.barrier                                   (the previous tile's wgmmas are done)
-        vector.load global 8 x 16-bit -> vector.store %smem at SmemLayout.offset (per chunk)
+        vector.load global 16 bytes -> vector.store %smem at SmemLayout.offset (per chunk)
         nvvm.fence.proxy async.shared::cta; gpu.barrier
         nvvm.wgmma.fence.aligned
         %acc = nvvm.wgmma.mma_async %dA + step, %dB + step, %acc   (x K steps)
@@ -33,7 +33,7 @@ the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
 Partial tiles: every chunk is bounded where the operand's tiles overhang its true extent (zeros
 in, as the mma.sync kernel's copies); the epilogue's stores are bounded likewise. Dynamic sizes:
 the extents are the prologue's values (``Rewriter.sizes``), the K loops run ``_k_tiles`` =
-ceil(K / 64) tiles of the run-time K, and the ring's prologue copies only tiles below it.
+ceil(K / tile_k) tiles of the run-time K, and the ring's prologue copies only tiles below it.
 
 The stores, copies, groups and barriers carry ``mmaflow.ring``: their order is this stage's (the
 `barriers` stage cannot see the wgmma's shared-memory reads).
@@ -86,25 +86,28 @@ class WgmmaRewriter(Rewriter):
         self.kernel_prologue()
         top = self.top
         tid = top.thread_id()
-        elem = ir.MemRefType(m.a.alloc.type).element_type
-        ebytes = plan.a.smem.element_bytes
-        smem = top.alloc_lds([plan.smem_bytes // ebytes], elem)
-        # The allocation's address rounded up to 1024 (IREE aligns dynamic shared memory to 16 only).
-        ptr = self._op(top, "memref.extract_aligned_pointer_as_index", [smem], [top.index]).result
-        pad = top.rem(top.sub(top.const(ALIGN), top.rem(ptr, ALIGN)), ALIGN)
-        pad_elems = top.div(pad, ebytes)
-        with top.loc, top.ip:
-            i64 = ir.IntegerType.get_signless(64)
-            base64 = arith.IndexCastOp(i64, top.add(ptr, pad)).result
-            masked = arith.AndIOp(base64, self._i64(top, _SHARED_FIELD)).result
-            start = arith.ShRUIOp(masked, self._i64(top, 4)).result
+        i64 = ir.IntegerType.get_signless(64)
+        shared, starts = [], []  # per allocation: (memref, its 1024-byte pad in elements), descriptor start field
+        for i in range(plan.allocations):  # one; two (A's slots, B's slots) for mixed element types
+            elem = ir.MemRefType(m.operands[i].alloc.type).element_type
+            ebytes = plan.operands[i].smem.element_bytes
+            smem = top.alloc_lds([plan.allocation_bytes(i) // ebytes], elem)
+            # The allocation's address rounded up to 1024 (IREE aligns dynamic shared memory to 16 only).
+            ptr = self._op(top, "memref.extract_aligned_pointer_as_index", [smem], [top.index]).result
+            pad = top.rem(top.sub(top.const(ALIGN), top.rem(ptr, ALIGN)), ALIGN)
+            shared.append((smem, top.div(pad, ebytes)))
+            with top.loc, top.ip:
+                base64 = arith.IndexCastOp(i64, top.add(ptr, pad)).result
+                masked = arith.AndIOp(base64, self._i64(top, _SHARED_FIELD)).result
+                starts.append(arith.ShRUIOp(masked, self._i64(top, 4)).result)
         warpgroup = top.div(tid, 128)
         desc = {}
-        for name in ("A", "B"):
+        for op_plan in plan.operands:
+            name = op_plan.name
             d0 = plan.descriptor(name, 0, 0)
             fields = d0.encode()  # start (tile offset >> 4) | LBO | SBO | swizzle mode, for base 0
             with top.loc, top.ip:
-                d = arith.AddIOp(start, self._i64(top, fields)).result  # the start field has no carry: < 2^18
+                d = arith.AddIOp(starts[op_plan.allocation], self._i64(top, fields)).result  # no carry: < 2^18
                 if name == "A" and plan.warpgroups > 1:
                     step = arith.IndexCastOp(i64, top.mul(warpgroup, plan.a_warpgroup_step >> 4)).result
                     d = arith.AddIOp(d, step).result
@@ -113,11 +116,11 @@ class WgmmaRewriter(Rewriter):
         acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
         if plan.tma is not None:  # the ring filled by TMA (--config copy=tma): compiler/tma.py
             from ..tma import TmaRing
-            loop = TmaRing(self).loop(tid, smem, pad_elems, desc, acc0, struct_t)
+            loop = TmaRing(self).loop(tid, shared, desc, acc0, struct_t)
         elif plan.pipelined:
-            loop = self._ring_loop(tid, smem, pad_elems, desc, acc0, struct_t)
+            loop = self._ring_loop(tid, shared, desc, acc0, struct_t)
         else:
-            loop = self._k_loop(tid, smem, pad_elems, desc, acc0, struct_t)
+            loop = self._k_loop(tid, shared, desc, acc0, struct_t)
         # The accumulator, as the epilogue's per-warp vector (field i = vector element i).
         w = self.m.out_write
         em = Emitter(ir.InsertionPoint(w), w.location, self.vendor).named("epilogue")
@@ -131,7 +134,7 @@ class WgmmaRewriter(Rewriter):
         self._store_accumulators([vec], lanes)
         self._erase_old()
 
-    def _k_loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t) -> KLoop:
+    def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> KLoop:
         plan = self.plan
         old = self.m.loop
         old_body = old.regions[0].blocks[0]
@@ -147,7 +150,7 @@ class WgmmaRewriter(Rewriter):
         iv = loop.induction_variable
         attrs.mark(em.barrier(), attrs.RING)
         for opd, op_plan in zip(self.m.operands, plan.operands):
-            self._copy_tile(em, opd, op_plan, old_body, old_iv, iv, tid, smem, pad_elems)
+            self._copy_tile(em, opd, op_plan, old_body, old_iv, iv, tid, *shared[op_plan.allocation])
         self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
                                                    "space": "#nvvm.shared_space<cta>"})
         attrs.mark(em.barrier(), attrs.RING)
@@ -176,18 +179,22 @@ class WgmmaRewriter(Rewriter):
         plan = self.plan
         self._op(em, "nvvm.wgmma.fence.aligned")
         intr = plan.intrinsic
-        if slot is not None:  # the slot's descriptors: start field + slot * slot_bytes / 16
+        if slot is not None:  # the slot's descriptors: start field + slot * slot stride / 16
             with em.loc, em.ip:
                 i64 = ir.IntegerType.get_signless(64)
-                shift = arith.IndexCastOp(i64, em.mul(slot, plan.slot_bytes >> 4)).result
-                desc = {name: arith.AddIOp(d, shift).result for name, d in desc.items()}
+                shifts = {}  # by slot stride (one: the slot; A's and B's rings apart for mixed types)
+                for o in plan.operands:
+                    if o.slot_stride not in shifts:
+                        shifts[o.slot_stride] = arith.IndexCastOp(i64, em.mul(slot, o.slot_stride >> 4)).result
+                desc = {o.name: arith.AddIOp(desc[o.name], shifts[o.slot_stride]).result for o in plan.operands}
         a0, b0 = plan.descriptor("A", 0, 0).start_address, plan.descriptor("B", 0, 0).start_address
         mma_attrs = {
             "shape": f"#nvvm.shape<m = 64, n = {intr.n}, k = {intr.k}>",
-            "typeA": f"#nvvm.wgmma_type<{intr.a_type}>", "typeB": f"#nvvm.wgmma_type<{intr.b_type}>",
+            "typeA": f"#nvvm.wgmma_type<{intr.ptx_type('A')}>", "typeB": f"#nvvm.wgmma_type<{intr.ptx_type('B')}>",
             "typeD": "#nvvm.wgmma_type<f32>", "scaleD": "#nvvm.wgmma_scale_out<one>",
             "scaleA": "#nvvm.wgmma_scale_in<one>", "scaleB": "#nvvm.wgmma_scale_in<one>",
-            # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0)
+            # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0; the only
+            # form 8-bit types have: wgmma_plan.refuse_fp8_forms)
             "layoutA": f"#nvvm.mma_layout<{'row' if plan.a.k_innermost else 'col'}>",
             "layoutB": f"#nvvm.mma_layout<{'col' if plan.b.k_innermost else 'row'}>",
         }
@@ -216,7 +223,7 @@ class WgmmaRewriter(Rewriter):
     # the slot of tile t + copy_ahead + _slot_skew, i.e. reuse a slot _slot_skew stages too early.
     _slot_skew = 0
 
-    def _ring_loop(self, tid, smem, pad_elems, desc: dict, acc0, struct_t) -> KLoop:
+    def _ring_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> KLoop:
         """The K loop over a ring of S = ``plan.stages`` shared-memory slots (tile t in slot
         t % S), filled by cp.async (16 bytes per copy, at ``SmemLayout.offset`` in the slot), with
         A = ``plan.copy_ahead`` tiles copied ahead and L = ``plan.wgmma_lag`` wgmma groups left
@@ -267,8 +274,8 @@ class WgmmaRewriter(Rewriter):
             tokens = []
             if tile is not None:
                 for opd, op_plan in zip(self.m.operands, plan.operands):
-                    tokens += self._copy_tile(em, opd, op_plan, old_body, old_iv, origin(em, tile), tid, smem,
-                                              pad_elems, slot=slot, tile_valid=tile_valid)
+                    tokens += self._copy_tile(em, opd, op_plan, old_body, old_iv, origin(em, tile), tid,
+                                              *shared[op_plan.allocation], slot=slot, tile_valid=tile_valid)
             group = em.async_group(tokens)
             attrs.mark(defining_op(group), attrs.RING)
             if em is pre:  # nvgpu.device_async_wait's token operand (the hardware counts groups)
@@ -333,7 +340,7 @@ class WgmmaRewriter(Rewriter):
         threads = self.plan.workgroup_size
         base = op_plan.offset // lay.element_bytes
         if slot is not None:
-            base = em.add(base, em.mul(slot, self.plan.slot_bytes // lay.element_bytes))
+            base = em.add(base, em.mul(slot, op_plan.slot_stride // lay.element_bytes))
         tokens = []
         for i in range(op_plan.chunks_per_thread):
             c = em.add(tid, threads * i)

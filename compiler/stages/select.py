@@ -37,7 +37,7 @@ from iree.compiler import ir
 from .. import attrs, dynamic
 from ..attention import ATTENTION_OPS, AttentionDispatch, describe_attention
 from ..flash_attention import attention_placements, plan_flash_attention
-from ..config import require_intrinsic
+from ..config import require_intrinsic, warpgroup_only, warpgroup_refusal
 from ..linalg_forms import folded_fill
 from ..errors import InputError, UnsupportedError
 from ..mlir import (defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr,
@@ -515,8 +515,16 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     if accumulates:
         raise UnsupportedError("the matmul accumulates into an existing tensor (C += A*B); mmaflow needs "
                                "a zero-filled init (linalg.fill)", stage=NAME, location=location_of(op))
+    if warpgroup_only(target, problem):  # fp8 on sm_90a: the warpgroup kernel or nothing of ours
+        refusal = warpgroup_refusal(target, problem)
+        if refusal is not None:
+            return Decision(name, False, f"{problem.describe()}: only the warpgroup-MMA kernel computes "
+                                         f"{problem.a_type} x {problem.b_type} on {target.name}, and it refuses: "
+                                         f"{refusal}; left to IREE's own pipeline (whose CUDA lowering of fp8 "
+                                         f"matmuls fails in IREE 3.13)")
     try:
-        require_intrinsic(target, problem)
+        if not warpgroup_only(target, problem):
+            require_intrinsic(target, problem)
     except UnsupportedError as e:
         if k_dropped:  # an outer product (a broadcast multiply) without a matrix instruction: IREE's
             return Decision(name, False, f"an outer product (K = 1) of {problem.a_type} x {problem.b_type} -> "

@@ -236,6 +236,8 @@ INSTRUCTIONS: dict[str, IsaInstruction] = _build()
 # shared-memory operands) exist only for .f16/.bf16.
 
 _PTX_TYPE = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+# The element type of each PTX (and NVVM ``#nvvm.wgmma_type<...>``) input type name.
+WGMMA_PTX_TYPES = {ptx: t for t, ptx in _PTX_TYPE.items()}
 
 
 def _wg_thread(t):

@@ -1,0 +1,490 @@
+"""fp8 (f8E4M3FN / f8E5M2) x fp8 -> f32 on the sm_90a warpgroup-MMA kernel (``wgmma_plan.py``,
+``stages/distribute_wgmma.py``): wgmma m64nNk32 from 128B-swizzled K-major shared-memory tiles of
+128 x 128 bytes (K tile = 128 elements: one swizzle line), filled by 16-byte cp.async copies.
+
+Numerics on the lane executor, whose wgmma is the independent ISA model reading the shared-memory
+bytes as fp8 (``runtime/isa/wgmma.py``):
+
+- ``exact=True``: inputs in {-2, ..., 2}, exact in both fp8 types; every product and partial sum
+  is an integer of magnitude <= 4K, exact in f32 for these K: compared with zero tolerance, so
+  one misplaced byte fails.
+- random: uniform in [-2, 2) rounded to the fp8 type (``numerics.random_matrix``, ml_dtypes);
+  the reference is the float64 product of the *rounded* inputs (products of two fp8 values are
+  exact in f32: 4 + 4 significand bits), so the only error is the f32 accumulation, at most
+  K * 2^-24 * sum_k |a_ik||b_kj| (Higham's gamma_K) plus the final rounding
+  (``numerics.matmul_reference``).
+
+fp8 wgmma has no transpose (imm-trans is for 16-bit types), so both operands must be K-major in
+shared memory: A as M x K and B as N x K (``transpose_b``). The other forms and rows that are not
+whole 16-byte chunks (K % 16) are refused with the reason; select then leaves the dispatch to
+IREE (no mma.sync kernel computes fp8). Mixed pairs (e4m3 x e5m2, e5m2 x e4m3) keep A's and B's
+slots in two allocations, one per element type.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from conftest import handed_back, simulate
+from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.config import explain, resolve
+from mmaflow.compiler.errors import MmaflowError, UnsupportedError
+from mmaflow.compiler.mlir import new_context, parse_module
+from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.results import CodegenOptions
+from mmaflow.compiler.targets import get_target
+from mmaflow.runtime.executor import ExecutorError
+from mmaflow.runtime.modules import epilogue_module, matmul_module
+from mmaflow.runtime.simulate import check_matmul
+
+SM90 = get_target("sm_90a")
+E4M3, E5M2 = "f8E4M3FN", "f8E5M2"
+
+
+def _wg(n, t=E4M3):
+    return f"WGMMA_F32_64x{n}x32_{t.upper()}"
+
+
+def _sim(src, overrides, exact=False, seed=0):
+    text = handed_back(src, "sm_90a", tuple(sorted(overrides.items())))
+    return check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
+
+
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+@pytest.mark.parametrize("stages", [1, 3])
+@pytest.mark.parametrize("exact", [True, False], ids=["ints", "random"])
+def test_fp8_matches_numpy(t, stages, exact):
+    # K = 384: 3 K tiles of 128, every slot of the 3-slot ring used once
+    r = _sim(matmul_module(128, 128, 384, t, transpose_b=True), {"intrinsic": _wg(128, t), "stages": stages}, exact)
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+    assert r.stats.matrix_ops == (384 // 128) * 4 * 2  # 4 wgmma m64n128k32 per K tile and warpgroup
+
+
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+def test_fp8_default_ring_reuses_slots(t):
+    """The heuristic's kernel for a small problem (64x128 tiles, one warpgroup; 4-slot ring), K of
+    5 tiles: every slot reused."""
+    src = matmul_module(128, 256, 640, t, transpose_b=True)
+    text = handed_back(src, "sm_90a")
+    assert _wg(128, t) in text
+    for exact, seed in ((True, 1), (False, 2)):
+        r = check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+
+
+@pytest.mark.parametrize("stages", [1, 4])
+@pytest.mark.parametrize("m,n,k,wn", [(200, 136, 272, 128), (72, 264, 144, 256)], ids=["mnk", "n256-k-16"])
+def test_fp8_partial_tiles(m, n, k, wn, stages):
+    """M, N, K not multiples of the tile (K a multiple of 16: whole 16-byte chunks): chunks past
+    the true extent are zero-filled, stores past it dropped."""
+    src = matmul_module(m, n, k, E4M3, transpose_b=True)
+    for exact in (True, False):
+        r = _sim(src, {"intrinsic": _wg(wn), "stages": stages}, exact, seed=3)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+
+
+def test_fp8_batch_one_warpgroup():
+    r = _sim(matmul_module(40, 72, 160, E5M2, transpose_b=True, batch=2),
+             {"intrinsic": _wg(64, E5M2), "tile_m": 64, "stages": 2}, exact=True)
+    assert r.check.passed, r.check.line()
+    assert r.stats.matrix_ops == 2 * 2 * 2 * 4  # batch 2 x 2 N tiles x 2 K tiles x 4 steps, one warpgroup
+
+
+def test_fp8_fused_bias_relu_f16():
+    """The register epilogue is the f16 kernel's, unchanged: bias over N + relu, stored as f16."""
+    from mmaflow.runtime.modules import EPILOGUES
+    from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+    src = epilogue_module(136, 256, 256, E4M3, transpose_b=True, **EPILOGUES["bias_n_relu_f16"])
+    r = simulate(src, "sm_90a", {"intrinsic": _wg(256), "stages": 3}, seed=5,
+                 epilogue=EPILOGUE_REFERENCES["bias_n_relu_f16"])
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+
+
+DYNAMIC_ROWS = """func.func @mm(%a0: tensor<?x256xf8E4M3FN>, %b: tensor<136x256xf8E4M3FN>) -> tensor<?x136xf32> {
+  %c0 = arith.constant 0 : index
+  %m0 = tensor.dim %a0, %c0 : tensor<?x256xf8E4M3FN>
+  %m = arith.addi %m0, %c0 : index
+  %a = flow.tensor.reshape %a0 : tensor<?x256xf8E4M3FN>{%m0} -> tensor<?x256xf8E4M3FN>{%m}
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty(%m) : tensor<?x136xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<?x136xf32>) -> tensor<?x136xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]}
+       ins(%a, %b : tensor<?x256xf8E4M3FN>, tensor<136x256xf8E4M3FN>) outs(%f : tensor<?x136xf32>) {
+  ^bb0(%x: f8E4M3FN, %y: f8E4M3FN, %acc: f32):
+    %xe = arith.extf %x : f8E4M3FN to f32
+    %ye = arith.extf %y : f8E4M3FN to f32
+    %p = arith.mulf %xe, %ye : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<?x136xf32>
+  return %r : tensor<?x136xf32>
+}
+"""
+
+
+def test_fp8_dynamic_rows():
+    """Dynamic M (inference rows) times static N x K weights: one kernel (the heuristic's, M
+    estimated), run at several row counts."""
+    for m in (1, 77, 130):
+        r = simulate(DYNAMIC_ROWS, "sm_90a", {}, sizes=dict(m=m), seed=m, exact=m != 77)
+        assert r.check.passed, (m, r.check.line())
+        assert r.config.intrinsic == _wg(128)
+
+
+@pytest.mark.parametrize("a,b", [(E4M3, E5M2), (E5M2, E4M3)], ids=["e4m3xe5m2", "e5m2xe4m3"])
+@pytest.mark.parametrize("stages", [1, 3])
+def test_fp8_mixed_pairs(a, b, stages):
+    """A and B of different fp8 types: two shared-memory allocations (A's slots, B's slots), each
+    rounded up to 1024 bytes; partial M, N, K tiles."""
+    src = matmul_module(200, 136, 272, a, transpose_b=True, b_type=b)
+    text = handed_back(src, "sm_90a", (("stages", stages),))
+    assert text.count("memref.alloc()") == 2 and f"xf8E4M3FN, #gpu.address_space<workgroup>>" in text \
+        and f"xf8E5M2, #gpu.address_space<workgroup>>" in text
+    for exact in (True, False):
+        r = check_matmul(parse_module(text, new_context()), exact=exact, seed=4)
+        assert r.check.passed, r.check.line()
+        assert not r.stats.races
+        assert r.config.intrinsic == f"WGMMA_F32_64x128x32_{a.upper()}_{b.upper()}"
+
+
+def test_fp8_mixed_pair_types_matter():
+    """Mutation: the wgmma told B is e4m3 when its bytes are e5m2 (the executor reads each operand
+    in the op's own type): the exact check fails."""
+    text = handed_back(matmul_module(128, 128, 256, E4M3, transpose_b=True, b_type=E5M2), "sm_90a")
+    assert "B[<e5m2>" in text
+    r = check_matmul(parse_module(text.replace("B[<e5m2>", "B[<e4m3>"), new_context()), exact=True)
+    assert not r.check.passed
+
+
+def _ring_text(stages, skew=0):
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    old = WgmmaRewriter._slot_skew
+    WgmmaRewriter._slot_skew = skew
+    try:
+        res = codegen_module(matmul_module(128, 128, 640, E4M3, transpose_b=True), "sm_90a",
+                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
+        (exe,) = res.taken
+        return exe.text
+    finally:
+        WgmmaRewriter._slot_skew = old
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_fp8_slot_reused_one_stage_early_fails(stages):
+    """Mutation (as for f16): the copy of tile t+A into the slot a wgmma group still reads."""
+    ok = check_matmul(parse_module(_ring_text(stages), new_context()), exact=True)
+    assert ok.check.passed, ok.check.line()
+    with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
+        check_matmul(parse_module(_ring_text(stages, skew=1), new_context()), exact=True)
+
+
+def test_fp8_k_step_is_32_bytes(monkeypatch):
+    """Mutation: K steps of 16 elements (the 16-bit kernel's) inside the fp8 line: the 4 wgmmas
+    of a K tile would read its first 64 bytes, half of them twice; the exact check catches it."""
+    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+
+    def a_offset(self, warpgroup, step):
+        return self.a.smem.linear_offset(64 * warpgroup, 16 * step)
+
+    def descriptor(self, name, warpgroup, step):
+        if name == "A":
+            return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, 16 * step, 64, 16)
+        return self.b.smem.descriptor(self.b.offset, 0, 16 * step, self.intrinsic.n, 16)
+    monkeypatch.setattr(WgmmaPlan, "a_offset", a_offset)
+    monkeypatch.setattr(WgmmaPlan, "descriptor", descriptor)
+    res = codegen_module(matmul_module(128, 128, 256, E4M3, transpose_b=True), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 2}))
+    (exe,) = res.taken
+    r = check_matmul(parse_module(exe.text, new_context()), exact=True)
+    assert not r.check.passed, r.check.line()
+
+
+# ---- configure: the heuristic and the refusals -----------------------------------------------------
+
+def _p(m=4096, n=4096, k=4096, a=E4M3, b=E4M3, ta=False, tb=True):
+    return Contraction(m=m, n=n, k=k, batch=1, a_type=a, b_type=b, c_type="f32", a_transposed=ta, b_transposed=tb)
+
+
+def test_heuristic_takes_fp8_on_the_warpgroup_kernel():
+    for t in (E4M3, E5M2):
+        cfg, intr = resolve(SM90, _p(a=t, b=t))
+        assert intr.name == _wg(256, t) and (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == (128, 256, 128, 4)
+        assert intr.mnemonic.endswith(f"m64n256k32.f32.{'e4m3' if t == E4M3 else 'e5m2'}.{'e4m3' if t == E4M3 else 'e5m2'}")
+    # few tiles: the smaller shape all the same (no mma.sync computes fp8)
+    cfg, intr = resolve(SM90, _p(256, 256, 256))
+    assert intr.name == _wg(128) and cfg.tile_m == 64
+    assert "no mma.sync instruction computes" in explain(SM90, _p(256, 256, 256))[0]
+    # overrides the warpgroup kernel takes
+    cfg, _ = resolve(SM90, _p(), {"stages": 2, "tile_m": 64})
+    assert (cfg.stages, cfg.tile_m) == (2, 64)
+
+
+@pytest.mark.parametrize("problem,overrides,match", [
+    (_p(tb=False), {}, r"B is stored K x N \(a plain matmul's B\): its global rows run along N, and 8-bit wgmma reads "
+                       r"only K-major shared-memory operands .* the fp8 kernel takes A as M x K and B as N x K"),
+    (_p(ta=True), {}, r"A is stored K x M \(A\^T\): its global rows run along M"),
+    (_p(k=4008), {}, r"A's global rows run along K = 4008, not a multiple of 16 elements"),
+    (_p(), {"tile_n": 128}, "tile_n=128 cannot be set"),
+    (_p(), {"intrinsic": _wg(128, E5M2)}, "computes f8E5M2xf8E5M2->f32, the matmul is f8E4M3FNxf8E4M3FN->f32"),
+])
+def test_fp8_refusals(problem, overrides, match):
+    with pytest.raises(MmaflowError, match=match):
+        resolve(SM90, problem, overrides)
+
+
+@pytest.mark.parametrize("src,why", [
+    (matmul_module(256, 256, 256, E4M3), "B is stored K x N"),
+    (matmul_module(256, 256, 256, E5M2, transpose_a=True, transpose_b=True), "A is stored K x M"),
+    (matmul_module(256, 256, 100, E4M3, transpose_b=True), "not a multiple of 16 elements"),
+])
+def test_select_leaves_what_the_kernel_refuses_to_iree(src, why):
+    """No mma.sync kernel computes fp8 on sm_90a: a form the warpgroup kernel refuses is left to
+    IREE with the reason (never a silent wrong result), not configured to something else."""
+    res = codegen_module(src, "sm_90a", require_matmul=False)
+    assert not res.taken
+    (line,) = [x for x in res.log if "left" in x]
+    assert "only the warpgroup-MMA kernel computes" in line and why in line, line
+
+
+def test_fp8_is_refused_before_hopper():
+    with pytest.raises(UnsupportedError, match="no matrix instruction on sm_80 computes f8E4M3FN"):
+        codegen_module(matmul_module(256, 256, 256, E4M3, transpose_b=True), "sm_80")
+
+
+# ---- lowering ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("t,b,ptx_t", [(E4M3, E4M3, "e4m3.e4m3"), (E5M2, E5M2, "e5m2.e5m2"),
+                                       (E4M3, E5M2, "e4m3.e5m2")])
+def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
+    """The heuristic's kernel (128x256x128 tiles, 4-slot ring): verified PTX (check_isa: the wgmma
+    mnemonic, 16-byte cp.async, one barrier per K tile), no local memory; ptxas (sm_90a) without
+    spills or serialized wgmma."""
+    from mmaflow.compiler.report import ptxas_path
+    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b), "sm_90a")  # verify=True
+    (ptx,) = res.isa_text.values()
+    assert ".target sm_90a" in ptx
+    assert f"wgmma.mma_async.sync.aligned.m64n256k32.f32.{ptx_t}" in ptx
+    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    exe = ptxas_path()
+    assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    (tmp_path / "k.ptx").write_text(ptx)
+    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "0 bytes spill stores" in out, out
+    assert "serialized" not in out.lower(), out
+
+
+# ---- wider sweep ---------------------------------------------------------------------------------
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("t,b", [(E4M3, E4M3), (E5M2, E5M2), (E4M3, E5M2)], ids=["e4m3", "e5m2", "mixed"])
+@pytest.mark.parametrize("wn,tile_m,stages", [(256, 128, 4), (128, 64, 3), (64, 128, 2)])
+def test_fp8_sweep(t, b, wn, tile_m, stages):
+    name = _wg(wn, t) if t == b else f"WGMMA_F32_64x{wn}x32_{t.upper()}_{b.upper()}"
+    for m, n, k in ((256, 512, 1024), (264, 328, 400)):
+        src = matmul_module(m, n, k, t, transpose_b=True, b_type=b)
+        for exact in (True, False):
+            r = _sim(src, {"intrinsic": name, "tile_m": tile_m, "stages": stages}, exact, seed=m + k)
+            assert r.check.passed, ((m, n, k), r.check.line())
+
+
+# ---- the bench (prepare here; the run half's fp8 path on IREE's CPU backend) -----------------------
+
+def test_bench_prepares_fp8_with_iree_default_not_built(tmp_path):
+    """`mmaflow bench --dtype e4m3`: the A @ B^T module (B stored N x K) built by mmaflow; IREE's
+    default cannot build an fp8 matmul for CUDA, and the manifest says so instead of failing."""
+    import json
+    from mmaflow.runtime.bench import prepare
+    man = prepare("sm_90a", [256], "e4m3", tmp_path)
+    assert man["a_type"] == E4M3 and man["b_transposed"] is True
+    mine, base = man["entries"]
+    assert mine["variant"] == "mmaflow" and (tmp_path / mine["file"]).stat().st_size > 0
+    assert _wg(128) in mine["config"]
+    assert base["variant"] == "iree-default" and base["file"] is None
+    assert "error:" in base["not_built"]
+    assert json.loads((tmp_path / "manifest.json").read_text()) == man
+
+
+@pytest.mark.parametrize("t", ["e4m3", "e5m2"])
+def test_bench_run_half_takes_fp8_buffers(tmp_path, t):
+    """The run half on the CPU (IREE's llvm-cpu backend compiles the same fp8 module, driver
+    local-task): ml_dtypes fp8 arrays reach iree.runtime as they are (HAL element type
+    FLOAT_8_E4M3_FN / FLOAT_8_E5M2), the result is checked against float64 of the rounded inputs
+    with B^T, and a "not built" entry is reported, not run."""
+    import json
+    from iree.compiler import compile_str
+    from mmaflow.runtime.bench import FP8, run
+    elem = FP8[t]
+    src = matmul_module(64, 64, 64, elem, transpose_b=True)
+    (tmp_path / "cpu.vmfb").write_bytes(compile_str(src, extra_args=[
+        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=generic"]))
+    man = {"target": "llvm-cpu", "driver": "local-task", "a_type": elem, "c_type": "f32", "b_transposed": True,
+           "function": "matmul", "entries": [
+               {"size": 64, "variant": "llvm-cpu", "file": "cpu.vmfb", "target": "host", "config": "IREE llvm-cpu"},
+               {"size": 64, "variant": "iree-default", "file": None, "target": "sm_80", "config": "IREE default",
+                "not_built": "error: x"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    rows = run(tmp_path, "local-task", tmp_path / "out", repeat=2, warmup=1)
+    assert [r["check"] for r in rows] == ["PASS", "not built"], rows
+    # the check would see a wrong orientation: B read as K x N fails
+    man["b_transposed"] = False
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    assert run(tmp_path, "local-task", tmp_path / "out", repeat=1, warmup=1)[0]["check"] == "FAIL"
+
+
+class _FakeTensor:
+    """Just enough of a torch tensor for the bench's torch side, over numpy (no GPU here)."""
+
+    def __init__(self, x, dtype=None):
+        self.x, self.dtype = np_asarray(x), dtype
+
+    def cuda(self):
+        return self
+
+    cpu = cuda
+
+    def numpy(self):
+        return self.x
+
+    def view(self, dtype):  # bytes -> fp8, as torch's Tensor.view(dtype)
+        import ml_dtypes
+        return _FakeTensor(self.x.view({"float8_e4m3fn": ml_dtypes.float8_e4m3fn,
+                                        "float8_e5m2": ml_dtypes.float8_e5m2}[dtype]), dtype)
+
+    def t(self):
+        return _FakeTensor(self.x.T, self.dtype)
+
+    def float(self):
+        return _FakeTensor(self.x.astype("float32"))
+
+    def abs(self):
+        return _FakeTensor(abs(self.x))
+
+    def __matmul__(self, other):
+        return _FakeTensor(self.x @ other.x)
+
+
+def np_asarray(x):
+    import numpy as np
+    return np.asarray(x)
+
+
+def _fake_torch(scaled_mm_calls: list):
+    import types
+
+    import numpy as np
+
+    def scaled_mm(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum=False):
+        scaled_mm_calls.append((a.dtype, b.dtype, a.x.flags.c_contiguous, b.x.flags.f_contiguous, out_dtype,
+                                use_fast_accum))
+        if a.dtype == b.dtype == "float8_e5m2":  # as cuBLASLt: no e5m2 x e5m2 kernel
+            raise ValueError("Multiplication of two Float8_e5m2 matrices is not supported\nmore")  # torch 2.11 on the H200
+        prod = a.x.astype(np.float64) @ b.x.astype(np.float64) * float(scale_a.x) * float(scale_b.x)
+        return _FakeTensor(prod.astype(np.float32))
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None,
+                                 Event=Event)
+    return types.SimpleNamespace(__version__="fake", cuda=cuda, from_numpy=_FakeTensor, _scaled_mm=scaled_mm,
+                                 tensor=lambda v, device=None: _FakeTensor(np.float32(v)), float32="float32",
+                                 float8_e4m3fn="float8_e4m3fn", float8_e5m2="float8_e5m2")
+
+
+@pytest.mark.parametrize("t", ["e4m3", "e5m2"])
+def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch, t):
+    """The run half's torch side with a numpy stand-in for torch (the GPU machine has torch 2.11):
+    torch._scaled_mm gets A row-major, B column-major (``b_nk.t()``), unit scales and f32 out, with
+    and without fast accumulation, its result is checked against the same float64 reference;
+    e5m2 x e5m2, which cuBLASLt lacks, is reported as not run rather than failing the bench; the
+    Nsight Compute child (``profile_one``) calls the recipe its row names."""
+    import json
+    import sys
+
+    from iree.compiler import compile_str
+    from mmaflow.runtime import iree_runner
+    from mmaflow.runtime.bench import FP8, PROFILED_CALLS, profile_one, run
+
+    class CpuModule(iree_runner.CompiledModule):
+        def __init__(self, vmfb, driver):
+            super().__init__(vmfb, "local-task")
+    calls = []
+    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(calls))
+    elem = FP8[t]
+    (tmp_path / "cpu.vmfb").write_bytes(compile_str(matmul_module(64, 64, 64, elem, transpose_b=True), extra_args=[
+        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
+        "--iree-llvmcpu-target-cpu=generic"]))
+    man = {"target": "llvm-cpu", "driver": "cuda", "a_type": elem, "c_type": "f32", "b_transposed": True,
+           "function": "matmul", "entries": [
+               {"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}]}
+    (tmp_path / "manifest.json").write_text(json.dumps(man))
+    rows = run(tmp_path, "cuda", tmp_path / "out", repeat=2, warmup=1)
+    torch_name = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[t]
+    assert calls[0] == (torch_name, torch_name, True, True, "float32", False)
+    assert rows[0]["check"] == "PASS", rows
+    if t == "e4m3":
+        assert [r["variant"] for r in rows[1:]] == ["torch._scaled_mm (e4m3, f32 out)",
+                                                    "torch._scaled_mm (e4m3, f32 out, fast accum)"]
+        assert [r["file"] for r in rows[1:]] == ["torch", "torch-fast-accum"]
+        assert all(r["detail"].startswith("torch vs float64: PASS") for r in rows[1:]), rows
+        calls.clear()
+        profile_one(tmp_path, "torch-fast-accum", 64, "cuda")
+        assert len(calls) == 1 + PROFILED_CALLS and all(c[-1] is True for c in calls)
+    else:
+        assert [r["check"] for r in rows[1:]] == ["not run", "not run"], rows
+        assert "Float8_e5m2" in rows[1]["detail"]
+
+
+def test_bench_table_prints_rows_that_were_not_built(capsys):
+    from mmaflow.runtime.bench import print_table
+    nan = float("nan")
+    print_table([{"size": 64, "variant": "mmaflow", "target": "sm_90a", "ms": 1.0, "tflops": 2.0, "check": "PASS",
+                  "kernel_ms": 0.5, "kernel_tflops": 4.0},
+                 {"size": 64, "variant": "iree-default", "target": "sm_80", "ms": nan, "tflops": nan,
+                  "check": "not built"}])
+    out = capsys.readouterr().out
+    assert "not built" in out and "0.5000" in out
+
+
+def test_bench_fp8_check_names_the_bound_it_passes():
+    """The run half's fp8 verdict: within the f32 bound "PASS"; outside it but within the bound of
+    a 13-bit tensor-core accumulator per k32 step (Hopper's fp8 accumulation, DeepSeek-V3's
+    measurement) "PASS (fp8 accumulation bound)"; outside both "FAIL" (and f16 knows only the
+    first)."""
+    import numpy as np
+    from mmaflow.runtime.bench import FP8_ACC_BITS, _reference_check
+    from mmaflow.runtime.numerics import DTYPES
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (64, 256)).astype(DTYPES[E4M3])
+    b = rng.uniform(-1, 1, (256, 64)).astype(DTYPES[E4M3])
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    assert _reference_check(a, b, ref.astype(np.float32), None, fp8=True)["verdict"] == "PASS"
+    near = ref + 4 * 2.0 ** -FP8_ACC_BITS * bound  # 8 k32 steps: within 8 * 2^-13 * sum |a||b|
+    r = _reference_check(a, b, near, None, fp8=True)
+    assert r["verdict"] == "PASS (fp8 accumulation bound)" and "f32 bound: FAIL" in r["detail"], r
+    assert _reference_check(a, b, near, None)["verdict"] == "FAIL"
+    assert _reference_check(a, b, ref + 0.1 * bound, None, fp8=True)["verdict"] == "FAIL"

@@ -1,0 +1,16 @@
+// C = A x B^T in f8E4M3FN, B stored N x K (the fp8 wgmma kernel's form; lit_tests/distribute/wgmma_fp8.test).
+func.func @mm(%a: tensor<256x512xf8E4M3FN>, %b: tensor<512x512xf8E4M3FN>) -> tensor<256x512xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<256x512xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<256x512xf32>) -> tensor<256x512xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]}
+       ins(%a, %b : tensor<256x512xf8E4M3FN>, tensor<512x512xf8E4M3FN>) outs(%f : tensor<256x512xf32>) {
+  ^bb0(%x: f8E4M3FN, %y: f8E4M3FN, %acc: f32):
+    %xe = arith.extf %x : f8E4M3FN to f32
+    %ye = arith.extf %y : f8E4M3FN to f32
+    %p = arith.mulf %xe, %ye : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<256x512xf32>
+  return %r : tensor<256x512xf32>
+}
