@@ -296,3 +296,45 @@ def test_tma_wide_lowers_with_few_boxes(tmp_path):
     text = handed_back(matmul_module(256, 256, 256, "f16"), "sm_90a",
                        tuple(sorted({"intrinsic": _wg(256), "copy": "tma-wide"}.items())))
     assert "mmaflow_tma_maps" in text
+
+
+# ---- the executor against the H200: the TMA probe (lit_tests/Inputs/gen_tma_probe.py) ----------------
+
+def _probe(variant):
+    import sys
+    from pathlib import Path
+    import numpy as np
+    inputs = str(Path(__file__).parents[1] / "lit_tests" / "Inputs")
+    sys.path.insert(0, inputs)
+    try:
+        import gen_tma_probe as gen
+        from run_tma_probe import expected_image
+    finally:
+        sys.path.remove(inputs)
+    from mmaflow.runtime.simulate import load_dispatch, run_dispatch
+    mod = parse_module(str(gen.probe_module(variant)), new_context())
+    d = load_dispatch(mod)
+    for op in list(d.func.regions[0].blocks[0].operations):  # the replaced body's dead tensor constants
+        if op.operation.name == "arith.constant" and "tensor<" in str(op.operation.results[0].type):
+            op.operation.erase()
+    x = np.random.default_rng(90).standard_normal((256, 256)).astype(np.float16)
+    # IREE packs the two outputs: maps (binding 2) at byte 8192
+    bufs = {0: x.copy(), 1: np.zeros(1024, np.int64), 2: np.zeros(1024 + 56, np.int64)}
+    run_dispatch(d, bufs)
+    return bufs, expected_image(x, gen.COORD[1], gen.COORD[0]), gen
+
+
+def test_executor_reproduces_the_h200_probe_image():
+    """The probe's zero-cpfp kernel (a map built from zero bytes, tensormap.cp_fenceproxy, one 64x64
+    box at (64, 128) with the 128B swizzle) passed on the H200; on the executor it gives the same
+    8192 bytes (the run script's numpy image) after one try_wait."""
+    bufs, want, gen = _probe("zero-cpfp")
+    assert (bufs[1].view("uint8") == want).all()
+    assert bufs[2][1024 + gen.STATUS] == 1
+
+
+def test_executor_refuses_a_map_copied_by_plain_stores():
+    """The probe's `zero` variant copies the map's bytes with st.global: the executor keeps maps as
+    records (the 128-byte encoding is opaque), so it refuses the copy it cannot follow, loudly."""
+    with pytest.raises(ExecutorError, match="no tensor map at global address"):
+        _probe("zero")
