@@ -168,6 +168,7 @@ class Expectations:
     mma_per_k_tile: int  # matrix instructions per K tile and wave
     async_copies: bool = False  # the loads are async copies into an LDS ring (cp.async), not register loads
     k_loop_barriers: int = 0  # workgroup barriers per iteration of the K loop (0: not checked)
+    tma: bool | None = None  # the ring is filled by cp.async.bulk.tensor (TMA), not cp.async (None: no)
 
 
 def read_expect(func: ir.Operation) -> Expectations:

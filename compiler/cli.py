@@ -122,8 +122,9 @@ def cmd_compile(args) -> int:
                                                         matrix=exe.facts.target.intrinsic(cfg.intrinsic).mnemonic)
             loads = r.counts.get(load_category(exp), 0)
             parts.append(f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix "
-                         f"instructions, {loads} {exp.global_load_bits}-bit "
-                         f"{'async copies' if exp.async_copies else 'global loads'}")
+                         + (f"instructions, {loads} cp.async.bulk.tensor (TMA)" if exp.tma else
+                            f"instructions, {loads} {exp.global_load_bits}-bit "
+                            f"{'async copies' if exp.async_copies else 'global loads'}"))
         print(f"mmaflow: verified {exe.name}: {'; '.join(parts[1:] + parts[:1])}, {reg}", file=sys.stderr)
     return 0
 

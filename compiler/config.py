@@ -16,6 +16,10 @@ A config fixes everything the Script and Distribute stages need:
     raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
                        G > 1 = groups of G tile rows walked column by column, so the workgroups
                        running together share A and B tiles in L2
+    copy               the warpgroup-MMA kernel's shared-memory copies: unset (cp.async, 16 bytes a
+                       thread) or "tma" (cp.async.bulk.tensor from device-built tensor maps,
+                       ``compiler/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
+                       box per 64-column atom); other kernels refuse it
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.
@@ -45,6 +49,7 @@ class KernelConfig:
     lds_pad: int
     stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
+    copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (tma.py)
 
     @property
     def wave_tile_m(self) -> int:
@@ -85,9 +90,11 @@ class KernelConfig:
                 f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n}), "
                 f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
                 + (f", {self.stages}-stage LDS ring" if self.stages > 1 else "")
-                + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 else ""))
+                + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 else "")
+                + (f", {self.copy} copies" if self.copy else ""))
 
 
+COPY_KINDS = ("cp.async", "tma", "tma-wide")  # --config copy=...: "cp.async" is the default (stored as None)
 _INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster"}
 
 
@@ -113,8 +120,12 @@ def parse_overrides(items: list[str]) -> dict:
                 out[key] = int(value)
             elif key == "intrinsic":
                 out[key] = value
+            elif key == "copy":
+                if value not in COPY_KINDS:
+                    raise ConfigError(f"copy={value}: the copies are one of {', '.join(COPY_KINDS)}")
+                out[key] = None if value == "cp.async" else value
             else:
-                valid = sorted(_INT_KEYS | {"intrinsic", "tile", "waves"})
+                valid = sorted(_INT_KEYS | {"intrinsic", "tile", "waves", "copy"})
                 raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid)}")
         except ValueError:
             raise ConfigError(f"config value {item!r} is malformed (expected an integer, "
@@ -265,6 +276,9 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     if not 1 <= cfg.stages <= 4:
         raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}")
+    if cfg.copy is not None:
+        raise ConfigError(f"copy={cfg.copy}: TMA copies feed the warpgroup-MMA kernel only (sm_90a, "
+                          f"--config intrinsic=WGMMA_...); {cfg.intrinsic} is filled by cp.async or loads")
     if cfg.stages > 1:
         why = ring_problem(cfg, target, problem)
         if why:
@@ -565,6 +579,8 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                    f"{' x '.join(types[:2])} -> {types[2]}")
         return None
     names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
+    copy = {k: v for k, v in overrides.items() if k == "copy"}  # copy=tma alone asks for the heuristic's wgmma
+    overrides = {k: v for k, v in overrides.items() if k != "copy"}
     if overrides:
         why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
                    f"(--config intrinsic={names[0]} asks for the warpgroup kernel)")
@@ -584,12 +600,12 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                    f"kernel is chosen from one tile per two SMs)")
         return None
     try:
-        cfg = warpgroup_config(target, problem, target.intrinsic(name), {"tile_m": tile_m})
+        cfg = warpgroup_config(target, problem, target.intrinsic(name), {"tile_m": tile_m, **copy})
     except (UnsupportedError, ConfigError) as e:
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-               f"cp.async ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
+               f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
     return _warpgroup_raster(target, problem, cfg, why), target.intrinsic(name)
 

@@ -78,6 +78,9 @@ _PTX_CATEGORIES = [
     ("async_copy_b64", re.compile(r"^cp\.async\.(ca|cg)\.shared\.global\S*\s+\[[^]]+\],\s*\[[^]]+\],\s*8\b")),
     ("async_copy_b32", re.compile(r"^cp\.async\.(ca|cg)\.shared\.global\S*\s+\[[^]]+\],\s*\[[^]]+\],\s*4\b")),
     ("async_wait", re.compile(r"^cp\.async\.wait_group\b")),
+    # TMA: cp.async.bulk.tensor.Nd.shared::cluster.global... [dst], [map, {coords}], [mbarrier]
+    ("bulk_tensor_copy", re.compile(r"^cp\.async\.bulk\.tensor\.")),
+    ("mbarrier_wait", re.compile(r"^mbarrier\.try_wait\b")),
     ("lds_load_b128", re.compile(r"^ld\.shared\.v4\.(b32|u32|f32)|^ldmatrix")),
     ("lds_load_b64", re.compile(r"^ld\.shared\.v2\.(b32|u32|f32)|^ld\.shared\.(b64|u64)")),
     ("lds_load_b32", re.compile(r"^ld\.shared\.(b32|u32|f32)")),

@@ -131,6 +131,10 @@ class SmemLayout:
     element_bits: int
     mn: int
     k: int
+    # Atom order: M/N-atoms fastest (atom (i, j) at j * mn_atoms + i: the cp.async kernel's tiles),
+    # or K-atoms fastest (i * k_atoms + j: one M/N atom's K lines contiguous, one TMA box per
+    # 64-column atom; ``--config copy=tma-wide``). The descriptor strides follow the order.
+    k_atoms_fastest: bool = False
 
     def __post_init__(self):
         if self.element_bits not in (8, 16, 32):
@@ -165,6 +169,10 @@ class SmemLayout:
         return self.mn // self.atom_mn
 
     @property
+    def k_atoms(self) -> int:
+        return self.k // self.atom_k
+
+    @property
     def bytes(self) -> int:
         return self.mn * self.k * self.element_bytes
 
@@ -180,7 +188,7 @@ class SmemLayout:
             raise ValueError(f"({mn}, {k}) is outside the {self.mn}x{self.k} tile")
         i, j = mn // self.atom_mn, k // self.atom_k
         line, along = (mn % 8, k % self.atom_k) if self.major is Major.K else (k % 8, mn % self.atom_mn)
-        return j * self.mn_atoms + i, line, along
+        return (i * self.k_atoms + j if self.k_atoms_fastest else j * self.mn_atoms + i), line, along
 
     def linear_offset(self, mn: int, k: int) -> int:
         """Byte offset of (mn, k) before the swizzle."""
@@ -199,6 +207,8 @@ class SmemLayout:
         """(LBO, SBO) in bytes, per the PTX definitions for this major-ness and swizzle."""
         mn_step = self.swizzle.atom_bytes  # the next atom along M/N (atoms are M/N-fastest)
         k_step = self.mn_atoms * self.swizzle.atom_bytes  # the next atom along K
+        if self.k_atoms_fastest:
+            mn_step, k_step = self.k_atoms * self.swizzle.atom_bytes, self.swizzle.atom_bytes
         if self.major is Major.K:
             return (k_step if self.swizzle is Swizzle.NONE else 16), mn_step
         if self.swizzle is Swizzle.NONE:
@@ -229,7 +239,7 @@ class SmemLayout:
         swizzle = "no swizzle" if self.swizzle is Swizzle.NONE else f"{self.swizzle.value} swizzle"
         return (f"{self.mn}x{self.k} ({self.major.value}-major, {swizzle}, "
                 f"{self.element_bits}-bit): atoms of 8 lines x {self.swizzle.width} B ({self.atom_mn}x{self.atom_k} "
-                f"elements, {self.swizzle.atom_bytes} B), M/N-atoms fastest; LBO {lbo}, SBO {sbo}, "
+                f"elements, {self.swizzle.atom_bytes} B), {'K' if self.k_atoms_fastest else 'M/N'}-atoms fastest; LBO {lbo}, SBO {sbo}, "
                 f"descriptor mode {self.swizzle.descriptor_code}, base aligned to {self.alignment} B")
 
     def atom_view(self) -> str:

@@ -72,6 +72,8 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
 def load_category(expect: attrs.Expectations) -> str:
     """The ISA category of the copies' global reads: register loads, or async copies."""
     bits = expect.global_load_bits
+    if expect.tma:
+        return "bulk_tensor_copy"
     if expect.async_copies:
         return f"async_copy_b{bits}"
     return f"global_load_b{bits}" if bits >= 32 else "global_load_narrow"
@@ -89,7 +91,15 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
     cat = load_category(expect)
     what = "async copies (cp.async)" if expect.async_copies else "global loads"
-    if report.counts.get(cat, 0) == 0:
+    if expect.tma:  # the TMA ring: bulk tensor copies completing on mbarriers, no per-thread copies
+        if report.counts.get(cat, 0) == 0:
+            problems.append("no cp.async.bulk.tensor although the ring is planned with TMA copies")
+        if report.counts.get("mbarrier_wait", 0) == 0:
+            problems.append("TMA copies but no mbarrier.try_wait")
+        stray = sum(report.counts.get(c, 0) for c in ("async_copy_b128", "async_copy_b64", "async_copy_b32"))
+        if stray:
+            problems.append(f"{stray} per-thread cp.async copies in a kernel planned with TMA copies")
+    elif report.counts.get(cat, 0) == 0:
         problems.append(f"no {expect.global_load_bits}-bit {what} ({cat})")
     if expect.async_copies and report.counts.get("async_wait", 0) == 0:
         problems.append("async copies but no cp.async.wait_group")

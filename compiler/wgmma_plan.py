@@ -73,7 +73,7 @@ SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
 CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 # What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
-OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages")
+OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy")
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 REGISTERS = 255  # per thread (sm_90a)
@@ -84,6 +84,25 @@ REGISTERS = 255  # per thread (sm_90a)
 # takes N <= 128 (ptxas: the 4-slot ring of 128x128 tiles builds without spills,
 # e2e_tests/test_wgmma_fp8.py).
 FP8_MAX_N = 128
+
+TMA_COPIES = ("tma", "tma-wide")  # tma-wide: MN-major tiles K-atoms fastest (one box per 64-column atom)
+
+
+def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
+    """The ring's copies when the user does not say: cp.async (None) until the GPU measures the
+    TMA ring faster (``tma.py``; docs/HOPPER.md "TMA-fed ring"). To make TMA the default where it
+    can serve, return ``"tma" if tma_refusal(target, problem, cfg) is None else None``."""
+    return None
+
+
+def tma_refusal(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
+    """Why ``copy=tma`` cannot serve this problem and config, or None."""
+    from .tma import validate_tma
+    try:
+        validate_tma(replace(cfg, copy="tma"), target, problem, target.intrinsic(cfg.intrinsic))
+    except (ConfigError, UnsupportedError) as e:
+        return str(e)
+    return None
 
 
 def tile_k(elem: str) -> int:
@@ -110,6 +129,8 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
                           f"(tile_n = N = {intr.n}, tile_k = {tile_k(intr.a_type)}, warps of 32, waves_m = tile_m / 16, "
                           f"stages 1 to 4)")
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
+    if "copy" not in overrides and cfg.stages > 1:
+        cfg = replace(cfg, copy=default_copy(target, problem, cfg))
     validate_warpgroup(cfg, target, problem, intr)
     return cfg
 
@@ -171,6 +192,12 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
             raise UnsupportedError(f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per "
                                    f"thread of {threads}")
         operand_layout(name, problem, mn, intr.element_type(name))  # whole swizzle atoms, or UnsupportedError
+    if cfg.copy is not None:
+        if cfg.copy not in TMA_COPIES:
+            raise ConfigError(f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async, "
+                              f"{', '.join(TMA_COPIES)}")
+        from .tma import validate_tma
+        validate_tma(cfg, target, problem, intr)
     smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
         raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
@@ -203,10 +230,10 @@ def row_dim(problem: Contraction, name: str) -> str:
     return "k" if k_innermost(problem, name) else ("m" if name == "A" else "n")
 
 
-def operand_layout(name: str, problem: Contraction, mn: int, elem: str) -> SmemLayout:
+def operand_layout(name: str, problem: Contraction, mn: int, elem: str, k_atoms_fastest: bool = False) -> SmemLayout:
     major = Major.K if k_innermost(problem, name) else Major.MN
     try:
-        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, tile_k(elem))
+        return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, tile_k(elem), k_atoms_fastest)
     except UnsupportedError as e:
         raise UnsupportedError(f"{name}'s {mn}x{tile_k(elem)} tile in shared memory ({major.value}-major, 128B swizzle): "
                                f"{e}") from None
@@ -227,8 +254,14 @@ def allocations(intr: WarpgroupIntrinsic) -> int:
 
 def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
     """The shared memory allocated: ``stages`` slots plus, per allocation, the slack for the
-    run-time 1024-byte alignment."""
-    return allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)
+    run-time 1024-byte alignment; with TMA copies (one allocation: f16/bf16) also the two tensor
+    maps and one mbarrier per slot, and at least ``tma.ONE_BLOCK_PER_SM`` bytes (one block per
+    SM: the per-SM map slots)."""
+    ring = allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)
+    if cfg.copy in TMA_COPIES:
+        from .tma import MAP_BYTES, ONE_BLOCK_PER_SM
+        return max(ring + 2 * MAP_BYTES + 8 * cfg.stages, ONE_BLOCK_PER_SM)
+    return ring
 
 
 def _round(n: int) -> int:
@@ -284,6 +317,12 @@ class WgmmaPlan:
     slot_bytes: int = 0  # one slot (A tile + B tile), a multiple of 1024
     allocations: int = 1  # 2: A's slots and B's slots apart (mixed element types)
     dynamic: tuple[str, ...] = ()  # per dynamic dimension: its promise and how its tiles are bounded
+    tma: "TmaPlan | None" = None  # copy=tma: the boxes, maps and mbarriers (tma.py); None: cp.async
+
+    @property
+    def tma_min_bytes(self) -> int:
+        from .tma import ONE_BLOCK_PER_SM
+        return ONE_BLOCK_PER_SM
 
     @property
     def pipelined(self) -> bool:
@@ -368,6 +407,8 @@ class WgmmaPlan:
     def expectations(self) -> attrs.Expectations:
         """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
         loop's wgmma (k_steps per K tile), and two barriers per K tile (stages 1) or one (the ring)."""
+        if self.tma is not None:  # bulk tensor copies, one barrier per K tile
+            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 1, tma=True)
         if self.pipelined:  # cp.async copies, one barrier per K tile
             return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1)
         return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2)
@@ -380,10 +421,11 @@ class WgmmaPlan:
                  f"{self.k_steps} wgmma.mma_async per K tile and warpgroup, A and B from shared memory"]
         for o in self.operands:
             lbo, sbo = o.smem.strides()
+            copy = (f"{o.chunks_per_thread} x 128-bit chunks per thread {'cp.async to' if self.pipelined else 'stored at'} "
+                    f"SmemLayout.offset" if self.tma is None else "TMA (below)")
             lines.append(f"{o.name}: shared tile at +{o.offset} B{' of each slot' if self.pipelined else ''}: "
                          f"{o.smem.describe()}; copy: global rows of "
-                         f"{o.cols} ({'K' if o.k_innermost else 'M/N'} innermost), {o.chunks_per_thread} x 128-bit "
-                         f"chunks per thread {'cp.async to' if self.pipelined else 'stored at'} SmemLayout.offset")
+                         f"{o.cols} ({'K' if o.k_innermost else 'M/N'} innermost), {copy}")
             d0 = self.descriptor(o.name, 0, 0)
             lines.append(f"{o.name}: descriptor (base 0) warpgroup 0 step 0: start {d0.start_address} LBO {lbo} "
                          f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
@@ -400,6 +442,19 @@ class WgmmaPlan:
                          f"to {ALIGN} at run time")
             lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
                          f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
+        elif self.tma is not None:
+            lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
+                         f"memory: {self.smem_bytes} B in one allocation (at least {self.tma_min_bytes} B: one block "
+                         f"per SM), its address rounded up to {ALIGN} at run time")
+            lines += self.tma.describe()
+            lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by TMA, "
+                         f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
+                         f"copy tiles 0..{self.copy_ahead - 1}")
+            lines.append(f"K tile t: mbarrier.try_wait.parity (slot t % {self.stages}, parity (t / {self.stages}) % 2); "
+                         f"barrier; wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
+                         f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + "
+                         f"cp.async.bulk.tensor tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
+                         f"wait_group {self.wgmma_lag}")
         else:
             lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
                          f"memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time")
@@ -436,7 +491,8 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     offset = 0
     split = allocations(intr) > 1
     for i, (name, mn) in enumerate((("A", cfg.tile_m), ("B", cfg.tile_n))):
-        smem = operand_layout(name, problem, mn, intr.element_type(name))
+        smem = operand_layout(name, problem, mn, intr.element_type(name),
+                              k_atoms_fastest=cfg.copy == "tma-wide" and not k_innermost(problem, name))
         rows, cols = (mn, smem.k) if smem.major is Major.K else (smem.k, mn)
         chunks = smem.bytes // CHUNK_BYTES
         ops.append(WgmmaOperand(name, smem, 0 if split else offset, rows, cols, chunks // threads,
@@ -461,12 +517,16 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
     lag = 0 if intr.a_type in FP8 and not WgmmaPlan.fp8_pair_tiles else 1 if cfg.stages >= 3 else 0  # (wgmma_lag)
     kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
-            f"a {cfg.stages}-slot cp.async ring, wait_group {lag} per K tile")
+            f"a {cfg.stages}-slot {'TMA' if cfg.copy else 'cp.async'} ring, wait_group {lag} per K tile")
+    tma = None
+    if cfg.copy in TMA_COPIES:
+        from .tma import plan_tma
+        tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages)
     return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,
                      tk // intr.k, None if problem.k is None else -(-problem.k // tk),
                      plan_bytes(cfg, intr.a_type, allocations(intr)), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
-                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr))
+                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr), tma=tma)
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

@@ -241,6 +241,7 @@ class Kernel:
             if st.async_open or st.async_groups:
                 raise ExecutorError("the kernel ends with async copies (cp.async) it never waited for")
             wgmma_end_check(st)
+            tma_end_check(st)
             if progress is not None:
                 progress(min(first + per, len(ids)), len(ids))
         return self.stats
@@ -554,6 +555,7 @@ def _h_subspan(k, op):
                                 f"{start}..{start + numel * dt.itemsize}")
         flat = raw[start:start + numel * dt.itemsize].view(dt)
         mem = MemRef(flat, shape, "global", f"binding{binding}@{start}")
+        mem.binding, mem.start = binding, start  # (its address, for TMA's tensor maps: executor_tma.py)
         written = k.written.setdefault(binding, np.zeros(raw.size, bool))
         mem.written = written[start:start + numel * dt.itemsize].reshape(numel, dt.itemsize)
         st.env[out] = mem
@@ -1341,3 +1343,9 @@ from .executor_wgmma import end_check as wgmma_end_check  # noqa: E402
 from .executor_wgmma import lds_write_check  # noqa: E402
 
 _HANDLERS.update(_WGMMA_HANDLERS)
+
+# Hopper TMA (tensor maps, mbarriers, cp.async.bulk.tensor; global addresses): its own module.
+from .executor_tma import HANDLERS as _TMA_HANDLERS  # noqa: E402
+from .executor_tma import end_check as tma_end_check  # noqa: E402
+
+_HANDLERS.update(_TMA_HANDLERS)

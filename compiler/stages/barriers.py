@@ -113,6 +113,8 @@ class Placer:
                         raise CodegenError("an LDS hazard inside divergent control flow (scf.if) needs a barrier "
                                            "that cannot be placed there", stage=NAME, location=location_of(op))
             return merged
+        if RING in op.attributes and not any(_lds_access(o) for o in _nested(op)):
+            return state  # the TMA ring's mbarrier wait loop (scf.while): no LDS access of its own
         if len(op.regions):
             raise CodegenError(f"cannot place barriers across {op.name}", stage=NAME, location=location_of(op))
         return state

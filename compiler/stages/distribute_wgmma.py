@@ -130,7 +130,11 @@ class WgmmaRewriter(Rewriter):
             self.fresh = self._op(top, "llvm.mlir.undef", [], [struct_t]).result
         else:
             acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
-        if plan.pipelined:
+        if plan.tma is not None:  # the ring filled by TMA (--config copy=tma; f16/bf16): compiler/tma.py
+            from ..tma import TmaRing
+            loop = TmaRing(self).loop(tid, shared, desc, acc0, struct_t)
+            acc = loop.op.results[0]
+        elif plan.pipelined:
             loop, acc = self._ring_loop(tid, shared, desc, acc0, struct_t)
         else:
             loop, acc = self._k_loop(tid, shared, desc, acc0, struct_t)

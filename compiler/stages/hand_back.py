@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import math
 
 from iree.compiler import ir
@@ -58,6 +60,10 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
 
 def hand_back(func: ir.Operation) -> None:
     cfg, target = attrs.read_config(func), attrs.read_target(func)
+    if any(c.copy is not None for c in [cfg] + [v.config for v in attrs.read_versions(func)]):
+        # tensormap.replace / fence.proxy.tensormap need PTX 8.3 (compiler/tma.py)
+        from ..tma import TMA_TARGET_PTX
+        target = replace(target, ptx_version=max(target.ptx_version, TMA_TARGET_PTX))
     install(func, target, workgroup_size=cfg.workgroup_size, subgroup_size=cfg.wave_size,
             grid=lambda block, workload_args: _grid(block, func, workload_args))
 

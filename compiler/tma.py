@@ -1,0 +1,510 @@
+"""TMA copies for the warpgroup-MMA ring (``--config copy=tma``): the tensor maps, the boxes, and
+the ring loop that issues ``cp.async.bulk.tensor`` instead of 16-byte ``cp.async``.
+
+The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
+
+- **Boxes.** A tile whose global rows run along K (A of a plain matmul, B^T) is K-major in shared
+  memory: row r of the M/N x 64 tile at byte ``r * 128``, 16-byte chunk c at chunk ``c ^ (r % 8)``
+  (``SmemLayout(K, 128B)``, M/N atoms of 8 rows consecutive). That is exactly the image of ONE
+  tensor box of {64 (K, innermost), M/N rows} with the 128-byte swizzle, so such an operand is one
+  copy per K tile. A tile whose rows run along M/N (B of a plain matmul, A^T) is MN-major: atoms of
+  8 K lines x 64 M/N elements, M/N atoms fastest (atom (i, j) at ``(j * mn_atoms + i) * 1024``), so
+  the 8 K lines of one 64-column atom are 1024 contiguous bytes but the next 8 K lines are
+  ``mn_atoms`` atoms further: one box of {64 (M/N), 8 (K)} per atom, ``mn_atoms * 8`` boxes per K
+  tile (32 for N = 256). The layout (and with it the wgmma descriptors of the cp.async kernel,
+  measured on the H100) stays as it is; the boxes are issued by as many threads in parallel
+  (thread i issues box i of the K tile, A's boxes first).
+- **Maps.** One 2-D map per operand (3-D with a batch: one more dimension, box 1; any rank up to
+  5), built by thread 0 at kernel start from 128 zero bytes in shared memory with
+  ``tensormap.replace``: the operand's aligned pointer plus its memref offset (IREE's binding byte
+  offset: ``memref.extract_strided_metadata``, so the map addresses the bytes the memref does), its
+  true sizes (innermost first) and byte strides, f16/bf16, no interleave, the 128B swizzle, zero
+  fill (out-of-bounds box elements read 0: partial M, N and K tiles need no masks).
+  Warp 0 copies both maps to global memory with ``tensormap.cp_fenceproxy ... release.gpu``
+  (inline PTX: IREE 3.13 has no NVVM op for it); after a barrier each issuing thread runs
+  ``fence.proxy.tensormap::generic.acquire.gpu`` on them.
+- **Where the maps live.** A module-level ``memref.global @mmaflow_tma_maps`` in the dispatch's
+  inner module (IREE 3.13 lowers it to ``.global .align 8 .b8 mmaflow_tma_maps[N]`` in the PTX;
+  the kernel rounds its address up to 128), one 256-byte slot (A's map, B's map) per SM, indexed
+  by ``%smid``. Race-free: the kernel allocates at least ``ONE_BLOCK_PER_SM`` bytes of shared
+  memory, so no two blocks that use this module's maps are resident on one SM at once; a block
+  writes only its SM's slot, and waits for every bulk copy it issued before it exits, so the next
+  block on that SM (which may belong to another dispatch of the same kernel, with other
+  bindings) rewrites the slot only after the last use. ``%smid`` >= ``MAP_SLOTS`` traps.
+- **Ring.** ``stages`` slots, tile t in slot t % S, A = ``copy_ahead`` tiles ahead and L =
+  ``wgmma_lag`` groups running, as the cp.async ring (``WgmmaPlan``); one mbarrier per slot,
+  counting one arrival per issuing thread (each expects its own box's bytes before issuing it).
+  See ``TmaRing.loop``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, llvm, memref, nvvm, scf
+
+from . import attrs
+from .errors import ConfigError, UnsupportedError
+from .intrinsics import TYPE_BITS
+from .smem_layout import Major, SmemLayout, Swizzle
+from .targets import Target
+
+BOX_LIMIT = 256  # cuTensorMapEncodeTiled: boxDim[i] <= 256 (PTX ISA "Tensor-map": bounding box)
+STRIDE_LIMIT = 1 << 40  # globalStrides[i] < 2^40 bytes, multiples of 16
+ADDRESS_ALIGN = 16  # the global address of a non-interleaved map: 16-byte aligned
+MAP_BYTES = 128  # a tensor map (CUtensorMap) is 128 bytes, 64-byte aligned; the kernel uses 128
+MAP_SLOTS = 1024  # per-SM slots of @mmaflow_tma_maps (%smid < 1024 on every Hopper part)
+MAPS_GLOBAL = "mmaflow_tma_maps"
+# Compute capability 9.0 (CUDA C++ Programming Guide, "Technical Specifications per Compute
+# Capability"): 228 KB of shared memory per SM, at most 227 KB per block, 1 KB reserved per
+# block. A block of more than half of (228 KB - 2 x 1 KB) cannot share an SM with another such.
+SM_SHARED_BYTES = 228 * 1024
+RESERVED_PER_BLOCK = 1024
+ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
+WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
+WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (~4 s)
+ELEMTYPES = {"f16": "f16", "bf16": "bf16"}  # #nvvm.tensormap_elemtype<...>
+TMA_TARGET_PTX = 83  # tensormap.replace, fence.proxy.tensormap: PTX ISA 8.3
+
+
+@dataclass(frozen=True)
+class TmaOperand:
+    """One operand's boxes per K tile: box (inner, rows) elements, innermost first; box i lands
+    at ``i * box_bytes`` from the operand's tile base and starts at global coordinate
+    (tile origin inner + ``inner_step`` * (i % per_row), tile origin row + ``row_step`` * (i // per_row))."""
+
+    name: str
+    k_major: bool
+    box: tuple[int, int]
+    boxes: int
+    per_row: int  # boxes along the inner dimension (MN-major: the tile's M/N atoms)
+    inner_step: int
+    row_step: int
+    element_bytes: int
+    first_issuer: int  # thread that issues box 0
+
+    @property
+    def box_bytes(self) -> int:
+        return self.box[0] * self.box[1] * self.element_bytes
+
+    def place(self, i: int) -> tuple[int, int, int]:
+        """(inner offset, row offset, shared byte offset) of box i."""
+        return self.inner_step * (i % self.per_row), self.row_step * (i // self.per_row), i * self.box_bytes
+
+
+def operand_boxes(name: str, smem: SmemLayout, first_issuer: int) -> TmaOperand:
+    """The boxes that fill ``smem`` (an mn x 64 tile, 128B swizzle); asserts every box's
+    swizzled image is where ``SmemLayout.offset`` puts its elements."""
+    if smem.swizzle is not Swizzle.B128:
+        raise UnsupportedError(f"{name}: TMA boxes are planned for the 128B swizzle, not {smem.swizzle.value}")
+    e = smem.element_bytes
+    line = smem.line_elements  # 64 16-bit elements = 128 bytes
+    if smem.major is Major.K:
+        op = TmaOperand(name, True, (line, smem.mn), 1, 1, 0, 0, e, first_issuer)
+    elif smem.k_atoms_fastest:  # one 64-column atom's K lines are contiguous: one box {64, K} per atom
+        op = TmaOperand(name, False, (line, smem.k), smem.mn_atoms, smem.mn_atoms, line, 0, e, first_issuer)
+    else:
+        op = TmaOperand(name, False, (line, 8), smem.mn_atoms * (smem.k // 8), smem.mn_atoms, line, 8, e, first_issuer)
+    if max(op.box) > BOX_LIMIT:
+        raise UnsupportedError(f"{name}: a TMA box of {op.box[0]}x{op.box[1]} exceeds {BOX_LIMIT} per dimension")
+    for i in range(op.boxes):  # box row r, element c -> byte r*128 + ((c*e//16) ^ (r%8))*16 + c*e%16
+        di, dr, base = op.place(i)
+        for r in range(op.box[1]):
+            for c in range(0, op.box[0], 16 // e):
+                mn, k = (dr + r, di + c) if op.k_major else (di + c, dr + r)
+                image = base + r * 128 + (((c * e) // 16) ^ (r % 8)) * 16
+                assert smem.offset(mn, k) == image, (name, i, r, c)
+    return op
+
+
+@dataclass(frozen=True)
+class TmaPlan:
+    a: TmaOperand
+    b: TmaOperand
+    maps_offset: int  # bytes from the aligned shared base: A's map, B's map (128 each), then the mbarriers
+    stages: int
+
+    @property
+    def operands(self) -> tuple[TmaOperand, TmaOperand]:
+        return self.a, self.b
+
+    @property
+    def issuers(self) -> int:
+        return self.a.boxes + self.b.boxes
+
+    @property
+    def tx_bytes(self) -> int:
+        """Bytes one K tile's boxes deliver (out-of-bounds elements count: they are written as 0)."""
+        return sum(o.boxes * o.box_bytes for o in self.operands)
+
+    @property
+    def barriers_offset(self) -> int:
+        return self.maps_offset + 2 * MAP_BYTES
+
+    @property
+    def extra_bytes(self) -> int:
+        return 2 * MAP_BYTES + 8 * self.stages
+
+    def describe(self) -> list[str]:
+        out = []
+        for o in self.operands:
+            how = ("one box" if o.boxes == 1 else
+                   f"{o.boxes} boxes (one per 64-column atom{'' if o.row_step == 0 else ' and 8 K lines: the MN-major atoms are M/N-fastest'})")
+            out.append(f"{o.name}: TMA {how} of {o.box[0]}x{o.box[1]} ({o.box_bytes} B, innermost first), 128B "
+                       f"swizzle, zero fill; issued by threads {o.first_issuer}..{o.first_issuer + o.boxes - 1}")
+        out.append(f"tma: maps built by thread 0 (tensormap.replace on 128 zero bytes at +{self.maps_offset}), "
+                   f"tensormap.cp_fenceproxy to @{MAPS_GLOBAL}[%smid], acquired by the {self.issuers} issuers; "
+                   f"{self.stages} mbarriers at +{self.barriers_offset} (count {self.issuers}: each issuer arrives "
+                   f"expecting its box's bytes), {self.tx_bytes} B per K tile")
+        return out
+
+
+def validate_tma(cfg, target: Target, problem, intr) -> None:
+    """Refuse ``copy=tma`` where the TMA ring cannot serve, saying why."""
+    if cfg.stages < 2:
+        raise ConfigError(f"{intr.name}: copy=tma feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
+    if intr.a_type not in ELEMTYPES:
+        raise UnsupportedError(f"{intr.name}: TMA copies are implemented for f16/bf16 operands, not {intr.a_type}")
+    bytes_ = TYPE_BITS[intr.a_type] // 8
+    for name, at in (("A", problem.a), ("B", problem.b)):
+        if at.offset is not None and at.offset % ADDRESS_ALIGN:
+            raise UnsupportedError(f"{intr.name}: {name} sits at byte offset {at.offset} of its binding; a tensor map's "
+                                   f"global address must be {ADDRESS_ALIGN}-byte aligned (copy=tma refused)")
+    sizes = {"m": problem.m, "n": problem.n, "k": problem.k, "batch": problem.batch}
+    for name, dims in (("A", ("k", "m") if not problem.a_transposed else ("m", "k")),
+                       ("B", ("k", "n") if problem.b_transposed else ("n", "k"))):
+        inner, outer = (sizes[d] for d in dims)
+        stride = None if inner is None else inner * bytes_
+        if stride is not None and stride % 16:
+            raise UnsupportedError(f"{intr.name}: {name}'s rows are {stride} bytes, not a multiple of 16 (a tensor "
+                                   f"map's strides are)")
+        for what, v in (("row stride", stride), ("batch stride", None if None in (stride, outer) else stride * outer)):
+            if v is not None and v >= STRIDE_LIMIT:
+                raise UnsupportedError(f"{intr.name}: {name}'s {what} of {v} bytes reaches 2^40 (a tensor map's limit)")
+        for d in dims:
+            if sizes[d] is not None and sizes[d] >= 1 << 32:
+                raise UnsupportedError(f"{intr.name}: {d.upper()} = {sizes[d]} exceeds a tensor map's 2^32 elements")
+
+
+def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: int) -> TmaPlan:
+    a = operand_boxes("A", a_smem, 0)
+    b = operand_boxes("B", b_smem, a.boxes)
+    return TmaPlan(a, b, slots_bytes, stages)
+
+
+# ---- the kernel ----------------------------------------------------------------------------------
+
+def _ptr(space: int | None) -> ir.Type:
+    return ir.Type.parse("!llvm.ptr" if space is None else f"!llvm.ptr<{space}>")
+
+
+class TmaRing:
+    """Emits the TMA ring for a ``WgmmaRewriter`` (``rw``) whose plan has ``tma``."""
+
+    # Mutation hooks for the tests (e2e_tests/test_tma_ring.py): wait on the other phase parity,
+    # on the next slot's mbarrier, or not at all; copy into the slot _dst_slot_skew tiles later
+    # (reusing a slot too early); issue without the tensormap acquire.
+    _flip_parity = False
+    _wait_slot_skew = 0
+    _skip_wait = False
+    _dst_slot_skew = 0
+    _skip_acquire = False
+
+    def __init__(self, rw):
+        self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
+        self.i32 = ir.IntegerType.get_signless(32)
+        self.i64 = ir.IntegerType.get_signless(64)
+
+    # small builders (at an Emitter's insertion point)
+    def c32(self, em, v):
+        with em.loc, em.ip:
+            return arith.ConstantOp(self.i32, v).result
+
+    def c64(self, em, v):
+        with em.loc, em.ip:
+            return arith.ConstantOp(self.i64, v).result
+
+    def to64(self, em, v):
+        with em.loc, em.ip:
+            return arith.IndexCastOp(self.i64, v).result
+
+    def to32(self, em, v):
+        with em.loc, em.ip:
+            return arith.IndexCastOp(self.i32, v).result
+
+    def add64(self, em, a, b):
+        with em.loc, em.ip:
+            return arith.AddIOp(a, b if isinstance(b, ir.Value) else self.c64(em, b)).result
+
+    def ptr(self, em, addr64, space):
+        with em.loc, em.ip:
+            p = llvm.IntToPtrOp(_ptr(1 if space == "generic" else space), addr64).result
+            if space == "generic":  # a global address is its own generic address
+                p = llvm.AddrSpaceCastOp(_ptr(None), p).result
+            elif space == 7:
+                p = llvm.IntToPtrOp(_ptr(3), addr64).result
+                p = llvm.AddrSpaceCastOp(_ptr(7), p).result
+            return p
+
+    def _maps_global(self) -> ir.Value:
+        """memref.get_global of the module's map slots (declared once in the inner module)."""
+        func = self.rw.func
+        inner = func.parent
+        n = MAP_SLOTS * 2 * MAP_BYTES // 8 + MAP_BYTES // 8  # + slack to round the address up to 128
+        space = ir.Attribute.parse("#gpu.address_space<global>")
+        mtype = ir.MemRefType.get([n], self.i64, memory_space=space)
+        block = inner.regions[0].blocks[0]
+        if not any(o.operation.name == "memref.global" and ir.StringAttr(o.operation.attributes["sym_name"]).value
+                   == MAPS_GLOBAL for o in block.operations):
+            with func.location, ir.InsertionPoint.at_block_begin(block):
+                memref.GlobalOp(MAPS_GLOBAL, mtype, sym_visibility="private", initial_value=ir.UnitAttr.get(),
+                                alignment=MAP_BYTES)
+        top = self.rw.top
+        with top.loc, top.ip:
+            return memref.GetGlobalOp(mtype, MAPS_GLOBAL).result
+
+    def _trap_unless(self, em, ok):
+        """``llvm.intr.trap`` where ``ok`` (i1) is false: a loud error instead of a wrong result."""
+        with em.loc, em.ip:
+            bad = arith.XOrIOp(ok, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result
+            op = scf.IfOp(bad)
+            with ir.InsertionPoint(op.then_block):
+                llvm.Trap()
+                scf.YieldOp([])
+
+    def setup(self, em, tid, smem_base64, operands) -> dict:
+        """Kernel start: maps in shared memory, copied to this SM's global slot, acquired;
+        mbarriers initialised. ``operands``: per operand (global memref, element type name)."""
+        tma = self.tma
+        rw = self.rw
+        maps_sh = [self.add64(em, smem_base64, tma.maps_offset + MAP_BYTES * i) for i in range(2)]
+        bars0 = self.add64(em, smem_base64, tma.barriers_offset)
+        # this SM's slot in @mmaflow_tma_maps, its address rounded up to 128
+        gmem = self._maps_global()
+        with em.loc, em.ip:
+            gp = rw._op(em, "memref.extract_aligned_pointer_as_index", [gmem], [em.index]).result
+            g = arith.IndexCastOp(self.i64, gp).result
+            g = arith.AndIOp(arith.AddIOp(g, self.c64(em, MAP_BYTES - 1)).result, self.c64(em, -MAP_BYTES)).result
+            smid = nvvm.read_ptx_sreg_smid(results=[self.i32])
+            smid64 = arith.ExtUIOp(self.i64, smid).result
+            slot = arith.MulIOp(smid64, self.c64(em, 2 * MAP_BYTES)).result
+            gslot = arith.AddIOp(g, slot).result
+        gmaps = [self.add64(em, gslot, MAP_BYTES * i) for i in range(2)]
+        first = em.eq(tid, 0)
+        t0 = em.if_then(first)
+        with t0.loc, t0.ip:
+            self._trap_unless(t0, arith.CmpIOp(arith.CmpIPredicate.ult, smid, self.c32(t0, MAP_SLOTS)).result)
+            zero = self.c64(t0, 0)
+            for i in range(2 * MAP_BYTES // 8):
+                llvm.StoreOp(zero, self.ptr(t0, self.add64(t0, maps_sh[0], 8 * i), 3))
+        for (mem, elem), o, msh in zip(operands, tma.operands, maps_sh):
+            self._build_map(t0, mem, elem, o, self.ptr(t0, msh, 3))
+        with t0.loc, t0.ip:
+            for s in range(tma.stages):
+                nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, tma.issuers))
+            nvvm.FenceMbarrierInitOp()
+        attrs.mark(em.barrier(), attrs.RING)
+        w0 = em.if_then(em.lt(tid, 32))
+        with w0.loc, w0.ip:
+            for gm, msh in zip(gmaps, maps_sh):
+                nvvm.InlinePtxOp([], [self.ptr(w0, gm, 1), self.ptr(w0, msh, 3)], [],
+                                 "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
+                                 ".sync.aligned [$0], [$1], 128;", memoryClobber=True)
+        attrs.mark(em.barrier(), attrs.RING)
+        iss = em.if_then(em.lt(tid, tma.issuers))
+        with iss.loc, iss.ip:
+            for gm in gmaps if not self._skip_acquire else ():
+                nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"),
+                                         self.c32(iss, MAP_BYTES))
+        return {"gmaps": gmaps, "bars0": bars0}
+
+    def _build_map(self, em, mem, elem: str, o: TmaOperand, mp) -> None:
+        """tensormap.replace of every field of operand ``o``'s map at shared pointer ``mp``."""
+        rank = ir.MemRefType(mem.type).rank
+        if not 2 <= rank <= 5:
+            raise UnsupportedError(f"{o.name}: a tensor map has rank 2 to 5, the operand's memref has {rank}")
+        eb = o.element_bytes
+        with em.loc, em.ip:
+            md = memref.ExtractStridedMetadataOp(mem)
+            base = self.rw._op(em, "memref.extract_aligned_pointer_as_index", [mem], [em.index]).result
+            addr = arith.AddIOp(arith.IndexCastOp(self.i64, base).result,
+                                arith.IndexCastOp(self.i64, arith.MulIOp(md.offset, em.const(eb)).result).result).result
+            self._trap_unless(em, arith.CmpIOp(arith.CmpIPredicate.eq,
+                                               arith.AndIOp(addr, self.c64(em, ADDRESS_ALIGN - 1)).result,
+                                               self.c64(em, 0)).result)
+            sizes, strides = list(md.sizes)[::-1], list(md.strides)[::-1]  # innermost first
+
+            def rep(field, value=None, ord=None, attr=None):
+                nvvm.TensormapReplaceOp(ir.Attribute.parse(f"#nvvm.tensormap_field<{field}>"), mp, new_value=value,
+                                        ord=ord, new_value_attr=ir.Attribute.parse(attr) if attr else None)
+            rep("global_address", addr)
+            rep("rank", self.c32(em, rank - 1))  # zero-based
+            box = list(o.box) + [1] * (rank - 2)
+            for d in range(rank):
+                rep("box_dim", self.c32(em, box[d]), ord=d)
+                rep("global_dim", arith.IndexCastOp(self.i32, sizes[d]).result, ord=d)
+                rep("element_stride", self.c32(em, 1), ord=d)
+            for d in range(1, rank):  # global_stride[d-1]: bytes between steps of dimension d
+                rep("global_stride", arith.IndexCastOp(self.i64, arith.MulIOp(strides[d], em.const(eb)).result).result,
+                    ord=d - 1)
+            rep("elemtype", attr=f"#nvvm.tensormap_elemtype<{ELEMTYPES[elem]}>")
+            rep("interleave_layout", attr="#nvvm.tensormap_interleave_layout<no_interleave>")
+            rep("swizzle_mode", attr="#nvvm.tensormap_swizzle_mode<b128>")
+            rep("fill_mode", attr="#nvvm.tensormap_fill_mode<zero>")
+
+    def bar_ptr(self, em, bars0, slot):
+        """The mbarrier of ring slot ``slot`` (an index value)."""
+        return self.ptr(em, self.add64(em, bars0, self.to64(em, em.mul(slot, 8))), 3)
+
+    def issue(self, em, tid, state, smem_base64, origins, slot, valid=None) -> None:
+        """K tile with per-operand global origins ``origins`` ((lead..., row, col) index values)
+        into ring slot ``slot``: thread ``first_issuer + i`` arrives on the slot's mbarrier
+        expecting box i's bytes (``arrive.expect_tx``), then issues box i (its complete_tx can only
+        follow its own expect_tx: the tx-count never has to go negative). The mbarrier counts
+        ``issuers`` arrivals per phase. ``valid`` (i1 or None): the tile exists."""
+        tma, plan = self.tma, self.plan
+        dst_slot = em.rem(em.add(slot, self._dst_slot_skew), plan.stages) if self._dst_slot_skew else slot
+        slot_base = self.add64(em, smem_base64, self.to64(em, em.mul(dst_slot, plan.slot_bytes)))
+        bar = self.bar_ptr(em, state["bars0"], slot)
+        for o, op_plan, gmap, idx in zip(tma.operands, plan.operands, state["gmaps"], origins):
+            lo = o.first_issuer
+            mine = em.lt(tid, lo + o.boxes)
+            if lo:
+                mine = em.and_(mine, em.lt(em.const(lo - 1), tid))
+            if valid is not None:
+                mine = em.and_(mine, valid)
+            e = em.if_then(mine)
+            *lead, row, col = idx
+            dst = self.add64(e, slot_base, op_plan.offset)
+            if o.boxes > 1:  # box i = tid - first_issuer
+                i = e.sub(tid, e.const(lo)) if lo else tid
+                col = e.add(col, e.mul(e.rem(i, o.per_row), o.inner_step))
+                row = e.add(row, e.mul(e.div(i, o.per_row), o.row_step))
+                dst = self.add64(e, dst, self.to64(e, e.mul(i, o.box_bytes)))
+            coords = [self.to32(e, col), self.to32(e, row)] + [self.to32(e, v) for v in reversed(lead)]
+            with e.loc, e.ip:  # this thread's own bytes expected before its copy can complete them
+                nvvm.MBarrierArriveExpectTxOp(bar, self.c32(e, o.box_bytes))
+                nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(self.ptr(e, dst, 7), self.ptr(e, gmap, "generic"),
+                                                              coords, bar, [])
+
+    def wait(self, em, state, tile) -> None:
+        """Every thread: wait for tile ``tile``'s mbarrier phase (slot tile % S, parity
+        (tile / S) % 2) with ``mbarrier.try_wait.parity``, bounded (then trap)."""
+        if self._skip_wait:
+            return
+        S = self.plan.stages
+        slot = em.rem(em.add(tile, self._wait_slot_skew), S)
+        parity = em.rem(em.div(tile, S), 2)
+        if self._flip_parity:
+            parity = em.rem(em.add(parity, 1), 2)
+        bar = self.bar_ptr(em, state["bars0"], slot)
+        ph = self.to32(em, parity)
+        i1 = ir.IntegerType.get_signless(1)
+        with em.loc, em.ip:
+            loop = scf.WhileOp([self.i32, i1], [self.c32(em, 0), arith.ConstantOp(i1, 0).result])
+            before = loop.before.blocks.append(self.i32, i1)
+            with ir.InsertionPoint(before):
+                n, done = before.arguments
+                go = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.ult, n, arith.ConstantOp(self.i32, WAIT_LIMIT).result).result,
+                                  arith.XOrIOp(done, arith.ConstantOp(i1, 1).result).result).result
+                scf.ConditionOp(go, [n, done])
+            after = loop.after.blocks.append(self.i32, i1)
+            with ir.InsertionPoint(after):
+                n, _ = after.arguments
+                ok = nvvm.MBarrierTryWaitOp(bar, ph, ticks=arith.ConstantOp(self.i32, WAIT_TICKS_NS).result,
+                                            results=[i1]).result
+                scf.YieldOp([arith.AddIOp(n, arith.ConstantOp(self.i32, 1).result).result, ok])
+        attrs.mark(loop.operation, attrs.RING)
+        self._trap_unless(em, loop.results[1])
+
+    def loop(self, tid, shared: list, desc: dict, acc0, struct_t):
+        """The K loop over the ring, copies by TMA:
+
+            kernel start: thread 0: maps (tensormap.replace), mbarrier.init x S (count: the
+                          issuers), fence.mbarrier_init; barrier; warp 0: cp_fenceproxy x 2;
+                          barrier; issuers: fence.proxy.tensormap acquire x 2
+            prologue:     tiles 0 .. A-1 -> slots 0 .. A-1 (each issuer: arrive.expect_tx(its box's
+                          bytes), cp.async.bulk.tensor ... mbarrier::complete_tx)
+            tile t:       mbarrier.try_wait.parity(slot t % S, parity (t / S) % 2) loop
+                          barrier
+                          wgmma.fence; K steps of wgmma.mma_async on slot t % S; commit_group
+                          tile t+A -> slot (t+A) % S (drain loop: nothing)
+                          wgmma.wait_group L
+            after:        wgmma.wait_group 0
+
+        No ``fence.proxy.async`` between the copies and the wgmmas: both are async-proxy
+        operations (PTX ISA, memory consistency model, "Proxies": cp.async.bulk* and wgmma's
+        shared-memory operands are accessed through the async proxy), and the mbarrier's
+        complete-tx makes the bulk copy's writes visible to the threads that observe the phase
+        completion (PTX ISA, "cp.async.bulk.tensor": the mbarrier::complete_tx mechanism "signals
+        the completion of the asynchronous copy"; "mbarrier.test_wait/try_wait": a successful
+        wait "causes the executing thread to observe" the memory operations the phase
+        completion covered) -- the thread then issues wgmma, which reads in the same proxy.
+
+        Why the slot is free: the copy at tile t writes the slot of tile t+A-S = t-1-L. Every
+        warpgroup passed ``wgmma.wait_group L`` at the end of tile t-1 -- which completes tile
+        t-1-L's group -- before the barrier of tile t, and the issuers issue after that barrier
+        (as the cp.async ring). That tile's mbarrier phase was waited for by every thread before
+        the barrier of tile t-1-L, so re-arming it starts the next phase, whose parity the wait
+        of tile t+A expects."""
+        from .emit import Emitter
+        rw, plan = self.rw, self.plan
+        assert plan.allocations == 1 and len(shared) == 1  # (f16/bf16: one element type, validate_tma)
+        (smem, pad_elems), = shared
+        S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
+        old = rw.m.loop
+        old_body = old.regions[0].blocks[0]
+        old_iv = list(old_body.arguments)[0]
+        lb = old.operands[0]
+        pre = Emitter(ir.InsertionPoint(old), old.location, rw.vendor).named("wgmma.tma")
+        ptr = rw._op(pre, "memref.extract_aligned_pointer_as_index", [smem], [pre.index]).result
+        base = self.to64(pre, pre.add(ptr, pre.mul(pad_elems, plan.a.smem.element_bytes)))
+        from .stages.distribute import _transfer_parts
+        srcs = []
+        for opd in rw.m.operands:
+            src_mem, src_idx, _ = _transfer_parts(opd.copy_read)
+            srcs.append((rw._global(src_mem), src_idx))
+        elems = [str(ir.MemRefType(g.type).element_type) for g, _ in srcs]
+        state = self.setup(pre, tid, base, [(g, e) for (g, _), e in zip(srcs, elems)])
+        kt = rw._k_tiles(pre)
+
+        def origins(em, tile):
+            k0 = em.add(lb, plan.tile_k * tile) if isinstance(tile, int) else em.add(lb, em.mul(tile, plan.tile_k))
+            return [rw._clone_slice(list(idx), old_body, {old_iv: k0}, em.ip) for _, idx in srcs]
+
+        for t in range(A):
+            if isinstance(kt, int):
+                if t < kt:
+                    self.issue(pre, tid, state, base, origins(pre, t), pre.const(t % S))
+            else:
+                self.issue(pre, tid, state, base, origins(pre, t), pre.const(t % S), pre.lt(pre.const(t), kt))
+        if isinstance(kt, int):
+            main_tiles, kt_v = pre.const(max(kt - A, 0)), pre.const(kt)
+        else:
+            main_tiles, kt_v = pre.select(pre.lt(pre.const(A), kt), pre.sub(kt, pre.const(A)), pre.const(0)), kt
+        acc, last = acc0, None
+        for first, end, copies in ((pre.const(0), main_tiles, True), (main_tiles, kt_v, False)):
+            with old.location, ir.InsertionPoint(old):
+                loop = scf.ForOp(first, end, pre.const(1), [acc])
+            em = Emitter(ir.InsertionPoint(loop.body), old.location, rw.vendor).named(
+                "wgmma.tma" if copies else "wgmma.tma.drain")
+            t = loop.induction_variable
+            self.wait(em, state, t)
+            attrs.mark(em.barrier(), attrs.RING)
+            out = rw._wgmmas(em, desc, loop.inner_iter_args[0], struct_t, em.rem(t, S))
+            rw._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+            if copies:
+                nxt = em.add(t, A)
+                self.issue(em, tid, state, base, origins(em, nxt), em.rem(nxt, S))
+            rw._wgmma_wait(em, L)
+            with em.loc, em.ip:
+                scf.YieldOp([out])
+            acc, last = loop.results[0], loop
+        after = Emitter(ir.InsertionPoint.after(last.operation), old.location, rw.vendor).named("wgmma.tma")
+        rw._wgmma_wait(after, 0)
+        from .stages.distribute import KLoop
+        return KLoop(last, [], [], None)
+
+
+__all__ = ["TmaPlan", "TmaOperand", "TmaRing", "plan_tma", "validate_tma", "ONE_BLOCK_PER_SM", "TMA_TARGET_PTX"]

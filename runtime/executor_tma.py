@@ -1,0 +1,589 @@
+"""The lane executor's Hopper TMA: tensor maps built on the device, mbarriers, and
+``cp.async.bulk.tensor`` (what ``--config copy=tma`` kernels use; ``compiler/tma.py`` emits them).
+
+A second, independent model of the hardware (it imports nothing from the compiler), from the
+PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mbarrier",
+"Memory consistency model: proxies"] and the H200 probe (docs/HOPPER.md, "TMA probe"):
+
+- **Addresses.** Global memory gets addresses: binding b's buffer starts at ``(b + 1) << 40``
+  (``memref.extract_aligned_pointer_as_index`` of a binding subspan gives that base; the subspan's
+  offset is ``memref.extract_strided_metadata``'s, as IREE's lowering addresses it), module globals
+  (``memref.global`` / ``get_global``) at ``GLOBALS << 40`` and up. Shared memory addresses are the
+  executor's LDS byte addresses. ``llvm.inttoptr`` / ``addrspacecast`` carry the integer.
+- **Tensor maps** are structured records, not bytes: the hardware's 128-byte encoding is opaque
+  (the probe found the device-built map equal to the driver's except the address and bytes 64-79),
+  so ``tensormap.replace`` on a ``.shared::cta`` map sets a field of the record kept for that
+  address. The first replace needs the 128 bytes there to be zero (a map built from zero bytes, as
+  the probe's ``zero`` variant), and every field the copy uses must have been set: global_address,
+  rank (zero-based), box_dim / global_dim / element_stride per dimension, global_stride per
+  dimension but the innermost (bytes), elemtype, interleave_layout, swizzle_mode, fill_mode. A
+  generic write to the map's bytes after that invalidates it. ``tensormap.cp_fenceproxy`` (inline
+  PTX, warp 0 converged) copies the record to its global address with release semantics; a thread
+  may use a global map for a bulk copy only after its own ``fence.proxy.acquire`` of that map
+  since the map was last written. Two workgroups running together writing one global map address
+  is an error (the per-SM slots must not be shared by co-resident blocks).
+- **mbarriers** (per workgroup, by shared address): ``mbarrier.init`` (count), then
+  ``fence.mbarrier_init`` and a barrier before another thread uses it; ``arrive.expect_tx`` counts
+  an arrival and adds expected bytes; a bulk copy adds its box bytes as completed (when it lands).
+  ``try_wait.parity P`` is true at once when the current phase's parity is not P (the phase P
+  names completed); otherwise the phase completes here when every arrival came and the copies
+  issued on it deliver exactly the expected bytes: then (and only then) those copies land. A wait
+  that cannot complete is an error: the workgroup's threads run in lockstep, so nobody else will
+  arrive (no hang).
+- **cp.async.bulk.tensor** (2-D to 5-D, tile mode): the box's elements at the coordinates
+  (innermost first), out-of-bounds ones zero (fill_mode zero), row after row of box[0] elements;
+  the 128B swizzle is the hardware's address rule, byte address a stored at
+  ``a ^ (((a >> 7) & 7) << 4)`` (16-byte chunk c of 128-byte row r at chunk ``c ^ (r % 8)``); the
+  destination 128-byte aligned. The bytes are in flight from the issue until a wait completes the
+  phase: any generic access or wgmma read of them before is an error (``in_flight``), as is a
+  bulk copy into bytes a still-pending wgmma reads. TMA writes go through the async proxy, as
+  wgmma reads: they need no ``fence.proxy.async`` (they are not "unfenced").
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from iree.compiler import ir
+
+from .executor import ExecutorError, MemRef, _loc, _lanes, np_dtype
+
+GLOBAL_SHIFT = 40
+GLOBALS = 0x100  # module globals start at GLOBALS << 40
+MAP_BYTES = 128
+ELEM_BYTES = {"u8": 1, "u16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8, "f16": 2, "f32": 4, "f64": 8, "bf16": 2,
+              "f32_ftz": 4, "tf32": 4, "tf32_ftz": 4}
+REQUIRED = ("global_address", "rank", "elemtype", "interleave_layout", "swizzle_mode", "fill_mode")
+CP_FENCEPROXY = ("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
+                 "[$0], [$1], 128;")
+
+
+def swizzle_128b(addr: np.ndarray) -> np.ndarray:
+    """Where the 128B swizzle stores shared byte address ``addr``: bits 4-6 (the 16-byte chunk of
+    a 128-byte row) XOR bits 7-9 (the row within 1024 bytes) [PTX ISA, "Tensor-map", swizzle
+    modes; the probe's image on the H200: chunk c of box row r at chunk c ^ (r % 8)]."""
+    return addr ^ (((addr >> 7) & 7) << 4)
+
+
+def binding_base(binding: int) -> int:
+    return (binding + 1) << GLOBAL_SHIFT
+
+
+class TmaState:
+    """Per executor ``State``: shared-memory maps, mbarriers, acquires."""
+
+    def __init__(self):
+        self.smaps: dict = {}  # (row, shared address) -> {"fields": {...}, "bytes": snapshot}
+        self.bars: dict = {}  # (row, shared address) -> Barrier
+        self.acquired: dict = {}  # (lane, global address) -> map version
+
+
+class Barrier:
+    def __init__(self, count: int, lane: int, epoch: int):
+        self.count, self.pending, self.expected, self.phase = count, count, 0, 0
+        self.copies: list = []  # (mem, row, byte addresses, bytes) waiting to land
+        self.lane, self.epoch, self.fenced = lane, epoch, False
+
+    @property
+    def delivered(self) -> int:
+        return sum(len(c[3]) for c in self.copies)
+
+
+def _tma(st) -> TmaState:
+    t = getattr(st, "tma", None)
+    if t is None:
+        t = st.tma = TmaState()
+    return t
+
+
+def _maps(k) -> dict:
+    """Global tensor maps of this kernel run, by global address: (fields, version, batch row)."""
+    if not hasattr(k, "tma_gmaps"):
+        k.tma_gmaps = {}
+    return k.tma_gmaps
+
+
+def _lds_at(st, addr: int, n: int, op) -> MemRef:
+    for mem in st.lds.values():
+        lo, hi = mem.base, mem.base + mem.numel * mem.elem_bytes
+        if lo <= addr and addr + n <= hi:
+            return mem
+    raise ExecutorError(f"{_loc(op)}: shared-memory bytes {addr}..{addr + n - 1} are in no workgroup allocation")
+
+
+def _active_lanes(st):
+    return np.nonzero(st.active())[0]
+
+
+def _vals(st, vid):
+    return np.asarray(_lanes(st.env[vid], st.L)).astype(np.int64)
+
+
+# ---- addresses ------------------------------------------------------------------------------------
+
+def _h_extract_pointer(k, op):
+    (src,), (out,) = k._ins(op), k._outs(op)
+
+    def run(st):
+        mem = st.env[src]
+        if mem.space == "lds":
+            base = mem.base
+        elif getattr(mem, "binding", None) is not None:
+            base = binding_base(mem.binding)  # IREE: the aligned pointer is the binding's; the offset is the memref's
+        elif getattr(mem, "address", None) is not None:
+            base = mem.address
+        else:
+            raise ExecutorError(f"{_loc(op)}: no address for {mem.name}")
+        st.env[out] = np.asarray([base], np.int64)
+    return run
+
+
+def _h_strided_metadata(k, op):
+    (src,) = k._ins(op)
+    outs = k._outs(op)
+
+    def run(st):
+        mem = st.env[src]
+        rank = len(mem.shape)
+        if len(outs) != 2 + 2 * rank:
+            raise ExecutorError(f"{_loc(op)}: {len(outs)} results for a rank-{rank} memref")
+        offset = getattr(mem, "start", 0) // mem.elem_bytes if mem.space != "lds" else 0
+        st.env[outs[0]] = mem
+        st.env[outs[1]] = np.asarray([offset], np.int64)
+        for i in range(rank):
+            st.env[outs[2 + i]] = np.asarray([mem.shape[i]], np.int64)
+            st.env[outs[2 + rank + i]] = np.asarray([mem.strides[i]], np.int64)
+    return run
+
+
+def _h_get_global(k, op):
+    (out,) = k._outs(op)
+    name = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+    mt = ir.MemRefType(op.results[0].type)
+    dt = np_dtype(mt.element_type)
+    shape = list(mt.shape)
+
+    def run(st):
+        globs = k.__dict__.setdefault("module_globals", {})
+        if name not in globs:
+            nbytes = int(np.prod(shape)) * dt.itemsize
+            address = (GLOBALS << GLOBAL_SHIFT) + sum(-(-m.numel * m.elem_bytes // 4096) * 4096 for m in globs.values())
+            mem = MemRef(np.zeros(int(np.prod(shape)), dt), shape, "global", f"@{name}")
+            mem.address, mem.written = address, None
+            assert nbytes
+            globs[name] = mem
+        st.env[out] = globs[name]
+    return run
+
+
+def _h_passthrough(k, op):
+    (src,), (out,) = k._ins(op), k._outs(op)
+
+    def run(st):
+        st.env[out] = st.env[src]
+    return run
+
+
+def _h_smid(k, op):
+    """%smid: the workgroup's row among those the executor runs together (distinct per resident
+    workgroup, as distinct SMs are for blocks that cannot share one)."""
+    (out,) = k._outs(op)
+
+    def run(st):
+        st.env[out] = st.wg_local.astype(np.int32)
+    return run
+
+
+def _h_trap(k, op):
+    def run(st):
+        if st.active().any():
+            raise ExecutorError(f"{_loc(op)}: llvm.intr.trap executed (the kernel's own check failed)")
+    return run
+
+
+def _h_llvm_store(k, op):
+    """llvm.store of a scalar to a shared-memory pointer (the kernel zeroes its maps with it)."""
+    val_id, ptr_id = k._ins(op)
+    if str(op.operands[1].type) != "!llvm.ptr<3>":
+        raise ExecutorError(f"{_loc(op)}: llvm.store is modelled to shared memory (!llvm.ptr<3>) only")
+    dt = np_dtype(op.operands[0].type)
+
+    def run(st):
+        vals, addrs = _lanes(np.asarray(st.env[val_id]).astype(dt), st.L), _vals(st, ptr_id)
+        t = _tma(st)
+        for lane in _active_lanes(st):
+            g, a = int(st.wg_local[lane]), int(addrs[lane])
+            mem = _lds_at(st, a, dt.itemsize, op)
+            flying = st.in_flight.get(id(mem))
+            e0, e1 = (a - mem.base) // mem.elem_bytes, (a - mem.base + dt.itemsize - 1) // mem.elem_bytes
+            if flying is not None and flying[g, e0:e1 + 1].any():
+                raise ExecutorError(f"{_loc(op)}: stores to shared byte {a} while a copy to it is in flight")
+            mem.data[g].view(np.uint8)[a - mem.base:a - mem.base + dt.itemsize] = \
+                np.asarray(vals[lane], dt).reshape(1).view(np.uint8)
+            for (row, m), rec in list(t.smaps.items()):
+                if row == g and m <= a < m + MAP_BYTES:
+                    del t.smaps[(row, m)]  # a generic write over a map invalidates it
+    return run
+
+
+# ---- tensor maps ------------------------------------------------------------------------------------
+
+def _enum_word(attr) -> str:
+    m = re.search(r"<([a-z0-9_]+)>\s*$", str(attr))
+    if not m:
+        raise ExecutorError(f"cannot read {attr}")
+    return m.group(1)
+
+
+def _h_tensormap_replace(k, op):
+    ins = k._ins(op)
+    field = _enum_word(op.attributes["field"])
+    ordinal = ir.IntegerAttr(op.attributes["ord"]).value if "ord" in op.attributes else None
+    attr_value = _enum_word(op.attributes["new_value_attr"]) if "new_value_attr" in op.attributes else None
+    if str(op.operands[0].type) != "!llvm.ptr<3>":
+        raise ExecutorError(f"{_loc(op)}: tensormap.replace is modelled on .shared::cta maps only")
+
+    def run(st):
+        addrs = _vals(st, ins[0])
+        vals = _vals(st, ins[1]) if len(ins) > 1 else None
+        t = _tma(st)
+        seen = {}
+        for lane in _active_lanes(st):
+            g, a = int(st.wg_local[lane]), int(addrs[lane])
+            v = attr_value if vals is None else int(vals[lane])
+            if seen.setdefault((g, a), v) != v:
+                raise ExecutorError(f"{_loc(op)}: threads of one workgroup replace {field} of one map with different "
+                                    f"values")
+            if a % 64:
+                raise ExecutorError(f"{_loc(op)}: a tensor map at shared address {a}, not 64-byte aligned")
+            rec = t.smaps.get((g, a))
+            if rec is None:
+                mem = _lds_at(st, a, MAP_BYTES, op)
+                raw = mem.data[g].view(np.uint8)[a - mem.base:a - mem.base + MAP_BYTES]
+                if raw.any():
+                    raise ExecutorError(f"{_loc(op)}: tensormap.replace on a map whose 128 bytes are not zero; the "
+                                        f"executor models maps built from zero bytes")
+                rec = t.smaps[(g, a)] = {"fields": {}}
+            rec["fields"][field if ordinal is None else (field, ordinal)] = v
+    return run
+
+
+def _h_inline_ptx(k, op):
+    code = ir.StringAttr(op.attributes["ptxCode"]).value
+    if code.strip() != CP_FENCEPROXY:
+        raise ExecutorError(f"{_loc(op)}: inline PTX {code!r} is not modelled (only {CP_FENCEPROXY!r})")
+    ins = k._ins(op)
+
+    def run(st):
+        gaddr, saddr = _vals(st, ins[0]), _vals(st, ins[1])
+        act = st.active()
+        t, maps = _tma(st), _maps(k)
+        written = {}
+        for g in range(st.G):
+            lanes = np.arange(st.T) + g * st.T
+            on = act[lanes]
+            if not on.any():
+                continue
+            warp = on[:32]
+            if not warp.all() or on[32:].any():
+                raise ExecutorError(f"{_loc(op)}: tensormap.cp_fenceproxy ... .sync.aligned needs exactly one whole "
+                                    f"warp converged")
+            ga, sa = set(gaddr[lanes[:32]].tolist()), set(saddr[lanes[:32]].tolist())
+            if len(ga) != 1 or len(sa) != 1:
+                raise ExecutorError(f"{_loc(op)}: the warp's threads name different maps")
+            ga, sa = ga.pop(), sa.pop()
+            rec = t.smaps.get((g, sa))
+            if rec is None:
+                raise ExecutorError(f"{_loc(op)}: copies shared address {sa}, which holds no tensor map built by "
+                                    f"tensormap.replace")
+            if ga % 64:
+                raise ExecutorError(f"{_loc(op)}: a global tensor map at {ga:#x}, not 64-byte aligned")
+            if ga in written:
+                raise ExecutorError(f"{_loc(op)}: workgroups running together (rows {written[ga]} and {g}) write one "
+                                    f"global tensor map at {ga:#x}")
+            written[ga] = g
+            old = maps.get(ga)
+            maps[ga] = (dict(rec["fields"]), (old[1] + 1) if old else 1)
+    return run
+
+
+def _h_fence_acquire(k, op):
+    ins = k._ins(op)
+    (addr,) = ins[:1]
+
+    def run(st):
+        addrs = _vals(st, addr)
+        t, maps = _tma(st), _maps(k)
+        for lane in _active_lanes(st):
+            a = int(addrs[lane])
+            t.acquired[(int(lane), a)] = maps[a][1] if a in maps else 0
+    return run
+
+
+def _h_fence_release(k, op):
+    return lambda st: None  # (cp_fenceproxy carries the release the model checks)
+
+
+# ---- mbarriers ----------------------------------------------------------------------------------------
+
+def _bar(st, op, g, a, lane, what) -> Barrier:
+    b = _tma(st).bars.get((g, a))
+    if b is None:
+        raise ExecutorError(f"{_loc(op)}: {what} on shared address {a}, where no mbarrier.init ran")
+    if lane != b.lane and (not b.fenced or st.epoch <= b.epoch):
+        raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} on an mbarrier another thread initialised with "
+                            f"no fence.mbarrier_init and barrier since")
+    return b
+
+
+def _h_mbarrier_init(k, op):
+    ins = k._ins(op)
+
+    def run(st):
+        addrs, counts = _vals(st, ins[0]), _vals(st, ins[1])
+        t = _tma(st)
+        done = set()
+        for lane in _active_lanes(st):
+            g, a = int(st.wg_local[lane]), int(addrs[lane])
+            if (g, a) in done:
+                raise ExecutorError(f"{_loc(op)}: two threads initialise the mbarrier at {a}")
+            if a % 8:
+                raise ExecutorError(f"{_loc(op)}: an mbarrier at {a}, not 8-byte aligned")
+            _lds_at(st, a, 8, op)
+            done.add((g, a))
+            t.bars[(g, a)] = Barrier(int(counts[lane]), int(lane), st.epoch)
+    return run
+
+
+def _h_fence_mbarrier_init(k, op):
+    def run(st):
+        act = st.active()
+        for b in _tma(st).bars.values():
+            if act[b.lane]:
+                b.fenced = True
+    return run
+
+
+def _h_arrive_expect_tx(k, op):
+    ins = k._ins(op)
+    outs = k._outs(op)
+
+    def run(st):
+        addrs, tx = _vals(st, ins[0]), _vals(st, ins[1])
+        for lane in _active_lanes(st):
+            g, a = int(st.wg_local[lane]), int(addrs[lane])
+            b = _bar(st, op, g, a, int(lane), "mbarrier.arrive.expect_tx")
+            b.expected += int(tx[lane])
+            b.pending -= 1
+            if b.pending < 0:
+                raise ExecutorError(f"{_loc(op)}: more arrivals on the mbarrier at {a} than its count {b.count} in "
+                                    f"one phase")
+        for o in outs:
+            st.env[o] = np.zeros(1, np.int64)
+    return run
+
+
+def _land(k, st, op, b: Barrier) -> None:
+    from .executor_wgmma import _wg
+    for mem, g, addr, data in b.copies:
+        rel = addr - mem.base
+        _pending_reads(st, op, g, addr, "lands")
+        mem.data[g].view(np.uint8)[rel] = data
+        st.in_flight[id(mem)][g, np.unique(rel // mem.elem_bytes)] = False
+        k.stats.async_copy_bytes += len(addr)
+    b.copies = []
+    if getattr(k, "uses_wgmma", False):
+        _wg(st)  # (keeps the wgmma byte masks sized)
+
+
+def _h_try_wait(k, op):
+    ins = k._ins(op)
+    outs = k._outs(op)
+    if len(outs) != 1:
+        raise ExecutorError(f"{_loc(op)}: mbarrier.try_wait is modelled with its i1 result")
+
+    def run(st):
+        addrs, parity = _vals(st, ins[0]), _vals(st, ins[1])
+        done = set()
+        for lane in _active_lanes(st):
+            g, a, p = int(st.wg_local[lane]), int(addrs[lane]), int(parity[lane]) & 1
+            b = _bar(st, op, g, a, int(lane), "mbarrier.try_wait")
+            if (g, a, p) in done or b.phase % 2 != p:
+                continue  # the phase of parity p completed
+            if b.pending == 0 and b.delivered == b.expected:
+                _land(k, st, op, b)
+                b.phase += 1
+                b.pending, b.expected = b.count, 0
+                done.add((g, a, p))
+                continue
+            raise ExecutorError(
+                f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
+                f"{a}, which can never complete: {b.pending} of {b.count} arrivals missing, {b.expected} bytes "
+                f"expected, {b.delivered} issued on it (every thread of the workgroup is waiting)")
+        st.env[outs[0]] = np.ones(1, bool)
+    return run
+
+
+# ---- bulk tensor copies --------------------------------------------------------------------------------
+
+def _pending_reads(st, op, g, addr: np.ndarray, what: str) -> None:
+    wg = getattr(st, "wgmma", None)
+    if wg is None:
+        return
+    inside = addr[addr < wg.bytes]
+    for grp in [wg.open] + wg.committed:
+        hit = grp.reads[g, inside]
+        if hit.any():
+            raise ExecutorError(f"{_loc(op)}: a bulk tensor copy {what} into shared-memory byte "
+                                f"{int(inside[np.argmax(hit)])} that a wgmma.mma_async still reads (its group is "
+                                f"{grp.state}: no wgmma.wait_group covers it)")
+
+
+def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
+    """The box's bytes, row after row of box[0] elements, out-of-bounds elements zero."""
+    missing = [f for f in REQUIRED if f not in fields]
+    rank = fields.get("rank", -1) + 1
+    for d in range(rank):
+        missing += [f"{f}[{d}]" for f in ("box_dim", "global_dim", "element_stride") if (f, d) not in fields]
+        if d:
+            missing += [f"global_stride[{d - 1}]"] if ("global_stride", d - 1) not in fields else []
+    if missing:
+        raise ExecutorError(f"{_loc(op)}: the tensor map never had {', '.join(missing)} set")
+    if not 2 <= rank <= 5 or len(coords) != rank:
+        raise ExecutorError(f"{_loc(op)}: a rank-{rank} map used with {len(coords)} coordinates")
+    if fields["interleave_layout"] != "no_interleave" or fields["fill_mode"] != "zero":
+        raise ExecutorError(f"{_loc(op)}: only non-interleaved, zero-filled maps are modelled")
+    esize = ELEM_BYTES[fields["elemtype"]]
+    dims = [fields[("global_dim", d)] for d in range(rank)]
+    box = [fields[("box_dim", d)] for d in range(rank)]
+    strides = [esize] + [fields[("global_stride", d)] for d in range(rank - 1)]
+    if any(fields[("element_stride", d)] != 1 for d in range(rank)):
+        raise ExecutorError(f"{_loc(op)}: element strides other than 1 are not modelled")
+    if any(b < 1 or b > 256 for b in box) or any(s % 16 or s >= 1 << 40 for s in strides[1:]):
+        raise ExecutorError(f"{_loc(op)}: box {box} / strides {strides[1:]}: box dims are 1..256, strides multiples "
+                            f"of 16 below 2^40")
+    addr = fields["global_address"]
+    if addr % 16:
+        raise ExecutorError(f"{_loc(op)}: the map's global address {addr:#x} is not 16-byte aligned")
+    binding = (addr >> GLOBAL_SHIFT) - 1
+    buf = k.bindings.get(binding)
+    if buf is None or binding < 0:
+        raise ExecutorError(f"{_loc(op)}: the map's global address {addr:#x} is in no binding")
+    raw = buf.reshape(-1).view(np.uint8)
+    off = addr - binding_base(binding)
+    j = np.indices(box[::-1]).reshape(rank, -1)[::-1]  # (rank, elements), dimension 0 fastest
+    x = j + np.asarray(coords, np.int64)[:, None]
+    ok = np.all((x >= 0) & (x < np.asarray(dims)[:, None]), axis=0)
+    byte = off + (x * np.asarray(strides, np.int64)[:, None]).sum(axis=0)
+    if ok.any() and (byte[ok].min() < 0 or byte[ok].max() + esize > raw.size):
+        raise ExecutorError(f"{_loc(op)}: the map's tensor reaches byte {int(byte[ok].max()) + esize} of binding "
+                            f"{binding}, which holds {raw.size}")
+    out = np.zeros((j.shape[1], esize), np.uint8)
+    idx = byte[ok][:, None] + np.arange(esize)
+    out[ok] = raw[idx]
+    return out.reshape(-1)
+
+
+def _h_bulk_tensor(k, op):
+    ins = k._ins(op)
+    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    if any(seg[4:]) and seg[4:] != [0] * len(seg[4:]):
+        raise ExecutorError(f"{_loc(op)}: im2col, multicast, cache hints and predicates are not modelled")
+    dst_id, map_id = ins[0], ins[1]
+    coord_ids = ins[2:2 + seg[2]]
+    bar_id = ins[2 + seg[2]]
+
+    def run(st):
+        dsts, maps_at, bars = _vals(st, dst_id), _vals(st, map_id), _vals(st, bar_id)
+        coords = [_vals(st, c) for c in coord_ids]
+        t, maps = _tma(st), _maps(k)
+        for lane in _active_lanes(st):
+            g, dst, m = int(st.wg_local[lane]), int(dsts[lane]), int(maps_at[lane])
+            if m not in maps:
+                raise ExecutorError(f"{_loc(op)}: no tensor map at global address {m:#x}")
+            fields, version = maps[m]
+            if t.acquired.get((int(lane), m)) != version:
+                raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} uses the tensor map at {m:#x} with no "
+                                    f"fence.proxy.tensormap acquire of it since it was written")
+            if fields.get("swizzle_mode") not in ("b128",):
+                raise ExecutorError(f"{_loc(op)}: swizzle {fields.get('swizzle_mode')} is not modelled (128B only)")
+            data = tma_box(k, fields, [int(c[lane]) for c in coords], op)
+            esize = ELEM_BYTES[fields["elemtype"]]
+            if fields[("box_dim", 0)] * esize != 128:
+                raise ExecutorError(f"{_loc(op)}: the 128B swizzle is modelled for 128-byte box rows")
+            if dst % 128:
+                raise ExecutorError(f"{_loc(op)}: a bulk tensor copy to shared address {dst}, not 128-byte aligned")
+            lin = dst + np.arange(data.size, dtype=np.int64)
+            addr = swizzle_128b(lin)
+            mem = _lds_at(st, dst, data.size, op)
+            b = _bar(st, op, g, int(bars[lane]), int(lane), "cp.async.bulk.tensor")
+            elems = np.unique((addr - mem.base) // mem.elem_bytes)
+            flying = st.in_flight.setdefault(id(mem), np.zeros((st.G, mem.numel), bool))
+            if flying[g, elems].any():
+                raise ExecutorError(f"{_loc(op)}: a bulk tensor copy into shared memory another copy still writes")
+            _pending_reads(st, op, g, addr, "is issued")
+            flying[g, elems] = True
+            b.copies.append((mem, g, addr, data))
+    return run
+
+
+# ---- scf.while (the mbarrier wait loop) --------------------------------------------------------------
+
+def _h_while(k, op):
+    from .executor import _run_block
+    inits = k._ins(op)
+    outs = k._outs(op)
+    before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
+    b_args = [k._id(a) for a in before.arguments]
+    a_args = [k._id(a) for a in after.arguments]
+    b_body, a_body = k._compile_block(before), k._compile_block(after)
+    cond_op = [o.operation for o in before.operations][-1]
+    cond_ins = k._ins(cond_op)
+    yields = k._ins([o.operation for o in after.operations][-1])
+
+    def run(st):
+        carried = [st.env[i] for i in inits]
+        for _ in range(1 << 20):
+            for a, v in zip(b_args, carried):
+                st.env[a] = v
+            _run_block(b_body[:-1], st)
+            c = np.asarray(st.env[cond_ins[0]])[st.active()] if np.asarray(st.env[cond_ins[0]]).shape[0] > 1 else \
+                np.asarray(st.env[cond_ins[0]])
+            vals = [st.env[i] for i in cond_ins[1:]]
+            if c.size and not np.all(c == c.flat[0]):
+                raise ExecutorError(f"{_loc(op)}: scf.while condition differs between threads")
+            if not c.size or not bool(c.flat[0]):
+                break
+            for a, v in zip(a_args, vals):
+                st.env[a] = v
+            _run_block(a_body[:-1], st)
+            carried = [st.env[y] for y in yields]
+        else:
+            raise ExecutorError(f"{_loc(op)}: scf.while ran 2^20 iterations")
+        for o, v in zip(outs, vals):
+            st.env[o] = v
+    return run
+
+
+def end_check(st) -> None:
+    """At the end of a workgroup batch: no bulk copy left in flight."""
+    t = getattr(st, "tma", None)
+    if t is not None and any(b.copies for b in t.bars.values()):
+        raise ExecutorError("the kernel ends with bulk tensor copies (cp.async.bulk.tensor) no mbarrier wait covered")
+
+
+HANDLERS = {
+    "memref.extract_aligned_pointer_as_index": _h_extract_pointer,
+    "memref.extract_strided_metadata": _h_strided_metadata,
+    "memref.get_global": _h_get_global,
+    "llvm.inttoptr": _h_passthrough, "llvm.addrspacecast": _h_passthrough, "llvm.ptrtoint": _h_passthrough,
+    "llvm.store": _h_llvm_store, "llvm.intr.trap": _h_trap,
+    "nvvm.read.ptx.sreg.smid": _h_smid,
+    "nvvm.tensormap.replace": _h_tensormap_replace, "nvvm.inline_ptx": _h_inline_ptx,
+    "nvvm.fence.proxy.acquire": _h_fence_acquire, "nvvm.fence.proxy.release": _h_fence_release,
+    "nvvm.mbarrier.init": _h_mbarrier_init, "nvvm.fence.mbarrier.init": _h_fence_mbarrier_init,
+    "nvvm.mbarrier.arrive.expect_tx": _h_arrive_expect_tx, "nvvm.mbarrier.try_wait": _h_try_wait,
+    "nvvm.cp.async.bulk.tensor.shared.cluster.global": _h_bulk_tensor,
+    "scf.while": _h_while, "scf.condition": lambda k, op: (lambda st: None),
+}
