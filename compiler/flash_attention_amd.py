@@ -1,0 +1,445 @@
+"""Flash attention on AMD matrix cores (issue 15): CDNA MFMA (gfx942, gfx950), RDNA4 WMMA
+(gfx1201), RDNA3 WMMA wave32 (gfx1100). The plan checks and the bindings are
+``flash_attention.py``'s; this module holds what differs: the plan's AMD part and the kernel.
+
+Which way round. ``convert.attention_plans`` prices P's C -> A move for S = Q K^T and for
+S^T = K Q^T (docs/BENCHMARKS.md, "Attention's P"): on these targets S = Q K^T needs 8-32
+``ds_bpermute_b32`` (MFMA, RDNA4) or 64 (RDNA3) per 16 x 16 P tile, S^T = K Q^T none on MFMA
+and RDNA4 and 4 ``v_permlanex16_b32`` (no LDS pipe) on RDNA3. So the kernel computes S^T. With S^T
+in C's layout a lane holds keys along rows and one query column. Two ways on from there:
+
+(a) O = P V, P as the A operand (the planned C^T -> A move), O's C layout holding queries along
+    rows: every tile's alpha rescale and the final 1 / l need the per-query statistics moved
+    across lanes (4 ``ds_bpermute`` per tile per accumulator row group on MFMA);
+(b) O^T = V^T P^T, P^T as the B operand, V^T as the A operand: on every target here B's layout is
+    A's transposed (checked in the plan), so the planned C^T -> A move, read as C -> B, gives P^T's
+    B operand with the same instructions; and O^T's C layout is S^T's, so each lane holds the
+    same query in both: alpha and l stay in the lane, no cross-lane move but the softmax's
+    reductions. V^T's A fragments read V's tile K-innermost when V is stored transposed in LDS.
+
+The kernel does (b). V's 16-byte global chunks (8 head-dim values of one key) are written to
+LDS as 8 16-bit stores down a column of the [head dim][keys + pad] tile, each key at the column
+of the hardware K slot that will hold it (``convert.hardware_keys``: the codegen K order and
+any planned renaming; RDNA4's hardware K order is permuted), so V^T's fragments are plain runs.
+
+Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, four waves of
+``intr.n`` = 16 queries each; grid (ceil(M / 64), batch, 1). Per wave:
+
+1. Q^T as S^T's B operand (rows: head dim, cols: queries), loaded once from global memory
+   (runs along the head dim: 64-bit ``buffer_load`` on MFMA), kept for the whole key loop;
+   queries past M read 0 (the raw buffer's bounds check).
+2. Key loop over tiles of BLOCK_N = 64 keys (causal: those at or below the block's last query):
+   barrier; K ([key][head dim + 8]) and V^T ([head dim][key + 8]) copied through registers,
+   128-bit ``amdgpu.raw_buffer_load`` (keys past K2 read 0), LDS stores; barrier.
+3. S^T = K Q^T: BLOCK_N / 16 row blocks x head dim / 16 K steps, K's A fragments read from LDS
+   as runs along the head dim.
+4. Online softmax in f32 on S^T's C layout, as the mma.sync kernel does it with rows and
+   columns exchanged: scale * log2(e) folded, ``math.exp2`` (lowers to ``v_exp_f32``), keys past
+   K2 and (causal) past the query -inf in a wave-uniform branch; per query the lane's own max,
+   then across the lanes holding the same column (C's row lane dims: ``gpu.shuffle xor``);
+   alpha and P; the lane's partial sum l; O^T scaled by alpha, all in the lane.
+5. P^T (C, f32) -> B operand (16-bit): ``convert_emit.emit_register_route`` of the planned
+   route: in-lane on MFMA and RDNA4, 4 ``rocdl.permlanex16`` + selects on RDNA3.
+6. O^T += V^T P^T: head dim / 16 accumulators, BLOCK_N / 16 instructions each.
+7. After the loop: l summed across the column's lanes, O^T / l, converted, stored from the C
+   layout (runs along the head dim); queries past M are not stored.
+
+The -inf guards (a masked row never makes a NaN, a row masked everywhere gives 0 / 0 as the
+reference) are the mma.sync kernel's, see its docstring.
+"""
+
+from __future__ import annotations
+
+import math
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, gpu, hal, scf, vector
+from iree.compiler.dialects import math as math_d
+
+from .convert import attention_conversion, hardware_keys
+from .convert_emit import emit_register_route
+from .emit import Emitter
+from .errors import UnsupportedError
+from .fragments import FragmentLoader, FragmentPlan, LaneIndex
+from .intrinsics import Intrinsic
+from .layout import COL, ROW, Layout, Run
+from .targets import Target
+
+BLOCK_M = 64  # queries per workgroup
+BLOCK_N = 64  # keys per iteration
+WARPS = 4  # waves per workgroup
+LDS_PAD = 8  # elements after each LDS row (16 bytes)
+
+# The instruction per target family and element type: 16 x 16 tiles (one query column per lane).
+INTRINSICS = {
+    "cdna3": {"f16": "MFMA_F32_16x16x16_F16", "bf16": "MFMA_F32_16x16x16_BF16"},
+    "cdna4": {"f16": "MFMA_F32_16x16x16_F16", "bf16": "MFMA_F32_16x16x16_BF16"},
+    "rdna4": {"f16": "WMMA_F32_16x16x16_F16", "bf16": "WMMA_F32_16x16x16_BF16"},
+    "rdna3": {"f16": "WMMA_F32_16x16x16_F16", "bf16": "WMMA_F32_16x16x16_BF16"},
+}
+
+
+def _mirrors(a: Layout, b: Layout) -> bool:
+    """Whether B's layout is A's transposed: every lane's element e of B is (k, n) where A's is (n, k)."""
+    if a.elements != b.elements or a.wave_size != b.wave_size or a.op_vector_length != b.op_vector_length:
+        return False
+    return all(b.coords(lane, e) == a.coords(lane, e)[::-1] and b.op_index(e) == a.op_index(e)
+               for lane in range(a.wave_size) for e in range(a.elements))
+
+
+def plan_parts(tgt: Target, elem: str, head_dim: int):
+    """The AMD kernel's instruction, P's conversion, K's and V^T's fragment plans and V's key
+    order in LDS (the LDS column of each key of a P tile); UnsupportedError naming why not."""
+    family = tgt.family.value
+    if family not in INTRINSICS:
+        raise UnsupportedError(f"no AMD flash-attention kernel for the {family} family ({tgt.name})")
+    intr: Intrinsic = tgt.intrinsic(INTRINSICS[family][elem])
+    if intr.m != 16 or intr.n != 16 or intr.m * WARPS != BLOCK_M or BLOCK_N % intr.m or head_dim % intr.m:
+        raise UnsupportedError(f"{intr.name}: the AMD kernel takes 16 x 16 instructions, one query column per lane")
+    if not _mirrors(intr.a, intr.b):
+        raise UnsupportedError(f"{intr.name}: B's layout is not A's transposed; P^T cannot enter O^T = V^T P^T as "
+                               f"the planned C^T -> A registers")
+    conv = attention_conversion(intr, transposed=True, vendor=tgt.vendor.value, family=family)
+    plan = conv.plan
+    if plan.chosen != "registers":
+        raise UnsupportedError(f"{intr.name}: P's planned conversion is an LDS round trip; the kernel emits "
+                               f"register routes only")
+    if any(p.op != "rocdl.permlanex16" for p in plan.registers.permutes):
+        ops = sorted({p.op for p in plan.registers.permutes})
+        raise UnsupportedError(f"{intr.name}: P's conversion needs {ops}; the kernel emits in-lane moves and "
+                               f"rocdl.permlanex16 only")
+    if conv.source_batch != (1, 1) or conv.dest_batch != (1, 1):
+        raise UnsupportedError(f"{intr.name}: P tiles of {conv.source_batch} S^T and {conv.dest_batch} B "
+                               f"instructions; the kernel converts one instruction's tile at a time")
+    keys = hardware_keys(conv)  # the key hardware K slot c of P's B operand holds
+    column = tuple(keys.index(kk) for kk in range(len(keys)))  # the slot (V^T's LDS column) of each key
+    k_frags = FragmentPlan.plan(intr.a.compose(BLOCK_N // intr.m, head_dim // intr.k), COL, 16, intr.a_shape,
+                                allow_ldmatrix=False)
+    v_frags = FragmentPlan.plan(intr.a.compose(head_dim // intr.m, BLOCK_N // intr.k), COL, 16, intr.a_shape,
+                                allow_ldmatrix=False)
+    return intr, conv, k_frags, v_frags, column
+
+
+def lds_bytes(head_dim: int) -> int:
+    """K's [key][head dim + pad] and V^T's [head dim][key + pad] tiles, 16-bit."""
+    return (BLOCK_N * (head_dim + LDS_PAD) + head_dim * (BLOCK_N + LDS_PAD)) * 2
+
+
+def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
+    terms = [em.mul(em.rem(em.div(lane, div), size), stride)
+             for _, div, size, ax, stride in layout.lane_terms() if ax == axis]
+    return em.add(*terms) if terms else em.const(0)
+
+
+def _col_sharers(layout: Layout) -> list[int]:
+    """Lane XOR masks reaching every lane that holds the same columns: the row lane dims' bits."""
+    masks = []
+    for _, div, size, axis, _ in layout.lane_terms():
+        if axis == ROW:
+            assert size & (size - 1) == 0, "lane dims are powers of two"
+            masks += [div << b for b in range(size.bit_length() - 1)]
+    return masks
+
+
+class AmdKernel:
+    """Builds the AMD kernel body (``flash_attention._Kernel`` provides addressing and helpers);
+    one instance per emission."""
+
+    def __init__(self, base):
+        self.b = base  # flash_attention._Kernel: plan, emitter, orders, address helpers
+        self.p, self.em, self.intr = base.p, base.em, base.p.intrinsic
+        self.t, self.f32, self.c_t = base.t, base.f32, base.c_t
+        c = self.intr.c
+        self.cols = sorted({co for _, co in c.element_offsets()})  # query offsets a lane holds per instruction
+        self.col_of = [self.cols.index(co) for _, co in c.element_offsets()]
+
+    # ---- helpers --------------------------------------------------------------------------------
+    def fconst(self, value: float) -> ir.Value:
+        with self.em.loc, self.em.ip:
+            return arith.ConstantOp(self.f32, ir.FloatAttr.get(self.f32, value)).result
+
+    def f(self, op, *args) -> ir.Value:
+        with self.em.loc, self.em.ip:
+            return op(*args).result
+
+    def exp2(self, x: ir.Value) -> ir.Value:
+        """2^x as ``math.exp2`` (IREE lowers it on ROCDL to ``llvm.exp2`` -> ``v_exp_f32``)."""
+        with self.em.loc, self.em.ip:
+            return math_d.Exp2Op(x).result
+
+    def col_reduce(self, value: ir.Value, op) -> ir.Value:
+        for mask in _col_sharers(self.intr.c):
+            with self.em.loc, self.em.ip:
+                off = arith.ConstantOp(ir.IntegerType.get_signless(32), mask).result
+                width = arith.ConstantOp(ir.IntegerType.get_signless(32), self.p.wave_size).result
+                other = gpu.ShuffleOp(value, off, width, gpu.ShuffleMode.XOR).results[0]
+            value = self.f(op, value, other)
+        return value
+
+    def element_at(self, pos: int) -> int:
+        c = self.intr.c
+        return next(e for e in range(c.elements) if c.op_index(e) == pos)
+
+    def per_element(self, values: list[ir.Value]) -> ir.Value:
+        """A C-shaped vector holding, at each element, its query column's value."""
+        c = self.intr.c
+        return self.em.from_elements(self.c_t, [values[self.col_of[self.element_at(i)]]
+                                                for i in range(c.op_vector_length)])
+
+    # ---- the kernel ---------------------------------------------------------------------------
+    def build(self, q_mem, k_mem, v_mem, o_mem, mask_mem=None) -> None:
+        p, em, intr, b = self.p, self.em, self.intr, self.b
+        d = p.head_dim
+        tid = em.thread_id()
+        with em.loc, em.ip:
+            block, batch_y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+        batch = b.batch_index(em, batch_y)
+        wave, lane = em.div(tid, p.wave_size), em.rem(tid, p.wave_size)
+        q_base = em.add(em.mul(block, BLOCK_M), em.mul(wave, intr.n))  # the wave's first query
+
+        # 1. Q^T in B fragments (rows: head dim, cols: queries), for the whole loop.
+        bl = intr.b
+        b_row, b_col = _lane_part(em, bl, lane, ROW), _lane_part(em, bl, lane, COL)
+        q_col0 = em.add(q_base, b_col)
+        self._q = []
+        for kk in range(d // intr.k):
+            frag = em.zero_vector(ir.VectorType.get([bl.op_vector_length], self.t))
+            for run in _widest(bl.runs(ROW), ROW):
+                idx = b.at(0, batch, em.add(q_col0, run.col), em.add(b_row, kk * intr.k + run.row))
+                part = em.bounded_global_load(q_mem, idx, ir.VectorType.get([run.length], self.t),
+                                              b.bounds(0, p.m if p.m % BLOCK_M else None))
+                frag = em.insert_slice(part, frag, bl.op_index(run.first))
+            self._q.append(em.shape_cast(frag, intr.b_shape))
+
+        k_lds = em.named("lds_k").alloc_lds([BLOCK_N, d + LDS_PAD], self.t)
+        vt_lds = em.named("lds_vt").alloc_lds([d, BLOCK_N + LDS_PAD], self.t)
+
+        neg_inf, zero = self.fconst(-math.inf), self.fconst(0.0)
+        n_o = d // intr.m
+        q_cols = len(self.cols)
+        inits = [neg_inf] * q_cols + [zero] * q_cols + [em.zero_vector(self.c_t)] * n_o
+        tiles = em.const(p.key_tiles)
+        if p.causal:  # tiles holding a key <= this block's last query
+            tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
+        with em.loc, em.ip:
+            loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
+        lanes = LaneIndex(em.at(ir.InsertionPoint(loop.operation)), lane, p.wave_size)
+        self.k_loader = FragmentLoader(p.k_fragments, k_lds, self.t, lanes)
+        self.v_loader = FragmentLoader(p.v_fragments, vt_lds, self.t, lanes)
+        body = em.at(ir.InsertionPoint(loop.body))
+        self.em = body
+        carried = list(loop.inner_iter_args)
+        r = q_cols
+        m_new, l_new, o_new = self.step(loop.induction_variable, carried[:r], carried[r:2 * r], carried[2 * r:],
+                                        batch, q_base, lane, tid, k_mem, v_mem, k_lds, vt_lds, mask_mem)
+        with body.loc, body.ip:
+            scf.YieldOp(m_new + l_new + o_new)
+        self.em = em
+        results = list(loop.results)
+        self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
+
+    def copy_v_transposed(self, em: Emitter, v_mem, vt_lds, batch, key0, tid) -> None:
+        """Keys key0 .. key0 + BLOCK_N of V into V^T's LDS tile: 16-byte global chunks (8 head-dim
+        values of one key; keys past K2 read 0), each value stored at [head dim][the key's column]."""
+        p, b = self.p, self.b
+        per_chunk = 8
+        chunks_per_row = p.head_dim // per_chunk
+        total = BLOCK_N * chunks_per_row
+        assert total % p.workgroup_size == 0
+        vt = ir.VectorType.get([per_chunk], self.t)
+        group = len(p.v_columns)
+        identity = p.v_columns == tuple(range(group))
+        for i in range(total // p.workgroup_size):
+            cid = em.add(tid, i * p.workgroup_size)
+            row, col = em.div(cid, chunks_per_row), em.mul(em.rem(cid, chunks_per_row), per_chunk)
+            val = em.bounded_global_load(v_mem, b.at(2, batch, em.add(key0, row), col), vt,
+                                         b.bounds(2, p.k2 if p.k2 % BLOCK_N else None))
+            column = row if identity else em.add(em.mul(em.div(row, group), group),
+                                                 em.table(list(p.v_columns), em.rem(row, group)))
+            for e in range(per_chunk):
+                em.lds_store(em.extract_slice(val, e, 1), vt_lds, [em.add(col, e), column])
+
+    def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
+        """The additive mask at this lane's S^T elements of tile ``key0`` ([row block][C element],
+        16-bit scalars), from global memory; runs along the keys when they are innermost and K2
+        is even, else one load per element. Out-of-range queries and keys read 0."""
+        p, intr, c, b = self.p, self.intr, self.intr.c, self.b
+        em = em.named("load_mask")
+        key_lane = em.add(key0, _lane_part(em, c, lane, ROW))
+        query_lane = em.add(q_base, _lane_part(em, c, lane, COL))
+        runs = _widest(c.runs(ROW), ROW) if b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0 else \
+            [Run(e, 1, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        bounds = b.mask_bounds()
+        out = []
+        for j in range(BLOCK_N // intr.m):
+            vals = [None] * c.elements
+            for run in runs:
+                idx = b.mask_at(batch, em.add(query_lane, run.col), em.add(key_lane, j * intr.m + run.row))
+                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], self.t), bounds)
+                for i in range(run.length):
+                    vals[run.first + i] = em.extract(v, i)
+            out.append(vals)
+        return out
+
+    def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, tid, k_mem, v_mem, k_lds, vt_lds, mask_mem):
+        p, em, intr, b = self.p, self.em, self.intr, self.b
+        d = p.head_dim
+        key0 = em.mul(kt, BLOCK_N)
+        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane) if p.mask else None
+        # 2. K and V^T tiles into LDS (the barrier first: the previous tile's reads are done).
+        em.barrier()
+        b.copy_tile(em.named("copy_k"), k_mem, 1, k_lds, batch, key0, tid)
+        self.copy_v_transposed(em.named("copy_v"), v_mem, vt_lds, batch, key0, tid)
+        em.barrier()
+
+        # 3. S^T = K Q^T: A = K (rows: keys, cols: head dim) from K's LDS rows.
+        c = intr.c
+        n_s, k_steps = BLOCK_N // intr.m, d // intr.k
+        origin = {ROW: em.const(0), COL: em.const(0)}
+        frags = self.k_loader.load_each(em, origin, [(j, kk) for j in range(n_s) for kk in range(k_steps)])
+        s_acc = []
+        for j in range(n_s):
+            acc = em.zero_vector(self.c_t)
+            for kk in range(k_steps):
+                acc = em.mma(intr, frags[j * k_steps + kk], self._q[kk], acc)
+            s_acc.append(acc)
+
+        # 4. Online softmax on S^T's C layout (keys along rows, the lane's query along columns).
+        sm = em.named("softmax")
+        self.em = sm
+        c_row, c_col = _lane_part(sm, c, lane, ROW), _lane_part(sm, c, lane, COL)
+        factor = self.fconst(p.scale * 1.4426950408889634)
+        log2e = self.fconst(1.4426950408889634) if p.mask else None
+        neg_inf = self.fconst(-math.inf)
+        scores = []
+        for j, acc in enumerate(s_acc):
+            row = []
+            for e in range(c.elements):
+                pos = c.op_index(e)
+                with sm.loc, sm.ip:
+                    s = vector.ExtractOp(acc, static_position=_op_pos(self.c_t, pos), dynamic_position=[]).result
+                s = self.f(arith.MulFOp, s, factor)
+                if mask_vals is not None:
+                    with sm.loc, sm.ip:
+                        mv = arith.ExtFOp(self.f32, mask_vals[j][e]).result
+                    s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
+                row.append(s)
+            scores.append(row)
+        needs = None
+        if p.k2 % BLOCK_N:
+            needs = sm.lt(em.const(p.k2), sm.add(key0, BLOCK_N))
+        if p.causal:
+            diag = sm.lt(q_base, sm.add(key0, BLOCK_N - 1))
+            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
+        if needs is not None:
+            flat = [s for row in scores for s in row]
+            with sm.loc, sm.ip:
+                branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
+            with sm.loc, ir.InsertionPoint(branch.else_block):
+                scf.YieldOp(flat)
+            masked = sm.at(ir.InsertionPoint(branch.then_block))
+            out = []
+            for j, row in enumerate(scores):
+                for e, ((ro, co), s) in enumerate(zip(c.element_offsets(), row)):
+                    key = masked.add(key0, c_row, j * intr.m + ro)
+                    valid = masked.lt(key, p.k2) if p.k2 % BLOCK_N else None
+                    if p.causal:
+                        ok = masked.lt(key, masked.add(q_base, c_col, co + 1))  # key <= query
+                        valid = ok if valid is None else masked.and_(valid, ok)
+                    out.append(masked.select(valid, s, neg_inf))
+            with sm.loc, ir.InsertionPoint(branch.then_block):
+                scf.YieldOp(out)
+            res = list(branch.results)
+            scores = [res[j * c.elements:(j + 1) * c.elements] for j in range(len(scores))]
+        m_new, m_sub, alpha = [], [], []
+        for ci in range(len(self.cols)):
+            mine = [s for inst in scores for e, s in enumerate(inst) if self.col_of[e] == ci]
+            mx = mine[0]
+            for s in mine[1:]:
+                mx = self.f(arith.MaximumFOp, mx, s)
+            mx = self.col_reduce(mx, arith.MaximumFOp)
+            mn = self.f(arith.MaximumFOp, m_old[ci], mx)
+            m_new.append(mn)
+            sub = mn
+            if p.mask:  # a query whose every key so far is masked: subtract 0, not -inf
+                with sm.loc, sm.ip:
+                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
+                sub = sm.select(dead, self.fconst(0.0), mn)
+            m_sub.append(sub)
+            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ci], sub)))
+        probs = [[self.exp2(self.f(arith.SubFOp, s, m_sub[self.col_of[e]])) for e, s in enumerate(inst)]
+                 for inst in scores]
+        l_new = []
+        for ci in range(len(self.cols)):
+            acc = self.f(arith.MulFOp, l_old[ci], alpha[ci])
+            for inst in probs:
+                for e, pv in enumerate(inst):
+                    if self.col_of[e] == ci:
+                        acc = self.f(arith.AddFOp, acc, pv)
+            l_new.append(acc)
+        alpha_vec = self.per_element(alpha)
+        o_scaled = [self.f(arith.MulFOp, o, alpha_vec) for o in o_old]
+
+        # 5. P^T (C, f32) -> B operands (16-bit): the planned register route, one per key block.
+        conv = em.named("convert_p")
+        self.em = conv
+        plan = p.conversion.plan
+        per_src = plan.source.elements
+        src_vec = ir.VectorType.get([per_src], self.f32)
+        p_frags = []
+        for inst in probs:
+            source = conv.from_elements(src_vec, [inst[self.element_at(i)] for i in range(per_src)])
+            with conv.loc, conv.ip:
+                (op,) = emit_register_route(plan, [source], lane, elem_type=self.t)
+            p_frags.append(conv.shape_cast(op, intr.b_shape))
+
+        # 6. O^T += V^T P^T: A = V^T (rows: head dim, cols: keys) from V^T's LDS rows.
+        pv = em.named("pv")
+        self.em = pv
+        n_g = len(p_frags)
+        vfr = self.v_loader.load_each(pv, origin, [(i, g) for i in range(len(o_scaled)) for g in range(n_g)])
+        o_new = []
+        for i, o in enumerate(o_scaled):
+            for g, pb in enumerate(p_frags):
+                o = pv.mma(intr, vfr[i * n_g + g], pb, o)
+            o_new.append(o)
+        self.em = em
+        return m_new, l_new, o_new
+
+    def store(self, l_lane, o_acc, batch, q_base, lane, o_mem) -> None:
+        """7. O^T / l, converted, stored from the C layout (runs along the head dim); queries past
+        M dropped."""
+        p, intr, b = self.p, self.intr, self.b
+        em = self.em.named("store_o")
+        self.em = em
+        c = intr.c
+        c_row, c_col = _lane_part(em, c, lane, ROW), _lane_part(em, c, lane, COL)
+        inv = [self.f(arith.DivFOp, self.fconst(1.0), self.col_reduce(l, arith.AddFOp)) for l in l_lane]
+        inv_vec = self.per_element(inv)
+        query0 = em.add(q_base, c_col)
+        for i, o in enumerate(o_acc):
+            out = em.convert(em.shape_cast(self.f(arith.MulFOp, o, inv_vec), [c.op_vector_length]), self.t)
+            for run in _widest(c.runs(ROW), ROW):
+                piece = em.extract_slice(out, c.op_index(run.first), run.length)
+                idx = b.at(3, batch, em.add(query0, run.col), em.add(c_row, i * intr.m + run.row))
+                em.bounded_global_store(piece, o_mem, idx, b.bounds(3, p.m if p.m % BLOCK_M else None))
+
+
+def _widest(runs: list[Run], axis: str, most: int = 128 // 16) -> list[Run]:
+    """Runs along ``axis`` cut to at most ``most`` 16-bit elements: one buffer instruction moves
+    128 bits at most (RDNA3's A/B fragments hold 16 consecutive K)."""
+    out = []
+    for run in runs:
+        for at in range(0, run.length, most):
+            row, col = (run.row + at, run.col) if axis == ROW else (run.row, run.col + at)
+            out.append(Run(run.first + at, min(most, run.length - at), row, col))
+    return out
+
+
+def _op_pos(vtype: ir.VectorType, flat: int) -> list[int]:
+    pos = []
+    for dim in reversed(list(vtype.shape)):
+        flat, r = divmod(flat, dim)
+        pos.append(r)
+    return pos[::-1]
+
