@@ -130,6 +130,8 @@ class FlashAttentionPlan:
     # key of a P tile.
     transposed: bool = False
     v_columns: tuple[int, ...] = ()
+    lds_pad: int = LDS_PAD  # elements after each LDS row
+    k_copy: tuple[int, int, int] = ()  # AMD: the K copy's thread order (``flash_attention_amd.k_copy_order``)
 
     @property
     def wave_size(self) -> int:
@@ -149,12 +151,12 @@ class FlashAttentionPlan:
 
     @property
     def lds_row(self) -> int:
-        return self.head_dim + LDS_PAD
+        return self.head_dim + self.lds_pad
 
     @property
     def lds_bytes(self) -> int:
         if self.transposed:
-            return amd_lds_bytes(self.head_dim)
+            return amd_lds_bytes(self.head_dim, self.lds_pad)
         return self.stages * 2 * BLOCK_N * self.lds_row * 2  # K and V tiles (per slot), 16-bit
 
     @property
@@ -216,10 +218,10 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     if attn.m < 1 or attn.k2 < 1:
         raise UnsupportedError(f"{what}: empty attention")
     if amd:
-        intr, conv, k_frags, v_frags, columns = plan_parts(tgt, attn.q_type, attn.k1)
+        intr, conv, k_frags, v_frags, columns, pad, k_copy = plan_parts(tgt, attn.q_type, attn.k1)
         plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, attn.k1, attn.q_type,
                                   float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask,
-                                  transposed=True, v_columns=columns)
+                                  transposed=True, v_columns=columns, lds_pad=pad, k_copy=k_copy)
         if plan.lds_bytes > tgt.lds_bytes:
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
         return plan

@@ -68,7 +68,7 @@ from .targets import Target
 BLOCK_M = 64  # queries per workgroup
 BLOCK_N = 64  # keys per iteration
 WARPS = 4  # waves per workgroup
-LDS_PAD = 8  # elements after each LDS row (16 bytes)
+PADS = (8, 4)  # candidate elements after each LDS row: 16 bytes (rows 16-byte aligned), else 8
 
 # The instruction per target family and element type: 16 x 16 tiles (one query column per lane).
 INTRINSICS = {
@@ -117,12 +117,59 @@ def plan_parts(tgt: Target, elem: str, head_dim: int):
                                 allow_ldmatrix=False)
     v_frags = FragmentPlan.plan(intr.a.compose(head_dim // intr.m, BLOCK_N // intr.k), COL, 16, intr.a_shape,
                                 allow_ldmatrix=False)
-    return intr, conv, k_frags, v_frags, column
+    pad = next((p for p in PADS if all(read_conflicts(intr.a, tgt.lds_banks, cols + p) == 1
+                                       for cols in (head_dim, BLOCK_N))), PADS[0])
+    return intr, conv, k_frags, v_frags, column, pad, k_copy_order(tgt.lds_banks, head_dim, head_dim + pad)
 
 
-def lds_bytes(head_dim: int) -> int:
+def k_copy_order(banks: int, head_dim: int, row: int) -> tuple[int, int, int]:
+    """How the K copy's consecutive threads take 16-byte chunks: (group, rows, spacing): groups
+    of ``group`` threads take consecutive chunks of one row; a bank phase's ``rows`` groups take
+    rows ``spacing`` apart; chosen so that a phase's LDS stores hit every bank at most once
+    (rows not 16-byte aligned are stored in 8-byte halves, 16 threads a phase)."""
+    chunks = head_dim // 8
+    store = 16 if row % 8 == 0 else 8  # bytes per LDS store
+    per_phase = banks * 4 // store
+    group = min(per_phase, chunks, 8 if store == 8 else chunks)  # halves: 8 chunks span 128 bytes
+    rows = per_phase // group
+    for spacing in (1, 2, 4, 8, 16, 32):
+        if rows * spacing > BLOCK_N:
+            break
+        dwords = [((j * spacing * row + c * 8) * 2 + h) // 4 for j in range(rows) for c in range(group)
+                  for h in range(0, store, 4)]
+        per_bank = {}
+        for dw in set(dwords):
+            per_bank[dw % banks] = per_bank.get(dw % banks, 0) + 1
+        if max(per_bank.values()) == 1:
+            return group, rows, spacing
+    return chunks, 1, 1
+
+
+def read_conflicts(a: Layout, banks: int, row: int) -> int:
+    """The worst bank degree of one A fragment read (each lane's first run, 16-bit elements) from
+    a tile whose rows are ``row`` elements apart: lanes served in phases of banks * 4 / access
+    bytes, a phase costing the most distinct dwords one bank receives (the executor's model).
+    K's and V^T's fragment reads are these, at every K step and row block."""
+    run = a.runs(COL)[0]
+    size = run.length * 2
+    per_phase = max(1, banks * 4 // max(size, 4))
+    worst = 1
+    for first in range(0, a.wave_size, per_phase):
+        dwords = set()
+        for lane in range(first, min(first + per_phase, a.wave_size)):
+            r, c = a.coords(lane, run.first)
+            start = (r * row + c) * 2
+            dwords |= {(start + b) // 4 for b in range(0, size, 4)}
+        per_bank = {}
+        for dw in dwords:
+            per_bank[dw % banks] = per_bank.get(dw % banks, 0) + 1
+        worst = max(worst, max(per_bank.values()))
+    return worst
+
+
+def lds_bytes(head_dim: int, pad: int) -> int:
     """K's [key][head dim + pad] and V^T's [head dim][key + pad] tiles, 16-bit."""
-    return (BLOCK_N * (head_dim + LDS_PAD) + head_dim * (BLOCK_N + LDS_PAD)) * 2
+    return (BLOCK_N * (head_dim + pad) + head_dim * (BLOCK_N + pad)) * 2
 
 
 def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
@@ -211,8 +258,8 @@ class AmdKernel:
                 frag = em.insert_slice(part, frag, bl.op_index(run.first))
             self._q.append(em.shape_cast(frag, intr.b_shape))
 
-        k_lds = em.named("lds_k").alloc_lds([BLOCK_N, d + LDS_PAD], self.t)
-        vt_lds = em.named("lds_vt").alloc_lds([d, BLOCK_N + LDS_PAD], self.t)
+        k_lds = em.named("lds_k").alloc_lds([BLOCK_N, d + p.lds_pad], self.t)
+        vt_lds = em.named("lds_vt").alloc_lds([d, BLOCK_N + p.lds_pad], self.t)
 
         neg_inf, zero = self.fconst(-math.inf), self.fconst(0.0)
         n_o = d // intr.m
@@ -238,9 +285,37 @@ class AmdKernel:
         results = list(loop.results)
         self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
 
+    def copy_k(self, em: Emitter, k_mem, k_lds, batch, key0, tid) -> None:
+        """Keys key0 .. key0 + BLOCK_N of K into its LDS tile: 16-byte global chunks (keys past K2
+        read 0), stored whole where rows are 16-byte aligned (pad 8), else as two 8-byte halves."""
+        p, b = self.p, self.b
+        per_chunk = 8
+        chunks_per_row = p.head_dim // per_chunk
+        total = BLOCK_N * chunks_per_row
+        assert total % p.workgroup_size == 0
+        vt = ir.VectorType.get([per_chunk], self.t)
+        split = 1 if (p.head_dim + p.lds_pad) % per_chunk == 0 else 2
+        group, rows, spacing = p.k_copy
+        for i in range(total // p.workgroup_size):
+            # chunk id -> (row, chunk) in the plan's order (``k_copy_order``): each bank phase's
+            # stores conflict-free.
+            cid = em.add(tid, i * p.workgroup_size)
+            j, q = em.rem(em.div(cid, group), rows), em.div(cid, group * rows)
+            block, t = em.div(em.div(q, chunks_per_row // group), spacing), \
+                em.rem(em.div(q, chunks_per_row // group), spacing)
+            row = em.add(em.mul(block, rows * spacing), em.mul(j, spacing), t)
+            col = em.mul(em.add(em.mul(em.rem(q, chunks_per_row // group), group), em.rem(cid, group)), per_chunk)
+            val = em.bounded_global_load(k_mem, b.at(1, batch, em.add(key0, row), col), vt,
+                                         b.bounds(1, p.k2 if p.k2 % BLOCK_N else None))
+            part = per_chunk // split
+            for h in range(split):
+                piece = val if split == 1 else em.extract_slice(val, h * part, part)
+                em.lds_store(piece, k_lds, [row, em.add(col, h * part)])
+
     def copy_v_transposed(self, em: Emitter, v_mem, vt_lds, batch, key0, tid) -> None:
         """Keys key0 .. key0 + BLOCK_N of V into V^T's LDS tile: 16-byte global chunks (8 head-dim
-        values of one key; keys past K2 read 0), each value stored at [head dim][the key's column]."""
+        values of one key; keys past K2 read 0), each value stored at [head dim][the key's column]
+        by a 16-bit store."""
         p, b = self.p, self.b
         per_chunk = 8
         chunks_per_row = p.head_dim // per_chunk
@@ -250,8 +325,11 @@ class AmdKernel:
         group = len(p.v_columns)
         identity = p.v_columns == tuple(range(group))
         for i in range(total // p.workgroup_size):
+            # Consecutive lanes take consecutive keys of one head-dim chunk: each 16-bit store of
+            # a wave then writes along one LDS row (K's copy, row-major chunks, would put a wave's
+            # stores 8 rows apart, in one bank: 8-way conflicts).
             cid = em.add(tid, i * p.workgroup_size)
-            row, col = em.div(cid, chunks_per_row), em.mul(em.rem(cid, chunks_per_row), per_chunk)
+            row, col = em.rem(cid, BLOCK_N), em.mul(em.div(cid, BLOCK_N), per_chunk)
             val = em.bounded_global_load(v_mem, b.at(2, batch, em.add(key0, row), col), vt,
                                          b.bounds(2, p.k2 if p.k2 % BLOCK_N else None))
             column = row if identity else em.add(em.mul(em.div(row, group), group),
@@ -285,10 +363,9 @@ class AmdKernel:
         p, em, intr, b = self.p, self.em, self.intr, self.b
         d = p.head_dim
         key0 = em.mul(kt, BLOCK_N)
-        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane) if p.mask else None
         # 2. K and V^T tiles into LDS (the barrier first: the previous tile's reads are done).
         em.barrier()
-        b.copy_tile(em.named("copy_k"), k_mem, 1, k_lds, batch, key0, tid)
+        self.copy_k(em.named("copy_k"), k_mem, k_lds, batch, key0, tid)
         self.copy_v_transposed(em.named("copy_v"), v_mem, vt_lds, batch, key0, tid)
         em.barrier()
 
@@ -296,13 +373,18 @@ class AmdKernel:
         c = intr.c
         n_s, k_steps = BLOCK_N // intr.m, d // intr.k
         origin = {ROW: em.const(0), COL: em.const(0)}
-        frags = self.k_loader.load_each(em, origin, [(j, kk) for j in range(n_s) for kk in range(k_steps)])
         s_acc = []
-        for j in range(n_s):
+        for j in range(n_s):  # one 16-key row block's fragments at a time (RDNA3's are 8 VGPRs each)
+            frags = self.k_loader.load_each(em, origin, [(j, kk) for kk in range(k_steps)])
             acc = em.zero_vector(self.c_t)
             for kk in range(k_steps):
-                acc = em.mma(intr, frags[j * k_steps + kk], self._q[kk], acc)
+                acc = em.mma(intr, frags[kk], self._q[kk], acc)
             s_acc.append(acc)
+
+        # The additive mask's elements for this tile, read after S^T's instructions are issued (read
+        # before the copies, as the mma.sync kernel does, they stay live across S^T: RDNA3 at head
+        # dim 128 then spills).
+        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane) if p.mask else None
 
         # 4. Online softmax on S^T's C layout (keys along rows, the lane's query along columns).
         sm = em.named("softmax")
@@ -397,11 +479,11 @@ class AmdKernel:
         pv = em.named("pv")
         self.em = pv
         n_g = len(p_frags)
-        vfr = self.v_loader.load_each(pv, origin, [(i, g) for i in range(len(o_scaled)) for g in range(n_g)])
         o_new = []
-        for i, o in enumerate(o_scaled):
+        for i, o in enumerate(o_scaled):  # one 16-row head-dim block's fragments at a time
+            vfr = self.v_loader.load_each(pv, origin, [(i, g) for g in range(n_g)])
             for g, pb in enumerate(p_frags):
-                o = pv.mma(intr, vfr[i * n_g + g], pb, o)
+                o = pv.mma(intr, vfr[g], pb, o)
             o_new.append(o)
         self.em = em
         return m_new, l_new, o_new

@@ -183,6 +183,24 @@ def test_amd_attention_isa_is_verified(target):
         check_attention_isa(parse_rocmasm(bad, exe.export, get_target(target)), bad, exe.name, exe.facts.expect)
 
 
+_MASKED = REPO / "lit_tests" / "Inputs" / "attention_mask_2x100x200x64_f16.mlir"
+_TIGHT = [("gfx1100", "mask", "bf16", 128), ("gfx1201", "nomask", "f16", 128)]  # the most VGPRs (~250 of 256)
+
+
+@pytest.mark.parametrize("target,kind,elem,d", _TIGHT + [
+    pytest.param(t, k, e, d, marks=pytest.mark.exhaustive) for t in ("gfx942", "gfx950", "gfx1201", "gfx1100")
+    for k in ("nomask", "mask") for e in ("f16", "bf16") for d in (64, 128) if (t, k, e, d) not in _TIGHT])
+def test_amd_attention_compiles_without_spills(target, kind, elem, d):
+    """Every AMD target, dtype, head dim, with and without the additive mask: compile_module
+    verifies the .rocmasm (check_attention_isa refuses spills and scratch)."""
+    from mmaflow.compiler.bridge import compile_module
+    src = (_MASKED if kind == "mask" else EXAMPLE).read_text().replace("f16", elem).replace("x64x", f"x{d}x") \
+        .replace("x64>", f"x{d}>")
+    res = compile_module(src, target, require_matmul=False)
+    rep = res.reports[_attention(res).name]
+    assert rep.vgpr_spills == 0 and rep.vgprs <= 256 and rep.loop_counts["matrix"] == 32 * d // 64
+
+
 def test_report_says_it_does_not_cover_attention():
     r = subprocess.run([str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", "sm_80"], capture_output=True,
                        text=True)

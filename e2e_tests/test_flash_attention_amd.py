@@ -45,6 +45,9 @@ def check(target, batch, m, k2, d, elem, causal):
     permutes = len(plan.conversion.plan.registers.permutes) * (64 // 16)
     per_wave = (shuffles + permutes) * sum(blocks) + shuffles * plan.grid[0]
     assert stats.cross_lane_ops == 4 * batch * per_wave
+    # K's rows and V^T's columns stored, and both read as A fragments, without bank conflicts (the
+    # pad chosen from the fragment layout and the target's banks; V's copy lanes along the keys).
+    assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)
     assert seconds < 60
     return plan, stats
 
