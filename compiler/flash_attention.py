@@ -58,7 +58,9 @@ orders from the attention's indexing maps and folds a permuting ``linalg.generic
 transpose IREE fuses into the dispatch) into O's order.
 
 ``plan_flash_attention`` checks what the kernel supports (``UnsupportedError`` naming why
-otherwise); ``emit_flash_attention`` builds the function at an insertion point;
+otherwise; on AMD targets it plans ``flash_attention_amd.py``'s kernel, S^T = K Q^T and
+O^T = V^T P^T, with the same bindings and storage orders); ``emit_flash_attention`` builds the
+function at an insertion point;
 ``standalone_module`` builds a module around it for the lane executor.
 """
 
