@@ -37,8 +37,10 @@ def check(target, batch, m, k2, d, elem, causal):
     tiles = sum(blocks) * batch
     # Per wave and key tile: S^T (64 / 16) x (d / 16) and O^T (d / 16) x (64 / 16) instructions.
     assert stats.matrix_ops == tiles * 4 * 2 * 4 * (d // 16)
-    # Two barriers per tile (copies through registers), counted once per batch of lanes run together.
-    assert stats.barriers == 2 * (tiles if causal else plan.key_tiles)
+    # Two barriers per tile (copies through registers), counted once per batch of lanes run
+    # together: (not causal) as many workgroups as 2^14 lanes hold, (causal) one workgroup.
+    runs = -(-plan.grid[0] * plan.grid[1] // ((1 << 14) // plan.workgroup_size))
+    assert stats.barriers == 2 * (tiles if causal else plan.key_tiles * runs)
     # Cross-lane: per wave, the max per tile and the sum at the end across the column's lanes
     # (gpu.shuffle xor), and on RDNA3 the planned permlanex16 per 16-key block of P.
     shuffles = len(_col_sharers(plan.intrinsic.c))
