@@ -161,14 +161,15 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
         problems.append("no 16-byte cp.async although K and V are planned through a cp.async ring")
     if report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although K and V tiles are shared in LDS")
+    mma = "matrix instructions" if amd else "mma.sync"
     if expect.key_tiles > 1:
         in_loop = report.loop_counts.get("matrix", 0)
         if not report.has_loop:
             if report.counts.get("matrix", 0) != expect.key_tiles * expect.mma_per_key_tile:
-                problems.append(f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} mma.sync of "
+                problems.append(f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} {mma} of "
                                 f"its {expect.key_tiles} key tiles unrolled")
         elif in_loop == 0 or in_loop % expect.mma_per_key_tile:
-            problems.append(f"{in_loop} mma.sync in the key loop; the plan has {expect.mma_per_key_tile} per key tile")
+            problems.append(f"{in_loop} {mma} in the key loop; the plan has {expect.mma_per_key_tile} per key tile")
     if problems:
         raise VerificationError(f"{name}: the compiled attention kernel is not mmaflow's: " + "; ".join(problems),
                                 hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")

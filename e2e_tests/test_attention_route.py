@@ -140,6 +140,28 @@ def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
     assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v.stderr and "flash attention" in v.stderr, v.stderr
 
 
+def test_both_routes_build_the_amd_kernel_and_verify_accepts_it(tmp_path):
+    """gfx1100: `iree-compile $(mmaflow flags)` (the preprocess hook) and `mmaflow compile` give the
+    same .vmfb with the AMD kernel; `mmaflow verify` accepts it and names its matrix instructions."""
+    flags = subprocess.run([str(BIN / "mmaflow"), "flags", "--target", "gfx1100"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    stock = subprocess.run([str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
+                           capture_output=True, text=True)
+    assert stock.returncode == 0, stock.stderr[-3000:]
+    assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
+    ours = subprocess.run([str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "gfx1100",
+                           "-o", str(tmp_path / "ours.vmfb")], capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert "mmaflow: verified attn_dispatch_2: flash attention, 32 matrix instructions (32 per wave and key tile), " \
+        "v_exp_f32, no spills or scratch" in ours.stderr, ours.stderr
+    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
+    v = subprocess.run([str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE),
+                        "--target", "gfx1100"], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: 32 matrix instructions, flash attention" in v.stderr, \
+        v.stderr
+
+
 def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
     """check_attention_isa on the kernel's own PTX passes; without ex2.approx, with local memory,
     it fails naming both."""
