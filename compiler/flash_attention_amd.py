@@ -10,7 +10,8 @@ in C's layout a lane holds keys along rows and one query column. Two ways on fro
 
 (a) O = P V, P as the A operand (the planned C^T -> A move), O's C layout holding queries along
     rows: every tile's alpha rescale and the final 1 / l need the per-query statistics moved
-    across lanes (4 ``ds_bpermute`` per tile per accumulator row group on MFMA);
+    across lanes (a lane holds one query in S^T but four in O's C layout on MFMA: a gather per
+    tile, ``ds_bpermute`` there);
 (b) O^T = V^T P^T, P^T as the B operand, V^T as the A operand: on every target here B's layout is
     A's transposed (checked in the plan), so the planned C^T -> A move, read as C -> B, gives P^T's
     B operand with the same instructions; and O^T's C layout is S^T's, so each lane holds the
@@ -20,7 +21,13 @@ in C's layout a lane holds keys along rows and one query column. Two ways on fro
 The kernel does (b). V's 16-byte global chunks (8 head-dim values of one key) are written to
 LDS as 8 16-bit stores down a column of the [head dim][keys + pad] tile, each key at the column
 of the hardware K slot that will hold it (``convert.hardware_keys``: the codegen K order and
-any planned renaming; RDNA4's hardware K order is permuted), so V^T's fragments are plain runs.
+any planned renaming; RDNA4's hardware K order is permuted), so V^T's fragments are plain runs;
+a wave's lanes take consecutive keys, so each store writes along one LDS row.
+
+LDS without bank conflicts (the executor's model): rows are padded by 8 elements, or by 4 where
+the A fragment reads would conflict at 8 (``read_conflicts``: gfx942's 32 banks; K's 16-byte
+chunks are then stored as two 8-byte halves), and the K copy's thread order is chosen per bank
+phase (``k_copy_order``).
 
 Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, four waves of
 ``intr.n`` = 16 queries each; grid (ceil(M / 64), batch, 1). Per wave:
@@ -29,10 +36,12 @@ Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, fo
    (runs along the head dim: 64-bit ``buffer_load`` on MFMA), kept for the whole key loop;
    queries past M read 0 (the raw buffer's bounds check).
 2. Key loop over tiles of BLOCK_N = 64 keys (causal: those at or below the block's last query):
-   barrier; K ([key][head dim + 8]) and V^T ([head dim][key + 8]) copied through registers,
-   128-bit ``amdgpu.raw_buffer_load`` (keys past K2 read 0), LDS stores; barrier.
+   barrier; K ([key][head dim + pad]) and V^T ([head dim][key + pad]) copied through
+   registers, 128-bit ``amdgpu.raw_buffer_load`` (keys past K2 read 0), LDS stores; barrier.
+   An additive mask is read from global memory after S^T's instructions (read earlier it
+   stays live across S^T: RDNA3 at head dim 128 then spills).
 3. S^T = K Q^T: BLOCK_N / 16 row blocks x head dim / 16 K steps, K's A fragments read from LDS
-   as runs along the head dim.
+   as runs along the head dim, one row block at a time (RDNA's replicated fragments are large).
 4. Online softmax in f32 on S^T's C layout, as the mma.sync kernel does it with rows and
    columns exchanged: scale * log2(e) folded, ``math.exp2`` (lowers to ``v_exp_f32``), keys past
    K2 and (causal) past the query -inf in a wave-uniform branch; per query the lane's own max,
