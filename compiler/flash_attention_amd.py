@@ -79,13 +79,18 @@ BLOCK_N = 64  # keys per iteration
 WARPS = 4  # waves per workgroup
 PADS = (8, 4)  # candidate elements after each LDS row: 16 bytes (rows 16-byte aligned), else 8
 
-# The instruction per target family and element type: 16 x 16 tiles (one query column per lane).
-INTRINSICS = {
-    "cdna3": {"f16": "MFMA_F32_16x16x16_F16", "bf16": "MFMA_F32_16x16x16_BF16"},
-    "cdna4": {"f16": "MFMA_F32_16x16x16_F16", "bf16": "MFMA_F32_16x16x16_BF16"},
-    "rdna4": {"f16": "WMMA_F32_16x16x16_F16", "bf16": "WMMA_F32_16x16x16_BF16"},
-    "rdna3": {"f16": "WMMA_F32_16x16x16_F16", "bf16": "WMMA_F32_16x16x16_BF16"},
-}
+
+
+def pick_intrinsic(tgt: Target, elem: str) -> Intrinsic:
+    """The target's 16 x 16 ``elem`` -> f32 instruction at its default wave size with the
+    smallest K (16 everywhere here: one query column per lane, and one P tile per S^T
+    instruction); UnsupportedError when it has none."""
+    found = [i for i in tgt.intrinsics(tgt.default_wave_size)
+             if i.a_type == elem and i.b_type == elem and i.c_type == "f32" and i.m == i.n == 16]
+    if not found:
+        raise UnsupportedError(f"{tgt.name} has no 16 x 16 {elem} -> f32 matrix instruction at wave"
+                               f"{tgt.default_wave_size} for the AMD flash-attention kernel")
+    return min(found, key=lambda i: i.k)
 
 
 def _mirrors(a: Layout, b: Layout) -> bool:
@@ -100,9 +105,7 @@ def plan_parts(tgt: Target, elem: str, head_dim: int):
     """The AMD kernel's instruction, P's conversion, K's and V^T's fragment plans and V's key
     order in LDS (the LDS column of each key of a P tile); UnsupportedError naming why not."""
     family = tgt.family.value
-    if family not in INTRINSICS:
-        raise UnsupportedError(f"no AMD flash-attention kernel for the {family} family ({tgt.name})")
-    intr: Intrinsic = tgt.intrinsic(INTRINSICS[family][elem])
+    intr = pick_intrinsic(tgt, elem)
     if intr.m != 16 or intr.n != 16 or intr.m * WARPS != BLOCK_M or BLOCK_N % intr.m or head_dim % intr.m:
         raise UnsupportedError(f"{intr.name}: the AMD kernel takes 16 x 16 instructions, one query column per lane")
     if not _mirrors(intr.a, intr.b):
