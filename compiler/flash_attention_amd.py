@@ -43,7 +43,7 @@ Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, fo
 3. S^T = K Q^T: BLOCK_N / 16 row blocks x head dim / 16 K steps, K's A fragments read from LDS
    as runs along the head dim, one row block at a time (RDNA's replicated fragments are large).
 4. Online softmax in f32 on S^T's C layout, as the mma.sync kernel does it with rows and
-   columns exchanged: scale * log2(e) folded, ``math.exp2`` (lowers to ``v_exp_f32``), keys past
+   columns exchanged: scale * log2(e) folded, ``rocdl.exp2`` (one ``v_exp_f32``), keys past
    K2 and (causal) past the query -inf in a wave-uniform branch; per query the lane's own max,
    then across the lanes holding the same column (C's row lane dims: ``gpu.shuffle xor``);
    alpha and P; the lane's partial sum l; O^T scaled by alpha, all in the lane.
@@ -63,7 +63,7 @@ import math
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, gpu, hal, scf, vector
-from iree.compiler.dialects import math as math_d
+from iree.compiler.dialects import rocdl
 
 from .convert import attention_conversion, hardware_keys
 from .convert_emit import emit_register_route
@@ -222,9 +222,13 @@ class AmdKernel:
             return op(*args).result
 
     def exp2(self, x: ir.Value) -> ir.Value:
-        """2^x as ``math.exp2`` (IREE lowers it on ROCDL to ``llvm.exp2`` -> ``v_exp_f32``)."""
+        """2^x as ``rocdl.exp2`` (``llvm.amdgcn.exp2``: one ``v_exp_f32``, denormal results
+        flushed to 0, as NVIDIA's ex2.approx.ftz). ``math.exp2`` lowers to ``llvm.exp2.f32``,
+        which LLVM wraps in a range fix-up for denormal results: v_cmp, 2 v_cndmask, v_add,
+        v_exp_f32, v_ldexp per score (measured on gfx942). The flushed values (below 2^-126)
+        are far under P's 16-bit rounding."""
         with self.em.loc, self.em.ip:
-            return math_d.Exp2Op(x).result
+            return rocdl.exp2(self.f32, x)
 
     def col_reduce(self, value: ir.Value, op) -> ir.Value:
         for mask in _col_sharers(self.intr.c):

@@ -98,7 +98,7 @@ def _module(target, causal=True, d=64):
 
 @pytest.mark.parametrize("target", AMD)
 def test_amd_kernel_ops(target):
-    """MFMA/WMMA only, 128-bit buffer loads for K and V, the softmax's shuffles, math.exp2, and
+    """MFMA/WMMA only, 128-bit buffer loads for K and V, the softmax's shuffles, rocdl.exp2, and
     a C -> B conversion of P without LDS: nothing in it touches workgroup memory; on RDNA3 four
     rocdl.permlanex16 per 16 x 16 P tile, elsewhere none."""
     plan, module, fn = _module(target)
@@ -116,7 +116,8 @@ def test_amd_kernel_ops(target):
     assert all("mmaflow.convert_p" in str(x.location) for x in permlanes)
     shuffles = len(_col_sharers(plan.intrinsic.c))
     assert len(ops_named(fn, "gpu.shuffle")) == 2 * shuffles
-    assert len(ops_named(fn, "math.exp2")) == 4 * len(plan.intrinsic.c.element_offsets()) + 1
+    assert len(ops_named(fn, "rocdl.exp2")) == 4 * len(plan.intrinsic.c.element_offsets()) + 1
+    assert "math.exp" not in text
     assert len(ops_named(fn, "amdgpu.lds_barrier")) == 2 and len(ops_named(fn, "scf.for")) == 1
 
 
@@ -180,3 +181,37 @@ def test_v_is_stored_at_its_hardware_k_slot():
     assert sorted(plan.v_columns) == list(range(16)) and plan.v_columns != tuple(range(16))
     for target in ("gfx942", "gfx950", "gfx1100"):
         assert plan_flash_attention(_attention(1, 64, 64, 64, "f16"), target=target).v_columns == tuple(range(16))
+
+
+def test_rocdl_exp2_semantics():
+    """The executor's rocdl.exp2 (v_exp_f32): 2^x rounded to f32, -inf -> 0, +inf -> inf, results
+    below the smallest normal f32 flushed to 0."""
+    from iree.compiler.dialects import arith, func, gpu, hal, rocdl
+    from iree.compiler.dialects import memref as memref_d
+
+    xs = np.array([0.0, 1.0, -1.0, 0.5, -20.25, 10.0, -np.inf, np.inf, -126.0, -127.5, -149.0], np.float32)
+    with new_context() as ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        f32, index = ir.F32Type.get(), ir.IndexType.get()
+        g = ir.Attribute.parse("#gpu.address_space<global>")
+        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
+                                    'Indirect>], flags = Indirect>')
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("exp2", ir.FunctionType.get([], []))
+        with ir.InsertionPoint(fn.add_entry_block()):
+            c0, c1 = arith.ConstantOp(index, 0).result, arith.ConstantOp(index, 1).result
+            buf = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([2, xs.size], f32, memory_space=g), layout, 0,
+                                                [], byte_offset=c0, alignment=64).result
+            tid = gpu.ThreadIdOp(gpu.Dimension.x).result
+            x = memref_d.LoadOp(buf, [c0, tid]).result
+            memref_d.StoreOp(rocdl.exp2(f32, x), buf, [c1, tid])
+            func.ReturnOp([])
+        assert module.operation.verify() and ctx
+    data = np.zeros((2, xs.size), np.float32)
+    data[0] = xs
+    Kernel(fn.operation, arch="gfx942", grid=(1, 1, 1), workgroup_size=xs.size, wave_size=64).run({0: data})
+    got = data[1]
+    want = np.exp2(xs.astype(np.float64)).astype(np.float32)
+    want[np.abs(want) < np.finfo(np.float32).tiny] = 0
+    assert np.array_equal(got, want), (got, want)
+    assert got[6] == 0 and got[7] == np.inf and got[8] == 2.0 ** -126 and got[9] == 0 and got[10] == 0
