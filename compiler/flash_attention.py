@@ -134,6 +134,7 @@ class FlashAttentionPlan:
     v_columns: tuple[int, ...] = ()
     lds_pad: int = LDS_PAD  # elements after each LDS row
     k_copy: tuple[int, int, int] = ()  # AMD: the K copy's thread order (``flash_attention_amd.k_copy_order``)
+    prefetch: bool = False  # AMD: the next tile's K and V loaded into registers during this one
 
     @property
     def wave_size(self) -> int:
@@ -168,7 +169,8 @@ class FlashAttentionPlan:
     def describe(self) -> str:
         copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
         if self.transposed:
-            copies += ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
+            copies += (", the next tile prefetched into registers" if self.prefetch else "") + \
+                ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
                 f"{f', additive {self.mask} mask' if self.mask else ''}; {self.intrinsic.name}, "
@@ -220,10 +222,11 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     if attn.m < 1 or attn.k2 < 1:
         raise UnsupportedError(f"{what}: empty attention")
     if amd:
-        intr, conv, k_frags, v_frags, columns, pad, k_copy = plan_parts(tgt, attn.q_type, attn.k1)
+        intr, conv, k_frags, v_frags, columns, pad, k_copy, prefetch = plan_parts(tgt, attn.q_type, attn.k1)
         plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, attn.k1, attn.q_type,
                                   float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask,
-                                  transposed=True, v_columns=columns, lds_pad=pad, k_copy=k_copy)
+                                  transposed=True, v_columns=columns, lds_pad=pad, k_copy=k_copy,
+                                  prefetch=prefetch)
         if plan.lds_bytes > tgt.lds_bytes:
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
         return plan

@@ -36,8 +36,10 @@ Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, fo
    (runs along the head dim: 64-bit ``buffer_load`` on MFMA), kept for the whole key loop;
    queries past M read 0 (the raw buffer's bounds check).
 2. Key loop over tiles of BLOCK_N = 64 keys (causal: those at or below the block's last query):
-   barrier; K ([key][head dim + pad]) and V^T ([head dim][key + pad]) copied through
-   registers, 128-bit ``amdgpu.raw_buffer_load`` (keys past K2 read 0), LDS stores; barrier.
+   barrier; K ([key][head dim + pad]) and V^T ([head dim][key + pad]) stored to LDS from
+   registers; barrier. The registers hold 128-bit ``amdgpu.raw_buffer_load`` chunks (keys past
+   K2 read 0) loaded during the previous tile (``prefetch``: issued after the second barrier,
+   in flight during the math), or, RDNA at head dim 128 (short of VGPRs), between the barriers.
    An additive mask is read from global memory after S^T's instructions (read earlier it
    stays live across S^T: RDNA3 at head dim 128 then spills).
 3. S^T = K Q^T: BLOCK_N / 16 row blocks x head dim / 16 K steps, K's A fragments read from LDS
@@ -131,7 +133,13 @@ def plan_parts(tgt: Target, elem: str, head_dim: int):
                                 allow_ldmatrix=False)
     pad = next((p for p in PADS if all(read_conflicts(intr.a, tgt.lds_banks, cols + p) == 1
                                        for cols in (head_dim, BLOCK_N))), PADS[0])
-    return intr, conv, k_frags, v_frags, column, pad, k_copy_order(tgt.lds_banks, head_dim, head_dim + pad)
+    # The next tile's K and V chunks held in registers during this one (2 x head dim x 64 x 2
+    # bytes over the workgroup: 16 VGPRs a lane on MFMA's 256 threads at head dim 64, 32 at 128;
+    # 32 / 64 on WMMA's 128), except where the kernel already needs about all 256 VGPRs (RDNA at
+    # head dim 128, measured: docs/BENCHMARKS.md).
+    prefetch = not (intr.wave_size == 32 and head_dim == 128)
+    return intr, conv, k_frags, v_frags, column, pad, k_copy_order(tgt.lds_banks, head_dim, head_dim + pad), \
+        prefetch
 
 
 def k_copy_order(banks: int, head_dim: int, row: int) -> tuple[int, int, int]:
@@ -281,6 +289,9 @@ class AmdKernel:
         n_o = d // intr.m
         q_cols = len(self.cols)
         inits = [neg_inf] * q_cols + [zero] * q_cols + [em.zero_vector(self.c_t)] * n_o
+        self.k_at, self.v_at = self.chunk_coords(em, tid)
+        if p.prefetch:  # tile 0's K and V chunks in registers before the loop
+            inits += self.load_tile(em, (k_mem, v_mem), batch, em.const(0))
         tiles = em.const(p.key_tiles)
         if p.causal:  # tiles holding a key <= this block's last query
             tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
@@ -292,66 +303,70 @@ class AmdKernel:
         body = em.at(ir.InsertionPoint(loop.body))
         self.em = body
         carried = list(loop.inner_iter_args)
-        r = q_cols
-        m_new, l_new, o_new = self.step(loop.induction_variable, carried[:r], carried[r:2 * r], carried[2 * r:],
-                                        batch, q_base, lane, tid, k_mem, v_mem, k_lds, vt_lds, mask_mem)
+        r, o_end = q_cols, 2 * q_cols + n_o
+        m_new, l_new, o_new, fetched = self.step(loop.induction_variable, carried[:r], carried[r:2 * r],
+                                                 carried[2 * r:o_end], carried[o_end:], batch, q_base, lane,
+                                                 (k_mem, v_mem), k_lds, vt_lds, mask_mem)
         with body.loc, body.ip:
-            scf.YieldOp(m_new + l_new + o_new)
+            scf.YieldOp(m_new + l_new + o_new + fetched)
         self.em = em
         results = list(loop.results)
-        self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
+        self.store(results[r:2 * r], results[2 * r:o_end], batch, q_base, lane, o_mem)
 
-    def copy_k(self, em: Emitter, k_mem, k_lds, batch, key0, tid) -> None:
-        """Keys key0 .. key0 + BLOCK_N of K into its LDS tile: 16-byte global chunks (keys past K2
-        read 0), stored whole where rows are 16-byte aligned (pad 8), else as two 8-byte halves."""
-        p, b = self.p, self.b
-        per_chunk = 8
-        chunks_per_row = p.head_dim // per_chunk
+    def chunk_coords(self, em: Emitter, tid) -> tuple[list, list]:
+        """This thread's 16-byte chunks of a tile, (row, col) each: K's (``k_copy_order``: each bank
+        phase's stores conflict-free) and V's (consecutive lanes take consecutive keys of one
+        head-dim chunk, so each 16-bit store of a wave writes along one V^T row; K's order would
+        put them 8 rows apart, in one bank). Computed once, before the key loop."""
+        p = self.p
+        chunks_per_row = p.head_dim // 8
         total = BLOCK_N * chunks_per_row
         assert total % p.workgroup_size == 0
-        vt = ir.VectorType.get([per_chunk], self.t)
-        split = 1 if (p.head_dim + p.lds_pad) % per_chunk == 0 else 2
         group, rows, spacing = p.k_copy
+        k_at, v_at = [], []
         for i in range(total // p.workgroup_size):
-            # chunk id -> (row, chunk) in the plan's order (``k_copy_order``): each bank phase's
-            # stores conflict-free.
             cid = em.add(tid, i * p.workgroup_size)
             j, q = em.rem(em.div(cid, group), rows), em.div(cid, group * rows)
             block, t = em.div(em.div(q, chunks_per_row // group), spacing), \
                 em.rem(em.div(q, chunks_per_row // group), spacing)
             row = em.add(em.mul(block, rows * spacing), em.mul(j, spacing), t)
-            col = em.mul(em.add(em.mul(em.rem(q, chunks_per_row // group), group), em.rem(cid, group)), per_chunk)
-            val = em.bounded_global_load(k_mem, b.at(1, batch, em.add(key0, row), col), vt,
-                                         b.bounds(1, p.k2 if p.k2 % BLOCK_N else None))
-            part = per_chunk // split
-            for h in range(split):
-                piece = val if split == 1 else em.extract_slice(val, h * part, part)
-                em.lds_store(piece, k_lds, [row, em.add(col, h * part)])
+            k_at.append((row, em.mul(em.add(em.mul(em.rem(q, chunks_per_row // group), group), em.rem(cid, group)), 8)))
+            v_at.append((em.rem(cid, BLOCK_N), em.mul(em.div(cid, BLOCK_N), 8)))
+        return k_at, v_at
 
-    def copy_v_transposed(self, em: Emitter, v_mem, vt_lds, batch, key0, tid) -> None:
-        """Keys key0 .. key0 + BLOCK_N of V into V^T's LDS tile: 16-byte global chunks (8 head-dim
-        values of one key; keys past K2 read 0), each value stored at [head dim][the key's column]
-        by a 16-bit store."""
+    def load_tile(self, em: Emitter, mems, batch, key0) -> list[ir.Value]:
+        """This thread's chunks of K's and V's tile at ``key0`` (``amdgpu.raw_buffer_load``, 128-bit;
+        keys past K2 read 0), K's first."""
         p, b = self.p, self.b
-        per_chunk = 8
-        chunks_per_row = p.head_dim // per_chunk
-        total = BLOCK_N * chunks_per_row
-        assert total % p.workgroup_size == 0
-        vt = ir.VectorType.get([per_chunk], self.t)
+        vt = ir.VectorType.get([8], self.t)
+        out = []
+        for which, mem, coords, what in ((1, mems[0], self.k_at, "copy_k"), (2, mems[1], self.v_at, "copy_v")):
+            c_em = em.named(what)
+            for row, col in coords:
+                out.append(c_em.bounded_global_load(mem, b.at(which, batch, c_em.add(key0, row), col), vt,
+                                                    b.bounds(which, p.k2 if p.k2 % BLOCK_N else None)))
+        return out
+
+    def store_tile(self, em: Emitter, values: list[ir.Value], k_lds, vt_lds) -> None:
+        """The chunks ``load_tile`` read into LDS: K's whole where its rows are 16-byte aligned (pad
+        8), else as two 8-byte halves; V's as 16-bit stores down V^T's columns, each key at the
+        column of the hardware K slot that holds it."""
+        p = self.p
+        split = 1 if (p.head_dim + p.lds_pad) % 8 == 0 else 2
+        n = len(self.k_at)
+        k_em, v_em = em.named("copy_k"), em.named("copy_v")
+        for (row, col), val in zip(self.k_at, values[:n]):
+            part = 8 // split
+            for h in range(split):
+                piece = val if split == 1 else k_em.extract_slice(val, h * part, part)
+                k_em.lds_store(piece, k_lds, [row, k_em.add(col, h * part)])
         group = len(p.v_columns)
         identity = p.v_columns == tuple(range(group))
-        for i in range(total // p.workgroup_size):
-            # Consecutive lanes take consecutive keys of one head-dim chunk: each 16-bit store of
-            # a wave then writes along one LDS row (K's copy, row-major chunks, would put a wave's
-            # stores 8 rows apart, in one bank: 8-way conflicts).
-            cid = em.add(tid, i * p.workgroup_size)
-            row, col = em.rem(cid, BLOCK_N), em.mul(em.div(cid, BLOCK_N), per_chunk)
-            val = em.bounded_global_load(v_mem, b.at(2, batch, em.add(key0, row), col), vt,
-                                         b.bounds(2, p.k2 if p.k2 % BLOCK_N else None))
-            column = row if identity else em.add(em.mul(em.div(row, group), group),
-                                                 em.table(list(p.v_columns), em.rem(row, group)))
-            for e in range(per_chunk):
-                em.lds_store(em.extract_slice(val, e, 1), vt_lds, [em.add(col, e), column])
+        for (row, col), val in zip(self.v_at, values[n:]):
+            column = row if identity else v_em.add(v_em.mul(v_em.div(row, group), group),
+                                                   v_em.table(list(p.v_columns), v_em.rem(row, group)))
+            for e in range(8):
+                v_em.lds_store(v_em.extract_slice(val, e, 1), vt_lds, [v_em.add(col, e), column])
 
     def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
         """The additive mask at this lane's S^T elements of tile ``key0`` ([row block][C element],
@@ -375,15 +390,19 @@ class AmdKernel:
             out.append(vals)
         return out
 
-    def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, tid, k_mem, v_mem, k_lds, vt_lds, mask_mem):
-        p, em, intr, b = self.p, self.em, self.intr, self.b
+    def step(self, kt, m_old, l_old, o_old, held, batch, q_base, lane, mems, k_lds, vt_lds, mask_mem):
+        p, em, intr = self.p, self.em, self.intr
         d = p.head_dim
         key0 = em.mul(kt, BLOCK_N)
-        # 2. K and V^T tiles into LDS (the barrier first: the previous tile's reads are done).
+        # 2. K and V^T tiles into LDS (the barrier first: the previous tile's reads are done):
+        # prefetched, the chunks loaded during the previous tile (``held``), and the next tile's
+        # loads issued after the second barrier, in flight during this tile's math (past the
+        # last tile they read keys past K2 or another batch entry's, unused); else loaded here.
         em.barrier()
-        self.copy_k(em.named("copy_k"), k_mem, k_lds, batch, key0, tid)
-        self.copy_v_transposed(em.named("copy_v"), v_mem, vt_lds, batch, key0, tid)
+        chunks = held if p.prefetch else self.load_tile(em, mems, batch, key0)
+        self.store_tile(em, chunks, k_lds, vt_lds)
         em.barrier()
+        fetched = self.load_tile(em, mems, batch, em.add(key0, BLOCK_N)) if p.prefetch else []
 
         # 3. S^T = K Q^T: A = K (rows: keys, cols: head dim) from K's LDS rows.
         c = intr.c
@@ -502,7 +521,7 @@ class AmdKernel:
                 o = pv.mma(intr, vfr[g], pb, o)
             o_new.append(o)
         self.em = em
-        return m_new, l_new, o_new
+        return m_new, l_new, o_new, fetched
 
     def store(self, l_lane, o_acc, batch, q_base, lane, o_mem) -> None:
         """7. O^T / l, converted, stored from the C layout (runs along the head dim); queries past

@@ -108,6 +108,11 @@ def test_amd_kernel_ops(target):
     loads = ops_named(fn, "amdgpu.raw_buffer_load")
     copies = [x for x in loads if "copy_" in str(x.location)]
     assert copies and all(str(x.results[0].type) == "vector<8xf16>" for x in copies)
+    # K's and V's 16-byte chunks per thread and tile; prefetched (head dim 64 everywhere): tile 0's
+    # before the loop, the next tile's in it.
+    per_tile = 2 * 64 * 64 // 8 // plan.workgroup_size
+    assert plan.prefetch and len(copies) == 2 * per_tile
+    assert len([x for x in copies if x.parent.name == "func.func"]) == per_tile
     convert = [x for x in ops_named(fn, *(o for o in _ALL_OPS)) if "mmaflow.convert_p" in str(x.location)]
     assert convert and not [x for x in convert if x.name in ("vector.load", "vector.store", "memref.alloc",
                                                              "amdgpu.lds_barrier", "rocdl.ds_bpermute")]
@@ -167,6 +172,16 @@ def test_a_broken_rescale_fails_the_check():
 def test_amd_unsupported_cases_are_refused_by_name(attn, target, why):
     with pytest.raises(UnsupportedError, match=why):
         plan_flash_attention(attn, target=target)
+
+
+def test_prefetch_where_registers_allow():
+    """The next tile's K and V chunks are held in registers everywhere but RDNA at head dim 128
+    (about 250 of 256 VGPRs without them)."""
+    for target in AMD:
+        for d in (64, 128):
+            plan = plan_flash_attention(_attention(1, 64, 64, d, "f16"), target=target)
+            assert plan.prefetch == (d == 64 or target.startswith("gfx9")), (target, d)
+            assert ("prefetched" in plan.describe()) == plan.prefetch
 
 
 def test_amd_has_no_cp_async_ring():
