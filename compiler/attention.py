@@ -15,7 +15,7 @@ as such a tensor, computed outside it: from the dispatch alone a causal mask can
 any other, and the description says so rather than guess.
 
 Select takes an attention dispatch that mmaflow's flash-attention kernel (``flash_attention.py``,
-issue 15) supports on an NVIDIA target and records it as an ``AttentionDispatch`` (this
+``flash_attention_amd.py``, issue 15) supports on an NVIDIA or AMD target and records it as an ``AttentionDispatch`` (this
 description plus where Q, K, V and O live); every other one is left to IREE with this
 description and the reason as the log line.
 """

@@ -58,7 +58,9 @@ orders from the attention's indexing maps and folds a permuting ``linalg.generic
 transpose IREE fuses into the dispatch) into O's order.
 
 ``plan_flash_attention`` checks what the kernel supports (``UnsupportedError`` naming why
-otherwise); ``emit_flash_attention`` builds the function at an insertion point;
+otherwise; on AMD targets it plans ``flash_attention_amd.py``'s kernel, S^T = K Q^T and
+O^T = V^T P^T, with the same bindings and storage orders); ``emit_flash_attention`` builds the
+function at an insertion point;
 ``standalone_module`` builds a module around it for the lane executor.
 """
 
@@ -75,6 +77,8 @@ from .convert import AttentionConversion, attention_conversion, hardware_keys
 from .convert_emit import emit_register_route
 from .emit import Emitter
 from .errors import UnsupportedError
+from .flash_attention_amd import AmdKernel, plan_parts
+from .flash_attention_amd import lds_bytes as amd_lds_bytes
 from .fragments import FragmentLoader, FragmentPlan, LaneIndex
 from .intrinsics import Intrinsic
 from .layout import COL, ROW, Layout
@@ -123,6 +127,14 @@ class FlashAttentionPlan:
     v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
     batch_dims: tuple[int, ...] = ()  # the batch dims (O's order); their product is ``batch``
     mask: str | None = None  # an additive mask tensor's element type (= elem); None: no mask tensor
+    # AMD (``flash_attention_amd.py``): S^T = K Q^T and O^T = V^T P^T; k_fragments / v_fragments
+    # are then K's and V^T's A operands, and v_columns the LDS column (hardware K slot) of each
+    # key of a P tile.
+    transposed: bool = False
+    v_columns: tuple[int, ...] = ()
+    lds_pad: int = LDS_PAD  # elements after each LDS row
+    k_copy: tuple[int, int, int] = ()  # AMD: the K copy's thread order (``flash_attention_amd.k_copy_order``)
+    prefetch: bool = False  # AMD: the next tile's K and V loaded into registers during this one
 
     @property
     def wave_size(self) -> int:
@@ -142,10 +154,12 @@ class FlashAttentionPlan:
 
     @property
     def lds_row(self) -> int:
-        return self.head_dim + LDS_PAD
+        return self.head_dim + self.lds_pad
 
     @property
     def lds_bytes(self) -> int:
+        if self.transposed:
+            return amd_lds_bytes(self.head_dim, self.lds_pad)
         return self.stages * 2 * BLOCK_N * self.lds_row * 2  # K and V tiles (per slot), 16-bit
 
     @property
@@ -154,6 +168,9 @@ class FlashAttentionPlan:
 
     def describe(self) -> str:
         copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
+        if self.transposed:
+            copies += (", the next tile prefetched into registers" if self.prefetch else "") + \
+                ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
                 f"{f', additive {self.mask} mask' if self.mask else ''}; {self.intrinsic.name}, "
@@ -163,17 +180,25 @@ class FlashAttentionPlan:
 
 
 def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False,
-                         stages: int = 2) -> FlashAttentionPlan:
+                         stages: int | None = None) -> FlashAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
-    ``stages``: 2 (default) streams K and V through a two-slot LDS ring filled by cp.async, the
-    next tile in flight while this one is computed, one barrier per tile; 1 copies each tile
-    through registers between two barriers."""
+    ``stages`` (NVIDIA): 2 (the default) streams K and V through a two-slot LDS ring filled by
+    cp.async, the next tile in flight while this one is computed, one barrier per tile; 1 copies
+    each tile through registers between two barriers. AMD (``flash_attention_amd.py``) copies
+    through registers (1, its default): its targets have no asynchronous global -> LDS copy here."""
     tgt = get_target(target)
+    amd = tgt.vendor is Vendor.AMD
+    if stages is None:
+        stages = 1 if amd else 2
     if stages not in (1, 2):
         raise UnsupportedError(f"stages = {stages}: the kernel has a synchronous copy (1) or a two-slot "
                                f"cp.async ring (2)")
-    if tgt.vendor is not Vendor.NVIDIA:
-        raise UnsupportedError(f"the flash-attention kernel is written for NVIDIA mma.sync, not {target}")
+    if amd and stages != 1:
+        raise UnsupportedError(f"stages = {stages} on {target}: the AMD kernel copies K and V through registers "
+                               f"(stages = 1)")
+    if tgt.vendor not in (Vendor.NVIDIA, Vendor.AMD):
+        raise UnsupportedError(f"the flash-attention kernel is written for NVIDIA mma.sync and AMD MFMA/WMMA, "
+                               f"not {target}")
     what = attn.describe()
     sizes = {"batch": attn.batch, "M": attn.m, "K1": attn.k1, "K2": attn.k2, "N": attn.n}
     if any(s is None for s in attn.batch) or any(sizes[d] is None for d in ("M", "K1", "K2", "N")):
@@ -196,6 +221,15 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
         raise UnsupportedError(f"{what}: head dims {attn.k1} -> {attn.n}; the kernel takes K1 = N in {HEAD_DIMS}")
     if attn.m < 1 or attn.k2 < 1:
         raise UnsupportedError(f"{what}: empty attention")
+    if amd:
+        intr, conv, k_frags, v_frags, columns, pad, k_copy, prefetch = plan_parts(tgt, attn.q_type, attn.k1)
+        plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, attn.k1, attn.q_type,
+                                  float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask,
+                                  transposed=True, v_columns=columns, lds_pad=pad, k_copy=k_copy,
+                                  prefetch=prefetch)
+        if plan.lds_bytes > tgt.lds_bytes:
+            raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
+        return plan
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
     if conv.plan.chosen != "registers" or conv.plan.registers.permutes:
@@ -666,7 +700,7 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
         fn = func.FuncOp(name, ir.FunctionType.get([], []))
     entry = fn.add_entry_block()
     body_ip = ir.InsertionPoint(entry)
-    em = Emitter(body_ip, loc, Vendor.NVIDIA)
+    em = Emitter(body_ip, loc, get_target(plan.target).vendor)
     elem = ir.Type.parse(plan.elem)
     written = {o.binding}
     # Stored (batch, rows, head dim) with the batch flattened, unless a placement gives its order.
@@ -703,7 +737,10 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
                 mtype, layout, mask.binding, [], byte_offset=em.const(mask.offset), alignment=64,
                 descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY)).result)
     with loc:
-        _Kernel(plan, em, bdims, orders, mask_order).build(*mems)
+        kernel = _Kernel(plan, em, bdims, orders, mask_order)
+        if plan.transposed:
+            kernel = AmdKernel(kernel)
+        kernel.build(*mems)
     with loc, body_ip:
         func.ReturnOp([])
     return fn.operation
@@ -865,7 +902,7 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
 
 
 def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False,
-                     stages: int = 2) -> FlashAttentionPlan:
+                     stages: int | None = None) -> FlashAttentionPlan:
     """Replace the dispatch function ``fn`` (IREE's executable-sources IR: one attention op between
     whole-tensor loads and a store) by the kernel, under the same name; returns the plan. The
     caller hands it back (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""

@@ -126,8 +126,9 @@ def _hand_back(unit: Unit) -> None:
 STAGES: list[Stage] = [
     Stage("select", _select, "find the matmul-like contraction or a supported attention; tag it, or leave the "
                              "dispatch to IREE"),
-    Stage("flash-attention", _flash_attention, "attention: plan the mma.sync flash-attention kernel, replace the "
-                                               "dispatch by it, hand it back (constant grid)", route="attention"),
+    Stage("flash-attention", _flash_attention, "attention: plan the flash-attention kernel (mma.sync, MFMA, WMMA), "
+                                               "replace the dispatch by it, hand it back (constant grid)",
+          route="attention"),
     Stage("version", _version, "dynamic sizes with no promise on a target whose fast kernel needs one: fork a copy "
                                "promising them, joined under scf.if at hand-back", route="matmul"),
     Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)", route="matmul"),

@@ -5,9 +5,10 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 
 - ``check_handed_back``: the executable we return is ours (no_pipeline translation_info with a
   workgroup size, a dispatch_config, the intended matrix op, no leftover vector.contract);
-- ``check_attention_isa``: the flash-attention kernel's PTX: mma.sync (as many per key tile as
-  planned in the key loop), row reductions by shfl.sync.bfly, exp2 by ex2.approx, cp.async when
-  planned, barriers, and no local memory (spills);
+- ``check_attention_isa``: the flash-attention kernel's ISA: matrix instructions (as many per
+  key tile as planned in the key loop), barriers; PTX: row reductions by shfl.sync.bfly, exp2 by
+  ex2.approx, cp.async when planned, no local memory (spills); AMD: v_exp_f32, no spills or
+  scratch;
 - ``check_dispatch_isa``: ``check_isa`` for each kernel of a dispatch (a versioned one, stage
   `version`, holds two under ``scf.if``: each is checked against its own matrix instructions and
   K loop);
@@ -53,9 +54,9 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
     configs = ops_named(module.operation, "iree_codegen.dispatch_config")
     if len(configs) != 1:
         raise VerificationError(f"{name}: expected one iree_codegen.dispatch_config, found {len(configs)}")
-    if attrs.ATTENTION in func.attributes:  # the flash-attention kernel: mma.sync, no attention op left
-        if not ops_named(func, "nvgpu.mma.sync"):
-            raise VerificationError(f"{name}: the attention kernel has no nvgpu.mma.sync")
+    if attrs.ATTENTION in func.attributes:  # the flash-attention kernel: matrix instructions, no attention op left
+        if not ops_named(func, "nvgpu.mma.sync", "amdgpu.mfma", "amdgpu.wmma"):
+            raise VerificationError(f"{name}: the attention kernel has no nvgpu.mma.sync / amdgpu.mfma / amdgpu.wmma")
         if ops_named(func, "iree_linalg_ext.attention"):
             raise VerificationError(f"{name}: an iree_linalg_ext.attention is left in the kernel")
         return
@@ -140,35 +141,45 @@ def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
 
 
 def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.AttentionExpectations) -> None:
-    """Raise unless the lowered PTX is mmaflow's flash-attention kernel (``attrs.AttentionExpectations``
-    from its plan): mma.sync, ``shfl.sync.bfly`` (the row max and sum across a row's lanes),
+    """Raise unless the lowered ISA is mmaflow's flash-attention kernel (``attrs.AttentionExpectations``
+    from its plan). PTX: mma.sync, ``shfl.sync.bfly`` (the row max and sum across a row's lanes),
     ``ex2.approx`` (exp2 on the hardware unit, not IREE's polynomial), cp.async into the LDS ring
-    when planned, workgroup barriers, a key loop when there are several key tiles whose body holds
-    a whole number of tiles' mma.sync, and no ld.local / st.local."""
+    when planned, no ld.local / st.local. AMD (.rocmasm): v_mfma / v_wmma, ``v_exp_f32``, no
+    spilled registers and no scratch instructions. Both: workgroup barriers, a key loop when
+    there are several key tiles whose body holds a whole number of tiles' matrix instructions."""
     problems = []
     lines = [line.strip() for line in text.splitlines()]
     def has(prefix):
         return any(line.startswith(prefix) for line in lines)
+    amd = report.isa == "amdgcn"
     if report.counts.get("matrix", 0) == 0:
-        problems.append("no mma.sync in the PTX")
-    if not has("shfl.sync.bfly"):
-        problems.append("no shfl.sync.bfly (the softmax's row reductions)")
-    if not has("ex2.approx"):
-        problems.append("no ex2.approx (exp2 of the online softmax)")
-    if has("ld.local") or has("st.local"):
-        problems.append("local memory (ld.local / st.local): registers spilled")
+        problems.append("no v_mfma / v_wmma in the ISA" if amd else "no mma.sync in the PTX")
+    if amd:
+        if not has("v_exp_f32"):
+            problems.append("no v_exp_f32 (exp2 of the online softmax)")
+        if report.vgpr_spills or report.sgpr_spills or report.counts.get("scratch", 0):
+            problems.append(f"{report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs spilled, "
+                            f"{report.counts.get('scratch', 0)} scratch instructions")
+    else:
+        if not has("shfl.sync.bfly"):
+            problems.append("no shfl.sync.bfly (the softmax's row reductions)")
+        if not has("ex2.approx"):
+            problems.append("no ex2.approx (exp2 of the online softmax)")
+        if has("ld.local") or has("st.local"):
+            problems.append("local memory (ld.local / st.local): registers spilled")
     if expect.async_copies and report.counts.get("async_copy_b128", 0) == 0:
         problems.append("no 16-byte cp.async although K and V are planned through a cp.async ring")
     if report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although K and V tiles are shared in LDS")
+    mma = "matrix instructions" if amd else "mma.sync"
     if expect.key_tiles > 1:
         in_loop = report.loop_counts.get("matrix", 0)
         if not report.has_loop:
             if report.counts.get("matrix", 0) != expect.key_tiles * expect.mma_per_key_tile:
-                problems.append(f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} mma.sync of "
+                problems.append(f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} {mma} of "
                                 f"its {expect.key_tiles} key tiles unrolled")
         elif in_loop == 0 or in_loop % expect.mma_per_key_tile:
-            problems.append(f"{in_loop} mma.sync in the key loop; the plan has {expect.mma_per_key_tile} per key tile")
+            problems.append(f"{in_loop} {mma} in the key loop; the plan has {expect.mma_per_key_tile} per key tile")
     if problems:
         raise VerificationError(f"{name}: the compiled attention kernel is not mmaflow's: " + "; ".join(problems),
                                 hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")

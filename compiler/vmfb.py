@@ -94,7 +94,8 @@ def verify_command(args, source: str) -> int:
                     raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
                 check_attention_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts.expect)
             rep = res.reports[exe.name]
-            print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} mma.sync, flash "
+            matrix = "matrix instructions" if rep.isa == "amdgcn" else "mma.sync"
+            print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {matrix}, flash "
                   f"attention: {exe.facts.problem.describe()}", file=sys.stderr)
             continue
         intr = target.intrinsic(exe.facts.config.intrinsic)

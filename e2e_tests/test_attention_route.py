@@ -36,7 +36,7 @@ def _attention(res):
     return exe
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1201", "gfx1100"])
 @pytest.mark.parametrize("elem,d", [("f16", 64), ("bf16", 128)])
 def test_select_takes_a_supported_attention(target, elem, d):
     """The decision and config lines, the recorded facts (bindings and byte offsets as IREE placed
@@ -53,21 +53,28 @@ def test_select_takes_a_supported_attention(target, elem, d):
     facts = exe.facts
     assert facts.kind == "attention" and facts.config is None and facts.problem.describe() == what
     assert facts.problem.k.offset == k_offset
-    # per warp and 64-key tile: S = Q K^T (8 x d/16 mma.sync) and O += P V (d/8 x 4)
-    assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies) == \
-        (8 * d // 16 + d // 8 * 4, 4, True)
     assert DispatchFacts.from_wire(facts.to_wire()) == facts
     assert ExecutableResult.from_wire(exe.to_wire()).facts == facts
-    assert "iree_linalg_ext.attention <" not in exe.text and "nvgpu.mma.sync" in exe.text
+    assert "iree_linalg_ext.attention <" not in exe.text
+    if target.startswith("sm_"):
+        # per warp and 64-key tile: S = Q K^T (8 x d/16 mma.sync) and O += P V (d/8 x 4)
+        assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies) == \
+            (8 * d // 16 + d // 8 * 4, 4, True)
+        assert "nvgpu.mma.sync" in exe.text
+    else:
+        # per wave and 64-key tile: S^T = K Q^T (4 x d/16) and O^T += V^T P^T (d/16 x 4), copies through registers
+        assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies,
+                facts.expect.barriers_per_key_tile) == (4 * d // 16 + d // 16 * 4, 4, False, 2)
+        assert ("amdgpu.mfma" if target.startswith("gfx9") else "amdgpu.wmma") in exe.text
+        assert "S^T = K Q^T" in exe.log[1]
 
 
 @pytest.mark.parametrize("target", ["gfx942", "gfx1100"])
-def test_amd_leaves_attention_by_name(target):
-    res = codegen_module(_source(), target, require_matmul=False)
+def test_amd_leaves_unsupported_attention_by_name(target):
+    res = codegen_module(EXAMPLE.read_text().replace("x64x", "x32x"), target, require_matmul=False)
     assert not [e for e in res.taken if e.facts.is_attention]
     (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
-    assert line.endswith("no mask): mmaflow's attention kernel exists for NVIDIA mma.sync only so far, IREE "
-                         "compiles it"), line
+    assert line.endswith("no mask): head dims 32 -> 32; the kernel takes K1 = N in (64, 128); IREE compiles it"), line
 
 
 def test_unsupported_attention_is_left_with_the_reason():
@@ -78,11 +85,15 @@ def test_unsupported_attention_is_left_with_the_reason():
     assert line.startswith("mmaflow: left ") and line.endswith(f": {why}; IREE compiles it"), line
 
 
-@pytest.mark.parametrize("elem,d", [("f16", 64), pytest.param("bf16", 128, marks=pytest.mark.exhaustive)])
-def test_the_attention_dispatch_on_the_executor(elem, d):
+@pytest.mark.parametrize("target,elem,d", [("sm_80", "f16", 64), pytest.param("sm_80", "bf16", 128,
+                                                                                marks=pytest.mark.exhaustive),
+                                             ("gfx942", "f16", 64), ("gfx1100", "bf16", 128),
+                                             pytest.param("gfx950", "bf16", 128, marks=pytest.mark.exhaustive),
+                                             pytest.param("gfx1201", "f16", 64, marks=pytest.mark.exhaustive)])
+def test_the_attention_dispatch_on_the_executor(target, elem, d):
     """At its true byte offsets (K after Q in one binding), sentinels elsewhere, against the float64
     reference within the bound ``runtime/attention_reference.py`` justifies."""
-    exe = _attention(codegen_module(_source(elem, d), "sm_80", require_matmul=False))
+    exe = _attention(codegen_module(_source(elem, d), target, require_matmul=False))
     (c,) = check_executable(exe, seed=3)
     assert c.passed, c.line()
     assert c.workgroups == c.grid_size == 4 and not c.stats.races
@@ -129,6 +140,28 @@ def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
     assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v.stderr and "flash attention" in v.stderr, v.stderr
 
 
+def test_both_routes_build_the_amd_kernel_and_verify_accepts_it(tmp_path):
+    """gfx1100: `iree-compile $(mmaflow flags)` (the preprocess hook) and `mmaflow compile` give the
+    same .vmfb with the AMD kernel; `mmaflow verify` accepts it and names its matrix instructions."""
+    flags = subprocess.run([str(BIN / "mmaflow"), "flags", "--target", "gfx1100"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    stock = subprocess.run([str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
+                           capture_output=True, text=True)
+    assert stock.returncode == 0, stock.stderr[-3000:]
+    assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
+    ours = subprocess.run([str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "gfx1100",
+                           "-o", str(tmp_path / "ours.vmfb")], capture_output=True, text=True)
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert "mmaflow: verified attn_dispatch_2: flash attention, 32 matrix instructions (32 per wave and key tile), " \
+        "v_exp_f32, no spills or scratch" in ours.stderr, ours.stderr
+    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
+    v = subprocess.run([str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE),
+                        "--target", "gfx1100"], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: 32 matrix instructions, flash attention" in v.stderr, \
+        v.stderr
+
+
 def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
     """check_attention_isa on the kernel's own PTX passes; without ex2.approx, with local memory,
     it fails naming both."""
@@ -146,6 +179,48 @@ def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
     bad = "\n".join(lines[:at] + ["\tst.local.b32 \t[%rd1], %r1;"] + lines[at:])
     with pytest.raises(VerificationError, match="no ex2.approx .*local memory"):
         check_attention_isa(parse_ptx(bad, exe.export, target), bad, exe.name, exe.facts.expect)
+
+
+@pytest.mark.parametrize("target", ["gfx942", "gfx1201", "gfx1100"])
+def test_amd_attention_isa_is_verified(target):
+    """The AMD kernel through IREE to .rocmasm: v_mfma / v_wmma, v_exp_f32, no spills, no scratch,
+    two barriers per key tile; on RDNA3 the P conversion's v_permlanex16_b32 (4 per 16-key block
+    of P, 4 blocks a tile) besides the softmax's two reductions. check_attention_isa passes, and
+    fails naming it without v_exp_f32 and with a scratch store."""
+    from mmaflow.compiler.bridge import compile_module
+    from mmaflow.compiler.isa import parse_rocmasm
+    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.verify import check_attention_isa
+    res = compile_module(_source(), target, require_matmul=False)
+    exe = _attention(res)
+    text, rep = res.isa_text[exe.name], res.reports[exe.name]
+    assert rep.vgpr_spills == 0 and rep.sgpr_spills == 0 and not rep.counts.get("scratch")
+    assert rep.loop_counts["matrix"] % exe.facts.expect.mma_per_key_tile == 0
+    lines = [line.strip() for line in text.splitlines()]
+    permlanes = sum(line.startswith("v_permlanex16_b32") for line in lines)
+    # the softmax's max and sum across the 2 row lane groups (xor 16) on RDNA; P's conversion on RDNA3
+    assert permlanes == {"gfx942": 0, "gfx1201": 2, "gfx1100": 2 + 4 * 4}[target]
+    bad = text.replace("v_exp_f32", "v_rcp_f32").replace("\ts_endpgm", "\tscratch_store_b32 off, v0, off\n\ts_endpgm")
+    with pytest.raises(VerificationError, match="no v_exp_f32.*scratch instructions"):
+        check_attention_isa(parse_rocmasm(bad, exe.export, get_target(target)), bad, exe.name, exe.facts.expect)
+
+
+_MASKED = REPO / "lit_tests" / "Inputs" / "attention_mask_2x100x200x64_f16.mlir"
+_TIGHT = [("gfx1100", "mask", "bf16", 128), ("gfx1201", "nomask", "f16", 128)]  # the most VGPRs (~250 of 256)
+
+
+@pytest.mark.parametrize("target,kind,elem,d", _TIGHT + [
+    pytest.param(t, k, e, d, marks=pytest.mark.exhaustive) for t in ("gfx942", "gfx950", "gfx1201", "gfx1100")
+    for k in ("nomask", "mask") for e in ("f16", "bf16") for d in (64, 128) if (t, k, e, d) not in _TIGHT])
+def test_amd_attention_compiles_without_spills(target, kind, elem, d):
+    """Every AMD target, dtype, head dim, with and without the additive mask: compile_module
+    verifies the .rocmasm (check_attention_isa refuses spills and scratch)."""
+    from mmaflow.compiler.bridge import compile_module
+    src = (_MASKED if kind == "mask" else EXAMPLE).read_text().replace("f16", elem).replace("x64x", f"x{d}x") \
+        .replace("x64>", f"x{d}>")
+    res = compile_module(src, target, require_matmul=False)
+    rep = res.reports[_attention(res).name]
+    assert rep.vgpr_spills == 0 and rep.vgprs <= 256 and rep.loop_counts["matrix"] == 32 * d // 64
 
 
 def test_report_says_it_does_not_cover_attention():

@@ -59,7 +59,7 @@ def _layout(k_bytes):
             "o": Placement(2, 256)}
 
 
-def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, stages=2):
+def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, stages=2, target="sm_80"):
     dt = _DT[elem]
     rng = np.random.default_rng(seed)
     # Normal inputs; Q scaled so that scores (scale * q.k, variance ~ 0.8^2) spread softmax's
@@ -74,11 +74,12 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
 
-    plan = plan_flash_attention(_attention(batch, m, k2, d, elem, scale=scale), causal=causal, stages=stages)
+    plan = plan_flash_attention(_attention(batch, m, k2, d, elem, scale=scale), target=target, causal=causal,
+                                stages=stages)
     ctx = new_context()
     module, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=ctx)
     assert module.operation.verify()
-    kernel = Kernel(fn, arch="sm_80", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
+    kernel = Kernel(fn, arch=target, grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
     start = time.perf_counter()
     # Causal: the key loop's bound depends on the workgroup (blocks stop at their diagonal), and
     # the executor needs uniform loop bounds: one workgroup per batch of lanes.
@@ -217,7 +218,7 @@ def test_a_broken_kernel_fails_the_check():
      "sm_80", "dynamic sizes"),
     (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", None, "no mask"),
      "sm_80", "run-time scale"),
-    (_attention(1, 64, 64, 64, "f16"), "gfx942", "NVIDIA mma.sync"),
+    (_attention(1, 64, 64, 96, "f16"), "gfx942", "head dims 96 -> 96"),
 ])
 def test_unsupported_cases_are_refused_by_name(attn, target, why):
     with pytest.raises(UnsupportedError, match=why):

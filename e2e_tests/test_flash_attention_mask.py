@@ -54,7 +54,7 @@ def make_mask(kind, bdims, m, k2, rng):
     raise ValueError(kind)
 
 
-def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0):
+def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80"):
     """Run the kernel with an additive ``kind`` mask stored in ``order`` (over (batch..., queries,
     keys); None: that order, all batch dims); returns the plan."""
     dt = _DT[elem]
@@ -79,7 +79,7 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0):
               "o": Placement(2, 256), "mask": Placement(0, -(-(q_end + 48) // 16) * 16)}
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o, "mask": np.ascontiguousarray(stored)}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
-    plan = plan_flash_attention(_attention(bdims, m, k2, d, elem, elem))
+    plan = plan_flash_attention(_attention(bdims, m, k2, d, elem, elem), target=target)
     pl = layout
     if nb > 1 or order != tuple(range(nb + 2)):  # per-dim addressing: Q, K, V, O (batch..., rows, d)
         pl = {n: Placement(x.binding, x.offset, tuple(range(nb + 2)) if n != "mask" else order)
@@ -87,7 +87,7 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0):
     module, fn = standalone_module(plan, q=pl["q"], k=pl["k"], v=pl["v"], o=pl["o"], mask=pl["mask"],
                                    ctx=new_context())
     assert module.operation.verify()
-    kernel = Kernel(fn, arch="sm_80", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
+    kernel = Kernel(fn, arch=target, grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
     stats = kernel.run(bufs, max_lanes=1 << 14)
     assert not stats.races, stats.races[:3]
     ob, oo = layout["o"].binding, layout["o"].offset

@@ -69,36 +69,26 @@ TAKEN = {
     },
 }
 # scaled_dot_product_attention stays one IREE attention dispatch (Q, K, V stored (batch, seq,
-# heads, head dim), O transposed back to that in the same dispatch). On NVIDIA targets mmaflow's
-# flash-attention kernel takes both (issue 15): the causal model's is_causal=True arrives as an
-# additive mask tensor computed by another dispatch (from inside the dispatch it is a mask like
-# any other), which the kernel reads. On AMD each is left with what it computes (shapes, types,
-# scale and mask) and why: the kernel does not exist there.
+# heads, head dim), O transposed back to that in the same dispatch). mmaflow's flash-attention
+# kernel takes both on every target (issue 15: mma.sync on NVIDIA, MFMA / WMMA on AMD): the
+# causal model's is_causal=True arrives as an additive mask tensor computed by another dispatch
+# (from inside the dispatch it is a mask like any other), which the kernel reads.
 _SDPA = ("iree_linalg_ext.attention batch 2x12, 256 queries x 256 keys, head dim 64 -> 64 ({dt} -> {dt}, "
          "scale 0.125, {mask})")
-_AMD = ": mmaflow's attention kernel exists for NVIDIA mma.sync only so far, IREE compiles it"
 _CAUSAL_MASK = "additive {dt} mask 2x12x256x256, whether causal is in its data"
 TAKEN_ATTENTION = {"gpt2_sdpa_nocausal": {"6": _SDPA.format(dt="{dt}", mask="no mask")},
                    "gpt2_sdpa": {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK)}}
 
 
-def _nvidia(target: str) -> bool:
-    return target.startswith("sm_")
-
-
 def taken_expected(model: str, target: str) -> dict:
-    """The dispatches mmaflow takes from ``model`` on ``target``: the matmuls everywhere, the
-    attention on NVIDIA."""
-    return {**TAKEN[model], **(TAKEN_ATTENTION.get(model, {}) if _nvidia(target) else {})}
+    """The dispatches mmaflow takes from ``model`` on ``target``: the matmuls and the attention,
+    on every target."""
+    return {**TAKEN[model], **TAKEN_ATTENTION.get(model, {})}
 
 
 def left_attention(model: str, target: str) -> dict:
-    nvidia = _nvidia(target)
-    left = {
-        "gpt2_sdpa": {} if nvidia else {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK) + _AMD},
-        "gpt2_sdpa_nocausal": {} if nvidia else {"6": _SDPA.format(dt="{dt}", mask="no mask") + _AMD},
-    }
-    return left.get(model, {})
+    """Attention dispatches left to IREE: none in the corpus on any target."""
+    return {}
 
 
 CORPUS = [(m, dt) for m in TAKEN for dt in DTYPES]
@@ -342,8 +332,14 @@ def test_an_attention_the_description_cannot_read_is_named_so():
         describe_attention(op)
 
 
-# ---- the SDPA attention dispatch on NVIDIA: the flash-attention kernel (issue 15) -----------------
-@pytest.mark.parametrize("dtype,target", [("f16", "sm_80"), pytest.param("bf16", "sm_90a", marks=pytest.mark.exhaustive)])
+# ---- the SDPA attention dispatch: the flash-attention kernel (issue 15) ----------------------------
+_SDPA_TARGETS = [("f16", "sm_80"), ("f16", "gfx942"), ("bf16", "gfx1100"),
+                 pytest.param("bf16", "sm_90a", marks=pytest.mark.exhaustive),
+                 pytest.param("bf16", "gfx950", marks=pytest.mark.exhaustive),
+                 pytest.param("f16", "gfx1201", marks=pytest.mark.exhaustive)]
+
+
+@pytest.mark.parametrize("dtype,target", _SDPA_TARGETS)
 def test_the_sdpa_attention_dispatch_on_the_executor(dtype, target):
     """GPT-2's unmasked SDPA: Q, K, V at three offsets of one binding, each stored (batch, seq,
     heads, head dim), O transposed back to that in the dispatch: the kernel reads and writes that
@@ -358,7 +354,7 @@ def test_the_sdpa_attention_dispatch_on_the_executor(dtype, target):
     assert c.workgroups == 4 and c.grid_size == 96 and not c.stats.races
 
 
-@pytest.mark.parametrize("dtype,target", [("f16", "sm_80"), pytest.param("bf16", "sm_90a", marks=pytest.mark.exhaustive)])
+@pytest.mark.parametrize("dtype,target", _SDPA_TARGETS)
 def test_the_causal_sdpa_attention_dispatch_on_the_executor(dtype, target):
     """GPT-2's causal SDPA: the additive mask (2x12x256x256, another dispatch's output) at a
     fourth offset of Q's binding, recorded with Q, K, V; sampled workgroups against the float64

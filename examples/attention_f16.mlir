@@ -1,5 +1,5 @@
 // Attention (no mask, f16, head dim 64) whose Q and K are computed by other dispatches: IREE packs
-// them into one buffer at byte offsets. mmaflow takes the attention dispatch on sm_80 / sm_90a.
+// them into one buffer at byte offsets. mmaflow takes the attention dispatch on NVIDIA and AMD targets.
 func.func @attn(%q: tensor<2x100x64xf16>, %k: tensor<2x200x64xf16>, %v: tensor<2x200x64xf16>) -> tensor<2x100x64xf16> {
   %scale = arith.constant 0.125 : f16
   %eq = tensor.empty() : tensor<2x100x64xf16>

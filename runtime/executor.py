@@ -1228,6 +1228,28 @@ def _h_nvvm_ex2(k, op):
     return run
 
 
+def _h_rocdl_exp2(k, op):
+    """rocdl.exp2 (``llvm.amdgcn.exp2``: ``V_EXP_F32``, AMD ISA guides (CDNA3 / RDNA3 / RDNA4)
+    "V_EXP_F32: D = 2^S0", a transcendental of about 1 ULP): modelled as the correctly rounded
+    f32 2^x with results below the smallest normal f32 flushed to +0 (the instruction returns no
+    denormals: LLVM's ``llvm.exp2.f32`` lowering wraps it in a range fix-up for them, this op
+    has none). exp2(-inf) = +0, exp2(+inf) = +inf, NaN -> NaN. f32 scalars and vectors only."""
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    t = op.results[0].type
+    elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+    if str(elem) != "f32":
+        raise ExecutorError(f"{_loc(op)}: rocdl.exp2 on {t}: only f32 is modelled")
+    tiny = np.finfo(np.float32).tiny
+
+    def run(st):
+        x = np.asarray(st.env[src], np.float64)
+        with np.errstate(over="ignore", under="ignore"):
+            r = np.exp2(x).astype(np.float32)
+        st.env[out] = np.where(np.abs(r) < tiny, np.float32(0), r)
+    return run
+
+
 # -- control flow ---------------------------------------------------------------------------------
 
 def _h_for(k, op):
@@ -1334,6 +1356,7 @@ _HANDLERS = {
     "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,
     "nvgpu.device_async_wait": _h_async_wait,
     "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle, "nvvm.ex2": _h_nvvm_ex2,
+    "rocdl.exp2": _h_rocdl_exp2,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
 }
 

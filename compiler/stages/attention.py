@@ -1,12 +1,13 @@
-"""Stage `flash-attention`: an attention dispatch select took becomes the mma.sync
-flash-attention kernel (``compiler/flash_attention.py``), handed back to IREE.
+"""Stage `flash-attention`: an attention dispatch select took becomes the flash-attention
+kernel (``compiler/flash_attention.py``: mma.sync on NVIDIA; ``flash_attention_amd.py``: MFMA /
+WMMA on AMD), handed back to IREE.
 
 Input: the dispatch function select tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
 ``mmaflow.attention``. ``flash_attention.rewrite_dispatch`` plans the kernel for the target and
 replaces the function (same name, Q, K, V, O at the bindings and byte offsets IREE gave them);
 ``hand_back.install`` with ``constant_grid`` hands it back. The new function carries select's
 attributes again, and ``mmaflow.attention_expect`` (``attrs.AttentionExpectations``): what
-verify demands of its PTX.
+verify demands of its PTX or .rocmasm.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ NAME = "flash-attention"
 
 def expectations(plan: FlashAttentionPlan) -> attrs.AttentionExpectations:
     """What the lowered kernel shows per warp and key tile: S = Q K^T is (keys / n) x (head dim / k)
-    mma.sync, O += P V (head dim / n) x (keys / k)."""
+    mma.sync, O += P V (head dim / n) x (keys / k); AMD: S^T = K Q^T (keys / m) x (head dim / k),
+    O^T += V^T P^T (head dim / m) x (keys / k)."""
     intr = plan.intrinsic
-    per_tile = (BLOCK_N // intr.n) * (plan.head_dim // intr.k) + (plan.head_dim // intr.n) * (BLOCK_N // intr.k)
+    rows = intr.m if plan.transposed else intr.n  # the instruction dim the keys (S) and head dim (O) take
+    per_tile = (BLOCK_N // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (BLOCK_N // intr.k)
     return attrs.AttentionExpectations(mma_per_key_tile=per_tile, key_tiles=plan.key_tiles,
                                        async_copies=plan.stages > 1, barriers_per_key_tile=plan.barriers_per_tile)
 

@@ -18,14 +18,14 @@ Output: the same IR with the contraction tagged ``mmaflow.contraction``, its epi
 contraction are left to IREE with the reason logged; a contraction mmaflow cannot compile is an
 error, never a silent hand-over.
 
-An ``iree_linalg_ext.attention`` dispatch is taken on NVIDIA targets when the flash-attention
-kernel supports it (``flash_attention.plan_flash_attention``: static, no mask or an additive
-mask of the inputs' type (PyTorch's causal SDPA), f16/bf16 throughout, head dim 64 or 128,
-constant scale; Q, K, V, O and the mask whole tensors at constant byte offsets): the function is
-tagged ``mmaflow.dispatch``, ``mmaflow.target`` and ``mmaflow.attention``
-(``attention.AttentionDispatch``, the mask's binding, offset and order with Q's, K's, V's and O's).
-Any other attention dispatch is left to IREE with its description and the reason (a boolean
-mask, AMD targets, ...).
+An ``iree_linalg_ext.attention`` dispatch is taken on NVIDIA and AMD targets when the
+flash-attention kernel (mma.sync; AMD: ``flash_attention_amd.py``) supports it
+(``flash_attention.plan_flash_attention``: static, no mask or an additive mask of the inputs'
+type (PyTorch's causal SDPA), f16/bf16 throughout, head dim 64 or 128, constant scale; Q, K, V,
+O and the mask whole tensors at constant byte offsets): the function is tagged
+``mmaflow.dispatch``, ``mmaflow.target`` and ``mmaflow.attention`` (``attention.AttentionDispatch``,
+the mask's binding, offset and order with Q's, K's, V's and O's). Any other attention dispatch is
+left to IREE with its description and the reason (a boolean mask, head dim 32, ...).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from ..errors import InputError, UnsupportedError
 from ..mlir import (defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr,
                     subspan_binding, subspan_constant_offset, subspan_dims, subspan_offset, user_of, walk)
 from ..problem import Binding, Contraction, EpilogueInput, operand_dims
-from ..targets import Target, Vendor, get_target, target_for_arch
+from ..targets import Target, get_target, target_for_arch
 
 NAME = "select"
 
@@ -422,9 +422,6 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
     except InputError as e:  # a form the description does not read: IREE compiles it all the same
         return Decision(name, False, f"{op.name} ({e.message}): IREE compiles it")
     what = attn.describe()
-    if target.vendor is not Vendor.NVIDIA:
-        return Decision(name, False, f"{what}: mmaflow's attention kernel exists for NVIDIA mma.sync only so far, "
-                                     f"IREE compiles it")
     try:
         with op.location:
             plan_flash_attention(attn, target=target.name)

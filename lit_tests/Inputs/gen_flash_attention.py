@@ -1,4 +1,4 @@
-"""Replace an attention dispatch by mmaflow's mma.sync flash-attention kernel and hand it back.
+"""Replace an attention dispatch by mmaflow's flash-attention kernel (mma.sync, MFMA, WMMA) and hand it back.
 
     iree-compile attn.mlir --compile-to=executable-sources ... -o src.mlir
     python lit_tests/Inputs/gen_flash_attention.py src.mlir [--target sm_80] [--causal] [--stages 1|2] > kernel.mlir
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("source")
     parser.add_argument("--target", default="sm_80")
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--stages", type=int, default=2)
+    parser.add_argument("--stages", type=int, default=None, help="NVIDIA: 2 (default) or 1; AMD: 1")
     args = parser.parse_args()
     ctx = new_context()
     module = parse_module(Path(args.source).read_text(), ctx, source=args.source)
