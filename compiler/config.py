@@ -120,10 +120,10 @@ def parse_overrides(items: list[str]) -> dict:
                 out[key] = int(value)
             elif key == "intrinsic":
                 out[key] = value
-            elif key == "copy":
-                if value not in COPY_KINDS:
+            elif key == "copy":  # (None: cp.async, as a config already parsed once carries it)
+                if value is not None and value not in COPY_KINDS:
                     raise ConfigError(f"copy={value}: the copies are one of {', '.join(COPY_KINDS)}")
-                out[key] = None if value == "cp.async" else value
+                out[key] = None if value in (None, "cp.async") else value
             else:
                 valid = sorted(_INT_KEYS | {"intrinsic", "tile", "waves", "copy"})
                 raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid)}")

@@ -118,6 +118,7 @@ def _hand_back(unit: Unit) -> None:
         hand_back.hand_back(attrs.dispatch_func(m.operation))
     for fast in unit.versions:
         version.merge(unit.module, fast)
+        hand_back.retarget(attrs.dispatch_func(unit.module.operation))
     unit.versions = []
 
 

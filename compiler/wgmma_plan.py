@@ -89,10 +89,21 @@ TMA_COPIES = ("tma", "tma-wide")  # tma-wide: MN-major tiles K-atoms fastest (on
 
 
 def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
-    """The ring's copies when the user does not say: cp.async (None) until the GPU measures the
-    TMA ring faster (``tma.py``; docs/HOPPER.md "TMA-fed ring"). To make TMA the default where it
-    can serve, return ``"tma" if tma_refusal(target, problem, cfg) is None else None``."""
-    return None
+    """The ring's copies when the user does not say (``tma.py``; docs/HOPPER.md "TMA-fed ring").
+    Measured on the H200 (BENCHMARKS.md run 12, call 7; kernel-only TFLOP/s at 4096-class sizes,
+    cp.async -> copy=tma-wide): unaligned 4000^3 553.6 -> 631.7, dynamic sizes with divisibility
+    promises 572.3 -> 670.8, dynamic rows 658.1 -> 672.3 (TMA zero-fills what lies past the tensor,
+    so no copy carries a bound), but aligned static 685.1 -> 678.2 (4096^3) and 735.7 -> 729.9
+    (8192^3), and 64x128 tiles lose their second block per SM (1024^3: 278.5 -> 245.7). So
+    ``tma-wide`` where some tile overhangs the problem (a size not a multiple of its tile, or
+    dynamic) in 128-row tiles, when the TMA ring can serve (``tma_refusal``); cp.async (None)
+    elsewhere."""
+    intr = target.intrinsic(cfg.intrinsic)
+    overhangs = problem.is_dynamic or any(getattr(problem, d) % t for d, t in (
+        ("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k)))
+    if not overhangs or cfg.tile_m != 128 or intr.a_type in FP8:
+        return None
+    return "tma-wide" if tma_refusal(target, problem, cfg) is None else None
 
 
 def tma_refusal(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:

@@ -384,12 +384,29 @@ def test_partial_tiles_with_fused_epilogue(stages):
 
 
 def test_partial_tiles_lower_to_zero_filling_cp_async():
-    res = compile_module(matmul_module(200, 136, 520, "f16"), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128)}))  # verify=True: check_isa
+    res = compile_module(matmul_module(200, 136, 520, "f16"), "sm_90a",  # (cp.async asked for)
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "copy": "cp.async"}))  # verify=True
     (ptx,) = res.isa_text.values()
     # the source-size operand: 16 bytes in range, 0 (zero-fill) past the true extent
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx), ptx[:2000]
     assert "wgmma.mma_async" in ptx and "ld.local" not in ptx and "st.local" not in ptx
+
+
+@pytest.mark.parametrize("shape,copy", [((4096, 4096, 4096), None), ((4000, 4000, 4000), "tma-wide"),
+                                        ((4096, 4096, 4000), "tma-wide"), ((1024, 1024, 1000), None)])
+def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
+    """wgmma_plan.default_copy (measured on the H200, BENCHMARKS run 12 call 7): TMA (tma-wide)
+    for 128-row tiles that overhang the problem, where it zero-fills past the tensor (unaligned
+    4000^3 1.14x); cp.async for whole tiles (1% faster there) and for the 64x128 tiles of small
+    problems (TMA's shared-memory floor costs them their second block per SM)."""
+    from mmaflow.compiler.config import resolve
+    from mmaflow.compiler.problem import Contraction
+    m, n, k = shape
+    cfg, intr = resolve(get_target("sm_90a"), Contraction(m=m, n=n, k=k, batch=1, a_type="f16", b_type="f16",
+                                                          c_type="f32"))
+    assert intr.family == "wgmma" and cfg.copy == copy, cfg
+    if shape == (1024, 1024, 1000):
+        assert cfg.tile_m == 64
 
 
 def test_aligned_problems_copy_unchecked():
@@ -475,7 +492,7 @@ def test_dynamic_prologue_copies_past_k_are_guarded(monkeypatch):
     copy = WgmmaRewriter._copy_tile
     monkeypatch.setattr(WgmmaRewriter, "_copy_tile", lambda self, *a, tile_valid=None, **kw: copy(self, *a, **kw))
     res = codegen_module(dynamic_module(divisors=dict(m=16, n=32, k=64)), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 4}))
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 4, "copy": "cp.async"}))
     (exe,) = res.taken
     for sizes in (dict(m=64, n=96, k=0), dict(m=64, n=96, k=64)):
         with pytest.raises(ExecutorError, match="global access out of bounds"):
@@ -484,15 +501,16 @@ def test_dynamic_prologue_copies_past_k_are_guarded(monkeypatch):
 
 @pytest.mark.parametrize("divisors", [dict(n=8, k=8), dict(m=16, n=32, k=64)], ids=["chunks", "tiles"])
 def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
-    """The default (4-slot ring, N 256) on a dynamic problem: verified PTX (check_isa), the
-    zero-filling cp.async form, no local memory, and ptxas without spills or serialized wgmma."""
+    """The default (4-slot ring, N 256; a dynamic problem's tiles overhang: TMA copies,
+    wgmma_plan.default_copy) on a dynamic problem: verified PTX (check_isa), bulk tensor copies
+    and no per-thread cp.async, no local memory, and ptxas without spills or serialized wgmma."""
     import subprocess
     from mmaflow.compiler.report import ptxas_path
     from mmaflow.runtime.modules import dynamic_module
     res = compile_module(dynamic_module(divisors=divisors), "sm_90a")  # the heuristic's choice; verify=True
     (ptx,) = res.isa_text.values()
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
-    assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx)
+    assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx and "cp.async.ca" not in ptx
     assert "ld.local" not in ptx and "st.local" not in ptx
     src = tmp_path / "k.ptx"
     src.write_text(ptx)

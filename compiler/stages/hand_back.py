@@ -58,14 +58,26 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
         iree_codegen.YieldOp(out)
 
 
-def hand_back(func: ir.Operation) -> None:
-    cfg, target = attrs.read_config(func), attrs.read_target(func)
-    if any(c.copy is not None for c in [cfg] + [v.config for v in attrs.read_versions(func)]):
-        # tensormap.replace / fence.proxy.tensormap need PTX 8.3 (compiler/tma.py)
+def _target_of(func: ir.Operation) -> Target:
+    """The target the function's kernels need: a TMA ring (its own config or a version's) needs
+    PTX 8.3 for tensormap.replace / fence.proxy.tensormap (compiler/tma.py)."""
+    target = attrs.read_target(func)
+    if any(c.copy is not None for c in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]):
         from ..tma import TMA_TARGET_PTX
         target = replace(target, ptx_version=max(target.ptx_version, TMA_TARGET_PTX))
-    install(func, target, workgroup_size=cfg.workgroup_size, subgroup_size=cfg.wave_size,
+    return target
+
+
+def hand_back(func: ir.Operation) -> None:
+    cfg = attrs.read_config(func)
+    install(func, _target_of(func), workgroup_size=cfg.workgroup_size, subgroup_size=cfg.wave_size,
             grid=lambda block, workload_args: _grid(block, func, workload_args))
+
+
+def retarget(func: ir.Operation) -> None:
+    """After ``version.merge``: the variant's target for the joined kernels (a fast version with a
+    TMA ring raises the PTX version of the whole dispatch)."""
+    retarget_variant(parent_named(func, "hal.executable.variant"), _target_of(func))
 
 
 def constant_grid(grid: tuple[int, int, int]):

@@ -215,9 +215,24 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
         op.operation.move_before(else_yield)
     for op in list(fblock.operations)[:-1]:
         op.operation.move_before(then_yield)
+    _merge_globals(func, fast)
     _merge_grid(module, fast_module, version)
     attrs.write_versions(func, [version])
     return version
+
+
+def _merge_globals(func: ir.Operation, fast: ir.Operation) -> None:
+    """Module-level ``memref.global``s the fast kernel's body uses (the TMA ring's map slots,
+    ``tma.MAPS_GLOBAL``) move beside ``func``; one both kernels declare must be the same."""
+    def globals_of(fn):
+        return {ir.StringAttr(o.operation.attributes["sym_name"]).value: o.operation
+                for o in fn.parent.regions[0].blocks[0].operations if o.operation.name == "memref.global"}
+    have = globals_of(func)
+    for name, op in globals_of(fast).items():
+        if name not in have:
+            op.move_before(func)
+        elif str(have[name]) != str(op):
+            raise CodegenError(f"the versions declare memref.global @{name} differently", stage="hand-back")
 
 
 def _merge_grid(module: ir.Module, fast_module: ir.Module, version: attrs.Version) -> None:
