@@ -70,3 +70,27 @@ def attention_ptx_without_spills(tmp_path, module_text: str, arch: str, workgrou
     info = ptxas_info(text, arch, workgroup_size)
     assert info["vgpr_spills"] == 0 and info["vgprs"] <= 255, info
     return text
+
+
+def fake_cuda_torch(**fields):
+    """A stand-in ``torch`` module for the bench's run half on a machine without a GPU: CUDA
+    reported present, events that time every call as 1 ms, and ``fields`` (the ops a test
+    provides: ``mm``, ``_scaled_mm``, ``from_numpy``, dtype names ...)."""
+    import types
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            pass
+
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return 1.0
+
+    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None,
+                                 Event=Event)
+    return types.SimpleNamespace(__version__="fake", cuda=cuda, **fields)

@@ -248,8 +248,7 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
     torch.matmul (16-bit out, cuBLAS's fastest) and torch.mm(out_dtype=float32), cuBLAS computing
     what the module computes, whose result is checked against the float64 reference; a torch
     without out_dtype (TypeError) reports that row as not run instead of failing the bench."""
-    import types
-
+    from conftest import fake_cuda_torch
     from iree.compiler import compile_str
     from mmaflow.runtime import iree_runner
     from mmaflow.runtime.bench import run
@@ -282,23 +281,7 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
         calls.append(out_dtype)
         return T((a.x.astype(np.float64) @ b.x.astype(np.float64)).astype(np.float32))
 
-    class Event:
-        def __init__(self, enable_timing=False):
-            pass
-
-        def record(self):
-            pass
-
-        def synchronize(self):
-            pass
-
-        def elapsed_time(self, other):
-            return 1.0
-
-    fake = types.SimpleNamespace(
-        __version__="fake", float32="float32", from_numpy=T, mm=mm, matmul=lambda a, b: T(a.x @ b.x),
-        cuda=types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake",
-                                   synchronize=lambda: None, Event=Event))
+    fake = fake_cuda_torch(float32="float32", from_numpy=T, mm=mm, matmul=lambda a, b: T(a.x @ b.x))
 
     class CpuModule(iree_runner.CompiledModule):
         def __init__(self, vmfb, driver):

@@ -497,8 +497,6 @@ def np_asarray(x):
 
 
 def _fake_torch(scaled_mm_calls: list):
-    import types
-
     import numpy as np
 
     def scaled_mm(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum=False):
@@ -509,24 +507,10 @@ def _fake_torch(scaled_mm_calls: list):
         prod = a.x.astype(np.float64) @ b.x.astype(np.float64) * float(scale_a.x) * float(scale_b.x)
         return _FakeTensor(prod.astype(np.float32))
 
-    class Event:
-        def __init__(self, enable_timing=False):
-            pass
-
-        def record(self):
-            pass
-
-        def synchronize(self):
-            pass
-
-        def elapsed_time(self, other):
-            return 1.0
-
-    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None,
-                                 Event=Event)
-    return types.SimpleNamespace(__version__="fake", cuda=cuda, from_numpy=_FakeTensor, _scaled_mm=scaled_mm,
-                                 tensor=lambda v, device=None: _FakeTensor(np.float32(v)), float32="float32",
-                                 float8_e4m3fn="float8_e4m3fn", float8_e5m2="float8_e5m2")
+    from conftest import fake_cuda_torch
+    return fake_cuda_torch(from_numpy=_FakeTensor, _scaled_mm=scaled_mm,
+                           tensor=lambda v, device=None: _FakeTensor(np.float32(v)), float32="float32",
+                           float8_e4m3fn="float8_e4m3fn", float8_e5m2="float8_e5m2")
 
 
 @pytest.mark.parametrize("t", ["e4m3", "e5m2"])
