@@ -24,13 +24,18 @@ The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
   (inline PTX: IREE 3.13 has no NVVM op for it); after a barrier each issuing thread runs
   ``fence.proxy.tensormap::generic.acquire.gpu`` on them.
 - **Where the maps live.** A module-level ``memref.global @mmaflow_tma_maps`` in the dispatch's
-  inner module (IREE 3.13 lowers it to ``.global .align 8 .b8 mmaflow_tma_maps[N]`` in the PTX;
+  inner module (IREE 3.13 lowers it to ``.global .align 128 .b8 mmaflow_tma_maps[N]`` in the PTX;
   the kernel rounds its address up to 128), one 256-byte slot (A's map, B's map) per SM, indexed
   by ``%smid``. Race-free: the kernel allocates at least ``ONE_BLOCK_PER_SM`` bytes of shared
   memory, so no two blocks that use this module's maps are resident on one SM at once; a block
   writes only its SM's slot, and waits for every bulk copy it issued before it exits, so the next
   block on that SM (which may belong to another dispatch of the same kernel, with other
-  bindings) rewrites the slot only after the last use. ``%smid`` >= ``MAP_SLOTS`` traps.
+  bindings) rewrites the slot only after the last use. ``%smid`` >= ``MAP_SLOTS`` traps. Caveat: the
+  PTX ISA lets ``%smid`` change while a block runs (rescheduling after compute preemption); a
+  block that moved keeps its first SM's slot, which a later block on that SM may rewrite. Blocks
+  of one dispatch write identical maps (the per-block part is the copy's coordinates), so only two
+  dispatches of this kernel running at once after such a move could clash; a per-block slot
+  would close that (not done).
 - **Ring.** ``stages`` slots, tile t in slot t % S, A = ``copy_ahead`` tiles ahead and L =
   ``wgmma_lag`` groups running, as the cp.async ring (``WgmmaPlan``); one mbarrier per slot,
   counting one arrival per issuing thread (each expects its own box's bytes before issuing it).
@@ -63,7 +68,7 @@ SM_SHARED_BYTES = 228 * 1024
 RESERVED_PER_BLOCK = 1024
 ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
 WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
-WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (~4 s)
+WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (each suspends at most WAIT_TICKS_NS)
 ELEMTYPES = {"f16": "f16", "bf16": "bf16"}  # #nvvm.tensormap_elemtype<...>
 TMA_TARGET_PTX = 83  # tensormap.replace, fence.proxy.tensormap: PTX ISA 8.3
 

@@ -178,7 +178,7 @@ def test_the_swizzle_is_what_the_wgmma_reads(monkeypatch):
 def test_plan_and_defaults():
     p = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type="f16", c_type="f32")
     cfg, _ = resolve(SM90, p, {"intrinsic": _wg(256)})
-    assert cfg.copy is None  # the default stays cp.async until the GPU measures TMA
+    assert cfg.copy is None  # whole tiles: cp.async (wgmma_plan.default_copy; TMA where tiles overhang)
     cfg, _ = resolve(SM90, p, {"intrinsic": _wg(256), "copy": "tma"})
     assert cfg.copy == "tma" and cfg.stages == 4
     cfg, _ = resolve(SM90, p, {"copy": "tma"})  # copy alone: the heuristic's wgmma config, with TMA
