@@ -321,10 +321,6 @@ def _h_fence_acquire(k, op):
     return run
 
 
-def _h_fence_release(k, op):
-    return lambda st: None  # (cp_fenceproxy carries the release the model checks)
-
-
 # ---- mbarriers ----------------------------------------------------------------------------------------
 
 def _bar(st, op, g, a, lane, what) -> Barrier:
@@ -581,7 +577,7 @@ HANDLERS = {
     "llvm.store": _h_llvm_store, "llvm.intr.trap": _h_trap,
     "nvvm.read.ptx.sreg.smid": _h_smid,
     "nvvm.tensormap.replace": _h_tensormap_replace, "nvvm.inline_ptx": _h_inline_ptx,
-    "nvvm.fence.proxy.acquire": _h_fence_acquire, "nvvm.fence.proxy.release": _h_fence_release,
+    "nvvm.fence.proxy.acquire": _h_fence_acquire,  # (a release: only cp_fenceproxy's, which the model checks)
     "nvvm.mbarrier.init": _h_mbarrier_init, "nvvm.fence.mbarrier.init": _h_fence_mbarrier_init,
     "nvvm.mbarrier.arrive.expect_tx": _h_arrive_expect_tx, "nvvm.mbarrier.try_wait": _h_try_wait,
     "nvvm.cp.async.bulk.tensor.shared.cluster.global": _h_bulk_tensor,
