@@ -266,14 +266,17 @@ def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_no
 BOOL_FIXTURE = REPO / "lit_tests" / "Inputs" / "sdpa_bool_mask_f16.mlir"
 
 
-@pytest.mark.parametrize("target", ["sm_80", "gfx942", "gfx1100"])
-def test_sdpa_bool_mask_is_taken_and_checked(target):
+@pytest.mark.parametrize("target,elem,d", [("sm_80", "f16", 64), ("gfx942", "f16", 64), ("gfx1100", "f16", 64),
+                                           ("sm_90a", "bf16", 128), ("gfx950", "bf16", 128), ("gfx1201", "bf16", 64)])
+def test_sdpa_bool_mask_is_taken_and_checked(target, elem, d):
     """PyTorch SDPA with a boolean attn_mask (iree-turbine 3.9 / torch 2.13): IREE's attention with
     an i1 mask, stored one byte per element (an i8 binding truncated to i1 in the dispatch) at
     binding 3: taken, its binding and byte offset recorded, and the kernel checked on the lane
     executor at IREE's byte offsets against the float64 reference (bytes 0 / 1, mostly 1)."""
-    exe = _attention(codegen_module(BOOL_FIXTURE.read_text(), target, require_matmul=False))
+    text = BOOL_FIXTURE.read_text().replace("[1,4,128,64],f16", f"[1,4,128,{d}],{elem}")
+    exe = _attention(codegen_module(text, target, require_matmul=False))
     rec = exe.facts.problem
+    assert (rec.attention.q_type, rec.attention.k1) == (elem, d)
     assert rec.attention.mask_type == "i1" and rec.mask is not None
     assert "boolean i1 mask: binding 3 @ 0" in exe.log[0], exe.log[0]
     assert "boolean i1 mask;" in exe.log[1], exe.log[1]
