@@ -73,7 +73,7 @@ class AttentionDispatch:
     # Storage order of Q, K, V, O (``flash_attention.Placement.order``: per stored dim, outermost
     # first, the logical one of (batch..., rows, head dim) it holds); None: all stored so.
     orders: tuple[tuple[int, ...], ...] | None = None
-    # An additive mask: where it lives and its storage order (per stored dim, outermost first, the
+    # The mask (additive, or boolean i1 stored one byte per element): where it lives and its storage order (per stored dim, outermost first, the
     # logical one of (batch..., queries, keys) it holds; a batch dim missing: broadcast along it).
     mask: Binding | None = None
     mask_order: tuple[int, ...] | None = None
@@ -85,7 +85,8 @@ class AttentionDispatch:
         where = ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
                                                                 ("O", self.o)))
         if self.mask is not None:
-            where += f", additive mask: {self.mask.describe()}"
+            kind = "boolean i1 mask" if self.attention.mask_type == "i1" else "additive mask"
+            where += f", {kind}: {self.mask.describe()}"
         if self.orders is None and self.mask_order is None:
             return where
         nb = len(self.attention.batch)

@@ -2,9 +2,16 @@
 the bindings.
 
 O = softmax(Q K^T * scale + mask) V for static shapes (batch B, M queries, K2 keys, head dims K1
-= N in {64, 128}), f16 or bf16 in and out, a constant scale, no mask tensor or an additive one of
+= N in {64, 128}), f16 or bf16 in and out, a constant scale, no mask tensor, an additive one of
 the inputs' type (IREE's float mask; PyTorch's causal SDPA arrives so; read per tile at each
-lane's S elements, see step 4), and optionally causal (key
+lane's S elements, see step 4) or a boolean i1 one (PyTorch's boolean ``attn_mask``, True = takes
+part: IREE's LinalgExt ``applyMask``, compiler/src/iree/compiler/Dialect/LinalgExt/IR/
+AggregatedOpInterfaceImpl.cpp, truncates an integer mask to i1 and adds ``select(mask, 0, -inf)``
+to the scores; IREE stores an i1 tensor one
+byte per element at a dispatch boundary, an i8 binding the dispatch truncates to i1, so the
+kernel reads those bytes where it reads an additive mask and turns each at once into 0 / -inf of
+the inputs' type, bit 0 deciding as ``arith.trunci`` does; the rest is the additive path), and
+optionally causal (key
 j > query i masked: PyTorch's ``is_causal``, top-left aligned when M != K2). The kernel is the
 one sm_80 gets; sm_90a would get the same IR.
 
@@ -126,7 +133,7 @@ class FlashAttentionPlan:
     k_fragments: FragmentPlan  # S's B operand (K^T) from K's [key][head dim] LDS tile
     v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
     batch_dims: tuple[int, ...] = ()  # the batch dims (O's order); their product is ``batch``
-    mask: str | None = None  # an additive mask tensor's element type (= elem); None: no mask tensor
+    mask: str | None = None  # the mask tensor's element type: elem (additive) or "i1" (boolean); None: none
     # AMD (``flash_attention_amd.py``): S^T = K Q^T and O^T = V^T P^T; k_fragments / v_fragments
     # are then K's and V^T's A operands, and v_columns the LDS column (hardware K slot) of each
     # key of a P tile.
@@ -173,7 +180,7 @@ class FlashAttentionPlan:
                 ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
         return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
                 f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
-                f"{f', additive {self.mask} mask' if self.mask else ''}; {self.intrinsic.name}, "
+                f"{(', boolean i1 mask' if self.mask == 'i1' else f', additive {self.mask} mask') if self.mask else ''}; {self.intrinsic.name}, "
                 f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
                 f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
                 f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}")
@@ -205,13 +212,15 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
         raise UnsupportedError(f"{what}: dynamic sizes are not supported (static shapes only)")
     mask = None
     if attn.mask != "no mask":
-        if attn.mask_type == "i1" or attn.mask.startswith("boolean"):
-            raise UnsupportedError(f"{what}: a boolean (i1) mask is not supported (additive f16/bf16 masks are; "
-                                   f"causal is a kernel option)")
-        if attn.mask_type != attn.q_type:
+        mask_type = attn.mask_type or ("i1" if attn.mask.startswith("boolean") else None)
+        if mask_type is None:
+            raise UnsupportedError(f"{what}: a mask of unrecorded element type (the kernel reads a boolean i1 "
+                                   f"mask or an additive mask of the inputs' type)")
+        if mask_type != "i1" and mask_type != attn.q_type:
             raise UnsupportedError(f"{what}: an additive {attn.mask_type} mask with {attn.q_type} inputs is not "
-                                   f"supported (the kernel reads a mask of the inputs' type, f16 or bf16)")
-        mask = attn.mask_type
+                                   f"supported (the kernel reads a boolean i1 mask or an additive mask of the "
+                                   f"inputs' type, f16 or bf16)")
+        mask = mask_type
     if attn.scale is None:
         raise UnsupportedError(f"{what}: a run-time scale is not supported (a constant only)")
     elems = {attn.q_type, attn.k_type, attn.v_type, attn.out_type}
@@ -307,6 +316,9 @@ class _Kernel:
         intr = plan.intrinsic
         self.intr = intr
         self.t = ir.Type.parse(plan.elem)
+        # The mask's stored element: the inputs' type (additive), or i8 for an i1 mask (IREE
+        # stores i1 one byte per element at a dispatch boundary; never loaded as vector<Nxi1>).
+        self.mask_t = ir.IntegerType.get_signless(8) if plan.mask == "i1" else self.t
         self.f32 = ir.F32Type.get()
         self.i32 = ir.IntegerType.get_signless(32)
         self.c_t = ir.VectorType.get(list(intr.c_shape), self.f32)
@@ -377,11 +389,25 @@ class _Kernel:
             vals = [None] * c.elements
             for run in runs:
                 idx = self.mask_at(batch, em.add(row0, run.row), em.add(col0, j * intr.n + run.col))
-                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], self.t), bounds)
+                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], self.mask_t), bounds)
                 for i in range(run.length):
-                    vals[run.first + i] = em.extract(v, i)
+                    vals[run.first + i] = self.mask_value(em, v, i)
             out.append(vals)
         return out
+
+    def mask_value(self, em: Emitter, v: ir.Value, i: int) -> ir.Value:
+        """Element ``i`` of a loaded mask vector in the additive form, of the inputs' type: as
+        it is for an additive mask; for an i1 mask (bytes) IREE's ``arith.trunci`` to i1 (bit 0)
+        and ``select(m, 0, -inf)`` (LinalgExt ``applyMask``), so that the rest is the additive
+        path."""
+        x = em.extract(v, i)
+        if self.p.mask != "i1":
+            return x
+        with em.loc, em.ip:
+            bit = arith.TruncIOp(ir.IntegerType.get_signless(1), x).result
+            zero = arith.ConstantOp(self.t, ir.FloatAttr.get(self.t, 0.0)).result
+            neg_inf = arith.ConstantOp(self.t, ir.FloatAttr.get(self.t, -math.inf)).result
+        return em.select(bit, zero, neg_inf)
 
     def batch_index(self, em: Emitter, y) -> list:
         """The workgroup's batch entry (grid y) as one index per batch dim."""
@@ -730,7 +756,8 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
         shape = [logical[i] for i in mask_order]
         strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
         with loc, body_ip:
-            mtype = ir.MemRefType.get(shape, elem, layout=ir.Attribute.parse(
+            m_elem = ir.IntegerType.get_signless(8) if plan.mask == "i1" else elem  # i1: one byte each
+            mtype = ir.MemRefType.get(shape, m_elem, layout=ir.Attribute.parse(
                 f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
                 memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
             mems.append(hal.InterfaceBindingSubspanOp(
@@ -784,6 +811,10 @@ def _whole(access: ir.Operation, tensor: ir.Type) -> bool:
     full = list(ir.RankedTensorType(tensor).shape)
     return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
             and all(s == 1 for s in arr("static_strides")))
+
+
+def _int_width(t: ir.Type) -> int | None:
+    return t.width if isinstance(t, ir.IntegerType) else None
 
 
 def _subspan_placement(sub: ir.Operation | None, what: str) -> Placement:
@@ -865,6 +896,19 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     if has_mask:  # (batch..., M, K2) in any order; a batch dim it lacks is a broadcast
         value = op.operands[4]
         load = defining_op(value)
+        if _int_width(ir.ShapedType(value.type).element_type) == 1:
+            # IREE stores an i1 tensor one byte per element at a dispatch boundary: the dispatch
+            # loads tensor<...xi8> and truncates it (arith.trunci, bit 0) to i1. An i1 load is the
+            # packed layout (--iree-experimental-packed-i1-storage), 8 elements a byte: refused.
+            if load is not None and load.name == "iree_tensor_ext.dispatch.tensor.load":
+                raise UnsupportedError("attention's i1 mask is stored packed (8 per byte, "
+                                       "--iree-experimental-packed-i1-storage); the kernel reads one byte per element")
+            if load is None or load.name != "arith.trunci" or \
+                    _int_width(ir.ShapedType(load.operands[0].type).element_type) != 8:
+                raise UnsupportedError("attention's i1 mask is not an i8 binding tensor truncated to i1 (IREE's "
+                                       "byte-per-element storage; computed in the dispatch?)")
+            value = load.operands[0]
+            load = defining_op(value)
         if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
             raise UnsupportedError("attention's mask is not a whole binding tensor (computed in the dispatch?)")
         subspans["mask"] = defining_op(load.operands[0])

@@ -41,7 +41,8 @@ Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, fo
    K2 read 0) loaded during the previous tile (``prefetch``: issued after the second barrier,
    in flight during the math), or, RDNA at head dim 128 (short of VGPRs), between the barriers.
    An additive mask is read from global memory after S^T's instructions (read earlier it
-   stays live across S^T: RDNA3 at head dim 128 then spills).
+   stays live across S^T: RDNA3 at head dim 128 then spills); a boolean i1 mask likewise, as
+   bytes, each turned into 0 / -inf right away (``flash_attention._Kernel.mask_value``).
 3. S^T = K Q^T: BLOCK_N / 16 row blocks x head dim / 16 K steps, K's A fragments read from LDS
    as runs along the head dim, one row block at a time (RDNA's replicated fragments are large).
 4. Online softmax in f32 on S^T's C layout, as the mma.sync kernel does it with rows and
@@ -384,9 +385,9 @@ class AmdKernel:
             vals = [None] * c.elements
             for run in runs:
                 idx = b.mask_at(batch, em.add(query_lane, run.col), em.add(key_lane, j * intr.m + run.row))
-                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], self.t), bounds)
+                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], b.mask_t), bounds)
                 for i in range(run.length):
-                    vals[run.first + i] = em.extract(v, i)
+                    vals[run.first + i] = b.mask_value(em, v, i)
             out.append(vals)
         return out
 

@@ -261,3 +261,71 @@ def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_no
            "flash-attention kernel has no config" in exe.log
     matmuls = [e for e in res.taken if not e.facts.is_attention]
     assert matmuls and all(e.facts.config.tile_m == 64 and e.facts.config.stages == 2 for e in matmuls)
+
+
+BOOL_FIXTURE = REPO / "lit_tests" / "Inputs" / "sdpa_bool_mask_f16.mlir"
+
+
+@pytest.mark.parametrize("target,elem,d", [("sm_80", "f16", 64), ("gfx942", "f16", 64), ("gfx1100", "f16", 64),
+                                           ("sm_90a", "bf16", 128), ("gfx950", "bf16", 128), ("gfx1201", "bf16", 64)])
+def test_sdpa_bool_mask_is_taken_and_checked(target, elem, d):
+    """PyTorch SDPA with a boolean attn_mask (iree-turbine 3.9 / torch 2.13): IREE's attention with
+    an i1 mask, stored one byte per element (an i8 binding truncated to i1 in the dispatch) at
+    binding 3: taken, its binding and byte offset recorded, and the kernel checked on the lane
+    executor at IREE's byte offsets against the float64 reference (bytes 0 / 1, mostly 1)."""
+    text = BOOL_FIXTURE.read_text().replace("[1,4,128,64],f16", f"[1,4,128,{d}],{elem}")
+    exe = _attention(codegen_module(text, target, require_matmul=False))
+    rec = exe.facts.problem
+    assert (rec.attention.q_type, rec.attention.k1) == (elem, d)
+    assert rec.attention.mask_type == "i1" and rec.mask is not None
+    assert "boolean i1 mask: binding 3 @ 0" in exe.log[0], exe.log[0]
+    assert "boolean i1 mask;" in exe.log[1], exe.log[1]
+    assert "xi1>" not in "".join(x for x in exe.text.splitlines() if "vector.load" in x or "binding.subspan" in x)
+    (c,) = check_executable(exe, seed=5)
+    assert c.passed, c.line()
+
+
+def test_sdpa_bool_mask_inverted_fails_the_check():
+    """The same check fails the kernel with the mask's sense inverted (True = masked): the f16
+    0 and -inf the mask's bytes select between (the only scalar f16 constants) swapped."""
+    exe = _attention(codegen_module(BOOL_FIXTURE.read_text(), "sm_80", require_matmul=False))
+    zero, neg_inf = "arith.constant 0.000000e+00 : f16", "arith.constant 0xFC00 : f16"
+    assert zero in exe.text and neg_inf in exe.text
+    text = exe.text.replace(zero, "@SWAP@").replace(neg_inf, zero).replace("@SWAP@", neg_inf)
+    (c,) = check_executable(dataclasses.replace(exe, text=text), seed=5)
+    assert not c.passed and "outside the bound" in c.detail, c.line()
+
+
+def _bool_sources(tmp_path) -> str:
+    src = tmp_path / "src.mlir"
+    subprocess.run([str(BIN / "iree-compile"), str(BOOL_FIXTURE), "--iree-hal-target-device=cuda",
+                    "--iree-cuda-target=sm_80", "--compile-to=executable-sources", "-o", str(src)], check=True)
+    return src.read_text()
+
+
+@pytest.mark.parametrize("edit,why", [
+    ("packed", "stored packed \\(8 per byte"),  # an i1 binding (--iree-experimental-packed-i1-storage's form)
+    ("computed", "not an i8 binding tensor truncated to i1"),  # an i1 made otherwise in the dispatch
+])
+def test_other_i1_mask_storage_is_refused_by_name(tmp_path, edit, why):
+    """IREE 3.13 stores i1 one byte per element (its flag for the packed form is gone); an
+    attention whose i1 mask is loaded as i1 (packed) or made from something other than an i8
+    binding is refused with the reason, not read as bytes."""
+    import re
+
+    from mmaflow.compiler.flash_attention import attention_placements
+    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+
+    text = _bool_sources(tmp_path)
+    m = re.search(r"(%\d+) = arith.trunci (%\d+) : tensor<4x128x128xi8> to tensor<4x128x128xi1>\n", text)
+    assert m, "the dispatch no longer truncates an i8 mask"
+    if edit == "packed":  # the binding and its load typed i1, no trunci
+        text = text.replace(m.group(0), "").replace("tensor<4x128x128xi8>", "tensor<4x128x128xi1>")
+        text = re.sub(rf"{m.group(1)}\b", m.group(2), text)
+    else:  # i1 from a compare of the bytes, not a trunci
+        text = text.replace(m.group(0), f"%c0_i8 = arith.constant dense<0> : tensor<4x128x128xi8>\n"
+                                        f"{m.group(1)} = arith.cmpi ne, {m.group(2)}, %c0_i8 : tensor<4x128x128xi8>\n")
+    module = parse_module(text, new_context())
+    (op,) = ops_named(module.operation, "iree_linalg_ext.attention")
+    with pytest.raises(UnsupportedError, match=why):
+        attention_placements(op)

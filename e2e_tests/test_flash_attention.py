@@ -212,8 +212,8 @@ def test_a_broken_kernel_fails_the_check():
 @pytest.mark.parametrize("attn,target,why", [
     (_attention(1, 64, 64, 96, "f16"), "sm_80", "head dims 96 -> 96"),
     (_attention(1, 64, 64, 64, "f32"), "sm_80", "must all be f16 or all bf16"),
-    (_attention(1, 64, 64, 64, "f16", mask="boolean i1 mask 1x64x64, whether causal is in its data"), "sm_80",
-     "a boolean \\(i1\\) mask is not supported"),
+    (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125,
+               "additive f32 mask 1x64x64", "f32"), "sm_80", "an additive f32 mask with f16 inputs"),
     (Attention("iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"),
      "sm_80", "dynamic sizes"),
     (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", None, "no mask"),

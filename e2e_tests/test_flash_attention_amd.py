@@ -87,6 +87,20 @@ def test_amd_masked_attention_on_the_executor(target, case):
     assert plan.mask == case[4] and plan.transposed
 
 
+@pytest.mark.parametrize("target,case,causal", [
+    ("gfx942", ((1,), 64, 100, 64, "f16", "bool", None), False),  # partial key tile
+    ("gfx942", ((2,), 40, 72, 64, "bf16", "bool-bit0", None), True),  # bit 0 of each byte; causal too
+    ("gfx1100", ((1,), 48, 100, 64, "bf16", "bool-first-tile-dead", None), False),
+    ("gfx1100", ((1,), 16, 70, 64, "f16", "bool-dead-rows", None), False),  # NaN rows, as the reference
+    ("gfx950", ((2, 2), 20, 70, 64, "f16", "bool", (1, 3, 2)), False),  # keys outer: byte loads
+    ("gfx1201", ((1,), 32, 128, 64, "bf16", "bool", None), True),
+])
+def test_amd_bool_masked_attention_on_the_executor(target, case, causal):
+    """A boolean (i1) mask, one byte per element, on the AMD kernel."""
+    plan = run_masked(*case, target=target, causal=causal)
+    assert plan.mask == "i1" and plan.transposed
+
+
 def _module(target, causal=True, d=64):
     plan = plan_flash_attention(_attention(1, 100, 100, d, "f16"), target=target, causal=causal)
     module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3),

@@ -7,7 +7,9 @@ The mask sits in Q's binding after Q (as IREE packs them), everything surrounded
 bytes; after the run only O's bytes changed and all of them were written. Sizes are small (the
 executor is a slow simulator): partial query and key tiles, f16 and bf16, head dims 64 and 128,
 a causal mask, random finite masks, a row whose first key tile is all masked (the -inf guard),
-and masks broadcast over batch dims or stored keys-outer (the per-element loads).
+and masks broadcast over batch dims or stored keys-outer (the per-element loads). Boolean (i1)
+masks likewise, one byte per element as IREE stores them (the reference adds 0 / -inf), with
+rows masked at every key (NaN in both) and the kernel's causal option on top of one.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from mmaflow.compiler.attention import Attention
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
 from mmaflow.compiler.mlir import new_context, ops_named
-from mmaflow.runtime.attention_reference import attention_bound, attention_reference
+from mmaflow.runtime.attention_reference import attention_bound, attention_reference, bool_mask_additive
 from mmaflow.runtime.executor import Kernel
 
 from conftest import attention_ptx_without_spills
@@ -51,12 +53,37 @@ def make_mask(kind, bdims, m, k2, rng):
         x = rng.uniform(-2.0, 2.0, full)
         x[..., ::2, :64] = -np.inf
         return x
+    # Boolean (i1) masks, True = takes part: the bool array itself.
+    if kind in ("bool", "bool-bit0"):  # mostly true, key 0 true in every row
+        x = rng.random(full) < 0.8
+        x[..., 0] = True
+        return x
+    if kind == "bool-dead-rows":  # mostly true; rows 3 and 5 masked at every key (NaN in both)
+        x = rng.random(full) < 0.8
+        x[..., 0] = True
+        x[..., [3, 5], :] = False
+        return x
+    if kind == "bool-first-tile-dead":  # even rows: keys 0..63 all false, the rest mostly true
+        x = rng.random(full) < 0.8
+        x[..., ::2, :64] = False
+        x[..., 64] = True
+        return x
     raise ValueError(kind)
 
 
-def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80"):
-    """Run the kernel with an additive ``kind`` mask stored in ``order`` (over (batch..., queries,
-    keys); None: that order, all batch dims); returns the plan."""
+def bool_bytes(x: np.ndarray, kind: str, rng) -> np.ndarray:
+    """An i1 mask as IREE stores it, one byte per element: 0 / 1 (numpy's bool bytes, what
+    iree.runtime passes); "bool-bit0": other bytes with the same bit 0 (IREE truncates to bit 0)."""
+    if kind != "bool-bit0":
+        return x.astype(np.uint8)
+    return (rng.integers(0, 128, x.shape) * 2 + x).astype(np.uint8)
+
+
+def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", causal=False):
+    """Run the kernel with an additive ``kind`` mask (a "bool..." kind: a boolean i1 mask, stored
+    one byte per element) stored in ``order`` (over (batch..., queries, keys); None: that order,
+    all batch dims), with the kernel's causal option if ``causal``; returns the plan."""
+    boolean = kind.startswith("bool")
     dt = _DT[elem]
     rng = np.random.default_rng(seed)
     batch = int(np.prod(bdims))
@@ -69,8 +96,10 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80"):
     # Stored: the dims in ``order``; a batch dim left out is a broadcast (take index 0 of it).
     taken = logical[tuple(slice(None) if i in order else 0 for i in range(nb + 2))]
     present = [i for i in range(nb + 2) if i in order]
-    stored = np.transpose(taken, [present.index(i) for i in order]).astype(dt)
-    seen = np.transpose(stored.astype(np.float64), [order.index(i) for i in present])  # back to logical (subset)
+    stored = np.transpose(taken, [present.index(i) for i in order])
+    stored = bool_bytes(stored, kind, rng) if boolean else stored.astype(dt)
+    additive = bool_mask_additive(stored) if boolean else stored.astype(np.float64)
+    seen = np.transpose(additive, [order.index(i) for i in present])  # back to logical (subset)
     seen = seen.reshape([logical.shape[i] if i in order else 1 for i in range(nb + 2)])
     ref_mask = np.broadcast_to(seen, logical.shape).reshape(batch, m, k2)
     o = np.zeros((batch, m, d), dt)
@@ -79,7 +108,8 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80"):
               "o": Placement(2, 256), "mask": Placement(0, -(-(q_end + 48) // 16) * 16)}
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o, "mask": np.ascontiguousarray(stored)}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
-    plan = plan_flash_attention(_attention(bdims, m, k2, d, elem, elem), target=target)
+    plan = plan_flash_attention(_attention(bdims, m, k2, d, elem, "i1" if boolean else elem), target=target,
+                                causal=causal)
     pl = layout
     if nb > 1 or order != tuple(range(nb + 2)):  # per-dim addressing: Q, K, V, O (batch..., rows, d)
         pl = {n: Placement(x.binding, x.offset, tuple(range(nb + 2)) if n != "mask" else order)
@@ -97,13 +127,15 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80"):
         assert outside.size == 0, f"binding {b}: bytes {outside[:8]} outside O changed"
     assert kernel.written[ob][oo:oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
     out = bufs[ob][oo:oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
-    ref = attention_reference(q, k, v, plan.scale, False, mask=ref_mask)
+    ref = attention_reference(q, k, v, plan.scale, causal, mask=ref_mask)
     if kind == "causal":  # the same as the kernel's causal option's reference
         assert np.array_equal(ref, attention_reference(q, k, v, plan.scale, True))
     bound = attention_bound(ref, v, elem)
-    err = np.abs(out - ref)
-    assert np.isfinite(out).all()
-    assert (err <= bound).all(), f"max error {err.max():.3g} (bound there {bound.flat[err.argmax()]:.3g})"
+    dead = np.isnan(ref)  # rows masked at every key: 0 / 0 in both
+    assert dead.any() == (kind == "bool-dead-rows")
+    assert np.array_equal(np.isnan(out), dead) and np.isfinite(out[~dead]).all()
+    err = np.where(dead, 0.0, np.abs(out - ref))
+    assert ((err <= bound) | dead).all(), f"max error {err.max():.3g} (bound there {bound.flat[err.argmax()]:.3g})"
     assert stats.lds_conflict_cycles == 0
     return plan
 
@@ -140,9 +172,67 @@ def test_masked_kernel_ops():
     assert [int(str(s.attributes["binding"]).split(":")[0]) for s in subs] == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("attn,why", [
-    (_attention((1,), 64, 64, 64, "f16", "i1"), "a boolean \\(i1\\) mask is not supported"),
-    (_attention((1,), 64, 64, 64, "f16", "bf16"), "an additive bf16 mask with f16 inputs"),
+BOOL_CASES = [  # (batch dims, M, K2, head dim, type, mask kind, mask order, causal)
+    ((1,), 64, 100, 64, "f16", "bool", None, False),  # partial key tile
+    ((2,), 40, 72, 64, "bf16", "bool-bit0", None, False),  # bytes other than 0 / 1: bit 0 counts
+    ((1,), 32, 128, 64, "bf16", "bool-first-tile-dead", None, False),
+    ((1,), 16, 70, 64, "f16", "bool-dead-rows", None, False),  # NaN rows, as the reference
+    ((1,), 48, 100, 64, "f16", "bool", None, True),  # causal option and a boolean mask
+    ((2, 2), 20, 70, 64, "bf16", "bool", (1, 3, 2), False),  # broadcast, keys outer: byte loads
+]
+
+
+def _bool_id(c):
+    return (f"{'x'.join(map(str, c[0]))}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}-{c[5]}"
+            f"{'-order' + ''.join(map(str, c[6])) if c[6] else ''}{'-causal' if c[7] else ''}")
+
+
+@pytest.mark.parametrize("case", BOOL_CASES, ids=_bool_id)
+def test_bool_masked_attention_on_the_executor(case):
+    """A boolean (i1) mask, stored one byte per element as IREE stores it: each byte read, bit 0
+    turned into 0 / -inf right after the load, the rest the additive path."""
+    *args, causal = case
+    plan = run_masked(*args, causal=causal)
+    assert plan.mask == "i1" and "boolean i1 mask" in plan.describe()
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_bool_mask_sense_inverted_fails(monkeypatch, target):
+    """A kernel that reads True as masked (the mask's sense inverted) fails the check (the AMD
+    kernel reads through the same ``_Kernel.mask_value``)."""
+    from mmaflow.compiler import flash_attention as fa
+
+    def inverted(self, em, v, i):
+        x = em.extract(v, i)
+        with em.loc, em.ip:
+            bit = fa.arith.TruncIOp(fa.ir.IntegerType.get_signless(1), x).result
+            zero = fa.arith.ConstantOp(self.t, fa.ir.FloatAttr.get(self.t, 0.0)).result
+            neg_inf = fa.arith.ConstantOp(self.t, fa.ir.FloatAttr.get(self.t, -np.inf)).result
+        return em.select(bit, neg_inf, zero)
+
+    monkeypatch.setattr(fa._Kernel, "mask_value", inverted)
+    with pytest.raises(AssertionError):
+        run_masked((1,), 16, 64, 64, "f16", "bool", target=target)
+
+
+def test_bool_masked_kernel_ops():
+    """An i1 mask is read as bytes (vector<2xi8> per C run, never vector<Nxi1>), truncated to
+    i1 and selected to 0 / -inf of the inputs' type; its subspan is i8, as IREE's."""
+    plan = plan_flash_attention(_attention((1,), 100, 100, 64, "f16", "i1"))
+    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3),
+                                   mask=Placement(4), ctx=new_context())
+    assert module.operation.verify()
+    loads = ops_named(fn, "vector.load")
+    masked = [x for x in loads if "mmaflow.load_mask" in str(x.location)]
+    assert len(masked) == 8 * 2 and all(str(x.result.type) == "vector<2xi8>" for x in masked)
+    assert not [x for x in loads if "xi1>" in str(x.result.type)]
+    assert len(ops_named(fn, "arith.trunci")) == 8 * 4
+    subs = ops_named(fn, "hal.interface.binding.subspan")
+    assert "xi8," in str(subs[4].result.type)
+
+
+@pytest.mark.parametrize("attn,why", [    (_attention((1,), 64, 64, 64, "f16", "bf16"), "an additive bf16 mask with f16 inputs"),
+    (_attention((1,), 64, 64, 64, "f16", "i8"), "an additive i8 mask with f16 inputs"),
     (_attention((1,), 64, 64, 64, "bf16", "f32"), "an additive f32 mask with bf16 inputs"),
 ])
 def test_other_masks_are_refused_by_name(attn, why):

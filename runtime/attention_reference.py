@@ -22,6 +22,10 @@ running max stays -inf and it subtracts 0 instead (exp2 gives 0, not NaN, for th
 row masked so far), so a row with any visible key is right however many tiles before it were
 all masked; only a row with none ends as l = 0, O = 0 * inf. The checks use masks in which
 every row sees a key (key 0, as causal masks do).
+
+A boolean (i1) mask is IREE's additive one of 0 where true and -inf where false (LinalgExt
+``applyMask``: ``select(mask, 0, -inf)`` added to the scores; PyTorch's boolean attn_mask, True =
+takes part): ``bool_mask_additive`` turns it into that, exactly, so the same bound holds.
 """
 
 from __future__ import annotations
@@ -44,6 +48,14 @@ def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: floa
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+
+
+def bool_mask_additive(mask: np.ndarray) -> np.ndarray:
+    """An i1 mask as IREE applies it: 0.0 where true, -inf where false (float64). Stored bytes
+    (IREE keeps an i1 one byte per element) count by bit 0, as its ``arith.trunci`` to i1 does."""
+    m = np.asarray(mask)
+    bit = m if m.dtype == np.bool_ else (m.astype(np.int64) & 1).astype(bool)
+    return np.where(bit, 0.0, -np.inf)
 
 
 def attention_bound(ref: np.ndarray, v: np.ndarray, elem: str) -> np.ndarray:

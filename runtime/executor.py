@@ -313,6 +313,8 @@ def _cast(a, dt, unsigned_src, src_bits):
     a = np.asarray(a)
     if unsigned_src:
         a = _unsigned(a, src_bits)
+    if dt == np.bool_ and a.dtype.kind in "iu":  # arith.trunci to i1 keeps bit 0 (not "nonzero")
+        return (a.astype(np.int64) & 1).astype(np.bool_)
     if dt.kind in "iu" and a.dtype.kind == "f":
         return np.trunc(a.astype(np.float64)).astype(dt)
     if dt == np.float16 or dt.kind == "V" or str(dt).startswith("float8") or str(dt) == "bfloat16":

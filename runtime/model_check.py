@@ -36,7 +36,7 @@ from mmaflow.compiler import dynamic
 from mmaflow.compiler.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
 
 from . import numerics
-from .attention_reference import attention_bound, attention_reference
+from .attention_reference import attention_bound, attention_reference, bool_mask_additive
 from .reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
 from .simulate import Memory, Region, load_dispatch, run_dispatch, sample_workgroups, tile_mask, written_elements
 
@@ -302,7 +302,7 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
                          sites: int, seed: int, sample: int = 0, progress=None) -> SiteCheck:
     """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
     byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random
-    finite values, sentinels elsewhere; the kernel's O against the float64 reference
+    finite values (an i1 mask: random bytes 0 / 1, mostly 1, key 0 always 1), sentinels elsewhere; the kernel's O against the float64 reference
     within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
     from mmaflow.compiler.flash_attention import BLOCK_M
     start = time.perf_counter()
@@ -334,13 +334,21 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
         m_r = region(rec.mask)
         order = rec.mask_order or tuple(range(nb + 2))
         sizes = list(attn.batch) + [attn.m, attn.k2]
-        logical = np.where(np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None], -np.inf, 0.0) + \
-            rng.uniform(-3.0, 1.0, [sizes[i] if i in order else 1 for i in range(nb + 2)])
+        full = [sizes[i] if i in order else 1 for i in range(nb + 2)]
+        if attn.mask_type == "i1":
+            # A boolean mask (stored one byte per element, 1 = takes part): random, mostly true,
+            # key 0 true for every row (a row with no key is NaN, which the check refuses).
+            logical = rng.random(full) < 0.8
+            logical[..., 0] = True
+        else:
+            logical = np.where(np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None], -np.inf, 0.0) + \
+                rng.uniform(-3.0, 1.0, full)
         present = [i for i in range(nb + 2) if i in order]
         squeezed = logical.reshape([sizes[i] for i in present])
         mask = np.transpose(squeezed, [present.index(i) for i in order]).astype(m_r.dtype)
         placed.append((m_r, mask.reshape(m_r.shape)))
-        seen = np.transpose(mask.astype(np.float64), [order.index(i) for i in present])
+        additive = bool_mask_additive(mask) if attn.mask_type == "i1" else mask.astype(np.float64)
+        seen = np.transpose(additive, [order.index(i) for i in present])
         ref_mask = np.broadcast_to(seen.reshape([sizes[i] if i in order else 1 for i in range(nb + 2)]),
                                    sizes).reshape(batch, attn.m, attn.k2)
     mem = Memory()

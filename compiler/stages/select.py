@@ -20,12 +20,13 @@ error, never a silent hand-over.
 
 An ``iree_linalg_ext.attention`` dispatch is taken on NVIDIA and AMD targets when the
 flash-attention kernel (mma.sync; AMD: ``flash_attention_amd.py``) supports it
-(``flash_attention.plan_flash_attention``: static, no mask or an additive mask of the inputs'
-type (PyTorch's causal SDPA), f16/bf16 throughout, head dim 64 or 128, constant scale; Q, K, V,
+(``flash_attention.plan_flash_attention``: static, no mask, an additive mask of the inputs'
+type (PyTorch's causal SDPA) or a boolean i1 mask stored one byte per element (PyTorch's boolean
+``attn_mask``), f16/bf16 throughout, head dim 64 or 128, constant scale; Q, K, V,
 O and the mask whole tensors at constant byte offsets): the function is tagged
 ``mmaflow.dispatch``, ``mmaflow.target`` and ``mmaflow.attention`` (``attention.AttentionDispatch``,
 the mask's binding, offset and order with Q's, K's, V's and O's). Any other attention dispatch is
-left to IREE with its description and the reason (a boolean mask, head dim 32, ...).
+left to IREE with its description and the reason (an f32 mask with f16 inputs, head dim 32, ...).
 """
 
 from __future__ import annotations
