@@ -334,7 +334,8 @@ def test_executor_reproduces_the_h200_probe_image():
 
 
 def test_executor_refuses_a_map_copied_by_plain_stores():
-    """The probe's `zero` variant copies the map's bytes with st.global: the executor keeps maps as
-    records (the 128-byte encoding is opaque), so it refuses the copy it cannot follow, loudly."""
-    with pytest.raises(ExecutorError, match="no tensor map at global address"):
+    """The probe's `zero` variant copies the map's bytes with st.global and publishes them with
+    fence.proxy.tensormap::generic.release: the executor keeps maps as records (the 128-byte encoding
+    is opaque) and follows only cp_fenceproxy's copy, so it refuses that release, loudly."""
+    with pytest.raises(ExecutorError, match="does not support nvvm.fence.proxy.release"):
         _probe("zero")
