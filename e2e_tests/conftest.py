@@ -94,3 +94,20 @@ def fake_cuda_torch(**fields):
     cuda = types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None,
                                  Event=Event)
     return types.SimpleNamespace(__version__="fake", cuda=cuda, **fields)
+
+
+def sm90a_ptxas(tmp_path, ptx: str) -> str:
+    """``ptxas -arch=sm_90a -v`` on ``ptx``: it assembles and spills nothing. Returns its output
+    (for the caller's own checks: serialized wgmma, injected waits, registers)."""
+    import subprocess
+
+    from mmaflow.compiler.report import ptxas_path
+    exe = ptxas_path()
+    assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    (tmp_path / "k.ptx").write_text(ptx)
+    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+                       capture_output=True, text=True)
+    out = r.stdout + r.stderr
+    assert r.returncode == 0, out
+    assert "0 bytes spill stores" in out, out
+    return out

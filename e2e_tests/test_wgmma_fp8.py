@@ -24,11 +24,10 @@ slots in two allocations, one per element type.
 from __future__ import annotations
 
 import re
-import subprocess
 
 import pytest
 
-from conftest import handed_back, simulate
+from conftest import handed_back, simulate, sm90a_ptxas
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -145,8 +144,8 @@ def test_fp8_mixed_pairs(a, b, stages):
     rounded up to 1024 bytes; partial M, N, K tiles."""
     src = matmul_module(200, 136, 272, a, transpose_b=True, b_type=b)
     text = handed_back(src, "sm_90a", (("stages", stages),))
-    assert text.count("memref.alloc()") == 2 and f"xf8E4M3FN, #gpu.address_space<workgroup>>" in text \
-        and f"xf8E5M2, #gpu.address_space<workgroup>>" in text
+    assert text.count("memref.alloc()") == 2 and "xf8E4M3FN, #gpu.address_space<workgroup>>" in text \
+        and "xf8E5M2, #gpu.address_space<workgroup>>" in text
     for exact in (True, False):
         r = check_matmul(parse_module(text, new_context()), exact=exact, seed=4)
         assert r.check.passed, r.check.line()
@@ -298,17 +297,12 @@ def test_fp8_pair_tiles_slot_reused_early_fails(monkeypatch):
 def test_fp8_pair_tiles_ptxas(tmp_path, monkeypatch):
     """ptxas (sm_90a): no spills, no serialized wgmma (C7514: what wait_group 1 in both tiles of
     the pair gives), no injected wait (C7517); 250 registers with ptxas 12.9."""
-    from mmaflow.compiler.report import ptxas_path
     from mmaflow.compiler.wgmma_plan import WgmmaPlan
     monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
     res = compile_module(matmul_module(2048, 2048, 2048, E4M3, transpose_b=True), "sm_90a")
     (ptx,) = res.isa_text.values()
     assert "wgmma.wait_group.sync.aligned \t1;" in ptx or "wgmma.wait_group.sync.aligned 1;" in ptx
-    (tmp_path / "k.ptx").write_text(ptx)
-    r = subprocess.run([ptxas_path(), "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0 and "0 bytes spill stores" in out, out
+    out = sm90a_ptxas(tmp_path, ptx)
     assert "C7514" not in out and "C7517" not in out, out
 
 
@@ -377,7 +371,6 @@ def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
     first wgmma of a tile with scale-d 0 (the predicate p = 0 != 0), the f32 adds after
     wait_group 0, no local memory; ptxas (sm_90a) without spills or serialized wgmma (a read of a
     running wgmma's registers would make ptxas inject a wait, C7517, and serialize, C7514)."""
-    from mmaflow.compiler.report import ptxas_path
     res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b), "sm_90a")  # verify=True
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
@@ -387,14 +380,7 @@ def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
     assert "wgmma.wait_group.sync.aligned \t1;" not in ptx and "wgmma.wait_group.sync.aligned 1;" not in ptx
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
     assert "ld.local" not in ptx and "st.local" not in ptx
-    exe = ptxas_path()
-    assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
-    (tmp_path / "k.ptx").write_text(ptx)
-    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
-    assert "0 bytes spill stores" in out, out
+    out = sm90a_ptxas(tmp_path, ptx)
     assert "serialized" not in out.lower() and "C7517" not in out, out
     regs = int(re.search(r"Used (\d+) registers", out).group(1))
     assert regs <= 200, out  # 186 (e4m3, e5m2) / 184 (mixed) with ptxas 12.9

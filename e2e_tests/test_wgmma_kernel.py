@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from conftest import handed_back, simulate
+from conftest import handed_back, simulate, sm90a_ptxas
 from mmaflow.compiler.bridge import compile_module
 from mmaflow.compiler.config import resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -323,20 +323,10 @@ def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, n, stages):
     """ptxas (sm_90a) on the ring's PTX: no spills, and no "wgmma.mma_async instructions are
     serialized" warning (ptxas serializes wgmma when registers of an in-flight accumulator are
     touched, which would undo wait_group 1)."""
-    import subprocess
-    from mmaflow.compiler.report import ptxas_path
-    exe = ptxas_path()
-    assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
                          options=CodegenOptions(overrides={"intrinsic": _wg(n), "stages": stages}))
     (ptx,) = res.isa_text.values()
-    src = tmp_path / "k.ptx"
-    src.write_text(ptx)
-    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
-    assert "0 bytes spill stores" in out, out
+    out = sm90a_ptxas(tmp_path, ptx)
     assert "serialized" not in out.lower(), out
 
 
@@ -504,21 +494,13 @@ def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
     """The default (4-slot ring, N 256; a dynamic problem's tiles overhang: TMA copies,
     wgmma_plan.default_copy) on a dynamic problem: verified PTX (check_isa), bulk tensor copies
     and no per-thread cp.async, no local memory, and ptxas without spills or serialized wgmma."""
-    import subprocess
-    from mmaflow.compiler.report import ptxas_path
     from mmaflow.runtime.modules import dynamic_module
     res = compile_module(dynamic_module(divisors=divisors), "sm_90a")  # the heuristic's choice; verify=True
     (ptx,) = res.isa_text.values()
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
     assert "cp.async.bulk.tensor" in ptx and "cp.async.cg" not in ptx and "cp.async.ca" not in ptx
     assert "ld.local" not in ptx and "st.local" not in ptx
-    src = tmp_path / "k.ptx"
-    src.write_text(ptx)
-    r = subprocess.run([ptxas_path(), "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
-    out = r.stdout + r.stderr
-    assert r.returncode == 0, out
-    assert "0 bytes spill stores" in out, out
+    out = sm90a_ptxas(tmp_path, ptx)
     assert "serialized" not in out.lower(), out
 
 
