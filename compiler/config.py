@@ -19,7 +19,8 @@ A config fixes everything the Script and Distribute stages need:
     copy               the warpgroup-MMA kernel's shared-memory copies: unset (cp.async, 16 bytes a
                        thread) or "tma" (cp.async.bulk.tensor from device-built tensor maps,
                        ``compiler/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
-                       box per 64-column atom); other kernels refuse it
+                       box per 64-column atom); f16/bf16 and fp8 of one type (A and B K-major:
+                       one box per operand and K tile); other kernels refuse it
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.

@@ -18,7 +18,8 @@ The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
   5), built by thread 0 at kernel start from 128 zero bytes in shared memory with
   ``tensormap.replace``: the operand's aligned pointer plus its memref offset (IREE's binding byte
   offset: ``memref.extract_strided_metadata``, so the map addresses the bytes the memref does), its
-  true sizes (innermost first) and byte strides, f16/bf16, no interleave, the 128B swizzle, zero
+  true sizes (innermost first) and byte strides, f16/bf16 (fp8: u8, the copy moves bytes), no
+  interleave, the 128B swizzle, zero
   fill (out-of-bounds box elements read 0: partial M, N and K tiles need no masks).
   Warp 0 copies both maps to global memory with ``tensormap.cp_fenceproxy ... release.gpu``
   (inline PTX: IREE 3.13 has no NVVM op for it); after a barrier each issuing thread runs
@@ -69,7 +70,8 @@ RESERVED_PER_BLOCK = 1024
 ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
 WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
 WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (each suspends at most WAIT_TICKS_NS)
-ELEMTYPES = {"f16": "f16", "bf16": "bf16"}  # #nvvm.tensormap_elemtype<...>
+# #nvvm.tensormap_elemtype<...>: fp8 travels as bytes (the copy moves bits; no fp8 elemtype exists)
+ELEMTYPES = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "u8", "f8E5M2": "u8"}
 TMA_TARGET_PTX = 83  # tensormap.replace, fence.proxy.tensormap: PTX ISA 8.3
 
 
@@ -170,7 +172,16 @@ def validate_tma(cfg, target: Target, problem, intr) -> None:
     if cfg.stages < 2:
         raise ConfigError(f"{intr.name}: copy=tma feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
     if intr.a_type not in ELEMTYPES:
-        raise UnsupportedError(f"{intr.name}: TMA copies are implemented for f16/bf16 operands, not {intr.a_type}")
+        raise UnsupportedError(f"{intr.name}: TMA copies are implemented for f16/bf16/fp8 operands, not {intr.a_type}")
+    if intr.b_type != intr.a_type:
+        raise UnsupportedError(f"{intr.name}: TMA copies take A and B of one element type ({intr.a_type} x "
+                               f"{intr.b_type}: the kernel keeps their slots in two allocations, which the TMA ring "
+                               f"does not address); the cp.async ring serves this pair")
+    from .wgmma import FP8
+    from .wgmma_plan import WgmmaPlan
+    if intr.a_type in FP8 and WgmmaPlan.fp8_pair_tiles:
+        raise UnsupportedError(f"{intr.name}: fp8 pair tiles (WgmmaPlan.fp8_pair_tiles) are a cp.async-ring variant; "
+                               f"the TMA ring promotes each K tile after wait_group 0")
     bytes_ = TYPE_BITS[intr.a_type] // 8
     for name, at in (("A", problem.a), ("B", problem.b)):
         if at.offset is not None and at.offset % ADDRESS_ALIGN:
@@ -455,7 +466,7 @@ class TmaRing:
         of tile t+A expects."""
         from .emit import Emitter
         rw, plan = self.rw, self.plan
-        assert plan.allocations == 1 and len(shared) == 1  # (f16/bf16: one element type, validate_tma)
+        assert plan.allocations == 1 and len(shared) == 1  # (one element type: validate_tma)
         (smem, pad_elems), = shared
         S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
         old = rw.m.loop
@@ -497,12 +508,15 @@ class TmaRing:
             t = loop.induction_variable
             self.wait(em, state, t)
             attrs.mark(em.barrier(), attrs.RING)
-            out = rw._wgmmas(em, desc, loop.inner_iter_args[0], struct_t, em.rem(t, S))
+            acc_in = loop.inner_iter_args[0]
+            out = rw._wgmmas(em, desc, rw.fresh if rw.promote else acc_in, struct_t, em.rem(t, S), fresh=rw.promote)
             rw._op(em, "nvvm.wgmma.commit.group.sync.aligned")
             if copies:
                 nxt = em.add(t, A)
                 self.issue(em, tid, state, base, origins(em, nxt), em.rem(nxt, S))
             rw._wgmma_wait(em, L)
+            if rw.promote:  # fp8 (L = 0): this tile's partial into the f32 accumulator
+                out = rw._promote_partial(em, acc_in, out)
             with em.loc, em.ip:
                 scf.YieldOp([out])
             acc, last = loop.results[0], loop

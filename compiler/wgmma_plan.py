@@ -265,7 +265,7 @@ def allocations(intr: WarpgroupIntrinsic) -> int:
 
 def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
     """The shared memory allocated: ``stages`` slots plus, per allocation, the slack for the
-    run-time 1024-byte alignment; with TMA copies (one allocation: f16/bf16) also the two tensor
+    run-time 1024-byte alignment; with TMA copies (one allocation: A and B of one type) also the two tensor
     maps and one mbarrier per slot, and at least ``tma.ONE_BLOCK_PER_SM`` bytes (one block per
     SM: the per-SM map slots)."""
     ring = allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)

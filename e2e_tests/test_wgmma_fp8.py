@@ -574,3 +574,79 @@ def test_bench_fp8_check_names_the_bound_it_passes():
     assert r["verdict"] == "PASS (fp8 accumulation bound)" and "f32 bound: FAIL" in r["detail"], r
     assert _reference_check(a, b, near, None)["verdict"] == "FAIL"
     assert _reference_check(a, b, ref + 0.1 * bound, None, fp8=True)["verdict"] == "FAIL"
+
+
+# ---- fp8 through the TMA ring (--config copy=tma: one box per operand per K tile) ---------------------
+
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+@pytest.mark.parametrize("m,n,k,tile_m,stages", [(256, 256, 640, 128, 4), (200, 136, 528, 128, 3),
+                                                 (64, 128, 384, 64, 2)])
+def test_fp8_tma_ring_matches_the_modelled_arithmetic(t, m, n, k, tile_m, stages):
+    # partial M, N and K tiles (200 x 136 x 528: K ends 16 elements into its last tile) are zero-filled
+    # by the copy engine; the result is the promoted kernel's arithmetic bit for bit
+    r = _sim(matmul_module(m, n, k, t, transpose_b=True),
+             {"intrinsic": _wg(128, t), "tile_m": tile_m, "stages": stages, "copy": "tma"})
+    assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
+    assert not r.stats.races
+
+
+def test_fp8_tma_ring_lowers_and_ptxas_keeps_it(tmp_path):
+    res = compile_module(matmul_module(256, 256, 1024, E4M3, transpose_b=True), "sm_90a",
+                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "copy": "tma"}))
+    (ptx,) = res.isa_text.values()
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
+    assert "tensormap.replace.tile.elemtype.shared::cta.b1024.b32" in ptx
+    assert not re.search(r"^\s*cp\.async\.(ca|cg)\.", ptx, re.M)  # no per-thread copies
+    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in ptx
+    sm90a_ptxas(tmp_path, ptx)
+
+
+def test_fp8_tma_ring_refuses_mixed_pairs():
+    with pytest.raises(MmaflowError, match="TMA copies take A and B of one element type"):
+        codegen_module(matmul_module(128, 128, 256, E4M3, transpose_b=True, b_type=E5M2), "sm_90a",
+                       options=CodegenOptions(overrides={"intrinsic": f"WGMMA_F32_64x128x32_{E4M3.upper()}_"
+                                                                   f"{E5M2.upper()}", "copy": "tma"}))
+
+
+# ---- checking an fp8 result: whole modules on the executor, and a GPU's result --------------------------
+
+def _fp8_executable(promote: bool = True):
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    old = WgmmaRewriter._fp8_promotion
+    WgmmaRewriter._fp8_promotion = promote
+    try:
+        (exe,) = codegen_module(matmul_module(128, 256, 512, E4M3, transpose_b=True), "sm_90a").taken
+        return exe
+    finally:
+        WgmmaRewriter._fp8_promotion = old
+
+
+def test_whole_module_check_compares_fp8_with_the_modelled_arithmetic():
+    """`mmaflow run --device sim` (model_check): at K = 512 the promoted kernel is outside the f32
+    bound (test_fp8_small_k_is_checked_against_the_modelled_arithmetic), so an fp8 contraction the
+    wgmma kernel computes is compared with the modelled arithmetic, exactly, at IREE's offsets; the
+    kernel without promotion fails that comparison."""
+    from mmaflow.runtime.model_check import check_executable
+    (site,) = check_executable(_fp8_executable(), seed=3)
+    assert site.passed and site.max_abs_err == 0, site.line()
+    assert "modelled fp8 tensor-core arithmetic" in site.detail
+    (bad,) = check_executable(_fp8_executable(promote=False), seed=3)
+    assert not bad.passed and "outside the bound" in bad.detail, bad.line()
+
+
+def test_fp8_tensor_core_bound_holds_the_modelled_kernel():
+    """The bound a GPU's fp8 result is checked against (`mmaflow run --device cuda`): the f32
+    bound plus the tensor cores' cut addends (``numerics.fp8_tensor_core_bound``). The modelled
+    promoted kernel lies inside it; a result missing one K tile's contribution does not."""
+    import numpy as np
+    from mmaflow.runtime import numerics as nm
+    rng = np.random.default_rng(5)
+    for m, n, k in ((64, 64, 512), (32, 48, 1000)):
+        a, b = nm.random_matrix(rng, (m, k), E4M3), nm.random_matrix(rng, (k, n), E4M3)
+        ref, tol = nm.matmul_reference(a, b, "f32", fp8_k_tile=128)
+        _, tol32 = nm.matmul_reference(a, b, "f32")
+        assert (tol > tol32).all()
+        got = nm.fp8_tensor_core_reference(a, b, 128).astype(np.float64)
+        assert nm.compare(got, ref, tol, out_type="f32").passed
+        short = nm.fp8_tensor_core_reference(a[:, :k - 128], b[:k - 128], 128).astype(np.float64)
+        assert not nm.compare(short, ref, tol, out_type="f32").passed

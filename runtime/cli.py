@@ -21,6 +21,7 @@ import numpy as np
 from mmaflow.compiler.errors import InputError
 from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
+from mmaflow.runtime.simulate import fp8_tensor_core
 
 
 def _parse_dims(text: str | None, prob) -> dict:
@@ -73,9 +74,18 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
     out, stats = run_module(art, [a] if prob.same_ab else [a, b], device=device)
     a_log = np.swapaxes(a, -1, -2) if prob.a_transposed else a
     b_log = np.swapaxes(a if prob.same_ab else b, -1, -2) if prob.b_transposed else (a if prob.same_ab else b)
-    ref, tol = numerics.matmul_reference(a_log, b_log, prob.c_type, unsigned_a=prob.unsigned_a,
-                                         unsigned_b=prob.unsigned_b)
+    cfg = art.executables[0].facts.config
+    fp8 = device != "local-task" and fp8_tensor_core(cfg, prob)
+    if fp8 and device == "sim":  # the executor computes the modelled fp8 arithmetic: bit for bit
+        ref = numerics.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k).astype(np.float64)
+        tol = np.zeros_like(ref)
+    else:
+        ref, tol = numerics.matmul_reference(a_log, b_log, prob.c_type, unsigned_a=prob.unsigned_a,
+                                             unsigned_b=prob.unsigned_b, fp8_k_tile=cfg.tile_k if fp8 else 0)
     check = numerics.compare(np.asarray(out).reshape(ref.shape), ref, tol, out_type=prob.c_type)
+    if fp8:
+        check.detail += (" (against the modelled fp8 tensor-core arithmetic, per-K-tile promotion)" if device == "sim"
+                         else " (the bound holds Hopper's fp8 tensor-core accumulation, numerics.fp8_tensor_core_bound)")
     report = {"target": args.target, "device": device, "problem": prob.to_dict(), "check": check.__dict__,
               "counters": stats.to_dict() if stats is not None else None}
     if args.json:

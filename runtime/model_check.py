@@ -38,7 +38,8 @@ from mmaflow.compiler.mlir import int_assumptions, new_context, ops_named, parse
 from . import numerics
 from .attention_reference import attention_bound, attention_reference, bool_mask_additive
 from .reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
-from .simulate import Memory, Region, load_dispatch, run_dispatch, sample_workgroups, tile_mask, written_elements
+from .simulate import (Memory, Region, fp8_tensor_core, load_dispatch, run_dispatch, sample_workgroups, tile_mask,
+                       written_elements)
 
 # Executor throughput on this kind of machine (multiply-adds per second, measured on 2 cores with
 # the f16 1024^3 kernel: 18 s), for the up-front estimate of a full run.
@@ -156,8 +157,9 @@ class FrontDispatch:
                 side.append((sub.results[0], region))
         return out
 
-    def evaluate(self, buffers: dict, constants: list[int], lay: Layout) -> dict:
-        """The outputs (Region -> Val) of the dispatch on ``buffers``."""
+    def evaluate(self, buffers: dict, constants: list[int], lay: Layout, *, fp8_k_tile: int = 0) -> dict:
+        """The outputs (Region -> Val) of the dispatch on ``buffers`` (``fp8_k_tile``: an fp8
+        contraction as the fp8 wgmma kernel computes it, ``reference.linalg_op``)."""
         env = self._scalars(constants)
         regions = dict(lay.inputs + lay.outputs)  # subspan value -> its tensor's region
         outputs = {}
@@ -186,7 +188,7 @@ class FrontDispatch:
             elif name.startswith("linalg."):
                 n_in = len(op.operands) - len(op.results)
                 ins = [env[v] for v in list(op.operands)[:n_in]]
-                env[op.results[0]] = linalg_op(op, ins, env[list(op.operands)[n_in]])
+                env[op.results[0]] = linalg_op(op, ins, env[list(op.operands)[n_in]], fp8_k_tile=fp8_k_tile)
             elif name == "iree_tensor_ext.dispatch.tensor.store":
                 outputs[regions[op.operands[1]]] = env[op.operands[0]]
             elif name.startswith(("arith.", "math.")):
@@ -251,14 +253,16 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
         mem.place(region)
     buffers = mem.buffers()
     before = {b: buf.copy() for b, buf in buffers.items()}
-    reference = front.evaluate({b: buf.copy() for b, buf in buffers.items()}, constants, lay)
+    cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
+    fp8 = fp8_tensor_core(cfg, exe.facts.problem)
+    reference = front.evaluate({b: buf.copy() for b, buf in buffers.items()}, constants, lay,
+                               fp8_k_tile=cfg.tile_k if fp8 else 0)
     d = load_dispatch(handed)
     workload = [w for w in lay.workload]
     grid = d.grid(workload)
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     stats, written = run_dispatch(d, buffers, constants=constants, workload=workload, workgroups=chosen,
                                   progress=progress)
-    cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
     for region in {r: None for _, r in lay.outputs}:
         got = Memory.read(buffers, region)
@@ -279,6 +283,8 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
     problems += [f"race: {race}" for race in stats.races]
     detail = "; ".join(problems) if problems else \
         f"outputs {', '.join(r.name for _, r in lay.outputs)}; inputs and sentinel bytes unchanged"
+    if fp8:
+        detail += " (against the modelled fp8 tensor-core arithmetic, per-K-tile promotion)"
     total = int(np.prod(grid))
     stats.seconds = time.perf_counter() - start
     return SiteCheck(exe.name, site, sites, not problems, detail, worst_abs, worst_ratio,

@@ -63,8 +63,11 @@ def as_exact(a: np.ndarray, *, unsigned: bool = False) -> np.ndarray:
 
 
 def matmul_reference(a: np.ndarray, b: np.ndarray, out_type: str, *, acc_type: str | None = None,
-                     unsigned_a: bool = False, unsigned_b: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(reference, per-element tolerance) for C = A @ B (batched over leading axes)."""
+                     unsigned_a: bool = False, unsigned_b: bool = False,
+                     fp8_k_tile: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(reference, per-element tolerance) for C = A @ B (batched over leading axes);
+    ``fp8_k_tile``: the result of Hopper's fp8 wgmma kernel promoting every K tile of that many
+    k, whose tolerance also holds the tensor cores' fp8 accumulation (``fp8_tensor_core_bound``)."""
     a64, b64 = as_exact(a, unsigned=unsigned_a), as_exact(b, unsigned=unsigned_b)
     ref = a64 @ b64
     if out_type == "i32":
@@ -76,6 +79,8 @@ def matmul_reference(a: np.ndarray, b: np.ndarray, out_type: str, *, acc_type: s
     tol = k * UNIT_ROUNDOFF[acc_type] * bound
     if out_type != acc_type:
         tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref)
+    if fp8_k_tile:
+        tol = tol + fp8_tensor_core_bound(a, b, fp8_k_tile)
     # The stored result itself is rounded once to the output type.
     tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref) + np.finfo(np.float32).tiny
     return ref, tol
@@ -213,3 +218,40 @@ EPILOGUE_REFERENCES = {
         lambda acc, b: 0.5 * (acc + b[..., None, :]) * (1 + _erf((acc + b[..., None, :]) * 0.7071067812)), 1.13, 10),
     "dequant_n": EpilogueReference(lambda acc, s: acc * s[..., None, :], 1.0, 2),
 }
+
+
+def fp8_tensor_core_bound(a: np.ndarray, b: np.ndarray, k_tile: int) -> np.ndarray:
+    """How far Hopper's fp8 wgmma kernel (per-K-tile promotion, ``fp8_tensor_core_reference``)
+    may be from the exact product, per element, beside the f32 bound: in each m64nNk32
+    instruction the FP8_CHUNK + 1 addends are cut toward zero to multiples of q = 2^(E - bits), E
+    the exponent of the largest of them (measured, ``runtime/isa/wgmma.py``), so they lose less
+    than (FP8_CHUNK + 1) q; E is taken from the modelled partial sums, and q doubled for a
+    hardware partial that crosses a power of two the model's does not; plus one f32 rounding of
+    each partial and of each promotion. For a result on a GPU, whose bits the model predicts on
+    only some outputs (docs/BENCHMARKS.md run 12); the lane executor's are compared with the
+    model itself."""
+    from .isa import FP8_ACCUMULATOR_BITS, FP8_CHUNK
+    from .isa.wgmma import fp8_accumulate
+    a64, b64 = as_exact(a), as_exact(b)
+    k = a64.shape[-1]
+    pad = -k % k_tile
+    a64 = np.concatenate([a64, np.zeros(a64.shape[:-1] + (pad,))], axis=-1)
+    b64 = np.concatenate([b64, np.zeros(b64.shape[:-2] + (pad, b64.shape[-1]))], axis=-2)
+    shape = np.broadcast_shapes(a64.shape[:-2], b64.shape[:-2]) + (a64.shape[-2], b64.shape[-1])
+    acc = np.zeros(shape, np.float64)
+    part = np.zeros(shape, np.float64)
+    tol = np.zeros(shape, np.float64)
+    u32 = UNIT_ROUNDOFF["f32"]
+    for k0 in range(0, k + pad, FP8_CHUNK):
+        ks = slice(k0, k0 + FP8_CHUNK)
+        prods = a64[..., :, None, ks] * np.swapaxes(b64[..., ks, :], -1, -2)[..., None, :, :]
+        top = np.maximum(np.abs(part), np.abs(prods).max(axis=-1))
+        _, e = np.frexp(top)
+        tol += (FP8_CHUNK + 1) * np.ldexp(2.0, e - FP8_ACCUMULATOR_BITS)
+        part = fp8_accumulate(part, prods).astype(np.float32).astype(np.float64)
+        tol += u32 * np.abs(part)
+        if (k0 + FP8_CHUNK) % k_tile == 0:
+            acc = (acc + part).astype(np.float32).astype(np.float64)
+            tol += u32 * np.abs(acc)
+            part = np.zeros(shape, np.float64)
+    return tol

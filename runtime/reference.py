@@ -41,6 +41,9 @@ _NP = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtype
        "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64}
 
 
+FP8_TYPES = ("f8E4M3FN", "f8E5M2")  # Hopper's (OCP) fp8: what its fp8 wgmma multiplies
+
+
 class InterpretError(MmaflowError):
     """The reference cannot evaluate the dispatch (an op it does not know)."""
 
@@ -229,9 +232,11 @@ def _loop_sizes(maps: list[list[int]], shapes: list[tuple]) -> dict[int, int]:
     return sizes
 
 
-def linalg_op(op: ir.Operation, ins: list[Val], init: Val) -> Val:
+def linalg_op(op: ir.Operation, ins: list[Val], init: Val, *, fp8_k_tile: int = 0) -> Val:
     """A linalg op with indexing maps and a scalar body: elementwise when every loop is
-    parallel, else a multiply-accumulate contraction."""
+    parallel, else a multiply-accumulate contraction (``fp8_k_tile``: one of 8-bit float inputs
+    is computed as Hopper's fp8 wgmma kernel computes it, promoting every K tile of that many k:
+    ``numerics.fp8_tensor_core_reference``, exact -- what the lane executor's model gives)."""
     if "indexing_maps" not in op.attributes:
         raise InterpretError(f"the reference interpreter does not evaluate {op.name}")
     maps = _maps(op)
@@ -244,7 +249,7 @@ def linalg_op(op: ir.Operation, ins: list[Val], init: Val) -> Val:
     args = list(block.arguments)
     t = str(ir.ShapedType(op.results[0].type).element_type)
     if reductions:
-        return _contraction(op, ins, init, maps, body, args, t)
+        return _contraction(op, ins, init, maps, body, args, t, fp8_k_tile)
     env = {}
     for arg, x, dims in zip(args, ins + [init], maps):
         env[arg] = Val(_iteration_view(x.v, dims, n_loops), _iteration_view(x.r, dims, n_loops), x.t)
@@ -270,7 +275,7 @@ def linalg_op(op: ir.Operation, ins: list[Val], init: Val) -> Val:
     raise InterpretError(f"{op.name} has no linalg.yield")
 
 
-def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str) -> Val:
+def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_tile: int = 0) -> Val:
     """out = init + sum over the reduction loops of cast(a) * cast(b)."""
     if len(ins) != 2:
         raise InterpretError(f"{op.name}: a contraction of {len(ins)} inputs is not modelled")
@@ -293,10 +298,33 @@ def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str) -> Val
         k = int(np.prod([s for s, d in zip(a.v.shape, maps[0]) if d not in maps[2]])) or 1
         value = init.v + total
         radius = init.r + k * UNIT_ROUNDOFF[t] * (bound + np.abs(init.v)) + UNIT_ROUNDOFF[t] * np.abs(value)
+        if fp8_k_tile and a.t in FP8_TYPES and b.t in FP8_TYPES:
+            return _fp8_tensor_core(op, av, bv, init, spec, fp8_k_tile, t)
         return Val(round_to(value, t), radius, t)
     av = a.v.astype(np.int64) & 0xFF if unsigned[0] else a.v.astype(np.int64)
     bv = b.v.astype(np.int64) & 0xFF if unsigned[1] else b.v.astype(np.int64)
     return Val.exact(round_to(init.v.astype(np.int64) + np.einsum(spec, av, bv), t), t)
+
+
+def _fp8_tensor_core(op, av: np.ndarray, bv: np.ndarray, init: Val, spec: str, k_tile: int, t: str) -> Val:
+    """The contraction ``spec`` (one reduction, M, N, at most one batch loop) of fp8 values as the
+    fp8 wgmma kernel computes it (``numerics.fp8_tensor_core_reference``), onto a zero init: exact."""
+    ins, out = spec.split("->")
+    la, lb = ins.split(",")
+    red = [c for c in la if c in lb and c not in out]
+    batch = [c for c in out if c in la and c in lb]
+    m = [c for c in la if c in out and c not in lb]
+    n = [c for c in lb if c in out and c not in la]
+    if len(red) != 1 or len(m) != 1 or len(n) != 1 or len(batch) > 1 or t != "f32" or np.any(init.v) \
+            or np.any(init.r):
+        raise InterpretError(f"{op.name}: the fp8 tensor-core arithmetic is modelled for C = A @ B (one K, M, N, "
+                             f"at most one batch) into a zero f32 init, not {spec} -> {t}")
+    from .numerics import fp8_tensor_core_reference
+    bt = "".join(batch)
+    a_log = np.einsum(f"{la}->{bt}{m[0]}{red[0]}", av)
+    b_log = np.einsum(f"{lb}->{bt}{red[0]}{n[0]}", bv)
+    c = fp8_tensor_core_reference(a_log, b_log, k_tile).astype(np.float64)
+    return Val.exact(np.ascontiguousarray(np.einsum(f"{bt}{m[0]}{n[0]}->{out}", c)), t)
 
 
 def compare(out: np.ndarray, ref: Val, mask: np.ndarray | None = None) -> dict:
