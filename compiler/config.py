@@ -16,6 +16,9 @@ A config fixes everything the Script and Distribute stages need:
     raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
                        G > 1 = groups of G tile rows walked column by column, so the workgroups
                        running together share A and B tiles in L2
+    persistent         the warpgroup-MMA kernel: W output tiles per workgroup, computed in turn
+                       by a grid of tiles / W workgroups, the next tile's first K tiles copied
+                       while this one's epilogue runs (unset: one tile per workgroup)
     copy               the warpgroup-MMA kernel's shared-memory copies: unset (cp.async, 16 bytes a
                        thread) or "tma" (cp.async.bulk.tensor from device-built tensor maps,
                        ``compiler/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
@@ -51,6 +54,7 @@ class KernelConfig:
     stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
     copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (tma.py)
+    persistent: int | None = None  # the wgmma kernel: output tiles per workgroup, in turn (None: one each)
 
     @property
     def wave_tile_m(self) -> int:
@@ -92,11 +96,12 @@ class KernelConfig:
                 f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
                 + (f", {self.stages}-stage LDS ring" if self.stages > 1 else "")
                 + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 else "")
-                + (f", {self.copy} copies" if self.copy else ""))
+                + (f", {self.copy} copies" if self.copy else "")
+                + (f", persistent: {self.persistent} tiles per workgroup" if self.persistent else ""))
 
 
 COPY_KINDS = ("cp.async", "tma", "tma-wide")  # --config copy=...: "cp.async" is the default (stored as None)
-_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster"}
+_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster", "persistent"}
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -277,6 +282,9 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     if not 1 <= cfg.stages <= 4:
         raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}")
+    if cfg.persistent is not None:
+        raise ConfigError(f"persistent={cfg.persistent}: the persistent grid is the warpgroup-MMA kernel's only (sm_90a, "
+                          f"--config intrinsic=WGMMA_...)")
     if cfg.copy is not None:
         raise ConfigError(f"copy={cfg.copy}: TMA copies feed the warpgroup-MMA kernel only (sm_90a, "
                           f"--config intrinsic=WGMMA_...); {cfg.intrinsic} is filled by cp.async or loads")
@@ -580,8 +588,9 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                    f"{' x '.join(types[:2])} -> {types[2]}")
         return None
     names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
-    copy = {k: v for k, v in overrides.items() if k == "copy"}  # copy=tma alone asks for the heuristic's wgmma
-    overrides = {k: v for k, v in overrides.items() if k != "copy"}
+    # copy=tma or persistent=W alone ask for the heuristic's wgmma kernel
+    copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent")}
+    overrides = {k: v for k, v in overrides.items() if k not in copy}
     if overrides:
         why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
                    f"(--config intrinsic={names[0]} asks for the warpgroup kernel)")
@@ -608,7 +617,37 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
-    return _warpgroup_raster(target, problem, cfg, why), target.intrinsic(name)
+    cfg = _warpgroup_raster(target, problem, cfg, why)
+    return (cfg if "persistent" in copy else _warpgroup_persistent(target, problem, cfg, why)), target.intrinsic(name)
+
+
+# The persistent grid (wgmma_plan.persistent_refusal, distribute_wgmma._persist): from two waves of
+# tiles, W = ceil(tiles / SMs) tiles per workgroup where W divides the tile count (the makespan of
+# W tiles is the plain grid's too). H200, kernel-only TFLOP/s, one call (BENCHMARKS.md run 13,
+# call 6): f16 4096^3 676.9 -> 687.7, 8192^3 720.1 -> 729.3, bias+gelu -> f16 0.2118 -> 0.2092 ms;
+# e4m3 4096^3 922.0 -> 960.0, 8192^3 1064.5 -> 1075.2.
+PERSISTENT_MIN_WAVES = 2
+
+
+def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
+    """The persistent grid where it serves (static whole tiles, the cp.async ring, two waves or
+    more, a tile count that W divides); else the plain grid, the reason in ``why`` when the
+    problem has the waves for it."""
+    from .wgmma_plan import output_tiles, persistent_refusal
+    if problem.is_dynamic or problem.m is None or problem.n is None:
+        return cfg
+    tiles = output_tiles(cfg, problem)
+    if tiles < PERSISTENT_MIN_WAVES * target.compute_units:
+        return cfg
+    w = -(-tiles // target.compute_units)
+    refusal = persistent_refusal(replace(cfg, persistent=w), problem, target.intrinsic(cfg.intrinsic))
+    if refusal:
+        why.append(f"one tile per workgroup, not a persistent grid: {refusal}")
+        return cfg
+    why.append(f"persistent grid: {tiles // w} workgroups of {w} tiles each ({tiles} tiles, {target.compute_units} "
+               f"SMs), the next tile's first K tiles copied during this one's epilogue (1.02x at 4096^3 f16, 1.04x "
+               f"e4m3, on the H200)")
+    return replace(cfg, persistent=w)
 
 
 def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
@@ -643,7 +682,8 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"cp.async ring ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
                f"{problem.a_type} x {problem.b_type})")
-    return (cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)), intr
+    cfg = cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)
+    return (cfg if "persistent" in overrides else _warpgroup_persistent(target, problem, cfg, why)), intr
 
 
 def explain(target: Target, problem: Contraction, overrides: dict | None = None) -> list[str]:

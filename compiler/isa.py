@@ -145,10 +145,12 @@ def _meta(text: str, key: str) -> int | None:
 
 
 def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = None) -> list[str] | None:
-    """The instructions of the outermost backward-branch loop, given (kind, text) lines; with
-    ``within``, of the outermost one holding an instruction that starts with it."""
+    """The instructions of the longest backward-branch loop that holds no other such loop, given
+    (kind, text) lines; with ``within``, of the longest one holding an instruction that starts
+    with it and no other loop that does (the K loop inside a persistent grid's loop over tiles;
+    a loop of mbarrier waits inside the K loop holds no matrix instruction)."""
     labels = {}
-    best = None
+    loops = []
     for i, (kind, text) in enumerate(instrs):
         if kind == "label":
             labels[text] = i
@@ -158,10 +160,11 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = No
                 start = labels[m.group(1)]
                 if within is not None and not any(k == "instr" and t.startswith(within) for k, t in instrs[start:i]):
                     continue
-                if best is None or (i - start) > (best[1] - best[0]):
-                    best = (start, i)
-    if best is None:
+                loops.append((start, i))
+    inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
+    if not inner:
         return None
+    best = max(inner, key=lambda ab: ab[1] - ab[0])
     return [t for k, t in instrs[best[0]:best[1] + 1] if k == "instr"]
 
 

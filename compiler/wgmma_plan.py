@@ -73,7 +73,7 @@ SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
 CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 # What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
-OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy")
+OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent")
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 REGISTERS = 255  # per thread (sm_90a)
@@ -209,11 +209,44 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                               f"{', '.join(TMA_COPIES)}")
         from .tma import validate_tma
         validate_tma(cfg, target, problem, intr)
+    if cfg.persistent is not None:
+        why = persistent_refusal(cfg, problem, intr)
+        if why:
+            raise ConfigError(f"{intr.name}: persistent={cfg.persistent}: {why}")
     smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
         raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
                           f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
                           f"alignment slack per allocation), {target.name} has {target.lds_bytes}: use fewer stages")
+
+
+def output_tiles(cfg: KernelConfig, problem: Contraction) -> int:
+    """The output tiles of a static problem (batch included)."""
+    return -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n) * (problem.batch or 1)
+
+
+def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntrinsic) -> str | None:
+    """Why the persistent grid (``cfg.persistent`` tiles per workgroup) cannot serve, or None.
+    It loops over whole, static, unbatched tiles with the cp.async ring: every workgroup runs the
+    same number of tiles (the lane executor runs workgroups in lockstep, and the ring's prefetch
+    of the next tile has no bounds)."""
+    if problem.is_dynamic:
+        return "the persistent grid takes static sizes (the tile count must divide by it at compile time)"
+    if problem.batch not in (None, 1):
+        return f"a batch of {problem.batch}: the persistent grid walks the tiles of one matrix"
+    tk = tile_k(intr.a_type)
+    if problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk:
+        return (f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
+                f"tile's copies are issued unbounded)")
+    if cfg.stages < 2 or cfg.copy is not None:
+        return "the persistent grid runs the cp.async ring (stages >= 2, copy unset)"
+    if intr.a_type in FP8 and WgmmaPlan.fp8_pair_tiles:
+        return "fp8 pair tiles are not taken by the persistent grid"
+    tiles = output_tiles(cfg, problem)
+    if cfg.persistent < 2 or tiles % cfg.persistent:
+        return (f"{tiles} output tiles are not a whole number of {cfg.persistent} per workgroup (2 or more, a "
+                f"divisor of {tiles}: every workgroup runs as many)")
+    return None
 
 
 def refuse_fp8_forms(intr: WarpgroupIntrinsic, problem: Contraction) -> None:
@@ -329,6 +362,9 @@ class WgmmaPlan:
     allocations: int = 1  # 2: A's slots and B's slots apart (mixed element types)
     dynamic: tuple[str, ...] = ()  # per dynamic dimension: its promise and how its tiles are bounded
     tma: "TmaPlan | None" = None  # copy=tma: the boxes, maps and mbarriers (tma.py); None: cp.async
+    persistent: int | None = None  # output tiles per workgroup (None: one)
+    tile_grid: tuple[int, int] = (0, 0)  # output tiles along N and M
+    raster: int = 1
 
     @property
     def tma_min_bytes(self) -> int:
@@ -442,6 +478,12 @@ class WgmmaPlan:
                          f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
                          + ", ".join(f"+{self.descriptor(o.name, 0, s).start_address - d0.start_address}"
                                      for s in range(1, self.k_steps)))
+        if self.persistent:
+            gx, gy = self.tile_grid
+            lines.append(f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
+                         f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}); the next tile's "
+                         f"first {self.copy_ahead} K tiles copied after a barrier that ends this tile's K loop, before "
+                         f"its epilogue")
         if self.dynamic:
             lines.append("dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the "
                          "workload)")
@@ -537,7 +579,10 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
                      tk // intr.k, None if problem.k is None else -(-problem.k // tk),
                      plan_bytes(cfg, intr.a_type, allocations(intr)), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
-                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr), tma=tma)
+                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr), tma=tma,
+                     persistent=cfg.persistent, raster=cfg.raster,
+                     tile_grid=(0, 0) if problem.is_dynamic else (-(-problem.n // cfg.tile_n),
+                                                                  -(-problem.m // cfg.tile_m)))
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

@@ -337,7 +337,7 @@ class Rewriter:
         rastered workgroup ids, the bindings retyped, the script's barriers noted."""
         self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
         raster = attrs.read_config(self.func).raster
-        if raster > 1:
+        if raster > 1 and not getattr(self.plan, "persistent", None):  # (a persistent grid rasters its own tiles)
             self._raster_workgroups(raster)
         self._retype_bindings()
         self.script_barriers = ops_named(self.func, "gpu.barrier")
@@ -372,20 +372,11 @@ class Rewriter:
         be short). A permutation of the grid; every use of the workgroup's x and y ids (tile
         origins, bounds, epilogue) follows it."""
         em = self.top.named("raster")
-        olds = {0: [], 1: []}
-        for op in ops_named(self.func, "hal.interface.workgroup.id"):
-            dim = ir.IntegerAttr(op.attributes["dimension"]).value
-            if dim in olds:
-                olds[dim].append(op)
+        olds = workgroup_id_ops(self.func)
         with em.loc, em.ip:
             x, y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
             gx, gy = hal.interface_workgroup_count(0), hal.interface_workgroup_count(1)
-        per_group = em.mul(gx, group)
-        lin = em.add(em.mul(y, gx), x)
-        first = em.mul(em.div(lin, per_group), group)
-        size = em.min_index(em.sub(gy, first), group)
-        within = em.rem(lin, per_group)
-        row, col = em.add(first, em.rem(within, size)), em.div(within, size)
+        row, col = raster_tile(em, em.add(em.mul(y, gx), x), gx, gy, group)
         for dim, new in ((0, col), (1, row)):
             for op in olds[dim]:
                 op.result.replace_all_uses_with(new)
@@ -860,6 +851,26 @@ class Rewriter:
         for old_val, (old_op, new_val) in self.global_of.items():
             old_val.replace_all_uses_with(new_val)
             old_op.erase()
+
+
+def workgroup_id_ops(func: ir.Operation) -> dict:
+    """The function's ``hal.interface.workgroup.id`` ops by dimension (0: x, 1: y, 2: z)."""
+    olds: dict = {0: [], 1: [], 2: []}
+    for op in ops_named(func, "hal.interface.workgroup.id"):
+        olds[ir.IntegerAttr(op.attributes["dimension"]).value].append(op)
+    return olds
+
+
+def raster_tile(em: Emitter, lin, gx, gy, group: int):
+    """(tile row, tile column) of the ``lin``-th tile in groups of ``group`` tile rows walked
+    column by column (``Rewriter._raster_workgroups``); ``gx`` / ``gy``: tiles along N / M (index
+    values or ints)."""
+    per_group = em.mul(gx, group) if isinstance(gx, ir.Value) else em.const(gx * group)
+    gy = gy if isinstance(gy, ir.Value) else em.const(gy)
+    first = em.mul(em.div(lin, per_group), group)
+    size = em.min_index(em.sub(gy, first), group)
+    within = em.rem(lin, per_group)
+    return em.add(first, em.rem(within, size)), em.div(within, size)
 
 
 def unroll_loop(loop: ir.Operation, factor: int) -> None:

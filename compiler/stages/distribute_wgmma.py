@@ -56,7 +56,7 @@ from ..fragments import LaneIndex
 from ..mlir import defining_op
 from ..smem_layout import Major
 from ..wgmma_plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
-from .distribute import KLoop, Match, Rewriter, _transfer_parts
+from .distribute import KLoop, Match, Rewriter, _fail, _transfer_parts, raster_tile, workgroup_id_ops
 
 _SHARED_FIELD = 0x3FFFF  # matrix-descriptor-encode keeps address bits 17..4
 
@@ -152,6 +152,8 @@ class WgmmaRewriter(Rewriter):
         assert lay.batch == (1, 1) and lay.op_vector_length == n_fields
         self._store_accumulators([vec], lanes)
         self._erase_old()
+        if plan.persistent:
+            self._persist()
 
     def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
         plan = self.plan
@@ -320,6 +322,8 @@ class WgmmaRewriter(Rewriter):
                 self._group = group
 
         pairs = self.promote and L == 1  # fp8_pair_tiles: two tiles per iteration (``_pair_loop``)
+        block = old.operation.block
+        start = _position(block, old)
         for t in range(A):
             if isinstance(kt, int) and not pairs:
                 issue(pre, t if t < kt else None, pre.const(t % S))
@@ -327,6 +331,9 @@ class WgmmaRewriter(Rewriter):
                 issue(pre, t, pre.const(t % S), None if t < kt else self._false(pre))
             else:  # the prologue's tiles may lie past a dynamic K (down to K = 0)
                 issue(pre, t, pre.const(t % S), pre.lt(pre.const(t), kt))
+        # the prologue's copies (index computations, cp.async, commits): a persistent grid issues
+        # them for the next tile before this one's epilogue (``_persist``)
+        self._ring_prologue = [o.operation for o in block.operations][start:_position(block, old)]
         if pairs:
             return self._pair_loop(pre, old, kt, issue, desc, acc0, struct_t)
         if isinstance(kt, int):
@@ -367,6 +374,7 @@ class WgmmaRewriter(Rewriter):
         after = Emitter(ir.InsertionPoint.after(last.operation), old.location, self.vendor).named("wgmma.ring")
         self._wgmma_wait(after, 0)
         after.async_wait(self._group, 0)
+        self._ring_last = last.operation  # (a persistent grid's prefetch goes after its two waits)
         return KLoop(last, [], [], None), state[0]
 
     @staticmethod
@@ -480,6 +488,151 @@ class WgmmaRewriter(Rewriter):
         if s > 1:
             chunk = self._xor(em, chunk, em.rem(em.div(line, 8 // s), s))
         return em.add(em.mul(atom, lay.swizzle.atom_bytes), em.mul(line, lay.swizzle.width), em.mul(chunk, 16))
+
+
+    # ---- the persistent grid ---------------------------------------------------------------------
+
+    # Mutation hook for the tests (e2e_tests/test_persistent.py): prefetch tile j + _prefetch_tile
+    # (1: the next one) before tile j's epilogue.
+    _prefetch_tile = 1
+
+    def _persist(self) -> None:
+        """Turn the one-tile kernel into a loop over ``plan.persistent`` output tiles (``W``), run
+        by tiles / W workgroups (hand-back's grid):
+
+            (setup: thread id, shared memory, descriptors, ...: before the loop)
+            ring prologue for tile lin                         (cp.async tiles 0..A-1, commits)
+            scf.for j < W:
+                (row, col) = raster(lin + j * G)                (G = tiles / W; lin = workgroup id x)
+                everything that depended on the workgroup ids: the ring's K loops, their waits
+                barrier                                        (every warpgroup's wgmmas are done)
+                if j + 1 < W: ring prologue for tile lin + (j+1) * G     (into slots 0..A-1)
+                epilogue of tile lin + j * G                   (registers -> global, while they land)
+
+        The next tile's copies are the ring prologue's ops cloned with the next tile's indices;
+        after the barrier no wgmma reads any slot, so their slots are free. Every workgroup runs
+        W tiles (``persistent_refusal``: W divides the tile count), so the loop is uniform."""
+        plan = self.plan
+        block = self.func.regions[0].blocks[0]
+        ops = [o.operation for o in block.operations]
+        term = ops[-1]
+        olds = workgroup_id_ops(self.func)
+        if olds[2] and any(list(o.result.uses) for o in olds[2]):
+            raise _fail("a persistent grid over a batch (workgroup id z)", olds[2][0])
+        ids = {o.result for d in (0, 1) for o in olds[d]}
+        dep: set = set(ids)
+
+        def depends(op) -> bool:
+            if any(v in dep for v in op.operands):
+                return True
+            for region in op.regions:
+                for b in region.blocks:
+                    for inner in b.operations:
+                        if depends(inner.operation):
+                            return True
+            return False
+
+        moved, seen = [], False
+        for op in ops[:-1]:
+            d = depends(op)
+            if d:
+                dep.update(op.results)
+            if d or (seen and not _pure(op)):
+                moved.append(op)
+            seen = seen or d
+        if not moved:
+            raise _fail("the kernel does not depend on the workgroup ids")
+        prologue = list(self._ring_prologue)
+        gx, gy = plan.tile_grid
+        grid = gx * gy // plan.persistent
+        top = Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("persistent")
+        with top.loc, top.ip:
+            from iree.compiler.dialects import hal
+            lin = hal.interface_workgroup_id(0)
+            loop = scf.ForOp(top.const(0), top.const(plan.persistent), top.const(1))
+        j = loop.induction_variable
+        with top.loc, ir.InsertionPoint(loop.body):
+            y = scf.YieldOp([])
+        for op in moved:
+            op.move_before(y)
+        head = Emitter(ir.InsertionPoint(moved[0]), term.location, self.vendor).named("persistent")
+        row, col = raster_tile(head, head.add(lin, head.mul(j, grid)), gx, gy, plan.raster)
+        for dim, new in ((0, col), (1, row)):
+            for op in olds[dim]:
+                op.result.replace_all_uses_with(new)
+                op.erase()
+        # the ring prologue: once before the loop for j = 0, and in the loop for j + 1
+        body = loop.body
+        slice_ = _backward_slice(prologue, body)
+        first = Emitter(ir.InsertionPoint(loop.operation), term.location, self.vendor).named("persistent")
+        zero = first.const(0)
+        pre_map = _clone_ops(slice_ + prologue, {j: zero}, first.ip)
+        end = [o.operation for o in body.operations][_position(body, self._ring_last) + 3]  # after its two waits
+        at = Emitter(ir.InsertionPoint(end), term.location, self.vendor).named("persistent.prefetch")
+        nxt = at.add(j, 1)
+        inside = at.if_then(at.lt(nxt, at.const(plan.persistent)))
+        attrs.mark(inside.barrier(), attrs.RING)
+        _clone_ops(slice_ + prologue, {j: at.add(j, self._prefetch_tile)} if self._prefetch_tile != 1 else {j: nxt},
+                   inside.ip)
+        self._group.replace_all_uses_with(pre_map[self._group])
+        for op in reversed(prologue + slice_):  # (a constant the prologue made may serve others too)
+            if not any(list(r.uses) for r in op.results):
+                op.erase()
+
+
+def _position(block: ir.Block, op) -> int:
+    """The index of ``op`` in ``block``."""
+    target = op.operation if hasattr(op, "operation") else op
+    for i, o in enumerate(block.operations):
+        if o.operation == target:
+            return i
+    raise ValueError("op not in block")
+
+
+_PURE = ("arith.", "affine.apply", "index.", "hal.interface.binding.subspan", "hal.interface.constant.load",
+         "util.assume.int", "memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
+         "memref.reinterpret_cast", "memref.extract_strided_metadata", "memref.extract_aligned_pointer_as_index",
+         "memref.assume_alignment", "gpu.thread_id", "llvm.mlir.undef", "llvm.mlir.zero")
+
+
+def _pure(op) -> bool:
+    """An op with no effects and no regions (it may stay before a persistent loop)."""
+    return not len(op.regions) and op.name.startswith(_PURE)
+
+
+def _backward_slice(ops: list, body: ir.Block) -> list:
+    """The ops of ``body`` (not in ``ops``) whose results ``ops`` use, transitively, in body order."""
+    chosen: list = []
+    members = set()
+    stack = [v for op in ops for v in op.operands]
+    own = {r for op in ops for r in op.results}
+    while stack:
+        v = stack.pop()
+        if v in own or v in members:
+            continue
+        op = defining_op(v)
+        if op is None or op.block != body:
+            continue
+        if len(op.regions):
+            raise _fail(f"a persistent ring prologue depends on {op.name}, an op with regions", op)
+        members.update(op.results)
+        chosen.append(op)
+        stack.extend(op.operands)
+    return [o.operation for o in body.operations if any(o.operation == c for c in chosen)]
+
+
+def _clone_ops(ops: list, mapping: dict, ip: ir.InsertionPoint) -> dict:
+    """Clone ``ops`` (in order) at ``ip``, operands through ``mapping`` (extended with each clone's
+    results); returns the mapping."""
+    memo = dict(mapping)
+    for op in ops:
+        new = op.clone(ip)
+        for i, v in enumerate(op.operands):
+            if v in memo:
+                new.operands[i] = memo[v]
+        for a, b in zip(op.results, new.results):
+            memo[a] = b
+    return memo
 
 
 def distribute_warpgroup(func: ir.Operation, m: Match, plan: WgmmaPlan, mem_extents: dict) -> None:

@@ -46,6 +46,10 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
     out = []
     with func.context, func.location, ir.InsertionPoint(block):
         index = ir.IndexType.get()
+        if cfg.persistent:  # the warpgroup kernel's persistent grid: tiles / persistent workgroups, in x
+            tiles = math.ceil(problem.m / cfg.tile_m) * math.ceil(problem.n / cfg.tile_n) * (problem.batch or 1)
+            iree_codegen.YieldOp([arith.ConstantOp(index, v).result for v in (tiles // cfg.persistent, 1, 1)])
+            return
         for dim, tile in (("n", cfg.tile_n), ("m", cfg.tile_m), ("batch", 1)):
             dyn = problem.dynamic_dim(dim)
             if dyn is None:

@@ -1,0 +1,138 @@
+"""The warpgroup-MMA kernel's persistent grid (``--config persistent=W``; the sm_90a default from
+two waves of whole tiles): tiles / W workgroups, each computing W output tiles in turn, the next
+tile's first K tiles copied (the ring prologue, cloned with the next tile's indices) after a
+barrier that ends this tile's K loop and before its epilogue (``distribute_wgmma._persist``).
+
+Numerics on the lane executor against numpy, with more tiles than workgroups so that every
+workgroup walks several tiles through one ring; a mutation (prefetching the tile just computed
+instead of the next) must fail them."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import handed_back, simulate, sm90a_ptxas
+from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.config import explain, resolve
+from mmaflow.compiler.errors import MmaflowError
+from mmaflow.compiler.mlir import new_context, parse_module
+from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.results import CodegenOptions
+from mmaflow.compiler.targets import get_target
+from mmaflow.runtime.modules import dynamic_module, epilogue_module, matmul_module
+from mmaflow.runtime.simulate import check_matmul
+
+SM90 = get_target("sm_90a")
+E4M3 = "f8E4M3FN"
+N256, N128 = "WGMMA_F32_64x256x16_F16", "WGMMA_F32_64x128x16_F16"
+
+
+def _sim(src, overrides, exact=False, seed=0):
+    text = handed_back(src, "sm_90a", tuple(sorted(overrides.items())))
+    return check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
+
+
+@pytest.mark.parametrize("m,n,k,over", [
+    (256, 512, 512, dict(intrinsic=N256, persistent=2)),  # 4 tiles, 2 workgroups
+    (512, 512, 256, dict(intrinsic=N256, persistent=4, raster=2, stages=3)),  # rastered, 3 slots
+    (256, 384, 640, dict(intrinsic=N128, persistent=3, stages=2)),  # 6 tiles of 128x128; kt = 10, 2 slots
+    (256, 512, 320, dict(intrinsic=N128, tile_m=64, persistent=4, stages=4)),  # one warpgroup
+])
+@pytest.mark.parametrize("exact", [True, False], ids=["ints", "random"])
+def test_persistent_grid_matches_numpy(m, n, k, over, exact):
+    r = _sim(matmul_module(m, n, k, "f16"), over, exact)
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+    tiles = (m // over.get("tile_m", 128)) * (n // int(over["intrinsic"].split("x")[1]))
+    assert r.grid == (tiles // over["persistent"], 1, 1)
+
+
+def test_persistent_grid_bf16_b_transposed():
+    r = _sim(matmul_module(256, 512, 256, "bf16", transpose_b=True),
+             dict(intrinsic="WGMMA_F32_64x256x16_BF16", persistent=2))
+    assert r.check.passed, r.check.line()
+
+
+def test_persistent_grid_fp8_is_the_modelled_arithmetic():
+    r = _sim(matmul_module(256, 256, 512, E4M3, transpose_b=True),
+             dict(intrinsic=f"WGMMA_F32_64x128x32_{E4M3.upper()}", persistent=2))
+    assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
+
+
+@pytest.mark.parametrize("name", ["bias_n-gelu-f16", "bias_n-relu-f16"])
+def test_persistent_grid_fused_epilogue(name):
+    from test_epilogue import CASES
+    kw, ref, _ = CASES[name]
+    r = simulate(epilogue_module(256, 512, 256, **kw), "sm_90a", dict(intrinsic=N256, persistent=2), seed=2,
+                 epilogue=ref)
+    assert r.check.passed, r.check.line()
+
+
+def test_prefetching_the_wrong_tile_fails():
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    old = WgmmaRewriter._prefetch_tile
+    WgmmaRewriter._prefetch_tile = 0  # the tile just computed, again
+    try:
+        (exe,) = codegen_module(matmul_module(256, 512, 512, "f16"), "sm_90a",
+                                options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=2))).taken
+    finally:
+        WgmmaRewriter._prefetch_tile = old
+    r = check_matmul(parse_module(exe.text, new_context()), exact=True)
+    assert not r.check.passed
+
+
+def test_plan_and_ptx(tmp_path):
+    res = compile_module(matmul_module(512, 512, 1024, "f16"), "sm_90a",  # verify: the K loop inside the tile loop
+                         options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=4)))
+    (ptx,) = res.isa_text.values()
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) >= 4
+    out = sm90a_ptxas(tmp_path, ptx)
+    assert "serialized" not in out.lower(), out
+    text = handed_back(matmul_module(512, 512, 256, "f16"), "sm_90a",
+                       tuple(sorted(dict(intrinsic=N256, persistent=4).items())))
+    assert "persistent" in text  # the plan's line, and the config
+
+
+def test_default_from_two_waves_of_whole_tiles():
+    p = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    cfg, _ = resolve(SM90, p, {})
+    assert cfg.persistent == 4 and cfg.copy is None  # 512 tiles of 128x256, 128 workgroups
+    assert any("persistent grid: 128 workgroups of 4 tiles" in w for w in explain(SM90, p))
+    cfg, _ = resolve(SM90, Contraction(m=8192, n=8192, k=8192, a_type="bf16", b_type="bf16", c_type="f32", batch=1), {})
+    assert cfg.persistent == 16
+    cfg, _ = resolve(SM90, Contraction(m=4096, n=4096, k=4096, a_type=E4M3, b_type=E4M3, c_type="f32",
+                                       b_transposed=True, batch=1), {})
+    assert cfg.persistent == 8  # 1024 tiles of 128x128
+    for m in (2048, 1024):  # one wave or less
+        assert resolve(SM90, Contraction(m=m, n=m, k=m, a_type="f16", b_type="f16", c_type="f32", batch=1), {})[0].persistent \
+            is None
+    p = Contraction(m=4000, n=4000, k=4000, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    assert resolve(SM90, p, {})[0].persistent is None
+    assert any("not a persistent grid: 4000x4000x4000 is not whole" in w for w in explain(SM90, p))
+
+
+@pytest.mark.parametrize("over,problem,match", [
+    (dict(persistent=3), dict(m=256, n=512, k=512), "4 output tiles are not a whole number of 3"),
+    (dict(persistent=1), dict(m=256, n=512, k=512), "2 or more"),
+    (dict(persistent=2, copy="tma-wide"), dict(m=256, n=512, k=512), "cp.async ring"),
+    (dict(persistent=2, stages=1), dict(m=256, n=512, k=512), "cp.async ring"),
+    (dict(persistent=2), dict(m=250, n=512, k=512), "not whole 128x256x64 tiles"),
+])
+def test_refusals(over, problem, match):
+    p = Contraction(a_type="f16", b_type="f16", c_type="f32", batch=1, **problem)
+    with pytest.raises(MmaflowError, match=match):
+        resolve(SM90, p, dict(intrinsic=N256, **over))
+
+
+def test_refused_for_mma_sync_and_dynamic_and_batch():
+    with pytest.raises(MmaflowError, match="warpgroup-MMA kernel's only"):
+        resolve(get_target("sm_80"), Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1),
+                dict(persistent=4))
+    with pytest.raises(MmaflowError, match="static sizes"):
+        codegen_module(dynamic_module(m=None, n=4096, k=4096), "sm_90a",
+                       options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=4)))
+    with pytest.raises(MmaflowError, match="a batch of 4"):
+        resolve(SM90, Contraction(m=512, n=512, k=512, batch=4, a_type="f16", b_type="f16", c_type="f32"),
+                dict(intrinsic=N256, persistent=2))
