@@ -40,12 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+_NONE_TEXT = {"copy": "cp.async", "persistent": 0}
+
+
 def tool_argv(options) -> list[str]:
     """The tool arguments that make it run with ``options`` (a ``pipeline.CodegenOptions``)."""
     argv = [f"--target={options.target}"] if options.target else []
-    # (config.overrides_from's values back to text: copy=cp.async is held as None)
-    argv += [f"--config={k}={'cp.async' if k == 'copy' and v is None else v}"
-             for k, v in sorted(options.overrides.items())]
+    # (config.overrides_from's values back to text: copy=cp.async and persistent=0 are held as None)
+    argv += [f"--config={k}={_NONE_TEXT.get(k, v) if v is None else v}" for k, v in sorted(options.overrides.items())]
     if options.dump_after:
         argv.append(f"--dump-after={options.dump_after}")
     if options.dump_dir:

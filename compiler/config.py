@@ -18,7 +18,8 @@ A config fixes everything the Script and Distribute stages need:
                        running together share A and B tiles in L2
     persistent         the warpgroup-MMA kernel: W output tiles per workgroup, computed in turn
                        by a grid of tiles / W workgroups, the next tile's first K tiles copied
-                       while this one's epilogue runs (unset: one tile per workgroup)
+                       while this one's epilogue runs (0: one tile per workgroup; unset: the
+                       heuristic's choice)
     copy               the warpgroup-MMA kernel's shared-memory copies: unset (cp.async, 16 bytes a
                        thread) or "tma" (cp.async.bulk.tensor from device-built tensor maps,
                        ``compiler/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
@@ -122,6 +123,8 @@ def parse_overrides(items: list[str]) -> dict:
                 if len(parts) != 2:
                     raise ValueError
                 out["waves_m"], out["waves_n"] = parts
+            elif key == "persistent":  # 0: one tile per workgroup, held as None (as an unset field)
+                out[key] = int(value) or None
             elif key in _INT_KEYS:
                 out[key] = int(value)
             elif key == "intrinsic":

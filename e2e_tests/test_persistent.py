@@ -126,6 +126,16 @@ def test_refusals(over, problem, match):
         resolve(SM90, p, dict(intrinsic=N256, **over))
 
 
+def test_zero_turns_it_off():
+    p = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    cfg, _ = resolve(SM90, p, {"persistent": None})  # (--config persistent=0, parsed)
+    assert cfg.persistent is None and cfg.intrinsic == N256
+    from mmaflow.compiler.config import parse_overrides
+    assert parse_overrides(["persistent=0"]) == {"persistent": None}
+    from mmaflow.compiler.codegen_tool import tool_argv
+    assert "--config=persistent=0" in tool_argv(CodegenOptions(overrides={"persistent": None}))
+
+
 def test_refused_for_mma_sync_and_dynamic_and_batch():
     with pytest.raises(MmaflowError, match="warpgroup-MMA kernel's only"):
         resolve(get_target("sm_80"), Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1),

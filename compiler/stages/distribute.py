@@ -376,7 +376,7 @@ class Rewriter:
         with em.loc, em.ip:
             x, y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
             gx, gy = hal.interface_workgroup_count(0), hal.interface_workgroup_count(1)
-        row, col = raster_tile(em, em.add(em.mul(y, gx), x), gx, gy, group)
+        row, col = raster_tile(em, lambda: em.add(em.mul(y, gx), x), gx, gy, group)
         for dim, new in ((0, col), (1, row)):
             for op in olds[dim]:
                 op.result.replace_all_uses_with(new)
@@ -864,8 +864,9 @@ def workgroup_id_ops(func: ir.Operation) -> dict:
 def raster_tile(em: Emitter, lin, gx, gy, group: int):
     """(tile row, tile column) of the ``lin``-th tile in groups of ``group`` tile rows walked
     column by column (``Rewriter._raster_workgroups``); ``gx`` / ``gy``: tiles along N / M (index
-    values or ints)."""
+    values or ints); ``lin`` an index value or a function making one (after the group size)."""
     per_group = em.mul(gx, group) if isinstance(gx, ir.Value) else em.const(gx * group)
+    lin = lin() if callable(lin) else lin
     gy = gy if isinstance(gy, ir.Value) else em.const(gy)
     first = em.mul(em.div(lin, per_group), group)
     size = em.min_index(em.sub(gy, first), group)
