@@ -49,6 +49,11 @@ def test_persistent_grid_matches_numpy(m, n, k, over, exact):
     assert r.grid == (tiles // over["persistent"], 1, 1)
 
 
+def test_persistent_grid_batch_of_one():
+    r = _sim(matmul_module(256, 512, 256, "f16", batch=1), dict(intrinsic=N256, persistent=2))
+    assert r.check.passed and r.grid == (2, 1, 1), r.check.line()
+
+
 def test_persistent_grid_bf16_b_transposed():
     r = _sim(matmul_module(256, 512, 256, "bf16", transpose_b=True),
              dict(intrinsic="WGMMA_F32_64x256x16_BF16", persistent=2))

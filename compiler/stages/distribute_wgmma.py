@@ -489,7 +489,6 @@ class WgmmaRewriter(Rewriter):
             chunk = self._xor(em, chunk, em.rem(em.div(line, 8 // s), s))
         return em.add(em.mul(atom, lay.swizzle.atom_bytes), em.mul(line, lay.swizzle.width), em.mul(chunk, 16))
 
-
     # ---- the persistent grid ---------------------------------------------------------------------
 
     # Mutation hook for the tests (e2e_tests/test_persistent.py): prefetch tile j + _prefetch_tile
@@ -516,9 +515,7 @@ class WgmmaRewriter(Rewriter):
         block = self.func.regions[0].blocks[0]
         ops = [o.operation for o in block.operations]
         term = ops[-1]
-        olds = workgroup_id_ops(self.func)
-        if olds[2] and any(list(o.result.uses) for o in olds[2]):
-            raise _fail("a persistent grid over a batch (workgroup id z)", olds[2][0])
+        olds = workgroup_id_ops(self.func)  # (z stays: a batch of 1 at most, the grid's z is 1)
         ids = {o.result for d in (0, 1) for o in olds[d]}
         dep: set = set(ids)
 
@@ -570,10 +567,10 @@ class WgmmaRewriter(Rewriter):
         end = [o.operation for o in body.operations][_position(body, self._ring_last) + 3]  # after its two waits
         at = Emitter(ir.InsertionPoint(end), term.location, self.vendor).named("persistent.prefetch")
         nxt = at.add(j, 1)
+        fetched = nxt if self._prefetch_tile == 1 else at.add(j, self._prefetch_tile)
         inside = at.if_then(at.lt(nxt, at.const(plan.persistent)))
         attrs.mark(inside.barrier(), attrs.RING)
-        _clone_ops(slice_ + prologue, {j: at.add(j, self._prefetch_tile)} if self._prefetch_tile != 1 else {j: nxt},
-                   inside.ip)
+        _clone_ops(slice_ + prologue, {j: fetched}, inside.ip)
         self._group.replace_all_uses_with(pre_map[self._group])
         for op in reversed(prologue + slice_):  # (a constant the prologue made may serve others too)
             if not any(list(r.uses) for r in op.results):
