@@ -97,6 +97,16 @@ def fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, *, prom
     False: every chunk accumulates into the one accumulator. Returns float32. (The bound of
     ``matmul_reference`` says how far a result may be from exact; this says what the kernel's
     arithmetic gives, bit for bit on the ISA model.)"""
+    return _by_rows(_fp8_tensor_core_reference, a, b, k_tile, promote)
+
+
+def _fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, promote: bool) -> np.ndarray:
+    return _fp8_tensor_core(a, b, k_tile, promote)[0]
+
+
+def _fp8_tensor_core(a: np.ndarray, b: np.ndarray, k_tile: int, promote: bool, *, bound: bool = False):
+    """(the kernel's result as float32, and with ``bound`` ``fp8_tensor_core_bound``'s terms or None)."""
+    from .isa import FP8_ACCUMULATOR_BITS
     from .isa.wgmma import FP8_CHUNK, fp8_accumulate
     a64, b64 = as_exact(a), as_exact(b)
     if k_tile <= 0 or k_tile % FP8_CHUNK:
@@ -108,14 +118,23 @@ def fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, *, prom
     shape = np.broadcast_shapes(a64.shape[:-2], b64.shape[:-2]) + (a64.shape[-2], b64.shape[-1])
     acc = np.zeros(shape, np.float32)
     part = np.zeros(shape, np.float64)
+    tol = np.zeros(shape, np.float64) if bound else None
+    u32 = UNIT_ROUNDOFF["f32"]
     for k0 in range(0, k + pad, FP8_CHUNK):
         ks = slice(k0, k0 + FP8_CHUNK)
         prods = a64[..., :, None, ks] * np.swapaxes(b64[..., ks, :], -1, -2)[..., None, :, :]
+        if bound:  # each of the FP8_CHUNK + 1 addends loses < 2q, q = 2^(E - bits) of the largest
+            _, e = np.frexp(np.maximum(np.abs(part), np.abs(prods).max(axis=-1)))
+            tol += (FP8_CHUNK + 1) * np.ldexp(2.0, e - FP8_ACCUMULATOR_BITS)
         part = fp8_accumulate(part, prods).astype(np.float32).astype(np.float64)
+        if bound:
+            tol += u32 * np.abs(part)
         if promote and (k0 + FP8_CHUNK) % k_tile == 0:
             acc = (acc + part.astype(np.float32)).astype(np.float32)
+            if bound:
+                tol += u32 * np.abs(acc).astype(np.float64)
             part = np.zeros(shape, np.float64)
-    return acc if promote else part.astype(np.float32)
+    return (acc if promote else part.astype(np.float32)), tol
 
 
 @dataclass(frozen=True)
@@ -220,6 +239,18 @@ EPILOGUE_REFERENCES = {
 }
 
 
+ROW_BLOCK = 64  # rows of A per step of the fp8 models: (rows, N, FP8_CHUNK) float64 products at once
+
+
+def _by_rows(fn, a: np.ndarray, b: np.ndarray, *args) -> np.ndarray:
+    """``fn(a, b, *args)`` over blocks of ``ROW_BLOCK`` rows of A (axis -2), concatenated: the
+    fp8 models hold every product of a chunk in memory, which a 4096^2 output would make 4 GB."""
+    m = a.shape[-2]
+    if m <= ROW_BLOCK:
+        return fn(a, b, *args)
+    return np.concatenate([fn(a[..., i:i + ROW_BLOCK, :], b, *args) for i in range(0, m, ROW_BLOCK)], axis=-2)
+
+
 def fp8_tensor_core_bound(a: np.ndarray, b: np.ndarray, k_tile: int) -> np.ndarray:
     """How far Hopper's fp8 wgmma kernel (per-K-tile promotion, ``fp8_tensor_core_reference``)
     may be from the exact product, per element, beside the f32 bound: in each m64nNk32
@@ -230,28 +261,4 @@ def fp8_tensor_core_bound(a: np.ndarray, b: np.ndarray, k_tile: int) -> np.ndarr
     each partial and of each promotion. For a result on a GPU, whose bits the model predicts on
     only some outputs (docs/BENCHMARKS.md run 12); the lane executor's are compared with the
     model itself."""
-    from .isa import FP8_ACCUMULATOR_BITS, FP8_CHUNK
-    from .isa.wgmma import fp8_accumulate
-    a64, b64 = as_exact(a), as_exact(b)
-    k = a64.shape[-1]
-    pad = -k % k_tile
-    a64 = np.concatenate([a64, np.zeros(a64.shape[:-1] + (pad,))], axis=-1)
-    b64 = np.concatenate([b64, np.zeros(b64.shape[:-2] + (pad, b64.shape[-1]))], axis=-2)
-    shape = np.broadcast_shapes(a64.shape[:-2], b64.shape[:-2]) + (a64.shape[-2], b64.shape[-1])
-    acc = np.zeros(shape, np.float64)
-    part = np.zeros(shape, np.float64)
-    tol = np.zeros(shape, np.float64)
-    u32 = UNIT_ROUNDOFF["f32"]
-    for k0 in range(0, k + pad, FP8_CHUNK):
-        ks = slice(k0, k0 + FP8_CHUNK)
-        prods = a64[..., :, None, ks] * np.swapaxes(b64[..., ks, :], -1, -2)[..., None, :, :]
-        top = np.maximum(np.abs(part), np.abs(prods).max(axis=-1))
-        _, e = np.frexp(top)
-        tol += (FP8_CHUNK + 1) * np.ldexp(2.0, e - FP8_ACCUMULATOR_BITS)
-        part = fp8_accumulate(part, prods).astype(np.float32).astype(np.float64)
-        tol += u32 * np.abs(part)
-        if (k0 + FP8_CHUNK) % k_tile == 0:
-            acc = (acc + part).astype(np.float32).astype(np.float64)
-            tol += u32 * np.abs(acc)
-            part = np.zeros(shape, np.float64)
-    return tol
+    return _by_rows(lambda a_, b_: _fp8_tensor_core(a_, b_, k_tile, True, bound=True)[1], a, b)
