@@ -53,7 +53,7 @@ from iree.compiler.dialects import arith, scf
 from .. import attrs
 from ..emit import Emitter, vector_type
 from ..fragments import LaneIndex
-from ..mlir import defining_op
+from ..mlir import clone_into, defining_op
 from ..smem_layout import Major
 from ..wgmma_plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
 from .distribute import KLoop, Match, Rewriter, _fail, _transfer_parts, raster_tile, workgroup_id_ops
@@ -563,14 +563,14 @@ class WgmmaRewriter(Rewriter):
         slice_ = _backward_slice(prologue, body)
         first = Emitter(ir.InsertionPoint(loop.operation), term.location, self.vendor).named("persistent")
         zero = first.const(0)
-        pre_map = _clone_ops(slice_ + prologue, {j: zero}, first.ip)
+        pre_map = clone_into(slice_ + prologue, first.ip, {j: zero})
         end = [o.operation for o in body.operations][_position(body, self._ring_last) + 3]  # after its two waits
         at = Emitter(ir.InsertionPoint(end), term.location, self.vendor).named("persistent.prefetch")
         nxt = at.add(j, 1)
         fetched = nxt if self._prefetch_tile == 1 else at.add(j, self._prefetch_tile)
         inside = at.if_then(at.lt(nxt, at.const(plan.persistent)))
         attrs.mark(inside.barrier(), attrs.RING)
-        _clone_ops(slice_ + prologue, {j: fetched}, inside.ip)
+        clone_into(slice_ + prologue, inside.ip, {j: fetched})
         self._group.replace_all_uses_with(pre_map[self._group])
         for op in reversed(prologue + slice_):  # (a constant the prologue made may serve others too)
             if not any(list(r.uses) for r in op.results):
@@ -616,20 +616,6 @@ def _backward_slice(ops: list, body: ir.Block) -> list:
         chosen.append(op)
         stack.extend(op.operands)
     return [o.operation for o in body.operations if any(o.operation == c for c in chosen)]
-
-
-def _clone_ops(ops: list, mapping: dict, ip: ir.InsertionPoint) -> dict:
-    """Clone ``ops`` (in order) at ``ip``, operands through ``mapping`` (extended with each clone's
-    results); returns the mapping."""
-    memo = dict(mapping)
-    for op in ops:
-        new = op.clone(ip)
-        for i, v in enumerate(op.operands):
-            if v in memo:
-                new.operands[i] = memo[v]
-        for a, b in zip(op.results, new.results):
-            memo[a] = b
-    return memo
 
 
 def distribute_warpgroup(func: ir.Operation, m: Match, plan: WgmmaPlan, mem_extents: dict) -> None:
