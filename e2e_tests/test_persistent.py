@@ -151,3 +151,22 @@ def test_refused_for_mma_sync_and_dynamic_and_batch():
     with pytest.raises(MmaflowError, match="a batch of 4"):
         resolve(SM90, Contraction(m=512, n=512, k=512, batch=4, a_type="f16", b_type="f16", c_type="f32"),
                 dict(intrinsic=N256, persistent=2))
+
+
+def test_prefetching_without_the_barrier_is_caught():
+    """With K tiles not a multiple of the slots (kt = 10, 4 slots), the next tile's first copies go
+    into slots whose last wgmmas (tiles 8 and 9) completed after the K loop's last barrier: without
+    the barrier before the prefetch nothing orders the other warpgroup's reads before those writes,
+    which the executor's happens-before model of wgmma completions refuses."""
+    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.runtime.executor import ExecutorError
+    src = matmul_module(256, 512, 640, "f16")
+    over = dict(intrinsic=N256, persistent=2, stages=4)
+    assert _sim(src, over, exact=True).check.passed
+    WgmmaRewriter._prefetch_barrier = False
+    try:
+        (exe,) = codegen_module(src, "sm_90a", options=CodegenOptions(overrides=over)).taken
+    finally:
+        WgmmaRewriter._prefetch_barrier = True
+    with pytest.raises(ExecutorError, match=r"warpgroup \d's wgmma.mma_async read, with nothing ordering"):
+        check_matmul(parse_module(exe.text, new_context()), exact=True)

@@ -48,6 +48,7 @@ import numpy as np
 from iree.compiler import ir
 
 from .executor import ExecutorError, MemRef, _loc, _lanes, np_dtype
+from .executor_wgmma import ordered_after_reads
 
 GLOBAL_SHIFT = 40
 GLOBALS = 0x100  # module globals start at GLOBALS << 40
@@ -519,6 +520,7 @@ def _h_bulk_tensor(k, op):
             if flying[g, elems].any():
                 raise ExecutorError(f"{_loc(op)}: a bulk tensor copy into shared memory another copy still writes")
             _pending_reads(st, op, g, addr, "is issued")
+            ordered_after_reads(st, op, g, int(lane), addr, "a bulk tensor copy")
             flying[g, elems] = True
             b.copies.append((mem, g, addr, data))
     return run

@@ -23,6 +23,10 @@ memory model, "async proxy"]:
   be made visible to the async proxy by ``nvvm.fence.proxy`` (async.shared) before a wgmma reads
   them; bytes any thread stored since the last barrier are a race (the wgmma reads for all
   four warps); bytes an async copy is still writing are an error.
+- a write of shared-memory bytes (a store, a cp.async, a bulk tensor copy) that another
+  warpgroup's completed wgmma read needs that completion ordered before it: a barrier since the
+  other warpgroup's ``wait_group`` covered the read (a thread's own warpgroup's wait orders its own);
+  the warpgroups run in lockstep here, so without this a missing barrier would read right numbers.
 - the kernel must not end with wgmma groups uncommitted or unwaited.
 """
 
@@ -49,6 +53,7 @@ class Group:
     def __init__(self, shape: tuple[int, int]):
         self.state = "open"
         self.reads = np.zeros(shape, bool)  # (workgroup row, byte)
+        self.wreads: list = []  # (workgroup row, warpgroup, byte addresses) per wgmma
 
 
 class Accumulator:
@@ -73,6 +78,17 @@ class WarpgroupState:
         self.open = Group((st.G, self.bytes))
         self.committed: list[Group] = []
         self.unfenced = np.zeros((st.G, self.bytes), bool)
+        # Happens-before of wgmma reads and later writes of the same bytes: ``clock`` counts
+        # completed groups; ``done_time`` / ``done_epoch`` [row, warpgroup, byte]: when the last
+        # group of that warpgroup reading the byte completed, and the barrier epoch then (a
+        # barrier since orders it for every thread); ``known`` [lane, warpgroup]: the latest
+        # completion of that warpgroup's groups ordered before the lane's next instruction (its
+        # own warpgroup's wait_group).
+        self.W = max(1, st.T // WARPGROUP)
+        self.clock = 0
+        self.done_time = np.zeros((st.G, self.W, self.bytes), np.int32)
+        self.done_epoch = np.full((st.G, self.W, self.bytes), -1, np.int32)
+        self.known = np.zeros((st.L, self.W), np.int32)
 
     def fit(self, st) -> None:
         """Grow the byte masks if allocations appeared after the first wgmma op."""
@@ -81,7 +97,32 @@ class WarpgroupState:
             self.unfenced = np.pad(self.unfenced, pad)
             for g in [self.open] + self.committed:
                 g.reads = np.pad(g.reads, pad)
+            pad3 = ((0, 0), (0, 0), (0, st.lds_offset - self.bytes))
+            self.done_time = np.pad(self.done_time, pad3)
+            self.done_epoch = np.pad(self.done_epoch, pad3, constant_values=-1)
             self.bytes = st.lds_offset
+
+
+def ordered_after_reads(st, op, g: int, lane: int, addr: np.ndarray, what: str) -> None:
+    """A write of shared-memory bytes ``addr`` by ``lane`` (of workgroup row ``g``) that some
+    warpgroup's completed wgmma read: an error unless that completion is ordered before the
+    write -- by a barrier since (its epoch), or by what the lane knows (``known``: its own
+    warpgroup's wait_group, or an mbarrier phase carrying the reader's arrival after its wait)."""
+    wg = getattr(st, "wgmma", None)
+    if wg is None:
+        return
+    addr = addr[addr < wg.bytes]
+    for w in range(wg.W):
+        open_ = wg.done_epoch[g, w, addr] == st.epoch
+        if not open_.any():
+            continue
+        need = int(wg.done_time[g, w, addr][open_].max())
+        if need > wg.known[lane, w]:
+            b = int(addr[open_][np.argmax(wg.done_time[g, w, addr][open_])])
+            raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} into shared-memory byte {b}, which warpgroup "
+                                f"{w}'s wgmma.mma_async read, with nothing ordering that read's completion before it "
+                                f"(no barrier since its wgmma.wait_group, no mbarrier phase carrying that warpgroup's "
+                                f"arrival after it)")
 
 
 def _wg(st) -> WarpgroupState:
@@ -117,6 +158,17 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
             raise ExecutorError(f"{_loc(op)}: writes shared-memory byte {int(span[i[0], i[1]])} ({mem.name}) that a "
                                 f"wgmma.mma_async still reads (its group is {g.state}: no wgmma.wait_group "
                                 f"covers it)")
+    lanes = np.broadcast_to(np.arange(st.L)[:, None], elems.shape)[act]
+    for w in range(wg.W):  # a completed wgmma's reads: ordered before this write? (``ordered_after_reads``)
+        t = wg.done_time[r, w, span]
+        need = np.where(wg.done_epoch[r, w, span] == st.epoch, t, 0).max(axis=1)
+        bad = need > wg.known[lanes, w]
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ExecutorError(f"{_loc(op)}: thread {int(lanes[i]) % st.T} writes shared-memory byte "
+                                f"{int(span[i, 0])} ({mem.name}), which warpgroup {w}'s wgmma.mma_async read, with "
+                                f"nothing ordering that read's completion before it (no barrier since its "
+                                f"wgmma.wait_group)")
     if lands:
         wg.unfenced[r, span] = True
 
@@ -239,7 +291,14 @@ def _h_wgmma_wait(k, op):
         n = max(0, len(wg.committed) - keep)
         for g in wg.committed[:n]:
             g.state = "done"
+            wg.clock += 1
+            for row, w, read in g.wreads:
+                wg.done_time[row, w, read] = wg.clock
+                wg.done_epoch[row, w, read] = st.epoch
         wg.committed = wg.committed[n:]
+        if n:  # each thread knows its own warpgroup's completions
+            own = st.tid // WARPGROUP
+            wg.known[np.arange(st.L), own] = wg.clock
     return run
 
 
@@ -316,6 +375,7 @@ def _h_wgmma_mma(k, op):
                                         f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated")
                 _check_reads(st, op, wg, g, w, read)
                 wg.open.reads[g, read] = True
+                wg.open.wreads.append((g, w, read))
                 try:
                     d[lanes] = execute_wgmma(key, cd[lanes], db, smem[g], a_desc=da, trans_a=trans_a,
                                              trans_b=trans_b, scale_d=scale_d, scale_a=scale["A"],

@@ -494,6 +494,7 @@ class WgmmaRewriter(Rewriter):
     # Mutation hook for the tests (e2e_tests/test_persistent.py): prefetch tile j + _prefetch_tile
     # (1: the next one) before tile j's epilogue.
     _prefetch_tile = 1
+    _prefetch_barrier = True  # False: the next tile's copies without the barrier before them
 
     def _persist(self) -> None:
         """Turn the one-tile kernel into a loop over ``plan.persistent`` output tiles (``W``), run
@@ -569,7 +570,8 @@ class WgmmaRewriter(Rewriter):
         nxt = at.add(j, 1)
         fetched = nxt if self._prefetch_tile == 1 else at.add(j, self._prefetch_tile)
         inside = at.if_then(at.lt(nxt, at.const(plan.persistent)))
-        attrs.mark(inside.barrier(), attrs.RING)
+        if self._prefetch_barrier:
+            attrs.mark(inside.barrier(), attrs.RING)
         clone_into(slice_ + prologue, inside.ip, {j: fetched})
         self._group.replace_all_uses_with(pre_map[self._group])
         for op in reversed(prologue + slice_):  # (a constant the prologue made may serve others too)
