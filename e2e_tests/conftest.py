@@ -39,6 +39,18 @@ def handed_back(source: str, target: str, overrides: tuple = ()) -> str:
     return exe.text
 
 
+def mutant(cls, attr: str, value, source: str, target: str = "sm_90a", overrides: dict | None = None):
+    """The taken executable of ``source`` compiled with the mutation hook ``cls.attr`` set to
+    ``value`` (restored after; compiled afresh: ``handed_back``'s cache keys on the arguments)."""
+    old = getattr(cls, attr)
+    setattr(cls, attr, value)
+    try:
+        (exe,) = codegen_module(source, target, options=CodegenOptions(overrides=dict(overrides or {}))).taken
+        return exe
+    finally:
+        setattr(cls, attr, old)
+
+
 def simulate(source: str, target: str, overrides: dict | None = None, *, seed: int = 0, exact: bool = False,
              epilogue=None, sizes: dict | None = None, sample: int = 0):
     text = handed_back(source, target, tuple(sorted((overrides or {}).items())))

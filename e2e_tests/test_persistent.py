@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import handed_back, simulate, sm90a_ptxas
+from conftest import handed_back, mutant, simulate, sm90a_ptxas
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError
@@ -77,13 +77,8 @@ def test_persistent_grid_fused_epilogue(name):
 
 def test_prefetching_the_wrong_tile_fails():
     from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
-    old = WgmmaRewriter._prefetch_tile
-    WgmmaRewriter._prefetch_tile = 0  # the tile just computed, again
-    try:
-        (exe,) = codegen_module(matmul_module(256, 512, 512, "f16"), "sm_90a",
-                                options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=2))).taken
-    finally:
-        WgmmaRewriter._prefetch_tile = old
+    exe = mutant(WgmmaRewriter, "_prefetch_tile", 0,  # the tile just computed, again
+                 matmul_module(256, 512, 512, "f16"), overrides=dict(intrinsic=N256, persistent=2))
     r = check_matmul(parse_module(exe.text, new_context()), exact=True)
     assert not r.check.passed
 
@@ -163,10 +158,6 @@ def test_prefetching_without_the_barrier_is_caught():
     src = matmul_module(256, 512, 640, "f16")
     over = dict(intrinsic=N256, persistent=2, stages=4)
     assert _sim(src, over, exact=True).check.passed
-    WgmmaRewriter._prefetch_barrier = False
-    try:
-        (exe,) = codegen_module(src, "sm_90a", options=CodegenOptions(overrides=over)).taken
-    finally:
-        WgmmaRewriter._prefetch_barrier = True
+    exe = mutant(WgmmaRewriter, "_prefetch_barrier", False, src, overrides=over)
     with pytest.raises(ExecutorError, match=r"warpgroup \d's wgmma.mma_async read, with nothing ordering"):
         check_matmul(parse_module(exe.text, new_context()), exact=True)

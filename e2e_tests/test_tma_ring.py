@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import handed_back, simulate, sm90a_ptxas
+from conftest import handed_back, mutant, simulate, sm90a_ptxas
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import resolve
 from mmaflow.compiler.errors import ConfigError, MmaflowError
@@ -115,15 +115,7 @@ def test_tma_ring_at_iree_binding_offsets(monkeypatch):
 # ---- mutations the executor must catch -------------------------------------------------------------
 
 def _mutant_text(stages, attr, value, k=320, n=128):
-    old = getattr(TmaRing, attr)
-    setattr(TmaRing, attr, value)
-    try:  # (cache-free: the mutation changes the generator, not the arguments)
-        res = codegen_module(matmul_module(128, n, k, "f16"), "sm_90a",
-                             options=CodegenOptions(overrides=_over(n, stages=stages)))
-        (exe,) = res.taken
-        return exe.text
-    finally:
-        setattr(TmaRing, attr, old)
+    return mutant(TmaRing, attr, value, matmul_module(128, n, k, "f16"), overrides=_over(n, stages=stages)).text
 
 
 def _run(text):

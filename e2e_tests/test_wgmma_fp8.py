@@ -27,7 +27,7 @@ import re
 
 import pytest
 
-from conftest import handed_back, simulate, sm90a_ptxas
+from conftest import handed_back, mutant, simulate, sm90a_ptxas
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -164,15 +164,8 @@ def test_fp8_mixed_pair_types_matter():
 
 def _ring_text(stages, skew=0):
     from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
-    old = WgmmaRewriter._slot_skew
-    WgmmaRewriter._slot_skew = skew
-    try:
-        res = codegen_module(matmul_module(128, 128, 640, E4M3, transpose_b=True), "sm_90a",
-                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
-        (exe,) = res.taken
-        return exe.text
-    finally:
-        WgmmaRewriter._slot_skew = old
+    return mutant(WgmmaRewriter, "_slot_skew", skew, matmul_module(128, 128, 640, E4M3, transpose_b=True),
+                  overrides={"intrinsic": _wg(128), "stages": stages}).text
 
 
 @pytest.mark.parametrize("stages", [2, 4])
@@ -209,15 +202,8 @@ def test_fp8_k_step_is_32_bytes(monkeypatch):
 
 def _promotion_text(promote: bool, stages: int = 4, k: int = 1024) -> str:
     from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
-    old = WgmmaRewriter._fp8_promotion
-    WgmmaRewriter._fp8_promotion = promote
-    try:
-        res = codegen_module(matmul_module(64, 128, k, E4M3, transpose_b=True), "sm_90a",
-                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "tile_m": 64, "stages": stages}))
-        (exe,) = res.taken
-        return exe.text
-    finally:
-        WgmmaRewriter._fp8_promotion = old
+    return mutant(WgmmaRewriter, "_fp8_promotion", promote, matmul_module(64, 128, k, E4M3, transpose_b=True),
+                  overrides={"intrinsic": _wg(128), "tile_m": 64, "stages": stages}).text
 
 
 @pytest.mark.parametrize("stages", [1, 4])
@@ -612,13 +598,7 @@ def test_fp8_tma_ring_refuses_mixed_pairs():
 
 def _fp8_executable(promote: bool = True):
     from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
-    old = WgmmaRewriter._fp8_promotion
-    WgmmaRewriter._fp8_promotion = promote
-    try:
-        (exe,) = codegen_module(matmul_module(128, 256, 512, E4M3, transpose_b=True), "sm_90a").taken
-        return exe
-    finally:
-        WgmmaRewriter._fp8_promotion = old
+    return mutant(WgmmaRewriter, "_fp8_promotion", promote, matmul_module(128, 256, 512, E4M3, transpose_b=True))
 
 
 def test_whole_module_check_compares_fp8_with_the_modelled_arithmetic():

@@ -104,25 +104,31 @@ class WarpgroupState:
 
 
 def ordered_after_reads(st, op, g: int, lane: int, addr: np.ndarray, what: str) -> None:
-    """A write of shared-memory bytes ``addr`` by ``lane`` (of workgroup row ``g``) that some
-    warpgroup's completed wgmma read: an error unless that completion is ordered before the
-    write -- by a barrier since (its epoch), or by what the lane knows (``known``: its own
-    warpgroup's wait_group, or an mbarrier phase carrying the reader's arrival after its wait)."""
+    """``_check_ordered`` for one write (a bulk tensor copy) of bytes ``addr`` by ``lane`` of
+    workgroup row ``g``."""
     wg = getattr(st, "wgmma", None)
-    if wg is None:
+    if wg is not None:
+        addr = addr[addr < wg.bytes]
+        _check_ordered(st, wg, op, np.array([g]), np.array([lane]), addr[None, :], what)
+
+
+def _check_ordered(st, wg, op, rows: np.ndarray, lanes: np.ndarray, span: np.ndarray, what: str) -> None:
+    """Writes of shared-memory bytes ``span`` (writes, bytes) by ``lanes`` of workgroup rows
+    ``rows`` (writes,): an error where some warpgroup's completed wgmma read a byte and nothing
+    orders that completion before the write -- a barrier since (its epoch), or the writing lane's
+    own warpgroup's wait_group (``known``)."""
+    if not span.size:
         return
-    addr = addr[addr < wg.bytes]
+    r = rows[:, None]
     for w in range(wg.W):
-        open_ = wg.done_epoch[g, w, addr] == st.epoch
-        if not open_.any():
-            continue
-        need = int(wg.done_time[g, w, addr][open_].max())
-        if need > wg.known[lane, w]:
-            b = int(addr[open_][np.argmax(wg.done_time[g, w, addr][open_])])
-            raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} into shared-memory byte {b}, which warpgroup "
-                                f"{w}'s wgmma.mma_async read, with nothing ordering that read's completion before it "
-                                f"(no barrier since its wgmma.wait_group, no mbarrier phase carrying that warpgroup's "
-                                f"arrival after it)")
+        need = np.where(wg.done_epoch[r, w, span] == st.epoch, wg.done_time[r, w, span], 0)
+        bad = need.max(axis=1) > wg.known[lanes, w]
+        if bad.any():
+            i = int(np.argmax(bad))
+            b = int(span[i, int(np.argmax(need[i]))])
+            raise ExecutorError(f"{_loc(op)}: {what} by thread {int(lanes[i]) % st.T} into shared-memory byte {b}, "
+                                f"which warpgroup {w}'s wgmma.mma_async read, with nothing ordering that read's "
+                                f"completion before it (no barrier since its wgmma.wait_group)")
 
 
 def _wg(st) -> WarpgroupState:
@@ -143,8 +149,9 @@ def _byte_span(mem, elems: np.ndarray) -> np.ndarray:
 
 def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: bool) -> None:
     """A generic-proxy write of LDS elements ``elems`` (L, n) of ``mem`` by the active lanes:
-    an error where a pending wgmma reads those bytes; where the data lands (a store, or an
-    async copy's completion) the bytes become unfenced for the async proxy."""
+    an error where a pending wgmma reads those bytes, or where another warpgroup's completed
+    wgmma read them with no barrier since (``_check_ordered``); where the data lands (a store, or
+    an async copy's completion) the bytes become unfenced for the async proxy."""
     if not getattr(st.k, "uses_wgmma", False):
         return
     wg = _wg(st)
@@ -159,16 +166,7 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
                                 f"wgmma.mma_async still reads (its group is {g.state}: no wgmma.wait_group "
                                 f"covers it)")
     lanes = np.broadcast_to(np.arange(st.L)[:, None], elems.shape)[act]
-    for w in range(wg.W):  # a completed wgmma's reads: ordered before this write? (``ordered_after_reads``)
-        t = wg.done_time[r, w, span]
-        need = np.where(wg.done_epoch[r, w, span] == st.epoch, t, 0).max(axis=1)
-        bad = need > wg.known[lanes, w]
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ExecutorError(f"{_loc(op)}: thread {int(lanes[i]) % st.T} writes shared-memory byte "
-                                f"{int(span[i, 0])} ({mem.name}), which warpgroup {w}'s wgmma.mma_async read, with "
-                                f"nothing ordering that read's completion before it (no barrier since its "
-                                f"wgmma.wait_group)")
+    _check_ordered(st, wg, op, rows, lanes, span, f"a write of {mem.name}")
     if lands:
         wg.unfenced[r, span] = True
 

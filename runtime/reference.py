@@ -293,13 +293,13 @@ def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_
     a, b = ins
     if _is_float(a.t):
         av, bv = a.v.astype(np.float64), b.v.astype(np.float64)
+        if fp8_k_tile and a.t in FP8_TYPES and b.t in FP8_TYPES:
+            return _fp8_tensor_core(op, av, bv, init, spec, fp8_k_tile, t)
         total = np.einsum(spec, av, bv)
         bound = np.einsum(spec, np.abs(av), np.abs(bv))
         k = int(np.prod([s for s, d in zip(a.v.shape, maps[0]) if d not in maps[2]])) or 1
         value = init.v + total
         radius = init.r + k * UNIT_ROUNDOFF[t] * (bound + np.abs(init.v)) + UNIT_ROUNDOFF[t] * np.abs(value)
-        if fp8_k_tile and a.t in FP8_TYPES and b.t in FP8_TYPES:
-            return _fp8_tensor_core(op, av, bv, init, spec, fp8_k_tile, t)
         return Val(round_to(value, t), radius, t)
     av = a.v.astype(np.int64) & 0xFF if unsigned[0] else a.v.astype(np.int64)
     bv = b.v.astype(np.int64) & 0xFF if unsigned[1] else b.v.astype(np.int64)

@@ -25,6 +25,7 @@ from .. import attrs
 from ..errors import CodegenError
 from ..mlir import ops_named, parent_named, str_attr
 from ..targets import Target, Vendor
+from ..wgmma_plan import output_tiles
 
 NAME = "hand-back"
 
@@ -47,7 +48,7 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
     with func.context, func.location, ir.InsertionPoint(block):
         index = ir.IndexType.get()
         if cfg.persistent:  # the warpgroup kernel's persistent grid: tiles / persistent workgroups, in x
-            tiles = math.ceil(problem.m / cfg.tile_m) * math.ceil(problem.n / cfg.tile_n) * (problem.batch or 1)
+            tiles = output_tiles(cfg, problem)
             iree_codegen.YieldOp([arith.ConstantOp(index, v).result for v in (tiles // cfg.persistent, 1, 1)])
             return
         for dim, tile in (("n", cfg.tile_n), ("m", cfg.tile_m), ("batch", 1)):
