@@ -26,6 +26,7 @@ written.
 from __future__ import annotations
 
 import math
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -1279,6 +1280,147 @@ def _h_for(k, op):
     return run
 
 
+# -- warp roles: the two sides of a divergent scf.if that wait on mbarriers run as tasks ------------
+#
+# A warp-specialized kernel splits its threads by role (``scf.if tid < P``: the MMA warpgroups;
+# else the producer warpgroup) and the roles wait on each other's mbarrier arrivals, so neither
+# side can run to its end before the other starts, as the executor runs a divergent if's sides
+# otherwise. Where a divergent scf.if has an else side and ``mbarrier.try_wait`` on some side,
+# each side runs as a task under its own lane mask; one task runs at a time, and a task whose
+# wait cannot complete hands the turn to the other (``Roles.blocked``), as a warp waiting on an
+# mbarrier lets the others run. Both waiting with nothing arrived since: the kernel deadlocks
+# (error). Shared memory, mbarriers and wgmma groups are one machine state; each task sees it
+# through a ``_RoleView`` with its own mask.
+
+class _Abort(Exception):
+    """Raised in a task's thread when another task failed."""
+
+
+class _RoleView:
+    """A task's view of a ``State``: its own lane mask, everything else shared."""
+
+    def __init__(self, st: "State", mask: np.ndarray, roles: "Roles", index: int):
+        self.__dict__.update(_st=st, mask=mask, roles=roles, role=index)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["_st"], name)
+
+    def __setattr__(self, name, value):
+        if name in ("mask", "roles", "role"):
+            self.__dict__[name] = value
+        else:
+            setattr(self.__dict__["_st"], name, value)
+
+    def active(self) -> np.ndarray:
+        return np.ones(self._st.L, bool) if self.mask is None else self.mask
+
+
+class Roles:
+    """Cooperative tasks, one per side of a role split; ``progress`` counts the events that can
+    let a waiting task go on (arrivals, copies issued), stamped on each wait that hands over."""
+
+    def __init__(self, n: int):
+        self.cv = threading.Condition()
+        self.turn = 0
+        self.done = [False] * n
+        self.stamp = [None] * n  # the progress count when the task last handed over (None: running)
+        self.progress = 0
+        self.error: BaseException | None = None
+
+    def _next(self, me: int) -> int | None:
+        n = len(self.done)
+        for i in range(1, n + 1):
+            j = (me + i) % n
+            if not self.done[j] and j != me:
+                return j
+        return None
+
+    def blocked(self, st, what: str) -> None:
+        """Task ``st.role`` cannot go on (``what``): run another task until something arrived,
+        then return (the caller tests again); an error if no task can go on."""
+        me = st.role
+        with self.cv:
+            self.stamp[me] = self.progress
+            nxt = self._next(me)
+            if nxt is None or self.stamp[nxt] == self.progress:
+                raise ExecutorError(f"{what}, and {'no other warp role runs' if nxt is None else 'so does the other warp role'}"
+                                    f": the kernel deadlocks")
+            self.turn = nxt
+            self.cv.notify_all()
+            self._wait_turn(me)
+            self.stamp[me] = None
+
+    def _wait_turn(self, me: int) -> None:
+        while self.turn != me and self.error is None:
+            self.cv.wait()
+        if self.error is not None:
+            raise _Abort()
+
+    def run(self, st: "State", sides: list) -> None:
+        """Run ``sides`` ((mask, body), ...) as tasks, the first first; re-raise a task's error."""
+        views = [_RoleView(st, mask, self, i) for i, (mask, _) in enumerate(sides)]
+
+        def task(i):
+            try:
+                with self.cv:
+                    self._wait_turn(i)
+                _run_block(sides[i][1], views[i])
+            except _Abort:
+                return
+            except _Return:
+                err = ExecutorError("func.return inside one warp role's scf.if side")
+                with self.cv:
+                    self.error = self.error or err
+                    self.cv.notify_all()
+                return
+            except BaseException as e:  # noqa: BLE001 -- handed to the caller's thread
+                with self.cv:
+                    self.error = self.error or e
+                    self.cv.notify_all()
+                return
+            with self.cv:
+                self.done[i] = True
+                nxt = self._next(i)
+                if nxt is not None:
+                    self.turn = nxt
+                self.cv.notify_all()
+
+        threads = [threading.Thread(target=task, args=(i,), daemon=True) for i in range(len(sides))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.error is not None:
+            raise self.error
+
+
+def role_progress(st) -> None:
+    """Something happened that a waiting warp role may be waiting for."""
+    roles = getattr(st, "roles", None)
+    if roles is not None:
+        roles.progress += 1
+
+
+def _merge(c, tv, ev, L: int):
+    """The value of an scf.if result: per lane, the then side's where ``c``, else the else
+    side's (a wgmma accumulator struct keeps the group still writing either side's)."""
+    if hasattr(tv, "group") or hasattr(ev, "group"):
+        if not (hasattr(tv, "group") and hasattr(ev, "group")):
+            raise ExecutorError("an scf.if yields a wgmma accumulator on one side only")
+        data = np.where(np.asarray(c)[:, None], _lanes(tv.data, L), _lanes(ev.data, L))
+        group = tv.group if tv.pending else ev.group if ev.pending else None
+        return type(tv)(data, group, max(tv.fence_seq, ev.fence_seq))
+    return _select(c, tv, ev, None, 0)
+
+
+def _contains(region, name: str) -> bool:
+    for block in region.blocks:
+        for o in block.operations:
+            if o.operation.name == name or any(_contains(r, name) for r in o.operation.regions):
+                return True
+    return False
+
+
 def _h_if(k, op):
     (cond,) = k._ins(op)
     outs = k._outs(op)
@@ -1290,6 +1432,7 @@ def _h_if(k, op):
         else_block = op.regions[1].blocks[0]
         else_body = k._compile_block(else_block)
         else_yield = k._ins([o.operation for o in else_block.operations][-1])
+    roles = has_else and any(_contains(r, "nvvm.mbarrier.try_wait") for r in op.regions)
 
     def run(st):
         c = np.asarray(st.env[cond])
@@ -1309,6 +1452,13 @@ def _h_if(k, op):
         saved = st.mask
         base = st.active()
         c = _lanes(c, st.L)
+        if roles and (base & c).any() and (base & ~c).any():
+            if getattr(st, "roles", None) is not None:
+                raise ExecutorError(f"{_loc(op)}: a warp-role split inside another one")
+            Roles(2).run(st, [(base & c, then_body[:-1]), (base & ~c, else_body[:-1])])
+            for o, tv, ev in zip(outs, [st.env[y] for y in then_yield], [st.env[y] for y in else_yield]):
+                st.env[o] = _merge(c, tv, ev, st.L)
+            return
         st.mask = base & c
         if st.mask.any():
             _run_block(then_body[:-1], st)

@@ -47,7 +47,7 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from .executor import ExecutorError, MemRef, _loc, _lanes, np_dtype
+from .executor import ExecutorError, MemRef, _loc, _lanes, np_dtype, role_progress
 from .executor_wgmma import ordered_after_reads
 
 GLOBAL_SHIFT = 40
@@ -85,6 +85,32 @@ class Barrier:
         self.count, self.pending, self.expected, self.phase = count, count, 0, 0
         self.copies: list = []  # (mem, row, byte addresses, bytes) waiting to land
         self.lane, self.epoch, self.fenced = lane, epoch, False
+        # Happens-before through the mbarrier: what the current phase's arrivals knew of each
+        # warpgroup's wgmma completions (``executor_wgmma.WarpgroupState.known``), and per
+        # completed phase what it carries to the threads that observe it.
+        self.release = None
+        self.carried: dict = {}
+
+    def arrive(self, st, lane: int) -> None:
+        wg = getattr(st, "wgmma", None)
+        if wg is not None:
+            k = wg.known[lane]
+            self.release = k.copy() if self.release is None else np.maximum(self.release, k)
+
+    def complete(self) -> None:
+        """The current phase completes: its arrivals' knowledge is carried to its observers."""
+        self.carried[self.phase] = self.release
+        self.carried.pop(self.phase - 2, None)
+        self.release = None
+        self.phase += 1
+        self.pending, self.expected = self.count, 0
+
+    def observe(self, st, lane: int) -> None:
+        """``lane`` saw the last completed phase: it knows what that phase's arrivals knew."""
+        k = self.carried.get(self.phase - 1)
+        wg = getattr(st, "wgmma", None)
+        if k is not None and wg is not None:
+            wg.known[lane] = np.maximum(wg.known[lane], k)
 
     @property
     def delivered(self) -> int:
@@ -372,10 +398,34 @@ def _h_arrive_expect_tx(k, op):
             g, a = int(st.wg_local[lane]), int(addrs[lane])
             b = _bar(st, op, g, a, int(lane), "mbarrier.arrive.expect_tx")
             b.expected += int(tx[lane])
-            b.pending -= 1
-            if b.pending < 0:
-                raise ExecutorError(f"{_loc(op)}: more arrivals on the mbarrier at {a} than its count {b.count} in "
-                                    f"one phase")
+            _arrive(st, op, b, a, int(lane))
+        for o in outs:
+            st.env[o] = np.zeros(1, np.int64)
+    return run
+
+
+def _arrive(st, op, b: Barrier, a: int, lane: int) -> None:
+    b.pending -= 1
+    if b.pending < 0:
+        raise ExecutorError(f"{_loc(op)}: more arrivals on the mbarrier at {a} than its count {b.count} in one phase")
+    b.arrive(st, lane)
+    role_progress(st)
+    if b.pending == 0 and b.expected == 0 and not b.copies:  # no transaction bytes: the last arrival completes it
+        b.complete()
+
+
+def _h_arrive(k, op):
+    """``mbarrier.arrive`` (no transaction bytes): one arrival per active thread."""
+    ins = k._ins(op)
+    outs = k._outs(op)
+    if len(ins) != 1:
+        raise ExecutorError(f"{_loc(op)}: mbarrier.arrive with a count is not modelled")
+
+    def run(st):
+        addrs = _vals(st, ins[0])
+        for lane in _active_lanes(st):
+            g, a = int(st.wg_local[lane]), int(addrs[lane])
+            _arrive(st, op, _bar(st, op, g, a, int(lane), "mbarrier.arrive"), a, int(lane))
         for o in outs:
             st.env[o] = np.zeros(1, np.int64)
     return run
@@ -402,24 +452,37 @@ def _h_try_wait(k, op):
 
     def run(st):
         addrs, parity = _vals(st, ins[0]), _vals(st, ins[1])
-        done = set()
-        for lane in _active_lanes(st):
-            g, a, p = int(st.wg_local[lane]), int(addrs[lane]), int(parity[lane]) & 1
-            b = _bar(st, op, g, a, int(lane), "mbarrier.try_wait")
-            if (g, a, p) in done or b.phase % 2 != p:
-                continue  # the phase of parity p completed
-            if b.pending == 0 and b.delivered == b.expected:
-                _land(k, st, op, b)
-                b.phase += 1
-                b.pending, b.expected = b.count, 0
-                done.add((g, a, p))
-                continue
-            raise ExecutorError(
-                f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
-                f"{a}, which can never complete: {b.pending} of {b.count} arrivals missing, {b.expected} bytes "
-                f"expected, {b.delivered} issued on it (every thread of the workgroup is waiting)")
+        while not _waited(k, st, op, addrs, parity):
+            pass
         st.env[outs[0]] = np.ones(1, bool)
     return run
+
+
+def _waited(k, st, op, addrs, parity) -> bool:
+    """Every active lane's phase completed (True); or, in a warp role (``executor.Roles``), one
+    cannot yet: the other role ran meanwhile (False: test again)."""
+    done = set()
+    for lane in _active_lanes(st):
+        g, a, p = int(st.wg_local[lane]), int(addrs[lane]), int(parity[lane]) & 1
+        b = _bar(st, op, g, a, int(lane), "mbarrier.try_wait")
+        if (g, a, p) in done or b.phase % 2 != p:
+            b.observe(st, int(lane))
+            continue  # the phase of parity p completed
+        if b.pending == 0 and b.delivered == b.expected:
+            _land(k, st, op, b)
+            b.complete()
+            b.observe(st, int(lane))
+            done.add((g, a, p))
+            continue
+        roles = getattr(st, "roles", None)
+        why = (f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
+               f"{a}, which {'can never' if roles is None else 'cannot yet'} complete: {b.pending} of {b.count} "
+               f"arrivals missing, {b.expected} bytes expected, {b.delivered} issued on it")
+        if roles is None:
+            raise ExecutorError(why + " (every thread of the workgroup is waiting)")
+        roles.blocked(st, why)
+        return False
+    return True
 
 
 # ---- bulk tensor copies --------------------------------------------------------------------------------
@@ -523,6 +586,34 @@ def _h_bulk_tensor(k, op):
             ordered_after_reads(st, op, g, int(lane), addr, "a bulk tensor copy")
             flying[g, elems] = True
             b.copies.append((mem, g, addr, data))
+            role_progress(st)
+    return run
+
+
+# ---- setmaxnreg ------------------------------------------------------------------------------------
+
+SM_REGISTERS = 65536  # per SM (compute capability 9.0)
+
+
+def _h_setmaxnreg(k, op):
+    """``setmaxnreg.{inc,dec}.sync.aligned.u32 N`` (PTX ISA "setmaxnreg"): N in 24..256, a
+    multiple of 8, executed by whole warpgroups; the warpgroups' counts must fit the SM's
+    registers (the executor checks the sum over the warpgroups that set one)."""
+    n = ir.IntegerAttr(op.attributes["regCount"]).value
+
+    def run(st):
+        if not 24 <= n <= 256 or n % 8:
+            raise ExecutorError(f"{_loc(op)}: setmaxnreg {n}: the count must be 24 to 256, a multiple of 8")
+        act = st.active().reshape(st.G, st.T // 128, 128) if st.T % 128 == 0 else None
+        if act is None or not np.all(act.all(axis=2) == act.any(axis=2)):
+            raise ExecutorError(f"{_loc(op)}: setmaxnreg by part of a warpgroup (it is .sync.aligned per warpgroup)")
+        regs = getattr(st, "setmaxnreg", None)
+        if regs is None:
+            regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
+        regs[act[0].all(axis=1)] = n
+        if int(regs.sum()) * 128 > SM_REGISTERS:
+            raise ExecutorError(f"{_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
+                                f"thread, {int(regs.sum()) * 128} in all, more than the SM's {SM_REGISTERS}")
     return run
 
 
@@ -582,6 +673,7 @@ HANDLERS = {
     "nvvm.fence.proxy.acquire": _h_fence_acquire,  # (a release: only cp_fenceproxy's, which the model checks)
     "nvvm.mbarrier.init": _h_mbarrier_init, "nvvm.fence.mbarrier.init": _h_fence_mbarrier_init,
     "nvvm.mbarrier.arrive.expect_tx": _h_arrive_expect_tx, "nvvm.mbarrier.try_wait": _h_try_wait,
+    "nvvm.mbarrier.arrive": _h_arrive, "nvvm.setmaxregister": _h_setmaxnreg,
     "nvvm.cp.async.bulk.tensor.shared.cluster.global": _h_bulk_tensor,
     "scf.while": _h_while, "scf.condition": lambda k, op: (lambda st: None),
 }

@@ -258,9 +258,17 @@ def _h_fence_proxy(k, op):
     return run
 
 
-def _uniform_all(st, op, what):
-    if st.mask is not None and not st.mask.all():
-        raise ExecutorError(f"{_loc(op)}: {what} under divergent control flow")
+def _uniform_all(st, op, what) -> list[int]:
+    """The warpgroups that run ``what`` (a warpgroup-collective op): whole warpgroups, the same in
+    every workgroup (a warp role), else an error."""
+    if st.mask is None or st.mask.all():
+        return list(range(max(1, st.T // WARPGROUP)))
+    if st.T % WARPGROUP == 0:
+        act = st.mask.reshape(st.G, st.T // WARPGROUP, WARPGROUP)
+        whole = act.all(axis=2)
+        if np.all(whole == act.any(axis=2)) and np.all(whole == whole[0]) and whole[0].any():
+            return [int(w) for w in np.nonzero(whole[0])[0]]
+    raise ExecutorError(f"{_loc(op)}: {what} under divergent control flow (not whole warpgroups)")
 
 
 def _h_wgmma_fence(k, op):
@@ -294,9 +302,9 @@ def _h_wgmma_wait(k, op):
                 wg.done_time[row, w, read] = wg.clock
                 wg.done_epoch[row, w, read] = st.epoch
         wg.committed = wg.committed[n:]
-        if n:  # each thread knows its own warpgroup's completions
-            own = st.tid // WARPGROUP
-            wg.known[np.arange(st.L), own] = wg.clock
+        if n:  # each thread of the waiting warpgroups knows its own warpgroup's completions
+            lanes = np.nonzero(st.active())[0]
+            wg.known[lanes, st.tid[lanes] // WARPGROUP] = wg.clock
     return run
 
 
@@ -339,7 +347,7 @@ def _h_wgmma_mma(k, op):
         return int(d[0])
 
     def run(st):
-        _uniform_all(st, op, "wgmma.mma_async")
+        warpgroups = _uniform_all(st, op, "wgmma.mma_async")
         if st.T % WARPGROUP:
             raise ExecutorError(f"{_loc(op)}: a workgroup of {st.T} threads is not whole warpgroups")
         wg = _wg(st)
@@ -353,9 +361,9 @@ def _h_wgmma_mma(k, op):
         for mem in st.lds.values():
             smem[:, mem.base:mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
         cd = np.asarray(_lanes(c.data, st.L), np.float32)
-        d = np.empty_like(cd)
+        d = cd.copy()  # (the lanes of warpgroups that do not run it keep theirs)
         for g in range(st.G):
-            for w in range(st.T // WARPGROUP):
+            for w in warpgroups:
                 lanes = np.arange(WARPGROUP) + g * st.T + w * WARPGROUP
                 da = descriptor(st.env[a_id], st, lanes, "A")
                 db = descriptor(st.env[b_id], st, lanes, "B")
@@ -380,7 +388,7 @@ def _h_wgmma_mma(k, op):
                                              scale_b=scale["B"])
                 except IsaError as e:
                     raise ExecutorError(f"{_loc(op)}: {e}") from None
-        k.stats.matrix_ops += st.L // WARPGROUP
+        k.stats.matrix_ops += st.G * len(warpgroups)
         st.env[out] = Accumulator(d, wg.open, wg.fences)
     return run
 
