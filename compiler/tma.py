@@ -131,6 +131,7 @@ class TmaPlan:
     b: TmaOperand
     maps_offset: int  # bytes from the aligned shared base: A's map, B's map (128 each), then the mbarriers
     stages: int
+    producer_first: int = 0  # warp-specialized (``producer=1``): the producer warpgroup's first thread; 0: none
 
     @property
     def operands(self) -> tuple[TmaOperand, TmaOperand]:
@@ -141,17 +142,32 @@ class TmaPlan:
         return self.a.boxes + self.b.boxes
 
     @property
+    def first_issuer(self) -> int:
+        return self.a.first_issuer
+
+    @property
+    def specialized(self) -> bool:
+        """A producer warpgroup issues the copies; the slots also have "empty" mbarriers."""
+        return self.producer_first > 0
+
+    @property
     def tx_bytes(self) -> int:
         """Bytes one K tile's boxes deliver (out-of-bounds elements count: they are written as 0)."""
         return sum(o.boxes * o.box_bytes for o in self.operands)
 
     @property
     def barriers_offset(self) -> int:
+        """The slots' "full" mbarriers (the K tile landed), then, warp-specialized, their "empty"
+        ones (every MMA warpgroup is done with the slot)."""
         return self.maps_offset + 2 * MAP_BYTES
 
     @property
+    def empty_offset(self) -> int:
+        return self.barriers_offset + 8 * self.stages
+
+    @property
     def extra_bytes(self) -> int:
-        return 2 * MAP_BYTES + 8 * self.stages
+        return 2 * MAP_BYTES + (2 if self.specialized else 1) * 8 * self.stages
 
     def describe(self) -> list[str]:
         out = []
@@ -203,10 +219,13 @@ def validate_tma(cfg, target: Target, problem, intr) -> None:
                 raise UnsupportedError(f"{intr.name}: {d.upper()} = {sizes[d]} exceeds a tensor map's 2^32 elements")
 
 
-def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: int) -> TmaPlan:
-    a = operand_boxes("A", a_smem, 0)
-    b = operand_boxes("B", b_smem, a.boxes)
-    return TmaPlan(a, b, slots_bytes, stages)
+def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: int,
+             producer_first: int | None = None) -> TmaPlan:
+    """The boxes (issued by threads 0.., or by the producer warpgroup's from ``producer_first``)."""
+    first = producer_first or 0
+    a = operand_boxes("A", a_smem, first)
+    b = operand_boxes("B", b_smem, first + a.boxes)
+    return TmaPlan(a, b, slots_bytes, stages, first)
 
 
 # ---- the kernel ----------------------------------------------------------------------------------
@@ -226,6 +245,11 @@ class TmaRing:
     _skip_wait = False
     _dst_slot_skew = 0
     _skip_acquire = False
+    # Warp-specialized (``specialized``): issue without waiting for the slot's release, release
+    # the slot before the wgmma.wait_group that covers its wgmmas, or never release it.
+    _skip_empty_wait = False
+    _release_early = False
+    _skip_release = False
 
     def __init__(self, rw):
         self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
@@ -296,6 +320,7 @@ class TmaRing:
         rw = self.rw
         maps_sh = [self.add64(em, smem_base64, tma.maps_offset + MAP_BYTES * i) for i in range(2)]
         bars0 = self.add64(em, smem_base64, tma.barriers_offset)
+        empty0 = self.add64(em, smem_base64, tma.empty_offset) if tma.specialized else None
         # this SM's slot in @mmaflow_tma_maps, its address rounded up to 128
         gmem = self._maps_global()
         with em.loc, em.ip:
@@ -319,6 +344,9 @@ class TmaRing:
         with t0.loc, t0.ip:
             for s in range(tma.stages):
                 nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, tma.issuers))
+                if empty0 is not None:  # one arrival per MMA warpgroup releases the slot
+                    nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, empty0, 8 * s), 3),
+                                        self.c32(t0, self.plan.warpgroups))
             nvvm.FenceMbarrierInitOp()
         attrs.mark(em.barrier(), attrs.RING)
         w0 = em.if_then(em.lt(tid, 32))
@@ -328,12 +356,18 @@ class TmaRing:
                                  "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
                                  ".sync.aligned [$0], [$1], 128;", memoryClobber=True)
         attrs.mark(em.barrier(), attrs.RING)
-        iss = em.if_then(em.lt(tid, tma.issuers))
+        iss = em.if_then(self.is_issuer(em, tid))
         with iss.loc, iss.ip:
             for gm in gmaps if not self._skip_acquire else ():
                 nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"),
                                          self.c32(iss, MAP_BYTES))
-        return {"gmaps": gmaps, "bars0": bars0}
+        return {"gmaps": gmaps, "bars0": bars0, "empty0": empty0}
+
+    def is_issuer(self, em, tid):
+        """i1: thread ``tid`` issues one of a K tile's boxes."""
+        first = self.tma.first_issuer
+        inside = em.lt(tid, first + self.tma.issuers)
+        return em.and_(em.lt(em.const(first - 1), tid), inside) if first else inside
 
     def _build_map(self, em, mem, elem: str, o: TmaOperand, mp) -> None:
         """tensormap.replace of every field of operand ``o``'s map at shared pointer ``mp``."""
@@ -414,7 +448,29 @@ class TmaRing:
         parity = em.rem(em.div(tile, S), 2)
         if self._flip_parity:
             parity = em.rem(em.add(parity, 1), 2)
-        bar = self.bar_ptr(em, state["bars0"], slot)
+        self._wait_phase(em, self.bar_ptr(em, state["bars0"], slot), parity)
+
+    def wait_empty(self, em, state, tile) -> None:
+        """The producer's issuers, before copying tile ``tile`` into slot tile % S: wait until
+        every MMA warpgroup released tile ``tile - S`` there (the slot's "empty" mbarrier, phase
+        tile / S - 1, parity (tile / S + 1) % 2). For tile < S that is the phase before the
+        first, parity 1, which counts as completed: the wait passes."""
+        if self._skip_empty_wait:
+            return
+        S = self.plan.stages
+        parity = em.rem(em.add(em.div(tile, S), 1), 2)
+        self._wait_phase(em, self.bar_ptr(em, state["empty0"], em.rem(tile, S)), parity)
+
+    def release(self, em, state, tid, tile) -> None:
+        """Thread 0 of each MMA warpgroup arrives on the "empty" mbarrier of tile ``tile``'s slot:
+        the warpgroup's wgmmas on it are complete (its ``wgmma.wait_group`` covered them)."""
+        e = em.if_then(em.eq(em.rem(tid, 128), 0))
+        with e.loc, e.ip:
+            nvvm.MBarrierArriveOp(self.bar_ptr(e, state["empty0"], e.rem(tile, self.plan.stages)), results=[self.i64])
+
+    def _wait_phase(self, em, bar, parity) -> None:
+        """``mbarrier.try_wait.parity`` on ``bar`` until the phase of parity ``parity`` (an index
+        value) completed, bounded (then trap)."""
         ph = self.to32(em, parity)
         i1 = ir.IntegerType.get_signless(1)
         with em.loc, em.ip:
@@ -464,31 +520,12 @@ class TmaRing:
         (as the cp.async ring). That tile's mbarrier phase was waited for by every thread before
         the barrier of tile t-1-L, so re-arming it starts the next phase, whose parity the wait
         of tile t+A expects."""
+        if self.tma.specialized:
+            return self.specialized(tid, shared, desc, acc0, struct_t)
         from .emit import Emitter
         rw, plan = self.rw, self.plan
-        assert plan.allocations == 1 and len(shared) == 1  # (one element type: validate_tma)
-        (smem, pad_elems), = shared
         S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
-        old = rw.m.loop
-        old_body = old.regions[0].blocks[0]
-        old_iv = list(old_body.arguments)[0]
-        lb = old.operands[0]
-        pre = Emitter(ir.InsertionPoint(old), old.location, rw.vendor).named("wgmma.tma")
-        ptr = rw._op(pre, "memref.extract_aligned_pointer_as_index", [smem], [pre.index]).result
-        base = self.to64(pre, pre.add(ptr, pre.mul(pad_elems, plan.a.smem.element_bytes)))
-        from .stages.distribute import _transfer_parts
-        srcs = []
-        for opd in rw.m.operands:
-            src_mem, src_idx, _ = _transfer_parts(opd.copy_read)
-            srcs.append((rw._global(src_mem), src_idx))
-        elems = [str(ir.MemRefType(g.type).element_type) for g, _ in srcs]
-        state = self.setup(pre, tid, base, [(g, e) for (g, _), e in zip(srcs, elems)])
-        kt = rw._k_tiles(pre)
-
-        def origins(em, tile):
-            k0 = em.add(lb, plan.tile_k * tile) if isinstance(tile, int) else em.add(lb, em.mul(tile, plan.tile_k))
-            return [rw._clone_slice(list(idx), old_body, {old_iv: k0}, em.ip) for _, idx in srcs]
-
+        old, pre, base, state, kt, origins = self._prepare(tid, shared)
         for t in range(A):
             if isinstance(kt, int):
                 if t < kt:
@@ -524,6 +561,149 @@ class TmaRing:
         rw._wgmma_wait(after, 0)
         from .stages.distribute import KLoop
         return KLoop(last, [], [], None)
+
+    def _prepare(self, tid, shared: list):
+        """Before the old K loop: the shared base, the maps and mbarriers (``setup``), the K tile
+        count and ``origins(em, tile)``, each operand's global origin of a K tile."""
+        from .emit import Emitter
+        from .stages.distribute import _transfer_parts
+        rw, plan = self.rw, self.plan
+        assert plan.allocations == 1 and len(shared) == 1  # (one element type: validate_tma)
+        (smem, pad_elems), = shared
+        old = rw.m.loop
+        old_body = old.regions[0].blocks[0]
+        old_iv = list(old_body.arguments)[0]
+        lb = old.operands[0]
+        pre = Emitter(ir.InsertionPoint(old), old.location, rw.vendor).named("wgmma.tma")
+        ptr = rw._op(pre, "memref.extract_aligned_pointer_as_index", [smem], [pre.index]).result
+        base = self.to64(pre, pre.add(ptr, pre.mul(pad_elems, plan.a.smem.element_bytes)))
+        srcs = []
+        for opd in rw.m.operands:
+            src_mem, src_idx, _ = _transfer_parts(opd.copy_read)
+            srcs.append((rw._global(src_mem), src_idx))
+        elems = [str(ir.MemRefType(g.type).element_type) for g, _ in srcs]
+        state = self.setup(pre, tid, base, [(g, e) for (g, _), e in zip(srcs, elems)])
+        kt = rw._k_tiles(pre)
+
+        def origins(em, tile):
+            k0 = em.add(lb, plan.tile_k * tile) if isinstance(tile, int) else em.add(lb, em.mul(tile, plan.tile_k))
+            return [rw._clone_slice(list(idx), old_body, {old_iv: k0}, em.ip) for _, idx in srcs]
+
+        return old, pre, base, state, kt, origins
+
+    def specialized(self, tid, shared: list, desc: dict, acc0, struct_t):
+        """The warp-specialized K loop (``producer=1``): the MMA warpgroups are threads 0 ..
+        P-1, the producer warpgroup P .. P+127 (P = ``producer_first``):
+
+            kernel start: as ``loop`` (the issuers are producer threads); also one "empty"
+                          mbarrier per slot, counting one arrival per MMA warpgroup
+            scf.if tid >= P (producer):
+                setmaxnreg.dec PRODUCER_REGISTERS
+                issuers: scf.for tile t < K tiles:
+                    mbarrier.try_wait.parity(empty slot t % S, parity (t / S + 1) % 2)
+                    arrive.expect_tx(box bytes) + cp.async.bulk.tensor tile t -> slot t % S
+            else (the MMA warpgroups):
+                setmaxnreg.inc consumer_registers()
+                scf.for tile t < K tiles iter_args(%acc):
+                    mbarrier.try_wait.parity(full slot t % S, parity (t / S) % 2)
+                    wgmma.fence; K steps of wgmma.mma_async on slot t % S; commit_group
+                    wgmma.wait_group L
+                    thread 0 of each warpgroup: mbarrier.arrive(empty slot of tile t - L)
+                wgmma.wait_group 0
+            the epilogue, guarded by tid < P (``guard_epilogue``)
+
+        Why the slot is free when the producer copies tile t into it: its "empty" phase t / S - 1
+        completed, i.e. both warpgroups arrived after tile t - S's ``wait_group`` covered its
+        wgmmas (the first S tiles wait for the phase before the first, which counts as done).
+        Why the data is there when the warpgroups read it: the "full" phase (as ``loop``). No CTA
+        barrier follows the prologue's: the roles never meet but at the mbarriers."""
+        from .emit import Emitter
+        rw, plan = self.rw, self.plan
+        S, L = plan.stages, plan.wgmma_lag
+        old, pre, base, state, kt, origins = self._prepare(tid, shared)
+        kt_v = pre.const(kt) if isinstance(kt, int) else kt
+        P = self.tma.producer_first
+        self.consumer = pre.lt(tid, P)
+        with pre.loc, pre.ip:
+            role = scf.IfOp(self.consumer, [acc0.type], has_else=True)
+        attrs.mark(role.operation, attrs.RING)
+        # the MMA warpgroups
+        mma = Emitter(ir.InsertionPoint(role.then_block), old.location, rw.vendor).named("wgmma.tma.mma")
+        with mma.loc, mma.ip:
+            nvvm.SetMaxRegisterOp(consumer_registers(plan.warpgroups), "increase")
+            loop = scf.ForOp(mma.const(0), kt_v, mma.const(1), [acc0])
+        em = Emitter(ir.InsertionPoint(loop.body), old.location, rw.vendor).named("wgmma.tma.mma")
+        t = loop.induction_variable
+        self.wait(em, state, t)
+        acc_in = loop.inner_iter_args[0]
+        out = rw._wgmmas(em, desc, rw.fresh if rw.promote else acc_in, struct_t, em.rem(t, S), fresh=rw.promote)
+        rw._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+        if self._release_early:
+            self.release(em, state, tid, t)
+        rw._wgmma_wait(em, L)
+        if not (self._skip_release or self._release_early):  # tile t - L's wgmmas are done: its slot is free
+            if L:
+                done = em.sub(t, em.const(L))
+                self.release(em.if_then(em.lt(em.const(L - 1), t)), state, tid, done)
+            else:
+                self.release(em, state, tid, t)
+        if rw.promote:  # fp8 (L = 0): this tile's partial into the f32 accumulator
+            out = rw._promote_partial(em, acc_in, out)
+        with em.loc, em.ip:
+            scf.YieldOp([out])
+        rw._wgmma_wait(mma, 0)
+        with mma.loc, mma.ip:
+            scf.YieldOp([loop.results[0]])
+        # the producer warpgroup
+        prod = Emitter(ir.InsertionPoint(role.else_block), old.location, rw.vendor).named("wgmma.tma.producer")
+        with prod.loc, prod.ip:
+            nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, "decrease")
+        iss = prod.if_then(self.is_issuer(prod, tid))
+        with iss.loc, iss.ip:
+            ploop = scf.ForOp(iss.const(0), kt_v, iss.const(1), [])
+        pe = Emitter(ir.InsertionPoint(ploop.body), old.location, rw.vendor).named("wgmma.tma.producer")
+        n = ploop.induction_variable
+        self.wait_empty(pe, state, n)
+        self.issue(pe, tid, state, base, origins(pe, n), pe.rem(n, S))
+        with pe.loc, pe.ip:
+            scf.YieldOp([])
+        with prod.loc, prod.ip:
+            scf.YieldOp([acc0])
+        from .stages.distribute import KLoop
+        return KLoop(role, [], [], None)
+
+    def guard_epilogue(self, role) -> None:
+        """Move what follows the role split (the epilogue) into ``scf.if tid < P``: only the MMA
+        warpgroups hold accumulators."""
+        block = role.operation.block
+        ops = []
+        seen = False
+        for o in block.operations:
+            if o.operation == role.operation:
+                seen = True
+            elif seen:
+                ops.append(o.operation)
+        tail, term = ops[:-1], ops[-1]
+        if term.results or any(r.uses for o in tail for r in o.results if any(
+                u.owner == term for u in r.uses)):
+            raise UnsupportedError("warp-specialized: the function's terminator uses the epilogue's values")
+        with role.location, ir.InsertionPoint(term):
+            guard = scf.IfOp(self.consumer)
+        with ir.InsertionPoint(guard.then_block):
+            y = scf.YieldOp([])
+        for o in tail:
+            o.move_before(y)
+
+
+# setmaxnreg (PTX ISA "setmaxnreg"): 24..256, multiples of 8; the warpgroups' sum must fit the
+# SM's 64K registers: the producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
+PRODUCER_REGISTERS = 40
+SM_REGISTERS = 65536
+
+
+def consumer_registers(warpgroups: int) -> int:
+    per = (SM_REGISTERS - 128 * PRODUCER_REGISTERS) // (128 * warpgroups)
+    return min(256, per // 8 * 8)
 
 
 __all__ = ["TmaPlan", "TmaOperand", "TmaRing", "plan_tma", "validate_tma", "ONE_BLOCK_PER_SM", "TMA_TARGET_PTX"]

@@ -73,7 +73,7 @@ SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
 CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 # What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
-OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent")
+OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent", "producer")
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 REGISTERS = 255  # per thread (sm_90a)
@@ -142,6 +142,8 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
     if "copy" not in overrides and cfg.stages > 1:
         cfg = replace(cfg, copy=default_copy(target, problem, cfg))
+        if cfg.producer and cfg.copy is None:  # the producer warpgroup issues TMA copies
+            cfg = replace(cfg, copy="tma")
     validate_warpgroup(cfg, target, problem, intr)
     return cfg
 
@@ -196,7 +198,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                                f"{dim.upper()} to be a multiple of {per_chunk} elements; a promise that it is "
                                f"(util.assume.int %{dim}<udiv = {per_chunk}>, or any multiple of {per_chunk}) would "
                                f"let the kernel take this matmul")
-    threads = cfg.workgroup_size
+    threads = cfg.compute_threads
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * tk * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
         if chunks % threads:
@@ -209,6 +211,14 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
                               f"{', '.join(TMA_COPIES)}")
         from .tma import validate_tma
         validate_tma(cfg, target, problem, intr)
+    if cfg.producer not in (0, 1):
+        raise ConfigError(f"{intr.name}: producer={cfg.producer}; 0 (the MMA warpgroups issue the copies) or 1 (a "
+                          f"producer warpgroup issues them: warp-specialized)")
+    if cfg.producer and cfg.stages < 2:
+        raise ConfigError(f"{intr.name}: producer=1 feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
+    if cfg.producer and cfg.copy not in TMA_COPIES:
+        raise ConfigError(f"{intr.name}: producer=1 issues TMA copies into mbarrier-guarded slots; with "
+                          f"copy={cfg.copy or 'cp.async'} every thread copies (use copy=tma or tma-wide)")
     if cfg.persistent is not None:
         why = persistent_refusal(cfg, problem, intr)
         if why:
@@ -304,7 +314,8 @@ def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
     ring = allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)
     if cfg.copy in TMA_COPIES:
         from .tma import MAP_BYTES, ONE_BLOCK_PER_SM
-        return max(ring + 2 * MAP_BYTES + 8 * cfg.stages, ONE_BLOCK_PER_SM)
+        barriers = (2 if cfg.producer else 1) * 8 * cfg.stages  # "full" per slot (+ "empty": producer=1)
+        return max(ring + 2 * MAP_BYTES + barriers, ONE_BLOCK_PER_SM)
     return ring
 
 
@@ -454,8 +465,9 @@ class WgmmaPlan:
     def expectations(self) -> attrs.Expectations:
         """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
         loop's wgmma (k_steps per K tile), and two barriers per K tile (stages 1) or one (the ring)."""
-        if self.tma is not None:  # bulk tensor copies, one barrier per K tile
-            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 1, tma=True)
+        if self.tma is not None:  # bulk tensor copies, one barrier per K tile (warp-specialized: none)
+            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False,
+                                      0 if self.tma.specialized else 1, tma=True)
         if self.pipelined:  # cp.async copies, one barrier per K tile
             return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1)
         return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2)
@@ -500,14 +512,28 @@ class WgmmaPlan:
                          f"memory: {self.smem_bytes} B in one allocation (at least {self.tma_min_bytes} B: one block "
                          f"per SM), its address rounded up to {ALIGN} at run time")
             lines += self.tma.describe()
-            lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by TMA, "
-                         f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
-                         f"copy tiles 0..{self.copy_ahead - 1}")
-            lines.append(f"K tile t: mbarrier.try_wait.parity (slot t % {self.stages}, parity (t / {self.stages}) % 2); "
-                         f"barrier; wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
-                         f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + "
-                         f"cp.async.bulk.tensor tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
-                         f"wait_group {self.wgmma_lag}")
+            if self.tma.specialized:
+                lines.append(f"warp-specialized: threads {self.tma.producer_first}..{self.workgroup_size - 1} are the "
+                             f"producer warpgroup (setmaxnreg.dec), threads 0..{self.tma.producer_first - 1} the "
+                             f"{self.warpgroups} MMA warpgroup{'s' if self.warpgroups > 1 else ''} (setmaxnreg.inc); no CTA "
+                             f"barrier after the prologue")
+                lines.append(f"producer, K tile t (issuers only): mbarrier.try_wait.parity (empty slot t % {self.stages}, "
+                             f"parity (t / {self.stages} + 1) % 2: the slot's release of tile t - {self.stages}); "
+                             f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + cp.async.bulk.tensor tile t -> "
+                             f"slot t % {self.stages}")
+                lines.append(f"MMA warpgroups, K tile t: mbarrier.try_wait.parity (full slot t % {self.stages}, parity "
+                             f"(t / {self.stages}) % 2); wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; "
+                             f"wait_group {self.wgmma_lag}; thread 0 of each warpgroup arrives on the empty mbarrier "
+                             f"of tile t - {self.wgmma_lag}'s slot; the epilogue by the MMA warpgroups only")
+            else:
+                lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by TMA, "
+                             f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
+                             f"copy tiles 0..{self.copy_ahead - 1}")
+                lines.append(f"K tile t: mbarrier.try_wait.parity (slot t % {self.stages}, parity (t / {self.stages}) % 2); "
+                             f"barrier; wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
+                             f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + "
+                             f"cp.async.bulk.tensor tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
+                             f"wait_group {self.wgmma_lag}")
         else:
             lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
                          f"memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time")
@@ -539,7 +565,7 @@ class WgmmaPlan:
 def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: WarpgroupIntrinsic,
                c_extents: Extents) -> WgmmaPlan:
     validate_warpgroup(cfg, target, problem, intr)
-    threads = cfg.workgroup_size
+    threads = cfg.compute_threads  # (the producer warpgroup copies nothing by cp.async)
     ops = []
     offset = 0
     split = allocations(intr) > 1
@@ -574,8 +600,9 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     tma = None
     if cfg.copy in TMA_COPIES:
         from .tma import plan_tma
-        tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages)
-    return WgmmaPlan(intr, target.vendor, WARP, threads, cfg.tile_m // 64, ops[0], ops[1], tk,
+        tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages,
+                       cfg.compute_threads if cfg.producer else None)
+    return WgmmaPlan(intr, target.vendor, WARP, cfg.workgroup_size, cfg.tile_m // 64, ops[0], ops[1], tk,
                      tk // intr.k, None if problem.k is None else -(-problem.k // tk),
                      plan_bytes(cfg, intr.a_type, allocations(intr)), epi,
                      (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,

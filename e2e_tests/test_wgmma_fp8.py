@@ -352,12 +352,14 @@ def test_fp8_is_refused_before_hopper():
 @pytest.mark.parametrize("t,b,ptx_t", [(E4M3, E4M3, "e4m3.e4m3"), (E5M2, E5M2, "e5m2.e5m2"),
                                        (E4M3, E5M2, "e4m3.e5m2")])
 def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
-    """The heuristic's kernel (128x128x128 tiles, 4-slot ring, partials promoted per K tile):
+    """The cp.async-ring kernel (128x128x128 tiles, 4-slot ring, partials promoted per K tile;
+    ``producer=0``: the default is warp-specialized where TMA serves, test_warp_specialized.py):
     verified PTX (check_isa: the wgmma mnemonic, 16-byte cp.async, one barrier per K tile), the
     first wgmma of a tile with scale-d 0 (the predicate p = 0 != 0), the f32 adds after
     wait_group 0, no local memory; ptxas (sm_90a) without spills or serialized wgmma (a read of a
     running wgmma's registers would make ptxas inject a wait, C7517, and serialize, C7514)."""
-    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b), "sm_90a")  # verify=True
+    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b), "sm_90a",
+                         options=CodegenOptions(overrides={"producer": 0}))  # verify=True
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n128k32.f32.{ptx_t}" in ptx

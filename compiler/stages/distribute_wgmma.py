@@ -132,7 +132,8 @@ class WgmmaRewriter(Rewriter):
             acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
         if plan.tma is not None:  # the ring filled by TMA (--config copy=tma; f16/bf16): compiler/tma.py
             from ..tma import TmaRing
-            loop = TmaRing(self).loop(tid, shared, desc, acc0, struct_t)
+            ring = TmaRing(self)
+            loop = ring.loop(tid, shared, desc, acc0, struct_t)
             acc = loop.op.results[0]
         elif plan.pipelined:
             loop, acc = self._ring_loop(tid, shared, desc, acc0, struct_t)
@@ -152,6 +153,8 @@ class WgmmaRewriter(Rewriter):
         assert lay.batch == (1, 1) and lay.op_vector_length == n_fields
         self._store_accumulators([vec], lanes)
         self._erase_old()
+        if plan.tma is not None and plan.tma.specialized:  # the producer warpgroup stores nothing
+            ring.guard_epilogue(loop.op)
         if plan.persistent:
             self._persist()
 

@@ -1,0 +1,196 @@
+"""The warp-specialized wgmma kernel (``--config producer=1``; ``tma.TmaRing.specialized``): a
+producer warpgroup issues the TMA copies into slots guarded by "full" and "empty" mbarriers, the
+MMA warpgroups never meet at a CTA barrier in the K loop. The lane executor runs the two roles as
+cooperating tasks (``executor.Roles``: a task whose mbarrier wait cannot complete hands over), so
+each side runs as far ahead of the other as the mbarriers allow -- the orders in which a missing
+wait or release shows.
+
+Numerics: against numpy on random data (``exact=True``: small integers, exact in f32; else the
+f16/bf16 -> f32 bound of ``check_matmul``), fp8 bit for bit against the promoted kernel's modelled
+arithmetic; mutations the executor must refuse; PTX through ptxas; the fp8 default and the
+refusals."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conftest import handed_back, mutant, simulate, sm90a_ptxas
+from mmaflow.compiler import tma
+from mmaflow.compiler.bridge import compile_module
+from mmaflow.compiler.config import explain, resolve
+from mmaflow.compiler.errors import MmaflowError
+from mmaflow.compiler.mlir import new_context, parse_module
+from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.results import CodegenOptions
+from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.tma import TmaRing
+from mmaflow.runtime.executor import ExecutorError
+from mmaflow.runtime.modules import epilogue_module, matmul_module
+from mmaflow.runtime.simulate import check_matmul
+
+SM90 = get_target("sm_90a")
+E4M3, E5M2 = "f8E4M3FN", "f8E5M2"
+
+
+def _over(n, t="f16", **kw):
+    k = 32 if t.startswith("f8") else 16
+    return {"intrinsic": f"WGMMA_F32_64x{n}x{k}_{t.upper()}", "producer": 1, **kw}
+
+
+def _sim(src, overrides, exact=False, **kw):
+    text = handed_back(src, "sm_90a", tuple(sorted(overrides.items())))
+    return check_matmul(parse_module(text, new_context()), exact=exact, **kw)
+
+
+# ---- numerics --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,n,k,t,wn,tile_m,stages,copy,ta,tb,exact", [
+    (256, 256, 512, "f16", 256, 128, 4, "tma", False, False, True),  # 32 + 1 issuers, 8 K tiles: slots reused
+    (256, 256, 512, "bf16", 256, 128, 3, "tma-wide", False, False, False),  # 4 + 1 issuers
+    (128, 128, 320, "f16", 128, 128, 2, "tma", False, False, True),  # 2 slots, wait_group 0
+    (64, 128, 448, "bf16", 128, 64, 3, "tma", False, False, False),  # one MMA warpgroup
+    (128, 128, 64, "f16", 128, 128, 4, "tma", False, False, True),  # one K tile: no slot released
+    (200, 136, 104, "f16", 128, 128, 4, "tma-wide", False, False, True),  # partial M, N, K
+    (128, 129, 320, "f16", 128, 128, 4, "tma", False, True, True),  # B^T, N odd
+    (136, 120, 72, "f16", 128, 128, 3, "tma", True, False, True),  # A^T (MN-major A)
+], ids=["f16-n256", "bf16-wide-s3", "s2", "bf16-m64", "one-tile", "partial-mnk", "Bt-n129", "At-partial"])
+def test_matches_numpy(m, n, k, t, wn, tile_m, stages, copy, ta, tb, exact):
+    r = _sim(matmul_module(m, n, k, t, transpose_a=ta, transpose_b=tb),
+             _over(wn, t, tile_m=tile_m, stages=stages, copy=copy), exact)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+    tiles = -(-m // tile_m) * -(-n // wn) * -(-k // 64)
+    assert r.stats.matrix_ops == tiles * 4 * (tile_m // 64)  # only the MMA warpgroups multiply
+
+
+@pytest.mark.parametrize("t", [E4M3, E5M2])
+@pytest.mark.parametrize("m,n,k,tile_m,stages", [(256, 256, 640, 128, 4), (200, 136, 528, 128, 3),
+                                                 (64, 128, 384, 64, 2)])
+def test_fp8_matches_the_modelled_arithmetic(t, m, n, k, tile_m, stages):
+    r = _sim(matmul_module(m, n, k, t, transpose_b=True), _over(128, t, tile_m=tile_m, stages=stages))
+    assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
+    assert not r.stats.races
+
+
+def test_batch_epilogue_and_dynamic_sizes():
+    from test_epilogue import CASES
+    from mmaflow.runtime.modules import dynamic_module
+    r = _sim(matmul_module(40, 72, 56, "bf16", batch=2), _over(64, "bf16", tile_m=64, stages=2), True)
+    assert r.check.passed, r.check.detail
+    for name, (m, n, k) in (("bias_n-relu-f16", (200, 136, 104)), ("scale_n-shift_m", (128, 256, 192))):
+        kw, ref, _ = CASES[name]
+        r = simulate(epilogue_module(m, n, k, **kw), "sm_90a", _over(128), seed=5, exact=True, epilogue=ref)
+        assert r.check.passed, (name, r.check.line())
+    src = dynamic_module(divisors=dict(n=8, k=8))
+    for sizes in (dict(m=130, n=264, k=72), dict(m=5, n=16, k=0), dict(m=1, n=8, k=520)):
+        r = simulate(src, "sm_90a", _over(128, stages=3), sizes=sizes, seed=1, exact=True)
+        assert r.check.passed, (sizes, r.check.line())
+
+
+# ---- mutations the executor must catch -------------------------------------------------------------
+
+def _mutant(attr, value, stages=4, k=640):
+    return mutant(TmaRing, attr, value, matmul_module(128, 256, k, "f16"),
+                  overrides=_over(256, stages=stages)).text
+
+
+def _run(text):
+    return check_matmul(parse_module(text, new_context()), exact=True)
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_copying_before_the_release_is_caught(stages):
+    # the producer re-arms a slot whose phase the MMA warpgroups have not waited for yet
+    with pytest.raises(ExecutorError, match="more arrivals on the mbarrier at .* than its count 33 in one phase"):
+        _run(_mutant("_skip_empty_wait", True, stages))
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_releasing_before_wait_group_is_caught(stages):
+    # the release precedes the wait_group that completes the slot's wgmmas: the next copy into it
+    # is ordered after nothing that ordered their reads (the happens-before of the mbarrier phase)
+    with pytest.raises(ExecutorError, match="a bulk tensor copy by thread 256 into shared-memory byte .* which "
+                                            "warpgroup 0's wgmma.mma_async read, with nothing ordering"):
+        _run(_mutant("_release_early", True, stages))
+
+
+def test_never_releasing_deadlocks():
+    with pytest.raises(ExecutorError, match="waits for phase parity 1 of the mbarrier .* cannot yet complete: "
+                                            "33 of 33 arrivals missing.*so does the other warp role: the kernel "
+                                            "deadlocks"):
+        _run(_mutant("_skip_release", True, 3))
+
+
+def test_wrong_slot_and_parity_are_caught():
+    with pytest.raises(ExecutorError, match="wgmma.mma_async reads element 0 of .* while an async copy to it is in "
+                                            "flight"):
+        _run(_mutant("_dst_slot_skew", 1))
+    with pytest.raises(ExecutorError, match="the kernel deadlocks"):
+        _run(_mutant("_flip_parity", True))
+
+
+def test_register_split_beyond_the_sm_is_refused(monkeypatch):
+    monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 112)  # 2 x 128 x 232 + 128 x 112 > 64K
+    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
+    text = mutant(TmaRing, "_skip_acquire", False, matmul_module(128, 256, 128, "f16"), overrides=_over(256))
+    with pytest.raises(ExecutorError, match=r"setmaxnreg: the warpgroups ask for \[232, 232, 112\] registers per "
+                                            r"thread, 73728 in all, more than the SM's 65536"):
+        _run(text.text)
+
+
+# ---- lowering --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("src,over,regs", [
+    (matmul_module(1024, 1024, 1024, "f16"), _over(256, copy="tma-wide"), 232),
+    (matmul_module(2048, 2048, 1024, E4M3, transpose_b=True), {}, 232),  # fp8's default
+])
+def test_ptx_roles_and_ptxas(tmp_path, src, over, regs):
+    """Verified PTX (check_isa: wgmma, bulk copies, no barrier in the K loop); the roles' register
+    split; the two prologue barriers only; ptxas assembles it without spills or serialized wgmma."""
+    res = compile_module(src, "sm_90a", options=CodegenOptions(overrides=over))
+    (ptx,) = res.isa_text.values()
+    assert ".maxntid 384, 1, 1" in ptx
+    assert re.findall(r"setmaxnreg\.(\w+)\.sync\.aligned\.u32\s+(\d+);", ptx) == [("inc", str(regs)), ("dec", "40")]
+    assert len(re.findall(r"\bbar\.sync\b", ptx)) == 2
+    assert "mbarrier.arrive.shared.b64" in ptx
+    assert not re.search(r"^\s*cp\.async\.(ca|cg)\.", ptx, re.M)
+    out = sm90a_ptxas(tmp_path, ptx)
+    assert "C7514" not in out and "C7517" not in out, out
+
+
+# ---- the default and refusals ----------------------------------------------------------------------
+
+def test_fp8_default_is_warp_specialized_where_tma_serves():
+    p = Contraction(m=4096, n=4096, k=4096, a_type=E4M3, b_type=E4M3, c_type="f32", b_transposed=True, batch=1)
+    cfg, _ = resolve(SM90, p, {})
+    assert (cfg.producer, cfg.copy, cfg.persistent, cfg.workgroup_size) == (1, "tma", None, 384)
+    assert any("producer warpgroup (warp-specialized: 1.06-1.09x" in w for w in explain(SM90, p))
+    assert resolve(SM90, p, {"producer": 0})[0].producer == 0
+    mixed = Contraction(m=4096, n=4096, k=4096, a_type=E4M3, b_type=E5M2, c_type="f32", b_transposed=True, batch=1)
+    assert resolve(SM90, mixed, {})[0].producer == 0
+    assert any("fp8 on the cp.async ring, not warp-specialized: " in w and "one element type" in w
+               for w in explain(SM90, mixed))
+    f16 = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    assert resolve(SM90, f16, {})[0].producer == 0  # measured slower than the persistent cp.async ring
+    cfg, _ = resolve(SM90, f16, {"producer": 1})
+    assert (cfg.copy, cfg.workgroup_size, cfg.compute_threads) == ("tma", 384, 256)
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(producer=1, copy=None), "producer=1 issues TMA copies into mbarrier-guarded slots"),
+    (dict(producer=2), "producer=2; 0 .* or 1"),
+    (dict(producer=1, stages=1), "producer=1 feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel"),
+    (dict(producer=1, persistent=2), "the persistent grid runs the cp.async ring"),
+])
+def test_refusals(over, match):
+    p = Contraction(m=256, n=512, k=512, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    with pytest.raises(MmaflowError, match=match):
+        resolve(SM90, p, {"intrinsic": "WGMMA_F32_64x256x16_F16", **over})
+
+
+def test_mma_sync_refuses_a_producer():
+    p = Contraction(m=256, n=512, k=512, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    with pytest.raises(MmaflowError, match="the producer warpgroup feeds the warpgroup-MMA kernel's TMA ring only"):
+        resolve(get_target("sm_80"), p, {"producer": 1, "tile_m": 128})
