@@ -86,7 +86,10 @@ class KernelConfig:
         return self.compute_threads + PRODUCER_THREADS * self.producer
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not d["producer"]:  # (unset unless warp-specialized: printed IR of other kernels unchanged)
+            del d["producer"]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -574,9 +577,11 @@ WARPGROUP_RASTER_WAVES = 2
 FP8_WARPGROUP_SHAPES = ((128, 128), (128, 64))
 # fp8: the warp-specialized kernel (producer=1: a producer warpgroup issues TMA copies into slots
 # guarded by "full" and "empty" mbarriers; the MMA warpgroups promote each K tile's partial with no
-# CTA barrier holding them together) where the TMA ring serves. H200, kernel-only TFLOP/s, one call
-# (BENCHMARKS.md run 14, call 1): e4m3 4096^3 957.0 -> 1017.5 (0.80x torch._scaled_mm), 8192^3
-# 1083.5 -> 1177.5 (0.82x), against the persistent cp.async ring.
+# CTA barrier holding them together) where the TMA ring serves, persistent from two waves of
+# tiles as the cp.async ring (``_warpgroup_persistent``). H200, kernel-only TFLOP/s (BENCHMARKS.md
+# run 14): e4m3 4096^3 / 8192^3, persistent cp.async ring 950.4 / 1076.3, warp-specialized
+# persistent 1085.7 / 1206.3 (0.87x / 0.85x torch._scaled_mm), one call (call 5); one tile per
+# workgroup 1017.5 / 1177.5 (call 1).
 FP8_PRODUCER = 1
 
 
@@ -657,9 +662,9 @@ PERSISTENT_MIN_WAVES = 2
 
 
 def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
-    """The persistent grid where it serves (static whole tiles, the cp.async ring, two waves or
-    more, a tile count that W divides); else the plain grid, the reason in ``why`` when the
-    problem has the waves for it."""
+    """The persistent grid where it serves (static whole tiles, the cp.async ring or the
+    warp-specialized one, two waves or more, a tile count that W divides); else the plain grid,
+    the reason in ``why`` when the problem has the waves for it."""
     from .wgmma_plan import output_tiles, persistent_refusal
     if problem.is_dynamic or problem.m is None or problem.n is None:
         return cfg
@@ -671,9 +676,12 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
     if refusal:
         why.append(f"one tile per workgroup, not a persistent grid: {refusal}")
         return cfg
+    gain = ("the producer copying the next tile's K tiles during this one's epilogue (1.07x at 4096^3 e4m3, "
+            "warp-specialized, on the H200)" if cfg.producer else
+            "the next tile's first K tiles copied during this one's epilogue (1.02x at 4096^3 f16, 1.04x e4m3, "
+            "on the H200)")
     why.append(f"persistent grid: {tiles // w} workgroups of {w} tiles each ({tiles} tiles, {target.compute_units} "
-               f"SMs), the next tile's first K tiles copied during this one's epilogue (1.02x at 4096^3 f16, 1.04x "
-               f"e4m3, on the H200)")
+               f"SMs), {gain}")
     return replace(cfg, persistent=w)
 
 
@@ -713,8 +721,8 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
             cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over, "producer": FP8_PRODUCER})
         else:
             why.append(f"fp8 on the cp.async ring, not warp-specialized: {refusal}")
-    ring = (f"{cfg.copy} ring fed by a producer warpgroup (warp-specialized: 1.06-1.09x the cp.async ring at "
-            f"4096^3-8192^3 e4m3 on the H200)" if cfg.producer else f"{cfg.copy or 'cp.async'} ring")
+    ring = (f"{cfg.copy} ring fed by a producer warpgroup (warp-specialized: 1.14x / 1.12x the cp.async ring at "
+            f"4096^3 / 8192^3 e4m3 on the H200, both persistent)" if cfg.producer else f"{cfg.copy or 'cp.async'} ring")
     why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"{ring} ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
                f"{problem.a_type} x {problem.b_type})")

@@ -250,6 +250,7 @@ class TmaRing:
     _skip_empty_wait = False
     _release_early = False
     _skip_release = False
+    _tile_local_count = False  # restart the ring count at each tile of a persistent workgroup
 
     def __init__(self, rw):
         self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
@@ -599,18 +600,23 @@ class TmaRing:
                           mbarrier per slot, counting one arrival per MMA warpgroup
             scf.if tid >= P (producer):
                 setmaxnreg.dec PRODUCER_REGISTERS
-                issuers: scf.for tile t < K tiles:
-                    mbarrier.try_wait.parity(empty slot t % S, parity (t / S + 1) % 2)
-                    arrive.expect_tx(box bytes) + cp.async.bulk.tensor tile t -> slot t % S
+                issuers: scf.for tile t < K tiles (ring count n = j * K tiles + t):
+                    mbarrier.try_wait.parity(empty slot n % S, parity (n / S + 1) % 2)
+                    arrive.expect_tx(box bytes) + cp.async.bulk.tensor K tile t -> slot n % S
             else (the MMA warpgroups):
                 setmaxnreg.inc consumer_registers()
                 scf.for tile t < K tiles iter_args(%acc):
-                    mbarrier.try_wait.parity(full slot t % S, parity (t / S) % 2)
-                    wgmma.fence; K steps of wgmma.mma_async on slot t % S; commit_group
+                    mbarrier.try_wait.parity(full slot n % S, parity (n / S) % 2)
+                    wgmma.fence; K steps of wgmma.mma_async on slot n % S; commit_group
                     wgmma.wait_group L
-                    thread 0 of each warpgroup: mbarrier.arrive(empty slot of tile t - L)
-                wgmma.wait_group 0
+                    thread 0 of each warpgroup, t >= L: mbarrier.arrive(empty slot of n - L)
+                wgmma.wait_group 0; the last L K tiles' slots released likewise
             the epilogue, guarded by tid < P (``guard_epilogue``)
+
+        j is the output tile's index in a persistent workgroup (0 without one): the loop over
+        tiles goes around all of this (``WgmmaRewriter._persist``), and since the roles meet at no
+        barrier the producer copies the next tile's first K tiles while the MMA warpgroups run
+        this one's epilogue.
 
         Why the slot is free when the producer copies tile t into it: its "empty" phase t / S - 1
         completed, i.e. both warpgroups arrived after tile t - S's ``wait_group`` covered its
@@ -622,6 +628,10 @@ class TmaRing:
         S, L = plan.stages, plan.wgmma_lag
         old, pre, base, state, kt, origins = self._prepare(tid, shared)
         kt_v = pre.const(kt) if isinstance(kt, int) else kt
+        # The ring's K tile count n = j * K tiles + t runs on across a persistent grid's tiles (the
+        # slots and phases follow n); j, the tile's index in the workgroup, is 0 until
+        # ``WgmmaRewriter._persist`` puts the loop over tiles around the roles.
+        self.tile_j = pre.const(0)
         P = self.tma.producer_first
         self.consumer = pre.lt(tid, P)
         with pre.loc, pre.ip:
@@ -631,27 +641,36 @@ class TmaRing:
         mma = Emitter(ir.InsertionPoint(role.then_block), old.location, rw.vendor).named("wgmma.tma.mma")
         with mma.loc, mma.ip:
             nvvm.SetMaxRegisterOp(consumer_registers(plan.warpgroups), "increase")
+        first = mma.mul(self.tile_j, kt_v)  # (inside the roles: the loop over tiles goes around them)
+        if self._tile_local_count:
+            first = mma.const(0)
+        with mma.loc, mma.ip:
             loop = scf.ForOp(mma.const(0), kt_v, mma.const(1), [acc0])
         em = Emitter(ir.InsertionPoint(loop.body), old.location, rw.vendor).named("wgmma.tma.mma")
         t = loop.induction_variable
-        self.wait(em, state, t)
+        n = em.add(first, t)
+        self.wait(em, state, n)
         acc_in = loop.inner_iter_args[0]
-        out = rw._wgmmas(em, desc, rw.fresh if rw.promote else acc_in, struct_t, em.rem(t, S), fresh=rw.promote)
+        out = rw._wgmmas(em, desc, rw.fresh if rw.promote else acc_in, struct_t, em.rem(n, S), fresh=rw.promote)
         rw._op(em, "nvvm.wgmma.commit.group.sync.aligned")
         if self._release_early:
-            self.release(em, state, tid, t)
+            self.release(em, state, tid, n)
         rw._wgmma_wait(em, L)
-        if not (self._skip_release or self._release_early):  # tile t - L's wgmmas are done: its slot is free
+        if not (self._skip_release or self._release_early):  # K tile n - L's wgmmas are done: its slot is free
             if L:
-                done = em.sub(t, em.const(L))
+                done = em.sub(n, em.const(L))
                 self.release(em.if_then(em.lt(em.const(L - 1), t)), state, tid, done)
             else:
-                self.release(em, state, tid, t)
+                self.release(em, state, tid, n)
         if rw.promote:  # fp8 (L = 0): this tile's partial into the f32 accumulator
             out = rw._promote_partial(em, acc_in, out)
         with em.loc, em.ip:
             scf.YieldOp([out])
         rw._wgmma_wait(mma, 0)
+        if L and not self._skip_release:  # the last L K tiles' slots, free after wait_group 0
+            for i in range(1, L + 1):
+                last = mma.add(first, mma.sub(kt_v, mma.const(i)))
+                self.release(mma.if_then(mma.lt(mma.const(i - 1), kt_v)), state, tid, last)
         with mma.loc, mma.ip:
             scf.YieldOp([loop.results[0]])
         # the producer warpgroup
@@ -659,12 +678,14 @@ class TmaRing:
         with prod.loc, prod.ip:
             nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, "decrease")
         iss = prod.if_then(self.is_issuer(prod, tid))
+        first = iss.const(0) if self._tile_local_count else iss.mul(self.tile_j, kt_v)
         with iss.loc, iss.ip:
             ploop = scf.ForOp(iss.const(0), kt_v, iss.const(1), [])
         pe = Emitter(ir.InsertionPoint(ploop.body), old.location, rw.vendor).named("wgmma.tma.producer")
-        n = ploop.induction_variable
+        t = ploop.induction_variable
+        n = pe.add(first, t)
         self.wait_empty(pe, state, n)
-        self.issue(pe, tid, state, base, origins(pe, n), pe.rem(n, S))
+        self.issue(pe, tid, state, base, origins(pe, t), pe.rem(n, S))
         with pe.loc, pe.ip:
             scf.YieldOp([])
         with prod.loc, prod.ip:

@@ -248,8 +248,9 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
     if problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk:
         return (f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
                 f"tile's copies are issued unbounded)")
-    if cfg.stages < 2 or cfg.copy is not None:
-        return "the persistent grid runs the cp.async ring (stages >= 2, copy unset)"
+    if cfg.stages < 2 or (cfg.copy is not None and not cfg.producer):
+        return ("the persistent grid runs the cp.async ring (stages >= 2, copy unset) or the warp-specialized "
+                "TMA ring (producer=1)")
     if intr.a_type in FP8 and WgmmaPlan.fp8_pair_tiles:
         return "fp8 pair tiles are not taken by the persistent grid"
     tiles = output_tiles(cfg, problem)
@@ -492,10 +493,14 @@ class WgmmaPlan:
                                      for s in range(1, self.k_steps)))
         if self.persistent:
             gx, gy = self.tile_grid
-            lines.append(f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
-                         f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}); the next tile's "
-                         f"first {self.copy_ahead} K tiles copied after a barrier that ends this tile's K loop, before "
-                         f"its epilogue")
+            head = (f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
+                    f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}); ")
+            if self.tma is not None and self.tma.specialized:
+                lines.append(head + "the ring count runs on across tiles (n = j * K tiles + t), so the producer "
+                                    "copies the next tile's K tiles while the MMA warpgroups run this one's epilogue")
+            else:
+                lines.append(head + f"the next tile's first {self.copy_ahead} K tiles copied after a barrier that "
+                                    f"ends this tile's K loop, before its epilogue")
         if self.dynamic:
             lines.append("dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the "
                          "workload)")

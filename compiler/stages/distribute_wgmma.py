@@ -155,6 +155,7 @@ class WgmmaRewriter(Rewriter):
         self._erase_old()
         if plan.tma is not None and plan.tma.specialized:  # the producer warpgroup stores nothing
             ring.guard_epilogue(loop.op)
+            self.tile_j, self.roles = ring.tile_j, loop.op.operation
         if plan.persistent:
             self._persist()
 
@@ -533,6 +534,9 @@ class WgmmaRewriter(Rewriter):
                             return True
             return False
 
+        # Moved into the loop: what depends on the ids, and every op with effects after the first
+        # such (the warp-specialized kernel: after the role split; its setup runs once).
+        specialized = plan.tma is not None and plan.tma.specialized
         moved, seen = [], False
         for op in ops[:-1]:
             d = depends(op)
@@ -540,10 +544,10 @@ class WgmmaRewriter(Rewriter):
                 dep.update(op.results)
             if d or (seen and not _pure(op)):
                 moved.append(op)
-            seen = seen or d
+            seen = seen or (op == self.roles if specialized else d)
         if not moved:
             raise _fail("the kernel does not depend on the workgroup ids")
-        prologue = list(self._ring_prologue)
+        prologue = [] if specialized else list(self._ring_prologue)
         gx, gy = plan.tile_grid
         grid = gx * gy // plan.persistent
         top = Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("persistent")
@@ -562,6 +566,12 @@ class WgmmaRewriter(Rewriter):
             for op in olds[dim]:
                 op.result.replace_all_uses_with(new)
                 op.erase()
+        if specialized:  # the roles' ring count runs on across tiles (TmaRing.specialized)
+            placeholder = defining_op(self.tile_j)
+            self.tile_j.replace_all_uses_with(j)
+            placeholder.erase()
+            self._roles_outside(loop.operation)
+            return
         # the ring prologue: once before the loop for j = 0, and in the loop for j + 1
         body = loop.body
         slice_ = _backward_slice(prologue, body)
@@ -580,6 +590,54 @@ class WgmmaRewriter(Rewriter):
         for op in reversed(prologue + slice_):  # (a constant the prologue made may serve others too)
             if not any(list(r.uses) for r in op.results):
                 op.erase()
+
+
+    def _roles_outside(self, loop: ir.Operation) -> None:
+        """The warp-specialized persistent kernel: from
+
+            scf.for j { ...; scf.if mma { setmaxnreg.inc; K loop } else { setmaxnreg.dec; copies }
+                        scf.if mma { epilogue } }
+
+        to ``scf.if mma { setmaxnreg.inc; scf.for j { ...; K loop; epilogue } } else {
+        setmaxnreg.dec; scf.for j { ...; copies } }``: each role loops over the tiles on its own
+        (the producer runs on into the next tile while the MMA warpgroups store this one), and
+        setmaxnreg stays at its role's start, where ptxas can size the role's registers (inside
+        the loop it cannot: it spills and serializes the wgmmas)."""
+        body = list(loop.regions[0].blocks[0].operations)
+        at = _position(loop.regions[0].blocks[0], self.roles)
+        roles = body[at].operation
+        guard = body[at + 1].operation
+        assert guard.name == "scf.if" and len(guard.regions[1].blocks) == 0, guard.name
+        top = Emitter(ir.InsertionPoint(loop), loop.location, self.vendor).named("wgmma.tma.roles")
+        with top.loc, top.ip:
+            outer = scf.IfOp(roles.operands[0], [], has_else=True)
+        for side, block in ((0, outer.then_block), (1, outer.else_block)):
+            with top.loc, ir.InsertionPoint(block):
+                y = scf.YieldOp([])
+            first = list(roles.regions[side].blocks[0].operations)[0].operation
+            assert first.name == "nvvm.setmaxregister", first.name
+            first.clone(ir.InsertionPoint(y))
+            copy = loop.clone(ir.InsertionPoint(y))
+            ops = list(copy.regions[0].blocks[0].operations)
+            r, g = ops[at].operation, ops[at + 1].operation
+            if side == 0:
+                _inline(g, 0)
+            else:
+                g.erase()
+            _inline(r, side, skip_first=True)
+        loop.erase()
+
+
+def _inline(op: ir.Operation, side: int, skip_first: bool = False) -> None:
+    """Replace the scf.if ``op`` by the ops of its region ``side`` (without the first op if
+    ``skip_first``), its results by what that region yields."""
+    ops = [o.operation for o in op.regions[side].blocks[0].operations]
+    term = ops[-1]
+    for o in ops[1 if skip_first else 0:-1]:
+        o.move_before(op)
+    for old, new in zip(op.results, list(term.operands)):
+        old.replace_all_uses_with(new)
+    op.erase()
 
 
 def _position(block: ir.Block, op) -> int:
