@@ -583,6 +583,10 @@ FP8_WARPGROUP_SHAPES = ((128, 128), (128, 64))
 # persistent 1085.7 / 1206.3 (0.87x / 0.85x torch._scaled_mm), one call (call 5); one tile per
 # workgroup 1017.5 / 1177.5 (call 1).
 FP8_PRODUCER = 1
+# ... for tiles of two MMA warpgroups: with one (64x128 tiles, the 1024^3 choice) the producer
+# warpgroup lost, 313.5 against 355.0 TFLOP/s (run 14 call 6; 2048^3 in 128x128 tiles: 795.4
+# against 742.4).
+FP8_PRODUCER_TILE_M = 128
 
 
 def warpgroup_only(target: Target, problem: Contraction) -> bool:
@@ -717,7 +721,10 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     if not {"producer", "copy", "persistent"} & set(over) and cfg.stages > 1:
         from .wgmma_plan import tma_refusal
         refusal = tma_refusal(target, problem, cfg)
-        if refusal is None:
+        if refusal is None and cfg.tile_m < FP8_PRODUCER_TILE_M:
+            why.append(f"fp8 on the cp.async ring, not warp-specialized: {cfg.tile_m}-row tiles have one MMA warpgroup "
+                       f"(measured slower with a producer: 313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)")
+        elif refusal is None:
             cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over, "producer": FP8_PRODUCER})
         else:
             why.append(f"fp8 on the cp.async ring, not warp-specialized: {refusal}")

@@ -201,6 +201,12 @@ def test_fp8_default_is_warp_specialized_where_tma_serves():
     assert resolve(SM90, mixed, {})[0].producer == 0
     assert any("fp8 on the cp.async ring, not warp-specialized: " in w and "one element type" in w
                for w in explain(SM90, mixed))
+    small = Contraction(m=1024, n=1024, k=1024, a_type=E4M3, b_type=E4M3, c_type="f32", b_transposed=True, batch=1)
+    cfg, _ = resolve(SM90, small, {})  # 64x128 tiles: one MMA warpgroup
+    assert (cfg.tile_m, cfg.producer, cfg.copy) == (64, 0, None)
+    assert any("64-row tiles have one MMA warpgroup" in w for w in explain(SM90, small))
+    assert resolve(SM90, Contraction(m=2048, n=2048, k=2048, a_type=E4M3, b_type=E4M3, c_type="f32",
+                                     b_transposed=True, batch=1), {})[0].producer == 1
     f16 = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
     assert resolve(SM90, f16, {})[0].producer == 0  # measured slower than the persistent cp.async ring
     cfg, _ = resolve(SM90, f16, {"producer": 1})
