@@ -607,10 +607,13 @@ def _h_setmaxnreg(k, op):
         act = st.active().reshape(st.G, st.T // 128, 128) if st.T % 128 == 0 else None
         if act is None or not np.all(act.all(axis=2) == act.any(axis=2)):
             raise ExecutorError(f"{_loc(op)}: setmaxnreg by part of a warpgroup (it is .sync.aligned per warpgroup)")
+        whole = act.all(axis=2)
+        if not np.all(whole == whole[0]):
+            raise ExecutorError(f"{_loc(op)}: setmaxnreg by different warpgroups in different workgroups")
         regs = getattr(st, "setmaxnreg", None)
         if regs is None:
             regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
-        regs[act[0].all(axis=1)] = n
+        regs[whole[0]] = n
         if int(regs.sum()) * 128 > SM_REGISTERS:
             raise ExecutorError(f"{_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
                                 f"thread, {int(regs.sum()) * 128} in all, more than the SM's {SM_REGISTERS}")

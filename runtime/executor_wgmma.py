@@ -258,7 +258,7 @@ def _h_fence_proxy(k, op):
     return run
 
 
-def _uniform_all(st, op, what) -> list[int]:
+def _collective_warpgroups(st, op, what) -> list[int]:
     """The warpgroups that run ``what`` (a warpgroup-collective op): whole warpgroups, the same in
     every workgroup (a warp role), else an error."""
     if st.mask is None or st.mask.all():
@@ -273,14 +273,14 @@ def _uniform_all(st, op, what) -> list[int]:
 
 def _h_wgmma_fence(k, op):
     def run(st):
-        _uniform_all(st, op, "wgmma.fence")
+        _collective_warpgroups(st, op, "wgmma.fence")
         _wg(st).fences += 1
     return run
 
 
 def _h_wgmma_commit(k, op):
     def run(st):
-        _uniform_all(st, op, "wgmma.commit_group")
+        _collective_warpgroups(st, op, "wgmma.commit_group")
         wg = _wg(st)
         wg.open.state = "committed"
         wg.committed.append(wg.open)
@@ -292,7 +292,7 @@ def _h_wgmma_wait(k, op):
     keep = ir.IntegerAttr(op.attributes["group"]).value
 
     def run(st):
-        _uniform_all(st, op, "wgmma.wait_group")
+        _collective_warpgroups(st, op, "wgmma.wait_group")
         wg = _wg(st)
         n = max(0, len(wg.committed) - keep)
         for g in wg.committed[:n]:
@@ -347,7 +347,7 @@ def _h_wgmma_mma(k, op):
         return int(d[0])
 
     def run(st):
-        warpgroups = _uniform_all(st, op, "wgmma.mma_async")
+        warpgroups = _collective_warpgroups(st, op, "wgmma.mma_async")
         if st.T % WARPGROUP:
             raise ExecutorError(f"{_loc(op)}: a workgroup of {st.T} threads is not whole warpgroups")
         wg = _wg(st)

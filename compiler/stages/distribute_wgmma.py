@@ -591,7 +591,6 @@ class WgmmaRewriter(Rewriter):
             if not any(list(r.uses) for r in op.results):
                 op.erase()
 
-
     def _roles_outside(self, loop: ir.Operation) -> None:
         """The warp-specialized persistent kernel: from
 
