@@ -718,21 +718,24 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     intr = wgmma(n, problem.a_type, problem.b_type)
     over = {k: v for k, v in overrides.items() if k != "intrinsic"}
     cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over})
+    not_specialized = None
     if not {"producer", "copy", "persistent"} & set(over) and cfg.stages > 1:
         from .wgmma_plan import tma_refusal
         refusal = tma_refusal(target, problem, cfg)
         if refusal is None and cfg.tile_m < FP8_PRODUCER_TILE_M:
-            why.append(f"fp8 on the cp.async ring, not warp-specialized: {cfg.tile_m}-row tiles have one MMA warpgroup "
-                       f"(measured slower with a producer: 313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)")
+            not_specialized = (f"{cfg.tile_m}-row tiles have one MMA warpgroup (measured slower with a producer: "
+                               f"313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)")
         elif refusal is None:
             cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over, "producer": FP8_PRODUCER})
         else:
-            why.append(f"fp8 on the cp.async ring, not warp-specialized: {refusal}")
+            not_specialized = refusal
     ring = (f"{cfg.copy} ring fed by a producer warpgroup (warp-specialized: 1.14x / 1.12x the cp.async ring at "
             f"4096^3 / 8192^3 e4m3 on the H200, both persistent)" if cfg.producer else f"{cfg.copy or 'cp.async'} ring")
     why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
                f"{ring} ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
                f"{problem.a_type} x {problem.b_type})")
+    if not_specialized:
+        why.append(f"fp8 on the cp.async ring, not warp-specialized: {not_specialized}")
     cfg = cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)
     return (cfg if "persistent" in overrides else _warpgroup_persistent(target, problem, cfg, why)), intr
 

@@ -388,22 +388,6 @@ def _h_fence_mbarrier_init(k, op):
     return run
 
 
-def _h_arrive_expect_tx(k, op):
-    ins = k._ins(op)
-    outs = k._outs(op)
-
-    def run(st):
-        addrs, tx = _vals(st, ins[0]), _vals(st, ins[1])
-        for lane in _active_lanes(st):
-            g, a = int(st.wg_local[lane]), int(addrs[lane])
-            b = _bar(st, op, g, a, int(lane), "mbarrier.arrive.expect_tx")
-            b.expected += int(tx[lane])
-            _arrive(st, op, b, a, int(lane))
-        for o in outs:
-            st.env[o] = np.zeros(1, np.int64)
-    return run
-
-
 def _arrive(st, op, b: Barrier, a: int, lane: int) -> None:
     b.pending -= 1
     if b.pending < 0:
@@ -414,21 +398,30 @@ def _arrive(st, op, b: Barrier, a: int, lane: int) -> None:
         b.complete()
 
 
-def _h_arrive(k, op):
-    """``mbarrier.arrive`` (no transaction bytes): one arrival per active thread."""
-    ins = k._ins(op)
-    outs = k._outs(op)
-    if len(ins) != 1:
-        raise ExecutorError(f"{_loc(op)}: mbarrier.arrive with a count is not modelled")
+def _arrive_handler(expect_tx: bool):
+    """``mbarrier.arrive.expect_tx`` (the thread's transaction bytes, then its arrival) or
+    ``mbarrier.arrive`` (no bytes): one arrival per active thread."""
+    what = "mbarrier.arrive.expect_tx" if expect_tx else "mbarrier.arrive"
 
-    def run(st):
-        addrs = _vals(st, ins[0])
-        for lane in _active_lanes(st):
-            g, a = int(st.wg_local[lane]), int(addrs[lane])
-            _arrive(st, op, _bar(st, op, g, a, int(lane), "mbarrier.arrive"), a, int(lane))
-        for o in outs:
-            st.env[o] = np.zeros(1, np.int64)
-    return run
+    def handler(k, op):
+        ins = k._ins(op)
+        outs = k._outs(op)
+        if len(ins) != (2 if expect_tx else 1):
+            raise ExecutorError(f"{_loc(op)}: {what} with a count is not modelled")
+
+        def run(st):
+            addrs = _vals(st, ins[0])
+            tx = _vals(st, ins[1]) if expect_tx else None
+            for lane in _active_lanes(st):
+                g, a = int(st.wg_local[lane]), int(addrs[lane])
+                b = _bar(st, op, g, a, int(lane), what)
+                if expect_tx:
+                    b.expected += int(tx[lane])
+                _arrive(st, op, b, a, int(lane))
+            for o in outs:
+                st.env[o] = np.zeros(1, np.int64)
+        return run
+    return handler
 
 
 def _land(k, st, op, b: Barrier) -> None:
@@ -675,8 +668,8 @@ HANDLERS = {
     "nvvm.tensormap.replace": _h_tensormap_replace, "nvvm.inline_ptx": _h_inline_ptx,
     "nvvm.fence.proxy.acquire": _h_fence_acquire,  # (a release: only cp_fenceproxy's, which the model checks)
     "nvvm.mbarrier.init": _h_mbarrier_init, "nvvm.fence.mbarrier.init": _h_fence_mbarrier_init,
-    "nvvm.mbarrier.arrive.expect_tx": _h_arrive_expect_tx, "nvvm.mbarrier.try_wait": _h_try_wait,
-    "nvvm.mbarrier.arrive": _h_arrive, "nvvm.setmaxregister": _h_setmaxnreg,
+    "nvvm.mbarrier.arrive.expect_tx": _arrive_handler(True), "nvvm.mbarrier.try_wait": _h_try_wait,
+    "nvvm.mbarrier.arrive": _arrive_handler(False), "nvvm.setmaxregister": _h_setmaxnreg,
     "nvvm.cp.async.bulk.tensor.shared.cluster.global": _h_bulk_tensor,
     "scf.while": _h_while, "scf.condition": lambda k, op: (lambda st: None),
 }
