@@ -666,9 +666,11 @@ PERSISTENT_MIN_WAVES = 2
 
 
 def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
-    """The persistent grid where it serves (static whole tiles, the cp.async ring or the
-    warp-specialized one, two waves or more, a tile count that W divides); else the plain grid,
-    the reason in ``why`` when the problem has the waves for it."""
+    """The persistent grid where it serves (static sizes; whole tiles with the cp.async ring,
+    partial ones too with the warp-specialized TMA ring; two waves or more, a tile count that W
+    divides: ``wgmma_plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
+    the problem has the waves for it. Warp-specialized e4m3 4000^3: 908.3 -> 971.1 TFLOP/s (run
+    14 call 8)."""
     from .wgmma_plan import output_tiles, persistent_refusal
     if problem.is_dynamic or problem.m is None or problem.n is None:
         return cfg

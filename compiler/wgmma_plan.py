@@ -237,17 +237,19 @@ def output_tiles(cfg: KernelConfig, problem: Contraction) -> int:
 
 def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntrinsic) -> str | None:
     """Why the persistent grid (``cfg.persistent`` tiles per workgroup) cannot serve, or None.
-    It loops over whole, static, unbatched tiles with the cp.async ring: every workgroup runs the
-    same number of tiles (the lane executor runs workgroups in lockstep, and the ring's prefetch
-    of the next tile has no bounds)."""
+    It loops over static, unbatched tiles: every workgroup runs the same number of tiles (the lane
+    executor runs workgroups in lockstep). With the cp.async ring the tiles must be whole (the
+    ring's prefetch of the next tile has no bounds); the warp-specialized TMA ring takes partial
+    ones (the copies are zero-filled past the extents, the epilogue's stores bounded per tile)."""
     if problem.is_dynamic:
         return "the persistent grid takes static sizes (the tile count must divide by it at compile time)"
     if problem.batch not in (None, 1):
         return f"a batch of {problem.batch}: the persistent grid walks the tiles of one matrix"
     tk = tile_k(intr.a_type)
-    if problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk:
+    partial = problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk
+    if partial and not (cfg.producer and cfg.copy is not None):  # (TMA's zero fill bounds every copy)
         return (f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
-                f"tile's copies are issued unbounded)")
+                f"tile's cp.async copies are issued unbounded; the warp-specialized TMA ring takes them)")
     if cfg.stages < 2 or (cfg.copy is not None and not cfg.producer):
         return ("the persistent grid runs the cp.async ring (stages >= 2, copy unset) or the warp-specialized "
                 "TMA ring (producer=1)")

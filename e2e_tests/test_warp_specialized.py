@@ -94,6 +94,9 @@ def test_batch_epilogue_and_dynamic_sizes():
     (512, 256, 320, "f16", 128, 128, 3, 4, "tma"),  # 5 K tiles, 3 slots: the ring count runs on
     (256, 256, 256, "bf16", 128, 64, 2, 4, "tma"),  # one MMA warpgroup
     (256, 256, 640, E4M3, 128, 128, 4, 2, "tma"),  # fp8, bit for bit
+    (200, 136, 104, "f16", 128, 128, 4, 2, "tma-wide"),  # partial M, N, K: zero fill, bounded stores per tile
+    (250, 520, 200, "bf16", 256, 128, 3, 3, "tma-wide"),
+    (200, 136, 528, E4M3, 128, 128, 3, 2, "tma"),
 ])
 def test_persistent_matches_numpy(m, n, k, t, wn, tile_m, stages, w, copy):
     """Each role loops over the workgroup's W tiles on its own (``_roles_outside``): the producer
@@ -101,6 +104,7 @@ def test_persistent_matches_numpy(m, n, k, t, wn, tile_m, stages, w, copy):
     fp8 = t.startswith("f8")
     r = _sim(matmul_module(m, n, k, t, transpose_b=fp8),
              _over(wn, t, tile_m=tile_m, stages=stages, persistent=w, copy=copy), t == "f16")
+    assert r.stats.matrix_ops == -(-m // tile_m) * -(-n // wn) * -(-k // (128 if fp8 else 64)) * 4 * (tile_m // 64)
     assert r.check.passed and (not fp8 or r.check.max_abs_err == 0), r.check.line()
     assert not r.stats.races
 
@@ -207,6 +211,9 @@ def test_fp8_default_is_warp_specialized_where_tma_serves():
     assert any("64-row tiles have one MMA warpgroup" in w for w in explain(SM90, small))
     assert resolve(SM90, Contraction(m=2048, n=2048, k=2048, a_type=E4M3, b_type=E4M3, c_type="f32",
                                      b_transposed=True, batch=1), {})[0].producer == 1
+    unaligned = Contraction(m=4000, n=4000, k=4000, a_type=E4M3, b_type=E4M3, c_type="f32", b_transposed=True,
+                            batch=1)
+    assert resolve(SM90, unaligned, {})[0].persistent == 8  # partial tiles: TMA zero-fills the copies
     f16 = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
     assert resolve(SM90, f16, {})[0].producer == 0  # measured slower than the persistent cp.async ring
     cfg, _ = resolve(SM90, f16, {"producer": 1})
