@@ -236,3 +236,21 @@ def test_mma_sync_refuses_a_producer():
     p = Contraction(m=256, n=512, k=512, a_type="f16", b_type="f16", c_type="f32", batch=1)
     with pytest.raises(MmaflowError, match="the producer warpgroup feeds the warpgroup-MMA kernel's TMA ring only"):
         resolve(get_target("sm_80"), p, {"producer": 1, "tile_m": 128})
+
+
+def test_fp8_variants():
+    """fp8 (whose default this kernel is in 128-row tiles): batch (3-D maps), the fused epilogue and
+    dynamic rows, bit for bit against the promoted kernel's modelled arithmetic (the epilogue,
+    stored as f16: the f16 bound)."""
+    from test_wgmma_fp8 import DYNAMIC_ROWS
+    from mmaflow.runtime.modules import EPILOGUES
+    from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+    r = _sim(matmul_module(40, 72, 160, E5M2, transpose_b=True, batch=2), _over(64, E5M2, tile_m=64, stages=2))
+    assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
+    src = epilogue_module(136, 256, 256, E4M3, transpose_b=True, **EPILOGUES["bias_n_relu_f16"])
+    r = simulate(src, "sm_90a", _over(128, E4M3, stages=3), seed=5, epilogue=EPILOGUE_REFERENCES["bias_n_relu_f16"])
+    assert r.check.passed, r.check.line()
+    for m in (1, 130):  # dynamic M: the maps' sizes at run time, TMA zero-fills past M
+        r = simulate(DYNAMIC_ROWS, "sm_90a", _over(128, E4M3, stages=4), sizes=dict(m=m), seed=m)
+        assert r.check.passed and r.check.max_abs_err == 0, (m, r.check.line())
+        assert r.config.producer == 1
