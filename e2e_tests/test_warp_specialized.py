@@ -188,6 +188,9 @@ def test_ptx_roles_and_ptxas(tmp_path, src, over, regs):
     assert len(re.findall(r"\bbar\.sync\b", ptx)) == 2
     assert "mbarrier.arrive.shared.b64" in ptx
     assert not re.search(r"^\s*cp\.async\.(ca|cg)\.", ptx, re.M)
+    from mmaflow.compiler.isa import parse_ptx  # the K loop of `mmaflow report`: the wgmmas, no barrier
+    loop = parse_ptx(ptx, "k", SM90).loop_counts  # (not a wait loop inside it, not the loop over tiles)
+    assert loop.get("matrix") == 4 and not loop.get("barrier"), loop
     out = sm90a_ptxas(tmp_path, ptx)
     assert "C7514" not in out and "C7517" not in out, out
 
