@@ -131,7 +131,6 @@ class TmaPlan:
     b: TmaOperand
     maps_offset: int  # bytes from the aligned shared base: A's map, B's map (128 each), then the mbarriers
     stages: int
-    producer_first: int = 0  # warp-specialized (``producer=1``): the producer warpgroup's first thread; 0: none
 
     @property
     def operands(self) -> tuple[TmaOperand, TmaOperand]:
@@ -143,12 +142,13 @@ class TmaPlan:
 
     @property
     def first_issuer(self) -> int:
+        """Thread 0, or warp-specialized (``producer=1``) the producer warpgroup's first thread."""
         return self.a.first_issuer
 
     @property
     def specialized(self) -> bool:
         """A producer warpgroup issues the copies; the slots also have "empty" mbarriers."""
-        return self.producer_first > 0
+        return self.first_issuer > 0
 
     @property
     def tx_bytes(self) -> int:
@@ -164,10 +164,6 @@ class TmaPlan:
     @property
     def empty_offset(self) -> int:
         return self.barriers_offset + 8 * self.stages
-
-    @property
-    def extra_bytes(self) -> int:
-        return 2 * MAP_BYTES + (2 if self.specialized else 1) * 8 * self.stages
 
     def describe(self) -> list[str]:
         out = []
@@ -225,7 +221,7 @@ def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: i
     first = producer_first or 0
     a = operand_boxes("A", a_smem, first)
     b = operand_boxes("B", b_smem, first + a.boxes)
-    return TmaPlan(a, b, slots_bytes, stages, first)
+    return TmaPlan(a, b, slots_bytes, stages)
 
 
 # ---- the kernel ----------------------------------------------------------------------------------
@@ -594,7 +590,7 @@ class TmaRing:
 
     def specialized(self, tid, shared: list, desc: dict, acc0, struct_t):
         """The warp-specialized K loop (``producer=1``): the MMA warpgroups are threads 0 ..
-        P-1, the producer warpgroup P .. P+127 (P = ``producer_first``):
+        P-1, the producer warpgroup P .. P+127 (P = ``first_issuer``):
 
             kernel start: as ``loop`` (the issuers are producer threads); also one "empty"
                           mbarrier per slot, counting one arrival per MMA warpgroup
@@ -632,7 +628,7 @@ class TmaRing:
         # slots and phases follow n); j, the tile's index in the workgroup, is 0 until
         # ``WgmmaRewriter._persist`` puts the loop over tiles around the roles.
         self.tile_j = pre.const(0)
-        P = self.tma.producer_first
+        P = self.tma.first_issuer
         self.consumer = pre.lt(tid, P)
         with pre.loc, pre.ip:
             role = scf.IfOp(self.consumer, [acc0.type], has_else=True)
@@ -641,9 +637,7 @@ class TmaRing:
         mma = Emitter(ir.InsertionPoint(role.then_block), old.location, rw.vendor).named("wgmma.tma.mma")
         with mma.loc, mma.ip:
             nvvm.SetMaxRegisterOp(consumer_registers(plan.warpgroups), "increase")
-        first = mma.mul(self.tile_j, kt_v)  # (inside the roles: the loop over tiles goes around them)
-        if self._tile_local_count:
-            first = mma.const(0)
+        first = self._ring_start(mma, kt_v)
         with mma.loc, mma.ip:
             loop = scf.ForOp(mma.const(0), kt_v, mma.const(1), [acc0])
         em = Emitter(ir.InsertionPoint(loop.body), old.location, rw.vendor).named("wgmma.tma.mma")
@@ -678,7 +672,7 @@ class TmaRing:
         with prod.loc, prod.ip:
             nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, "decrease")
         iss = prod.if_then(self.is_issuer(prod, tid))
-        first = iss.const(0) if self._tile_local_count else iss.mul(self.tile_j, kt_v)
+        first = self._ring_start(iss, kt_v)
         with iss.loc, iss.ip:
             ploop = scf.ForOp(iss.const(0), kt_v, iss.const(1), [])
         pe = Emitter(ir.InsertionPoint(ploop.body), old.location, rw.vendor).named("wgmma.tma.producer")
@@ -693,6 +687,11 @@ class TmaRing:
         from .stages.distribute import KLoop
         return KLoop(role, [], [], None)
 
+    def _ring_start(self, em, kt_v):
+        """The ring count of the tile's first K tile, j * K tiles (computed inside each role: the
+        loop over tiles goes around them)."""
+        return em.const(0) if self._tile_local_count else em.mul(self.tile_j, kt_v)
+
     def guard_epilogue(self, role) -> None:
         """Move what follows the role split (the epilogue) into ``scf.if tid < P``: only the MMA
         warpgroups hold accumulators."""
@@ -705,9 +704,8 @@ class TmaRing:
             elif seen:
                 ops.append(o.operation)
         tail, term = ops[:-1], ops[-1]
-        if term.results or any(r.uses for o in tail for r in o.results if any(
-                u.owner == term for u in r.uses)):
-            raise UnsupportedError("warp-specialized: the function's terminator uses the epilogue's values")
+        if len(term.operands):  # (a dispatch function returns nothing)
+            raise UnsupportedError("warp-specialized: the function's terminator returns values")
         with role.location, ir.InsertionPoint(term):
             guard = scf.IfOp(self.consumer)
         with ir.InsertionPoint(guard.then_block):

@@ -520,8 +520,8 @@ class WgmmaPlan:
                          f"per SM), its address rounded up to {ALIGN} at run time")
             lines += self.tma.describe()
             if self.tma.specialized:
-                lines.append(f"warp-specialized: threads {self.tma.producer_first}..{self.workgroup_size - 1} are the "
-                             f"producer warpgroup (setmaxnreg.dec), threads 0..{self.tma.producer_first - 1} the "
+                lines.append(f"warp-specialized: threads {self.tma.first_issuer}..{self.workgroup_size - 1} are the "
+                             f"producer warpgroup (setmaxnreg.dec), threads 0..{self.tma.first_issuer - 1} the "
                              f"{self.warpgroups} MMA warpgroup{'s' if self.warpgroups > 1 else ''} (setmaxnreg.inc); no CTA "
                              f"barrier after the prologue")
                 lines.append(f"producer, K tile t (issuers only): mbarrier.try_wait.parity (empty slot t % {self.stages}, "

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas
 from mmaflow.compiler import tma
-from mmaflow.compiler.bridge import compile_module
+from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError
 from mmaflow.compiler.mlir import new_context, parse_module
@@ -163,10 +163,11 @@ def test_a_ring_count_restarted_per_tile_is_caught():
 def test_register_split_beyond_the_sm_is_refused(monkeypatch):
     monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 112)  # 2 x 128 x 232 + 128 x 112 > 64K
     monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
-    text = mutant(TmaRing, "_skip_acquire", False, matmul_module(128, 256, 128, "f16"), overrides=_over(256))
+    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",  # (in this process: the patches hold)
+                            options=CodegenOptions(overrides=_over(256))).taken
     with pytest.raises(ExecutorError, match=r"setmaxnreg: the warpgroups ask for \[232, 232, 112\] registers per "
                                             r"thread, 73728 in all, more than the SM's 65536"):
-        _run(text.text)
+        _run(exe.text)
 
 
 # ---- lowering --------------------------------------------------------------------------------------
