@@ -654,7 +654,49 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
                f"the H100 from 1024^3)")
     cfg = _warpgroup_raster(target, problem, cfg, why)
-    return (cfg if "persistent" in copy else _warpgroup_persistent(target, problem, cfg, why)), target.intrinsic(name)
+    if "persistent" in copy:
+        return cfg, target.intrinsic(name)
+    if not copy:
+        specialized = _warpgroup_specialized(target, problem, cfg, why)
+        if specialized is not None:
+            return specialized, target.intrinsic(name)
+    return _warpgroup_persistent(target, problem, cfg, why), target.intrinsic(name)
+
+
+# f16/bf16: the warp-specialized kernel (producer=1, copy=tma-wide) where its persistent grid has
+# 2 to PRODUCER_MAX_TILES tiles per workgroup. H200, kernel-only TFLOP/s, default -> warp-specialized
+# in the same call (BENCHMARKS.md run 15, calls 3 and 4): f16 4096^3 689.9 -> 698.8, 6144^3 (9 tiles
+# per workgroup) 670.6 -> 709.9, unaligned 4000^3 628.0 -> 650.7 (the default there was the TMA ring
+# with one tile per workgroup: the cp.async ring's persistent grid takes whole tiles only), B^T
+# 683.6 -> 695.6, bias+gelu -> f16 0.2100 -> 0.2067 ms, bias+relu 666.1 -> 672.1; bf16 4096^3
+# 702.4 -> 710.1, 4000^3 640.3 -> 665.8. Not where it lost: 8192^3 (16 tiles per workgroup) f16
+# 728.1 -> 716.9, bf16 759.8 -> 746.5; one tile per workgroup (2048^3 588.8 -> 579.8; dynamic sizes
+# with divisibility promises 668.7 -> 629.6, dynamic rows 670.6 -> 661.7).
+PRODUCER_MAX_TILES = 9
+
+
+def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConfig,
+                           why: list) -> KernelConfig | None:
+    """The f16/bf16 warp-specialized persistent kernel where it measured faster (see
+    PRODUCER_MAX_TILES), else None (the reason in ``why`` where the TMA ring could serve)."""
+    from .wgmma_plan import tma_refusal, warpgroup_config
+    if problem.is_dynamic or cfg.tile_m != FP8_PRODUCER_TILE_M or cfg.stages < 2 \
+            or tma_refusal(target, problem, cfg) is not None:
+        return None
+    intr = target.intrinsic(cfg.intrinsic)
+    ws = warpgroup_config(target, problem, intr, {"tile_m": cfg.tile_m, "copy": "tma-wide", "producer": 1})
+    ws = replace(ws, raster=cfg.raster)
+    trial: list[str] = []
+    ws = _warpgroup_persistent(target, problem, ws, trial)
+    if not ws.persistent or ws.persistent > PRODUCER_MAX_TILES:
+        tiles = f"{ws.persistent} tiles per workgroup" if ws.persistent else "one tile per workgroup"
+        why.append(f"not warp-specialized: its persistent grid would run {tiles} (measured faster for 2 to "
+                   f"{PRODUCER_MAX_TILES} on the H200; slower at 8192^3's 16 and with one)")
+        return None
+    why.append(f"instead, the {ws.stages}-slot tma-wide ring fed by a producer warpgroup (warp-specialized: 1.01x-1.06x "
+               f"that ring at 4000^3 to 6144^3 f16/bf16 on the H200, both persistent)")
+    why.extend(trial)
+    return ws
 
 
 # The persistent grid (wgmma_plan.persistent_refusal, distribute_wgmma._persist): from two waves of

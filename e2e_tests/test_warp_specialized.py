@@ -22,7 +22,7 @@ from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError
 from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.problem import Contraction
+from mmaflow.compiler.problem import Contraction, DynamicDim
 from mmaflow.compiler.results import CodegenOptions
 from mmaflow.compiler.targets import get_target
 from mmaflow.compiler.tma import TmaRing
@@ -220,9 +220,46 @@ def test_fp8_default_is_warp_specialized_where_tma_serves():
                             batch=1)
     assert resolve(SM90, unaligned, {})[0].persistent == 8  # partial tiles: TMA zero-fills the copies
     f16 = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
-    assert resolve(SM90, f16, {})[0].producer == 0  # measured slower than the persistent cp.async ring
-    cfg, _ = resolve(SM90, f16, {"producer": 1})
+    cfg, _ = resolve(SM90, f16, {"producer": 1})  # producer=1 alone: the TMA ring it asks for, one box per row
     assert (cfg.copy, cfg.workgroup_size, cfg.compute_threads) == ("tma", 384, 256)
+
+
+def _f16(m, n=None, k=None, dtype="f16", **kw):
+    return Contraction(m=m, n=n or m, k=k or m, a_type=dtype, b_type=dtype, c_type="f32", batch=1, **kw)
+
+
+@pytest.mark.parametrize("problem,tiles", [
+    (_f16(4096), 4), (_f16(6144), 9), (_f16(3072), 3), (_f16(4096, k=1024), 4),
+    (_f16(4000), 4),  # partial tiles: the cp.async ring's persistent grid would not take them
+    (_f16(4096, dtype="bf16", b_transposed=True), 4),
+])
+def test_f16_bf16_default_is_warp_specialized_from_2_to_9_tiles_per_workgroup(problem, tiles):
+    cfg, _ = resolve(SM90, problem, {})
+    assert (cfg.producer, cfg.copy, cfg.persistent, cfg.workgroup_size) == (1, "tma-wide", tiles, 384)
+    why = explain(SM90, problem)
+    assert any("instead, the 4-slot tma-wide ring fed by a producer warpgroup" in w for w in why), why
+    assert any(f"workgroups of {tiles} tiles each" in w for w in why), why
+    # asking for any of producer / copy / persistent: the kernel asked for, not this choice
+    assert resolve(SM90, problem, {"producer": 0})[0].producer == 0
+    assert resolve(SM90, problem, {"persistent": None})[0].producer == 0  # (--config persistent=0, parsed)
+
+
+@pytest.mark.parametrize("problem,copy,persistent,why", [
+    (_f16(8192), None, 16, "would run 16 tiles per workgroup"),  # measured slower there
+    (_f16(8192, dtype="bf16"), None, 16, "would run 16 tiles per workgroup"),
+    (_f16(2048), None, None, "would run one tile per workgroup"),  # one wave of tiles
+    (_f16(5120), None, None, "would run one tile per workgroup"),  # 800 tiles: no W divides them
+    (Contraction(m=None, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1,  # dynamic rows
+                 dynamic=(DynamicDim("m", (0,), ((0, -1),)),)), "tma-wide", None, None),
+])
+def test_f16_bf16_default_keeps_the_cp_async_ring_elsewhere(problem, copy, persistent, why):
+    cfg, _ = resolve(SM90, problem, {})
+    assert (cfg.producer, cfg.copy, cfg.persistent) == (0, copy, persistent)
+    lines = explain(SM90, problem)
+    if why:
+        assert any(f"not warp-specialized: its persistent grid {why}" in w for w in lines), lines
+    else:
+        assert not any("warp-specialized" in w for w in lines), lines
 
 
 @pytest.mark.parametrize("over,match", [

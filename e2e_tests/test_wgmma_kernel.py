@@ -390,12 +390,14 @@ def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
     """wgmma_plan.default_copy (measured on the H200, BENCHMARKS run 12 call 7): TMA (tma-wide)
     for 128-row tiles that overhang the problem, where it zero-fills past the tensor (unaligned
     4000^3 1.14x); cp.async for whole tiles (1% faster there) and for the 64x128 tiles of small
-    problems (TMA's shared-memory floor costs them their second block per SM)."""
+    problems (TMA's shared-memory floor costs them their second block per SM). (producer=0: the
+    ring without a producer warpgroup, which the default is not from 2 to 9 persistent tiles per
+    workgroup: test_warp_specialized.)"""
     from mmaflow.compiler.config import resolve
     from mmaflow.compiler.problem import Contraction
     m, n, k = shape
     cfg, intr = resolve(get_target("sm_90a"), Contraction(m=m, n=n, k=k, batch=1, a_type="f16", b_type="f16",
-                                                          c_type="f32"))
+                                                          c_type="f32"), {"producer": 0})
     assert intr.family == "wgmma" and cfg.copy == copy, cfg
     if shape == (1024, 1024, 1000):
         assert cfg.tile_m == 64
