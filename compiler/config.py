@@ -671,14 +671,17 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
 # 683.6 -> 695.6, bias+gelu -> f16 0.2100 -> 0.2067 ms, bias+relu 666.1 -> 672.1; bf16 4096^3
 # 702.4 -> 710.1, 4000^3 640.3 -> 665.8. Not where it lost: 8192^3 (16 tiles per workgroup) f16
 # 728.1 -> 716.9, bf16 759.8 -> 746.5; one tile per workgroup (2048^3 588.8 -> 579.8; dynamic sizes
-# with divisibility promises 668.7 -> 629.6, dynamic rows 670.6 -> 661.7).
+# with divisibility promises 668.7 -> 629.6, dynamic rows 670.6 -> 661.7). 3072^3 (3 tiles per
+# workgroup, call 8): f16 493.5 -> 530.0, bf16 498.2 -> 539.6.
 PRODUCER_MAX_TILES = 9
 
 
 def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConfig,
                            why: list) -> KernelConfig | None:
     """The f16/bf16 warp-specialized persistent kernel where it measured faster (see
-    PRODUCER_MAX_TILES), else None (the reason in ``why`` where the TMA ring could serve)."""
+    PRODUCER_MAX_TILES), else None: silently for what it never takes (dynamic sizes: no persistent
+    grid; 64-row tiles: one MMA warpgroup, as for fp8; what the TMA ring refuses), with the reason
+    in ``why`` where only its tile count per workgroup decides."""
     from .wgmma_plan import tma_refusal, warpgroup_config
     if problem.is_dynamic or cfg.tile_m != FP8_PRODUCER_TILE_M or cfg.stages < 2 \
             or tma_refusal(target, problem, cfg) is not None:
@@ -690,11 +693,11 @@ def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConf
     ws = _warpgroup_persistent(target, problem, ws, trial)
     if not ws.persistent or ws.persistent > PRODUCER_MAX_TILES:
         tiles = f"{ws.persistent} tiles per workgroup" if ws.persistent else "one tile per workgroup"
-        why.append(f"not warp-specialized: its persistent grid would run {tiles} (measured faster for 2 to "
-                   f"{PRODUCER_MAX_TILES} on the H200; slower at 8192^3's 16 and with one)")
+        why.append(f"not warp-specialized: its persistent grid would run {tiles} (measured faster with 3 to "
+                   f"{PRODUCER_MAX_TILES} on the H200; slower with 16 at 8192^3 and with one)")
         return None
-    why.append(f"instead, the {ws.stages}-slot tma-wide ring fed by a producer warpgroup (warp-specialized: 1.01x-1.06x "
-               f"that ring at 4000^3 to 6144^3 f16/bf16 on the H200, both persistent)")
+    why.append(f"instead, the {ws.stages}-slot tma-wide ring fed by a producer warpgroup (warp-specialized: 1.01x-1.08x "
+               f"that ring at 3072^3 to 6144^3 f16/bf16 on the H200, both persistent)")
     why.extend(trial)
     return ws
 
