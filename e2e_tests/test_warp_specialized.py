@@ -252,7 +252,7 @@ def test_f16_bf16_default_is_warp_specialized_from_2_to_9_tiles_per_workgroup(pr
     (Contraction(m=None, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1,  # dynamic rows
                  dynamic=(DynamicDim("m", (0,), ((0, -1),)),)), "tma-wide", None, None),
 ])
-def test_f16_bf16_default_keeps_the_cp_async_ring_elsewhere(problem, copy, persistent, why):
+def test_f16_bf16_default_keeps_the_ring_it_had_elsewhere(problem, copy, persistent, why):
     cfg, _ = resolve(SM90, problem, {})
     assert (cfg.producer, cfg.copy, cfg.persistent) == (0, copy, persistent)
     lines = explain(SM90, problem)
