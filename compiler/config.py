@@ -583,10 +583,10 @@ FP8_WARPGROUP_SHAPES = ((128, 128), (128, 64))
 # persistent 1085.7 / 1206.3 (0.87x / 0.85x torch._scaled_mm), one call (call 5); one tile per
 # workgroup 1017.5 / 1177.5 (call 1).
 FP8_PRODUCER = 1
-# ... for tiles of two MMA warpgroups: with one (64x128 tiles, the 1024^3 choice) the producer
-# warpgroup lost, 313.5 against 355.0 TFLOP/s (run 14 call 6; 2048^3 in 128x128 tiles: 795.4
-# against 742.4).
-FP8_PRODUCER_TILE_M = 128
+# ... for tiles of two MMA warpgroups (fp8 and f16/bf16 alike): with one (64x128 fp8 tiles, the
+# 1024^3 choice) the producer warpgroup lost, 313.5 against 355.0 TFLOP/s (run 14 call 6; 2048^3
+# in 128x128 tiles: 795.4 against 742.4).
+PRODUCER_TILE_M = 128
 
 
 def warpgroup_only(target: Target, problem: Contraction) -> bool:
@@ -683,12 +683,10 @@ def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConf
     grid; 64-row tiles: one MMA warpgroup, as for fp8; what the TMA ring refuses), with the reason
     in ``why`` where only its tile count per workgroup decides."""
     from .wgmma_plan import tma_refusal, warpgroup_config
-    if problem.is_dynamic or cfg.tile_m != FP8_PRODUCER_TILE_M or cfg.stages < 2 \
-            or tma_refusal(target, problem, cfg) is not None:
+    if problem.is_dynamic or cfg.tile_m != PRODUCER_TILE_M or tma_refusal(target, problem, cfg) is not None:
         return None
-    intr = target.intrinsic(cfg.intrinsic)
-    ws = warpgroup_config(target, problem, intr, {"tile_m": cfg.tile_m, "copy": "tma-wide", "producer": 1})
-    ws = replace(ws, raster=cfg.raster)
+    ws = warpgroup_config(target, problem, target.intrinsic(cfg.intrinsic),
+                          {"tile_m": cfg.tile_m, "raster": cfg.raster, "copy": "tma-wide", "producer": 1})
     trial: list[str] = []
     ws = _warpgroup_persistent(target, problem, ws, trial)
     if not ws.persistent or ws.persistent > PRODUCER_MAX_TILES:
@@ -769,7 +767,7 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     if not {"producer", "copy", "persistent"} & set(over) and cfg.stages > 1:
         from .wgmma_plan import tma_refusal
         refusal = tma_refusal(target, problem, cfg)
-        if refusal is None and cfg.tile_m < FP8_PRODUCER_TILE_M:
+        if refusal is None and cfg.tile_m < PRODUCER_TILE_M:
             not_specialized = (f"{cfg.tile_m}-row tiles have one MMA warpgroup (measured slower with a producer: "
                                f"313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)")
         elif refusal is None:
