@@ -247,7 +247,7 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
         return f"a batch of {problem.batch}: the persistent grid walks the tiles of one matrix"
     tk = tile_k(intr.a_type)
     partial = problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk
-    if partial and not (cfg.producer and cfg.copy is not None):  # (TMA's zero fill bounds every copy)
+    if partial and not cfg.producer:  # (its TMA copies' zero fill bounds them; validation: producer => TMA)
         return (f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
                 f"tile's cp.async copies are issued unbounded; the warp-specialized TMA ring takes them)")
     if cfg.stages < 2 or (cfg.copy is not None and not cfg.producer):
