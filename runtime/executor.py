@@ -16,6 +16,10 @@ served in phases of (banks * 4 / bytes) lanes; a phase costs as many cycles as t
 dwords any bank receives; allocations are packed in declaration order, 16-byte aligned), and the
 width of every global access.
 
+Thread block clusters (a function's ``nvvm.cluster_dim``): a batch holds whole clusters, a sample
+grows to them (``whole_clusters``); ``State.peers`` / ``row_rank`` relate the rows of a cluster
+(the cluster ops are executor_tma.py's, "Clusters").
+
 Bindings are byte buffers; a subspan addresses its tensor as IREE's lowering does (the memref
 layout's offset, or the byte-offset operand when that is dynamic), and the executor records which
 bytes of each binding the kernel stored. ``amdgpu.raw_buffer_load/store`` follow the buffer
@@ -141,7 +145,8 @@ class _Return(Exception):
 
 class State:
     def __init__(self, kernel: "Kernel", workgroups: np.ndarray):
-        """The lanes of ``workgroups`` (linear workgroup ids), run together."""
+        """The lanes of ``workgroups`` (linear workgroup ids), run together; with thread block
+        clusters (``Kernel.cluster``) they must be whole clusters."""
         k = kernel
         self.k = k
         self.G, self.T = len(workgroups), k.workgroup_size
@@ -152,6 +157,26 @@ class State:
         wg = np.asarray(workgroups, np.int64)[self.wg_local]
         gx, gy, _ = k.grid
         self.wg_id = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
+        # Thread block clusters: each row's rank in its cluster, ``peers[g, r]`` the row of rank r
+        # of row g's cluster, ``rank`` per lane, and per row how many barrier.cluster completed.
+        cluster_ids, ranks = cluster_coordinates(np.asarray(workgroups, np.int64), k.grid, k.cluster)
+        self.cluster_n = int(np.prod(k.cluster))
+        self.row_rank = ranks
+        self.rank = ranks[self.wg_local]
+        self.peers = np.full((self.G, self.cluster_n), -1, np.int64)
+        rows_of = {}
+        for g, (c, r) in enumerate(zip(cluster_ids.tolist(), ranks.tolist())):
+            rows_of.setdefault(c, {})[r] = g
+        for g, c in enumerate(cluster_ids.tolist()):
+            for r, row in rows_of[c].items():
+                self.peers[g, r] = row
+        if (self.peers < 0).any():
+            g = int(np.argwhere(self.peers < 0)[0][0])
+            raise ExecutorError(f"workgroup {int(workgroups[g])} runs without the rest of its cluster of "
+                                f"{self.cluster_n} (a batch holds whole clusters)")
+        self.cluster_count = np.zeros(self.G, np.int64)
+        self.cluster_arrived = np.zeros(self.L, bool)  # arrived at the current barrier.cluster
+        self.cluster_ready = np.zeros(self.L, bool)  # its barrier.cluster completed, not yet waited for
         self.env: dict = {}
         self.mask = None  # None: all lanes active
         self.epoch = 0
@@ -174,6 +199,53 @@ def _lanes(v, L: int) -> np.ndarray:
     return v if v.shape[0] == L else np.broadcast_to(v, (L,) + v.shape[1:])
 
 
+def cluster_shape(func: ir.Operation) -> tuple[int, int, int]:
+    """The thread block cluster shape of a dispatch function: its ``nvvm.cluster_dim``
+    (``array<i32: cx, cy, cz>``); absent: (1, 1, 1), no clusters."""
+    if "nvvm.cluster_dim" not in func.attributes:
+        return (1, 1, 1)
+    attr = func.attributes["nvvm.cluster_dim"]
+    try:
+        dims = [int(d) for d in ir.DenseI32ArrayAttr(attr)]
+    except (TypeError, ValueError):
+        raise ExecutorError(f"nvvm.cluster_dim = {attr}: expected array<i32: x, y, z>") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise ExecutorError(f"nvvm.cluster_dim = {attr}: one to three positive sizes")
+    return tuple(dims + [1] * (3 - len(dims)))
+
+
+def cluster_coordinates(ids: np.ndarray, grid: tuple, cluster: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """(linear cluster id, rank in the cluster) of linear workgroup ids: workgroup (x, y, z) is
+    rank (x % cx) + cx * ((y % cy) + cy * (z % cz)) of cluster (x // cx, y // cy, z // cz)
+    [PTX ISA, "Cluster of cooperative thread arrays"; %cluster_ctarank]."""
+    gx, gy, _ = grid
+    cx, cy, cz = cluster
+    x, y, z = ids % gx, (ids // gx) % gy, ids // (gx * gy)
+    rank = (x % cx) + cx * ((y % cy) + cy * (z % cz))
+    cid = (x // cx) + (gx // cx) * ((y // cy) + (gy // cy) * (z // cz))
+    return cid, rank
+
+
+def whole_clusters(ids, grid: tuple, cluster: tuple) -> list[int]:
+    """The linear workgroup ids of every cluster that one of ``ids`` belongs to, cluster after
+    cluster (rank order within each): what ``Kernel.run`` runs for a sample ``ids``. Without
+    clusters, ``ids`` sorted."""
+    ids = np.asarray(sorted(set(int(i) for i in ids)), np.int64)
+    if int(np.prod(cluster)) == 1 or not ids.size:
+        return ids.tolist()
+    gx, gy, gz = grid
+    cx, cy, cz = cluster
+    x, y, z = ids % gx, (ids // gx) % gy, ids // (gx * gy)
+    corners = {(int(a) - int(a) % cx, int(b) - int(b) % cy, int(c) - int(c) % cz) for a, b, c in zip(x, y, z)}
+    out = []
+    for x0, y0, z0 in sorted(corners, key=lambda p: (p[2], p[1], p[0])):
+        for dz in range(cz):
+            for dy in range(cy):
+                for dx in range(cx):  # rank order
+                    out.append((x0 + dx) + gx * ((y0 + dy) + gy * (z0 + dz)))
+    return out
+
+
 def _uniform(v, what: str, op) -> int:
     a = np.asarray(v)
     if not np.all(a == a.flat[0]):
@@ -189,6 +261,7 @@ class Kernel:
         self.func, self.arch, self.grid = func, arch, grid
         self.constants = list(constants or [])  # push constants (i32), for dynamic sizes
         self.workgroup_size, self.wave_size = workgroup_size, wave_size
+        self.cluster = cluster_shape(func)  # thread block clusters (executor_tma.py, "Clusters")
         self.banks = lds_banks(arch)
         self.ids: dict = {}
         self.stats = Stats()
@@ -225,14 +298,24 @@ class Kernel:
             workgroups=None, progress=None) -> Stats:
         """Run every workgroup of the grid, or only the linear ids in ``workgroups`` (a sample:
         each workgroup computes its own output tile). ``progress(done, total)`` is called after
-        each batch."""
+        each batch. With thread block clusters (``nvvm.cluster_dim``) a sample grows to the whole
+        clusters its ids belong to (``whole_clusters``; ``self.ran`` lists what ran), and a batch
+        holds whole clusters."""
         self.bindings = bindings
         self.written: dict[int, np.ndarray] = {}  # binding -> which of its bytes the kernel stored
         total = self.grid[0] * self.grid[1] * self.grid[2]
+        n = int(np.prod(self.cluster))
+        if any(g % c for g, c in zip(self.grid, self.cluster)):
+            raise ExecutorError(f"the grid {tuple(self.grid)} does not divide by the cluster shape {self.cluster} "
+                                f"(nvvm.cluster_dim)")
         ids = np.arange(total, dtype=np.int64) if workgroups is None else np.asarray(sorted(set(workgroups)), np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= total):
             raise ExecutorError(f"workgroup ids outside the grid of {total}")
+        if n > 1:
+            ids = np.asarray(whole_clusters(ids, self.grid, self.cluster), np.int64)
+        self.ran = ids.tolist()
         per = max(1, max_lanes // self.workgroup_size)
+        per = max(n, per // n * n)  # whole clusters per batch
         for first in range(0, len(ids), per):
             st = State(self, ids[first:first + per])
             try:

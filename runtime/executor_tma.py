@@ -38,6 +38,28 @@ PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mb
   phase: any generic access or wgmma read of them before is an error (``in_flight``), as is a
   bulk copy into bytes a still-pending wgmma reads. TMA writes go through the async proxy, as
   wgmma reads: they need no ``fence.proxy.async`` (they are not "unfenced").
+- **Clusters** [PTX ISA 8.x: "Cluster of cooperative thread arrays", "mapa", "barrier.cluster",
+  "mbarrier" (remote arrive), "cp.async.bulk.tensor" (.multicast::cluster); CUDA guide "Thread
+  Block Clusters"]. The function's ``nvvm.cluster_dim`` (cx, cy, cz) groups the grid (which must
+  divide by it); workgroup (x, y, z) is rank (x % cx) + cx * ((y % cy) + cy * (z % cz)) of
+  cluster (x // cx, y // cy, z // cz) (``%cluster_ctarank``, ``%cluster_nctarank``, the
+  ``%cluster_ctaid`` / ``%clusterid`` registers). A batch runs whole clusters (a sample grows to
+  them: ``executor.whole_clusters``); ``State.peers`` gives the row of each rank. ``nvvm.mapa``
+  of shared address a and rank r gives ``CLUSTER_TAG | r << 24 | a`` (a shared address cast to
+  ``!llvm.ptr<7>`` names the own CTA). ``mbarrier.arrive`` on another CTA's address arrives on
+  that CTA's mbarrier, carrying what the thread knows of every CTA's wgmma completions
+  (``executor_wgmma``: knowledge per cluster rank and warpgroup; the scope qualifier is not
+  told apart). A multicast bulk copy lands the box at its CTA-relative destination in every CTA
+  of the mask, each joining that CTA's mbarrier at the mbar operand's CTA-relative address (the
+  tx bytes may come before that CTA's own expect_tx), with every check above per destination;
+  mask bits outside the cluster are an error. Another CTA may arrive on or copy into an mbarrier
+  only after its init was fenced and a barrier.cluster completed. ``barrier.cluster.arrive`` /
+  ``wait``: the barrier completes when every thread of every CTA of the cluster arrived (a wait
+  that can never complete is an error; inside a warp-role split it is refused); it orders what
+  came before as a CTA barrier does, across the cluster. A CTA exits only after a barrier.cluster
+  completed after every remote arrival on it / multicast into it. Not modelled:
+  ``barrier.cluster.arrive.relaxed``, relaxed arrives, distributed shared memory loads and
+  stores, ``cp.async.bulk`` (non-tensor) between CTAs.
 """
 
 from __future__ import annotations
@@ -58,6 +80,11 @@ ELEM_BYTES = {"u8": 1, "u16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8, "f16": 
 REQUIRED = ("global_address", "rank", "elemtype", "interleave_layout", "swizzle_mode", "fill_mode")
 CP_FENCEPROXY = ("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
                  "[$0], [$1], 128;")
+# nvvm.mapa's shared::cluster addresses: CLUSTER_TAG | rank << RANK_SHIFT | the CTA-relative shared
+# address (above every shared address, below every global one); a shared::cta address cast to
+# !llvm.ptr<7> (llvm.addrspacecast) stays untagged: the thread's own CTA.
+CLUSTER_TAG = 1 << 36
+RANK_SHIFT = 24
 
 
 def swizzle_128b(addr: np.ndarray) -> np.ndarray:
@@ -78,6 +105,9 @@ class TmaState:
         self.smaps: dict = {}  # (row, shared address) -> {"fields": {...}, "bytes": snapshot}
         self.bars: dict = {}  # (row, shared address) -> Barrier
         self.acquired: dict = {}  # (lane, global address) -> map version
+        # rows a peer CTA arrived on or multicast into: row -> (its barrier.cluster count then,
+        # the peer's rank, what it did, the op)
+        self.remote: dict = {}
 
 
 class Barrier:
@@ -85,6 +115,7 @@ class Barrier:
         self.count, self.pending, self.expected, self.phase = count, count, 0, 0
         self.copies: list = []  # (mem, row, byte addresses, bytes) waiting to land
         self.lane, self.epoch, self.fenced = lane, epoch, False
+        self.fence_cluster = 0  # the row's barrier.cluster count at its fence.mbarrier_init
         # Happens-before through the mbarrier: what the current phase's arrivals knew of each
         # warpgroup's wgmma completions (``executor_wgmma.WarpgroupState.known``), and per
         # completed phase what it carries to the threads that observe it.
@@ -382,10 +413,45 @@ def _h_mbarrier_init(k, op):
 def _h_fence_mbarrier_init(k, op):
     def run(st):
         act = st.active()
-        for b in _tma(st).bars.values():
+        for (row, _), b in _tma(st).bars.items():
             if act[b.lane]:
+                if not b.fenced:
+                    b.fence_cluster = int(st.cluster_count[row])
                 b.fenced = True
     return run
+
+
+def _remote_bar(st, op, g: int, row: int, a: int, lane: int, what: str) -> Barrier:
+    """The mbarrier at CTA-relative address ``a`` of row ``row``, another CTA of the cluster of
+    ``lane`` (workgroup row ``g``): it must have been initialised, fenced (fence.mbarrier_init),
+    and a barrier.cluster must have completed since [PTX ISA, "mbarrier": an mbarrier object
+    is usable by other CTAs of the cluster once its initialisation is visible to them]."""
+    b = _tma(st).bars.get((row, a))
+    r = int(st.row_rank[row])
+    if b is None:
+        raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on shared address {a} "
+                            f"of CTA {r} of its cluster, where no mbarrier.init ran")
+    if not b.fenced or st.cluster_count[row] <= b.fence_cluster:
+        raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on an mbarrier CTA {r} "
+                            f"initialised with no {'' if b.fenced else 'fence.mbarrier_init and '}cluster barrier "
+                            f"since (its init must be made visible to the cluster: fence.mbarrier_init, then "
+                            f"barrier.cluster.arrive and wait by every thread of the cluster)")
+    return b
+
+
+def _stamp_remote(st, op, g: int, row: int, what: str) -> None:
+    """Row ``g`` did ``what`` to row ``row``, another CTA of its cluster: ``row`` must not exit
+    before a barrier.cluster completes after it (``end_check``)."""
+    _tma(st).remote[row] = (int(st.cluster_count[row]), int(st.row_rank[g]), what, _loc(op))
+
+
+def _cluster_target(st, g: int, v: int) -> tuple[int, int]:
+    """(row, CTA-relative shared address) that address ``v`` names for a thread of row ``g``:
+    an ``nvvm.mapa`` address names CTA rank r of g's cluster (``CLUSTER_TAG``), any other its
+    own CTA."""
+    if v & CLUSTER_TAG:
+        return int(st.peers[g, (v >> RANK_SHIFT) & 0xFF]), v & ((1 << RANK_SHIFT) - 1)
+    return g, v
 
 
 def _arrive(st, op, b: Barrier, a: int, lane: int) -> None:
@@ -400,7 +466,9 @@ def _arrive(st, op, b: Barrier, a: int, lane: int) -> None:
 
 def _arrive_handler(expect_tx: bool):
     """``mbarrier.arrive.expect_tx`` (the thread's transaction bytes, then its arrival) or
-    ``mbarrier.arrive`` (no bytes): one arrival per active thread."""
+    ``mbarrier.arrive`` (no bytes): one arrival per active thread. On a shared::cluster address
+    (``!llvm.ptr<7>``, from ``nvvm.mapa``) of another CTA of the cluster: an arrival on that CTA's
+    mbarrier, carrying what the thread knows (``Barrier.arrive``)."""
     what = "mbarrier.arrive.expect_tx" if expect_tx else "mbarrier.arrive"
 
     def handler(k, op):
@@ -408,13 +476,23 @@ def _arrive_handler(expect_tx: bool):
         outs = k._outs(op)
         if len(ins) != (2 if expect_tx else 1):
             raise ExecutorError(f"{_loc(op)}: {what} with a count is not modelled")
+        if "relaxed" in op.attributes and str(op.attributes["relaxed"]) != "false":
+            raise ExecutorError(f"{_loc(op)}: {what} relaxed (no release semantics) is not modelled")
+        cluster_ptr = str(op.operands[0].type) == "!llvm.ptr<7>"
 
         def run(st):
             addrs = _vals(st, ins[0])
             tx = _vals(st, ins[1]) if expect_tx else None
             for lane in _active_lanes(st):
                 g, a = int(st.wg_local[lane]), int(addrs[lane])
-                b = _bar(st, op, g, a, int(lane), what)
+                row = g
+                if cluster_ptr:
+                    row, a = _cluster_target(st, g, a)
+                if row == g:
+                    b = _bar(st, op, g, a, int(lane), what)
+                else:
+                    b = _remote_bar(st, op, g, row, a, int(lane), f"remote {what}")
+                    _stamp_remote(st, op, g, row, f"arrive on its mbarrier at {a}")
                 if expect_tx:
                     b.expected += int(tx[lane])
                 _arrive(st, op, b, a, int(lane))
@@ -539,20 +617,39 @@ def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
 
 
 def _h_bulk_tensor(k, op):
+    """``cp.async.bulk.tensor.shared::cluster.global`` (tile mode): the box lands at the
+    destination of the issuing CTA, or, with ``multicast_mask``, at the same CTA-relative
+    destination of every CTA of the cluster whose rank bit is set, each CTA's mbarrier at the
+    mbar operand's CTA-relative address receiving its bytes [PTX ISA, "cp.async.bulk.tensor":
+    .multicast::cluster]. A destination named by ``nvvm.mapa`` (no multicast) is that CTA's."""
     ins = k._ins(op)
     seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    if any(seg[4:]) and seg[4:] != [0] * len(seg[4:]):
-        raise ExecutorError(f"{_loc(op)}: im2col, multicast, cache hints and predicates are not modelled")
+    # operands: dstMem, tmaDescriptor, coordinates, mbar, im2colOffsets, multicastMask, l2CacheHint, predicate
+    rest = seg[4:] + [0] * (8 - len(seg))
+    if rest[0] or any(rest[2:]):
+        raise ExecutorError(f"{_loc(op)}: im2col, cache hints and predicates are not modelled")
     dst_id, map_id = ins[0], ins[1]
     coord_ids = ins[2:2 + seg[2]]
     bar_id = ins[2 + seg[2]]
+    mask_id = ins[3 + seg[2] + rest[0]] if rest[1] else None
 
     def run(st):
         dsts, maps_at, bars = _vals(st, dst_id), _vals(st, map_id), _vals(st, bar_id)
+        masks = _vals(st, mask_id) & 0xFFFF if mask_id is not None else None
         coords = [_vals(st, c) for c in coord_ids]
         t, maps = _tma(st), _maps(k)
         for lane in _active_lanes(st):
             g, dst, m = int(st.wg_local[lane]), int(dsts[lane]), int(maps_at[lane])
+            drow, dst = _cluster_target(st, g, dst)
+            if masks is None:
+                rows = [drow]
+            else:
+                mask = int(masks[lane])
+                if mask >> st.cluster_n or not mask:
+                    raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} multicasts a bulk "
+                                        f"tensor copy to CTA mask {mask:#06x}, "
+                                        f"{'no CTA' if not mask else 'bits outside'} its cluster of {st.cluster_n}")
+                rows = [int(st.peers[g, r]) for r in range(st.cluster_n) if mask >> r & 1]
             if m not in maps:
                 raise ExecutorError(f"{_loc(op)}: no tensor map at global address {m:#x}")
             fields, version = maps[m]
@@ -570,15 +667,26 @@ def _h_bulk_tensor(k, op):
             lin = dst + np.arange(data.size, dtype=np.int64)
             addr = swizzle_128b(lin)
             mem = _lds_at(st, dst, data.size, op)
-            b = _bar(st, op, g, int(bars[lane]), int(lane), "cp.async.bulk.tensor")
             elems = np.unique((addr - mem.base) // mem.elem_bytes)
             flying = st.in_flight.setdefault(id(mem), np.zeros((st.G, mem.numel), bool))
-            if flying[g, elems].any():
-                raise ExecutorError(f"{_loc(op)}: a bulk tensor copy into shared memory another copy still writes")
-            _pending_reads(st, op, g, addr, "is issued")
-            ordered_after_reads(st, op, g, int(lane), addr, "a bulk tensor copy")
-            flying[g, elems] = True
-            b.copies.append((mem, g, addr, data))
+            bar_a = int(bars[lane])
+            for row in rows:
+                what = "a bulk tensor copy" if row == g else \
+                    f"a multicast bulk tensor copy into CTA {int(st.row_rank[row])} of the cluster"
+                if row == g:
+                    b = _bar(st, op, g, bar_a, int(lane), "cp.async.bulk.tensor")
+                else:
+                    b = _remote_bar(st, op, g, row, bar_a, int(lane),
+                                    f"{'a multicast' if masks is not None else 'a'} cp.async.bulk.tensor")
+                if flying[row, elems].any():
+                    raise ExecutorError(f"{_loc(op)}: {what} into shared memory another copy still writes"
+                                        + ("" if row == g else f" (workgroup row {row})"))
+                _pending_reads(st, op, row, addr, "is issued")
+                ordered_after_reads(st, op, g, int(lane), addr, what, row=row)
+                flying[row, elems] = True
+                b.copies.append((mem, row, addr, data))
+                if row != g:
+                    _stamp_remote(st, op, g, row, f"multicast into its shared memory at {dst}")
             role_progress(st)
     return run
 
@@ -651,11 +759,127 @@ def _h_while(k, op):
     return run
 
 
+# ---- thread block clusters -------------------------------------------------------------------------
+
+def _sreg(value):
+    """A special register read: ``value(k, st)`` per lane (L,) or uniform (1,)."""
+    def handler(k, op):
+        (out,) = k._outs(op)
+        dt = np_dtype(op.results[0].type)
+
+        def run(st):
+            st.env[out] = np.asarray(value(k, st), np.int64).astype(dt)
+        return run
+    return handler
+
+
+def _h_mapa(k, op):
+    """``mapa.shared::cluster`` (PTX ISA "mapa"): the shared::cluster address of shared::cta
+    address ``a`` in the CTA of rank ``r`` of the thread's cluster (``CLUSTER_TAG``)."""
+    (a_id, r_id), (out,) = k._ins(op), k._outs(op)
+    if str(op.operands[0].type) != "!llvm.ptr<3>":
+        raise ExecutorError(f"{_loc(op)}: nvvm.mapa is modelled on shared::cta addresses (!llvm.ptr<3>) only")
+
+    def run(st):
+        a, r, act = _vals(st, a_id), _vals(st, r_id), st.active()
+        bad = act & ((r < 0) | (r >= st.cluster_n))
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise ExecutorError(f"{_loc(op)}: nvvm.mapa by thread {lane % st.T} of workgroup row "
+                                f"{int(st.wg_local[lane])} names CTA rank {int(r[lane])} of a cluster of "
+                                f"{st.cluster_n}")
+        bad = act & ((a < 0) | (a >= 1 << RANK_SHIFT))
+        if bad.any():
+            lane = int(np.argmax(bad))
+            raise ExecutorError(f"{_loc(op)}: nvvm.mapa of {int(a[lane]):#x}, not a shared::cta address")
+        st.env[out] = np.where(act, CLUSTER_TAG | (r << RANK_SHIFT) | a, 0)
+    return run
+
+
+def _cluster_barrier_checks(st, op, what: str, aligned: bool) -> np.ndarray:
+    if getattr(st, "roles", None) is not None:
+        raise ExecutorError(f"{_loc(op)}: {what} inside a warp-role split (executor.Roles) is not modelled: it "
+                            f"belongs outside the roles' scf.if")
+    act = st.active()
+    w = st.k.wave_size
+    if aligned and st.L % w == 0:
+        warps = act.reshape(-1, w)
+        if not np.all(warps.all(axis=1) == warps.any(axis=1)):
+            lane = int(np.argmax(np.repeat(warps.any(axis=1) & ~warps.all(axis=1), w)))
+            raise ExecutorError(f"{_loc(op)}: {what}.aligned by part of a warp (thread {lane % st.T} of workgroup "
+                                f"row {int(st.wg_local[lane])}'s)")
+    return act
+
+
+def _h_cluster_arrive(k, op):
+    """``barrier.cluster.arrive`` (PTX ISA "barrier.cluster"; release): the thread's arrival.
+    When every thread of every CTA of a cluster has arrived the barrier completes: their waits
+    may return, and it orders what came before as a CTA barrier does (the executor's epoch),
+    across the cluster's CTAs too (``State.cluster_count``)."""
+    aligned = "aligned" in op.attributes
+
+    def run(st):
+        act = _cluster_barrier_checks(st, op, "barrier.cluster.arrive", aligned)
+        again = act & (st.cluster_arrived | st.cluster_ready)
+        if again.any():
+            lane = int(np.argmax(again))
+            raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} arrives "
+                                f"at barrier.cluster again before its barrier.cluster.wait")
+        st.cluster_arrived[act] = True
+        rows = st.cluster_arrived.reshape(st.G, st.T).all(axis=1)
+        whole = rows[st.peers].all(axis=1)  # per row: every thread of its cluster arrived
+        if not whole.any():
+            return
+        if not whole.all():
+            raise ExecutorError(f"{_loc(op)}: barrier.cluster completes for the clusters of workgroup rows "
+                                f"{np.nonzero(whole)[0].tolist()} and not for rows {np.nonzero(~whole)[0].tolist()} "
+                                f"run with them: workgroup-dependent barrier.cluster is not modelled")
+        st.cluster_arrived[:] = False
+        st.cluster_ready[:] = True
+        st.cluster_count += 1
+        st.epoch += 1
+        k.stats.barriers += 1
+    return run
+
+
+def _h_cluster_wait(k, op):
+    """``barrier.cluster.wait`` (acquire): returns once the barrier the thread arrived at
+    completed. The threads run in lockstep: one whose cluster has threads that never arrived
+    waits forever (an error, as a divergent CTA barrier)."""
+    aligned = "aligned" in op.attributes
+
+    def run(st):
+        act = _cluster_barrier_checks(st, op, "barrier.cluster.wait", aligned)
+        stuck = act & st.cluster_arrived
+        if stuck.any():
+            lane = int(np.argmax(stuck))
+            g = int(st.wg_local[lane])
+            missing = ~st.cluster_arrived.reshape(st.G, st.T)[st.peers[g]]  # (cluster ranks, threads)
+            r, t = (int(x) for x in np.argwhere(missing)[0])
+            raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} waits at barrier.cluster, "
+                                f"which can never complete: {int(missing.sum())} threads of its cluster never arrived "
+                                f"(thread {t} of CTA {r}, workgroup row {int(st.peers[g, r])}, first)")
+        never = act & ~st.cluster_ready
+        if never.any():
+            lane = int(np.argmax(never))
+            raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} waits at "
+                                f"barrier.cluster with no barrier.cluster.arrive before")
+        st.cluster_ready[act] = False
+    return run
+
+
 def end_check(st) -> None:
-    """At the end of a workgroup batch: no bulk copy left in flight."""
+    """At the end of a workgroup batch: no bulk copy left in flight; and no CTA exits while a
+    peer of its cluster may still arrive on its mbarriers or multicast into it: a barrier.cluster
+    must have completed after each such operation [CUDA guide, "Distributed Shared Memory": a
+    block must not exit before the cluster's remote accesses to its shared memory are done]."""
     t = getattr(st, "tma", None)
     if t is not None and any(b.copies for b in t.bars.values()):
         raise ExecutorError("the kernel ends with bulk tensor copies (cp.async.bulk.tensor) no mbarrier wait covered")
+    for row, (stamp, rank, what, where) in sorted((t.remote if t is not None else {}).items()):
+        if st.cluster_count[row] <= stamp:
+            raise ExecutorError(f"workgroup row {row} (cluster rank {int(st.row_rank[row])}) exits while CTA {rank} of "
+                                f"its cluster may still {what} ({where}): no barrier.cluster after it")
 
 
 HANDLERS = {
@@ -671,5 +895,15 @@ HANDLERS = {
     "nvvm.mbarrier.arrive.expect_tx": _arrive_handler(True), "nvvm.mbarrier.try_wait": _h_try_wait,
     "nvvm.mbarrier.arrive": _arrive_handler(False), "nvvm.setmaxregister": _h_setmaxnreg,
     "nvvm.cp.async.bulk.tensor.shared.cluster.global": _h_bulk_tensor,
+    "nvvm.mapa": _h_mapa, "nvvm.cluster.arrive": _h_cluster_arrive, "nvvm.cluster.wait": _h_cluster_wait,
+    "nvvm.read.ptx.sreg.cluster.ctarank": _sreg(lambda k, st: st.rank),
+    "nvvm.read.ptx.sreg.cluster.nctarank": _sreg(lambda k, st: [int(np.prod(k.cluster))]),
+    **{f"nvvm.read.ptx.sreg.cluster.ctaid.{x}": _sreg(lambda k, st, d=d: st.wg_id[d] % k.cluster[d])
+       for d, x in enumerate("xyz")},
+    **{f"nvvm.read.ptx.sreg.cluster.nctaid.{x}": _sreg(lambda k, st, d=d: [k.cluster[d]]) for d, x in enumerate("xyz")},
+    **{f"nvvm.read.ptx.sreg.clusterid.{x}": _sreg(lambda k, st, d=d: st.wg_id[d] // k.cluster[d])
+       for d, x in enumerate("xyz")},
+    **{f"nvvm.read.ptx.sreg.nclusterid.{x}": _sreg(lambda k, st, d=d: [k.grid[d] // k.cluster[d]])
+       for d, x in enumerate("xyz")},
     "scf.while": _h_while, "scf.condition": lambda k, op: (lambda st: None),
 }

@@ -27,6 +27,10 @@ memory model, "async proxy"]:
   warpgroup's completed wgmma read needs that completion ordered before it: a barrier since the
   other warpgroup's ``wait_group`` covered the read (a thread's own warpgroup's wait orders its own);
   the warpgroups run in lockstep here, so without this a missing barrier would read right numbers.
+  What a thread knows is kept per (cluster rank, warpgroup) and travels through mbarrier phases
+  (``executor_tma.Barrier``), across the CTAs of a cluster too: a multicast bulk copy into a peer
+  CTA's bytes its wgmma read is ordered by a phase carrying that wait_group, or a barrier.cluster
+  since (a CTA barrier orders nothing for another CTA).
 - the kernel must not end with wgmma groups uncommitted or unwaited.
 """
 
@@ -81,14 +85,20 @@ class WarpgroupState:
         # Happens-before of wgmma reads and later writes of the same bytes: ``clock`` counts
         # completed groups; ``done_time`` / ``done_epoch`` [row, warpgroup, byte]: when the last
         # group of that warpgroup reading the byte completed, and the barrier epoch then (a
-        # barrier since orders it for every thread); ``known`` [lane, warpgroup]: the latest
-        # completion of that warpgroup's groups ordered before the lane's next instruction (its
-        # own warpgroup's wait_group).
+        # barrier since orders it for every thread of the workgroup); ``known`` [lane, cluster
+        # rank, warpgroup]: the latest completion of the groups of that warpgroup of the CTA of
+        # that rank in the lane's cluster ordered before the lane's next instruction (its own
+        # warpgroup's wait_group; what mbarrier phases carried, from peer CTAs too). Without
+        # clusters the rank is always 0. With clusters, ``done_cluster`` [row, warpgroup, byte]:
+        # the row's barrier.cluster count at that completion (a CTA barrier orders nothing for
+        # another CTA's threads; a barrier.cluster since does).
         self.W = max(1, st.T // WARPGROUP)
+        self.R = getattr(st, "cluster_n", 1)
         self.clock = 0
         self.done_time = np.zeros((st.G, self.W, self.bytes), np.int32)
         self.done_epoch = np.full((st.G, self.W, self.bytes), -1, np.int32)
-        self.known = np.zeros((st.L, self.W), np.int32)
+        self.done_cluster = np.full((st.G, self.W, self.bytes), -1, np.int32) if self.R > 1 else None
+        self.known = np.zeros((st.L, self.R, self.W), np.int32)
 
     def fit(self, st) -> None:
         """Grow the byte masks if allocations appeared after the first wgmma op."""
@@ -100,32 +110,49 @@ class WarpgroupState:
             pad3 = ((0, 0), (0, 0), (0, st.lds_offset - self.bytes))
             self.done_time = np.pad(self.done_time, pad3)
             self.done_epoch = np.pad(self.done_epoch, pad3, constant_values=-1)
+            if self.done_cluster is not None:
+                self.done_cluster = np.pad(self.done_cluster, pad3, constant_values=-1)
             self.bytes = st.lds_offset
 
 
-def ordered_after_reads(st, op, g: int, lane: int, addr: np.ndarray, what: str) -> None:
+def ordered_after_reads(st, op, g: int, lane: int, addr: np.ndarray, what: str, row: int | None = None) -> None:
     """``_check_ordered`` for one write (a bulk tensor copy) of bytes ``addr`` by ``lane`` of
-    workgroup row ``g``."""
+    workgroup row ``g`` into the shared memory of row ``row`` (default ``g``; another CTA of the
+    cluster for a multicast copy)."""
     wg = getattr(st, "wgmma", None)
     if wg is not None:
         addr = addr[addr < wg.bytes]
-        _check_ordered(st, wg, op, np.array([g]), np.array([lane]), addr[None, :], what)
+        _check_ordered(st, wg, op, np.array([g if row is None else row]), np.array([lane]), addr[None, :], what)
 
 
 def _check_ordered(st, wg, op, rows: np.ndarray, lanes: np.ndarray, span: np.ndarray, what: str) -> None:
-    """Writes of shared-memory bytes ``span`` (writes, bytes) by ``lanes`` of workgroup rows
-    ``rows`` (writes,): an error where some warpgroup's completed wgmma read a byte and nothing
-    orders that completion before the write -- a barrier since (its epoch), or the writing lane's
-    own warpgroup's wait_group (``known``)."""
+    """Writes of shared-memory bytes ``span`` (writes, bytes) by ``lanes`` into the shared memory
+    of workgroup rows ``rows`` (writes,): an error where some warpgroup's completed wgmma read a
+    byte and nothing orders that completion before the write -- a barrier since (its epoch; for
+    a write into another CTA of the cluster only a barrier.cluster since), or what the writing
+    lane knows of that CTA's warpgroup (``known``: its own warpgroup's wait_group, or what an
+    mbarrier phase it observed carried)."""
     if not span.size:
         return
     r = rows[:, None]
+    ranks = st.row_rank[rows] if hasattr(st, "row_rank") else np.zeros(len(rows), np.int64)
+    remote = rows != st.wg_local[lanes]
     for w in range(wg.W):
-        need = np.where(wg.done_epoch[r, w, span] == st.epoch, wg.done_time[r, w, span], 0)
-        bad = need.max(axis=1) > wg.known[lanes, w]
+        unordered = wg.done_epoch[r, w, span] == st.epoch
+        if remote.any():
+            since = wg.done_cluster[r, w, span] == st.cluster_count[rows][:, None]
+            unordered = np.where(remote[:, None], since, unordered)
+        need = np.where(unordered, wg.done_time[r, w, span], 0)
+        bad = need.max(axis=1) > wg.known[lanes, ranks, w]
         if bad.any():
             i = int(np.argmax(bad))
             b = int(span[i, int(np.argmax(need[i]))])
+            if remote[i]:
+                raise ExecutorError(f"{_loc(op)}: {what} by thread {int(lanes[i]) % st.T} of workgroup row "
+                                    f"{int(st.wg_local[lanes[i]])} into shared-memory byte {b} of cluster rank "
+                                    f"{int(ranks[i])} (row {int(rows[i])}), which that CTA's warpgroup {w}'s "
+                                    f"wgmma.mma_async read, with nothing ordering that read's completion before it "
+                                    f"(no mbarrier phase carrying its wgmma.wait_group, no barrier.cluster since)")
             raise ExecutorError(f"{_loc(op)}: {what} by thread {int(lanes[i]) % st.T} into shared-memory byte {b}, "
                                 f"which warpgroup {w}'s wgmma.mma_async read, with nothing ordering that read's "
                                 f"completion before it (no barrier since its wgmma.wait_group)")
@@ -301,10 +328,13 @@ def _h_wgmma_wait(k, op):
             for row, w, read in g.wreads:
                 wg.done_time[row, w, read] = wg.clock
                 wg.done_epoch[row, w, read] = st.epoch
+                if wg.done_cluster is not None:
+                    wg.done_cluster[row, w, read] = st.cluster_count[row]
         wg.committed = wg.committed[n:]
         if n:  # each thread of the waiting warpgroups knows its own warpgroup's completions
             lanes = np.nonzero(st.active())[0]
-            wg.known[lanes, st.tid[lanes] // WARPGROUP] = wg.clock
+            rank = st.rank[lanes] if hasattr(st, "rank") else 0
+            wg.known[lanes, rank, st.tid[lanes] // WARPGROUP] = wg.clock
     return run
 
 

@@ -38,6 +38,7 @@ from mmaflow.compiler.mlir import int_assumptions, new_context, ops_named, parse
 from . import numerics
 from .attention_reference import attention_bound, attention_reference, bool_mask_additive
 from .reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
+from .executor import cluster_shape, whole_clusters
 from .simulate import (Memory, Region, fp8_tensor_core, load_dispatch, run_dispatch, sample_workgroups, tile_mask,
                        written_elements)
 
@@ -261,6 +262,8 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
     workload = [w for w in lay.workload]
     grid = d.grid(workload)
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
+    if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
+        chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
     stats, written = run_dispatch(d, buffers, constants=constants, workload=workload, workgroups=chosen,
                                   progress=progress)
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
@@ -366,6 +369,8 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
     d = load_dispatch(handed)
     grid = d.grid(list(lay.workload))
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
+    if chosen is not None:
+        chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
     stats, written = run_dispatch(d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen,
                                   progress=progress)
     def flat(x, which, rows):  # stored -> (batch, rows, head dim), through the recorded storage order

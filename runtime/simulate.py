@@ -22,7 +22,7 @@ from mmaflow.compiler import attrs
 from mmaflow.compiler.mlir import executable_target, ops_named
 from mmaflow.compiler.results import config_at
 
-from .executor import ExecutorError, Kernel, Stats
+from .executor import ExecutorError, Kernel, Stats, cluster_shape, whole_clusters
 
 SENTINEL = 0xFF
 GUARD = 64  # sentinel bytes after the last tensor of every binding
@@ -94,7 +94,8 @@ def run_dispatch(d: Dispatch, buffers: dict[int, np.ndarray], *, max_lanes: int 
                  constants: list[int] | None = None, workload: list[int] | None = None,
                  workgroups=None, progress=None) -> tuple[Stats, dict]:
     """Execute ``d`` over its grid (or the linear workgroup ids ``workgroups``) on ``buffers``
-    (modified in place); return stats and, per binding, which bytes the kernel stored. A
+    (modified in place; with thread block clusters the executor runs the whole clusters of
+    ``workgroups``: ``whole_clusters``); return stats and, per binding, which bytes the kernel stored. A
     dispatch with push constants (dynamic sizes, run-time offsets) takes them as ``constants``,
     its grid's ``workload`` too (see ``dynamic_inputs``)."""
     k = Kernel(d.func, arch=d.arch, grid=d.grid(workload), workgroup_size=d.workgroup_size,
@@ -312,6 +313,8 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     before = {bb: buf.copy() for bb, buf in buffers.items()}
     grid = d.grid(workload)
     chosen = sample_workgroups(grid, sample, seed) if sample else None
+    if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
+        chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
     stats, written = run_dispatch(d, buffers, max_lanes=max_lanes, constants=constants, workload=workload,
                                   workgroups=chosen)
     c = Memory.read(buffers, c_region)

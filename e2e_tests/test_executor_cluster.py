@@ -1,0 +1,555 @@
+"""The lane executor's thread block clusters (runtime/executor_tma.py, "Clusters"): handwritten
+kernels with ``nvvm.cluster_dim``, ``%cluster_ctarank``, ``nvvm.mapa``, remote
+``mbarrier.arrive``, ``barrier.cluster`` and a multicast ``cp.async.bulk.tensor``; what the
+executor computes, and the ordering bugs it must refuse."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+from mmaflow.runtime.executor import ExecutorError, Kernel, whole_clusters
+from mmaflow.runtime.executor_tma import CLUSTER_TAG, RANK_SHIFT
+
+G = "#gpu.address_space<global>"
+W = "#gpu.address_space<workgroup>"
+LAYOUT = ("layout(<bindings = [#hal.pipeline.binding<storage_buffer>, #hal.pipeline.binding<storage_buffer>, "
+          "#hal.pipeline.binding<storage_buffer>]>)")
+
+
+def _kernel(body: str, cluster=(2, 1, 1), *, grid=(2, 1, 1), threads=32, attrs: str | None = None):
+    dims = ", ".join(map(str, cluster))
+    attr = f"attributes {{nvvm.cluster_dim = array<i32: {dims}>}}" if attrs is None else attrs
+    text = f"""
+func.func @k() {attr} {{
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %i0 = arith.constant 0 : i32
+  %i1 = arith.constant 1 : i32
+  %tid = gpu.thread_id x
+  %first = arith.cmpi eq, %tid, %c0 : index
+  %rank = nvvm.read.ptx.sreg.cluster.ctarank : i32
+  %r0 = arith.cmpi eq, %rank, %i0 : i32
+  %peer = arith.xori %rank, %i1 : i32
+{body}
+  return
+}}
+"""
+    module = parse_module(text, new_context())
+    (func,) = ops_named(module.operation, "func.func")
+    k = Kernel(func, arch="sm_90a", grid=grid, workgroup_size=threads, wave_size=32)
+    k.module = module  # (keeps the function alive)
+    return k
+
+
+# ---- cluster coordinates and mapa ---------------------------------------------------------------------
+
+IDS = """
+  %out = hal.interface.binding.subspan {layout} binding(0) alignment(64) offset(%c0) : memref<{n}x8xi64, {g}>
+  %smem = memref.alloc() : memref<4xi64, {w}>
+  %base = memref.extract_aligned_pointer_as_index %smem : memref<4xi64, {w}> -> index
+  %b64 = arith.index_cast %base : index to i64
+  %c8 = arith.constant 8 : i64
+  %a = arith.addi %b64, %c8 : i64
+  %p3 = llvm.inttoptr %a : i64 to !llvm.ptr<3>
+  %p7 = nvvm.mapa %p3, %peer : !llvm.ptr<3> -> !llvm.ptr<7>
+  %pv = llvm.ptrtoint %p7 : !llvm.ptr<7> to i64
+  %wx = hal.interface.workgroup.id[0] : index
+  %wy = hal.interface.workgroup.id[1] : index
+  %gx = hal.interface.workgroup.count[0] : index
+  %wyx = arith.muli %wy, %gx : index
+  %lin = arith.addi %wyx, %wx : index
+  %n = nvvm.read.ptx.sreg.cluster.nctarank : i32
+  %cx = nvvm.read.ptx.sreg.cluster.ctaid.x : i32
+  %cy = nvvm.read.ptx.sreg.cluster.ctaid.y : i32
+  %kx = nvvm.read.ptx.sreg.clusterid.x : i32
+  %ky = nvvm.read.ptx.sreg.clusterid.y : i32
+  %nky = nvvm.read.ptx.sreg.nclusterid.y : i32
+  scf.if %first {{
+    %v0 = arith.extui %rank : i32 to i64
+    memref.store %v0, %out[%lin, %c0] : memref<{n}x8xi64, {g}>
+    %v1 = arith.extui %peer : i32 to i64
+    memref.store %v1, %out[%lin, %c1] : memref<{n}x8xi64, {g}>
+    %c2 = arith.constant 2 : index
+    memref.store %pv, %out[%lin, %c2] : memref<{n}x8xi64, {g}>
+    %c3 = arith.constant 3 : index
+    %v3 = arith.extui %n : i32 to i64
+    memref.store %v3, %out[%lin, %c3] : memref<{n}x8xi64, {g}>
+    %c4 = arith.constant 4 : index
+    %v4 = arith.extui %cx : i32 to i64
+    memref.store %v4, %out[%lin, %c4] : memref<{n}x8xi64, {g}>
+    %c5 = arith.constant 5 : index
+    %v5 = arith.extui %cy : i32 to i64
+    memref.store %v5, %out[%lin, %c5] : memref<{n}x8xi64, {g}>
+    %c6 = arith.constant 6 : index
+    %v6 = arith.extui %kx : i32 to i64
+    memref.store %v6, %out[%lin, %c6] : memref<{n}x8xi64, {g}>
+    %c7 = arith.constant 7 : index
+    %kyn = arith.muli %ky, %nky : i32
+    %v7 = arith.extui %kyn : i32 to i64
+    memref.store %v7, %out[%lin, %c7] : memref<{n}x8xi64, {g}>
+  }}
+"""
+
+
+def _ids_kernel(grid, cluster):
+    n = grid[0] * grid[1]
+    return _kernel(IDS.format(layout=LAYOUT, n=n, g=G, w=W), cluster, grid=grid)
+
+
+@pytest.mark.parametrize("grid,cluster", [((4, 1, 1), (2, 1, 1)), ((2, 4, 1), (1, 2, 1))], ids=["x", "y"])
+def test_ctarank_and_mapa(grid, cluster):
+    """Workgroup (x, y) is rank (x % cx) + cx * (y % cy) of cluster (x // cx, y // cy); mapa of
+    shared address 8 and the peer's rank names (peer rank, 8)."""
+    gx, gy, _ = grid
+    out = np.full((gx * gy, 8), -1, np.int64)
+    _ids_kernel(grid, cluster).run({0: out})
+    cx, cy, _ = cluster
+    for lin in range(gx * gy):
+        x, y = lin % gx, lin // gx
+        rank = x % cx + cx * (y % cy)
+        peer = rank ^ 1
+        assert out[lin, 0] == rank and out[lin, 1] == peer
+        assert out[lin, 2] == CLUSTER_TAG | peer << RANK_SHIFT | 8
+        assert out[lin, 3] == 2
+        assert (out[lin, 4], out[lin, 5]) == (x % cx, y % cy)
+        assert out[lin, 6] == x // cx and out[lin, 7] == (y // cy) * (gy // cy)
+
+
+def test_a_sample_runs_whole_clusters():
+    """workgroups=[1] runs the whole cluster {0, 1} (workgroup 0 writes its row too), nothing
+    else; for a (1, 2, 1) cluster the peer of (1, 2) is (1, 3)."""
+    out = np.full((4, 8), -1, np.int64)
+    k = _ids_kernel((4, 1, 1), (2, 1, 1))
+    k.run({0: out}, workgroups=[1])
+    assert k.ran == [0, 1]
+    assert out[0, 0] == 0 and out[1, 0] == 1
+    assert (out[2:] == -1).all()
+    assert whole_clusters([5], (2, 4, 1), (1, 2, 1)) == [5, 7]
+    assert whole_clusters([3, 4], (4, 2, 1), (2, 1, 1)) == [2, 3, 4, 5]
+    assert whole_clusters([3], (4, 1, 1), (1, 1, 1)) == [3]
+
+
+def test_the_grid_must_divide_by_the_cluster():
+    with pytest.raises(ExecutorError, match=r"grid \(3, 1, 1\) does not divide by the cluster shape \(2, 1, 1\)"):
+        _ids_kernel((3, 1, 1), (2, 1, 1)).run({0: np.zeros((3, 8), np.int64)})
+
+
+def test_mapa_outside_the_cluster():
+    body = """
+  %smem = memref.alloc() : memref<4xi64, #gpu.address_space<workgroup>>
+  %c8 = arith.constant 8 : i64
+  %p3 = llvm.inttoptr %c8 : i64 to !llvm.ptr<3>
+  %i2 = arith.constant 2 : i32
+  %p7 = nvvm.mapa %p3, %i2 : !llvm.ptr<3> -> !llvm.ptr<7>
+"""
+    with pytest.raises(ExecutorError, match="names CTA rank 2 of a cluster of 2"):
+        _kernel(body).run({})
+
+
+# ---- remote arrive: a two-CTA ping ----------------------------------------------------------------------
+
+PING = """
+  %out = hal.interface.binding.subspan {layout} binding(0) alignment(64) offset(%c0) : memref<{n}xi32, {g}>
+  %smem = memref.alloc() : memref<2xi64, {w}>
+  %base = memref.extract_aligned_pointer_as_index %smem : memref<2xi64, {w}> -> index
+  %b64 = arith.index_cast %base : index to i64
+  %c8 = arith.constant 8 : i64
+  %ba = arith.addi %b64, %c8 : i64
+  %barA = llvm.inttoptr %b64 : i64 to !llvm.ptr<3>
+  %barB = llvm.inttoptr %ba : i64 to !llvm.ptr<3>
+  scf.if %first {{
+    nvvm.mbarrier.init %barA, %i1 : !llvm.ptr<3>, i32
+    nvvm.mbarrier.init %barB, %i1 : !llvm.ptr<3>, i32
+    nvvm.fence.mbarrier.init
+  }}
+  {visible}
+  %target = {target}
+  %peerA = nvvm.mapa %barA, %target : !llvm.ptr<3> -> !llvm.ptr<7>
+  %peerB = nvvm.mapa %barB, %target : !llvm.ptr<3> -> !llvm.ptr<7>
+  // rank 0 pings rank 1's barrier A; rank 1 waits on it, then pongs rank 0's barrier B
+  %ping = arith.andi %first, %r0 : i1
+  scf.if %ping {{
+    nvvm.mbarrier.arrive %peerA : !llvm.ptr<7>
+  }}
+  %r1 = arith.cmpi eq, %rank, %i1 : i32
+  scf.if %r1 {{
+    %okA = nvvm.mbarrier.try_wait %barA, %i0, %i0 : !llvm.ptr<3>, i32, i32 -> i1
+    %pong = arith.andi %first, %okA : i1
+    scf.if %pong {{
+      nvvm.mbarrier.arrive %peerB : !llvm.ptr<7>
+    }}
+  }}
+  scf.if %r0 {{
+    %okB = nvvm.mbarrier.try_wait %barB, %i0, %i0 : !llvm.ptr<3>, i32, i32 -> i1
+  }}
+  %wx = hal.interface.workgroup.id[0] : index
+  scf.if %first {{
+    %c100 = arith.constant 100 : i32
+    %v = arith.addi %rank, %c100 : i32
+    memref.store %v, %out[%wx] : memref<{n}xi32, {g}>
+  }}
+  {exit}
+"""
+CLUSTER_BARRIER = "nvvm.cluster.arrive\n  nvvm.cluster.wait"
+
+
+def _ping(n=2, *, visible=CLUSTER_BARRIER, target="arith.xori %rank, %i1 : i32", exit=CLUSTER_BARRIER):
+    return _kernel(PING.format(layout=LAYOUT, n=n, g=G, w=W, visible=visible, target=target, exit=exit),
+                   grid=(n, 1, 1))
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+def test_remote_arrive_completes_the_peers_phase(aligned):
+    """Rank 0's remote arrive completes rank 1's barrier A, whose wait then passes; rank 1's
+    completes rank 0's barrier B. Four workgroups, one per batch requested: the batch holds the
+    cluster anyway."""
+    out = np.zeros(4, np.int32)
+    cb = CLUSTER_BARRIER.replace("arrive", "arrive aligned").replace("wait", "wait aligned") if aligned \
+        else CLUSTER_BARRIER
+    k = _ping(4, visible=cb, exit=cb)
+    stats = k.run({0: out}, max_lanes=32)
+    np.testing.assert_array_equal(out, [100, 101, 100, 101])
+    assert stats.barriers == 2 * 2  # two barrier.cluster per batch of one cluster
+
+
+def test_an_arrive_on_the_own_barrier_is_not_the_peers():
+    """mapa to the thread's own rank: the arrive lands on its own barrier A; rank 1's A never
+    completes."""
+    with pytest.raises(ExecutorError, match="can never complete: 1 of 1 arrivals missing"):
+        _ping(target="arith.addi %rank, %i0 : i32").run({0: np.zeros(2, np.int32)})
+
+
+def test_remote_arrive_needs_a_cluster_barrier_after_the_init():
+    with pytest.raises(ExecutorError, match="remote mbarrier.arrive by thread 0 of workgroup row 0 on an mbarrier "
+                                            "CTA 1 initialised with no cluster barrier since"):
+        _ping(visible="gpu.barrier").run({0: np.zeros(2, np.int32)})
+
+
+def test_exit_needs_a_cluster_barrier_after_a_remote_arrive():
+    with pytest.raises(ExecutorError, match=r"workgroup row 0 \(cluster rank 0\) exits while CTA 1 of its cluster "
+                                            r"may still arrive on its mbarrier at 8 .*no barrier.cluster after it"):
+        _ping(exit="").run({0: np.zeros(2, np.int32)})
+
+
+# ---- barrier.cluster --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arrive,match", [
+    ("%h = arith.cmpi ult, %tid, %c16 : index\n  scf.if %h {\n    nvvm.cluster.arrive\n  }",
+     r"can never complete: 32 threads of its cluster never arrived \(thread 16 of CTA 0"),
+    ("scf.if %r0 {\n    nvvm.cluster.arrive\n  }",
+     r"can never complete: 32 threads of its cluster never arrived \(thread 0 of CTA 1, workgroup row 1"),
+    ("", "with no barrier.cluster.arrive before"),
+], ids=["half-the-threads", "one-cta", "none"])
+def test_a_cluster_wait_some_threads_never_arrived_at(arrive, match):
+    body = f"  %c16 = arith.constant 16 : index\n  {arrive}\n  nvvm.cluster.wait\n"
+    with pytest.raises(ExecutorError, match=match):
+        _kernel(body).run({})
+
+
+def test_split_arrivals_complete_the_cluster_barrier():
+    """Half the threads arrive, then the other half: the barrier completes at the second arrive
+    (one barrier counted) and every thread's wait returns."""
+    body = """  %c16 = arith.constant 16 : index
+  %h = arith.cmpi ult, %tid, %c16 : index
+  scf.if %h {
+    nvvm.cluster.arrive
+  } else {
+    nvvm.cluster.arrive
+  }
+  nvvm.cluster.wait
+"""
+    assert _kernel(body).run({}).barriers == 1
+
+
+def test_a_cluster_barrier_inside_warp_roles_is_refused():
+    """Threads 0-15 wait on an mbarrier the others arrive on (a warp-role split, run as two
+    tasks); the arriving side's barrier.cluster.arrive is refused there."""
+    body = """  %smem = memref.alloc() : memref<1xi64, #gpu.address_space<workgroup>>
+  %c8 = arith.constant 0 : i64
+  %bar = llvm.inttoptr %c8 : i64 to !llvm.ptr<3>
+  scf.if %first {
+    nvvm.mbarrier.init %bar, %i1 : !llvm.ptr<3>, i32
+    nvvm.fence.mbarrier.init
+  }
+  gpu.barrier
+  %c16 = arith.constant 16 : index
+  %h = arith.cmpi ult, %tid, %c16 : index
+  scf.if %h {
+    %ok = nvvm.mbarrier.try_wait %bar, %i0, %i0 : !llvm.ptr<3>, i32, i32 -> i1
+  } else {
+    %c16b = arith.cmpi eq, %tid, %c16 : index
+    scf.if %c16b {
+      %s = nvvm.mbarrier.arrive %bar : !llvm.ptr<3> -> i64
+    }
+    nvvm.cluster.arrive
+  }
+"""
+    with pytest.raises(ExecutorError, match=r"barrier.cluster.arrive inside a warp-role split \(executor.Roles\) is "
+                                            r"not modelled"):
+        _kernel(body).run({})
+
+
+def test_arriving_twice_before_the_wait():
+    with pytest.raises(ExecutorError, match="arrives at barrier.cluster again before its barrier.cluster.wait"):
+        _kernel("  nvvm.cluster.arrive\n  nvvm.cluster.arrive\n").run({})
+
+
+# ---- multicast: one box into both CTAs' shared memory ------------------------------------------------------
+
+ROWS, COLS, BOX = 128, 128, 64
+COORD = (64, 32)  # innermost (column) first
+BOX_BYTES = BOX * BOX * 2
+SMEM_I64 = (BOX_BYTES + 256) // 8  # the box at 0, the map at 8192, the mbarrier at 8320
+
+MULTICAST = """
+  %x = hal.interface.binding.subspan {layout} binding(0) alignment(64) offset(%c0) : memref<{xn}xf16, {g}>
+  %out = hal.interface.binding.subspan {layout} binding(1) alignment(64) offset(%c0) : memref<{n}x{oi}xi64, {g}>
+  %gm = hal.interface.binding.subspan {layout} binding(2) alignment(64) offset(%c0) : memref<16xi64, {g}>
+  %xi = memref.extract_aligned_pointer_as_index %x : memref<{xn}xf16, {g}> -> index
+  %xa = arith.index_cast %xi : index to i64
+  %gi = memref.extract_aligned_pointer_as_index %gm : memref<16xi64, {g}> -> index
+  %ga = arith.index_cast %gi : index to i64
+  %gmap1 = llvm.inttoptr %ga : i64 to !llvm.ptr<1>
+  %gmap = llvm.addrspacecast %gmap1 : !llvm.ptr<1> to !llvm.ptr
+  %smem = memref.alloc() : memref<{si}xi64, {w}>
+  %si = memref.extract_aligned_pointer_as_index %smem : memref<{si}xi64, {w}> -> index
+  %sa = arith.index_cast %si : index to i64
+  %cmap = arith.constant {box_bytes} : i64
+  %cbar = arith.constant {bar_off} : i64
+  %ma = arith.addi %sa, %cmap : i64
+  %bb = arith.addi %sa, %cbar : i64
+  %box3 = llvm.inttoptr %sa : i64 to !llvm.ptr<3>
+  %box7 = llvm.addrspacecast %box3 : !llvm.ptr<3> to !llvm.ptr<7>
+  %map3 = llvm.inttoptr %ma : i64 to !llvm.ptr<3>
+  %bar3 = llvm.inttoptr %bb : i64 to !llvm.ptr<3>
+  %c16 = arith.constant 16 : index
+  %c32 = arith.constant 32 : index
+  %zero = arith.constant 0 : i64
+  %mape = arith.constant {map_e} : index
+  %lt16 = arith.cmpi ult, %tid, %c16 : index
+  scf.if %lt16 {{
+    %e = arith.addi %mape, %tid : index
+    memref.store %zero, %smem[%e] : memref<{si}xi64, {w}>
+  }}
+  gpu.barrier
+  %builder = arith.andi %first, %r0 : i1
+  %i64c = arith.constant 64 : i32
+  %rows = arith.constant {rows} : i32
+  %cols = arith.constant {cols} : i32
+  %pitch = arith.constant {pitch} : i64
+  scf.if %builder {{
+    nvvm.tensormap.replace field = global_address, new_value = %xa in %map3 : !llvm.ptr<3>, i64
+    nvvm.tensormap.replace field = rank, new_value = %i1 in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = box_dim[0], new_value = %i64c in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = box_dim[1], new_value = %i64c in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = global_dim[0], new_value = %cols in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = global_dim[1], new_value = %rows in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = global_stride[0], new_value = %pitch in %map3 : !llvm.ptr<3>, i64
+    nvvm.tensormap.replace field = element_stride[0], new_value = %i1 in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = element_stride[1], new_value = %i1 in %map3 : !llvm.ptr<3>, i32
+    nvvm.tensormap.replace field = elemtype, new_value = #nvvm.tensormap_elemtype<f16> in %map3 : !llvm.ptr<3>
+    nvvm.tensormap.replace field = interleave_layout, new_value = #nvvm.tensormap_interleave_layout<no_interleave> in %map3 : !llvm.ptr<3>
+    nvvm.tensormap.replace field = swizzle_mode, new_value = #nvvm.tensormap_swizzle_mode<b128> in %map3 : !llvm.ptr<3>
+    nvvm.tensormap.replace field = fill_mode, new_value = #nvvm.tensormap_fill_mode<zero> in %map3 : !llvm.ptr<3>
+  }}
+  gpu.barrier
+  %w0 = arith.cmpi ult, %tid, %c32 : index
+  %publisher = arith.andi %r0, %w0 : i1
+  scf.if %publisher {{
+    nvvm.inline_ptx "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;" ro(%gmap1, %map3 : !llvm.ptr<1>, !llvm.ptr<3>) memory_clobber = true
+  }}
+  %c128 = arith.constant 128 : i32
+  scf.if %first {{
+    nvvm.fence.proxy.acquire gpu %gmap, %c128
+    nvvm.mbarrier.init %bar3, %i1 : !llvm.ptr<3>, i32
+    {init}
+    nvvm.fence.mbarrier.init
+  }}
+  {visible}
+  %tx = arith.constant {box_bytes} : i32
+  %mask = arith.constant {mask} : i16
+  %x0 = arith.constant {c0} : i32
+  %x1 = arith.constant {c1} : i32
+  scf.if %first {{
+    %s = nvvm.mbarrier.arrive.expect_tx %bar3, %tx : !llvm.ptr<3>, i32 -> i64
+  }}
+  scf.if %builder {{
+    nvvm.cp.async.bulk.tensor.shared.cluster.global %box7, %gmap, %bar3, box[%x0, %x1] multicast_mask = %mask : !llvm.ptr<7>, !llvm.ptr
+  }}
+  %ok = nvvm.mbarrier.try_wait %bar3, %i0, %i0 : !llvm.ptr<3>, i32, i32 -> i1
+  {middle}
+  %wx = hal.interface.workgroup.id[0] : index
+  %per = arith.constant {per} : index
+  %start = arith.muli %tid, %per : index
+  scf.for %j = %c0 to %per step %c1 {{
+    %e = arith.addi %start, %j : index
+    %v = memref.load %smem[%e] : memref<{si}xi64, {w}>
+    memref.store %v, %out[%wx, %e] : memref<{n}x{oi}xi64, {g}>
+  }}
+  {exit}
+"""
+
+
+def _multicast_body(mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads=32, init="", middle=""):
+    oi = BOX_BYTES // 8
+    return MULTICAST.format(layout=LAYOUT, g=G, w=W, xn=ROWS * COLS, n=2, oi=oi, si=SMEM_I64,
+                            box_bytes=BOX_BYTES, bar_off=BOX_BYTES + 128, map_e=BOX_BYTES // 8, rows=ROWS,
+                            cols=COLS, pitch=COLS * 2, visible=visible, mask=mask, c0=COORD[0], c1=COORD[1],
+                            per=oi // threads, exit=exit, init=init, middle=middle)
+
+
+def _multicast(mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads=32, init="", middle="",
+               attrs=None, grid=(2, 1, 1)):
+    oi = BOX_BYTES // 8
+    body = _multicast_body(mask, visible=visible, exit=exit, threads=threads, init=init, middle=middle)
+    k = _kernel(body, threads=threads, attrs=attrs, grid=grid)
+    x = np.random.default_rng(7).standard_normal((ROWS, COLS)).astype(np.float16)
+    bufs = {0: x.copy(), 1: np.zeros((2, oi), np.int64), 2: np.zeros(16, np.int64)}
+    return k, bufs, x
+
+
+def _image(x) -> np.ndarray:
+    """The box's 8192 bytes as the 128B swizzle stores them: 16-byte chunk c of box row r at
+    chunk c ^ (r % 8) of that row (docs/HOPPER.md, the H200 probe)."""
+    box = x[COORD[1]:COORD[1] + BOX, COORD[0]:COORD[0] + BOX]
+    rows = box.view(np.uint8).reshape(BOX, 8, 16)
+    out = np.empty_like(rows)
+    for r in range(BOX):
+        for c in range(8):
+            out[r, c ^ (r % 8)] = rows[r, c]
+    return out.reshape(-1)
+
+
+def test_a_multicast_copy_lands_in_both_ctas():
+    """Rank 0 alone builds the map and issues one copy with mask 0b11: both CTAs' barriers get
+    the box's bytes (each armed by its own expect_tx), both shared memories the box."""
+    k, bufs, x = _multicast()
+    stats = k.run(bufs)
+    want = _image(x)
+    assert (bufs[1][0].view(np.uint8) == want).all()
+    assert (bufs[1][1].view(np.uint8) == want).all()
+    assert stats.async_copy_bytes == 2 * BOX_BYTES
+
+
+def test_a_multicast_to_the_peer_only():
+    """Mask 0b10: the box lands in rank 1 alone; rank 0's barrier, armed for 8192 bytes, never
+    gets them."""
+    k, bufs, x = _multicast(mask=2)
+    with pytest.raises(ExecutorError, match=r"workgroup row 0 waits .* 8192 bytes expected, 0 issued"):
+        k.run(bufs)
+
+
+def test_a_multicast_bit_outside_the_cluster():
+    k, bufs, _ = _multicast(mask=5)
+    with pytest.raises(ExecutorError, match="multicasts a bulk tensor copy to CTA mask 0x0005, bits outside its "
+                                            "cluster of 2"):
+        k.run(bufs)
+
+
+def test_a_multicast_needs_the_peers_init_visible():
+    k, bufs, _ = _multicast(visible="gpu.barrier")
+    with pytest.raises(ExecutorError, match="a multicast cp.async.bulk.tensor by thread 0 of workgroup row 0 on an "
+                                            "mbarrier CTA 1 initialised with no cluster barrier since"):
+        k.run(bufs)
+
+
+def test_exit_needs_a_cluster_barrier_after_a_multicast():
+    k, bufs, _ = _multicast(exit="")
+    with pytest.raises(ExecutorError, match=r"workgroup row 1 \(cluster rank 1\) exits while CTA 0 of its cluster "
+                                            r"may still multicast into its shared memory at 0"):
+        k.run(bufs)
+
+
+def test_without_clusters_a_multicast_names_only_the_own_cta():
+    """No nvvm.cluster_dim: a cluster of one; mask 0b11 names a CTA that does not exist."""
+    k, bufs, _ = _multicast(visible="gpu.barrier", exit="", attrs="", grid=(1, 1, 1))
+    with pytest.raises(ExecutorError, match="bits outside its cluster of 1"):
+        k.run(bufs)
+
+
+# ---- happens-before across the cluster: a multicast over bytes the peer's wgmma read ---------------------
+
+def _descriptor() -> int:
+    """K-major, 128B swizzle, at shared byte 0 (the box): 8-row groups 1024 bytes apart."""
+    from mmaflow.runtime.isa.smem_matrix import Descriptor, encode_descriptor
+    return encode_descriptor(Descriptor(0, 16, 1024, 0, "128B"))
+
+
+ACC = "!llvm.struct<(f32, f32, f32, f32)>"
+# Round 2: both CTAs' wgmma (m64n8k16, A and B from the box) read the box; each CTA's thread 0
+# then releases it on rank 0's "empty" mbarrier (8328; rank 1's arrival is remote); rank 0's
+# thread 0 waits for it and multicasts the box again into both CTAs.
+ROUND2 = """
+  %desc = arith.constant {desc} : i64
+  %zacc = llvm.mlir.zero : {acc}
+  nvvm.wgmma.fence.aligned
+  %acc = nvvm.wgmma.mma_async %desc, %desc, %zacc, #nvvm.shape<m = 64, n = 8, k = 16>, D [<f32>, #nvvm.wgmma_scale_out<one>], A [<f16>, #nvvm.wgmma_scale_in<one>, <row>], B [<f16>, #nvvm.wgmma_scale_in<one>, <col>] : {acc} -> {acc}
+  nvvm.wgmma.commit.group.sync.aligned
+  %ce = arith.constant 8 : i64
+  %eb = arith.addi %bb, %ce : i64
+  %empty3 = llvm.inttoptr %eb : i64 to !llvm.ptr<3>
+  %empty7 = nvvm.mapa %empty3, %i0 : !llvm.ptr<3> -> !llvm.ptr<7>
+  {release}
+  scf.if %builder {{
+    %e = nvvm.mbarrier.try_wait %empty3, %i0, %i0 : !llvm.ptr<3>, i32, i32 -> i1
+  }}
+  scf.if %first {{
+    %s2 = nvvm.mbarrier.arrive.expect_tx %bar3, %tx : !llvm.ptr<3>, i32 -> i64
+  }}
+  scf.if %builder {{
+    nvvm.cp.async.bulk.tensor.shared.cluster.global %box7, %gmap, %bar3, box[%x0, %x1] multicast_mask = %mask : !llvm.ptr<7>, !llvm.ptr
+  }}
+  %ok2 = nvvm.mbarrier.try_wait %bar3, %i1, %i0 : !llvm.ptr<3>, i32, i32 -> i1
+"""
+ARRIVE = "scf.if %first {\n    nvvm.mbarrier.arrive %empty7 : !llvm.ptr<7>\n  }"
+WAIT = "nvvm.wgmma.wait.group.sync.aligned 0"
+RELEASES = {
+    "carried": f"{WAIT}\n  {ARRIVE}",  # the arrival carries the wait_group
+    "early": f"{ARRIVE}\n  {WAIT}",  # released before the wait_group: nothing orders it
+    "cluster-barrier": f"{ARRIVE}\n  {WAIT}\n  {CLUSTER_BARRIER}",  # a barrier.cluster after the wait_group
+    "cta-barrier": f"{ARRIVE}\n  {WAIT}\n  gpu.barrier",  # a CTA barrier orders nothing for rank 0
+}
+
+
+@pytest.mark.parametrize("release", list(RELEASES))
+def test_a_multicast_over_bytes_the_peers_wgmma_read(release):
+    """Rank 0 refills both CTAs' box after its "empty" mbarrier's phase: ordered after rank 1's
+    wgmma read only where rank 1's arrival carried its wait_group (knowledge per cluster rank),
+    or a barrier.cluster came after it; a CTA barrier, or an arrival before the wait_group, is
+    an error naming rank 1."""
+    init = "nvvm.mbarrier.init %empty0, %c2i : !llvm.ptr<3>, i32"
+    pre = ("%c2i = arith.constant 2 : i32\n    %ce0 = arith.constant 8 : i64\n    %eb0 = arith.addi %bb, %ce0 : i64\n"
+           "    %empty0 = llvm.inttoptr %eb0 : i64 to !llvm.ptr<3>\n    ")
+    middle = ROUND2.format(desc=_descriptor(), acc=ACC, release=RELEASES[release])
+    k, bufs, x = _multicast(threads=128, init=pre + init, middle=middle)
+    if release in ("carried", "cluster-barrier"):
+        k.run(bufs)
+        want = _image(x)
+        assert (bufs[1][0].view(np.uint8) == want).all() and (bufs[1][1].view(np.uint8) == want).all()
+        return
+    with pytest.raises(ExecutorError, match=r"a multicast bulk tensor copy into CTA 1 of the cluster by thread 0 of "
+                                            r"workgroup row 0 into shared-memory byte \d+ of cluster rank 1 \(row 1\), "
+                                            r"which that CTA's warpgroup 0's wgmma.mma_async read"):
+        k.run(bufs)
+
+
+# ---- check_matmul: a sample grows to whole clusters, and their tiles are checked -----------------------
+
+def test_check_matmul_samples_whole_clusters():
+    """An mma.sync matmul (grid 4 x 8) given nvvm.cluster_dim (2, 1, 1): sample=1 picks the
+    four corner workgroups 0, 3, 28, 31; their clusters add 1, 2, 29, 30, whose tiles the check
+    must own (else their writes are stray) and compare."""
+    from iree.compiler import ir
+
+    from conftest import handed_back, matmul_module
+    from mmaflow.runtime.simulate import check_matmul, load_dispatch
+    module = parse_module(handed_back(matmul_module(512, 512, 32), "sm_80", ()), new_context())
+    d = load_dispatch(module)
+    assert d.grid() == (4, 8, 1)
+    with module.context:
+        d.func.attributes["nvvm.cluster_dim"] = ir.Attribute.parse("array<i32: 2, 1, 1>")
+    r = check_matmul(module, sample=1)
+    assert r.check.passed, r.check.detail
+    assert r.workgroups == 8
