@@ -25,6 +25,12 @@ never knows which other stage wrote one (IREE keeps its codegen attributes the s
     mmaflow.ring          LDS ring ops              unit: async copies or LDS stores, fragment loads and
                                                     the one barrier per K tile of an LDS ring, ordered by
                                                     `distribute` (the `barriers` stage leaves them alone)
+
+Written for NVVM, not read by mmaflow's stages (IREE's lowering keeps it on the kernel):
+
+    nvvm.cluster_dim      the dispatch func.func    array<i32: x, y, z>: the thread block cluster shape
+                                                    (PTX ``.reqnctapercluster``), the warpgroup kernel's
+                                                    ``cluster`` config; the lane executor reads it
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ ATTENTION = "mmaflow.attention"
 ATTENTION_EXPECT = "mmaflow.attention_expect"
 VERSION = "mmaflow.version"
 VERSIONS = "mmaflow.versions"
+CLUSTER_DIM = "nvvm.cluster_dim"
 # In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
 SCRIPT_PARAM = "mmaflow.param"
 
@@ -169,6 +176,19 @@ class Expectations:
     async_copies: bool = False  # the loads are async copies into an LDS ring (cp.async), not register loads
     k_loop_barriers: int = 0  # workgroup barriers per iteration of the K loop (0: not checked)
     tma: bool | None = None  # the ring is filled by cp.async.bulk.tensor (TMA), not cp.async (None: no)
+    cluster: int | None = None  # workgroups per thread block cluster, B multicast between them (None: no clusters)
+
+
+def write_cluster_dim(func: ir.Operation, dims: tuple[int, int, int]) -> None:
+    with func.context:
+        func.attributes[CLUSTER_DIM] = ir.DenseI32ArrayAttr.get(list(dims))
+
+
+def read_cluster_dim(func: ir.Operation) -> tuple[int, int, int]:
+    """The cluster shape, (1, 1, 1) without clusters."""
+    if CLUSTER_DIM not in func.attributes:
+        return (1, 1, 1)
+    return tuple(ir.DenseI32ArrayAttr(func.attributes[CLUSTER_DIM]))
 
 
 def read_expect(func: ir.Operation) -> Expectations:

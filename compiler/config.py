@@ -30,6 +30,10 @@ A config fixes everything the Script and Distribute stages need:
                        slots ("full" and "empty" per slot) and the MMA warpgroups never meet at a
                        CTA barrier in the K loop (``tma.TmaRing.specialized``); 0 (default): the
                        MMA warpgroups issue the copies, one CTA barrier per K tile
+    cluster            the warp-specialized persistent kernel: 2 = thread block clusters of two
+                       workgroups on the two output tiles of one B column block (tile rows 2p
+                       and 2p + 1), each copying its own A and half of B's boxes with a TMA
+                       multicast to both (``tma.TmaRing``, "Clusters"); 1 (default): none
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.
@@ -62,6 +66,7 @@ class KernelConfig:
     copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (tma.py)
     persistent: int | None = None  # the wgmma kernel: output tiles per workgroup, in turn (None: one each)
     producer: int = 0  # the wgmma kernel's TMA ring: 1 = a producer warpgroup issues the copies (warp-specialized)
+    cluster: int = 1  # the warp-specialized kernel: 2 = clusters of 2 workgroups sharing B's K tiles by TMA multicast
 
     @property
     def wave_tile_m(self) -> int:
@@ -89,6 +94,8 @@ class KernelConfig:
         d = asdict(self)
         if not d["producer"]:  # (unset unless warp-specialized: printed IR of other kernels unchanged)
             del d["producer"]
+        if d["cluster"] == 1:  # (likewise: unset without clusters)
+            del d["cluster"]
         return d
 
     def to_json(self) -> str:
@@ -114,13 +121,14 @@ class KernelConfig:
                 + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 else "")
                 + (f", {self.copy} copies" if self.copy else "")
                 + (f", persistent: {self.persistent} tiles per workgroup" if self.persistent else "")
-                + (f", a producer warpgroup of {PRODUCER_THREADS} threads (warp-specialized)" if self.producer else ""))
+                + (f", a producer warpgroup of {PRODUCER_THREADS} threads (warp-specialized)" if self.producer else "")
+                + (f", clusters of {self.cluster} sharing B by TMA multicast" if self.cluster > 1 else ""))
 
 
 PRODUCER_THREADS = 128  # one warpgroup issues the copies (``producer=1``)
 COPY_KINDS = ("cp.async", "tma", "tma-wide")  # --config copy=...: "cp.async" is the default (stored as None)
 _INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster", "persistent",
-             "producer"}
+             "producer", "cluster"}
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -309,6 +317,9 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     if cfg.producer:
         raise ConfigError(f"producer={cfg.producer}: the producer warpgroup feeds the warpgroup-MMA kernel's TMA ring "
                           f"only (sm_90a, --config intrinsic=WGMMA_...)")
+    if cfg.cluster != 1:
+        raise ConfigError(f"cluster={cfg.cluster}: clusters are the warp-specialized warpgroup-MMA kernel's only "
+                          f"(sm_90a, --config intrinsic=WGMMA_... producer=1 persistent=W)")
     if cfg.copy is not None:
         raise ConfigError(f"copy={cfg.copy}: TMA copies feed the warpgroup-MMA kernel only (sm_90a, "
                           f"--config intrinsic=WGMMA_...); {cfg.intrinsic} is filled by cp.async or loads")

@@ -36,6 +36,7 @@ class IsaReport:
     # aside) waits for LDS reads: the matrix unit idles for an LDS round trip there. AMD only.
     matrix_behind_lds_wait: int | None = None
     loop_listing: list = field(default_factory=list, repr=False)  # the K loop's instructions, in order
+    cluster_ctas: int | None = None  # PTX: CTAs per thread block cluster (.reqnctapercluster; 1: none)
 
     def to_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items() if k != "loop_listing"}
@@ -281,6 +282,11 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
     rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch
     rep.vgprs = None  # PTX registers are virtual; ptxas assigns the real ones
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
+    multicast = sum(1 for t in lines if t.startswith("cp.async.bulk.tensor.") and ".multicast::cluster" in t)
+    if multicast:
+        rep.counts["bulk_tensor_multicast"] = multicast
+    m = re.search(r"\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", text)
+    rep.cluster_ctas = 1 if m is None else int(m.group(1)) * int(m.group(2) or 1) * int(m.group(3) or 1)
     rep.has_loop = body is not None
     rep.loop_counts = dict(_categorize(body or [], _PTX_CATEGORIES))
     rep.loop_listing = list(body or [])

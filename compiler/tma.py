@@ -90,29 +90,43 @@ class TmaOperand:
     row_step: int
     element_bytes: int
     first_issuer: int  # thread that issues box 0
+    multicast: int = 1  # clusters: the workgroups each box lands in; each issues boxes / multicast of them
 
     @property
     def box_bytes(self) -> int:
         return self.box[0] * self.box[1] * self.element_bytes
+
+    @property
+    def issued(self) -> int:
+        """Boxes one workgroup issues per K tile (workgroup rank r: boxes r * issued ..)."""
+        return self.boxes // self.multicast
 
     def place(self, i: int) -> tuple[int, int, int]:
         """(inner offset, row offset, shared byte offset) of box i."""
         return self.inner_step * (i % self.per_row), self.row_step * (i // self.per_row), i * self.box_bytes
 
 
-def operand_boxes(name: str, smem: SmemLayout, first_issuer: int) -> TmaOperand:
+def operand_boxes(name: str, smem: SmemLayout, first_issuer: int, multicast: int = 1) -> TmaOperand:
     """The boxes that fill ``smem`` (an mn x 64 tile, 128B swizzle); asserts every box's
-    swizzled image is where ``SmemLayout.offset`` puts its elements."""
+    swizzled image is where ``SmemLayout.offset`` puts its elements. ``multicast`` > 1: the
+    boxes are shared out between the workgroups of a cluster (a K-major tile is cut into that
+    many boxes of whole 8-row atoms)."""
     if smem.swizzle is not Swizzle.B128:
         raise UnsupportedError(f"{name}: TMA boxes are planned for the 128B swizzle, not {smem.swizzle.value}")
     e = smem.element_bytes
     line = smem.line_elements  # 64 16-bit elements = 128 bytes
+    m = multicast
     if smem.major is Major.K:
-        op = TmaOperand(name, True, (line, smem.mn), 1, 1, 0, 0, e, first_issuer)
+        if smem.mn % (8 * m):
+            raise UnsupportedError(f"{name}: {smem.mn} K-major rows do not cut into {m} boxes of whole 8-row atoms")
+        op = TmaOperand(name, True, (line, smem.mn // m), m, 1, 0, smem.mn // m, e, first_issuer, m)
     elif smem.k_atoms_fastest:  # one 64-column atom's K lines are contiguous: one box {64, K} per atom
-        op = TmaOperand(name, False, (line, smem.k), smem.mn_atoms, smem.mn_atoms, line, 0, e, first_issuer)
+        op = TmaOperand(name, False, (line, smem.k), smem.mn_atoms, smem.mn_atoms, line, 0, e, first_issuer, m)
     else:
-        op = TmaOperand(name, False, (line, 8), smem.mn_atoms * (smem.k // 8), smem.mn_atoms, line, 8, e, first_issuer)
+        op = TmaOperand(name, False, (line, 8), smem.mn_atoms * (smem.k // 8), smem.mn_atoms, line, 8, e,
+                        first_issuer, m)
+    if op.boxes % m:
+        raise UnsupportedError(f"{name}: {op.boxes} boxes per K tile do not share out between {m} workgroups")
     if max(op.box) > BOX_LIMIT:
         raise UnsupportedError(f"{name}: a TMA box of {op.box[0]}x{op.box[1]} exceeds {BOX_LIMIT} per dimension")
     for i in range(op.boxes):  # box row r, element c -> byte r*128 + ((c*e//16) ^ (r%8))*16 + c*e%16
@@ -131,6 +145,7 @@ class TmaPlan:
     b: TmaOperand
     maps_offset: int  # bytes from the aligned shared base: A's map, B's map (128 each), then the mbarriers
     stages: int
+    cluster: int = 1  # workgroups per cluster: B's boxes multicast to all, each issuing its share
 
     @property
     def operands(self) -> tuple[TmaOperand, TmaOperand]:
@@ -138,7 +153,8 @@ class TmaPlan:
 
     @property
     def issuers(self) -> int:
-        return self.a.boxes + self.b.boxes
+        """Threads of one workgroup that issue a K tile's boxes (its "full" mbarriers' count)."""
+        return self.a.issued + self.b.issued
 
     @property
     def first_issuer(self) -> int:
@@ -170,12 +186,22 @@ class TmaPlan:
         for o in self.operands:
             how = ("one box" if o.boxes == 1 else
                    f"{o.boxes} boxes (one per 64-column atom{'' if o.row_step == 0 else ' and 8 K lines: the MN-major atoms are M/N-fastest'})")
+            who = f"issued by threads {o.first_issuer}..{o.first_issuer + o.issued - 1}"
+            if o.multicast > 1:
+                who += (f" of each workgroup of a cluster of {o.multicast}, rank r issuing boxes r * {o.issued} .. "
+                        f"r * {o.issued} + {o.issued - 1} with a multicast to all (each issuer expects its box's bytes "
+                        f"x {o.multicast}: its own copy and its peers' into this workgroup)")
             out.append(f"{o.name}: TMA {how} of {o.box[0]}x{o.box[1]} ({o.box_bytes} B, innermost first), 128B "
-                       f"swizzle, zero fill; issued by threads {o.first_issuer}..{o.first_issuer + o.boxes - 1}")
+                       f"swizzle, zero fill; {who}")
         out.append(f"tma: maps built by thread 0 (tensormap.replace on 128 zero bytes at +{self.maps_offset}), "
                    f"tensormap.cp_fenceproxy to @{MAPS_GLOBAL}[%smid], acquired by the {self.issuers} issuers; "
                    f"{self.stages} mbarriers at +{self.barriers_offset} (count {self.issuers}: each issuer arrives "
                    f"expecting its box's bytes), {self.tx_bytes} B per K tile")
+        if self.cluster > 1:
+            out.append(f"cluster: {self.cluster} workgroups (nvvm.cluster_dim); each MMA warpgroup releases a slot on "
+                       f"the \"empty\" mbarrier of every workgroup of the cluster (mapa + a shared::cluster arrive: "
+                       f"count {self.cluster} x the MMA warpgroups), as every workgroup's producer writes every slot; "
+                       f"barrier.cluster after the mbarriers' init and before exit")
         return out
 
 
@@ -216,12 +242,13 @@ def validate_tma(cfg, target: Target, problem, intr) -> None:
 
 
 def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: int,
-             producer_first: int | None = None) -> TmaPlan:
-    """The boxes (issued by threads 0.., or by the producer warpgroup's from ``producer_first``)."""
+             producer_first: int | None = None, cluster: int = 1) -> TmaPlan:
+    """The boxes (issued by threads 0.., or by the producer warpgroup's from ``producer_first``);
+    in clusters B's are shared out and multicast."""
     first = producer_first or 0
     a = operand_boxes("A", a_smem, first)
-    b = operand_boxes("B", b_smem, first + a.boxes)
-    return TmaPlan(a, b, slots_bytes, stages)
+    b = operand_boxes("B", b_smem, first + a.boxes, cluster)
+    return TmaPlan(a, b, slots_bytes, stages, cluster)
 
 
 # ---- the kernel ----------------------------------------------------------------------------------
@@ -247,6 +274,14 @@ class TmaRing:
     _release_early = False
     _skip_release = False
     _tile_local_count = False  # restart the ring count at each tile of a persistent workgroup
+    # Clusters: the MMA warpgroups release only their own workgroup's slot; a multicast issuer
+    # expects only its own box's bytes; no barrier.cluster after the setup, or before exit.
+    _release_own_only = False
+    _expect_own_only = False
+    _skip_setup_cluster_barrier = False
+    _skip_exit_cluster_barrier = False
+    _remote_scope = None  # the remote release's scope (None: the instruction's default, .cta; "cluster": 1.33x slower)
+    _wait_ticks = WAIT_TICKS_NS  # try_wait's suspend-time hint (None: the system's)
 
     def __init__(self, rw):
         self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
@@ -341,11 +376,16 @@ class TmaRing:
         with t0.loc, t0.ip:
             for s in range(tma.stages):
                 nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, tma.issuers))
-                if empty0 is not None:  # one arrival per MMA warpgroup releases the slot
+                if empty0 is not None:  # one arrival per MMA warpgroup (of each workgroup of a cluster)
                     nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, empty0, 8 * s), 3),
-                                        self.c32(t0, self.plan.warpgroups))
+                                        self.c32(t0, self.plan.warpgroups * tma.cluster))
             nvvm.FenceMbarrierInitOp()
         attrs.mark(em.barrier(), attrs.RING)
+        rank = None
+        if tma.cluster > 1:  # the peers' mbarriers are initialised before any multicast or remote arrive
+            self.cluster_barrier(em)
+            with em.loc, em.ip:
+                rank = arith.IndexCastOp(em.index, nvvm.read_ptx_sreg_cluster_ctarank(results=[self.i32])).result
         w0 = em.if_then(em.lt(tid, 32))
         with w0.loc, w0.ip:
             for gm, msh in zip(gmaps, maps_sh):
@@ -358,7 +398,16 @@ class TmaRing:
             for gm in gmaps if not self._skip_acquire else ():
                 nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"),
                                          self.c32(iss, MAP_BYTES))
-        return {"gmaps": gmaps, "bars0": bars0, "empty0": empty0}
+        return {"gmaps": gmaps, "bars0": bars0, "empty0": empty0, "rank": rank}
+
+    def cluster_barrier(self, em, at_exit: bool = False) -> None:
+        """``barrier.cluster.arrive`` + ``wait`` by every thread (the default semantics: release /
+        acquire at cluster scope): after the setup, and before exit (``at_exit``)."""
+        if self._skip_exit_cluster_barrier if at_exit else self._skip_setup_cluster_barrier:
+            return
+        with em.loc, em.ip:
+            nvvm.ClusterArriveOp(aligned=True)
+            nvvm.ClusterWaitOp(aligned=True)
 
     def is_issuer(self, em, tid):
         """i1: thread ``tid`` issues one of a K tile's boxes."""
@@ -416,7 +465,7 @@ class TmaRing:
         bar = self.bar_ptr(em, state["bars0"], slot)
         for o, op_plan, gmap, idx in zip(tma.operands, plan.operands, state["gmaps"], origins):
             lo = o.first_issuer
-            mine = em.lt(tid, lo + o.boxes)
+            mine = em.lt(tid, lo + o.issued)
             if lo:
                 mine = em.and_(mine, em.lt(em.const(lo - 1), tid))
             if valid is not None:
@@ -424,16 +473,25 @@ class TmaRing:
             e = em.if_then(mine)
             *lead, row, col = idx
             dst = self.add64(e, slot_base, op_plan.offset)
-            if o.boxes > 1:  # box i = tid - first_issuer
+            if o.boxes > 1:  # box i = tid - first_issuer (+ the workgroup's share in a cluster)
                 i = e.sub(tid, e.const(lo)) if lo else tid
+                if o.multicast > 1:
+                    i = e.add(i, e.mul(state["rank"], o.issued))
                 col = e.add(col, e.mul(e.rem(i, o.per_row), o.inner_step))
                 row = e.add(row, e.mul(e.div(i, o.per_row), o.row_step))
                 dst = self.add64(e, dst, self.to64(e, e.mul(i, o.box_bytes)))
             coords = [self.to32(e, col), self.to32(e, row)] + [self.to32(e, v) for v in reversed(lead)]
-            with e.loc, e.ip:  # this thread's own bytes expected before its copy can complete them
-                nvvm.MBarrierArriveExpectTxOp(bar, self.c32(e, o.box_bytes))
+            # this thread's bytes expected before its copy can complete them; multicast: also the
+            # peers' boxes of its share into this workgroup (they may land before the expect: the
+            # phase cannot complete before this arrival either way)
+            expect = o.box_bytes * (o.multicast if not self._expect_own_only else 1)
+            with e.loc, e.ip:
+                nvvm.MBarrierArriveExpectTxOp(bar, self.c32(e, expect))
+                mask = None
+                if o.multicast > 1:
+                    mask = arith.ConstantOp(ir.IntegerType.get_signless(16), (1 << o.multicast) - 1).result
                 nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(self.ptr(e, dst, 7), self.ptr(e, gmap, "generic"),
-                                                              coords, bar, [])
+                                                              coords, bar, [], multicastMask=mask)
 
     def wait(self, em, state, tile) -> None:
         """Every thread: wait for tile ``tile``'s mbarrier phase (slot tile % S, parity
@@ -462,8 +520,16 @@ class TmaRing:
         """Thread 0 of each MMA warpgroup arrives on the "empty" mbarrier of tile ``tile``'s slot:
         the warpgroup's wgmmas on it are complete (its ``wgmma.wait_group`` covered them)."""
         e = em.if_then(em.eq(em.rem(tid, 128), 0))
+        bar = self.bar_ptr(e, state["empty0"], e.rem(tile, self.plan.stages))
         with e.loc, e.ip:
-            nvvm.MBarrierArriveOp(self.bar_ptr(e, state["empty0"], e.rem(tile, self.plan.stages)), results=[self.i64])
+            nvvm.MBarrierArriveOp(bar, results=[self.i64])
+        peers = self.tma.cluster - 1 if not self._release_own_only else 0
+        for d in range(1, peers + 1):  # and on each peer's: its producer's multicast writes this slot too
+            peer = e.rem(e.add(state["rank"], d), self.tma.cluster)
+            with e.loc, e.ip:
+                remote = nvvm.MapaOp(_ptr(7), bar, self.to32(e, peer)).result
+                scope = ir.Attribute.parse(f"#nvvm.mem_scope<{self._remote_scope}>") if self._remote_scope else None
+                nvvm.MBarrierArriveOp(remote, scope=scope)
 
     def _wait_phase(self, em, bar, parity) -> None:
         """``mbarrier.try_wait.parity`` on ``bar`` until the phase of parity ``parity`` (an index
@@ -481,8 +547,8 @@ class TmaRing:
             after = loop.after.blocks.append(self.i32, i1)
             with ir.InsertionPoint(after):
                 n, _ = after.arguments
-                ok = nvvm.MBarrierTryWaitOp(bar, ph, ticks=arith.ConstantOp(self.i32, WAIT_TICKS_NS).result,
-                                            results=[i1]).result
+                ticks = arith.ConstantOp(self.i32, self._wait_ticks).result if self._wait_ticks else None
+                ok = nvvm.MBarrierTryWaitOp(bar, ph, ticks=ticks, results=[i1]).result
                 scf.YieldOp([arith.AddIOp(n, arith.ConstantOp(self.i32, 1).result).result, ok])
         attrs.mark(loop.operation, attrs.RING)
         self._trap_unless(em, loop.results[1])

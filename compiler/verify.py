@@ -102,6 +102,12 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
             problems.append(f"{stray} per-thread cp.async copies in a kernel planned with TMA copies")
     elif report.counts.get(cat, 0) == 0:
         problems.append(f"no {expect.global_load_bits}-bit {what} ({cat})")
+    if expect.cluster and report.isa == "ptx":  # clusters: the launch shape and B's multicast copies
+        if report.cluster_ctas != expect.cluster:
+            problems.append(f"the kernel is planned for clusters of {expect.cluster}, the PTX asks for "
+                            f"{report.cluster_ctas} CTA(s) per cluster (.reqnctapercluster)")
+        if not report.counts.get("bulk_tensor_multicast"):
+            problems.append("clusters planned, but no multicast cp.async.bulk.tensor")
     if expect.async_copies and report.counts.get("async_wait", 0) == 0:
         problems.append("async copies but no cp.async.wait_group")
     if vendor is Vendor.AMD and report.loop_counts.get("cache_invalidate", 0):

@@ -73,7 +73,8 @@ SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
 CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 # What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
-OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent", "producer")
+OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent", "producer", "cluster")
+CLUSTERS = (1, 2)  # workgroups per thread block cluster (2: B multicast to the pair)
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 REGISTERS = 255  # per thread (sm_90a)
@@ -223,6 +224,9 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         why = persistent_refusal(cfg, problem, intr)
         if why:
             raise ConfigError(f"{intr.name}: persistent={cfg.persistent}: {why}")
+    why = cluster_refusal(cfg, problem)
+    if why:
+        raise ConfigError(f"{intr.name}: cluster={cfg.cluster}: {why}")
     smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
         raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
@@ -259,6 +263,29 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
     if cfg.persistent < 2 or tiles % cfg.persistent:
         return (f"{tiles} output tiles are not a whole number of {cfg.persistent} per workgroup (2 or more, a "
                 f"divisor of {tiles}: every workgroup runs as many)")
+    return None
+
+
+def cluster_refusal(cfg: KernelConfig, problem: Contraction) -> str | None:
+    """Why clusters of ``cfg.cluster`` workgroups cannot serve, or None (always None for 1). The
+    pair of a cluster computes tile rows 2p and 2p + 1 of one tile column at every step of the
+    persistent loop (they share B's K tiles, each copying half by multicast), so the kernel is the
+    warp-specialized persistent one, the tile rows pair up and the grid is whole clusters."""
+    if cfg.cluster == 1:
+        return None
+    if cfg.cluster not in CLUSTERS:
+        return f"clusters of {', '.join(map(str, CLUSTERS))} workgroups are implemented"
+    if not cfg.producer or cfg.persistent is None:
+        return ("clusters are built on the warp-specialized persistent kernel (producer=1, persistent=W): its "
+                "producer multicasts half of B's boxes and waits for both workgroups' release of a slot")
+    rows = -(-problem.m // cfg.tile_m)
+    if rows % cfg.cluster:
+        return (f"{rows} tile rows of {cfg.tile_m} (M = {problem.m}) do not pair up: the workgroups of a cluster "
+                f"compute tile rows 2p and 2p + 1 of one tile column")
+    grid = output_tiles(cfg, problem) // cfg.persistent
+    if grid % cfg.cluster:
+        return (f"the persistent grid of {grid} workgroups ({output_tiles(cfg, problem)} tiles / {cfg.persistent}) is "
+                f"not whole clusters of {cfg.cluster}")
     return None
 
 
@@ -470,7 +497,8 @@ class WgmmaPlan:
         loop's wgmma (k_steps per K tile), and two barriers per K tile (stages 1) or one (the ring)."""
         if self.tma is not None:  # bulk tensor copies, one barrier per K tile (warp-specialized: none)
             return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False,
-                                      0 if self.tma.specialized else 1, tma=True)
+                                      0 if self.tma.specialized else 1, tma=True,
+                                      cluster=self.tma.cluster if self.tma.cluster > 1 else None)
         if self.pipelined:  # cp.async copies, one barrier per K tile
             return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1)
         return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2)
@@ -608,7 +636,7 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     if cfg.copy in TMA_COPIES:
         from .tma import plan_tma
         tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages,
-                       cfg.compute_threads if cfg.producer else None)
+                       cfg.compute_threads if cfg.producer else None, cfg.cluster)
     return WgmmaPlan(intr, target.vendor, WARP, cfg.workgroup_size, cfg.tile_m // 64, ops[0], ops[1], tk,
                      tk // intr.k, None if problem.k is None else -(-problem.k // tk),
                      plan_bytes(cfg, intr.a_type, allocations(intr)), epi,

@@ -103,7 +103,7 @@ def test_dynamic_m0_and_k0_at_run_time(tmp_path):
 
 # ---- config --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("config, message", [
-    ({"foo": 1}, "unknown config key 'foo'; valid keys: copy, intrinsic, lds_pad, persistent, producer, raster, stages, tile"),
+    ({"foo": 1}, "unknown config key 'foo'; valid keys: cluster, copy, intrinsic, lds_pad, persistent, producer, raster, stages, tile"),
     ({"raster": 0}, "raster must be 1 to 64 (tile rows per workgroup group), got 0"),
     ({"tile_m": 64.0}, "tile_m=64.0 is a float: give an integer"),
     ({"tile_m": True}, "tile_m=True is a bool"),

@@ -13,6 +13,7 @@ refusals."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -296,3 +297,110 @@ def test_fp8_variants():
         r = simulate(DYNAMIC_ROWS, "sm_90a", _over(128, E4M3, stages=4), sizes=dict(m=m), seed=m)
         assert r.check.passed and r.check.max_abs_err == 0, (m, r.check.line())
         assert r.config.producer == 1
+
+
+# ---- clusters of 2: B's K tiles shared by TMA multicast (cluster=2) ---------------------------------
+# The lane executor runs a cluster's workgroups together (runtime/executor_tma.py, "Clusters"): the
+# multicast lands in both workgroups' shared memory and completes both "full" mbarriers, the MMA
+# warpgroups' releases arrive on both "empty" mbarriers (mapa + a shared::cluster arrive), and
+# barrier.cluster must order the mbarriers' init before any peer uses them and every remote
+# operation before exit.
+
+def _cluster(n=128, **kw):
+    return _over(n, copy="tma-wide", cluster=2, **{"stages": 3, "persistent": 2, **kw})
+
+
+@pytest.mark.parametrize("m,n,k,t,wn,tb,w", [
+    (512, 256, 320, "f16", 128, False, 2),  # 8 tiles, 4 workgroups: 2 clusters, B's 4 boxes 2 + 2
+    (512, 256, 320, "f16", 128, True, 2),  # B^T: its K-major tile cut into 2 boxes of 64 rows
+    (500, 264, 200, "bf16", 256, False, 2),  # partial M, N, K: zero fill in both workgroups' slots
+    pytest.param(1024, 512, 448, "f16", 256, True, 4, marks=_LONG),  # 4 tiles per workgroup, 16 K tiles
+])
+def test_cluster_matches_numpy(m, n, k, t, wn, tb, w):
+    r = _sim(matmul_module(m, n, k, t, transpose_b=tb), _cluster(wn, t=t, persistent=w), t == "f16")
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races
+    assert r.stats.matrix_ops == -(-m // 128) * -(-n // wn) * -(-k // 64) * 4 * 2
+
+
+def test_cluster_fused_epilogue():
+    from mmaflow.runtime.modules import EPILOGUES
+    from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+    src = epilogue_module(512, 256, 192, "f16", **EPILOGUES["bias_n_gelu_f16"])
+    r = simulate(src, "sm_90a", _cluster(), seed=3, epilogue=EPILOGUE_REFERENCES["bias_n_gelu_f16"])
+    assert r.check.passed, r.check.line()
+    assert r.config.cluster == 2
+
+
+def _cluster_mutant(attr):
+    return mutant(TmaRing, attr, True, matmul_module(512, 256, 320, "f16"), overrides=_cluster()).text
+
+
+@pytest.mark.parametrize("attr,match", [
+    # each producer waits for both workgroups' release: a release of its own slot only never completes the peer's
+    ("_release_own_only", r"waits for phase parity 0 of the mbarrier .*2 of 4 arrivals missing.*deadlocks"),
+    # each "full" mbarrier receives the peer's multicast half too: expecting only its own bytes never completes
+    ("_expect_own_only", r"24576 bytes expected, 32768 issued on it"),
+    ("_skip_setup_cluster_barrier", r"multicast cp.async.bulk.tensor .* on an mbarrier CTA 1 initialised with no "
+                                    r"cluster barrier since"),
+    ("_skip_exit_cluster_barrier", r"exits while CTA \d of its cluster may still arrive on its mbarrier"),
+])
+def test_cluster_mutations_are_caught(attr, match):
+    with pytest.raises(ExecutorError, match=match):
+        _run(_cluster_mutant(attr))
+
+
+def test_cluster_plan_and_ptx(tmp_path):
+    """The plan says who issues what; the PTX asks for clusters of 2, multicasts B, releases the
+    peer's slot through mapa, and ptxas takes it without spills."""
+    src = matmul_module(4096, 4096, 1024, "f16")
+    res = compile_module(src, "sm_90a", options=CodegenOptions(overrides=_over(256, copy="tma-wide", persistent=4,
+                                                                                cluster=2)))
+    (ptx,) = res.isa_text.values()
+    assert re.search(r"\.reqnctapercluster 2, 1, 1", ptx)
+    multicast = re.findall(r"cp\.async\.bulk\.tensor\.2d\S*\.multicast::cluster", ptx)
+    assert len(multicast) == 1 and len(re.findall(r"cp\.async\.bulk\.tensor\.", ptx)) == 2  # B's share; A's own
+    assert re.search(r"mapa\.shared::cluster", ptx) and "mbarrier.arrive.shared::cluster.b64" in ptx
+    assert len(re.findall(r"barrier\.cluster\.wait", ptx)) == 2  # after the setup, before exit
+    from mmaflow.compiler.isa import parse_ptx
+    assert parse_ptx(ptx, "k", SM90).cluster_ctas == 2
+    out = sm90a_ptxas(tmp_path, ptx)
+    assert "C7514" not in out and "C7517" not in out, out
+    from mmaflow.compiler.wgmma_plan import operand_layout
+    p = Contraction(m=4096, n=4096, k=1024, a_type="f16", b_type="f16", c_type="f32", batch=1)
+    plan = tma.plan_tma(operand_layout("A", p, 128, "f16"), operand_layout("B", p, 256, "f16", k_atoms_fastest=True),
+                        0, 4, 256, cluster=2)
+    assert (plan.issuers, plan.a.issued, plan.b.issued, plan.b.multicast) == (3, 1, 2, 2)
+    text = "\n".join(plan.describe())
+    assert "B: TMA 4 boxes" in text and "rank r issuing boxes r * 2 .. r * 2 + 1 with a multicast" in text, text
+    assert "cluster: 2 workgroups (nvvm.cluster_dim)" in text
+    bt = tma.plan_tma(operand_layout("A", p, 128, "f16"), operand_layout("B", replace(p, b_transposed=True), 256, "f16"),
+                      0, 4, 256, cluster=2)
+    assert (bt.b.boxes, bt.b.box, bt.b.row_step) == (2, (64, 128), 128)  # B^T: 256 K-major rows in 2 boxes
+
+
+def test_verify_refuses_a_kernel_without_the_cluster_shape():
+    from mmaflow.compiler import attrs, verify
+    from mmaflow.compiler.isa import IsaReport
+    rep = IsaReport(kernel="k", isa="ptx", counts={"matrix": 4, "bulk_tensor_copy": 2, "mbarrier_wait": 2},
+                    has_loop=True, cluster_ctas=1)
+    exp = attrs.Expectations(128, 16, 4, False, 0, tma=True, cluster=2)
+    with pytest.raises(MmaflowError, match=r"clusters of 2, the PTX asks for 1 CTA\(s\).*no multicast"):
+        verify.check_isa(rep, "k", "wgmma.mma_async", SM90.vendor, True, exp)
+
+
+@pytest.mark.parametrize("over,match", [
+    (dict(cluster=2, copy="tma-wide"), "clusters are built on the warp-specialized persistent kernel"),
+    (dict(cluster=2, producer=1, copy="tma-wide"), "clusters are built on the warp-specialized persistent kernel"),
+    (dict(cluster=3, producer=1, copy="tma-wide", persistent=2), "clusters of 1, 2 workgroups are implemented"),
+    (dict(cluster=2, producer=1, copy="tma-wide", persistent=2, m=384), "3 tile rows of 128 .* do not pair up"),
+    (dict(cluster=2, producer=1, copy="tma-wide", persistent=4, n=768), "grid of 3 workgroups .* not whole clusters"),
+])
+def test_cluster_refusals(over, match):
+    over = dict(over)
+    p = Contraction(m=over.pop("m", 512), n=over.pop("n", 512), k=512, a_type="f16", b_type="f16", c_type="f32",
+                    batch=1)
+    with pytest.raises(MmaflowError, match=match):
+        resolve(SM90, p, {"intrinsic": "WGMMA_F32_64x256x16_F16", **over})
+    with pytest.raises(MmaflowError, match="clusters are the warp-specialized warpgroup-MMA kernel's only"):
+        resolve(get_target("sm_80"), p, {"cluster": 2, "tile_m": 128})

@@ -158,6 +158,11 @@ class WgmmaRewriter(Rewriter):
             self.tile_j, self.roles = ring.tile_j, loop.op.operation
         if plan.persistent:
             self._persist()
+        if plan.tma is not None and plan.tma.cluster > 1:  # no peer may multicast or arrive into an exited one
+            term = [o.operation for o in self.func.regions[0].blocks[0].operations][-1]
+            ring.cluster_barrier(Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("wgmma.tma.cluster"),
+                                 at_exit=True)
+            attrs.write_cluster_dim(self.func, (plan.tma.cluster, 1, 1))
 
     def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
         plan = self.plan
@@ -561,7 +566,13 @@ class WgmmaRewriter(Rewriter):
         for op in moved:
             op.move_before(y)
         head = Emitter(ir.InsertionPoint(moved[0]), term.location, self.vendor).named("persistent")
-        row, col = raster_tile(head, head.add(lin, head.mul(j, grid)), gx, gy, plan.raster)
+        tile = head.add(lin, head.mul(j, grid))
+        c = plan.tma.cluster if plan.tma is not None else 1
+        if c > 1:  # the workgroups of a cluster (lin c * p + r) on tile rows c * q + r of one tile column
+            q, col = raster_tile(head, head.div(tile, c), gx, gy // c, plan.raster)
+            row = head.add(head.mul(q, c), head.rem(tile, c))
+        else:
+            row, col = raster_tile(head, tile, gx, gy, plan.raster)
         for dim, new in ((0, col), (1, row)):
             for op in olds[dim]:
                 op.result.replace_all_uses_with(new)
