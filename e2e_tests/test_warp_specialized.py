@@ -307,7 +307,7 @@ def test_fp8_variants():
 # operation before exit.
 
 def _cluster(n=128, **kw):
-    return _over(n, copy="tma-wide", cluster=2, **{"stages": 3, "persistent": 2, **kw})
+    return _over(n, **{"copy": "tma-wide", "cluster": 2, "stages": 3, "persistent": 2, **kw})
 
 
 @pytest.mark.parametrize("m,n,k,t,wn,tb,w", [
@@ -321,6 +321,13 @@ def test_cluster_matches_numpy(m, n, k, t, wn, tb, w):
     assert r.check.passed, r.check.line()
     assert not r.stats.races
     assert r.stats.matrix_ops == -(-m // 128) * -(-n // wn) * -(-k // 64) * 4 * 2
+
+
+def test_cluster_fp8_matches_the_modelled_arithmetic():
+    """fp8 (A and B K-major: B's one box per K tile cut in two, one per workgroup), bit for bit."""
+    r = _sim(matmul_module(512, 256, 512, E4M3, transpose_b=True), _cluster(t=E4M3, copy="tma"))
+    assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
+    assert not r.stats.races
 
 
 def test_cluster_fused_epilogue():
