@@ -184,12 +184,6 @@ def write_cluster_dim(func: ir.Operation, dims: tuple[int, int, int]) -> None:
         func.attributes[CLUSTER_DIM] = ir.DenseI32ArrayAttr.get(list(dims))
 
 
-def read_cluster_dim(func: ir.Operation) -> tuple[int, int, int]:
-    """The cluster shape, (1, 1, 1) without clusters."""
-    if CLUSTER_DIM not in func.attributes:
-        return (1, 1, 1)
-    return tuple(ir.DenseI32ArrayAttr(func.attributes[CLUSTER_DIM]))
-
 
 def read_expect(func: ir.Operation) -> Expectations:
     return Expectations(**from_attr(_get(func, EXPECT)))

@@ -118,7 +118,9 @@ class KernelConfig:
                 f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n}), "
                 f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
                 + (f", {self.stages}-stage LDS ring" if self.stages > 1 else "")
-                + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 else "")
+                + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 and self.cluster == 1 else "")
+                + (f", clusters in groups of {self.raster} pairs of tile rows" if self.raster > 1 and self.cluster > 1
+                   else "")
                 + (f", {self.copy} copies" if self.copy else "")
                 + (f", persistent: {self.persistent} tiles per workgroup" if self.persistent else "")
                 + (f", a producer warpgroup of {PRODUCER_THREADS} threads (warp-specialized)" if self.producer else "")
@@ -635,8 +637,8 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
                    f"{' x '.join(types[:2])} -> {types[2]}")
         return None
     names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
-    # copy=tma, persistent=W or producer=1 alone ask for the heuristic's wgmma kernel
-    copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer")}
+    # copy=tma, persistent=W, producer=1 or cluster=2 alone ask for the heuristic's wgmma kernel
+    copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer", "cluster")}
     overrides = {k: v for k, v in overrides.items() if k not in copy}
     if overrides:
         why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "

@@ -282,9 +282,15 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
     rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch
     rep.vgprs = None  # PTX registers are virtual; ptxas assigns the real ones
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
-    multicast = sum(1 for t in lines if t.startswith("cp.async.bulk.tensor.") and ".multicast::cluster" in t)
-    if multicast:
-        rep.counts["bulk_tensor_multicast"] = multicast
+    # clusters: multicast bulk copies, remote arrivals (mapa + mbarrier.arrive on shared::cluster),
+    # barrier.cluster waits (counted apart from the categories: each line also has one there)
+    for name, pat in (("bulk_tensor_multicast", r"^cp\.async\.bulk\.tensor\.\S*\.multicast::cluster"),
+                      ("mapa", r"^mapa\.shared::cluster"),
+                      ("remote_arrive", r"^mbarrier\.arrive\S*\.shared::cluster\."),
+                      ("cluster_wait", r"^barrier\.cluster\.wait")):
+        n = sum(1 for t in lines if re.search(pat, t))
+        if n:
+            rep.counts[name] = n
     m = re.search(r"\.reqnctapercluster\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", text)
     rep.cluster_ctas = 1 if m is None else int(m.group(1)) * int(m.group(2) or 1) * int(m.group(3) or 1)
     rep.has_loop = body is not None

@@ -41,6 +41,17 @@ The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
   ``wgmma_lag`` groups running, as the cp.async ring (``WgmmaPlan``); one mbarrier per slot,
   counting one arrival per issuing thread (each expects its own box's bytes before issuing it).
   See ``TmaRing.loop``.
+- **Clusters** (``cluster=2``, warp-specialized persistent only; ``wgmma_plan.cluster_refusal``).
+  The two workgroups of a cluster compute tile rows 2q and 2q + 1 of one tile column: A is each
+  one's own, B's boxes are shared out (rank r issues boxes r * n/2 ..; a K-major tile is cut into
+  two boxes of whole 8-row atoms) and multicast to both (``multicast::cluster``, mask 0b11). Each
+  "full" mbarrier counts this workgroup's issuers; a B issuer expects its box's bytes twice (the
+  peer's copy of its share lands here too, maybe before the expect: the phase cannot complete
+  before this workgroup's own arrivals). The "empty" mbarriers count both workgroups' MMA
+  warpgroups: each releases its own and, through ``mapa``, the peer's (``mbarrier.arrive`` on a
+  ``shared::cluster`` address at the default ``.release.cta``, as CUTLASS's
+  ``ClusterBarrier::arrive``; formally a cross-CTA release wants ``.cluster`` scope, measured 1.33x
+  slower). ``barrier.cluster`` after the mbarriers' init and before exit. See docs/HOPPER.md.
 """
 
 from __future__ import annotations
@@ -276,12 +287,17 @@ class TmaRing:
     _tile_local_count = False  # restart the ring count at each tile of a persistent workgroup
     # Clusters: the MMA warpgroups release only their own workgroup's slot; a multicast issuer
     # expects only its own box's bytes; no barrier.cluster after the setup, or before exit.
+    # Or releases twice on its own through mapa (the counts met, the peer's slot not released).
     _release_own_only = False
     _expect_own_only = False
     _skip_setup_cluster_barrier = False
     _skip_exit_cluster_barrier = False
-    _remote_scope = None  # the remote release's scope (None: the instruction's default, .cta; "cluster": 1.33x slower)
-    _wait_ticks = WAIT_TICKS_NS  # try_wait's suspend-time hint (None: the system's)
+    _release_wrong_peer = False
+    # Experiment knobs (BENCHMARKS.md run 16, docs/bench/run16/scripts/exp.py), not mutations: the
+    # remote release's scope (None: the instruction's default, .cta; "cluster" ran 1.33x slower) and
+    # try_wait's suspend-time hint (None: the system's; no change measured).
+    _remote_scope = None
+    _wait_ticks = WAIT_TICKS_NS
 
     def __init__(self, rw):
         self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
@@ -458,7 +474,10 @@ class TmaRing:
         into ring slot ``slot``: thread ``first_issuer + i`` arrives on the slot's mbarrier
         expecting box i's bytes (``arrive.expect_tx``), then issues box i (its complete_tx can only
         follow its own expect_tx: the tx-count never has to go negative). The mbarrier counts
-        ``issuers`` arrivals per phase. ``valid`` (i1 or None): the tile exists."""
+        ``issuers`` arrivals per phase. ``valid`` (i1 or None): the tile exists. Clusters: B's
+        issuer i of rank r issues box r * issued + i to every workgroup of the cluster and expects
+        its bytes once per workgroup (the peers' boxes of its share land here; the tx-count may go
+        negative, the phase still waits for this workgroup's arrivals)."""
         tma, plan = self.tma, self.plan
         dst_slot = em.rem(em.add(slot, self._dst_slot_skew), plan.stages) if self._dst_slot_skew else slot
         slot_base = self.add64(em, smem_base64, self.to64(em, em.mul(dst_slot, plan.slot_bytes)))
@@ -507,7 +526,7 @@ class TmaRing:
 
     def wait_empty(self, em, state, tile) -> None:
         """The producer's issuers, before copying tile ``tile`` into slot tile % S: wait until
-        every MMA warpgroup released tile ``tile - S`` there (the slot's "empty" mbarrier, phase
+        every MMA warpgroup (of every workgroup of the cluster) released tile ``tile - S`` there (the slot's "empty" mbarrier, phase
         tile / S - 1, parity (tile / S + 1) % 2). For tile < S that is the phase before the
         first, parity 1, which counts as completed: the wait passes."""
         if self._skip_empty_wait:
@@ -518,14 +537,15 @@ class TmaRing:
 
     def release(self, em, state, tid, tile) -> None:
         """Thread 0 of each MMA warpgroup arrives on the "empty" mbarrier of tile ``tile``'s slot:
-        the warpgroup's wgmmas on it are complete (its ``wgmma.wait_group`` covered them)."""
+        the warpgroup's wgmmas on it are complete (its ``wgmma.wait_group`` covered them). In a
+        cluster also on each peer's (``mapa``): the peers' producers multicast into this slot."""
         e = em.if_then(em.eq(em.rem(tid, 128), 0))
         bar = self.bar_ptr(e, state["empty0"], e.rem(tile, self.plan.stages))
         with e.loc, e.ip:
             nvvm.MBarrierArriveOp(bar, results=[self.i64])
         peers = self.tma.cluster - 1 if not self._release_own_only else 0
         for d in range(1, peers + 1):  # and on each peer's: its producer's multicast writes this slot too
-            peer = e.rem(e.add(state["rank"], d), self.tma.cluster)
+            peer = e.rem(e.add(state["rank"], 0 if self._release_wrong_peer else d), self.tma.cluster)
             with e.loc, e.ip:
                 remote = nvvm.MapaOp(_ptr(7), bar, self.to32(e, peer)).result
                 scope = ir.Attribute.parse(f"#nvvm.mem_scope<{self._remote_scope}>") if self._remote_scope else None
@@ -659,7 +679,8 @@ class TmaRing:
         P-1, the producer warpgroup P .. P+127 (P = ``first_issuer``):
 
             kernel start: as ``loop`` (the issuers are producer threads); also one "empty"
-                          mbarrier per slot, counting one arrival per MMA warpgroup
+                          mbarrier per slot, counting one arrival per MMA warpgroup (x the
+                          cluster's workgroups)
             scf.if tid >= P (producer):
                 setmaxnreg.dec PRODUCER_REGISTERS
                 issuers: scf.for tile t < K tiles (ring count n = j * K tiles + t):

@@ -102,12 +102,20 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
             problems.append(f"{stray} per-thread cp.async copies in a kernel planned with TMA copies")
     elif report.counts.get(cat, 0) == 0:
         problems.append(f"no {expect.global_load_bits}-bit {what} ({cat})")
-    if expect.cluster and report.isa == "ptx":  # clusters: the launch shape and B's multicast copies
+    if expect.cluster and report.isa == "ptx":  # clusters: the launch shape, B's multicast, the peers' releases
         if report.cluster_ctas != expect.cluster:
             problems.append(f"the kernel is planned for clusters of {expect.cluster}, the PTX asks for "
                             f"{report.cluster_ctas} CTA(s) per cluster (.reqnctapercluster)")
         if not report.counts.get("bulk_tensor_multicast"):
             problems.append("clusters planned, but no multicast cp.async.bulk.tensor")
+        if not (report.counts.get("mapa") and report.counts.get("remote_arrive")):
+            problems.append("clusters planned, but no release of the peer's slots (mapa + mbarrier.arrive on a "
+                            "shared::cluster address)")
+        if report.counts.get("cluster_wait", 0) < 2:
+            problems.append(f"clusters planned, but {report.counts.get('cluster_wait', 0)} barrier.cluster.wait (one "
+                            f"after the mbarriers' init, one before exit)")
+    elif report.isa == "ptx" and (report.cluster_ctas or 1) > 1:
+        problems.append(f"the PTX asks for clusters of {report.cluster_ctas} CTAs; the kernel is planned without")
     if expect.async_copies and report.counts.get("async_wait", 0) == 0:
         problems.append("async copies but no cp.async.wait_group")
     if vendor is Vendor.AMD and report.loop_counts.get("cache_invalidate", 0):

@@ -224,7 +224,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         why = persistent_refusal(cfg, problem, intr)
         if why:
             raise ConfigError(f"{intr.name}: persistent={cfg.persistent}: {why}")
-    why = cluster_refusal(cfg, problem)
+    why = cluster_refusal(cfg, problem, intr)
     if why:
         raise ConfigError(f"{intr.name}: cluster={cfg.cluster}: {why}")
     smem = plan_bytes(cfg, intr.a_type, allocations(intr))
@@ -266,7 +266,7 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
     return None
 
 
-def cluster_refusal(cfg: KernelConfig, problem: Contraction) -> str | None:
+def cluster_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntrinsic) -> str | None:
     """Why clusters of ``cfg.cluster`` workgroups cannot serve, or None (always None for 1). The
     pair of a cluster computes tile rows 2p and 2p + 1 of one tile column at every step of the
     persistent loop (they share B's K tiles, each copying half by multicast), so the kernel is the
@@ -286,6 +286,12 @@ def cluster_refusal(cfg: KernelConfig, problem: Contraction) -> str | None:
     if grid % cfg.cluster:
         return (f"the persistent grid of {grid} workgroups ({output_tiles(cfg, problem)} tiles / {cfg.persistent}) is "
                 f"not whole clusters of {cfg.cluster}")
+    from .tma import operand_boxes
+    wide = cfg.copy == "tma-wide" and not k_innermost(problem, "B")
+    try:
+        operand_boxes("B", operand_layout("B", problem, cfg.tile_n, intr.element_type("B"), wide), 0, cfg.cluster)
+    except UnsupportedError as e:
+        return f"{e}{' (copy=tma issues 8-K-line boxes: more of them)' if wide else ''}"
     return None
 
 
@@ -524,7 +530,10 @@ class WgmmaPlan:
         if self.persistent:
             gx, gy = self.tile_grid
             head = (f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
-                    f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}); ")
+                    f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}"
+                    + (f"; a cluster's workgroups on tile rows {self.tma.cluster}q .. {self.tma.cluster}q + "
+                       f"{self.tma.cluster - 1} of one column, the raster over q" if self.tma and self.tma.cluster > 1
+                       else "") + "); ")
             if self.tma is not None and self.tma.specialized:
                 lines.append(head + "the ring count runs on across tiles (n = j * K tiles + t), so the producer "
                                     "copies the next tile's K tiles while the MMA warpgroups run this one's epilogue")

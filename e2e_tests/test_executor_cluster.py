@@ -284,6 +284,7 @@ def test_a_cluster_barrier_inside_warp_roles_is_refused():
       %s = nvvm.mbarrier.arrive %bar : !llvm.ptr<3> -> i64
     }
     nvvm.cluster.arrive
+    nvvm.cluster.wait
   }
 """
     with pytest.raises(ExecutorError, match=r"barrier.cluster.arrive inside a warp-role split \(executor.Roles\) is "
@@ -293,7 +294,12 @@ def test_a_cluster_barrier_inside_warp_roles_is_refused():
 
 def test_arriving_twice_before_the_wait():
     with pytest.raises(ExecutorError, match="arrives at barrier.cluster again before its barrier.cluster.wait"):
-        _kernel("  nvvm.cluster.arrive\n  nvvm.cluster.arrive\n").run({})
+        _kernel("  nvvm.cluster.arrive\n  nvvm.cluster.arrive\n  nvvm.cluster.wait\n").run({})
+
+
+def test_an_arrive_with_no_wait_is_refused():
+    with pytest.raises(ExecutorError, match="barrier.cluster.arrive with no barrier.cluster.wait after it"):
+        _kernel("  nvvm.cluster.arrive\n").run({})
 
 
 # ---- multicast: one box into both CTAs' shared memory ------------------------------------------------------
@@ -553,3 +559,23 @@ def test_check_matmul_samples_whole_clusters():
     r = check_matmul(module, sample=1)
     assert r.check.passed, r.check.detail
     assert r.workgroups == 8
+
+
+def test_work_between_a_split_arrive_and_its_wait_is_refused():
+    """The model completes barrier.cluster at the last arrival: a store between a thread's arrive
+    and its wait would count as ordered before the barrier, which the hardware does not promise."""
+    body = """  %smem = memref.alloc() : memref<64xf32, #gpu.address_space<workgroup>>
+  %c16 = arith.constant 16 : index
+  %h = arith.cmpi ult, %tid, %c16 : index
+  %v = arith.constant 1.0 : f32
+  scf.if %h {
+    nvvm.cluster.arrive
+    memref.store %v, %smem[%tid] : memref<64xf32, #gpu.address_space<workgroup>>
+  } else {
+    nvvm.cluster.arrive
+  }
+  nvvm.cluster.wait
+"""
+    with pytest.raises(ExecutorError, match=r"memref.store between barrier.cluster.arrive .* and its wait: work between "
+                                            r"a split arrive and wait is not modelled"):
+        _kernel(body).run({})

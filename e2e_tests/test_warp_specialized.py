@@ -323,6 +323,15 @@ def test_cluster_matches_numpy(m, n, k, t, wn, tb, w):
     assert r.stats.matrix_ops == -(-m // 128) * -(-n // wn) * -(-k // 64) * 4 * 2
 
 
+def test_cluster_raster_walks_pairs():
+    """raster=2 over the pairs' grid (8 tile rows = 4 pairs, 2 columns, 4 clusters): every tile
+    computed once (a pair on two columns, or two pairs on one tile, would miss or repeat tiles)."""
+    r = _sim(matmul_module(1024, 256, 128, "f16"), _cluster(raster=2), True)
+    assert r.check.passed, r.check.line()
+    assert r.stats.matrix_ops == 8 * 2 * 2 * 4 * 2
+    assert not r.stats.races
+
+
 def test_cluster_fp8_matches_the_modelled_arithmetic():
     """fp8 (A and B K-major: B's one box per K tile cut in two, one per workgroup), bit for bit."""
     r = _sim(matmul_module(512, 256, 512, E4M3, transpose_b=True), _cluster(t=E4M3, copy="tma"))
@@ -351,6 +360,10 @@ def _cluster_mutant(attr):
     ("_skip_setup_cluster_barrier", r"multicast cp.async.bulk.tensor .* on an mbarrier CTA 1 initialised with no "
                                     r"cluster barrier since"),
     ("_skip_exit_cluster_barrier", r"exits while CTA \d of its cluster may still arrive on its mbarrier"),
+    # both releases on the workgroup's own mbarrier: the counts are met, but a producer refills the
+    # peer's slot before the peer's wgmmas are known to be done with it
+    ("_release_wrong_peer", r"multicast bulk tensor copy into CTA \d of the cluster .* which that CTA's warpgroup \d's "
+                            r"wgmma.mma_async read, with nothing ordering"),
 ])
 def test_cluster_mutations_are_caught(attr, match):
     with pytest.raises(ExecutorError, match=match):
@@ -389,11 +402,18 @@ def test_cluster_plan_and_ptx(tmp_path):
 def test_verify_refuses_a_kernel_without_the_cluster_shape():
     from mmaflow.compiler import attrs, verify
     from mmaflow.compiler.isa import IsaReport
-    rep = IsaReport(kernel="k", isa="ptx", counts={"matrix": 4, "bulk_tensor_copy": 2, "mbarrier_wait": 2},
-                    has_loop=True, cluster_ctas=1)
+    counts = {"matrix": 4, "bulk_tensor_copy": 2, "mbarrier_wait": 2, "barrier": 2}
+    rep = IsaReport(kernel="k", isa="ptx", counts=counts, has_loop=True, cluster_ctas=1)
     exp = attrs.Expectations(128, 16, 4, False, 0, tma=True, cluster=2)
-    with pytest.raises(MmaflowError, match=r"clusters of 2, the PTX asks for 1 CTA\(s\).*no multicast"):
+    with pytest.raises(MmaflowError, match=r"clusters of 2, the PTX asks for 1 CTA\(s\).*no multicast.*no release of "
+                                           r"the peer's slots.*0 barrier.cluster.wait"):
         verify.check_isa(rep, "k", "wgmma.mma_async", SM90.vendor, True, exp)
+    clustered = {**counts, "bulk_tensor_multicast": 1, "mapa": 2, "remote_arrive": 2, "cluster_wait": 2}
+    verify.check_isa(IsaReport(kernel="k", isa="ptx", counts=clustered, has_loop=True, cluster_ctas=2), "k",
+                     "wgmma.mma_async", SM90.vendor, True, exp)  # (passes)
+    with pytest.raises(MmaflowError, match="the PTX asks for clusters of 2 CTAs; the kernel is planned without"):
+        verify.check_isa(IsaReport(kernel="k", isa="ptx", counts=clustered, has_loop=True, cluster_ctas=2), "k",
+                         "wgmma.mma_async", SM90.vendor, True, attrs.Expectations(128, 16, 4, False, 0, tma=True))
 
 
 @pytest.mark.parametrize("over,match", [
@@ -402,6 +422,8 @@ def test_verify_refuses_a_kernel_without_the_cluster_shape():
     (dict(cluster=3, producer=1, copy="tma-wide", persistent=2), "clusters of 1, 2 workgroups are implemented"),
     (dict(cluster=2, producer=1, copy="tma-wide", persistent=2, m=384), "3 tile rows of 128 .* do not pair up"),
     (dict(cluster=2, producer=1, copy="tma-wide", persistent=4, n=768), "grid of 3 workgroups .* not whole clusters"),
+    (dict(cluster=2, producer=1, copy="tma-wide", persistent=4, intrinsic="WGMMA_F32_64x64x16_F16"),
+     r"B: 1 boxes per K tile do not share out between 2 workgroups \(copy=tma issues 8-K-line boxes"),
 ])
 def test_cluster_refusals(over, match):
     over = dict(over)

@@ -48,18 +48,22 @@ PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mb
   of shared address a and rank r gives ``CLUSTER_TAG | r << 24 | a`` (a shared address cast to
   ``!llvm.ptr<7>`` names the own CTA). ``mbarrier.arrive`` on another CTA's address arrives on
   that CTA's mbarrier, carrying what the thread knows of every CTA's wgmma completions
-  (``executor_wgmma``: knowledge per cluster rank and warpgroup; the scope qualifier is not
-  told apart). A multicast bulk copy lands the box at its CTA-relative destination in every CTA
+  (``executor_wgmma``: knowledge per cluster rank and warpgroup). The scope qualifier is not
+  told apart: a ``.release.cta`` arrive on a peer's mbarrier (CUTLASS's ``ClusterBarrier::arrive``,
+  and mmaflow's) orders like a ``.cluster`` one here, which the PTX memory model's scopes do not
+  strictly promise. A multicast bulk copy lands the box at its CTA-relative destination in every CTA
   of the mask, each joining that CTA's mbarrier at the mbar operand's CTA-relative address (the
   tx bytes may come before that CTA's own expect_tx), with every check above per destination;
   mask bits outside the cluster are an error. Another CTA may arrive on or copy into an mbarrier
   only after its init was fenced and a barrier.cluster completed. ``barrier.cluster.arrive`` /
   ``wait``: the barrier completes when every thread of every CTA of the cluster arrived (a wait
   that can never complete is an error; inside a warp-role split it is refused); it orders what
-  came before as a CTA barrier does, across the cluster. A CTA exits only after a barrier.cluster
+  came before as a CTA barrier does, across the cluster (so only arithmetic may come between a
+  thread's arrive and its wait: other work there is refused, not modelled). A CTA exits only after a barrier.cluster
   completed after every remote arrival on it / multicast into it. Not modelled:
   ``barrier.cluster.arrive.relaxed``, relaxed arrives, distributed shared memory loads and
-  stores, ``cp.async.bulk`` (non-tensor) between CTAs.
+  stores, ``cp.async.bulk`` (non-tensor) between CTAs, a bulk tensor copy to another CTA's
+  (mapa'd) destination or mbarrier (refused).
 """
 
 from __future__ import annotations
@@ -621,7 +625,8 @@ def _h_bulk_tensor(k, op):
     destination of the issuing CTA, or, with ``multicast_mask``, at the same CTA-relative
     destination of every CTA of the cluster whose rank bit is set, each CTA's mbarrier at the
     mbar operand's CTA-relative address receiving its bytes [PTX ISA, "cp.async.bulk.tensor":
-    .multicast::cluster]. A destination named by ``nvvm.mapa`` (no multicast) is that CTA's."""
+    .multicast::cluster]. A destination or mbarrier named by ``nvvm.mapa`` (another CTA's) is
+    refused: not modelled."""
     ins = k._ins(op)
     seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
     # operands: dstMem, tmaDescriptor, coordinates, mbar, im2colOffsets, multicastMask, l2CacheHint, predicate
@@ -640,9 +645,12 @@ def _h_bulk_tensor(k, op):
         t, maps = _tma(st), _maps(k)
         for lane in _active_lanes(st):
             g, dst, m = int(st.wg_local[lane]), int(dsts[lane]), int(maps_at[lane])
-            drow, dst = _cluster_target(st, g, dst)
+            if (dst | int(bars[lane])) & CLUSTER_TAG:  # (the PTX ISA's rules for a peer's address there: not modelled)
+                raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} gives cp.async.bulk.tensor a "
+                                    f"mapa'd (another CTA's) shared::cluster destination or mbarrier: the executor "
+                                    f"models the CTA's own, multicast by the mask")
             if masks is None:
-                rows = [drow]
+                rows = [g]
             else:
                 mask = int(masks[lane])
                 if mask >> st.cluster_n or not mask:
@@ -811,12 +819,41 @@ def _cluster_barrier_checks(st, op, what: str, aligned: bool) -> np.ndarray:
     return act
 
 
+_PURE_PREFIXES = ("arith.", "index.", "scf.yield", "llvm.mlir.constant")
+
+
+def _only_pure_until_wait(op) -> None:
+    """Refuse work between a ``barrier.cluster.arrive`` and the ``wait`` that follows it (in its
+    block, or after the ``scf.if`` / ``scf.for`` it sits in): the model completes the barrier at
+    the last arrival, so a memory operation there would count as ordered before the barrier,
+    which the hardware does not promise (only what precedes the arrive is released)."""
+    cur = op
+    while cur is not None:
+        block_ops = [o.operation for o in cur.block.operations]
+        i = block_ops.index(cur)
+        for o in block_ops[i + 1:]:
+            if o.name in ("nvvm.cluster.wait", "nvvm.cluster.arrive"):  # (arriving twice: refused as it runs)
+                return
+            if o.name == "func.return":
+                break
+            if not o.name.startswith(_PURE_PREFIXES):
+                raise ExecutorError(f"{_loc(o)}: {o.name} between barrier.cluster.arrive ({_loc(op)}) and its wait: "
+                                    f"work between a split arrive and wait is not modelled (the executor would count "
+                                    f"it as ordered before the barrier)")
+        parent = cur.block.owner
+        parent = getattr(parent, "operation", parent)
+        cur = parent if parent is not None and parent.name in ("scf.if", "scf.for") else None
+    raise ExecutorError(f"{_loc(op)}: barrier.cluster.arrive with no barrier.cluster.wait after it in its region")
+
+
 def _h_cluster_arrive(k, op):
     """``barrier.cluster.arrive`` (PTX ISA "barrier.cluster"; release): the thread's arrival.
     When every thread of every CTA of a cluster has arrived the barrier completes: their waits
     may return, and it orders what came before as a CTA barrier does (the executor's epoch),
-    across the cluster's CTAs too (``State.cluster_count``)."""
+    across the cluster's CTAs too (``State.cluster_count``). Nothing but arithmetic may come
+    between the arrive and its wait (``_only_pure_until_wait``)."""
     aligned = "aligned" in op.attributes
+    _only_pure_until_wait(op)
 
     def run(st):
         act = _cluster_barrier_checks(st, op, "barrier.cluster.arrive", aligned)

@@ -512,7 +512,9 @@ class WgmmaRewriter(Rewriter):
             (setup: thread id, shared memory, descriptors, ...: before the loop)
             ring prologue for tile lin                         (cp.async tiles 0..A-1, commits)
             scf.for j < W:
-                (row, col) = raster(lin + j * G)                (G = tiles / W; lin = workgroup id x)
+                (row, col) = raster(lin + j * G)                (G = tiles / W; lin = workgroup id x; clusters
+                                                                of c: (q, col) = raster((lin + j * G) / c) over
+                                                                the pairs' grid, row = c * q + (lin + j * G) % c)
                 everything that depended on the workgroup ids: the ring's K loops, their waits
                 barrier                                        (every warpgroup's wgmmas are done)
                 if j + 1 < W: ring prologue for tile lin + (j+1) * G     (into slots 0..A-1)
