@@ -258,7 +258,7 @@ def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: i
     in clusters B's are shared out and multicast."""
     first = producer_first or 0
     a = operand_boxes("A", a_smem, first)
-    b = operand_boxes("B", b_smem, first + a.boxes, cluster)
+    b = operand_boxes("B", b_smem, first + a.issued, cluster)
     return TmaPlan(a, b, slots_bytes, stages, cluster)
 
 
@@ -526,9 +526,9 @@ class TmaRing:
 
     def wait_empty(self, em, state, tile) -> None:
         """The producer's issuers, before copying tile ``tile`` into slot tile % S: wait until
-        every MMA warpgroup (of every workgroup of the cluster) released tile ``tile - S`` there (the slot's "empty" mbarrier, phase
-        tile / S - 1, parity (tile / S + 1) % 2). For tile < S that is the phase before the
-        first, parity 1, which counts as completed: the wait passes."""
+        every MMA warpgroup (of every workgroup of the cluster) released tile ``tile - S`` there
+        (the slot's "empty" mbarrier, phase tile / S - 1, parity (tile / S + 1) % 2). For tile < S
+        that is the phase before the first, parity 1, which counts as completed: the wait passes."""
         if self._skip_empty_wait:
             return
         S = self.plan.stages

@@ -233,17 +233,11 @@ def whole_clusters(ids, grid: tuple, cluster: tuple) -> list[int]:
     ids = np.asarray(sorted(set(int(i) for i in ids)), np.int64)
     if int(np.prod(cluster)) == 1 or not ids.size:
         return ids.tolist()
-    gx, gy, gz = grid
-    cx, cy, cz = cluster
-    x, y, z = ids % gx, (ids // gx) % gy, ids // (gx * gy)
-    corners = {(int(a) - int(a) % cx, int(b) - int(b) % cy, int(c) - int(c) % cz) for a, b, c in zip(x, y, z)}
-    out = []
-    for x0, y0, z0 in sorted(corners, key=lambda p: (p[2], p[1], p[0])):
-        for dz in range(cz):
-            for dy in range(cy):
-                for dx in range(cx):  # rank order
-                    out.append((x0 + dx) + gx * ((y0 + dy) + gy * (z0 + dz)))
-    return out
+    every = np.arange(int(np.prod(grid)), dtype=np.int64)
+    cid, rank = cluster_coordinates(every, grid, cluster)
+    taken = np.isin(cid, cluster_coordinates(ids, grid, cluster)[0])
+    order = np.lexsort((rank[taken], cid[taken]))  # by cluster, then rank
+    return every[taken][order].tolist()
 
 
 def _uniform(v, what: str, op) -> int:

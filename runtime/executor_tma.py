@@ -824,7 +824,7 @@ _PURE_PREFIXES = ("arith.", "index.", "scf.yield", "llvm.mlir.constant")
 
 def _only_pure_until_wait(op) -> None:
     """Refuse work between a ``barrier.cluster.arrive`` and the ``wait`` that follows it (in its
-    block, or after the ``scf.if`` / ``scf.for`` it sits in): the model completes the barrier at
+    block, or after the ``scf.if`` it sits in; not across a loop's back edge): the model completes the barrier at
     the last arrival, so a memory operation there would count as ordered before the barrier,
     which the hardware does not promise (only what precedes the arrive is released)."""
     cur = op
@@ -842,7 +842,7 @@ def _only_pure_until_wait(op) -> None:
                                     f"it as ordered before the barrier)")
         parent = cur.block.owner
         parent = getattr(parent, "operation", parent)
-        cur = parent if parent is not None and parent.name in ("scf.if", "scf.for") else None
+        cur = parent if parent is not None and parent.name == "scf.if" else None
     raise ExecutorError(f"{_loc(op)}: barrier.cluster.arrive with no barrier.cluster.wait after it in its region")
 
 

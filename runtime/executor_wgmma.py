@@ -93,7 +93,7 @@ class WarpgroupState:
         # the row's barrier.cluster count at that completion (a CTA barrier orders nothing for
         # another CTA's threads; a barrier.cluster since does).
         self.W = max(1, st.T // WARPGROUP)
-        self.R = getattr(st, "cluster_n", 1)
+        self.R = st.cluster_n
         self.clock = 0
         self.done_time = np.zeros((st.G, self.W, self.bytes), np.int32)
         self.done_epoch = np.full((st.G, self.W, self.bytes), -1, np.int32)
@@ -135,7 +135,7 @@ def _check_ordered(st, wg, op, rows: np.ndarray, lanes: np.ndarray, span: np.nda
     if not span.size:
         return
     r = rows[:, None]
-    ranks = st.row_rank[rows] if hasattr(st, "row_rank") else np.zeros(len(rows), np.int64)
+    ranks = st.row_rank[rows]
     remote = rows != st.wg_local[lanes]
     for w in range(wg.W):
         unordered = wg.done_epoch[r, w, span] == st.epoch
@@ -333,8 +333,7 @@ def _h_wgmma_wait(k, op):
         wg.committed = wg.committed[n:]
         if n:  # each thread of the waiting warpgroups knows its own warpgroup's completions
             lanes = np.nonzero(st.active())[0]
-            rank = st.rank[lanes] if hasattr(st, "rank") else 0
-            wg.known[lanes, rank, st.tid[lanes] // WARPGROUP] = wg.clock
+            wg.known[lanes, st.rank[lanes], st.tid[lanes] // WARPGROUP] = wg.clock
     return run
 
 
