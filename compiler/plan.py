@@ -158,6 +158,53 @@ class EpiloguePlan:
     fused: tuple[str, ...]  # elementwise ops applied in registers before the store
     stored_type: str
     extents: Extents
+    lane_pairs: bool = False  # 16-bit runs merged across lanes l, l ^ 1 into 8-byte stores (``store_pairs``)
+
+    @property
+    def pairs_note(self) -> str:
+        return ("; lanes l and l ^ 1 swap one 32-bit word of each two runs 8 columns apart (shfl.bfly 1) and "
+                "store 4 contiguous elements each (8 bytes)" if self.lane_pairs else "")
+
+
+def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[list, list] | None:
+    """The runs of a 16-bit output paired for ``EpiloguePlan.lane_pairs``: (pairs, singles), a
+    pair ((i, j, run) at tile column c, (i, j', run') at column c + 8 of the same row) for c a
+    multiple of 16, the runs without such a partner single (an odd number of 8-column
+    instruction tiles); None for runs not of two. Lane l (column offset 2 (l % 4)) holds 2
+    elements at c + 2 (l % 4) and at c + 8 + 2 (l % 4); after l and l ^ 1 swap one 32-bit word,
+    the even lane holds columns c + 4 (l % 4 / 2) .. + 3 and the odd one c + 8 + 4 (l % 4 / 2) ..
+    + 3: one 8-byte store each, a whole 32-byte sector per row of the warp's store instead of two
+    halves."""
+    if any(r.length != 2 for r in runs):
+        return None
+    br, bc = batch
+    items = {(i * im + r.row, j * inn + r.col): (i, j, r) for i in range(br) for j in range(bc) for r in runs}
+    pairs, paired = [], set()
+    for (row, col), item in items.items():
+        if col % 16 == 0 and (row, col + 8) in items:
+            pairs.append((item, items[(row, col + 8)]))
+            paired.update({(row, col), (row, col + 8)})
+    return pairs, [item for key, item in items.items() if key not in paired]
+
+
+def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: Extents, vendor: Vendor,
+               offset: int | None) -> bool:
+    """Whether a 16-bit output's runs of two are merged across lane pairs (``store_pairs``):
+    NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8 columns across the
+    4 lanes of a quad, 2 each), an output whose N is whole 4-element groups (static tiles, or its
+    row length a multiple of 4) and whose byte offset is a known multiple of 8 (the store's
+    alignment). Measured on the H200 (BENCHMARKS run 18): a 4096^3 f16-out matmul spent more in
+    its 4-byte stores (half-sector writes) than the f32-out one in its 8-byte stores."""
+    if vendor is not Vendor.NVIDIA or TYPE_BITS.get(stored_type) != 16 or offset is None or offset % 8:
+        return False
+    terms = lay.lane_terms()
+    if ([(div, size, stride) for _, div, size, axis, stride in terms if axis == COL] != [(1, 4, 2)]
+            or any(div < 4 for _, div, _, axis, _ in terms if axis == ROW)):
+        return False
+    if extents.bounded()[-1] and extents.multiple(-1) % 4:
+        return False
+    found = store_pairs(runs, lay.batch, im, inn)
+    return found is not None and bool(found[0])
 
 
 @dataclass(frozen=True)
@@ -221,7 +268,7 @@ class KernelPlan:
         lines.append(f"epilogue: {len(ep.runs)} stores of {'/'.join(map(str, widths))} element"
                      f"{'s' if widths != [1] else ''} per instruction tile, bounds: {bounds}"
                      + (f", fused: {' '.join(op.split('.', 1)[-1] for op in ep.fused)}" if ep.fused else "")
-                     + f" -> {ep.stored_type}")
+                     + f" -> {ep.stored_type}{ep.pairs_note}")
         return lines + [f"note: {x}" for x in self.notes]
 
 
@@ -293,5 +340,7 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = [Run(e, 1, *c_lay.element_offsets()[e]) for e in range(c_lay.elements)]  # may straddle N
-    epi = EpiloguePlan(c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
+    pairs = lane_pairs(c_lay, runs, intr.m, intr.n, problem.stored_type, c_extents, vendor, problem.c.offset)
+    epi = EpiloguePlan(c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents,
+                       pairs)
     return KernelPlan(intr, vendor, cfg.wave_size, cfg.workgroup_size, ops[0], ops[1], loop, epi, tuple(notes))

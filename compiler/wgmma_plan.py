@@ -60,7 +60,7 @@ from .config import KernelConfig
 from .errors import ConfigError, UnsupportedError
 from .intrinsics import F32, TYPE_BITS
 from .layout import COL, Layout, Run, make_layout
-from .plan import EpiloguePlan, Extents
+from .plan import EpiloguePlan, Extents, lane_pairs
 from .problem import Contraction
 from .smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from .targets import Target, Vendor
@@ -602,7 +602,7 @@ class WgmmaPlan:
         lay = self.epilogue.layout
         lines.append(f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
                      f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
-                     f"{len(self.epilogue.runs)} stores of {self.epilogue.runs[0].length}")
+                     f"{len(self.epilogue.runs)} stores of {self.epilogue.runs[0].length}{self.epilogue.pairs_note}")
         return lines
 
 
@@ -627,7 +627,8 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     bounded = tuple(c_extents.bounded()[-2:])
     if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
-    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents)
+    pairs = lane_pairs(lay, runs, intr.m, intr.n, problem.stored_type, c_extents, target.vendor, problem.c.offset)
+    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents, pairs)
     tk = tile_k(intr.a_type)
     tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": tk, "batch": 1}
     dynamic = []

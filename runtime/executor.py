@@ -982,6 +982,22 @@ def _h_shape_cast(k, op):
     return run
 
 
+def _h_vector_bitcast(k, op):
+    """vector.bitcast: the same bytes as another element type, the last dimension rescaled
+    (``vector<2xf16>`` <-> ``vector<1xi32>``: element 0 in the low half, little-endian as on the
+    GPU); a bit-for-bit reinterpretation of each lane's value, no rounding."""
+    (out,) = k._outs(op)
+    (src,) = k._ins(op)
+    src_t, dst_t = ir.VectorType(op.operands[0].type), ir.VectorType(op.results[0].type)
+    src_dt, dst_dt = np_dtype(src_t.element_type), np_dtype(dst_t.element_type)
+    _, shape = _vec_len(dst_t)
+
+    def run(st):
+        v = np.ascontiguousarray(np.asarray(st.env[src]).astype(src_dt, copy=False))
+        st.env[out] = v.view(dst_dt).reshape((v.shape[0],) + shape)
+    return run
+
+
 def _h_broadcast(k, op):
     (out,) = k._outs(op)
     (src,) = k._ins(op)
@@ -1254,15 +1270,18 @@ def _h_gpu_shuffle(k, op):
     warp -- xor: lane ^ offset, idx: offset, down: lane + offset, up: lane - offset -- and the
     second result says whether that source lies in [0, width); where it does not, the lane
     keeps its own value (what shfl.sync returns). ``offset`` and ``width`` must be uniform and
-    ``width`` the wave size (the only form modelled); every lane must be active (a shuffle
-    under divergent control flow is refused, as for the matrix instructions)."""
+    ``width`` the wave size (the only form modelled); every lane of a wave that runs it must be
+    active (a shuffle under control flow divergent within a wave is refused, as for the matrix
+    instructions; a warp-role split runs it on whole waves)."""
     value_out, valid_out = k._outs(op)
     val_id, off_id, width_id = k._ins(op)
     mode = str(op.attributes["mode"]).rstrip(">").split("<")[-1].split()[-1]  # #gpu.shuffle_mode<xor>
 
     def run(st):
-        if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: gpu.shuffle under divergent control flow")
+        if st.mask is not None:
+            waves = np.asarray(st.mask).reshape(-1, k.wave_size)
+            if not np.all(waves.all(axis=1) | ~waves.any(axis=1)):
+                raise ExecutorError(f"{_loc(op)}: gpu.shuffle under divergent control flow")
         off = _uniform(st.env[off_id], "the shuffle offset", op)
         width = _uniform(st.env[width_id], "the shuffle width", op)
         if width != k.wave_size:
@@ -1579,7 +1598,7 @@ _HANDLERS = {
     "memref.load": _h_memref_load, "memref.store": _h_memref_store,
     "amdgpu.raw_buffer_load": _h_raw_buffer_load, "amdgpu.raw_buffer_store": _h_raw_buffer_store,
     "vector.extract": _h_extract, "vector.insert": _h_insert, "vector.from_elements": _h_from_elements,
-    "vector.shape_cast": _h_shape_cast, "vector.broadcast": _h_broadcast,
+    "vector.shape_cast": _h_shape_cast, "vector.bitcast": _h_vector_bitcast, "vector.broadcast": _h_broadcast,
     "vector.insert_strided_slice": _h_insert_strided, "vector.extract_strided_slice": _h_extract_strided,
     "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
     "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,

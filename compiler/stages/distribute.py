@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 from iree.compiler import ir
-from iree.compiler.dialects import hal, scf
+from iree.compiler.dialects import arith, gpu, hal, scf, vector
 from iree.compiler.dialects.transform import interpreter
 
 from .. import attrs
@@ -62,7 +62,7 @@ from ..layout import COL, ROW
 from ..lds_copy import Copy
 from ..mlir import (defining_op, location_of, op_attributes, ops_named, parse_module, run_passes,
                     subspan_constant_offset, user_of, walk)
-from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
+from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel, store_pairs
 from ..prologue import buffer_type, inline_prologue
 from ..targets import Vendor
 from ..wgmma import WarpgroupIntrinsic
@@ -808,24 +808,61 @@ class Rewriter:
             extents_ = {"b": self.extent("batch"), "m": self.extent("m"), "n": self.extent("n")}
             epi = Epilogue(efunc, self.problem, self.epilogue_buffers,
                            {"b": False, "m": limits[0] is not None, "n": limits[1] is not None}, extents_)
+        flats = [em.shape_cast(acc, [lay.op_vector_length]) for acc in accs]
+        bounds = [None] * len(lead) + list(limits)
+
+        def stored(i: int, j: int, run):
+            """(value, row, column) of ``run`` of instruction tile (i, j): epilogue applied, converted."""
+            flat = flats[i * bc + j]
+            if lay.vector_stride == 1:
+                val = flat if run.length == lay.op_vector_length else em.extract_slice(flat, run.first, run.length)
+            else:
+                elems = [em.extract(flat, lay.op_index(e)) for e in range(run.first, run.first + run.length)]
+                val = em.from_elements(vector_type([run.length], ir.VectorType(flat.type).element_type), elems)
+            r = em.add(o0, row_l, i * im + run.row)
+            cidx = em.add(o1, col_l, j * inn + run.col)
+            if epi is not None:
+                coords = {"b": lead[0] if lead else None, "m": r, "n": cidx}
+                val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
+            return em.convert(val, out_elem, signed=not intr.unsigned_a), r, cidx
+
+        if ep.lane_pairs:  # 16-bit runs 8 columns apart merged across lanes l, l ^ 1 (plan.store_pairs)
+            odd = em.lt(em.const(0), em.rem(col_l, 4))  # col_l = 2 (l % 4): lane l is odd
+            pairs, singles = store_pairs(ep.runs, lay.batch, im, inn)
+            for lo, hi in pairs:
+                v_lo, r, c_lo = stored(*lo)
+                v_hi, _, _ = stored(*hi)
+                em.bounded_global_store(self._swap_words(em, v_lo, v_hi, odd), out,
+                                        lead + [r, em.add(c_lo, em.select(odd, em.const(6), em.const(0)))],
+                                        bounds, extent0=self.extent(ext.names[0]))
+            for item in singles:
+                val, r, cidx = stored(*item)
+                em.bounded_global_store(val, out, lead + [r, cidx], bounds, extent0=self.extent(ext.names[0]))
+            return
         for i in range(br):
             for j in range(bc):
-                acc = accs[i * bc + j]
-                flat = em.shape_cast(acc, [lay.op_vector_length])
                 for run in ep.runs:
-                    if lay.vector_stride == 1:
-                        val = flat if run.length == lay.op_vector_length else em.extract_slice(flat, run.first, run.length)
-                    else:
-                        elems = [em.extract(flat, lay.op_index(e)) for e in range(run.first, run.first + run.length)]
-                        val = em.from_elements(vector_type([run.length], ir.VectorType(flat.type).element_type), elems)
-                    r = em.add(o0, row_l, i * im + run.row)
-                    cidx = em.add(o1, col_l, j * inn + run.col)
-                    if epi is not None:
-                        coords = {"b": lead[0] if lead else None, "m": r, "n": cidx}
-                        val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
-                    val = em.convert(val, out_elem, signed=not intr.unsigned_a)
-                    em.bounded_global_store(val, out, lead + [r, cidx], [None] * len(lead) + list(limits),
-                                            extent0=self.extent(ext.names[0]))
+                    val, r, cidx = stored(i, j, run)
+                    em.bounded_global_store(val, out, lead + [r, cidx], bounds, extent0=self.extent(ext.names[0]))
+
+    def _swap_words(self, em: Emitter, lo: ir.Value, hi: ir.Value, odd: ir.Value) -> ir.Value:
+        """Lane l's two 16-bit pairs ``lo`` (columns c + 2 (l % 4) ..) and ``hi`` (c + 8 + ..) ->
+        its 4 contiguous elements: the even lane keeps ``lo`` and takes its odd neighbour's
+        ``lo`` after it (columns c + 4 (l % 4 / 2) ..); the odd lane takes its even neighbour's
+        ``hi`` before its own (columns c + 8 + 4 (l % 4 / 2) ..). One 32-bit shuffle per lane."""
+        i32 = ir.IntegerType.get_signless(32)
+        word_t = vector_type([1], i32)
+        with em.loc, em.ip:
+            w_lo = vector.ExtractOp(vector.BitCastOp(word_t, lo).result, [], [0]).result
+            w_hi = vector.ExtractOp(vector.BitCastOp(word_t, hi).result, [], [0]).result
+            send = arith.SelectOp(odd, w_lo, w_hi).result
+            off = arith.ConstantOp(i32, 1).result
+            width = arith.ConstantOp(i32, self.plan.wave_size).result
+            got = gpu.ShuffleOp(send, off, width, gpu.ShuffleMode.XOR).results[0]
+            first = arith.SelectOp(odd, got, w_lo).result
+            second = arith.SelectOp(odd, w_hi, got).result
+            words = vector.FromElementsOp(vector_type([2], i32), [first, second]).result
+            return vector.BitCastOp(vector_type([4], ir.VectorType(lo.type).element_type), words).result
 
     def _erase_old(self) -> None:
         m = self.m
