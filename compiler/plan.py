@@ -158,23 +158,28 @@ class EpiloguePlan:
     fused: tuple[str, ...]  # elementwise ops applied in registers before the store
     stored_type: str
     extents: Extents
-    lane_pairs: bool = False  # 16-bit runs merged across lanes l, l ^ 1 into 8-byte stores (``store_pairs``)
+    lane_pairs: bool = False  # runs merged across lanes l, l ^ 1 into 4-element stores (``store_pairs``)
 
     @property
     def pairs_note(self) -> str:
-        return ("; lanes l and l ^ 1 swap one 32-bit word of each two runs 8 columns apart (shfl.bfly 1) and "
-                "store 4 contiguous elements each (8 bytes)" if self.lane_pairs else "")
+        if not self.lane_pairs:
+            return ""
+        bits = TYPE_BITS[self.stored_type]
+        words = "one 32-bit word" if bits == 16 else f"{bits // 16} 32-bit words"
+        return (f"; lanes l and l ^ 1 swap {words} of each two runs 8 columns apart (shfl.bfly 1) and "
+                f"store 4 contiguous elements each ({bits // 2} bytes)")
 
 
 def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[list, list] | None:
-    """The runs of a 16-bit output paired for ``EpiloguePlan.lane_pairs``: (pairs, singles), a
+    """The runs of an output paired for ``EpiloguePlan.lane_pairs``: (pairs, singles), a
     pair ((i, j, run) at tile column c, (i, j', run') at column c + 8 of the same row) for c a
     multiple of 16, the runs without such a partner single (an odd number of 8-column
     instruction tiles); None for runs not of two. Lane l (column offset 2 (l % 4)) holds 2
-    elements at c + 2 (l % 4) and at c + 8 + 2 (l % 4); after l and l ^ 1 swap one 32-bit word,
-    the even lane holds columns c + 4 (l % 4 / 2) .. + 3 and the odd one c + 8 + 4 (l % 4 / 2) ..
-    + 3: one 8-byte store each, a whole 32-byte sector per row of the warp's store instead of two
-    halves."""
+    elements at c + 2 (l % 4) and at c + 8 + 2 (l % 4); after l and l ^ 1 swap a run's worth
+    (one 32-bit word for 16-bit elements, two for 32-bit), the even lane holds columns
+    c + 4 (l % 4 / 2) .. + 3 and the odd one c + 8 + 4 (l % 4 / 2) .. + 3: one 4-element store
+    each (8 or 16 bytes), a whole 32-byte sector per row of the warp's store instead of two halves
+    (16-bit) or two sectors per row and half the store instructions (32-bit)."""
     if any(r.length != 2 for r in runs):
         return None
     br, bc = batch
@@ -187,15 +192,24 @@ def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[list, 
     return pairs, [item for key, item in items.items() if key not in paired]
 
 
+# Output element widths whose runs ``lane_pairs`` merges. Measured on the H200 (BENCHMARKS run
+# 18, kernel-only): 16-bit, 4096^3 cast -> f16 0.2042 -> 0.1887 ms (call 4); 32-bit (16-byte
+# stores), f32 out 4096^3 689.2 / 690.6 -> 700.6 / 701.6 TFLOP/s, 8192^3 727.0 / 727.5 -> 734.0,
+# unaligned 4000^3 644.1 -> 659.7 (call 5).
+PAIRED_BITS = (16, 32)
+
+
 def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: Extents, vendor: Vendor,
                offset: int | None) -> bool:
-    """Whether a 16-bit output's runs of two are merged across lane pairs (``store_pairs``):
-    NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8 columns across the
-    4 lanes of a quad, 2 each), an output whose N is whole 4-element groups (static tiles, or its
-    row length a multiple of 4) and whose byte offset is a known multiple of 8 (the store's
-    alignment). Measured on the H200 (BENCHMARKS run 18): a 4096^3 f16-out matmul spent more in
-    its 4-byte stores (half-sector writes) than the f32-out one in its 8-byte stores."""
-    if vendor is not Vendor.NVIDIA or TYPE_BITS.get(stored_type) != 16 or offset is None or offset % 8:
+    """Whether an output's runs of two are merged across lane pairs (``store_pairs``): elements
+    of ``PAIRED_BITS``, NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8
+    columns across the 4 lanes of a quad, 2 each), an output whose N is whole 4-element groups
+    (static tiles, or its row length a multiple of 4) and whose byte offset is a known multiple of
+    the 4-element store (its alignment). Measured on the H200 (BENCHMARKS run 18): a 4096^3
+    f16-out matmul spent more in its 4-byte stores (half-sector writes) than the f32-out one in
+    its 8-byte stores."""
+    bits = TYPE_BITS.get(stored_type)
+    if vendor is not Vendor.NVIDIA or bits not in PAIRED_BITS or offset is None or offset % (bits // 2):
         return False
     terms = lay.lane_terms()
     if ([(div, size, stride) for _, div, size, axis, stride in terms if axis == COL] != [(1, 4, 2)]

@@ -1,8 +1,9 @@
-"""16-bit outputs stored 8 bytes per lane on NVIDIA (``EpiloguePlan.lane_pairs``,
-``plan.store_pairs``, ``Rewriter._swap_words``): lanes l and l ^ 1 swap one 32-bit word of each two
-runs 8 columns apart, so each stores 4 contiguous elements and a warp's store covers whole 32-byte
-sectors. When the plan takes it, the numerics through the lane executor (edges, sentinels, a
-wrong swap caught), the executor's own ``vector.bitcast`` and whole-wave shuffles, and the PTX."""
+"""16- and 32-bit outputs stored 4 elements per lane on NVIDIA (``EpiloguePlan.lane_pairs``,
+``plan.store_pairs``, ``Rewriter._swap_words``): lanes l and l ^ 1 swap a run's 32-bit words of
+each two runs 8 columns apart, so each stores 4 contiguous elements (8 or 16 bytes) and a warp's
+store covers whole 32-byte sectors. When the plan takes it, the numerics through the lane
+executor (edges, sentinels, a wrong swap caught), the executor's own ``vector.bitcast`` and
+whole-wave shuffles, and the PTX."""
 
 from __future__ import annotations
 
@@ -39,12 +40,14 @@ def _plan_line(source: str, target: str, overrides: dict | None = None) -> str:
 
 
 @pytest.mark.parametrize("target,overrides", [("sm_80", None), ("sm_90a", None), ("sm_90a", WGMMA)])
-def test_16_bit_outputs_are_stored_by_lane_pairs(target, overrides):
-    assert "store 4 contiguous elements each" in _plan_line(epilogue_module(64, 96, 64, **RELU), target, overrides)
+def test_outputs_are_stored_by_lane_pairs(target, overrides):
+    assert "store 4 contiguous elements each (8 bytes)" in _plan_line(epilogue_module(64, 96, 64, **RELU), target,
+                                                                      overrides)
     # a partial tile along N (the warpgroup kernel needs N % 8 == 0: whole groups always)
     assert "store 4 contiguous" in _plan_line(epilogue_module(64, 136, 64, **CAST), target, overrides)
-    # 32-bit outputs already store whole sectors per row
-    assert "store 4 contiguous" not in _plan_line(matmul_module(64, 96, 64), target, overrides)
+    # f32: two words per run swapped, 16-byte stores
+    line = _plan_line(matmul_module(64, 96, 64), target, overrides)
+    assert "swap 2 32-bit words" in line and "(16 bytes)" in line, line
 
 
 @pytest.mark.parametrize("n,pairs", [(100, True), (98, False)])
@@ -70,7 +73,9 @@ def test_pairing_needs_an_aligned_output_and_the_quad_layout():
     assert lane_pairs(lay, runs, 64, 256, "bf16", whole, Vendor.NVIDIA, 4096)
     assert not lane_pairs(lay, runs, 64, 256, "f16", whole, Vendor.NVIDIA, 4)  # 4-byte aligned only
     assert not lane_pairs(lay, runs, 64, 256, "f16", whole, Vendor.NVIDIA, None)  # offset known at run time
-    assert not lane_pairs(lay, runs, 64, 256, "f32", whole, Vendor.NVIDIA, 0)
+    assert lane_pairs(lay, runs, 64, 256, "f32", whole, Vendor.NVIDIA, 16)
+    assert not lane_pairs(lay, runs, 64, 256, "f32", whole, Vendor.NVIDIA, 8)  # a 16-byte store needs 16
+    assert not lane_pairs(lay, runs, 64, 256, "i8", whole, Vendor.NVIDIA, 0)
     assert not lane_pairs(lay, runs, 64, 256, "f16", whole, Vendor.AMD, 0)
     pairs, singles = store_pairs(runs, lay.batch, 64, 256)
     assert len(pairs) == len(runs) // 2 and not singles
@@ -81,13 +86,14 @@ def test_pairing_needs_an_aligned_output_and_the_quad_layout():
 
 
 @pytest.mark.parametrize("target,overrides,name,m,n,k", [
-    ("sm_80", None, "relu", 72, 100, 64), ("sm_80", None, "cast", 128, 136, 96),
-    ("sm_90a", WGMMA, "relu", 72, 136, 64), ("sm_90a", WGMMA, "cast", 200, 264, 96)])
+    ("sm_80", None, "relu", 72, 100, 64), ("sm_80", None, "cast", 128, 136, 96), ("sm_80", None, "f32", 72, 100, 64),
+    ("sm_90a", WGMMA, "relu", 72, 136, 64), ("sm_90a", WGMMA, "cast", 200, 264, 96),
+    ("sm_90a", WGMMA, "f32", 200, 264, 96)])
 def test_pairs_numerics_exact_at_edges(target, overrides, name, m, n, k):
     """Exact on small integers, partial tiles along M and N, sentinels around every tensor."""
     spec, ref = ((RELU, EPILOGUE_REFERENCES["bias_n_relu_f16"]) if name == "relu" else
-                 (CAST, EpilogueReference(lambda acc: acc, 1.0, 0)))
-    src = epilogue_module(m, n, k, **spec)
+                 (CAST, EpilogueReference(lambda acc: acc, 1.0, 0)) if name == "cast" else (None, None))
+    src = epilogue_module(m, n, k, **spec) if spec else matmul_module(m, n, k)
     assert "store 4 contiguous" in _plan_line(src, target, overrides)
     r = simulate(src, target, overrides, seed=21, exact=True, epilogue=ref)
     assert r.check.passed, r.check.line()
@@ -115,19 +121,20 @@ def test_a_wrong_swap_is_caught():
     assert not r.check.passed
 
 
-def test_ptx_stores_8_bytes_per_lane(tmp_path):
-    """The whole way to PTX: the f16 output leaves in st.global.v2.b32 (8 bytes) after one
-    shfl.sync.bfly per pair; no 4-byte or 2-byte global stores."""
-    src = tmp_path / "relu.mlir"
-    src.write_text(epilogue_module(128, 256, 64, **RELU))
+@pytest.mark.parametrize("out,store,words", [("f16", "st.global.v2.b32", 1), ("f32", "st.global.v4.b32", 2)])
+def test_ptx_stores_4_elements_per_lane(tmp_path, out, store, words):
+    """The whole way to PTX: the output leaves in 4-element stores (8 bytes for f16, 16 for f32)
+    after one shfl.sync.bfly per 32-bit word of a run; no narrower global stores."""
+    src = tmp_path / "m.mlir"
+    src.write_text(epilogue_module(128, 256, 64, **RELU) if out == "f16" else matmul_module(128, 256, 64))
     mmaflow = Path(sys.executable).parent / "mmaflow"
     subprocess.run([str(mmaflow), "compile", str(src), "--target", "sm_80", "-o", str(tmp_path / "r.vmfb"),
                     "--dump-dir", str(tmp_path / "d")], check=True, capture_output=True)
     (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
     text = ptx.read_text()
     stores = [ln.split()[0] for ln in text.splitlines() if ln.strip().startswith("st.global")]
-    assert stores and set(stores) == {"st.global.v2.b32"}, sorted(set(stores))
-    assert text.count("shfl.sync.bfly.b32") == len(stores)
+    assert stores and set(stores) == {store}, sorted(set(stores))
+    assert text.count("shfl.sync.bfly.b32") == words * len(stores)
 
 
 # ---- the executor's side ------------------------------------------------------------------------

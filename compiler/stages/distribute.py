@@ -53,7 +53,7 @@ from iree.compiler.dialects import arith, gpu, hal, scf, vector
 from iree.compiler.dialects.transform import interpreter
 
 from .. import attrs
-from ..emit import Emitter, vector_type
+from ..emit import Emitter, type_bits, vector_type
 from ..epilogue import Epilogue, epilogue_function
 from ..errors import CodegenError
 from ..fragments import FragmentLoader, LaneIndex
@@ -826,7 +826,7 @@ class Rewriter:
                 val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
             return em.convert(val, out_elem, signed=not intr.unsigned_a), r, cidx
 
-        if ep.lane_pairs:  # 16-bit runs 8 columns apart merged across lanes l, l ^ 1 (plan.store_pairs)
+        if ep.lane_pairs:  # runs 8 columns apart merged across lanes l, l ^ 1 (plan.store_pairs)
             odd = em.lt(em.const(0), em.rem(col_l, 4))  # col_l = 2 (l % 4): lane l is odd
             pairs, singles = store_pairs(ep.runs, lay.batch, im, inn)
             for lo, hi in pairs:
@@ -846,23 +846,28 @@ class Rewriter:
                     em.bounded_global_store(val, out, lead + [r, cidx], bounds, extent0=self.extent(ext.names[0]))
 
     def _swap_words(self, em: Emitter, lo: ir.Value, hi: ir.Value, odd: ir.Value) -> ir.Value:
-        """Lane l's two 16-bit pairs ``lo`` (columns c + 2 (l % 4) ..) and ``hi`` (c + 8 + ..) ->
-        its 4 contiguous elements: the even lane keeps ``lo`` and takes its odd neighbour's
-        ``lo`` after it (columns c + 4 (l % 4 / 2) ..); the odd lane takes its even neighbour's
-        ``hi`` before its own (columns c + 8 + 4 (l % 4 / 2) ..). One 32-bit shuffle per lane."""
+        """Lane l's two runs of 2 ``lo`` (columns c + 2 (l % 4) ..) and ``hi`` (c + 8 + ..) -> its 4
+        contiguous elements: the even lane keeps ``lo`` and takes its odd neighbour's ``lo`` after
+        it (columns c + 4 (l % 4 / 2) ..); the odd lane takes its even neighbour's ``hi`` before its
+        own (columns c + 8 + 4 (l % 4 / 2) ..). One 32-bit shuffle per word of a run."""
         i32 = ir.IntegerType.get_signless(32)
-        word_t = vector_type([1], i32)
+        elem = ir.VectorType(lo.type).element_type
+        words = 2 * type_bits(elem) // 32
+        word_t = vector_type([words], i32)
         with em.loc, em.ip:
-            w_lo = vector.ExtractOp(vector.BitCastOp(word_t, lo).result, [], [0]).result
-            w_hi = vector.ExtractOp(vector.BitCastOp(word_t, hi).result, [], [0]).result
+            w_lo = vector.BitCastOp(word_t, lo).result
+            w_hi = vector.BitCastOp(word_t, hi).result
             send = arith.SelectOp(odd, w_lo, w_hi).result
             off = arith.ConstantOp(i32, 1).result
             width = arith.ConstantOp(i32, self.plan.wave_size).result
-            got = gpu.ShuffleOp(send, off, width, gpu.ShuffleMode.XOR).results[0]
+            got = [gpu.ShuffleOp(vector.ExtractOp(send, [], [t]).result, off, width,
+                                 gpu.ShuffleMode.XOR).results[0] for t in range(words)]
+            got = vector.FromElementsOp(word_t, got).result
             first = arith.SelectOp(odd, got, w_lo).result
             second = arith.SelectOp(odd, w_hi, got).result
-            words = vector.FromElementsOp(vector_type([2], i32), [first, second]).result
-            return vector.BitCastOp(vector_type([4], ir.VectorType(lo.type).element_type), words).result
+            both = [vector.ExtractOp(v, [], [t]).result for v in (first, second) for t in range(words)]
+            four = vector.FromElementsOp(vector_type([2 * words], i32), both).result
+            return vector.BitCastOp(vector_type([4], elem), four).result
 
     def _erase_old(self) -> None:
         m = self.m
