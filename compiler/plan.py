@@ -200,16 +200,20 @@ PAIRED_BITS = (16, 32)
 
 
 def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: Extents, vendor: Vendor,
-               offset: int | None) -> bool:
+               offset: int | None, fused: bool = False) -> bool:
     """Whether an output's runs of two are merged across lane pairs (``store_pairs``): elements
     of ``PAIRED_BITS``, NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8
     columns across the 4 lanes of a quad, 2 each), an output whose N is whole 4-element groups
     (static tiles, or its row length a multiple of 4) and whose byte offset is a known multiple of
     the 4-element store (its alignment). Measured on the H200 (BENCHMARKS run 18): a 4096^3
     f16-out matmul spent more in its 4-byte stores (half-sector writes) than the f32-out one in
-    its 8-byte stores."""
+    its 8-byte stores. A 32-bit output with a ``fused`` epilogue keeps its 8-byte runs: the erf
+    gelu -> f32 kernel on sm_90a spilled 128 bytes with the swap (``test_isa_quality``), and the
+    16-byte stores were measured on plain f32 outputs only."""
     bits = TYPE_BITS.get(stored_type)
     if vendor is not Vendor.NVIDIA or bits not in PAIRED_BITS or offset is None or offset % (bits // 2):
+        return False
+    if bits == 32 and fused:
         return False
     terms = lay.lane_terms()
     if ([(div, size, stride) for _, div, size, axis, stride in terms if axis == COL] != [(1, 4, 2)]
@@ -354,7 +358,8 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = [Run(e, 1, *c_lay.element_offsets()[e]) for e in range(c_lay.elements)]  # may straddle N
-    pairs = lane_pairs(c_lay, runs, intr.m, intr.n, problem.stored_type, c_extents, vendor, problem.c.offset)
+    pairs = lane_pairs(c_lay, runs, intr.m, intr.n, problem.stored_type, c_extents, vendor, problem.c.offset,
+                       bool(problem.epilogue_ops))
     epi = EpiloguePlan(c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents,
                        pairs)
     return KernelPlan(intr, vendor, cfg.wave_size, cfg.workgroup_size, ops[0], ops[1], loop, epi, tuple(notes))

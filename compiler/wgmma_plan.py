@@ -627,7 +627,8 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
     bounded = tuple(c_extents.bounded()[-2:])
     if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
-    pairs = lane_pairs(lay, runs, intr.m, intr.n, problem.stored_type, c_extents, target.vendor, problem.c.offset)
+    pairs = lane_pairs(lay, runs, intr.m, intr.n, problem.stored_type, c_extents, target.vendor, problem.c.offset,
+                       bool(problem.epilogue_ops))
     epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents, pairs)
     tk = tile_k(intr.a_type)
     tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": tk, "batch": 1}

@@ -76,6 +76,9 @@ def test_pairing_needs_an_aligned_output_and_the_quad_layout():
     assert lane_pairs(lay, runs, 64, 256, "f32", whole, Vendor.NVIDIA, 16)
     assert not lane_pairs(lay, runs, 64, 256, "f32", whole, Vendor.NVIDIA, 8)  # a 16-byte store needs 16
     assert not lane_pairs(lay, runs, 64, 256, "i8", whole, Vendor.NVIDIA, 0)
+    # a fused epilogue stored as f32 keeps its 8-byte runs (gelu -> f32 spilled with the swap)
+    assert not lane_pairs(lay, runs, 64, 256, "f32", whole, Vendor.NVIDIA, 0, fused=True)
+    assert lane_pairs(lay, runs, 64, 256, "f16", whole, Vendor.NVIDIA, 0, fused=True)
     assert not lane_pairs(lay, runs, 64, 256, "f16", whole, Vendor.AMD, 0)
     pairs, singles = store_pairs(runs, lay.batch, 64, 256)
     assert len(pairs) == len(runs) // 2 and not singles
