@@ -158,7 +158,14 @@ class EpiloguePlan:
     fused: tuple[str, ...]  # elementwise ops applied in registers before the store
     stored_type: str
     extents: Extents
-    lane_pairs: bool = False  # runs merged across lanes l, l ^ 1 into 4-element stores (``store_pairs``)
+    # ``lane_pairs``' choice: the runs merged across lanes l, l ^ 1 into 4-element stores, as
+    # ((i, j, run) at column c, (i, j', run') at c + 8), and the runs left without a partner
+    pairs: tuple = ()
+    singles: tuple = ()
+
+    @property
+    def lane_pairs(self) -> bool:
+        return bool(self.pairs)
 
     @property
     def pairs_note(self) -> str:
@@ -170,7 +177,7 @@ class EpiloguePlan:
                 f"store 4 contiguous elements each ({bits // 2} bytes)")
 
 
-def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[list, list] | None:
+def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[tuple, tuple] | None:
     """The runs of an output paired for ``EpiloguePlan.lane_pairs``: (pairs, singles), a
     pair ((i, j, run) at tile column c, (i, j', run') at column c + 8 of the same row) for c a
     multiple of 16, the runs without such a partner single (an odd number of 8-column
@@ -189,7 +196,7 @@ def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[list, 
         if col % 16 == 0 and (row, col + 8) in items:
             pairs.append((item, items[(row, col + 8)]))
             paired.update({(row, col), (row, col + 8)})
-    return pairs, [item for key, item in items.items() if key not in paired]
+    return tuple(pairs), tuple(item for key, item in items.items() if key not in paired)
 
 
 # Output element widths whose runs ``lane_pairs`` merges. Measured on the H200 (BENCHMARKS run
@@ -200,8 +207,9 @@ PAIRED_BITS = (16, 32)
 
 
 def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: Extents, vendor: Vendor,
-               offset: int | None, fused: bool = False) -> bool:
-    """Whether an output's runs of two are merged across lane pairs (``store_pairs``): elements
+               offset: int | None, fused: bool = False) -> tuple[tuple, tuple] | None:
+    """``store_pairs``' (pairs, singles) where an output's runs of two are merged across lane
+    pairs, else None: elements
     of ``PAIRED_BITS``, NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8
     columns across the 4 lanes of a quad, 2 each), an output whose N is whole 4-element groups
     (static tiles, or its row length a multiple of 4) and whose byte offset is a known multiple of
@@ -212,17 +220,17 @@ def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: 
     16-byte stores were measured on plain f32 outputs only."""
     bits = TYPE_BITS.get(stored_type)
     if vendor is not Vendor.NVIDIA or bits not in PAIRED_BITS or offset is None or offset % (bits // 2):
-        return False
+        return None
     if bits == 32 and fused:
-        return False
+        return None
     terms = lay.lane_terms()
     if ([(div, size, stride) for _, div, size, axis, stride in terms if axis == COL] != [(1, 4, 2)]
             or any(div < 4 for _, div, _, axis, _ in terms if axis == ROW)):
-        return False
+        return None
     if extents.bounded()[-1] and extents.multiple(-1) % 4:
-        return False
+        return None
     found = store_pairs(runs, lay.batch, im, inn)
-    return found is not None and bool(found[0])
+    return found if found is not None and found[0] else None
 
 
 @dataclass(frozen=True)
@@ -361,5 +369,5 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     pairs = lane_pairs(c_lay, runs, intr.m, intr.n, problem.stored_type, c_extents, vendor, problem.c.offset,
                        bool(problem.epilogue_ops))
     epi = EpiloguePlan(c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents,
-                       pairs)
+                       *(pairs or ()))
     return KernelPlan(intr, vendor, cfg.wave_size, cfg.workgroup_size, ops[0], ops[1], loop, epi, tuple(notes))

@@ -629,7 +629,8 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
     pairs = lane_pairs(lay, runs, intr.m, intr.n, problem.stored_type, c_extents, target.vendor, problem.c.offset,
                        bool(problem.epilogue_ops))
-    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents, pairs)
+    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents,
+                       *(pairs or ()))
     tk = tile_k(intr.a_type)
     tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": tk, "batch": 1}
     dynamic = []

@@ -62,7 +62,7 @@ from ..layout import COL, ROW
 from ..lds_copy import Copy
 from ..mlir import (defining_op, location_of, op_attributes, ops_named, parse_module, run_passes,
                     subspan_constant_offset, user_of, walk)
-from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel, store_pairs
+from ..plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
 from ..prologue import buffer_type, inline_prologue
 from ..targets import Vendor
 from ..wgmma import WarpgroupIntrinsic
@@ -828,14 +828,13 @@ class Rewriter:
 
         if ep.lane_pairs:  # runs 8 columns apart merged across lanes l, l ^ 1 (plan.store_pairs)
             odd = em.lt(em.const(0), em.rem(col_l, 4))  # col_l = 2 (l % 4): lane l is odd
-            pairs, singles = store_pairs(ep.runs, lay.batch, im, inn)
-            for lo, hi in pairs:
+            shift = em.select(odd, em.const(6), em.const(0))  # the odd lane stores at c + 8 + 4 (l % 4 / 2)
+            for lo, hi in ep.pairs:
                 v_lo, r, c_lo = stored(*lo)
                 v_hi, _, _ = stored(*hi)
-                em.bounded_global_store(self._swap_words(em, v_lo, v_hi, odd), out,
-                                        lead + [r, em.add(c_lo, em.select(odd, em.const(6), em.const(0)))],
+                em.bounded_global_store(self._swap_words(em, v_lo, v_hi, odd), out, lead + [r, em.add(c_lo, shift)],
                                         bounds, extent0=self.extent(ext.names[0]))
-            for item in singles:
+            for item in ep.singles:
                 val, r, cidx = stored(*item)
                 em.bounded_global_store(val, out, lead + [r, cidx], bounds, extent0=self.extent(ext.names[0]))
             return
