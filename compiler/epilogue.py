@@ -12,7 +12,9 @@ inputs loaded at the run's coordinates:
 Loads are shared between runs that read the same elements (a row bias is loaded once per
 accumulator tile, not once per element), and bounded like every global access when the tiles
 overhang the true output. On NVIDIA, ``math.erf`` is expanded here (``fast_math.py``: no division,
-about half the instructions of IREE's lowering, as accurate). The inputs' buffers are IREE's own subspans, kept in the prologue
+about half the instructions of IREE's lowering, as accurate), and GELU's ``1 + erf(u)`` (an ``arith.addf``
+of the f32 constant 1.0 and an erf used nowhere else) is evaluated whole as erfc(-u), in one piece
+(``fast_math.emit_one_plus_erf``). The inputs' buffers are IREE's own subspans, kept in the prologue
 (``prologue.py``) with their byte offsets.
 """
 
@@ -23,7 +25,7 @@ from iree.compiler import ir
 from . import attrs
 from .emit import Emitter, type_bits, vector_type
 from .errors import CodegenError
-from .fast_math import NVIDIA_EXPANSIONS
+from .fast_math import NVIDIA_EXPANSIONS, emit_one_plus_erf, one_plus_erf
 from .problem import Contraction, EpilogueInput
 from .targets import Vendor
 
@@ -44,6 +46,15 @@ class Epilogue:
         self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(problem.epilogue, inputs))
         self.overhang, self.extents = overhang, extents
         self._loaded: dict = {}
+        # 1 + erf(u), the erf used nowhere else: the addf's result -> u, and the erfs it absorbs
+        # (NVIDIA only: fast_math.emit_one_plus_erf)
+        self._one_plus_erf: dict = {}
+        self._absorbed: set = set()
+        for op in (o.operation for o in efunc.regions[0].blocks[0].operations):
+            erf = one_plus_erf(op)
+            if erf is not None:
+                self._one_plus_erf[op.results[0]] = erf.operands[0]
+                self._absorbed.add(erf.results[0])
 
     def apply(self, em: Emitter, acc: ir.Value, coords: dict, key: dict) -> ir.Value:
         """The epilogue of ``acc`` (vector<L x acc>, L elements along n from ``coords``).
@@ -61,6 +72,12 @@ class Epilogue:
             if op.name == "arith.constant":
                 vt = vector_type([length], op.results[0].type)
                 mapping[op.results[0]] = em.splat_const(vt, op.attributes["value"])
+                continue
+            if em.vendor == Vendor.NVIDIA and op.results[0] in self._absorbed:
+                continue  # evaluated with the addf below
+            if em.vendor == Vendor.NVIDIA and op.results[0] in self._one_plus_erf:
+                # 1 + erf(u) = erfc(-u) in one piece: cheaper than the erf expansion plus the add
+                mapping[op.results[0]] = emit_one_plus_erf(em, mapping[self._one_plus_erf[op.results[0]]])
                 continue
             expand = NVIDIA_EXPANSIONS.get(op.name) if em.vendor == Vendor.NVIDIA else None
             if expand and str(op.results[0].type) == "f32":

@@ -5,30 +5,64 @@ expands it with MLIR's rational approximation (three intervals of degree-4 P / Q
 absolute error): per element one IEEE division (``div.rn.f32``, a multi-instruction sequence with
 a slow path) and 21 ``selp`` (the PTX of the 4096^3 bias + gelu matmul: 128 ``div.rn.f32`` and
 2688 ``selp.f32`` per thread, the kernel 85% of the plain matmul's speed on the H100, run 10).
-Here instead, branch-free, both pieces evaluated and one selected:
+Here instead, branch-free, both pieces evaluated and one selected (``emit_erf``):
 
     |x| <  1   erf(x)  = x * P(x^2)                 P of degree 5
     |x| >= 1   erf(|x|) = 1 - 2^R(t), t = min(|x|, 4)   R of degree 7, fit to log2 erfc(t) on [1, 4]
     sign       erf(-x) = -erf(x)
 
 with 2^R as ``nvvm.ex2`` (PTX ``ex2.approx.ftz.f32``, one MUFU instruction, relative error below
-2^-22) and every polynomial by Horner in ``math.fma``: about 20 instructions per element, no
-division. Clamping at 4 is exact in f32: erfc(4) = 1.5e-8 is below half an ulp of 1, so
-1 - erfc(t) rounds to 1 for every t >= 4. NaN propagates (``arith.minimumf`` keeps it), +-inf
-give +-1.
+2^-22) and every polynomial by Horner in ``math.fma``: 23 PTX instructions per element (12 fma, 2
+mul, 2 selp, 2 setp, abs, min, ex2, sub, neg), no division. Clamping at 4 is exact in f32:
+erfc(4) = 1.5e-8 is below half an ulp of 1, so 1 - erfc(t) rounds to 1 for every t >= 4. NaN
+propagates through the small piece, which the unordered ``|x| < 1`` selects (the clamp alone would
+not keep it: IREE lowers ``arith.minimumf`` on sm_90a to PTX ``min.f32``, which returns the other
+operand), +-inf give +-1.
 
 Accuracy, evaluated in f32 as emitted against ``math.erf`` in float64 (``erf_reference_f32``
 mirrors the op sequence with a correctly rounded 2^x; ``e2e_tests/test_fast_math.py`` checks it
-on a dense grid): absolute error at most 1.2e-7 everywhere, plus ex2.approx's relative error
-(below 2^-22) on erfc <= 0.16, i.e. at most 4e-8 more (IREE's own approximation: 2.5e-7),
+on a dense grid): absolute error at most 1.2e-7 on that grid, 1.33e-7 on every f32 with |x| <= 6
+(the same on an H200), plus ex2.approx's relative error (below 2^-22) on erfc <= 0.16, i.e. at
+most 4e-8 more (IREE's own approximation: 2.5e-7),
 relative error at most 1.8e-7 for |x| < 1 (where erf is small) — the same absolute-error class as what IREE emits, far
 below the 16-bit outputs' rounding (2^-11 relative) these epilogues store.
 
-Coefficients: a minimax fit by iteratively reweighted least squares on 4000 Chebyshev nodes in
-float64 (P relative to erf(x)/x on x in (0, 1], R absolute to log2 erfc on [1, 4]), rounded to
-f32; ``fit_coefficients()`` reproduces them.
+``1 + erf(u)`` (GELU as torch and iree-turbine export it, ``x * 0.5 * (1 + erf(x / sqrt(2)))``):
+an ``arith.addf`` of the f32 constant 1.0 (scalar or splat) and a ``math.erf`` that nothing else
+uses (``one_plus_erf``) is evaluated whole, as erfc(-u), in one piece (``emit_one_plus_erf``):
 
-AMD targets keep ``math.erf`` as it is: ROCDL lowers it to the device library's ``erf``.
+    e          = 2^R(|u|)           R of degree 10, fit to log2 erfc(t) on [0, C], C = 3.9375
+    1 + erf(u) = u < 0 ? e : 2 - e
+
+no second polynomial, no x*x, no two-way select, no add. Past the clamp C the exponent is
+FLUSH * (C - |u|) instead, at most -1024 from the first f32 above C on (one fma and a minimum:
+``min(R(|u|), 2^32 * (C - |u|))``; R(|u|) itself is never used there and may overflow), and 2 to
+that power is exactly 0: 1 + erf(u) is exactly 0 for u < -C, what f32 ``1 + erf(u)`` gives there
+(erf(u) rounds to -1 once erfc(|u|) < 2^-25, from |u| = 3.9192 on), and exactly 2 for u > C
+(2 - erfc(C) rounds to 2). u = -inf gives 0 (so gelu(-inf) = -inf * 0 = NaN, as torch computes
+it), +inf gives 2; NaN propagates (R and the flush exponent are then both NaN, which either
+lowering of ``arith.minimumf`` keeps). 17 PTX instructions per element (abs, 11 fma, min, ex2,
+setp, sub, selp) where the erf above and the add took 24: the sm_90a bias + gelu -> f16 4096^3
+kernel's epilogue has 2950 PTX instructions per thread instead of 3846 (fma.rn.f32 1536 -> 1408,
+selp.f32 256 -> 128, setp 256 -> 128, mul.rn.f32 640 -> 384, ex2 128 either way), ptxas: no spills.
+
+Its accuracy, evaluated in f32 as emitted (``one_plus_erf_reference_f32``, correctly rounded 2^x)
+against 1 + erf(u) in float64 on every f32 u with 2^-24 <= |u| <= 6: absolute error at most
+1.27e-7 (1.17e-7 on the test's grid), the class of the erf above (1.33e-7), plus ex2.approx's
+relative error times e, here on e up to 1 (u near 0) where the two-piece erf used ex2 only on
+erfc <= 0.16. The same sweep on an H200 with ``ex2.approx.ftz.f32``: 1.92e-7, where the erf above plus the f32 add of 1
+gives 1.87e-7 (IREE's erf alone: 2.5e-7). For u < 0 the result is erfc(|u|) itself, not 1 minus
+something: relative error at most 3.45e-6 (the same on the H200) down to u = -C (erfc(C) =
+2.6e-8), where 1 + (two-piece erf) cancels (relative error 1e-3 at u = -3, 0.04 at -3.5, 0.7 at
+-3.9, and 1 from -3.9192 on, where it is 0).
+
+Coefficients: a minimax fit by iteratively reweighted least squares on 4000 Chebyshev nodes in
+float64 (P relative to erf(x)/x on x in (0, 1], R absolute to log2 erfc on [1, 4]; the one-piece R
+to log2 erfc on [0, C] with weight erfc(t) + 0.01: the absolute error of e where erfc >= 0.01, the
+relative error below), rounded to f32; ``fit_coefficients()`` and ``fit_one_plus_erf()`` reproduce
+them.
+
+AMD targets keep ``math.erf`` and the add as they are: ROCDL lowers erf to the device library's ``erf``.
 """
 
 from __future__ import annotations
@@ -46,6 +80,13 @@ ERF_SMALL = (1.1283791, -0.37612328, 0.11280184, -0.026711404, 0.004917644, -0.0
 ERF_LARGE = (-0.0010797529, -1.6244124, -0.9219503, -0.14911042, 0.032660622, -0.0049646627,
              0.00045904904, -1.925337e-05)
 SPLIT, CLAMP = 1.0, 4.0
+# 1 + erf(u) = erfc(-u) in one piece (emit_one_plus_erf): log2 erfc(t) = R(t) on 0 <= t <= ERFC_CLAMP,
+# lowest degree first; fit weight erfc(t) + ERFC_FIT_FLOOR
+ONE_PLUS_ERF = (1.3775092e-08, -1.6279083, -0.9184277, -0.1483846, 0.02790448, -0.00012737406, -0.0021571845,
+                0.00083531893, -0.00016914032, 1.8722505e-05, -8.9088604e-07)
+ERFC_CLAMP, ERFC_FIT_FLOOR = 3.9375, 0.01
+# Past ERFC_CLAMP the exponent is FLUSH * (ERFC_CLAMP - |u|) <= -1024: 2^that flushes to 0
+FLUSH = 2.0 ** 32
 
 
 def _f32(em, vtype: ir.Type, value: float) -> ir.Value:
@@ -89,11 +130,58 @@ def emit_erf(em, x: ir.Value) -> ir.Value:
         large = arith.SubFOp(_f32(em, x.type, 1.0), erfc).result
         signed = arith.SelectOp(arith.CmpFOp(arith.CmpFPredicate.OLT, x, _f32(em, x.type, 0.0)).result,
                                 arith.NegFOp(large).result, large).result
-        is_small = arith.CmpFOp(arith.CmpFPredicate.OLT, ax, _f32(em, x.type, SPLIT)).result
+        # unordered: a NaN selects the small piece, which keeps it (the clamp's min.f32 may not)
+        is_small = arith.CmpFOp(arith.CmpFPredicate.ULT, ax, _f32(em, x.type, SPLIT)).result
         return arith.SelectOp(is_small, small, signed).result
 
 
-# Expansions by op name, for the NVIDIA epilogue (epilogue.Epilogue.apply).
+def emit_one_plus_erf(em, u: ir.Value) -> ir.Value:
+    """1 + erf(u) = erfc(-u) of an f32 scalar or vector in one piece, as above."""
+    with em.loc, em.ip:
+        au = math_d.AbsFOp(u).result
+        r = _horner(em, ONE_PLUS_ERF, au)
+        past = math_d.FmaOp(au, _f32(em, u.type, -FLUSH), _f32(em, u.type, FLUSH * ERFC_CLAMP)).result
+        r = arith.MinimumFOp(r, past).result
+    e = _exp2(em, r)
+    with em.loc, em.ip:
+        negative = arith.CmpFOp(arith.CmpFPredicate.OLT, u, _f32(em, u.type, 0.0)).result
+        return arith.SelectOp(negative, e, arith.SubFOp(_f32(em, u.type, 2.0), e).result).result
+
+
+def _is_one(value: ir.Value) -> bool:
+    """Whether ``value`` is an f32 ``arith.constant`` exactly 1.0, scalar or splat."""
+    owner = value.owner
+    if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
+        return False
+    attr = owner.operation.attributes["value"]
+    if isinstance(attr, ir.FloatAttr):
+        return str(attr.type) == "f32" and attr.value == 1.0
+    if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
+        one = ir.FloatAttr(attr.get_splat_value())
+        return str(one.type) == "f32" and one.value == 1.0
+    return False
+
+
+def _of_f32(t: ir.Type) -> bool:
+    """f32, or a vector of f32."""
+    return str(ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t) == "f32"
+
+
+def one_plus_erf(op: ir.Operation) -> ir.Operation | None:
+    """The ``math.erf`` of ``op`` when ``op`` is ``arith.addf`` of it and the f32 constant 1.0
+    (either order) and nothing else uses the erf: the pair ``emit_one_plus_erf`` replaces."""
+    if op.name != "arith.addf" or len(op.operands) != 2:
+        return None
+    for one, other in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
+        erf = other.owner
+        if (_is_one(one) and not isinstance(erf, ir.Block) and erf.operation.name == "math.erf"
+                and _of_f32(other.type) and len(list(other.uses)) == 1):
+            return erf.operation
+    return None
+
+
+# Expansions by op name, for the NVIDIA epilogue (epilogue.Epilogue.apply); the pair 1 + erf(u)
+# (``one_plus_erf``) is expanded whole by ``emit_one_plus_erf`` instead.
 NVIDIA_EXPANSIONS = {"math.erf": emit_erf}
 
 
@@ -116,31 +204,63 @@ def erf_reference_f32(x: np.ndarray) -> np.ndarray:
     erfc = np.exp2(horner(ERF_LARGE, t).astype(np.float64)).astype(f)
     large = (f(1.0) - erfc).astype(f)
     signed = np.where(x < 0, -large, large)
-    return np.where(ax < f(SPLIT), small, signed).astype(f)
+    return np.where(~(ax >= f(SPLIT)), small, signed).astype(f)
+
+
+def one_plus_erf_reference_f32(u: np.ndarray) -> np.ndarray:
+    """``emit_one_plus_erf``'s op sequence in numpy f32 (fma rounded once, ex2 correctly rounded),
+    for the accuracy check. (ex2's flush of subnormal results needs no modelling: its argument
+    is either R(|u|) >= R(ERFC_CLAMP) > -26 or at most -1024.)"""
+    u = np.asarray(u, np.float32)
+    f = np.float32
+
+    def fma(a, b, c):
+        return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(f)
+
+    au = np.abs(u)
+    with np.errstate(over="ignore", invalid="ignore"):  # |u| far past the clamp: R overflows, as on the GPU
+        r = np.full_like(au, f(ONE_PLUS_ERF[-1]))
+        for c in reversed(ONE_PLUS_ERF[:-1]):
+            r = fma(r, au, f(c))
+        past = fma(au, f(-FLUSH), f(FLUSH * ERFC_CLAMP))
+        r = np.minimum(r, past)
+        e = np.exp2(r.astype(np.float64)).astype(f)
+    return np.where(u < 0, e, (f(2.0) - e).astype(f)).astype(f)
+
+
+def _chebyshev_nodes(a: float, b: float, nodes: int) -> np.ndarray:
+    k = np.arange(nodes)
+    return (a + b) / 2 + (b - a) / 2 * np.cos((2 * k + 1) * np.pi / (2 * nodes))
+
+
+def _minimax(f: np.ndarray, xs: np.ndarray, degree: int, weight: np.ndarray, iterations: int) -> tuple:
+    """Coefficients (lowest degree first, rounded to f32) minimizing max |(poly(xs) - f) * weight|:
+    iteratively reweighted least squares in float64."""
+    basis = np.vander(xs, degree + 1, increasing=True)
+    reweight = np.ones_like(xs)
+    for _ in range(iterations):
+        w = weight * reweight
+        c, *_ = np.linalg.lstsq(basis * w[:, None], f * w, rcond=None)
+        err = np.abs((basis @ c - f) * weight)
+        reweight = reweight * np.sqrt(err / err.max() + 1e-3)
+    return tuple(np.float32(c).tolist())
 
 
 def fit_coefficients(nodes: int = 4000, iterations: int = 30) -> tuple[tuple, tuple]:
     """Refit (ERF_SMALL, ERF_LARGE) as documented above (float64, then rounded to f32)."""
     erf = np.vectorize(math.erf)
     erfc = np.vectorize(math.erfc)
-
-    def cheb(a, b):
-        k = np.arange(nodes)
-        return (a + b) / 2 + (b - a) / 2 * np.cos((2 * k + 1) * np.pi / (2 * nodes))
-
-    def minimax(f, xs, degree, weight):
-        basis = np.vander(xs, degree + 1, increasing=True)
-        reweight = np.ones_like(xs)
-        for _ in range(iterations):
-            w = weight * reweight
-            c, *_ = np.linalg.lstsq(basis * w[:, None], f * w, rcond=None)
-            err = np.abs((basis @ c - f) * weight)
-            reweight = reweight * np.sqrt(err / err.max() + 1e-3)
-        return tuple(np.float32(c).tolist())
-
-    xs = cheb(1e-4, SPLIT)
+    xs = _chebyshev_nodes(1e-4, SPLIT, nodes)
     ratio = erf(xs) / xs
-    small = minimax(ratio, xs * xs, len(ERF_SMALL) - 1, 1.0 / ratio)
-    ts = cheb(SPLIT, CLAMP)
-    large = minimax(np.log2(erfc(ts)), ts, len(ERF_LARGE) - 1, np.ones_like(ts))
+    small = _minimax(ratio, xs * xs, len(ERF_SMALL) - 1, 1.0 / ratio, iterations)
+    ts = _chebyshev_nodes(SPLIT, CLAMP, nodes)
+    large = _minimax(np.log2(erfc(ts)), ts, len(ERF_LARGE) - 1, np.ones_like(ts), iterations)
     return small, large
+
+
+def fit_one_plus_erf(nodes: int = 4000, iterations: int = 30) -> tuple:
+    """Refit ONE_PLUS_ERF as documented above: R to log2 erfc(t) on [0, ERFC_CLAMP], weight
+    erfc(t) + ERFC_FIT_FLOOR (float64, then rounded to f32)."""
+    erfc = np.vectorize(math.erfc)
+    ts = _chebyshev_nodes(0.0, ERFC_CLAMP, nodes)
+    return _minimax(np.log2(erfc(ts)), ts, len(ONE_PLUS_ERF) - 1, erfc(ts) + ERFC_FIT_FLOOR, iterations)

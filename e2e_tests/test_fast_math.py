@@ -1,5 +1,6 @@
-"""The NVIDIA epilogue's own erf (compiler/fast_math.py): as accurate as IREE's lowering, no
-division, and what the kernels actually run (the lane executor evaluates the emitted ops)."""
+"""The NVIDIA epilogue's own erf and GELU's 1 + erf(u) (compiler/fast_math.py): as accurate as
+IREE's lowering, no division, and what the kernels actually run (the lane executor evaluates the
+emitted ops)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from mmaflow.compiler import fast_math
 from mmaflow.runtime.modules import EPILOGUES, epilogue_module
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
 # MLIR's rational approximation, which IREE 3.13 emits for math.erf: about 2.5e-7 absolute.
 IREE_ERF_ABS_ERROR = 2.5e-7
 
@@ -42,8 +44,8 @@ def test_erf_is_as_accurate_as_irees_lowering():
 
 
 def test_erf_special_values():
-    got = fast_math.erf_reference_f32(np.array([np.inf, -np.inf, np.nan], np.float32))
-    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2])
+    got = fast_math.erf_reference_f32(np.array([np.inf, -np.inf, np.nan, -np.nan], np.float32))
+    assert got[0] == 1.0 and got[1] == -1.0 and np.isnan(got[2:]).all()
 
 
 def test_erf_coefficients_are_reproducible():
@@ -61,6 +63,109 @@ def test_a_wrong_coefficient_is_caught():
         assert err.max() > 1.3e-7
     finally:
         fast_math.ERF_LARGE = saved
+
+
+# ---- 1 + erf(u) in one piece (fast_math.emit_one_plus_erf) -----------------------------------
+_CLAMP = np.float32(fast_math.ERFC_CLAMP)
+# Relative error of the one-piece 1 + erf(u) = erfc(|u|) for u < 0 (where not flushed to 0), as
+# emitted (3.45e-6 on every f32 u in [-6, -2^-24], with a correctly rounded ex2 and with an H200's).
+ONE_PLUS_ERF_REL_ERROR = 3.5e-6
+
+
+def _one_plus_erf_grid() -> np.ndarray:
+    dense = np.linspace(-6.0, 6.0, 1_200_001)
+    near = [np.nextafter(_CLAMP, np.float32(0)), _CLAMP, np.nextafter(_CLAMP, np.float32(8))]
+    edges = [0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 30.0, -30.0, 1e30, -1e30, np.finfo(np.float32).max,
+             -np.finfo(np.float32).max, -3.9192, -3.92] + near + [-x for x in near]
+    return np.concatenate([dense, np.array(edges, np.float64)]).astype(np.float32)
+
+
+def _one_plus_erf_abs_error(u: np.ndarray) -> np.ndarray:
+    return np.abs(fast_math.one_plus_erf_reference_f32(u).astype(np.float64) - (1 + _erf(u.astype(np.float64))))
+
+
+def test_one_plus_erf_is_as_accurate_as_irees_erf():
+    """Absolute error of the same class as the two-piece erf (and IREE's); for u < 0 the value is
+    erfc(|u|) itself, relative error bounded down to u = -CLAMP, exactly 0 below (as f32 1 + erf)."""
+    u = _one_plus_erf_grid()
+    got = fast_math.one_plus_erf_reference_f32(u)
+    err = _one_plus_erf_abs_error(u)
+    assert err.max() <= 1.3e-7 < IREE_ERF_ABS_ERROR, (err.max(), u[err.argmax()])
+    kept = (u < 0) & (u >= -_CLAMP)
+    assert np.all(got[kept] > 0)
+    ref = _erfc(-u[kept].astype(np.float64))
+    rel = np.abs(got[kept] - ref) / ref
+    assert rel.max() <= ONE_PLUS_ERF_REL_ERROR, (rel.max(), u[kept][rel.argmax()])
+    # the two-piece erf, then + 1, loses those bits to cancellation: 1e-3 relative at u = -3
+    old = 1 + fast_math.erf_reference_f32(u[kept]).astype(np.float64)
+    assert (np.abs(old - ref) / ref)[u[kept] >= -3].max() > 1e-3
+    # past the clamp exactly what f32 1 + erf(u) gives: 0 below -CLAMP, 2 above CLAMP
+    assert np.all(got[u < -_CLAMP] == 0) and not np.signbit(got[u < -_CLAMP]).any()
+    assert np.all(got[u > _CLAMP] == 2)
+    f32_one_plus_erf = np.float32(1) + _erf(u.astype(np.float64)).astype(np.float32)
+    assert np.all(f32_one_plus_erf[u < -_CLAMP] == 0) and np.all(f32_one_plus_erf[u > _CLAMP] == 2)
+    assert np.all((got >= 0) & (got <= 2))
+    assert np.all(got[u == 0] == 1)
+
+
+def test_one_plus_erf_special_values():
+    u = np.array([np.inf, -np.inf, np.nan, -np.nan], np.float32)
+    got = fast_math.one_plus_erf_reference_f32(u)
+    assert got[0] == 2.0 and got[1] == 0.0 and np.isnan(got[2:]).all()
+    with np.errstate(invalid="ignore"):  # gelu(-inf) = -inf * 0.5 * 0 = NaN, as torch computes it
+        assert np.isnan(np.float32(-np.inf) * np.float32(0.5) * got[1])
+
+
+def test_one_plus_erf_coefficients_are_reproducible():
+    assert np.array_equal(np.float32(fast_math.fit_one_plus_erf()), np.float32(fast_math.ONE_PLUS_ERF))
+
+
+def test_a_wrong_one_plus_erf_coefficient_is_caught():
+    """The accuracy checks above can fail: one coefficient a little off breaks the absolute bound
+    (a low-order one) or the relative bound in the tail (a high-order one)."""
+    saved = fast_math.ONE_PLUS_ERF
+    u = _one_plus_erf_grid()
+    kept = (u < 0) & (u >= -_CLAMP)
+    ref = _erfc(-u[kept].astype(np.float64))
+    try:
+        fast_math.ONE_PLUS_ERF = saved[:3] + (saved[3] * 1.00001,) + saved[4:]
+        assert _one_plus_erf_abs_error(u).max() > 1.3e-7
+        fast_math.ONE_PLUS_ERF = saved[:-1] + (saved[-1] * 1.00001,)
+        rel = np.abs(fast_math.one_plus_erf_reference_f32(u[kept]) - ref) / ref
+        assert rel.max() > ONE_PLUS_ERF_REL_ERROR
+    finally:
+        fast_math.ONE_PLUS_ERF = saved
+
+
+_PAIR = """func.func @f(%u: {t}) -> {t} {{
+  %one = arith.constant {one} : {t}
+  %er = math.erf %u : {t}
+  %p = arith.addf {operands} : {t}
+  {extra}
+  return %r : {t}
+}}"""
+
+
+@pytest.mark.parametrize("t,one,operands,extra,fused", [
+    ("f32", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f32", True),
+    ("f32", "1.0", "%one, %er", "%r = arith.mulf %p, %u : f32", True),  # either order
+    ("vector<2xf32>", "dense<1.0>", "%one, %er", "%r = arith.mulf %p, %u : vector<2xf32>", True),  # a splat
+    # the erf used twice: the pair is not replaced, the erf is expanded alone
+    ("f32", "1.0", "%er, %one", "%q = arith.mulf %p, %u : f32\n  %r = arith.addf %q, %er : f32", False),
+    ("f32", "2.0", "%er, %one", "%r = arith.mulf %p, %u : f32", False),
+    ("f32", "1.0", "%u, %one", "%r = arith.mulf %p, %er : f32", False),  # 1 + u, not 1 + erf
+    ("f64", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f64", False),  # f32 only
+], ids=["erf+1", "1+erf", "splat", "erf-used-twice", "2+erf", "1+u", "f64"])
+def test_one_plus_erf_pattern(t, one, operands, extra, fused):
+    from mmaflow.compiler.mlir import new_context, parse_module
+    module = parse_module(_PAIR.format(t=t, one=one, operands=operands, extra=extra), new_context())
+    ops = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations]
+    addf = next(o for o in ops if o.name == "arith.addf")
+    erf = fast_math.one_plus_erf(addf)
+    assert (erf is not None) == fused
+    if fused:
+        assert erf.name == "math.erf" and erf.results[0] in list(addf.operands)
+    assert all(fast_math.one_plus_erf(o) is None for o in ops if o != addf)
 
 
 def _gelu_module():
@@ -89,3 +194,121 @@ def test_gelu_epilogue_ptx_has_no_division(tmp_path):
     assert text.count("ex2.approx.ftz.f32") >= 1
     info = ptxas_info(text, "sm_90a", 256)
     assert info["vgpr_spills"] == 0, info
+
+
+# ---- the real kernels: bias + gelu -> f16 on sm_80 (mma.sync) and sm_90a (wgmma) -------------
+def _two_piece_text(monkeypatch, target) -> str:
+    """The gelu kernel as before the 1 + erf pattern: its erf through ``emit_erf``, then the add
+    (compiled afresh: ``handed_back`` caches)."""
+    from mmaflow.compiler import epilogue
+    from mmaflow.compiler.bridge import codegen_module
+    with monkeypatch.context() as m:
+        m.setattr(epilogue, "one_plus_erf", lambda op: None)
+        (exe,) = codegen_module(_gelu_module(), target).taken
+        return exe.text
+
+
+def _op_counts(text: str) -> dict:
+    ops = ("math.erf", "nvvm.ex2", "math.fma", "arith.select", "arith.mulf", "arith.addf", "arith.negf")
+    return {op: text.count(f"= {op} ") for op in ops}
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_gelu_kernel_emits_one_plus_erf(target, monkeypatch):
+    """1 + erf(u) in one piece in the distributed kernel, per application of the epilogue to a run
+    of accumulators: no erf, one ex2 per element as before, 11 fma where the erf took 12, one
+    select where it took two, no x * x, no x * P, no negation and no add of 1."""
+    new, old = _op_counts(handed_back(_gelu_module(), target)), _op_counts(_two_piece_text(monkeypatch, target))
+    runs = new["math.fma"] // 11  # (vector) applications of the epilogue
+    assert runs > 0 and new["math.fma"] == 11 * runs and old["math.fma"] == 12 * runs
+    assert new["math.erf"] == old["math.erf"] == 0
+    assert new["nvvm.ex2"] == old["nvvm.ex2"] >= runs  # scalar: one per element
+    assert old["arith.select"] - new["arith.select"] == runs
+    assert old["arith.mulf"] - new["arith.mulf"] == 2 * runs
+    assert old["arith.addf"] - new["arith.addf"] == runs
+    assert (old["arith.negf"], new["arith.negf"]) == (runs, 0)
+
+
+def test_erf_used_elsewhere_keeps_the_two_piece_erf():
+    """An erf that feeds 1 + erf and something else: the pair is not replaced (the one-piece form
+    has no erf to give the other use), the erf is expanded alone and 1 is added to it."""
+    body = EPILOGUES["bias_n_gelu_f16"]["body"].replace(
+        "%res0 = arith.mulf %v, %p : f32", "%res1 = arith.mulf %v, %p : f32\n%res0 = arith.addf %res1, %er : f32")
+    src = epilogue_module(64, 96, 64, **{**EPILOGUES["bias_n_gelu_f16"], "body": body})
+    counts = _op_counts(handed_back(src, "sm_90a"))
+    runs = counts["arith.negf"]  # the two-piece erf's sign, once per application
+    assert runs > 0 and counts["math.fma"] == 12 * runs and counts["math.erf"] == 0
+
+
+def _gelu_on_the_executor(target: str, text: str, seed: int):
+    """The bias + gelu -> f16 kernel ``text`` on the lane executor with data whose GELU argument
+    reaches the negative tail: A and B in {-1, 0, 1} (the f32 accumulator exact, std 5.3), the bias
+    in [-2, 2] in steps of 2^-10 (t = acc + bias exact in f32), three bias columns -inf, +inf, NaN.
+    Every binding is sentinel bytes (0xFF) around its tensors: the output must be written in full
+    and nothing else changed. Returns (t, output)."""
+    from mmaflow.compiler import attrs
+    from mmaflow.compiler.mlir import new_context, parse_module
+    from mmaflow.runtime.numerics import DTYPES
+    from mmaflow.runtime.simulate import Memory, Region, dynamic_inputs, load_dispatch, run_dispatch, written_elements
+    module = parse_module(text, new_context())  # kept alive while the dispatch's ops are used
+    d = load_dispatch(module)
+    p = attrs.read_problem(d.func)
+    assert (p.m, p.n, p.k, p.a_transposed, p.b_transposed) == (64, 96, 64, False, False)
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-1, 2, (p.m, p.k)).astype(np.float16)
+    b = rng.integers(-1, 2, (p.k, p.n)).astype(np.float16)
+    bias = (rng.integers(-2048, 2049, p.n) / 1024).astype(np.float32)
+    bias[:3] = [-np.inf, np.inf, np.nan]
+    mem = Memory()
+    regions = {}
+    for name, at, dtype, array in (("A", p.a, "f16", a), ("B", p.b, "f16", b), ("bias", p.epilogue[0].at, "f32", bias),
+                                   ("C", p.c, "f16", None)):
+        regions[name] = Region(at.binding, at.offset, DTYPES[dtype], (p.m, p.n) if array is None else array.shape, name)
+        mem.place(regions[name], array)
+    buffers = mem.buffers()
+    before = {k: v.copy() for k, v in buffers.items()}
+    constants, workload = dynamic_inputs(p, {})
+    stats, written = run_dispatch(d, buffers, constants=constants, workload=workload)
+    assert not stats.races
+    assert written_elements(written, regions["C"]).all()
+    assert Memory.changed_outside(before, buffers, [regions["C"]]) == []
+    t = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32) + bias[None, :]
+    return t, Memory.read(buffers, regions["C"]).astype(np.float64)
+
+
+def _gelu_tail_check(t: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where, excess): the elements with u >= -CLAMP whose f16 output is off the float64 GELU by
+    more than the f16 rounding allows, and how much. Tolerance: the f16 store's rounding (half an
+    ulp: 2^-11 relative, 2^-25 absolute among f16 subnormals, where most of the tail lands) plus
+    5e-6 relative for the f32 arithmetic before it (1 + erf(u) good to 3.5e-6 relative for u < 0,
+    and the final f32 product)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        u = t * np.float32(0.7071067812)  # as the kernel computes u, in f32
+        ref = 0.5 * t.astype(np.float64) * _erfc(-u.astype(np.float64))
+    finite = np.isfinite(t)
+    judged = finite & (u >= -_CLAMP)
+    tol = (2.0 ** -11 + 5e-6) * np.abs(ref) + 2.0 ** -25
+    with np.errstate(invalid="ignore"):
+        excess = np.where(judged, np.abs(out - ref) - tol, -np.inf)
+    return excess > 0, excess
+
+
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a"])
+def test_gelu_kernel_negative_tail(target, monkeypatch):
+    """The real kernel on the executor, GELU's tail included: within the f16 output's rounding of
+    the float64 GELU down to u = -CLAMP (where the two-piece erf + 1 was not: it cancels), exactly
+    0 past it (as f32 torch), NaN for t = -inf or NaN, +inf for t = +inf."""
+    t, out = _gelu_on_the_executor(target, handed_back(_gelu_module(), target), seed=21)
+    with np.errstate(invalid="ignore", over="ignore"):
+        u = t * np.float32(0.7071067812)
+    tail = np.isfinite(t) & (u < -3) & (u >= -_CLAMP)
+    assert tail.sum() >= 200 and (np.isfinite(t) & (u < -_CLAMP)).sum() >= 200, (tail.sum(), (u < -_CLAMP).sum())
+    bad, excess = _gelu_tail_check(t, out)
+    assert not bad.any(), (int(bad.sum()), float(excess.max()), t[np.unravel_index(excess.argmax(), t.shape)])
+    flushed = np.isfinite(t) & (u < -_CLAMP)
+    assert np.all(out[flushed] == 0)
+    assert np.isnan(out[:, 0]).all() and np.isnan(out[:, 2]).all() and np.all(out[:, 1] == np.inf)
+    # the two-piece erf, then + 1, on the same data: its cancellation breaks this bound in the tail
+    t2, out2 = _gelu_on_the_executor(target, _two_piece_text(monkeypatch, target), seed=21)
+    bad2, _ = _gelu_tail_check(t2, out2)
+    assert bad2.any() and (bad2 & ~tail).sum() == 0
