@@ -22,8 +22,9 @@ operand), +-inf give +-1.
 Accuracy, evaluated in f32 as emitted against ``math.erf`` in float64 (``erf_reference_f32``
 mirrors the op sequence with a correctly rounded 2^x; ``e2e_tests/test_fast_math.py`` checks it
 on a dense grid): absolute error at most 1.2e-7 on that grid, 1.33e-7 on every f32 with |x| <= 6
-(the same on an H200), plus ex2.approx's relative error (below 2^-22) on erfc <= 0.16, i.e. at
-most 4e-8 more (IREE's own approximation: 2.5e-7),
+(the same on an H100 with its ex2.approx: BENCHMARKS run 19, ``docs/bench/run19/scripts/erf_sweep.py``),
+plus ex2.approx's relative error (below 2^-22) on erfc <= 0.16, i.e. at most 4e-8 more (IREE's own
+approximation: 2.5e-7),
 relative error at most 1.8e-7 for |x| < 1 (where erf is small) — the same absolute-error class as what IREE emits, far
 below the 16-bit outputs' rounding (2^-11 relative) these epilogues store.
 
@@ -50,9 +51,9 @@ Its accuracy, evaluated in f32 as emitted (``one_plus_erf_reference_f32``, corre
 against 1 + erf(u) in float64 on every f32 u with 2^-24 <= |u| <= 6: absolute error at most
 1.27e-7 (1.17e-7 on the test's grid), the class of the erf above (1.33e-7), plus ex2.approx's
 relative error times e, here on e up to 1 (u near 0) where the two-piece erf used ex2 only on
-erfc <= 0.16. The same sweep on an H200 with ``ex2.approx.ftz.f32``: 1.92e-7, where the erf above plus the f32 add of 1
-gives 1.87e-7 (IREE's erf alone: 2.5e-7). For u < 0 the result is erfc(|u|) itself, not 1 minus
-something: relative error at most 3.45e-6 (the same on the H200) down to u = -C (erfc(C) =
+erfc <= 0.16. The same sweep on an H100 with ``ex2.approx.ftz.f32`` (``erf_sweep.py`` above): 1.92e-7,
+where the erf above plus the f32 add of 1 gives 1.87e-7 (IREE's erf alone: 2.5e-7). For u < 0 the result is erfc(|u|) itself, not 1 minus
+something: relative error at most 3.45e-6 (the same on the H100) down to u = -C (erfc(C) =
 2.6e-8), where 1 + (two-piece erf) cancels (relative error 1e-3 at u = -3, 0.04 at -3.5, 0.7 at
 -3.9, and 1 from -3.9192 on, where it is 0).
 

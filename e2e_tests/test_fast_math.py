@@ -68,7 +68,8 @@ def test_a_wrong_coefficient_is_caught():
 # ---- 1 + erf(u) in one piece (fast_math.emit_one_plus_erf) -----------------------------------
 _CLAMP = np.float32(fast_math.ERFC_CLAMP)
 # Relative error of the one-piece 1 + erf(u) = erfc(|u|) for u < 0 (where not flushed to 0), as
-# emitted (3.45e-6 on every f32 u in [-6, -2^-24], with a correctly rounded ex2 and with an H200's).
+# emitted (3.45e-6 on every f32 u in [-6, -2^-24], with a correctly rounded ex2 and with an
+# H100's: BENCHMARKS run 19, docs/bench/run19/scripts/erf_sweep.py).
 ONE_PLUS_ERF_REL_ERROR = 3.5e-6
 
 
