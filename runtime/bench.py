@@ -210,7 +210,7 @@ def check_cases(target) -> list[dict]:
                        [((4, 256, 192), f16), ((4, 192, 128), f16)]))
     for m, n, k in ((1000, 1000, 1000), (17, 33, 65), (1, 4096, 4096)):
         cases.append(_case(f"unaligned {m}x{n}x{k}", matmul_source(m, n, k), [((m, k), f16), ((k, n), f16)]))
-    for name in ("bias_n_relu_f16", "gelu_erf", "bias_n_gelu_f16"):
+    for name in ("bias_n_relu_f16", "gelu_erf", "bias_n_gelu_f16", "erf_scaled"):
         spec = EPILOGUES[name]
         extra = [((1024,), t) for t, _ in spec.get("inputs", [])]
         cases.append(_case(f"epilogue {name} 1024x1024x512", epilogue_module(1024, 1024, 512, **spec),

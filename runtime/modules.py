@@ -207,6 +207,10 @@ EPILOGUES = {
                      body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
                           "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
                           "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32"),
+    # erf alone (of the accumulator scaled into erf's curved range): no 1 + erf pair, so on NVIDIA
+    # the two-piece erf of fast_math.emit_erf, which GELU no longer takes
+    "erf_scaled": dict(out_type="f32",
+                       body="%c = arith.constant 0.125 : f32\n%s = arith.mulf %acc, %c : f32\n%res = math.erf %s : f32"),
     # i32 accumulator -> f32, scaled per column (dequantization)
     "dequant_n": dict(out_type="f32", inputs=[("f32", ("n",))],
                       body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32"),

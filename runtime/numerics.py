@@ -236,6 +236,7 @@ EPILOGUE_REFERENCES = {
     "bias_n_gelu_f16": EpilogueReference(
         lambda acc, b: 0.5 * (acc + b[..., None, :]) * (1 + _erf((acc + b[..., None, :]) * 0.7071067812)), 1.13, 10),
     "dequant_n": EpilogueReference(lambda acc, s: acc * s[..., None, :], 1.0, 2),
+    "erf_scaled": EpilogueReference(lambda acc: _erf(acc * 0.125), 1.13 * 0.125, 4),
 }
 
 
