@@ -16,6 +16,28 @@ from mmaflow.runtime.simulate import check_matmul
 ALL_TARGETS = ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"]
 
 
+def _param_id(value) -> str:
+    return "-".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def spread(rows, columns, keep: int, row_id=_param_id, column_id=_param_id) -> list:
+    """pytest params for every (row, column) pair, ``row + column`` as the arguments (a tuple is
+    spread out, anything else is one argument); the default set runs row i on ``keep`` columns
+    only, rotating (columns i * keep .. i * keep + keep - 1, modulo their count), so that every
+    column keeps cases when len(rows) * keep >= len(columns); the other pairs are marked
+    exhaustive (the README's second test command, which CI runs too)."""
+    if len(rows) * keep < len(columns):
+        raise ValueError(f"{len(rows)} rows x {keep} leave some of the {len(columns)} columns without a case")
+    out = []
+    for i, row in enumerate(rows):
+        chosen = {(i * keep + j) % len(columns) for j in range(keep)}
+        for c, col in enumerate(columns):
+            args = (row if isinstance(row, tuple) else (row,)) + (col if isinstance(col, tuple) else (col,))
+            out.append(pytest.param(*args, id=f"{row_id(row)}-{column_id(col)}",
+                                    marks=() if c in chosen else pytest.mark.exhaustive))
+    return out
+
+
 @functools.lru_cache(maxsize=None)
 def layout_table(layout):
     """(lane, op slot, row, col) of every element of a single-instruction layout, as arrays."""

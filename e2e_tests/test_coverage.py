@@ -3,14 +3,16 @@ transposed operands, batch matmul, and unaligned shapes down to 1x1x1.
 
 Small cases run twice (random data within the dtype's rounding bound, then small integers compared
 exactly); the large unaligned shapes run the random check only, on the grid's corner workgroups
-(the whole grid with `-m exhaustive`), to keep the suite short.
+(the whole grid with `-m exhaustive`), to keep the suite short. The default set runs each shape or
+transpose on some targets, every target keeping cases of each kind (``conftest.spread``); every
+pair with `-m exhaustive`.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import ALL_TARGETS, matmul_module, simulate
+from conftest import ALL_TARGETS, matmul_module, simulate, spread
 from mmaflow.compiler.bridge import codegen_module
 from mmaflow.compiler.errors import MmaflowError
 
@@ -29,14 +31,18 @@ def _check(src, target, *, seed=0, exact=True, overrides=None, sample=0):
 TRANSPOSES = [(True, False), (False, True), (True, True)]
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("ta,tb", TRANSPOSES, ids=["At", "Bt", "AtBt"])
+_T_IDS = {(True, False): "At", (False, True): "Bt", (True, True): "AtBt", (False, False): "NN"}
+
+
+# Each transpose on four targets in the default set (every target twice), every target with
+# `-m exhaustive` (``conftest.spread``; so for the other spread cases below).
+@pytest.mark.parametrize("ta,tb,target", spread(TRANSPOSES, ALL_TARGETS, 4, _T_IDS.get))
 def test_transposed_operands(target, ta, tb):
     _check(matmul_module(128, 64, 96, transpose_a=ta, transpose_b=tb), target, seed=7)
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("ta,tb", [(False, False), (False, True)], ids=["NN", "NT"])
+@pytest.mark.parametrize("ta,tb,target", spread([(False, False), (False, True)], ALL_TARGETS, 3,
+                                                lambda t: {(False, False): "NN", (False, True): "NT"}[t]))
 def test_batch_matmul(target, ta, tb):
     _check(matmul_module(64, 128, 64, transpose_a=ta, transpose_b=tb, batch=3), target, seed=11)
 
@@ -45,14 +51,12 @@ SMALL_UNALIGNED = [(1, 1, 1), (17, 33, 65), (100, 200, 300), (3, 130, 7)]
 LARGE_UNALIGNED = [(1000, 1000, 1000), (1, 4096, 4096), (4096, 1, 4096)]
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("m,n,k", SMALL_UNALIGNED, ids=lambda v: str(v))
+@pytest.mark.parametrize("m,n,k,target", spread(SMALL_UNALIGNED, ALL_TARGETS, 3))
 def test_unaligned_small(target, m, n, k):
     _check(matmul_module(m, n, k), target, seed=m + n + k)
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("m,n,k", LARGE_UNALIGNED, ids=lambda v: str(v))
+@pytest.mark.parametrize("m,n,k,target", spread(LARGE_UNALIGNED, ALL_TARGETS, 2))
 def test_unaligned_large_corners(target, m, n, k):
     """The grid's corner workgroups (where the partial tiles are) and a random one, over the
     whole K loop; the rest of the grid runs the same code on whole tiles."""
@@ -96,9 +100,11 @@ def test_unsigned_i8_without_instruction_is_a_clear_error(target, has):
     assert f"on {target}" in msg and "(unsigned x unsigned)" in msg and has in msg, msg
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("shape,tb", [((96, 96, 96), False), ((100, 100, 100), False), ((80, 80, 48), True),
-                                      ((33, 33, 100), True)], ids=["AA", "AA-unaligned", "AAt", "AAt-unaligned"])
+_SHARED = {((96, 96, 96), False): "AA", ((100, 100, 100), False): "AA-unaligned", ((80, 80, 48), True): "AAt",
+           ((33, 33, 100), True): "AAt-unaligned"}
+
+
+@pytest.mark.parametrize("shape,tb,target", spread(list(_SHARED), ALL_TARGETS, 3, _SHARED.get))
 def test_one_tensor_as_both_operands(target, shape, tb):
     """A @ A and the Gram matrix A @ A^T: one binding is needed in two layouts; each operand gets
     its own LDS copy (distribute says so in the log) and the result matches numpy."""

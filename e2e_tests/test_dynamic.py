@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import ALL_TARGETS, dynamic_module, simulate
+from conftest import ALL_TARGETS, dynamic_module, simulate, spread
 from mmaflow.runtime.numerics import EpilogueReference
 
 NO_HINT_SIZES = [dict(m=1, n=1, k=1), dict(m=17, n=33, k=65), dict(m=100, n=200, k=300),
@@ -59,30 +59,29 @@ SQUARE_HINTED = """func.func @matmul(%a0: tensor<?x?xf16>) -> tensor<?x?xf32> {
 """
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-def test_dynamic_square_one_tensor_as_both_operands(target):
-    for size in (32, 96, 160):
-        r = simulate(SQUARE_HINTED, target, sizes=dict(m=size, n=size, k=size), seed=size)
-        assert r.check.passed, (size, r.check.line())
-        assert not r.stats.races
+# The sizes below are spread over the targets in the default set, every target keeping cases
+# (``conftest.spread``); every size on every target with `-m exhaustive`.
+@pytest.mark.parametrize("size,target", spread([32, 96, 160], ALL_TARGETS, 2))
+def test_dynamic_square_one_tensor_as_both_operands(target, size):
+    r = simulate(SQUARE_HINTED, target, sizes=dict(m=size, n=size, k=size), seed=size)
+    assert r.check.passed, (size, r.check.line())
+    assert not r.stats.races
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-def test_dynamic_rows_static_weights(target):
+@pytest.mark.parametrize("m,target", spread([1, 77, 300], ALL_TARGETS, 2))
+def test_dynamic_rows_static_weights(target, m):
     """The common inference shape: a dynamic number of rows times a static weight matrix."""
     src = dynamic_module(m=None, n=192, k=256)
-    for m in (1, 77, 300):
-        r = simulate(src, target, sizes=dict(m=m), seed=m, exact=True)
-        assert r.check.passed, (m, r.check.line())
+    r = simulate(src, target, sizes=dict(m=m), seed=m, exact=True)
+    assert r.check.passed, (m, r.check.line())
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-def test_dynamic_with_bias_epilogue(target):
+@pytest.mark.parametrize("m,n,k,target", spread([(30, 50, 70), (129, 7, 33)], ALL_TARGETS, 3))
+def test_dynamic_with_bias_epilogue(target, m, n, k):
     src = dynamic_module(bias=True)
     ref = EpilogueReference(lambda acc, b: acc + b[None, :], 1.0, 1)
-    for sizes in (dict(m=30, n=50, k=70), dict(m=129, n=7, k=33)):
-        r = simulate(src, target, sizes=sizes, seed=5, epilogue=ref)
-        assert r.check.passed, (sizes, r.check.line())
+    r = simulate(src, target, sizes=dict(m=m, n=n, k=k), seed=5, epilogue=ref)
+    assert r.check.passed, r.check.line()
 
 
 BATCH_DYNAMIC = """
@@ -102,11 +101,10 @@ func.func @bmm(%a: tensor<?x?x64xf16>, %b: tensor<?x64x?xf16>) -> tensor<?x?x?xf
 """
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-def test_dynamic_batch(target):
-    for sizes in (dict(batch=3, m=20, n=40), dict(batch=1, m=64, n=64)):
-        r = simulate(BATCH_DYNAMIC, target, sizes=sizes, seed=7, exact=True)
-        assert r.check.passed, (sizes, r.check.line())
+@pytest.mark.parametrize("batch,m,n,target", spread([(3, 20, 40), (1, 64, 64)], ALL_TARGETS, 3))
+def test_dynamic_batch(target, batch, m, n):
+    r = simulate(BATCH_DYNAMIC, target, sizes=dict(batch=batch, m=m, n=n), seed=7, exact=True)
+    assert r.check.passed, r.check.line()
 
 
 @pytest.mark.parametrize("target,a_type,c_type", [("gfx942", "i8", "i32"), ("gfx1201", "f8E4M3FN", "f32"),

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import ALL_TARGETS, epilogue_module, simulate
+from conftest import ALL_TARGETS, epilogue_module, simulate, spread
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.errors import UnsupportedError
 from mmaflow.runtime.modules import EPILOGUES
@@ -103,8 +103,9 @@ def _module(name, m=64, n=96, k=64, **extra):
     return epilogue_module(m, n, k, **{**kw, **extra})
 
 
-@pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("name", list(CASES))
+# Each epilogue on three targets in the default set (every target on about half of them), every
+# epilogue on every target with `-m exhaustive` (``conftest.spread``).
+@pytest.mark.parametrize("name,target", spread(list(CASES), ALL_TARGETS, 3))
 def test_epilogue(target, name):
     _, ref, exact = CASES[name]
     src = _module(name)

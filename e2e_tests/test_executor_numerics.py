@@ -12,7 +12,7 @@ import pytest
 
 import numpy as np
 
-from conftest import dynamic_module, epilogue_module, matmul_module, simulate
+from conftest import dynamic_module, epilogue_module, matmul_module, simulate, spread
 
 # (target, config overrides) -- gfx1100 in wave32 and wave64.
 TARGETS = [("gfx1100", {}), ("gfx1100", {"wave_size": 64}), ("gfx1201", {}), ("gfx942", {}),
@@ -39,14 +39,16 @@ def _id(target, overrides):
 
 CASES = []
 for target, ov in TARGETS:
-    for a_t, c_t in DTYPES[target]:
+    for j, (a_t, c_t) in enumerate(DTYPES[target]):
         # 8-bit inputs stage K in chunks of 64; keep K a multiple of it.
         kq = 64 if a_t.startswith(("i8", "f8")) else 32
         shapes = [(s, s, max(s, kq)) for s in SQUARE] + [(m, n, max(kq, (k // kq) * kq)) for m, n, k in NON_SQUARE]
         for i, (m, n, k) in enumerate(shapes):
-            # Default set: the smallest and largest square and one non-square shape of every target
-            # and dtype; the other three shapes with `-m exhaustive`.
-            marks = () if i in (0, 2, 4) else pytest.mark.exhaustive
+            # Default set: f16 -> f32 in the smallest and largest square and a non-square shape on
+            # every target, every other dtype in one non-square shape (which one rotating with the
+            # dtype); the other shapes with `-m exhaustive`.
+            main = (a_t, c_t) == ("f16", "f32")
+            marks = () if (main and i in (0, 2, 4)) or (not main and i == 3 + j % 3) else pytest.mark.exhaustive
             CASES.append(pytest.param(target, ov, a_t, c_t, m, n, k, marks=marks,
                                       id=f"{_id(target, ov)}-{a_t}-{c_t}-{m}x{n}x{k}"))
 
@@ -114,9 +116,11 @@ def _ring_variant(name):
     raise KeyError(name)
 
 
-@pytest.mark.parametrize("stages", [2, 3])
-@pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "gfx942", "gfx950"])
-@pytest.mark.parametrize("variant", ["unaligned", "AtBt-batch", "dynamic", "dynamic-promised", "bias-relu-f16"])
+# Each variant on two of the eight (target, stages) pairs in the default set, every pair in some
+# variant; all forty with `-m exhaustive` (``conftest.spread``).
+@pytest.mark.parametrize("variant,target,stages", spread(
+    ["unaligned", "AtBt-batch", "dynamic", "dynamic-promised", "bias-relu-f16"],
+    [(t, s) for t in ("gfx1100", "gfx1201", "gfx942", "gfx950") for s in (2, 3)], 2))
 def test_amd_ring_variants(variant, target, stages):
     for src, sizes, ref in _ring_variant(variant):
         for exact in (False, True):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ALL_TARGETS
+from conftest import ALL_TARGETS, spread
 from mmaflow.compiler.bridge import codegen_module
 from mmaflow.runtime.model_check import check_executable
 
@@ -116,11 +116,12 @@ def _decisions(model: str, dtype: str, target: str):
     return res, taken, left
 
 
-# Every model in f16 on every target; bf16 (the same paths in another dtype) on one AMD and one
-# NVIDIA target, every target with `-m exhaustive`.
-TAKES = [pytest.param(m, dt, t, id=f"{m}-{dt}-{t}",
-                      marks=() if dt == "f16" or t in ("gfx942", "sm_80") else pytest.mark.exhaustive)
-         for m, dt in CORPUS for t in ALL_TARGETS]
+# Every model and dtype on one target in the default set, rotating so that each model meets two
+# targets and each target two models (AMD and NVIDIA alike); every target with `-m exhaustive`
+# (``conftest.spread``).
+_HALF = len(TAKEN) // 2
+TAKES = spread([(m, "f16") for m in TAKEN] + [(m, "bf16") for m in list(TAKEN)[_HALF:] + list(TAKEN)[:_HALF]],
+               ALL_TARGETS, 1)
 
 
 @pytest.mark.parametrize("model,dtype,target", TAKES)

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import handed_back, mutant, simulate, sm90a_ptxas
+from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError
@@ -34,13 +34,15 @@ def _sim(src, overrides, exact=False, seed=0):
     return check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
 
 
-@pytest.mark.parametrize("m,n,k,over", [
+# Each grid with small integers (compared exactly) or random data in the default set, alternating;
+# both with `-m exhaustive` (``conftest.spread``).
+@pytest.mark.parametrize("m,n,k,over,exact", spread([
     (256, 512, 512, dict(intrinsic=N256, persistent=2)),  # 4 tiles, 2 workgroups
     (512, 512, 256, dict(intrinsic=N256, persistent=4, raster=2, stages=3)),  # rastered, 3 slots
     (256, 384, 640, dict(intrinsic=N128, persistent=3, stages=2)),  # 6 tiles of 128x128; kt = 10, 2 slots
     (256, 512, 320, dict(intrinsic=N128, tile_m=64, persistent=4, stages=4)),  # one warpgroup
-])
-@pytest.mark.parametrize("exact", [True, False], ids=["ints", "random"])
+], [True, False], 1, row_id=lambda r: f"{r[0]}x{r[1]}x{r[2]}-W{r[3]['persistent']}",
+    column_id=lambda e: "ints" if e else "random"))
 def test_persistent_grid_matches_numpy(m, n, k, over, exact):
     r = _sim(matmul_module(m, n, k, "f16"), over, exact)
     assert r.check.passed, r.check.line()

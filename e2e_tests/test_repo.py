@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parent.parent
 
 
@@ -53,3 +55,17 @@ def test_namespaced_packages_only(tmp_path):
 def test_iree_is_pinned():
     text = (ROOT / "pyproject.toml").read_text()
     assert '"iree-base-compiler==3.13.0"' in text and '"iree-base-runtime==3.13.0"' in text
+
+
+def test_spread_keeps_every_column_in_the_default_set():
+    """``conftest.spread``: every (row, column) pair is a case; the default set runs each row on
+    ``keep`` columns, rotating, and every column keeps one; the rest are exhaustive."""
+    from conftest import spread
+    params = spread([(1, 2), (3, 4), (5, 6)], ["a", "b", "c", "d", "e", "f"], 2)
+    assert [p.values for p in params][:2] == [(1, 2, "a"), (1, 2, "b")] and len(params) == 18
+    default = [p for p in params if not p.marks]
+    assert sorted(p.values[-1] for p in default) == ["a", "b", "c", "d", "e", "f"]
+    assert all(m.name == "exhaustive" for p in params if p.marks for m in p.marks)
+    assert [p.id for p in default][:2] == ["1-2-a", "1-2-b"]
+    with pytest.raises(ValueError, match="without a case"):
+        spread([1, 2], ["a", "b", "c", "d", "e"], 2)

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from conftest import handed_back, simulate, sm90a_ptxas
+from conftest import handed_back, simulate, sm90a_ptxas, spread
 from mmaflow.compiler.bridge import compile_module
 from mmaflow.compiler.config import resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -249,8 +249,9 @@ def _epilogue_cases():
     return CASES
 
 
-@pytest.mark.parametrize("stages", [1, 4])
-@pytest.mark.parametrize("name", list(_epilogue_cases()))
+# Each epilogue with one of the two kernels in the default set, alternating; both with
+# `-m exhaustive` (``conftest.spread``).
+@pytest.mark.parametrize("name,stages", spread(list(_epilogue_cases()), [1, 4], 1))
 def test_fused_epilogue_matches_numpy(name, stages):
     """test_epilogue.py's cases (bias over N / M, relu, casts to f16 / bf16, residuals, gelu, scale
     and shift) on the wgmma kernel: the epilogue reads its inputs at the D layout's coordinates."""
