@@ -38,15 +38,16 @@ def _sim(src, overrides, exact=False):
     return check_matmul(parse_module(text, new_context()), exact=exact)
 
 
-@pytest.mark.parametrize("stages", [1, 3])
-@pytest.mark.parametrize("m,n,k,t,wn,exact", [
+# In the default set each shape with one of the kernels (stages 1 or 3, alternating), both with
+# `-m exhaustive` (``conftest.spread``; so for the spread cases below).
+@pytest.mark.parametrize("m,n,k,t,wn,exact,stages", spread([
     (128, 128, 128, "f16", 128, True),
     (128, 128, 128, "f16", 128, False),
     (128, 128, 128, "bf16", 128, False),
     (256, 256, 128, "f16", 256, False),
     (256, 256, 128, "bf16", 256, False),
     (128, 256, 192, "bf16", 64, True),
-])
+], [1, 3], 1))
 def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact, stages):
     r = _sim(matmul_module(m, n, k, t), {"intrinsic": _wg(wn, t), "stages": stages}, exact)
     assert r.check.passed, r.check.detail
@@ -55,8 +56,8 @@ def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact, stages):
     assert r.stats.matrix_ops == (m // 128) * (n // wn) * (k // 64) * 4 * 2
 
 
-@pytest.mark.parametrize("stages", [1, 2, 4])
-@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)], ids=["At", "Bt", "AtBt"])
+@pytest.mark.parametrize("ta,tb,stages", spread([(True, False), (False, True), (True, True)], [1, 2, 4], 1,
+                                                lambda t: {(True, False): "At", (False, True): "Bt", (True, True): "AtBt"}[t]))
 def test_transposed_operands_use_the_other_major(ta, tb, stages):
     # A^T is MN-major (imm-trans-a), B^T K-major: every combination of the two orders; K = 320
     # is 5 tiles, so every ring (2..4 slots) reuses its slots
@@ -76,9 +77,11 @@ def test_one_warpgroup_tile_and_batch(stages):
 
 # ---- the cp.async ring (stages 2..4) -------------------------------------------------------------
 
-@pytest.mark.parametrize("stages", [2, 3, 4])
-@pytest.mark.parametrize("t,wn,tile_m,k", [("f16", 256, 128, 512), ("bf16", 64, 64, 448), ("f16", 128, 128, 64)],
-                         ids=["f16-n256-k8tiles", "bf16-n64-m64-k7tiles", "f16-one-tile"])
+_RING = {("f16", 256, 128, 512): "f16-n256-k8tiles", ("bf16", 64, 64, 448): "bf16-n64-m64-k7tiles",
+         ("f16", 128, 128, 64): "f16-one-tile"}
+
+
+@pytest.mark.parametrize("t,wn,tile_m,k,stages", spread(list(_RING), [2, 3, 4], 1, _RING.get))
 def test_ring_matches_numpy(stages, t, wn, tile_m, k):
     # K of 8 / 7 tiles: every slot reused more than once; one tile: fewer tiles than the ring
     # copies ahead (the prologue commits empty groups, the main loop is empty)
@@ -345,13 +348,16 @@ def test_ring_without_barrier_is_a_race():
 
 # ---- partial tiles (M, N, K not multiples of the tile: bounded like the mma.sync kernel's) --------
 
-@pytest.mark.parametrize("stages", [1, 3, 4])
-@pytest.mark.parametrize("m,n,k,t,wn,ta,tb", [
+_PARTIAL = [
     (200, 136, 104, "f16", 128, False, False),  # M, N and K all partial
     (72, 264, 520, "bf16", 256, False, False),  # one partial M tile, a nearly empty N tile, K 8 + 1/8 tiles
     (200, 129, 104, "f16", 64, False, True),  # B^T: N odd, the stores split into single elements
     (136, 120, 72, "f16", 128, True, False),  # A^T: A's rows run along M
-], ids=["mnk", "m-n-k9", "Bt-n-odd", "At"])
+]
+_PARTIAL_IDS = dict(zip(_PARTIAL, ["mnk", "m-n-k9", "Bt-n-odd", "At"]))
+
+
+@pytest.mark.parametrize("m,n,k,t,wn,ta,tb,stages", spread(_PARTIAL, [1, 3, 4], 1, _PARTIAL_IDS.get))
 def test_partial_tiles_match_numpy(m, n, k, t, wn, ta, tb, stages):
     src = matmul_module(m, n, k, t, transpose_a=ta, transpose_b=tb)
     r = _sim(src, {"intrinsic": _wg(wn, t), "stages": stages}, exact=True)
