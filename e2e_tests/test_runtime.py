@@ -304,3 +304,55 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
             assert rows[2]["file"] == "torch-f32-out" and rows[2]["detail"].startswith("torch vs float64: PASS")
         else:
             assert rows[2]["check"] == "not run" and "out_dtype" in rows[2]["detail"], rows
+
+
+def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, monkeypatch, capsys):
+    """A call that faults on the device (the IREE runtime's RuntimeError, as the H100 gave it in
+    BENCHMARKS.md run 20 call 4) becomes a DeviceError naming the driver, the function and the
+    CUDA error; `python -m mmaflow.runtime.bench` prints it without a traceback and exits with
+    its code through os._exit, past IREE's teardown of the faulted context (which hung)."""
+    from mmaflow.compiler.errors import DeviceError
+    from mmaflow.runtime import bench
+    from mmaflow.runtime.iree_runner import CompiledModule
+    fault = ("Error invoking function: c/runtime/src/iree/hal/drivers/cuda/cuda_device.c:190: ABORTED; CUDA error "
+             "'CUDA_ERROR_LAUNCH_FAILED' (719): unspecified launch failure; while invoking native function "
+             "hal.fence.await; while calling variadic import;\n[ 0] bytecode module@1:412 -")
+
+    class Faulting(CompiledModule):
+        def __init__(self):  # (no device here: only what a call needs)
+            self.driver = "cuda"
+
+        def function(self, name=None):
+            def call(*args):
+                raise RuntimeError(fault)
+            return call
+
+        def upload(self, array):
+            return array
+
+    mod = Faulting()
+    for attempt in (lambda: mod("matmul", np.zeros((2, 2), np.float16)),
+                    lambda: mod.time("matmul", np.zeros((2, 2), np.float16), repeat=2)):
+        with pytest.raises(DeviceError) as e:
+            attempt()
+        assert e.value.faulted and e.value.exit_code == 8
+        assert "calling matmul on the cuda device failed: Error invoking function" in str(e.value)
+        assert "CUDA_ERROR_LAUNCH_FAILED" in str(e.value) and "bytecode module" not in str(e.value)
+
+    def run_prepared(*args, **kwargs):
+        mod("matmul", np.zeros((2, 2), np.float16))
+
+    exits = []
+
+    def _exit(code):
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(bench, "run_prepared", run_prepared)
+    monkeypatch.setattr(bench.os, "_exit", _exit)
+    with pytest.raises(SystemExit):
+        bench.main(["--from-dir", str(tmp_path), "--out", str(tmp_path / "o")])
+    assert exits == [8]
+    err = capsys.readouterr().err
+    assert err.startswith("bench: error: calling matmul on the cuda device failed") and "Traceback" not in err
+    assert "hint: a kernel fault leaves the device context unusable" in err

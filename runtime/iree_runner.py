@@ -8,6 +8,7 @@ the enqueue.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 
@@ -67,8 +68,25 @@ class CompiledModule:
         return rt.asdevicearray(self.device, array)
 
     def __call__(self, name: str | None, *arrays: np.ndarray) -> np.ndarray:
-        out = self.function(name)(*[self.upload(a) for a in arrays])
-        return np.asarray(out.to_host())
+        fn = self.function(name)
+        with self._device_call(name):
+            return np.asarray(fn(*[self.upload(a) for a in arrays]).to_host())
+
+    @contextlib.contextmanager
+    def _device_call(self, name: str | None):
+        """A call that fails on the device (a kernel fault: CUDA_ERROR_LAUNCH_FAILED, an illegal
+        address, a trap) as a ``DeviceError`` naming the driver and the function, instead of the
+        runtime's traceback. Its ``faulted`` flag says the device context is unusable after it."""
+        try:
+            yield
+        except RuntimeError as e:
+            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+            why = lines[0] if lines else type(e).__name__
+            err = DeviceError(f"calling {name or 'the module'} on the {self.driver} device failed: {why}",
+                              hint="a kernel fault leaves the device context unusable: every later call in "
+                                   "this process would fail too")
+            err.faulted = True
+            raise err from None
 
     def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20,
              warmup_seconds: float = 0.3) -> list[float]:
@@ -78,12 +96,13 @@ class CompiledModule:
         dev = [self.upload(a) for a in arrays]
         start = time.perf_counter()
         done = 0
-        while done < warmup or time.perf_counter() - start < warmup_seconds:
-            fn(*dev)
-            done += 1
         times = []
-        for _ in range(repeat):
-            t0 = time.perf_counter()
-            fn(*dev)
-            times.append(time.perf_counter() - t0)
+        with self._device_call(name):
+            while done < warmup or time.perf_counter() - start < warmup_seconds:
+                fn(*dev)
+                done += 1
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                fn(*dev)
+                times.append(time.perf_counter() - t0)
         return times
