@@ -339,6 +339,12 @@ def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, mon
         assert "calling matmul on the cuda device failed: Error invoking function" in str(e.value)
         assert "CUDA_ERROR_LAUNCH_FAILED" in str(e.value) and "bytecode module" not in str(e.value)
 
+    fault, kept = "Error invoking function: INVALID_ARGUMENT; input 0 shape mismatch", fault
+    with pytest.raises(DeviceError) as e:  # not a fault: said, without the fault's hint or flag
+        mod("matmul", np.zeros((2, 2), np.float16))
+    assert not e.value.faulted and e.value.hint is None and "INVALID_ARGUMENT" in str(e.value)
+    fault = kept
+
     def run_prepared(*args, **kwargs):
         mod("matmul", np.zeros((2, 2), np.float16))
 

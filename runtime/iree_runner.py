@@ -74,18 +74,20 @@ class CompiledModule:
 
     @contextlib.contextmanager
     def _device_call(self, name: str | None):
-        """A call that fails on the device (a kernel fault: CUDA_ERROR_LAUNCH_FAILED, an illegal
-        address, a trap) as a ``DeviceError`` naming the driver and the function, instead of the
-        runtime's traceback. Its ``faulted`` flag says the device context is unusable after it."""
+        """A call that fails in IREE's runtime as a ``DeviceError`` naming the driver, the function
+        and the runtime's first line, instead of its traceback. A kernel fault (the driver's
+        error, an abort: CUDA_ERROR_LAUNCH_FAILED, an illegal address, a trap) sets ``faulted``:
+        the device context is unusable after it."""
         try:
             yield
         except RuntimeError as e:
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
             why = lines[0] if lines else type(e).__name__
-            err = DeviceError(f"calling {name or 'the module'} on the {self.driver} device failed: {why}",
-                              hint="a kernel fault leaves the device context unusable: every later call in "
-                                   "this process would fail too")
-            err.faulted = True
+            faulted = bool(re.search(r"CUDA_ERROR|hipError|ABORTED|DEVICE_LOST", why))
+            hint = ("a kernel fault leaves the device context unusable: every later call in this process "
+                    "would fail too") if faulted else None
+            err = DeviceError(f"calling {name or 'the module'} on the {self.driver} device failed: {why}", hint=hint)
+            err.faulted = faulted
             raise err from None
 
     def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20,
