@@ -27,7 +27,7 @@ import re
 
 import pytest
 
-from conftest import handed_back, mutant, simulate, sm90a_ptxas
+from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
 from mmaflow.compiler.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
 from mmaflow.compiler.errors import MmaflowError, UnsupportedError
@@ -52,9 +52,10 @@ def _sim(src, overrides, exact=False, seed=0):
     return check_matmul(parse_module(text, new_context()), exact=exact, seed=seed)
 
 
-@pytest.mark.parametrize("t", [E4M3, E5M2])
-@pytest.mark.parametrize("stages", [1, 3])
-@pytest.mark.parametrize("exact", [True, False], ids=["ints", "random"])
+# In the default set each type and data kind on one of the kernels (stages 1 or 3), both with
+# `-m exhaustive` (``conftest.spread``; so for the spread cases below).
+@pytest.mark.parametrize("t,exact,stages", spread([(E4M3, True), (E4M3, False), (E5M2, True), (E5M2, False)], [1, 3], 1,
+                                                  lambda r: f"{r[0]}-{'ints' if r[1] else 'random'}"))
 def test_fp8_matches_numpy(t, stages, exact):
     # K = 384: 3 K tiles of 128, every slot of the 3-slot ring used once
     r = _sim(matmul_module(128, 128, 384, t, transpose_b=True), {"intrinsic": _wg(128, t), "stages": stages}, exact)
@@ -76,8 +77,8 @@ def test_fp8_default_ring_reuses_slots(t):
         assert not r.stats.races
 
 
-@pytest.mark.parametrize("stages", [1, 4])
-@pytest.mark.parametrize("m,n,k,wn", [(200, 136, 272, 128), (72, 264, 144, 128)], ids=["mnk", "n-k-16"])
+@pytest.mark.parametrize("m,n,k,wn,stages", spread([(200, 136, 272, 128), (72, 264, 144, 128)], [1, 4], 1,
+                                                   lambda r: {200: "mnk", 72: "n-k-16"}[r[0]]))
 def test_fp8_partial_tiles(m, n, k, wn, stages):
     """M, N, K not multiples of the tile (K a multiple of 16: whole 16-byte chunks): chunks past
     the true extent are zero-filled, stores past it dropped."""
@@ -137,8 +138,8 @@ def test_fp8_dynamic_rows():
         assert r.config.intrinsic == _wg(128)
 
 
-@pytest.mark.parametrize("a,b", [(E4M3, E5M2), (E5M2, E4M3)], ids=["e4m3xe5m2", "e5m2xe4m3"])
-@pytest.mark.parametrize("stages", [1, 3])
+@pytest.mark.parametrize("a,b,stages", spread([(E4M3, E5M2), (E5M2, E4M3)], [1, 3], 1,
+                                              lambda r: "e4m3xe5m2" if r[0] == E4M3 else "e5m2xe4m3"))
 def test_fp8_mixed_pairs(a, b, stages):
     """A and B of different fp8 types: two shared-memory allocations (A's slots, B's slots), each
     rounded up to 1024 bytes; partial M, N, K tiles."""
@@ -259,9 +260,10 @@ def _pairs_text(monkeypatch, m, n, k, stages, skew=0, b_type=None):
     return exe.text
 
 
-@pytest.mark.parametrize("stages", [3, 4])
-@pytest.mark.parametrize("m,n,k,b", [(128, 128, 384, None), (200, 136, 272, None), (72, 136, 656, E5M2)],
-                         ids=["odd-tiles", "partial", "mixed-6-tiles"])
+_PAIR = {(128, 128, 384, None): "odd-tiles", (200, 136, 272, None): "partial", (72, 136, 656, E5M2): "mixed-6-tiles"}
+
+
+@pytest.mark.parametrize("m,n,k,b,stages", spread(list(_PAIR), [3, 4], 1, _PAIR.get))
 def test_fp8_pair_tiles(monkeypatch, m, n, k, b, stages):
     """``fp8_pair_tiles``: the second tile's wgmmas issued while the first's run, both partials
     added after wait_group 0; an odd K tile count runs a zero-filled tile past K (partial 0). Bit
