@@ -75,6 +75,11 @@ class DeviceError(MmaflowError):
     exit_code = 8
 
 
+class DeviceFault(DeviceError):
+    """A kernel faulted on the device (the driver's error, an abort): the device context is
+    unusable after it, and tearing it down may hang."""
+
+
 def to_wire(error: MmaflowError) -> dict:
     """An error as JSON (the codegen server hands errors to its clients in this form)."""
     return {"class": type(error).__name__, "message": error.message, "stage": error.stage,

@@ -41,8 +41,7 @@ def test_transposed_operands(target, ta, tb):
     _check(matmul_module(128, 64, 96, transpose_a=ta, transpose_b=tb), target, seed=7)
 
 
-@pytest.mark.parametrize("ta,tb,target", spread([(False, False), (False, True)], ALL_TARGETS, 3,
-                                                lambda t: {(False, False): "NN", (False, True): "NT"}[t]))
+@pytest.mark.parametrize("ta,tb,target", spread([(False, False), (False, True)], ALL_TARGETS, 3, _T_IDS.get))
 def test_batch_matmul(target, ta, tb):
     _check(matmul_module(64, 128, 64, transpose_a=ta, transpose_b=tb, batch=3), target, seed=11)
 

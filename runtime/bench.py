@@ -772,13 +772,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_check is not None:
         profile_check(from_dir, args.profile_check, args.driver)
         return 0
-    from mmaflow.compiler.errors import MmaflowError
+    from mmaflow.compiler.errors import DeviceFault, MmaflowError
     try:
         return run_prepared(from_dir, args.driver, Path(args.out), repeat=args.repeat,
                             time_checks=args.time_checks, kernel=args.kernel_time)
     except MmaflowError as e:
         print(f"bench: error: {e}", file=sys.stderr)
-        if getattr(e, "faulted", False):  # IREE's teardown of a faulted CUDA context hung past the
+        if isinstance(e, DeviceFault):  # IREE's teardown of a faulted CUDA context hung past the
             sys.stdout.flush()  # error (BENCHMARKS.md run 20, call 4): leave without it
             sys.stderr.flush()
             os._exit(e.exit_code)

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from mmaflow.compiler.errors import DeviceError
+from mmaflow.compiler.errors import DeviceError, DeviceFault
 
 
 def device_present(driver: str) -> tuple[bool, str]:
@@ -75,20 +75,19 @@ class CompiledModule:
     @contextlib.contextmanager
     def _device_call(self, name: str | None):
         """A call that fails in IREE's runtime as a ``DeviceError`` naming the driver, the function
-        and the runtime's first line, instead of its traceback. A kernel fault (the driver's
-        error, an abort: CUDA_ERROR_LAUNCH_FAILED, an illegal address, a trap) sets ``faulted``:
-        the device context is unusable after it."""
+        and the runtime's first line, instead of its traceback; a kernel fault (the driver's
+        error, an abort: CUDA_ERROR_LAUNCH_FAILED, an illegal address, a trap) as a
+        ``DeviceFault``: the device context is unusable after it."""
         try:
             yield
         except RuntimeError as e:
             lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
             why = lines[0] if lines else type(e).__name__
-            faulted = bool(re.search(r"CUDA_ERROR|hipError|ABORTED|DEVICE_LOST", why))
-            hint = ("a kernel fault leaves the device context unusable: every later call in this process "
-                    "would fail too") if faulted else None
-            err = DeviceError(f"calling {name or 'the module'} on the {self.driver} device failed: {why}", hint=hint)
-            err.faulted = faulted
-            raise err from None
+            message = f"calling {name or 'the module'} on the {self.driver} device failed: {why}"
+            if re.search(r"CUDA_ERROR|hipError|ABORTED|DEVICE_LOST", why):
+                raise DeviceFault(message, hint="a kernel fault leaves the device context unusable: every "
+                                                "later call in this process would fail too") from None
+            raise DeviceError(message) from None
 
     def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20,
              warmup_seconds: float = 0.3) -> list[float]:
