@@ -171,6 +171,27 @@ def test_register_split_beyond_the_sm_is_refused(monkeypatch):
         _run(exe.text)
 
 
+def test_register_split_beyond_the_pool_is_refused(monkeypatch):
+    # 2 x 128 x 232 + 128 x 48 = 65536 fits the SM, but not the 384 x 168 = 64512 registers the
+    # workgroup holds from launch, which every .inc draws from: the hardware blocks that .inc
+    # forever (run 20 call 4: four MMA warpgroups at 112 and 40 in 640 x 96 hung until a trap)
+    monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 48)
+    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
+    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
+                            options=CodegenOptions(overrides=_over(256))).taken
+    with pytest.raises(ExecutorError, match=r"setmaxnreg: the warpgroups end at \[232, 232, 48\] registers per "
+                                            r"thread, 65536 in all, more than the workgroup's pool of 64512 \(384 "
+                                            r"threads x 168 at launch\)"):
+        _run(exe.text)
+
+
+@pytest.mark.parametrize("warpgroups,launch,mma", [(1, 256, 256), (2, 168, 232), (4, 96, 104)])
+def test_register_split_fits_the_launch_pool(warpgroups, launch, mma):
+    threads = 128 * (warpgroups + 1)
+    assert tma.launch_registers(threads) == launch and tma.consumer_registers(warpgroups) == mma
+    assert warpgroups * 128 * mma + 128 * tma.PRODUCER_REGISTERS <= threads * launch
+
+
 # ---- lowering --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("src,over,regs", [
@@ -196,6 +217,10 @@ def test_ptx_roles_and_ptxas(tmp_path, src, over, regs):
     assert loop.get("matrix") == 4 and not loop.get("barrier"), loop
     out = sm90a_ptxas(tmp_path, ptx)
     assert "C7514" not in out and "C7517" not in out, out
+    # the CTA's register pool, which the .inc draws from: ptxas's count at launch is the one the
+    # split is sized from (384 threads x 168 = 2 x 128 x 232 + 128 x 40)
+    assert re.search(r"Used (\d+) registers", out).group(1) == str(tma.launch_registers(384)) == "168", out
+    assert 384 * 168 == 2 * 128 * regs + 128 * tma.PRODUCER_REGISTERS
 
 
 # ---- the default and refusals ----------------------------------------------------------------------

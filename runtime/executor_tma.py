@@ -704,11 +704,23 @@ def _h_bulk_tensor(k, op):
 SM_REGISTERS = 65536  # per SM (compute capability 9.0)
 
 
+def launch_registers(threads: int) -> int:
+    """Per-thread registers a workgroup of ``threads`` holds at launch: ptxas gives a kernel that
+    uses setmaxnreg the most its .maxntid lets every thread have (65536 / threads), allocated in
+    multiples of 8 (ptxas -v on the H100: 168 for 384 threads, 96 for 640)."""
+    return min(256, SM_REGISTERS // threads) // 8 * 8
+
+
 def _h_setmaxnreg(k, op):
     """``setmaxnreg.{inc,dec}.sync.aligned.u32 N`` (PTX ISA "setmaxnreg"): N in 24..256, a
-    multiple of 8, executed by whole warpgroups; the warpgroups' counts must fit the SM's
-    registers (the executor checks the sum over the warpgroups that set one)."""
+    multiple of 8, executed by whole warpgroups; an .inc raises, a .dec lowers the warpgroup's
+    count. The registers come from the CTA's pool (what it got at launch, ``launch_registers``
+    per thread): an .inc blocks until the pool has them, so the final counts, the warpgroups that
+    set none at the launch count, must sum within the pool (checked at the end, ``end_check``:
+    in which order the roles run is not the hardware's); a sum beyond the SM's registers is
+    refused at once."""
     n = ir.IntegerAttr(op.attributes["regCount"]).value
+    action = str(op.attributes["action"])
 
     def run(st):
         if not 24 <= n <= 256 or n % 8:
@@ -722,6 +734,11 @@ def _h_setmaxnreg(k, op):
         regs = getattr(st, "setmaxnreg", None)
         if regs is None:
             regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
+        was = np.where(regs[whole[0]] > 0, regs[whole[0]], launch_registers(st.T))
+        if ("increase" in action and np.any(was > n)) or ("decrease" in action and np.any(was < n)):
+            raise ExecutorError(f"{_loc(op)}: setmaxnreg.{'inc' if 'increase' in action else 'dec'} {n} from "
+                                f"{sorted(set(map(int, was)))} registers per thread (an .inc raises the count, a .dec "
+                                f"lowers it)")
         regs[whole[0]] = n
         if int(regs.sum()) * 128 > SM_REGISTERS:
             raise ExecutorError(f"{_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
@@ -910,6 +927,14 @@ def end_check(st) -> None:
     peer of its cluster may still arrive on its mbarriers or multicast into it: a barrier.cluster
     must have completed after each such operation [CUDA guide, "Distributed Shared Memory": a
     block must not exit before the cluster's remote accesses to its shared memory are done]."""
+    regs = getattr(st, "setmaxnreg", None)
+    if regs is not None:
+        per = launch_registers(st.T)
+        final = np.where(regs > 0, regs, per)
+        if int(final.sum()) * 128 > st.T * per:
+            raise ExecutorError(f"setmaxnreg: the warpgroups end at {list(map(int, final))} registers per thread, "
+                                f"{int(final.sum()) * 128} in all, more than the workgroup's pool of {st.T * per} "
+                                f"({st.T} threads x {per} at launch): an .inc would wait for registers forever")
     t = getattr(st, "tma", None)
     if t is not None and any(b.copies for b in t.bars.values()):
         raise ExecutorError("the kernel ends with bulk tensor copies (cp.async.bulk.tensor) no mbarrier wait covered")
