@@ -802,9 +802,11 @@ class TmaRing:
 
 
 # setmaxnreg (PTX ISA "setmaxnreg"): 24..256, multiples of 8. The registers come from a per-CTA
-# pool, what the CTA got at launch: every thread the kernel's register count, which ptxas sets from
-# the kernel's .maxntid to the most that fits the SM (SM_REGISTERS / threads, in the allocation's
-# multiples of 8: 168 for 384 threads, 96 for 640). An .inc blocks until the pool has the
+# pool, what the CTA got at launch: every thread the kernel's register count. With .maxntid and
+# .minnctapersm 1 (hand_back's nvvm.minctasm) ptxas sets it to the most that fits the SM
+# (SM_REGISTERS / threads, in the allocation's multiples of 8: 168 for 384 threads, 96 for 640),
+# or to the kernel's largest setmaxnreg count where that is less (never here: the MMA
+# warpgroups' count is at least the launch count). An .inc blocks until the pool has the
 # registers, so the warpgroups' counts must sum within the pool, not the SM's 64K: 640 threads
 # asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped
 # (run 20, call 4). The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
@@ -814,16 +816,19 @@ REGISTER_GRANULE = 8  # per-thread register counts are allocated in multiples of
 
 
 def launch_registers(threads: int) -> int:
-    """Per-thread registers a CTA of ``threads`` gets at launch (ptxas's count from .maxntid,
-    allocated in multiples of 8: at most 256, ptxas's 255 included)."""
+    """Per-thread registers a CTA of ``threads`` gets at launch when its MMA warpgroups ask for
+    at least that many (ptxas's count from .maxntid, allocated in multiples of 8: at most 256,
+    ptxas's 255 included)."""
     return min(256, SM_REGISTERS // threads) // REGISTER_GRANULE * REGISTER_GRANULE
 
 
 def consumer_registers(warpgroups: int) -> int:
     threads = 128 * (warpgroups + 1)
-    pool = threads * launch_registers(threads)
-    per = (pool - 128 * PRODUCER_REGISTERS) // (128 * warpgroups)
-    return min(256, per // REGISTER_GRANULE * REGISTER_GRANULE)
+    launch = launch_registers(threads)
+    per = (threads * launch - 128 * PRODUCER_REGISTERS) // (128 * warpgroups)
+    per = min(256, per // REGISTER_GRANULE * REGISTER_GRANULE)
+    assert per >= launch, (warpgroups, per, launch)  # (else ptxas would launch at per: the pool shrinks with it)
+    return per
 
 
 __all__ = ["TmaPlan", "TmaOperand", "TmaRing", "plan_tma", "validate_tma", "ONE_BLOCK_PER_SM", "TMA_TARGET_PTX"]

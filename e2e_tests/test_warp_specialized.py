@@ -185,6 +185,29 @@ def test_register_split_beyond_the_pool_is_refused(monkeypatch):
         _run(exe.text)
 
 
+def test_register_counts_moved_the_wrong_way_are_refused(monkeypatch):
+    # the producer's .dec to 200 from the 168 it launched with raises its count (the PTX ISA: a
+    # .dec lowers the count to the given one)
+    monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 200)
+    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
+    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
+                            options=CodegenOptions(overrides=_over(256))).taken
+    with pytest.raises(ExecutorError, match=r"setmaxnreg.dec 200 from \[168\] registers per thread \(an .inc "
+                                            r"raises the count, a .dec lowers it\)"):
+        _run(exe.text)
+
+
+def test_a_largest_count_below_the_sm_share_sets_the_launch_count(monkeypatch):
+    # MMA warpgroups at 160: ptxas launches every thread with 160, not 168 (its count is the
+    # least of the SM's share and the largest setmaxnreg), so the .inc to 160 raises nothing and
+    # the pool is 384 x 160: a valid kernel the executor runs
+    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 160)
+    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
+                            options=CodegenOptions(overrides=_over(256))).taken
+    assert "setmaxregister increase 160" in exe.text
+    assert _run(exe.text).check.passed
+
+
 @pytest.mark.parametrize("warpgroups,launch,mma", [(1, 256, 256), (2, 168, 232), (4, 96, 104)])
 def test_register_split_fits_the_launch_pool(warpgroups, launch, mma):
     threads = 128 * (warpgroups + 1)
@@ -218,9 +241,12 @@ def test_ptx_roles_and_ptxas(tmp_path, src, over, regs):
     out = sm90a_ptxas(tmp_path, ptx)
     assert "C7514" not in out and "C7517" not in out, out
     # the CTA's register pool, which the .inc draws from: ptxas's count at launch is the one the
-    # split is sized from (384 threads x 168 = 2 x 128 x 232 + 128 x 40)
-    assert re.search(r"Used (\d+) registers", out).group(1) == str(tma.launch_registers(384)) == "168", out
-    assert 384 * 168 == 2 * 128 * regs + 128 * tma.PRODUCER_REGISTERS
+    # split is sized from, and the split fits the pool it makes (384 x 168 = 2 x 128 x 232 + 128 x 40)
+    used = re.search(r"Used (\d+) registers", out)
+    assert used is not None, out
+    launch = int(used.group(1))
+    assert launch == tma.launch_registers(384) == 168, out
+    assert 2 * 128 * regs + 128 * tma.PRODUCER_REGISTERS <= 384 * launch
 
 
 # ---- the default and refusals ----------------------------------------------------------------------

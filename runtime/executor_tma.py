@@ -704,11 +704,31 @@ def _h_bulk_tensor(k, op):
 SM_REGISTERS = 65536  # per SM (compute capability 9.0)
 
 
-def launch_registers(threads: int) -> int:
-    """Per-thread registers a workgroup of ``threads`` holds at launch: ptxas gives a kernel that
-    uses setmaxnreg the most its .maxntid lets every thread have (65536 / threads), allocated in
-    multiples of 8 (ptxas -v on the H100: 168 for 384 threads, 96 for 640)."""
-    return min(256, SM_REGISTERS // threads) // 8 * 8
+def launch_registers(threads: int, largest: int) -> int:
+    """Per-thread registers a workgroup of ``threads`` holds at launch, in a kernel whose largest
+    setmaxnreg count is ``largest``: ptxas (with .maxntid and .minnctapersm 1, as IREE's CUDA
+    kernels carry them) gives every thread the most the SM allows (65536 / threads, in multiples
+    of 8), or ``largest`` where that is less. ptxas 12.9 -v: 168 for 384 threads and 96 for 640
+    (an .inc to 232 and to 104), 104 for 384 threads whose largest count is 104."""
+    return min(min(256, SM_REGISTERS // threads) // 8 * 8, largest)
+
+
+def _largest_setmaxnreg(op) -> int:
+    """The largest count of any setmaxnreg in the function around ``op``."""
+    f = op.operation
+    while f.parent is not None and f.name not in ("func.func", "llvm.func"):
+        f = f.parent.operation
+    found = []
+
+    def walk(o):
+        if o.name == "nvvm.setmaxregister":
+            found.append(ir.IntegerAttr(o.attributes["regCount"]).value)
+        for r in o.regions:
+            for blk in r.blocks:
+                for c in blk.operations:
+                    walk(c.operation)
+    walk(f)
+    return max(found)
 
 
 def _h_setmaxnreg(k, op):
@@ -721,6 +741,7 @@ def _h_setmaxnreg(k, op):
     refused at once."""
     n = ir.IntegerAttr(op.attributes["regCount"]).value
     action = str(op.attributes["action"])
+    largest = _largest_setmaxnreg(op)
 
     def run(st):
         if not 24 <= n <= 256 or n % 8:
@@ -734,7 +755,8 @@ def _h_setmaxnreg(k, op):
         regs = getattr(st, "setmaxnreg", None)
         if regs is None:
             regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
-        was = np.where(regs[whole[0]] > 0, regs[whole[0]], launch_registers(st.T))
+            st.setmaxnreg_launch = launch_registers(st.T, largest)
+        was = np.where(regs[whole[0]] > 0, regs[whole[0]], st.setmaxnreg_launch)
         if ("increase" in action and np.any(was > n)) or ("decrease" in action and np.any(was < n)):
             raise ExecutorError(f"{_loc(op)}: setmaxnreg.{'inc' if 'increase' in action else 'dec'} {n} from "
                                 f"{sorted(set(map(int, was)))} registers per thread (an .inc raises the count, a .dec "
@@ -929,7 +951,7 @@ def end_check(st) -> None:
     block must not exit before the cluster's remote accesses to its shared memory are done]."""
     regs = getattr(st, "setmaxnreg", None)
     if regs is not None:
-        per = launch_registers(st.T)
+        per = st.setmaxnreg_launch
         final = np.where(regs > 0, regs, per)
         if int(final.sum()) * 128 > st.T * per:
             raise ExecutorError(f"setmaxnreg: the warpgroups end at {list(map(int, final))} registers per thread, "
