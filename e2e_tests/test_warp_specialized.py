@@ -185,27 +185,21 @@ def test_register_split_beyond_the_pool_is_refused(monkeypatch):
         _run(exe.text)
 
 
-def test_register_counts_moved_the_wrong_way_are_refused(monkeypatch):
-    # the producer's .dec to 200 from the 168 it launched with raises its count (the PTX ISA: a
-    # .dec lowers the count to the given one)
-    monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 200)
-    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
+@pytest.mark.parametrize("producer,mma,refused", [
+    (200, 232, "setmaxnreg.dec 200 from \\[168\\]"),  # a .dec that raises the producer's count
+    # MMA warpgroups at 160, below the SM's share: ptxas would launch with a count of its own
+    # choosing (160 here; 154 with an .inc to 104), which the executor does not model
+    (40, 160, "setmaxnreg.inc 160 from \\[168\\]"),
+])
+def test_register_counts_moved_the_wrong_way_are_refused(monkeypatch, producer, mma, refused):
+    monkeypatch.setattr(tma, "PRODUCER_REGISTERS", producer)
+    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: mma)
     (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
                             options=CodegenOptions(overrides=_over(256))).taken
-    with pytest.raises(ExecutorError, match=r"setmaxnreg.dec 200 from \[168\] registers per thread \(an .inc "
-                                            r"raises the count, a .dec lowers it\)"):
+    with pytest.raises(ExecutorError, match=refused + r" registers per thread: an .inc raises the count, a .dec "
+                                          r"lowers it \(at launch every thread has the SM's share, 168 for 384 "
+                                          r"threads; a kernel that raises no count to it is not modelled\)"):
         _run(exe.text)
-
-
-def test_a_largest_count_below_the_sm_share_sets_the_launch_count(monkeypatch):
-    # MMA warpgroups at 160: ptxas launches every thread with 160, not 168 (its count is the
-    # least of the SM's share and the largest setmaxnreg), so the .inc to 160 raises nothing and
-    # the pool is 384 x 160: a valid kernel the executor runs
-    monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 160)
-    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
-                            options=CodegenOptions(overrides=_over(256))).taken
-    assert "setmaxregister increase 160" in exe.text
-    assert _run(exe.text).check.passed
 
 
 @pytest.mark.parametrize("warpgroups,launch,mma", [(1, 256, 256), (2, 168, 232), (4, 96, 104)])

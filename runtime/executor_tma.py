@@ -704,31 +704,14 @@ def _h_bulk_tensor(k, op):
 SM_REGISTERS = 65536  # per SM (compute capability 9.0)
 
 
-def launch_registers(threads: int, largest: int) -> int:
-    """Per-thread registers a workgroup of ``threads`` holds at launch, in a kernel whose largest
-    setmaxnreg count is ``largest``: ptxas (with .maxntid and .minnctapersm 1, as IREE's CUDA
-    kernels carry them) gives every thread the most the SM allows (65536 / threads, in multiples
-    of 8), or ``largest`` where that is less. ptxas 12.9 -v: 168 for 384 threads and 96 for 640
-    (an .inc to 232 and to 104), 104 for 384 threads whose largest count is 104."""
-    return min(min(256, SM_REGISTERS // threads) // 8 * 8, largest)
-
-
-def _largest_setmaxnreg(op) -> int:
-    """The largest count of any setmaxnreg in the function around ``op``."""
-    f = op.operation
-    while f.parent is not None and f.name not in ("func.func", "llvm.func"):
-        f = f.parent.operation
-    found = []
-
-    def walk(o):
-        if o.name == "nvvm.setmaxregister":
-            found.append(ir.IntegerAttr(o.attributes["regCount"]).value)
-        for r in o.regions:
-            for blk in r.blocks:
-                for c in blk.operations:
-                    walk(c.operation)
-    walk(f)
-    return max(found)
+def launch_registers(threads: int) -> int:
+    """Per-thread registers a workgroup of ``threads`` holds at launch: ptxas (with .maxntid and
+    .minnctapersm 1, as IREE's CUDA kernels carry them) gives a kernel whose warpgroups raise
+    their count to at least the SM's share that share (65536 / threads, in multiples of 8;
+    ptxas 12.9 -v: 168 for 384 threads with an .inc to 232, 96 for 640 with an .inc to 104). A
+    kernel whose counts stay below it gets a count ptxas chooses (154 for 384 threads with an
+    .inc to 104; 160 with an .inc to 160): not modelled, such an .inc is refused."""
+    return min(256, SM_REGISTERS // threads) // 8 * 8
 
 
 def _h_setmaxnreg(k, op):
@@ -741,7 +724,6 @@ def _h_setmaxnreg(k, op):
     refused at once."""
     n = ir.IntegerAttr(op.attributes["regCount"]).value
     action = str(op.attributes["action"])
-    largest = _largest_setmaxnreg(op)
 
     def run(st):
         if not 24 <= n <= 256 or n % 8:
@@ -755,12 +737,12 @@ def _h_setmaxnreg(k, op):
         regs = getattr(st, "setmaxnreg", None)
         if regs is None:
             regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
-            st.setmaxnreg_launch = launch_registers(st.T, largest)
-        was = np.where(regs[whole[0]] > 0, regs[whole[0]], st.setmaxnreg_launch)
+        was = np.where(regs[whole[0]] > 0, regs[whole[0]], launch_registers(st.T))
         if ("increase" in action and np.any(was > n)) or ("decrease" in action and np.any(was < n)):
             raise ExecutorError(f"{_loc(op)}: setmaxnreg.{'inc' if 'increase' in action else 'dec'} {n} from "
-                                f"{sorted(set(map(int, was)))} registers per thread (an .inc raises the count, a .dec "
-                                f"lowers it)")
+                                f"{sorted(set(map(int, was)))} registers per thread: an .inc raises the count, a .dec "
+                                f"lowers it (at launch every thread has the SM's share, {launch_registers(st.T)} for "
+                                f"{st.T} threads; a kernel that raises no count to it is not modelled)")
         regs[whole[0]] = n
         if int(regs.sum()) * 128 > SM_REGISTERS:
             raise ExecutorError(f"{_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
@@ -945,13 +927,15 @@ def _h_cluster_wait(k, op):
 
 
 def end_check(st) -> None:
-    """At the end of a workgroup batch: no bulk copy left in flight; and no CTA exits while a
-    peer of its cluster may still arrive on its mbarriers or multicast into it: a barrier.cluster
+    """At the end of a workgroup batch: the warpgroups' final setmaxnreg counts (those that set
+    none at the launch count) within the workgroup's register pool; no bulk copy left in flight;
+    and no CTA exits while a peer of its cluster may still arrive on its mbarriers or multicast
+    into it: a barrier.cluster
     must have completed after each such operation [CUDA guide, "Distributed Shared Memory": a
     block must not exit before the cluster's remote accesses to its shared memory are done]."""
     regs = getattr(st, "setmaxnreg", None)
     if regs is not None:
-        per = st.setmaxnreg_launch
+        per = launch_registers(st.T)
         final = np.where(regs > 0, regs, per)
         if int(final.sum()) * 128 > st.T * per:
             raise ExecutorError(f"setmaxnreg: the warpgroups end at {list(map(int, final))} registers per thread, "
