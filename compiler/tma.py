@@ -828,7 +828,9 @@ def consumer_registers(warpgroups: int) -> int:
     launch = launch_registers(threads)
     per = (threads * launch - 128 * PRODUCER_REGISTERS) // (128 * warpgroups)
     per = min(256, per // REGISTER_GRANULE * REGISTER_GRANULE)
-    assert per >= launch, (warpgroups, per, launch)  # (else ptxas would launch at per: the pool shrinks with it)
+    if per < launch:  # ptxas would then launch with a count of its own choosing: the pool is not known
+        raise UnsupportedError(f"{warpgroups} MMA warpgroups: their register share, {per} per thread, is below the "
+                               f"{launch} every thread launches with: the setmaxnreg split does not apply")
     return per
 
 

@@ -739,10 +739,12 @@ def _h_setmaxnreg(k, op):
             regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
         was = np.where(regs[whole[0]] > 0, regs[whole[0]], launch_registers(st.T))
         if ("increase" in action and np.any(was > n)) or ("decrease" in action and np.any(was < n)):
-            raise ExecutorError(f"{_loc(op)}: setmaxnreg.{'inc' if 'increase' in action else 'dec'} {n} from "
+            inc = "increase" in action
+            raise ExecutorError(f"{_loc(op)}: setmaxnreg.{'inc' if inc else 'dec'} {n} from "
                                 f"{sorted(set(map(int, was)))} registers per thread: an .inc raises the count, a .dec "
                                 f"lowers it (at launch every thread has the SM's share, {launch_registers(st.T)} for "
-                                f"{st.T} threads; a kernel that raises no count to it is not modelled)")
+                                f"{st.T} threads" + ("; a kernel that raises no count to it is not modelled)" if inc
+                                                     else ")"))
         regs[whole[0]] = n
         if int(regs.sum()) * 128 > SM_REGISTERS:
             raise ExecutorError(f"{_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "

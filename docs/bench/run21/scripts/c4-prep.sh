@@ -1,11 +1,13 @@
 #!/bin/bash
-# Run 21 call 4 preparation (branch experiment/tma-store, tmastore.patch): the default kernel against the
+# Run 21 call 4 preparation (tmastore.patch applied to ff737c6 here and reverted at exit): the default kernel against the
 # TMA-store epilogue in modes 2 (one box a phase, two alternating 8 KB buffers per warpgroup, wait_group.read 1)
 # and 3 (a 3-slot ring, 32 KB per warpgroup: an f16 tile's 64 rows in one phase), 4096^3
 set -e
 export MMAFLOW_CODEGEN_SERVER=0
 D=.devrun/pp/r21c4
 rm -rf $D && mkdir -p $D
+git apply docs/bench/run21/scripts/tmastore.patch
+trap 'git apply -R docs/bench/run21/scripts/tmastore.patch' EXIT
 W="--config intrinsic=WGMMA_F32_64x256x16_F16 --config producer=1 --config copy=tma-wide --config persistent=4 --config raster=8 --config stages=3"
 X="nice .venv/bin/python docs/bench/run21/scripts/exp.py bench --target sm_90a --variants"
 $X --prepare-only $D/def > /dev/null 2>&1

@@ -10,6 +10,6 @@ s=$(date +%s.%N)
 timeout 150 $B --from-dir .devrun/pp/r21c5/fault --out /tmp/o/fault --time-checks 20 --kernel-time > $OUT/fault.log 2>&1
 rc=$?
 echo "== fault rc $rc in $(python3 -c "print(round($(date +%s.%N) - $s, 1))") s"
-cat $OUT/fault.log | tail -n 12
+tail -n 12 $OUT/fault.log
 timeout 150 $B --from-dir .devrun/pp/r21c2/def --out /tmp/o/def --time-checks 20 --kernel-time > $OUT/def.log 2>&1; echo "== def rc $?"
 grep -o "^check sm_90a [^:]*: [A-Z]*\|kernel-only [0-9.]* ms[^]]*" $OUT/def.log | head -8

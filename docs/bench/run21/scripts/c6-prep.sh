@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run 21 call 6 preparation: run 20's ping-pong kernel (pingpong.patch applied, then reverted; 6 slots, its best)
+# Run 21 call 6 preparation (at 74b3e48): run 20's ping-pong kernel (pingpong.patch applied, then reverted; 6 slots, its best)
 # and the default, f32 out and bias+gelu -> f16 at 4096^3, for Nsight Compute's full set: why GELU's arithmetic
 # beside the other warpgroup's wgmmas is not hidden
 set -e
