@@ -806,8 +806,8 @@ class TmaRing:
 # .minnctapersm 1 (hand_back's nvvm.minctasm) ptxas sets it to the most that fits the SM
 # (SM_REGISTERS / threads, in the allocation's multiples of 8: 168 for 384 threads, 96 for 640)
 # when a warpgroup raises its count to at least that; a kernel whose counts all stay below gets
-# a count ptxas chooses (154 for 384 threads with an .inc to 104: never here, the MMA
-# warpgroups' count is at least the share, asserted). An .inc blocks until the pool has the
+# a count ptxas chooses (154 for 384 threads with an .inc to 104: never here, since
+# consumer_registers refuses a share below the launch count). An .inc blocks until the pool has the
 # registers, so the warpgroups' counts must sum within the pool, not the SM's 64K: 640 threads
 # asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped
 # (run 20, call 4). The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.

@@ -705,12 +705,12 @@ SM_REGISTERS = 65536  # per SM (compute capability 9.0)
 
 
 def launch_registers(threads: int) -> int:
-    """Per-thread registers a workgroup of ``threads`` holds at launch: ptxas (with .maxntid and
-    .minnctapersm 1, as IREE's CUDA kernels carry them) gives a kernel whose warpgroups raise
-    their count to at least the SM's share that share (65536 / threads, in multiples of 8;
-    ptxas 12.9 -v: 168 for 384 threads with an .inc to 232, 96 for 640 with an .inc to 104). A
-    kernel whose counts stay below it gets a count ptxas chooses (154 for 384 threads with an
-    .inc to 104; 160 with an .inc to 160): not modelled, such an .inc is refused."""
+    """Per-thread registers a workgroup of ``threads`` holds at launch: the SM's share (65536 /
+    threads, in multiples of 8), which ptxas (with .maxntid and .minnctapersm 1, as IREE's CUDA
+    kernels carry them) gives a kernel where some warpgroup raises its count to at least that
+    (ptxas 12.9 -v: 168 for 384 threads with an .inc to 232, 96 for 640 with an .inc to 104). A
+    kernel whose counts all stay below it gets a count ptxas chooses (154 for 384 threads with
+    an .inc to 104; 160 with an .inc to 160): not modelled, such an .inc is refused."""
     return min(256, SM_REGISTERS // threads) // 8 * 8
 
 
@@ -932,9 +932,9 @@ def end_check(st) -> None:
     """At the end of a workgroup batch: the warpgroups' final setmaxnreg counts (those that set
     none at the launch count) within the workgroup's register pool; no bulk copy left in flight;
     and no CTA exits while a peer of its cluster may still arrive on its mbarriers or multicast
-    into it: a barrier.cluster
-    must have completed after each such operation [CUDA guide, "Distributed Shared Memory": a
-    block must not exit before the cluster's remote accesses to its shared memory are done]."""
+    into it: a barrier.cluster must have completed after each such operation [CUDA guide,
+    "Distributed Shared Memory": a block must not exit before the cluster's remote accesses to
+    its shared memory are done]."""
     regs = getattr(st, "setmaxnreg", None)
     if regs is not None:
         per = launch_registers(st.T)
