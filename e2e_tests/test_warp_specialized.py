@@ -161,11 +161,18 @@ def test_a_ring_count_restarted_per_tile_is_caught():
         _run(text)
 
 
+def _split_kernel():
+    """The warp-specialized 128x256x128 f16 kernel, built in this process, so that a test's
+    monkeypatched register split holds."""
+    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
+                            options=CodegenOptions(overrides=_over(256))).taken
+    return exe
+
+
 def test_register_split_beyond_the_sm_is_refused(monkeypatch):
     monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 112)  # 2 x 128 x 232 + 128 x 112 > 64K
     monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
-    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",  # (in this process: the patches hold)
-                            options=CodegenOptions(overrides=_over(256))).taken
+    exe = _split_kernel()
     with pytest.raises(ExecutorError, match=r"setmaxnreg: the warpgroups ask for \[232, 232, 112\] registers per "
                                             r"thread, 73728 in all, more than the SM's 65536"):
         _run(exe.text)
@@ -177,8 +184,7 @@ def test_register_split_beyond_the_pool_is_refused(monkeypatch):
     # forever (run 20 call 4: four MMA warpgroups at 112 and 40 in 640 x 96 hung until a trap)
     monkeypatch.setattr(tma, "PRODUCER_REGISTERS", 48)
     monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: 232)
-    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
-                            options=CodegenOptions(overrides=_over(256))).taken
+    exe = _split_kernel()
     with pytest.raises(ExecutorError, match=r"setmaxnreg: the warpgroups end at \[232, 232, 48\] registers per "
                                             r"thread, 65536 in all, more than the workgroup's pool of 64512 \(384 "
                                             r"threads x 168 at launch\)"):
@@ -195,8 +201,7 @@ def test_register_split_beyond_the_pool_is_refused(monkeypatch):
 def test_register_counts_moved_the_wrong_way_are_refused(monkeypatch, producer, mma, refused):
     monkeypatch.setattr(tma, "PRODUCER_REGISTERS", producer)
     monkeypatch.setattr(tma, "consumer_registers", lambda warpgroups: mma)
-    (exe,) = codegen_module(matmul_module(128, 256, 128, "f16"), "sm_90a",
-                            options=CodegenOptions(overrides=_over(256))).taken
+    exe = _split_kernel()
     with pytest.raises(ExecutorError, match=refused) as e:
         _run(exe.text)
     assert "registers per thread: an .inc raises the count, a .dec lowers it (at launch every thread" in str(e.value)
