@@ -20,7 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .errors import InputError, MmaflowError
+from mmaflow.compiler.core.errors import InputError, MmaflowError
 
 
 def _read_input(path: str) -> str:
@@ -38,8 +38,8 @@ def _read_input(path: str) -> str:
 
 
 def _options(args, target: str | None = None):
-    from .config import parse_overrides
-    from .results import CodegenOptions
+    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.pipeline.results import CodegenOptions
     dump_dir = getattr(args, "dump_dir", None)
     dump_after = getattr(args, "dump_after", None) or ("all" if dump_dir else None)  # a dump dir gets everything
     return CodegenOptions(target=target, overrides=parse_overrides(args.config or []), dump_after=dump_after,
@@ -76,24 +76,24 @@ def _check_dump_dir(path: str | None) -> None:
 def _check_dump_after(value: str | None) -> None:
     if value is None:
         return
-    from .pipeline import DUMP_POINTS
+    from mmaflow.compiler.pipeline.pipeline import DUMP_POINTS
     if value not in DUMP_POINTS + ["all"]:
         raise InputError(f"unknown stage {value!r} for --dump-after; stages: {', '.join(DUMP_POINTS)}, all")
 
 
 # ---------------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
-    from .targets import get_target
+    from mmaflow.compiler.target.targets import get_target
     get_target(args.target)
     _check_dump_after(args.dump_after)
     _check_output(args.output)
     _check_dump_dir(args.dump_dir)
-    from .codegen_client import server_enabled, start_server
+    from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
     if server_enabled():
         start_server()  # before IREE's bindings are imported here: the server's imports overlap them
-    from .bridge import compile_module
-    from .isa import parse_ptx
-    from .verify import load_category
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.target.isa import parse_ptx
+    from mmaflow.compiler.verify import load_category
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
     options = _options(args, args.target)
@@ -177,7 +177,7 @@ def _codegen_tool() -> list[str]:
     PATH; an absolute path is not found), and ``env`` is on every PATH; the client is the standard
     library only, and -I -S skip site-packages, halving the start-up IREE pays per executable
     (``codegen_client``). The console script ``mmaflow-codegen`` is the same tool, slower to start."""
-    from . import codegen_client
+    from mmaflow.compiler.driver import codegen_client
     tool = ["env", sys.executable, "-I", "-S", codegen_client.__file__]
     spaced = [part for part in tool if any(c.isspace() for c in part)]
     if spaced:
@@ -187,12 +187,12 @@ def _codegen_tool() -> list[str]:
 
 
 def cmd_flags(args) -> int:
-    from .config import parse_overrides
-    from .targets import get_target
+    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.target.targets import get_target
     target = get_target(args.target)
     parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process
     tool = _codegen_tool()
-    from .codegen_client import server_enabled, start_server
+    from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
     if server_enabled():
         start_server()  # the codegen server imports while iree-compile runs its front phases
     if target.retarget_variant:
@@ -218,9 +218,9 @@ def _rsp_path(hook: str) -> Path:
 
 
 def cmd_layout(args) -> int:
-    from .errors import UnsupportedError
-    from .intrinsics import TYPE_BITS
-    from .targets import get_target
+    from mmaflow.compiler.core.errors import UnsupportedError
+    from mmaflow.compiler.target.intrinsics import TYPE_BITS
+    from mmaflow.compiler.target.targets import get_target
     target = get_target(args.target)
     if args.convert:
         return _layout_convert(args, target)
@@ -279,8 +279,8 @@ def _register_layout_json(target, intr, op: str) -> dict:
 def _layout_warpgroup(args, target, intr) -> int:
     """A warpgroup MMA: A and C as batch-lane-vector layouts over 128 threads, B (and A's
     shared-memory form) as the descriptor-addressed tiles it may be read from."""
-    from .intrinsics import TYPE_BITS
-    from .smem_layout import Swizzle
+    from mmaflow.compiler.target.intrinsics import TYPE_BITS
+    from mmaflow.compiler.target.smem_layout import Swizzle
     operands = [args.operand] if args.operand else ["A", "B", "C"]
 
     def shared(op):
@@ -321,10 +321,10 @@ def _layout_warpgroup(args, target, intr) -> int:
 
 def _layout_convert(args, target) -> int:
     """--convert C:A: attention's P from the accumulator layout to the next instruction's A,
-    for each way of computing S, with the cheaper plan marked (``compiler/convert.py``)."""
-    from .convert import attention_plans, best, describe, to_json
-    from .errors import UnsupportedError
-    from .intrinsics import TYPE_BITS
+    for each way of computing S, with the cheaper plan marked (``compiler/target/convert.py``)."""
+    from mmaflow.compiler.target.convert import attention_plans, best, describe, to_json
+    from mmaflow.compiler.core.errors import UnsupportedError
+    from mmaflow.compiler.target.intrinsics import TYPE_BITS
     if args.convert != "C:A":
         raise UnsupportedError(f"--convert {args.convert}: only C:A (attention's P, accumulator -> A operand) "
                                f"is planned")
@@ -361,9 +361,9 @@ def _layout_convert(args, target) -> int:
 def cmd_opt(args) -> int:
     from iree.compiler import ir
 
-    from .mlir import new_context, ops_named, parse_module, print_op, str_attr
-    from .pipeline import STAGE_NAMES, codegen_executable, stages_from
-    from .runner import print_versions, split_versions
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
+    from mmaflow.compiler.pipeline.pipeline import STAGE_NAMES, codegen_executable, stages_from
+    from mmaflow.compiler.pipeline.runner import print_versions, split_versions
     for s in (args.from_stage, args.to_stage):
         if s is not None and s not in STAGE_NAMES:
             raise InputError(f"unknown stage {s!r}; stages: {', '.join(STAGE_NAMES)}")
@@ -406,7 +406,7 @@ def cmd_opt(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .report import report_command
+    from mmaflow.compiler.report import report_command
     if args.html and args.json:
         raise InputError("--html and --json: choose one")
     _check_output(args.html)
@@ -419,7 +419,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from .vmfb import verify_command
+    from mmaflow.compiler.driver.vmfb import verify_command
     return verify_command(args, _read_input(args.source))
 
 
@@ -444,7 +444,7 @@ def _count(low: int):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .targets import TARGETS
+    from mmaflow.compiler.target.targets import TARGETS
     target_help = "one of " + ", ".join(TARGETS)
     p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.")
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")

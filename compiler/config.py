@@ -22,7 +22,7 @@ A config fixes everything the Script and Distribute stages need:
                        heuristic's choice)
     copy               the warpgroup-MMA kernel's shared-memory copies: unset (cp.async, 16 bytes a
                        thread) or "tma" (cp.async.bulk.tensor from device-built tensor maps,
-                       ``compiler/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
+                       ``compiler/kernels/wgmma/tma.py``; "tma-wide": MN-major tiles with K-atoms fastest, one
                        box per 64-column atom); f16/bf16 and fp8 of one type (A and B K-major:
                        one box per operand and K tile); other kernels refuse it
     producer           the warpgroup-MMA kernel with TMA copies: 1 = warp-specialized, one more
@@ -44,11 +44,11 @@ from __future__ import annotations
 import json
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 
-from .errors import ConfigError, UnsupportedError
-from .intrinsics import TYPE_BITS, Intrinsic
-from .problem import Contraction
-from .targets import Family, Target, Vendor
-from .wgmma import FP8, WarpgroupIntrinsic
+from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
+from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.target.targets import Family, Target, Vendor
+from mmaflow.compiler.target.wgmma import FP8, WarpgroupIntrinsic
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class KernelConfig:
     lds_pad: int
     stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
-    copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (tma.py)
+    copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (kernels/wgmma/tma.py)
     persistent: int | None = None  # the wgmma kernel: output tiles per workgroup, in turn (None: one each)
     producer: int = 0  # the wgmma kernel's TMA ring: 1 = a producer warpgroup issues the copies (warp-specialized)
     cluster: int = 1  # the warp-specialized kernel: 2 = clusters of 2 workgroups sharing B's K tiles by TMA multicast
@@ -569,7 +569,7 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
     return ring
 
 
-# Hopper: the warpgroup-MMA kernel (wgmma_plan.py) where it was measured faster than mma.sync.
+# Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it was measured faster than mma.sync.
 # H100, kernel-only TFLOP/s, same runs (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
 #   f16 -> f32    WGMMA N256 in 128x256 tiles   WGMMA N128 in 64x128 tiles   mma.sync (default then)
 #   8192^3        597.4                         -                            460.6
@@ -625,7 +625,7 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     kernel does not take (its refusal is quoted). fp8 (``warpgroup_only``) has no mma.sync to
     fall back to: the kernel takes it with the overrides, in the smallest shape where the tiles
     are few, and its refusal is raised (select leaves such dispatches to IREE beforehand)."""
-    from .wgmma_plan import warpgroup_config
+    from mmaflow.compiler.kernels.wgmma.plan import warpgroup_config
     why = why if why is not None else []
     if not target.warpgroup_mma:
         return None
@@ -695,7 +695,7 @@ def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConf
     PRODUCER_MAX_TILES), else None: silently for what it never takes (dynamic sizes: no persistent
     grid; 64-row tiles: one MMA warpgroup, as for fp8; what the TMA ring refuses), with the reason
     in ``why`` where only its tile count per workgroup decides."""
-    from .wgmma_plan import tma_refusal, warpgroup_config
+    from mmaflow.compiler.kernels.wgmma.plan import tma_refusal, warpgroup_config
     if problem.is_dynamic or cfg.tile_m != PRODUCER_TILE_M or tma_refusal(target, problem, cfg) is not None:
         return None
     ws = warpgroup_config(target, problem, target.intrinsic(cfg.intrinsic),
@@ -727,7 +727,7 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
     divides: ``wgmma_plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
     the problem has the waves for it. Warp-specialized e4m3 4000^3: 908.3 -> 971.1 TFLOP/s (run
     14 call 8)."""
-    from .wgmma_plan import output_tiles, persistent_refusal
+    from mmaflow.compiler.kernels.wgmma.plan import output_tiles, persistent_refusal
     if problem.is_dynamic or problem.m is None or problem.n is None:
         return cfg
     tiles = output_tiles(cfg, problem)
@@ -764,8 +764,8 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first FP8_WARPGROUP_SHAPES shape that
     gives one tile per two SMs (else the smallest: no mma.sync kernel computes fp8), with the
     user's overrides (``warpgroup_config`` refuses the ones it cannot take)."""
-    from .wgmma import wgmma
-    from .wgmma_plan import warpgroup_config
+    from mmaflow.compiler.target.wgmma import wgmma
+    from mmaflow.compiler.kernels.wgmma.plan import warpgroup_config
     est = problem.estimate()
     counts = []
     for n, tile_m in FP8_WARPGROUP_SHAPES:
@@ -778,7 +778,7 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over})
     not_specialized = None
     if not {"producer", "copy", "persistent"} & set(over) and cfg.stages > 1:
-        from .wgmma_plan import tma_refusal
+        from mmaflow.compiler.kernels.wgmma.plan import tma_refusal
         refusal = tma_refusal(target, problem, cfg)
         if refusal is None and cfg.tile_m < PRODUCER_TILE_M:
             not_specialized = (f"{cfg.tile_m}-row tiles have one MMA warpgroup (measured slower with a producer: "
@@ -804,7 +804,7 @@ def explain(target: Target, problem: Contraction, overrides: dict | None = None)
     why: list[str] = []
     intr = overrides.get("intrinsic")
     if intr and isinstance(target.intrinsic(intr), WarpgroupIntrinsic):
-        why.append(f"{intr}: as asked; the warpgroup-MMA kernel's fixed shape (wgmma_plan.py)")
+        why.append(f"{intr}: as asked; the warpgroup-MMA kernel's fixed shape (kernels/wgmma/plan.py)")
     elif not intr and warpgroup_default(target, problem, overrides, why):
         pass
     elif not {f.name for f in fields(KernelConfig)} <= set(overrides):
@@ -822,7 +822,7 @@ def resolve(target: Target, problem: Contraction, overrides: dict | None = None)
     if intrinsic is not None:
         intr = target.intrinsic(intrinsic)
         if isinstance(intr, WarpgroupIntrinsic):  # the warpgroup-MMA kernel, asked for: its own config
-            from .wgmma_plan import warpgroup_config
+            from mmaflow.compiler.kernels.wgmma.plan import warpgroup_config
             return warpgroup_config(target, problem, intr, overrides), intr
         wave = wave or intr.wave_size
     else:

@@ -17,10 +17,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .bridge import compile_module, kernel_isa
-from .errors import ToolchainError, UnsupportedError
-from .isa import IsaReport, parse_ptx, parse_rocmasm
-from .targets import Target, get_target
+from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
+from mmaflow.compiler.core.errors import ToolchainError, UnsupportedError
+from mmaflow.compiler.target.isa import IsaReport, parse_ptx, parse_rocmasm
+from mmaflow.compiler.target.targets import Target, get_target
 
 ROWS = [
     ("vgprs", "VGPRs (NVIDIA: registers)"), ("sgprs", "SGPRs"), ("agprs", "AGPRs"),
@@ -121,11 +121,11 @@ def report_command(args, source: str, options) -> int:
     for exe in res.taken:
         rep = res.reports[exe.name]
         if not target.is_amd:
-            from .config import lds_bytes
+            from mmaflow.compiler.config import lds_bytes
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
             if rep.lds_bytes is None and exe.facts.versions:  # a versioned dispatch: both allocations
-                from .stages.version import shared_bytes
+                from mmaflow.compiler.pipeline.version import shared_bytes
                 rep.lds_bytes = sum(shared_bytes(c, target.intrinsic(c.intrinsic), p, target) for c, p in
                                     [(cfg, exe.facts.problem)] + [(v.config, v.problem) for v in exe.facts.versions])
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's

@@ -22,11 +22,11 @@ from __future__ import annotations
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from . import attrs
-from .errors import VerificationError
-from .isa import IsaReport, loop_barriers, parse_ptx
-from .mlir import new_context, ops_named, parse_module
-from .targets import Vendor
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.errors import VerificationError
+from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_ptx
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.target.targets import Vendor
 
 
 def handed_back(func: ir.Operation) -> tuple[list[int], int] | None:

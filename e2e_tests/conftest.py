@@ -7,10 +7,10 @@ import functools
 
 import pytest
 
-from mmaflow.compiler.bridge import codegen_module
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.pipeline import CodegenOptions
-from mmaflow.runtime.modules import dynamic_module, epilogue_module, matmul_module, matmul_source  # noqa: F401
+from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+from mmaflow.runtime.modules import dynamic_module, epilogue_module, matmul_module, matmul_source
 from mmaflow.runtime.simulate import check_matmul
 
 ALL_TARGETS = ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"]

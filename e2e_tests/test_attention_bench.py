@@ -71,8 +71,8 @@ def test_prepare_takes_the_attention_dispatch(tmp_path):
 def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monkeypatch):
     """A build whose attention dispatch IREE compiles would time IREE's kernel as mmaflow's (here
     select's planner refuses every attention, as it would one the kernel does not support)."""
-    from mmaflow.compiler.errors import UnsupportedError
-    from mmaflow.compiler.stages import select
+    from mmaflow.compiler.core.errors import UnsupportedError
+    from mmaflow.compiler.pipeline import select
 
     def refuse(attn, *, target, **_):
         raise UnsupportedError(f"no kernel on {target} in this test")

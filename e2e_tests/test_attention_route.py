@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from mmaflow.compiler.bridge import codegen_module
-from mmaflow.compiler.errors import UnsupportedError, VerificationError
-from mmaflow.compiler.results import DispatchFacts, ExecutableResult
+from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.core.errors import UnsupportedError, VerificationError
+from mmaflow.compiler.pipeline.results import DispatchFacts, ExecutableResult
 from mmaflow.runtime.model_check import check_executable
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,9 +165,9 @@ def test_both_routes_build_the_amd_kernel_and_verify_accepts_it(tmp_path):
 def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
     """check_attention_isa on the kernel's own PTX passes; without ex2.approx, with local memory,
     it fails naming both."""
-    from mmaflow.compiler.bridge import compile_module
-    from mmaflow.compiler.isa import parse_ptx
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.target.isa import parse_ptx
+    from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_attention_isa
     res = compile_module(_source(), "sm_80", require_matmul=False)
     exe = _attention(res)
@@ -187,9 +187,9 @@ def test_amd_attention_isa_is_verified(target):
     two barriers per key tile; on RDNA3 the P conversion's v_permlanex16_b32 (4 per 16-key block
     of P, 4 blocks a tile) besides the softmax's two reductions. check_attention_isa passes, and
     fails naming it without v_exp_f32 and with a scratch store."""
-    from mmaflow.compiler.bridge import compile_module
-    from mmaflow.compiler.isa import parse_rocmasm
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.target.isa import parse_rocmasm
+    from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_attention_isa
     res = compile_module(_source(), target, require_matmul=False)
     exe = _attention(res)
@@ -216,7 +216,7 @@ _TIGHT = [("gfx1100", "mask", "bf16", 128), ("gfx1201", "nomask", "f16", 128)]  
 def test_amd_attention_compiles_without_spills(target, kind, elem, d):
     """Every AMD target, dtype, head dim, with and without the additive mask: compile_module
     verifies the .rocmasm (check_attention_isa refuses spills and scratch)."""
-    from mmaflow.compiler.bridge import compile_module
+    from mmaflow.compiler.driver.bridge import compile_module
     src = (_MASKED if kind == "mask" else EXAMPLE).read_text().replace("f16", elem).replace("x64x", f"x{d}x") \
         .replace("x64>", f"x{d}>")
     res = compile_module(src, target, require_matmul=False)
@@ -228,7 +228,7 @@ def test_amd_attention_compiles_without_spills(target, kind, elem, d):
 def test_rdna4_masked_head_dim_128_is_left_by_name(fixture):
     """gfx1201 with a mask at head dim 128: LLVM spilled 10-14 VGPRs (GPT-2-style SDPA, 4 x 128 x
     128, boolean or additive mask), so select leaves it to IREE saying why; head dim 64 is taken."""
-    from mmaflow.compiler.bridge import codegen_module
+    from mmaflow.compiler.driver.bridge import codegen_module
     d64 = BOOL_FIXTURE.read_text() if fixture == "bool" else _MASKED.read_text()
     d128 = (d64.replace("[1,4,128,64],f16", "[1,4,128,128],f16") if fixture == "bool" else
             d64.replace("x64x", "x128x").replace("x64>", "x128>"))
@@ -266,7 +266,7 @@ def test_a_head_dim_that_is_not_innermost_is_left_by_name():
 def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_none():
     """`--config` configures a module's matmul kernels; the taken attention dispatch is compiled
     as without it, and its log says the options do not apply to it (never silently)."""
-    from mmaflow.compiler.results import CodegenOptions
+    from mmaflow.compiler.pipeline.results import CodegenOptions
     model = (REPO / "e2e_tests" / "models" / "gpt2_sdpa_nocausal_f16.mlir").read_text()
     plain = _attention(codegen_module(model, "sm_80"))
     res = codegen_module(model, "sm_80", options=CodegenOptions(overrides={"tile_m": 64, "stages": 2}))
@@ -328,8 +328,8 @@ def test_other_i1_mask_storage_is_refused_by_name(tmp_path, edit, why):
     binding is refused with the reason, not read as bytes."""
     import re
 
-    from mmaflow.compiler.flash_attention import attention_placements
-    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    from mmaflow.compiler.kernels.attention.nvidia import attention_placements
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
 
     text = _bool_sources(tmp_path)
     m = re.search(r"(%\d+) = arith.trunci (%\d+) : tensor<4x128x128xi8> to tensor<4x128x128xi1>\n", text)

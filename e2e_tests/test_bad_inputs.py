@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from mmaflow.compiler.errors import ConfigError, InputError
+from mmaflow.compiler.core.errors import ConfigError, InputError
 from mmaflow.runtime import compile_module, matmul, run_module
 from mmaflow.runtime.modules import dynamic_module, matmul_module, matmul_source
 from mmaflow.runtime.numerics import compare

@@ -1,4 +1,4 @@
-"""The hook tool's two halves (``compiler/codegen_client.py``, ``compiler/codegen_tool.py``):
+"""The hook tool's two halves (``compiler/driver/codegen_client.py``, ``compiler/driver/codegen_tool.py``):
 one server shared by successive builds, stopped on request, replaced when mmaflow's files change;
 a client that says so and still gives the right executable when the server fails it."""
 
@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from mmaflow.compiler import codegen_client
+from mmaflow.compiler.driver import codegen_client
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -153,7 +153,7 @@ def _fake_server(path: str, answers_per_connection: int | None):
     """A server on ``path`` that answers requests as the real worker does (``run_request``), each
     connection until the client closes it or after ``answers_per_connection`` answers (then it
     hangs up: a worker that died); returns (thread, stop, connections, requests)."""
-    from mmaflow.compiler.codegen_tool import run_request
+    from mmaflow.compiler.driver.codegen_tool import run_request
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(16)
@@ -189,8 +189,8 @@ def test_codegen_many_streams_executables_over_one_connection_per_core(tmp_path,
     """``mmaflow compile``'s codegen: one connection (one forked worker) per core answers
     executable after executable; results equal the in-process pipeline's, in the input order; a
     worker that dies mid-stream costs only a loud note, never a wrong or missing executable."""
-    from mmaflow.compiler.codegen_tool import codegen_many
-    from mmaflow.compiler.results import CodegenOptions
+    from mmaflow.compiler.driver.codegen_tool import codegen_many
+    from mmaflow.compiler.pipeline.results import CodegenOptions
     flags = ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"]
     left = _executable_sources(tmp_path, flags, REPO / "lit_tests" / "Inputs" / "elementwise.mlir")
     exe = _executable_sources(tmp_path, flags)

@@ -1,4 +1,4 @@
-"""The RDNA3 wave32 C -> A conversion as IR (``compiler/convert_emit.py``), run on the lane executor.
+"""The RDNA3 wave32 C -> A conversion as IR (``compiler/kernels/common/convert_emit.py``), run on the lane executor.
 
 A one-wave kernel: every lane loads its eight accumulator values of S^T = K Q^T (placed by the
 independent ISA model's C layout), converts them to P's A operand with the planned register
@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from mmaflow.compiler.convert import attention_conversion, slots
-from mmaflow.compiler.convert_emit import emit_lds_route, emit_register_route
-from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.mlir import new_context, ops_named, parse_module
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.target.convert import attention_conversion, slots
+from mmaflow.compiler.kernels.common.convert_emit import emit_lds_route, emit_register_route
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.executor import Kernel
 from mmaflow.runtime.isa import INSTRUCTIONS, np_dtype
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import ALL_TARGETS, matmul_module, simulate, spread
-from mmaflow.compiler.bridge import codegen_module
-from mmaflow.compiler.errors import MmaflowError
+from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.core.errors import MmaflowError
 
 
 def _check(src, target, *, seed=0, exact=True, overrides=None, sample=0):

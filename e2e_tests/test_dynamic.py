@@ -115,13 +115,13 @@ def test_dynamic_dtypes(target, a_type, c_type):
 
 
 def test_missing_size_is_a_clear_error():
-    from mmaflow.compiler.errors import MmaflowError
+    from mmaflow.compiler.core.errors import MmaflowError
     with pytest.raises(MmaflowError, match="dynamic k: give its size"):
         simulate(dynamic_module(), "gfx942", sizes=dict(m=4, n=4))
 
 
 def test_sizes_for_static_dimensions_are_refused():
-    from mmaflow.compiler.errors import MmaflowError
+    from mmaflow.compiler.core.errors import MmaflowError
     with pytest.raises(MmaflowError, match="static dimensions"):
         simulate(dynamic_module(m=None, n=64, k=64), "sm_80", sizes=dict(m=4, n=64))
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import ALL_TARGETS, epilogue_module, simulate, spread
-from mmaflow.compiler.bridge import codegen_module, compile_module
-from mmaflow.compiler.errors import UnsupportedError
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
+from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.runtime.modules import EPILOGUES
 from mmaflow.runtime.numerics import EPILOGUE_REFERENCES, EpilogueReference
 
@@ -158,7 +158,7 @@ def test_epilogue_compiles_to_isa(target):
 
 
 def test_epilogue_needs_its_reference():
-    from mmaflow.compiler.errors import MmaflowError
+    from mmaflow.compiler.core.errors import MmaflowError
     with pytest.raises(MmaflowError, match="fused epilogue .*numpy reference"):
         simulate(_module("bias_m"), "gfx942")
 

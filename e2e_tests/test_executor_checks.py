@@ -10,8 +10,8 @@ import pytest
 from iree.compiler import ir
 
 from conftest import handed_back, matmul_module
-from mmaflow.compiler import attrs
-from mmaflow.compiler.mlir import new_context, ops_named, parse_module, walk
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, walk
 from mmaflow.runtime.executor import ExecutorError, Kernel
 from mmaflow.runtime.simulate import check_matmul
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
 from mmaflow.runtime.executor import ExecutorError, Kernel, whole_clusters
 from mmaflow.runtime.executor_tma import CLUSTER_TAG, RANK_SHIFT
 

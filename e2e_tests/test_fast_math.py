@@ -1,4 +1,4 @@
-"""The NVIDIA epilogue's own erf and GELU's 1 + erf(u) (compiler/fast_math.py): as accurate as
+"""The NVIDIA epilogue's own erf and GELU's 1 + erf(u) (compiler/kernels/common/fast_math.py): as accurate as
 IREE's lowering, no division, and what the kernels actually run (the lane executor evaluates the
 emitted ops)."""
 
@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import handed_back, mutant
-from mmaflow.compiler import fast_math
+from mmaflow.compiler.kernels.common import fast_math
 from mmaflow.runtime.modules import EPILOGUES, epilogue_module
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -194,7 +194,7 @@ _PAIR = """func.func @f(%u: {t}) -> {t} {{
     ("f64", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f64", False),  # f32 only
 ], ids=["erf+1", "1+erf", "splat", "erf-used-twice", "2+erf", "1+u", "f64"])
 def test_one_plus_erf_pattern(t, one, operands, extra, fused):
-    from mmaflow.compiler.mlir import new_context, parse_module
+    from mmaflow.compiler.core.mlir import new_context, parse_module
     module = parse_module(_PAIR.format(t=t, one=one, operands=operands, extra=extra), new_context())
     ops = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations]
     addf = next(o for o in ops if o.name == "arith.addf")
@@ -240,7 +240,7 @@ def test_gelu_epilogue_ptx_has_no_division(tmp_path):
 @functools.lru_cache(maxsize=None)
 def _two_piece_text(target) -> str:
     """The gelu kernel as before the 1 + erf pattern: its erf through ``emit_erf``, then the add."""
-    from mmaflow.compiler import epilogue
+    from mmaflow.compiler.kernels.common import epilogue
     return mutant(epilogue, "one_plus_erf", lambda op: None, _gelu_module(), target).text
 
 
@@ -281,8 +281,8 @@ def _gelu_on_the_executor(target: str, text: str, seed: int):
     in [-2, 2] in steps of 2^-10 (t = acc + bias exact in f32), three bias columns -inf, +inf, NaN.
     Every binding is sentinel bytes (0xFF) around its tensors: the output must be written in full
     and nothing else changed. Returns (t, output)."""
-    from mmaflow.compiler import attrs
-    from mmaflow.compiler.mlir import new_context, parse_module
+    from mmaflow.compiler.core import attrs
+    from mmaflow.compiler.core.mlir import new_context, parse_module
     from mmaflow.runtime.numerics import DTYPES
     from mmaflow.runtime.simulate import Memory, Region, dynamic_inputs, load_dispatch, run_dispatch, written_elements
     module = parse_module(text, new_context())  # kept alive while the dispatch's ops are used

@@ -1,4 +1,4 @@
-"""The mma.sync flash-attention kernel (``compiler/flash_attention.py``) on the lane executor,
+"""The mma.sync flash-attention kernel (``compiler/kernels/attention/nvidia.py``) on the lane executor,
 against a float64 numpy softmax(Q K^T * scale) V.
 
 Every tensor sits at a non-zero byte offset of its binding (K and V share one), surrounded by
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from mmaflow.compiler.attention import Attention
-from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
-from mmaflow.compiler.mlir import new_context, ops_named
+from mmaflow.compiler.core.attention import Attention
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
+from mmaflow.compiler.core.mlir import new_context, ops_named
 from mmaflow.runtime.attention_reference import UNIT_ROUNDOFF, attention_bound, attention_reference
 from mmaflow.runtime.executor import Kernel
 
@@ -250,10 +250,10 @@ def _handed_back(tmp_path, b, m, k2, d, elem, causal, target="sm_80", stages=2):
     import sys
     from pathlib import Path
 
-    from mmaflow.compiler.flash_attention import rewrite_dispatch
-    from mmaflow.compiler.mlir import parse_module
-    from mmaflow.compiler.stages.hand_back import constant_grid, install
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
+    from mmaflow.compiler.core.mlir import parse_module
+    from mmaflow.compiler.pipeline.hand_back import constant_grid, install
+    from mmaflow.compiler.target.targets import get_target
 
     src = tmp_path / "attn.mlir"
     src.write_text(_SOURCE.format(b=b, m=m, k2=k2, d=d, t=elem, scale=d ** -0.5))
@@ -280,7 +280,7 @@ def test_ptxas_reports_no_spills(tmp_path, d, elem, causal, target):
     loads, within the 255-register limit (the O accumulators, Q's fragments and S's live
     across the softmax)."""
     from mmaflow.compiler.report import ptxas_path
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.target.targets import get_target
 
     assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     module, plan = _handed_back(tmp_path, 1, 128, 200, d, elem, causal, target)

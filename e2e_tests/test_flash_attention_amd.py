@@ -1,4 +1,4 @@
-"""The AMD flash-attention kernel (``compiler/flash_attention_amd.py``: S^T = K Q^T, O^T = V^T P^T)
+"""The AMD flash-attention kernel (``compiler/kernels/attention/amd.py``: S^T = K Q^T, O^T = V^T P^T)
 on the lane executor for every AMD target family (gfx942 and gfx950 MFMA, gfx1201 RDNA4 WMMA,
 gfx1100 RDNA3 WMMA wave32), against the float64 reference and its bound
 (``runtime/attention_reference.py``).
@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from mmaflow.compiler.attention import Attention
-from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
-from mmaflow.compiler.flash_attention_amd import _col_sharers
-from mmaflow.compiler.mlir import new_context, ops_named
+from mmaflow.compiler.core.attention import Attention
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
+from mmaflow.compiler.kernels.attention.amd import _col_sharers
+from mmaflow.compiler.core.mlir import new_context, ops_named
 from mmaflow.runtime.attention_reference import attention_reference
 from mmaflow.runtime.executor import ExecutorError, Kernel
 

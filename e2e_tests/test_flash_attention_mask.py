@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mmaflow.compiler.attention import Attention
-from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.flash_attention import Placement, plan_flash_attention, standalone_module
-from mmaflow.compiler.mlir import new_context, ops_named
+from mmaflow.compiler.core.attention import Attention
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
+from mmaflow.compiler.core.mlir import new_context, ops_named
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference, bool_mask_additive
 from mmaflow.runtime.executor import Kernel
 
@@ -200,7 +200,7 @@ def test_bool_masked_attention_on_the_executor(case):
 def test_bool_mask_sense_inverted_fails(monkeypatch, target):
     """A kernel that reads True as masked (the mask's sense inverted) fails the check (the AMD
     kernel reads through the same ``_Kernel.mask_value``)."""
-    from mmaflow.compiler import flash_attention as fa
+    from mmaflow.compiler.kernels.attention import nvidia as fa
 
     def inverted(self, em, v, i):
         x = em.extract(v, i)
@@ -270,11 +270,11 @@ def test_masked_kernel_ptxas_reports_no_spills(tmp_path, d, elem, target):
     import sys
     from pathlib import Path
 
-    from mmaflow.compiler.flash_attention import rewrite_dispatch
-    from mmaflow.compiler.mlir import parse_module
+    from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
+    from mmaflow.compiler.core.mlir import parse_module
     from mmaflow.compiler.report import ptxas_path
-    from mmaflow.compiler.stages.hand_back import constant_grid, install
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.pipeline.hand_back import constant_grid, install
+    from mmaflow.compiler.target.targets import get_target
 
     assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     bindir = Path(sys.executable).parent

@@ -12,11 +12,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import ALL_TARGETS, dynamic_module, epilogue_module, matmul_module
-from mmaflow.compiler.bridge import codegen_module, compile_module
-from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.pipeline import CodegenOptions
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.compiler.report import ptxas_info, ptxas_path
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.target.targets import get_target
 
 # name -> (M, N, K, matmul_module keyword arguments)
 VARIANTS = {
@@ -138,7 +138,7 @@ SMALL_DTYPES = [("f16", "f32"), ("f16", "f16"), ("i8", "i32"), ("f8E4M3FNUZ", "f
 @pytest.mark.parametrize("target", ALL_TARGETS)
 def test_default_wave_tile_never_outgrows_the_register_budget(target):
     from mmaflow.compiler.config import default_config, matching_intrinsics
-    from mmaflow.compiler.problem import Contraction
+    from mmaflow.compiler.core.problem import Contraction
     tgt = get_target(target)
     checked = 0
     for a, c in SMALL_DTYPES:
@@ -165,7 +165,7 @@ def test_small_unaligned_default_configs_do_not_spill(target, shape):
 
 
 def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_matrix_instruction():
-    from mmaflow.compiler.isa import matrix_behind_lds_wait
+    from mmaflow.compiler.target.isa import matrix_behind_lds_wait
     mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"
     # a read, a wait for it, the WMMA: counted (hints such as s_delay_alu issue nothing)
     assert matrix_behind_lds_wait(["ds_load_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
@@ -194,10 +194,10 @@ def test_verify_demands_the_planned_barriers_per_k_tile():
     """`KernelPlan.expectations()` records the K loop's barriers per K tile (1 in an LDS ring, 2
     with one LDS tile); verify counts them in the ISA's loop, per K tile of matrix instructions
     (LLVM may unroll the loop by 2), gfx12's s_barrier_signal/s_barrier_wait pair once."""
-    from mmaflow.compiler.attrs import Expectations
-    from mmaflow.compiler.errors import VerificationError
-    from mmaflow.compiler.isa import IsaReport
-    from mmaflow.compiler.targets import Vendor
+    from mmaflow.compiler.core.attrs import Expectations
+    from mmaflow.compiler.core.errors import VerificationError
+    from mmaflow.compiler.target.isa import IsaReport
+    from mmaflow.compiler.target.targets import Vendor
     from mmaflow.compiler.verify import check_isa
 
     mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"

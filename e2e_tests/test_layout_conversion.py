@@ -20,9 +20,9 @@ import sys
 import numpy as np
 import pytest
 
-from mmaflow.compiler.convert import attention_plans, best, to_json
-from mmaflow.compiler.intrinsics import TYPE_BITS
-from mmaflow.compiler.targets import TARGETS
+from mmaflow.compiler.target.convert import attention_plans, best, to_json
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
+from mmaflow.compiler.target.targets import TARGETS
 from mmaflow.runtime.isa import INSTRUCTIONS, execute, np_dtype
 
 CASES = [pytest.param(t.name, i.name, id=f"{t.name}-{i.name}")

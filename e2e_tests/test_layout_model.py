@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from mmaflow.compiler.intrinsics import CATALOGUE
-from mmaflow.compiler.targets import TARGETS
+from mmaflow.compiler.target.intrinsics import CATALOGUE
+from mmaflow.compiler.target.targets import TARGETS
 from mmaflow.runtime.isa import INSTRUCTIONS, IsaError, execute, np_dtype
 
 CASES = [(t.name, i.name) for t in TARGETS.values() if t.name != "sm_90a" for i in t.intrinsics()]
@@ -178,7 +178,7 @@ def test_executor_does_not_import_the_compiler_model():
             if isinstance(node, ast.ImportFrom):
                 mod = node.module or ""
                 # the error hierarchy and the IR helpers (parsing, locations) are shared
-                ok = not mod.startswith("mmaflow.compiler") or mod in ("mmaflow.compiler.errors", "mmaflow.compiler.mlir")
+                ok = not mod.startswith("mmaflow.compiler") or mod in ("mmaflow.compiler.core.errors", "mmaflow.compiler.core.mlir")
                 assert ok and not (node.level and mod.startswith(".."))  , f"{path.name}: {mod}"
             if isinstance(node, ast.Import):
                 assert all(not a.name.startswith("mmaflow.compiler") for a in node.names), path.name
@@ -188,7 +188,7 @@ def test_executor_does_not_import_the_compiler_model():
 def test_executor_lds_banks_agree_with_the_catalogue(target):
     """Two independent records of each GPU's LDS banks (the executor's bank-conflict model and
     the compiler's target table) must agree."""
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.executor import lds_banks
     t = get_target(target)
     assert lds_banks(t.iree_arch) == t.lds_banks
@@ -221,8 +221,8 @@ def test_interleaved_k_steps_stay_a_k_permutation(target, name):
     """Layout.interleave_batch on A's cols and B's rows: every tile K index is used exactly once per
     lane group, A and B meet at the same K for every (step, instruction k), and a lane's elements
     of consecutive steps become one contiguous run."""
-    from mmaflow.compiler.layout import COL, ROW
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.target.layout import COL, ROW
+    from mmaflow.compiler.target.targets import get_target
     intr = get_target(target).intrinsic(name)
     la, lb, _ = intr.codegen_layouts()
     steps = 2

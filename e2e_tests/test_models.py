@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ALL_TARGETS, spread
-from mmaflow.compiler.bridge import codegen_module
+from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.runtime.model_check import check_executable
 
 MODELS = Path(__file__).parent / "models"
@@ -278,7 +278,7 @@ LOWERING_NOT_REPRODUCIBLE = {
 def _executables(text: str) -> dict[str, str]:
     """Each hal.executable of a module, printed without locations (the stock route's module went
     through IREE's printer once more)."""
-    from mmaflow.compiler.mlir import new_context, ops_named, parse_module, print_op, str_attr
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
     module = parse_module(text, new_context())
     return {str_attr(e, "sym_name"): print_op(e) for e in ops_named(module.operation, "hal.executable")}
 
@@ -309,8 +309,8 @@ func.func @f(%q: tensor<4x100x128xbf16>, %k: tensor<4x?x128xbf16>, %v: tensor<4x
 def test_online_attention_is_described_from_its_operands():
     """The roles of the loops come from the maps (not positions), a dynamic key length stays
     unknown, an i1 mask is boolean, a scale that is not a constant is a run-time value."""
-    from mmaflow.compiler.attention import describe_attention
-    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    from mmaflow.compiler.core.attention import describe_attention
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
     module = parse_module(_ONLINE_ATTENTION, new_context())
     (op,) = ops_named(module.operation, "iree_linalg_ext.online_attention")
     assert describe_attention(op).describe() == (
@@ -321,9 +321,9 @@ def test_online_attention_is_described_from_its_operands():
 def test_an_attention_the_description_cannot_read_is_named_so():
     """K and V shared by every batch (no batch loop in their maps): two loops then play M. The
     description says so; select leaves such a dispatch to IREE with that sentence."""
-    from mmaflow.compiler.attention import describe_attention
-    from mmaflow.compiler.errors import InputError
-    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    from mmaflow.compiler.core.attention import describe_attention
+    from mmaflow.compiler.core.errors import InputError
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
     text = (_ONLINE_ATTENTION.replace("(b, m, n, k1, k2) -> (b, k2, k1)", "(b, m, n, k1, k2) -> (k2, k1)")
             .replace("(b, m, n, k1, k2) -> (b, k2, n)", "(b, m, n, k1, k2) -> (k2, n)")
             .replace("tensor<4x?x128xbf16>", "tensor<?x128xbf16>"))

@@ -14,13 +14,13 @@ import re
 import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
-from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
-from mmaflow.compiler.errors import MmaflowError
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.problem import Contraction
-from mmaflow.compiler.results import CodegenOptions
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.modules import dynamic_module, epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
 
@@ -78,7 +78,7 @@ def test_persistent_grid_fused_epilogue(name):
 
 
 def test_prefetching_the_wrong_tile_fails():
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     exe = mutant(WgmmaRewriter, "_prefetch_tile", 0,  # the tile just computed, again
                  matmul_module(256, 512, 512, "f16"), overrides=dict(intrinsic=N256, persistent=2))
     r = check_matmul(parse_module(exe.text, new_context()), exact=True)
@@ -134,7 +134,7 @@ def test_zero_turns_it_off():
     assert cfg.persistent is None and cfg.intrinsic == N256
     from mmaflow.compiler.config import parse_overrides
     assert parse_overrides(["persistent=0"]) == {"persistent": None}
-    from mmaflow.compiler.codegen_tool import tool_argv
+    from mmaflow.compiler.driver.codegen_tool import tool_argv
     assert "--config=persistent=0" in tool_argv(CodegenOptions(overrides={"persistent": None}))
 
 
@@ -155,7 +155,7 @@ def test_prefetching_without_the_barrier_is_caught():
     into slots whose last wgmmas (tiles 8 and 9) completed after the K loop's last barrier: without
     the barrier before the prefetch nothing orders the other warpgroup's reads before those writes,
     which the executor's happens-before model of wgmma completions refuses."""
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     from mmaflow.runtime.executor import ExecutorError
     src = matmul_module(256, 512, 640, "f16")
     over = dict(intrinsic=N256, persistent=2, stages=4)

@@ -1,4 +1,4 @@
-"""The kernel plan (`compiler/plan.py`), on its own and against the IR the rewrite emits.
+"""The kernel plan (`compiler/kernels/common/plan.py`), on its own and against the IR the rewrite emits.
 
 The plan is built from the script stage's IR (``distribute.match``), so these tests run the
 pipeline to `script`, plan, and check the decisions a reviewer would ask about; the pure parts
@@ -11,17 +11,17 @@ import dataclasses
 
 import pytest
 
-from mmaflow.compiler import attrs
-from mmaflow.compiler.bridge import codegen_module
-from mmaflow.compiler.fragments import FragmentPlan
-from mmaflow.compiler.intrinsics import TYPE_BITS
-from mmaflow.compiler.layout import COL, ROW
-from mmaflow.compiler.lds_copy import CopyShape
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.pipeline import CodegenOptions
-from mmaflow.compiler.plan import plan_kernel
-from mmaflow.compiler.stages import distribute
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.kernels.common.fragments import FragmentPlan
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
+from mmaflow.compiler.target.layout import COL, ROW
+from mmaflow.compiler.kernels.common.lds_copy import CopyShape
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+from mmaflow.compiler.kernels.common.plan import plan_kernel
+from mmaflow.compiler.kernels.common import contraction as distribute
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.modules import dynamic_module, matmul_module
 
 from conftest import handed_back
@@ -87,7 +87,7 @@ def test_plan_amd_ring_keeps_one_stage_copies_in_two_slots(stages):
     S - 1 tiles in flight in registers (the K loop unrolled by S - 1 from 3 stages), two LDS
     slots whatever S (config.ring_slots), one barrier per K tile in the ISA."""
     from mmaflow.compiler.config import lds_bytes
-    from mmaflow.compiler.problem import Contraction
+    from mmaflow.compiler.core.problem import Contraction
     plan, expect = plan_of(matmul_module(256, 256, 256), "gfx942", {"stages": stages})
     assert plan.expectations() == expect and not expect.async_copies and expect.k_loop_barriers == 1
     assert (plan.loop.stages, plan.loop.slots, plan.loop.prefetch) == (stages, 2, stages - 1)
@@ -223,8 +223,8 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     without) once there are two 256x128 tiles per SM; a 4000-row M keeps 128 (64 would fit it
     only as 32-row tiles)."""
     from mmaflow.compiler.config import default_config
-    from mmaflow.compiler.problem import Contraction
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.target.targets import get_target
     t = get_target("sm_90a")
 
     def tiles(m, n, k, batch=1):

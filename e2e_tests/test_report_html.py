@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.modules import matmul_source
 
 

@@ -43,7 +43,7 @@ def test_flags_work_from_a_shell_without_the_environment(tmp_path):
     flags = _run(BIN / "mmaflow", "flags", "--target", "gfx942", env=env)
     assert flags.returncode == 0, flags.stderr
     rsp = flags.stdout.split()[-1]
-    assert rsp.startswith("@") and "codegen_client.py" in Path(rsp[1:]).read_text(), flags.stdout
+    assert rsp.startswith("@") and "driver/codegen_client.py" in Path(rsp[1:]).read_text(), flags.stdout
     assert "=env " in Path(rsp[1:]).read_text() and " -I -S " in Path(rsp[1:]).read_text()
     r = _run(BIN / "iree-compile", EXAMPLE, *flags.stdout.split(), "-o", tmp_path / "out.vmfb", env=env)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import matmul_module
 from mmaflow.runtime import compile_module, matmul, run_module
-from mmaflow.compiler.errors import InputError
+from mmaflow.compiler.core.errors import InputError
 from mmaflow.runtime.iree_runner import device_present
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "matmul_256_f16.mlir"
@@ -161,7 +161,7 @@ def test_bench_without_gpu_says_how_to_proceed(tmp_path):
 
 
 def test_matmul_module_helper_is_valid_mlir():
-    from mmaflow.compiler.mlir import new_context, parse_module
+    from mmaflow.compiler.core.mlir import new_context, parse_module
     parse_module(matmul_module(32, 32, 32, "i8", "i32", unsigned=True, transpose_b=True, batch=2), new_context())
 
 
@@ -205,7 +205,7 @@ def test_run_cli_epilogue_module(tmp_path):
 def test_bench_cases_name_their_references_and_torch_recipes():
     """Every --checks / --variants case's epilogue has a numpy reference and a module spelling, and
     a torch-eager comparison names a recipe bench knows (they meet only on the GPU machine)."""
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.bench import TORCH_EAGER, check_cases, perf_cases
     from mmaflow.runtime.modules import EPILOGUES
     from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
@@ -311,7 +311,7 @@ def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, mon
     BENCHMARKS.md run 20 call 4) becomes a DeviceError naming the driver, the function and the
     CUDA error; `python -m mmaflow.runtime.bench` prints it without a traceback and exits with
     its code through os._exit, past IREE's teardown of the faulted context (which hung)."""
-    from mmaflow.compiler.errors import DeviceError, DeviceFault
+    from mmaflow.compiler.core.errors import DeviceError, DeviceFault
     from mmaflow.runtime import bench
     from mmaflow.runtime.iree_runner import CompiledModule
     fault = ("Error invoking function: c/runtime/src/iree/hal/drivers/cuda/cuda_device.c:190: ABORTED; CUDA error "

@@ -1,5 +1,5 @@
 """Descriptor-addressed operands: the compiler's shared-memory tiles and descriptors
-(compiler/smem_layout.py) against the ISA model's transcription of the PTX canonical layouts and
+(compiler/target/smem_layout.py) against the ISA model's transcription of the PTX canonical layouts and
 descriptor format (runtime/isa/smem_matrix.py).
 
 Spot values are worked by hand from the PTX ISA 9.7.15.5.1.2 text: its "exact layout" examples
@@ -14,8 +14,8 @@ import itertools
 import numpy as np
 import pytest
 
-from mmaflow.compiler.errors import UnsupportedError
-from mmaflow.compiler.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.target.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from mmaflow.runtime.isa import Descriptor, IsaError, decode_descriptor, encode_descriptor, operand_address
 
 MODES = [(major, swizzle, bits) for major in Major for swizzle in Swizzle for bits in (16, 8)

@@ -16,13 +16,13 @@ import pytest
 from iree.compiler import ir
 
 from conftest import handed_back, simulate
-from mmaflow.compiler import attrs
-from mmaflow.compiler.bridge import codegen_module
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.pipeline import CodegenOptions
-from mmaflow.compiler.plan import lane_pairs, store_pairs
-from mmaflow.compiler.stages.distribute import Rewriter
-from mmaflow.compiler.wgmma_plan import warp_c_layout
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+from mmaflow.compiler.kernels.common.plan import lane_pairs, store_pairs
+from mmaflow.compiler.kernels.common.contraction import Rewriter
+from mmaflow.compiler.kernels.wgmma.plan import warp_c_layout
 from mmaflow.runtime.executor import ExecutorError, Kernel
 from mmaflow.runtime.modules import EPILOGUES, epilogue_module, matmul_module
 from mmaflow.runtime.numerics import EPILOGUE_REFERENCES, EpilogueReference
@@ -63,9 +63,9 @@ def test_amd_keeps_its_runs():
 def test_pairing_needs_an_aligned_output_and_the_quad_layout():
     """The pure decision: the output's byte offset must be a known multiple of 8 (the store's
     alignment), the layout NVIDIA's quad (2 columns per lane, 4 lanes per 8 columns)."""
-    from mmaflow.compiler.plan import Extents
-    from mmaflow.compiler.targets import Vendor
-    from mmaflow.compiler.layout import COL
+    from mmaflow.compiler.kernels.common.plan import Extents
+    from mmaflow.compiler.target.targets import Vendor
+    from mmaflow.compiler.target.layout import COL
     lay = warp_c_layout(256)
     runs = tuple(lay.runs(COL))
     whole = Extents((4096, 4096), (4096, 4096), ("m", "n"), None, ())

@@ -15,10 +15,10 @@ import pytest
 
 from conftest import matmul_module, simulate
 from mmaflow.compiler.config import KernelConfig, matching_intrinsics, validate
-from mmaflow.compiler.errors import MmaflowError
-from mmaflow.compiler.intrinsics import TYPE_BITS
-from mmaflow.compiler.problem import Contraction
-from mmaflow.compiler.targets import TARGETS
+from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.target.targets import TARGETS
 
 SEED = int(os.environ.get("MMAFLOW_SWEEP_SEED", datetime.date.today().strftime("%Y%m%d")))
 CASES = 30  # in the default set; `-m exhaustive` draws EXHAUSTIVE_CASES more from the same seed

@@ -1,4 +1,4 @@
-"""The TMA-fed wgmma ring (``--config copy=tma``, ``compiler/tma.py``): numerics on the lane executor
+"""The TMA-fed wgmma ring (``--config copy=tma``, ``compiler/kernels/wgmma/tma.py``): numerics on the lane executor
 (whose TMA is ``runtime/executor_tma.py``: tensor-map records, mbarrier phases, bulk copies with
 the 128B swizzle and zero fill, landing only when a wait completes their phase), the mutations it
 must catch, refusals, the plan, and the lowering to PTX (ptxas, verify).
@@ -13,14 +13,14 @@ import subprocess
 import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas
-from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import resolve
-from mmaflow.compiler.errors import ConfigError, MmaflowError
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.problem import Contraction
-from mmaflow.compiler.results import CodegenOptions
-from mmaflow.compiler.targets import get_target
-from mmaflow.compiler.tma import ONE_BLOCK_PER_SM, TmaRing
+from mmaflow.compiler.core.errors import ConfigError, MmaflowError
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.target.targets import get_target
+from mmaflow.compiler.kernels.wgmma.tma import ONE_BLOCK_PER_SM, TmaRing
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
@@ -95,7 +95,7 @@ def test_tma_ring_at_iree_binding_offsets(monkeypatch):
     """GPT-2's dispatches with the default switched to TMA (``wgmma_plan.default_copy``, the one-line
     heuristic): Q and K of QK^T in one binding at different byte offsets, bias and GELU epilogues;
     each taken dispatch against IREE's own dispatch IR in numpy, inside sentinel-filled buffers."""
-    from mmaflow.compiler import wgmma_plan
+    from mmaflow.compiler.kernels.wgmma import plan as wgmma_plan
     from mmaflow.runtime.model_check import check_executable
     from test_models import _source
     monkeypatch.setenv("MMAFLOW_CODEGEN_SERVER", "0")  # (the patched heuristic runs in this process)
@@ -175,7 +175,7 @@ def test_plan_and_defaults():
     assert cfg.copy == "tma" and cfg.stages == 4
     cfg, _ = resolve(SM90, p, {"copy": "tma"})  # copy alone: the heuristic's wgmma config, with TMA
     assert cfg.copy == "tma" and cfg.intrinsic.startswith("WGMMA")
-    from mmaflow.compiler.wgmma_plan import plan_bytes
+    from mmaflow.compiler.kernels.wgmma.plan import plan_bytes
     small = resolve(SM90, p, {"intrinsic": _wg(64), "tile_m": 64, "stages": 2, "copy": "tma"})[0]
     assert plan_bytes(small, "f16") == ONE_BLOCK_PER_SM  # padded: one block per SM (the per-SM map slots)
     assert 2 * (ONE_BLOCK_PER_SM + 1024) > 228 * 1024
@@ -192,7 +192,7 @@ def test_refusals():
         parse_overrides(["copy=ldg"])
     with pytest.raises(MmaflowError, match="A sits at byte offset 8 of its binding; a tensor map's global address"):
         from dataclasses import replace
-        from mmaflow.compiler.problem import Binding
+        from mmaflow.compiler.core.problem import Binding
         resolve(SM90, replace(p, a=Binding(0, 8)), {"intrinsic": _wg(128), "copy": "tma"})
 
 
@@ -235,7 +235,7 @@ def test_k_atoms_fastest_descriptors_address_the_tile(major, swizzle, bits):
     exactly where the tile stored it; and the tile is a bijection."""
     import itertools
     import numpy as np
-    from mmaflow.compiler.smem_layout import Major, SmemLayout, Swizzle
+    from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
     from mmaflow.runtime.isa.smem_matrix import decode_descriptor, operand_address
     major, swizzle = Major[major], Swizzle[swizzle]
     if major is Major.MN and bits != 16:

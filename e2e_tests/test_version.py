@@ -16,14 +16,14 @@ from dataclasses import replace
 import pytest
 
 from conftest import dynamic_module, simulate
-from mmaflow.compiler import attrs
-from mmaflow.compiler.bridge import compile_module
-from mmaflow.compiler.errors import VerificationError
-from mmaflow.compiler.isa import parse_ptx
-from mmaflow.compiler.problem import Contraction, DynamicDim
-from mmaflow.compiler.results import CodegenOptions
-from mmaflow.compiler.stages.version import plan_version
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.driver.bridge import compile_module
+from mmaflow.compiler.core.errors import VerificationError
+from mmaflow.compiler.target.isa import parse_ptx
+from mmaflow.compiler.core.problem import Contraction, DynamicDim
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.pipeline.version import plan_version
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.compiler.verify import check_dispatch_isa
 from mmaflow.runtime.numerics import EpilogueReference
 
@@ -160,7 +160,7 @@ def test_plan_names_the_row_dimensions():
 
 
 def test_version_record_round_trips():
-    from mmaflow.compiler.results import DispatchFacts
+    from mmaflow.compiler.pipeline.results import DispatchFacts
     res = compile_module(dynamic_module(), "sm_90a", verify=False)
     (exe,) = res.taken
     again = DispatchFacts.from_wire(exe.facts.to_wire())

@@ -18,15 +18,15 @@ from dataclasses import replace
 import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas
-from mmaflow.compiler import tma
-from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.kernels.wgmma import tma
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
-from mmaflow.compiler.errors import MmaflowError, UnsupportedError
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.problem import Contraction, DynamicDim
-from mmaflow.compiler.results import CodegenOptions
-from mmaflow.compiler.targets import get_target
-from mmaflow.compiler.tma import TmaRing
+from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.core.problem import Contraction, DynamicDim
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.target.targets import get_target
+from mmaflow.compiler.kernels.wgmma.tma import TmaRing
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
@@ -240,7 +240,7 @@ def test_ptx_roles_and_ptxas(tmp_path, src, over, regs):
     assert len(re.findall(r"\bbar\.sync\b", ptx)) == 2
     assert "mbarrier.arrive.shared.b64" in ptx
     assert not re.search(r"^\s*cp\.async\.(ca|cg)\.", ptx, re.M)
-    from mmaflow.compiler.isa import parse_ptx  # the K loop of `mmaflow report`: the wgmmas, no barrier
+    from mmaflow.compiler.target.isa import parse_ptx
     loop = parse_ptx(ptx, "k", SM90).loop_counts  # (not a wait loop inside it, not the loop over tiles)
     assert loop.get("matrix") == 4 and not loop.get("barrier"), loop
     out = sm90a_ptxas(tmp_path, ptx)
@@ -438,11 +438,11 @@ def test_cluster_plan_and_ptx(tmp_path):
     assert len(multicast) == 1 and len(re.findall(r"cp\.async\.bulk\.tensor\.", ptx)) == 2  # B's share; A's own
     assert re.search(r"mapa\.shared::cluster", ptx) and "mbarrier.arrive.shared::cluster.b64" in ptx
     assert len(re.findall(r"barrier\.cluster\.wait", ptx)) == 2  # after the setup, before exit
-    from mmaflow.compiler.isa import parse_ptx
+    from mmaflow.compiler.target.isa import parse_ptx
     assert parse_ptx(ptx, "k", SM90).cluster_ctas == 2
     out = sm90a_ptxas(tmp_path, ptx)
     assert "C7514" not in out and "C7517" not in out, out
-    from mmaflow.compiler.wgmma_plan import operand_layout
+    from mmaflow.compiler.kernels.wgmma.plan import operand_layout
     p = Contraction(m=4096, n=4096, k=1024, a_type="f16", b_type="f16", c_type="f32", batch=1)
     plan = tma.plan_tma(operand_layout("A", p, 128, "f16"), operand_layout("B", p, 256, "f16", k_atoms_fastest=True),
                         0, 4, 256, cluster=2)
@@ -456,8 +456,9 @@ def test_cluster_plan_and_ptx(tmp_path):
 
 
 def test_verify_refuses_a_kernel_without_the_cluster_shape():
-    from mmaflow.compiler import attrs, verify
-    from mmaflow.compiler.isa import IsaReport
+    from mmaflow.compiler.core import attrs
+    from mmaflow.compiler import verify
+    from mmaflow.compiler.target.isa import IsaReport
     counts = {"matrix": 4, "bulk_tensor_copy": 2, "mbarrier_wait": 2, "barrier": 2}
     rep = IsaReport(kernel="k", isa="ptx", counts=counts, has_loop=True, cluster_ctas=1)
     exp = attrs.Expectations(128, 16, 4, False, 0, tma=True, cluster=2)

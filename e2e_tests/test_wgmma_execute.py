@@ -15,8 +15,8 @@ import functools
 import numpy as np
 import pytest
 
-from mmaflow.compiler.smem_layout import Major, SmemLayout, Swizzle
-from mmaflow.compiler.wgmma import wgmma
+from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
+from mmaflow.compiler.target.wgmma import wgmma
 from mmaflow.runtime.isa import IsaError, execute_wgmma, np_dtype
 
 from conftest import layout_table

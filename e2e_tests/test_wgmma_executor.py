@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mmaflow.compiler.mlir import new_context, parse_module
+from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.simulate import check_matmul
 

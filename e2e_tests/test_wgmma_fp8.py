@@ -1,5 +1,5 @@
-"""fp8 (f8E4M3FN / f8E5M2) x fp8 -> f32 on the sm_90a warpgroup-MMA kernel (``wgmma_plan.py``,
-``stages/distribute_wgmma.py``): wgmma m64nNk32 from 128B-swizzled K-major shared-memory tiles of
+"""fp8 (f8E4M3FN / f8E5M2) x fp8 -> f32 on the sm_90a warpgroup-MMA kernel (``kernels/wgmma/plan.py``,
+``kernels/wgmma/rewrite.py``): wgmma m64nNk32 from 128B-swizzled K-major shared-memory tiles of
 128 x 128 bytes (K tile = 128 elements: one swizzle line), filled by 16-byte cp.async copies.
 
 Numerics on the lane executor, whose wgmma is the independent ISA model reading the shared-memory
@@ -28,13 +28,13 @@ import re
 import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
-from mmaflow.compiler.bridge import codegen_module, compile_module
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.config import explain, resolve
-from mmaflow.compiler.errors import MmaflowError, UnsupportedError
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.problem import Contraction
-from mmaflow.compiler.results import CodegenOptions
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
@@ -164,7 +164,7 @@ def test_fp8_mixed_pair_types_matter():
 
 
 def _ring_text(stages, skew=0):
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     return mutant(WgmmaRewriter, "_slot_skew", skew, matmul_module(128, 128, 640, E4M3, transpose_b=True),
                   overrides={"intrinsic": _wg(128), "stages": stages}).text
 
@@ -181,7 +181,7 @@ def test_fp8_slot_reused_one_stage_early_fails(stages):
 def test_fp8_k_step_is_32_bytes(monkeypatch):
     """Mutation: K steps of 16 elements (the 16-bit kernel's) inside the fp8 line: the 4 wgmmas
     of a K tile would read its first 64 bytes, half of them twice; the exact check catches it."""
-    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+    from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan
 
     def a_offset(self, warpgroup, step):
         return self.a.smem.linear_offset(64 * warpgroup, 16 * step)
@@ -202,7 +202,7 @@ def test_fp8_k_step_is_32_bytes(monkeypatch):
 # ---- promotion: the measured fp8 accumulator on the executor ---------------------------------------
 
 def _promotion_text(promote: bool, stages: int = 4, k: int = 1024) -> str:
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     return mutant(WgmmaRewriter, "_fp8_promotion", promote, matmul_module(64, 128, k, E4M3, transpose_b=True),
                   overrides={"intrinsic": _wg(128), "tile_m": 64, "stages": stages}).text
 
@@ -226,7 +226,7 @@ def test_fp8_without_promotion_fails_the_f32_bound(stages):
 def test_fp8_promotion_before_its_wait_is_refused(monkeypatch):
     """Mutation: every wgmma.wait_group leaves one group running (1 instead of 0), so the tile's
     partial is added while its wgmmas may still write it: the executor refuses the read."""
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     wait = WgmmaRewriter._wgmma_wait
     monkeypatch.setattr(WgmmaRewriter, "_wgmma_wait", lambda self, em, pending: wait(self, em, max(pending, 1)))
     with pytest.raises(ExecutorError, match="reads a wgmma accumulator before wgmma.wait_group covers"):
@@ -248,8 +248,8 @@ def test_fp8_small_k_is_checked_against_the_modelled_arithmetic():
 def _pairs_text(monkeypatch, m, n, k, stages, skew=0, b_type=None):
     """The kernel with ``WgmmaPlan.fp8_pair_tiles`` (two K tiles per loop iteration, wait_group 1
     then 0), through codegen_module (handed_back's cache would return the default kernel)."""
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
-    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan
     monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
     monkeypatch.setattr(WgmmaRewriter, "_slot_skew", skew)
     res = codegen_module(matmul_module(m, n, k, E4M3, transpose_b=True, b_type=b_type), "sm_90a",
@@ -285,7 +285,7 @@ def test_fp8_pair_tiles_slot_reused_early_fails(monkeypatch):
 def test_fp8_pair_tiles_ptxas(tmp_path, monkeypatch):
     """ptxas (sm_90a): no spills, no serialized wgmma (C7514: what wait_group 1 in both tiles of
     the pair gives), no injected wait (C7517); 250 registers with ptxas 12.9."""
-    from mmaflow.compiler.wgmma_plan import WgmmaPlan
+    from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan
     monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
     res = compile_module(matmul_module(2048, 2048, 2048, E4M3, transpose_b=True), "sm_90a")
     (ptx,) = res.isa_text.values()
@@ -601,7 +601,7 @@ def test_fp8_tma_ring_refuses_mixed_pairs():
 # ---- checking an fp8 result: whole modules on the executor, and a GPU's result --------------------------
 
 def _fp8_executable(promote: bool = True):
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     return mutant(WgmmaRewriter, "_fp8_promotion", promote, matmul_module(128, 256, 512, E4M3, transpose_b=True))
 
 

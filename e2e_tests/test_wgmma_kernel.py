@@ -1,5 +1,5 @@
 """The warpgroup-MMA kernel (sm_90a's default where it fits, or ``--config intrinsic=WGMMA_F32_64x<N>x16_F16|BF16``,
-``compiler/wgmma_plan.py`` + ``stages/distribute_wgmma.py``): numerics on the lane executor (whose
+``compiler/kernels/wgmma/plan.py`` + ``kernels/wgmma/rewrite.py``): numerics on the lane executor (whose
 wgmma is the independent ISA model over shared-memory bytes), refusals, and the lowering to PTX.
 
 Tolerance: ``check_matmul``'s reference (``runtime/numerics.matmul_reference``): products of f16 /
@@ -15,15 +15,15 @@ import re
 import pytest
 
 from conftest import handed_back, simulate, sm90a_ptxas, spread
-from mmaflow.compiler.bridge import compile_module
+from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.config import resolve
-from mmaflow.compiler.errors import MmaflowError, UnsupportedError
-from mmaflow.compiler.mlir import new_context, parse_module
-from mmaflow.compiler.problem import Contraction
-from mmaflow.compiler.results import CodegenOptions
-from mmaflow.compiler.targets import get_target
-from mmaflow.compiler.wgmma import wgmma
-from mmaflow.compiler.wgmma_plan import warp_c_layout
+from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.target.targets import get_target
+from mmaflow.compiler.target.wgmma import wgmma
+from mmaflow.compiler.kernels.wgmma.plan import warp_c_layout
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
@@ -93,7 +93,7 @@ def test_ring_matches_numpy(stages, t, wn, tile_m, k):
 
 
 def test_default_is_the_deepest_ring_that_fits():
-    from mmaflow.compiler.wgmma_plan import ALIGN, plan_bytes, slot_bytes
+    from mmaflow.compiler.kernels.wgmma.plan import ALIGN, plan_bytes, slot_bytes
     for t, n, tile_m in (("f16", 256, 128), ("bf16", 64, 64), ("f16", 128, 128)):
         p = Contraction(m=256, n=256, k=128, batch=1, a_type=t, b_type=t, c_type="f32")
         cfg, _ = resolve(SM90, p, {"intrinsic": _wg(n, t), "tile_m": tile_m})
@@ -103,12 +103,12 @@ def test_default_is_the_deepest_ring_that_fits():
 
 
 def _ring_text(stages, k=512, skew=0):
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     old = WgmmaRewriter._slot_skew
     WgmmaRewriter._slot_skew = skew
     try:
         # (cache-free: the mutation changes the generator, not the arguments)
-        from mmaflow.compiler.bridge import codegen_module
+        from mmaflow.compiler.driver.bridge import codegen_module
         res = codegen_module(matmul_module(128, 128, k, "f16"), "sm_90a",
                              options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
         (exe,) = res.taken
@@ -188,7 +188,7 @@ def test_wgmma_kernel_larger(t):
 
 
 def test_per_warp_accumulator_is_the_warpgroup_d_layout():
-    """warp_c_layout (what the epilogue stores from) is wgmma.py's D layout seen from one warp."""
+    """warp_c_layout (what the epilogue stores from) is target/wgmma.py's D layout seen from one warp."""
     for n in (64, 128, 256):
         full, part = wgmma(n, "f16").c, warp_c_layout(n)
         for lane in range(128):
@@ -401,7 +401,7 @@ def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
     ring without a producer warpgroup, which the default is not from 2 to 9 persistent tiles per
     workgroup: test_warp_specialized.)"""
     from mmaflow.compiler.config import resolve
-    from mmaflow.compiler.problem import Contraction
+    from mmaflow.compiler.core.problem import Contraction
     m, n, k = shape
     cfg, intr = resolve(get_target("sm_90a"), Contraction(m=m, n=n, k=k, batch=1, a_type="f16", b_type="f16",
                                                           c_type="f32"), {"producer": 0})
@@ -487,8 +487,8 @@ def test_dynamic_batch_one_warpgroup():
 def test_dynamic_prologue_copies_past_k_are_guarded(monkeypatch):
     """Mutation: the ring's prologue copies tiles 0 .. copy_ahead-1 whatever the run-time K; without
     their guard (tile < K tiles) a K of 0, or of one tile promised whole, reads past the tensor."""
-    from mmaflow.compiler.bridge import codegen_module
-    from mmaflow.compiler.stages.distribute_wgmma import WgmmaRewriter
+    from mmaflow.compiler.driver.bridge import codegen_module
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     from mmaflow.runtime.modules import dynamic_module
     copy = WgmmaRewriter._copy_tile
     monkeypatch.setattr(WgmmaRewriter, "_copy_tile", lambda self, *a, tile_valid=None, **kw: copy(self, *a, **kw))
@@ -516,7 +516,7 @@ def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
 
 
 def _dyn_problem(m, n, k, divisors=None):
-    from mmaflow.compiler.problem import DynamicDim
+    from mmaflow.compiler.core.problem import DynamicDim
     divisors = divisors or {}
     sizes = dict(m=m, n=n, k=k)
     dyn = tuple(DynamicDim(d, (i,), ((i, -1),), divisors.get(d, 1)) for i, d in enumerate("mnk") if sizes[d] is None)

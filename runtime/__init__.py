@@ -10,6 +10,6 @@ __all__ = ["matmul", "compile_module", "run_module"]
 
 def __getattr__(name):
     if name in __all__:
-        from . import api
+        from mmaflow.runtime import api
         return getattr(api, name)
     raise AttributeError(name)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mmaflow.compiler.errors import DeviceError, InputError, UnsupportedError
+from mmaflow.compiler.core.errors import DeviceError, InputError, UnsupportedError
 
 _MLIR_TYPE = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dtype(np.int8): "i8",
               np.dtype(np.int32): "i32"}
@@ -78,9 +78,9 @@ def compile_module(source: str, target: str, *, config: dict | list | None = Non
     ({"tile_m": 64, "waves": "2x2"}) or "KEY=VALUE" strings. ``lower=False`` stops after mmaflow's
     stages (enough for the lane executor; no IREE backend run). ``source_name`` names the text
     in error messages."""
-    from mmaflow.compiler.bridge import codegen_module, compile_module as bridge_compile
+    from mmaflow.compiler.driver.bridge import codegen_module, compile_module as bridge_compile
     from mmaflow.compiler.config import overrides_from
-    from mmaflow.compiler.pipeline import CodegenOptions
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
     if not isinstance(source, str):
         raise InputError(f"source must be MLIR text (str), got {type(source).__name__}")
     opts = CodegenOptions(overrides=overrides_from(config))
@@ -112,7 +112,7 @@ OUT_DTYPES = {"f16": ("f32", "f16"), "bf16": ("f32", "bf16"), "i8": ("i32",),
 
 def resolve_device(target: str, device: str) -> str:
     """'auto' -> the target's GPU driver if IREE sees a device, else 'sim' (announced on stderr)."""
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.iree_runner import device_present
     t = get_target(target)
     if device not in ("auto", "hip", "cuda", "sim", "local-task"):
@@ -202,7 +202,7 @@ def _signature(source: str):
     dynamic; None when there is not exactly one public function of ranked tensors and one result."""
     from iree.compiler import ir
 
-    from mmaflow.compiler.mlir import new_context, ops_named, parse_module
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
     module = parse_module(source, new_context())
     funcs = [f for f in ops_named(module.operation, "func.func") if "sym_visibility" not in f.attributes]
     if len(funcs) != 1:
@@ -237,7 +237,7 @@ def _run_sim(art: Artifact, inputs):
             f"the lane executor runs single-dispatch matmul modules here; this module has {art.dispatches} "
             f"dispatches ({len(art.executables)} compiled by mmaflow)",
             hint="check every dispatch of a model with `mmaflow run MODEL.mlir --target T --device sim`")
-    from mmaflow.compiler.mlir import new_context, parse_module
+    from mmaflow.compiler.core.mlir import new_context, parse_module
     from mmaflow.runtime.numerics import DTYPES
     from mmaflow.runtime.simulate import Memory, Region, dynamic_inputs, load_dispatch, run_dispatch, written_elements
     prob = art.problem

@@ -66,10 +66,10 @@ def prepare(targets: list[str], seqs: list[int], head_dims: list[int], dtypes: l
     default pipeline; write the .vmfb files and manifest.json."""
     from iree.compiler import compile_str
 
-    from mmaflow.compiler.bridge import compile_module
-    from mmaflow.compiler.errors import InputError, VerificationError
-    from mmaflow.compiler.flash_attention import HEAD_DIMS
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.core.errors import InputError, VerificationError
+    from mmaflow.compiler.kernels.attention.nvidia import HEAD_DIMS
+    from mmaflow.compiler.target.targets import get_target
 
     ts = [get_target(t) for t in targets]
     if len({t.iree_device for t in ts}) != 1:

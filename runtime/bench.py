@@ -68,9 +68,9 @@ _TORCH_FP8 = {"f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
 def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides: dict | None = None) -> dict:
     from iree.compiler import compile_str
 
-    from mmaflow.compiler.bridge import compile_module
-    from mmaflow.compiler.pipeline import CodegenOptions
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.compiler.target.targets import get_target
 
     from iree.compiler import CompilerToolError
 
@@ -194,7 +194,7 @@ def check_cases(target) -> list[dict]:
     """Every dtype pair the target has (two shapes each), then the matmul variants: transposed,
     batch, unaligned, fused epilogues, dynamic shapes (one kernel run at several sizes)."""
     from mmaflow.compiler.config import matching_intrinsics
-    from mmaflow.compiler.problem import Contraction
+    from mmaflow.compiler.core.problem import Contraction
     from mmaflow.runtime.modules import EPILOGUES, dynamic_module, epilogue_module, matmul_module
     cases = []
     pairs = sorted({(i.a_type, i.c_type) for i in target.intrinsics() if i.a_type == i.b_type and not i.unsigned_a})
@@ -262,10 +262,10 @@ def prepare_checks(target: str, out_dir: Path, *, perf: bool = False, overrides:
     (another dtype than the intrinsic's, a dynamic size for the warpgroup kernel) is not built:
     its refusal is printed here and kept in the manifest's ``not_built``, which `run_checks`
     prints again, so a partial check never reads as a whole one."""
-    from mmaflow.compiler.bridge import compile_module
-    from mmaflow.compiler.errors import ConfigError, UnsupportedError
-    from mmaflow.compiler.pipeline import CodegenOptions
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.compiler.target.targets import get_target
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
@@ -291,7 +291,7 @@ def prepare_checks(target: str, out_dir: Path, *, perf: bool = False, overrides:
             continue
         entries.append({**case, "file": files[src]})
     if not entries:
-        from mmaflow.compiler.errors import InputError
+        from mmaflow.compiler.core.errors import InputError
         raise InputError(f"--config {overrides} configures none of the check cases")
     manifest = {"target": t.name, "driver": t.iree_device, "function": "matmul", "checks": entries,
                 "overrides": overrides or {}, "not_built": not_built}
@@ -402,7 +402,7 @@ def torch_cuda():
 # sum |a||b|, i.e. at most ceil(K / FP8_CHUNK) * (FP8_CHUNK + 1) * 2^(1 - bits) * sum |a||b| over
 # the K loop (beside the f32 terms): an upper bound under the model. A result within it only reads
 # "PASS (fp8 accumulation bound)" (a kernel without promotion); outside both, "FAIL".
-from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS, FP8_CHUNK as FP8_ACC_STEP  # noqa: E402
+from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS, FP8_CHUNK as FP8_ACC_STEP
 
 
 def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8: bool = False) -> dict:
@@ -644,7 +644,7 @@ def print_table(rows: list[dict]) -> None:
 
 def positive_ints(text: str, option: str) -> list[int]:
     """A comma-separated list of positive integers (``--sizes``, ``--head-dims``), or an InputError."""
-    from mmaflow.compiler.errors import InputError
+    from mmaflow.compiler.core.errors import InputError
     try:
         values = [int(s) for s in text.split(",")]
     except ValueError:
@@ -660,8 +660,8 @@ MODES = ("compile_time", "models", "checks", "variants", "attention")
 def bench_command(args) -> int:
     """Entry point of `mmaflow bench`."""
     from mmaflow.compiler.config import parse_overrides
-    from mmaflow.compiler.errors import DeviceError, InputError
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.core.errors import DeviceError, InputError
+    from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.iree_runner import device_present
 
     modes = [m for m in MODES if getattr(args, m)]
@@ -725,7 +725,7 @@ def bench_command(args) -> int:
 def run_prepared(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int, time_checks: int,
                  kernel: bool) -> int:
     """Run a prepared directory by its manifest's kind; the exit status (1 if a check failed)."""
-    from mmaflow.compiler.errors import InputError
+    from mmaflow.compiler.core.errors import InputError
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     kind = manifest.get("kind", "checks" if "checks" in manifest else "matmul")
     if kind == "models":
@@ -772,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_check is not None:
         profile_check(from_dir, args.profile_check, args.driver)
         return 0
-    from mmaflow.compiler.errors import DeviceFault, MmaflowError
+    from mmaflow.compiler.core.errors import DeviceFault, MmaflowError
     try:
         return run_prepared(from_dir, args.driver, Path(args.out), repeat=args.repeat,
                             time_checks=args.time_checks, kernel=args.kernel_time)

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from mmaflow.compiler.errors import InputError
+from mmaflow.compiler.core.errors import InputError
 from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
 from mmaflow.runtime.simulate import fp8_tensor_core
@@ -127,7 +127,7 @@ def _progress(name: str):
 
 def _run_on_executor(args, source: str, options, source_name: str) -> int:
     """Every dispatch of the module: taken ones checked on the lane executor, left ones listed."""
-    from mmaflow.compiler.bridge import codegen_module
+    from mmaflow.compiler.driver.bridge import codegen_module
     from mmaflow.runtime.model_check import check_executable, estimate_seconds
     res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=False)
     for line in res.log:

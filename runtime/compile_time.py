@@ -37,7 +37,7 @@ def _stop_server() -> None:
 
 def _commands(module: Path, target: str, out: Path) -> dict[str, tuple[list[str], bool]]:
     """name -> (command, whether the codegen server is stopped before it)."""
-    from mmaflow.compiler.targets import get_target
+    from mmaflow.compiler.target.targets import get_target
     t = get_target(target)
     stock = ["sh", "-c", f'{shlex.quote(_bin("iree-compile"))} {shlex.quote(str(module))} '
              f'$({shlex.quote(_bin("mmaflow"))} flags --target {target}) -o {shlex.quote(str(out / "stock.vmfb"))}']

@@ -38,12 +38,12 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler.errors import MmaflowError
-from mmaflow.compiler.mlir import file_location, typed_location
+from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.core.mlir import file_location, typed_location
 
-from .isa import IsaError
-from .isa import execute as isa_execute
-from .isa.decode import decode
+from mmaflow.runtime.isa import IsaError
+from mmaflow.runtime.isa import execute as isa_execute
+from mmaflow.runtime.isa.decode import decode
 
 LDS_BANKS = {"gfx11": 64, "gfx12": 64, "gfx942": 32, "gfx950": 64, "sm_": 32}
 
@@ -1609,14 +1609,14 @@ _HANDLERS = {
 }
 
 # Hopper warpgroup MMA (nvvm.wgmma.*, nvvm.fence.proxy, the accumulator's llvm.* ops): its own module.
-from .executor_wgmma import HANDLERS as _WGMMA_HANDLERS  # noqa: E402
-from .executor_wgmma import end_check as wgmma_end_check  # noqa: E402
-from .executor_wgmma import lds_write_check  # noqa: E402
+from mmaflow.runtime.executor_wgmma import HANDLERS as _WGMMA_HANDLERS
+from mmaflow.runtime.executor_wgmma import end_check as wgmma_end_check
+from mmaflow.runtime.executor_wgmma import lds_write_check
 
 _HANDLERS.update(_WGMMA_HANDLERS)
 
 # Hopper TMA (tensor maps, mbarriers, cp.async.bulk.tensor; global addresses): its own module.
-from .executor_tma import HANDLERS as _TMA_HANDLERS  # noqa: E402
-from .executor_tma import end_check as tma_end_check  # noqa: E402
+from mmaflow.runtime.executor_tma import HANDLERS as _TMA_HANDLERS
+from mmaflow.runtime.executor_tma import end_check as tma_end_check
 
 _HANDLERS.update(_TMA_HANDLERS)

@@ -1,5 +1,5 @@
 """The lane executor's Hopper TMA: tensor maps built on the device, mbarriers, and
-``cp.async.bulk.tensor`` (what ``--config copy=tma`` kernels use; ``compiler/tma.py`` emits them).
+``cp.async.bulk.tensor`` (what ``--config copy=tma`` kernels use; ``compiler/kernels/wgmma/tma.py`` emits them).
 
 A second, independent model of the hardware (it imports nothing from the compiler), from the
 PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mbarrier",
@@ -73,8 +73,8 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from .executor import ExecutorError, MemRef, _loc, _lanes, np_dtype, role_progress
-from .executor_wgmma import ordered_after_reads
+from mmaflow.runtime.executor import ExecutorError, MemRef, _loc, _lanes, np_dtype, role_progress
+from mmaflow.runtime.executor_wgmma import ordered_after_reads
 
 GLOBAL_SHIFT = 40
 GLOBALS = 0x100  # module globals start at GLOBALS << 40
@@ -507,7 +507,7 @@ def _arrive_handler(expect_tx: bool):
 
 
 def _land(k, st, op, b: Barrier) -> None:
-    from .executor_wgmma import _wg
+    from mmaflow.runtime.executor_wgmma import _wg
     for mem, g, addr, data in b.copies:
         rel = addr - mem.base
         _pending_reads(st, op, g, addr, "lands")
@@ -755,7 +755,7 @@ def _h_setmaxnreg(k, op):
 # ---- scf.while (the mbarrier wait loop) --------------------------------------------------------------
 
 def _h_while(k, op):
-    from .executor import _run_block
+    from mmaflow.runtime.executor import _run_block
     inits = k._ins(op)
     outs = k._outs(op)
     before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]

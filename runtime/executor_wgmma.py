@@ -41,11 +41,11 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from .executor import ExecutorError, _loc, _lanes
-from .isa import IsaError
-from .isa.smem_matrix import decode_descriptor, operand_address
-from .isa.tables import WGMMA_PTX_TYPES, wgmma_key
-from .isa.wgmma import execute_wgmma
+from mmaflow.runtime.executor import ExecutorError, _loc, _lanes
+from mmaflow.runtime.isa import IsaError
+from mmaflow.runtime.isa.smem_matrix import decode_descriptor, operand_address
+from mmaflow.runtime.isa.tables import WGMMA_PTX_TYPES, wgmma_key
+from mmaflow.runtime.isa.wgmma import execute_wgmma
 
 WARPGROUP = 128
 _F32_STRUCT = re.compile(r"^!llvm\.struct<\((f32(, f32)*)\)>$")

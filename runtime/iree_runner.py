@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from mmaflow.compiler.errors import DeviceError, DeviceFault
+from mmaflow.compiler.core.errors import DeviceError, DeviceFault
 
 
 def device_present(driver: str) -> tuple[bool, str]:

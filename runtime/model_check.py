@@ -32,15 +32,14 @@ from dataclasses import dataclass, field
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler import dynamic
-from mmaflow.compiler.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
+from mmaflow.compiler.core import dynamic
+from mmaflow.compiler.core.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
 
-from . import numerics
-from .attention_reference import attention_bound, attention_reference, bool_mask_additive
-from .reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
-from .executor import cluster_shape, whole_clusters
-from .simulate import (Memory, Region, fp8_tensor_core, load_dispatch, run_dispatch, sample_workgroups, tile_mask,
-                       written_elements)
+from mmaflow.runtime import numerics
+from mmaflow.runtime.attention_reference import attention_bound, attention_reference, bool_mask_additive
+from mmaflow.runtime.reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
+from mmaflow.runtime.executor import cluster_shape, whole_clusters
+from mmaflow.runtime.simulate import Memory, Region, fp8_tensor_core, load_dispatch, run_dispatch, sample_workgroups, tile_mask, written_elements
 
 # Executor throughput on this kind of machine (multiply-adds per second, measured on 2 cores with
 # the f16 1024^3 kernel: 18 s), for the up-front estimate of a full run.
@@ -79,7 +78,7 @@ def call_sites(func: ir.Operation, sizes: dict | None = None, problem=None) -> l
     if not known:
         known = [{}]
     if sizes and problem is not None:
-        from .simulate import dynamic_inputs
+        from mmaflow.runtime.simulate import dynamic_inputs
         consts, _ = dynamic_inputs(problem, sizes)
         for site in known:
             for i, v in enumerate(consts):
@@ -313,7 +312,7 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
     byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random
     finite values (an i1 mask: random bytes 0 / 1, mostly 1, key 0 always 1), sentinels elsewhere; the kernel's O against the float64 reference
     within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
-    from mmaflow.compiler.flash_attention import BLOCK_M
+    from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
     start = time.perf_counter()
     rec = exe.facts.problem
     attn = rec.attention
@@ -416,7 +415,7 @@ def estimate_seconds(exe, sample: int = 0) -> float:
         a = exe.facts.problem.attention
         macs = 2 * int(np.prod(a.batch)) * a.m * a.k2 * a.k1
         if sample:
-            from mmaflow.compiler.flash_attention import BLOCK_M
+            from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
             macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
         return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem

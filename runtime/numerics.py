@@ -106,8 +106,8 @@ def _fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, promot
 
 def _fp8_tensor_core(a: np.ndarray, b: np.ndarray, k_tile: int, promote: bool, *, bound: bool = False):
     """(the kernel's result as float32, and with ``bound`` ``fp8_tensor_core_bound``'s terms or None)."""
-    from .isa import FP8_ACCUMULATOR_BITS
-    from .isa.wgmma import FP8_CHUNK, fp8_accumulate
+    from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS
+    from mmaflow.runtime.isa.wgmma import FP8_CHUNK, fp8_accumulate
     a64, b64 = as_exact(a), as_exact(b)
     if k_tile <= 0 or k_tile % FP8_CHUNK:
         raise ValueError(f"a K tile of {k_tile}: must be whole chunks of {FP8_CHUNK}")

@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler.errors import MmaflowError
+from mmaflow.compiler.core.errors import MmaflowError
 
 UNIT_ROUNDOFF = {"f64": 2.0 ** -53, "f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
 # Units of the result type a GPU math library may be off by (CUDA libdevice / ROCm ocml: <= 4 ulp
@@ -319,7 +319,7 @@ def _fp8_tensor_core(op, av: np.ndarray, bv: np.ndarray, init: Val, spec: str, k
             or np.any(init.r):
         raise InterpretError(f"{op.name}: the fp8 tensor-core arithmetic is modelled for C = A @ B (one K, M, N, "
                              f"at most one batch) into a zero f32 init, not {spec} -> {t}")
-    from .numerics import fp8_tensor_core_reference
+    from mmaflow.runtime.numerics import fp8_tensor_core_reference
     bt = "".join(batch)
     a_log = np.einsum(f"{la}->{bt}{m[0]}{red[0]}", av)
     b_log = np.einsum(f"{lb}->{bt}{red[0]}{n[0]}", bv)

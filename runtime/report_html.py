@@ -16,7 +16,7 @@ import colorsys
 import html
 from pathlib import Path
 
-from mmaflow.compiler.intrinsics import TYPE_BITS
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.report import COUNT_ROWS, ROWS
 
 _CSS = """
@@ -190,7 +190,7 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
                    f'<tr><td class="l">problem</td><td class="l">{_e(problem.describe())}</td></tr>'
                    f'<tr><td class="l">config</td><td class="l">{_e(cfg.describe())}</td></tr></table>'
                    "<b>Why this config</b><ul>" + "".join(f"<li>{_e(w)}</li>" for w in explain.get(exe.name, [])) +
-                   "</ul><b>Kernel plan</b> (<code>compiler/plan.py</code>)<pre class=\"isa\">" +
+                   "</ul><b>Kernel plan</b> (<code>compiler/kernels/common/plan.py</code>)<pre class=\"isa\">" +
                    _e("\n".join(exe.run.headers.get("distribute", []))) + "</pre></section>")
         out.append(f'<section id="{kid}-layouts"><h3>Register layouts of {_e(intr.name)} ({_e(intr.mnemonic)}), '
                    f"wave{intr.wave_size}</h3><div class=\"sub\">Cells: the tile element row_col a lane holds in a "

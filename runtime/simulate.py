@@ -18,11 +18,11 @@ import numpy as np
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
-from mmaflow.compiler import attrs
-from mmaflow.compiler.mlir import executable_target, ops_named
-from mmaflow.compiler.results import config_at
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.mlir import executable_target, ops_named
+from mmaflow.compiler.pipeline.results import config_at
 
-from .executor import ExecutorError, Kernel, Stats, cluster_shape, whole_clusters
+from mmaflow.runtime.executor import ExecutorError, Kernel, Stats, cluster_shape, whole_clusters
 
 SENTINEL = 0xFF
 GUARD = 64  # sentinel bytes after the last tensor of every binding
@@ -264,7 +264,7 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     dimension ("m", "n", "k", "batch"). ``sample``: run only that many workgroups (the grid's
     corners and random ones) and check the tiles they own.
     """
-    from . import numerics as num
+    from mmaflow.runtime import numerics as num
     d = load_dispatch(module)
     problem = attrs.read_problem(d.func)
     cfg = attrs.read_config(d.func)

@@ -1,8 +1,8 @@
 """Print the RDNA3 wave32 hand-back fixture with attention's P conversion between two WMMAs.
 
 The fixture (``handback_wmma_gfx1100.mlir``) computes D = A B with one WMMA. Here a first WMMA
-computes S^T = A B (standing for K Q^T), ``compiler/convert_emit.py`` converts its accumulator
-to an A operand with the planned register route (``compiler/convert.py``), and the fixture's
+computes S^T = A B (standing for K Q^T), ``compiler/kernels/common/convert_emit.py`` converts its accumulator
+to an A operand with the planned register route (``compiler/target/convert.py``), and the fixture's
 WMMA multiplies that by B: the chain of a flash-attention step, for IREE to lower
 (``lit_tests/isa/conversion.test``, docs/BENCHMARKS.md).
 
@@ -17,10 +17,10 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import amdgpu, arith
 
-from mmaflow.compiler.convert import attention_conversion
-from mmaflow.compiler.convert_emit import emit_lds_route, emit_register_route
-from mmaflow.compiler.mlir import new_context, ops_named, parse_module
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.target.convert import attention_conversion
+from mmaflow.compiler.kernels.common.convert_emit import emit_lds_route, emit_register_route
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.target.targets import get_target
 
 
 def main() -> None:

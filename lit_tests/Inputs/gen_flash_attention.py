@@ -4,7 +4,7 @@
     python lit_tests/Inputs/gen_flash_attention.py src.mlir [--target sm_80] [--causal] [--stages 1|2] > kernel.mlir
 
 The dispatch's one ``iree_linalg_ext.attention`` is replaced by the kernel of
-``compiler/flash_attention.py`` (``rewrite_dispatch``: Q, K, V and O at their bindings and byte
+``compiler/kernels/attention/nvidia.py`` (``rewrite_dispatch``: Q, K, V and O at their bindings and byte
 offsets), then handed back with ``stages.hand_back.install`` (no_pipeline translation_info,
 the constant grid, minctasm, the variant's target), ready for ``iree-compile
 --compile-from=executable-sources`` (``lit_tests/isa/flash_attention.test``).
@@ -13,10 +13,10 @@ the constant grid, minctasm, the variant's target), ready for ``iree-compile
 import argparse
 from pathlib import Path
 
-from mmaflow.compiler.flash_attention import rewrite_dispatch
-from mmaflow.compiler.mlir import new_context, ops_named, parse_module
-from mmaflow.compiler.stages.hand_back import constant_grid, install
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.pipeline.hand_back import constant_grid, install
+from mmaflow.compiler.target.targets import get_target
 
 
 def main() -> None:

@@ -68,9 +68,9 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import arith, gpu, hal, llvm, memref, nvvm, scf
 
-from mmaflow.compiler.mlir import new_context, ops_named, parse_module
-from mmaflow.compiler.stages.hand_back import constant_grid, install
-from mmaflow.compiler.targets import get_target
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.pipeline.hand_back import constant_grid, install
+from mmaflow.compiler.target.targets import get_target
 
 VARIANTS = ("zero", "template", "zero-cpfp")
 ROWS = COLS = 256                 # x: 256 x 256 f16, row-major

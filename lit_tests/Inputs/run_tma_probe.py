@@ -63,7 +63,7 @@ def smem_layout_image(x: np.ndarray, row0: int, col0: int):
     """The same image from mmaflow's SmemLayout (the wgmma kernel's K-major 128B-swizzled tile:
     mn = 64 box rows, k = 64 elements along a 128-byte line), or None if mmaflow does not import."""
     try:
-        from mmaflow.compiler.smem_layout import Major, SmemLayout, Swizzle
+        from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
     except Exception as e:  # noqa: BLE001
         print(f"  (mmaflow not importable, SmemLayout cross-check skipped: {e})")
         return None

@@ -6,7 +6,7 @@ Like a disassembler: from the op name, the architecture and the operand vector t
 
 from __future__ import annotations
 
-from .execute import IsaError
+from mmaflow.runtime.isa.execute import IsaError
 
 _FAMILY = {"gfx11": "rdna3", "gfx12": "rdna4", "gfx94": "cdna", "gfx95": "cdna", "sm_": "ptx"}
 

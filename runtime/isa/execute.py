@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import ml_dtypes
 
-from .tables import INSTRUCTIONS
+from mmaflow.runtime.isa.tables import INSTRUCTIONS
 
 
 class IsaError(Exception):

@@ -1,7 +1,7 @@
 """Shared-memory operands of wgmma.mma_async: the matrix descriptor and the canonical layouts.
 
 Transcribed from the NVIDIA PTX ISA [PTX-WG], 9.7.15.5.1.2 "Shared Memory Matrix Layout" and
-9.7.15.5.1.2.2 "Matrix Descriptor Format"; independent of the compiler's ``smem_layout.py``
+9.7.15.5.1.2.2 "Matrix Descriptor Format"; independent of the compiler's ``target/smem_layout.py``
 (which states the same layouts as tiles of swizzle atoms; tests make the two agree).
 
 Descriptor, a 64-bit register:
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .execute import IsaError
+from mmaflow.runtime.isa.execute import IsaError
 
 SWIZZLE_BY_CODE = {0: "none", 1: "128B", 2: "64B", 3: "32B"}
 CODE_BY_SWIZZLE = {v: k for k, v in SWIZZLE_BY_CODE.items()}

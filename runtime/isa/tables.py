@@ -1,7 +1,7 @@
 """Operand placement of each matrix instruction, written from the ISA documents.
 
 This is mmaflow's second, independent encoding of the hardware. It deliberately does not use
-the compiler's batch-lane-vector model (``mmaflow.compiler.layout``): each function below is a
+the compiler's batch-lane-vector model (``mmaflow.compiler.target.layout``): each function below is a
 transcription of a vendor table in its own terms (VGPR number, 16-bit half, byte, lane group,
 PTX groupID/threadID_in_group). Tests pack registers with the compiler's layouts and execute them
 here; if either side is wrong, the product is wrong.

@@ -43,9 +43,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .execute import IsaError, _check_dtype, _gather, np_dtype, placement
-from .smem_matrix import decode_descriptor, read_operand
-from .tables import WGMMA
+from mmaflow.runtime.isa.execute import IsaError, _check_dtype, _gather, np_dtype, placement
+from mmaflow.runtime.isa.smem_matrix import decode_descriptor, read_operand
+from mmaflow.runtime.isa.tables import WGMMA
 
 
 # The measured fp8 accumulator: bits kept below the leading bit of the largest addend (see above).

@@ -1,0 +1,188 @@
+"""What an ``iree_linalg_ext.attention`` (or ``online_attention``) op computes, read through the
+bindings: its dimensions, element types, scale and mask.
+
+IREE's attention op takes ``ins(Q, K, V, scale[, mask])`` and writes ``outs(O)`` (online
+attention also writes the running max and sum); one indexing map per operand, in that order,
+over loops that are batch, M (queries), K1 (the QK head dim), K2 (keys) and N (the V head dim).
+The roles follow from which maps a loop appears in:
+
+    batch: Q, K, V and O       M: Q and O, not K       K1: Q and K, not O
+    K2:    K and V, not Q      N: V and O, not Q
+
+A mask is a tensor over (batch, M, K2): a floating-point one is added to the scores, an ``i1``
+one selects them. PyTorch's ``scaled_dot_product_attention(is_causal=True)`` reaches the dispatch
+as such a tensor, computed outside it: from the dispatch alone a causal mask cannot be told from
+any other, and the description says so rather than guess.
+
+Select takes an attention dispatch that mmaflow's flash-attention kernel (``kernels/attention/nvidia.py``,
+``kernels/attention/amd.py``, issue 15) supports on an NVIDIA or AMD target and records it as an ``AttentionDispatch`` (this
+description plus where Q, K, V and O live); every other one is left to IREE with this
+description and the reason as the log line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core.errors import InputError
+from mmaflow.compiler.core.mlir import defining_op, location_of
+from mmaflow.compiler.core.problem import Binding
+
+ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
+
+
+@dataclass(frozen=True)
+class Attention:
+    op: str
+    batch: tuple[int | None, ...]  # in the output's order (None: dynamic)
+    m: int | None
+    k1: int | None
+    k2: int | None
+    n: int | None
+    q_type: str
+    k_type: str
+    v_type: str
+    out_type: str
+    scale: float | None  # None: a run-time value
+    mask: str  # "no mask", "additive f16 mask ...", "boolean i1 mask ..."
+    mask_type: str | None = None  # the mask's element type ("f16", "i1", ...); None: no mask
+
+    def describe(self) -> str:
+        def d(x):
+            return "?" if x is None else str(x)
+        batch = "x".join(d(b) for b in self.batch) or "1"
+        types = self.q_type if len({self.q_type, self.k_type, self.v_type}) == 1 else \
+            f"{self.q_type}/{self.k_type}/{self.v_type}"
+        scale = "scale (run-time value)" if self.scale is None else f"scale {self.scale:g}"
+        return (f"{self.op} batch {batch}, {d(self.m)} queries x {d(self.k2)} keys, head dim {d(self.k1)} -> "
+                f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask})")
+
+
+@dataclass(frozen=True)
+class AttentionDispatch:
+    """A taken attention dispatch (``mmaflow.attention``): what it computes and where its
+    tensors live (binding + constant byte offset each)."""
+
+    attention: Attention
+    q: Binding
+    k: Binding
+    v: Binding
+    o: Binding
+    # Storage order of Q, K, V, O (``flash_attention.Placement.order``: per stored dim, outermost
+    # first, the logical one of (batch..., rows, head dim) it holds); None: all stored so.
+    orders: tuple[tuple[int, ...], ...] | None = None
+    # The mask (additive, or boolean i1 stored one byte per element): where it lives and its storage order (per stored dim, outermost first, the
+    # logical one of (batch..., queries, keys) it holds; a batch dim missing: broadcast along it).
+    mask: Binding | None = None
+    mask_order: tuple[int, ...] | None = None
+
+    def describe(self) -> str:
+        return self.attention.describe()
+
+    def where(self) -> str:
+        where = ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
+                                                                ("O", self.o)))
+        if self.mask is not None:
+            kind = "boolean i1 mask" if self.attention.mask_type == "i1" else "additive mask"
+            where += f", {kind}: {self.mask.describe()}"
+        if self.orders is None and self.mask_order is None:
+            return where
+        nb = len(self.attention.batch)
+        names = [f"b{i}" for i in range(nb)] + ["rows", "d"]
+        stored = [] if self.orders is None else [f"{r} ({', '.join(names[i] for i in order)})"
+                                                 for r, order in zip("QKVO", self.orders)]
+        if self.mask_order is not None:
+            keys = names[:nb] + ["rows", "keys"]
+            stored.append(f"mask ({', '.join(keys[i] for i in self.mask_order)})")
+        return where + "; stored " + ", ".join(stored)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict) -> "AttentionDispatch":
+        a = dict(d["attention"])
+        a["batch"] = tuple(a["batch"])
+        for name in ("m", "k1", "k2", "n", "scale"):  # None (dynamic, run-time) is left out of the attribute
+            a.setdefault(name, None)
+        a.setdefault("mask_type", None)
+        orders, mask, mask_order = d.get("orders"), d.get("mask"), d.get("mask_order")
+        return AttentionDispatch(Attention(**a), *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
+                                 orders=tuple(tuple(x) for x in orders) if orders is not None else None,
+                                 mask=Binding(**mask) if mask is not None else None,
+                                 mask_order=tuple(mask_order) if mask_order is not None else None)
+
+
+def _shape(value: ir.Value) -> tuple[str, list[int | None]]:
+    t = ir.ShapedType(value.type)
+    return str(t.element_type), [None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank)]
+
+
+def _map_dims(attr: ir.Attribute, what: str, op: ir.Operation) -> list[int]:
+    amap = ir.AffineMapAttr(attr).value
+    dims = []
+    for e in amap.results:
+        if not isinstance(e, ir.AffineDimExpr):
+            raise InputError(f"{op.name}: the {what} indexing map {amap} is not a projection of loops",
+                             location=location_of(op))
+        dims.append(e.position)
+    return dims
+
+
+def _constant_float(value: ir.Value) -> float | None:
+    op = defining_op(value)
+    if op is None or op.name != "arith.constant" or not isinstance(op.attributes["value"], ir.FloatAttr):
+        return None
+    return ir.FloatAttr(op.attributes["value"]).value
+
+
+def describe_attention(op: ir.Operation) -> Attention:
+    """Read an attention op's dimensions, types, scale and mask through the bindings."""
+    if op.name not in ATTENTION_OPS:
+        raise ValueError(f"{op.name} is not an attention op")
+    n_out = len(op.results)
+    ins = list(op.operands)[:len(op.operands) - n_out]
+    outs = list(op.operands)[len(op.operands) - n_out:]
+    if len(ins) not in (4, 5) or not outs:
+        raise InputError(f"{op.name} with {len(ins)} inputs and {len(outs)} outputs: expected Q, K, V, scale "
+                         f"and an optional mask, and an output", location=location_of(op))
+    maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
+    names = ["Q", "K", "V", "scale"] + (["mask"] if len(ins) == 5 else []) + ["O"]
+    if len(maps) < len(names):
+        raise InputError(f"{op.name} has {len(maps)} indexing maps for {len(names)} operands",
+                         location=location_of(op))
+    dims = {name: _map_dims(maps[i], name, op) for i, name in enumerate(names)}
+    values = dict(zip(names, ins + [outs[0]]))
+    sizes: dict[int, int | None] = {}
+    types = {}
+    for name in ("Q", "K", "V", "O") + (("mask",) if "mask" in values else ()):
+        elem, shape = _shape(values[name])
+        types[name] = elem
+        for loop, size in zip(dims[name], shape):
+            if size is not None or loop not in sizes:
+                sizes[loop] = size
+    q, k, v, o = (set(dims[x]) for x in ("Q", "K", "V", "O"))
+
+    def role(members: set) -> list[int]:
+        found = [d for d in dims["O"] + dims["Q"] + dims["K"] + dims["V"] if d in members]
+        return list(dict.fromkeys(found))
+    batch = role(q & k & v & o)
+    m, k1, k2, n = role((q & o) - k), role((q & k) - o), role((k & v) - q), role((v & o) - q)
+    for what, found in (("M", m), ("K1", k1), ("K2", k2), ("N", n)):
+        if len(found) != 1:
+            raise InputError(f"{op.name}: {len(found)} loops play the role of {what} in its indexing maps",
+                             location=location_of(op))
+    mask_type = None
+    if "mask" in values:
+        elem, shape = _shape(values["mask"])
+        mask_type = elem
+        kind = "boolean" if elem == "i1" else "additive"
+        extent = "x".join("?" if s is None else str(s) for s in shape)
+        mask = f"{kind} {elem} mask {extent}, whether causal is in its data"
+    else:
+        mask = "no mask"
+    return Attention(op.name, tuple(sizes[b] for b in batch), sizes[m[0]], sizes[k1[0]], sizes[k2[0]], sizes[n[0]],
+                     types["Q"], types["K"], types["V"], types["O"], _constant_float(values["scale"]), mask,
+                     mask_type)

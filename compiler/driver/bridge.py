@@ -1,0 +1,269 @@
+"""The IREE bridge: compile a whole module with mmaflow's codegen on its matmul dispatches.
+
+In-process, through IREE's compiler API (``iree.compiler.api``, phases set through ctypes):
+
+    front   invocation 1: parse, run to the end of the executable-sources phase
+    codegen every hal.executable goes through ``pipeline.codegen_executable_text`` -- the very
+            function the `mmaflow-codegen` hook tool runs inside iree-compile -- as text, the
+            way IREE hands executables to the tool, so both routes produce the same executable
+    lower   invocation 2: resume from executable-sources, produce the .vmfb, dump the ISA
+    verify  every dispatch we took must be ours in the ISA (``verify.check_dispatch_isa``)
+
+We enter at executable-sources (not executable-configurations) because that is where the
+preprocess hook sees executables: one input form for both routes. IREE keeps a function's own
+translation_info during configuration, so our no_pipeline handback survives to lowering.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from iree.compiler import ir
+from iree.compiler.api import ctypes_dl as api
+
+from mmaflow.compiler.core.errors import InputError, ToolchainError
+from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
+from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
+from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
+from mmaflow.compiler.driver.codegen_tool import codegen_many
+from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
+from mmaflow.compiler.target.targets import Target, get_target
+from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa
+
+_DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
+_SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
+
+
+class _Invocation:
+    """An IREE invocation whose diagnostics are collected instead of printed."""
+
+    def __init__(self, session: api.Session):
+        self.inv = session.invocation()
+        self.diagnostics: list[str] = []
+        lib = api._dylib
+        lib.ireeCompilerInvocationEnableCallbackDiagnostics.argtypes = [ctypes.c_void_p, ctypes.c_int, _DIAG_CB, ctypes.c_void_p]
+        lib.ireeCompilerInvocationSetCompileToPhase.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        lib.ireeCompilerInvocationSetCompileFromPhase.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+        def on_diag(severity, message, size, _):
+            self.diagnostics.append(f"{_SEVERITY.get(severity, '?')}: {message[:size].decode(errors='replace')}")
+        self._cb = _DIAG_CB(on_diag)  # keep alive
+        lib.ireeCompilerInvocationEnableCallbackDiagnostics(self.inv._inv_p, 0, self._cb, None)
+
+    def phases(self, *, to: str | None = None, start: str | None = None) -> None:
+        lib = api._dylib
+        if to:
+            lib.ireeCompilerInvocationSetCompileToPhase(self.inv._inv_p, to.encode())
+        if start:
+            lib.ireeCompilerInvocationSetCompileFromPhase(self.inv._inv_p, start.encode())
+
+    def fail(self, what: str) -> ToolchainError:
+        errors = [d for d in self.diagnostics if d.startswith("error")] or self.diagnostics
+        return ToolchainError(f"IREE failed to {what}:\n  " + "\n  ".join(errors[:10] or ["(no diagnostics)"]))
+
+
+@dataclass
+class CompileResult:
+    vmfb: bytes
+    executables: list[ExecutableResult]
+    reports: dict[str, IsaReport] = field(default_factory=dict)
+    isa_text: dict[str, str] = field(default_factory=dict)
+    expect: dict[str, dict] = field(default_factory=dict)  # what verify checked per executable
+    front_text: str = ""
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def taken(self) -> list[ExecutableResult]:
+        return [e for e in self.executables if e.taken]
+
+
+_DUMP_FLAGS = ("--iree-hal-dump-executable-files-to=", "--iree-hal-dump-executable-intermediates-to=",
+               "--iree-hal-dump-executable-binaries-to=")
+
+
+def iree_flags(target: Target, dump_dir: Path, *, full_dumps: bool, extra: list[str] = ()) -> tuple[list[str], list[Path]]:
+    """IREE flags for the target plus the dumps verification reads, and the directories the ISA
+    will be in.
+
+    Intermediates (.ll, .rocmasm, .ptx) do not change the .vmfb; the full dumps
+    (--iree-hal-dump-executable-files-to) point executable source locations at the dumped files,
+    so they are used only when the user asks for a dump directory. A user's own dump flags (in
+    ``extra``) are honoured: mmaflow adds only the dumps they leave out and reads the ISA from
+    wherever IREE puts it."""
+    user = {flag: Path(x.split("=", 1)[1]) for x in extra for flag in _DUMP_FLAGS if x.startswith(flag)}
+    if _DUMP_FLAGS[0] in user:
+        return target.iree_flags(), [user[_DUMP_FLAGS[0]]]
+    if full_dumps:
+        return target.iree_flags() + [f"{_DUMP_FLAGS[0]}{dump_dir}"], [dump_dir]
+    # PTX counts as a binary for the CUDA target, .rocmasm as an intermediate for ROCm.
+    flags = [f"{flag}{dump_dir}" for flag in _DUMP_FLAGS[1:] if flag not in user]
+    return target.iree_flags() + flags, [dump_dir] + [user[f] for f in _DUMP_FLAGS[1:] if f in user]
+
+
+def _prepare(source: str, target_name: str, options: CodegenOptions | None, source_name: str):
+    """The target, the options with it set, and a clear error for malformed input."""
+    target = get_target(target_name)
+    options = replace(options or CodegenOptions(), target=target.name)
+    _check_zero_sized(parse_module(source, new_context(), source=source_name), source_name)
+    return target, options
+
+
+def _check_zero_sized(module: ir.Module, source_name: str) -> None:
+    """A linalg op on a zero-sized tensor (e.g. K = 0) stops IREE 3.13 with a division by zero
+    (SIGFPE in its dispatch formation), which would kill this process: refuse it here."""
+    with module.context:
+        for op in walk(module.operation):
+            if not op.name.startswith("linalg."):
+                continue
+            for v in list(op.operands) + list(op.results):
+                try:
+                    t = ir.RankedTensorType(v.type)
+                except ValueError:
+                    continue
+                if any(not t.is_dynamic_dim(i) and t.shape[i] == 0 for i in range(t.rank)):
+                    at = file_location(op.location)
+                    where = f"{source_name}:{at.start_line}:{at.start_col}" if at is not None else source_name
+                    raise InputError(f"{where}: {op.name} has a zero-sized operand ({t}); IREE 3.13 "
+                                     "cannot compile zero-sized contractions (it stops on a division by zero)",
+                                     hint="an empty contraction (K = 0) is its accumulator (zeros): leave it out "
+                                          "of the module; mmaflow.runtime.matmul returns zeros for K = 0")
+
+
+def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
+                   source_name: str = "input.mlir", dump_dir: Path | None = None,
+                   extra_flags: list[str] | None = None, require_matmul: bool = True,
+                   verify: bool = True) -> CompileResult:
+    """Compile ``source`` for ``target_name`` with mmaflow's codegen on its matmul dispatches."""
+    target, options = _prepare(source, target_name, options, source_name)
+    tmp = None
+    if dump_dir is None:
+        tmp = Path(tempfile.mkdtemp(prefix="mmaflow-"))
+        isa_dir = tmp
+    else:
+        isa_dir = dump_dir / "iree"
+    try:
+        return _compile(source, target, options, source_name, isa_dir, extra_flags or [],
+                        require_matmul, verify, full_dumps=dump_dir is not None)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _front_and_codegen(session: api.Session, source: str, source_name: str, options: CodegenOptions,
+                       result: "CompileResult", require_matmul: bool):
+    """Invocation 1 to executable-sources, then every executable through the per-executable
+    pipeline (as text, like the hook tool). Returns the module, with executables replaced."""
+    if server_enabled():
+        start_server()  # if it is not running: its imports overlap with IREE's front phase
+    front = _Invocation(session)
+    src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
+    if not front.inv.parse_source(src):
+        raise InputError(f"IREE could not parse {source_name}:\n  " + "\n  ".join(front.diagnostics[:5]))
+    front.phases(to="executable-sources")
+    if not front.inv.execute():
+        raise front.fail(f"compile {source_name} to executable-sources")
+    module = front.inv.export_module()
+    if options.dump_after == "front":
+        result.front_text = print_op(module)
+    # -- codegen: every executable as text, through the hook tool's server (in parallel)
+    exes = ops_named(module, "hal.executable")
+    items = [(str_attr(exe, "sym_name"), print_op(exe, debug_info=True)) for exe in exes]
+    for exe, res in zip(exes, codegen_many(items, options)):
+        result.executables.append(res)
+        result.log += res.log
+        new = parse_module(res.text, session.context, source=res.name)
+        (new_exe,) = ops_named(new.operation, "hal.executable")
+        ir.InsertionPoint(exe).insert(new_exe.detach_from_parent())
+        exe.erase()
+    if require_matmul and not result.taken:
+        reasons = "; ".join(line.removeprefix("mmaflow: left  ") for e in result.executables for line in e.log[:1])
+        raise InputError(f"no matmul-like contraction that mmaflow compiles in {source_name} ({reasons})",
+                         hint="mmaflow compiles linalg.matmul / batch_matmul (or equivalent linalg.generic) dispatches")
+    return module
+
+
+def codegen_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
+                   source_name: str = "input.mlir", require_matmul: bool = True) -> CompileResult:
+    """Front and per-executable codegen only (no IREE lowering): the handed-back executables,
+    e.g. for the lane executor."""
+    target, options = _prepare(source, target_name, options, source_name)
+    session = api.Session()
+    session.set_flags(*target.iree_flags())
+    result = CompileResult(b"", [])
+    _front_and_codegen(session, source, source_name, options, result, require_matmul)
+    return result
+
+
+def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *,
+             full_dumps: bool) -> CompileResult:
+    session = api.Session()
+    flags, isa_dirs = iree_flags(target, isa_dir, full_dumps=full_dumps, extra=extra_flags)
+    session.set_flags(*(flags + extra_flags))
+    result = CompileResult(b"", [])
+    module = _front_and_codegen(session, source, source_name, options, result, require_matmul)
+    # -- lower
+    back = _Invocation(session)
+    back.inv.import_module(module)
+    back.phases(start="executable-sources")
+    if not back.inv.execute():
+        raise back.fail("lower the module to a .vmfb")
+    out = api.Output.open_membuffer()
+    back.inv.output_vm_bytecode(out)
+    result.vmfb = bytes(out.map_memory())
+    # -- verify
+    for exe in result.taken:
+        text, report = read_isa(isa_dirs, exe, target)
+        result.isa_text[exe.name] = text
+        result.reports[exe.name] = report
+        result.expect[exe.name] = exe.facts.expect
+        if exe.facts.is_attention:
+            if verify:
+                check_attention_isa(report, text, exe.name, exe.facts.expect)
+            continue  # no spills: check_attention_isa refuses local memory
+        if verify:
+            check_dispatch_isa(report, text, exe.name, exe.facts)
+        if report.vgpr_spills or report.sgpr_spills:
+            cfg = exe.facts.config
+            result.log.append(
+                f"mmaflow: warning: {exe.name} spills {report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs to "
+                f"scratch memory (wave tile {cfg.wave_tile_m}x{cfg.wave_tile_n}): it runs correctly but slowly; "
+                f"more waves (--config waves=MxN) or a smaller tile avoid it"
+                + ("" if options.overrides else " (the heuristic's own config: please report it)"))
+    return result
+
+
+def kernel_names(export: str, target: Target) -> list[str]:
+    """The names a dispatch's kernel may have in the ISA: the export's symbol, and for PTX the
+    symbol as NVPTX legalizes it (characters PTX identifiers do not allow, such as the ``$`` of
+    iree-turbine's ``main$async`` entry points, become ``_``)."""
+    names = [export]
+    if target.vendor.isa == "ptx":
+        legal = "".join(c if c.isalnum() or c == "_" else "_" for c in export)
+        if legal != export:
+            names.append(legal)
+    return names
+
+
+def kernel_isa(isa_dirs, kernel: str, target: Target) -> str:
+    """The ISA of one kernel among IREE's dumps in ``isa_dirs`` (a directory or several;
+    executables may be linked into one file)."""
+    dirs = [isa_dirs] if isinstance(isa_dirs, Path) else list(isa_dirs)
+    files = sorted({p for d in dirs for p in d.glob(f"*.{target.vendor.isa_suffix}")})
+    found = []
+    for name in kernel_names(kernel, target):
+        found += [t for t in (extract_kernel(p.read_text(), name, target.vendor.isa) for p in files) if t is not None]
+    if len(found) != 1:
+        raise ToolchainError(f"expected the ISA of kernel {kernel} once among the .{target.vendor.isa_suffix} dumps "
+                             f"in {', '.join(map(str, dirs))}, found it {len(found)} times")
+    return found[0]
+
+
+def read_isa(isa_dirs, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
+    text = kernel_isa(isa_dirs, exe.export, target)
+    if target.is_amd:
+        return text, parse_rocmasm(text, exe.export, target)
+    return text, parse_ptx(text, exe.export, target)

@@ -1,0 +1,114 @@
+"""What a .vmfb holds, and `mmaflow verify`: is a .vmfb built with the stock route mmaflow's?
+
+A .vmfb is a zip archive: ``module.fb`` (the VM module) and one flatbuffer per executable format
+(``*_cuda_nvptx_fb.fb``: the PTX as a string; ``*_rocm_hsaco_fb.fb``: the HSACO, an ELF).
+
+``iree-compile $(mmaflow flags ...)`` cannot check the final ISA of the kernels it builds: the hook
+runs before IREE lowers them. ``mmaflow verify OUT.vmfb --source IN.mlir --target T`` does, after
+the fact, two things:
+
+1. it builds IN.mlir in-process as ``mmaflow compile`` does -- which checks every taken kernel's
+   ISA (verify.check_isa) -- and requires every executable of OUT.vmfb to be byte-identical to
+   the one it built (the two routes share one code path: same input and flags, same bytes);
+2. on NVIDIA it also reads the PTX out of OUT.vmfb itself and checks each taken kernel in it,
+   so that the verdict on the user's file does not rest on the rebuild alone.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+
+from mmaflow.compiler.core.errors import InputError, VerificationError
+
+
+def executables(vmfb: bytes) -> dict[str, bytes]:
+    """Executable flatbuffers of a .vmfb, by archive entry name."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(vmfb))
+    except zipfile.BadZipFile:
+        raise InputError("not a .vmfb (IREE's zip archive of flatbuffers)") from None
+    names = [n for n in archive.namelist() if n.endswith(".fb") and n != "module.fb"]
+    if "module.fb" not in archive.namelist():
+        raise InputError("not a .vmfb: no module.fb in the archive")
+    return {n: archive.read(n) for n in names}
+
+
+def ptx_text(blob: bytes) -> str:
+    """The PTX of a CUDA executable flatbuffer: a length-prefixed, NUL-terminated string holding
+    ``.version`` and ``.target`` (the prefix is checked against the string found)."""
+    at = blob.find(b".version ")
+    if at < 0:
+        raise InputError("the CUDA executable holds no PTX")
+    end = blob.find(b"\x00", at)
+    start = at
+    while start > 4 and (blob[start - 1] in (9, 10) or 32 <= blob[start - 1] < 127):
+        start -= 1
+    for s in range(start, at + 1):  # the string starts where its length prefix says it ends
+        if s >= 4 and struct.unpack_from("<I", blob, s - 4)[0] == end - s:
+            return blob[s:end].decode()
+    raise InputError("the CUDA executable's PTX string has no valid length prefix")
+
+
+def compare(user: bytes, ours: bytes) -> list[str]:
+    """Executables that differ between two .vmfb files (empty: identical)."""
+    a, b = executables(user), executables(ours)
+    problems = [f"{n}: only in the built file" for n in sorted(set(a) - set(b))]
+    problems += [f"{n}: missing from the built file" for n in sorted(set(b) - set(a))]
+    problems += [f"{n}: differs ({len(a[n])} bytes in the file, {len(b[n])} as mmaflow builds it)"
+                 for n in sorted(set(a) & set(b)) if a[n] != b[n]]
+    return problems
+
+
+def verify_command(args, source: str) -> int:
+    import sys
+    from pathlib import Path
+
+    from mmaflow.compiler.driver.bridge import compile_module, kernel_names
+    from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
+    from mmaflow.compiler.pipeline.results import CodegenOptions
+    from mmaflow.compiler.target.targets import get_target
+    from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa
+    target = get_target(args.target)
+    path = Path(args.vmfb)
+    if not path.is_file():
+        raise InputError(f"no such .vmfb: {args.vmfb}")
+    user = path.read_bytes()
+    res = compile_module(source, target.name, source_name=args.source, extra_flags=args.iree_flag or [],
+                         options=CodegenOptions(target=target.name))
+    problems = compare(user, res.vmfb)
+    if problems:
+        raise VerificationError(
+            f"{args.vmfb} is not what mmaflow builds from {args.source} for {target.name}: " + "; ".join(problems),
+            hint="build and verify with the same iree-compile flags (pass yours to verify with --iree-flag)")
+    ptx = None
+    if target.vendor.isa == "ptx":
+        (blob,) = executables(user).values()
+        ptx = ptx_text(blob)
+    for exe in res.taken:
+        if exe.facts.is_attention:
+            if ptx is not None:  # the user's own PTX, checked directly
+                found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]
+                if len(found) != 1:
+                    raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
+                check_attention_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts.expect)
+            rep = res.reports[exe.name]
+            matrix = "matrix instructions" if rep.isa == "amdgcn" else "mma.sync"
+            print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {matrix}, flash "
+                  f"attention: {exe.facts.problem.describe()}", file=sys.stderr)
+            continue
+        intr = target.intrinsic(exe.facts.config.intrinsic)
+        if ptx is not None:  # the user's own PTX, checked directly
+            found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]
+            if len(found) != 1:
+                raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
+            check_dispatch_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)
+        rep = res.reports[exe.name]
+        print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
+              f"{exe.facts.problem.describe()}", file=sys.stderr)
+    left = [e.name for e in res.executables if not e.taken]
+    print(f"mmaflow verify: {path.name} holds mmaflow's verified kernels for {len(res.taken)} dispatches "
+          f"(byte-identical executables{', PTX checked in the file' if ptx is not None else ''}); "
+          f"{len(left)} left to IREE")
+    return 0

@@ -1,0 +1,53 @@
+"""Stage `flash-attention`: an attention dispatch select took becomes the flash-attention
+kernel (``compiler/kernels/attention/nvidia.py``: mma.sync on NVIDIA; ``kernels/attention/amd.py``: MFMA /
+WMMA on AMD), handed back to IREE.
+
+Input: the dispatch function select tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
+``mmaflow.attention``. ``flash_attention.rewrite_dispatch`` plans the kernel for the target and
+replaces the function (same name, Q, K, V, O at the bindings and byte offsets IREE gave them);
+``hand_back.install`` with ``constant_grid`` hands it back. The new function carries select's
+attributes again, and ``mmaflow.attention_expect`` (``attrs.AttentionExpectations``): what
+verify demands of its PTX or .rocmasm.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.errors import CodegenError
+from mmaflow.compiler.kernels.attention.nvidia import BLOCK_N, FlashAttentionPlan, rewrite_dispatch
+from mmaflow.compiler.core.mlir import ops_named, str_attr
+from mmaflow.compiler.pipeline.hand_back import constant_grid, install
+
+NAME = "flash-attention"
+
+
+def expectations(plan: FlashAttentionPlan) -> attrs.AttentionExpectations:
+    """What the lowered kernel shows per warp and key tile: S = Q K^T is (keys / n) x (head dim / k)
+    mma.sync, O += P V (head dim / n) x (keys / k); AMD: S^T = K Q^T (keys / m) x (head dim / k),
+    O^T += V^T P^T (head dim / m) x (keys / k)."""
+    intr = plan.intrinsic
+    rows = intr.m if plan.transposed else intr.n  # the instruction dim the keys (S) and head dim (O) take
+    per_tile = (BLOCK_N // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (BLOCK_N // intr.k)
+    return attrs.AttentionExpectations(mma_per_key_tile=per_tile, key_tiles=plan.key_tiles,
+                                       async_copies=plan.stages > 1, barriers_per_key_tile=plan.barriers_per_tile)
+
+
+def lower_attention(func: ir.Operation) -> tuple[ir.Operation, FlashAttentionPlan]:
+    """Replace the tagged attention dispatch ``func`` by the kernel and hand it back; returns the
+    new function and the plan."""
+    target, record = attrs.read_target(func), attrs.read_attention(func)
+    name, inner = str_attr(func, "sym_name"), func.parent
+    plan = rewrite_dispatch(func, target=target.name)
+    found = [f for f in ops_named(inner, "func.func") if str_attr(f, "sym_name") == name]
+    if len(found) != 1:
+        raise CodegenError(f"expected the kernel @{name} once after the rewrite, found {len(found)}", stage=NAME)
+    kernel = found[0]
+    attrs.mark(kernel, attrs.DISPATCH)
+    attrs.write_target(kernel, target)
+    attrs.write_attention(kernel, record)
+    attrs.write_attention_expect(kernel, expectations(plan))
+    install(kernel, target, workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
+            grid=constant_grid(plan.grid))
+    return kernel, plan

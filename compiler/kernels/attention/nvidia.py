@@ -1,0 +1,972 @@
+"""Flash attention on NVIDIA ``mma.sync`` (issue 15): one kernel, planned as data, built through
+the bindings.
+
+O = softmax(Q K^T * scale + mask) V for static shapes (batch B, M queries, K2 keys, head dims K1
+= N in {64, 128}), f16 or bf16 in and out, a constant scale, no mask tensor, an additive one of
+the inputs' type (IREE's float mask; PyTorch's causal SDPA arrives so; read per tile at each
+lane's S elements, see step 4) or a boolean i1 one (PyTorch's boolean ``attn_mask``, True = takes
+part: IREE's LinalgExt ``applyMask``, compiler/src/iree/compiler/Dialect/LinalgExt/IR/
+AggregatedOpInterfaceImpl.cpp, truncates an integer mask to i1 and adds ``select(mask, 0, -inf)``
+to the scores; IREE stores an i1 tensor one
+byte per element at a dispatch boundary, an i8 binding the dispatch truncates to i1, so the
+kernel reads those bytes where it reads an additive mask and turns each at once into 0 / -inf of
+the inputs' type, bit 0 deciding as ``arith.trunci`` does; the rest is the additive path), and
+optionally causal (key
+j > query i masked: PyTorch's ``is_causal``, top-left aligned when M != K2). The kernel is the
+one sm_80 gets; sm_90a would get the same IR.
+
+Work split. One workgroup per (BLOCK_M = 64 queries, batch): grid (ceil(M / 64), B, 1), four
+warps of 32, each warp owning 16 query rows (one mma.sync m16n8k16 row of instructions). Per
+warp, with every lane's (row, col) taken from the instruction's layouts (``target/intrinsics.py``,
+``target/layout.py``: lane terms plus per-element offsets, never a table written here):
+
+1. Q's fragments, loaded once from global memory in mma.sync's A layout (K1 / 16 of them), stay
+   in registers for the whole key loop. Rows past M read 0.
+2. Key loop over tiles of BLOCK_N = 64 keys (causal: only the tiles at or below this block's
+   last query). K and V (64 x N each, 16-byte chunks, rows padded by 8 elements, keys past K2
+   zero-filled) reach LDS through a two-slot ring filled by cp.async (``stages=2``, the
+   default): the first tile is issued before the loop; each iteration waits for this thread's
+   copies, passes the one barrier (every thread's copies landed, every thread is done with the
+   other slot), issues the next tile into the other slot, then computes on this one. With
+   ``stages=1`` each tile is copied through registers between two barriers.
+3. S = Q K^T: eight n-instructions of 8 keys, each K1 / 16 mma.sync with K's fragments as the B
+   operand, read by ``ldmatrix`` x4 (``fragments.FragmentPlan`` / ``FragmentLoader``, as the
+   distribute stage reads its operands). f32 accumulators.
+4. Online softmax on the accumulator (C) layout, in f32: scores times scale * log2(e), so exp
+   is exp2 (``nvvm.ex2``: PTX ex2.approx.ftz.f32); keys past K2 (and, causal, past the query)
+   are -inf, in a branch (uniform per warp) taken only by the tiles that hold such keys; per
+   query row a lane holds, the tile's max over its own elements, then across the
+   lanes that share the row (the C layout's column lane dims: shuffles ``xor 1``, ``xor 2``);
+   m_new = max(m, tile max), alpha = exp2(m - m_new), P = exp2(S - m_new); the lane's partial
+   row sum l = alpha * l + its own P (one cross-lane sum at the end); O scaled by alpha.
+5. P from the C layout (f32) to the A operand (f16/bf16) of the next mma.sync: the conversion
+   planned by ``convert.attention_conversion`` (S = Q K^T), emitted by
+   ``convert_emit.emit_register_route``; on mma.sync it is in-lane (truncations and register
+   renaming only), and the plan's key order (``convert.hardware_keys``) is what V's B operand
+   reads.
+6. O += P V: N / 8 accumulators, each 4 mma.sync per tile (16 keys each), V's B fragments read
+   by ``ldmatrix`` x4 ``.trans`` (V's [key][head dim] tile is K-outer for this operand).
+7. After the loop: l summed across the row's lanes (the same shuffles), O / l, converted to the
+   output type and stored from the C layout (two consecutive columns per store); rows past M are
+   not stored.
+
+A score masked to -inf never makes a NaN. Without a mask tensor the first tile always holds key
+0, which no mask hides (K2 >= 1; causal keeps key 0 for every query), so after it every row's
+running max is finite and exp2(-inf - finite) = 0. With one, a row's keys may all be masked for
+several tiles: while its running max is -inf the kernel subtracts 0 instead (P = exp2(-inf) = 0,
+alpha = 0), the standard guard; a row masked at every key ends with l = 0 and O = 0 / 0 = NaN, as
+the float64 reference gives.
+
+Storage order. Each tensor is read (O written) in its own storage order
+(``Placement.order``): any permutation of (batch..., rows, head dim) with the head dim innermost,
+e.g. PyTorch SDPA's (batch, seq, heads, head dim); the grid's y is delinearized into the batch
+dims and every global index permuted into the tensor's order. ``rewrite_dispatch`` reads the
+orders from the attention's indexing maps and folds a permuting ``linalg.generic`` on O (the
+transpose IREE fuses into the dispatch) into O's order.
+
+``plan_flash_attention`` checks what the kernel supports (``UnsupportedError`` naming why
+otherwise; on AMD targets it plans ``kernels/attention/amd.py``'s kernel, S^T = K Q^T and
+O^T = V^T P^T, with the same bindings and storage orders); ``emit_flash_attention`` builds the
+function at an insertion point;
+``standalone_module`` builds a module around it for the lane executor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, func, gpu, hal, nvvm, scf, vector
+
+from mmaflow.compiler.core.attention import Attention, describe_attention
+from mmaflow.compiler.target.convert import AttentionConversion, attention_conversion, hardware_keys
+from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
+from mmaflow.compiler.kernels.common.emit import Emitter
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
+from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
+from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
+from mmaflow.compiler.target.intrinsics import Intrinsic
+from mmaflow.compiler.target.layout import COL, ROW, Layout
+from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_constant_offset, user_of
+from mmaflow.compiler.core.mlir import walk as walk_ops
+from mmaflow.compiler.target.targets import Family, Vendor, get_target
+
+BLOCK_M = 64  # queries per workgroup
+BLOCK_N = 64  # keys per iteration
+WARPS = 4
+LDS_PAD = 8  # elements after each LDS row (16 bytes)
+CHUNK_BYTES = 16  # global -> LDS copy width per thread
+HEAD_DIMS = (64, 128)
+LOG2E = 1.4426950408889634
+_READ_ONLY, _INDIRECT = 1, 2  # hal.interface.binding.subspan descriptor_flags bits (IREE's HAL)
+_INTRINSICS = {"f16": "MMA_SYNC_F32_16x8x16_F16", "bf16": "MMA_SYNC_F32_16x8x16_BF16"}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a tensor lives: binding and byte offset (a multiple of 16: the copies are 16-byte
+    loads; IREE aligns its packed tensors to 64)."""
+
+    binding: int
+    offset: int = 0
+    # The tensor's storage order: for each stored dimension, outermost first, the logical one it
+    # holds (0 .. nb - 1: the batch dims, in O's order; nb: rows (queries or keys); nb + 1: the head
+    # dim, which must be innermost). None: stored (batch, rows, head dim), the batch flattened.
+    order: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class FlashAttentionPlan:
+    target: str
+    intrinsic: Intrinsic
+    conversion: AttentionConversion  # P's C -> A plan (S = Q K^T)
+    batch: int  # all batch dims flattened (batch x heads)
+    m: int
+    k2: int
+    head_dim: int  # K1 = N
+    elem: str  # "f16" | "bf16", inputs and output
+    scale: float
+    causal: bool
+    stages: int  # 1: K/V copied through registers, two barriers per tile; 2: a two-slot cp.async ring
+    k_fragments: FragmentPlan  # S's B operand (K^T) from K's [key][head dim] LDS tile
+    v_fragments: FragmentPlan  # P V's B operand from V's [key][head dim] tile (K-outer for it)
+    batch_dims: tuple[int, ...] = ()  # the batch dims (O's order); their product is ``batch``
+    mask: str | None = None  # the mask tensor's element type: elem (additive) or "i1" (boolean); None: none
+    # AMD (``kernels/attention/amd.py``): S^T = K Q^T and O^T = V^T P^T; k_fragments / v_fragments
+    # are then K's and V^T's A operands, and v_columns the LDS column (hardware K slot) of each
+    # key of a P tile.
+    transposed: bool = False
+    v_columns: tuple[int, ...] = ()
+    lds_pad: int = LDS_PAD  # elements after each LDS row
+    k_copy: tuple[int, int, int] = ()  # AMD: the K copy's thread order (``flash_attention_amd.k_copy_order``)
+    prefetch: bool = False  # AMD: the next tile's K and V loaded into registers during this one
+
+    @property
+    def wave_size(self) -> int:
+        return self.intrinsic.wave_size
+
+    @property
+    def workgroup_size(self) -> int:
+        return WARPS * self.wave_size
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (math.ceil(self.m / BLOCK_M), self.batch, 1)
+
+    @property
+    def key_tiles(self) -> int:
+        return math.ceil(self.k2 / BLOCK_N)
+
+    @property
+    def lds_row(self) -> int:
+        return self.head_dim + self.lds_pad
+
+    @property
+    def lds_bytes(self) -> int:
+        if self.transposed:
+            return amd_lds_bytes(self.head_dim, self.lds_pad)
+        return self.stages * 2 * BLOCK_N * self.lds_row * 2  # K and V tiles (per slot), 16-bit
+
+    @property
+    def barriers_per_tile(self) -> int:
+        return 2 if self.stages == 1 else 1
+
+    def describe(self) -> str:
+        copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
+        if self.transposed:
+            copies += (", the next tile prefetched into registers" if self.prefetch else "") + \
+                ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
+        return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
+                f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
+                f"{(', boolean i1 mask' if self.mask == 'i1' else f', additive {self.mask} mask') if self.mask else ''}; {self.intrinsic.name}, "
+                f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
+                f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
+                f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}")
+
+
+def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False,
+                         stages: int | None = None) -> FlashAttentionPlan:
+    """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
+    ``stages`` (NVIDIA): 2 (the default) streams K and V through a two-slot LDS ring filled by
+    cp.async, the next tile in flight while this one is computed, one barrier per tile; 1 copies
+    each tile through registers between two barriers. AMD (``kernels/attention/amd.py``) copies
+    through registers (1, its default): its targets have no asynchronous global -> LDS copy here."""
+    tgt = get_target(target)
+    amd = tgt.vendor is Vendor.AMD
+    if stages is None:
+        stages = 1 if amd else 2
+    if stages not in (1, 2):
+        raise UnsupportedError(f"stages = {stages}: the kernel has a synchronous copy (1) or a two-slot "
+                               f"cp.async ring (2)")
+    if amd and stages != 1:
+        raise UnsupportedError(f"stages = {stages} on {target}: the AMD kernel copies K and V through registers "
+                               f"(stages = 1)")
+    if tgt.vendor not in (Vendor.NVIDIA, Vendor.AMD):
+        raise UnsupportedError(f"the flash-attention kernel is written for NVIDIA mma.sync and AMD MFMA/WMMA, "
+                               f"not {target}")
+    what = attn.describe()
+    sizes = {"batch": attn.batch, "M": attn.m, "K1": attn.k1, "K2": attn.k2, "N": attn.n}
+    if any(s is None for s in attn.batch) or any(sizes[d] is None for d in ("M", "K1", "K2", "N")):
+        raise UnsupportedError(f"{what}: dynamic sizes are not supported (static shapes only)")
+    mask = None
+    if attn.mask != "no mask":
+        mask_type = attn.mask_type or ("i1" if attn.mask.startswith("boolean") else None)
+        if mask_type is None:
+            raise UnsupportedError(f"{what}: a mask of unrecorded element type (the kernel reads a boolean i1 "
+                                   f"mask or an additive mask of the inputs' type)")
+        if mask_type != "i1" and mask_type != attn.q_type:
+            raise UnsupportedError(f"{what}: an additive {attn.mask_type} mask with {attn.q_type} inputs is not "
+                                   f"supported (the kernel reads a boolean i1 mask or an additive mask of the "
+                                   f"inputs' type, f16 or bf16)")
+        mask = mask_type
+    if attn.scale is None:
+        raise UnsupportedError(f"{what}: a run-time scale is not supported (a constant only)")
+    elems = {attn.q_type, attn.k_type, attn.v_type, attn.out_type}
+    if len(elems) != 1 or attn.q_type not in _INTRINSICS:
+        raise UnsupportedError(f"{what}: Q, K, V and O must all be f16 or all bf16")
+    if attn.k1 != attn.n or attn.k1 not in HEAD_DIMS:
+        raise UnsupportedError(f"{what}: head dims {attn.k1} -> {attn.n}; the kernel takes K1 = N in {HEAD_DIMS}")
+    if attn.m < 1 or attn.k2 < 1:
+        raise UnsupportedError(f"{what}: empty attention")
+    if amd and mask is not None and attn.k1 == 128 and tgt.family is Family.RDNA4:
+        # RDNA4's kernel at head dim 128 sits at ~250 of 256 VGPRs without a mask; with one, LLVM
+        # spills (the GPT-2-style 4 x 128 x 128 SDPA with a boolean or additive mask: 10-14 VGPRs,
+        # f16 and bf16). Left to IREE rather than handed back to fail verification.
+        raise UnsupportedError(f"{what}: on {target} (RDNA4) a masked attention at head dim 128 needs more than "
+                               f"its 256 VGPRs (LLVM spills 10-14); head dim 64, or no mask, is taken")
+    if amd:
+        intr, conv, k_frags, v_frags, columns, pad, k_copy, prefetch = plan_parts(tgt, attn.q_type, attn.k1)
+        plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, attn.k1, attn.q_type,
+                                  float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask,
+                                  transposed=True, v_columns=columns, lds_pad=pad, k_copy=k_copy,
+                                  prefetch=prefetch)
+        if plan.lds_bytes > tgt.lds_bytes:
+            raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
+        return plan
+    intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
+    conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
+    if conv.plan.chosen != "registers" or conv.plan.registers.permutes:
+        raise UnsupportedError(f"{intr.name}: P's conversion is {conv.plan.kind}; the kernel emits in-lane "
+                               f"register routes only")
+    keys = hardware_keys(conv)
+    if keys != tuple(range(len(keys))):
+        raise UnsupportedError(f"{intr.name}: the P conversion renames keys {keys}; V's B operand reads keys "
+                               f"in order only")
+    if conv.dest_batch[0] != 1 or intr.m * WARPS != BLOCK_M or BLOCK_N % (conv.dest_batch[1] * intr.k):
+        raise UnsupportedError(f"{intr.name}: P tiles {conv.dest_batch} do not fit a warp's 16 x {BLOCK_N} block")
+    d = attn.k1
+    # K^T as S's B operand: rows (K) = head dim, cols = keys; stored [key][head dim], K-innermost.
+    k_frags = FragmentPlan.plan(intr.b.compose(d // intr.k, BLOCK_N // intr.n), ROW, 16, intr.b_shape,
+                                allow_ldmatrix=True)
+    # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer.
+    v_frags = FragmentPlan.plan(intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape,
+                                allow_ldmatrix=True, k_outer=True)
+    plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
+                              float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask)
+    if plan.lds_bytes > tgt.lds_bytes:
+        raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
+    return plan
+
+
+# ---------------------------------------------------------------------------------------------
+# Per-lane coordinates from a layout.
+
+def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
+    """The lane-dependent part of a row (or column) index: the layout's lane terms on ``axis``."""
+    terms = [em.mul(em.rem(em.div(lane, div), size), stride)
+             for _, div, size, ax, stride in layout.lane_terms() if ax == axis]
+    return em.add(*terms) if terms else em.const(0)
+
+
+@dataclass(frozen=True)
+class _Run1:
+    """One C element as a run of length 1 (``Layout.runs``' fields)."""
+    first: int
+    row: int
+    col: int
+    length: int = 1
+
+
+def _row_sharers(layout: Layout) -> list[int]:
+    """Lane XOR masks reaching every lane that holds the same rows: the column lane dims' bits."""
+    masks = []
+    for _, div, size, axis, _ in layout.lane_terms():
+        if axis == COL:
+            assert size & (size - 1) == 0, "lane dims are powers of two"
+            masks += [div << b for b in range(size.bit_length() - 1)]
+    return masks
+
+
+def _op_pos(vtype: ir.VectorType, flat: int) -> list[int]:
+    """The static position of flat element ``flat`` in a (row-major) per-lane vector."""
+    pos = []
+    for d in reversed(list(vtype.shape)):
+        flat, r = divmod(flat, d)
+        pos.append(r)
+    return pos[::-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Emission.
+
+class _Kernel:
+    """Builds the kernel body; one instance per emission (IR handles only, the plan decides)."""
+
+    def __init__(self, plan: FlashAttentionPlan, em: Emitter, bdims: tuple[int, ...], orders: list[tuple[int, ...]],
+                 mask_order: tuple[int, ...] | None = None):
+        self.p, self.em = plan, em
+        self.bdims, self.orders = bdims, orders  # logical batch dims; storage order of Q, K, V, O
+        self.mask_order = mask_order  # the mask's stored dims over (batch..., queries, keys)
+        intr = plan.intrinsic
+        self.intr = intr
+        self.t = ir.Type.parse(plan.elem)
+        # The mask's stored element: the inputs' type (additive), or i8 for an i1 mask (IREE
+        # stores i1 one byte per element at a dispatch boundary; never loaded as vector<Nxi1>).
+        self.mask_t = ir.IntegerType.get_signless(8) if plan.mask == "i1" else self.t
+        self.f32 = ir.F32Type.get()
+        self.i32 = ir.IntegerType.get_signless(32)
+        self.c_t = ir.VectorType.get(list(intr.c_shape), self.f32)
+        c = intr.c
+        self.rows = sorted({r for r, _ in c.element_offsets()})  # row offsets a lane holds per instruction
+        self.row_of = [self.rows.index(r) for r, _ in c.element_offsets()]
+
+    # ---- scalar float helpers ---------------------------------------------------------------
+    def fconst(self, value: float) -> ir.Value:
+        with self.em.loc, self.em.ip:
+            return arith.ConstantOp(self.f32, ir.FloatAttr.get(self.f32, value)).result
+
+    def f(self, op, *args) -> ir.Value:
+        with self.em.loc, self.em.ip:
+            return op(*args).result
+
+    def exp2(self, x: ir.Value) -> ir.Value:
+        """2^x as ``nvvm.ex2`` (PTX ``ex2.approx.ftz.f32``, one MUFU instruction; relative error
+        below 2^-22, far under P's 16-bit rounding). IREE would expand ``math.exp2`` into a
+        polynomial of about ten instructions."""
+        with self.em.loc, self.em.ip:
+            return nvvm.Ex2Op(x, ftz=True, results=[self.f32]).result
+
+    def shuffle_xor(self, value: ir.Value, mask: int) -> ir.Value:
+        with self.em.loc, self.em.ip:
+            off = arith.ConstantOp(self.i32, mask).result
+            width = arith.ConstantOp(self.i32, self.p.wave_size).result
+            return gpu.ShuffleOp(value, off, width, gpu.ShuffleMode.XOR).results[0]
+
+    def row_reduce(self, value: ir.Value, op) -> ir.Value:
+        for mask in _row_sharers(self.intr.c):
+            value = self.f(op, value, self.shuffle_xor(value, mask))
+        return value
+
+    # ---- global addressing: logical (batch..., row, col) -> the tensor's storage order ----------
+    def at(self, which: int, bidx: list, row, col) -> list:
+        logical = list(bidx) + [row, col]
+        return [logical[i] for i in self.orders[which]]
+
+    def bounds(self, which: int, row_bound) -> list:
+        logical = [None] * len(self.bdims) + [row_bound, None]
+        return [logical[i] for i in self.orders[which]]
+
+    def mask_at(self, bidx: list, row, key) -> list:
+        logical = list(bidx) + [row, key]
+        return [logical[i] for i in self.mask_order]
+
+    def mask_bounds(self) -> list:
+        p = self.p
+        logical = [None] * len(self.bdims) + [p.m if p.m % BLOCK_M else None, p.k2 if p.k2 % BLOCK_N else None]
+        return [logical[i] for i in self.mask_order]
+
+    def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
+        """The additive mask at this lane's S elements of tile ``key0`` ([n-instruction][C element],
+        16-bit scalars), straight from global memory (each element is read by one lane, once):
+        queries past M and keys past K2 read 0 (those scores are -inf or never stored anyway). With
+        the keys innermost and K2 even, each C run of consecutive keys is one vector load (aligned:
+        even key, even row stride); otherwise one load per element."""
+        p, intr, c = self.p, self.intr, self.intr.c
+        em = em.named("load_mask")
+        row0 = em.add(q_base, _lane_part(em, c, lane, ROW))
+        col0 = em.add(key0, _lane_part(em, c, lane, COL))
+        runs = c.runs(COL) if self.mask_order[-1] == len(self.bdims) + 1 and p.k2 % 2 == 0 else \
+            [_Run1(e, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        bounds = self.mask_bounds()
+        out = []
+        for j in range(BLOCK_N // intr.n):
+            vals = [None] * c.elements
+            for run in runs:
+                idx = self.mask_at(batch, em.add(row0, run.row), em.add(col0, j * intr.n + run.col))
+                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], self.mask_t), bounds)
+                for i in range(run.length):
+                    vals[run.first + i] = self.mask_value(em, v, i)
+            out.append(vals)
+        return out
+
+    def mask_value(self, em: Emitter, v: ir.Value, i: int) -> ir.Value:
+        """Element ``i`` of a loaded mask vector in the additive form, of the inputs' type: as
+        it is for an additive mask; for an i1 mask (bytes) IREE's ``arith.trunci`` to i1 (bit 0)
+        and ``select(m, 0, -inf)`` (LinalgExt ``applyMask``), so that the rest is the additive
+        path."""
+        x = em.extract(v, i)
+        if self.p.mask != "i1":
+            return x
+        with em.loc, em.ip:
+            bit = arith.TruncIOp(ir.IntegerType.get_signless(1), x).result
+            zero = arith.ConstantOp(self.t, ir.FloatAttr.get(self.t, 0.0)).result
+            neg_inf = arith.ConstantOp(self.t, ir.FloatAttr.get(self.t, -math.inf)).result
+        return em.select(bit, zero, neg_inf)
+
+    def batch_index(self, em: Emitter, y) -> list:
+        """The workgroup's batch entry (grid y) as one index per batch dim."""
+        out = []
+        for i, size in enumerate(self.bdims):
+            inner = math.prod(self.bdims[i + 1:])
+            v = em.div(y, inner) if inner > 1 else y
+            out.append(em.rem(v, size) if i > 0 else v)
+        return out
+
+    # ---- the kernel -------------------------------------------------------------------------
+    def build(self, q_mem, k_mem, v_mem, o_mem, mask_mem=None) -> None:
+        p, em, intr = self.p, self.em, self.intr
+        d = p.head_dim
+        tid = em.thread_id()
+        with em.loc, em.ip:
+            block, batch_y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+        batch = self.batch_index(em, batch_y)
+        warp, lane = em.div(tid, p.wave_size), em.rem(tid, p.wave_size)
+        q_base = em.add(em.mul(block, BLOCK_M), em.mul(warp, intr.m))  # the warp's first query row
+
+        # 1. Q in A fragments, for the whole loop.
+        a = intr.a
+        a_row, a_col = _lane_part(em, a, lane, ROW), _lane_part(em, a, lane, COL)
+        q_row0 = em.add(q_base, a_row)
+        q_frags = []
+        for kk in range(d // intr.k):
+            frag = em.zero_vector(ir.VectorType.get([a.elements], self.t))
+            for run in a.runs(COL):
+                idx = self.at(0, batch, em.add(q_row0, run.row), em.add(a_col, kk * intr.k + run.col))
+                part = em.bounded_global_load(q_mem, idx, ir.VectorType.get([run.length], self.t),
+                                              self.bounds(0, p.m if p.m % BLOCK_M else None))
+                frag = em.insert_slice(part, frag, run.first)
+            q_frags.append(em.shape_cast(frag, intr.a_shape))
+        self._q = q_frags
+
+        ring = [p.stages] if p.stages > 1 else []  # a leading slot dimension for the async ring
+        k_lds = em.named("lds_k").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
+        v_lds = em.named("lds_v").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
+
+        # Loop-carried: per row a lane holds, the running max and the lane's partial sum; O.
+        neg_inf = self.fconst(-math.inf)
+        zero = self.fconst(0.0)
+        n_o = d // intr.n
+        inits = [neg_inf] * len(self.rows) + [zero] * len(self.rows) + [em.zero_vector(self.c_t)] * n_o
+        tiles = em.const(p.key_tiles)
+        if p.causal:  # tiles holding a key <= this block's last query
+            tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
+        self.tiles = tiles
+        tid = em.thread_id()
+        if p.stages > 1:  # the first tile's copies, in flight before the loop
+            self.first_group = self.issue_tile(em, em.const(0), em.const(0), None, batch, tid, k_mem, v_mem,
+                                               k_lds, v_lds)
+        with em.loc, em.ip:
+            loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
+        # Fragment loaders for K and V (``kernels/common/fragments.py``: ldmatrix, .trans for V's K-outer
+        # tile); their lane addresses are computed once, before the loop.
+        lanes = LaneIndex(em.at(ir.InsertionPoint(loop.operation)), lane, p.wave_size)
+        self.k_loader = FragmentLoader(p.k_fragments, k_lds, self.t, lanes)
+        self.v_loader = FragmentLoader(p.v_fragments, v_lds, self.t, lanes)
+        body = em.at(ir.InsertionPoint(loop.body))
+        self.em = body
+        carried = list(loop.inner_iter_args)
+        r = len(self.rows)
+        m_new, l_new, o_new = self.step(loop.induction_variable, carried[:r], carried[r:2 * r], carried[2 * r:],
+                                        batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem)
+        with body.loc, body.ip:
+            scf.YieldOp(m_new + l_new + o_new)
+        self.em = em
+        if p.stages > 1:  # the last iteration's (empty) prefetch
+            em.async_wait(self.first_group, 0)
+        results = list(loop.results)
+        self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
+
+    def copy_tile(self, em: Emitter, src, which, dst, batch, key0, tid) -> None:
+        """Keys key0 .. key0 + BLOCK_N of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
+        keys past K2 read 0."""
+        p = self.p
+        per_chunk = CHUNK_BYTES // 2
+        chunks_per_row = p.head_dim // per_chunk
+        total = BLOCK_N * chunks_per_row
+        assert total % p.workgroup_size == 0
+        vt = ir.VectorType.get([per_chunk], self.t)
+        for i in range(total // p.workgroup_size):
+            cid = em.add(tid, i * p.workgroup_size)
+            row, col = em.div(cid, chunks_per_row), em.mul(em.rem(cid, chunks_per_row), per_chunk)
+            val = em.bounded_global_load(src, self.at(which, batch, em.add(key0, row), col), vt,
+                                         self.bounds(which, p.k2 if p.k2 % BLOCK_N else None))
+            em.lds_store(val, dst, [row, col])
+
+    def issue_tile(self, em: Emitter, kt, slot, valid, batch, tid, k_mem, v_mem, k_lds, v_lds) -> ir.Value:
+        """Tile ``kt`` of K and V into ring slot ``slot`` by cp.async (``nvgpu.device_async_copy``,
+        16 bytes a chunk), one commit group; keys past K2, and every key where ``valid`` (an i1,
+        or None) is false, are zero-filled without a read. Returns the group's token."""
+        p = self.p
+        per_chunk = CHUNK_BYTES // 2
+        chunks_per_row = p.head_dim // per_chunk
+        total = BLOCK_N * chunks_per_row
+        key0 = em.mul(kt, BLOCK_N)
+        tokens = []
+        for src, which, dst, what in ((k_mem, 1, k_lds, "copy_k"), (v_mem, 2, v_lds, "copy_v")):
+            c_em = em.named(what)
+            for i in range(total // p.workgroup_size):
+                cid = c_em.add(tid, i * p.workgroup_size)
+                row, col = c_em.div(cid, chunks_per_row), c_em.mul(c_em.rem(cid, chunks_per_row), per_chunk)
+                key = c_em.add(key0, row)
+                ok = c_em.lt(key, p.k2) if p.k2 % BLOCK_N else None
+                if valid is not None:
+                    ok = valid if ok is None else c_em.and_(ok, valid)
+                tokens.append(c_em.async_copy(src, self.at(which, batch, key, col), dst, [slot, row, col], per_chunk,
+                                              ok))
+        return em.async_group(tokens)
+
+    def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem=None):
+        p, em, intr = self.p, self.em, self.intr
+        d = p.head_dim
+        key0 = em.mul(kt, BLOCK_N)
+        tid = em.thread_id()
+        slot = None
+        # The additive mask's elements for this tile, loaded first: in flight during the copies'
+        # wait and S's mma.sync.
+        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane) if p.mask else None
+        if p.stages == 1:
+            # 2. K and V tiles into LDS (the barrier first: the previous tile's reads are done).
+            em.barrier()
+            self.copy_tile(em.named("copy_k"), k_mem, 1, k_lds, batch, key0, tid)
+            self.copy_tile(em.named("copy_v"), v_mem, 2, v_lds, batch, key0, tid)
+            em.barrier()
+        else:
+            # 2. This thread's copies of tile kt have landed; after the one barrier every
+            # thread's have, and every thread is done reading the other slot (tile kt - 1), so
+            # tile kt + 1 goes there now, in flight while this tile is computed.
+            em.async_wait(self.first_group, 0)
+            em.barrier()
+            slot = em.rem(kt, p.stages)
+            nxt = em.add(kt, 1)
+            self.issue_tile(em, nxt, em.rem(nxt, p.stages), em.lt(nxt, self.tiles), batch, tid, k_mem, v_mem,
+                            k_lds, v_lds)
+
+        # 3. S = Q K^T: B = K^T (rows: head dim, cols: keys) read from K's LDS rows.
+        c = intr.c
+        n_s = BLOCK_N // intr.n
+        k_steps = d // intr.k
+        origin = {ROW: em.const(0), COL: em.const(0)}
+        frags = self.k_loader.load_each(em, origin, [(kk, j) for j in range(n_s) for kk in range(k_steps)], slot)
+        s_acc = []
+        for j in range(n_s):
+            acc = em.zero_vector(self.c_t)
+            for kk in range(k_steps):
+                acc = em.mma(intr, self._q[kk], frags[j * k_steps + kk], acc)
+            s_acc.append(acc)
+
+        # 4. Online softmax on C, f32, exp2 with log2(e) folded into the scale.
+        sm = em.named("softmax")
+        self.em = sm
+        c_row, c_col = _lane_part(sm, c, lane, ROW), _lane_part(sm, c, lane, COL)
+        factor = self.fconst(p.scale * LOG2E)
+        log2e = self.fconst(LOG2E) if p.mask else None
+        neg_inf = self.fconst(-math.inf)
+        scores = []  # [instruction][element] f32 scalars
+        for j, acc in enumerate(s_acc):
+            row = []
+            for e in range(c.elements):
+                with sm.loc, sm.ip:
+                    s = vector.ExtractOp(acc, static_position=_op_pos(self.c_t, c.op_index(e)),
+                                         dynamic_position=[]).result
+                s = self.f(arith.MulFOp, s, factor)
+                if mask_vals is not None:  # + mask * log2(e), as IREE adds a float mask (exp2 form)
+                    with sm.loc, sm.ip:
+                        mv = arith.ExtFOp(self.f32, mask_vals[j][e]).result
+                    s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
+                row.append(s)
+            scores.append(row)
+        # Masks (keys past K2; causal: keys past the query) only where a tile needs them: the
+        # last tile when K2 is not a multiple of BLOCK_N, and tiles reaching past the warp's first
+        # query. Elsewhere the scores pass as they are (the branch is uniform across a warp).
+        needs = None
+        if p.k2 % BLOCK_N:
+            needs = sm.lt(em.const(p.k2), sm.add(key0, BLOCK_N))
+        if p.causal:
+            diag = sm.lt(q_base, sm.add(key0, BLOCK_N - 1))
+            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
+        if needs is not None:
+            flat = [s for row in scores for s in row]
+            with sm.loc, sm.ip:
+                branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
+            with sm.loc, ir.InsertionPoint(branch.else_block):
+                scf.YieldOp(flat)
+            masked = sm.at(ir.InsertionPoint(branch.then_block))
+            self.em = masked
+            out = []
+            for j, row in enumerate(scores):
+                for e, ((ro, co), s) in enumerate(zip(c.element_offsets(), row)):
+                    key = masked.add(key0, c_col, j * intr.n + co)
+                    valid = masked.lt(key, p.k2) if p.k2 % BLOCK_N else None
+                    if p.causal:
+                        ok = masked.lt(key, masked.add(q_base, c_row, ro + 1))  # key <= query
+                        valid = ok if valid is None else masked.and_(valid, ok)
+                    out.append(masked.select(valid, s, neg_inf))
+            with sm.loc, ir.InsertionPoint(branch.then_block):
+                scf.YieldOp(out)
+            self.em = sm
+            res = list(branch.results)
+            scores = [res[j * c.elements:(j + 1) * c.elements] for j in range(len(scores))]
+        m_new, m_sub, alpha = [], [], []
+        for ri in range(len(self.rows)):
+            mine = [s for inst in scores for e, s in enumerate(inst) if self.row_of[e] == ri]
+            mx = mine[0]
+            for s in mine[1:]:
+                mx = self.f(arith.MaximumFOp, mx, s)
+            mx = self.row_reduce(mx, arith.MaximumFOp)
+            mn = self.f(arith.MaximumFOp, m_old[ri], mx)
+            m_new.append(mn)
+            sub = mn
+            if p.mask:  # a row whose every key so far is masked: subtract 0, not -inf (exp2 gives 0, not NaN)
+                with sm.loc, sm.ip:
+                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
+                sub = sm.select(dead, self.fconst(0.0), mn)
+            m_sub.append(sub)
+            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], sub)))
+        probs = [[self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)]
+                 for inst in scores]
+        l_new = []
+        for ri in range(len(self.rows)):
+            acc = self.f(arith.MulFOp, l_old[ri], alpha[ri])
+            for inst in probs:
+                for e, pv in enumerate(inst):
+                    if self.row_of[e] == ri:
+                        acc = self.f(arith.AddFOp, acc, pv)
+            l_new.append(acc)
+        alpha_vec = sm.from_elements(self.c_t, [alpha[self.row_of[self._element_at(i)]]
+                                                for i in range(c.op_vector_length)])
+        o_scaled = [self.f(arith.MulFOp, o, alpha_vec) for o in o_old]
+
+        # 5. P (C layout, f32) -> A operands (16-bit): the planned register route.
+        conv = em.named("convert_p")
+        self.em = conv
+        plan = p.conversion.plan
+        per_src = plan.source.elements
+        src_vec = ir.VectorType.get([per_src], self.f32)
+        n_src = p.conversion.source_batch[1]
+        p_frags = []
+        for g in range(len(probs) // n_src):
+            sources = []
+            for inst in probs[g * n_src:(g + 1) * n_src]:
+                by_pos = [inst[self._element_at(i)] for i in range(per_src)]
+                sources.append(conv.from_elements(src_vec, by_pos))
+            with conv.loc, conv.ip:
+                (a_op,) = emit_register_route(plan, sources, lane, elem_type=self.t)
+            p_frags.append(conv.shape_cast(a_op, intr.a_shape))
+
+        # 6. O += P V: B = V (rows: keys, cols: head dim) from V's LDS rows.
+        pv = em.named("pv")
+        self.em = pv
+        n_g = len(p_frags)
+        frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))],
+                                        slot)
+        o_new = []
+        for dn, o in enumerate(o_scaled):
+            for g, pa in enumerate(p_frags):
+                o = pv.mma(intr, pa, frags[g * len(o_scaled) + dn], o)
+            o_new.append(o)
+        self.em = em
+        return m_new, l_new, o_new
+
+    def _element_at(self, pos: int) -> int:
+        """The C layout's logical element at op-vector position ``pos``."""
+        c = self.intr.c
+        return next(e for e in range(c.elements) if c.op_index(e) == pos)
+
+    def store(self, l_lane, o_acc, batch, q_base, lane, o_mem) -> None:
+        """7. O / l, converted, stored from the C layout; rows past M dropped."""
+        p, intr = self.p, self.intr
+        em = self.em.named("store_o")
+        self.em = em
+        c = intr.c
+        c_row, c_col = _lane_part(em, c, lane, ROW), _lane_part(em, c, lane, COL)
+        inv = [self.f(arith.DivFOp, self.fconst(1.0), self.row_reduce(l, arith.AddFOp)) for l in l_lane]
+        inv_vec = em.from_elements(self.c_t, [inv[self.row_of[self._element_at(i)]] for i in range(c.op_vector_length)])
+        row0 = em.add(q_base, c_row)
+        for dn, o in enumerate(o_acc):
+            out = em.convert(em.shape_cast(self.f(arith.MulFOp, o, inv_vec), [c.op_vector_length]), self.t)
+            for run in c.runs(COL):
+                piece = em.extract_slice(out, c.op_index(run.first), run.length)
+                idx = self.at(3, batch, em.add(row0, run.row), em.add(c_col, dn * intr.n + run.col))
+                em.bounded_global_store(piece, o_mem, idx, self.bounds(3, p.m if p.m % BLOCK_M else None))
+
+
+def _global_type(plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[int, ...], rows: int,
+                 elem: ir.Type) -> ir.MemRefType:
+    """The tensor as stored: logical (batch..., rows, head dim) in ``order``, row-major."""
+    logical = list(bdims) + [rows, plan.head_dim]
+    shape = [logical[i] for i in order]
+    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    layout = ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>")
+    return ir.MemRefType.get(shape, elem, layout=layout,
+                             memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+
+
+def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k: Placement, v: Placement,
+                         o: Placement, layout: ir.Attribute, ip: ir.InsertionPoint,
+                         loc: ir.Location, mask: Placement | None = None) -> ir.Operation:
+    """The kernel as ``func.func @name()`` at ``ip``: bindings through
+    ``hal.interface.binding.subspan`` of ``layout`` at the placements' byte offsets (kept as
+    the subspans' offset operands; the memrefs' layout offsets are dynamic, as IREE's
+    bufferization types them). ``mask``: where the additive mask lives (the plan has one), its
+    order over (batch..., queries, keys), batch dims possibly missing (broadcast)."""
+    if (mask is None) != (plan.mask is None):
+        raise UnsupportedError(f"the plan has {'an additive mask' if plan.mask else 'no mask'}, the placements "
+                               f"{'do not place one' if mask is None else 'place one'}")
+    for what, pl in (("Q", q), ("K", k), ("V", v), ("O", o)) + ((("mask", mask),) if mask else ()):
+        if pl.offset % CHUNK_BYTES:
+            raise UnsupportedError(f"{what} at byte offset {pl.offset}: the kernel's 16-byte copies need a "
+                                   f"multiple of {CHUNK_BYTES}")
+    with loc, ip:
+        fn = func.FuncOp(name, ir.FunctionType.get([], []))
+    entry = fn.add_entry_block()
+    body_ip = ir.InsertionPoint(entry)
+    em = Emitter(body_ip, loc, get_target(plan.target).vendor)
+    elem = ir.Type.parse(plan.elem)
+    written = {o.binding}
+    # Stored (batch, rows, head dim) with the batch flattened, unless a placement gives its order.
+    flat = all(pl.order is None for pl in (q, k, v, o)) and (mask is None or mask.order is None)
+    bdims = (plan.batch,) if flat else (plan.batch_dims or (plan.batch,))
+    orders = [pl.order or tuple(range(len(bdims) + 2)) for pl in (q, k, v, o)]
+    for what, order in zip("QKVO", orders):
+        if sorted(order) != list(range(len(bdims) + 2)) or order[-1] != len(bdims) + 1:
+            raise UnsupportedError(f"{what} stored in order {order}: the kernel reads a permutation of (batch..., "
+                                   f"rows, head dim) with the head dim innermost")
+    mems = []
+    for pl, order, rows in zip((q, k, v, o), orders, (plan.m, plan.k2, plan.k2, plan.m)):
+        flags = _INDIRECT | (0 if pl.binding in written else _READ_ONLY)
+        with loc, body_ip:
+            mems.append(hal.InterfaceBindingSubspanOp(
+                _global_type(plan, bdims, order, rows, elem), layout, pl.binding, [], byte_offset=em.const(pl.offset),
+                alignment=64, descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags)).result)
+    mask_order = None
+    if mask is not None:
+        nb = len(bdims)
+        mask_order = mask.order or tuple(range(nb + 2))
+        if len(set(mask_order)) != len(mask_order) or not set(mask_order) <= set(range(nb + 2)) or \
+                nb not in mask_order or nb + 1 not in mask_order:
+            raise UnsupportedError(f"mask stored in order {mask_order}: the kernel reads (batch..., queries, keys) "
+                                   f"in any order, batch dims possibly broadcast, queries and keys present")
+        logical = list(bdims) + [plan.m, plan.k2]
+        shape = [logical[i] for i in mask_order]
+        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        with loc, body_ip:
+            m_elem = ir.IntegerType.get_signless(8) if plan.mask == "i1" else elem  # i1: one byte each
+            mtype = ir.MemRefType.get(shape, m_elem, layout=ir.Attribute.parse(
+                f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
+                memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+            mems.append(hal.InterfaceBindingSubspanOp(
+                mtype, layout, mask.binding, [], byte_offset=em.const(mask.offset), alignment=64,
+                descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY)).result)
+    with loc:
+        kernel = _Kernel(plan, em, bdims, orders, mask_order)
+        if plan.transposed:
+            kernel = AmdKernel(kernel)
+        kernel.build(*mems)
+    with loc, body_ip:
+        func.ReturnOp([])
+    return fn.operation
+
+
+def pipeline_layout(placements: list[Placement], output: Placement) -> ir.Attribute:
+    """``#hal.pipeline.layout`` with one storage-buffer binding per binding number used (the
+    output's writable, the others read-only), as IREE gives a dispatch."""
+    n = max(pl.binding for pl in placements) + 1
+    flags = ['"ReadOnly|Indirect"'] * n
+    flags[output.binding] = "Indirect"
+    bindings = ", ".join(f"#hal.pipeline.binding<storage_buffer, {f}>" for f in flags)
+    return ir.Attribute.parse(f"#hal.pipeline.layout<bindings = [{bindings}], flags = Indirect>")
+
+
+def standalone_module(plan: FlashAttentionPlan, *, q: Placement, k: Placement, v: Placement, o: Placement,
+                      ctx: ir.Context, name: str = "flash_attention",
+                      mask: Placement | None = None) -> tuple[ir.Module, ir.Operation]:
+    """A module holding only the kernel function (what the lane executor runs)."""
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        loc = ir.Location.name("mmaflow.flash_attention", childLoc=ir.Location.unknown())
+        fn = emit_flash_attention(plan, name=name, q=q, k=k, v=v, o=o,
+                                  layout=pipeline_layout([q, k, v, o] + ([mask] if mask else []), o),
+                                  ip=ir.InsertionPoint(module.body), loc=loc, mask=mask)
+    return module, fn
+
+
+# ---------------------------------------------------------------------------------------------
+# An IREE dispatch holding one attention op, replaced by the kernel.
+
+def _dims(attr: ir.Attribute) -> list[int]:
+    return [ir.AffineDimExpr(e).position for e in ir.AffineMapAttr(attr).value.results]
+
+
+def _whole(access: ir.Operation, tensor: ir.Type) -> bool:
+    """A dispatch.tensor.load/store of the whole tensor: offsets 0, full sizes, unit strides, all
+    static."""
+    def arr(name):
+        return list(ir.DenseI64ArrayAttr(access.attributes[name]))
+    full = list(ir.RankedTensorType(tensor).shape)
+    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
+            and all(s == 1 for s in arr("static_strides")))
+
+
+def _int_width(t: ir.Type) -> int | None:
+    return t.width if isinstance(t, ir.IntegerType) else None
+
+
+def _subspan_placement(sub: ir.Operation | None, what: str) -> Placement:
+    if sub is None or sub.name != "hal.interface.binding.subspan":
+        raise UnsupportedError(f"attention's {what} does not come from a binding")
+    offset = subspan_constant_offset(sub)
+    if offset is None:
+        raise UnsupportedError(f"attention's {what} is at a run-time byte offset (constants only)")
+    return Placement(subspan_binding(sub), offset)
+
+
+def _permutation_copy(op: ir.Operation) -> tuple[list[int], list[int]] | None:
+    """(input map dims, output map dims) when ``op`` is a linalg.generic that only permutes its one
+    input (IREE fuses the transpose of attention's output into the dispatch), else None."""
+    if op.name != "linalg.generic" or len(op.operands) != 2 or len(op.results) != 1:
+        return None
+    iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if any("parallel" not in t for t in iters):
+        return None
+    try:
+        ins, outs = (_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"]))
+    except ValueError:
+        return None
+    if sorted(ins) != list(range(len(iters))) or sorted(outs) != list(range(len(iters))):
+        return None
+    block = op.regions[0].blocks[0]
+    body = [x.operation for x in block.operations]
+    if len(body) != 1 or list(body[0].operands) != [block.arguments[0]]:
+        return None
+    return ins, outs
+
+
+def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation, list]:
+    """Where an attention op's Q, K, V and O (and its mask, under "mask", when it has one) live (each a whole binding tensor: loaded, or
+    stored, whole through iree_tensor_ext.dispatch.tensor.load/store; O possibly through one
+    linalg.generic that permutes it), each with its storage order when it is not (batch, rows,
+    head dim); the bindings' pipeline layout; the store; the ops besides the attention the kernel
+    replaces (that permutation). UnsupportedError when the dispatch is anything else."""
+    if op.name != "iree_linalg_ext.attention" or len(op.operands) not in (5, 6) or len(op.results) != 1:
+        raise UnsupportedError(f"{op.name} with {len(op.operands)} operands: the kernel takes attention(Q, K, V, "
+                               f"scale[, mask])")
+    maps = [_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    has_mask = len(op.operands) == 6
+    q, k, v, _ = maps[:4]
+    mask_dims, o = (maps[4], maps[5]) if has_mask else (None, maps[4])
+    qs, ks, vs, os_ = (set(x) for x in (q, k, v, o))
+    batch = [d for d in o if d in qs & ks & vs]  # O's order, as describe_attention reads it
+    roles = {"M": [d for d in q if d in os_ and d not in ks], "K1": [d for d in q if d in ks and d not in os_],
+             "K2": [d for d in k if d in vs and d not in qs], "N": [d for d in v if d in os_ and d not in qs]}
+    if any(len(x) != 1 for x in roles.values()):
+        raise UnsupportedError(f"attention indexing maps {maps}: not one loop each for M, K1, K2, N")
+    m, k1, k2, n = (roles[r][0] for r in ("M", "K1", "K2", "N"))
+    logical = {"Q": batch + [m, k1], "K": batch + [k2, k1], "V": batch + [k2, n], "O": batch + [m, n]}
+
+    def order(what: str, dims: list[int]) -> tuple[int, ...]:
+        want = logical[what]
+        if sorted(dims) != sorted(want):
+            raise UnsupportedError(f"attention's {what} map {dims} is not a permutation of its (batch..., rows, head "
+                                   f"dim) loops {want}")
+        found = tuple(want.index(x) for x in dims)
+        if found[-1] != len(batch) + 1:
+            raise UnsupportedError(f"attention's {what} is stored with its head dim not innermost (indexing map "
+                                   f"{dims}); the kernel's 16-byte copies read along the head dim")
+        return found
+
+    body = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
+    if body is not None:
+        ops = [x.operation for x in body.operations]
+        if len(ops) != 1 or list(ops[0].operands) != [body.arguments[0]]:
+            raise UnsupportedError("attention's score region modifies the scores (the kernel takes them as they are)")
+    orders, subs, subspans = {}, [], {}
+    for what, value, dims in zip("QKV", list(op.operands)[:3], (q, k, v)):
+        load = defining_op(value)
+        if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
+            raise UnsupportedError(f"attention's {what} is not a whole binding tensor")
+        subspans[what] = defining_op(load.operands[0])
+        orders[what] = order(what, dims)
+    mask_order = None
+    if has_mask:  # (batch..., M, K2) in any order; a batch dim it lacks is a broadcast
+        value = op.operands[4]
+        load = defining_op(value)
+        if _int_width(ir.ShapedType(value.type).element_type) == 1:
+            # IREE stores an i1 tensor one byte per element at a dispatch boundary: the dispatch
+            # loads tensor<...xi8> and truncates it (arith.trunci, bit 0) to i1. An i1 load is the
+            # packed layout (--iree-experimental-packed-i1-storage), 8 elements a byte: refused.
+            if load is not None and load.name == "iree_tensor_ext.dispatch.tensor.load":
+                raise UnsupportedError("attention's i1 mask is stored packed (8 per byte, "
+                                       "--iree-experimental-packed-i1-storage); the kernel reads one byte per element")
+            if load is None or load.name != "arith.trunci" or \
+                    _int_width(ir.ShapedType(load.operands[0].type).element_type) != 8:
+                raise UnsupportedError("attention's i1 mask is not an i8 binding tensor truncated to i1 (IREE's "
+                                       "byte-per-element storage; computed in the dispatch?)")
+            value = load.operands[0]
+            load = defining_op(value)
+        if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
+            raise UnsupportedError("attention's mask is not a whole binding tensor (computed in the dispatch?)")
+        subspans["mask"] = defining_op(load.operands[0])
+        mask_logical = batch + [m, k2]
+        if len(set(mask_dims)) != len(mask_dims) or any(x not in mask_logical for x in mask_dims) or \
+                m not in mask_dims or k2 not in mask_dims:
+            raise UnsupportedError(f"attention's mask map {mask_dims} is not over (batch..., queries, keys) "
+                                   f"{mask_logical} with the queries and keys")
+        mask_order = tuple(mask_logical.index(x) for x in mask_dims)
+    result, o_dims, consumers = op.results[0], o, []
+    users = [user_of(u) for u in result.uses]
+    perm = _permutation_copy(users[0]) if len(users) == 1 else None
+    if perm is not None and ir.ShapedType(users[0].results[0].type).element_type == \
+            ir.ShapedType(result.type).element_type:
+        ins, outs = perm  # output dim j holds generic loop outs[j], read from input dim ins.index(outs[j])
+        o_dims = [o[ins.index(loop)] for loop in outs]
+        consumers.append(users[0])
+        result = users[0].results[0]
+        users = [user_of(u) for u in result.uses]
+    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store" or not _whole(users[0], result.type):
+        raise UnsupportedError("attention's output is not stored whole to a binding (fused consumers other than a "
+                               "transpose?)")
+    subspans["O"] = defining_op(users[0].operands[1])
+    orders["O"] = order("O", o_dims)
+    flat = all(x == tuple(range(len(batch) + 2)) for x in orders.values()) and \
+        mask_order in (None, tuple(range(len(batch) + 2)))
+    placements = {}
+    for what in "QKVO":
+        pl = _subspan_placement(subspans[what], what)
+        placements[what] = pl if flat else Placement(pl.binding, pl.offset, orders[what])
+    if has_mask:
+        pl = _subspan_placement(subspans["mask"], "mask")
+        placements["mask"] = pl if flat else Placement(pl.binding, pl.offset, mask_order)
+    return placements, subspans["Q"].attributes["layout"], users[0], consumers
+
+
+def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False,
+                     stages: int | None = None) -> FlashAttentionPlan:
+    """Replace the dispatch function ``fn`` (IREE's executable-sources IR: one attention op between
+    whole-tensor loads and a store) by the kernel, under the same name; returns the plan. The
+    caller hands it back (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""
+    found = [x for x in walk_ops(fn) if x.name.startswith("iree_linalg_ext.") and x.name != "iree_linalg_ext.yield"]
+    if len(found) != 1 or found[0].name != "iree_linalg_ext.attention":
+        raise UnsupportedError(f"the dispatch holds {[x.name for x in found]}: the kernel replaces one "
+                               f"iree_linalg_ext.attention")
+    op = found[0]
+    plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages)
+    placements, layout, _, _ = attention_placements(op)
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    with fn.context:
+        emit_flash_attention(plan, name=name, q=placements["Q"], k=placements["K"], v=placements["V"],
+                             o=placements["O"], mask=placements.get("mask"), layout=layout, ip=ir.InsertionPoint(fn),
+                             loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location))
+    fn.erase()
+    return plan

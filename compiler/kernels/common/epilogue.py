@@ -1,0 +1,129 @@
+"""A fused epilogue, applied to accumulator registers by the `distribute` stage.
+
+`normalize` set the epilogue aside as a scalar function ``(acc, inputs...) -> stored`` (arith and
+math ops only). Here each of its ops is re-created on vectors: one application per run of
+accumulator elements that are contiguous along N (the runs the store writes), with the extra
+inputs loaded at the run's coordinates:
+
+    input indexed by ... n (last)   a vector load of the run's length (bias over columns, residual)
+    input without n                 one element, broadcast (bias over rows, per-batch scale)
+    input with n not last           one load per element (a transposed residual)
+
+Loads are shared between runs that read the same elements (a row bias is loaded once per
+accumulator tile, not once per element), and bounded like every global access when the tiles
+overhang the true output. On NVIDIA, ``math.erf`` is expanded here (``kernels/common/fast_math.py``: no division,
+about half the instructions of IREE's lowering, as accurate), and GELU's ``1 + erf(u)`` (an ``arith.addf``
+of the f32 constant 1.0 and an erf used nowhere else) is evaluated whole as erfc(-u), in one piece
+(``fast_math.emit_one_plus_erf``). The inputs' buffers are IREE's own subspans, kept in the prologue
+(``kernels/common/prologue.py``) with their byte offsets.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
+from mmaflow.compiler.core.errors import CodegenError
+from mmaflow.compiler.kernels.common.fast_math import NVIDIA_EXPANSIONS, emit_one_plus_erf, one_plus_erf
+from mmaflow.compiler.core.problem import Contraction, EpilogueInput
+from mmaflow.compiler.target.targets import Vendor
+
+
+def epilogue_function(module_op: ir.Operation) -> ir.Operation | None:
+    return attrs.marked_func(module_op, attrs.EPILOGUE)
+
+
+class Epilogue:
+    """Applies ``efunc`` to runs of accumulator elements.
+
+    ``overhang``: for each of "b", "m", "n", whether its tiles overhang the true extent (then
+    the input loads along it are bounded); ``extents``: the true extents (int or index value)."""
+
+    def __init__(self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict,
+                 extents: dict):
+        self.func = efunc
+        self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(problem.epilogue, inputs))
+        self.overhang, self.extents = overhang, extents
+        self._loaded: dict = {}
+        # 1 + erf(u), the erf used nowhere else: the addf's result -> u, and the erfs it absorbs
+        # (NVIDIA only: fast_math.emit_one_plus_erf)
+        self._one_plus_erf: dict = {}
+        self._absorbed: set = set()
+        for op in (o.operation for o in efunc.regions[0].blocks[0].operations):
+            erf = one_plus_erf(op)
+            if erf is not None:
+                self._one_plus_erf[op.results[0]] = erf.operands[0]
+                self._absorbed.add(erf.results[0])
+
+    def apply(self, em: Emitter, acc: ir.Value, coords: dict, key: dict) -> ir.Value:
+        """The epilogue of ``acc`` (vector<L x acc>, L elements along n from ``coords``).
+
+        ``coords``: index values of the run's first element for "b" (if batched), "m", "n".
+        ``key``: a hashable stand-in for each coordinate (equal keys = equal index values) so that
+        runs reading the same input elements share one load."""
+        length = ir.VectorType(acc.type).shape[0]
+        values = [acc] + [self._input(em, desc, mem, coords, key, length) for desc, mem in self.inputs]
+        block = self.func.regions[0].blocks[0]
+        mapping = dict(zip(list(block.arguments), values))
+        for op in (o.operation for o in block.operations):
+            if op.name == "func.return":
+                return mapping[op.operands[0]]
+            if op.name == "arith.constant":
+                vt = vector_type([length], op.results[0].type)
+                mapping[op.results[0]] = em.splat_const(vt, op.attributes["value"])
+                continue
+            if em.vendor == Vendor.NVIDIA and op.results[0] in self._absorbed:
+                continue  # evaluated with the addf below
+            if em.vendor == Vendor.NVIDIA and op.results[0] in self._one_plus_erf:
+                # 1 + erf(u) = erfc(-u) in one piece: cheaper than the erf expansion plus the add
+                mapping[op.results[0]] = emit_one_plus_erf(em, mapping[self._one_plus_erf[op.results[0]]])
+                continue
+            expand = NVIDIA_EXPANSIONS.get(op.name) if em.vendor == Vendor.NVIDIA else None
+            if expand and str(op.results[0].type) == "f32":
+                # cheaper than IREE's lowering of the op, as accurate (kernels/common/fast_math.py)
+                mapping[op.results[0]] = expand(em, mapping[op.operands[0]])
+                continue
+            with em.loc, em.ip:
+                new = ir.Operation.create(
+                    op.name, results=[vector_type([length], r.type) for r in op.results],
+                    operands=[mapping[v] for v in op.operands],
+                    attributes={op.attributes[i].name: op.attributes[i].attr for i in range(len(op.attributes))})
+            for old, res in zip(op.results, new.results):
+                mapping[old] = res
+        raise CodegenError("the epilogue function has no return")
+
+    def _input(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict,
+               length: int) -> ir.Value:
+        elem = ir.Type.parse(desc.type)
+        along_n = "n" in desc.dims
+        cache_key = (id(mem), tuple(key[d] for d in desc.dims), length if along_n else 1)
+        if cache_key not in self._loaded:
+            self._loaded[cache_key] = self._load(em, desc, mem, coords, length if along_n else 1, elem)
+        val = self._loaded[cache_key]
+        if not along_n and length > 1:
+            val = em.broadcast(em.extract(val, 0), vector_type([length], elem))
+        return val
+
+    def _load(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, length: int,
+              elem: ir.Type) -> ir.Value:
+        limits = [self.extents[d] if self.overhang[d] else None for d in desc.dims]
+        extent0 = self.extents[desc.dims[0]]
+        idx = [coords[d] for d in desc.dims]
+        if length == 1 or desc.dims[-1] == "n":
+            piece = max(1, min(length, 128 // type_bits(elem)))  # global accesses are at most 128 bits
+            if piece == length:
+                return em.bounded_global_load(mem, idx, vector_type([length], elem), limits, extent0)
+            out = em.zero_vector(vector_type([length], elem))
+            for start in range(0, length, piece):
+                at = idx[:-1] + [em.add(idx[-1], start)]
+                part = em.bounded_global_load(mem, at, vector_type([piece], elem), limits, extent0)
+                out = em.insert_slice(part, out, start)
+            return out
+        n_axis = desc.dims.index("n")
+        parts = []
+        for i in range(length):
+            at = list(idx)
+            at[n_axis] = em.add(idx[n_axis], i)
+            parts.append(em.extract(em.bounded_global_load(mem, at, vector_type([1], elem), limits, extent0), 0))
+        return em.from_elements(vector_type([length], elem), parts)

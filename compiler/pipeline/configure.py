@@ -1,0 +1,27 @@
+"""Stage `configure`: choose the kernel config for the selected contraction.
+
+Reads ``mmaflow.target`` and ``mmaflow.problem`` (set by `select`), applies the heuristic and the
+user's overrides, validates, and records the result on the function as ``mmaflow.config`` (a
+dictionary attribute) so that later stages, and anyone reading the dump, see the numbers used.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.config import KernelConfig, resolve
+from mmaflow.compiler.core.errors import MmaflowError
+
+NAME = "configure"
+
+
+def configure(func: ir.Operation, overrides: dict | None) -> KernelConfig:
+    target, problem = attrs.read_target(func), attrs.read_problem(func)
+    try:
+        cfg, _ = resolve(target, problem.estimate(), overrides)  # dynamic sizes: configured as if large
+    except MmaflowError as e:
+        e.stage = e.stage or NAME
+        raise
+    attrs.write_config(func, cfg)
+    return cfg

@@ -1,0 +1,293 @@
+"""Stage `normalize`: bring the dispatch into the form the transform script takes, in place.
+
+The form: subspans, dispatch.tensor loads of A and B, zero fill, the contraction (tagged
+``mmaflow.contraction``, a named op or a ``linalg.generic`` as IREE formed it) and the store of
+its accumulator-typed result, every shape static and a whole number of tiles.
+
+The dispatch is rewritten through the MLIR bindings, never regenerated: each subspan keeps every
+attribute and its byte-offset operand (IREE packs tensors into shared buffers, so a tensor may
+start at any offset of its binding), the contraction keeps its maps and body.
+
+- Unaligned shapes: when M, N or K is not a multiple of the config's tile, the types of the
+  subspans, loads, fill and contraction are rounded up to whole tiles. No data is copied or
+  padded: `distribute` gives the bindings their true shapes back (``mmaflow.problem`` keeps them)
+  and bounds every global access.
+- Dynamic sizes: the script sees two tiles per dynamic dimension; the ops computing the true
+  sizes go to the prologue function (``compiler/kernels/common/prologue.py``); the subspans' dynamic-dim
+  operands are dropped here and restored by `distribute` from the prologue.
+- A fused epilogue (elementwise consumers tagged ``mmaflow.epilogue`` by `select`) is moved out
+  of the tensor program into a private scalar function ``@<dispatch>_epilogue(acc, inputs...) ->
+  stored`` (tagged ``mmaflow.epilogue``); the subspans of its inputs move to the prologue. The
+  result's subspan holds the accumulator type until `distribute` stores the epilogue's type.
+
+Aligned static dispatches without an epilogue pass through untouched.
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import func as func_d
+from iree.compiler.dialects import iree_tensor_ext, tensor
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.kernels.common import prologue
+from mmaflow.compiler.core.errors import CodegenError
+from mmaflow.compiler.core.mlir import clone_into, defining_op, dispatch_tensor_access, dispatch_tensor_type, location_of, op_attributes, segments, str_attr, unique_ops, user_of, walk
+from mmaflow.compiler.core.linalg_forms import folded_fill
+from mmaflow.compiler.core.problem import Contraction, operand_shapes, padded_problem
+
+NAME = "normalize"
+
+
+def _epilogue_function(func: ir.Operation, problem: Contraction, chain: list, contraction: ir.Operation,
+                       input_values: list) -> ir.Operation:
+    """The epilogue generics' bodies, composed into ``func.func private @<name>_epilogue``;
+    ``input_values``: the tensors the chain reads besides the accumulator, in problem order."""
+    types = [ir.Type.parse(problem.c_type)] + [ir.Type.parse(e.type) for e in problem.epilogue]
+    ftype = ir.FunctionType.get(types, [ir.Type.parse(problem.stored_type)])
+    with func.location, ir.InsertionPoint(func):
+        efunc = func_d.FuncOp(f"{str_attr(func, 'sym_name')}_epilogue", ftype, visibility="private")
+    attrs.mark(efunc, attrs.EPILOGUE)
+    block = efunc.add_entry_block()
+    ip = ir.InsertionPoint(block)
+    args = list(block.arguments)
+    current, value, nxt = args[0], contraction.results[0], 1
+    constants: dict = {}
+    for gen in chain:
+        gblock = gen.regions[0].blocks[0]
+        local = {}
+        for barg, operand in zip(list(gblock.arguments), list(gen.operands)[:-1]):
+            if operand == value:
+                local[barg] = current
+            else:
+                if nxt > len(input_values) or input_values[nxt - 1] != operand:
+                    raise CodegenError("the epilogue reads its inputs in another order than select recorded",
+                                       stage=NAME, location=location_of(gen))
+                local[barg] = args[nxt]
+                nxt += 1
+        for o in (o.operation for o in gblock.operations):
+            if o.name == "linalg.yield":
+                current = local[o.operands[0]]
+                break
+            for v in o.operands:
+                if v not in local:  # a constant captured from outside the generic (select checked)
+                    if v not in constants:
+                        constants[v] = defining_op(v).clone(ip).results[0]
+                    local[v] = constants[v]
+            clone_into([o], ip, local)
+        value = gen.results[0]
+    with func.location, ip:
+        func_d.ReturnOp([current])
+    if nxt != len(args):
+        raise CodegenError(f"the epilogue reads {nxt - 1} inputs, select recorded {len(args) - 1}", stage=NAME)
+    return efunc
+
+
+class _Rewriter:
+    """The dispatch's tensor program: its contraction, epilogue chain, loads, subspans."""
+
+    def __init__(self, func: ir.Operation, problem: Contraction):
+        self.func, self.problem = func, problem
+        (self.contraction,) = [o for o in walk(func) if attrs.marked(o, attrs.CONTRACTION)]
+        self.chain = [o for o in walk(func) if o.name == "linalg.generic" and attrs.marked(o, attrs.EPILOGUE)]
+        last = self.chain[-1] if self.chain else self.contraction
+        (self.store,) = [user_of(u) for u in last.results[0].uses]
+        if self.store.name != "iree_tensor_ext.dispatch.tensor.store":
+            raise CodegenError(f"the contraction's result reaches {self.store.name}, not a store", stage=NAME)
+        self.loads = [defining_op(self.contraction.operands[i]) for i in (0, 1)]
+        self.subspans = {"A": defining_op(self.loads[0].operands[0]), "B": defining_op(self.loads[1].operands[0]),
+                         "C": defining_op(self.store.operands[1])}
+        moved = {"A": self.loads[0].results[0].type, "B": self.loads[1].results[0].type,
+                 "C": self.store.operands[0].type}
+        self.access = {r: dispatch_tensor_access(self.subspans[r].results[0].type, moved[r]) for r in "ABC"}
+        if None in self.access.values():
+            raise CodegenError("a binding's type does not match the tensor loaded or stored through it", stage=NAME)
+        # The epilogue's extra inputs (loads of whole bindings, select checked), in problem order.
+        self.epilogue_inputs = []
+        value = self.contraction.results[0]
+        for gen in self.chain:
+            self.epilogue_inputs += [v for v in list(gen.operands)[:-1] if v != value]
+            value = gen.results[0]
+        if len(self.epilogue_inputs) != len(problem.epilogue):
+            raise CodegenError(f"the epilogue reads {len(self.epilogue_inputs)} tensors, select recorded "
+                               f"{len(problem.epilogue)}", stage=NAME)
+
+    def detach_epilogue(self) -> list[ir.Operation]:
+        """Move the epilogue into its function; store the accumulator instead. Returns the
+        subspans of its inputs (now unused), to go to the prologue."""
+        _epilogue_function(self.func, self.problem, self.chain, self.contraction, self.epilogue_inputs)
+        self.store.operands[0] = self.contraction.results[0]
+        for gen in reversed(self.chain):
+            outs = defining_op(list(gen.operands)[-1])
+            gen.erase()
+            if outs is not None and outs.name == "tensor.empty" and not list(outs.results[0].uses):
+                outs.erase()
+        subs = []
+        for value, desc in zip(self.epilogue_inputs, self.problem.epilogue):
+            load = defining_op(value)
+            sub = defining_op(load.operands[0])
+            if not list(value.uses):
+                load.erase()
+            subs.append(sub)
+        for sub, desc in zip(subs, self.problem.epilogue):
+            if list(sub.results[0].uses):
+                raise CodegenError(f"binding {desc.at.binding} feeds both the epilogue and the contraction",
+                                   stage=NAME, location=location_of(sub))
+            elem = ir.Type.parse(desc.type)
+            bits = ir.FloatType(elem).width if isinstance(elem, ir.FloatType) else ir.IntegerType(elem).width
+            known = desc.at.offset // (bits // 8) if desc.at.offset is not None and desc.at.offset % (bits // 8) == 0 \
+                else None
+            sub.results[0].set_type(prologue.buffer_type(list(desc.shape), elem, offset_known=known))
+        return subs
+
+    def restore_fill(self) -> bool:
+        """K = 1: IREE folded the zero fill into the body (``linalg_forms.folded_fill``). Put the
+        fill back and let the body add its accumulator, the form every other matmul has."""
+        folded = folded_fill(self.contraction)
+        if folded is None:
+            return False
+        from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
+        op = self.contraction
+        block = op.regions[0].blocks[0]
+        out_arg = list(block.arguments)[2]
+        zero_type = out_arg.type
+        if folded.add is not None:  # a*b + 0: add the accumulator instead
+            zero_attr = defining_op(folded.zero).attributes["value"]
+            folded.add.operands[list(folded.add.operands).index(folded.zero)] = out_arg
+        else:  # the bare product: out + a*b
+            zero_attr = ir.IntegerAttr.get(zero_type, 0) if isinstance(zero_type, ir.IntegerType) \
+                else ir.FloatAttr.get(zero_type, 0.0)
+            yield_op = [o.operation for o in block.operations][-1]
+            name = "arith.addi" if folded.product.name == "arith.muli" else "arith.addf"
+            with folded.product.location, ir.InsertionPoint(yield_op):
+                add = ir.Operation.create(name, results=[zero_type], operands=[out_arg, folded.product.results[0]])
+            yield_op.operands[0] = add.results[0]
+        empty = defining_op(op.operands[2])
+        with op.location, ir.InsertionPoint(op):
+            zero = ir.Operation.create("arith.constant", results=[zero_type], attributes={"value": zero_attr})
+            op.operands[2] = linalg.fill(zero.results[0], outs=[empty.results[0]])
+        return True
+
+    def to_static(self, padded: Contraction) -> None:
+        """Give the tensor program the static shapes of ``padded`` (whole tiles): subspans, loads,
+        fill, contraction, store. Subspans keep their attributes and byte offset; dynamic dims
+        are dropped (the prologue holds them)."""
+        shapes = operand_shapes(padded)
+        elem = {"A": padded.a_type, "B": padded.b_type, "C": padded.c_type}
+        types = {r: ir.RankedTensorType.get(shapes[r], ir.Type.parse(elem[r])) for r in "ABC"}
+        new_subs = {}
+        for role, sub in self.subspans.items():
+            twin = new_subs.get("A") if role == "B" and sub == self.subspans["A"] else None
+            if twin is not None and twin.type == dispatch_tensor_type(self.access["B"], types["B"]):
+                new_subs[role] = twin  # one tensor as both operands, in one padded shape
+            else:
+                new_subs[role] = self._retype_subspan(sub, self.access[role], types[role], copy=twin is not None)
+        old_loads = []
+        for i, role in enumerate("AB"):
+            load = self.loads[i]
+            with load.location, ir.InsertionPoint(load):
+                new = iree_tensor_ext.DispatchTensorLoadOp(
+                    types[role], new_subs[role], [], [], [], [], [0] * len(shapes[role]), shapes[role],
+                    [1] * len(shapes[role]))
+            self.contraction.operands[i] = new.result
+            old_loads.append(load)
+        for load in unique_ops(old_loads):
+            if not list(load.results[0].uses):
+                load.erase()
+        init = self.contraction.operands[2]
+        fill = defining_op(init)
+        empty = defining_op(fill.operands[1])
+        with empty.location, ir.InsertionPoint(empty):
+            new_empty = tensor.EmptyOp(shapes["C"], types["C"].element_type)
+        fill.operands[1] = new_empty.result
+        if not list(empty.results[0].uses):
+            empty.erase()
+        fill.results[0].set_type(types["C"])
+        self.contraction.results[0].set_type(types["C"])
+        self._restore_unit_dims(padded)
+        store = self.store
+        with store.location, ir.InsertionPoint(store):
+            iree_tensor_ext.DispatchTensorStoreOp(store.operands[0], new_subs["C"], [], [], [], [],
+                                                  [0] * len(shapes["C"]), shapes["C"], [1] * len(shapes["C"]))
+        store.erase()
+        for sub in unique_ops(self.subspans.values()):  # A @ A: one subspan, two roles
+            if not list(sub.results[0].uses):
+                sub.erase()
+
+    def _restore_unit_dims(self, padded: Contraction) -> None:
+        """A generic whose unit dimensions IREE dropped (M, N or K = 1) gets them back: its maps
+        and iterator types become those of the full (batch) matmul, as its operand types now are.
+        The body (a multiply-accumulate, select checked) is untouched."""
+        op, p = self.contraction, padded
+        n_loops = 4 if p.batched else 3
+        if ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[0]).value.n_dims == n_loops:
+            return
+        if op.name != "linalg.generic":
+            raise CodegenError(f"{op.name} has fewer loops than a matmul", stage=NAME, location=location_of(op))
+        from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
+        b, m, n, k = ([ir.AffineDimExpr.get(0)] if p.batched else []), *(
+            ir.AffineDimExpr.get(i + p.batched) for i in range(3))
+        a = b + ([k, m] if p.a_transposed else [m, k])
+        bb = b + ([n, k] if p.b_transposed else [k, n])
+        c = b + [m, n]
+        op.attributes["indexing_maps"] = ir.ArrayAttr.get(
+            [ir.AffineMapAttr.get(ir.AffineMap.get(n_loops, 0, r)) for r in (a, bb, c)])
+        kinds = [linalg.IteratorType.parallel] * (n_loops - 1) + [linalg.IteratorType.reduction]
+        op.attributes["iterator_types"] = ir.AttrBuilder.get("IteratorTypeArrayAttr")(kinds, op.context)
+
+    @staticmethod
+    def _retype_subspan(sub: ir.Operation, access: str, tensor_t: ir.RankedTensorType, *, copy: bool) -> ir.Value:
+        """``sub`` typed as the dispatch tensor of ``tensor_t``: in place when it has no dynamic
+        dims (and no ``copy`` is asked for), else a copy of the op without them; every attribute
+        and the byte-offset operand are kept."""
+        new_t = dispatch_tensor_type(access, tensor_t)
+        offset, dims = segments(sub)
+        if not dims and not copy:
+            sub.results[0].set_type(new_t)
+            return sub.results[0]
+        named = op_attributes(sub)
+        named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([len(offset), 0])
+        with sub.location, ir.InsertionPoint(sub):
+            new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t], operands=offset,
+                                      attributes=named)
+        return new.results[0]
+
+
+def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
+    """Rewrite ``func`` in place into the script's form if it needs it; return what was done."""
+    problem, cfg = attrs.read_problem(func), attrs.read_config(func)
+    done = []
+    unaligned = [d for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
+                 if getattr(problem, d) is not None and getattr(problem, d) % t]
+    if unaligned:
+        done.append(f"iteration space rounded up to whole tiles ({', '.join(unaligned)} unaligned)")
+    if problem.has_epilogue:
+        done.append(f"epilogue ({' '.join(problem.epilogue_ops)}) moved into a function")
+    if problem.is_dynamic:
+        names = ", ".join(d.dim for d in problem.dynamic)
+        done.append(f"dynamic {names}: the script sees two tiles each; the sizes moved into the prologue")
+    if not done:
+        return done
+    with module.context, func.location:
+        rw = _Rewriter(func, problem)
+        if rw.restore_fill():
+            done.append("the zero fill IREE folded into the body (K = 1) restored")
+        n_loops = ir.AffineMapAttr(ir.ArrayAttr(rw.contraction.attributes["indexing_maps"])[0]).value.n_dims
+        if n_loops < 3 + problem.batched:
+            unit = [d.upper() for d in ("m", "n", "k") if getattr(problem, d) == 1]
+            done.append(f"the unit dimension IREE dropped ({', '.join(unit)} = 1) restored: full matmul maps")
+        buffers = rw.detach_epilogue() if problem.has_epilogue else []
+        sizes = []
+        if problem.is_dynamic:
+            ordinals = {ir.IntegerAttr(o.attributes["ordinal"]).value: o.results[0]
+                        for o in walk(func) if o.name == "iree_tensor_ext.dispatch.workload.ordinal"}
+            sizes = [(d.dim, ordinals[d.ordinal]) for d in sorted(problem.dynamic, key=lambda d: _dim_rank(d.dim))]
+        prologue.build(func, problem, prologue.Prologue(sizes, buffers))
+        if unaligned or problem.is_dynamic or problem.has_epilogue:
+            rw.to_static(padded_problem(problem, cfg))
+    return done
+
+
+def _dim_rank(dim: str) -> int:
+    from mmaflow.compiler.core.dynamic import DIM_ORDER
+    return DIM_ORDER.index(dim)

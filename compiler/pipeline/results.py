@@ -1,0 +1,115 @@
+"""What the per-executable pipeline (``pipeline/pipeline.py``) takes and returns: ``CodegenOptions`` in,
+``ExecutableResult`` out, with the ``DispatchFacts`` of a taken dispatch, and their wire form (the
+codegen server sends results to its clients as JSON). Light to import: ``mmaflow compile`` (the
+bridge) reads results without loading the stages, which run in the codegen server."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.pipeline.runner import RunResult
+from mmaflow.compiler.target.targets import get_target
+
+
+@dataclass(frozen=True)
+class CodegenOptions:
+    target: str | None = None  # None: take the target from each executable's variant
+    overrides: dict = field(default_factory=dict)  # config KEY -> value (parsed)
+    dump_after: str | None = None  # a stage name, or "all"
+    dump_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class DispatchFacts:
+    """What the stages recorded on a taken dispatch, read once from its IR (``core/attrs.py``).
+
+    ``kind`` "matmul": ``problem`` is a ``problem.Contraction``, ``config`` a ``KernelConfig``,
+    ``expect`` ``attrs.Expectations``. ``kind`` "attention": ``problem`` is an
+    ``attention.AttentionDispatch``, ``config`` None (the kernel has no config), ``expect``
+    ``attrs.AttentionExpectations``."""
+
+    target: object  # targets.Target
+    problem: object  # problem.Contraction | attention.AttentionDispatch
+    config: object | None  # config.KernelConfig (None if the pipeline stopped before configure; attention)
+    expect: object | None  # attrs.Expectations | attrs.AttentionExpectations; None before distribute
+    kind: str = "matmul"  # "matmul" | "attention"
+    versions: tuple = ()  # a versioned matmul's other kernels (``attrs.Version``: condition, problem, config, expect)
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind == "attention"
+
+    @staticmethod
+    def of(func: ir.Operation) -> "DispatchFacts":
+        if attrs.ATTENTION in func.attributes:
+            return DispatchFacts(attrs.read_target(func), attrs.read_attention(func), None,
+                                 attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes
+                                 else None, "attention")
+        return DispatchFacts(attrs.read_target(func), attrs.read_problem(func),
+                             attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
+                             attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
+                             versions=tuple(attrs.read_versions(func)))
+
+    def config_at(self, constants: list[int]):
+        """The config of the kernel that runs with these push constants: a versioned dispatch's
+        (stage `version`) first version whose sizes pass its test, else its own."""
+        return config_at(self.config, self.versions, constants)
+
+    def to_wire(self) -> dict:
+        return {"kind": self.kind, "target": self.target.name, "problem": self.problem.to_dict(),
+                "config": self.config.to_dict() if self.config else None,
+                "expect": vars(self.expect) if self.expect else None,
+                "versions": [v.to_dict() for v in self.versions]}
+
+    @staticmethod
+    def from_wire(d: dict) -> "DispatchFacts":
+        if d["kind"] == "attention":
+            from mmaflow.compiler.core.attention import AttentionDispatch
+            return DispatchFacts(get_target(d["target"]), AttentionDispatch.from_dict(d["problem"]), None,
+                                 attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None, "attention")
+        from mmaflow.compiler.config import KernelConfig
+        from mmaflow.compiler.core.problem import Contraction
+        return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),
+                             KernelConfig.from_dict(d["config"]) if d["config"] else None,
+                             attrs.Expectations(**d["expect"]) if d["expect"] else None,
+                             versions=tuple(attrs.Version.from_dict(v) for v in d.get("versions", ())))
+
+
+def config_at(config, versions, constants: list[int]):
+    """``config``, or the config of the first of ``versions`` (``attrs.Version``) whose dims' sizes
+    are multiples of its divisor in ``constants`` (the kernel's test: each size's low 32 bits)."""
+    for v in versions:
+        lows = [lo for d in v.problem.dynamic if d.dim in v.dims for lo, _ in d.constants]
+        if all(constants[lo] % v.divisor == 0 for lo in lows):
+            return v.config
+    return config
+
+
+@dataclass
+class ExecutableResult:
+    name: str
+    export: str  # the hal.executable.export symbol (= the kernel's name in the ISA)
+    text: str  # the hal.executable (module) after the pipeline
+    taken: bool
+    log: list[str]
+    run: RunResult
+    facts: DispatchFacts | None = None  # the taken dispatch's problem, config, expectations
+    source: str = ""  # the hal.executable as IREE handed it over (executable-sources), when known
+    versions: list = field(default_factory=list)  # in process only: a versioned dispatch's copies not yet joined
+
+    def to_wire(self) -> dict:
+        """A JSON-able form (the codegen server sends results to its clients in it)."""
+        return {"name": self.name, "export": self.export, "text": self.text, "taken": self.taken, "log": self.log,
+                "dumps": self.run.dumps, "timings": self.run.timings, "headers": self.run.headers,
+                "source": self.source,
+                "facts": self.facts.to_wire() if self.facts else None}
+
+    @staticmethod
+    def from_wire(d: dict) -> "ExecutableResult":
+        return ExecutableResult(d["name"], d["export"], d["text"], d["taken"], list(d["log"]),
+                                RunResult(dict(d["dumps"]), dict(d["timings"]), dict(d.get("headers", {}))),
+                                DispatchFacts.from_wire(d["facts"]) if d["facts"] else None, d["source"])

@@ -1,0 +1,255 @@
+"""Stage `version`: one dispatch, two kernels, chosen at run time by the dynamic sizes.
+
+A dynamic problem with no divisibility promise gets the slow kernel: on sm_90a the warpgroup
+(wgmma) kernel refuses operand rows that are not whole 16-byte chunks ("A's global rows run along
+K, which is dynamic and has no divisibility promise"), and mma.sync loads them 16 bits at a time
+without its cp.async ring. Most run-time sizes are multiples of 8 all the same. So, as cuBLAS
+picks a kernel per call, the dispatch is versioned (``plan_version``):
+
+    if (K % 8 == 0 && N % 8 == 0) { the fast kernel: the same contraction, those promises known }
+    else                          { the kernel built today }
+
+This stage decides and forks: ``fork`` copies the executable and, in the copy, strengthens the
+``util.assume.int`` promises of the promised sizes (``udiv``) and the recorded problem's divisors,
+so configure ... barriers see an ordinary promised problem there. The pipeline runs those stages
+on both copies (``Unit.versions``); `hand-back` joins them (``merge``): the slow kernel's body goes
+into the else branch of an ``scf.if`` on the push constants, the fast one's into the then branch,
+and the grid is selected the same way in ``iree_codegen.dispatch_config``. The fast version's
+facts are recorded on the function as ``mmaflow.versions`` (``attrs.Version``); verify checks
+each version's instructions.
+
+Versioned only where the promised problem gets a different kernel, both run with the same
+workgroup (IREE's ``translation_info`` has one workgroup size) and both kernels' shared memory fits
+side by side (IREE allocates each ``memref.alloc`` of workgroup memory separately; at 4096^3 f16:
+193 KB of wgmma ring + 30 KB of mma.sync tiles, of 227 KB); static problems, promised ones and
+``--config`` overrides stay single.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, iree_codegen, scf
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.config import KernelConfig, resolve
+from mmaflow.compiler.core.errors import CodegenError, MmaflowError
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
+from mmaflow.compiler.core.mlir import defining_op, int_assumptions, ops_named, user_of
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.target.targets import Target
+
+NAME = "version"
+
+
+@dataclass(frozen=True)
+class VersionPlan:
+    """Where the fast kernel runs: every size of ``dims`` a multiple of ``divisor``."""
+
+    dims: tuple  # dynamic dims promised in the fast version ("k", "n", ...)
+    divisor: int  # elements: one 16-byte chunk
+    fast: KernelConfig
+    slow: KernelConfig
+
+    def condition(self) -> str:
+        return " and ".join(f"{d.upper()} % {self.divisor} == 0" for d in self.dims)
+
+    def describe(self) -> str:
+        return f"versioned on {self.condition()}: {self.fast.describe()} | else {self.slow.describe()}"
+
+
+def promised(problem: Contraction, dims, divisor: int) -> Contraction:
+    """``problem`` with the sizes of ``dims`` promised multiples of ``divisor`` as well."""
+    return replace(problem, dynamic=tuple(replace(d, divisor=math.lcm(d.divisor, divisor)) if d.dim in dims else d
+                                          for d in problem.dynamic))
+
+
+def plan_version(target: Target, problem: Contraction, overrides: dict | None,
+                 why: list | None = None) -> VersionPlan | None:
+    """The versioning of ``problem``, or None where it stays one kernel: no warpgroup MMA on the
+    target, a static problem, --config overrides, no dynamic row dimension short of whole
+    16-byte chunks, or the promises buy the same kernel (or a different workgroup size). Where a
+    row dimension lacks the promise but versioning is still declined, the reason goes to ``why``
+    (the pipeline logs it as a note)."""
+    why = why if why is not None else []
+    if overrides or not target.warpgroup_mma or not problem.is_dynamic:
+        return None
+    bits = max(TYPE_BITS[problem.a_type], TYPE_BITS[problem.b_type])
+    divisor = 128 // bits
+    # The dims the operands' global rows run along (A: K unless transposed; B: N unless transposed).
+    rows = ("m" if problem.a_transposed else "k", "k" if problem.b_transposed else "n")
+    dims = tuple(d.dim for d in problem.dynamic if d.dim in rows and d.divisor % divisor)
+    dims = tuple(sorted(dims, key="knm".index))
+    if not dims:
+        return None
+    when = " and ".join(f"{d.upper()} % {divisor} == 0" for d in dims)
+    try:
+        slow, slow_intr = resolve(target, problem.estimate(), None)
+        fast, fast_intr = resolve(target, promised(problem, dims, divisor).estimate(), None)
+    except MmaflowError as e:  # (configure resolves the problem itself and reports its own errors)
+        why.append(f"no kernel for {when}: {e}")
+        return None
+    if fast_intr.name == slow_intr.name:
+        why.append(f"{when} would buy the same kernel ({slow_intr.name})")
+        return None
+    if fast.workgroup_size != slow.workgroup_size or fast.wave_size != slow.wave_size:
+        why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size} "
+                   f"(one dispatch has one workgroup size)")
+        return None
+    both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
+    if both > target.lds_bytes:  # both kernels' shared memory is allocated side by side (not aliased yet)
+        why.append(f"both kernels' shared memory ({both} bytes) exceeds {target.name}'s {target.lds_bytes}")
+        return None
+    return VersionPlan(dims, divisor, fast, slow)
+
+
+def shared_bytes(cfg: KernelConfig, intr, problem: Contraction, target: Target) -> int:
+    """The shared memory (LDS) one kernel allocates."""
+    from mmaflow.compiler.config import lds_bytes
+    from mmaflow.compiler.target.wgmma import WarpgroupIntrinsic
+    from mmaflow.compiler.kernels.wgmma.plan import plan_bytes
+    return plan_bytes(cfg, intr.a_type) if isinstance(intr, WarpgroupIntrinsic) else lds_bytes(cfg, problem, target)
+
+
+def _strengthen(func: ir.Operation, problem: Contraction, dims, divisor: int) -> None:
+    """In ``func``, the ``util.assume.int`` of each workload value of ``dims`` promises ``udiv``
+    ``divisor`` too (every call site); a value with no assume gets one."""
+    ordinals = {o for d in problem.dynamic if d.dim in dims for o in d.ordinals}
+    for op in ops_named(func, "iree_tensor_ext.dispatch.workload.ordinal"):
+        if ir.IntegerAttr(op.attributes["ordinal"]).value not in ordinals:
+            continue
+        src = op.operands[0]
+        assume = defining_op(src)
+        with func.context, op.location:
+            if assume is None or assume.name != "util.assume.int":
+                new = ir.Operation.create("util.assume.int", results=[src.type], operands=[src], attributes={
+                    "assumptions": ir.Attribute.parse(f"[[#util.int.assumption<udiv = {divisor}>]]")},
+                    ip=ir.InsertionPoint(op))
+                op.operands[0] = new.results[0]
+                continue
+            i = list(assume.results).index(src)
+            rows = int_assumptions(assume.attributes["assumptions"])
+            table = [list(r) for r in ir.ArrayAttr(assume.attributes["assumptions"])]
+            sites = rows[i] or [{}]
+            table[i] = [ir.Attribute.parse("#util.int.assumption<" + ", ".join(
+                f"{k} = {v}" for k, v in {**s, "udiv": math.lcm(s.get("udiv", 1), divisor)}.items()) + ">")
+                for s in sites]
+            assume.attributes["assumptions"] = ir.ArrayAttr.get([ir.ArrayAttr.get(r) for r in table])
+
+
+def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
+    """A copy of ``module`` (its one hal.executable) whose dispatch promises ``plan``'s sizes."""
+    with module.context, module.operation.location:
+        copy = ir.Module.create()
+        for named in module.operation.attributes:  # the container's own (stream.affinity.default, ...)
+            copy.operation.attributes[named.name] = named.attr
+    for op in module.body.operations:
+        op.operation.clone(ip=ir.InsertionPoint(copy.body))
+    func = attrs.dispatch_func(copy.operation)
+    problem = promised(attrs.read_problem(func), plan.dims, plan.divisor)
+    _strengthen(func, attrs.read_problem(func), plan.dims, plan.divisor)
+    attrs.write_problem(func, problem)
+    attrs.write_version(func, attrs.Version(plan.condition(), plan.dims, plan.divisor))
+    return copy
+
+
+# --------------------------------------------------------------------------------------------
+# Joining the versions (hand-back, after both were handed back).
+
+def _condition(values: list[ir.Value], divisor: int) -> ir.Value:
+    """AND over ``values`` (integers) of ``value % divisor == 0`` (``divisor`` a power of two)."""
+    cond = None
+    for v in values:
+        mask = arith.ConstantOp(v.type, divisor - 1).result
+        rem = arith.AndIOp(v, mask).result
+        zero = arith.ConstantOp(v.type, 0).result
+        c = arith.CmpIOp(arith.CmpIPredicate.eq, rem, zero).result
+        cond = c if cond is None else arith.AndIOp(cond, c).result
+    return cond
+
+
+def _entry(func: ir.Operation) -> ir.Block:
+    blocks = list(func.regions[0].blocks)
+    if len(blocks) != 1:
+        raise CodegenError(f"a versioned kernel must be one block, found {len(blocks)}", stage="hand-back")
+    return blocks[0]
+
+
+def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
+    """Join the handed-back fast version into ``module``'s handed-back dispatch: its body under
+    ``scf.if`` (the push constants' low halves hold the sizes' residues), the grid selected by the
+    same test on the workload. Returns the fast version's record, written on the function as
+    ``mmaflow.versions``."""
+    func, fast = attrs.dispatch_func(module.operation), attrs.dispatch_func(fast_module.operation)
+    version = attrs.read_version(fast)
+    version = replace(version, problem=attrs.read_problem(fast), config=attrs.read_config(fast),
+                      expect=attrs.read_expect(fast))
+    if str(func.attributes["translation_info"]) != str(fast.attributes["translation_info"]):
+        raise CodegenError("the versions' translation_info differ: "
+                           f"{func.attributes['translation_info']} / {fast.attributes['translation_info']}",
+                           stage="hand-back")
+    problem = version.problem
+    lows = [lo for d in problem.dynamic if d.dim in version.dims for lo, _ in d.constants]
+    block, fblock = _entry(func), _entry(fast)
+    slow_ops = list(block.operations)[:-1]
+    loads = {ir.IntegerAttr(o.attributes["ordinal"]).value: o for o in ops_named(func, "hal.interface.constant.load")}
+    with func.context, func.location:
+        top = ir.InsertionPoint.at_block_begin(block)
+        values = []
+        if not loads:
+            raise CodegenError("the versioned kernel loads no push constant", stage="hand-back")
+        for lo in lows:  # a copy of the kernel's own load (its layout), at this ordinal
+            load = (loads.get(lo) or next(iter(loads.values()))).clone(ip=top)
+            load.attributes["ordinal"] = ir.IntegerAttr.get(ir.IndexType.get(), lo)
+            values.append(load.results[0])
+        with top:
+            cond = _condition(values, version.divisor)
+            branch = scf.IfOp(cond, [], has_else=True)
+        with ir.InsertionPoint(branch.then_block):
+            then_yield = scf.YieldOp([])
+        with ir.InsertionPoint(branch.else_block):
+            else_yield = scf.YieldOp([])
+    for op in slow_ops:
+        op.operation.move_before(else_yield)
+    for op in list(fblock.operations)[:-1]:
+        op.operation.move_before(then_yield)
+    _merge_globals(func, fast)
+    _merge_grid(module, fast_module, version)
+    attrs.write_versions(func, [version])
+    return version
+
+
+def _merge_globals(func: ir.Operation, fast: ir.Operation) -> None:
+    """Module-level ``memref.global``s the fast kernel's body uses (the TMA ring's map slots,
+    ``tma.MAPS_GLOBAL``) move beside ``func``; one both kernels declare must be the same."""
+    def globals_of(fn):
+        return {ir.StringAttr(o.operation.attributes["sym_name"]).value: o.operation
+                for o in fn.parent.regions[0].blocks[0].operations if o.operation.name == "memref.global"}
+    have = globals_of(func)
+    for name, op in globals_of(fast).items():
+        if name not in have:
+            op.move_before(func)
+        elif str(have[name]) != str(op):
+            raise CodegenError(f"the versions declare memref.global @{name} differently", stage="hand-back")
+
+
+def _merge_grid(module: ir.Module, fast_module: ir.Module, version: attrs.Version) -> None:
+    """The dispatch_config yields the fast grid where the workload passes the version's test."""
+    (config,) = ops_named(module.operation, "iree_codegen.dispatch_config")
+    (fconfig,) = ops_named(fast_module.operation, "iree_codegen.dispatch_config")
+    block, fblock = config.regions[0].blocks[0], fconfig.regions[0].blocks[0]
+    *slow_ops, slow_yield = list(block.operations)
+    *fast_ops, fast_yield = list(fblock.operations)
+    for op in fast_ops:
+        op.operation.move_before(slow_yield)
+    for old, new in zip(fblock.arguments, block.arguments):
+        old.replace_all_uses_with(new)
+    workload = list(block.arguments)[1:]
+    ordinals = [o for d in version.problem.dynamic if d.dim in version.dims for o in d.ordinals]
+    with config.context, config.location, ir.InsertionPoint(slow_yield):
+        cond = _condition([workload[o] for o in ordinals], version.divisor)
+        grid = [arith.SelectOp(cond, f, s).result for f, s in zip(fast_yield.operands, slow_yield.operands)]
+        iree_codegen.YieldOp(grid)
+    slow_yield.erase()

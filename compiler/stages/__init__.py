@@ -1,1 +1,0 @@
-"""One module per pipeline stage; ``mmaflow.compiler.pipeline`` lists them in order."""

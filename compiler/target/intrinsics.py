@@ -1,0 +1,252 @@
+"""The matrix-instruction catalogue: one frozen record per instruction and wave size.
+
+Each record says what the instruction computes (M x N x K, element types), which MLIR op emits it
+and with which per-lane vector types, which ISA mnemonic must appear in the final code, and the
+hardware-exact batch-lane-vector layout of each operand (see ``target/layout.py``).
+
+Sources for the layouts:
+- RDNA3 WMMA: "How to accelerate AI applications on RDNA 3 using WMMA" (GPUOpen, 2023) and the
+  RDNA3 ISA guide section 7.9: A lane l holds A[l%16][0..15], B lane l holds B[0..15][l%16],
+  lanes 16-31 (and 32-63 in wave64) replicate 0-15; C/D: wave32 row 2v+l/16, wave64 row 4v+l/16,
+  column l%16; 16-bit C/D use one half of each VGPR (OPSEL).
+- RDNA4 WMMA: "Using the Matrix Cores of AMD RDNA 4 architecture GPUs" (GPUOpen, 2025) and the
+  RDNA4 ISA guide: no replication; C/D row v + 8*(l/16); A/B K order within a lane is permuted:
+  k = 8*(v/4) + 4*(l/16) + v%4 for 16-bit (v = 2*vgpr + half) and 8-bit (v = 4*vgpr + byte) data.
+- CDNA3/CDNA4 MFMA: "Matrix Core Programming on AMD GPUs" (ROCm blogs, 2025) and the CDNA3/4 ISA
+  guides chapter 7: A lane l holds A[l%M][kpl*(l/M) + v] (kpl = K elements per lane),
+  C/D of 16x16: row 4*(l/16) + v; of 32x32: row 8*(v/4) + 4*(l/32) + v%4; column l%M.
+- NVIDIA mma.sync: PTX ISA "Matrix Fragments for mma.m16n8k16 / m16n8k32" and the original
+  layout-model talk (seed 003): groupID = l/4, threadID_in_group = l%4.
+
+The runtime's ISA model encodes the same instructions independently; ``e2e_tests`` check every
+record here against it.
+
+Hopper's warpgroup MMA (family "wgmma", 128 threads, B read from shared memory through a matrix
+descriptor) has its own records in ``target/wgmma.py`` and ``target/smem_layout.py``: they are not in
+``CATALOGUE`` because no stage emits them yet, so nothing that chooses from it can pick one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.target.layout import COL, ROW, Layout, make_layout
+
+# Element types, as MLIR spells them.
+F32, F16, BF16, I32, I8 = "f32", "f16", "bf16", "i32", "i8"
+F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2 = "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3FN", "f8E5M2"
+
+TYPE_BITS = {F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8,
+             F8E4M3FN: 8, F8E5M2: 8}
+
+
+@dataclass(frozen=True)
+class Intrinsic:
+    name: str
+    family: str  # "wmma_rdna3" | "wmma_rdna4" | "mfma" | "mma_sync" (warpgroup "wgmma": target/wgmma.py)
+    m: int
+    n: int
+    k: int
+    a_type: str
+    b_type: str
+    c_type: str
+    wave_size: int
+    op: str  # MLIR op emitted by the distribution
+    mnemonic: str  # must appear in the final ISA (.rocmasm / .ptx)
+    isa_key: str  # key of this instruction in mmaflow.runtime.isa (independent model)
+    a: Layout
+    b: Layout
+    c: Layout
+    a_shape: tuple[int, ...]  # per-lane vector shape the MLIR op takes
+    b_shape: tuple[int, ...]
+    c_shape: tuple[int, ...]
+    unsigned_a: bool = False
+    unsigned_b: bool = False
+    # Codegen may use another K order inside a lane if A and B use the same one (the sum over K
+    # is unchanged); None means codegen uses the hardware order.
+    codegen_k_order: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        assert (self.a.rows, self.a.cols) == (self.m, self.k), f"{self.name}: A is not MxK"
+        assert (self.b.rows, self.b.cols) == (self.k, self.n), f"{self.name}: B is not KxN"
+        assert (self.c.rows, self.c.cols) == (self.m, self.n), f"{self.name}: C is not MxN"
+        for lay, shape in ((self.a, self.a_shape), (self.b, self.b_shape), (self.c, self.c_shape)):
+            assert lay.wave_size == self.wave_size, f"{self.name}: {lay.operand} wave size"
+            assert math.prod(shape) == lay.op_vector_length, \
+                f"{self.name}: {lay.operand} vector shape {shape} != {lay.op_vector_length} slots"
+        if self.codegen_k_order is not None:
+            # The logical order must be a reordering of the same K dims for A and B.
+            assert sorted(self.codegen_k_order) == sorted(self.a.col_order)
+            assert sorted(self.codegen_k_order) == sorted(self.b.row_order)
+
+    # ---- derived facts -----------------------------------------------------------------------
+    def operand(self, which: str) -> Layout:
+        return {"A": self.a, "B": self.b, "C": self.c}[which]
+
+    def element_type(self, which: str) -> str:
+        return {"A": self.a_type, "B": self.b_type, "C": self.c_type}[which]
+
+    def codegen_layouts(self) -> tuple[Layout, Layout, Layout]:
+        """Layouts the distribution packs registers with (K possibly permuted alike in A and B)."""
+        if self.codegen_k_order is None:
+            return self.a, self.b, self.c
+        return (self.a.permute_axis(COL, self.codegen_k_order),
+                self.b.permute_axis(ROW, self.codegen_k_order), self.c)
+
+    def vgprs(self, which: str) -> int:
+        """32-bit registers one lane spends on one instruction's operand."""
+        lay = self.operand(which)
+        bits = TYPE_BITS[self.element_type(which)]
+        if which == "C" and self.family == "wmma_rdna3" and bits == 16:
+            return lay.elements  # one element per VGPR (OPSEL half)
+        return math.ceil(lay.op_vector_length * bits / 32)
+
+    def wave_tile_cost(self, wave_m: int, wave_n: int, wave_k: int) -> dict:
+        """Instructions and registers a wave spends on a wave_m x wave_n tile per wave_k K step."""
+        if wave_m % self.m or wave_n % self.n or wave_k % self.k:
+            raise UnsupportedError(
+                f"wave tile {wave_m}x{wave_n}x{wave_k} is not a multiple of {self.name} "
+                f"({self.m}x{self.n}x{self.k})")
+        bm, bn, bk = wave_m // self.m, wave_n // self.n, wave_k // self.k
+        return {
+            "instructions": bm * bn * bk,
+            "acc_vgprs": bm * bn * self.vgprs("C"),
+            "a_vgprs": bm * bk * self.vgprs("A"),
+            "b_vgprs": bk * bn * self.vgprs("B"),
+        }
+
+    def describe(self) -> str:
+        sign = ""
+        if self.a_type == I8:
+            sign = f" ({'unsigned' if self.unsigned_a else 'signed'} A, {'unsigned' if self.unsigned_b else 'signed'} B)"
+        return (f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> "
+                f"{self.c_type}{sign}, wave{self.wave_size}, op {self.op}, ISA {self.mnemonic}")
+
+
+# --------------------------------------------------------------------------------------------
+# Layout builders, one per instruction family.
+
+
+def _rdna3(a_t, b_t, c_t, wave, mnemonic, name, unsigned=False):
+    # A: lane%16 = row m; element v = k.  B: lane%16 = col n; element v = k.
+    a = make_layout("A", wave, rows=[("LaneX", 16)], cols=[("VectorX", 16)])
+    b = make_layout("B", wave, rows=[("VectorX", 16)], cols=[("LaneX", 16)])
+    per_lane_rows = 8 if wave == 32 else 4  # C elements per lane
+    lane_groups = 16 * 16 // (16 * per_lane_rows)  # 2 (w32) or 4 (w64)
+    stride = 2 if TYPE_BITS[c_t] == 16 else 1
+    c = make_layout("C", wave, rows=[("LaneY", lane_groups), ("VectorX", per_lane_rows)],
+                    cols=[("LaneX", 16)], vector_stride=stride)
+    a_len = 16  # 8 VGPRs of f16 pairs or 4 VGPRs of i8 quads: 16 elements either way
+    return Intrinsic(name, "wmma_rdna3", 16, 16, 16, a_t, b_t, c_t, wave, "amdgpu.wmma", mnemonic,
+                     f"rdna3.{mnemonic}.w{wave}", a, b, c, (a_len,), (a_len,),
+                     (per_lane_rows * stride,), unsigned, unsigned)
+
+
+def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
+    # K inside a lane (hardware): k = VectorX(4) + 4*LaneY(2) + 8*VectorY(2).
+    a = make_layout("A", 32, rows=[("LaneX", 16)],
+                    cols=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)])
+    b = make_layout("B", 32, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)],
+                    cols=[("LaneX", 16)])
+    c = make_layout("C", 32, rows=[("VectorX", 8), ("LaneY", 2)], cols=[("LaneX", 16)])
+    return Intrinsic(name, "wmma_rdna4", 16, 16, 16, a_t, b_t, c_t, 32, "amdgpu.wmma", mnemonic,
+                     f"rdna4.{mnemonic}", a, b, c, (8,), (8,), (8,), unsigned, unsigned,
+                     # Logical order: 8 consecutive K per lane (one 128-bit load for 16-bit data).
+                     codegen_k_order=("VectorX", "VectorY", "LaneY"))
+
+
+def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None):
+    b_t = b_t or a_t
+    kpl = k * m // 64  # K elements per lane: 16x16x16 -> 4, 32x32x8 -> 4, 16x16x32 -> 8
+    groups = 64 // m  # lane groups along K
+    a = make_layout("A", 64, rows=[("LaneX", m)], cols=[("VectorX", kpl), ("LaneY", groups)])
+    b = make_layout("B", 64, rows=[("VectorX", kpl), ("LaneY", groups)], cols=[("LaneX", n)])
+    if m == 16:
+        c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 4)], cols=[("LaneX", 16)])
+        c_len = 4
+    else:
+        c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 4)],
+                        cols=[("LaneX", 32)])
+        c_len = 16
+    return Intrinsic(name, "mfma", m, n, k, a_t, b_t, c_t, 64, "amdgpu.mfma", mnemonic,
+                     f"cdna.{mnemonic}", a, b, c, (kpl,), (kpl,), (c_len,))
+
+
+def _mma_sync(k, a_t, c_t, mnemonic, name):
+    # groupID = lane/4 -> LaneY(8); threadID_in_group = lane%4 -> LaneX(4).
+    per = 2 if k == 16 else 4  # elements per 32-bit register
+    a = make_layout("A", 32, rows=[("LaneY", 8), ("VectorZ", 2)],
+                    cols=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
+                    vector_order=("VectorX", "VectorZ", "VectorY"))
+    b = make_layout("B", 32, rows=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
+                    cols=[("LaneY", 8)])
+    c = make_layout("C", 32, rows=[("LaneY", 8), ("VectorY", 2)], cols=[("VectorX", 2), ("LaneX", 4)])
+    return Intrinsic(name, "mma_sync", 16, 8, k, a_t, a_t, c_t, 32, "nvgpu.mma.sync", mnemonic,
+                     f"ptx.{mnemonic}", a, b, c, (4, per), (2, per), (2, 2))
+
+
+def _rdna3_set(wave):
+    sfx = "" if wave == 32 else "_W64"
+    return [
+        _rdna3(F16, F16, F32, wave, "v_wmma_f32_16x16x16_f16", "WMMA_F32_16x16x16_F16" + sfx),
+        _rdna3(BF16, BF16, F32, wave, "v_wmma_f32_16x16x16_bf16", "WMMA_F32_16x16x16_BF16" + sfx),
+        _rdna3(F16, F16, F16, wave, "v_wmma_f16_16x16x16_f16", "WMMA_F16_16x16x16_F16" + sfx),
+        _rdna3(BF16, BF16, BF16, wave, "v_wmma_bf16_16x16x16_bf16", "WMMA_BF16_16x16x16_BF16" + sfx),
+        _rdna3(I8, I8, I32, wave, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_I8" + sfx),
+        _rdna3(I8, I8, I32, wave, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_U8" + sfx, unsigned=True),
+    ]
+
+
+_RDNA4 = [
+    _rdna4(F16, F16, F32, "v_wmma_f32_16x16x16_f16", "WMMA_F32_16x16x16_F16"),
+    _rdna4(BF16, BF16, F32, "v_wmma_f32_16x16x16_bf16", "WMMA_F32_16x16x16_BF16"),
+    _rdna4(F16, F16, F16, "v_wmma_f16_16x16x16_f16", "WMMA_F16_16x16x16_F16"),
+    _rdna4(BF16, BF16, BF16, "v_wmma_bf16_16x16x16_bf16", "WMMA_BF16_16x16x16_BF16"),
+    _rdna4(F8E4M3FN, F8E4M3FN, F32, "v_wmma_f32_16x16x16_fp8_fp8", "WMMA_F32_16x16x16_F8E4M3FN"),
+    _rdna4(F8E5M2, F8E5M2, F32, "v_wmma_f32_16x16x16_bf8_bf8", "WMMA_F32_16x16x16_F8E5M2"),
+    _rdna4(I8, I8, I32, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_I8"),
+    _rdna4(I8, I8, I32, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_U8", unsigned=True),
+]
+
+_CDNA3 = [
+    _mfma(16, 16, 16, F16, F32, "v_mfma_f32_16x16x16_f16", "MFMA_F32_16x16x16_F16"),
+    _mfma(32, 32, 8, F16, F32, "v_mfma_f32_32x32x8_f16", "MFMA_F32_32x32x8_F16"),
+    _mfma(16, 16, 16, BF16, F32, "v_mfma_f32_16x16x16_bf16", "MFMA_F32_16x16x16_BF16"),
+    _mfma(32, 32, 8, BF16, F32, "v_mfma_f32_32x32x8_bf16", "MFMA_F32_32x32x8_BF16"),
+    _mfma(16, 16, 32, I8, I32, "v_mfma_i32_16x16x32_i8", "MFMA_I32_16x16x32_I8"),
+    _mfma(32, 32, 16, I8, I32, "v_mfma_i32_32x32x16_i8", "MFMA_I32_32x32x16_I8"),
+    _mfma(16, 16, 32, F8E4M3FNUZ, F32, "v_mfma_f32_16x16x32_fp8_fp8", "MFMA_F32_16x16x32_F8E4M3FNUZ"),
+    _mfma(16, 16, 32, F8E5M2FNUZ, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2FNUZ"),
+    _mfma(32, 32, 16, F8E4M3FNUZ, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FNUZ"),
+    _mfma(32, 32, 16, F8E5M2FNUZ, F32, "v_mfma_f32_32x32x16_bf8_bf8", "MFMA_F32_32x32x16_F8E5M2FNUZ"),
+]
+
+_CDNA4_EXTRA = [
+    _mfma(16, 16, 32, F16, F32, "v_mfma_f32_16x16x32_f16", "MFMA_F32_16x16x32_F16"),
+    _mfma(32, 32, 16, F16, F32, "v_mfma_f32_32x32x16_f16", "MFMA_F32_32x32x16_F16"),
+    _mfma(16, 16, 32, BF16, F32, "v_mfma_f32_16x16x32_bf16", "MFMA_F32_16x16x32_BF16"),
+    _mfma(32, 32, 16, BF16, F32, "v_mfma_f32_32x32x16_bf16", "MFMA_F32_32x32x16_BF16"),
+    _mfma(16, 16, 32, F8E4M3FN, F32, "v_mfma_f32_16x16x32_fp8_fp8", "MFMA_F32_16x16x32_F8E4M3FN"),
+    _mfma(16, 16, 32, F8E5M2, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2"),
+    _mfma(32, 32, 16, F8E4M3FN, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FN"),
+    _mfma(32, 32, 16, F8E5M2, F32, "v_mfma_f32_32x32x16_bf8_bf8", "MFMA_F32_32x32x16_F8E5M2"),
+]
+
+_NV = [
+    _mma_sync(16, F16, F32, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "MMA_SYNC_F32_16x8x16_F16"),
+    _mma_sync(16, BF16, F32, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "MMA_SYNC_F32_16x8x16_BF16"),
+    _mma_sync(16, F16, F16, "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "MMA_SYNC_F16_16x8x16_F16"),
+    # nvgpu.mma.sync lowers integer MMAs with .satfinite: the s32 accumulator saturates on overflow.
+    _mma_sync(32, I8, I32, "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32", "MMA_SYNC_I32_16x8x32_I8"),
+]
+
+# Per architecture family: the instructions mmaflow may select.
+CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {
+    "rdna3": tuple(_rdna3_set(32) + _rdna3_set(64)),
+    "rdna4": tuple(_RDNA4),
+    "cdna3": tuple(_CDNA3),
+    "cdna4": tuple(i for i in _CDNA3 if "FNUZ" not in i.name) + tuple(_CDNA4_EXTRA),
+    "nvidia": tuple(_NV),
+}
