@@ -38,7 +38,7 @@ def _read_input(path: str) -> str:
 
 
 def _options(args, target: str | None = None):
-    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.core.config import parse_overrides
     from mmaflow.compiler.pipeline.results import CodegenOptions
     dump_dir = getattr(args, "dump_dir", None)
     dump_after = getattr(args, "dump_after", None) or ("all" if dump_dir else None)  # a dump dir gets everything
@@ -187,7 +187,7 @@ def _codegen_tool() -> list[str]:
 
 
 def cmd_flags(args) -> int:
-    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.core.config import parse_overrides
     from mmaflow.compiler.target.targets import get_target
     target = get_target(args.target)
     parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process

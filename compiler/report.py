@@ -121,7 +121,7 @@ def report_command(args, source: str, options) -> int:
     for exe in res.taken:
         rep = res.reports[exe.name]
         if not target.is_amd:
-            from mmaflow.compiler.config import lds_bytes
+            from mmaflow.compiler.kernels.common.tiles import lds_bytes
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
             if rep.lds_bytes is None and exe.facts.versions:  # a versioned dispatch: both allocations

@@ -23,6 +23,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import VerificationError
 from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_ptx
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
@@ -60,7 +62,7 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         if ops_named(func, "iree_linalg_ext.attention"):
             raise VerificationError(f"{name}: an iree_linalg_ext.attention is left in the kernel")
         return
-    target = attrs.read_target(func)
+    target = read_target(func)
     for cfg in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]:
         intr = target.intrinsic(cfg.intrinsic)
         if not ops_named(func, intr.op):

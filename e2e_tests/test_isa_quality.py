@@ -137,7 +137,8 @@ SMALL_DTYPES = [("f16", "f32"), ("f16", "f16"), ("i8", "i32"), ("f8E4M3FNUZ", "f
 
 @pytest.mark.parametrize("target", ALL_TARGETS)
 def test_default_wave_tile_never_outgrows_the_register_budget(target):
-    from mmaflow.compiler.config import default_config, matching_intrinsics
+    from mmaflow.compiler.kernels.matmul.heuristic import default_config
+    from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
     from mmaflow.compiler.core.problem import Contraction
     tgt = get_target(target)
     checked = 0

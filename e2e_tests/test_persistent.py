@@ -15,7 +15,7 @@ import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
 from mmaflow.compiler.driver.bridge import codegen_module, compile_module
-from mmaflow.compiler.config import explain, resolve
+from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.core.errors import MmaflowError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
@@ -132,7 +132,7 @@ def test_zero_turns_it_off():
     p = Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1)
     cfg, _ = resolve(SM90, p, {"persistent": None})  # (--config persistent=0, parsed)
     assert cfg.persistent is None and cfg.intrinsic == N256
-    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.core.config import parse_overrides
     assert parse_overrides(["persistent=0"]) == {"persistent": None}
     from mmaflow.compiler.driver.codegen_tool import tool_argv
     assert "--config=persistent=0" in tool_argv(CodegenOptions(overrides={"persistent": None}))

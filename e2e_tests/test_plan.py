@@ -12,6 +12,8 @@ import dataclasses
 import pytest
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.kernels.common.fragments import FragmentPlan
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
@@ -33,7 +35,7 @@ def plan_of(source: str, target: str, overrides: dict | None = None):
     (exe,) = res.taken
     module = parse_module(exe.run.dumps["script"], new_context())
     func = attrs.dispatch_func(module.operation)
-    tgt, cfg, problem = attrs.read_target(func), attrs.read_config(func), attrs.read_problem(func)
+    tgt, cfg, problem = read_target(func), attrs.read_config(func), attrs.read_problem(func)
     with module.context:
         m = distribute.match(func, tgt.intrinsic(cfg.intrinsic), cfg, tgt.vendor)
         mem = distribute._memref_extents(m, problem, cfg)
@@ -86,7 +88,7 @@ def test_plan_amd_ring_keeps_one_stage_copies_in_two_slots(stages):
     """AMD's ring: the copies of one stage (B transposed in registers, K-innermost tiles), the
     S - 1 tiles in flight in registers (the K loop unrolled by S - 1 from 3 stages), two LDS
     slots whatever S (config.ring_slots), one barrier per K tile in the ISA."""
-    from mmaflow.compiler.config import lds_bytes
+    from mmaflow.compiler.kernels.common.tiles import lds_bytes
     from mmaflow.compiler.core.problem import Contraction
     plan, expect = plan_of(matmul_module(256, 256, 256), "gfx942", {"stages": stages})
     assert plan.expectations() == expect and not expect.async_copies and expect.k_loop_barriers == 1
@@ -222,7 +224,7 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     (1024^3: 64 tiles for 132 SMs), 128x128 from there, 128x256 (with the LDS ring; 256x128
     without) once there are two 256x128 tiles per SM; a 4000-row M keeps 128 (64 would fit it
     only as 32-row tiles)."""
-    from mmaflow.compiler.config import default_config
+    from mmaflow.compiler.kernels.matmul.heuristic import default_config
     from mmaflow.compiler.core.problem import Contraction
     from mmaflow.compiler.target.targets import get_target
     t = get_target("sm_90a")

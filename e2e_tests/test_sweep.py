@@ -14,7 +14,8 @@ import random
 import pytest
 
 from conftest import matmul_module, simulate
-from mmaflow.compiler.config import KernelConfig, matching_intrinsics, validate
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.kernels.common.tiles import matching_intrinsics, validate
 from mmaflow.compiler.core.errors import MmaflowError
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.core.problem import Contraction

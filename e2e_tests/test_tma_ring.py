@@ -14,7 +14,7 @@ import pytest
 
 from conftest import handed_back, mutant, simulate, sm90a_ptxas
 from mmaflow.compiler.driver.bridge import codegen_module, compile_module
-from mmaflow.compiler.config import resolve
+from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.core.errors import ConfigError, MmaflowError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
@@ -188,7 +188,7 @@ def test_refusals():
     with pytest.raises(ConfigError, match="TMA copies feed the warpgroup-MMA kernel only"):
         resolve(SM90, p, {"intrinsic": "MMA_SYNC_F32_16x8x16_F16", "copy": "tma"})
     with pytest.raises(ConfigError, match="copy=ldg: the copies are one of cp.async, tma"):
-        from mmaflow.compiler.config import parse_overrides
+        from mmaflow.compiler.core.config import parse_overrides
         parse_overrides(["copy=ldg"])
     with pytest.raises(MmaflowError, match="A sits at byte offset 8 of its binding; a tensor map's global address"):
         from dataclasses import replace

@@ -20,7 +20,7 @@ import pytest
 from conftest import handed_back, mutant, simulate, sm90a_ptxas
 from mmaflow.compiler.kernels.wgmma import tma
 from mmaflow.compiler.driver.bridge import codegen_module, compile_module
-from mmaflow.compiler.config import explain, resolve
+from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction, DynamicDim

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import handed_back, simulate, sm90a_ptxas, spread
 from mmaflow.compiler.driver.bridge import compile_module
-from mmaflow.compiler.config import resolve
+from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
@@ -400,7 +400,7 @@ def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
     problems (TMA's shared-memory floor costs them their second block per SM). (producer=0: the
     ring without a producer warpgroup, which the default is not from 2 to 9 persistent tiles per
     workgroup: test_warp_specialized.)"""
-    from mmaflow.compiler.config import resolve
+    from mmaflow.compiler.kernels.registry import resolve
     from mmaflow.compiler.core.problem import Contraction
     m, n, k = shape
     cfg, intr = resolve(get_target("sm_90a"), Contraction(m=m, n=n, k=k, batch=1, a_type="f16", b_type="f16",
@@ -526,7 +526,7 @@ def _dyn_problem(m, n, k, divisors=None):
 def test_heuristic_takes_dynamic_problems_with_whole_chunk_rows():
     """warpgroup_default on a dynamic problem (as `configure` sees it: the estimate): the tile count
     from the estimate, the row rule from the promises; a refusal is quoted in the reasons."""
-    from mmaflow.compiler.config import explain
+    from mmaflow.compiler.kernels.registry import explain
     for p in (_dyn_problem(None, None, None, dict(m=16, n=32, k=64)), _dyn_problem(None, 4096, 4096),
               _dyn_problem(None, None, None, dict(n=8, k=8))):
         cfg, intr = resolve(SM90, p.estimate())

@@ -17,7 +17,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from mmaflow.compiler.config import default_config, explain, resolve
+from mmaflow.compiler.kernels.matmul.heuristic import default_config
+from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction, DynamicDim
 from mmaflow.compiler.target.targets import TARGETS, get_target

@@ -79,7 +79,7 @@ def compile_module(source: str, target: str, *, config: dict | list | None = Non
     stages (enough for the lane executor; no IREE backend run). ``source_name`` names the text
     in error messages."""
     from mmaflow.compiler.driver.bridge import codegen_module, compile_module as bridge_compile
-    from mmaflow.compiler.config import overrides_from
+    from mmaflow.compiler.core.config import overrides_from
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions
     if not isinstance(source, str):
         raise InputError(f"source must be MLIR text (str), got {type(source).__name__}")
@@ -319,7 +319,7 @@ def matmul(a: np.ndarray, b: np.ndarray, *, target: str, out_dtype: str | None =
         raise InputError(f"out_dtype {out_t!r} with {in_t} inputs: mmaflow stores "
                          f"{' or '.join(OUT_DTYPES.get(in_t, ()))}")
     from mmaflow.runtime.numerics import DTYPES
-    from mmaflow.compiler.config import overrides_from
+    from mmaflow.compiler.core.config import overrides_from
     overrides = overrides_from(config)
     if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0] and 0 in (a.shape[0], a.shape[1], b.shape[1]):
         # An empty product (K = 0: an empty sum; M or N = 0: no output). IREE 3.13 cannot compile a

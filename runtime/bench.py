@@ -193,7 +193,7 @@ def profile_torch_eager(manifest_dir: Path, index: int) -> None:
 def check_cases(target) -> list[dict]:
     """Every dtype pair the target has (two shapes each), then the matmul variants: transposed,
     batch, unaligned, fused epilogues, dynamic shapes (one kernel run at several sizes)."""
-    from mmaflow.compiler.config import matching_intrinsics
+    from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
     from mmaflow.compiler.core.problem import Contraction
     from mmaflow.runtime.modules import EPILOGUES, dynamic_module, epilogue_module, matmul_module
     cases = []
@@ -659,7 +659,7 @@ MODES = ("compile_time", "models", "checks", "variants", "attention")
 
 def bench_command(args) -> int:
     """Entry point of `mmaflow bench`."""
-    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.core.config import parse_overrides
     from mmaflow.compiler.core.errors import DeviceError, InputError
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.iree_runner import device_present

@@ -223,7 +223,7 @@ def write_report(path: Path, target, source_name: str, compiled, baseline: dict,
                  sample: int = 1) -> None:
     """Run the lane executor on ``sample`` workgroups of each taken dispatch for its LDS
     counters, gather the config's reasons, and write the page."""
-    from mmaflow.compiler.config import explain
+    from mmaflow.compiler.kernels.registry import explain
     from mmaflow.runtime.model_check import check_executable
     executor, reasons = {}, {}
     for exe in compiled.taken:

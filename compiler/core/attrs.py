@@ -39,7 +39,11 @@ from dataclasses import asdict, dataclass, fields, is_dataclass
 
 from iree.compiler import ir
 
+from mmaflow.compiler.core.attention import AttentionDispatch
+from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import CodegenError
+from mmaflow.compiler.core.mlir import walk
+from mmaflow.compiler.core.problem import Contraction
 
 DISPATCH = "mmaflow.dispatch"
 CONTRACTION = "mmaflow.contraction"
@@ -127,9 +131,9 @@ def marked(op: ir.Operation, name: str) -> bool:
 
 
 # ---- typed accessors --------------------------------------------------------------------------
-def read_target(func: ir.Operation):
-    from mmaflow.compiler.target.targets import get_target
-    return get_target(ir.StringAttr(_get(func, TARGET)).value)
+def read_target_name(func: ir.Operation) -> str:
+    """The target's name (``targets.read_target`` gives the ``Target``)."""
+    return ir.StringAttr(_get(func, TARGET)).value
 
 
 def write_target(func: ir.Operation, target) -> None:
@@ -143,7 +147,6 @@ def read_problem(func: ir.Operation):
 
 def _problem(d: dict):
     """A ``problem.Contraction`` from its attribute's dictionary (None fields were left out)."""
-    from mmaflow.compiler.core.problem import Contraction
     d = dict(d)
     for role in ("a", "b", "c"):
         d[role] = {"offset": None, **d[role]}
@@ -157,7 +160,6 @@ def write_problem(func: ir.Operation, problem) -> None:
 
 
 def read_config(func: ir.Operation):
-    from mmaflow.compiler.config import KernelConfig
     return KernelConfig.from_dict(from_attr(_get(func, CONFIG)))
 
 
@@ -206,7 +208,6 @@ class AttentionExpectations:
 
 
 def read_attention(func: ir.Operation):
-    from mmaflow.compiler.core.attention import AttentionDispatch
     return AttentionDispatch.from_dict(from_attr(_get(func, ATTENTION)))
 
 
@@ -245,7 +246,6 @@ class Version:
 
     @staticmethod
     def from_dict(d: dict) -> "Version":
-        from mmaflow.compiler.config import KernelConfig
         return Version(d["condition"], tuple(d["dims"]), d["divisor"],
                        _problem(d["problem"]) if d.get("problem") else None,
                        KernelConfig.from_dict(d["config"]) if d.get("config") else None,
@@ -277,7 +277,6 @@ def write_versions(func: ir.Operation, versions: list[Version]) -> None:
 
 def dispatch_func(root) -> ir.Operation | None:
     """The function `select` tagged as mmaflow's dispatch, if any."""
-    from mmaflow.compiler.core.mlir import walk
     for op in walk(root):
         if op.name == "func.func" and DISPATCH in op.attributes:
             return op
@@ -286,7 +285,6 @@ def dispatch_func(root) -> ir.Operation | None:
 
 def marked_func(root, name: str) -> ir.Operation | None:
     """The one func.func under ``root`` carrying the unit attribute ``name`` (None if none)."""
-    from mmaflow.compiler.core.mlir import walk
     found = [op for op in walk(root) if op.name == "func.func" and name in op.attributes]
     if len(found) > 1:
         raise CodegenError(f"{len(found)} functions carry {name}; expected at most one")

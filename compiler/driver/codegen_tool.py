@@ -75,7 +75,7 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
     the MmaflowError's wire form, "code": its exit code, "shown": the line to show}."""
     from pathlib import Path
 
-    from mmaflow.compiler.config import parse_overrides
+    from mmaflow.compiler.core.config import parse_overrides
     from mmaflow.compiler.core.errors import MmaflowError, to_wire
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions, codegen_executable_text
     from mmaflow.compiler.verify import check_handed_back

@@ -27,7 +27,8 @@ from iree.compiler import ir
 from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import location_of
-from mmaflow.compiler.core.attrs import RING, read_target
+from mmaflow.compiler.core.attrs import RING
+from mmaflow.compiler.target.targets import read_target
 
 NAME = "barriers"
 BARRIER_OPS = ("amdgpu.lds_barrier", "gpu.barrier")

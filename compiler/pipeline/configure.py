@@ -10,14 +10,17 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.config import KernelConfig, resolve
+
+from mmaflow.compiler.target.targets import read_target
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.kernels.registry import resolve  # the families, asked in order
 from mmaflow.compiler.core.errors import MmaflowError
 
 NAME = "configure"
 
 
 def configure(func: ir.Operation, overrides: dict | None) -> KernelConfig:
-    target, problem = attrs.read_target(func), attrs.read_problem(func)
+    target, problem = read_target(func), attrs.read_problem(func)
     try:
         cfg, _ = resolve(target, problem.estimate(), overrides)  # dynamic sizes: configured as if large
     except MmaflowError as e:

@@ -22,10 +22,12 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, iree_codegen
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import ops_named, parent_named, str_attr
 from mmaflow.compiler.target.targets import Target, Vendor
-from mmaflow.compiler.kernels.wgmma.plan import output_tiles
+from mmaflow.compiler.kernels import registry
 
 NAME = "hand-back"
 
@@ -47,9 +49,9 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
     out = []
     with func.context, func.location, ir.InsertionPoint(block):
         index = ir.IndexType.get()
-        if cfg.persistent:  # the warpgroup kernel's persistent grid: tiles / persistent workgroups, in x
-            tiles = output_tiles(cfg, problem)
-            iree_codegen.YieldOp([arith.ConstantOp(index, v).result for v in (tiles // cfg.persistent, 1, 1)])
+        own = registry.grid(read_target(func), cfg, problem)
+        if own is not None:  # the family's own grid (the warpgroup kernel's persistent one)
+            iree_codegen.YieldOp([arith.ConstantOp(index, v).result for v in own])
             return
         for dim, tile in (("n", cfg.tile_n), ("m", cfg.tile_m), ("batch", 1)):
             dyn = problem.dynamic_dim(dim)
@@ -64,12 +66,13 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
 
 
 def _target_of(func: ir.Operation) -> Target:
-    """The target the function's kernels need: a TMA ring (its own config or a version's) needs
-    PTX 8.3 for tensormap.replace / fence.proxy.tensormap (compiler/kernels/wgmma/tma.py)."""
-    target = attrs.read_target(func)
-    if any(c.copy is not None for c in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]):
-        from mmaflow.compiler.kernels.wgmma.tma import TMA_TARGET_PTX
-        target = replace(target, ptx_version=max(target.ptx_version, TMA_TARGET_PTX))
+    """The target the function's kernels need: the PTX version its kernels' families need (its
+    own config's or a version's; the warpgroup kernel's TMA ring: 8.3 for tensormap.replace)."""
+    target = read_target(func)
+    need = max(registry.min_ptx_version(target, c)
+               for c in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)])
+    if need:
+        target = replace(target, ptx_version=max(target.ptx_version, need))
     return target
 
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import InputError
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
 from mmaflow.compiler.pipeline.results import CodegenOptions, DispatchFacts, ExecutableResult
 from mmaflow.compiler.pipeline.runner import Stage, Unit, print_versions, run_stages
-from mmaflow.compiler.kernels.attention import lower as attention
-from mmaflow.compiler.pipeline import barriers, configure, hand_back, normalize, script, select, version
-from mmaflow.compiler.kernels.common import contraction as distribute
+from mmaflow.compiler.kernels import registry
+from mmaflow.compiler.pipeline import barriers, configure, distribute, hand_back, normalize, script, select, version
 from mmaflow.compiler.target.targets import get_target
 
 __all__ = ["CodegenOptions", "DispatchFacts", "ExecutableResult", "STAGES", "codegen_executable",
@@ -29,10 +30,10 @@ __all__ = ["CodegenOptions", "DispatchFacts", "ExecutableResult", "STAGES", "cod
 
 
 def _route(module: ir.Module) -> str:
-    """Which stages a dispatch goes through after select: "attention" for an attention dispatch
-    select took (``mmaflow.attention``), else "matmul"."""
+    """Which stages a dispatch goes through after select: "direct" for a dispatch a direct family
+    builds (an attention dispatch select took: ``mmaflow.attention``), else "script"."""
     func = attrs.dispatch_func(module.operation)
-    return "attention" if func is not None and attrs.ATTENTION in func.attributes else "matmul"
+    return "direct" if func is not None and attrs.ATTENTION in func.attributes else "script"
 
 
 def _select(unit: Unit) -> None:
@@ -43,12 +44,17 @@ def _select(unit: Unit) -> None:
     unit.route = _route(unit.module)
 
 
-def _flash_attention(unit: Unit) -> None:
-    _, plan = attention.lower_attention(_func(unit))
+def _build(unit: Unit) -> None:
+    family = registry.direct_family("attention")
+    func = _func(unit)
+    target = read_target(func)
+    kernel, plan = family.lower(func)
+    hand_back.install(kernel, target, workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
+                      grid=hand_back.constant_grid(plan.grid))
     unit.log.append(f"mmaflow: config {unit.name}: {plan.describe()}")
     if unit.options.overrides:  # they configure the module's matmul kernels; say that this one is not
         unit.log.append(f"mmaflow: note {unit.name}: --config {', '.join(sorted(unit.options.overrides))} "
-                        "applies to matmul dispatches; the flash-attention kernel has no config")
+                        f"applies to matmul dispatches; {family.title} has no config")
     unit.dump_header = [plan.describe()]
 
 
@@ -64,7 +70,7 @@ def _modules(unit: Unit) -> list[ir.Module]:
 def _version(unit: Unit) -> None:
     func = _func(unit)
     why: list[str] = []
-    plan = version.plan_version(attrs.read_target(func), attrs.read_problem(func), unit.options.overrides, why)
+    plan = version.plan_version(read_target(func), attrs.read_problem(func), unit.options.overrides, why)
     unit.log += [f"mmaflow: note {unit.name}: not versioned: {w}" for w in why]
     if plan is not None:
         unit.versions = [version.fork(unit.module, plan)]
@@ -124,23 +130,27 @@ def _hand_back(unit: Unit) -> None:
     unit.versions = []
 
 
-# A stage with a route runs only on dispatches of that route (``_route``): a matmul goes select,
-# configure ... hand-back; an attention dispatch select, flash-attention.
+# A stage with a route runs only on dispatches of that route (``_route``): a contraction goes select,
+# version ... hand-back (the script-based families); a dispatch a direct family builds (attention)
+# goes select, build.
 STAGES: list[Stage] = [
     Stage("select", _select, "find the matmul-like contraction or a supported attention; tag it, or leave the "
                              "dispatch to IREE"),
-    Stage("flash-attention", _flash_attention, "attention: plan the flash-attention kernel (mma.sync, MFMA, WMMA), "
-                                               "replace the dispatch by it, hand it back (constant grid)",
-          route="attention"),
+    Stage("build", _build, "a direct family (flash attention): plan its kernel, replace the dispatch by it, "
+                           "hand it back (constant grid)", route="direct"),
     Stage("version", _version, "dynamic sizes with no promise on a target whose fast kernel needs one: fork a copy "
-                               "promising them, joined under scf.if at hand-back", route="matmul"),
-    Stage("configure", _configure, "choose intrinsic, tiles, wave grid, LDS padding (heuristic + overrides)", route="matmul"),
+                               "promising them, joined under scf.if at hand-back", route="script"),
+    Stage("configure", _configure, "ask the kernel families in order: instruction, tiles, wave grid, LDS padding "
+                                   "(heuristic + overrides)", route="script"),
     Stage("normalize", _normalize, "canonical form: unaligned sizes rounded up to whole tiles (types only), "
-                                   "a fused epilogue moved into a scalar function", route="matmul"),
-    Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize", route="matmul"),
-    Stage("distribute", _distribute, "layouts -> per-lane code: buffer loads, LDS, wmma/mfma/mma.sync", route="matmul"),
-    Stage("barriers", _barriers, "place LDS barriers from read/write hazards", route="matmul"),
-    Stage("hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target", route="matmul"),
+                                   "a fused epilogue moved into a scalar function", route="script"),
+    Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize",
+          route="script"),
+    Stage("distribute", _distribute, "the config's family: layouts -> per-lane code (buffer loads, LDS, "
+                                     "wmma/mfma/mma.sync/wgmma)", route="script"),
+    Stage("barriers", _barriers, "place LDS barriers from read/write hazards", route="script"),
+    Stage("hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target",
+          route="script"),
 ]
 STAGE_NAMES = [s.name for s in STAGES]
 # Names --dump-after accepts: the per-executable stages plus the module-level ones.

@@ -11,6 +11,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.pipeline.runner import RunResult
 from mmaflow.compiler.target.targets import get_target
 
@@ -46,10 +48,10 @@ class DispatchFacts:
     @staticmethod
     def of(func: ir.Operation) -> "DispatchFacts":
         if attrs.ATTENTION in func.attributes:
-            return DispatchFacts(attrs.read_target(func), attrs.read_attention(func), None,
+            return DispatchFacts(read_target(func), attrs.read_attention(func), None,
                                  attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes
                                  else None, "attention")
-        return DispatchFacts(attrs.read_target(func), attrs.read_problem(func),
+        return DispatchFacts(read_target(func), attrs.read_problem(func),
                              attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
                              attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
                              versions=tuple(attrs.read_versions(func)))
@@ -71,7 +73,7 @@ class DispatchFacts:
             from mmaflow.compiler.core.attention import AttentionDispatch
             return DispatchFacts(get_target(d["target"]), AttentionDispatch.from_dict(d["problem"]), None,
                                  attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None, "attention")
-        from mmaflow.compiler.config import KernelConfig
+        from mmaflow.compiler.core.config import KernelConfig
         from mmaflow.compiler.core.problem import Contraction
         return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),
                              KernelConfig.from_dict(d["config"]) if d["config"] else None,

@@ -48,7 +48,7 @@ class Stage:
     name: str
     fn: Callable
     summary: str
-    route: str | None = None  # None: every dispatch; else only a unit of this route ("matmul", "attention")
+    route: str | None = None  # None: every dispatch; else only a unit of this route ("script", "direct")
 
 
 @dataclass
@@ -60,7 +60,7 @@ class Unit:
     options: object  # CodegenOptions
     log: list[str] = field(default_factory=list)
     stopped: str | None = None  # set by a stage to end the pipeline early (with the reason)
-    route: str = "matmul"  # which routed stages run (set from the IR, and by select)
+    route: str = "script"  # which routed stages run (set from the IR, and by select)
     dump_header: list[str] = field(default_factory=list)  # set by a stage: printed as comments above its dump
     # A versioned dispatch's other kernels (stage `version`): each a copy of ``module`` that the
     # stages up to hand-back treat alike, joined into ``module`` by hand-back.

@@ -37,8 +37,7 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.attention import ATTENTION_OPS, AttentionDispatch, describe_attention
-from mmaflow.compiler.kernels.attention.nvidia import attention_placements, plan_flash_attention
-from mmaflow.compiler.config import require_intrinsic, warpgroup_only, warpgroup_refusal
+from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.core.linalg_forms import folded_fill
 from mmaflow.compiler.core.errors import InputError, UnsupportedError
 from mmaflow.compiler.core.mlir import defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr, subspan_binding, subspan_constant_offset, subspan_dims, subspan_offset, user_of, walk
@@ -424,8 +423,9 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
     what = attn.describe()
     try:
         with op.location:
-            plan_flash_attention(attn, target=target.name)
-            placements, _, _, consumers = attention_placements(op)
+            family = registry.direct_family("attention")
+            family.plan(attn, target)
+            placements, _, _, consumers = family.placements(op)
     except UnsupportedError as e:  # the message starts with the description where it is about the sizes
         why = e.message.removeprefix(f"{what}: ")
         return Decision(name, False, f"{what}: {why}; IREE compiles it")
@@ -512,16 +512,16 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     if accumulates:
         raise UnsupportedError("the matmul accumulates into an existing tensor (C += A*B); mmaflow needs "
                                "a zero-filled init (linalg.fill)", stage=NAME, location=location_of(op))
-    if warpgroup_only(target, problem):  # fp8 on sm_90a: the warpgroup kernel or nothing of ours
-        refusal = warpgroup_refusal(target, problem)
+    sole = registry.sole_family(target, problem)  # fp8 on sm_90a: the warpgroup kernel or nothing of ours
+    if sole is not None:
+        refusal = sole.refusal(target, problem)
         if refusal is not None:
-            return Decision(name, False, f"{problem.describe()}: only the warpgroup-MMA kernel computes "
+            return Decision(name, False, f"{problem.describe()}: only {sole.title} computes "
                                          f"{problem.a_type} x {problem.b_type} on {target.name}, and it refuses: "
                                          f"{refusal}; left to IREE's own pipeline (whose CUDA lowering of fp8 "
                                          f"matmuls fails in IREE 3.13)")
     try:
-        if not warpgroup_only(target, problem):
-            require_intrinsic(target, problem)
+        registry.require_instruction(target, problem)
     except UnsupportedError as e:
         if k_dropped:  # an outer product (a broadcast multiply) without a matrix instruction: IREE's
             return Decision(name, False, f"an outer product (K = 1) of {problem.a_type} x {problem.b_type} -> "

@@ -34,7 +34,9 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, iree_codegen, scf
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.config import KernelConfig, resolve
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.kernels import registry
+from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.core.errors import CodegenError, MmaflowError
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.core.mlir import defining_op, int_assumptions, ops_named, user_of
@@ -107,10 +109,7 @@ def plan_version(target: Target, problem: Contraction, overrides: dict | None,
 
 def shared_bytes(cfg: KernelConfig, intr, problem: Contraction, target: Target) -> int:
     """The shared memory (LDS) one kernel allocates."""
-    from mmaflow.compiler.config import lds_bytes
-    from mmaflow.compiler.target.wgmma import WarpgroupIntrinsic
-    from mmaflow.compiler.kernels.wgmma.plan import plan_bytes
-    return plan_bytes(cfg, intr.a_type) if isinstance(intr, WarpgroupIntrinsic) else lds_bytes(cfg, problem, target)
+    return registry.shared_bytes(target, cfg, intr, problem)
 
 
 def _strengthen(func: ir.Operation, problem: Contraction, dims, divisor: int) -> None:

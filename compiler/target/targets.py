@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
+from iree.compiler import ir
+
+from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.target.intrinsics import CATALOGUE, Intrinsic
 from mmaflow.compiler.target.wgmma import WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
@@ -237,3 +240,8 @@ def get_target(name: str) -> Target:
 def target_for_arch(arch: str | None) -> Target | None:
     """The target IREE describes as ``arch`` (None if none of ours)."""
     return next((t for t in TARGETS.values() if t.iree_arch == arch and not t.retarget_variant), None)
+
+
+def read_target(func: ir.Operation) -> Target:
+    """The ``Target`` a tagged dispatch function was selected for (``mmaflow.target``)."""
+    return get_target(attrs.read_target_name(func))

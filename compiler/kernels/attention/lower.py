@@ -1,11 +1,11 @@
-"""Stage `flash-attention`: an attention dispatch select took becomes the flash-attention
+"""The flash-attention family's lowering: an attention dispatch select took becomes the flash-attention
 kernel (``compiler/kernels/attention/nvidia.py``: mma.sync on NVIDIA; ``kernels/attention/amd.py``: MFMA /
 WMMA on AMD), handed back to IREE.
 
 Input: the dispatch function select tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
 ``mmaflow.attention``. ``flash_attention.rewrite_dispatch`` plans the kernel for the target and
 replaces the function (same name, Q, K, V, O at the bindings and byte offsets IREE gave them);
-``hand_back.install`` with ``constant_grid`` hands it back. The new function carries select's
+the pipeline's hand-back (``hand_back.install`` with the plan's constant grid) hands it back. The new function carries select's
 attributes again, and ``mmaflow.attention_expect`` (``attrs.AttentionExpectations``): what
 verify demands of its PTX or .rocmasm.
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.kernels.attention.nvidia import BLOCK_N, FlashAttentionPlan, rewrite_dispatch
 from mmaflow.compiler.core.mlir import ops_named, str_attr
-from mmaflow.compiler.pipeline.hand_back import constant_grid, install
 
-NAME = "flash-attention"
+NAME = "build"  # the pipeline stage that runs it
 
 
 def expectations(plan: FlashAttentionPlan) -> attrs.AttentionExpectations:
@@ -35,9 +36,9 @@ def expectations(plan: FlashAttentionPlan) -> attrs.AttentionExpectations:
 
 
 def lower_attention(func: ir.Operation) -> tuple[ir.Operation, FlashAttentionPlan]:
-    """Replace the tagged attention dispatch ``func`` by the kernel and hand it back; returns the
-    new function and the plan."""
-    target, record = attrs.read_target(func), attrs.read_attention(func)
+    """Replace the tagged attention dispatch ``func`` by the kernel; returns the new function and the
+    plan (its grid, workgroup and wave size, for the hand-back)."""
+    target, record = read_target(func), attrs.read_attention(func)
     name, inner = str_attr(func, "sym_name"), func.parent
     plan = rewrite_dispatch(func, target=target.name)
     found = [f for f in ops_named(inner, "func.func") if str_attr(f, "sym_name") == name]
@@ -48,6 +49,4 @@ def lower_attention(func: ir.Operation) -> tuple[ir.Operation, FlashAttentionPla
     attrs.write_target(kernel, target)
     attrs.write_attention(kernel, record)
     attrs.write_attention_expect(kernel, expectations(plan))
-    install(kernel, target, workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
-            grid=constant_grid(plan.grid))
     return kernel, plan

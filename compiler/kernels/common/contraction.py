@@ -1,4 +1,4 @@
-"""Stage `distribute`: rewrite the script's workgroup/wave-level vector IR into per-lane code.
+"""The script-based contraction kernels, rewritten to per-lane code (the pipeline's stage `distribute`).
 
 Input (see transform_scripts/matmul.mlir): LDS allocs, a K loop whose iter_arg is the wave's
 accumulator vector, global->LDS copies as transfer_read/transfer_write pairs, LDS transfer_reads
@@ -53,6 +53,8 @@ from iree.compiler.dialects import arith, gpu, hal, scf, vector
 from iree.compiler.dialects.transform import interpreter
 
 from mmaflow.compiler.core import attrs
+
+from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
 from mmaflow.compiler.kernels.common.epilogue import Epilogue, epilogue_function
 from mmaflow.compiler.core.errors import CodegenError
@@ -64,8 +66,6 @@ from mmaflow.compiler.core.mlir import defining_op, location_of, op_attributes, 
 from mmaflow.compiler.kernels.common.plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
 from mmaflow.compiler.kernels.common.prologue import buffer_type, inline_prologue
 from mmaflow.compiler.target.targets import Vendor
-from mmaflow.compiler.target.wgmma import WarpgroupIntrinsic
-from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan, plan_wgmma
 
 NAME = "distribute"
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
@@ -933,7 +933,7 @@ def unroll_loop(loop: ir.Operation, factor: int) -> None:
         raise _fail(f"unrolling the K loop by {factor} failed: {e}", loop) from None
 
 
-def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan | WgmmaPlan) -> None:
+def finalize(module: ir.Module, func: ir.Operation, plan) -> None:
     """Canonicalize, CSE, lower affine; check that nothing of the script's vector IR is left;
     record what the ISA must show (``verify.check_isa``); drop the applied epilogue function."""
     run_passes(func.parent, "builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))",
@@ -949,21 +949,26 @@ def _finalize(module: ir.Module, func: ir.Operation, plan: KernelPlan | WgmmaPla
         efunc.erase()
 
 
-def distribute(module: ir.Module, func: ir.Operation) -> KernelPlan | WgmmaPlan:
-    """Distribute ``func`` in place; return the plan it followed (its notes go to the log)."""
-    target, cfg, problem = attrs.read_target(func), attrs.read_config(func), attrs.read_problem(func)
+def prepare(func: ir.Operation, intr, cfg, target, problem) -> tuple[Match, dict]:
+    """The script's ops matched in ``func`` and the extents of its memrefs: what every
+    script-based family's plan starts from. Call inside the module's context."""
+    m = match(func, intr, cfg, target.vendor)
+    return m, _memref_extents(m, problem, cfg)
+
+
+def output_extents(m: Match, mem_extents: dict):
+    """The extents of the output memref the accumulators are written to."""
+    return mem_extents[_transfer_parts(m.out_write)[0]][1]
+
+
+def distribute_matmul(module: ir.Module, func: ir.Operation) -> KernelPlan:
+    """The mma.sync / WMMA / MFMA kernel: plan ``func`` (``plan.plan_kernel``) and rewrite it in
+    place (``Rewriter``); returns the plan it followed."""
+    target, cfg, problem = read_target(func), attrs.read_config(func), attrs.read_problem(func)
     with module.context, ir.Location.unknown():
-        intr = target.intrinsic(cfg.intrinsic)
-        m = match(func, intr, cfg, target.vendor)
-        mem_extents = _memref_extents(m, problem, cfg)
-        if isinstance(intr, WarpgroupIntrinsic):  # the warpgroup-MMA kernel (kernels/wgmma/plan.py)
-            from mmaflow.compiler.kernels.wgmma.rewrite import distribute_warpgroup
-            plan = plan_wgmma(problem, cfg, target, intr, mem_extents[_transfer_parts(m.out_write)[0]][1])
-            distribute_warpgroup(func, m, plan, mem_extents)
-            _finalize(module, func, plan)
-            return plan
+        m, mem_extents = prepare(func, target.intrinsic(cfg.intrinsic), cfg, target, problem)
         a, b = operand_facts(m, mem_extents)
-        plan = plan_kernel(problem, cfg, target, a, b, mem_extents[_transfer_parts(m.out_write)[0]][1])
+        plan = plan_kernel(problem, cfg, target, a, b, output_extents(m, mem_extents))
         Rewriter(func, m, plan, mem_extents).run()
-        _finalize(module, func, plan)
+        finalize(module, func, plan)
     return plan

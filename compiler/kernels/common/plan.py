@@ -23,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.config import KernelConfig, ring_slots
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.kernels.common.tiles import ring_slots
 from mmaflow.compiler.kernels.common.fragments import FragmentPlan
 from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
 from mmaflow.compiler.target.layout import COL, ROW, Layout, Run

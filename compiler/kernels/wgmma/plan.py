@@ -56,7 +56,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.config import KernelConfig
+from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.target.intrinsics import F32, TYPE_BITS
 from mmaflow.compiler.target.layout import COL, Layout, Run, make_layout

@@ -1,0 +1,96 @@
+"""The kernel registry: the one place that knows which kernel families exist and in which order
+they are asked. The pipeline reaches kernels only through these functions (never by a family's
+name), as IREE's pipelines reach kernels through attributes and ukernel matching.
+
+Contraction families (through the transform script) are asked in ``CONTRACTION``'s order: the
+first whose ``configure`` returns a config takes the dispatch. Direct families (building their
+kernel without the script) are found by the dispatch they take (``DIRECT``). The protocol each
+answers is ``family.py``'s.
+"""
+
+from __future__ import annotations
+
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.kernels.attention.family import FAMILY as FLASH_ATTENTION
+from mmaflow.compiler.kernels.common.tiles import require_intrinsic
+from mmaflow.compiler.kernels.family import ContractionFamily, DirectFamily
+from mmaflow.compiler.kernels.matmul.family import FAMILY as MATMUL
+from mmaflow.compiler.kernels.wgmma.family import FAMILY as WGMMA
+
+# Asked in this order: the Hopper warpgroup kernel declines (with its reason) what it does not pay
+# for, and the mma.sync / WMMA / MFMA kernel takes every problem the catalogue computes.
+CONTRACTION: tuple[ContractionFamily, ...] = (WGMMA, MATMUL)
+# Direct families by the dispatch they take (``select`` tags it).
+DIRECT: dict[str, DirectFamily] = {"attention": FLASH_ATTENTION}
+
+
+def families() -> list:
+    """Every family, contraction ones first (for listings: ``mmaflow report``, the docs)."""
+    return [*CONTRACTION, *DIRECT.values()]
+
+
+def sole_family(target, problem: Contraction) -> ContractionFamily | None:
+    """The family that alone computes ``problem``'s types on ``target`` (fp8 on sm_90a: the
+    warpgroup kernel), or None where the general one does."""
+    return next((f for f in CONTRACTION if f.sole(target, problem)), None)
+
+
+def require_instruction(target, problem: Contraction) -> None:
+    """Raise ``UnsupportedError`` naming what the target's matrix instructions compute, unless
+    one computes ``problem``'s types (a ``sole_family`` problem is that family's to refuse)."""
+    if sole_family(target, problem) is None:
+        require_intrinsic(target, problem)
+
+
+def family_of(target, cfg: KernelConfig) -> ContractionFamily:
+    """The family whose instruction ``cfg`` names."""
+    intr = target.intrinsic(cfg.intrinsic)
+    return next(f for f in CONTRACTION if f.owns(intr))
+
+
+def resolve(target, problem: Contraction, overrides: dict | None = None) -> tuple[KernelConfig, object]:
+    """The config of ``problem`` (the first family that configures it), the user's overrides
+    applied and validated, and its instruction."""
+    overrides = dict(overrides or {})
+    for family in CONTRACTION:
+        chosen = family.configure(target, problem, overrides, [])
+        if chosen:
+            return chosen
+    raise AssertionError("the last contraction family configures every problem")  # (MATMUL raises or returns)
+
+
+def explain(target, problem: Contraction, overrides: dict | None = None) -> list[str]:
+    """Why the config of ``problem`` is what it is: the heuristic's reasons, then the overrides."""
+    overrides = dict(overrides or {})
+    why: list[str] = []
+    for family in CONTRACTION:
+        if family.explain(target, problem, overrides, why):
+            break
+    why += [f"{k} = {v}: from --config" for k, v in sorted(overrides.items())]
+    return why
+
+
+def distribute(module, func, target, cfg: KernelConfig):
+    """Plan and emit the per-lane kernel of ``func`` with the family its config names."""
+    return family_of(target, cfg).distribute(module, func)
+
+
+def shared_bytes(target, cfg: KernelConfig, intrinsic, problem: Contraction) -> int:
+    """The shared memory (LDS) the kernel of ``cfg`` allocates."""
+    return family_of(target, cfg).shared_bytes(cfg, intrinsic, problem, target)
+
+
+def grid(target, cfg: KernelConfig, problem: Contraction) -> tuple[int, int, int] | None:
+    """A constant grid where the family sets its own (a persistent grid), else None."""
+    return family_of(target, cfg).grid(cfg, problem)
+
+
+def min_ptx_version(target, cfg: KernelConfig) -> int:
+    """The PTX ISA version the kernel of ``cfg`` needs (0: the target's own)."""
+    return family_of(target, cfg).min_ptx_version(cfg)
+
+
+def direct_family(kind: str) -> DirectFamily:
+    """The direct family that takes dispatches of ``kind`` (``"attention"``)."""
+    return DIRECT[kind]

@@ -1,0 +1,240 @@
+"""The Hopper warpgroup-MMA family's heuristic: where it takes a problem on sm_90a, its tile shape,
+ring, raster, warp specialization and persistent grid."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
+from mmaflow.compiler.kernels.wgmma.plan import output_tiles, persistent_refusal, tma_refusal, warpgroup_config
+from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
+from mmaflow.compiler.target.targets import Target
+from mmaflow.compiler.target.wgmma import FP8, WarpgroupIntrinsic, wgmma
+
+RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, as the mma.sync kernel's
+
+
+# Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it was measured faster than mma.sync.
+# H100, kernel-only TFLOP/s, same runs (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
+#   f16 -> f32    WGMMA N256 in 128x256 tiles   WGMMA N128 in 64x128 tiles   mma.sync (default then)
+#   8192^3        597.4                         -                            460.6
+#   4096^3        572.6                         -                            424.6
+#   2048^3        503.2 (128 tiles)             -                            293.7
+#   1024^3        124.7 (32 tiles)              227.5 (128 tiles)            170.7
+# (bf16 the same within 3%; at 1024^3 N64 in 128x64 tiles 211.0, N128 in 128x128 173.9.) So the
+# first shape below that gives at least one tile per two SMs; mma.sync below that (unmeasured).
+WARPGROUP_SHAPES = HOPPER_WGMMA.shapes.value  # (N of the instruction = tile_n, tile_m), preferred first
+WARPGROUP_MIN_TILES_PER_SM = HOPPER_WGMMA.min_tiles_per_sm.value
+# Workgroups in groups of RASTER tile rows from two waves of tiles on: H200, 128x256 tiles, kernel-only
+# (BENCHMARKS.md, 2026-11-26 call 1): 8192^3 700.4 -> 733.7 TFLOP/s (groups of 4: 710.4, 16: 734.1),
+# 4096^3 673.3 -> 679.8 (4 and 16 the same).
+WARPGROUP_RASTER_WAVES = HOPPER_WGMMA.raster_waves.value
+# fp8: N 128 at most (wgmma_plan.FP8_MAX_N: the f32 accumulator plus two K tiles' partials must fit
+# in 255 registers), so 128x128 tiles where they give one tile per two SMs, else 64x128. The
+# ring: 4 slots of (128 + 128) x 128 B = 128 KiB.
+FP8_WARPGROUP_SHAPES = HOPPER_WGMMA.fp8_shapes.value
+# fp8: the warp-specialized kernel (producer=1: a producer warpgroup issues TMA copies into slots
+# guarded by "full" and "empty" mbarriers; the MMA warpgroups promote each K tile's partial with no
+# CTA barrier holding them together) where the TMA ring serves, persistent from two waves of
+# tiles as the cp.async ring (``_warpgroup_persistent``). H200, kernel-only TFLOP/s (BENCHMARKS.md
+# run 14): e4m3 4096^3 / 8192^3, persistent cp.async ring 950.4 / 1076.3, warp-specialized
+# persistent 1085.7 / 1206.3 (0.87x / 0.85x torch._scaled_mm), one call (call 5); one tile per
+# workgroup 1017.5 / 1177.5 (call 1).
+FP8_PRODUCER = HOPPER_WGMMA.fp8_producer.value
+# ... for tiles of two MMA warpgroups (fp8 and f16/bf16 alike): with one (64x128 fp8 tiles, the
+# 1024^3 choice) the producer warpgroup lost, 313.5 against 355.0 TFLOP/s (run 14 call 6; 2048^3
+# in 128x128 tiles: 795.4 against 742.4).
+PRODUCER_TILE_M = HOPPER_WGMMA.producer_tile_m.value
+
+
+def warpgroup_only(target: Target, problem: Contraction) -> bool:
+    """Whether only the warpgroup kernel computes ``problem``'s types on ``target``: fp8 x fp8 ->
+    f32 on sm_90a, which no mma.sync instruction mmaflow emits takes."""
+    return (target.warpgroup_mma and problem.a_type in FP8 and problem.b_type in FP8 and problem.c_type == "f32"
+            and not matching_intrinsics(target, problem))
+
+
+def warpgroup_refusal(target: Target, problem: Contraction) -> str | None:
+    """For a ``warpgroup_only`` problem: why the warpgroup kernel does not take it (None: it does)."""
+    try:
+        warpgroup_default(target, problem, {})
+    except (UnsupportedError, ConfigError) as e:
+        return str(e)
+    return None
+
+
+def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
+                      why: list | None = None) -> tuple[KernelConfig, WarpgroupIntrinsic] | None:
+    """The warpgroup-MMA kernel's config where the heuristic picks it (see WARPGROUP_SHAPES), or
+    None with the reason in ``why``: not Hopper, other types, too few tiles, or a problem the
+    kernel does not take (its refusal is quoted). fp8 (``warpgroup_only``) has no mma.sync to
+    fall back to: the kernel takes it with the overrides, in the smallest shape where the tiles
+    are few, and its refusal is raised (select leaves such dispatches to IREE beforehand)."""
+    why = why if why is not None else []
+    if not target.warpgroup_mma:
+        return None
+    types = (problem.a_type, problem.b_type, problem.c_type)
+    if warpgroup_only(target, problem):
+        return _warpgroup_fp8(target, problem, overrides, why)
+    if problem.a_type not in ("f16", "bf16") or types[1:] != (problem.a_type, "f32"):
+        why.append(f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32 (and fp8 -> f32), this is "
+                   f"{' x '.join(types[:2])} -> {types[2]}")
+        return None
+    names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
+    # copy=tma, persistent=W, producer=1 or cluster=2 alone ask for the heuristic's wgmma kernel
+    copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer", "cluster")}
+    overrides = {k: v for k, v in overrides.items() if k not in copy}
+    if overrides:
+        why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
+                   f"(--config intrinsic={names[0]} asks for the warpgroup kernel)")
+        return None
+    # (a dynamic size counts as its estimate, as in default_config; a dynamic batch as 1)
+    est = problem.estimate()
+    dyn = (f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as "
+           f"{Contraction.DYNAMIC_ESTIMATE}" if problem.is_dynamic else "")
+    counts = []
+    for name, (n, tile_m) in zip(names, WARPGROUP_SHAPES):
+        tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
+        counts.append(f"{tiles} tiles of {tile_m}x{n}")
+        if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
+            break
+    else:
+        why.append(f"mma.sync, not wgmma: {' or '.join(counts)} for {target.compute_units} SMs{dyn} (the warpgroup "
+                   f"kernel is chosen from one tile per two SMs)")
+        return None
+    try:
+        cfg = warpgroup_config(target, problem, target.intrinsic(name), {"tile_m": tile_m, **copy})
+    except (UnsupportedError, ConfigError) as e:
+        why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
+        return None
+    why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
+               f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
+               f"the H100 from 1024^3)")
+    cfg = _warpgroup_raster(target, problem, cfg, why)
+    if "persistent" in copy:
+        return cfg, target.intrinsic(name)
+    if not copy:
+        specialized = _warpgroup_specialized(target, problem, cfg, why)
+        if specialized is not None:
+            return specialized, target.intrinsic(name)
+    return _warpgroup_persistent(target, problem, cfg, why), target.intrinsic(name)
+
+
+# f16/bf16: the warp-specialized kernel (producer=1, copy=tma-wide) where its persistent grid has
+# 2 to PRODUCER_MAX_TILES tiles per workgroup. H200, kernel-only TFLOP/s, default -> warp-specialized
+# in the same call (BENCHMARKS.md run 15, calls 3 and 4): f16 4096^3 689.9 -> 698.8, 6144^3 (9 tiles
+# per workgroup) 670.6 -> 709.9, unaligned 4000^3 628.0 -> 650.7 (the default there was the TMA ring
+# with one tile per workgroup: the cp.async ring's persistent grid takes whole tiles only), B^T
+# 683.6 -> 695.6, bias+gelu -> f16 0.2100 -> 0.2067 ms, bias+relu 666.1 -> 672.1; bf16 4096^3
+# 702.4 -> 710.1, 4000^3 640.3 -> 665.8. Not where it lost: 8192^3 (16 tiles per workgroup) f16
+# 728.1 -> 716.9, bf16 759.8 -> 746.5; one tile per workgroup (2048^3 588.8 -> 579.8; dynamic sizes
+# with divisibility promises 668.7 -> 629.6, dynamic rows 670.6 -> 661.7). 3072^3 (3 tiles per
+# workgroup, call 8): f16 493.5 -> 530.0, bf16 498.2 -> 539.6.
+PRODUCER_MAX_TILES = HOPPER_WGMMA.producer_max_tiles.value
+
+
+def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConfig,
+                           why: list) -> KernelConfig | None:
+    """The f16/bf16 warp-specialized persistent kernel where it measured faster (see
+    PRODUCER_MAX_TILES), else None: silently for what it never takes (dynamic sizes: no persistent
+    grid; 64-row tiles: one MMA warpgroup, as for fp8; what the TMA ring refuses), with the reason
+    in ``why`` where only its tile count per workgroup decides."""
+    if problem.is_dynamic or cfg.tile_m != PRODUCER_TILE_M or tma_refusal(target, problem, cfg) is not None:
+        return None
+    ws = warpgroup_config(target, problem, target.intrinsic(cfg.intrinsic),
+                          {"tile_m": cfg.tile_m, "raster": cfg.raster, "copy": "tma-wide", "producer": 1})
+    trial: list[str] = []
+    ws = _warpgroup_persistent(target, problem, ws, trial)
+    if not ws.persistent or ws.persistent > PRODUCER_MAX_TILES:
+        tiles = f"{ws.persistent} tiles per workgroup" if ws.persistent else "one tile per workgroup"
+        why.append(f"not warp-specialized: its persistent grid would run {tiles} (measured faster with 3 to "
+                   f"{PRODUCER_MAX_TILES} on the H200; slower with 16 at 8192^3 and with one)")
+        return None
+    why.append(f"instead, the {ws.stages}-slot tma-wide ring fed by a producer warpgroup (warp-specialized: 1.01x-1.08x "
+               f"that ring at 3072^3 to 6144^3 f16/bf16 on the H200, both persistent)")
+    why.extend(trial)
+    return ws
+
+
+# The persistent grid (wgmma_plan.persistent_refusal, distribute_wgmma._persist): from two waves of
+# tiles, W = ceil(tiles / SMs) tiles per workgroup where W divides the tile count (the makespan of
+# W tiles is the plain grid's too). H200, kernel-only TFLOP/s, one call (BENCHMARKS.md run 13,
+# call 6): f16 4096^3 676.9 -> 687.7, 8192^3 720.1 -> 729.3, bias+gelu -> f16 0.2118 -> 0.2092 ms;
+# e4m3 4096^3 922.0 -> 960.0, 8192^3 1064.5 -> 1075.2.
+PERSISTENT_MIN_WAVES = HOPPER_WGMMA.persistent_min_waves.value
+
+
+def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
+    """The persistent grid where it serves (static sizes; whole tiles with the cp.async ring,
+    partial ones too with the warp-specialized TMA ring; two waves or more, a tile count that W
+    divides: ``wgmma_plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
+    the problem has the waves for it. Warp-specialized e4m3 4000^3: 908.3 -> 971.1 TFLOP/s (run
+    14 call 8)."""
+    if problem.is_dynamic or problem.m is None or problem.n is None:
+        return cfg
+    tiles = output_tiles(cfg, problem)
+    if tiles < PERSISTENT_MIN_WAVES * target.compute_units:
+        return cfg
+    w = -(-tiles // target.compute_units)
+    refusal = persistent_refusal(replace(cfg, persistent=w), problem, target.intrinsic(cfg.intrinsic))
+    if refusal:
+        why.append(f"one tile per workgroup, not a persistent grid: {refusal}")
+        return cfg
+    gain = ("the producer copying the next tile's K tiles during this one's epilogue (1.07x at 4096^3 e4m3, "
+            "warp-specialized, on the H200)" if cfg.producer else
+            "the next tile's first K tiles copied during this one's epilogue (1.02x at 4096^3 f16, 1.04x e4m3, "
+            "on the H200)")
+    why.append(f"persistent grid: {tiles // w} workgroups of {w} tiles each ({tiles} tiles, {target.compute_units} "
+               f"SMs), {gain}")
+    return replace(cfg, persistent=w)
+
+
+def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
+    """Workgroups in groups of RASTER tile rows from WARPGROUP_RASTER_WAVES waves of tiles on
+    (static sizes: a dynamic one's tile count is only an estimate)."""
+    rows = -(-problem.m // cfg.tile_m) if problem.m is not None else 0
+    tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
+    if problem.dynamic or tiles < WARPGROUP_RASTER_WAVES * target.compute_units or rows <= RASTER:
+        return cfg
+    why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
+               f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
+    return replace(cfg, raster=RASTER)
+
+
+def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
+                   why: list) -> tuple[KernelConfig, WarpgroupIntrinsic]:
+    """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first FP8_WARPGROUP_SHAPES shape that
+    gives one tile per two SMs (else the smallest: no mma.sync kernel computes fp8), with the
+    user's overrides (``warpgroup_config`` refuses the ones it cannot take)."""
+    est = problem.estimate()
+    counts = []
+    for n, tile_m in FP8_WARPGROUP_SHAPES:
+        tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
+        counts.append(f"{tiles} tiles of {tile_m}x{n}")
+        if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
+            break
+    intr = wgmma(n, problem.a_type, problem.b_type)
+    over = {k: v for k, v in overrides.items() if k != "intrinsic"}
+    cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over})
+    not_specialized = None
+    if not {"producer", "copy", "persistent"} & set(over) and cfg.stages > 1:
+        refusal = tma_refusal(target, problem, cfg)
+        if refusal is None and cfg.tile_m < PRODUCER_TILE_M:
+            not_specialized = (f"{cfg.tile_m}-row tiles have one MMA warpgroup (measured slower with a producer: "
+                               f"313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)")
+        elif refusal is None:
+            cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over, "producer": FP8_PRODUCER})
+        else:
+            not_specialized = refusal
+    ring = (f"{cfg.copy} ring fed by a producer warpgroup (warp-specialized: 1.14x / 1.12x the cp.async ring at "
+            f"4096^3 / 8192^3 e4m3 on the H200, both persistent)" if cfg.producer else f"{cfg.copy or 'cp.async'} ring")
+    why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
+               f"{ring} ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
+               f"{problem.a_type} x {problem.b_type})")
+    if not_specialized:
+        why.append(f"fp8 on the cp.async ring, not warp-specialized: {not_specialized}")
+    cfg = cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)
+    return (cfg if "persistent" in overrides else _warpgroup_persistent(target, problem, cfg, why)), intr
