@@ -61,6 +61,7 @@ from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.target.intrinsics import F32, TYPE_BITS
 from mmaflow.compiler.target.layout import COL, Layout, Run, make_layout
 from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs
+from mmaflow.compiler.kernels.wgmma.tma import MAP_BYTES, ONE_BLOCK_PER_SM, operand_boxes, plan_tma, validate_tma
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target, Vendor
@@ -109,9 +110,9 @@ def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str
 
 def tma_refusal(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
     """Why ``copy=tma`` cannot serve this problem and config, or None."""
-    from mmaflow.compiler.kernels.wgmma.tma import validate_tma
     try:
-        validate_tma(replace(cfg, copy="tma"), target, problem, target.intrinsic(cfg.intrinsic))
+        validate_tma(replace(cfg, copy="tma"), target, problem, target.intrinsic(cfg.intrinsic),
+                     fp8_pair_tiles=WgmmaPlan.fp8_pair_tiles)
     except (ConfigError, UnsupportedError) as e:
         return str(e)
     return None
@@ -210,8 +211,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         if cfg.copy not in TMA_COPIES:
             raise ConfigError(f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async, "
                               f"{', '.join(TMA_COPIES)}")
-        from mmaflow.compiler.kernels.wgmma.tma import validate_tma
-        validate_tma(cfg, target, problem, intr)
+        validate_tma(cfg, target, problem, intr, fp8_pair_tiles=WgmmaPlan.fp8_pair_tiles)
     if cfg.producer not in (0, 1):
         raise ConfigError(f"{intr.name}: producer={cfg.producer}; 0 (the MMA warpgroups issue the copies) or 1 (a "
                           f"producer warpgroup issues them: warp-specialized)")
@@ -286,7 +286,6 @@ def cluster_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntr
     if grid % cfg.cluster:
         return (f"the persistent grid of {grid} workgroups ({output_tiles(cfg, problem)} tiles / {cfg.persistent}) is "
                 f"not whole clusters of {cfg.cluster}")
-    from mmaflow.compiler.kernels.wgmma.tma import operand_boxes
     wide = cfg.copy == "tma-wide" and not k_innermost(problem, "B")
     try:
         operand_boxes("B", operand_layout("B", problem, cfg.tile_n, intr.element_type("B"), wide), 0, cfg.cluster)
@@ -349,7 +348,6 @@ def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
     SM: the per-SM map slots)."""
     ring = allocations * ALIGN + cfg.stages * slot_bytes(cfg, elem)
     if cfg.copy in TMA_COPIES:
-        from mmaflow.compiler.kernels.wgmma.tma import MAP_BYTES, ONE_BLOCK_PER_SM
         barriers = (2 if cfg.producer else 1) * 8 * cfg.stages  # "full" per slot (+ "empty": producer=1)
         return max(ring + 2 * MAP_BYTES + barriers, ONE_BLOCK_PER_SM)
     return ring
@@ -415,7 +413,6 @@ class WgmmaPlan:
 
     @property
     def tma_min_bytes(self) -> int:
-        from mmaflow.compiler.kernels.wgmma.tma import ONE_BLOCK_PER_SM
         return ONE_BLOCK_PER_SM
 
     @property
@@ -646,7 +643,6 @@ def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: Wa
             f"a {cfg.stages}-slot {'TMA' if cfg.copy else 'cp.async'} ring, wait_group {lag} per K tile")
     tma = None
     if cfg.copy in TMA_COPIES:
-        from mmaflow.compiler.kernels.wgmma.tma import plan_tma
         tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages,
                        cfg.compute_threads if cfg.producer else None, cfg.cluster)
     return WgmmaPlan(intr, target.vendor, WARP, cfg.workgroup_size, cfg.tile_m // 64, ops[0], ops[1], tk,

@@ -66,6 +66,7 @@ from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target
+from mmaflow.compiler.target.wgmma import FP8
 
 BOX_LIMIT = 256  # cuTensorMapEncodeTiled: boxDim[i] <= 256 (PTX ISA "Tensor-map": bounding box)
 STRIDE_LIMIT = 1 << 40  # globalStrides[i] < 2^40 bytes, multiples of 16
@@ -216,8 +217,9 @@ class TmaPlan:
         return out
 
 
-def validate_tma(cfg, target: Target, problem, intr) -> None:
-    """Refuse ``copy=tma`` where the TMA ring cannot serve, saying why."""
+def validate_tma(cfg, target: Target, problem, intr, *, fp8_pair_tiles: bool = False) -> None:
+    """Refuse ``copy=tma`` where the TMA ring cannot serve, saying why (``fp8_pair_tiles``: the
+    cp.async ring's variant ``WgmmaPlan.fp8_pair_tiles`` is on)."""
     if cfg.stages < 2:
         raise ConfigError(f"{intr.name}: copy=tma feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
     if intr.a_type not in ELEMTYPES:
@@ -226,9 +228,7 @@ def validate_tma(cfg, target: Target, problem, intr) -> None:
         raise UnsupportedError(f"{intr.name}: TMA copies take A and B of one element type ({intr.a_type} x "
                                f"{intr.b_type}: the kernel keeps their slots in two allocations, which the TMA ring "
                                f"does not address); the cp.async ring serves this pair")
-    from mmaflow.compiler.target.wgmma import FP8
-    from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan
-    if intr.a_type in FP8 and WgmmaPlan.fp8_pair_tiles:
+    if intr.a_type in FP8 and fp8_pair_tiles:
         raise UnsupportedError(f"{intr.name}: fp8 pair tiles (WgmmaPlan.fp8_pair_tiles) are a cp.async-ring variant; "
                                f"the TMA ring promotes each K tile after wait_group 0")
     bytes_ = TYPE_BITS[intr.a_type] // 8
