@@ -283,17 +283,17 @@ def test_tma_wide_lowers_with_few_boxes(tmp_path):
     assert "mmaflow_tma_maps" in text
 
 
-# ---- the executor against the H200: the TMA probe (lit_tests/Inputs/gen_tma_probe.py) ----------------
+# ---- the executor against the H200: the TMA probe (e2e_tests/data/tma_probe.py) ----------------
 
 def _probe(variant):
     import sys
     from pathlib import Path
     import numpy as np
-    inputs = str(Path(__file__).parents[1] / "lit_tests" / "Inputs")
+    inputs = str(Path(__file__).parent / "data")
     sys.path.insert(0, inputs)
     try:
-        import gen_tma_probe as gen
-        from run_tma_probe import expected_image
+        import tma_probe as gen
+        from tma_probe_expected import expected_image
     finally:
         sys.path.remove(inputs)
     from mmaflow.runtime.simulate import load_dispatch, run_dispatch

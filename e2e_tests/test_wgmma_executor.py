@@ -16,7 +16,7 @@ from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.simulate import check_matmul
 
-PROBE = Path(__file__).parent.parent / "lit_tests" / "Inputs" / "wgmma_probe_nvvm.mlir"
+PROBE = Path(__file__).parent / "data" / "wgmma_probe_nvvm.mlir"
 
 
 @cache

@@ -43,11 +43,11 @@ def _acc(acc, products):
 
 
 def test_constants_are_the_measured_ones():
-    """The model's constants are the best fit recorded from the H200 (docs/bench/run12, calls 3-5):
+    """The model's constants are the best fit recorded from the H200 (e2e_tests/data/fp8_accumulation_h200.log):
     the line of the fit log with the most bit-identical outputs names chunk 32, F 14."""
     import re
     from pathlib import Path
-    log = (Path(__file__).parents[1] / "docs/bench/run12/call3-5-fp8-accumulation.log").read_text()
+    log = (Path(__file__).parent / "data" / "fp8_accumulation_h200.log").read_text()
     fits = [(float(m.group(3)), int(m.group(1)), int(m.group(2))) for m in re.finditer(
         r"chunk (\d+) F (\d+) rz acc_cut True: equal +([\d.]+)%", log)]
     best = max(fits)
