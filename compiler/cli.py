@@ -192,9 +192,10 @@ def cmd_flags(args) -> int:
     target = get_target(args.target)
     parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process
     tool = _codegen_tool()
-    from .codegen_client import server_enabled, start_server
+    from .codegen_client import server_enabled, share_stderr_appending, start_server
     if server_enabled():
         start_server()  # the codegen server imports while iree-compile runs its front phases
+    share_stderr_appending()  # a log file shared with iree-compile: the hook's lines are not overwritten
     if target.retarget_variant:
         tool.append(f"--target={target.name}")
     for item in args.config or []:
