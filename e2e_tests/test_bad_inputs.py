@@ -69,6 +69,21 @@ def test_matmul_rejects_lists_and_unsupported_out_dtype():
         matmul(a.astype(np.int8), a.astype(np.int8), target="gfx942", device="sim", out_dtype="f16")
 
 
+def test_matmul_names_what_to_pass_instead_of_f32_or_i32_arrays():
+    """numpy's default arrays (float32, int32): no instruction multiplies them; the error says what
+    mmaflow multiplies and how to convert, not a sentence cut short."""
+    from mmaflow.compiler.errors import UnsupportedError
+    for dtype, convert, acc in ((np.float32, "np.float16", "f32"), (np.int32, "np.int8", "i32")):
+        a = np.ones((16, 16), dtype)
+        with pytest.raises(UnsupportedError) as e:
+            matmul(a, a, target="gfx942", device="sim")
+        text = str(e.value)
+        assert text.startswith(f"mmaflow has no matrix instruction for {np.dtype(dtype)} inputs; it multiplies "
+                               "f16, bf16, i8, "), text
+        assert f"a.astype({convert})" in text and f"accumulates and returns in {acc}" in text, text
+        assert not text.rstrip().endswith("stores"), text
+
+
 # ---- K = 0, M = 0 --------------------------------------------------------------------------------
 def test_matmul_k0_is_zeros():
     c = matmul(np.ones((16, 0), np.float16), np.ones((0, 24), np.float16), target="gfx942", device="sim")
