@@ -225,9 +225,7 @@ def cmd_layout(args) -> int:
     target = get_target(args.target)
     if args.convert:
         return _layout_convert(args, target)
-    if not args.intrinsic:
-        if args.operand:
-            raise UnsupportedError("--operand needs --intrinsic")
+    if not args.intrinsic and not args.operand:
         items = target.intrinsics()
         warpgroup = target.warpgroup_intrinsics()
         if args.json:
@@ -250,7 +248,14 @@ def cmd_layout(args) -> int:
                 for i in warpgroup:
                     print("  " + i.describe())
         return 0
-    intr = target.layout_intrinsic(args.intrinsic)
+    if args.intrinsic:
+        intr = target.layout_intrinsic(args.intrinsic)
+    else:  # --operand alone: the target's first instruction (f16 x f16 -> f32), named in the output
+        intr = target.intrinsics()[0]
+        if not args.json:
+            others = ", ".join(i.name for i in target.intrinsics()[1:])
+            print(f"{target.name}: --intrinsic not given: {intr.name}, the target's first instruction "
+                  f"(--intrinsic NAME for another: {others})")
     if intr.family == "wgmma":
         return _layout_warpgroup(args, target, intr)
     operands = [args.operand] if args.operand else ["A", "B", "C"]
@@ -475,8 +480,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     lay = sub.add_parser("layout", help="show the batch-lane-vector layout of a matrix instruction")
     lay.add_argument("target", help=target_help)
-    lay.add_argument("--intrinsic", metavar="NAME", help="one instruction (without it: list the target's)")
-    lay.add_argument("--operand", choices=["A", "B", "C"], help="only this operand's layout")
+    lay.add_argument("--intrinsic", metavar="NAME", help="one instruction (without it: list the target's; with "
+                                                         "--operand, that operand of the target's first instruction)")
+    lay.add_argument("--operand", choices=["A", "B", "C"], help="only this operand's layout (without --intrinsic: "
+                     "of the target's first instruction, f16 x f16 -> f32, named on the first line)")
     lay.add_argument("--json", action="store_true", help="one JSON object per operand: every element's lane, "
                                                          "vector index, row and column")
     lay.add_argument("--lanes", type=_count(1), help="show only the first N lanes in the VGPR view")
