@@ -110,18 +110,30 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
     return 1 if failed else 0
 
 
-def _progress(name: str):
-    """A progress callback for long executor runs: workgroups done and time left, on a terminal."""
-    if not sys.stderr.isatty():
+PROGRESS_SECONDS = 0.5  # the shortest interval between two progress lines on a terminal
+
+
+def _progress(name: str, stream=None):
+    """A progress callback for long executor runs: the share of the workgroups done and the time
+    left, on a terminal only, rewritten in place at most every ``PROGRESS_SECONDS`` (the executor
+    ticks after every K-loop iteration, ``Kernel.run``)."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
         return None
     import time
     start = time.perf_counter()
+    shown = [start, -1.0]  # when the last line was shown, and its count
 
-    def show(done: int, total: int) -> None:
-        spent = time.perf_counter() - start
+    def show(done: float, total: int) -> None:
+        now = time.perf_counter()
+        if done == shown[1] or (done < total and now - shown[0] < PROGRESS_SECONDS):
+            return
+        shown[:] = [now, done]
+        spent = now - start
         left = spent / done * (total - done) if done else 0.0
-        end = "\n" if done == total else ""
-        print(f"\r  {name}: {done}/{total} workgroups, {left:.0f} s left   ", end=end, file=sys.stderr, flush=True)
+        end = "\n" if done >= total else ""
+        print(f"\r  {name}: {100 * done / total:.0f}% of {total} workgroups, {spent:.0f} s spent, {left:.0f} s left   ",
+              end=end, file=stream, flush=True)
     return show
 
 
