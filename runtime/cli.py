@@ -140,14 +140,22 @@ def _progress(name: str, stream=None):
 def _run_on_executor(args, source: str, options, source_name: str) -> int:
     """Every dispatch of the module: taken ones checked on the lane executor, left ones listed."""
     from mmaflow.compiler.bridge import codegen_module
-    from mmaflow.runtime.model_check import check_executable, estimate_seconds
+    from mmaflow.runtime.model_check import check_executable, check_sizes, estimate_seconds
     res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=False)
     for line in res.log:
         if not line.startswith(("mmaflow: taken", "mmaflow: left")):
             print(line, file=sys.stderr)
     sample = getattr(args, "sample", 0) or 0
     taken = res.taken
-    total_estimate = sum(estimate_seconds(e, sample) for e in taken)
+    dims = getattr(args, "dims", None)
+    run_sizes = {}  # each taken dispatch's run-time sizes, checked before anything is printed or run
+    for exe in taken:
+        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
+            run_sizes[exe.name] = {"dims": dims} if dims else None
+            check_sizes(exe, run_sizes[exe.name])
+        else:
+            run_sizes[exe.name] = _parse_dims(dims, exe.facts.problem)
+    total_estimate = sum(estimate_seconds(e, sample, run_sizes[e.name]) for e in taken)
     if total_estimate > 60 and not sample:
         print(f"mmaflow run: the lane executor needs about {total_estimate:.0f} s for "
               f"{len(taken)} dispatch(es); --sample N checks N workgroups of each (corners and random ones)",
@@ -162,11 +170,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
             out(f"  left  {exe.name}: {reason}")
             report.append({"executable": exe.name, "taken": False, "reason": reason})
             continue
-        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
-            sizes = {"dims": args.dims} if getattr(args, "dims", None) else None
-        else:
-            sizes = _parse_dims(getattr(args, "dims", None), exe.facts.problem)
-        checks = check_executable(exe, seed=args.seed, sample=sample, sizes=sizes,
+        checks = check_executable(exe, seed=args.seed, sample=sample, sizes=run_sizes[exe.name],
                                   progress=_progress(exe.name))
         for c in checks:
             failed |= not c.passed
