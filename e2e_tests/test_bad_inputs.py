@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -131,6 +132,17 @@ def test_run_estimates_a_dynamic_module_from_its_run_time_sizes(tmp_path):
     from mmaflow.runtime.model_check import EXECUTOR_MACS_PER_SECOND, estimate_seconds
     (exe,) = compile_module(dynamic_module(), "gfx942", lower=False).executables
     assert estimate_seconds(exe, 0, {"m": 64, "n": 32, "k": 16}) == 64 * 32 * 16 / EXECUTOR_MACS_PER_SECOND
+
+
+def test_run_refuses_a_module_with_nothing_taken(tmp_path):
+    """Nothing for the lane executor to check: refused as `mmaflow compile` refuses it, not
+    'PASS: 0 of 0 checks passed' with exit 0."""
+    src = Path(__file__).parent.parent / "lit_tests" / "Inputs" / "elementwise.mlir"
+    r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
+    _clean_failure(r, f"mmaflow: error: no matmul-like contraction that mmaflow compiles in {src} (add_dispatch_0: ")
+    assert r.returncode == 2 and "PASS" not in r.stdout, r.stdout
+    assert [line for line in r.stderr.splitlines() if line.startswith("mmaflow")] == \
+        [line for line in r.stderr.splitlines() if line.startswith("mmaflow: error:")], r.stderr
 
 
 # ---- config --------------------------------------------------------------------------------------

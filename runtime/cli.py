@@ -141,7 +141,8 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     """Every dispatch of the module: taken ones checked on the lane executor, left ones listed."""
     from mmaflow.compiler.bridge import codegen_module
     from mmaflow.runtime.model_check import check_executable, check_sizes, estimate_seconds
-    res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=False)
+    # a module with nothing taken is refused, as `mmaflow compile` refuses it (nothing to check)
+    res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=True)
     for line in res.log:
         if not line.startswith(("mmaflow: taken", "mmaflow: left")):
             print(line, file=sys.stderr)
