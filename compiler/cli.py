@@ -20,7 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from .errors import InputError, MmaflowError
+from .errors import EXIT_HELP, Exit, InputError, MmaflowError
 
 
 def _read_input(path: str) -> str:
@@ -46,17 +46,17 @@ def _options(args, target: str | None = None):
                           dump_dir=Path(dump_dir) if dump_dir else None)
 
 
-def _check_output(path: str | None) -> None:
-    """-o: a file in an existing directory, checked before any work is done."""
+def _check_output(path: str | None, flag: str = "-o", what: str = ".vmfb") -> None:
+    """-o (or ``flag``): a file in an existing directory, checked before any work is done."""
     if path is None:
         return
     p = Path(path)
     if p.is_dir():
-        raise InputError(f"-o {path} is a directory; give the .vmfb file to write")
+        raise InputError(f"{flag} {path} is a directory; give the {what} file to write")
     if not p.parent.is_dir():
-        raise InputError(f"-o {path}: directory {p.parent} does not exist")
+        raise InputError(f"{flag} {path}: directory {p.parent} does not exist")
     if (p.exists() and not os.access(p, os.W_OK)) or not os.access(p.parent, os.W_OK):
-        raise InputError(f"-o {path} is not writable")
+        raise InputError(f"{flag} {path} is not writable")
 
 
 def _check_dump_dir(path: str | None) -> None:
@@ -415,7 +415,7 @@ def cmd_report(args) -> int:
     from .report import report_command
     if args.html and args.json:
         raise InputError("--html and --json: choose one")
-    _check_output(args.html)
+    _check_output(args.html, "--html", ".html")
     return report_command(args, _read_input(args.input), _options(args, args.target))
 
 
@@ -449,11 +449,22 @@ def _count(low: int):
     return parse
 
 
+def _version() -> str:
+    """The installed package's version (pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("mmaflow")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .targets import TARGETS
     target_help = "one of " + ", ".join(TARGETS)
-    p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.")
+    p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.",
+                                epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    p.add_argument("--version", action="version", version=f"mmaflow {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def config_arg(sp):
@@ -584,17 +595,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mmaflow: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:  # `mmaflow ... | head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 141
+        return Exit.BROKEN_PIPE
     except Exception as e:  # a bug in mmaflow: say so, briefly
         if args.debug:
             raise
         print(f"mmaflow: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr)
-        return 70
+        return Exit.INTERNAL
 
 
 if __name__ == "__main__":

@@ -136,7 +136,9 @@ def report_command(args, source: str, options) -> int:
     if html_out:
         from mmaflow.runtime.report_html import write_report
         write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides)
-        print(f"mmaflow report: {html_out} ({len(res.taken)} kernels, IREE's default beside each)", file=sys.stderr)
+        from .errors import plural
+        print(f"mmaflow report: {html_out} ({plural(len(res.taken), 'kernel')}, IREE's default beside each)",
+              file=sys.stderr)
         return 0
     if args.json:
         print(json.dumps({"target": target.name, "mmaflow": {k: v.to_dict() for k, v in mine.items()},

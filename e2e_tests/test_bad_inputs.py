@@ -317,3 +317,46 @@ def test_compare_line_states_the_verdicts_figure():
     assert ok.passed and "max |err| / tolerance = 0.5" in ok.line() and "(must be <= 1)" in ok.line()
     no = compare(np.array([1.01, 2.0], np.float32), np.array([1.0, 2.0]), np.array([1e-3, 1e-3]))
     assert not no.passed and no.line().startswith("FAIL: max |err| / tolerance = 10")
+
+
+# ---- the CLI's own facts: version, exit codes, messages ----------------------------------------------
+def test_version_and_the_exit_code_table_in_help():
+    from importlib.metadata import version
+    from mmaflow.compiler.errors import ConfigError, DeviceFault, Exit, UnsupportedError
+    r = _mmaflow("--version")
+    assert r.returncode == 0 and r.stdout == f"mmaflow {version('mmaflow')}\n", r.stdout + r.stderr
+    help_text = _mmaflow("--help").stdout
+    for code in Exit:  # every code, once, in the help's table
+        assert help_text.count(f"\n  {code.value:>3}  {code.name.lower().replace('_', ' ')}: ") == 1, code
+    assert (InputError.exit_code, UnsupportedError.exit_code, ConfigError.exit_code, DeviceFault.exit_code) == \
+        (Exit.INPUT, Exit.UNSUPPORTED, Exit.CONFIG, Exit.DEVICE) == (2, 3, 4, 8)
+
+
+def test_report_html_output_errors_name_html(tmp_path):
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_source(64, 64, 64, "f16", "f32"))
+    r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path))
+    _clean_failure(r, f"mmaflow: error: --html {tmp_path} is a directory; give the .html file to write")
+    r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path / "no" / "r.html"))
+    _clean_failure(r, f"mmaflow: error: --html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist")
+
+
+def test_plural():
+    from mmaflow.compiler.errors import plural
+    assert [plural(n, "dispatch") for n in (0, 1, 2)] == ["0 dispatches", "1 dispatch", "2 dispatches"]
+    assert plural(1, "kernel") == "1 kernel" and plural(3, "kernel") == "3 kernels"
+
+
+def test_verify_names_the_target_a_vmfb_was_built_for(tmp_path):
+    """A .vmfb built for another GPU: `mmaflow verify` names the one it was built for (read from
+    its executables) instead of 'differs (N bytes...)'; the right target verifies it."""
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_source(64, 64, 64, "f16", "f32"))
+    for built, asked in (("gfx942", "gfx1100"), ("sm_80", "sm_90a")):
+        out = tmp_path / f"{built}.vmfb"
+        assert _mmaflow("compile", str(src), "--target", built, "-o", str(out)).returncode == 0
+        r = _mmaflow("verify", str(out), "--source", str(src), "--target", asked)
+        _clean_failure(r, f"mmaflow: error: {out} was built for {built}, not {asked}", f"--target {built}")
+        assert r.returncode == 6 and "differs" not in r.stderr, r.stderr
+        r = _mmaflow("verify", str(out), "--source", str(src), "--target", built)
+        assert r.returncode == 0 and "verified kernels for 1 dispatch (" in r.stdout, r.stdout + r.stderr

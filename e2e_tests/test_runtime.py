@@ -171,7 +171,7 @@ def test_sim_checks_every_dispatch_of_a_module():
     r = _mmaflow("run", str(src), "--target", "gfx1100", "--device", "sim")
     assert r.returncode == 0, r.stderr
     assert "PASS mm_add_dispatch_0" in r.stdout and "left  mm_add_dispatch_1: no matmul-like contraction" in r.stdout
-    assert "mmaflow run: PASS: 1 of 1 checks passed, 1 dispatches left to IREE" in r.stdout, r.stdout
+    assert "mmaflow run: PASS: 1 of 1 checks passed, 1 dispatch left to IREE" in r.stdout, r.stdout
 
 
 def test_run_module_with_epilogue_inputs():

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from mmaflow.compiler.errors import InputError
+from mmaflow.compiler.errors import Exit, InputError, plural
 from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
 from mmaflow.runtime.simulate import fp8_tensor_core
@@ -107,7 +107,7 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
             for race in d["races"]:
                 print(f"  race: {race}")
     failed = not check.passed or (stats is not None and stats.races)
-    return 1 if failed else 0
+    return Exit.FAILED if failed else Exit.OK
 
 
 PROGRESS_SECONDS = 0.5  # the shortest interval between two progress lines on a terminal
@@ -159,7 +159,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     total_estimate = sum(estimate_seconds(e, sample, run_sizes[e.name]) for e in taken)
     if total_estimate > 60 and not sample:
         print(f"mmaflow run: the lane executor needs about {total_estimate:.0f} s for "
-              f"{len(taken)} dispatch(es); --sample N checks N workgroups of each (corners and random ones)",
+              f"{plural(len(taken), 'dispatch')}; --sample N checks N workgroups of each (corners and random ones)",
               file=sys.stderr)
     report, failed = [], False
     out = (lambda *a: None) if args.json else print
@@ -192,7 +192,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     verdict = "FAIL" if failed else "PASS"
     out(f"mmaflow run: {verdict}: {sum(1 for r in report if r.get('taken') and r['passed'])} of "
           f"{sum(1 for r in report if r.get('taken'))} checks passed, "
-          f"{sum(1 for r in report if not r.get('taken'))} dispatches left to IREE")
+          f"{plural(sum(1 for r in report if not r.get('taken')), 'dispatch')} left to IREE")
     if args.json:
         print(json.dumps({"target": args.target, "device": "sim", "dispatches": report}, default=str, indent=1))
-    return 1 if failed else 0
+    return Exit.FAILED if failed else Exit.OK
