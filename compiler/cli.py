@@ -20,7 +20,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from mmaflow.compiler.core.errors import InputError, MmaflowError
+from mmaflow.compiler.core.errors import EXIT_HELP, Exit, InputError, MmaflowError
 
 
 def _read_input(path: str) -> str:
@@ -46,17 +46,17 @@ def _options(args, target: str | None = None):
                           dump_dir=Path(dump_dir) if dump_dir else None)
 
 
-def _check_output(path: str | None) -> None:
-    """-o: a file in an existing directory, checked before any work is done."""
+def _check_output(path: str | None, flag: str = "-o", what: str = ".vmfb") -> None:
+    """-o (or ``flag``): a file in an existing directory, checked before any work is done."""
     if path is None:
         return
     p = Path(path)
     if p.is_dir():
-        raise InputError(f"-o {path} is a directory; give the .vmfb file to write")
+        raise InputError(f"{flag} {path} is a directory; give the {what} file to write")
     if not p.parent.is_dir():
-        raise InputError(f"-o {path}: directory {p.parent} does not exist")
+        raise InputError(f"{flag} {path}: directory {p.parent} does not exist")
     if (p.exists() and not os.access(p, os.W_OK)) or not os.access(p.parent, os.W_OK):
-        raise InputError(f"-o {path} is not writable")
+        raise InputError(f"{flag} {path} is not writable")
 
 
 def _check_dump_dir(path: str | None) -> None:
@@ -76,7 +76,7 @@ def _check_dump_dir(path: str | None) -> None:
 def _check_dump_after(value: str | None) -> None:
     if value is None:
         return
-    from mmaflow.compiler.pipeline.pipeline import DUMP_POINTS
+    from mmaflow.compiler.pipeline import DUMP_POINTS
     if value not in DUMP_POINTS + ["all"]:
         raise InputError(f"unknown stage {value!r} for --dump-after; stages: {', '.join(DUMP_POINTS)}, all")
 
@@ -192,9 +192,10 @@ def cmd_flags(args) -> int:
     target = get_target(args.target)
     parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process
     tool = _codegen_tool()
-    from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
+    from mmaflow.compiler.driver.codegen_client import server_enabled, share_stderr_appending, start_server
     if server_enabled():
         start_server()  # the codegen server imports while iree-compile runs its front phases
+    share_stderr_appending()  # a log file shared with iree-compile: the hook's lines are not overwritten
     if target.retarget_variant:
         tool.append(f"--target={target.name}")
     for item in args.config or []:
@@ -224,9 +225,7 @@ def cmd_layout(args) -> int:
     target = get_target(args.target)
     if args.convert:
         return _layout_convert(args, target)
-    if not args.intrinsic:
-        if args.operand:
-            raise UnsupportedError("--operand needs --intrinsic")
+    if not args.intrinsic and not args.operand:
         items = target.intrinsics()
         warpgroup = target.warpgroup_intrinsics()
         if args.json:
@@ -249,7 +248,14 @@ def cmd_layout(args) -> int:
                 for i in warpgroup:
                     print("  " + i.describe())
         return 0
-    intr = target.layout_intrinsic(args.intrinsic)
+    if args.intrinsic:
+        intr = target.layout_intrinsic(args.intrinsic)
+    else:  # --operand alone: the target's first instruction (f16 x f16 -> f32), named in the output
+        intr = target.intrinsics()[0]
+        if not args.json:
+            others = ", ".join(i.name for i in target.intrinsics()[1:])
+            print(f"{target.name}: --intrinsic not given: {intr.name}, the target's first instruction "
+                  f"(--intrinsic NAME for another: {others})")
     if intr.family == "wgmma":
         return _layout_warpgroup(args, target, intr)
     operands = [args.operand] if args.operand else ["A", "B", "C"]
@@ -362,7 +368,7 @@ def cmd_opt(args) -> int:
     from iree.compiler import ir
 
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
-    from mmaflow.compiler.pipeline.pipeline import STAGE_NAMES, codegen_executable, stages_from
+    from mmaflow.compiler.pipeline import STAGE_NAMES, codegen_executable, stages_from
     from mmaflow.compiler.pipeline.runner import print_versions, split_versions
     for s in (args.from_stage, args.to_stage):
         if s is not None and s not in STAGE_NAMES:
@@ -409,7 +415,7 @@ def cmd_report(args) -> int:
     from mmaflow.compiler.report import report_command
     if args.html and args.json:
         raise InputError("--html and --json: choose one")
-    _check_output(args.html)
+    _check_output(args.html, "--html", ".html")
     return report_command(args, _read_input(args.input), _options(args, args.target))
 
 
@@ -443,11 +449,22 @@ def _count(low: int):
     return parse
 
 
+def _version() -> str:
+    """The installed package's version (pyproject.toml's)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("mmaflow")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from mmaflow.compiler.target.targets import TARGETS
     target_help = "one of " + ", ".join(TARGETS)
-    p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.")
+    p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.",
+                                epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")
+    p.add_argument("--version", action="version", version=f"mmaflow {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def config_arg(sp):
@@ -474,8 +491,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     lay = sub.add_parser("layout", help="show the batch-lane-vector layout of a matrix instruction")
     lay.add_argument("target", help=target_help)
-    lay.add_argument("--intrinsic", metavar="NAME", help="one instruction (without it: list the target's)")
-    lay.add_argument("--operand", choices=["A", "B", "C"], help="only this operand's layout")
+    lay.add_argument("--intrinsic", metavar="NAME", help="one instruction (without it: list the target's; with "
+                                                         "--operand, that operand of the target's first instruction)")
+    lay.add_argument("--operand", choices=["A", "B", "C"], help="only this operand's layout (without --intrinsic: "
+                     "of the target's first instruction, f16 x f16 -> f32, named on the first line)")
     lay.add_argument("--json", action="store_true", help="one JSON object per operand: every element's lane, "
                                                          "vector index, row and column")
     lay.add_argument("--lanes", type=_count(1), help="show only the first N lanes in the VGPR view")
@@ -576,17 +595,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mmaflow: error: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt:
-        return 130
+        return Exit.INTERRUPTED
     except BrokenPipeError:  # `mmaflow ... | head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return 141
+        return Exit.BROKEN_PIPE
     except Exception as e:  # a bug in mmaflow: say so, briefly
         if args.debug:
             raise
         print(f"mmaflow: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
               file=sys.stderr)
-        return 70
+        return Exit.INTERNAL
 
 
 if __name__ == "__main__":

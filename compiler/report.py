@@ -136,7 +136,9 @@ def report_command(args, source: str, options) -> int:
     if html_out:
         from mmaflow.runtime.report_html import write_report
         write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides)
-        print(f"mmaflow report: {html_out} ({len(res.taken)} kernels, IREE's default beside each)", file=sys.stderr)
+        from mmaflow.compiler.core.errors import plural
+        print(f"mmaflow report: {html_out} ({plural(len(res.taken), 'kernel')}, IREE's default beside each)",
+              file=sys.stderr)
         return 0
     if args.json:
         print(json.dumps({"target": target.name, "mmaflow": {k: v.to_dict() for k, v in mine.items()},
@@ -155,13 +157,25 @@ def report_command(args, source: str, options) -> int:
         def row(label, a, b):
             bb = "" if not args.baseline else f" {('-' if b is None else b):>14}"
             print(f"  {label:44} {('-' if a is None else a):>12}{bb}")
+        def k_loop(r):  # the loop found is a K loop only if it holds matrix instructions (else K is unrolled)
+            return r is not None and bool(r.loop_counts.get("matrix", 0))
+
+        def in_loop(r, key):
+            return r.loop_counts.get(key, 0) if k_loop(r) else "-"
         for key, label in ROWS:
-            row(label, getattr(rep, key), getattr(other, key) if other else None)
+            a, b = getattr(rep, key), getattr(other, key) if other else None
+            if key == "matrix_behind_lds_wait":
+                a, b = (a if k_loop(rep) else None), (b if k_loop(other) else None)
+            row(label, a, b)
         for key in COUNT_ROWS:
-            a = f"{rep.counts.get(key, 0)} ({rep.loop_counts.get(key, 0)})"
-            b = f"{other.counts.get(key, 0)} ({other.loop_counts.get(key, 0)})" if other else None
+            a = f"{rep.counts.get(key, 0)} ({in_loop(rep, key)})"
+            b = f"{other.counts.get(key, 0)} ({in_loop(other, key)})" if other else None
             if rep.counts.get(key) or (other and other.counts.get(key)):
                 row(f"{key} (in K loop)", a, b)
+        unrolled = [who for who, r in (("mmaflow", rep), ("IREE default", other if args.baseline else None))
+                    if r is not None and not k_loop(r)]
+        if unrolled:
+            print(f"  (in K loop) '-': {' and '.join(unrolled)} unrolled K (no loop holds matrix instructions)")
     if args.baseline and not base:
         print("  (IREE's default pipeline produced no kernel with these names)")
     return 0

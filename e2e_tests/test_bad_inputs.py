@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -69,6 +70,21 @@ def test_matmul_rejects_lists_and_unsupported_out_dtype():
         matmul(a.astype(np.int8), a.astype(np.int8), target="gfx942", device="sim", out_dtype="f16")
 
 
+def test_matmul_names_what_to_pass_instead_of_f32_or_i32_arrays():
+    """numpy's default arrays (float32, int32): no instruction multiplies them; the error says what
+    mmaflow multiplies and how to convert, not a sentence cut short."""
+    from mmaflow.compiler.core.errors import UnsupportedError
+    for dtype, convert, acc in ((np.float32, "np.float16", "f32"), (np.int32, "np.int8", "i32")):
+        a = np.ones((16, 16), dtype)
+        with pytest.raises(UnsupportedError) as e:
+            matmul(a, a, target="gfx942", device="sim")
+        text = str(e.value)
+        assert text.startswith(f"mmaflow has no matrix instruction for {np.dtype(dtype)} inputs; it multiplies "
+                               "f16, bf16, i8, "), text
+        assert f"a.astype({convert})" in text and f"accumulates and returns in {acc}" in text, text
+        assert not text.rstrip().endswith("stores"), text
+
+
 # ---- K = 0, M = 0 --------------------------------------------------------------------------------
 def test_matmul_k0_is_zeros():
     c = matmul(np.ones((16, 0), np.float16), np.ones((0, 24), np.float16), target="gfx942", device="sim")
@@ -99,6 +115,34 @@ def test_dynamic_m0_and_k0_at_run_time(tmp_path):
         for target in ("gfx942", "sm_80"):
             r = _mmaflow("run", str(src), "--target", target, "--device", "sim", "--dims", dims)
             assert r.returncode == 0 and "PASS" in r.stdout, (dims, target, r.stdout, r.stderr)
+
+
+def test_run_estimates_a_dynamic_module_from_its_run_time_sizes(tmp_path):
+    """The lane executor's time estimate of a dynamic module: from --dims' sizes (not 4096 for
+    every dynamic dimension: 'about 1145 s' for a 0.2 s run), and never printed before an error
+    (--dims missing)."""
+    src = tmp_path / "dyn.mlir"
+    src.write_text(dynamic_module())
+    r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim", "--dims", "m=64,n=64,k=64")
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
+    assert "needs about" not in r.stderr, r.stderr
+    r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
+    _clean_failure(r, "mmaflow: error: the module has dynamic m, n, k: give the run-time sizes with --dims")
+    assert "needs about" not in r.stderr, r.stderr
+    from mmaflow.runtime.model_check import EXECUTOR_MACS_PER_SECOND, estimate_seconds
+    (exe,) = compile_module(dynamic_module(), "gfx942", lower=False).executables
+    assert estimate_seconds(exe, 0, {"m": 64, "n": 32, "k": 16}) == 64 * 32 * 16 / EXECUTOR_MACS_PER_SECOND
+
+
+def test_run_refuses_a_module_with_nothing_taken(tmp_path):
+    """Nothing for the lane executor to check: refused as `mmaflow compile` refuses it, not
+    'PASS: 0 of 0 checks passed' with exit 0."""
+    src = Path(__file__).parent.parent / "lit_tests" / "Inputs" / "elementwise.mlir"
+    r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
+    _clean_failure(r, f"mmaflow: error: no matmul-like contraction that mmaflow compiles in {src} (add_dispatch_0: ")
+    assert r.returncode == 2 and "PASS" not in r.stdout, r.stdout
+    assert [line for line in r.stderr.splitlines() if line.startswith("mmaflow")] == \
+        [line for line in r.stderr.splitlines() if line.startswith("mmaflow: error:")], r.stderr
 
 
 # ---- config --------------------------------------------------------------------------------------
@@ -273,3 +317,46 @@ def test_compare_line_states_the_verdicts_figure():
     assert ok.passed and "max |err| / tolerance = 0.5" in ok.line() and "(must be <= 1)" in ok.line()
     no = compare(np.array([1.01, 2.0], np.float32), np.array([1.0, 2.0]), np.array([1e-3, 1e-3]))
     assert not no.passed and no.line().startswith("FAIL: max |err| / tolerance = 10")
+
+
+# ---- the CLI's own facts: version, exit codes, messages ----------------------------------------------
+def test_version_and_the_exit_code_table_in_help():
+    from importlib.metadata import version
+    from mmaflow.compiler.core.errors import ConfigError, DeviceFault, Exit, UnsupportedError
+    r = _mmaflow("--version")
+    assert r.returncode == 0 and r.stdout == f"mmaflow {version('mmaflow')}\n", r.stdout + r.stderr
+    help_text = _mmaflow("--help").stdout
+    for code in Exit:  # every code, once, in the help's table
+        assert help_text.count(f"\n  {code.value:>3}  {code.name.lower().replace('_', ' ')}: ") == 1, code
+    assert (InputError.exit_code, UnsupportedError.exit_code, ConfigError.exit_code, DeviceFault.exit_code) == \
+        (Exit.INPUT, Exit.UNSUPPORTED, Exit.CONFIG, Exit.DEVICE) == (2, 3, 4, 8)
+
+
+def test_report_html_output_errors_name_html(tmp_path):
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_source(64, 64, 64, "f16", "f32"))
+    r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path))
+    _clean_failure(r, f"mmaflow: error: --html {tmp_path} is a directory; give the .html file to write")
+    r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path / "no" / "r.html"))
+    _clean_failure(r, f"mmaflow: error: --html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist")
+
+
+def test_plural():
+    from mmaflow.compiler.core.errors import plural
+    assert [plural(n, "dispatch") for n in (0, 1, 2)] == ["0 dispatches", "1 dispatch", "2 dispatches"]
+    assert plural(1, "kernel") == "1 kernel" and plural(3, "kernel") == "3 kernels"
+
+
+def test_verify_names_the_target_a_vmfb_was_built_for(tmp_path):
+    """A .vmfb built for another GPU: `mmaflow verify` names the one it was built for (read from
+    its executables) instead of 'differs (N bytes...)'; the right target verifies it."""
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_source(64, 64, 64, "f16", "f32"))
+    for built, asked in (("gfx942", "gfx1100"), ("sm_80", "sm_90a")):
+        out = tmp_path / f"{built}.vmfb"
+        assert _mmaflow("compile", str(src), "--target", built, "-o", str(out)).returncode == 0
+        r = _mmaflow("verify", str(out), "--source", str(src), "--target", asked)
+        _clean_failure(r, f"mmaflow: error: {out} was built for {built}, not {asked}", f"--target {built}")
+        assert r.returncode == 6 and "differs" not in r.stderr, r.stderr
+        r = _mmaflow("verify", str(out), "--source", str(src), "--target", built)
+        assert r.returncode == 0 and "verified kernels for 1 dispatch (" in r.stdout, r.stdout + r.stderr

@@ -137,6 +137,49 @@ def test_a_server_that_cannot_start_is_reported_at_once(tmp_path):
     assert "mmaflow: taken two_dispatch_0" in log, log
 
 
+def _shared_log(tmp_path: Path, env: dict, flags: str) -> str:
+    """A shell whose stdout and stderr are one regular file, written before and after iree-compile."""
+    script = (f"echo before; iree-compile {TWO} {flags} -o {tmp_path / 'out.vmfb'}; "
+              "echo after; echo after again >&2")
+    log = tmp_path / "build.log"
+    with open(log, "w") as f:
+        r = subprocess.run(["sh", "-c", script], stdout=f, stderr=subprocess.STDOUT, env=env)
+    assert r.returncode == 0, log.read_text()
+    return log.read_text()
+
+
+def test_the_stock_routes_lines_survive_a_log_file_shared_with_the_shell(tmp_path):
+    """``sh -c '...; iree-compile ... $(mmaflow flags ...); ...' > log 2>&1``: the hook writes its
+    lines into the file the shell and iree-compile share, and what the shell writes afterwards
+    comes after them instead of over them."""
+    env = _env(tmp_path, MMAFLOW_CODEGEN_SERVER="0", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
+    expected = ["before", "mmaflow: taken two_dispatch_0: 128x96x64 f16 x f16 -> f32 on gfx942",
+                "mmaflow: config two_dispatch_0: MFMA_F32_16x16x16_F16 wave64", "after", "after again"]
+    # mmaflow flags inside the shell: it shares the file too
+    lines = _shared_log(tmp_path, env, "$(mmaflow flags --target gfx942)").splitlines()
+    assert [next((i for i, line in enumerate(lines) if line.startswith(e)), None) for e in expected] == \
+        list(range(len(expected))), lines
+    # flags computed beforehand: the hook alone keeps its lines intact
+    flags = _run(BIN / "mmaflow", "flags", "--target", "gfx942", env=env)
+    assert flags.returncode == 0, flags.stderr
+    lines = _shared_log(tmp_path, env, flags.stdout.strip()).splitlines()
+    assert [next((i for i, line in enumerate(lines) if line.startswith(e)), None) for e in expected] == \
+        list(range(len(expected))), lines
+
+
+def test_mmaflow_flags_puts_a_regular_file_stderr_in_append_mode(tmp_path):
+    """The fallback where the hook cannot write through iree-compile's own open file: ``mmaflow
+    flags`` sharing the log puts it in append mode, so every writer appends."""
+    import fcntl
+    env = _env(tmp_path, MMAFLOW_CODEGEN_SERVER="0")
+    with open(tmp_path / "err.log", "w") as f:
+        assert not fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_APPEND
+        r = subprocess.run([BIN / "mmaflow", "flags", "--target", "gfx942"], stdout=subprocess.PIPE, stderr=f,
+                           env=env)
+        assert r.returncode == 0
+        assert fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_APPEND
+
+
 def test_a_long_runtime_dir_is_passed_over_for_a_socket_path_that_fits(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("x" * 120)))
     path = codegen_client.socket_path()

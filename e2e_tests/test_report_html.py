@@ -69,7 +69,8 @@ def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
     page = Page()
     page.feed(text)
     k = "matmul_dispatch_0"
-    assert page.sections == [f"{k}-{s}" for s in ("config", "layouts", "lds", "resources", "mix", "kloop")]
+    assert page.sections == ["how-to-read"] + [f"{k}-{s}" for s in ("config", "layouts", "lds", "resources", "mix",
+                                                                     "kloop")]
     # Registers and LDS agree with the JSON report.
     js = json.loads(_mmaflow("report", str(src), "--target", target, "--json").stdout)
     mine = next(iter(js["mmaflow"].values()))
@@ -101,3 +102,34 @@ def test_html_and_json_are_exclusive(tmp_path):
     src.write_text(matmul_source(64, 64, 64, "f16", "f32"))
     r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path / "x.html"), "--json")
     assert r.returncode == 2 and "choose one" in r.stderr
+
+
+def test_html_report_says_when_k_is_unrolled_shows_every_lane_and_how_to_read(tmp_path):
+    """100x200x64 on gfx942: IREE unrolls K (its one loop is a store loop, no matrix instruction),
+    so the page says so instead of listing that loop as "the K loop"; the register grids show all
+    64 lanes in blocks that fit the page (no sideways scrolling); a how-to-read section first."""
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_source(100, 200, 64, "f16", "f32"))
+    out = tmp_path / "r.html"
+    r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    page = Page()
+    page.feed(text)
+    k = "matmul_dispatch_0"
+    assert page.sections[0] == "how-to-read" and "How to read this page" in text
+    js = json.loads(_mmaflow("report", str(src), "--target", "gfx942", "--baseline", "iree", "--json").stdout)
+    iree = next(iter(js["iree"].values()))
+    assert iree["has_loop"] and not iree["loop_counts"].get("matrix"), iree  # the store loop the page must not show
+    assert not any(pre == f"{k}-kloop-iree" for _, _, pre in page.spans)
+    assert f'<pre class="isa" id="{k}-kloop-iree">IREE unrolled K: no loop of its ISA holds matrix instructions (its ' \
+           f'{iree["counts"]["matrix"]} run in straight-line code); the loop it has (' in text
+    assert "<th>in K loop (none: K unrolled)</th>" in text
+    # every lane of the wave64 grids, in tables of at most 32 lanes
+    grids = text.split('<table class="grid">')[1:]
+    assert len(grids) == 3 * 2, len(grids)
+    for grid in grids:
+        head = grid.split("</tr>", 1)[0]
+        assert 0 < head.count("<th>") <= 32, head
+    lanes = {a["title"].split(",")[0] for a, _ in page.cells if a.get("title", "").startswith("lane ")}
+    assert lanes == {f"lane {i}" for i in range(64)}

@@ -171,7 +171,7 @@ def test_sim_checks_every_dispatch_of_a_module():
     r = _mmaflow("run", str(src), "--target", "gfx1100", "--device", "sim")
     assert r.returncode == 0, r.stderr
     assert "PASS mm_add_dispatch_0" in r.stdout and "left  mm_add_dispatch_1: no matmul-like contraction" in r.stdout
-    assert "mmaflow run: PASS: 1 of 1 checks passed, 1 dispatches left to IREE" in r.stdout, r.stdout
+    assert "mmaflow run: PASS: 1 of 1 checks passed, 1 dispatch left to IREE" in r.stdout, r.stdout
 
 
 def test_run_module_with_epilogue_inputs():
@@ -362,3 +362,44 @@ def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, mon
     err = capsys.readouterr().err
     assert err.startswith("bench: error: calling matmul on the cuda device failed") and "Traceback" not in err
     assert "hint: a kernel fault leaves the device context unusable" in err
+
+
+def test_executor_progress_ticks_every_k_iteration_within_a_batch():
+    """A grid that fits one executor batch (256^3 on gfx942: 4 workgroups, 8 K-loop iterations)
+    still shows progress as it runs: a tick per K-loop iteration, in fractions of the batch,
+    never going back, ending at the whole grid (the bundled 1024^3 example is one batch too)."""
+    from mmaflow.compiler.driver.bridge import codegen_module
+    from mmaflow.runtime.model_check import check_executable
+    (exe,) = codegen_module(EXAMPLE.read_text(), "gfx942").taken
+    ticks = []
+    (check,) = check_executable(exe, progress=lambda done, total: ticks.append((done, total)))
+    assert check.passed, check.detail
+    assert check.workgroups == 4 and exe.facts.config.tile_k == 32
+    assert [t for _, t in ticks] == [4] * len(ticks)
+    done = [d for d, _ in ticks]
+    assert done[:8] == [4 * i / 8 for i in range(1, 9)], ticks  # 8 K-loop iterations of 32
+    assert done == sorted(done) and done[-1] == 4, ticks
+
+
+def test_progress_on_a_terminal_is_throttled_and_off_elsewhere(monkeypatch):
+    """The ticks reach a terminal at most every PROGRESS_SECONDS (and the last always); a file or
+    pipe gets no progress lines at all."""
+    import io
+    from mmaflow.runtime import cli as run_cli
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+    assert run_cli._progress("d", io.StringIO()) is None
+    clock = [100.0]
+    monkeypatch.setattr("time.perf_counter", lambda: clock[0])
+    out = Tty()
+    show = run_cli._progress("d", out)
+    for i in range(1, 65):  # 64 ticks 1/8 s apart: a line every 4th (0.5 s), the last one among them
+        clock[0] += 0.125
+        show(i / 8, 8)
+    show(8, 8)  # the batch's own report of the same count: not shown twice
+    lines = out.getvalue().split("\r")[1:]
+    assert run_cli.PROGRESS_SECONDS == 0.5 and len(lines) == 16, lines
+    assert lines[0].startswith("  d: 6% of 8 workgroups, 0 s spent, 8 s left") and lines[-1].startswith("  d: 100% of 8"), lines
+    assert lines[-1].endswith("\n") and not any(line.endswith("\n") for line in lines[:-1]), lines

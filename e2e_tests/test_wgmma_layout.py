@@ -122,7 +122,7 @@ F16_PROBLEM = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type=
 
 
 def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_elsewhere():
-    """compiler/config.py warpgroup_default: f16/bf16 -> f32, static, >= one 128x256 tile per two
+    """compiler/core/config.py warpgroup_default: f16/bf16 -> f32, static, >= one 128x256 tile per two
     SMs; everything else keeps mma.sync with the reason in explain()."""
     t = get_target("sm_90a")
     assert all(i.family == "mma_sync" for i in t.intrinsics())  # the mma.sync catalogue is unchanged

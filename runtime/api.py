@@ -315,7 +315,14 @@ def matmul(a: np.ndarray, b: np.ndarray, *, target: str, out_dtype: str | None =
         raise InputError(f"A and B must have the same dtype, got {a.dtype} and {b.dtype}")
     in_t = _mlir_type(a.dtype)
     out_t = out_dtype or default_out_dtype(in_t)
-    if out_t not in OUT_DTYPES.get(in_t, ()):
+    if in_t not in OUT_DTYPES:  # f32, i32: numpy's own types, which no matrix instruction multiplies
+        narrow, acc = ("np.int8", "i32") if in_t == "i32" else ("np.float16", "f32")
+        raise UnsupportedError(f"mmaflow has no matrix instruction for {a.dtype} inputs; it multiplies "
+                               f"{', '.join(OUT_DTYPES)}",
+                               hint=f"convert A and B first, e.g. matmul(a.astype({narrow}), b.astype({narrow}), "
+                                    f"...){' (or ml_dtypes.bfloat16)' if acc == 'f32' else ''}: "
+                                    f"the product accumulates and returns in {acc}")
+    if out_t not in OUT_DTYPES[in_t]:
         raise InputError(f"out_dtype {out_t!r} with {in_t} inputs: mmaflow stores "
                          f"{' or '.join(OUT_DTYPES.get(in_t, ()))}")
     from mmaflow.runtime.numerics import DTYPES

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from mmaflow.compiler.core.errors import InputError
+from mmaflow.compiler.core.errors import Exit, InputError, plural
 from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
 from mmaflow.runtime.simulate import fp8_tensor_core
@@ -107,38 +107,59 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
             for race in d["races"]:
                 print(f"  race: {race}")
     failed = not check.passed or (stats is not None and stats.races)
-    return 1 if failed else 0
+    return Exit.FAILED if failed else Exit.OK
 
 
-def _progress(name: str):
-    """A progress callback for long executor runs: workgroups done and time left, on a terminal."""
-    if not sys.stderr.isatty():
+PROGRESS_SECONDS = 0.5  # the shortest interval between two progress lines on a terminal
+
+
+def _progress(name: str, stream=None):
+    """A progress callback for long executor runs: the share of the workgroups done and the time
+    left, on a terminal only, rewritten in place at most every ``PROGRESS_SECONDS`` (the executor
+    ticks after every K-loop iteration, ``Kernel.run``)."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
         return None
     import time
     start = time.perf_counter()
+    shown = [start, -1.0]  # when the last line was shown, and its count
 
-    def show(done: int, total: int) -> None:
-        spent = time.perf_counter() - start
+    def show(done: float, total: int) -> None:
+        now = time.perf_counter()
+        if done == shown[1] or (done < total and now - shown[0] < PROGRESS_SECONDS):
+            return
+        shown[:] = [now, done]
+        spent = now - start
         left = spent / done * (total - done) if done else 0.0
-        end = "\n" if done == total else ""
-        print(f"\r  {name}: {done}/{total} workgroups, {left:.0f} s left   ", end=end, file=sys.stderr, flush=True)
+        end = "\n" if done >= total else ""
+        print(f"\r  {name}: {100 * done / total:.0f}% of {total} workgroups, {spent:.0f} s spent, {left:.0f} s left   ",
+              end=end, file=stream, flush=True)
     return show
 
 
 def _run_on_executor(args, source: str, options, source_name: str) -> int:
     """Every dispatch of the module: taken ones checked on the lane executor, left ones listed."""
     from mmaflow.compiler.driver.bridge import codegen_module
-    from mmaflow.runtime.model_check import check_executable, estimate_seconds
-    res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=False)
+    from mmaflow.runtime.model_check import check_executable, check_sizes, estimate_seconds
+    # a module with nothing taken is refused, as `mmaflow compile` refuses it (nothing to check)
+    res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=True)
     for line in res.log:
         if not line.startswith(("mmaflow: taken", "mmaflow: left")):
             print(line, file=sys.stderr)
     sample = getattr(args, "sample", 0) or 0
     taken = res.taken
-    total_estimate = sum(estimate_seconds(e, sample) for e in taken)
+    dims = getattr(args, "dims", None)
+    run_sizes = {}  # each taken dispatch's run-time sizes, checked before anything is printed or run
+    for exe in taken:
+        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
+            run_sizes[exe.name] = {"dims": dims} if dims else None
+            check_sizes(exe, run_sizes[exe.name])
+        else:
+            run_sizes[exe.name] = _parse_dims(dims, exe.facts.problem)
+    total_estimate = sum(estimate_seconds(e, sample, run_sizes[e.name]) for e in taken)
     if total_estimate > 60 and not sample:
         print(f"mmaflow run: the lane executor needs about {total_estimate:.0f} s for "
-              f"{len(taken)} dispatch(es); --sample N checks N workgroups of each (corners and random ones)",
+              f"{plural(len(taken), 'dispatch')}; --sample N checks N workgroups of each (corners and random ones)",
               file=sys.stderr)
     report, failed = [], False
     out = (lambda *a: None) if args.json else print
@@ -150,11 +171,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
             out(f"  left  {exe.name}: {reason}")
             report.append({"executable": exe.name, "taken": False, "reason": reason})
             continue
-        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
-            sizes = {"dims": args.dims} if getattr(args, "dims", None) else None
-        else:
-            sizes = _parse_dims(getattr(args, "dims", None), exe.facts.problem)
-        checks = check_executable(exe, seed=args.seed, sample=sample, sizes=sizes,
+        checks = check_executable(exe, seed=args.seed, sample=sample, sizes=run_sizes[exe.name],
                                   progress=_progress(exe.name))
         for c in checks:
             failed |= not c.passed
@@ -175,7 +192,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     verdict = "FAIL" if failed else "PASS"
     out(f"mmaflow run: {verdict}: {sum(1 for r in report if r.get('taken') and r['passed'])} of "
           f"{sum(1 for r in report if r.get('taken'))} checks passed, "
-          f"{sum(1 for r in report if not r.get('taken'))} dispatches left to IREE")
+          f"{plural(sum(1 for r in report if not r.get('taken')), 'dispatch')} left to IREE")
     if args.json:
         print(json.dumps({"target": args.target, "device": "sim", "dispatches": report}, default=str, indent=1))
-    return 1 if failed else 0
+    return Exit.FAILED if failed else Exit.OK

@@ -188,6 +188,10 @@ class State:
         self.async_open: list = []
         self.async_groups: list = []
         self.in_flight: dict = {}
+        # progress within a batch (``Kernel.run``): called with the share of an outermost loop's
+        # iterations done, after each of them; ``loop_depth`` tells the outermost loops apart
+        self.tick = None
+        self.loop_depth = 0
 
     def active(self) -> np.ndarray:
         return np.ones(self.L, bool) if self.mask is None else self.mask
@@ -292,7 +296,8 @@ class Kernel:
             workgroups=None, progress=None) -> Stats:
         """Run every workgroup of the grid, or only the linear ids in ``workgroups`` (a sample:
         each workgroup computes its own output tile). ``progress(done, total)`` is called after
-        each batch. With thread block clusters (``nvvm.cluster_dim``) a sample grows to the whole
+        each batch, and within one after each iteration of its outermost loop (the K loop; ``done``
+        then counts the batch's workgroups in fractions, ``_batch_ticks``). With thread block clusters (``nvvm.cluster_dim``) a sample grows to the whole
         clusters its ids belong to (``whole_clusters``; ``self.ran`` lists what ran), and a batch
         holds whole clusters."""
         self.bindings = bindings
@@ -312,6 +317,8 @@ class Kernel:
         per = max(n, per // n * n)  # whole clusters per batch
         for first in range(0, len(ids), per):
             st = State(self, ids[first:first + per])
+            if progress is not None:
+                st.tick = _batch_ticks(progress, first, len(st.wg_local) // self.workgroup_size, len(ids))
             try:
                 _run_block(self.body, st)
             except _Return:
@@ -483,6 +490,22 @@ _ARITH = {
     "arith.sitofp": (None, "cast"), "arith.uitofp": (None, "cast"), "arith.fptosi": (None, "cast"),
     "arith.fptoui": (None, "cast"),
 }
+
+
+def _batch_ticks(progress, first: int, size: int, total: int):
+    """``State.tick`` for a batch of ``size`` workgroups after ``first``: ``progress`` with the
+    workgroups done counted in fractions, by the share of an outermost loop's iterations done
+    (the K loop), never going back: a shorter loop after it (a pipeline's drain) does not count."""
+    seen = [0, 0.0]  # the most iterations of an outermost loop so far, the share reported
+
+    def tick(share: float, iterations: int) -> None:
+        if iterations < seen[0]:
+            return
+        seen[0] = iterations
+        if share > seen[1]:
+            seen[1] = share
+            progress(first + size * share, total)
+    return tick
 
 
 def _run_block(body: list, st: State):
@@ -1365,12 +1388,20 @@ def _h_for(k, op):
         hi = _uniform(st.env[ub], "loop upper bound", op)
         s = _uniform(st.env[step], "loop step", op)
         carried = [st.env[i] for i in inits]
-        for iv in range(lo, hi, s):
-            st.env[args[0]] = np.asarray([iv], np.int64)
-            for a, v in zip(args[1:], carried):
-                st.env[a] = v
-            _run_block(body[:-1], st)
-            carried = [st.env[y] for y in yields]
+        tick = st.tick if st.loop_depth == 0 else None  # an outermost loop (the K loop) reports progress
+        steps = range(lo, hi, s)
+        st.loop_depth += 1
+        try:
+            for i, iv in enumerate(steps):
+                st.env[args[0]] = np.asarray([iv], np.int64)
+                for a, v in zip(args[1:], carried):
+                    st.env[a] = v
+                _run_block(body[:-1], st)
+                carried = [st.env[y] for y in yields]
+                if tick is not None:
+                    tick((i + 1) / len(steps), len(steps))
+        finally:
+            st.loop_depth -= 1
         for o, v in zip(outs, carried):
             st.env[o] = v
     return run

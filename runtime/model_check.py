@@ -409,8 +409,9 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
                      len(chosen) if chosen is not None else total, total, stats.seconds, stats)
 
 
-def estimate_seconds(exe, sample: int = 0) -> float:
-    """A full run's executor time from the problem size (or the sample's share of it)."""
+def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
+    """A full run's executor time from the problem size (or the sample's share of it); a
+    dynamic dimension's size from ``sizes`` (``--dims``: the run-time size), else 4096."""
     if exe.facts.is_attention:  # QK^T and PV: two products of batch x M x K2 x D multiply-adds
         a = exe.facts.problem.attention
         macs = 2 * int(np.prod(a.batch)) * a.m * a.k2 * a.k1
@@ -419,22 +420,31 @@ def estimate_seconds(exe, sample: int = 0) -> float:
             macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
         return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem
-    macs = (p.batch or 1) * (p.m or 4096) * (p.n or 4096) * (p.k or 4096)
+    def size(d, unknown):
+        given = (sizes or {}).get(d, getattr(p, d))
+        return unknown if given is None else given
+    batch, m, n, k = size("batch", 1), size("m", 4096), size("n", 4096), size("k", 4096)
+    macs = batch * m * n * k
     if sample:
         cfg = exe.facts.config
-        tiles = -(-(p.m or 4096) // cfg.tile_m) * -(-(p.n or 4096) // cfg.tile_n) * (p.batch or 1)
+        tiles = -(-m // cfg.tile_m) * -(-n // cfg.tile_n) * batch
         macs = macs * min(1.0, sample / max(tiles, 1))
     return macs / EXECUTOR_MACS_PER_SECOND
+
+
+def check_sizes(exe, sizes: dict | None) -> None:
+    """Refuse run-time sizes a dispatch cannot take (before anything runs)."""
+    if exe.facts.is_attention and sizes:
+        raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
 
 
 def check_executable(exe, *, seed: int = 0, sample: int = 0, sizes: dict | None = None,
                      progress=None) -> list[SiteCheck]:
     """Every call site of one taken executable (``pipeline.ExecutableResult`` with its source)."""
+    check_sizes(exe, sizes)
     front = FrontDispatch(parse_module(exe.source, new_context(), source=exe.name))
     handed = parse_module(exe.text, new_context(), source=exe.name)
     if exe.facts.is_attention:
-        if sizes:
-            raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
         sites = call_sites(front.func)
         return [check_attention_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed,
                                      sample=sample, progress=progress)

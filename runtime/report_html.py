@@ -5,7 +5,9 @@ find it): the problem, the config and why the heuristic chose it, the kernel pla
 instruction's A, B and C register layouts as coloured grids (register and half x lane, one colour
 per row of the tile, lighter by column); the LDS tiles with their bank maps and the lane
 executor's conflict counts per copy and fragment op; registers, spills, LDS and occupancy; the
-instruction mix; the K loop of the final ISA with matrix instructions, waits and barriers marked.
+instruction mix; the K loop of the final ISA with matrix instructions, waits and barriers marked
+(the loop holding the matrix instructions; where K is unrolled, a note saying so). First, a short
+"how to read this page" section.
 Every figure beside IREE's default pipeline on the same module. No scripts, no network: inline
 CSS only.
 """
@@ -37,6 +39,30 @@ overflow:auto;margin:4px 0} .mma{background:#ffe08a;font-weight:600} .wait{backg
 """
 
 
+HOW_TO_READ = """<section id="how-to-read"><h2>How to read this page</h2><ul>
+<li>One part per dispatch mmaflow compiled (dispatches left to IREE are listed first). Each figure of
+mmaflow's kernel stands beside IREE's default pipeline on the same module.</li>
+<li><b>Problem and config</b>: the matmul, the config the heuristic chose (tile, waves or warps, the
+matrix instruction) and why; the kernel plan the later stages follow.</li>
+<li><b>Register layouts</b>: one table per operand of the matrix instruction; columns are lanes (in
+blocks of 32), rows are registers (16-bit elements: register halves). A cell <code>r_c</code> is the
+element at row r, column c of the instruction's tile that this lane holds there; one colour per tile
+row, lighter along the columns; a hatched <code>-</code>: nothing there. Hover a cell for its
+lane and register.</li>
+<li><b>LDS tiles</b>: the first rows of each shared-memory tile, one cell per 4-byte word, labelled and
+coloured by its bank; hatched cells are padding. The table below counts the accesses and
+bank-conflict cycles per LDS operation, measured by the lane executor on a sampled workgroup
+(0 conflict cycles: every access conflict-free).</li>
+<li><b>Registers, spills, LDS, occupancy</b>: from the final ISA (NVIDIA registers from ptxas);
+spills are marked red.</li>
+<li><b>Instruction mix</b>: instruction counts by kind, in the whole kernel and inside the K loop.</li>
+<li><b>The K loop</b>: the loop of the final ISA that holds the matrix instructions, numbered, with
+matrix instructions, waits, barriers, global and LDS accesses marked. Where a compiler unrolled K
+(small K) no loop holds matrix instructions: the page says so instead of showing another loop (a
+store or copy loop), and the K-loop counts are "-".</li>
+</ul></section>"""
+
+
 def _e(x) -> str:
     return html.escape(str(x))
 
@@ -54,11 +80,18 @@ def _bank_colour(bank: int, banks: int) -> str:
     return f"#{int(r * 255):02x}{int(g * 255):02x}{int(b * 255):02x}"
 
 
-def register_grid(layout, element_bits: int, max_lanes: int = 64) -> str:
-    """The seed-style VGPR view as a table: rows = registers (and 16-bit halves), columns =
-    lanes, each cell the tile element (row_col) that lane holds there."""
-    per_reg = max(1, 32 // element_bits)
+def register_grid(layout, element_bits: int, max_lanes: int = 64, lanes_per_block: int = 32) -> str:
+    """The seed-style VGPR view as tables: rows = registers (and 16-bit halves), columns =
+    lanes, each cell the tile element (row_col) that lane holds there. Every lane is shown: a
+    wave of 64 (or a warpgroup's 128 threads) wraps into blocks of ``lanes_per_block`` lanes, one
+    table each, so the page needs no sideways scrolling."""
     lanes = list(range(min(layout.wave_size, max_lanes)))
+    return "\n".join(_register_block(layout, element_bits, lanes[i:i + lanes_per_block])
+                     for i in range(0, len(lanes), lanes_per_block))
+
+
+def _register_block(layout, element_bits: int, lanes: list[int]) -> str:
+    per_reg = max(1, 32 // element_bits)
     cells: dict = {}
     for lane in lanes:
         for e in range(layout.elements):
@@ -111,10 +144,28 @@ def _classify(line: str) -> str:
     return ""
 
 
-def isa_listing(lines: list[str], pid: str) -> str:
-    """The K loop's instructions, numbered, with matrix ops, waits, barriers and memory ops marked."""
+def k_loop(rep) -> list[str] | None:
+    """The K loop's instructions: the loop the ISA parser found, if it holds matrix instructions.
+    A compiler that unrolls K (IREE at small K) leaves no such loop; the loop found is then
+    another (a store or copy loop), not a K loop."""
+    if rep is None or not rep.loop_listing or not rep.loop_counts.get("matrix", 0):
+        return None
+    return rep.loop_listing
+
+
+def unrolled_note(rep, who: str) -> str:
+    """What a kernel without a K loop does instead, in words."""
+    other = (f"; the loop it has ({len(rep.loop_listing)} instructions) holds none: a store or copy loop, not "
+             f"shown" if rep.loop_listing else "")
+    return (f"{who} unrolled K: no loop of its ISA holds matrix instructions (its {rep.counts.get('matrix', 0)} "
+            f"run in straight-line code){other}")
+
+
+def isa_listing(lines: list[str], pid: str, unrolled: str | None = None) -> str:
+    """The K loop's instructions, numbered, with matrix ops, waits, barriers and memory ops marked;
+    ``unrolled`` says why there is none."""
     if not lines:
-        return f'<pre class="isa" id="{pid}">(no K loop found in the ISA)</pre>'
+        return f'<pre class="isa" id="{pid}">{_e(unrolled or "(no K loop found in the ISA)")}</pre>'
     body = []
     for i, line in enumerate(lines):
         cls = _classify(line)
@@ -128,6 +179,8 @@ def _resource_table(mine, base) -> str:
     for key, label in ROWS:
         a = getattr(mine, key)
         b = getattr(base, key) if base is not None else None
+        if key == "matrix_behind_lds_wait":  # a K-loop figure: none where K is unrolled
+            a, b = (a if k_loop(mine) else None), (b if k_loop(base) else None)
         warn = ' class="warn"' if key.endswith("spills") and a else ""
         out.append(f'<tr><td class="l">{_e(label)}</td><td{warn} data-key="{key}">{_e("-" if a is None else a)}</td>'
                    f"<td>{_e('-' if b is None else b)}</td></tr>")
@@ -135,11 +188,16 @@ def _resource_table(mine, base) -> str:
 
 
 def _mix_table(mine, base) -> str:
-    out = ['<table><tr><th class="l">instructions</th><th>mmaflow</th><th>in K loop</th>'
-           '<th>IREE default</th><th>in K loop</th></tr>']
+    def loop_head(rep):
+        return "in K loop" if rep is None or k_loop(rep) else "in K loop (none: K unrolled)"
+
+    def in_loop(rep, key):
+        return rep.loop_counts.get(key, 0) if k_loop(rep) else "-"
+    out = [f'<table><tr><th class="l">instructions</th><th>mmaflow</th><th>{loop_head(mine)}</th>'
+           f'<th>IREE default</th><th>{loop_head(base)}</th></tr>']
     for key in COUNT_ROWS:
-        vals = [mine.counts.get(key, 0), mine.loop_counts.get(key, 0)]
-        vals += [base.counts.get(key, 0), base.loop_counts.get(key, 0)] if base is not None else ["-", "-"]
+        vals = [mine.counts.get(key, 0), in_loop(mine, key)]
+        vals += [base.counts.get(key, 0), in_loop(base, key)] if base is not None else ["-", "-"]
         if any(v not in (0, "-") for v in vals):
             out.append(f'<tr><td class="l">{key}</td>' + "".join(f"<td>{v}</td>" for v in vals) + "</tr>")
     return "\n".join(out) + "</table>"
@@ -175,6 +233,7 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
            f"<h1>mmaflow report: {_e(source_name)} on {_e(target.name)}</h1>",
            f'<div class="sub">{_e(target.description)}; {len(compiled.taken)} of {len(compiled.executables)} '
            f"dispatches compiled by mmaflow, the rest by IREE</div>"]
+    out.append(HOW_TO_READ)
     left = [e for e in compiled.executables if not e.taken]
     if left:
         out.append('<h2 id="left">Dispatches left to IREE</h2><ul>' +
@@ -198,7 +257,7 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
         for op in ("A", "B", "C"):
             lay = intr.operand(op)
             out.append(f"<h3>{op}: {lay.rows}x{lay.cols}</h3>")
-            out.append('<div style="overflow-x:auto">' + register_grid(lay, TYPE_BITS[intr.element_type(op)]) + "</div>")
+            out.append(register_grid(lay, TYPE_BITS[intr.element_type(op)]))
         out.append("</section>")
         out.append(f'<section id="{kid}-lds"><h3>LDS tiles, banks and conflicts</h3>' +
                    _lds_section(exe, executor.get(exe.name), target) +
@@ -207,14 +266,16 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
                    + _resource_table(mine, base) + "</section>")
         out.append(f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the K loop)</h3>'
                    + _mix_table(mine, base) + "</section>")
-        theirs = base.loop_listing if base else []
+        ours, theirs = k_loop(mine) or [], k_loop(base) or []
         out.append(f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
                    '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
                    '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
-                   f"<div><b>mmaflow</b> ({len(mine.loop_listing)} instructions)"
-                   + isa_listing(mine.loop_listing, f"{kid}-kloop-mmaflow") + "</div>"
+                   f"<div><b>mmaflow</b> ({len(ours)} instructions)"
+                   + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow")) + "</div>"
                    f"<div><b>IREE default</b> ({len(theirs)} instructions)"
-                   + isa_listing(theirs, f"{kid}-kloop-iree") + "</div></div></section>")
+                   + isa_listing(theirs, f"{kid}-kloop-iree",
+                                 unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)")
+                   + "</div></div></section>")
     out.append("</body></html>")
     return "\n".join(out)
 

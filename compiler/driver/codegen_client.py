@@ -18,7 +18,8 @@ process itself; so does a tool whose server cannot be reached, saying so.
 
 Loud: iree-compile keeps a tool's stderr to itself (a temporary file, shown only as a path when
 the tool fails), so the tool writes its decisions -- taken / left with the reason, the config,
-errors -- to iree-compile's own stderr (``/proc/<iree-compile>/fd/2``), one write per executable.
+errors -- to iree-compile's own stderr (``/proc/<iree-compile>/fd/2``; a regular file through the
+open file iree-compile writes with, so that later output does not overwrite them), one write per executable.
 ``--quiet`` turns that off; ``MMAFLOW_CODEGEN_LOG=FILE`` appends them to a file instead.
 """
 
@@ -211,8 +212,10 @@ def announce(lines: list[str], quiet: bool) -> None:
     text = "".join(line + "\n" for line in lines).encode()
     target = os.environ.get(LOG_ENV)
     path = target or f"/proc/{os.getppid()}/fd/2"
+    fd = None if target else _shared_stderr(path)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | (os.O_CREAT if target else 0), 0o644)
+        if fd is None:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | (os.O_CREAT if target else 0), 0o644)
     except OSError:
         sys.stderr.buffer.write(text)  # not Linux, or no access: at least iree-compile's stderr file
         return
@@ -220,6 +223,49 @@ def announce(lines: list[str], quiet: bool) -> None:
         os.write(fd, text)
     finally:
         os.close(fd)
+
+
+def _shared_stderr(path: str) -> int | None:
+    """iree-compile's stderr itself, when it is a regular file: a descriptor on the same open file
+    (pidfd_getfd), so that the lines advance the offset iree-compile and its shell write at.
+    Opening ``/proc/<pid>/fd/2`` gives a new open file with an offset of its own: O_APPEND puts
+    the lines at the end, but a shell that writes on (``sh -c '...; iree-compile ...; echo after'
+    > log 2>&1``) writes at its own offset, over them. None for a pipe or terminal (opening it
+    anew writes into the same stream), or where the kernel refuses (no pidfd_getfd, ptrace
+    restricted): then the file is opened anew, appending -- safe when the shared file is itself in
+    append mode (``>>``, or ``mmaflow flags`` run with the same stderr, which sets it)."""
+    try:
+        import stat
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        import ctypes
+        pidfd = os.pidfd_open(os.getppid())
+    except (OSError, AttributeError, ImportError):
+        return None
+    try:
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
+        syscall.restype = ctypes.c_long
+        fd = syscall(ctypes.c_long(438), ctypes.c_int(pidfd), ctypes.c_int(2), ctypes.c_uint(0))  # pidfd_getfd
+        return fd if fd >= 0 else None
+    except (OSError, AttributeError):
+        return None
+    finally:
+        os.close(pidfd)
+
+
+def share_stderr_appending() -> None:
+    """Put this process's stderr in append mode when it is a regular file (``mmaflow flags`` in
+    ``sh -c '...; iree-compile ... $(mmaflow flags ...); ...' > log 2>&1``): the mode belongs to the
+    open file that the shell and iree-compile share, so the hook tool's lines, which may reach the
+    file only through an open file of their own, are appended after what they wrote and they
+    append after them -- nothing overwrites them."""
+    import fcntl
+    import stat
+    try:
+        if stat.S_ISREG(os.fstat(2).st_mode):
+            fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_APPEND)
+    except OSError:
+        pass
 
 
 def _in_process(argv: list[str], text: str | None = None) -> int:

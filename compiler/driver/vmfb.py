@@ -51,6 +51,21 @@ def ptx_text(blob: bytes) -> str:
     raise InputError("the CUDA executable's PTX string has no valid length prefix")
 
 
+def built_archs(vmfb: bytes) -> set[str]:
+    """The GPU architectures a .vmfb's executables were built for, read from them: the ``.target``
+    of a CUDA executable's PTX (``sm_80``), the ``amdhsa.target`` of a ROCm executable's HSACO
+    (``...-amdhsa-unknown-gfx942``). Executables of other formats add nothing."""
+    import re
+    archs = set()
+    for name, blob in executables(vmfb).items():
+        if "_cuda_" in name:
+            m = re.search(r"^\s*\.target\s+(sm_\w+)", ptx_text(blob), re.M)
+            archs |= {m.group(1)} if m else set()
+        else:
+            archs |= {a.decode() for a in re.findall(rb"amdhsa-[a-z]*-?(gfx[0-9a-f]+)", blob)}
+    return archs
+
+
 def compare(user: bytes, ours: bytes) -> list[str]:
     """Executables that differ between two .vmfb files (empty: identical)."""
     a, b = executables(user), executables(ours)
@@ -75,6 +90,12 @@ def verify_command(args, source: str) -> int:
     if not path.is_file():
         raise InputError(f"no such .vmfb: {args.vmfb}")
     user = path.read_bytes()
+    archs = built_archs(user)
+    if archs and target.iree_arch not in archs:  # built for another GPU: say which, before building anything
+        from mmaflow.compiler.driver.targets import TARGETS
+        names = sorted({next((t.name for t in TARGETS.values() if t.iree_arch == a), a) for a in archs})
+        raise VerificationError(f"{args.vmfb} was built for {', '.join(names)}, not {target.name}",
+                                hint=f"verify it with --target {names[0]}, or build it for {target.name}")
     res = compile_module(source, target.name, source_name=args.source, extra_flags=args.iree_flag or [],
                          options=CodegenOptions(target=target.name))
     problems = compare(user, res.vmfb)
@@ -108,7 +129,8 @@ def verify_command(args, source: str) -> int:
         print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
               f"{exe.facts.problem.describe()}", file=sys.stderr)
     left = [e.name for e in res.executables if not e.taken]
-    print(f"mmaflow verify: {path.name} holds mmaflow's verified kernels for {len(res.taken)} dispatches "
+    from mmaflow.compiler.driver.errors import plural
+    print(f"mmaflow verify: {path.name} holds mmaflow's verified kernels for {plural(len(res.taken), 'dispatch')} "
           f"(byte-identical executables{', PTX checked in the file' if ptx is not None else ''}); "
           f"{len(left)} left to IREE")
     return 0

@@ -13,7 +13,7 @@ from mmaflow.compiler.core import attrs
 
 from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.config import KernelConfig
-from mmaflow.compiler.kernels.registry import resolve  # the families, asked in order
+from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.core.errors import MmaflowError
 
 NAME = "configure"

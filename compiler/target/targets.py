@@ -196,6 +196,10 @@ class Target:
             for w in all_wgmma():
                 if w.name == name:
                     return w
+            if not any(i.name == name for i in CATALOGUE[self.family.value]):
+                names = ", ".join(i.name for i in CATALOGUE[self.family.value] + WGMMA_CATALOGUE)
+                raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names} (warpgroup "
+                                       f"MMAs: any N = 8..256 step 8)")
         return self.intrinsic(name)
 
     def waves_per_simd(self, wave_size: int, vgprs: int, agprs: int = 0) -> int | None:
