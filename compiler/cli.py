@@ -76,7 +76,7 @@ def _check_dump_dir(path: str | None) -> None:
 def _check_dump_after(value: str | None) -> None:
     if value is None:
         return
-    from mmaflow.compiler.pipeline import DUMP_POINTS
+    from mmaflow.compiler.pipeline.pipeline import DUMP_POINTS
     if value not in DUMP_POINTS + ["all"]:
         raise InputError(f"unknown stage {value!r} for --dump-after; stages: {', '.join(DUMP_POINTS)}, all")
 
@@ -368,7 +368,7 @@ def cmd_opt(args) -> int:
     from iree.compiler import ir
 
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
-    from mmaflow.compiler.pipeline import STAGE_NAMES, codegen_executable, stages_from
+    from mmaflow.compiler.pipeline.pipeline import STAGE_NAMES, codegen_executable, stages_from
     from mmaflow.compiler.pipeline.runner import print_versions, split_versions
     for s in (args.from_stage, args.to_stage):
         if s is not None and s not in STAGE_NAMES:

@@ -92,7 +92,7 @@ def verify_command(args, source: str) -> int:
     user = path.read_bytes()
     archs = built_archs(user)
     if archs and target.iree_arch not in archs:  # built for another GPU: say which, before building anything
-        from mmaflow.compiler.driver.targets import TARGETS
+        from mmaflow.compiler.target.targets import TARGETS
         names = sorted({next((t.name for t in TARGETS.values() if t.iree_arch == a), a) for a in archs})
         raise VerificationError(f"{args.vmfb} was built for {', '.join(names)}, not {target.name}",
                                 hint=f"verify it with --target {names[0]}, or build it for {target.name}")
@@ -129,7 +129,7 @@ def verify_command(args, source: str) -> int:
         print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
               f"{exe.facts.problem.describe()}", file=sys.stderr)
     left = [e.name for e in res.executables if not e.taken]
-    from mmaflow.compiler.driver.errors import plural
+    from mmaflow.compiler.core.errors import plural
     print(f"mmaflow verify: {path.name} holds mmaflow's verified kernels for {plural(len(res.taken), 'dispatch')} "
           f"(byte-identical executables{', PTX checked in the file' if ptx is not None else ''}); "
           f"{len(left)} left to IREE")
