@@ -480,7 +480,7 @@ def test_verify_refuses_a_kernel_without_the_cluster_shape():
     (dict(cluster=2, producer=1, copy="tma-wide", persistent=2, m=384), "3 tile rows of 128 .* do not pair up"),
     (dict(cluster=2, producer=1, copy="tma-wide", persistent=4, n=768), "grid of 3 workgroups .* not whole clusters"),
     (dict(cluster=2, producer=1, copy="tma-wide", persistent=4, intrinsic="WGMMA_F32_64x64x16_F16"),
-     r"B: 1 boxes per K tile do not share out between 2 workgroups \(copy=tma issues 8-K-line boxes"),
+     r"B: 1 boxes per K tile do not share out between 2 workgroups \(copy=tma: 8-K-line boxes"),
 ])
 def test_cluster_refusals(over, match):
     over = dict(over)

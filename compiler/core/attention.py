@@ -15,7 +15,7 @@ as such a tensor, computed outside it: from the dispatch alone a causal mask can
 any other, and the description says so rather than guess.
 
 Select takes an attention dispatch that mmaflow's flash-attention kernel (``kernels/attention/nvidia.py``,
-``kernels/attention/amd.py``, issue 15) supports on an NVIDIA or AMD target and records it as an ``AttentionDispatch`` (this
+``kernels/attention/amd.py``) supports on an NVIDIA or AMD target and records it as an ``AttentionDispatch`` (this
 description plus where Q, K, V and O live); every other one is left to IREE with this
 description and the reason as the log line.
 """

@@ -8,7 +8,7 @@
   the device and the dispatch's workload: dynamic sizes are ceil-divided by their tiles there.
 - NVIDIA: ``nvvm.minctasm = 1`` (``.minnctapersm 1``): ptxas may use up to 255 registers
   instead of aiming at 2 blocks per SM by itself (ptxas 12.9 for sm_90a spilled a 128x128-tile
-  kernel at 128 registers; docs/BENCHMARKS.md run 7).
+  kernel at 128 registers).
 - targets IREE 3.13 cannot describe (sm_90a) get the variant's target attribute rewritten.
 """
 

@@ -106,7 +106,7 @@ class Assemble:
     def instructions(self) -> int:
         """The same whole register in every lane: 0 (a renaming). Else one select per extra
         source of each half (``v_cndmask_b16`` writes one half of a register on gfx11; what
-        ``convert_emit`` emits and LLVM makes of it, docs/BENCHMARKS.md), or, when every lane
+        ``convert_emit`` emits and LLVM makes of it, lit_tests/isa/conversion.test), or, when every lane
         takes both halves from the same places, one pack (``v_perm_b32`` / ``v_pack_b32_f16``)."""
         whole = {lo[:2] for lo, hi in self.halves if lo[:2] == hi[:2] and (lo[2], hi[2]) == (0, 1)}
         if len(whole) == 1 and all(lo[:2] == hi[:2] and (lo[2], hi[2]) == (0, 1) for lo, hi in self.halves):

@@ -10,7 +10,7 @@ id decomposes as LaneX (fastest), LaneY, LaneZ; the per-lane element index decom
 layout's own ``vector_order``. Batch dimensions are instruction instances, not lanes: a wave tile
 larger than one instruction adds them (``compose``).
 
-Worked example (the seed's mma.sync m16n8k16 A operand, NVIDIA):
+Worked example (the mma.sync m16n8k16 A operand, NVIDIA):
 
     rows = LaneY(8) . VectorZ(2)                 -> row = LaneY + 8*VectorZ
     cols = VectorX(2) . LaneX(4) . VectorY(2)    -> col = VectorX + 2*LaneX + 8*VectorY

@@ -25,7 +25,7 @@ class Seed:
 
 @dataclass(frozen=True)
 class SeedTable:
-    """Base of the seed tables: every field a ``Seed`` with its provenance."""
+    """Base class of every seed table: every field a ``Seed`` with its provenance."""
 
     def __post_init__(self):
         for f in fields(self):
@@ -56,7 +56,7 @@ class HopperWgmmaSeeds(SeedTable):
     fp8_shapes: Seed  # (N, tile_m) for fp8 (N <= 128: accumulator + two K tiles' partials in 255 registers)
     fp8_producer: Seed  # fp8 in 128-row tiles: warp-specialized (a producer warpgroup) by default
     producer_tile_m: Seed  # tiles of two MMA warpgroups: the producer warpgroup pays only there
-    producer_max_tiles: Seed  # f16/bf16 warp-specialized where its persistent grid runs 2 to this many tiles
+    producer_max_tiles: Seed  # f16/bf16 warp-specialized where its persistent grid has 2 to this many tiles
     persistent_min_waves: Seed  # a persistent grid from this many waves of whole tiles
 
 

@@ -1,9 +1,9 @@
-"""Flash attention on AMD matrix cores (issue 15): CDNA MFMA (gfx942, gfx950), RDNA4 WMMA
+"""Flash attention on AMD matrix cores (docs/kernels/flash_attention.md): CDNA MFMA (gfx942, gfx950), RDNA4 WMMA
 (gfx1201), RDNA3 WMMA wave32 (gfx1100). The plan checks and the bindings are
 ``kernels/attention/nvidia.py``'s; this module holds what differs: the plan's AMD part and the kernel.
 
 Which way round. ``convert.attention_plans`` prices P's C -> A move for S = Q K^T and for
-S^T = K Q^T (docs/BENCHMARKS.md, "Attention's P"): on these targets S = Q K^T needs 8-32
+S^T = K Q^T (docs/kernels/flash_attention.md, "AMD"): on these targets S = Q K^T needs 8-32
 ``ds_bpermute_b32`` (MFMA, RDNA4) or 64 (RDNA3) per 16 x 16 P tile, S^T = K Q^T none on MFMA
 and RDNA4 and 4 ``v_permlanex16_b32`` (no LDS pipe) on RDNA3. So the kernel computes S^T. With S^T
 in C's layout a lane holds keys along rows and one query column. Two ways on from there:
@@ -137,7 +137,7 @@ def plan_parts(tgt: Target, elem: str, head_dim: int):
     # The next tile's K and V chunks held in registers during this one (2 x head dim x 64 x 2
     # bytes over the workgroup: 16 VGPRs a lane on MFMA's 256 threads at head dim 64, 32 at 128;
     # 32 / 64 on WMMA's 128), except where the kernel already needs about all 256 VGPRs (RDNA at
-    # head dim 128, measured: docs/BENCHMARKS.md).
+    # head dim 128, measured in the final ISA: docs/kernels/flash_attention.md, "AMD").
     prefetch = not (intr.wave_size == 32 and head_dim == 128)
     return intr, conv, k_frags, v_frags, column, pad, k_copy_order(tgt.lds_banks, head_dim, head_dim + pad), \
         prefetch

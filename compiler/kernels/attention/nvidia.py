@@ -1,4 +1,4 @@
-"""Flash attention on NVIDIA ``mma.sync`` (issue 15): one kernel, planned as data, built through
+"""Flash attention on NVIDIA ``mma.sync`` (docs/kernels/flash_attention.md): one kernel, planned as data, built through
 the bindings.
 
 O = softmax(Q K^T * scale + mask) V for static shapes (batch B, M queries, K2 keys, head dims K1

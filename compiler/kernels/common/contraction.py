@@ -548,7 +548,7 @@ class Rewriter:
 
         The main loop copies only tiles whole within K, so its copies check only the M or N
         axis and their addresses stay affine in the K index (LLVM strength-reduces them to
-        pointer increments; BENCHMARKS run 9); K = 0 needs no guard (both loops are empty).
+        pointer increments; measured faster on the H100); K = 0 needs no guard (both loops are empty).
 
         AMD: the copies of one stage (raw buffer loads, bounds and transposes as there), the
         tiles in flight in registers (``iter_args``), two LDS slots (tile i in slot i % 2;
@@ -764,7 +764,7 @@ class Rewriter:
         # Fragments one K step ahead: step kk+1's reads are issued before step kk's matrix
         # instructions, which then wait only for reads that had a whole step to land. On AMD a
         # sched_barrier holds that order (LLVM's scheduler sinks each read next to its use,
-        # putting half the WMMAs right behind an LDS wait: docs/BENCHMARKS.md, AMD tables).
+        # putting half the WMMAs right behind an LDS wait: docs/PERFORMANCE.md, AMD).
         cur = fragments(0)
         for kk in range(bk):
             if kk and self.vendor is Vendor.AMD:
@@ -825,7 +825,7 @@ class Rewriter:
                 val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
             return em.convert(val, out_elem, signed=not intr.unsigned_a), r, cidx
 
-        if ep.lane_pairs:  # runs 8 columns apart merged across lanes l, l ^ 1 (plan.store_pairs)
+        if ep.lane_pairs:  # 8-column-apart runs merged across lanes l, l ^ 1 (plan.store_pairs)
             odd = em.lt(em.const(0), em.rem(col_l, 4))  # col_l = 2 (l % 4): lane l is odd
             shift = em.select(odd, em.const(6), em.const(0))  # the odd lane stores at c + 8 + 4 (l % 4 / 2)
             for lo, hi in ep.pairs:

@@ -279,10 +279,10 @@ class Emitter:
         """nvgpu.device_async_copy: ``n`` elements global -> shared. By default PTX cp.async.ca,
         through L1: for the mma.sync kernel's padded tiles on the H100 the L1-bypassing form
         (cp.async.cg) cost 10.5 shared-memory wavefronts per 16-byte copy instead of 4, and
-        4096^3 / 8192^3 ran 404 / 431 TFLOP/s with it against 422 / 456 without (BENCHMARKS run
-        9). ``bypass_l1`` (``bypassL1``, cp.async.cg 16 bytes) is the wgmma kernel's: its
-        128B-swizzled slots take whole lines, and there .ca measured 558 / 578 TFLOP/s against
-        .cg's 650 / 663 in the same run (run 11). ``valid`` false: 0 source elements (the chunk is
+        4096^3 / 8192^3 ran 404 / 431 TFLOP/s with it against 422 / 456 without (docs/PERFORMANCE.md,
+        Tried, did not pay). ``bypass_l1`` (``bypassL1``, cp.async.cg 16 bytes) is the wgmma
+        kernel's: its 128B-swizzled slots take whole lines, and there .ca measured 558 / 578 TFLOP/s
+        against .cg's 650 / 663 on the H100. ``valid`` false: 0 source elements (the chunk is
         zero-filled, nothing is read) from index 0 in the positions ``zeroed`` (default: all; the
         others must then be in range whatever ``valid`` is). Returns the copy's token."""
         src_elems = []

@@ -4,7 +4,7 @@
 expands it with MLIR's rational approximation (three intervals of degree-4 P / Q, about 2.5e-7
 absolute error): per element one IEEE division (``div.rn.f32``, a multi-instruction sequence with
 a slow path) and 21 ``selp`` (the PTX of the 4096^3 bias + gelu matmul: 128 ``div.rn.f32`` and
-2688 ``selp.f32`` per thread, the kernel 85% of the plain matmul's speed on the H100, run 10).
+2688 ``selp.f32`` per thread, the kernel 85% of the plain matmul's speed on the H100).
 Here instead, branch-free, both pieces evaluated and one selected (``emit_erf``):
 
     |x| <  1   erf(x)  = x * P(x^2)                 P of degree 5
@@ -22,7 +22,7 @@ operand), +-inf give +-1.
 Accuracy, evaluated in f32 as emitted against ``math.erf`` in float64 (``erf_reference_f32``
 mirrors the op sequence with a correctly rounded 2^x; ``e2e_tests/test_fast_math.py`` checks it
 on a dense grid): absolute error at most 1.2e-7 on that grid, 1.33e-7 on every f32 with |x| <= 6
-(the same on an H100 with its ex2.approx: BENCHMARKS run 19, ``docs/bench/run19/scripts/erf_sweep.py``),
+(the same on an H100 with its ex2.approx, swept over those f32 values on the device),
 plus ex2.approx's relative error (below 2^-22) on erfc <= 0.16, i.e. at most 4e-8 more (IREE's own
 approximation: 2.5e-7),
 relative error at most 1.8e-7 for |x| < 1 (where erf is small) — the same absolute-error class as what IREE emits, far
@@ -49,15 +49,15 @@ exponent are then both NaN, which either lowering of ``arith.minimumf`` keeps). 
 instructions per element (abs, 11 fma, min, ex2, setp, sub, selp) where the erf above and the add
 took 24: the sm_90a bias + gelu -> f16 4096^3 kernel has 3363 PTX instructions per thread instead
 of 4259, all 896 fewer in its epilogue (fma.rn.f32 1536 -> 1408, mul.rn.f32 640 -> 384, selp.f32
-256 -> 128, ex2 128 either way; ptxas: 168 registers, no spills), and runs 1.9% faster on an H100
-(BENCHMARKS run 19, call 3).
+256 -> 128, ex2 128 either way; ptxas: 168 registers, no spills), and is 1.9% faster on an H100
+(docs/PERFORMANCE.md, Variants and fused epilogues).
 
 Its accuracy, evaluated in f32 as emitted (``one_plus_erf_reference_f32``, correctly rounded 2^x)
 against 1 + erf(u) in float64 on every f32 u with 2^-24 <= |u| <= 6: absolute error at most
 1.27e-7 (1.17e-7 on the test's grid), the class of the erf above (1.33e-7), plus ex2.approx's
 relative error times e, here on e up to 1 (u near 0) where the two-piece erf used ex2 only on
 erfc <= 0.16: by ex2.approx's specified 2^-22, 3.4e-7 at worst. Measured, the same sweep on an
-H100 with ``ex2.approx.ftz.f32`` (``erf_sweep.py`` above): 1.92e-7, where the erf above plus the
+H100 with ``ex2.approx.ftz.f32`` (the device sweep above): 1.92e-7, where the erf above plus the
 f32 add of 1 gives 1.87e-7 (IREE's erf alone: 2.5e-7). For u < 0 the result is erfc(|u|) itself,
 not 1 minus something: relative error at most 3.45e-6 (the same on the H100) down to u = -C (erfc(C) =
 2.6e-8), where 1 + (two-piece erf) cancels (relative error 1e-3 at u = -3, 0.04 at -3.5, 0.7 at

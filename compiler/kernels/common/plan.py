@@ -174,7 +174,7 @@ class EpiloguePlan:
             return ""
         bits = TYPE_BITS[self.stored_type]
         words = "one 32-bit word" if bits == 16 else f"{bits // 16} 32-bit words"
-        return (f"; lanes l and l ^ 1 swap {words} of each two runs 8 columns apart (shfl.bfly 1) and "
+        return (f"; lanes l and l ^ 1 swap {words} of each two 8-column-apart runs (shfl.bfly 1) and "
                 f"store 4 contiguous elements each ({bits // 2} bytes)")
 
 
@@ -200,10 +200,10 @@ def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[tuple,
     return tuple(pairs), tuple(item for key, item in items.items() if key not in paired)
 
 
-# Output element widths whose runs ``lane_pairs`` merges. Measured on the H200 (BENCHMARKS run
-# 18, kernel-only): 16-bit, 4096^3 cast -> f16 0.2042 -> 0.1887 ms (call 4); 32-bit (16-byte
-# stores), f32 out 4096^3 689.2 / 690.6 -> 700.6 / 701.6 TFLOP/s, 8192^3 727.0 / 727.5 -> 734.0,
-# unaligned 4000^3 644.1 -> 659.7 (call 5).
+# Output element widths whose runs ``lane_pairs`` merges. Measured on the H200 (kernel-only):
+# 16-bit, 4096^3 cast -> f16 0.2042 -> 0.1887 ms; 32-bit (16-byte stores), f32 out 4096^3
+# 689.2 / 690.6 -> 700.6 / 701.6 TFLOP/s, 8192^3 727.0 / 727.5 -> 734.0, unaligned 4000^3
+# 644.1 -> 659.7.
 PAIRED_BITS = (16, 32)
 
 
@@ -214,7 +214,7 @@ def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: 
     of ``PAIRED_BITS``, NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8
     columns across the 4 lanes of a quad, 2 each), an output whose N is whole 4-element groups
     (static tiles, or its row length a multiple of 4) and whose byte offset is a known multiple of
-    the 4-element store (its alignment). Measured on the H200 (BENCHMARKS run 18): a 4096^3
+    the 4-element store (its alignment). Measured on the H200: a 4096^3
     f16-out matmul spent more in its 4-byte stores (half-sector writes) than the f32-out one in
     its 8-byte stores. A 32-bit output with a ``fused`` epilogue keeps its 8-byte runs: the erf
     gelu -> f32 kernel on sm_90a spilled 128 bytes with the swap (``test_isa_quality``), and the

@@ -42,12 +42,11 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
                f"{problem.c_type} ({', '.join(c.name for c in candidates)})"))
     bits = TYPE_BITS[problem.a_type]
     if target.vendor is Vendor.NVIDIA:
-        # Measured on the H100 (docs/BENCHMARKS.md, run 2): 64x64 warp tiles beat 64x32 ones by
-        # 1.3x at 4096^3, once there are >= 2 256x128 workgroups per SM; with the LDS ring, in a
-        # 128x256 tile (2x4 warps) rather than 256x128 (4x2): 4096^3 359 -> 395 TFLOP/s, 8192^3
-        # 393 -> 412 (run 8).
+        # Measured on the H100: 64x64 warp tiles beat 64x32 ones by 1.3x at 4096^3, once there are
+        # >= 2 256x128 workgroups per SM; with the LDS ring, in a 128x256 tile (2x4 warps) rather
+        # than 256x128 (4x2): 4096^3 359 -> 395 TFLOP/s, 8192^3 393 -> 412.
         # Fewer 128x128 tiles than SMs: 64x128 ones (32x32 per warp) put twice as many SMs to
-        # work; measured 152 vs 127 TFLOP/s at 1024^3 (BENCHMARKS run 8; 128x64 the same, 64x64 127).
+        # work; measured 152 vs 127 TFLOP/s at 1024^3 (128x64 the same, 64x64 127).
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
         # (sizes known at compile time only: a dynamic size is an estimate here, a dynamic batch 1)
         few = not problem.dynamic and problem.n >= 128 and \
@@ -56,10 +55,10 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         waves_m, waves_n, wt_m, wt_n = (2, 4, 64, 64) if big else (2, 4, 32, 32) if few else (2, 4, 64, 32)
         why.append(f"{waves_m}x{waves_n} warps of {wt_m}x{wt_n}: " + (
             f"at least two 256x128 workgroup tiles per SM ({target.compute_units} SMs): 64x64 warp tiles measured "
-            f"1.3x faster at 4096^3 (BENCHMARKS run 2), 128x256 1.1x faster than 256x128 with a ring (run 8)"
+            f"1.3x faster at 4096^3 on the H100, 128x256 1.1x faster than 256x128 with a ring"
             if big else
             f"fewer 128x128 tiles than SMs ({target.compute_units}): 64x128 tiles keep twice as many SMs busy "
-            f"(1.2x at 1024^3, BENCHMARKS run 8)" if few else
+            f"(1.2x at 1024^3 on the H100)" if few else
             f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"))
     elif intr.family.startswith("wmma") and wave == 32:
         waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32
@@ -95,12 +94,12 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         cfg = _ring(cfg, target, problem, why)
         if big and cfg.stages > 1 and bits == 16 and problem.k >= 2 * tile_k and \
                 problem.m >= waves_m * wt_m and problem.n >= waves_n * wt_n:
-            # H100 kernel-only (BENCHMARKS run 9, the ring's copies unguarded in a main loop with a
-            # drain): 128x256 tiles staged 64 deep in 3 stages (153 KB) 407.7 / 434.3 TFLOP/s at
-            # 4096^3 / 8192^3, against 385.8 / 408.9 staged 32 deep in 4 (108 KB); 64 deep in 4
-            # stages 402.1 / 433.6; 256x128x64 in 3 404.5 / 430.9. The full tile even where a
-            # smaller one would divide the problem: 4000^3 378.9 with partial 128x256x64 tiles,
-            # 310.5 with the dividing 128x160x32 (static 4096^3: 406.5 in the same run).
+            # H100 kernel-only (the ring's copies unguarded in a main loop with a drain): 128x256
+            # tiles staged 64 deep in 3 stages (153 KB) 407.7 / 434.3 TFLOP/s at 4096^3 / 8192^3,
+            # against 385.8 / 408.9 staged 32 deep in 4 (108 KB); 64 deep in 4 stages 402.1 /
+            # 433.6; 256x128x64 in 3 404.5 / 430.9. The full tile even where a smaller one would
+            # divide the problem: 4000^3 378.9 with partial 128x256x64 tiles, 310.5 with the
+            # dividing 128x160x32 (static 4096^3: 406.5 alongside).
             deep = replace(cfg, tile_m=waves_m * wt_m, tile_n=waves_n * wt_n, tile_k=2 * tile_k,
                            waves_m=waves_m, waves_n=waves_n, stages=3)
             if not ring_problem(deep, target, problem) and lds_bytes(deep, problem, target) <= target.lds_bytes:
@@ -111,34 +110,30 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
                 why.append(f"K staged {cfg.tile_k} deep in a 3-stage ring instead ({lds_bytes(cfg, problem, target)} bytes): "
                            f"half the barriers per MMA, 1.06x at 4096^3 and 8192^3 on the H100")
         if big and cfg.stages == 1:
-            # Without a ring the 256x128 orientation: 53.0 vs 38.0 TFLOP/s for a 4096^3 matmul of
-            # dynamic sizes with no divisibility promise (BENCHMARKS run 8, final- / n256-variants.log).
+            # Without a ring the 256x128 orientation: 53.0 vs 38.0 TFLOP/s on the H100 for a 4096^3
+            # matmul of dynamic sizes with no divisibility promise.
             tm, tn = fit_tile(problem.m, 256, 4 * intr.m, intr.m), fit_tile(problem.n, 128, 2 * intr.n, intr.n)
             cfg = replace(cfg, tile_m=tm, tile_n=tn, waves_m=waves_for(tm, 4, intr.m, 64),
                           waves_n=waves_for(tn, 2, intr.n, 64))
             why.append(f"no LDS ring: tile {tm}x{tn} (4x2 warps) instead, measured faster without one")
         tiles = -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
         if not problem.dynamic and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
-            # H100 (BENCHMARKS run 8): 8192^3 (2048 tiles) 371 -> 390 TFLOP/s in groups of 8 (4: 388,
-            # 16: 386); 4096^3 (512 tiles) the same either way, 2048^3 279 vs 288 without. Not
-            # measured on AMD: IREE's order there.
+            # seed: target/seeds.py (H100 8192^3); 4096^3 the same either way, 2048^3 279 vs 288
+            # TFLOP/s without. Not measured on AMD: IREE's order there.
             cfg = replace(cfg, raster=RASTER)
             why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
                        f"running together share A and B tiles in L2 (1.05x at 8192^3)")
         if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= 8192:
-            # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep (BENCHMARKS.md,
-            # run 3). With the ring, 32 deep in 3 stages is faster (371 vs 287, run 7).
+            # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep. With the ring,
+            # 32 deep in 3 stages is faster (371 vs 287).
             cfg = replace(cfg, tile_k=fit_tile(problem.k, 2 * tile_k, intr.k, intr.k))
             why.append(f"K staged {cfg.tile_k} deep instead: K >= 8192 without an LDS ring measured faster so")
     validate(cfg, target, problem)
     return cfg
 
 
-# NVIDIA's LDS ring, measured kernel-only on the H100 (docs/BENCHMARKS.md, run 7): at 4096^3
-# (256x128x32 tiles) 3 stages (87.5 KB) ran 295 TFLOP/s, 2 stages 283, 4 stages (114 KB) 273;
-# at 8192^3 (256x128x64) 2 stages (106 KB) ran 346, 3 stages (159 KB) 309; with the fragments
-# pipelined, 2048^3 (128x128x32) ran 167 / 265 / 284 with 2 / 3 / 4 stages (74 KB). So: the
-# deepest ring of up to RING_STAGES that fits in RING_BYTES.
+# NVIDIA's LDS ring: the deepest of up to RING_STAGES that fits in RING_BYTES (seed: target/seeds.py;
+# H100 8192^3 in 256x128x64 tiles: 2 stages (106 KB) 346 TFLOP/s, 3 (159 KB) 309).
 RING_STAGES = NVIDIA_MMA.ring_stages.value
 RING_BYTES = NVIDIA_MMA.ring_bytes.value
 RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, for grids with more tile rows than that
@@ -165,20 +160,12 @@ def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) ->
     return cfg
 
 
-# AMD's LDS ring (--config stages=2..4), final ISA of f16 1024^3 and 4096^3 (docs/BENCHMARKS.md,
-# "AMD: the LDS ring"): it halves the K loop's barriers (2 -> 1 per K tile) and removes the matrix
-# instructions right behind an LDS wait on RDNA (2 of 32 -> 0), 0 LDS bank conflicts either way,
-# but its two LDS slots (20 -> 40 KB) and its tiles in flight cost waves. Waves/SIMD counting
-# whole workgroups and the LDS of a WGP/CU, stages 1 -> 2 -> 3: gfx1100 6 -> 6 -> 6 (193, 193, 206
-# VGPRs), gfx1201 8 -> 6 -> 6, gfx942 3 -> 1 -> 1 (128 -> 132 -> 146 VGPRs), gfx950 4 -> 3 -> 3.
-# gfx1100's plain f16 kernel loses nothing only because it needs 193 VGPRs with one stage, one
-# over the 192 of 8 waves; its transposed, batched, unaligned and dynamic variants (187-192)
-# and i8 (143) drop from 8 (10) to 6 waves/SIMD. One case is better on every figure: gfx950 with
-# A and B both K-innermost (B transposed, as a linear layer's weight), where both copies are
-# direct: one stage takes 142 VGPRs (3 waves; LLVM unrolls its K loop by 2), the 2-stage ring 128
-# (4 waves, 4 workgroups in the 160 KB of LDS), for f16, bf16, i8 and fp8 at 1024^3, 2048^3 and
-# 4096^3, 4000^3 (156 -> 128) and batch 4. There the heuristic builds the ring; elsewhere on AMD
-# one stage, until hardware timings weigh barriers against waves.
+# AMD's LDS ring (--config stages=2..4), final ISA of f16 1024^3 and 4096^3: one barrier per K tile
+# instead of two, 0 LDS bank conflicts either way, but its two LDS slots (20 -> 40 KB) and tiles in
+# flight cost waves (waves/SIMD, stages 1 -> 2 -> 3: gfx1100 6 -> 6 -> 6, gfx1201 8 -> 6 -> 6,
+# gfx942 3 -> 1 -> 1, gfx950 4 -> 3 -> 3). Better on every figure only on gfx950 with A and B both
+# K-innermost (seed: target/seeds.py); elsewhere one stage, until hardware timings weigh barriers
+# against waves (docs/kernels/matmul.md, "The K loop and its ring").
 AMD_RING_WORKGROUPS = AMD_MATMUL.ring_workgroups.value  # gfx950: the waves/SIMD its 2-stage ring's registers allow
 
 
@@ -188,11 +175,11 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
     ring = replace(cfg, stages=2)
     if target.family is not Family.CDNA4:
         why.append("stages 1 (one LDS tile, the next prefetched in registers): on this target an LDS ring's LDS and "
-                   "registers cost waves (BENCHMARKS.md, AMD: the LDS ring)")
+                   "registers cost waves (docs/kernels/matmul.md, The K loop and its ring)")
         return cfg
     if k_outer(problem, "A") or k_outer(problem, "B"):
         why.append("stages 1: an operand is K-outer in memory (transposed on its way into LDS); gfx950's LDS ring "
-                   "measured no better there (BENCHMARKS.md, AMD: the LDS ring)")
+                   "measured no better there (docs/kernels/matmul.md, The K loop and its ring)")
         return cfg
     if problem.k <= cfg.tile_k:
         why.append("stages 1: one K tile, nothing to pipeline")
@@ -205,12 +192,3 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
                f"(4 waves/SIMD instead of 3) and one barrier per K tile instead of two "
                f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)")
     return ring
-
-
-# Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it was measured faster than mma.sync.
-# H100, kernel-only TFLOP/s, same runs (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
-#   f16 -> f32    WGMMA N256 in 128x256 tiles   WGMMA N128 in 64x128 tiles   mma.sync (default then)
-#   8192^3        597.4                         -                            460.6
-#   4096^3        572.6                         -                            424.6
-#   2048^3        503.2 (128 tiles)             -                            293.7
-#   1024^3        124.7 (32 tiles)              227.5 (128 tiles)            170.7

@@ -17,36 +17,19 @@ from mmaflow.compiler.target.wgmma import FP8, WarpgroupIntrinsic, wgmma
 RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, as the mma.sync kernel's
 
 
-# Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it was measured faster than mma.sync.
-# H100, kernel-only TFLOP/s, same runs (BENCHMARKS.md, "Hopper: the wgmma kernel on the H100"):
-#   f16 -> f32    WGMMA N256 in 128x256 tiles   WGMMA N128 in 64x128 tiles   mma.sync (default then)
-#   8192^3        597.4                         -                            460.6
-#   4096^3        572.6                         -                            424.6
-#   2048^3        503.2 (128 tiles)             -                            293.7
-#   1024^3        124.7 (32 tiles)              227.5 (128 tiles)            170.7
-# (bf16 the same within 3%; at 1024^3 N64 in 128x64 tiles 211.0, N128 in 128x128 173.9.) So the
-# first shape below that gives at least one tile per two SMs; mma.sync below that (unmeasured).
+# Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it measured faster than mma.sync on the
+# H100: the first shape that gives one tile per two SMs, mma.sync below that (seed: target/seeds.py).
 WARPGROUP_SHAPES = HOPPER_WGMMA.shapes.value  # (N of the instruction = tile_n, tile_m), preferred first
 WARPGROUP_MIN_TILES_PER_SM = HOPPER_WGMMA.min_tiles_per_sm.value
-# Workgroups in groups of RASTER tile rows from two waves of tiles on: H200, 128x256 tiles, kernel-only
-# (BENCHMARKS.md, 2026-11-26 call 1): 8192^3 700.4 -> 733.7 TFLOP/s (groups of 4: 710.4, 16: 734.1),
-# 4096^3 673.3 -> 679.8 (4 and 16 the same).
+# Workgroups in groups of RASTER tile rows from two waves of tiles on (seed: target/seeds.py).
 WARPGROUP_RASTER_WAVES = HOPPER_WGMMA.raster_waves.value
-# fp8: N 128 at most (wgmma_plan.FP8_MAX_N: the f32 accumulator plus two K tiles' partials must fit
-# in 255 registers), so 128x128 tiles where they give one tile per two SMs, else 64x128. The
-# ring: 4 slots of (128 + 128) x 128 B = 128 KiB.
+# fp8: N 128 at most (wgmma_plan.FP8_MAX_N: accumulator plus two K tiles' partials in 255 registers),
+# 128x128 tiles where they give one tile per two SMs, else 64x128 (seed: target/seeds.py).
 FP8_WARPGROUP_SHAPES = HOPPER_WGMMA.fp8_shapes.value
-# fp8: the warp-specialized kernel (producer=1: a producer warpgroup issues TMA copies into slots
-# guarded by "full" and "empty" mbarriers; the MMA warpgroups promote each K tile's partial with no
-# CTA barrier holding them together) where the TMA ring serves, persistent from two waves of
-# tiles as the cp.async ring (``_warpgroup_persistent``). H200, kernel-only TFLOP/s (BENCHMARKS.md
-# run 14): e4m3 4096^3 / 8192^3, persistent cp.async ring 950.4 / 1076.3, warp-specialized
-# persistent 1085.7 / 1206.3 (0.87x / 0.85x torch._scaled_mm), one call (call 5); one tile per
-# workgroup 1017.5 / 1177.5 (call 1).
+# fp8: the warp-specialized kernel (a producer warpgroup feeds the TMA ring through "full" / "empty"
+# mbarriers) where the TMA ring serves, persistent as the cp.async ring (seed: target/seeds.py).
 FP8_PRODUCER = HOPPER_WGMMA.fp8_producer.value
-# ... for tiles of two MMA warpgroups (fp8 and f16/bf16 alike): with one (64x128 fp8 tiles, the
-# 1024^3 choice) the producer warpgroup lost, 313.5 against 355.0 TFLOP/s (run 14 call 6; 2048^3
-# in 128x128 tiles: 795.4 against 742.4).
+# ... for tiles of two MMA warpgroups (fp8 and f16/bf16 alike; seed: target/seeds.py).
 PRODUCER_TILE_M = HOPPER_WGMMA.producer_tile_m.value
 
 
@@ -123,16 +106,8 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     return _warpgroup_persistent(target, problem, cfg, why), target.intrinsic(name)
 
 
-# f16/bf16: the warp-specialized kernel (producer=1, copy=tma-wide) where its persistent grid has
-# 2 to PRODUCER_MAX_TILES tiles per workgroup. H200, kernel-only TFLOP/s, default -> warp-specialized
-# in the same call (BENCHMARKS.md run 15, calls 3 and 4): f16 4096^3 689.9 -> 698.8, 6144^3 (9 tiles
-# per workgroup) 670.6 -> 709.9, unaligned 4000^3 628.0 -> 650.7 (the default there was the TMA ring
-# with one tile per workgroup: the cp.async ring's persistent grid takes whole tiles only), B^T
-# 683.6 -> 695.6, bias+gelu -> f16 0.2100 -> 0.2067 ms, bias+relu 666.1 -> 672.1; bf16 4096^3
-# 702.4 -> 710.1, 4000^3 640.3 -> 665.8. Not where it lost: 8192^3 (16 tiles per workgroup) f16
-# 728.1 -> 716.9, bf16 759.8 -> 746.5; one tile per workgroup (2048^3 588.8 -> 579.8; dynamic sizes
-# with divisibility promises 668.7 -> 629.6, dynamic rows 670.6 -> 661.7). 3072^3 (3 tiles per
-# workgroup, call 8): f16 493.5 -> 530.0, bf16 498.2 -> 539.6.
+# f16/bf16: the warp-specialized kernel (producer=1, copy=tma-wide) where its persistent grid has 2 to
+# PRODUCER_MAX_TILES tiles per workgroup (seed: target/seeds.py; docs/PERFORMANCE.md, Hopper wgmma).
 PRODUCER_MAX_TILES = HOPPER_WGMMA.producer_max_tiles.value
 
 
@@ -160,10 +135,7 @@ def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConf
 
 
 # The persistent grid (wgmma_plan.persistent_refusal, distribute_wgmma._persist): from two waves of
-# tiles, W = ceil(tiles / SMs) tiles per workgroup where W divides the tile count (the makespan of
-# W tiles is the plain grid's too). H200, kernel-only TFLOP/s, one call (BENCHMARKS.md run 13,
-# call 6): f16 4096^3 676.9 -> 687.7, 8192^3 720.1 -> 729.3, bias+gelu -> f16 0.2118 -> 0.2092 ms;
-# e4m3 4096^3 922.0 -> 960.0, 8192^3 1064.5 -> 1075.2.
+# tiles, W = ceil(tiles / SMs) tiles per workgroup where W divides the tile count (seed: target/seeds.py).
 PERSISTENT_MIN_WAVES = HOPPER_WGMMA.persistent_min_waves.value
 
 
@@ -171,8 +143,8 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
     """The persistent grid where it serves (static sizes; whole tiles with the cp.async ring,
     partial ones too with the warp-specialized TMA ring; two waves or more, a tile count that W
     divides: ``wgmma_plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
-    the problem has the waves for it. Warp-specialized e4m3 4000^3: 908.3 -> 971.1 TFLOP/s (run
-    14 call 8)."""
+    the problem has the waves for it. Warp-specialized e4m3 4000^3 on the H200: 908.3 -> 971.1
+    TFLOP/s."""
     if problem.is_dynamic or problem.m is None or problem.n is None:
         return cfg
     tiles = output_tiles(cfg, problem)

@@ -91,10 +91,10 @@ TMA_COPIES = ("tma", "tma-wide")  # tma-wide: MN-major tiles K-atoms fastest (on
 
 
 def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
-    """The ring's copies when the user does not say (``kernels/wgmma/tma.py``; docs/HOPPER.md "TMA-fed ring").
-    Measured on the H200 (BENCHMARKS.md run 12, call 7; kernel-only TFLOP/s at 4096-class sizes,
-    cp.async -> copy=tma-wide): unaligned 4000^3 553.6 -> 631.7, dynamic sizes with divisibility
-    promises 572.3 -> 670.8, dynamic rows 658.1 -> 672.3 (TMA zero-fills what lies past the tensor,
+    """The ring's copies when the user does not say (``kernels/wgmma/tma.py``; docs/kernels/hopper_wgmma.md,
+    The ring). Measured on the H200 (kernel-only TFLOP/s at 4096-class sizes, cp.async ->
+    copy=tma-wide): unaligned 4000^3 553.6 -> 631.7, dynamic sizes with divisibility promises
+    572.3 -> 670.8, dynamic rows 658.1 -> 672.3 (TMA zero-fills what lies past the tensor,
     so no copy carries a bound), but aligned static 685.1 -> 678.2 (4096^3) and 735.7 -> 729.9
     (8192^3), and 64x128 tiles lose their second block per SM (1024^3: 278.5 -> 245.7). So
     ``tma-wide`` where some tile overhangs the problem (a size not a multiple of its tile, or
@@ -290,7 +290,7 @@ def cluster_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntr
     try:
         operand_boxes("B", operand_layout("B", problem, cfg.tile_n, intr.element_type("B"), wide), 0, cfg.cluster)
     except UnsupportedError as e:
-        return f"{e}{' (copy=tma issues 8-K-line boxes: more of them)' if wide else ''}"
+        return f"{e}{' (copy=tma: 8-K-line boxes, more of them)' if wide else ''}"
     return None
 
 

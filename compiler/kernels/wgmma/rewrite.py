@@ -4,7 +4,7 @@ rewrite of a ``wgmma_plan.WgmmaPlan``.
 Called by ``distribute.distribute`` after ``match`` when the config's intrinsic is a warpgroup MMA;
 everything up to the K loop (prologue, rastered workgroup ids, retyped bindings) and the epilogue's
 stores are the mma.sync kernel's (``Rewriter``). What differs is emitted at the NVVM level, the
-form that lowers through IREE 3.13's hand-back route (docs/HOPPER.md; the nvgpu.warpgroup ops do
+form that lowers through IREE 3.13's hand-back route (docs/kernels/hopper_wgmma.md; the nvgpu.warpgroup ops do
 not):
 
     %smem  = memref.alloc : plan.smem_bytes (A tile, B tile, 1024 B of slack)
@@ -478,7 +478,7 @@ class WgmmaRewriter(Rewriter):
                 valid = em.in_bounds(gidx[-2:], limits)
                 if tile_valid is not None:
                     valid = tile_valid if valid is None else em.and_(tile_valid, valid)
-                token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid, bypass_l1=True)  # cp.async.cg: run 11
+                token = em.async_copy(src, gidx, smem, [idx], per_chunk, valid, bypass_l1=True)  # cp.async.cg
                 attrs.mark(defining_op(token), attrs.RING)
                 tokens.append(token)
         return tokens

@@ -51,7 +51,7 @@ The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
   warpgroups: each releases its own and, through ``mapa``, the peer's (``mbarrier.arrive`` on a
   ``shared::cluster`` address at the default ``.release.cta``, as CUTLASS's
   ``ClusterBarrier::arrive``; formally a cross-CTA release wants ``.cluster`` scope, measured 1.33x
-  slower). ``barrier.cluster`` after the mbarriers' init and before exit. See docs/HOPPER.md.
+  slower). ``barrier.cluster`` after the mbarriers' init and before exit. See docs/kernels/hopper_wgmma.md, Clusters.
 """
 
 from __future__ import annotations
@@ -293,7 +293,7 @@ class TmaRing:
     _skip_setup_cluster_barrier = False
     _skip_exit_cluster_barrier = False
     _release_wrong_peer = False
-    # Experiment knobs (BENCHMARKS.md run 16, docs/bench/run16/scripts/exp.py), not mutations: the
+    # Experiment knobs, not mutations (measured on the H200, docs/PERFORMANCE.md, Tried, did not pay): the
     # remote release's scope (None: the instruction's default, .cta; "cluster" ran 1.33x slower) and
     # try_wait's suspend-time hint (None: the system's; no change measured).
     _remote_scope = None
@@ -809,8 +809,8 @@ class TmaRing:
 # a count ptxas chooses (154 for 384 threads with an .inc to 104: never here, since
 # consumer_registers refuses a share below the launch count). An .inc blocks until the pool has the
 # registers, so the warpgroups' counts must sum within the pool, not the SM's 64K: 640 threads
-# asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped
-# (run 20, call 4). The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
+# asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped.
+# The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
 PRODUCER_REGISTERS = 40
 SM_REGISTERS = 65536
 REGISTER_GRANULE = 8  # per-thread register counts are allocated in multiples of 8
