@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
 from mmaflow.compiler.core.errors import ToolchainError, UnsupportedError
+from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
 from mmaflow.compiler.target.isa import IsaReport, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.targets import Target, get_target
 
@@ -69,7 +70,7 @@ def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
     if regs:
         out["vgprs"] = int(regs.group(1))
         per_block = int(regs.group(1)) * threads
-        blocks = min(32, 65536 // max(per_block, 1), 2048 // threads)
+        blocks = min(SM_BLOCKS, SM_REGISTERS // max(per_block, 1), SM_THREADS // threads)
         out["waves_per_simd"] = blocks * threads // 32  # warps per SM (register-limited)
     if spill:
         out["vgpr_spills"] = int(spill.group(1))

@@ -891,7 +891,7 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
         ops = [x.operation for x in body.operations]
         if len(ops) != 1 or list(ops[0].operands) != [body.arguments[0]]:
             raise UnsupportedError("attention's score region modifies the scores (the kernel takes them as they are)")
-    orders, subs, subspans = {}, [], {}
+    orders, subspans = {}, {}
     for what, value, dims in zip("QKV", list(op.operands)[:3], (q, k, v)):
         load = defining_op(value)
         if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):

@@ -60,8 +60,9 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.target.intrinsics import F32, TYPE_BITS
 from mmaflow.compiler.target.layout import COL, Layout, Run, make_layout
+from mmaflow.compiler.target.limits import THREAD_REGISTERS
 from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs
-from mmaflow.compiler.kernels.wgmma.tma import MAP_BYTES, ONE_BLOCK_PER_SM, operand_boxes, plan_tma, validate_tma
+from mmaflow.compiler.kernels.wgmma.tma import MAP_BYTES, ONE_BLOCK_PER_SM, TmaPlan, operand_boxes, plan_tma, validate_tma
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target, Vendor
@@ -78,7 +79,7 @@ OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent", 
 CLUSTERS = (1, 2)  # workgroups per thread block cluster (2: B multicast to the pair)
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
-REGISTERS = 255  # per thread (sm_90a)
+REGISTERS = THREAD_REGISTERS  # per thread (sm_90a)
 # fp8 promotes each K tile's partial to f32 (``WgmmaPlan.promotes``): a thread holds the f32
 # accumulator and the tile's partial, 2 x N/2 f32 (3 x N/2 if the previous tile's partial were
 # kept in flight too, wgmma_lag 1). N 256: 256 registers (384), N 192: 192 (288) before addresses,

@@ -308,7 +308,7 @@ class WgmmaRewriter(Rewriter):
         old = self.m.loop
         old_body = old.regions[0].blocks[0]
         old_iv = list(old_body.arguments)[0]
-        lb, step = old.operands[0], old.operands[2]
+        lb = old.operands[0]
         pre = Emitter(ir.InsertionPoint(old), old.location, self.vendor).named("wgmma.ring")
         kt = self._k_tiles(pre)  # an int, or an index value (dynamic K)
         step_k = plan.tile_k

@@ -65,6 +65,7 @@ from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
+from mmaflow.compiler.target.limits import REGISTER_GRANULE, SHARED_RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES
 from mmaflow.compiler.target.targets import Target
 from mmaflow.compiler.target.wgmma import FP8
 
@@ -74,11 +75,9 @@ ADDRESS_ALIGN = 16  # the global address of a non-interleaved map: 16-byte align
 MAP_BYTES = 128  # a tensor map (CUtensorMap) is 128 bytes, 64-byte aligned; the kernel uses 128
 MAP_SLOTS = 1024  # per-SM slots of @mmaflow_tma_maps (%smid < 1024 on every Hopper part)
 MAPS_GLOBAL = "mmaflow_tma_maps"
-# Compute capability 9.0 (CUDA C++ Programming Guide, "Technical Specifications per Compute
-# Capability"): 228 KB of shared memory per SM, at most 227 KB per block, 1 KB reserved per
-# block. A block of more than half of (228 KB - 2 x 1 KB) cannot share an SM with another such.
-SM_SHARED_BYTES = 228 * 1024
-RESERVED_PER_BLOCK = 1024
+# A block of more than half of (228 KB - 2 x 1 KB) cannot share an SM with another such
+# (``target/limits.py``: shared memory per SM and reserved per block).
+RESERVED_PER_BLOCK = SHARED_RESERVED_PER_BLOCK
 ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
 WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
 WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (each suspends at most WAIT_TICKS_NS)
@@ -812,8 +811,6 @@ class TmaRing:
 # asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped.
 # The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
 PRODUCER_REGISTERS = 40
-SM_REGISTERS = 65536
-REGISTER_GRANULE = 8  # per-thread register counts are allocated in multiples of 8
 
 
 def launch_registers(threads: int) -> int:
