@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from mmaflow.compiler.target.targets import TARGETS, get_target
-from mmaflow.compiler.target.wgmma import all_wgmma
+from mmaflow.compiler.target.intrinsics import all_wgmma
 
 README = Path(__file__).parent.parent / "README.md"
 MAX_LINES = 150

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
-from mmaflow.compiler.target.wgmma import wgmma
+from mmaflow.compiler.target.intrinsics import wgmma
 from mmaflow.runtime.isa import IsaError, execute_wgmma, np_dtype
 
 from conftest import layout_table

@@ -22,7 +22,7 @@ from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.target.targets import get_target
-from mmaflow.compiler.target.wgmma import wgmma
+from mmaflow.compiler.target.intrinsics import wgmma
 from mmaflow.compiler.kernels.wgmma.plan import warp_c_layout
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
@@ -188,7 +188,7 @@ def test_wgmma_kernel_larger(t):
 
 
 def test_per_warp_accumulator_is_the_warpgroup_d_layout():
-    """warp_c_layout (what the epilogue stores from) is target/wgmma.py's D layout seen from one warp."""
+    """warp_c_layout (what the epilogue stores from) is target/intrinsics.py's D layout seen from one warp."""
     for n in (64, 128, 256):
         full, part = wgmma(n, "f16").c, warp_c_layout(n)
         for lane in range(128):

@@ -1,4 +1,4 @@
-"""The warpgroup MMA records (compiler/target/wgmma.py) against the independent ISA model, thread by
+"""The warpgroup MMA records (compiler/target/intrinsics.py) against the independent ISA model, thread by
 thread, and the guard that keeps them away from codegen until a stage emits wgmma.
 
 Register operands (A in the RS form, the f32 accumulator) are checked as test_layout_model.py
@@ -22,7 +22,7 @@ from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction, DynamicDim
 from mmaflow.compiler.target.targets import TARGETS, get_target
-from mmaflow.compiler.target.wgmma import WGMMA_CATALOGUE, WGMMA_N, all_wgmma, wgmma
+from mmaflow.compiler.target.intrinsics import WGMMA_CATALOGUE, WGMMA_N, all_wgmma, wgmma
 from mmaflow.runtime.isa import WGMMA, IsaError, execute_wgmma, placement
 
 from conftest import layout_table

@@ -1,6 +1,6 @@
 """Descriptor-addressed operands: how a wgmma operand tile lies in shared memory.
 
-A warpgroup MMA (``target/wgmma.py``) reads B, and A unless A is in registers, straight from shared
+A warpgroup MMA (``target/intrinsics.py``) reads B, and A unless A is in registers, straight from shared
 memory: no lane holds it, so the batch-lane-vector model has nothing to say about it. What the
 compiler must decide instead is the tile's byte layout (which its copies write) and, for each
 instruction, a 64-bit matrix descriptor (start address, two byte offsets, swizzle mode) that tells

@@ -15,7 +15,7 @@ from iree.compiler import ir
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.target.intrinsics import CATALOGUE, Intrinsic
-from mmaflow.compiler.target.wgmma import WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
+from mmaflow.compiler.target.intrinsics import WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
 
 
 class Vendor(str, Enum):
@@ -111,7 +111,7 @@ class Target:
     # rewrites the variant (``variant_target``); IREE's own pipeline runs as ``baseline_arch``.
     retarget_variant: bool = False
     ptx_version: int = 0  # NVIDIA: the +ptxNN feature the variant target needs
-    # Hopper's warpgroup MMA (``target/wgmma.py``): the warpgroup kernel of ``kernels/wgmma/plan.py``.
+    # Hopper's warpgroup MMA (``target/intrinsics.py``): the warpgroup kernel of ``kernels/wgmma/plan.py``.
     warpgroup_mma: bool = False
 
     def __post_init__(self):

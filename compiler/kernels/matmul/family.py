@@ -11,7 +11,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.contraction import distribute_matmul
 from mmaflow.compiler.kernels.common.tiles import lds_bytes, require_intrinsic, validate
 from mmaflow.compiler.kernels.matmul.heuristic import default_config
-from mmaflow.compiler.target.wgmma import WarpgroupIntrinsic
+from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 
 _KEYS = {f.name for f in fields(KernelConfig)}
 

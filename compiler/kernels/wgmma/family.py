@@ -14,7 +14,7 @@ from mmaflow.compiler.kernels.wgmma.heuristic import warpgroup_default, warpgrou
 from mmaflow.compiler.kernels.wgmma.plan import output_tiles, plan_bytes, plan_wgmma, warpgroup_config
 from mmaflow.compiler.kernels.wgmma.rewrite import distribute_warpgroup
 from mmaflow.compiler.kernels.wgmma.tma import TMA_TARGET_PTX
-from mmaflow.compiler.target.wgmma import WarpgroupIntrinsic
+from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 
 
 class WgmmaFamily:

@@ -12,7 +12,7 @@ from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
 from mmaflow.compiler.kernels.wgmma.plan import output_tiles, persistent_refusal, tma_refusal, warpgroup_config
 from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
 from mmaflow.compiler.target.targets import Target
-from mmaflow.compiler.target.wgmma import FP8, WarpgroupIntrinsic, wgmma
+from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
 
 RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, as the mma.sync kernel's
 

@@ -66,7 +66,7 @@ from mmaflow.compiler.kernels.wgmma.tma import MAP_BYTES, ONE_BLOCK_PER_SM, TmaP
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target, Vendor
-from mmaflow.compiler.target.wgmma import FP8, WARPGROUP, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic
+from mmaflow.compiler.target.intrinsics import FP8, WARPGROUP, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic
 
 WARP = 32
 LINE_BYTES = 128  # the K tile: one 128-byte swizzle line (64 f16/bf16, 128 fp8 elements)
@@ -361,7 +361,7 @@ def _round(n: int) -> int:
 def warp_c_layout(n: int) -> Layout:
     """One warp's part of the wgmma accumulator: warp w of a warpgroup holds rows 16w..16w+15 of
     the 64 x N result, d[i] at row groupID + 8*((i/2)%2), column 8*(i/4) + 2*tig + i%2 (the
-    warpgroup D layout of ``target/wgmma.py`` without its LaneZ = warp; tested against it)."""
+    warpgroup D layout of ``target/intrinsics.py`` without its LaneZ = warp; tested against it)."""
     return make_layout("C", WARP, rows=[("LaneY", 8), ("VectorY", 2)],
                        cols=[("VectorX", 2), ("LaneX", 4), ("VectorZ", n // 8)])
 

@@ -67,7 +67,7 @@ from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 from mmaflow.compiler.target.limits import REGISTER_GRANULE, SHARED_RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES
 from mmaflow.compiler.target.targets import Target
-from mmaflow.compiler.target.wgmma import FP8
+from mmaflow.compiler.target.intrinsics import FP8
 
 BOX_LIMIT = 256  # cuTensorMapEncodeTiled: boxDim[i] <= 256 (PTX ISA "Tensor-map": bounding box)
 STRIDE_LIMIT = 1 << 40  # globalStrides[i] < 2^40 bytes, multiples of 16
