@@ -360,3 +360,27 @@ def test_verify_names_the_target_a_vmfb_was_built_for(tmp_path):
         assert r.returncode == 6 and "differs" not in r.stderr, r.stderr
         r = _mmaflow("verify", str(out), "--source", str(src), "--target", built)
         assert r.returncode == 0 and "verified kernels for 1 dispatch (" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_tile_k_the_instruction_cannot_take_names_the_one_that_can():
+    from mmaflow.compiler.core.errors import ConfigError
+    from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.registry import resolve
+    from mmaflow.compiler.target.targets import get_target
+    problem = Contraction(256, 256, 256, 1, "f16", "f16", "f32")
+    with pytest.raises(ConfigError, match=r"tile_k=8 must be a multiple of MFMA_F32_16x16x16_F16's K=16; "
+                                          r"MFMA_F32_32x32x8_F16 fits it \(--config intrinsic=MFMA_F32_32x32x8_F16\)"):
+        resolve(get_target("gfx942"), problem, {"tile_k": 8})
+    with pytest.raises(ConfigError, match="no gfx942 wave64 instruction for this problem has a K dividing 4"):
+        resolve(get_target("gfx942"), problem, {"tile_k": 4})
+
+
+def test_nvidia_configs_are_described_in_nvidia_words():
+    from mmaflow.compiler.core.config import KernelConfig
+    wg = KernelConfig("WGMMA_F32_64x256x16_F16", 32, 128, 256, 64, 8, 1, 0, stages=4).describe()
+    assert wg.startswith("WGMMA_F32_64x256x16_F16, tile 128x256x64, 2 MMA warpgroups (warpgroup tile 64x256)")
+    assert "wave" not in wg and "4-stage shared-memory ring" in wg
+    mma = KernelConfig("MMA_SYNC_F32_16x8x16_F16", 32, 256, 128, 32, 4, 2, 8).describe()
+    assert "warps 4x2 (warp tile 64x64)" in mma and "wave" not in mma
+    amd = KernelConfig("WMMA_F32_16x16x16_F16", 32, 128, 128, 32, 2, 4, 8, stages=2).describe()
+    assert amd.startswith("WMMA_F32_16x16x16_F16 wave32") and "waves 2x4" in amd and "2-stage LDS ring" in amd

@@ -110,10 +110,23 @@ class KernelConfig:
         return KernelConfig(**d)
 
     def describe(self) -> str:
-        return (f"{self.intrinsic} wave{self.wave_size}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, "
-                f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n}), "
+        """One line, in the vendor's words: AMD waves (and their size); NVIDIA warps, or for the
+        warpgroup-MMA kernel its MMA warpgroups of 128 threads (warps of 32, so no size)."""
+        nvidia = self.intrinsic.startswith(("WGMMA", "MMA_SYNC"))
+        if self.intrinsic.startswith("WGMMA"):
+            groups = max(1, self.compute_threads // WARPGROUP_THREADS)
+            grid = (f"{groups} MMA warpgroup{'s' if groups > 1 else ''} (warpgroup tile "
+                    f"{self.tile_m // groups}x{self.tile_n})")
+            head = self.intrinsic
+        elif self.intrinsic.startswith("MMA_SYNC"):
+            grid = f"warps {self.waves_m}x{self.waves_n} (warp tile {self.wave_tile_m}x{self.wave_tile_n})"
+            head = self.intrinsic
+        else:
+            grid = f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n})"
+            head = f"{self.intrinsic} wave{self.wave_size}"
+        return (f"{head}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, {grid}, "
                 f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
-                + (f", {self.stages}-stage LDS ring" if self.stages > 1 else "")
+                + (f", {self.stages}-stage {'shared-memory' if nvidia else 'LDS'} ring" if self.stages > 1 else "")
                 + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 and self.cluster == 1 else "")
                 + (f", clusters in groups of {self.raster} pairs of tile rows" if self.raster > 1 and self.cluster > 1
                    else "")
@@ -123,7 +136,8 @@ class KernelConfig:
                 + (f", clusters of {self.cluster} sharing B by TMA multicast" if self.cluster > 1 else ""))
 
 
-PRODUCER_THREADS = 128  # one warpgroup issues the copies (``producer=1``)
+WARPGROUP_THREADS = 128  # NVIDIA: four warps of 32
+PRODUCER_THREADS = WARPGROUP_THREADS  # one warpgroup issues the copies (``producer=1``)
 COPY_KINDS = ("cp.async", "tma", "tma-wide")  # --config copy=...: "cp.async" is the default (stored as None)
 _INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster", "persistent",
              "producer", "cluster"}

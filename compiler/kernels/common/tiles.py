@@ -122,7 +122,12 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         raise ConfigError(f"tile_n={cfg.tile_n} must split into waves_n={cfg.waves_n} wave tiles that are "
                           f"multiples of the instruction's N={intr.n}")
     if cfg.tile_k % intr.k:
-        raise ConfigError(f"tile_k={cfg.tile_k} must be a multiple of the instruction's K={intr.k}")
+        fits = [i.name for i in matching_intrinsics(target, problem, cfg.wave_size) if cfg.tile_k % i.k == 0]
+        raise ConfigError(f"tile_k={cfg.tile_k} must be a multiple of {intr.name}'s K={intr.k}"
+                          + (f"; {', '.join(fits)} fit{'s' if len(fits) == 1 else ''} it "
+                             f"(--config intrinsic={fits[0]})" if fits else
+                             f"; no {target.name} wave{cfg.wave_size} instruction for this problem has a K dividing "
+                             f"{cfg.tile_k}"))
     if cfg.workgroup_size > target.max_workgroup_size:
         raise ConfigError(f"{cfg.num_waves} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
                           f"{target.name}'s {target.max_workgroup_size}")
