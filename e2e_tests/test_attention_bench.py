@@ -2,7 +2,7 @@
 IREE makes of torch's SDPA, the prepare half takes (and verifies) the attention dispatch or fails
 loudly, bad options are clear errors, and the run half -- reference check, timing, table, results
 files, the --kernel-time path -- runs on IREE's CPU driver over modules built for llvm-cpu (the
-prepared CUDA modules run only on the H100: docs/BENCHMARKS.md)."""
+prepared CUDA modules run only on the H100: docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 

@@ -418,7 +418,7 @@ def _multicast(mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads
 
 def _image(x) -> np.ndarray:
     """The box's 8192 bytes as the 128B swizzle stores them: 16-byte chunk c of box row r at
-    chunk c ^ (r % 8) of that row (docs/HOPPER.md, the H200 probe)."""
+    chunk c ^ (r % 8) of that row (docs/kernels/hopper_wgmma.md, the H200 probe)."""
     box = x[COORD[1]:COORD[1] + BOX, COORD[0]:COORD[0] + BOX]
     rows = box.view(np.uint8).reshape(BOX, 8, 16)
     out = np.empty_like(rows)

@@ -90,7 +90,7 @@ def test_a_wrong_coefficient_is_caught():
 _CLAMP = np.float32(fast_math.ERFC_CLAMP)
 # Relative error of the one-piece 1 + erf(u) = erfc(|u|) for u < 0 (where not flushed to 0), as
 # emitted (3.45e-6 on every f32 u in [-6, -2^-24], with a correctly rounded ex2 and with an
-# H100's: BENCHMARKS run 19, docs/bench/run19/scripts/erf_sweep.py).
+# H100's: docs/PERFORMANCE.md).
 ONE_PLUS_ERF_REL_ERROR = 3.5e-6
 
 
@@ -115,7 +115,7 @@ def test_one_plus_erf_is_as_accurate_as_irees_erf():
     assert err.max() <= 1.3e-7 < IREE_ERF_ABS_ERROR, (err.max(), u[err.argmax()])
     # with the GPU's ex2.approx, relative error below 2^-22 by its specification, on e = 2^R, which
     # is up to 1 near u = 0: 3.4e-7 at worst (the H100 measured 1.92e-7 on every f32, below IREE's
-    # erf: BENCHMARKS run 19 call 5)
+    # erf: docs/PERFORMANCE.md)
     e = np.where(u < 0, got, 2 - got.astype(np.float64))
     assert (err + 2.0 ** -22 * e).max() <= 3.4e-7
     kept = (u < 0) & (u >= -_CLAMP)

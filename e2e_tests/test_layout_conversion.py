@@ -204,7 +204,7 @@ def test_a_wrong_plan_is_caught(target, name):
             check(isa, bad, "lds", p_tile)
 
 
-# What the planner chooses, per target: the table in docs/BENCHMARKS.md.
+# What the planner chooses, per target: the table in docs/PERFORMANCE.md.
 CHOSEN = {
     ("sm_80", "MMA_SYNC_F32_16x8x16_F16"): ("S = Q K^T", "in-lane", 0),
     ("gfx942", "MFMA_F32_16x16x16_F16"): ("S^T = K Q^T", "in-lane", 0),

@@ -220,7 +220,7 @@ def test_fragment_reads_cover_every_element_once(target):
 
 
 def test_nvidia_tiles_follow_the_number_of_sms():
-    """H100-measured (BENCHMARKS run 8): 64x128 tiles when 128x128 ones would leave SMs idle
+    """H100-measured (docs/PERFORMANCE.md): 64x128 tiles when 128x128 ones would leave SMs idle
     (1024^3: 64 tiles for 132 SMs), 128x128 from there, 128x256 (with the LDS ring; 256x128
     without) once there are two 256x128 tiles per SM; a 4000-row M keeps 128 (64 would fit it
     only as 32-row tiles)."""
@@ -238,14 +238,14 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     assert tiles(2048, 2048, 2048) == (128, 128, 64, 32)
     assert tiles(4096, 4096, 4096) == (128, 256, 64, 64)  # with the LDS ring; 256x128 without one
     assert tiles(4000, 512, 512)[0] == 128
-    # the full 128x256x64 ring tile where 128x160x32 would divide 4000 (1.22x, BENCHMARKS run 9)
+    # the full 128x256x64 ring tile where 128x160x32 would divide 4000 (1.22x, docs/PERFORMANCE.md)
     c4000 = default_config(t, Contraction(4000, 4000, 4000, 1, "f16", "f16", "f32"), 32)
     assert (c4000.tile_m, c4000.tile_n, c4000.tile_k, c4000.stages) == (128, 256, 64, 3)
     cfg = default_config(t, Contraction(4096, 4096, 4096, 1, "f16", "f16", "f32"), 32)
     no_ring = default_config(t, Contraction(4096, 4096, 4097, 1, "f16", "f16", "f32"), 32)  # 16-bit rows: no cp.async
-    # 64 deep in 3 stages with the ring (BENCHMARKS run 9); 256x128 without one
+    # 64 deep in 3 stages with the ring (docs/PERFORMANCE.md); 256x128 without one
     assert (cfg.tile_k, cfg.stages, no_ring.stages, no_ring.tile_m, no_ring.tile_n) == (64, 3, 1, 256, 128)
-    # without a ring, K >= 8192 is staged 64 deep (BENCHMARKS run 3)
+    # without a ring, K >= 8192 is staged 64 deep (docs/PERFORMANCE.md)
     deep = default_config(t, Contraction(8192, 8192, 8193, 1, "f16", "f16", "f32"), 32)
     assert (deep.stages, deep.tile_m, deep.tile_k) == (1, 256, 64)
     # workgroups grouped by 8 tile rows only where the grid has 8+ tiles per SM (8192^3: 2048)

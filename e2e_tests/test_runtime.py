@@ -1,7 +1,7 @@
 """The user-facing run path: the Python API, `mmaflow run`, real devices when present.
 
 GPU tests skip with the driver's own reason where IREE sees no device (CI has no GPU; the H100
-runs are recorded in docs/BENCHMARKS.md with their commands)."""
+runs are recorded in docs/PERFORMANCE.md with their commands)."""
 
 from __future__ import annotations
 
@@ -308,7 +308,7 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
 
 def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, monkeypatch, capsys):
     """A call that faults on the device (the IREE runtime's RuntimeError, as the H100 gave it in
-    BENCHMARKS.md run 20 call 4) becomes a DeviceError naming the driver, the function and the
+    docs/PERFORMANCE.md) becomes a DeviceError naming the driver, the function and the
     CUDA error; `python -m mmaflow.runtime.bench` prints it without a traceback and exits with
     its code through os._exit, past IREE's teardown of the faulted context (which hung)."""
     from mmaflow.compiler.core.errors import DeviceError, DeviceFault

@@ -50,7 +50,7 @@ def test_descriptor_bit_positions():
     assert MatrixDescriptor(0, 256, 128, Swizzle.NONE).encode() == 16 << 16 | 8 << 32
     assert MatrixDescriptor(0, 0, 0, Swizzle.B128, 5).encode() == 1 << 62 | 5 << 49
     assert [MatrixDescriptor(0, 0, 0, s).encode() >> 62 for s in Swizzle] == [0, 3, 2, 1]
-    # the probe of docs/HOPPER.md: (addr & 0x3FFFF) >> 4 | (LBO >> 4) << 16 | (SBO >> 4) << 32
+    # the probe of docs/kernels/hopper_wgmma.md: (addr & 0x3FFFF) >> 4 | (LBO >> 4) << 16 | (SBO >> 4) << 32
     assert MatrixDescriptor(0x400, 1024, 128, Swizzle.NONE).encode() == 0x40 | 64 << 16 | 8 << 32
 
 
@@ -133,7 +133,7 @@ def test_every_instruction_descriptor_addresses_the_tile(case, inst_mn):
 
 def test_the_agreement_can_fail():
     """The same check with the descriptor's byte offsets exchanged (the swapped probe of
-    docs/HOPPER.md) or the wrong swizzle mode does not hold."""
+    docs/kernels/hopper_wgmma.md) or the wrong swizzle mode does not hold."""
     tile = SmemLayout(Major.K, Swizzle.B128, 16, 128, 64)
     d = tile.descriptor(0, 0, 16, 64, 16)
     mn, k = np.meshgrid(np.arange(64), np.arange(16), indexing="ij")
@@ -205,7 +205,7 @@ def test_layout_refusals():
 
 
 def test_the_device_probe_layout_is_the_k_major_no_swizzle_tile():
-    """docs/HOPPER.md's probe, exact on the H100: 64x64 f16 K-major, element (r, k) at
+    """docs/kernels/hopper_wgmma.md's probe, exact on the H100: 64x64 f16 K-major, element (r, k) at
     (k/8)*1024 + (r/8)*128 + (r%8)*16 + (k%8)*2, LBO 1024, SBO 128, +2048 B per K step. It is
     the compiler's K-major no-swizzle tile of that size."""
     tile = SmemLayout(Major.K, Swizzle.NONE, 16, 64, 64)

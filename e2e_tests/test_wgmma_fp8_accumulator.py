@@ -1,5 +1,5 @@
 """The fp8 wgmma accumulator of the ISA model (``runtime/isa/wgmma.fp8_accumulate``), as measured
-on the H200 (2026-11-26; the numbers in ``runtime/isa/wgmma.py``'s docstring and docs/HOPPER.md):
+on the H200 (2026-11-26; the numbers in ``runtime/isa/wgmma.py``'s docstring and docs/kernels/hopper_wgmma.md):
 per m64nNk32 instruction, every addend (the input accumulator and the 32 exact products) is cut
 toward zero to a multiple of q = 2^(E - 14), E the frexp exponent of the largest magnitude among
 them, and the cut addends are summed exactly. Hand-computed cases, a scalar rendering of the

@@ -394,7 +394,7 @@ def test_partial_tiles_lower_to_zero_filling_cp_async():
 @pytest.mark.parametrize("shape,copy", [((4096, 4096, 4096), None), ((4000, 4000, 4000), "tma-wide"),
                                         ((4096, 4096, 4000), "tma-wide"), ((1024, 1024, 1000), None)])
 def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
-    """wgmma_plan.default_copy (measured on the H200, BENCHMARKS run 12 call 7): TMA (tma-wide)
+    """wgmma_plan.default_copy (measured on the H200, docs/PERFORMANCE.md): TMA (tma-wide)
     for 128-row tiles that overhang the problem, where it zero-fills past the tensor (unaligned
     4000^3 1.14x); cp.async for whole tiles (1% faster there) and for the 64x128 tiles of small
     problems (TMA's shared-memory floor costs them their second block per SM). (producer=0: the

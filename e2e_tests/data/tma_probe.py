@@ -1,6 +1,6 @@
 """Write the Hopper TMA hardware probe (issue 16, the step after the cp.async ring): can a kernel
 under IREE's CUDA HAL build its own tensor map on the device with sm_90a's ``tensormap.replace``
-and feed ``cp.async.bulk.tensor`` with it? (docs/HOPPER.md, "TMA probe".)
+and feed ``cp.async.bulk.tensor`` with it? (docs/kernels/hopper_wgmma.md, "TMA probe".)
 
     python e2e_tests/data/tma_probe.py zero > zero.mlir        # map built from zero bytes
     python e2e_tests/data/tma_probe.py template > template.mlir  # host template, address replaced

@@ -4,7 +4,7 @@ The fixture (``handback_wmma_gfx1100.mlir``) computes D = A B with one WMMA. Her
 computes S^T = A B (standing for K Q^T), ``compiler/kernels/common/convert_emit.py`` converts its accumulator
 to an A operand with the planned register route (``compiler/target/convert.py``), and the fixture's
 WMMA multiplies that by B: the chain of a flash-attention step, for IREE to lower
-(``lit_tests/isa/conversion.test``, docs/BENCHMARKS.md).
+(``lit_tests/isa/conversion.test``, docs/PERFORMANCE.md).
 
     python lit_tests/Inputs/gen_conversion_kernel.py [--route registers|lds] > kernel.mlir
 
