@@ -135,7 +135,8 @@ def report_command(args, source: str, options) -> int:
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}
     if html_out:
         from mmaflow.runtime.report_html import write_report
-        write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides)
+        write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides, rows=ROWS,
+                     count_rows=COUNT_ROWS)
         print(f"mmaflow report: {html_out} ({len(res.taken)} kernels, IREE's default beside each)", file=sys.stderr)
         return 0
     if args.json:
