@@ -105,7 +105,7 @@ def profile_calls(manifest_dir: Path, file: str, driver: str, function: str, inp
 
 def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
     """Kernel-only time of ``file`` (or TORCH) on ``case`` (a matmul size, an attention case's
-    key): Nsight Compute over this module's ``--profile-one FILE CASE``."""
+    key): Nsight Compute over ``python -m mmaflow.runtime.bench ... --profile-one FILE CASE``."""
     from mmaflow.runtime.ncu import kernel_time
     child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver,
              "--out", "-", "--profile-one", file, str(case)]
