@@ -136,7 +136,8 @@ def report_command(args, source: str, options) -> int:
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}
     if html_out:
         from mmaflow.runtime.report_html import write_report
-        write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides)
+        write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides, rows=ROWS,
+                     count_rows=COUNT_ROWS)
         from mmaflow.compiler.core.errors import plural
         print(f"mmaflow report: {html_out} ({plural(len(res.taken), 'kernel')}, IREE's default beside each)",
               file=sys.stderr)

@@ -4,7 +4,7 @@ A one-wave kernel: every lane loads its eight accumulator values of S^T = K Q^T 
 independent ISA model's C layout), converts them to P's A operand with the planned register
 route (four ``rocdl.permlanex16`` and per-lane selects), stores that A operand and feeds it to
 ``amdgpu.wmma`` with V. The executor runs ``rocdl.permlanex16`` from its own reading of the ISA
-(``runtime/executor.py``); the stored A must be what the ISA model's A layout says, and D = P V.
+(``runtime/executor/``); the stored A must be what the ISA model's A layout says, and D = P V.
 The same kernel with the plan's LDS round trip instead (``emit_lds_route``) must give the same
 A operand and D.
 """

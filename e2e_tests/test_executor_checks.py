@@ -242,7 +242,7 @@ def test_buffer_access_wider_than_128_bits_is_an_error():
 
 
 # LDS bank conflicts of the default f16 kernels, as the executor counts them (its bank model is in
-# runtime/executor.py): none on any AMD target. CDNA: the fragment reads (K steps interleaved into
+# runtime/executor/ops.py): none on any AMD target. CDNA: the fragment reads (K steps interleaved into
 # 128-bit reads), A's tile stores (rows in bank-disjoint order) and B's transposing 32-bit stores
 # (each store phase's column chunks XOR-swizzled: lds_copy._transposed_swizzle) have none.
 @pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "gfx942", "gfx950"])

@@ -1,4 +1,4 @@
-"""The lane executor's thread block clusters (runtime/executor_tma.py, "Clusters"): handwritten
+"""The lane executor's thread block clusters (runtime/executor/tma.py, "Clusters"): handwritten
 kernels with ``nvvm.cluster_dim``, ``%cluster_ctarank``, ``nvvm.mapa``, remote
 ``mbarrier.arrive``, ``barrier.cluster`` and a multicast ``cp.async.bulk.tensor``; what the
 executor computes, and the ordering bugs it must refuse."""
@@ -10,7 +10,7 @@ import pytest
 
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
 from mmaflow.runtime.executor import ExecutorError, Kernel, whole_clusters
-from mmaflow.runtime.executor_tma import CLUSTER_TAG, RANK_SHIFT
+from mmaflow.runtime.executor.tma import CLUSTER_TAG, RANK_SHIFT
 
 G = "#gpu.address_space<global>"
 W = "#gpu.address_space<workgroup>"

@@ -1,5 +1,5 @@
 """The TMA-fed wgmma ring (``--config copy=tma``, ``compiler/kernels/wgmma/tma.py``): numerics on the lane executor
-(whose TMA is ``runtime/executor_tma.py``: tensor-map records, mbarrier phases, bulk copies with
+(whose TMA is ``runtime/executor/tma.py``: tensor-map records, mbarrier phases, bulk copies with
 the 128B swizzle and zero fill, landing only when a wait completes their phase), the mutations it
 must catch, refusals, the plan, and the lowering to PTX (ptxas, verify).
 
@@ -158,7 +158,7 @@ def test_using_a_map_without_acquire_is_caught():
 def test_the_swizzle_is_what_the_wgmma_reads(monkeypatch):
     """The executor's TMA image without the 128B swizzle gives wrong numbers (the passing cases
     above do not pass by symmetry: wgmma reads the swizzled layout, from the ISA model)."""
-    from mmaflow.runtime import executor_tma
+    from mmaflow.runtime.executor import tma as executor_tma
     text = handed_back(matmul_module(128, 128, 128, "f16"), "sm_90a", tuple(sorted(_over(128).items())))
     assert _run(text).check.passed
     monkeypatch.setattr(executor_tma, "swizzle_128b", lambda a: a)

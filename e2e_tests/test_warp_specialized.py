@@ -356,7 +356,7 @@ def test_fp8_variants():
 
 
 # ---- clusters of 2: B's K tiles shared by TMA multicast (cluster=2) ---------------------------------
-# The lane executor runs a cluster's workgroups together (runtime/executor_tma.py, "Clusters"): the
+# The lane executor runs a cluster's workgroups together (runtime/executor/tma.py, "Clusters"): the
 # multicast lands in both workgroups' shared memory and completes both "full" mbarriers, the MMA
 # warpgroups' releases arrive on both "empty" mbarriers (mapa + a shared::cluster arrive), and
 # barrier.cluster must order the mbarriers' init before any peer uses them and every remote

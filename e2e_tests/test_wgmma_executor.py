@@ -1,4 +1,4 @@
-"""The lane executor runs Hopper warpgroup MMA at the NVVM level (runtime/executor_wgmma.py): the
+"""The lane executor runs Hopper warpgroup MMA at the NVVM level (runtime/executor/wgmma.py): the
 device probe kernel (docs/kernels/hopper_wgmma.md: exact on the H100) matches numpy here too, and each ordering
 mistake the async semantics allow fails loudly instead of giving numbers."""
 

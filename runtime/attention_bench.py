@@ -7,7 +7,7 @@ dispatch and torch's scaled_dot_product_attention on a GPU (issue 15). The halve
              scale 1/sqrt(head dim), spelled as IREE lowers SDPA) compiled with mmaflow for each
              target (its attention dispatch must be taken and verified: the prepare fails
              otherwise) and once with IREE's default pipeline (sm_80 code for sm_90a,
-             ``bench.iree_default``); the .vmfb files and manifest.json
+             ``bench_common.iree_default``); the .vmfb files and manifest.json
     run      random normal Q, K, V (seeded per case, rounded to the dtype); every module through
              IREE's runtime and torch SDPA on the same inputs, each checked against the float64
              reference within ``runtime/attention_reference.py``'s bound, then timed: the median
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaflow.runtime import bench
+from mmaflow.runtime import bench_common
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
 from mmaflow.runtime.modules import attention_module
 
@@ -84,7 +84,7 @@ def prepare(targets: list[str], seqs: list[int], head_dims: list[int], dtypes: l
         raise InputError(f"bench --attention times {' and '.join(DTYPES)} attention, not {', '.join(bad)}")
     defaults: dict[str, list[str]] = {}  # IREE's target -> its flags: one IREE default build each
     for t in ts:
-        flags, base_target = bench.iree_default(t)
+        flags, base_target = bench_common.iree_default(t)
         defaults.setdefault(base_target, flags)
     out_dir.mkdir(parents=True, exist_ok=True)
     prepared = []
@@ -100,7 +100,7 @@ def prepare(targets: list[str], seqs: list[int], head_dims: list[int], dtypes: l
                                         + "\n  ".join(res.log))
             (out_dir / f"{name}.vmfb").write_bytes(res.vmfb)
             entries.append({"variant": f"mmaflow {t.name}", "file": f"{name}.vmfb", "target": t.name,
-                            "config": bench.config_line(res.log)})
+                            "config": bench_common.config_line(res.log)})
         for base_target, flags in defaults.items():
             name = f"iree_{base_target}_{case['key']}"
             (out_dir / f"{name}.vmfb").write_bytes(compile_str(src, extra_args=flags))
@@ -111,7 +111,7 @@ def prepare(targets: list[str], seqs: list[int], head_dims: list[int], dtypes: l
     manifest = {"kind": "attention", "targets": [t.name for t in ts], "driver": ts[0].iree_device,
                 "function": FUNCTION, "flops": FLOPS, "cases": prepared,
                 "prepared": time.strftime("%Y-%m-%d %H:%M:%S")}
-    (out_dir / bench.MANIFEST).write_text(json.dumps(manifest, indent=1))
+    (out_dir / bench_common.MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
 
@@ -159,8 +159,8 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     """Check and time every prepared module and torch SDPA (when torch sees the GPU) on every
     case; ``kernel``: also each one's kernel-only time (Nsight Compute)."""
     from mmaflow.runtime.iree_runner import CompiledModule
-    manifest = json.loads((manifest_dir / bench.MANIFEST).read_text())
-    torch = bench.torch_cuda() if driver == "cuda" else None
+    manifest = json.loads((manifest_dir / bench_common.MANIFEST).read_text())
+    torch = bench_common.torch_cuda() if driver == "cuda" else None
     rows = []
     for case in manifest["cases"]:
         q, k, v = inputs(case)
@@ -174,26 +174,26 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                                   check(outs[e["file"]], ref, bound, case["dtype"]), e["config"], e["file"]))
             del mod
         if torch is not None:
-            tq, tk, tv = (bench.to_torch(torch, x) for x in (q, k, v))
-            outs[bench.TORCH] = _sdpa(torch, tq, tk, tv).float().cpu().numpy()
-            t = statistics.median(bench.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat))
+            tq, tk, tv = (bench_common.to_torch(torch, x) for x in (q, k, v))
+            outs[bench_common.TORCH] = _sdpa(torch, tq, tk, tv).float().cpu().numpy()
+            t = statistics.median(bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat))
             case_rows.append(_row(case, TORCH_VARIANT, torch.cuda.get_device_name(), t,
-                                  check(outs[bench.TORCH], ref, bound, case["dtype"]), f"torch {torch.__version__}",
-                                  bench.TORCH))
+                                  check(outs[bench_common.TORCH], ref, bound, case["dtype"]), f"torch {torch.__version__}",
+                                  bench_common.TORCH))
             for r in case_rows:  # numerics against torch's own result
-                r["max_abs_vs_torch"] = float(np.abs(outs[r["file"]].astype(np.float64) - outs[bench.TORCH]).max())
+                r["max_abs_vs_torch"] = float(np.abs(outs[r["file"]].astype(np.float64) - outs[bench_common.TORCH]).max())
         rows += case_rows
         for r in case_rows:
             print(f"bench: attention {case['key']} {r['variant']}: {r['check']} (err/bound {r['err_over_bound']:.3g}), "
                   f"{r['ms']:.4f} ms, {r['tflops']:.1f} TFLOP/s", flush=True)
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
-            k = bench.kernel_time_of(manifest_dir, r["file"], r["key"], driver)
+            k = bench_common.kernel_time_of(manifest_dir, r["file"], r["key"], driver)
             r.update(k, kernel_tflops=flops(r) / (k["kernel_ms"] * 1e-3) / 1e12)
             print(f"bench: attention {r['key']} {r['variant']}: {k['kernel_ms']:.4f} ms kernel-only "
                   f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})", flush=True)
     speedups(rows)
-    bench.write_rows(rows, out_dir, manifest)
+    bench_common.write_rows(rows, out_dir, manifest)
     return rows
 
 
@@ -207,10 +207,10 @@ def speedups(rows: list[dict]) -> None:
 
 
 def profile_one(manifest_dir: Path, file: str, key: str, driver: str) -> None:
-    """``bench.profile_calls`` of one prepared module (or torch SDPA: ``file`` bench.TORCH) on case ``key``."""
-    manifest = json.loads((manifest_dir / bench.MANIFEST).read_text())
+    """``bench_common.profile_calls`` of one prepared module (or torch SDPA: ``file`` bench_common.TORCH) on case ``key``."""
+    manifest = json.loads((manifest_dir / bench_common.MANIFEST).read_text())
     (case,) = [c for c in manifest["cases"] if c["key"] == key]
-    bench.profile_calls(manifest_dir, file, driver, FUNCTION, inputs(case), _sdpa)
+    bench_common.profile_calls(manifest_dir, file, driver, FUNCTION, inputs(case), _sdpa)
 
 
 def print_table(rows: list[dict]) -> None:

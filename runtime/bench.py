@@ -45,7 +45,6 @@ The run half imports no IREE compiler code (only iree.runtime, numpy, optionally
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -55,12 +54,13 @@ from pathlib import Path
 
 import numpy as np
 
+from mmaflow.runtime.bench_common import (MANIFEST, PROFILED_CALLS, TORCH, TORCH_FP8, config_line,
+                                          cuda_event_times, iree_default, kernel_time_of, profile_calls,
+                                          to_torch, torch_cuda, write_rows)
 from mmaflow.runtime.modules import matmul_module, matmul_source
 
-MANIFEST = "manifest.json"
 # fp8 by torch's short names (torch.float8_e4m3fn, torch.float8_e5m2) -> MLIR's element types
 FP8 = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2"}
-_TORCH_FP8 = {"f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
 
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
@@ -78,7 +78,7 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     out_dir.mkdir(parents=True, exist_ok=True)
     in_t = FP8.get(dtype, dtype)
     out_t = "f32" if dtype != "i8" else "i32"
-    b_t = in_t in _TORCH_FP8  # fp8: B stored N x K (wgmma's K-major B, torch._scaled_mm's column-major B)
+    b_t = in_t in TORCH_FP8  # fp8: B stored N x K (wgmma's K-major B, torch._scaled_mm's column-major B)
     entries = []
     for size in sizes:
         src = matmul_module(size, size, size, in_t, out_t, transpose_b=True) if b_t else \
@@ -105,15 +105,6 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     return manifest
 
 
-def iree_default(t) -> tuple[list[str], str]:
-    """The iree-compile flags of IREE's own pipeline for target ``t``, and the target it compiles
-    for. IREE 3.13 cannot configure sm_90a, so its default pipeline is measured with sm_80 code
-    (which runs on Hopper)."""
-    if t.retarget_variant:
-        return ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"], "sm_80"
-    return t.iree_flags(), t.name
-
-
 def first_error(text: str) -> str:
     """The first ``error:`` line of a compiler's output (IREE prints megabytes of IR after it)."""
     lines = text.splitlines()
@@ -123,12 +114,6 @@ def first_error(text: str) -> str:
             op = nxt.split("see current operation:", 1)[1].strip() if "see current operation:" in nxt else ""
             return (line.strip() + (f" ({op})" if op and len(op) < 200 else ""))[:400]
     return text.strip().splitlines()[0][:400] if text.strip() else "iree-compile failed"
-
-
-def config_line(log: list[str]) -> str:
-    """The kernel's configuration from a compile log's ``mmaflow: config NAME: ...`` line."""
-    lines = [line for line in log if "config" in line]
-    return lines[0].split(": ", 2)[-1] if lines else ""
 
 
 CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
@@ -156,26 +141,6 @@ def _torch_eager_args(torch, ins: list[np.ndarray]) -> list:
     """The case's inputs on the GPU as torch would hold them: f16 (A and B are; an f32 epilogue
     input is converted here, outside the timed calls)."""
     return [torch.from_numpy(x).cuda().half() for x in ins]
-
-
-def profile_calls(manifest_dir: Path, file: str, driver: str, function: str, inputs: list[np.ndarray],
-                  torch_fn=None) -> None:
-    """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
-    calls of one prepared module (or of ``torch_fn(torch, *inputs)`` when ``file`` is TORCH),
-    inputs already on the GPU, each call waited for."""
-    if file == TORCH:
-        import torch
-        args = [to_torch(torch, x) for x in inputs]
-        for _ in range(1 + PROFILED_CALLS):
-            torch_fn(torch, *args)
-            torch.cuda.synchronize()
-        return
-    from mmaflow.runtime.iree_runner import CompiledModule
-    mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
-    fn = mod.function(function)
-    dev = [mod.upload(x) for x in inputs]
-    for _ in range(1 + PROFILED_CALLS):
-        fn(*dev).to_host()
 
 
 def profile_torch_eager(manifest_dir: Path, index: int) -> None:
@@ -386,14 +351,6 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
 
 # ---- run (iree.runtime, numpy, optional torch) ------------------------------------------------
 
-def torch_cuda():
-    try:
-        import torch
-    except ImportError:
-        return None
-    return torch if torch.cuda.is_available() else None
-
-
 # Hopper's fp8 wgmma does not accumulate in full f32 (DeepSeek-V3's technical report, section
 # 3.3.2; measured on the H200 and modelled in runtime/isa/wgmma.py: per m64nNk32 the accumulator
 # and the FP8_CHUNK exact products are each cut toward zero to a multiple of 2^(E - bits), max <
@@ -433,25 +390,6 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp
     return res
 
 
-def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
-    """Seconds per ``call()`` by CUDA events, ``repeat`` times, after at least ``warmup`` calls
-    and 0.3 s of them (so the GPU leaves its idle clocks)."""
-    start, done = time.perf_counter(), 0
-    while done < warmup or time.perf_counter() - start < 0.3:
-        call()
-        torch.cuda.synchronize()
-        done += 1
-    out = []
-    for _ in range(repeat):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        call()
-        e.record()
-        e.synchronize()
-        out.append(s.elapsed_time(e) / 1e3)
-    return out
-
-
 def torch_recipes(a_type: str) -> dict:
     """What torch times beside the modules, on the inputs as ``to_torch`` holds them: {row key
     (the row's "file"): (label, fn(torch, a, b))}. f16/bf16: torch.matmul (cuBLAS). fp8:
@@ -459,7 +397,7 @@ def torch_recipes(a_type: str) -> dict:
     module's, so ``b.t()``: no copy), with cuBLASLt's default accumulation (partial sums promoted
     to full f32, as mmaflow's fp8 kernel promotes per K tile) and with ``use_fast_accum``
     (accumulation in the tensor cores only, as mmaflow's first fp8 kernel did)."""
-    if a_type not in _TORCH_FP8:
+    if a_type not in TORCH_FP8:
         # cuBLAS computing what the module computes (f32 out), beside its fastest form (16-bit out):
         # torch.mm's out_dtype (torch >= 2.8); a torch without it reports the row as not run.
         return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)),
@@ -485,10 +423,6 @@ def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int, f
     return cuda_event_times(torch, lambda: fn(torch, ta, tb), warmup, repeat)
 
 
-PROFILED_CALLS = 5
-TORCH = "torch"
-
-
 TIMED_DTYPES = ("f16", "bf16", *FP8)
 
 
@@ -500,38 +434,12 @@ def _inputs(size: int, dtype: str = "f16") -> tuple[np.ndarray, np.ndarray]:
     return tuple(rng.uniform(-1, 1, (size, size)).astype(np.float32).astype(DTYPES[dtype]) for _ in range(2))
 
 
-def _np_fp8() -> dict:
-    from mmaflow.runtime.numerics import DTYPES
-    return {t: DTYPES[t] for t in _TORCH_FP8}
-
-
-def to_torch(torch, x: np.ndarray):
-    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact; fp8
-    through its bytes: ml_dtypes' float8_e4m3fn / float8_e5m2 and torch's are the same OCP
-    encodings)."""
-    if x.dtype == np.float16:
-        return torch.from_numpy(x).cuda()
-    fp8 = {np.dtype(v): _TORCH_FP8[k] for k, v in _np_fp8().items()}.get(x.dtype)
-    if fp8 is not None:
-        return torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).cuda().view(getattr(torch, fp8))
-    return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).cuda()
-
-
 def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
     """``profile_calls`` of one prepared module at ``size`` (or of torch.matmul: ``file`` "torch")."""
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     recipes = torch_recipes(manifest["a_type"])
     profile_calls(manifest_dir, TORCH if file in recipes else file, driver, manifest["function"],
                   list(_inputs(size, manifest["a_type"])), recipes[file][1] if file in recipes else None)
-
-
-def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
-    """Kernel-only time of ``file`` (or TORCH) on ``case`` (a matmul size, an attention case's
-    key): Nsight Compute over this module's ``--profile-one FILE CASE``."""
-    from mmaflow.runtime.ncu import kernel_time
-    child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver,
-             "--out", "-", "--profile-one", file, str(case)]
-    return kernel_time(child, PROFILED_CALLS, f"{file} at {case}").as_dict()
 
 
 def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5,
@@ -556,7 +464,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                 continue
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
             out = mod(manifest["function"], a, b)
-            check = _reference_check(a, b_kn, out, torch, fp8=manifest["a_type"] in _TORCH_FP8)
+            check = _reference_check(a, b_kn, out, torch, fp8=manifest["a_type"] in TORCH_FP8)
             times = mod.time(manifest["function"], a, b, warmup=warmup, repeat=repeat)
             t = statistics.median(times)
             rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": t * 1e3,
@@ -566,7 +474,7 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             del mod
         for key, (label, fn) in (torch_recipes(manifest["a_type"]).items() if torch is not None else ()):
             detail = ""
-            fp8 = manifest["a_type"] in _TORCH_FP8
+            fp8 = manifest["a_type"] in TORCH_FP8
             if fp8 or key != TORCH:  # f32 out: the same reference and tolerance (not a verdict on us)
                 try:
                     res = fn(torch, to_torch(torch, a), to_torch(torch, b)).float().cpu().numpy()
@@ -597,16 +505,6 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                   f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})", flush=True)
     write_results(rows, out_dir, manifest)
     return rows
-
-
-def write_rows(rows: list[dict], out_dir: Path, manifest: dict) -> None:
-    """results.csv (the columns of every row, in first-seen order) and results.json (with the manifest)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    with open(out_dir / "results.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
-        w.writeheader()
-        w.writerows(rows)
-    (out_dir / "results.json").write_text(json.dumps({"manifest": manifest, "rows": rows}, indent=1))
 
 
 def write_results(rows: list[dict], out_dir: Path, manifest: dict) -> None:

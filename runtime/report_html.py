@@ -19,7 +19,6 @@ import html
 from pathlib import Path
 
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
-from mmaflow.compiler.report import COUNT_ROWS, ROWS
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1b1b;max-width:1500px}
@@ -174,9 +173,9 @@ def isa_listing(lines: list[str], pid: str, unrolled: str | None = None) -> str:
     return f'<pre class="isa" id="{pid}">' + "\n".join(body) + "</pre>"
 
 
-def _resource_table(mine, base) -> str:
+def _resource_table(mine, base, rows) -> str:
     out = ['<table><tr><th class="l"></th><th>mmaflow</th><th>IREE default</th></tr>']
-    for key, label in ROWS:
+    for key, label in rows:
         a = getattr(mine, key)
         b = getattr(base, key) if base is not None else None
         if key == "matrix_behind_lds_wait":  # a K-loop figure: none where K is unrolled
@@ -187,7 +186,7 @@ def _resource_table(mine, base) -> str:
     return "\n".join(out) + "</table>"
 
 
-def _mix_table(mine, base) -> str:
+def _mix_table(mine, base, count_rows) -> str:
     def loop_head(rep):
         return "in K loop" if rep is None or k_loop(rep) else "in K loop (none: K unrolled)"
 
@@ -195,7 +194,7 @@ def _mix_table(mine, base) -> str:
         return rep.loop_counts.get(key, 0) if k_loop(rep) else "-"
     out = [f'<table><tr><th class="l">instructions</th><th>mmaflow</th><th>{loop_head(mine)}</th>'
            f'<th>IREE default</th><th>{loop_head(base)}</th></tr>']
-    for key in COUNT_ROWS:
+    for key in count_rows:
         vals = [mine.counts.get(key, 0), in_loop(mine, key)]
         vals += [base.counts.get(key, 0), in_loop(base, key)] if base is not None else ["-", "-"]
         if any(v not in (0, "-") for v in vals):
@@ -224,10 +223,13 @@ def _lds_section(exe, stats, target) -> str:
     return "\n".join(parts)
 
 
-def render(target, source_name: str, compiled, baseline: dict, executor: dict, explain: dict) -> str:
+def render(target, source_name: str, compiled, baseline: dict, executor: dict, explain: dict, *,
+           rows: list, count_rows: list) -> str:
     """The page. ``compiled``: bridge.CompileResult; ``baseline``: kernel -> IsaReport of IREE's
     default; ``executor``: executable -> executor Stats (or None); ``explain``: executable ->
-    the config's reasons."""
+    the config's reasons; ``rows`` ((IsaReport field, label), ...) and ``count_rows``
+    (instruction classes): the tables' rows, as `mmaflow report` prints them (its ROWS and
+    COUNT_ROWS)."""
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>mmaflow report: {_e(source_name)} on "
            f"{_e(target.name)}</title><style>{_CSS}</style></head><body>",
            f"<h1>mmaflow report: {_e(source_name)} on {_e(target.name)}</h1>",
@@ -263,9 +265,9 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
                    _lds_section(exe, executor.get(exe.name), target) +
                    "</section>")
         out.append(f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
-                   + _resource_table(mine, base) + "</section>")
+                   + _resource_table(mine, base, rows) + "</section>")
         out.append(f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the K loop)</h3>'
-                   + _mix_table(mine, base) + "</section>")
+                   + _mix_table(mine, base, count_rows) + "</section>")
         ours, theirs = k_loop(mine) or [], k_loop(base) or []
         out.append(f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
                    '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
@@ -281,9 +283,10 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
 
 
 def write_report(path: Path, target, source_name: str, compiled, baseline: dict, *, overrides: dict,
-                 sample: int = 1) -> None:
+                 rows: list, count_rows: list, sample: int = 1) -> None:
     """Run the lane executor on ``sample`` workgroups of each taken dispatch for its LDS
-    counters, gather the config's reasons, and write the page."""
+    counters, gather the config's reasons, and write the page (``rows``, ``count_rows``: see
+    ``render``)."""
     from mmaflow.compiler.kernels.registry import explain
     from mmaflow.runtime.model_check import check_executable
     executor, reasons = {}, {}
@@ -291,4 +294,5 @@ def write_report(path: Path, target, source_name: str, compiled, baseline: dict,
         reasons[exe.name] = explain(target, exe.facts.problem.estimate(), overrides)
         checks = check_executable(exe, seed=0, sample=sample)
         executor[exe.name] = checks[0].stats if checks else None
-    path.write_text(render(target, source_name, compiled, baseline, executor, reasons))
+    path.write_text(render(target, source_name, compiled, baseline, executor, reasons, rows=rows,
+                           count_rows=count_rows))

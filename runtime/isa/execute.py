@@ -81,7 +81,7 @@ def placement(instr, operand: str) -> _Placement:
     return _PLACEMENTS[key]
 
 
-def _check_dtype(instr, operand: str, regs: np.ndarray, expected: str):
+def check_dtype(instr, operand: str, regs: np.ndarray, expected: str):
     allowed = _ACCEPTS.get(expected, {expected})
     names = {n for n, d in _NP_TYPES.items() if d == regs.dtype}
     if operand in "AB" and expected == "i8" and regs.dtype == np.uint8:
@@ -91,7 +91,7 @@ def _check_dtype(instr, operand: str, regs: np.ndarray, expected: str):
                        f"expected {' or '.join(sorted(allowed))}")
 
 
-def _gather(instr, operand: str, regs: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+def gather_operand(instr, operand: str, regs: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     p = placement(instr, operand)
     slots = _operand_fields(instr, operand)[1]
     if regs.shape[-2:] != (instr.wave, slots):
@@ -119,12 +119,12 @@ def execute(key: str, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray
         instr = INSTRUCTIONS[key]
     except KeyError:
         raise IsaError(f"the ISA model has no instruction {key!r}") from None
-    _check_dtype(instr, "A", a_regs, instr.a_type)
-    _check_dtype(instr, "B", b_regs, instr.a_type)
-    _check_dtype(instr, "C", c_regs, instr.c_type)
-    a = _gather(instr, "A", a_regs, (instr.m, instr.k))
-    b = _gather(instr, "B", b_regs, (instr.k, instr.n))
-    c = _gather(instr, "C", c_regs, (instr.m, instr.n))
+    check_dtype(instr, "A", a_regs, instr.a_type)
+    check_dtype(instr, "B", b_regs, instr.a_type)
+    check_dtype(instr, "C", c_regs, instr.c_type)
+    a = gather_operand(instr, "A", a_regs, (instr.m, instr.k))
+    b = gather_operand(instr, "B", b_regs, (instr.k, instr.n))
+    c = gather_operand(instr, "C", c_regs, (instr.m, instr.n))
     if instr.c_type == "i32":
         a64 = (a.view(np.uint8) if unsigned_a else a.view(np.int8)).astype(np.int64)
         b64 = (b.view(np.uint8) if unsigned_b else b.view(np.int8)).astype(np.int64)

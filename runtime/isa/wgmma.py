@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mmaflow.runtime.isa.execute import IsaError, _check_dtype, _gather, np_dtype, placement
+from mmaflow.runtime.isa.execute import IsaError, check_dtype, gather_operand, np_dtype, placement
 from mmaflow.runtime.isa.smem_matrix import decode_descriptor, read_operand
 from mmaflow.runtime.isa.tables import WGMMA
 
@@ -82,16 +82,16 @@ def execute_wgmma(key: str, c_regs: np.ndarray, b_desc: int, smem: np.ndarray, *
         raise IsaError(f"{key}: imm-trans-a/imm-trans-b exist only for .f16/.bf16 inputs")
     if trans_a and a_regs is not None:
         raise IsaError(f"{key}: imm-trans-a applies to a shared-memory A only")
-    _check_dtype(instr, "C", c_regs, instr.c_type)
+    check_dtype(instr, "C", c_regs, instr.c_type)
     if a_regs is not None:
-        _check_dtype(instr, "A", a_regs, instr.a_type)
-        a = _gather(instr, "A", a_regs, (instr.m, instr.k))
+        check_dtype(instr, "A", a_regs, instr.a_type)
+        a = gather_operand(instr, "A", a_regs, (instr.m, instr.k))
     else:
         a = read_operand(smem, decode_descriptor(a_desc), k_major=not trans_a, dtype=np_dtype(instr.a_type),
                          rows=instr.m, cols=instr.k, mn_axis=0)
     b = read_operand(smem, decode_descriptor(b_desc), k_major=not trans_b, dtype=np_dtype(instr.b_type),
                      rows=instr.k, cols=instr.n, mn_axis=1)
-    c = _gather(instr, "C", c_regs, (instr.m, instr.n))
+    c = gather_operand(instr, "C", c_regs, (instr.m, instr.n))
     a64, b64 = scale_a * a.astype(np.float64), scale_b * b.astype(np.float64)
     if instr.element_bits == 8:  # the measured fp8 accumulator (module docstring), not f32
         acc = c.astype(np.float64) if scale_d else np.zeros(c.shape)

@@ -1,362 +1,34 @@
-"""The CPU lane executor: run one distributed dispatch function with numpy, every lane at once.
+"""The lane executor's generic ops: arith and math, constants, the HAL interface, memory (LDS
+and global, with the race, in-flight, bank-conflict and bounds checks), vectors, ldmatrix,
+cp.async, the matrix instructions of the ISA model (``amdgpu.wmma`` / ``mfma``,
+``nvgpu.mma.sync``), cross-lane ops, and control flow (``scf.for``, ``scf.if`` with its warp
+roles). ``HANDLERS``: op name -> handler; ``end_check``: what must hold when a batch ends.
 
-All lanes of a batch of workgroups execute in lockstep; each SSA value is a numpy array whose
-leading axis is the lane: size L (one row per lane) or size 1 (the same for every lane --
-constants, loop counters -- broadcast by numpy). Matrix instructions go through the independent ISA model
-(``mmaflow.runtime.isa``), never through the compiler's layout model.
-
-Checked while running (an error names the op and its location):
-- unsupported ops; LDS and non-buffer global accesses out of bounds; matrix ops or barriers
-  under divergent control flow; non-uniform loop bounds;
-- races: an LDS read of data another lane wrote, or an LDS write over data another lane read or
-  wrote, with no barrier in between (collected in ``Stats.races``).
-
-Measured: LDS bank conflicts (per access, split into <= 16-byte pieces; a piece's lanes are
-served in phases of (banks * 4 / bytes) lanes; a phase costs as many cycles as the most distinct
-dwords any bank receives; allocations are packed in declaration order, 16-byte aligned), and the
-width of every global access.
-
-Thread block clusters (a function's ``nvvm.cluster_dim``): a batch holds whole clusters, a sample
-grows to them (``whole_clusters``); ``State.peers`` / ``row_rank`` relate the rows of a cluster
-(the cluster ops are executor_tma.py's, "Clusters").
-
-Bindings are byte buffers; a subspan addresses its tensor as IREE's lowering does (the memref
-layout's offset, or the byte-offset operand when that is dynamic), and the executor records which
-bytes of each binding the kernel stored. ``amdgpu.raw_buffer_load/store`` follow the buffer
-bounds check: elements whose linear offset is outside the subspan's memref read 0 / are not
-written.
+A handler ``h(k, op)`` runs once per op when the ``Kernel`` compiles the function and returns
+``run(st)``, which executes the op for every lane of a ``State``.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from collections import Counter
-from dataclasses import dataclass, field
 
-import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler.core.errors import MmaflowError
-from mmaflow.compiler.core.mlir import file_location, typed_location
-
+from mmaflow.runtime.executor.core import (ExecutorError, FuncReturn, MemRef, Roles, State, np_dtype, op_loc,
+                                           per_lane, run_block)
+from mmaflow.runtime.executor.wgmma import lds_write_check
 from mmaflow.runtime.isa import IsaError
 from mmaflow.runtime.isa import execute as isa_execute
 from mmaflow.runtime.isa.decode import decode
-
-LDS_BANKS = {"gfx11": 64, "gfx12": 64, "gfx942": 32, "gfx950": 64, "sm_": 32}
-
-
-class ExecutorError(MmaflowError):
-    """The lane executor cannot run the kernel (an unsupported op, a missing input) or the
-    kernel misbehaves in a way it refuses to model (out-of-bounds LDS)."""
-
-    exit_code = 9
-
-
-def lds_banks(arch: str) -> int:
-    for prefix, n in LDS_BANKS.items():
-        if arch.startswith(prefix):
-            return n
-    raise ExecutorError(f"no LDS bank model for {arch}")
-
-
-_DTYPES = {
-    "f32": np.float32, "f16": np.float16, "f64": np.float64, "bf16": ml_dtypes.bfloat16,
-    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
-    "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
-    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64,
-}
-
-
-def np_dtype(t: ir.Type) -> np.dtype:
-    try:
-        return np.dtype(_DTYPES[str(t)])
-    except KeyError:
-        raise ExecutorError(f"the executor has no numpy type for {t}") from None
-
-
-def _loc(op) -> str:
-    """'<generated piece> at file:line:col' (mmaflow names the ops it generates), or the op name."""
-    loc = typed_location(op.location)
-    at = file_location(op.location)
-    where = f"{at.filename}:{at.start_line}:{at.start_col}" if at is not None else ""
-    if isinstance(loc, ir.NameLoc) and loc.name_str.startswith("mmaflow."):
-        return f"{loc.name_str} ({op.name}){' at ' + where if where else ''}"
-    return where or op.name
-
-
-@dataclass
-class Stats:
-    lds_access_pieces: int = 0
-    lds_ideal_cycles: int = 0
-    lds_cycles: int = 0
-    global_loads: Counter = field(default_factory=Counter)  # bytes per lane -> wave-instructions
-    global_stores: Counter = field(default_factory=Counter)
-    barriers: int = 0
-    matrix_ops: int = 0
-    cross_lane_ops: int = 0  # wave-instructions that read another lane's register (v_permlanex16, shfl)
-    async_copy_bytes: int = 0  # landed in LDS through nvgpu.device_async_copy (zero fills included)
-    races: list = field(default_factory=list)
-    lds_conflicts_by_op: Counter = field(default_factory=Counter)  # op -> conflict cycles
-    lds_pieces_by_op: Counter = field(default_factory=Counter)  # op -> access pieces (conflict-free cycles)
-    seconds: float = 0.0  # wall time of the run (set by the caller that timed it)
-
-    @property
-    def lds_conflict_cycles(self) -> int:
-        return self.lds_cycles - self.lds_ideal_cycles
-
-    def to_dict(self) -> dict:
-        return {
-            "lds_access_pieces": self.lds_access_pieces, "lds_ideal_cycles": self.lds_ideal_cycles,
-            "lds_cycles": self.lds_cycles, "lds_conflict_cycles": self.lds_conflict_cycles,
-            "global_loads_by_bytes": dict(sorted(self.global_loads.items())),
-            "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
-            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "cross_lane_ops": self.cross_lane_ops,
-            "async_copy_bytes": self.async_copy_bytes,
-            "races": self.races[:20],
-            "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
-            "lds_pieces_by_op": dict(self.lds_pieces_by_op.most_common(20)),
-            "seconds": round(self.seconds, 3),
-        }
-
-
-class MemRef:
-    """A memref value: flat storage plus shape; LDS storage has one row per workgroup."""
-
-    def __init__(self, data: np.ndarray, shape, space: str, name: str, base: int = 0):
-        self.data, self.shape, self.space, self.name, self.base = data, tuple(shape), space, name, base
-        self.strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
-        self.numel = int(np.prod(shape)) if shape else 1
-        self.elem_bytes = data.dtype.itemsize
-        self.written: np.ndarray | None = None  # global memory: (element, byte) stored (a view of the binding's mask)
-
-    def linear(self, idx: list) -> np.ndarray:
-        out = 0
-        for i, s in zip(idx, self.strides):
-            out = out + np.asarray(i, dtype=np.int64) * s
-        return np.asarray(out, dtype=np.int64)
-
-
-class _Return(Exception):
-    pass
-
-
-class State:
-    def __init__(self, kernel: "Kernel", workgroups: np.ndarray):
-        """The lanes of ``workgroups`` (linear workgroup ids), run together; with thread block
-        clusters (``Kernel.cluster``) they must be whole clusters."""
-        k = kernel
-        self.k = k
-        self.G, self.T = len(workgroups), k.workgroup_size
-        self.L = self.G * k.workgroup_size
-        lanes = np.arange(self.L, dtype=np.int64)
-        self.tid = lanes % self.T
-        self.wg_local = lanes // self.T
-        wg = np.asarray(workgroups, np.int64)[self.wg_local]
-        gx, gy, _ = k.grid
-        self.wg_id = (wg % gx, (wg // gx) % gy, wg // (gx * gy))
-        # Thread block clusters: each row's rank in its cluster, ``peers[g, r]`` the row of rank r
-        # of row g's cluster, ``rank`` per lane, and per row how many barrier.cluster completed.
-        cluster_ids, ranks = cluster_coordinates(np.asarray(workgroups, np.int64), k.grid, k.cluster)
-        self.cluster_n = int(np.prod(k.cluster))
-        self.row_rank = ranks
-        self.rank = ranks[self.wg_local]
-        self.peers = np.full((self.G, self.cluster_n), -1, np.int64)
-        rows_of = {}
-        for g, (c, r) in enumerate(zip(cluster_ids.tolist(), ranks.tolist())):
-            rows_of.setdefault(c, {})[r] = g
-        for g, c in enumerate(cluster_ids.tolist()):
-            for r, row in rows_of[c].items():
-                self.peers[g, r] = row
-        if (self.peers < 0).any():
-            g = int(np.argwhere(self.peers < 0)[0][0])
-            raise ExecutorError(f"workgroup {int(workgroups[g])} runs without the rest of its cluster of "
-                                f"{self.cluster_n} (a batch holds whole clusters)")
-        self.cluster_count = np.zeros(self.G, np.int64)
-        self.cluster_arrived = np.zeros(self.L, bool)  # arrived at the current barrier.cluster
-        self.cluster_ready = np.zeros(self.L, bool)  # its barrier.cluster completed, not yet waited for
-        self.env: dict = {}
-        self.mask = None  # None: all lanes active
-        self.epoch = 0
-        self.lds: dict = {}
-        self.lds_offset = 0
-        self.race_meta: dict = {}
-        # cp.async (nvgpu.device_async_copy): copies issued but not committed, committed groups
-        # (oldest first), and per LDS memref which elements a copy in flight will still write
-        self.async_open: list = []
-        self.async_groups: list = []
-        self.in_flight: dict = {}
-        # progress within a batch (``Kernel.run``): called with the share of an outermost loop's
-        # iterations done, after each of them; ``loop_depth`` tells the outermost loops apart
-        self.tick = None
-        self.loop_depth = 0
-
-    def active(self) -> np.ndarray:
-        return np.ones(self.L, bool) if self.mask is None else self.mask
-
-
-def _lanes(v, L: int) -> np.ndarray:
-    """Broadcast a value (leading axis 1 or L) to one row per lane."""
-    v = np.asarray(v)
-    return v if v.shape[0] == L else np.broadcast_to(v, (L,) + v.shape[1:])
-
-
-def cluster_shape(func: ir.Operation) -> tuple[int, int, int]:
-    """The thread block cluster shape of a dispatch function: its ``nvvm.cluster_dim``
-    (``array<i32: cx, cy, cz>``); absent: (1, 1, 1), no clusters."""
-    if "nvvm.cluster_dim" not in func.attributes:
-        return (1, 1, 1)
-    attr = func.attributes["nvvm.cluster_dim"]
-    try:
-        dims = [int(d) for d in ir.DenseI32ArrayAttr(attr)]
-    except (TypeError, ValueError):
-        raise ExecutorError(f"nvvm.cluster_dim = {attr}: expected array<i32: x, y, z>") from None
-    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
-        raise ExecutorError(f"nvvm.cluster_dim = {attr}: one to three positive sizes")
-    return tuple(dims + [1] * (3 - len(dims)))
-
-
-def cluster_coordinates(ids: np.ndarray, grid: tuple, cluster: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """(linear cluster id, rank in the cluster) of linear workgroup ids: workgroup (x, y, z) is
-    rank (x % cx) + cx * ((y % cy) + cy * (z % cz)) of cluster (x // cx, y // cy, z // cz)
-    [PTX ISA, "Cluster of cooperative thread arrays"; %cluster_ctarank]."""
-    gx, gy, _ = grid
-    cx, cy, cz = cluster
-    x, y, z = ids % gx, (ids // gx) % gy, ids // (gx * gy)
-    rank = (x % cx) + cx * ((y % cy) + cy * (z % cz))
-    cid = (x // cx) + (gx // cx) * ((y // cy) + (gy // cy) * (z // cz))
-    return cid, rank
-
-
-def whole_clusters(ids, grid: tuple, cluster: tuple) -> list[int]:
-    """The linear workgroup ids of every cluster that one of ``ids`` belongs to, cluster after
-    cluster (rank order within each): what ``Kernel.run`` runs for a sample ``ids``. Without
-    clusters, ``ids`` sorted."""
-    ids = np.asarray(sorted(set(int(i) for i in ids)), np.int64)
-    if int(np.prod(cluster)) == 1 or not ids.size:
-        return ids.tolist()
-    every = np.arange(int(np.prod(grid)), dtype=np.int64)
-    cid, rank = cluster_coordinates(every, grid, cluster)
-    taken = np.isin(cid, cluster_coordinates(ids, grid, cluster)[0])
-    order = np.lexsort((rank[taken], cid[taken]))  # by cluster, then rank
-    return every[taken][order].tolist()
 
 
 def _uniform(v, what: str, op) -> int:
     a = np.asarray(v)
     if not np.all(a == a.flat[0]):
-        raise ExecutorError(f"{_loc(op)}: {what} differs between lanes (non-uniform control flow is not supported here)")
+        raise ExecutorError(f"{op_loc(op)}: {what} differs between lanes (non-uniform control flow is not supported here)")
     return int(a.flat[0])
 
-
-class Kernel:
-    """A dispatch function compiled to Python closures, ready to run over its grid."""
-
-    def __init__(self, func: ir.Operation, *, arch: str, grid: tuple[int, int, int],
-                 workgroup_size: int, wave_size: int, constants: list[int] | None = None):
-        self.func, self.arch, self.grid = func, arch, grid
-        self.constants = list(constants or [])  # push constants (i32), for dynamic sizes
-        self.workgroup_size, self.wave_size = workgroup_size, wave_size
-        self.cluster = cluster_shape(func)  # thread block clusters (executor_tma.py, "Clusters")
-        self.banks = lds_banks(arch)
-        self.ids: dict = {}
-        self.stats = Stats()
-        self.op_names: dict = {}  # op -> _loc(op), for the per-op LDS counters
-        self.body = self._compile_block(func.regions[0].blocks[0])
-
-    # ---- compilation ------------------------------------------------------------------------
-    def _id(self, value) -> int:
-        if value not in self.ids:
-            self.ids[value] = len(self.ids)
-        return self.ids[value]
-
-    def _compile_block(self, block) -> list:
-        return [self._compile(o.operation) for o in block.operations]
-
-    def _compile(self, op: ir.Operation):
-        name = op.name
-        handler = _HANDLERS.get(name)
-        if handler is None:
-            prefix = name.split(".")[0]
-            if prefix in ("arith", "math") and name in _ARITH:
-                return self._arith(op)
-            raise ExecutorError(f"{_loc(op)}: the lane executor does not support {name}")
-        return handler(self, op)
-
-    def _ins(self, op):
-        return [self._id(v) for v in op.operands]
-
-    def _outs(self, op):
-        return [self._id(v) for v in op.results]
-
-    # ---- running ----------------------------------------------------------------------------
-    def run(self, bindings: dict[int, np.ndarray], *, max_lanes: int = 1 << 14,
-            workgroups=None, progress=None) -> Stats:
-        """Run every workgroup of the grid, or only the linear ids in ``workgroups`` (a sample:
-        each workgroup computes its own output tile). ``progress(done, total)`` is called after
-        each batch, and within one after each iteration of its outermost loop (the K loop; ``done``
-        then counts the batch's workgroups in fractions, ``_batch_ticks``). With thread block clusters (``nvvm.cluster_dim``) a sample grows to the whole
-        clusters its ids belong to (``whole_clusters``; ``self.ran`` lists what ran), and a batch
-        holds whole clusters."""
-        self.bindings = bindings
-        self.written: dict[int, np.ndarray] = {}  # binding -> which of its bytes the kernel stored
-        total = self.grid[0] * self.grid[1] * self.grid[2]
-        n = int(np.prod(self.cluster))
-        if any(g % c for g, c in zip(self.grid, self.cluster)):
-            raise ExecutorError(f"the grid {tuple(self.grid)} does not divide by the cluster shape {self.cluster} "
-                                f"(nvvm.cluster_dim)")
-        ids = np.arange(total, dtype=np.int64) if workgroups is None else np.asarray(sorted(set(workgroups)), np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= total):
-            raise ExecutorError(f"workgroup ids outside the grid of {total}")
-        if n > 1:
-            ids = np.asarray(whole_clusters(ids, self.grid, self.cluster), np.int64)
-        self.ran = ids.tolist()
-        per = max(1, max_lanes // self.workgroup_size)
-        per = max(n, per // n * n)  # whole clusters per batch
-        for first in range(0, len(ids), per):
-            st = State(self, ids[first:first + per])
-            if progress is not None:
-                st.tick = _batch_ticks(progress, first, len(st.wg_local) // self.workgroup_size, len(ids))
-            try:
-                _run_block(self.body, st)
-            except _Return:
-                pass
-            if st.async_open or st.async_groups:
-                raise ExecutorError("the kernel ends with async copies (cp.async) it never waited for")
-            wgmma_end_check(st)
-            tma_end_check(st)
-            if progress is not None:
-                progress(min(first + per, len(ids)), len(ids))
-        return self.stats
-
-    # ---- op families ------------------------------------------------------------------------
-    def _arith(self, op):
-        fn, kind = _ARITH[op.name]
-        ins, (out,) = self._ins(op), self._outs(op)
-        rtype = op.results[0].type
-        elem = ir.VectorType(rtype).element_type if isinstance(rtype, ir.VectorType) else rtype
-        dt = np_dtype(elem)
-        pred = ir.IntegerAttr(op.attributes["predicate"]).value if "predicate" in op.attributes else None
-        src_t = op.operands[0].type
-        src_elem = ir.VectorType(src_t).element_type if isinstance(src_t, ir.VectorType) else src_t
-        unsigned_src = op.name in ("arith.uitofp", "arith.extui")
-        src_bits = _int_bits(src_elem)
-
-        def run(st):
-            args = [st.env[i] for i in ins]
-            with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-                if kind == "cmp":
-                    r = _cmpi(pred, args[0], args[1], src_bits)
-                elif kind == "cmpf":
-                    r = _cmpf(pred, args[0], args[1])
-                elif kind == "cast":
-                    r = _cast(args[0], dt, unsigned_src, src_bits)
-                else:
-                    r = fn(*args, dt, src_bits)
-            st.env[out] = np.asarray(r).astype(dt, copy=False) if kind != "select" else r
-        return run
 
 
 def _int_bits(t) -> int:
@@ -492,30 +164,38 @@ _ARITH = {
 }
 
 
-def _batch_ticks(progress, first: int, size: int, total: int):
-    """``State.tick`` for a batch of ``size`` workgroups after ``first``: ``progress`` with the
-    workgroups done counted in fractions, by the share of an outermost loop's iterations done
-    (the K loop), never going back: a shorter loop after it (a pipeline's drain) does not count."""
-    seen = [0, 0.0]  # the most iterations of an outermost loop so far, the share reported
+def _h_arith(k, op):
+    """The arith and math ops of ``_ARITH``: elementwise, per lane."""
+    fn, kind = _ARITH[op.name]
+    ins, (out,) = k._ins(op), k._outs(op)
+    rtype = op.results[0].type
+    elem = ir.VectorType(rtype).element_type if isinstance(rtype, ir.VectorType) else rtype
+    dt = np_dtype(elem)
+    pred = ir.IntegerAttr(op.attributes["predicate"]).value if "predicate" in op.attributes else None
+    src_t = op.operands[0].type
+    src_elem = ir.VectorType(src_t).element_type if isinstance(src_t, ir.VectorType) else src_t
+    unsigned_src = op.name in ("arith.uitofp", "arith.extui")
+    src_bits = _int_bits(src_elem)
 
-    def tick(share: float, iterations: int) -> None:
-        if iterations < seen[0]:
-            return
-        seen[0] = iterations
-        if share > seen[1]:
-            seen[1] = share
-            progress(first + size * share, total)
-    return tick
+    def run(st):
+        args = [st.env[i] for i in ins]
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            if kind == "cmp":
+                r = _cmpi(pred, args[0], args[1], src_bits)
+            elif kind == "cmpf":
+                r = _cmpf(pred, args[0], args[1])
+            elif kind == "cast":
+                r = _cast(args[0], dt, unsigned_src, src_bits)
+            else:
+                r = fn(*args, dt, src_bits)
+        st.env[out] = np.asarray(r).astype(dt, copy=False) if kind != "select" else r
+    return run
 
-
-def _run_block(body: list, st: State):
-    for fn in body:
-        fn(st)
 
 
 # ---- handlers ---------------------------------------------------------------------------------
 
-def _h_constant(k: Kernel, op):
+def _h_constant(k, op):
     (out,) = k._outs(op)
     attr = op.attributes["value"]
     t = op.results[0].type
@@ -606,7 +286,7 @@ def _subspan_layout(op, mt: ir.MemRefType) -> tuple[int | None, list]:
     expect = 1
     for axis in reversed(range(len(shape))):
         if strides[axis] != dyn and strides[axis] != expect:
-            raise ExecutorError(f"{_loc(op)}: binding memref {mt} is not row-major")
+            raise ExecutorError(f"{op_loc(op)}: binding memref {mt} is not row-major")
         expect = None if (expect is None or ir.ShapedType.is_dynamic_size(shape[axis])) else expect * shape[axis]
         if expect is None:
             break
@@ -629,36 +309,36 @@ def _h_subspan(k, op):
     dt = np_dtype(mt.element_type)
     static = list(mt.shape)
     if sum(1 for s in static if ir.ShapedType.is_dynamic_size(s)) != len(dim_ids):
-        raise ExecutorError(f"{_loc(op)}: {len(dim_ids)} dynamic dims for {mt}")
+        raise ExecutorError(f"{op_loc(op)}: {len(dim_ids)} dynamic dims for {mt}")
     layout_offset, _ = _subspan_layout(op, mt)
 
     def run(st):
         buf = k.bindings.get(binding)
         if buf is None:
-            raise ExecutorError(f"{_loc(op)}: no buffer given for binding {binding}")
+            raise ExecutorError(f"{op_loc(op)}: no buffer given for binding {binding}")
         dyn = iter([_uniform(st.env[i], "dynamic binding size", op) for i in dim_ids])
         shape = [next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in static]
         byte_offset = _uniform(st.env[off_ids[0]], "binding offset", op) if off_ids else 0
         if layout_offset is not None:
             if byte_offset != layout_offset * dt.itemsize:
                 raise ExecutorError(
-                    f"{_loc(op)}: binding {binding}'s subspan has byte offset {byte_offset} but its memref "
+                    f"{op_loc(op)}: binding {binding}'s subspan has byte offset {byte_offset} but its memref "
                     f"{mt} puts the tensor at element {layout_offset} (byte {layout_offset * dt.itemsize}); "
                     f"IREE's lowering addresses the memref's offset, so the kernel reads another tensor")
             start = layout_offset * dt.itemsize
         else:
             if byte_offset % dt.itemsize:
-                raise ExecutorError(f"{_loc(op)}: binding {binding}'s byte offset {byte_offset} is not a multiple "
+                raise ExecutorError(f"{op_loc(op)}: binding {binding}'s byte offset {byte_offset} is not a multiple "
                                     f"of the element size {dt.itemsize}")
             start = byte_offset
         raw = buf.reshape(-1).view(np.uint8)
         numel = int(np.prod(shape))
         if start + numel * dt.itemsize > raw.size:
-            raise ExecutorError(f"{_loc(op)}: binding {binding} holds {raw.size} bytes; the memref needs bytes "
+            raise ExecutorError(f"{op_loc(op)}: binding {binding} holds {raw.size} bytes; the memref needs bytes "
                                 f"{start}..{start + numel * dt.itemsize}")
         flat = raw[start:start + numel * dt.itemsize].view(dt)
         mem = MemRef(flat, shape, "global", f"binding{binding}@{start}")
-        mem.binding, mem.start = binding, start  # (its address, for TMA's tensor maps: executor_tma.py)
+        mem.binding, mem.start = binding, start  # (its address, for TMA's tensor maps: tma.py)
         written = k.written.setdefault(binding, np.zeros(raw.size, bool))
         mem.written = written[start:start + numel * dt.itemsize].reshape(numel, dt.itemsize)
         st.env[out] = mem
@@ -673,7 +353,7 @@ def _h_constant_load(k, op):
 
     def run(st):
         if ordinal >= len(k.constants):
-            raise ExecutorError(f"{_loc(op)}: push constant {ordinal} was not given ({len(k.constants)} given)")
+            raise ExecutorError(f"{op_loc(op)}: push constant {ordinal} was not given ({len(k.constants)} given)")
         st.env[out] = np.asarray([k.constants[ordinal]], np.int64).astype(np.uint32).view(np.int32).astype(dt)
     return run
 
@@ -682,7 +362,7 @@ def _h_alloc(k, op):
     (out,) = k._outs(op)
     mt = ir.MemRefType(op.results[0].type)
     if "workgroup" not in str(mt.memory_space):
-        raise ExecutorError(f"{_loc(op)}: only workgroup-memory allocations are supported")
+        raise ExecutorError(f"{op_loc(op)}: only workgroup-memory allocations are supported")
     dt = np_dtype(mt.element_type)
     shape = list(mt.shape)
     numel = int(np.prod(shape))
@@ -701,7 +381,7 @@ def _h_alloc(k, op):
 
 def _barrier(k, st, op):
     if st.mask is not None and not st.mask.all():
-        raise ExecutorError(f"{_loc(op)}: barrier under divergent control flow")
+        raise ExecutorError(f"{op_loc(op)}: barrier under divergent control flow")
     st.epoch += 1
     k.stats.barriers += 1
 
@@ -720,15 +400,15 @@ def _vec_len(t) -> tuple[int, tuple]:
     return 1, ()
 
 
-def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bool, values=None,
+def _access(k, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bool, values=None,
             buffer_checked: bool = False, index_offset: int = 0, sgpr_ids=()):
     """Read (returns values) or write ``n`` consecutive elements per active lane."""
     active = st.active()
-    idx = [_lanes(st.env[i], st.L) for i in idx_ids]
+    idx = [per_lane(st.env[i], st.L) for i in idx_ids]
     lin = mem.linear(idx) + index_offset
     if sgpr_ids:
-        lin = lin + _lanes(st.env[sgpr_ids[0]], st.L)
-    lin = _lanes(lin, st.L)
+        lin = lin + per_lane(st.env[sgpr_ids[0]], st.L)
+    lin = per_lane(lin, st.L)
     elems = lin[:, None] + np.arange(n)[None, :]  # (L, n)
     inb = (elems >= 0) & (elems < mem.numel)
     act = active[:, None] & np.ones((1, n), bool)
@@ -736,7 +416,7 @@ def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bo
         bad = act & ~inb
         if bad.any():
             lane = int(np.argwhere(bad)[0][0])
-            raise ExecutorError(f"{_loc(op)}: LDS access out of bounds: lane {lane % st.T} of workgroup "
+            raise ExecutorError(f"{op_loc(op)}: LDS access out of bounds: lane {lane % st.T} of workgroup "
                                 f"{lane // st.T} touches element {int(elems[lane].min())}..{int(elems[lane].max())} "
                                 f"of {mem.numel} ({mem.name})")
         _race_check(k, st, op, mem, elems, act, write)
@@ -745,7 +425,7 @@ def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bo
         rows = st.wg_local[:, None]
         if write:
             lds_write_check(st, op, mem, elems, act, lands=True)
-            vals = _lanes(values, st.L).reshape(st.L, n)
+            vals = per_lane(values, st.L).reshape(st.L, n)
             mem.data[rows[act[:, 0]], elems[act[:, 0]]] = vals[act[:, 0]]
             return None
         return mem.data[rows, np.clip(elems, 0, mem.numel - 1)] * 1
@@ -757,11 +437,11 @@ def _access(k: Kernel, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bo
         bad = act & ~inb
         if bad.any():
             lane = int(np.argwhere(bad)[0][0])
-            raise ExecutorError(f"{_loc(op)}: global access out of bounds: lane {lane % st.T} of workgroup "
+            raise ExecutorError(f"{op_loc(op)}: global access out of bounds: lane {lane % st.T} of workgroup "
                                 f"{lane // st.T} touches element {int(elems[lane].max())} of {mem.numel} ({mem.name})")
     ok = act & inb
     if write:
-        vals = np.asarray(_lanes(values, st.L)).reshape(st.L, n)
+        vals = np.asarray(per_lane(values, st.L)).reshape(st.L, n)
         mem.data[elems[ok]] = vals[ok]
         if mem.written is not None:
             mem.written[elems[ok]] = True
@@ -812,13 +492,13 @@ def _in_flight_check(st, op, mem, elems, act):
     hit = act & flying[rows, np.clip(elems, 0, mem.numel - 1)]
     if hit.any():
         lane, j = (int(x) for x in np.argwhere(hit)[0])
-        raise ExecutorError(f"{_loc(op)}: lane {lane % st.T} of workgroup {lane // st.T} accesses element "
+        raise ExecutorError(f"{op_loc(op)}: lane {lane % st.T} of workgroup {lane // st.T} accesses element "
                             f"{int(elems[lane, j])} of {mem.name} while an async copy to it is in flight "
                             f"(no nvgpu.device_async_wait covers the copy)")
 
 
 def _report_race(k, op, mem, kind, elem, lane):
-    msg = f"{_loc(op)}: LDS race on {mem.name} element {elem}: lane {lane} {kind} with no barrier in between"
+    msg = f"{op_loc(op)}: LDS race on {mem.name} element {elem}: lane {lane} {kind} with no barrier in between"
     if msg not in k.stats.races:
         k.stats.races.append(msg)
 
@@ -855,7 +535,7 @@ def _bank_conflicts(k, st, op, mem, lin, n, active):
         k.stats.lds_ideal_cycles += int(live.sum())
         cyc = int(np.maximum(degree[live], 1).sum())
         k.stats.lds_cycles += cyc
-        where = k.op_names.get(op) or k.op_names.setdefault(op, _loc(op))
+        where = k.op_names.get(op) or k.op_names.setdefault(op, op_loc(op))
         k.stats.lds_pieces_by_op[where] += int(live.sum())
         if cyc > live.sum():
             k.stats.lds_conflicts_by_op[where] += cyc - int(live.sum())
@@ -921,7 +601,7 @@ def _check_buffer_width(op, t):
     elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
     bits = n * np_dtype(elem).itemsize * 8
     if bits > 128:
-        raise ExecutorError(f"{_loc(op)}: {op.name} moves {bits} bits per lane; buffer instructions move at most 128")
+        raise ExecutorError(f"{op_loc(op)}: {op.name} moves {bits} bits per lane; buffer instructions move at most 128")
 
 
 def _h_raw_buffer_load(k, op):
@@ -953,7 +633,7 @@ def _h_raw_buffer_store(k, op):
 def _static_pos(op):
     pos = list(ir.DenseI64ArrayAttr(op.attributes["static_position"]))
     if any(p < 0 for p in pos):
-        raise ExecutorError(f"{_loc(op)}: dynamic vector positions are not supported")
+        raise ExecutorError(f"{op_loc(op)}: dynamic vector positions are not supported")
     return tuple(pos)
 
 
@@ -975,7 +655,7 @@ def _h_insert(k, op):
 
     def run(st):
         val = np.asarray(st.env[ins[0]])
-        dest = np.array(_lanes(st.env[ins[1]], max(val.shape[0], np.asarray(st.env[ins[1]]).shape[0])))
+        dest = np.array(per_lane(st.env[ins[1]], max(val.shape[0], np.asarray(st.env[ins[1]]).shape[0])))
         dest[(slice(None),) + pos] = val
         st.env[out] = dest
     return run
@@ -989,7 +669,7 @@ def _h_from_elements(k, op):
     def run(st):
         parts = [np.asarray(st.env[i]) for i in ins]
         n = max(p.shape[0] for p in parts)
-        st.env[out] = np.stack([_lanes(p, n) for p in parts], axis=1).reshape((n,) + shape)
+        st.env[out] = np.stack([per_lane(p, n) for p in parts], axis=1).reshape((n,) + shape)
     return run
 
 
@@ -1039,7 +719,7 @@ def _strided_1d(op, name):
     offsets = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["offsets"])]
     strides = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["strides"])]
     if len(offsets) != 1 or strides != [1]:
-        raise ExecutorError(f"{_loc(op)}: only 1-D unit-stride {name} is supported")
+        raise ExecutorError(f"{op_loc(op)}: only 1-D unit-stride {name} is supported")
     return offsets[0]
 
 
@@ -1051,7 +731,7 @@ def _h_insert_strided(k, op):
 
     def run(st):
         sv = np.asarray(st.env[src])
-        d = np.array(_lanes(st.env[dst], max(sv.shape[0], np.asarray(st.env[dst]).shape[0])))
+        d = np.array(per_lane(st.env[dst], max(sv.shape[0], np.asarray(st.env[dst]).shape[0])))
         d[:, off:off + n] = sv
         st.env[out] = d
     return run
@@ -1093,16 +773,16 @@ def _h_ldmatrix(k, op):
     vt = ir.VectorType(op.results[0].type)
     per = vt.shape[1]  # elements per 32-bit register
     if trans and per != 2:
-        raise ExecutorError(f"{_loc(op)}: ldmatrix .trans moves 16-bit elements only, the result is {vt}")
+        raise ExecutorError(f"{op_loc(op)}: ldmatrix .trans moves 16-bit elements only, the result is {vt}")
     W = k.wave_size
 
     def run(st):
         if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: nvgpu.ldmatrix under divergent control flow")
+            raise ExecutorError(f"{op_loc(op)}: nvgpu.ldmatrix under divergent control flow")
         mem = st.env[mem_id]
         if mem.space != "lds":
-            raise ExecutorError(f"{_loc(op)}: ldmatrix reads shared memory only")
-        lin = _lanes(mem.linear([_lanes(st.env[i], st.L) for i in idx_ids]), st.L)  # row starts
+            raise ExecutorError(f"{op_loc(op)}: ldmatrix reads shared memory only")
+        lin = per_lane(mem.linear([per_lane(st.env[i], st.L) for i in idx_ids]), st.L)  # row starts
         nw = st.L // W
         rows = lin.reshape(nw, W)
         t = np.arange(W)
@@ -1116,7 +796,7 @@ def _h_ldmatrix(k, op):
         elems = elems.reshape(st.L, n * per)
         inb = (elems >= 0) & (elems < mem.numel)
         if not inb.all():
-            raise ExecutorError(f"{_loc(op)}: ldmatrix reads outside {mem.name}")
+            raise ExecutorError(f"{op_loc(op)}: ldmatrix reads outside {mem.name}")
         act = np.ones(elems.shape, bool)
         _race_check(k, st, op, mem, elems, act, write=False)
         _in_flight_check(st, op, mem, elems, act)
@@ -1149,11 +829,11 @@ def _h_async_copy(k, op):
     def run(st):
         dst, src = st.env[dst_id], st.env[src_id]
         if dst.space != "lds" or src.space == "lds":
-            raise ExecutorError(f"{_loc(op)}: async copies go from global memory to LDS")
+            raise ExecutorError(f"{op_loc(op)}: async copies go from global memory to LDS")
         active = st.active()
-        count = np.full(st.L, n, np.int64) if src_n is None else _lanes(st.env[src_n], st.L).astype(np.int64)
+        count = np.full(st.L, n, np.int64) if src_n is None else per_lane(st.env[src_n], st.L).astype(np.int64)
         if ((count < 0) | (count > n)).any():
-            raise ExecutorError(f"{_loc(op)}: srcElements outside 0..{n}")
+            raise ExecutorError(f"{op_loc(op)}: srcElements outside 0..{n}")
         vals = np.zeros((st.L, n), src.data.dtype)
         for m in range(1, n + 1):  # lanes reading m elements (one access per distinct count)
             sel = active & (count == m)
@@ -1165,9 +845,9 @@ def _h_async_copy(k, op):
                 finally:
                     st.mask = saved
                 vals[sel, :m] = got[sel]
-        elems = _lanes(dst.linear([_lanes(st.env[i], st.L) for i in dst_idx]), st.L)[:, None] + np.arange(n)[None, :]
+        elems = per_lane(dst.linear([per_lane(st.env[i], st.L) for i in dst_idx]), st.L)[:, None] + np.arange(n)[None, :]
         if (active[:, None] & ((elems < 0) | (elems >= dst.numel))).any():
-            raise ExecutorError(f"{_loc(op)}: async copy outside {dst.name}")
+            raise ExecutorError(f"{op_loc(op)}: async copy outside {dst.name}")
         act = active[:, None] & np.ones((1, n), bool)
         _race_check(k, st, op, dst, elems, act, write=True)
         _in_flight_check(st, op, dst, elems, act)
@@ -1186,7 +866,7 @@ def _h_async_group(k, op):
 
     def run(st):
         if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: async copy group committed under divergent control flow")
+            raise ExecutorError(f"{op_loc(op)}: async copy group committed under divergent control flow")
         st.async_groups.append(st.async_open)
         st.async_open = []
         st.env[out] = np.zeros(1, np.int64)
@@ -1198,7 +878,7 @@ def _h_async_wait(k, op):
 
     def run(st):
         if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: async wait under divergent control flow")
+            raise ExecutorError(f"{op_loc(op)}: async wait under divergent control flow")
         # (copies not yet committed to a group are not covered: cp.async.wait_group counts groups)
         done = st.async_groups[:max(0, len(st.async_groups) - keep)]
         st.async_groups = st.async_groups[len(done):]
@@ -1226,26 +906,26 @@ def _h_mma(k, op):
     unsigned_a = "unsignedA" in op.attributes
     unsigned_b = "unsignedB" in op.attributes
     if op.name == "amdgpu.wmma" and "subwordOffset" in op.attributes and ir.IntegerAttr(op.attributes["subwordOffset"]).value:
-        raise ExecutorError(f"{_loc(op)}: the ISA model implements OPSEL (subwordOffset) 0 only")
+        raise ExecutorError(f"{op_loc(op)}: the ISA model implements OPSEL (subwordOffset) 0 only")
     if op.name == "amdgpu.mfma":
         for attr in ("cbsz", "abid"):
             if attr in op.attributes and ir.IntegerAttr(op.attributes[attr]).value:
-                raise ExecutorError(f"{_loc(op)}: mfma broadcast controls ({attr}) are not modelled")
+                raise ExecutorError(f"{op_loc(op)}: mfma broadcast controls ({attr}) are not modelled")
     W = k.wave_size
 
     def regs(v, L):
-        v = _lanes(v, L)
+        v = per_lane(v, L)
         return v.reshape(L // W, W, -1)
 
     def run(st):
         if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: {op.name} under divergent control flow")
+            raise ExecutorError(f"{op_loc(op)}: {op.name} under divergent control flow")
         c = st.env[c_id]
         try:
             d = isa_execute(key, regs(st.env[a_id], st.L), regs(st.env[b_id], st.L), regs(c, st.L),
                             unsigned_a=unsigned_a, unsigned_b=unsigned_b)
         except IsaError as e:
-            raise ExecutorError(f"{_loc(op)}: {e}") from None
+            raise ExecutorError(f"{op_loc(op)}: {e}") from None
         st.env[out] = d.reshape((st.L,) + tuple(c_t.shape))
         k.stats.matrix_ops += st.L // W
     return run
@@ -1269,11 +949,11 @@ def _h_permlanex16(k, op):
     else:
         width = 8 * np_dtype(rtype).itemsize
     if width != 32:
-        raise ExecutorError(f"{_loc(op)}: v_permlanex16_b32 moves 32-bit values, not {op.results[0].type}")
+        raise ExecutorError(f"{op_loc(op)}: v_permlanex16_b32 moves 32-bit values, not {op.results[0].type}")
 
     def run(st):
         if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: rocdl.permlanex16 under divergent control flow")
+            raise ExecutorError(f"{op_loc(op)}: rocdl.permlanex16 under divergent control flow")
         lo = _uniform(st.env[sel_lo_id], "the permlanex16 lane selector", op) & 0xFFFFFFFF
         hi = _uniform(st.env[sel_hi_id], "the permlanex16 lane selector", op) & 0xFFFFFFFF
         sel = np.array([(lo >> (4 * i)) & 0xF for i in range(8)] + [(hi >> (4 * i)) & 0xF for i in range(8)],
@@ -1282,7 +962,7 @@ def _h_permlanex16(k, op):
         in_pair = st.tid % 32
         other_row = lane - in_pair + 16 * (1 - in_pair // 16)
         src = other_row + sel[in_pair % 16]
-        st.env[out] = _lanes(st.env[src_id], st.L)[src]
+        st.env[out] = per_lane(st.env[src_id], st.L)[src]
         k.stats.cross_lane_ops += st.L // k.wave_size
     return run
 
@@ -1304,19 +984,19 @@ def _h_gpu_shuffle(k, op):
         if st.mask is not None:
             waves = np.asarray(st.mask).reshape(-1, k.wave_size)
             if not np.all(waves.all(axis=1) | ~waves.any(axis=1)):
-                raise ExecutorError(f"{_loc(op)}: gpu.shuffle under divergent control flow")
+                raise ExecutorError(f"{op_loc(op)}: gpu.shuffle under divergent control flow")
         off = _uniform(st.env[off_id], "the shuffle offset", op)
         width = _uniform(st.env[width_id], "the shuffle width", op)
         if width != k.wave_size:
-            raise ExecutorError(f"{_loc(op)}: gpu.shuffle width {width}: only the wave size "
+            raise ExecutorError(f"{op_loc(op)}: gpu.shuffle width {width}: only the wave size "
                                 f"({k.wave_size}) is modelled")
         lane = st.tid % k.wave_size
         src = {"xor": lane ^ off, "idx": np.full_like(lane, off), "down": lane + off, "up": lane - off}.get(mode)
         if src is None:
-            raise ExecutorError(f"{_loc(op)}: gpu.shuffle mode {mode!r} is not modelled")
+            raise ExecutorError(f"{op_loc(op)}: gpu.shuffle mode {mode!r} is not modelled")
         valid = (src >= 0) & (src < width)
         src = np.where(valid, src, lane)
-        values = _lanes(st.env[val_id], st.L)
+        values = per_lane(st.env[val_id], st.L)
         st.env[value_out] = values[np.arange(st.L) - lane + src]
         st.env[valid_out] = valid
         k.stats.cross_lane_ops += st.L // k.wave_size
@@ -1334,7 +1014,7 @@ def _h_nvvm_ex2(k, op):
     t = op.results[0].type
     elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
     if str(elem) != "f32":
-        raise ExecutorError(f"{_loc(op)}: nvvm.ex2 on {t}: only f32 is modelled")
+        raise ExecutorError(f"{op_loc(op)}: nvvm.ex2 on {t}: only f32 is modelled")
     ftz = "ftz" in op.attributes and ir.BoolAttr(op.attributes["ftz"]).value
     tiny = np.finfo(np.float32).tiny
 
@@ -1361,7 +1041,7 @@ def _h_rocdl_exp2(k, op):
     t = op.results[0].type
     elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
     if str(elem) != "f32":
-        raise ExecutorError(f"{_loc(op)}: rocdl.exp2 on {t}: only f32 is modelled")
+        raise ExecutorError(f"{op_loc(op)}: rocdl.exp2 on {t}: only f32 is modelled")
     tiny = np.finfo(np.float32).tiny
 
     def run(st):
@@ -1396,7 +1076,7 @@ def _h_for(k, op):
                 st.env[args[0]] = np.asarray([iv], np.int64)
                 for a, v in zip(args[1:], carried):
                     st.env[a] = v
-                _run_block(body[:-1], st)
+                run_block(body[:-1], st)
                 carried = [st.env[y] for y in yields]
                 if tick is not None:
                     tick((i + 1) / len(steps), len(steps))
@@ -1407,134 +1087,13 @@ def _h_for(k, op):
     return run
 
 
-# -- warp roles: the two sides of a divergent scf.if that wait on mbarriers run as tasks ------------
-#
-# A warp-specialized kernel splits its threads by role (``scf.if tid < P``: the MMA warpgroups;
-# else the producer warpgroup) and the roles wait on each other's mbarrier arrivals, so neither
-# side can run to its end before the other starts, as the executor runs a divergent if's sides
-# otherwise. Where a divergent scf.if has an else side and ``mbarrier.try_wait`` on some side,
-# each side runs as a task under its own lane mask; one task runs at a time, and a task whose
-# wait cannot complete hands the turn to the other (``Roles.blocked``), as a warp waiting on an
-# mbarrier lets the others run. Both waiting with nothing arrived since: the kernel deadlocks
-# (error). Shared memory, mbarriers and wgmma groups are one machine state; each task sees it
-# through a ``_RoleView`` with its own mask.
-
-class _Abort(Exception):
-    """Raised in a task's thread when another task failed."""
-
-
-class _RoleView:
-    """A task's view of a ``State``: its own lane mask, everything else shared."""
-
-    def __init__(self, st: "State", mask: np.ndarray, roles: "Roles", index: int):
-        self.__dict__.update(_st=st, mask=mask, roles=roles, role=index)
-
-    def __getattr__(self, name):
-        return getattr(self.__dict__["_st"], name)
-
-    def __setattr__(self, name, value):
-        if name in ("mask", "roles", "role"):
-            self.__dict__[name] = value
-        else:
-            setattr(self.__dict__["_st"], name, value)
-
-    def active(self) -> np.ndarray:
-        return np.ones(self._st.L, bool) if self.mask is None else self.mask
-
-
-class Roles:
-    """Cooperative tasks, one per side of a role split; ``progress`` counts the events that can
-    let a waiting task go on (arrivals, copies issued), stamped on each wait that hands over."""
-
-    def __init__(self, n: int):
-        self.cv = threading.Condition()
-        self.turn = 0
-        self.done = [False] * n
-        self.stamp = [None] * n  # the progress count when the task last handed over (None: running)
-        self.progress = 0
-        self.error: BaseException | None = None
-
-    def _next(self, me: int) -> int | None:
-        n = len(self.done)
-        for i in range(1, n + 1):
-            j = (me + i) % n
-            if not self.done[j] and j != me:
-                return j
-        return None
-
-    def blocked(self, st, what: str) -> None:
-        """Task ``st.role`` cannot go on (``what``): run another task until something arrived,
-        then return (the caller tests again); an error if no task can go on."""
-        me = st.role
-        with self.cv:
-            self.stamp[me] = self.progress
-            nxt = self._next(me)
-            if nxt is None or self.stamp[nxt] == self.progress:
-                raise ExecutorError(f"{what}, and {'no other warp role runs' if nxt is None else 'so does the other warp role'}"
-                                    f": the kernel deadlocks")
-            self.turn = nxt
-            self.cv.notify_all()
-            self._wait_turn(me)
-            self.stamp[me] = None
-
-    def _wait_turn(self, me: int) -> None:
-        while self.turn != me and self.error is None:
-            self.cv.wait()
-        if self.error is not None:
-            raise _Abort()
-
-    def run(self, st: "State", sides: list) -> None:
-        """Run ``sides`` ((mask, body), ...) as tasks, the first first; re-raise a task's error."""
-        views = [_RoleView(st, mask, self, i) for i, (mask, _) in enumerate(sides)]
-
-        def task(i):
-            try:
-                with self.cv:
-                    self._wait_turn(i)
-                _run_block(sides[i][1], views[i])
-            except _Abort:
-                return
-            except _Return:
-                err = ExecutorError("func.return inside one warp role's scf.if side")
-                with self.cv:
-                    self.error = self.error or err
-                    self.cv.notify_all()
-                return
-            except BaseException as e:  # noqa: BLE001 -- handed to the caller's thread
-                with self.cv:
-                    self.error = self.error or e
-                    self.cv.notify_all()
-                return
-            with self.cv:
-                self.done[i] = True
-                nxt = self._next(i)
-                if nxt is not None:
-                    self.turn = nxt
-                self.cv.notify_all()
-
-        threads = [threading.Thread(target=task, args=(i,), daemon=True) for i in range(len(sides))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if self.error is not None:
-            raise self.error
-
-
-def role_progress(st) -> None:
-    """Something happened that a waiting warp role may be waiting for."""
-    roles = getattr(st, "roles", None)
-    if roles is not None:
-        roles.progress += 1
-
-
 def _merge(c, tv, ev, L: int):
     """The value of an scf.if result: per lane, the then side's where ``c``, else the else
     side's (a wgmma accumulator struct keeps the group still writing either side's)."""
     if hasattr(tv, "group") or hasattr(ev, "group"):
         if not (hasattr(tv, "group") and hasattr(ev, "group")):
             raise ExecutorError("an scf.if yields a wgmma accumulator on one side only")
-        data = np.where(np.asarray(c)[:, None], _lanes(tv.data, L), _lanes(ev.data, L))
+        data = np.where(np.asarray(c)[:, None], per_lane(tv.data, L), per_lane(ev.data, L))
         group = tv.group if tv.pending else ev.group if ev.pending else None
         return type(tv)(data, group, max(tv.fence_seq, ev.fence_seq))
     return _select(c, tv, ev, None, 0)
@@ -1566,10 +1125,10 @@ def _h_if(k, op):
         if c.shape[0] == 1 or bool(np.all(c == c.flat[0])):
             take = bool(c.flat[0])
             if take:
-                _run_block(then_body[:-1], st)
+                run_block(then_body[:-1], st)
                 vals = [st.env[y] for y in then_yield]
             elif has_else:
-                _run_block(else_body[:-1], st)
+                run_block(else_body[:-1], st)
                 vals = [st.env[y] for y in else_yield]
             else:
                 vals = []
@@ -1578,23 +1137,23 @@ def _h_if(k, op):
             return
         saved = st.mask
         base = st.active()
-        c = _lanes(c, st.L)
+        c = per_lane(c, st.L)
         if roles and (base & c).any() and (base & ~c).any():
             if getattr(st, "roles", None) is not None:
-                raise ExecutorError(f"{_loc(op)}: a warp-role split inside another one")
+                raise ExecutorError(f"{op_loc(op)}: a warp-role split inside another one")
             Roles(2).run(st, [(base & c, then_body[:-1]), (base & ~c, else_body[:-1])])
             for o, tv, ev in zip(outs, [st.env[y] for y in then_yield], [st.env[y] for y in else_yield]):
                 st.env[o] = _merge(c, tv, ev, st.L)
             return
         st.mask = base & c
         if st.mask.any():
-            _run_block(then_body[:-1], st)
+            run_block(then_body[:-1], st)
         t_vals = [st.env[y] for y in then_yield]
         e_vals = t_vals
         if has_else:
             st.mask = base & ~c
             if st.mask.any():
-                _run_block(else_body[:-1], st)
+                run_block(else_body[:-1], st)
             e_vals = [st.env[y] for y in else_yield]
         st.mask = saved
         for o, tv, ev in zip(outs, t_vals, e_vals):
@@ -1610,11 +1169,11 @@ def _h_yield(k, op):
 
 def _h_return(k, op):
     def run(st):
-        raise _Return()
+        raise FuncReturn()
     return run
 
 
-_HANDLERS = {
+HANDLERS = {
     "arith.constant": _h_constant, "ub.poison": _h_poison,
     "gpu.thread_id": _h_thread_id, "gpu.barrier": _h_barrier, "amdgpu.lds_barrier": _h_barrier,
     "hal.interface.workgroup.id": _h_workgroup_id, "hal.interface.workgroup.count": _h_workgroup_count,
@@ -1637,17 +1196,11 @@ _HANDLERS = {
     "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle, "nvvm.ex2": _h_nvvm_ex2,
     "rocdl.exp2": _h_rocdl_exp2,
     "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
+    **{name: _h_arith for name in _ARITH},
 }
 
-# Hopper warpgroup MMA (nvvm.wgmma.*, nvvm.fence.proxy, the accumulator's llvm.* ops): its own module.
-from mmaflow.runtime.executor_wgmma import HANDLERS as _WGMMA_HANDLERS
-from mmaflow.runtime.executor_wgmma import end_check as wgmma_end_check
-from mmaflow.runtime.executor_wgmma import lds_write_check
 
-_HANDLERS.update(_WGMMA_HANDLERS)
-
-# Hopper TMA (tensor maps, mbarriers, cp.async.bulk.tensor; global addresses): its own module.
-from mmaflow.runtime.executor_tma import HANDLERS as _TMA_HANDLERS
-from mmaflow.runtime.executor_tma import end_check as tma_end_check
-
-_HANDLERS.update(_TMA_HANDLERS)
+def end_check(st) -> None:
+    """At the end of a workgroup batch: no cp.async copy left unwaited."""
+    if st.async_open or st.async_groups:
+        raise ExecutorError("the kernel ends with async copies (cp.async) it never waited for")

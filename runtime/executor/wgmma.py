@@ -5,7 +5,8 @@ The arithmetic is the ISA model's (``runtime/isa/wgmma.execute_wgmma``): per wor
 warpgroup (128 consecutive threads) the 128 threads' accumulator registers are gathered, the two
 64-bit matrix descriptors (uniform over the warpgroup) address the workgroup's shared memory as
 one byte array (every ``memref.alloc`` at the byte address the executor packs it at, which is
-what ``memref.extract_aligned_pointer_as_index`` returns).
+what ``memref.extract_aligned_pointer_as_index`` returns; its handler is ``tma.py``'s, which
+also gives global memory addresses).
 
 The asynchrony is modelled conservatively, so that an ordering bug fails loudly instead of
 reading plausible numbers [PTX-WG 9.7.15.6, "wgmma.fence", "commit_group", "wait_group"; PTX
@@ -28,7 +29,7 @@ memory model, "async proxy"]:
   other warpgroup's ``wait_group`` covered the read (a thread's own warpgroup's wait orders its own);
   the warpgroups run in lockstep here, so without this a missing barrier would read right numbers.
   What a thread knows is kept per (cluster rank, warpgroup) and travels through mbarrier phases
-  (``executor_tma.Barrier``), across the CTAs of a cluster too: a multicast bulk copy into a peer
+  (``tma.Barrier``), across the CTAs of a cluster too: a multicast bulk copy into a peer
   CTA's bytes its wgmma read is ordered by a phase carrying that wait_group, or a barrier.cluster
   since (a CTA barrier orders nothing for another CTA).
 - the kernel must not end with wgmma groups uncommitted or unwaited.
@@ -41,7 +42,7 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.runtime.executor import ExecutorError, _loc, _lanes
+from mmaflow.runtime.executor.core import ExecutorError, op_loc, per_lane
 from mmaflow.runtime.isa import IsaError
 from mmaflow.runtime.isa.smem_matrix import decode_descriptor, operand_address
 from mmaflow.runtime.isa.tables import WGMMA_PTX_TYPES, wgmma_key
@@ -148,17 +149,17 @@ def _check_ordered(st, wg, op, rows: np.ndarray, lanes: np.ndarray, span: np.nda
             i = int(np.argmax(bad))
             b = int(span[i, int(np.argmax(need[i]))])
             if remote[i]:
-                raise ExecutorError(f"{_loc(op)}: {what} by thread {int(lanes[i]) % st.T} of workgroup row "
+                raise ExecutorError(f"{op_loc(op)}: {what} by thread {int(lanes[i]) % st.T} of workgroup row "
                                     f"{int(st.wg_local[lanes[i]])} into shared-memory byte {b} of cluster rank "
                                     f"{int(ranks[i])} (row {int(rows[i])}), which that CTA's warpgroup {w}'s "
                                     f"wgmma.mma_async read, with nothing ordering that read's completion before it "
                                     f"(no mbarrier phase carrying its wgmma.wait_group, no barrier.cluster since)")
-            raise ExecutorError(f"{_loc(op)}: {what} by thread {int(lanes[i]) % st.T} into shared-memory byte {b}, "
+            raise ExecutorError(f"{op_loc(op)}: {what} by thread {int(lanes[i]) % st.T} into shared-memory byte {b}, "
                                 f"which warpgroup {w}'s wgmma.mma_async read, with nothing ordering that read's "
                                 f"completion before it (no barrier since its wgmma.wait_group)")
 
 
-def _wg(st) -> WarpgroupState:
+def warpgroup_state(st) -> WarpgroupState:
     wg = getattr(st, "wgmma", None)
     if wg is None:
         wg = st.wgmma = WarpgroupState(st)
@@ -181,7 +182,7 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
     an async copy's completion) the bytes become unfenced for the async proxy."""
     if not getattr(st.k, "uses_wgmma", False):
         return
-    wg = _wg(st)
+    wg = warpgroup_state(st)
     rows = np.broadcast_to(st.wg_local[:, None], elems.shape)[act]
     span = _byte_span(mem, elems[act])  # (writes, bytes)
     r = np.broadcast_to(rows[:, None], span.shape)
@@ -189,7 +190,7 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
         hit = g.reads[r, span]
         if hit.any():
             i = np.argwhere(hit)[0]
-            raise ExecutorError(f"{_loc(op)}: writes shared-memory byte {int(span[i[0], i[1]])} ({mem.name}) that a "
+            raise ExecutorError(f"{op_loc(op)}: writes shared-memory byte {int(span[i[0], i[1]])} ({mem.name}) that a "
                                 f"wgmma.mma_async still reads (its group is {g.state}: no wgmma.wait_group "
                                 f"covers it)")
     lanes = np.broadcast_to(np.arange(st.L)[:, None], elems.shape)[act]
@@ -203,7 +204,7 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
 def _struct_fields(t, op) -> int:
     m = _F32_STRUCT.match(str(t))
     if not m:
-        raise ExecutorError(f"{_loc(op)}: the executor models !llvm.struct of f32 (wgmma accumulators), not {t}")
+        raise ExecutorError(f"{op_loc(op)}: the executor models !llvm.struct of f32 (wgmma accumulators), not {t}")
     return m.group(1).count("f32")
 
 
@@ -213,7 +214,7 @@ def _h_llvm_value(fill: float):
         n = _struct_fields(op.results[0].type, op)
 
         def run(st):
-            st.env[out] = Accumulator(np.full((1, n), fill, np.float32), None, _wg(st).fences)
+            st.env[out] = Accumulator(np.full((1, n), fill, np.float32), None, warpgroup_state(st).fences)
         return run
     return handler
 
@@ -221,15 +222,15 @@ def _h_llvm_value(fill: float):
 def _position(op) -> int:
     pos = list(ir.DenseI64ArrayAttr(op.attributes["position"]))
     if len(pos) != 1:
-        raise ExecutorError(f"{_loc(op)}: only one-level struct positions are modelled, not {pos}")
+        raise ExecutorError(f"{op_loc(op)}: only one-level struct positions are modelled, not {pos}")
     return pos[0]
 
 
 def _ready(st, acc, op) -> Accumulator:
     if not isinstance(acc, Accumulator):
-        raise ExecutorError(f"{_loc(op)}: operand is not a wgmma accumulator struct")
+        raise ExecutorError(f"{op_loc(op)}: operand is not a wgmma accumulator struct")
     if acc.pending:
-        raise ExecutorError(f"{_loc(op)}: reads a wgmma accumulator before wgmma.wait_group covers the wgmma "
+        raise ExecutorError(f"{op_loc(op)}: reads a wgmma accumulator before wgmma.wait_group covers the wgmma "
                             f"that writes it (its group is {acc.group.state})")
     return acc
 
@@ -253,35 +254,24 @@ def _h_insertvalue(k, op):
     def run(st):
         acc = _ready(st, st.env[cont], op)
         v = np.asarray(st.env[val], np.float32).reshape(-1)
-        data = np.array(_lanes(acc.data, st.L) if v.shape[0] != acc.data.shape[0] else acc.data)
+        data = np.array(per_lane(acc.data, st.L) if v.shape[0] != acc.data.shape[0] else acc.data)
         data[:, i] = v
-        st.env[out] = Accumulator(data, None, _wg(st).fences)
-    return run
-
-
-def _h_extract_pointer(k, op):
-    (src,), (out,) = k._ins(op), k._outs(op)
-
-    def run(st):
-        mem = st.env[src]
-        if mem.space != "lds":
-            raise ExecutorError(f"{_loc(op)}: the executor gives addresses of workgroup memory only")
-        st.env[out] = np.asarray([mem.base], np.int64)
+        st.env[out] = Accumulator(data, None, warpgroup_state(st).fences)
     return run
 
 
 def _h_fence_proxy(k, op):
     kind = str(op.attributes["kind"]) if "kind" in op.attributes else ""
     if "async.shared" not in kind:
-        raise ExecutorError(f"{_loc(op)}: only nvvm.fence.proxy async.shared is modelled, not {kind or 'generic'}")
+        raise ExecutorError(f"{op_loc(op)}: only nvvm.fence.proxy async.shared is modelled, not {kind or 'generic'}")
 
     def run(st):
         if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{_loc(op)}: fence.proxy under divergent control flow")
+            raise ExecutorError(f"{op_loc(op)}: fence.proxy under divergent control flow")
         # Conservative: a fence makes every thread's earlier generic writes visible to the async
         # proxy only after the barrier that follows it in the kernel; the race check below still
         # demands that barrier for bytes another warpgroup wrote.
-        _wg(st).unfenced[:] = False
+        warpgroup_state(st).unfenced[:] = False
     return run
 
 
@@ -295,20 +285,20 @@ def _collective_warpgroups(st, op, what) -> list[int]:
         whole = act.all(axis=2)
         if np.all(whole == act.any(axis=2)) and np.all(whole == whole[0]) and whole[0].any():
             return [int(w) for w in np.nonzero(whole[0])[0]]
-    raise ExecutorError(f"{_loc(op)}: {what} under divergent control flow (not whole warpgroups)")
+    raise ExecutorError(f"{op_loc(op)}: {what} under divergent control flow (not whole warpgroups)")
 
 
 def _h_wgmma_fence(k, op):
     def run(st):
         _collective_warpgroups(st, op, "wgmma.fence")
-        _wg(st).fences += 1
+        warpgroup_state(st).fences += 1
     return run
 
 
 def _h_wgmma_commit(k, op):
     def run(st):
         _collective_warpgroups(st, op, "wgmma.commit_group")
-        wg = _wg(st)
+        wg = warpgroup_state(st)
         wg.open.state = "committed"
         wg.committed.append(wg.open)
         wg.open = Group((st.G, wg.bytes))
@@ -320,7 +310,7 @@ def _h_wgmma_wait(k, op):
 
     def run(st):
         _collective_warpgroups(st, op, "wgmma.wait_group")
-        wg = _wg(st)
+        wg = warpgroup_state(st)
         n = max(0, len(wg.committed) - keep)
         for g in wg.committed[:n]:
             g.state = "done"
@@ -340,7 +330,7 @@ def _h_wgmma_wait(k, op):
 def _attr_word(op, name: str) -> str:
     m = re.search(r"<([a-z0-9]+)>\s*$", str(op.attributes[name]))
     if not m:
-        raise ExecutorError(f"{_loc(op)}: cannot read {name} = {op.attributes[name]}")
+        raise ExecutorError(f"{op_loc(op)}: cannot read {name} = {op.attributes[name]}")
     return m.group(1)
 
 
@@ -349,17 +339,17 @@ def _h_wgmma_mma(k, op):
     k.uses_wgmma = True  # shared-memory writes are tracked from the kernel's start
     (out,) = k._outs(op)
     if len(op.operands) != 3 or str(op.operands[1].type) != "i64":
-        raise ExecutorError(f"{_loc(op)}: only the descriptor form (A and B from shared memory, i64) is modelled")
+        raise ExecutorError(f"{op_loc(op)}: only the descriptor form (A and B from shared memory, i64) is modelled")
     shape = {kk: int(v) for kk, v in re.findall(r"(m|n|k) = (\d+)", str(op.attributes["shape"]))}
     a_t, b_t, d_t = (_attr_word(op, f"type{x}") for x in "ABD")
     n_fields = _struct_fields(op.results[0].type, op)
     unknown = [t for t in (a_t, b_t) if t not in WGMMA_PTX_TYPES]
     if unknown:
-        raise ExecutorError(f"{_loc(op)}: the ISA model has no f32-accumulating wgmma on {unknown[0]} inputs "
+        raise ExecutorError(f"{op_loc(op)}: the ISA model has no f32-accumulating wgmma on {unknown[0]} inputs "
                             f"(it has {', '.join(WGMMA_PTX_TYPES)})")
     key = wgmma_key(shape["n"], WGMMA_PTX_TYPES[a_t], WGMMA_PTX_TYPES[b_t], d_t)
     if shape["m"] != 64 or n_fields != shape["n"] // 2:
-        raise ExecutorError(f"{_loc(op)}: a m64n{shape['n']} f32 accumulator has {shape['n'] // 2} fields, not {n_fields}")
+        raise ExecutorError(f"{op_loc(op)}: a m64n{shape['n']} f32 accumulator has {shape['n'] // 2} fields, not {n_fields}")
     trans_a = _attr_word(op, "layoutA") == "col"  # A row-major (M x K) = K-major
     trans_b = _attr_word(op, "layoutB") == "row"  # B column-major (K x N) = K-major
     scale_d = _attr_word(op, "scaleD") == "one"
@@ -370,26 +360,26 @@ def _h_wgmma_mma(k, op):
     ncol = np.arange(shape["n"])[:, None]
 
     def descriptor(v, st, lanes, what):
-        d = np.asarray(_lanes(v, st.L))[lanes].astype(np.uint64)
+        d = np.asarray(per_lane(v, st.L))[lanes].astype(np.uint64)
         if not np.all(d == d[0]):
-            raise ExecutorError(f"{_loc(op)}: the {what} descriptor differs between the warpgroup's threads")
+            raise ExecutorError(f"{op_loc(op)}: the {what} descriptor differs between the warpgroup's threads")
         return int(d[0])
 
     def run(st):
         warpgroups = _collective_warpgroups(st, op, "wgmma.mma_async")
         if st.T % WARPGROUP:
-            raise ExecutorError(f"{_loc(op)}: a workgroup of {st.T} threads is not whole warpgroups")
-        wg = _wg(st)
+            raise ExecutorError(f"{op_loc(op)}: a workgroup of {st.T} threads is not whole warpgroups")
+        wg = warpgroup_state(st)
         c = st.env[c_id]
         if not isinstance(c, Accumulator):
-            raise ExecutorError(f"{_loc(op)}: the accumulator is not an !llvm.struct value")
+            raise ExecutorError(f"{op_loc(op)}: the accumulator is not an !llvm.struct value")
         if not c.pending and wg.fences <= c.fence_seq:
-            raise ExecutorError(f"{_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
+            raise ExecutorError(f"{op_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
                                 f"instructions with no wgmma.fence since")
         smem = np.zeros((st.G, wg.bytes), np.uint8)
         for mem in st.lds.values():
             smem[:, mem.base:mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
-        cd = np.asarray(_lanes(c.data, st.L), np.float32)
+        cd = np.asarray(per_lane(c.data, st.L), np.float32)
         d = cd.copy()  # (the lanes of warpgroups that do not run it keep theirs)
         for g in range(st.G):
             for w in warpgroups:
@@ -402,11 +392,11 @@ def _h_wgmma_mma(k, op):
                         addr = operand_address(decode_descriptor(desc), k_major=kmajor, element_bits=ebits,
                                                mn=mn, k=kk)
                     except IsaError as e:
-                        raise ExecutorError(f"{_loc(op)}: {e}") from None
+                        raise ExecutorError(f"{op_loc(op)}: {e}") from None
                     read.append((addr[..., None] + np.arange(ebits // 8)).reshape(-1))
                 read = np.concatenate(read)
                 if read.min() < 0 or read.max() >= wg.bytes:
-                    raise ExecutorError(f"{_loc(op)}: a descriptor addresses shared-memory bytes "
+                    raise ExecutorError(f"{op_loc(op)}: a descriptor addresses shared-memory bytes "
                                         f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated")
                 _check_reads(st, op, wg, g, w, read)
                 wg.open.reads[g, read] = True
@@ -416,7 +406,7 @@ def _h_wgmma_mma(k, op):
                                              trans_b=trans_b, scale_d=scale_d, scale_a=scale["A"],
                                              scale_b=scale["B"])
                 except IsaError as e:
-                    raise ExecutorError(f"{_loc(op)}: {e}") from None
+                    raise ExecutorError(f"{op_loc(op)}: {e}") from None
         k.stats.matrix_ops += st.G * len(warpgroups)
         st.env[out] = Accumulator(d, wg.open, wg.fences)
     return run
@@ -427,7 +417,7 @@ def _check_reads(st, op, wg, g, w, read):
     proxy, not being written by an async copy, not written by any thread since the last barrier."""
     if wg.unfenced[g, read].any():
         b = int(read[np.argmax(wg.unfenced[g, read])])
-        raise ExecutorError(f"{_loc(op)}: wgmma.mma_async reads shared-memory byte {b}, written through the "
+        raise ExecutorError(f"{op_loc(op)}: wgmma.mma_async reads shared-memory byte {b}, written through the "
                             f"generic proxy with no nvvm.fence.proxy (async.shared) since")
     for mem in st.lds.values():
         lo, hi = mem.base, mem.base + mem.numel * mem.elem_bytes
@@ -438,7 +428,7 @@ def _check_reads(st, op, wg, g, w, read):
         flying = st.in_flight.get(id(mem))
         if flying is not None and flying[g, elems].any():
             e = int(elems[np.argmax(flying[g, elems])])
-            raise ExecutorError(f"{_loc(op)}: wgmma.mma_async reads element {e} of {mem.name} while an async copy "
+            raise ExecutorError(f"{op_loc(op)}: wgmma.mma_async reads element {e} of {mem.name} while an async copy "
                                 f"to it is in flight")
         w_lane, w_epoch = st.race_meta[id(mem)][:2]
         # The wgmma reads for the whole warpgroup: any thread's store since the last barrier
@@ -446,7 +436,7 @@ def _check_reads(st, op, wg, g, w, read):
         other = w_epoch[g, elems] == st.epoch
         if other.any():
             e = int(elems[np.argmax(other)])
-            msg = (f"{_loc(op)}: LDS race on {mem.name} element {e}: warpgroup {w}'s wgmma.mma_async reads thread "
+            msg = (f"{op_loc(op)}: LDS race on {mem.name} element {e}: warpgroup {w}'s wgmma.mma_async reads thread "
                    f"{int(w_lane[g, e])}'s write with no barrier in between")
             if msg not in st.k.stats.races:
                 st.k.stats.races.append(msg)
@@ -462,7 +452,6 @@ def end_check(st) -> None:
 HANDLERS = {
     "llvm.mlir.zero": _h_llvm_value(0.0), "llvm.mlir.undef": _h_llvm_value(np.nan),
     "llvm.extractvalue": _h_extractvalue, "llvm.insertvalue": _h_insertvalue,
-    "memref.extract_aligned_pointer_as_index": _h_extract_pointer,
     "nvvm.fence.proxy": _h_fence_proxy,
     "nvvm.wgmma.fence.aligned": _h_wgmma_fence, "nvvm.wgmma.commit.group.sync.aligned": _h_wgmma_commit,
     "nvvm.wgmma.wait.group.sync.aligned": _h_wgmma_wait, "nvvm.wgmma.mma_async": _h_wgmma_mma,

@@ -48,7 +48,7 @@ PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mb
   of shared address a and rank r gives ``CLUSTER_TAG | r << 24 | a`` (a shared address cast to
   ``!llvm.ptr<7>`` names the own CTA). ``mbarrier.arrive`` on another CTA's address arrives on
   that CTA's mbarrier, carrying what the thread knows of every CTA's wgmma completions
-  (``executor_wgmma``: knowledge per cluster rank and warpgroup). The scope qualifier is not
+  (``wgmma``: knowledge per cluster rank and warpgroup). The scope qualifier is not
   told apart: a ``.release.cta`` arrive on a peer's mbarrier (CUTLASS's ``ClusterBarrier::arrive``,
   and mmaflow's) orders like a ``.cluster`` one here, which the PTX memory model's scopes do not
   strictly promise. A multicast bulk copy lands the box at its CTA-relative destination in every CTA
@@ -73,8 +73,9 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.runtime.executor import ExecutorError, MemRef, _loc, _lanes, np_dtype, role_progress
-from mmaflow.runtime.executor_wgmma import ordered_after_reads
+from mmaflow.runtime.executor.core import (ExecutorError, MemRef, np_dtype, op_loc, per_lane, role_progress,
+                                           run_block)
+from mmaflow.runtime.executor.wgmma import ordered_after_reads, warpgroup_state
 
 GLOBAL_SHIFT = 40
 GLOBALS = 0x100  # module globals start at GLOBALS << 40
@@ -121,7 +122,7 @@ class Barrier:
         self.lane, self.epoch, self.fenced = lane, epoch, False
         self.fence_cluster = 0  # the row's barrier.cluster count at its fence.mbarrier_init
         # Happens-before through the mbarrier: what the current phase's arrivals knew of each
-        # warpgroup's wgmma completions (``executor_wgmma.WarpgroupState.known``), and per
+        # warpgroup's wgmma completions (``wgmma.WarpgroupState.known``), and per
         # completed phase what it carries to the threads that observe it.
         self.release = None
         self.carried: dict = {}
@@ -171,7 +172,7 @@ def _lds_at(st, addr: int, n: int, op) -> MemRef:
         lo, hi = mem.base, mem.base + mem.numel * mem.elem_bytes
         if lo <= addr and addr + n <= hi:
             return mem
-    raise ExecutorError(f"{_loc(op)}: shared-memory bytes {addr}..{addr + n - 1} are in no workgroup allocation")
+    raise ExecutorError(f"{op_loc(op)}: shared-memory bytes {addr}..{addr + n - 1} are in no workgroup allocation")
 
 
 def _active_lanes(st):
@@ -179,7 +180,7 @@ def _active_lanes(st):
 
 
 def _vals(st, vid):
-    return np.asarray(_lanes(st.env[vid], st.L)).astype(np.int64)
+    return np.asarray(per_lane(st.env[vid], st.L)).astype(np.int64)
 
 
 # ---- addresses ------------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ def _h_extract_pointer(k, op):
         elif getattr(mem, "address", None) is not None:
             base = mem.address
         else:
-            raise ExecutorError(f"{_loc(op)}: no address for {mem.name}")
+            raise ExecutorError(f"{op_loc(op)}: no address for {mem.name}")
         st.env[out] = np.asarray([base], np.int64)
     return run
 
@@ -209,7 +210,7 @@ def _h_strided_metadata(k, op):
         mem = st.env[src]
         rank = len(mem.shape)
         if len(outs) != 2 + 2 * rank:
-            raise ExecutorError(f"{_loc(op)}: {len(outs)} results for a rank-{rank} memref")
+            raise ExecutorError(f"{op_loc(op)}: {len(outs)} results for a rank-{rank} memref")
         offset = getattr(mem, "start", 0) // mem.elem_bytes if mem.space != "lds" else 0
         st.env[outs[0]] = mem
         st.env[outs[1]] = np.asarray([offset], np.int64)
@@ -260,7 +261,7 @@ def _h_smid(k, op):
 def _h_trap(k, op):
     def run(st):
         if st.active().any():
-            raise ExecutorError(f"{_loc(op)}: llvm.intr.trap executed (the kernel's own check failed)")
+            raise ExecutorError(f"{op_loc(op)}: llvm.intr.trap executed (the kernel's own check failed)")
     return run
 
 
@@ -268,11 +269,11 @@ def _h_llvm_store(k, op):
     """llvm.store of a scalar to a shared-memory pointer (the kernel zeroes its maps with it)."""
     val_id, ptr_id = k._ins(op)
     if str(op.operands[1].type) != "!llvm.ptr<3>":
-        raise ExecutorError(f"{_loc(op)}: llvm.store is modelled to shared memory (!llvm.ptr<3>) only")
+        raise ExecutorError(f"{op_loc(op)}: llvm.store is modelled to shared memory (!llvm.ptr<3>) only")
     dt = np_dtype(op.operands[0].type)
 
     def run(st):
-        vals, addrs = _lanes(np.asarray(st.env[val_id]).astype(dt), st.L), _vals(st, ptr_id)
+        vals, addrs = per_lane(np.asarray(st.env[val_id]).astype(dt), st.L), _vals(st, ptr_id)
         t = _tma(st)
         for lane in _active_lanes(st):
             g, a = int(st.wg_local[lane]), int(addrs[lane])
@@ -280,7 +281,7 @@ def _h_llvm_store(k, op):
             flying = st.in_flight.get(id(mem))
             e0, e1 = (a - mem.base) // mem.elem_bytes, (a - mem.base + dt.itemsize - 1) // mem.elem_bytes
             if flying is not None and flying[g, e0:e1 + 1].any():
-                raise ExecutorError(f"{_loc(op)}: stores to shared byte {a} while a copy to it is in flight")
+                raise ExecutorError(f"{op_loc(op)}: stores to shared byte {a} while a copy to it is in flight")
             mem.data[g].view(np.uint8)[a - mem.base:a - mem.base + dt.itemsize] = \
                 np.asarray(vals[lane], dt).reshape(1).view(np.uint8)
             for (row, m), rec in list(t.smaps.items()):
@@ -304,7 +305,7 @@ def _h_tensormap_replace(k, op):
     ordinal = ir.IntegerAttr(op.attributes["ord"]).value if "ord" in op.attributes else None
     attr_value = _enum_word(op.attributes["new_value_attr"]) if "new_value_attr" in op.attributes else None
     if str(op.operands[0].type) != "!llvm.ptr<3>":
-        raise ExecutorError(f"{_loc(op)}: tensormap.replace is modelled on .shared::cta maps only")
+        raise ExecutorError(f"{op_loc(op)}: tensormap.replace is modelled on .shared::cta maps only")
 
     def run(st):
         addrs = _vals(st, ins[0])
@@ -315,16 +316,16 @@ def _h_tensormap_replace(k, op):
             g, a = int(st.wg_local[lane]), int(addrs[lane])
             v = attr_value if vals is None else int(vals[lane])
             if seen.setdefault((g, a), v) != v:
-                raise ExecutorError(f"{_loc(op)}: threads of one workgroup replace {field} of one map with different "
+                raise ExecutorError(f"{op_loc(op)}: threads of one workgroup replace {field} of one map with different "
                                     f"values")
             if a % 64:
-                raise ExecutorError(f"{_loc(op)}: a tensor map at shared address {a}, not 64-byte aligned")
+                raise ExecutorError(f"{op_loc(op)}: a tensor map at shared address {a}, not 64-byte aligned")
             rec = t.smaps.get((g, a))
             if rec is None:
                 mem = _lds_at(st, a, MAP_BYTES, op)
                 raw = mem.data[g].view(np.uint8)[a - mem.base:a - mem.base + MAP_BYTES]
                 if raw.any():
-                    raise ExecutorError(f"{_loc(op)}: tensormap.replace on a map whose 128 bytes are not zero; the "
+                    raise ExecutorError(f"{op_loc(op)}: tensormap.replace on a map whose 128 bytes are not zero; the "
                                         f"executor models maps built from zero bytes")
                 rec = t.smaps[(g, a)] = {"fields": {}}
             rec["fields"][field if ordinal is None else (field, ordinal)] = v
@@ -334,7 +335,7 @@ def _h_tensormap_replace(k, op):
 def _h_inline_ptx(k, op):
     code = ir.StringAttr(op.attributes["ptxCode"]).value
     if code.strip() != CP_FENCEPROXY:
-        raise ExecutorError(f"{_loc(op)}: inline PTX {code!r} is not modelled (only {CP_FENCEPROXY!r})")
+        raise ExecutorError(f"{op_loc(op)}: inline PTX {code!r} is not modelled (only {CP_FENCEPROXY!r})")
     ins = k._ins(op)
 
     def run(st):
@@ -349,20 +350,20 @@ def _h_inline_ptx(k, op):
                 continue
             warp = on[:32]
             if not warp.all() or on[32:].any():
-                raise ExecutorError(f"{_loc(op)}: tensormap.cp_fenceproxy ... .sync.aligned needs exactly one whole "
+                raise ExecutorError(f"{op_loc(op)}: tensormap.cp_fenceproxy ... .sync.aligned needs exactly one whole "
                                     f"warp converged")
             ga, sa = set(gaddr[lanes[:32]].tolist()), set(saddr[lanes[:32]].tolist())
             if len(ga) != 1 or len(sa) != 1:
-                raise ExecutorError(f"{_loc(op)}: the warp's threads name different maps")
+                raise ExecutorError(f"{op_loc(op)}: the warp's threads name different maps")
             ga, sa = ga.pop(), sa.pop()
             rec = t.smaps.get((g, sa))
             if rec is None:
-                raise ExecutorError(f"{_loc(op)}: copies shared address {sa}, which holds no tensor map built by "
+                raise ExecutorError(f"{op_loc(op)}: copies shared address {sa}, which holds no tensor map built by "
                                     f"tensormap.replace")
             if ga % 64:
-                raise ExecutorError(f"{_loc(op)}: a global tensor map at {ga:#x}, not 64-byte aligned")
+                raise ExecutorError(f"{op_loc(op)}: a global tensor map at {ga:#x}, not 64-byte aligned")
             if ga in written:
-                raise ExecutorError(f"{_loc(op)}: workgroups running together (rows {written[ga]} and {g}) write one "
+                raise ExecutorError(f"{op_loc(op)}: workgroups running together (rows {written[ga]} and {g}) write one "
                                     f"global tensor map at {ga:#x}")
             written[ga] = g
             old = maps.get(ga)
@@ -388,9 +389,9 @@ def _h_fence_acquire(k, op):
 def _bar(st, op, g, a, lane, what) -> Barrier:
     b = _tma(st).bars.get((g, a))
     if b is None:
-        raise ExecutorError(f"{_loc(op)}: {what} on shared address {a}, where no mbarrier.init ran")
+        raise ExecutorError(f"{op_loc(op)}: {what} on shared address {a}, where no mbarrier.init ran")
     if lane != b.lane and (not b.fenced or st.epoch <= b.epoch):
-        raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} on an mbarrier another thread initialised with "
+        raise ExecutorError(f"{op_loc(op)}: {what} by thread {lane % st.T} on an mbarrier another thread initialised with "
                             f"no fence.mbarrier_init and barrier since")
     return b
 
@@ -405,9 +406,9 @@ def _h_mbarrier_init(k, op):
         for lane in _active_lanes(st):
             g, a = int(st.wg_local[lane]), int(addrs[lane])
             if (g, a) in done:
-                raise ExecutorError(f"{_loc(op)}: two threads initialise the mbarrier at {a}")
+                raise ExecutorError(f"{op_loc(op)}: two threads initialise the mbarrier at {a}")
             if a % 8:
-                raise ExecutorError(f"{_loc(op)}: an mbarrier at {a}, not 8-byte aligned")
+                raise ExecutorError(f"{op_loc(op)}: an mbarrier at {a}, not 8-byte aligned")
             _lds_at(st, a, 8, op)
             done.add((g, a))
             t.bars[(g, a)] = Barrier(int(counts[lane]), int(lane), st.epoch)
@@ -433,10 +434,10 @@ def _remote_bar(st, op, g: int, row: int, a: int, lane: int, what: str) -> Barri
     b = _tma(st).bars.get((row, a))
     r = int(st.row_rank[row])
     if b is None:
-        raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on shared address {a} "
+        raise ExecutorError(f"{op_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on shared address {a} "
                             f"of CTA {r} of its cluster, where no mbarrier.init ran")
     if not b.fenced or st.cluster_count[row] <= b.fence_cluster:
-        raise ExecutorError(f"{_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on an mbarrier CTA {r} "
+        raise ExecutorError(f"{op_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on an mbarrier CTA {r} "
                             f"initialised with no {'' if b.fenced else 'fence.mbarrier_init and '}cluster barrier "
                             f"since (its init must be made visible to the cluster: fence.mbarrier_init, then "
                             f"barrier.cluster.arrive and wait by every thread of the cluster)")
@@ -446,7 +447,7 @@ def _remote_bar(st, op, g: int, row: int, a: int, lane: int, what: str) -> Barri
 def _stamp_remote(st, op, g: int, row: int, what: str) -> None:
     """Row ``g`` did ``what`` to row ``row``, another CTA of its cluster: ``row`` must not exit
     before a barrier.cluster completes after it (``end_check``)."""
-    _tma(st).remote[row] = (int(st.cluster_count[row]), int(st.row_rank[g]), what, _loc(op))
+    _tma(st).remote[row] = (int(st.cluster_count[row]), int(st.row_rank[g]), what, op_loc(op))
 
 
 def _cluster_target(st, g: int, v: int) -> tuple[int, int]:
@@ -461,7 +462,7 @@ def _cluster_target(st, g: int, v: int) -> tuple[int, int]:
 def _arrive(st, op, b: Barrier, a: int, lane: int) -> None:
     b.pending -= 1
     if b.pending < 0:
-        raise ExecutorError(f"{_loc(op)}: more arrivals on the mbarrier at {a} than its count {b.count} in one phase")
+        raise ExecutorError(f"{op_loc(op)}: more arrivals on the mbarrier at {a} than its count {b.count} in one phase")
     b.arrive(st, lane)
     role_progress(st)
     if b.pending == 0 and b.expected == 0 and not b.copies:  # no transaction bytes: the last arrival completes it
@@ -479,9 +480,9 @@ def _arrive_handler(expect_tx: bool):
         ins = k._ins(op)
         outs = k._outs(op)
         if len(ins) != (2 if expect_tx else 1):
-            raise ExecutorError(f"{_loc(op)}: {what} with a count is not modelled")
+            raise ExecutorError(f"{op_loc(op)}: {what} with a count is not modelled")
         if "relaxed" in op.attributes and str(op.attributes["relaxed"]) != "false":
-            raise ExecutorError(f"{_loc(op)}: {what} relaxed (no release semantics) is not modelled")
+            raise ExecutorError(f"{op_loc(op)}: {what} relaxed (no release semantics) is not modelled")
         cluster_ptr = str(op.operands[0].type) == "!llvm.ptr<7>"
 
         def run(st):
@@ -507,7 +508,6 @@ def _arrive_handler(expect_tx: bool):
 
 
 def _land(k, st, op, b: Barrier) -> None:
-    from mmaflow.runtime.executor_wgmma import _wg
     for mem, g, addr, data in b.copies:
         rel = addr - mem.base
         _pending_reads(st, op, g, addr, "lands")
@@ -516,14 +516,14 @@ def _land(k, st, op, b: Barrier) -> None:
         k.stats.async_copy_bytes += len(addr)
     b.copies = []
     if getattr(k, "uses_wgmma", False):
-        _wg(st)  # (keeps the wgmma byte masks sized)
+        warpgroup_state(st)  # (keeps the wgmma byte masks sized)
 
 
 def _h_try_wait(k, op):
     ins = k._ins(op)
     outs = k._outs(op)
     if len(outs) != 1:
-        raise ExecutorError(f"{_loc(op)}: mbarrier.try_wait is modelled with its i1 result")
+        raise ExecutorError(f"{op_loc(op)}: mbarrier.try_wait is modelled with its i1 result")
 
     def run(st):
         addrs, parity = _vals(st, ins[0]), _vals(st, ins[1])
@@ -550,7 +550,7 @@ def _waited(k, st, op, addrs, parity) -> bool:
             done.add((g, a, p))
             continue
         roles = getattr(st, "roles", None)
-        why = (f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
+        why = (f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
                f"{a}, which {'can never' if roles is None else 'cannot yet'} complete: {b.pending} of {b.count} "
                f"arrivals missing, {b.expected} bytes expected, {b.delivered} issued on it")
         if roles is None:
@@ -570,7 +570,7 @@ def _pending_reads(st, op, g, addr: np.ndarray, what: str) -> None:
     for grp in [wg.open] + wg.committed:
         hit = grp.reads[g, inside]
         if hit.any():
-            raise ExecutorError(f"{_loc(op)}: a bulk tensor copy {what} into shared-memory byte "
+            raise ExecutorError(f"{op_loc(op)}: a bulk tensor copy {what} into shared-memory byte "
                                 f"{int(inside[np.argmax(hit)])} that a wgmma.mma_async still reads (its group is "
                                 f"{grp.state}: no wgmma.wait_group covers it)")
 
@@ -584,27 +584,27 @@ def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
         if d:
             missing += [f"global_stride[{d - 1}]"] if ("global_stride", d - 1) not in fields else []
     if missing:
-        raise ExecutorError(f"{_loc(op)}: the tensor map never had {', '.join(missing)} set")
+        raise ExecutorError(f"{op_loc(op)}: the tensor map never had {', '.join(missing)} set")
     if not 2 <= rank <= 5 or len(coords) != rank:
-        raise ExecutorError(f"{_loc(op)}: a rank-{rank} map used with {len(coords)} coordinates")
+        raise ExecutorError(f"{op_loc(op)}: a rank-{rank} map used with {len(coords)} coordinates")
     if fields["interleave_layout"] != "no_interleave" or fields["fill_mode"] != "zero":
-        raise ExecutorError(f"{_loc(op)}: only non-interleaved, zero-filled maps are modelled")
+        raise ExecutorError(f"{op_loc(op)}: only non-interleaved, zero-filled maps are modelled")
     esize = ELEM_BYTES[fields["elemtype"]]
     dims = [fields[("global_dim", d)] for d in range(rank)]
     box = [fields[("box_dim", d)] for d in range(rank)]
     strides = [esize] + [fields[("global_stride", d)] for d in range(rank - 1)]
     if any(fields[("element_stride", d)] != 1 for d in range(rank)):
-        raise ExecutorError(f"{_loc(op)}: element strides other than 1 are not modelled")
+        raise ExecutorError(f"{op_loc(op)}: element strides other than 1 are not modelled")
     if any(b < 1 or b > 256 for b in box) or any(s % 16 or s >= 1 << 40 for s in strides[1:]):
-        raise ExecutorError(f"{_loc(op)}: box {box} / strides {strides[1:]}: box dims are 1..256, strides multiples "
+        raise ExecutorError(f"{op_loc(op)}: box {box} / strides {strides[1:]}: box dims are 1..256, strides multiples "
                             f"of 16 below 2^40")
     addr = fields["global_address"]
     if addr % 16:
-        raise ExecutorError(f"{_loc(op)}: the map's global address {addr:#x} is not 16-byte aligned")
+        raise ExecutorError(f"{op_loc(op)}: the map's global address {addr:#x} is not 16-byte aligned")
     binding = (addr >> GLOBAL_SHIFT) - 1
     buf = k.bindings.get(binding)
     if buf is None or binding < 0:
-        raise ExecutorError(f"{_loc(op)}: the map's global address {addr:#x} is in no binding")
+        raise ExecutorError(f"{op_loc(op)}: the map's global address {addr:#x} is in no binding")
     raw = buf.reshape(-1).view(np.uint8)
     off = addr - binding_base(binding)
     j = np.indices(box[::-1]).reshape(rank, -1)[::-1]  # (rank, elements), dimension 0 fastest
@@ -612,7 +612,7 @@ def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
     ok = np.all((x >= 0) & (x < np.asarray(dims)[:, None]), axis=0)
     byte = off + (x * np.asarray(strides, np.int64)[:, None]).sum(axis=0)
     if ok.any() and (byte[ok].min() < 0 or byte[ok].max() + esize > raw.size):
-        raise ExecutorError(f"{_loc(op)}: the map's tensor reaches byte {int(byte[ok].max()) + esize} of binding "
+        raise ExecutorError(f"{op_loc(op)}: the map's tensor reaches byte {int(byte[ok].max()) + esize} of binding "
                             f"{binding}, which holds {raw.size}")
     out = np.zeros((j.shape[1], esize), np.uint8)
     idx = byte[ok][:, None] + np.arange(esize)
@@ -632,7 +632,7 @@ def _h_bulk_tensor(k, op):
     # operands: dstMem, tmaDescriptor, coordinates, mbar, im2colOffsets, multicastMask, l2CacheHint, predicate
     rest = seg[4:] + [0] * (8 - len(seg))
     if rest[0] or any(rest[2:]):
-        raise ExecutorError(f"{_loc(op)}: im2col, cache hints and predicates are not modelled")
+        raise ExecutorError(f"{op_loc(op)}: im2col, cache hints and predicates are not modelled")
     dst_id, map_id = ins[0], ins[1]
     coord_ids = ins[2:2 + seg[2]]
     bar_id = ins[2 + seg[2]]
@@ -646,7 +646,7 @@ def _h_bulk_tensor(k, op):
         for lane in _active_lanes(st):
             g, dst, m = int(st.wg_local[lane]), int(dsts[lane]), int(maps_at[lane])
             if (dst | int(bars[lane])) & CLUSTER_TAG:  # (the PTX ISA's rules for a peer's address there: not modelled)
-                raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} gives cp.async.bulk.tensor a "
+                raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} gives cp.async.bulk.tensor a "
                                     f"mapa'd (another CTA's) shared::cluster destination or mbarrier: the executor "
                                     f"models the CTA's own, multicast by the mask")
             if masks is None:
@@ -654,24 +654,24 @@ def _h_bulk_tensor(k, op):
             else:
                 mask = int(masks[lane])
                 if mask >> st.cluster_n or not mask:
-                    raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} multicasts a bulk "
+                    raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} multicasts a bulk "
                                         f"tensor copy to CTA mask {mask:#06x}, "
                                         f"{'no CTA' if not mask else 'bits outside'} its cluster of {st.cluster_n}")
                 rows = [int(st.peers[g, r]) for r in range(st.cluster_n) if mask >> r & 1]
             if m not in maps:
-                raise ExecutorError(f"{_loc(op)}: no tensor map at global address {m:#x}")
+                raise ExecutorError(f"{op_loc(op)}: no tensor map at global address {m:#x}")
             fields, version = maps[m]
             if t.acquired.get((int(lane), m)) != version:
-                raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} uses the tensor map at {m:#x} with no "
+                raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} uses the tensor map at {m:#x} with no "
                                     f"fence.proxy.tensormap acquire of it since it was written")
             if fields.get("swizzle_mode") not in ("b128",):
-                raise ExecutorError(f"{_loc(op)}: swizzle {fields.get('swizzle_mode')} is not modelled (128B only)")
+                raise ExecutorError(f"{op_loc(op)}: swizzle {fields.get('swizzle_mode')} is not modelled (128B only)")
             data = tma_box(k, fields, [int(c[lane]) for c in coords], op)
             esize = ELEM_BYTES[fields["elemtype"]]
             if fields[("box_dim", 0)] * esize != 128:
-                raise ExecutorError(f"{_loc(op)}: the 128B swizzle is modelled for 128-byte box rows")
+                raise ExecutorError(f"{op_loc(op)}: the 128B swizzle is modelled for 128-byte box rows")
             if dst % 128:
-                raise ExecutorError(f"{_loc(op)}: a bulk tensor copy to shared address {dst}, not 128-byte aligned")
+                raise ExecutorError(f"{op_loc(op)}: a bulk tensor copy to shared address {dst}, not 128-byte aligned")
             lin = dst + np.arange(data.size, dtype=np.int64)
             addr = swizzle_128b(lin)
             mem = _lds_at(st, dst, data.size, op)
@@ -687,7 +687,7 @@ def _h_bulk_tensor(k, op):
                     b = _remote_bar(st, op, g, row, bar_a, int(lane),
                                     f"{'a multicast' if masks is not None else 'a'} cp.async.bulk.tensor")
                 if flying[row, elems].any():
-                    raise ExecutorError(f"{_loc(op)}: {what} into shared memory another copy still writes"
+                    raise ExecutorError(f"{op_loc(op)}: {what} into shared memory another copy still writes"
                                         + ("" if row == g else f" (workgroup row {row})"))
                 _pending_reads(st, op, row, addr, "is issued")
                 ordered_after_reads(st, op, g, int(lane), addr, what, row=row)
@@ -727,27 +727,27 @@ def _h_setmaxnreg(k, op):
 
     def run(st):
         if not 24 <= n <= 256 or n % 8:
-            raise ExecutorError(f"{_loc(op)}: setmaxnreg {n}: the count must be 24 to 256, a multiple of 8")
+            raise ExecutorError(f"{op_loc(op)}: setmaxnreg {n}: the count must be 24 to 256, a multiple of 8")
         act = st.active().reshape(st.G, st.T // 128, 128) if st.T % 128 == 0 else None
         if act is None or not np.all(act.all(axis=2) == act.any(axis=2)):
-            raise ExecutorError(f"{_loc(op)}: setmaxnreg by part of a warpgroup (it is .sync.aligned per warpgroup)")
+            raise ExecutorError(f"{op_loc(op)}: setmaxnreg by part of a warpgroup (it is .sync.aligned per warpgroup)")
         whole = act.all(axis=2)
         if not np.all(whole == whole[0]):
-            raise ExecutorError(f"{_loc(op)}: setmaxnreg by different warpgroups in different workgroups")
+            raise ExecutorError(f"{op_loc(op)}: setmaxnreg by different warpgroups in different workgroups")
         regs = getattr(st, "setmaxnreg", None)
         if regs is None:
             regs = st.setmaxnreg = np.zeros(st.T // 128, np.int64)
         was = np.where(regs[whole[0]] > 0, regs[whole[0]], launch_registers(st.T))
         if ("increase" in action and np.any(was > n)) or ("decrease" in action and np.any(was < n)):
             inc = "increase" in action
-            raise ExecutorError(f"{_loc(op)}: setmaxnreg.{'inc' if inc else 'dec'} {n} from "
+            raise ExecutorError(f"{op_loc(op)}: setmaxnreg.{'inc' if inc else 'dec'} {n} from "
                                 f"{sorted(set(map(int, was)))} registers per thread: an .inc raises the count, a .dec "
                                 f"lowers it (at launch every thread has the SM's share, {launch_registers(st.T)} for "
                                 f"{st.T} threads" + ("; a kernel that raises no count to it is not modelled)" if inc
                                                      else ")"))
         regs[whole[0]] = n
         if int(regs.sum()) * 128 > SM_REGISTERS:
-            raise ExecutorError(f"{_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
+            raise ExecutorError(f"{op_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
                                 f"thread, {int(regs.sum()) * 128} in all, more than the SM's {SM_REGISTERS}")
     return run
 
@@ -755,7 +755,6 @@ def _h_setmaxnreg(k, op):
 # ---- scf.while (the mbarrier wait loop) --------------------------------------------------------------
 
 def _h_while(k, op):
-    from mmaflow.runtime.executor import _run_block
     inits = k._ins(op)
     outs = k._outs(op)
     before, after = op.regions[0].blocks[0], op.regions[1].blocks[0]
@@ -771,20 +770,20 @@ def _h_while(k, op):
         for _ in range(1 << 20):
             for a, v in zip(b_args, carried):
                 st.env[a] = v
-            _run_block(b_body[:-1], st)
+            run_block(b_body[:-1], st)
             c = np.asarray(st.env[cond_ins[0]])[st.active()] if np.asarray(st.env[cond_ins[0]]).shape[0] > 1 else \
                 np.asarray(st.env[cond_ins[0]])
             vals = [st.env[i] for i in cond_ins[1:]]
             if c.size and not np.all(c == c.flat[0]):
-                raise ExecutorError(f"{_loc(op)}: scf.while condition differs between threads")
+                raise ExecutorError(f"{op_loc(op)}: scf.while condition differs between threads")
             if not c.size or not bool(c.flat[0]):
                 break
             for a, v in zip(a_args, vals):
                 st.env[a] = v
-            _run_block(a_body[:-1], st)
+            run_block(a_body[:-1], st)
             carried = [st.env[y] for y in yields]
         else:
-            raise ExecutorError(f"{_loc(op)}: scf.while ran 2^20 iterations")
+            raise ExecutorError(f"{op_loc(op)}: scf.while ran 2^20 iterations")
         for o, v in zip(outs, vals):
             st.env[o] = v
     return run
@@ -809,27 +808,27 @@ def _h_mapa(k, op):
     address ``a`` in the CTA of rank ``r`` of the thread's cluster (``CLUSTER_TAG``)."""
     (a_id, r_id), (out,) = k._ins(op), k._outs(op)
     if str(op.operands[0].type) != "!llvm.ptr<3>":
-        raise ExecutorError(f"{_loc(op)}: nvvm.mapa is modelled on shared::cta addresses (!llvm.ptr<3>) only")
+        raise ExecutorError(f"{op_loc(op)}: nvvm.mapa is modelled on shared::cta addresses (!llvm.ptr<3>) only")
 
     def run(st):
         a, r, act = _vals(st, a_id), _vals(st, r_id), st.active()
         bad = act & ((r < 0) | (r >= st.cluster_n))
         if bad.any():
             lane = int(np.argmax(bad))
-            raise ExecutorError(f"{_loc(op)}: nvvm.mapa by thread {lane % st.T} of workgroup row "
+            raise ExecutorError(f"{op_loc(op)}: nvvm.mapa by thread {lane % st.T} of workgroup row "
                                 f"{int(st.wg_local[lane])} names CTA rank {int(r[lane])} of a cluster of "
                                 f"{st.cluster_n}")
         bad = act & ((a < 0) | (a >= 1 << RANK_SHIFT))
         if bad.any():
             lane = int(np.argmax(bad))
-            raise ExecutorError(f"{_loc(op)}: nvvm.mapa of {int(a[lane]):#x}, not a shared::cta address")
+            raise ExecutorError(f"{op_loc(op)}: nvvm.mapa of {int(a[lane]):#x}, not a shared::cta address")
         st.env[out] = np.where(act, CLUSTER_TAG | (r << RANK_SHIFT) | a, 0)
     return run
 
 
 def _cluster_barrier_checks(st, op, what: str, aligned: bool) -> np.ndarray:
     if getattr(st, "roles", None) is not None:
-        raise ExecutorError(f"{_loc(op)}: {what} inside a warp-role split (executor.Roles) is not modelled: it "
+        raise ExecutorError(f"{op_loc(op)}: {what} inside a warp-role split (executor.Roles) is not modelled: it "
                             f"belongs outside the roles' scf.if")
     act = st.active()
     w = st.k.wave_size
@@ -837,7 +836,7 @@ def _cluster_barrier_checks(st, op, what: str, aligned: bool) -> np.ndarray:
         warps = act.reshape(-1, w)
         if not np.all(warps.all(axis=1) == warps.any(axis=1)):
             lane = int(np.argmax(np.repeat(warps.any(axis=1) & ~warps.all(axis=1), w)))
-            raise ExecutorError(f"{_loc(op)}: {what}.aligned by part of a warp (thread {lane % st.T} of workgroup "
+            raise ExecutorError(f"{op_loc(op)}: {what}.aligned by part of a warp (thread {lane % st.T} of workgroup "
                                 f"row {int(st.wg_local[lane])}'s)")
     return act
 
@@ -860,13 +859,13 @@ def _only_pure_until_wait(op) -> None:
             if o.name == "func.return":
                 break
             if not o.name.startswith(_PURE_PREFIXES):
-                raise ExecutorError(f"{_loc(o)}: {o.name} between barrier.cluster.arrive ({_loc(op)}) and its wait: "
+                raise ExecutorError(f"{op_loc(o)}: {o.name} between barrier.cluster.arrive ({op_loc(op)}) and its wait: "
                                     f"work between a split arrive and wait is not modelled (the executor would count "
                                     f"it as ordered before the barrier)")
         parent = cur.block.owner
         parent = getattr(parent, "operation", parent)
         cur = parent if parent is not None and parent.name == "scf.if" else None
-    raise ExecutorError(f"{_loc(op)}: barrier.cluster.arrive with no barrier.cluster.wait after it in its region")
+    raise ExecutorError(f"{op_loc(op)}: barrier.cluster.arrive with no barrier.cluster.wait after it in its region")
 
 
 def _h_cluster_arrive(k, op):
@@ -883,7 +882,7 @@ def _h_cluster_arrive(k, op):
         again = act & (st.cluster_arrived | st.cluster_ready)
         if again.any():
             lane = int(np.argmax(again))
-            raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} arrives "
+            raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} arrives "
                                 f"at barrier.cluster again before its barrier.cluster.wait")
         st.cluster_arrived[act] = True
         rows = st.cluster_arrived.reshape(st.G, st.T).all(axis=1)
@@ -891,7 +890,7 @@ def _h_cluster_arrive(k, op):
         if not whole.any():
             return
         if not whole.all():
-            raise ExecutorError(f"{_loc(op)}: barrier.cluster completes for the clusters of workgroup rows "
+            raise ExecutorError(f"{op_loc(op)}: barrier.cluster completes for the clusters of workgroup rows "
                                 f"{np.nonzero(whole)[0].tolist()} and not for rows {np.nonzero(~whole)[0].tolist()} "
                                 f"run with them: workgroup-dependent barrier.cluster is not modelled")
         st.cluster_arrived[:] = False
@@ -916,13 +915,13 @@ def _h_cluster_wait(k, op):
             g = int(st.wg_local[lane])
             missing = ~st.cluster_arrived.reshape(st.G, st.T)[st.peers[g]]  # (cluster ranks, threads)
             r, t = (int(x) for x in np.argwhere(missing)[0])
-            raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {g} waits at barrier.cluster, "
+            raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} waits at barrier.cluster, "
                                 f"which can never complete: {int(missing.sum())} threads of its cluster never arrived "
                                 f"(thread {t} of CTA {r}, workgroup row {int(st.peers[g, r])}, first)")
         never = act & ~st.cluster_ready
         if never.any():
             lane = int(np.argmax(never))
-            raise ExecutorError(f"{_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} waits at "
+            raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} waits at "
                                 f"barrier.cluster with no barrier.cluster.arrive before")
         st.cluster_ready[act] = False
     return run

@@ -1,0 +1,122 @@
+"""What both benchmark modules use: ``bench`` (single matmuls, the checks, the command) and
+``attention_bench`` (``--attention``). The manifest's file name, iree-compile's flags for IREE's
+default pipeline, torch on the GPU (CUDA-event timing, arrays as torch tensors), the calls Nsight
+Compute profiles and the kernel-only time of one module, and results.csv / results.json.
+
+Imported by both, importing neither: ``bench`` -> ``attention_bench`` -> here, ``bench`` -> here.
+Like the run half of ``bench``, nothing here imports IREE compiler code.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+MANIFEST = "manifest.json"
+TORCH = "torch"  # the "file" of torch's rows: what --profile-one and kernel_time_of call for torch
+PROFILED_CALLS = 5
+# fp8 MLIR element types -> torch's dtype names
+TORCH_FP8 = {"f8E4M3FN": "float8_e4m3fn", "f8E5M2": "float8_e5m2"}
+
+
+def iree_default(t) -> tuple[list[str], str]:
+    """The iree-compile flags of IREE's own pipeline for target ``t``, and the target it compiles
+    for. IREE 3.13 cannot configure sm_90a, so its default pipeline is measured with sm_80 code
+    (which runs on Hopper)."""
+    if t.retarget_variant:
+        return ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"], "sm_80"
+    return t.iree_flags(), t.name
+
+
+def config_line(log: list[str]) -> str:
+    """The kernel's configuration from a compile log's ``mmaflow: config NAME: ...`` line."""
+    lines = [line for line in log if "config" in line]
+    return lines[0].split(": ", 2)[-1] if lines else ""
+
+
+def torch_cuda():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
+    """Seconds per ``call()`` by CUDA events, ``repeat`` times, after at least ``warmup`` calls
+    and 0.3 s of them (so the GPU leaves its idle clocks)."""
+    start, done = time.perf_counter(), 0
+    while done < warmup or time.perf_counter() - start < 0.3:
+        call()
+        torch.cuda.synchronize()
+        done += 1
+    out = []
+    for _ in range(repeat):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        call()
+        e.record()
+        e.synchronize()
+        out.append(s.elapsed_time(e) / 1e3)
+    return out
+
+
+def np_fp8() -> dict:
+    from mmaflow.runtime.numerics import DTYPES
+    return {t: DTYPES[t] for t in TORCH_FP8}
+
+
+def to_torch(torch, x: np.ndarray):
+    """A CUDA tensor of ``x`` (bf16 through float32: torch reads no ml_dtypes arrays; exact; fp8
+    through its bytes: ml_dtypes' float8_e4m3fn / float8_e5m2 and torch's are the same OCP
+    encodings)."""
+    if x.dtype == np.float16:
+        return torch.from_numpy(x).cuda()
+    fp8 = {np.dtype(v): TORCH_FP8[k] for k, v in np_fp8().items()}.get(x.dtype)
+    if fp8 is not None:
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.uint8)).cuda().view(getattr(torch, fp8))
+    return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).cuda()
+
+
+def profile_calls(manifest_dir: Path, file: str, driver: str, function: str, inputs: list[np.ndarray],
+                  torch_fn=None) -> None:
+    """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
+    calls of one prepared module (or of ``torch_fn(torch, *inputs)`` when ``file`` is TORCH),
+    inputs already on the GPU, each call waited for."""
+    if file == TORCH:
+        import torch
+        args = [to_torch(torch, x) for x in inputs]
+        for _ in range(1 + PROFILED_CALLS):
+            torch_fn(torch, *args)
+            torch.cuda.synchronize()
+        return
+    from mmaflow.runtime.iree_runner import CompiledModule
+    mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
+    fn = mod.function(function)
+    dev = [mod.upload(x) for x in inputs]
+    for _ in range(1 + PROFILED_CALLS):
+        fn(*dev).to_host()
+
+
+def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) -> dict:
+    """Kernel-only time of ``file`` (or TORCH) on ``case`` (a matmul size, an attention case's
+    key): Nsight Compute over ``python -m mmaflow.runtime.bench ... --profile-one FILE CASE``."""
+    from mmaflow.runtime.ncu import kernel_time
+    child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver,
+             "--out", "-", "--profile-one", file, str(case)]
+    return kernel_time(child, PROFILED_CALLS, f"{file} at {case}").as_dict()
+
+
+def write_rows(rows: list[dict], out_dir: Path, manifest: dict) -> None:
+    """results.csv (the columns of every row, in first-seen order) and results.json (with the manifest)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)))
+        w.writeheader()
+        w.writerows(rows)
+    (out_dir / "results.json").write_text(json.dumps({"manifest": manifest, "rows": rows}, indent=1))
