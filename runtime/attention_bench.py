@@ -1,5 +1,5 @@
 """`mmaflow bench --attention`: mmaflow's flash-attention kernel against IREE default's attention
-dispatch and torch's scaled_dot_product_attention on a GPU (issue 15). The halves and options of
+dispatch and torch's scaled_dot_product_attention on a GPU. The halves and options of
 `mmaflow bench` (``runtime/bench.py``, which hands a manifest of kind "attention" to this module):
 
     prepare  for every dtype, sequence length and head dim: ``modules.attention_module`` (Q, K, V

@@ -677,7 +677,7 @@ def main(argv: list[str] | None = None) -> int:
     except MmaflowError as e:
         print(f"bench: error: {e}", file=sys.stderr)
         if isinstance(e, DeviceFault):  # IREE's teardown of a faulted CUDA context hung past the
-            sys.stdout.flush()  # error (BENCHMARKS.md run 20, call 4): leave without it
+            sys.stdout.flush()  # error (a faulted context hung teardown for 150 s on the H100): leave without it
             sys.stderr.flush()
             os._exit(e.exit_code)
         return e.exit_code

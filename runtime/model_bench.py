@@ -269,7 +269,7 @@ def _line(row: dict) -> str:
 
 
 def markdown_table(run_dir: Path, kernel_dirs: list[Path]) -> str:
-    """BENCHMARKS.md's two tables from a run's models.json and the kernel_times.json of
+    """docs/PERFORMANCE.md's two model tables from a run's models.json and the kernel_times.json of
     --kernel-time runs: the errors against the float32 reference, then kernel-only time with the
     synchronous call time beside it, for every build and torch eager."""
     rows = json.loads((run_dir / "models.json").read_text())
@@ -303,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead of the checked, timed run: kernel-only time of each build (Nsight Compute on PATH)")
     p.add_argument("--profile-one", nargs=2, metavar=("KEY", "BUILD"), help=argparse.SUPPRESS)
     p.add_argument("--table", nargs="+", metavar="KERNEL_DIR",
-                   help="print BENCHMARKS.md's table from --out's models.json and these --kernel-time outputs")
+                   help="print docs/PERFORMANCE.md's model table from --out's models.json and these --kernel-time outputs")
     args = p.parse_args(argv)
     if args.table:
         print(markdown_table(Path(args.out), [Path(d) for d in args.table]))

@@ -260,6 +260,6 @@ def fp8_tensor_core_bound(a: np.ndarray, b: np.ndarray, k_tile: int) -> np.ndarr
     than (FP8_CHUNK + 1) q; E is taken from the modelled partial sums, and q doubled for a
     hardware partial that crosses a power of two the model's does not; plus one f32 rounding of
     each partial and of each promotion. For a result on a GPU, whose bits the model predicts on
-    only some outputs (docs/BENCHMARKS.md run 12); the lane executor's are compared with the
+    only some outputs (measured on the H200, docs/kernels/hopper_wgmma.md); the lane executor's are compared with the
     model itself."""
     return _by_rows(lambda a_, b_: _fp8_tensor_core(a_, b_, k_tile, True, bound=True)[1], a, b)
