@@ -40,10 +40,15 @@ def _read_input(path: str) -> str:
 def _options(args, target: str | None = None):
     from mmaflow.compiler.core.config import parse_overrides
     from mmaflow.compiler.pipeline.results import CodegenOptions
+
     dump_dir = getattr(args, "dump_dir", None)
     dump_after = getattr(args, "dump_after", None) or ("all" if dump_dir else None)  # a dump dir gets everything
-    return CodegenOptions(target=target, overrides=parse_overrides(args.config or []), dump_after=dump_after,
-                          dump_dir=Path(dump_dir) if dump_dir else None)
+    return CodegenOptions(
+        target=target,
+        overrides=parse_overrides(args.config or []),
+        dump_after=dump_after,
+        dump_dir=Path(dump_dir) if dump_dir else None,
+    )
 
 
 def _check_output(path: str | None, flag: str = "-o", what: str = ".vmfb") -> None:
@@ -77,6 +82,7 @@ def _check_dump_after(value: str | None) -> None:
     if value is None:
         return
     from mmaflow.compiler.pipeline.pipeline import DUMP_POINTS
+
     if value not in DUMP_POINTS + ["all"]:
         raise InputError(f"unknown stage {value!r} for --dump-after; stages: {', '.join(DUMP_POINTS)}, all")
 
@@ -84,21 +90,30 @@ def _check_dump_after(value: str | None) -> None:
 # ---------------------------------------------------------------------------------------------
 def cmd_compile(args) -> int:
     from mmaflow.compiler.target.targets import get_target
+
     get_target(args.target)
     _check_dump_after(args.dump_after)
     _check_output(args.output)
     _check_dump_dir(args.dump_dir)
     from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
+
     if server_enabled():
         start_server()  # before IREE's bindings are imported here: the server's imports overlap them
     from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.target.isa import parse_ptx
     from mmaflow.compiler.verify import load_category
+
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
     options = _options(args, args.target)
-    result = compile_module(source, args.target, options=options, source_name=args.input,
-                            dump_dir=dump_dir, extra_flags=args.iree_flag or [])
+    result = compile_module(
+        source,
+        args.target,
+        options=options,
+        source_name=args.input,
+        dump_dir=dump_dir,
+        extra_flags=args.iree_flag or [],
+    )
     for line in result.log:
         print(line, file=sys.stderr)
     if args.output:
@@ -109,27 +124,46 @@ def cmd_compile(args) -> int:
         reg = _registers(rep)
         expect = exe.facts.expect
         if exe.facts.is_attention and rep.isa == "amdgcn":
-            print(f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} matrix instructions "
-                  f"({expect.mma_per_key_tile} per wave and key tile), v_exp_f32, no spills or scratch, {reg}",
-                  file=sys.stderr)
+            print(
+                f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} matrix instructions "
+                f"({expect.mma_per_key_tile} per wave and key tile), v_exp_f32, no spills or scratch, {reg}",
+                file=sys.stderr,
+            )
             continue
         if exe.facts.is_attention:
-            print(f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} mma.sync "
-                  f"({expect.mma_per_key_tile} per warp and key tile), "
-                  f"{rep.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local "
-                  f"memory, {reg}", file=sys.stderr)
+            print(
+                f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} mma.sync "
+                f"({expect.mma_per_key_tile} per warp and key tile), "
+                f"{rep.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local "
+                f"memory, {reg}",
+                file=sys.stderr,
+            )
             continue
-        kernels = [("", exe.facts.config, expect)] + [(f"{v.condition}: ", v.config, v.expect)
-                                                      for v in exe.facts.versions]
+        kernels = [("", exe.facts.config, expect)] + [
+            (f"{v.condition}: ", v.config, v.expect) for v in exe.facts.versions
+        ]
         parts = []
         for when, cfg, exp in kernels:  # a versioned dispatch: each kernel's own instructions
-            r = rep if len(kernels) == 1 else parse_ptx(result.isa_text[exe.name], rep.kernel, exe.facts.target,
-                                                        matrix=exe.facts.target.intrinsic(cfg.intrinsic).mnemonic)
+            r = (
+                rep
+                if len(kernels) == 1
+                else parse_ptx(
+                    result.isa_text[exe.name],
+                    rep.kernel,
+                    exe.facts.target,
+                    matrix=exe.facts.target.intrinsic(cfg.intrinsic).mnemonic,
+                )
+            )
             loads = r.counts.get(load_category(exp), 0)
-            parts.append(f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix "
-                         + (f"instructions, {loads} cp.async.bulk.tensor (TMA)" if exp.tma else
-                            f"instructions, {loads} {exp.global_load_bits}-bit "
-                            f"{'async copies' if exp.async_copies else 'global loads'}"))
+            parts.append(
+                f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix "
+                + (
+                    f"instructions, {loads} cp.async.bulk.tensor (TMA)"
+                    if exp.tma
+                    else f"instructions, {loads} {exp.global_load_bits}-bit "
+                    f"{'async copies' if exp.async_copies else 'global loads'}"
+                )
+            )
         print(f"mmaflow: verified {exe.name}: {'; '.join(parts[1:] + parts[:1])}, {reg}", file=sys.stderr)
     return 0
 
@@ -141,8 +175,10 @@ def _registers(rep) -> str:
     if rep.isa != "amdgcn":
         return "registers: see mmaflow report (ptxas)"
     agprs = f", {rep.agprs} AGPRs" if rep.agprs else ""
-    return (f"{rep.vgprs} VGPRs, {rep.sgprs} SGPRs{agprs}, {rep.vgpr_spills} VGPR / {rep.sgpr_spills} SGPR "
-            f"spills, {rep.lds_bytes} bytes LDS, {rep.waves_per_simd} waves/SIMD")
+    return (
+        f"{rep.vgprs} VGPRs, {rep.sgprs} SGPRs{agprs}, {rep.vgpr_spills} VGPR / {rep.sgpr_spills} SGPR "
+        f"spills, {rep.lds_bytes} bytes LDS, {rep.waves_per_simd} waves/SIMD"
+    )
 
 
 def _emit_dumps(args, result) -> None:
@@ -165,8 +201,11 @@ def _emit_dumps(args, result) -> None:
     if args.dump_dir:
         Path(args.dump_dir).mkdir(parents=True, exist_ok=True)
         (Path(args.dump_dir) / f"after-{stage}.mlir").write_text(out)
-        print(f"mmaflow: dumps after {stage} written to {args.dump_dir} (per stage and executable, "
-              f"IREE's in {Path(args.dump_dir) / 'iree'}; all of them in after-{stage}.mlir)", file=sys.stderr)
+        print(
+            f"mmaflow: dumps after {stage} written to {args.dump_dir} (per stage and executable, "
+            f"IREE's in {Path(args.dump_dir) / 'iree'}; all of them in after-{stage}.mlir)",
+            file=sys.stderr,
+        )
         return
     print(out)
 
@@ -178,21 +217,26 @@ def _codegen_tool() -> list[str]:
     library only, and -I -S skip site-packages, halving the start-up IREE pays per executable
     (``codegen_client``). The console script ``mmaflow-codegen`` is the same tool, slower to start."""
     from mmaflow.compiler.driver import codegen_client
+
     tool = ["env", sys.executable, "-I", "-S", codegen_client.__file__]
     spaced = [part for part in tool if any(c.isspace() for c in part)]
     if spaced:
-        raise InputError(f"iree-compile splits its hook command at spaces, and {spaced[0]!r} has one",
-                         hint="install mmaflow (and its virtual environment) under a path without spaces")
+        raise InputError(
+            f"iree-compile splits its hook command at spaces, and {spaced[0]!r} has one",
+            hint="install mmaflow (and its virtual environment) under a path without spaces",
+        )
     return tool
 
 
 def cmd_flags(args) -> int:
     from mmaflow.compiler.core.config import parse_overrides
     from mmaflow.compiler.target.targets import get_target
+
     target = get_target(args.target)
     parse_overrides(args.config or [])  # a bad override is an error now, not in every tool process
     tool = _codegen_tool()
     from mmaflow.compiler.driver.codegen_client import server_enabled, share_stderr_appending, start_server
+
     if server_enabled():
         start_server()  # the codegen server imports while iree-compile runs its front phases
     share_stderr_appending()  # a log file shared with iree-compile: the hook's lines are not overwritten
@@ -214,6 +258,7 @@ def cmd_flags(args) -> int:
 def _rsp_path(hook: str) -> Path:
     import hashlib
     import os
+
     base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mmaflow" / "flags"
     return base / (hashlib.sha256(hook.encode()).hexdigest()[:16] + ".rsp")
 
@@ -222,6 +267,7 @@ def cmd_layout(args) -> int:
     from mmaflow.compiler.core.errors import UnsupportedError
     from mmaflow.compiler.target.intrinsics import TYPE_BITS
     from mmaflow.compiler.target.targets import get_target
+
     target = get_target(args.target)
     if args.convert:
         return _layout_convert(args, target)
@@ -229,22 +275,53 @@ def cmd_layout(args) -> int:
         items = target.intrinsics()
         warpgroup = target.warpgroup_intrinsics()
         if args.json:
-            out = {"target": target.name, "intrinsics": [
-                {"name": i.name, "m": i.m, "n": i.n, "k": i.k, "a": i.a_type, "b": i.b_type, "c": i.c_type,
-                 "wave_size": i.wave_size, "op": i.op, "isa": i.mnemonic} for i in items]}
+            out = {
+                "target": target.name,
+                "intrinsics": [
+                    {
+                        "name": i.name,
+                        "m": i.m,
+                        "n": i.n,
+                        "k": i.k,
+                        "a": i.a_type,
+                        "b": i.b_type,
+                        "c": i.c_type,
+                        "wave_size": i.wave_size,
+                        "op": i.op,
+                        "isa": i.mnemonic,
+                    }
+                    for i in items
+                ],
+            }
             if warpgroup:
                 out["warpgroup_intrinsics"] = [
-                    {"name": i.name, "family": i.family, "m": i.m, "n": i.n, "k": i.k, "a": i.a_type, "b": i.b_type,
-                     "c": i.c_type, "wave_size": i.wave_size, "op": i.op, "isa": i.mnemonic, "codegen": False,
-                     "shared_majors": [m.value for m in i.majors]} for i in warpgroup]
+                    {
+                        "name": i.name,
+                        "family": i.family,
+                        "m": i.m,
+                        "n": i.n,
+                        "k": i.k,
+                        "a": i.a_type,
+                        "b": i.b_type,
+                        "c": i.c_type,
+                        "wave_size": i.wave_size,
+                        "op": i.op,
+                        "isa": i.mnemonic,
+                        "codegen": False,
+                        "shared_majors": [m.value for m in i.majors],
+                    }
+                    for i in warpgroup
+                ]
             print(json.dumps(out, indent=1))
         else:
             print(f"{target.name}: {target.description}")
             for i in items:
                 print("  " + i.describe())
             if warpgroup:
-                print("warpgroup MMA (128 threads; the warpgroup kernel: the heuristic's choice on sm_90a where it fits, "
-                      "or --config intrinsic=NAME; fp8 needs K-major A and B; any N = 8..256 step 8 with --intrinsic):")
+                print(
+                    "warpgroup MMA (128 threads; the warpgroup kernel: the heuristic's choice on sm_90a where it fits, "
+                    "or --config intrinsic=NAME; fp8 needs K-major A and B; any N = 8..256 step 8 with --intrinsic):"
+                )
                 for i in warpgroup:
                     print("  " + i.describe())
         return 0
@@ -254,8 +331,10 @@ def cmd_layout(args) -> int:
         intr = target.intrinsics()[0]
         if not args.json:
             others = ", ".join(i.name for i in target.intrinsics()[1:])
-            print(f"{target.name}: --intrinsic not given: {intr.name}, the target's first instruction "
-                  f"(--intrinsic NAME for another: {others})")
+            print(
+                f"{target.name}: --intrinsic not given: {intr.name}, the target's first instruction "
+                f"(--intrinsic NAME for another: {others})"
+            )
     if intr.family == "wgmma":
         return _layout_warpgroup(args, target, intr)
     operands = [args.operand] if args.operand else ["A", "B", "C"]
@@ -278,8 +357,15 @@ def cmd_layout(args) -> int:
 def _register_layout_json(target, intr, op: str) -> dict:
     """`mmaflow layout --json`'s record of one operand held in registers."""
     lay = intr.operand(op)
-    return {"target": target.name, "intrinsic": intr.name, "operand": op, "rows": lay.rows, "cols": lay.cols,
-            "lanes": intr.wave_size, "elements": lay.to_elements()}
+    return {
+        "target": target.name,
+        "intrinsic": intr.name,
+        "operand": op,
+        "rows": lay.rows,
+        "cols": lay.cols,
+        "lanes": intr.wave_size,
+        "elements": lay.to_elements(),
+    }
 
 
 def _layout_warpgroup(args, target, intr) -> int:
@@ -287,6 +373,7 @@ def _layout_warpgroup(args, target, intr) -> int:
     shared-memory form) as the descriptor-addressed tiles it may be read from."""
     from mmaflow.compiler.target.intrinsics import TYPE_BITS
     from mmaflow.compiler.target.smem_layout import Swizzle
+
     operands = [args.operand] if args.operand else ["A", "B", "C"]
 
     def shared(op):
@@ -296,12 +383,30 @@ def _layout_warpgroup(args, target, intr) -> int:
         out = []
         for op in operands:
             if op == "B":
-                out.append({"target": target.name, "intrinsic": intr.name, "operand": op, "shared_memory": True,
-                            "rows": intr.k, "cols": intr.n, "layouts": [
-                                {"major": s.major.value, "swizzle": s.swizzle.value, "mn": s.mn, "k": s.k,
-                                 "element_bits": s.element_bits, "lbo": s.strides()[0], "sbo": s.strides()[1],
-                                 "descriptor_mode": s.swizzle.descriptor_code, "alignment": s.alignment}
-                                for s in shared(op)]})
+                out.append(
+                    {
+                        "target": target.name,
+                        "intrinsic": intr.name,
+                        "operand": op,
+                        "shared_memory": True,
+                        "rows": intr.k,
+                        "cols": intr.n,
+                        "layouts": [
+                            {
+                                "major": s.major.value,
+                                "swizzle": s.swizzle.value,
+                                "mn": s.mn,
+                                "k": s.k,
+                                "element_bits": s.element_bits,
+                                "lbo": s.strides()[0],
+                                "sbo": s.strides()[1],
+                                "descriptor_mode": s.swizzle.descriptor_code,
+                                "alignment": s.alignment,
+                            }
+                            for s in shared(op)
+                        ],
+                    }
+                )
                 continue
             out.append(_register_layout_json(target, intr, op))
         print(json.dumps(out[0] if len(out) == 1 else out))
@@ -310,9 +415,11 @@ def _layout_warpgroup(args, target, intr) -> int:
     for op in operands:
         print()
         if op == "B":
-            print(f"operand B: {intr.k}x{intr.n}, read from shared memory through a matrix descriptor (stored as "
-                  f"N x K tiles; K-major = imm-trans-b 0). The smallest tile per major order and swizzle mode, "
-                  f"and its first atom (cells: the logical 16-byte chunk each stored chunk holds):")
+            print(
+                f"operand B: {intr.k}x{intr.n}, read from shared memory through a matrix descriptor (stored as "
+                f"N x K tiles; K-major = imm-trans-b 0). The smallest tile per major order and swizzle mode, "
+                f"and its first atom (cells: the logical 16-byte chunk each stored chunk holds):"
+            )
             for s in shared(op):
                 print("  " + s.describe())
                 print("    " + s.atom_view().replace("\n", "\n    "))
@@ -328,36 +435,56 @@ def _layout_warpgroup(args, target, intr) -> int:
 def _layout_convert(args, target) -> int:
     """--convert C:A: attention's P from the accumulator layout to the next instruction's A,
     for each way of computing S, with the cheaper plan marked (``compiler/target/convert.py``)."""
-    from mmaflow.compiler.target.convert import attention_plans, best, describe, to_json
     from mmaflow.compiler.core.errors import UnsupportedError
+    from mmaflow.compiler.target.convert import attention_plans, best, describe, to_json
     from mmaflow.compiler.target.intrinsics import TYPE_BITS
+
     if args.convert != "C:A":
-        raise UnsupportedError(f"--convert {args.convert}: only C:A (attention's P, accumulator -> A operand) "
-                               f"is planned")
+        raise UnsupportedError(
+            f"--convert {args.convert}: only C:A (attention's P, accumulator -> A operand) is planned"
+        )
     if args.operand:
         raise UnsupportedError("--operand and --convert do not go together: a conversion involves two operands")
     if args.intrinsic:
         intrinsics = [target.intrinsic(args.intrinsic)]
         if intrinsics[0].family == "wgmma":
-            raise UnsupportedError(f"{args.intrinsic} is a warpgroup MMA (wgmma): --convert C:A plans conversions "
-                                   f"between warp-level layouts; a wgmma's A comes from shared memory in mmaflow's "
-                                   f"kernel (no register conversion is planned for it yet)")
+            raise UnsupportedError(
+                f"{args.intrinsic} is a warpgroup MMA (wgmma): --convert C:A plans conversions "
+                f"between warp-level layouts; a wgmma's A comes from shared memory in mmaflow's "
+                f"kernel (no register conversion is planned for it yet)"
+            )
     else:  # the f16 ones; bf16 twins share their layouts (--intrinsic shows one)
         intrinsics = [i for i in target.intrinsics() if i.a_type == "f16" and i.c_type == "f32"]
     plans = []
     for intr in intrinsics:
         if TYPE_BITS[intr.a_type] != 16 or TYPE_BITS[intr.c_type] != 32:
-            raise UnsupportedError(f"{intr.name} is {intr.a_type} -> {intr.c_type}; --convert C:A plans a 32-bit "
-                                   f"accumulator into a 16-bit A operand (f16, bf16)")
+            raise UnsupportedError(
+                f"{intr.name} is {intr.a_type} -> {intr.c_type}; --convert C:A plans a 32-bit "
+                f"accumulator into a 16-bit A operand (f16, bf16)"
+            )
         conversions = attention_plans(intr, vendor=target.vendor.value, family=target.family.value)
         plans.append((conversions, best(conversions)))
     if args.json:
-        print(json.dumps({"target": target.name, "convert": "C:A", "plans": [
-            {"intrinsic": cs[0].intrinsic.name, "chosen": chosen.how, "candidates": [to_json(c) for c in cs]}
-            for cs, chosen in plans]}))
+        print(
+            json.dumps(
+                {
+                    "target": target.name,
+                    "convert": "C:A",
+                    "plans": [
+                        {
+                            "intrinsic": cs[0].intrinsic.name,
+                            "chosen": chosen.how,
+                            "candidates": [to_json(c) for c in cs],
+                        }
+                        for cs, chosen in plans
+                    ],
+                }
+            )
+        )
         return 0
-    print(f"{target.name}: P = softmax(S) from the accumulator (C) to the A operand of P V "
-          f"(* = chosen; counts per wave)")
+    print(
+        f"{target.name}: P = softmax(S) from the accumulator (C) to the A operand of P V (* = chosen; counts per wave)"
+    )
     for cs, chosen in plans:
         print()
         print(describe(cs, chosen))
@@ -370,6 +497,7 @@ def cmd_opt(args) -> int:
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
     from mmaflow.compiler.pipeline.pipeline import STAGE_NAMES, codegen_executable, stages_from
     from mmaflow.compiler.pipeline.runner import print_versions, split_versions
+
     for s in (args.from_stage, args.to_stage):
         if s is not None and s not in STAGE_NAMES:
             raise InputError(f"unknown stage {s!r}; stages: {', '.join(STAGE_NAMES)}")
@@ -390,8 +518,9 @@ def cmd_opt(args) -> int:
                 module = ir.Module.create(exes[0].location)
                 exes[0].clone(ir.InsertionPoint(module.body))
             exe_name = str_attr(exes[0], "sym_name")
-            res = codegen_executable(module, exe_name, _options(args, args.target),
-                                     stages_from(args.from_stage, args.to_stage), versions)
+            res = codegen_executable(
+                module, exe_name, _options(args, args.target), stages_from(args.from_stage, args.to_stage), versions
+            )
             for line in res.log:
                 print(line, file=sys.stderr)
             last = list(res.run.timings)[-1] if res.run.timings else None
@@ -413,6 +542,7 @@ def cmd_opt(args) -> int:
 
 def cmd_report(args) -> int:
     from mmaflow.compiler.report import report_command
+
     if args.html and args.json:
         raise InputError("--html and --json: choose one")
     _check_output(args.html, "--html", ".html")
@@ -421,22 +551,26 @@ def cmd_report(args) -> int:
 
 def cmd_run(args) -> int:
     from mmaflow.runtime.cli import run_command
+
     return run_command(args, _read_input(args.input), _options(args, args.target), source_name=args.input)
 
 
 def cmd_verify(args) -> int:
     from mmaflow.compiler.driver.vmfb import verify_command
+
     return verify_command(args, _read_input(args.source))
 
 
 def cmd_bench(args) -> int:
     from mmaflow.runtime.bench import bench_command
+
     return bench_command(args)
 
 
 # ---------------------------------------------------------------------------------------------
 def _count(low: int):
     """An argparse type: an integer >= low (argparse names the option in its error)."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -445,6 +579,7 @@ def _count(low: int):
         if not low <= value < 2**63:
             raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
         return value
+
     parse.__name__ = "integer"
     return parse
 
@@ -452,6 +587,7 @@ def _count(low: int):
 def _version() -> str:
     """The installed package's version (pyproject.toml's)."""
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("mmaflow")
     except PackageNotFoundError:
@@ -460,25 +596,41 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     from mmaflow.compiler.target.targets import TARGETS
+
     target_help = "one of " + ", ".join(TARGETS)
-    p = argparse.ArgumentParser(prog="mmaflow", description="Matrix-core codegen for IREE matmul dispatches.",
-                                epilog=EXIT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="mmaflow",
+        description="Matrix-core codegen for IREE matmul dispatches.",
+        epilog=EXIT_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--debug", action="store_true", help="show Python tracebacks")
     p.add_argument("--version", action="version", version=f"mmaflow {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
     def config_arg(sp):
-        sp.add_argument("--config", action="append", metavar="KEY=VALUE",
-                        help="override the heuristic (intrinsic, wave_size, tile=MxNxK, waves=MxN, lds_pad, ...)")
+        sp.add_argument(
+            "--config",
+            action="append",
+            metavar="KEY=VALUE",
+            help="override the heuristic (intrinsic, wave_size, tile=MxNxK, waves=MxN, lds_pad, ...)",
+        )
 
     c = sub.add_parser("compile", help="compile a module to a .vmfb with mmaflow's matmul codegen")
     c.add_argument("input", help="MLIR module (a file, or - for stdin)")
     c.add_argument("--target", required=True, help=target_help)
     c.add_argument("-o", "--output", help="the .vmfb to write")
-    c.add_argument("--dump-dir", metavar="DIR", help="write every stage's IR (or --dump-after's), IREE's "
-                                                     "intermediates and the ISA into DIR instead of stdout")
-    c.add_argument("--dump-after", metavar="STAGE", help="print the IR after STAGE (front, select, configure, "
-                   "normalize, script, distribute, barriers, hand-back, isa, all)")
+    c.add_argument(
+        "--dump-dir",
+        metavar="DIR",
+        help="write every stage's IR (or --dump-after's), IREE's intermediates and the ISA into DIR instead of stdout",
+    )
+    c.add_argument(
+        "--dump-after",
+        metavar="STAGE",
+        help="print the IR after STAGE (front, select, configure, "
+        "normalize, script, distribute, barriers, hand-back, isa, all)",
+    )
     c.add_argument("--iree-flag", action="append", metavar="FLAG", help="extra iree-compile flag")
     config_arg(c)
     c.set_defaults(fn=cmd_compile)
@@ -491,16 +643,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     lay = sub.add_parser("layout", help="show the batch-lane-vector layout of a matrix instruction")
     lay.add_argument("target", help=target_help)
-    lay.add_argument("--intrinsic", metavar="NAME", help="one instruction (without it: list the target's; with "
-                                                         "--operand, that operand of the target's first instruction)")
-    lay.add_argument("--operand", choices=["A", "B", "C"], help="only this operand's layout (without --intrinsic: "
-                     "of the target's first instruction, f16 x f16 -> f32, named on the first line)")
-    lay.add_argument("--json", action="store_true", help="one JSON object per operand: every element's lane, "
-                                                         "vector index, row and column")
+    lay.add_argument(
+        "--intrinsic",
+        metavar="NAME",
+        help="one instruction (without it: list the target's; with "
+        "--operand, that operand of the target's first instruction)",
+    )
+    lay.add_argument(
+        "--operand",
+        choices=["A", "B", "C"],
+        help="only this operand's layout (without --intrinsic: "
+        "of the target's first instruction, f16 x f16 -> f32, named on the first line)",
+    )
+    lay.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON object per operand: every element's lane, vector index, row and column",
+    )
     lay.add_argument("--lanes", type=_count(1), help="show only the first N lanes in the VGPR view")
-    lay.add_argument("--convert", metavar="C:A", help="plan attention's P conversion from the accumulator (C) "
-                     "layout to the A operand of the next instruction: in-lane, cross-lane permutes or an LDS "
-                     "round trip, with costs (every f16 instruction, or --intrinsic's)")
+    lay.add_argument(
+        "--convert",
+        metavar="C:A",
+        help="plan attention's P conversion from the accumulator (C) "
+        "layout to the A operand of the next instruction: in-lane, cross-lane permutes or an LDS "
+        "round trip, with costs (every f16 instruction, or --intrinsic's)",
+    )
     lay.set_defaults(fn=cmd_layout)
 
     o = sub.add_parser("opt", help="run pipeline stages on hal.executable IR (one stage's input -> output)")
@@ -508,8 +675,11 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--target", help="retarget to this target (default: the executable's variant)")
     o.add_argument("--from", dest="from_stage", metavar="STAGE", help="first stage to run (default: select)")
     o.add_argument("--to", dest="to_stage", metavar="STAGE", help="last stage to run (default: hand-back)")
-    o.add_argument("--split-input-file", action="store_true",
-                   help="run each chunk between '// -----' lines on its own; errors are printed in place")
+    o.add_argument(
+        "--split-input-file",
+        action="store_true",
+        help="run each chunk between '// -----' lines on its own; errors are printed in place",
+    )
     config_arg(o)
     o.set_defaults(fn=cmd_opt)
 
@@ -517,9 +687,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("input", help="MLIR module")
     r.add_argument("--target", required=True, help=target_help)
     r.add_argument("--json", action="store_true", help="the report as JSON")
-    r.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page instead: config and why, "
-                   "register layouts, LDS banks and conflicts, resources, instruction mix, the K loop, each beside "
-                   "IREE's default")
+    r.add_argument(
+        "--html",
+        metavar="OUT.html",
+        help="write a self-contained HTML page instead: config and why, "
+        "register layouts, LDS banks and conflicts, resources, instruction mix, the K loop, each beside "
+        "IREE's default",
+    )
     r.add_argument("--baseline", choices=["iree"], help="also report IREE's own pipeline on the same input")
     config_arg(r)
     r.set_defaults(fn=cmd_report)
@@ -527,58 +701,99 @@ def build_parser() -> argparse.ArgumentParser:
     ru = sub.add_parser("run", help="compile, run on a device or the lane executor, check against numpy")
     ru.add_argument("input", help="MLIR module: a single matmul, or any module with --device sim")
     ru.add_argument("--target", required=True, help=target_help)
-    ru.add_argument("--device", default="auto", choices=["auto", "hip", "cuda", "sim", "local-task"],
-                    help="auto: the target's GPU if IREE sees one, else the lane executor (sim); local-task: IREE's "
-                         "own CPU pipeline computes the result (a reference, not mmaflow's kernel)")
+    ru.add_argument(
+        "--device",
+        default="auto",
+        choices=["auto", "hip", "cuda", "sim", "local-task"],
+        help="auto: the target's GPU if IREE sees one, else the lane executor (sim); local-task: IREE's "
+        "own CPU pipeline computes the result (a reference, not mmaflow's kernel)",
+    )
     ru.add_argument("--seed", type=_count(0), default=0, help="seed of the random inputs (a non-negative integer)")
-    ru.add_argument("--dims", metavar="D=SIZE,...",
-                    help="run-time sizes of the module's dynamic dimensions, e.g. m=300,n=200,k=100")
-    ru.add_argument("--sample", type=_count(0), default=0, metavar="N",
-                    help="on the lane executor, run N workgroups of each dispatch (the grid's corners and random "
-                         "ones) and check the tiles they own, instead of the whole grid")
+    ru.add_argument(
+        "--dims", metavar="D=SIZE,...", help="run-time sizes of the module's dynamic dimensions, e.g. m=300,n=200,k=100"
+    )
+    ru.add_argument(
+        "--sample",
+        type=_count(0),
+        default=0,
+        metavar="N",
+        help="on the lane executor, run N workgroups of each dispatch (the grid's corners and random "
+        "ones) and check the tiles they own, instead of the whole grid",
+    )
     ru.add_argument("--json", action="store_true", help="the results as JSON on stdout")
     config_arg(ru)
     ru.set_defaults(fn=cmd_run)
 
-    v = sub.add_parser("verify", help="check that a .vmfb built with iree-compile $(mmaflow flags ...) holds "
-                                      "mmaflow's verified kernels")
+    v = sub.add_parser(
+        "verify",
+        help="check that a .vmfb built with iree-compile $(mmaflow flags ...) holds mmaflow's verified kernels",
+    )
     v.add_argument("vmfb", help="the .vmfb to check")
     v.add_argument("--source", required=True, help="the MLIR it was built from")
     v.add_argument("--target", required=True, help=target_help)
-    v.add_argument("--iree-flag", action="append", metavar="FLAG",
-                   help="an iree-compile flag the .vmfb was built with (besides mmaflow flags' own)")
+    v.add_argument(
+        "--iree-flag",
+        action="append",
+        metavar="FLAG",
+        help="an iree-compile flag the .vmfb was built with (besides mmaflow flags' own)",
+    )
     v.set_defaults(fn=cmd_verify)
 
     b = sub.add_parser("bench", help="time mmaflow vs IREE's default pipeline (and torch) on a device")
     b.add_argument("--target", help="mmaflow target (a comma-separated list with --compile-time or --attention)")
-    b.add_argument("--sizes", help="square matmul sizes, comma-separated (default 1024,2048,4096); with "
-                                   "--attention the sequence lengths (default 2048)")
-    b.add_argument("--dtype", default="f16", help="input dtype (f16, bf16, i8, ...); with --attention f16 and/or "
-                                                  "bf16, comma-separated")
+    b.add_argument(
+        "--sizes",
+        help="square matmul sizes, comma-separated (default 1024,2048,4096); with "
+        "--attention the sequence lengths (default 2048)",
+    )
+    b.add_argument(
+        "--dtype",
+        default="f16",
+        help="input dtype (f16, bf16, i8, ...); with --attention f16 and/or bf16, comma-separated",
+    )
     b.add_argument("--device", default="auto", help="auto, hip, cuda or sim")
     b.add_argument("--out", default="bench-results", metavar="DIR", help="where results (JSON, logs) go")
     b.add_argument("--repeat", type=_count(1), help="timed repetitions (default: 20 calls on a GPU, 5 compiles)")
     b.add_argument("--prepare-only", metavar="DIR", help="only compile the modules (and manifest) into DIR")
-    b.add_argument("--kernel-time", action="store_true",
-                   help="also kernel-only time (Nsight Compute's gpu__time_duration, median of 5 calls) of every "
-                        "module and torch.matmul (torch SDPA), beside the synchronous call time (CUDA; ncu on PATH)")
-    b.add_argument("--checks", action="store_true",
-                   help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
-                        "epilogues, dynamic), checked against numpy")
-    b.add_argument("--variants", action="store_true",
-                   help="time the matmul variants at 4096-class sizes (static, unaligned, B^T, fused epilogue, "
-                        "dynamic), each checked against numpy")
-    b.add_argument("--models", action="store_true",
-                   help="the real-model corpus (e2e_tests/models): mmaflow sm_80 and sm_90a builds through the stock "
-                        "route, and IREE's default, for the GPU machine (with --prepare-only)")
-    b.add_argument("--attention", action="store_true",
-                   help="attention as torch's SDPA reaches IREE (batch 2, 16 heads, --sizes sequence lengths, "
-                        "--head-dims, scale 1/sqrt(head dim)): mmaflow's flash-attention kernel for every --target "
-                        "(a comma-separated list), IREE's default and torch SDPA, each checked against float64")
+    b.add_argument(
+        "--kernel-time",
+        action="store_true",
+        help="also kernel-only time (Nsight Compute's gpu__time_duration, median of 5 calls) of every "
+        "module and torch.matmul (torch SDPA), beside the synchronous call time (CUDA; ncu on PATH)",
+    )
+    b.add_argument(
+        "--checks",
+        action="store_true",
+        help="instead of timing: every dtype pair and matmul variant (transposed, batch, unaligned, "
+        "epilogues, dynamic), checked against numpy",
+    )
+    b.add_argument(
+        "--variants",
+        action="store_true",
+        help="time the matmul variants at 4096-class sizes (static, unaligned, B^T, fused epilogue, "
+        "dynamic), each checked against numpy",
+    )
+    b.add_argument(
+        "--models",
+        action="store_true",
+        help="the real-model corpus (e2e_tests/models): mmaflow sm_80 and sm_90a builds through the stock "
+        "route, and IREE's default, for the GPU machine (with --prepare-only)",
+    )
+    b.add_argument(
+        "--attention",
+        action="store_true",
+        help="attention as torch's SDPA reaches IREE (batch 2, 16 heads, --sizes sequence lengths, "
+        "--head-dims, scale 1/sqrt(head dim)): mmaflow's flash-attention kernel for every --target "
+        "(a comma-separated list), IREE's default and torch SDPA, each checked against float64",
+    )
     b.add_argument("--head-dims", metavar="D,..", help="with --attention: head dims, comma-separated (default 64,128)")
-    b.add_argument("--compile-time", nargs="+", metavar="MODULE",
-                   help="compile time of plain iree-compile, the stock route and mmaflow compile on these modules, "
-                        "for every --target (median of --repeat runs)")
+    b.add_argument(
+        "--compile-time",
+        nargs="+",
+        metavar="MODULE",
+        help="compile time of plain iree-compile, the stock route and mmaflow compile on these modules, "
+        "for every --target (median of --repeat runs)",
+    )
     config_arg(b)
     b.set_defaults(fn=cmd_bench)
     return p
@@ -603,8 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # a bug in mmaflow: say so, briefly
         if args.debug:
             raise
-        print(f"mmaflow: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)",
-              file=sys.stderr)
+        print(
+            f"mmaflow: internal error: {type(e).__name__}: {e} (rerun with --debug for the traceback)", file=sys.stderr
+        )
         return Exit.INTERNAL
 
 

@@ -11,30 +11,54 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
-from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
 from mmaflow.compiler.core.errors import ToolchainError, UnsupportedError
-from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
+from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
 from mmaflow.compiler.target.isa import IsaReport, parse_ptx, parse_rocmasm
+from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
 from mmaflow.compiler.target.targets import Target, get_target
 
 ROWS = [
-    ("vgprs", "VGPRs (NVIDIA: registers)"), ("sgprs", "SGPRs"), ("agprs", "AGPRs"),
-    ("vgpr_spills", "VGPR spills (NVIDIA: spill bytes)"), ("sgpr_spills", "SGPR spills"),
-    ("scratch_bytes", "scratch bytes"), ("lds_bytes", "LDS bytes"),
+    ("vgprs", "VGPRs (NVIDIA: registers)"),
+    ("sgprs", "SGPRs"),
+    ("agprs", "AGPRs"),
+    ("vgpr_spills", "VGPR spills (NVIDIA: spill bytes)"),
+    ("sgpr_spills", "SGPR spills"),
+    ("scratch_bytes", "scratch bytes"),
+    ("lds_bytes", "LDS bytes"),
     ("waves_per_simd", "occupancy (waves/SIMD; NVIDIA warps/SM)"),
     ("matrix_behind_lds_wait", "K loop: matrix instrs right behind LDS wait"),
 ]
-COUNT_ROWS = ["matrix", "global_load_b128", "global_load_b64", "global_load_b32", "global_load_narrow",
-              "async_copy_b128", "async_copy_b64", "async_copy_b32", "async_wait", "global_store",
-              "lds_load_b128", "lds_load_b64", "lds_load_b32", "lds_load_narrow", "lds_load_other",
-              "lds_store_b128", "lds_store_b64", "lds_store_b32", "lds_store_narrow", "lds_store_other",
-              "barrier", "cache_invalidate", "scratch"]
+COUNT_ROWS = [
+    "matrix",
+    "global_load_b128",
+    "global_load_b64",
+    "global_load_b32",
+    "global_load_narrow",
+    "async_copy_b128",
+    "async_copy_b64",
+    "async_copy_b32",
+    "async_wait",
+    "global_store",
+    "lds_load_b128",
+    "lds_load_b64",
+    "lds_load_b32",
+    "lds_load_narrow",
+    "lds_load_other",
+    "lds_store_b128",
+    "lds_store_b64",
+    "lds_store_b32",
+    "lds_store_narrow",
+    "lds_store_other",
+    "barrier",
+    "cache_invalidate",
+    "scratch",
+]
 
 
 def ptxas_path() -> str | None:
@@ -59,8 +83,9 @@ def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "k.ptx"
         p.write_text(ptx)
-        r = subprocess.run([exe, f"-arch={arch}", "-v", str(p), "-o", str(Path(d) / "k.cubin")],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [exe, f"-arch={arch}", "-v", str(p), "-o", str(Path(d) / "k.cubin")], capture_output=True, text=True
+        )
     text = r.stdout + r.stderr
     if r.returncode != 0:
         raise ToolchainError(f"ptxas failed on the PTX: {text.strip()[:500]}")
@@ -80,16 +105,23 @@ def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
 def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaReport]:
     """Compile with IREE's default pipeline; report the same dispatches."""
     from iree.compiler import compile_str
+
     out = {}
     with tempfile.TemporaryDirectory() as d:
         flags = target.iree_flags(target.baseline_arch)
-        compile_str(source, extra_args=flags + [f"--iree-hal-dump-executable-intermediates-to={d}",
-                                                f"--iree-hal-dump-executable-binaries-to={d}"])
+        compile_str(
+            source,
+            extra_args=flags
+            + [f"--iree-hal-dump-executable-intermediates-to={d}", f"--iree-hal-dump-executable-binaries-to={d}"],
+        )
         texts = [p.read_text() for p in Path(d).glob(f"*.{target.vendor.isa_suffix}")]
         kernels = set()
         for t in texts:
-            kernels |= set(re.findall(r"^([\w$.]+_dispatch_\d+\w*):\s*$", t, re.M)) if target.is_amd else \
-                set(re.findall(r"\.entry (\w+)\(", t))
+            kernels |= (
+                set(re.findall(r"^([\w$.]+_dispatch_\d+\w*):\s*$", t, re.M))
+                if target.is_amd
+                else set(re.findall(r"\.entry (\w+)\(", t))
+            )
         for k in sorted(kernels):
             text = kernel_isa(Path(d), k, target)
             out[k] = parse_rocmasm(text, k, target) if target.is_amd else parse_ptx(text, k, target)
@@ -100,7 +132,9 @@ def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaRep
 
 def _ptx_threads(ptx: str, kernel: str) -> int:
     """Threads per block a PTX kernel declares (``.maxntid``, ``.reqntid``), for the occupancy estimate."""
-    m = re.search(rf"\.entry {re.escape(kernel)}\([^{{]*?\.(?:reqntid|maxntid) (\d+)(?:, (\d+))?(?:, (\d+))?", ptx, re.S)
+    m = re.search(
+        rf"\.entry {re.escape(kernel)}\([^{{]*?\.(?:reqntid|maxntid) (\d+)(?:, (\d+))?(?:, (\d+))?", ptx, re.S
+    )
     if not m:
         raise ToolchainError(f"the PTX of {kernel} declares no .maxntid or .reqntid (threads per block)")
     n = 1
@@ -114,21 +148,26 @@ def report_command(args, source: str, options) -> int:
     res = compile_module(source, target.name, options=options, source_name=args.input)
     attention = [e.name for e in res.taken if e.facts.is_attention]
     if attention:
-        raise UnsupportedError(f"{args.input}: {', '.join(attention)} is mmaflow's flash-attention kernel; mmaflow "
-                               f"report covers matmul kernels only so far",
-                               hint="mmaflow compile verifies its PTX; mmaflow run --device sim checks it on the lane "
-                                    "executor")
+        raise UnsupportedError(
+            f"{args.input}: {', '.join(attention)} is mmaflow's flash-attention kernel; mmaflow "
+            f"report covers matmul kernels only so far",
+            hint="mmaflow compile verifies its PTX; mmaflow run --device sim checks it on the lane executor",
+        )
     mine = {}
     for exe in res.taken:
         rep = res.reports[exe.name]
         if not target.is_amd:
             from mmaflow.compiler.kernels.common.tiles import lds_bytes
+
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
             if rep.lds_bytes is None and exe.facts.versions:  # a versioned dispatch: both allocations
                 from mmaflow.compiler.pipeline.version import shared_bytes
-                rep.lds_bytes = sum(shared_bytes(c, target.intrinsic(c.intrinsic), p, target) for c, p in
-                                    [(cfg, exe.facts.problem)] + [(v.config, v.problem) for v in exe.facts.versions])
+
+                rep.lds_bytes = sum(
+                    shared_bytes(c, target.intrinsic(c.intrinsic), p, target)
+                    for c, p in [(cfg, exe.facts.problem)] + [(v.config, v.problem) for v in exe.facts.versions]
+                )
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
                 rep.lds_bytes = lds_bytes(cfg, exe.facts.problem, target)
         mine[exe.export] = rep
@@ -136,34 +175,51 @@ def report_command(args, source: str, options) -> int:
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}
     if html_out:
         from mmaflow.runtime.report_html import write_report
-        write_report(Path(html_out), target, args.input, res, base, overrides=options.overrides, rows=ROWS,
-                     count_rows=COUNT_ROWS)
+
+        write_report(
+            Path(html_out), target, args.input, res, base, overrides=options.overrides, rows=ROWS, count_rows=COUNT_ROWS
+        )
         from mmaflow.compiler.core.errors import plural
-        print(f"mmaflow report: {html_out} ({plural(len(res.taken), 'kernel')}, IREE's default beside each)",
-              file=sys.stderr)
+
+        print(
+            f"mmaflow report: {html_out} ({plural(len(res.taken), 'kernel')}, IREE's default beside each)",
+            file=sys.stderr,
+        )
         return 0
     if args.json:
-        print(json.dumps({"target": target.name, "mmaflow": {k: v.to_dict() for k, v in mine.items()},
-                          "iree": {k: v.to_dict() for k, v in base.items()}}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "target": target.name,
+                    "mmaflow": {k: v.to_dict() for k, v in mine.items()},
+                    "iree": {k: v.to_dict() for k, v in base.items()},
+                },
+                indent=1,
+            )
+        )
         return 0
     for kernel, rep in mine.items():
         other = base.get(kernel)
         print(f"{kernel} on {target.name}")
         exe = next(e for e in res.taken if e.export == kernel)
         for v in exe.facts.versions:  # counts below are the whole function's: both kernels
-            print(f"  versioned: {v.condition}: {v.config.intrinsic} | else {exe.facts.config.intrinsic} "
-                  f"(counts below: both kernels)")
+            print(
+                f"  versioned: {v.condition}: {v.config.intrinsic} | else {exe.facts.config.intrinsic} "
+                f"(counts below: both kernels)"
+            )
         header = f"  {'':44} {'mmaflow':>12}" + (f" {'IREE default':>14}" if args.baseline else "")
         print(header)
 
         def row(label, a, b):
             bb = "" if not args.baseline else f" {('-' if b is None else b):>14}"
             print(f"  {label:44} {('-' if a is None else a):>12}{bb}")
+
         def k_loop(r):  # the loop found is a K loop only if it holds matrix instructions (else K is unrolled)
             return r is not None and bool(r.loop_counts.get("matrix", 0))
 
         def in_loop(r, key):
             return r.loop_counts.get(key, 0) if k_loop(r) else "-"
+
         for key, label in ROWS:
             a, b = getattr(rep, key), getattr(other, key) if other else None
             if key == "matrix_behind_lds_wait":
@@ -174,8 +230,11 @@ def report_command(args, source: str, options) -> int:
             b = f"{other.counts.get(key, 0)} ({in_loop(other, key)})" if other else None
             if rep.counts.get(key) or (other and other.counts.get(key)):
                 row(f"{key} (in K loop)", a, b)
-        unrolled = [who for who, r in (("mmaflow", rep), ("IREE default", other if args.baseline else None))
-                    if r is not None and not k_loop(r)]
+        unrolled = [
+            who
+            for who, r in (("mmaflow", rep), ("IREE default", other if args.baseline else None))
+            if r is not None and not k_loop(r)
+        ]
         if unrolled:
             print(f"  (in K loop) '-': {' and '.join(unrolled)} unrolled K (no loop holds matrix instructions)")
     if args.baseline and not base:

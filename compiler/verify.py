@@ -23,12 +23,10 @@ from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import VerificationError
-from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_ptx
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
-from mmaflow.compiler.target.targets import Vendor
+from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_ptx
+from mmaflow.compiler.target.targets import Vendor, read_target
 
 
 def handed_back(func: ir.Operation) -> tuple[list[int], int] | None:
@@ -82,8 +80,9 @@ def load_category(expect: attrs.Expectations) -> str:
     return f"global_load_b{bits}" if bits >= 32 else "global_load_narrow"
 
 
-def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expect_barrier: bool,
-              expect: attrs.Expectations) -> None:
+def check_isa(
+    report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expect_barrier: bool, expect: attrs.Expectations
+) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
     global loads at the width the copies were planned with (128 bits unless the problem's row
     length forbids it), barriers when waves share LDS, the plan's barriers per K tile in the K loop, a K loop when there are several K tiles (or, when LLVM
@@ -106,16 +105,22 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
         problems.append(f"no {expect.global_load_bits}-bit {what} ({cat})")
     if expect.cluster and report.isa == "ptx":  # clusters: the launch shape, B's multicast, the peers' releases
         if report.cluster_ctas != expect.cluster:
-            problems.append(f"the kernel is planned for clusters of {expect.cluster}, the PTX asks for "
-                            f"{report.cluster_ctas} CTA(s) per cluster (.reqnctapercluster)")
+            problems.append(
+                f"the kernel is planned for clusters of {expect.cluster}, the PTX asks for "
+                f"{report.cluster_ctas} CTA(s) per cluster (.reqnctapercluster)"
+            )
         if not report.counts.get("bulk_tensor_multicast"):
             problems.append("clusters planned, but no multicast cp.async.bulk.tensor")
         if not (report.counts.get("mapa") and report.counts.get("remote_arrive")):
-            problems.append("clusters planned, but no release of the peer's slots (mapa + mbarrier.arrive on a "
-                            "shared::cluster address)")
+            problems.append(
+                "clusters planned, but no release of the peer's slots (mapa + mbarrier.arrive on a "
+                "shared::cluster address)"
+            )
         if report.counts.get("cluster_wait", 0) < 2:
-            problems.append(f"clusters planned, but {report.counts.get('cluster_wait', 0)} barrier.cluster.wait (one "
-                            f"after the mbarriers' init, one before exit)")
+            problems.append(
+                f"clusters planned, but {report.counts.get('cluster_wait', 0)} barrier.cluster.wait (one "
+                f"after the mbarriers' init, one before exit)"
+            )
     elif report.isa == "ptx" and (report.cluster_ctas or 1) > 1:
         problems.append(f"the PTX asks for clusters of {report.cluster_ctas} CTAs; the kernel is planned without")
     if expect.async_copies and report.counts.get("async_wait", 0) == 0:
@@ -129,15 +134,20 @@ def check_isa(report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expec
         tiles, left = divmod(report.loop_counts["matrix"], expect.mma_per_k_tile)
         found = loop_barriers(report)
         if left or found != tiles * expect.k_loop_barriers:
-            problems.append(f"{found} barriers in a K loop of {report.loop_counts['matrix']} matrix instructions "
-                            f"({expect.mma_per_k_tile} per K tile); the plan has {expect.k_loop_barriers} per K tile")
+            problems.append(
+                f"{found} barriers in a K loop of {report.loop_counts['matrix']} matrix instructions "
+                f"({expect.mma_per_k_tile} per K tile); the plan has {expect.k_loop_barriers} per K tile"
+            )
     unrolled = expect.k_tiles * expect.mma_per_k_tile
     if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) != unrolled:
-        problems.append(f"no K loop in the ISA, and not the {unrolled} matrix instructions of its "
-                        f"{expect.k_tiles} K tiles unrolled")
+        problems.append(
+            f"no K loop in the ISA, and not the {unrolled} matrix instructions of its {expect.k_tiles} K tiles unrolled"
+        )
     if problems:
-        raise VerificationError(f"{name}: the compiled kernel is not mmaflow's: " + "; ".join(problems),
-                                hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")
+        raise VerificationError(
+            f"{name}: the compiled kernel is not mmaflow's: " + "; ".join(problems),
+            hint="IREE may have fallen back to its own codegen; compare with --dump-after isa",
+        )
 
 
 def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
@@ -165,8 +175,10 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
     there are several key tiles whose body holds a whole number of tiles' matrix instructions."""
     problems = []
     lines = [line.strip() for line in text.splitlines()]
+
     def has(prefix):
         return any(line.startswith(prefix) for line in lines)
+
     amd = report.isa == "amdgcn"
     if report.counts.get("matrix", 0) == 0:
         problems.append("no v_mfma / v_wmma in the ISA" if amd else "no mma.sync in the PTX")
@@ -174,8 +186,10 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
         if not has("v_exp_f32"):
             problems.append("no v_exp_f32 (exp2 of the online softmax)")
         if report.vgpr_spills or report.sgpr_spills or report.counts.get("scratch", 0):
-            problems.append(f"{report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs spilled, "
-                            f"{report.counts.get('scratch', 0)} scratch instructions")
+            problems.append(
+                f"{report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs spilled, "
+                f"{report.counts.get('scratch', 0)} scratch instructions"
+            )
     else:
         if not has("shfl.sync.bfly"):
             problems.append("no shfl.sync.bfly (the softmax's row reductions)")
@@ -192,10 +206,14 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
         in_loop = report.loop_counts.get("matrix", 0)
         if not report.has_loop:
             if report.counts.get("matrix", 0) != expect.key_tiles * expect.mma_per_key_tile:
-                problems.append(f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} {mma} of "
-                                f"its {expect.key_tiles} key tiles unrolled")
+                problems.append(
+                    f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} {mma} of "
+                    f"its {expect.key_tiles} key tiles unrolled"
+                )
         elif in_loop == 0 or in_loop % expect.mma_per_key_tile:
             problems.append(f"{in_loop} {mma} in the key loop; the plan has {expect.mma_per_key_tile} per key tile")
     if problems:
-        raise VerificationError(f"{name}: the compiled attention kernel is not mmaflow's: " + "; ".join(problems),
-                                hint="IREE may have fallen back to its own codegen; compare with --dump-after isa")
+        raise VerificationError(
+            f"{name}: the compiled attention kernel is not mmaflow's: " + "; ".join(problems),
+            hint="IREE may have fallen back to its own codegen; compare with --dump-after isa",
+        )

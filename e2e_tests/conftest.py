@@ -7,10 +7,9 @@ import functools
 
 import pytest
 
-from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
-from mmaflow.runtime.modules import dynamic_module, epilogue_module, matmul_module, matmul_source
 from mmaflow.runtime.simulate import check_matmul
 
 ALL_TARGETS = ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"]
@@ -33,8 +32,11 @@ def spread(rows, columns, keep: int, row_id=_param_id, column_id=_param_id) -> l
         chosen = {(i * keep + j) % len(columns) for j in range(keep)}
         for c, col in enumerate(columns):
             args = (row if isinstance(row, tuple) else (row,)) + (col if isinstance(col, tuple) else (col,))
-            out.append(pytest.param(*args, id=f"{row_id(row)}-{column_id(col)}",
-                                    marks=() if c in chosen else pytest.mark.exhaustive))
+            out.append(
+                pytest.param(
+                    *args, id=f"{row_id(row)}-{column_id(col)}", marks=() if c in chosen else pytest.mark.exhaustive
+                )
+            )
     return out
 
 
@@ -42,6 +44,7 @@ def spread(rows, columns, keep: int, row_id=_param_id, column_id=_param_id) -> l
 def layout_table(layout):
     """(lane, op slot, row, col) of every element of a single-instruction layout, as arrays."""
     import numpy as np
+
     lanes, slots, rows, cols = [], [], [], []
     for lane in range(layout.wave_size):
         for e in range(layout.elements):
@@ -73,8 +76,17 @@ def mutant(cls, attr: str, value, source: str, target: str = "sm_90a", overrides
         setattr(cls, attr, old)
 
 
-def simulate(source: str, target: str, overrides: dict | None = None, *, seed: int = 0, exact: bool = False,
-             epilogue=None, sizes: dict | None = None, sample: int = 0):
+def simulate(
+    source: str,
+    target: str,
+    overrides: dict | None = None,
+    *,
+    seed: int = 0,
+    exact: bool = False,
+    epilogue=None,
+    sizes: dict | None = None,
+    sample: int = 0,
+):
     text = handed_back(source, target, tuple(sorted((overrides or {}).items())))
     module = parse_module(text, new_context())
     return check_matmul(module, seed=seed, exact=exact, epilogue=epilogue, sizes=sizes, sample=sample)
@@ -94,10 +106,21 @@ def attention_ptx_without_spills(tmp_path, module_text: str, arch: str, workgrou
     from pathlib import Path
 
     from mmaflow.compiler.report import ptxas_info
+
     (tmp_path / "k.mlir").write_text(module_text)
-    subprocess.run([str(Path(sys.executable).parent / "iree-compile"), str(tmp_path / "k.mlir"),
-                    "--compile-from=executable-sources", "--iree-hal-target-device=cuda", f"--iree-cuda-target={arch}",
-                    f"--iree-hal-dump-executable-files-to={tmp_path / 'd'}", "-o", str(tmp_path / "k.vmfb")], check=True)
+    subprocess.run(
+        [
+            str(Path(sys.executable).parent / "iree-compile"),
+            str(tmp_path / "k.mlir"),
+            "--compile-from=executable-sources",
+            "--iree-hal-target-device=cuda",
+            f"--iree-cuda-target={arch}",
+            f"--iree-hal-dump-executable-files-to={tmp_path / 'd'}",
+            "-o",
+            str(tmp_path / "k.vmfb"),
+        ],
+        check=True,
+    )
     (ptx,) = (tmp_path / "d").glob("*.ptx")
     text = ptx.read_text()
     assert "mma.sync.aligned.m16n8k16" in text and "ld.local" not in text and "st.local" not in text
@@ -125,8 +148,9 @@ def fake_cuda_torch(**fields):
         def elapsed_time(self, other):
             return 1.0
 
-    cuda = types.SimpleNamespace(is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None,
-                                 Event=Event)
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None, Event=Event
+    )
     return types.SimpleNamespace(__version__="fake", cuda=cuda, **fields)
 
 
@@ -136,11 +160,15 @@ def sm90a_ptxas(tmp_path, ptx: str) -> str:
     import subprocess
 
     from mmaflow.compiler.report import ptxas_path
+
     exe = ptxas_path()
     assert exe is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     (tmp_path / "k.ptx").write_text(ptx)
-    r = subprocess.run([exe, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [exe, "-arch=sm_90a", "-v", str(tmp_path / "k.ptx"), "-o", str(tmp_path / "k.cubin")],
+        capture_output=True,
+        text=True,
+    )
     out = r.stdout + r.stderr
     assert r.returncode == 0, out
     assert "0 bytes spill stores" in out, out

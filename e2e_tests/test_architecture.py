@@ -96,6 +96,7 @@ def test_seed_needs_its_provenance():
         Seed(4, "")
 
     from dataclasses import dataclass
+
     bare = dataclass(frozen=True)(type("Bare", (SeedTable,), {"__annotations__": {"x": Seed}}))
     with pytest.raises(TypeError, match="not a Seed"):
         bare(x=4)

@@ -19,29 +19,39 @@ from mmaflow.runtime import attention_bench, bench, bench_common
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
 from mmaflow.runtime.modules import attention_module
 
-CPU_FLAGS = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-             "--iree-llvmcpu-target-cpu=generic"]
+CPU_FLAGS = [
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=generic",
+]
 
 
 def _sdpa_torch_module(b: int, h: int, s: int, d: int, dtype: str) -> str:
     """torch.nn.functional.scaled_dot_product_attention(q, k, v) as iree-turbine exports it."""
     t = f"!torch.vtensor<[{b},{h},{s},{d}],{dtype}>"
-    return (f"func.func @sdpa(%q: {t}, %k: {t}, %v: {t}) -> {t} {{\n"
-            "  %none = torch.constant.none\n  %zero = torch.constant.float 0.000000e+00\n"
-            "  %false = torch.constant.bool false\n"
-            f"  %r = torch.aten.scaled_dot_product_attention %q, %k, %v, %none, %zero, %false, %none, %false : "
-            f"{t}, {t}, {t}, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> {t}\n"
-            f"  return %r : {t}\n}}\n")
+    return (
+        f"func.func @sdpa(%q: {t}, %k: {t}, %v: {t}) -> {t} {{\n"
+        "  %none = torch.constant.none\n  %zero = torch.constant.float 0.000000e+00\n"
+        "  %false = torch.constant.bool false\n"
+        f"  %r = torch.aten.scaled_dot_product_attention %q, %k, %v, %none, %zero, %false, %none, %false : "
+        f"{t}, {t}, {t}, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> {t}\n"
+        f"  return %r : {t}\n}}\n"
+    )
 
 
 def _input_ops(source: str) -> list[str]:
     """The attention op, its scale and the reshapes around it after IREE's input phase, SSA names erased."""
     from iree.compiler import compile_str
-    text = compile_str(source, extra_args=["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80",
-                                           "--compile-to=input"]).decode()
+
+    text = compile_str(
+        source, extra_args=["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80", "--compile-to=input"]
+    ).decode()
     keep = ("iree_linalg_ext.attention", "tensor.collapse_shape", "tensor.expand_shape", ": f32")
-    return [re.sub(r"%[\w$.]+", "%_", line.strip().split(" loc(")[0]) for line in text.splitlines()
-            if any(k in line for k in keep)]
+    return [
+        re.sub(r"%[\w$.]+", "%_", line.strip().split(" loc(")[0])
+        for line in text.splitlines()
+        if any(k in line for k in keep)
+    ]
 
 
 @pytest.mark.parametrize("d,dtype", [(64, "f16"), (128, "bf16")])
@@ -54,15 +64,38 @@ def test_module_is_what_iree_makes_of_torch_sdpa(d, dtype):
 
 
 def test_prepare_takes_the_attention_dispatch(tmp_path):
-    assert cli.main(["bench", "--attention", "--target", "sm_90a,sm_80", "--sizes", "128", "--head-dims", "64",
-                     "--prepare-only", str(tmp_path)]) == 0
+    assert (
+        cli.main(
+            [
+                "bench",
+                "--attention",
+                "--target",
+                "sm_90a,sm_80",
+                "--sizes",
+                "128",
+                "--head-dims",
+                "64",
+                "--prepare-only",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     man = json.loads((tmp_path / "manifest.json").read_text())
     assert man["kind"] == "attention" and man["driver"] == "cuda" and man["function"] == "attention"
     (case,) = man["cases"]
-    assert (case["key"], case["batch"], case["heads"], case["seq"], case["head_dim"]) == \
-        ("f16_b2h16_s128_d64", 2, 16, 128, 64)
-    assert [(e["variant"], e["target"]) for e in case["entries"]] == \
-        [("mmaflow sm_90a", "sm_90a"), ("mmaflow sm_80", "sm_80"), ("iree-default", "sm_80")]
+    assert (case["key"], case["batch"], case["heads"], case["seq"], case["head_dim"]) == (
+        "f16_b2h16_s128_d64",
+        2,
+        16,
+        128,
+        64,
+    )
+    assert [(e["variant"], e["target"]) for e in case["entries"]] == [
+        ("mmaflow sm_90a", "sm_90a"),
+        ("mmaflow sm_80", "sm_80"),
+        ("iree-default", "sm_80"),
+    ]
     for e in case["entries"][:2]:  # the plan's config line: the dispatch was taken (and its PTX verified)
         assert e["config"].startswith("flash attention f16: batch 32, 128 queries x 128 keys, head dim 64"), e
     assert all((tmp_path / e["file"]).stat().st_size > 0 for e in case["entries"])
@@ -76,31 +109,50 @@ def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monke
 
     def refuse(attn, *, target, **_):
         raise UnsupportedError(f"no kernel on {target} in this test")
+
     monkeypatch.setattr(select, "plan_flash_attention", refuse)
-    assert cli.main(["bench", "--attention", "--target", "gfx942", "--sizes", "64", "--head-dims", "64",
-                     "--prepare-only", str(tmp_path)]) == 6
+    assert (
+        cli.main(
+            [
+                "bench",
+                "--attention",
+                "--target",
+                "gfx942",
+                "--sizes",
+                "64",
+                "--head-dims",
+                "64",
+                "--prepare-only",
+                str(tmp_path),
+            ]
+        )
+        == 6
+    )
     err = capsys.readouterr().err
     assert "mmaflow did not take the attention dispatch" in err and "no kernel on gfx942 in this test" in err, err
     assert not (tmp_path / "manifest.json").exists()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--head-dims", "96"], "--head-dims 96: mmaflow's flash-attention kernel takes head dims 64 and 128"),
-    (["--sizes", "0"], "--sizes must be comma-separated positive integers, got '0'"),
-    (["--sizes", "2k"], "--sizes must be comma-separated positive integers, got '2k'"),
-    (["--head-dims", "64,"], "--head-dims must be comma-separated positive integers, got '64,'"),
-    (["--dtype", "f32"], "bench --attention times f16 and bf16 attention, not f32"),
-    (["--checks"], "bench does one of --checks, --attention at a time"),
-    (["--config", "tile_m=64"], "--config configures matmul kernels"),
-    (["--target", "sm_80,gfx942"], "bench --attention runs its targets on one device"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--head-dims", "96"], "--head-dims 96: mmaflow's flash-attention kernel takes head dims 64 and 128"),
+        (["--sizes", "0"], "--sizes must be comma-separated positive integers, got '0'"),
+        (["--sizes", "2k"], "--sizes must be comma-separated positive integers, got '2k'"),
+        (["--head-dims", "64,"], "--head-dims must be comma-separated positive integers, got '64,'"),
+        (["--dtype", "f32"], "bench --attention times f16 and bf16 attention, not f32"),
+        (["--checks"], "bench does one of --checks, --attention at a time"),
+        (["--config", "tile_m=64"], "--config configures matmul kernels"),
+        (["--target", "sm_80,gfx942"], "bench --attention runs its targets on one device"),
+    ],
+)
 def test_bad_options_are_clear_errors(tmp_path, capsys, args, needle):
     argv = ["bench", "--attention", "--target", "sm_80", "--prepare-only", str(tmp_path)]
     for i in range(0, len(args), 2):  # replace or add each option
         if args[i] in argv:
             argv[argv.index(args[i]) + 1] = args[i + 1]
         else:
-            argv += args[i:i + 2]
+            argv += args[i : i + 2]
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err, err
@@ -114,12 +166,17 @@ def test_head_dims_need_attention(tmp_path, capsys):
 
 # ---- the run half ------------------------------------------------------------------------------
 
+
 def test_flops_and_cases():
     (c,) = attention_bench.cases([2048], [64], ["f16"])
     assert c["key"] == "f16_b2h16_s2048_d64"
     assert attention_bench.flops(c) == 4 * 2 * 16 * 2048 * 2048 * 64
-    assert [c["key"] for c in attention_bench.cases([128, 256], [64, 128], ["bf16"], batch=1, heads=2)] == \
-        ["bf16_b1h2_s128_d64", "bf16_b1h2_s128_d128", "bf16_b1h2_s256_d64", "bf16_b1h2_s256_d128"]
+    assert [c["key"] for c in attention_bench.cases([128, 256], [64, 128], ["bf16"], batch=1, heads=2)] == [
+        "bf16_b1h2_s128_d64",
+        "bf16_b1h2_s128_d128",
+        "bf16_b1h2_s256_d64",
+        "bf16_b1h2_s256_d128",
+    ]
 
 
 def test_reference_and_check():
@@ -144,6 +201,7 @@ def cpu_manifest(tmp_path_factory):
     """A prepared directory as `bench --attention` writes one, its modules built for llvm-cpu: the
     real module, and the same with a wrong scale (a broken kernel the check must catch)."""
     from iree.compiler import compile_str
+
     d = tmp_path_factory.mktemp("attn_cpu")
     (case,) = attention_bench.cases([64], [64], ["bf16"], batch=1, heads=2)
     src = attention_module(1, 2, 64, 64, "bf16")
@@ -154,8 +212,14 @@ def cpu_manifest(tmp_path_factory):
         name = f"{variant.split()[0]}_{case['key']}.vmfb"
         (d / name).write_bytes(compile_str(text, extra_args=CPU_FLAGS))
         entries.append({"variant": variant, "file": name, "target": "llvm-cpu", "config": "test"})
-    manifest = {"kind": "attention", "targets": ["llvm-cpu"], "driver": "local-task", "function": "attention",
-                "flops": attention_bench.FLOPS, "cases": [{**case, "entries": entries}]}
+    manifest = {
+        "kind": "attention",
+        "targets": ["llvm-cpu"],
+        "driver": "local-task",
+        "function": "attention",
+        "flops": attention_bench.FLOPS,
+        "cases": [{**case, "entries": entries}],
+    }
     (d / "manifest.json").write_text(json.dumps(manifest))
     return d
 
@@ -173,13 +237,31 @@ def test_run_half_checks_times_and_writes(cpu_manifest, tmp_path, capsys, monkey
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setattr(bench_common, "PROFILED_CALLS", 3)  # what kernel_time_of reads
     out = tmp_path / "out"
-    assert bench.main(["--from-dir", str(cpu_manifest), "--driver", "local-task", "--out", str(out), "--repeat", "2",
-                       "--kernel-time"]) == 1
+    assert (
+        bench.main(
+            [
+                "--from-dir",
+                str(cpu_manifest),
+                "--driver",
+                "local-task",
+                "--out",
+                str(out),
+                "--repeat",
+                "2",
+                "--kernel-time",
+            ]
+        )
+        == 1
+    )
     text = capsys.readouterr().out
     res = json.loads((out / "results.json").read_text())
     wrong, base = res["rows"]
-    assert (wrong["variant"], wrong["check"], base["variant"], base["check"]) == \
-        ("mmaflow llvm-cpu", "FAIL", "iree-default", "PASS"), res["rows"]
+    assert (wrong["variant"], wrong["check"], base["variant"], base["check"]) == (
+        "mmaflow llvm-cpu",
+        "FAIL",
+        "iree-default",
+        "PASS",
+    ), res["rows"]
     assert wrong["err_over_bound"] > 1 >= base["err_over_bound"]
     assert base["kernel_ms"] == pytest.approx(0.101) and base["kernels"] == ["attention_kernel"]
     assert base["x_iree"] == 1.0 and base["tflops"] == pytest.approx(4 * 2 * 64 * 64 * 64 / (base["ms"] * 1e-3) / 1e12)
@@ -189,15 +271,17 @@ def test_run_half_checks_times_and_writes(cpu_manifest, tmp_path, capsys, monkey
 
 def test_run_half_needs_no_iree_compiler(cpu_manifest, tmp_path):
     """The GPU machine may have iree.runtime only: the run half with iree.compiler made unimportable."""
-    code = ("import sys\n"
-            "class Block:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.startswith('iree.compiler'):\n"
-            "            raise ImportError('blocked: ' + name)\n"
-            "sys.meta_path.insert(0, Block())\n"
-            "from mmaflow.runtime import bench\n"
-            f"sys.exit(bench.main(['--from-dir', {str(cpu_manifest)!r}, '--driver', 'local-task', "
-            f"'--out', {str(tmp_path)!r}, '--repeat', '1']))\n")
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('iree.compiler'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "from mmaflow.runtime import bench\n"
+        f"sys.exit(bench.main(['--from-dir', {str(cpu_manifest)!r}, '--driver', 'local-task', "
+        f"'--out', {str(tmp_path)!r}, '--repeat', '1']))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 1 and "blocked" not in r.stderr, r.stderr  # 1: the wrong-scale module fails
     assert len(json.loads((tmp_path / "results.json").read_text())["rows"]) == 2
@@ -207,13 +291,29 @@ def test_profile_child_runs_a_module(cpu_manifest):
     """What Nsight Compute runs per module (``--profile-one FILE CASE``): the calls, nothing else."""
     man = json.loads((cpu_manifest / "manifest.json").read_text())
     (case,) = man["cases"]
-    assert bench.main(["--from-dir", str(cpu_manifest), "--driver", "local-task", "--out", "-",
-                       "--profile-one", case["entries"][1]["file"], case["key"]]) == 0
+    assert (
+        bench.main(
+            [
+                "--from-dir",
+                str(cpu_manifest),
+                "--driver",
+                "local-task",
+                "--out",
+                "-",
+                "--profile-one",
+                case["entries"][1]["file"],
+                case["key"],
+            ]
+        )
+        == 0
+    )
 
 
 def test_speedups_prefer_kernel_time():
-    rows = [{"key": "a", "variant": "mmaflow sm_80", "ms": 1.0, "kernel_ms": 0.5},
-            {"key": "a", "variant": "iree-default", "ms": 1.5, "kernel_ms": 1.0}]
+    rows = [
+        {"key": "a", "variant": "mmaflow sm_80", "ms": 1.0, "kernel_ms": 0.5},
+        {"key": "a", "variant": "iree-default", "ms": 1.5, "kernel_ms": 1.0},
+    ]
     attention_bench.speedups(rows)
     assert [r["x_iree"] for r in rows] == [2.0, 1.0]
     del rows[0]["kernel_ms"], rows[1]["kernel_ms"]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.core.errors import UnsupportedError, VerificationError
+from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.pipeline.results import DispatchFacts, ExecutableResult
 from mmaflow.runtime.model_check import check_executable
 
@@ -43,13 +43,18 @@ def test_select_takes_a_supported_attention(target, elem, d):
     them; the kernel's expectations from its plan), and their wire form."""
     res = codegen_module(_source(elem, d), target, require_matmul=False)
     exe = _attention(res)
-    what = (f"iree_linalg_ext.attention batch 2, 100 queries x 200 keys, head dim {d} -> {d} ({elem} -> {elem}, "
-            f"scale 0.125, no mask)")
+    what = (
+        f"iree_linalg_ext.attention batch 2, 100 queries x 200 keys, head dim {d} -> {d} ({elem} -> {elem}, "
+        f"scale 0.125, no mask)"
+    )
     k_offset = 2 * 100 * d * 2  # after Q in the shared buffer
-    assert exe.log[0] == (f"mmaflow: taken {exe.name}: attention: {what} on {target} (Q: binding 0 @ 0, K: binding 0 "
-                          f"@ {k_offset}, V: binding 1 @ 0, O: binding 2 @ 0)"), exe.log[0]
-    assert exe.log[1].startswith(f"mmaflow: config {exe.name}: flash attention {elem}: batch 2, 100 queries x 200 "
-                                 f"keys, head dim {d}"), exe.log[1]
+    assert exe.log[0] == (
+        f"mmaflow: taken {exe.name}: attention: {what} on {target} (Q: binding 0 @ 0, K: binding 0 "
+        f"@ {k_offset}, V: binding 1 @ 0, O: binding 2 @ 0)"
+    ), exe.log[0]
+    assert exe.log[1].startswith(
+        f"mmaflow: config {exe.name}: flash attention {elem}: batch 2, 100 queries x 200 keys, head dim {d}"
+    ), exe.log[1]
     facts = exe.facts
     assert facts.kind == "attention" and facts.config is None and facts.problem.describe() == what
     assert facts.problem.k.offset == k_offset
@@ -58,13 +63,20 @@ def test_select_takes_a_supported_attention(target, elem, d):
     assert "iree_linalg_ext.attention <" not in exe.text
     if target.startswith("sm_"):
         # per warp and 64-key tile: S = Q K^T (8 x d/16 mma.sync) and O += P V (d/8 x 4)
-        assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies) == \
-            (8 * d // 16 + d // 8 * 4, 4, True)
+        assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies) == (
+            8 * d // 16 + d // 8 * 4,
+            4,
+            True,
+        )
         assert "nvgpu.mma.sync" in exe.text
     else:
         # per wave and 64-key tile: S^T = K Q^T (4 x d/16) and O^T += V^T P^T (d/16 x 4), copies through registers
-        assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies,
-                facts.expect.barriers_per_key_tile) == (4 * d // 16 + d // 16 * 4, 4, False, 2)
+        assert (
+            facts.expect.mma_per_key_tile,
+            facts.expect.key_tiles,
+            facts.expect.async_copies,
+            facts.expect.barriers_per_key_tile,
+        ) == (4 * d // 16 + d // 16 * 4, 4, False, 2)
         assert ("amdgpu.mfma" if target.startswith("gfx9") else "amdgpu.wmma") in exe.text
         assert "S^T = K Q^T" in exe.log[1]
 
@@ -85,11 +97,17 @@ def test_unsupported_attention_is_left_with_the_reason():
     assert line.startswith("mmaflow: left ") and line.endswith(f": {why}; IREE compiles it"), line
 
 
-@pytest.mark.parametrize("target,elem,d", [("sm_80", "f16", 64), pytest.param("sm_80", "bf16", 128,
-                                                                                marks=pytest.mark.exhaustive),
-                                             ("gfx942", "f16", 64), ("gfx1100", "bf16", 128),
-                                             pytest.param("gfx950", "bf16", 128, marks=pytest.mark.exhaustive),
-                                             pytest.param("gfx1201", "f16", 64, marks=pytest.mark.exhaustive)])
+@pytest.mark.parametrize(
+    "target,elem,d",
+    [
+        ("sm_80", "f16", 64),
+        pytest.param("sm_80", "bf16", 128, marks=pytest.mark.exhaustive),
+        ("gfx942", "f16", 64),
+        ("gfx1100", "bf16", 128),
+        pytest.param("gfx950", "bf16", 128, marks=pytest.mark.exhaustive),
+        pytest.param("gfx1201", "f16", 64, marks=pytest.mark.exhaustive),
+    ],
+)
 def test_the_attention_dispatch_on_the_executor(target, elem, d):
     """At its true byte offsets (K after Q in one binding), sentinels elsewhere, against the float64
     reference within the bound ``runtime/attention_reference.py`` justifies."""
@@ -105,17 +123,22 @@ def test_a_broken_attention_kernel_fails_the_check():
     so (the comparison, not a crash)."""
     exe = _attention(codegen_module(_source(), "sm_80", require_matmul=False))
     import re
+
     consts = re.findall(r"arith.constant (0\.18033\d*) : f32", exe.text)
     assert consts, "the folded scale * log2(e) constant is not in the kernel"
-    bad = dataclasses.replace(exe, text=exe.text.replace(f"arith.constant {consts[0]} : f32",
-                                                         "arith.constant 0.3 : f32"))
+    bad = dataclasses.replace(
+        exe, text=exe.text.replace(f"arith.constant {consts[0]} : f32", "arith.constant 0.3 : f32")
+    )
     (c,) = check_executable(bad, seed=3)
     assert not c.passed and "outside the bound" in c.detail, c.line()
 
 
 def test_mmaflow_run_passes_every_dispatch():
-    r = subprocess.run([str(BIN / "mmaflow"), "run", str(EXAMPLE), "--target", "sm_80", "--device", "sim"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [str(BIN / "mmaflow"), "run", str(EXAMPLE), "--target", "sm_80", "--device", "sim"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS attn_dispatch_2: " in r.stdout and "mmaflow run: PASS: 1 of 1 checks passed" in r.stdout, r.stdout
 
@@ -123,19 +146,29 @@ def test_mmaflow_run_passes_every_dispatch():
 def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
     """`mmaflow compile` (which verifies the kernel's PTX) and `iree-compile $(mmaflow flags)` give
     the same .vmfb; `mmaflow verify` accepts the stock build and checks the PTX in it."""
-    flags = subprocess.run([str(BIN / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True,
-                           check=True).stdout.split()
-    stock = subprocess.run([str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
-                           capture_output=True, text=True)
+    flags = subprocess.run(
+        [str(BIN / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    stock = subprocess.run(
+        [str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
+        capture_output=True,
+        text=True,
+    )
     assert stock.returncode == 0, stock.stderr[-3000:]
     assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
-    ours = subprocess.run([str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "sm_80",
-                           "-o", str(tmp_path / "ours.vmfb")], capture_output=True, text=True)
+    ours = subprocess.run(
+        [str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "sm_80", "-o", str(tmp_path / "ours.vmfb")],
+        capture_output=True,
+        text=True,
+    )
     assert ours.returncode == 0, ours.stderr[-3000:]
     assert "mmaflow: verified attn_dispatch_2: flash attention, " in ours.stderr, ours.stderr
     assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
-    v = subprocess.run([str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE),
-                        "--target", "sm_80"], capture_output=True, text=True)
+    v = subprocess.run(
+        [str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE), "--target", "sm_80"],
+        capture_output=True,
+        text=True,
+    )
     assert v.returncode == 0, v.stdout + v.stderr
     assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v.stderr and "flash attention" in v.stderr, v.stderr
 
@@ -143,23 +176,36 @@ def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
 def test_both_routes_build_the_amd_kernel_and_verify_accepts_it(tmp_path):
     """gfx1100: `iree-compile $(mmaflow flags)` (the preprocess hook) and `mmaflow compile` give the
     same .vmfb with the AMD kernel; `mmaflow verify` accepts it and names its matrix instructions."""
-    flags = subprocess.run([str(BIN / "mmaflow"), "flags", "--target", "gfx1100"], capture_output=True, text=True,
-                           check=True).stdout.split()
-    stock = subprocess.run([str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
-                           capture_output=True, text=True)
+    flags = subprocess.run(
+        [str(BIN / "mmaflow"), "flags", "--target", "gfx1100"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    stock = subprocess.run(
+        [str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
+        capture_output=True,
+        text=True,
+    )
     assert stock.returncode == 0, stock.stderr[-3000:]
     assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
-    ours = subprocess.run([str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "gfx1100",
-                           "-o", str(tmp_path / "ours.vmfb")], capture_output=True, text=True)
+    ours = subprocess.run(
+        [str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "gfx1100", "-o", str(tmp_path / "ours.vmfb")],
+        capture_output=True,
+        text=True,
+    )
     assert ours.returncode == 0, ours.stderr[-3000:]
-    assert "mmaflow: verified attn_dispatch_2: flash attention, 32 matrix instructions (32 per wave and key tile), " \
-        "v_exp_f32, no spills or scratch" in ours.stderr, ours.stderr
+    assert (
+        "mmaflow: verified attn_dispatch_2: flash attention, 32 matrix instructions (32 per wave and key tile), "
+        "v_exp_f32, no spills or scratch" in ours.stderr
+    ), ours.stderr
     assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
-    v = subprocess.run([str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE),
-                        "--target", "gfx1100"], capture_output=True, text=True)
+    v = subprocess.run(
+        [str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE), "--target", "gfx1100"],
+        capture_output=True,
+        text=True,
+    )
     assert v.returncode == 0, v.stdout + v.stderr
-    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: 32 matrix instructions, flash attention" in v.stderr, \
+    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: 32 matrix instructions, flash attention" in v.stderr, (
         v.stderr
+    )
 
 
 def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
@@ -169,6 +215,7 @@ def test_verification_names_what_the_attention_ptx_lacks(tmp_path):
     from mmaflow.compiler.target.isa import parse_ptx
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_attention_isa
+
     res = compile_module(_source(), "sm_80", require_matmul=False)
     exe = _attention(res)
     text = res.isa_text[exe.name]
@@ -191,6 +238,7 @@ def test_amd_attention_isa_is_verified(target):
     from mmaflow.compiler.target.isa import parse_rocmasm
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_attention_isa
+
     res = compile_module(_source(), target, require_matmul=False)
     exe = _attention(res)
     text, rep = res.isa_text[exe.name], res.reports[exe.name]
@@ -209,16 +257,30 @@ _MASKED = REPO / "lit_tests" / "Inputs" / "attention_mask_2x100x200x64_f16.mlir"
 _TIGHT = [("gfx1100", "mask", "bf16", 128), ("gfx1201", "nomask", "f16", 128)]  # the most VGPRs (~250 of 256)
 
 
-@pytest.mark.parametrize("target,kind,elem,d", _TIGHT + [
-    pytest.param(t, k, e, d, marks=pytest.mark.exhaustive) for t in ("gfx942", "gfx950", "gfx1201", "gfx1100")
-    for k in ("nomask", "mask") for e in ("f16", "bf16") for d in (64, 128) if (t, k, e, d) not in _TIGHT
-    and (t, k, d) != ("gfx1201", "mask", 128)])  # (refused: test_rdna4_masked_head_dim_128_is_left_by_name)
+@pytest.mark.parametrize(
+    "target,kind,elem,d",
+    _TIGHT
+    + [
+        pytest.param(t, k, e, d, marks=pytest.mark.exhaustive)
+        for t in ("gfx942", "gfx950", "gfx1201", "gfx1100")
+        for k in ("nomask", "mask")
+        for e in ("f16", "bf16")
+        for d in (64, 128)
+        if (t, k, e, d) not in _TIGHT and (t, k, d) != ("gfx1201", "mask", 128)
+    ],
+)  # (refused: test_rdna4_masked_head_dim_128_is_left_by_name)
 def test_amd_attention_compiles_without_spills(target, kind, elem, d):
     """Every AMD target, dtype, head dim, with and without the additive mask: compile_module
     verifies the .rocmasm (check_attention_isa refuses spills and scratch)."""
     from mmaflow.compiler.driver.bridge import compile_module
-    src = (_MASKED if kind == "mask" else EXAMPLE).read_text().replace("f16", elem).replace("x64x", f"x{d}x") \
+
+    src = (
+        (_MASKED if kind == "mask" else EXAMPLE)
+        .read_text()
+        .replace("f16", elem)
+        .replace("x64x", f"x{d}x")
         .replace("x64>", f"x{d}>")
+    )
     res = compile_module(src, target, require_matmul=False)
     rep = res.reports[_attention(res).name]
     assert rep.vgpr_spills == 0 and rep.vgprs <= 256 and rep.loop_counts["matrix"] == 32 * d // 64
@@ -229,9 +291,13 @@ def test_rdna4_masked_head_dim_128_is_left_by_name(fixture):
     """gfx1201 with a mask at head dim 128: LLVM spilled 10-14 VGPRs (GPT-2-style SDPA, 4 x 128 x
     128, boolean or additive mask), so select leaves it to IREE saying why; head dim 64 is taken."""
     from mmaflow.compiler.driver.bridge import codegen_module
+
     d64 = BOOL_FIXTURE.read_text() if fixture == "bool" else _MASKED.read_text()
-    d128 = (d64.replace("[1,4,128,64],f16", "[1,4,128,128],f16") if fixture == "bool" else
-            d64.replace("x64x", "x128x").replace("x64>", "x128>"))
+    d128 = (
+        d64.replace("[1,4,128,64],f16", "[1,4,128,128],f16")
+        if fixture == "bool"
+        else d64.replace("x64x", "x128x").replace("x64>", "x128>")
+    )
     res = codegen_module(d128, "gfx1201", require_matmul=False)
     assert not [e for e in res.taken if e.facts.is_attention]
     assert any("a masked attention at head dim 128 needs more than its 256 VGPRs" in line for line in res.log), res.log
@@ -239,15 +305,18 @@ def test_rdna4_masked_head_dim_128_is_left_by_name(fixture):
 
 
 def test_report_says_it_does_not_cover_attention():
-    r = subprocess.run([str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", "sm_80"], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", "sm_80"], capture_output=True, text=True
+    )
     assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert "attn_dispatch_2 is mmaflow's flash-attention kernel; mmaflow report covers matmul kernels only" \
-        in r.stderr, r.stderr
+    assert (
+        "attn_dispatch_2 is mmaflow's flash-attention kernel; mmaflow report covers matmul kernels only" in r.stderr
+    ), r.stderr
 
 
 def test_the_api_says_it_does_not_run_attention():
     from mmaflow.runtime.api import compile_module
+
     art = compile_module(EXAMPLE.read_text(), "sm_80", lower=False)
     with pytest.raises(UnsupportedError, match="is an attention dispatch"):
         art.problem
@@ -267,13 +336,16 @@ def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_no
     """`--config` configures a module's matmul kernels; the taken attention dispatch is compiled
     as without it, and its log says the options do not apply to it (never silently)."""
     from mmaflow.compiler.pipeline.results import CodegenOptions
+
     model = (REPO / "e2e_tests" / "models" / "gpt2_sdpa_nocausal_f16.mlir").read_text()
     plain = _attention(codegen_module(model, "sm_80"))
     res = codegen_module(model, "sm_80", options=CodegenOptions(overrides={"tile_m": 64, "stages": 2}))
     exe = _attention(res)
     assert exe.text == plain.text
-    assert f"mmaflow: note {exe.name}: --config stages, tile_m applies to matmul dispatches; the " \
-           "flash-attention kernel has no config" in exe.log
+    assert (
+        f"mmaflow: note {exe.name}: --config stages, tile_m applies to matmul dispatches; the "
+        "flash-attention kernel has no config" in exe.log
+    )
     matmuls = [e for e in res.taken if not e.facts.is_attention]
     assert matmuls and all(e.facts.config.tile_m == 64 and e.facts.config.stages == 2 for e in matmuls)
 
@@ -281,8 +353,17 @@ def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_no
 BOOL_FIXTURE = REPO / "lit_tests" / "Inputs" / "sdpa_bool_mask_f16.mlir"
 
 
-@pytest.mark.parametrize("target,elem,d", [("sm_80", "f16", 64), ("gfx942", "f16", 64), ("gfx1100", "f16", 64),
-                                           ("sm_90a", "bf16", 128), ("gfx950", "bf16", 128), ("gfx1201", "bf16", 64)])
+@pytest.mark.parametrize(
+    "target,elem,d",
+    [
+        ("sm_80", "f16", 64),
+        ("gfx942", "f16", 64),
+        ("gfx1100", "f16", 64),
+        ("sm_90a", "bf16", 128),
+        ("gfx950", "bf16", 128),
+        ("gfx1201", "bf16", 64),
+    ],
+)
 def test_sdpa_bool_mask_is_taken_and_checked(target, elem, d):
     """PyTorch SDPA with a boolean attn_mask (iree-turbine 3.9 / torch 2.13): IREE's attention with
     an i1 mask, stored one byte per element (an i8 binding truncated to i1 in the dispatch) at
@@ -313,23 +394,36 @@ def test_sdpa_bool_mask_inverted_fails_the_check():
 
 def _bool_sources(tmp_path) -> str:
     src = tmp_path / "src.mlir"
-    subprocess.run([str(BIN / "iree-compile"), str(BOOL_FIXTURE), "--iree-hal-target-device=cuda",
-                    "--iree-cuda-target=sm_80", "--compile-to=executable-sources", "-o", str(src)], check=True)
+    subprocess.run(
+        [
+            str(BIN / "iree-compile"),
+            str(BOOL_FIXTURE),
+            "--iree-hal-target-device=cuda",
+            "--iree-cuda-target=sm_80",
+            "--compile-to=executable-sources",
+            "-o",
+            str(src),
+        ],
+        check=True,
+    )
     return src.read_text()
 
 
-@pytest.mark.parametrize("edit,why", [
-    ("packed", "stored packed \\(8 per byte"),  # an i1 binding (--iree-experimental-packed-i1-storage's form)
-    ("computed", "not an i8 binding tensor truncated to i1"),  # an i1 made otherwise in the dispatch
-])
+@pytest.mark.parametrize(
+    "edit,why",
+    [
+        ("packed", "stored packed \\(8 per byte"),  # an i1 binding (--iree-experimental-packed-i1-storage's form)
+        ("computed", "not an i8 binding tensor truncated to i1"),  # an i1 made otherwise in the dispatch
+    ],
+)
 def test_other_i1_mask_storage_is_refused_by_name(tmp_path, edit, why):
     """IREE 3.13 stores i1 one byte per element (its flag for the packed form is gone); an
     attention whose i1 mask is loaded as i1 (packed) or made from something other than an i8
     binding is refused with the reason, not read as bytes."""
     import re
 
-    from mmaflow.compiler.kernels.attention.nvidia import attention_placements
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+    from mmaflow.compiler.kernels.attention.nvidia import attention_placements
 
     text = _bool_sources(tmp_path)
     m = re.search(r"(%\d+) = arith.trunci (%\d+) : tensor<4x128x128xi8> to tensor<4x128x128xi1>\n", text)
@@ -338,8 +432,11 @@ def test_other_i1_mask_storage_is_refused_by_name(tmp_path, edit, why):
         text = text.replace(m.group(0), "").replace("tensor<4x128x128xi8>", "tensor<4x128x128xi1>")
         text = re.sub(rf"{m.group(1)}\b", m.group(2), text)
     else:  # i1 from a compare of the bytes, not a trunci
-        text = text.replace(m.group(0), f"%c0_i8 = arith.constant dense<0> : tensor<4x128x128xi8>\n"
-                                        f"{m.group(1)} = arith.cmpi ne, {m.group(2)}, %c0_i8 : tensor<4x128x128xi8>\n")
+        text = text.replace(
+            m.group(0),
+            f"%c0_i8 = arith.constant dense<0> : tensor<4x128x128xi8>\n"
+            f"{m.group(1)} = arith.cmpi ne, {m.group(2)}, %c0_i8 : tensor<4x128x128xi8>\n",
+        )
     module = parse_module(text, new_context())
     (op,) = ops_named(module.operation, "iree_linalg_ext.attention")
     with pytest.raises(UnsupportedError, match=why):

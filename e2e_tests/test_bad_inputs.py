@@ -19,8 +19,9 @@ from mmaflow.runtime.numerics import compare
 
 
 def _mmaflow(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", *args], capture_output=True, text=True,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "mmaflow.compiler.cli", *args], capture_output=True, text=True, cwd=cwd
+    )
 
 
 def _clean_failure(r, *needles):
@@ -36,9 +37,16 @@ def f16_art():
 
 
 # ---- wrong arrays: never reinterpreted ---------------------------------------------------------
-@pytest.mark.parametrize("make", [lambda a: a.astype(np.float32), lambda a: a.astype(np.float64),
-                                  lambda a: a.astype(ml_dtypes.bfloat16), lambda a: a.astype(np.int8)],
-                         ids=["f32", "f64", "bf16", "i8"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda a: a.astype(np.float32),
+        lambda a: a.astype(np.float64),
+        lambda a: a.astype(ml_dtypes.bfloat16),
+        lambda a: a.astype(np.int8),
+    ],
+    ids=["f32", "f64", "bf16", "i8"],
+)
 def test_run_module_rejects_other_dtypes(f16_art, make):
     a = np.ones((32, 64), np.float16)
     b = np.ones((64, 48), np.float16)
@@ -74,13 +82,15 @@ def test_matmul_names_what_to_pass_instead_of_f32_or_i32_arrays():
     """numpy's default arrays (float32, int32): no instruction multiplies them; the error says what
     mmaflow multiplies and how to convert, not a sentence cut short."""
     from mmaflow.compiler.core.errors import UnsupportedError
+
     for dtype, convert, acc in ((np.float32, "np.float16", "f32"), (np.int32, "np.int8", "i32")):
         a = np.ones((16, 16), dtype)
         with pytest.raises(UnsupportedError) as e:
             matmul(a, a, target="gfx942", device="sim")
         text = str(e.value)
-        assert text.startswith(f"mmaflow has no matrix instruction for {np.dtype(dtype)} inputs; it multiplies "
-                               "f16, bf16, i8, "), text
+        assert text.startswith(
+            f"mmaflow has no matrix instruction for {np.dtype(dtype)} inputs; it multiplies f16, bf16, i8, "
+        ), text
         assert f"a.astype({convert})" in text and f"accumulates and returns in {acc}" in text, text
         assert not text.rstrip().endswith("stores"), text
 
@@ -100,8 +110,10 @@ def test_module_with_k0_is_refused_before_iree_runs(tmp_path):
     caller. The error names the op and the file."""
     src = tmp_path / "k0.mlir"
     src.write_text(matmul_source(16, 16, 0, "f16", "f32"))
-    for cmd in (("run", str(src), "--target", "gfx942", "--device", "sim"),
-                ("compile", str(src), "--target", "sm_80", "-o", str(tmp_path / "x.vmfb"))):
+    for cmd in (
+        ("run", str(src), "--target", "gfx942", "--device", "sim"),
+        ("compile", str(src), "--target", "sm_80", "-o", str(tmp_path / "x.vmfb")),
+    ):
         _clean_failure(_mmaflow(*cmd), "k0.mlir:", "linalg.matmul has a zero-sized operand (tensor<16x0xf16>)")
     with pytest.raises(InputError, match="my.mlir:.*zero-sized operand"):
         compile_module(src.read_text(), "gfx942", lower=False, source_name="my.mlir")
@@ -130,6 +142,7 @@ def test_run_estimates_a_dynamic_module_from_its_run_time_sizes(tmp_path):
     _clean_failure(r, "mmaflow: error: the module has dynamic m, n, k: give the run-time sizes with --dims")
     assert "needs about" not in r.stderr, r.stderr
     from mmaflow.runtime.model_check import EXECUTOR_MACS_PER_SECOND, estimate_seconds
+
     (exe,) = compile_module(dynamic_module(), "gfx942", lower=False).executables
     assert estimate_seconds(exe, 0, {"m": 64, "n": 32, "k": 16}) == 64 * 32 * 16 / EXECUTOR_MACS_PER_SECOND
 
@@ -141,20 +154,27 @@ def test_run_refuses_a_module_with_nothing_taken(tmp_path):
     r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
     _clean_failure(r, f"mmaflow: error: no matmul-like contraction that mmaflow compiles in {src} (add_dispatch_0: ")
     assert r.returncode == 2 and "PASS" not in r.stdout, r.stdout
-    assert [line for line in r.stderr.splitlines() if line.startswith("mmaflow")] == \
-        [line for line in r.stderr.splitlines() if line.startswith("mmaflow: error:")], r.stderr
+    assert [line for line in r.stderr.splitlines() if line.startswith("mmaflow")] == [
+        line for line in r.stderr.splitlines() if line.startswith("mmaflow: error:")
+    ], r.stderr
 
 
 # ---- config --------------------------------------------------------------------------------------
-@pytest.mark.parametrize("config, message", [
-    ({"foo": 1}, "unknown config key 'foo'; valid keys: cluster, copy, intrinsic, lds_pad, persistent, producer, raster, stages, tile"),
-    ({"raster": 0}, "raster must be 1 to 64 (tile rows per workgroup group), got 0"),
-    ({"tile_m": 64.0}, "tile_m=64.0 is a float: give an integer"),
-    ({"tile_m": True}, "tile_m=True is a bool"),
-    ({"tile": "64x64"}, "config value 'tile=64x64' is malformed"),
-    ([1, 2], "config must be a dict {key: value} or a list of 'KEY=VALUE' strings, got list"),
-    ("tile_m=64", "got str"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            {"foo": 1},
+            "unknown config key 'foo'; valid keys: cluster, copy, intrinsic, lds_pad, persistent, producer, raster, stages, tile",
+        ),
+        ({"raster": 0}, "raster must be 1 to 64 (tile rows per workgroup group), got 0"),
+        ({"tile_m": 64.0}, "tile_m=64.0 is a float: give an integer"),
+        ({"tile_m": True}, "tile_m=True is a bool"),
+        ({"tile": "64x64"}, "config value 'tile=64x64' is malformed"),
+        ([1, 2], "config must be a dict {key: value} or a list of 'KEY=VALUE' strings, got list"),
+        ("tile_m=64", "got str"),
+    ],
+)
 def test_api_config_errors(config, message):
     with pytest.raises(ConfigError) as e:
         compile_module(matmul_source(64, 64, 64, "f16", "f32"), "gfx942", config=config, lower=False)
@@ -162,8 +182,9 @@ def test_api_config_errors(config, message):
 
 
 def test_api_config_accepts_strings_like_the_cli():
-    art = compile_module(matmul_source(64, 64, 64, "f16", "f32"), "gfx942", lower=False,
-                         config={"tile_m": "32", "waves": "1x2"})
+    art = compile_module(
+        matmul_source(64, 64, 64, "f16", "f32"), "gfx942", lower=False, config={"tile_m": "32", "waves": "1x2"}
+    )
     cfg = art.executables[0].facts.config
     assert (cfg.tile_m, cfg.waves_m, cfg.waves_n) == (32, 1, 2)
     a = np.ones((32, 32), np.float16)
@@ -182,8 +203,11 @@ def test_output_and_dump_dir_checked_before_compiling(tmp_path):
     _clean_failure(_mmaflow("compile", str(src), "--target", "gfx942", "-o", str(tmp_path)), "is a directory")
     blocker = tmp_path / "file"
     blocker.write_text("")
-    _clean_failure(_mmaflow("compile", str(src), "--target", "gfx942", "--dump-dir", str(blocker / "d")),
-                   "--dump-dir", "cannot be written")
+    _clean_failure(
+        _mmaflow("compile", str(src), "--target", "gfx942", "--dump-dir", str(blocker / "d")),
+        "--dump-dir",
+        "cannot be written",
+    )
 
 
 def test_dump_dir_alone_keeps_every_stage_and_stdout_stays_quiet(tmp_path):
@@ -198,11 +222,14 @@ def test_dump_dir_alone_keeps_every_stage_and_stdout_stays_quiet(tmp_path):
     assert "// distribute: " in (d / "matmul_dispatch_0.05-distribute.mlir").read_text()  # the plan
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--seed", "-1"), "argument --seed: must be an integer >= 0, got -1"),
-    (("--seed", "x"), "argument --seed: not an integer"),
-    (("--sample", "-3"), "argument --sample: must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--seed", "-1"), "argument --seed: must be an integer >= 0, got -1"),
+        (("--seed", "x"), "argument --seed: not an integer"),
+        (("--sample", "-3"), "argument --sample: must be an integer >= 0"),
+    ],
+)
 def test_run_option_values(tmp_path, args, message):
     src = tmp_path / "mm.mlir"
     src.write_text(matmul_source(64, 64, 64, "f16", "f32"))
@@ -211,13 +238,18 @@ def test_run_option_values(tmp_path, args, message):
 
 
 def test_broken_pipe_is_quiet():
-    p = subprocess.run(f"{sys.executable} -m mmaflow.compiler.cli layout gfx1100 --intrinsic "
-                       f"WMMA_F32_16x16x16_F16 | head -1", shell=True, capture_output=True, text=True)
+    p = subprocess.run(
+        f"{sys.executable} -m mmaflow.compiler.cli layout gfx1100 --intrinsic WMMA_F32_16x16x16_F16 | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+    )
     assert p.stdout.startswith("WMMA_F32_16x16x16_F16") and "Error" not in p.stderr, p.stderr
 
 
 def test_every_option_has_help():
     from mmaflow.compiler.cli import build_parser
+
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     for name, sp in sub.choices.items():
@@ -230,8 +262,18 @@ def test_every_option_has_help():
 def test_spilling_config_warns(tmp_path):
     src = tmp_path / "mm.mlir"
     src.write_text(matmul_source(256, 256, 256, "f16", "f32"))
-    r = _mmaflow("compile", str(src), "--target", "gfx1100", "--config", "tile=128x128x32", "--config", "waves=1x1",
-                 "-o", str(tmp_path / "x.vmfb"))
+    r = _mmaflow(
+        "compile",
+        str(src),
+        "--target",
+        "gfx1100",
+        "--config",
+        "tile=128x128x32",
+        "--config",
+        "waves=1x1",
+        "-o",
+        str(tmp_path / "x.vmfb"),
+    )
     assert r.returncode == 0, r.stderr
     assert "mmaflow: warning: matmul_dispatch_0 spills" in r.stderr and "waves=MxN" in r.stderr
 
@@ -247,6 +289,7 @@ def test_local_task_says_whose_numbers(tmp_path):
 
 def test_fallback_line_once_per_process(capsys):
     from mmaflow.runtime.iree_runner import device_present
+
     if device_present("hip")[0]:
         pytest.skip("a HIP device is present")
     a = np.ones((16, 16), np.float16)
@@ -256,15 +299,18 @@ def test_fallback_line_once_per_process(capsys):
 
 
 # ---- contractions IREE reshapes ------------------------------------------------------------------
-@pytest.mark.parametrize("m, n, k, in_t, out_t, kw", [
-    (1, 64, 64, "f16", "f32", {}),                       # vector-matrix: M dropped
-    (64, 1, 64, "f16", "f32", {}),                       # matrix-vector: N dropped
-    (64, 64, 1, "f16", "f32", {}),                       # outer product: K dropped, fill folded into a*b + 0
-    (48, 40, 1, "i8", "i32", {"unsigned": True}),        # ... and integer a*b with the + 0 folded away (u8: RDNA)
-    (1, 64, 64, "i8", "i32", {"unsigned": True}),
-    (1, 64, 64, "f16", "f32", {"transpose_a": True}),
-    (1, 48, 64, "f16", "f32", {"batch": 3}),
-])
+@pytest.mark.parametrize(
+    "m, n, k, in_t, out_t, kw",
+    [
+        (1, 64, 64, "f16", "f32", {}),  # vector-matrix: M dropped
+        (64, 1, 64, "f16", "f32", {}),  # matrix-vector: N dropped
+        (64, 64, 1, "f16", "f32", {}),  # outer product: K dropped, fill folded into a*b + 0
+        (48, 40, 1, "i8", "i32", {"unsigned": True}),  # ... and integer a*b with the + 0 folded away (u8: RDNA)
+        (1, 64, 64, "i8", "i32", {"unsigned": True}),
+        (1, 64, 64, "f16", "f32", {"transpose_a": True}),
+        (1, 48, 64, "f16", "f32", {"batch": 3}),
+    ],
+)
 def test_unit_dimension_generics_are_taken(m, n, k, in_t, out_t, kw):
     target = "gfx1100"
     src = matmul_module(m, n, k, in_t, out_t, generic=True, **kw)
@@ -322,14 +368,19 @@ def test_compare_line_states_the_verdicts_figure():
 # ---- the CLI's own facts: version, exit codes, messages ----------------------------------------------
 def test_version_and_the_exit_code_table_in_help():
     from importlib.metadata import version
+
     from mmaflow.compiler.core.errors import ConfigError, DeviceFault, Exit, UnsupportedError
+
     r = _mmaflow("--version")
     assert r.returncode == 0 and r.stdout == f"mmaflow {version('mmaflow')}\n", r.stdout + r.stderr
     help_text = _mmaflow("--help").stdout
     for code in Exit:  # every code, once, in the help's table
         assert help_text.count(f"\n  {code.value:>3}  {code.name.lower().replace('_', ' ')}: ") == 1, code
-    assert (InputError.exit_code, UnsupportedError.exit_code, ConfigError.exit_code, DeviceFault.exit_code) == \
-        (Exit.INPUT, Exit.UNSUPPORTED, Exit.CONFIG, Exit.DEVICE) == (2, 3, 4, 8)
+    assert (
+        (InputError.exit_code, UnsupportedError.exit_code, ConfigError.exit_code, DeviceFault.exit_code)
+        == (Exit.INPUT, Exit.UNSUPPORTED, Exit.CONFIG, Exit.DEVICE)
+        == (2, 3, 4, 8)
+    )
 
 
 def test_report_html_output_errors_name_html(tmp_path):
@@ -338,11 +389,14 @@ def test_report_html_output_errors_name_html(tmp_path):
     r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path))
     _clean_failure(r, f"mmaflow: error: --html {tmp_path} is a directory; give the .html file to write")
     r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(tmp_path / "no" / "r.html"))
-    _clean_failure(r, f"mmaflow: error: --html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist")
+    _clean_failure(
+        r, f"mmaflow: error: --html {tmp_path / 'no' / 'r.html'}: directory {tmp_path / 'no'} does not exist"
+    )
 
 
 def test_plural():
     from mmaflow.compiler.core.errors import plural
+
     assert [plural(n, "dispatch") for n in (0, 1, 2)] == ["0 dispatches", "1 dispatch", "2 dispatches"]
     assert plural(1, "kernel") == "1 kernel" and plural(3, "kernel") == "3 kernels"
 
@@ -367,9 +421,13 @@ def test_a_tile_k_the_instruction_cannot_take_names_the_one_that_can():
     from mmaflow.compiler.core.problem import Contraction
     from mmaflow.compiler.kernels.registry import resolve
     from mmaflow.compiler.target.targets import get_target
+
     problem = Contraction(256, 256, 256, 1, "f16", "f16", "f32")
-    with pytest.raises(ConfigError, match=r"tile_k=8 must be a multiple of MFMA_F32_16x16x16_F16's K=16; "
-                                          r"MFMA_F32_32x32x8_F16 fits it \(--config intrinsic=MFMA_F32_32x32x8_F16\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"tile_k=8 must be a multiple of MFMA_F32_16x16x16_F16's K=16; "
+        r"MFMA_F32_32x32x8_F16 fits it \(--config intrinsic=MFMA_F32_32x32x8_F16\)",
+    ):
         resolve(get_target("gfx942"), problem, {"tile_k": 8})
     with pytest.raises(ConfigError, match="no gfx942 wave64 instruction for this problem has a K dividing 4"):
         resolve(get_target("gfx942"), problem, {"tile_k": 4})
@@ -377,6 +435,7 @@ def test_a_tile_k_the_instruction_cannot_take_names_the_one_that_can():
 
 def test_nvidia_configs_are_described_in_nvidia_words():
     from mmaflow.compiler.core.config import KernelConfig
+
     wg = KernelConfig("WGMMA_F32_64x256x16_F16", 32, 128, 256, 64, 8, 1, 0, stages=4).describe()
     assert wg.startswith("WGMMA_F32_64x256x16_F16, tile 128x256x64, 2 MMA warpgroups (warpgroup tile 64x256)")
     assert "wave" not in wg and "4-stage shared-memory ring" in wg

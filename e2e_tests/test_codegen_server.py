@@ -35,8 +35,15 @@ def _executable_sources(tmp_path: Path, target_flags: list[str], source: Path = 
     """The (last) hal.executable IREE hands the hook for ``source`` (through a tool that saves it)."""
     saver = tmp_path / "save.sh"
     saver.write_text(f"#!/bin/sh\ntee {tmp_path / 'exe.mlir'}\n")
-    r = _run(BIN / "iree-compile", source, *target_flags, f"--iree-hal-preprocess-executables-with=sh {saver}",
-             "-o", tmp_path / "plain.vmfb", env=os.environ)
+    r = _run(
+        BIN / "iree-compile",
+        source,
+        *target_flags,
+        f"--iree-hal-preprocess-executables-with=sh {saver}",
+        "-o",
+        tmp_path / "plain.vmfb",
+        env=os.environ,
+    )
     assert r.returncode == 0, r.stderr
     return (tmp_path / "exe.mlir").read_text()
 
@@ -58,8 +65,9 @@ def test_one_server_serves_successive_builds_and_stops_on_request(tmp_path, monk
         assert "mmaflow: taken two_dispatch_0" in r.stderr
         assert int(Path(f"{path}.lock").read_text()) == pid, "a second build started a second server"
     assert (tmp_path / "0.vmfb").read_bytes() == (tmp_path / "1.vmfb").read_bytes()
-    assert [p.name for p in (tmp_path / "run").glob("codegen-*.sock")] == [path.name], \
+    assert [p.name for p in (tmp_path / "run").glob("codegen-*.sock")] == [path.name], (
         "the hook tool (python -I -S) and mmaflow flags found different servers"
+    )
     stop = _run(BIN / "mmaflow-codegen", "--stop", env=env)
     assert stop.returncode == 0 and "server stopped" in stop.stdout, stop.stdout + stop.stderr
     deadline = time.monotonic() + 10
@@ -105,6 +113,7 @@ def test_a_server_that_fails_the_client_is_reported_and_the_tool_still_answers(t
         for _ in range(2):
             conn, _ = broken.accept()
             conn.close()
+
     t = threading.Thread(target=hang_up, daemon=True)
     t.start()
     try:
@@ -126,8 +135,11 @@ def test_a_server_that_cannot_start_is_reported_at_once(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import sys\nif '--serve' in sys.argv:\n    sys.exit(3)\n")
-    env = _env(tmp_path, MMAFLOW_CODEGEN_LOG=str(tmp_path / "decisions.log"),
-               PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    env = _env(
+        tmp_path,
+        MMAFLOW_CODEGEN_LOG=str(tmp_path / "decisions.log"),
+        PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]),
+    )
     start = time.monotonic()
     r = _run(BIN / "mmaflow-codegen", env=env, stdin=exe)
     assert time.monotonic() - start < 30, "the client waited for a server that had died"
@@ -139,8 +151,7 @@ def test_a_server_that_cannot_start_is_reported_at_once(tmp_path):
 
 def _shared_log(tmp_path: Path, env: dict, flags: str) -> str:
     """A shell whose stdout and stderr are one regular file, written before and after iree-compile."""
-    script = (f"echo before; iree-compile {TWO} {flags} -o {tmp_path / 'out.vmfb'}; "
-              "echo after; echo after again >&2")
+    script = f"echo before; iree-compile {TWO} {flags} -o {tmp_path / 'out.vmfb'}; echo after; echo after again >&2"
     log = tmp_path / "build.log"
     with open(log, "w") as f:
         r = subprocess.run(["sh", "-c", script], stdout=f, stderr=subprocess.STDOUT, env=env)
@@ -153,29 +164,36 @@ def test_the_stock_routes_lines_survive_a_log_file_shared_with_the_shell(tmp_pat
     lines into the file the shell and iree-compile share, and what the shell writes afterwards
     comes after them instead of over them."""
     env = _env(tmp_path, MMAFLOW_CODEGEN_SERVER="0", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}")
-    expected = ["before", "mmaflow: taken two_dispatch_0: 128x96x64 f16 x f16 -> f32 on gfx942",
-                "mmaflow: config two_dispatch_0: MFMA_F32_16x16x16_F16 wave64", "after", "after again"]
+    expected = [
+        "before",
+        "mmaflow: taken two_dispatch_0: 128x96x64 f16 x f16 -> f32 on gfx942",
+        "mmaflow: config two_dispatch_0: MFMA_F32_16x16x16_F16 wave64",
+        "after",
+        "after again",
+    ]
     # mmaflow flags inside the shell: it shares the file too
     lines = _shared_log(tmp_path, env, "$(mmaflow flags --target gfx942)").splitlines()
-    assert [next((i for i, line in enumerate(lines) if line.startswith(e)), None) for e in expected] == \
-        list(range(len(expected))), lines
+    assert [next((i for i, line in enumerate(lines) if line.startswith(e)), None) for e in expected] == list(
+        range(len(expected))
+    ), lines
     # flags computed beforehand: the hook alone keeps its lines intact
     flags = _run(BIN / "mmaflow", "flags", "--target", "gfx942", env=env)
     assert flags.returncode == 0, flags.stderr
     lines = _shared_log(tmp_path, env, flags.stdout.strip()).splitlines()
-    assert [next((i for i, line in enumerate(lines) if line.startswith(e)), None) for e in expected] == \
-        list(range(len(expected))), lines
+    assert [next((i for i, line in enumerate(lines) if line.startswith(e)), None) for e in expected] == list(
+        range(len(expected))
+    ), lines
 
 
 def test_mmaflow_flags_puts_a_regular_file_stderr_in_append_mode(tmp_path):
     """The fallback where the hook cannot write through iree-compile's own open file: ``mmaflow
     flags`` sharing the log puts it in append mode, so every writer appends."""
     import fcntl
+
     env = _env(tmp_path, MMAFLOW_CODEGEN_SERVER="0")
     with open(tmp_path / "err.log", "w") as f:
         assert not fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_APPEND
-        r = subprocess.run([BIN / "mmaflow", "flags", "--target", "gfx942"], stdout=subprocess.PIPE, stderr=f,
-                           env=env)
+        r = subprocess.run([BIN / "mmaflow", "flags", "--target", "gfx942"], stdout=subprocess.PIPE, stderr=f, env=env)
         assert r.returncode == 0
         assert fcntl.fcntl(f.fileno(), fcntl.F_GETFL) & os.O_APPEND
 
@@ -197,6 +215,7 @@ def _fake_server(path: str, answers_per_connection: int | None):
     connection until the client closes it or after ``answers_per_connection`` answers (then it
     hangs up: a worker that died); returns (thread, stop, connections, requests)."""
     from mmaflow.compiler.driver.codegen_tool import run_request
+
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(16)
@@ -223,6 +242,7 @@ def _fake_server(path: str, answers_per_connection: int | None):
             seen["connections"] += 1
             threading.Thread(target=serve_one, args=(conn,), daemon=True).start()
         srv.close()
+
     t = threading.Thread(target=loop, daemon=True)
     t.start()
     return t, stop, seen
@@ -234,6 +254,7 @@ def test_codegen_many_streams_executables_over_one_connection_per_core(tmp_path,
     worker that dies mid-stream costs only a loud note, never a wrong or missing executable."""
     from mmaflow.compiler.driver.codegen_tool import codegen_many
     from mmaflow.compiler.pipeline.results import CodegenOptions
+
     flags = ["--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"]
     left = _executable_sources(tmp_path, flags, REPO / "lit_tests" / "Inputs" / "elementwise.mlir")
     exe = _executable_sources(tmp_path, flags)
@@ -259,8 +280,9 @@ def test_codegen_many_streams_executables_over_one_connection_per_core(tmp_path,
         for r in served:
             if r["log"][0].startswith("mmaflow: note"):
                 r["log"].pop(0)
-        assert [{k: v for k, v in r.items() if k != "timings"} for r in served] == \
-            [{k: v for k, v in r.items() if k != "timings"} for r in alone]
+        assert [{k: v for k, v in r.items() if k != "timings"} for r in served] == [
+            {k: v for k, v in r.items() if k != "timings"} for r in alone
+        ]
         assert seen["connections"] == cores
         if per_connection is None:
             assert seen["requests"] == len(items) and not notes

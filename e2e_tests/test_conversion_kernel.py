@@ -15,24 +15,28 @@ import numpy as np
 import pytest
 from iree.compiler import ir
 
-from mmaflow.compiler.target.convert import attention_conversion, slots
-from mmaflow.compiler.kernels.common.convert_emit import emit_lds_route, emit_register_route
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.kernels.common.convert_emit import emit_lds_route, emit_register_route
+from mmaflow.compiler.target.convert import attention_conversion, slots
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.executor import Kernel
 from mmaflow.runtime.isa import INSTRUCTIONS, np_dtype
 
-_LAYOUT = ('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, '
-           '#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, Indirect>, '
-           '#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>')
+_LAYOUT = (
+    '#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, '
+    '#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, #hal.pipeline.binding<storage_buffer, Indirect>, '
+    "#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>"
+)
 
 
 def _skeleton(t: str) -> str:
     """The kernel around the conversion; %placeholder stands where the converted A goes."""
     g = "#gpu.address_space<global>"
-    sub = ('%{n} = hal.interface.binding.subspan layout({l}) binding({b}) alignment(64) offset(%c0) flags({f}) '
-           ': memref<32x{w}x{t}, {g}>')
+    sub = (
+        "%{n} = hal.interface.binding.subspan layout({l}) binding({b}) alignment(64) offset(%c0) flags({f}) "
+        ": memref<32x{w}x{t}, {g}>"
+    )
     lines = [
         "func.func @convert() {",
         "  %c0 = arith.constant 0 : index",
@@ -134,15 +138,26 @@ def test_a_swapped_selector_is_caught():
     with module.context:
         i32 = ir.IntegerType.get_signless(32)
         for op in ops_named(func, "arith.constant"):
-            if op.results[0].type == i32 and ir.IntegerAttr(op.attributes["value"]).value in (0x76543210,
-                                                                                                0xFEDCBA98 - (1 << 32)):
-                op.attributes["value"] = ir.IntegerAttr.get(i32, 0x01234567 if ir.IntegerAttr(
-                    op.attributes["value"]).value == 0x76543210 else 0x89ABCDEF - (1 << 32))
+            if op.results[0].type == i32 and ir.IntegerAttr(op.attributes["value"]).value in (
+                0x76543210,
+                0xFEDCBA98 - (1 << 32),
+            ):
+                op.attributes["value"] = ir.IntegerAttr.get(
+                    i32,
+                    0x01234567
+                    if ir.IntegerAttr(op.attributes["value"]).value == 0x76543210
+                    else 0x89ABCDEF - (1 << 32),
+                )
     isa = INSTRUCTIONS[intr.isa_key]
     s = np.arange(256, dtype=np.float32).reshape(32, 8)
-    bufs = {0: s, 1: np.zeros((32, 16), np.float16), 2: np.zeros((32, 16), np.float16),
-            3: np.zeros((32, 8), np.float32)}
+    bufs = {
+        0: s,
+        1: np.zeros((32, 16), np.float16),
+        2: np.zeros((32, 16), np.float16),
+        3: np.zeros((32, 8), np.float32),
+    }
     from mmaflow.runtime.executor import ExecutorError
+
     with pytest.raises(ExecutorError, match="replicated lanes must hold equal data"):  # the WMMA refuses it
         Kernel(func, arch="gfx1100", grid=(1, 1, 1), workgroup_size=32, wave_size=32).run(bufs)
     p = np.zeros((16, 16), np.float32)

@@ -11,10 +11,10 @@ pair with `-m exhaustive`.
 from __future__ import annotations
 
 import pytest
-
 from conftest import ALL_TARGETS, matmul_module, simulate, spread
-from mmaflow.compiler.driver.bridge import codegen_module
+
 from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.driver.bridge import codegen_module
 
 
 def _check(src, target, *, seed=0, exact=True, overrides=None, sample=0):
@@ -74,10 +74,18 @@ def test_unaligned_transposed_batch(target):
     _check(matmul_module(33, 47, 70, transpose_a=True, transpose_b=True, batch=2), target, seed=13)
 
 
-@pytest.mark.parametrize("target,a_type,c_type", [
-    ("gfx1100", "i8", "i32"), ("gfx1201", "f8E4M3FN", "f32"), ("gfx942", "f8E4M3FNUZ", "f32"),
-    ("gfx950", "bf16", "f32"), ("sm_80", "i8", "i32"), ("sm_90a", "f16", "f16"),
-    ("gfx1100", "f16", "f16")])
+@pytest.mark.parametrize(
+    "target,a_type,c_type",
+    [
+        ("gfx1100", "i8", "i32"),
+        ("gfx1201", "f8E4M3FN", "f32"),
+        ("gfx942", "f8E4M3FNUZ", "f32"),
+        ("gfx950", "bf16", "f32"),
+        ("sm_80", "i8", "i32"),
+        ("sm_90a", "f16", "f16"),
+        ("gfx1100", "f16", "f16"),
+    ],
+)
 def test_unaligned_dtypes(target, a_type, c_type):
     """Bounds on 8-bit and 16-bit elements: a 128-bit global load straddles the end of a row."""
     _check(matmul_module(45, 71, 83, a_type, c_type), target, seed=17)
@@ -89,8 +97,10 @@ def test_unsigned_i8(target):
     assert r.check.passed, r.check.line()
 
 
-@pytest.mark.parametrize("target,has", [
-    ("gfx942", "i8xi8->i32"), ("gfx950", "i8xi8->i32"), ("sm_80", "i8xi8->i32"), ("sm_90a", "i8xi8->i32")])
+@pytest.mark.parametrize(
+    "target,has",
+    [("gfx942", "i8xi8->i32"), ("gfx950", "i8xi8->i32"), ("sm_80", "i8xi8->i32"), ("sm_90a", "i8xi8->i32")],
+)
 def test_unsigned_i8_without_instruction_is_a_clear_error(target, has):
     """No u8 matrix instruction there: a clear error naming what is missing, never a wrong result."""
     with pytest.raises(MmaflowError) as e:
@@ -99,8 +109,12 @@ def test_unsigned_i8_without_instruction_is_a_clear_error(target, has):
     assert f"on {target}" in msg and "(unsigned x unsigned)" in msg and has in msg, msg
 
 
-_SHARED = {((96, 96, 96), False): "AA", ((100, 100, 100), False): "AA-unaligned", ((80, 80, 48), True): "AAt",
-           ((33, 33, 100), True): "AAt-unaligned"}
+_SHARED = {
+    ((96, 96, 96), False): "AA",
+    ((100, 100, 100), False): "AA-unaligned",
+    ((80, 80, 48), True): "AAt",
+    ((33, 33, 100), True): "AAt-unaligned",
+}
 
 
 @pytest.mark.parametrize("shape,tb,target", spread(list(_SHARED), ALL_TARGETS, 3, _SHARED.get))

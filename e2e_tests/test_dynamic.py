@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import ALL_TARGETS, dynamic_module, simulate, spread
+
 from mmaflow.runtime.numerics import EpilogueReference
 
-NO_HINT_SIZES = [dict(m=1, n=1, k=1), dict(m=17, n=33, k=65), dict(m=100, n=200, k=300),
-                 dict(m=0, n=5, k=7), dict(m=5, n=6, k=0)]
+NO_HINT_SIZES = [
+    dict(m=1, n=1, k=1),
+    dict(m=17, n=33, k=65),
+    dict(m=100, n=200, k=300),
+    dict(m=0, n=5, k=7),
+    dict(m=5, n=6, k=0),
+]
 
 
 @pytest.mark.parametrize("target", ALL_TARGETS)
@@ -107,8 +112,10 @@ def test_dynamic_batch(target, batch, m, n):
     assert r.check.passed, r.check.line()
 
 
-@pytest.mark.parametrize("target,a_type,c_type", [("gfx942", "i8", "i32"), ("gfx1201", "f8E4M3FN", "f32"),
-                                                  ("sm_80", "bf16", "f32"), ("gfx1100", "f16", "f16")])
+@pytest.mark.parametrize(
+    "target,a_type,c_type",
+    [("gfx942", "i8", "i32"), ("gfx1201", "f8E4M3FN", "f32"), ("sm_80", "bf16", "f32"), ("gfx1100", "f16", "f16")],
+)
 def test_dynamic_dtypes(target, a_type, c_type):
     r = simulate(dynamic_module(in_type=a_type, out_type=c_type), target, sizes=dict(m=40, n=24, k=72), seed=9)
     assert r.check.passed, r.check.line()
@@ -116,12 +123,14 @@ def test_dynamic_dtypes(target, a_type, c_type):
 
 def test_missing_size_is_a_clear_error():
     from mmaflow.compiler.core.errors import MmaflowError
+
     with pytest.raises(MmaflowError, match="dynamic k: give its size"):
         simulate(dynamic_module(), "gfx942", sizes=dict(m=4, n=4))
 
 
 def test_sizes_for_static_dimensions_are_refused():
     from mmaflow.compiler.core.errors import MmaflowError
+
     with pytest.raises(MmaflowError, match="static dimensions"):
         simulate(dynamic_module(m=None, n=64, k=64), "sm_80", sizes=dict(m=4, n=64))
 

@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import ALL_TARGETS, epilogue_module, simulate, spread
-from mmaflow.compiler.driver.bridge import codegen_module, compile_module
+
 from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.runtime.modules import EPILOGUES
 from mmaflow.runtime.numerics import EPILOGUE_REFERENCES, EpilogueReference
 
@@ -52,7 +52,7 @@ GELU_ERF = """
 
 
 def _gelu_tanh(x):
-    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+    return 0.5 * x * (1 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
 
 
 _erf = np.vectorize(math.erf)
@@ -65,36 +65,69 @@ def _gelu_erf(x):
 # name -> (module keyword arguments, reference, exact on small integers)
 CASES = {
     # bias over columns + relu, f32 accumulator stored as f16
-    "bias_n-relu-f16": (dict(out_type="f16", inputs=[("f32", ("n",))], body=RELU_BIAS_F16),
-                        EpilogueReference(lambda acc, b: np.maximum(acc + b[None, :], 0), 1.0, 2), True),
+    "bias_n-relu-f16": (
+        dict(out_type="f16", inputs=[("f32", ("n",))], body=RELU_BIAS_F16),
+        EpilogueReference(lambda acc, b: np.maximum(acc + b[None, :], 0), 1.0, 2),
+        True,
+    ),
     # bias over rows (one value per row, broadcast along the run)
-    "bias_m": (dict(out_type="f32", inputs=[("f32", ("m",))], body="%res = arith.addf %acc, %x0 : f32"),
-               EpilogueReference(lambda acc, b: acc + b[:, None], 1.0, 1), True),
+    "bias_m": (
+        dict(out_type="f32", inputs=[("f32", ("m",))], body="%res = arith.addf %acc, %x0 : f32"),
+        EpilogueReference(lambda acc, b: acc + b[:, None], 1.0, 1),
+        True,
+    ),
     # f32 accumulator, f16 output: the cast alone
-    "cast-f16": (dict(out_type="f16", body="%res = arith.truncf %acc : f32 to f16"),
-                 EpilogueReference(lambda acc: acc, 1.0, 0), True),
+    "cast-f16": (
+        dict(out_type="f16", body="%res = arith.truncf %acc : f32 to f16"),
+        EpilogueReference(lambda acc: acc, 1.0, 0),
+        True,
+    ),
     # scale by a constant, stored as bf16
-    "scale-bf16": (dict(out_type="bf16", body="%s = arith.constant 0.125 : f32\n%v = arith.mulf %acc, %s : f32\n"
-                                              "%res = arith.truncf %v : f32 to bf16"),
-                   EpilogueReference(lambda acc: acc * 0.125, 0.125, 1), True),
+    "scale-bf16": (
+        dict(
+            out_type="bf16",
+            body="%s = arith.constant 0.125 : f32\n%v = arith.mulf %acc, %s : f32\n"
+            "%res = arith.truncf %v : f32 to bf16",
+        ),
+        EpilogueReference(lambda acc: acc * 0.125, 0.125, 1),
+        True,
+    ),
     # residual add (an M x N f16 tensor, widened), stored as f16
-    "residual-f16": (dict(out_type="f16", inputs=[("f16", ("m", "n"))],
-                          body="%w = arith.extf %x0 : f16 to f32\n%v = arith.addf %acc, %w : f32\n"
-                               "%res = arith.truncf %v : f32 to f16"),
-                     EpilogueReference(lambda acc, r: acc + r, 1.0, 1), True),
+    "residual-f16": (
+        dict(
+            out_type="f16",
+            inputs=[("f16", ("m", "n"))],
+            body="%w = arith.extf %x0 : f16 to f32\n%v = arith.addf %acc, %w : f32\n"
+            "%res = arith.truncf %v : f32 to f16",
+        ),
+        EpilogueReference(lambda acc, r: acc + r, 1.0, 1),
+        True,
+    ),
     # a transposed residual (N x M): one load per element
-    "residual_T": (dict(out_type="f32", inputs=[("f32", ("n", "m"))], body="%res = arith.subf %acc, %x0 : f32"),
-                   EpilogueReference(lambda acc, r: acc - r.T, 1.0, 1), True),
+    "residual_T": (
+        dict(out_type="f32", inputs=[("f32", ("n", "m"))], body="%res = arith.subf %acc, %x0 : f32"),
+        EpilogueReference(lambda acc, r: acc - r.T, 1.0, 1),
+        True,
+    ),
     # gelu, tanh approximation and erf form (math dialect in registers)
     "gelu_tanh": (dict(out_type="f32", body=GELU_TANH), EpilogueReference(_gelu_tanh, 1.13, 12), False),
     "gelu_erf": (dict(out_type="f32", body=GELU_ERF), EpilogueReference(_gelu_erf, 1.13, 8), False),
     # bias + erf gelu stored as f16: the module `mmaflow bench --variants` times against torch eager
-    "bias_n-gelu-f16": (EPILOGUES["bias_n_gelu_f16"],
-                        EpilogueReference(lambda acc, b: _gelu_erf(acc + b[None, :]), 1.13, 10), False),
+    "bias_n-gelu-f16": (
+        EPILOGUES["bias_n_gelu_f16"],
+        EpilogueReference(lambda acc, b: _gelu_erf(acc + b[None, :]), 1.13, 10),
+        False,
+    ),
     # two inputs: per-column scale and per-row shift
-    "scale_n-shift_m": (dict(out_type="f32", inputs=[("f32", ("n",)), ("f32", ("m",))],
-                             body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32"),
-                        EpilogueReference(lambda acc, s, t: acc * s[None, :] + t[:, None], 1.0, 2), True),
+    "scale_n-shift_m": (
+        dict(
+            out_type="f32",
+            inputs=[("f32", ("n",)), ("f32", ("m",))],
+            body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32",
+        ),
+        EpilogueReference(lambda acc, s, t: acc * s[None, :] + t[:, None], 1.0, 2),
+        True,
+    ),
 }
 
 
@@ -131,8 +164,15 @@ def test_epilogue_unaligned(target):
 @pytest.mark.parametrize("target", ALL_TARGETS)
 def test_epilogue_batch(target):
     """Batch matmul with a per-batch scale and a per-(batch, column) bias."""
-    src = epilogue_module(32, 64, 32, out_type="f32", batch=3, inputs=[("f32", ("b",)), ("f32", ("b", "n"))],
-                          body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32")
+    src = epilogue_module(
+        32,
+        64,
+        32,
+        out_type="f32",
+        batch=3,
+        inputs=[("f32", ("b",)), ("f32", ("b", "n"))],
+        body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32",
+    )
     ref = EpilogueReference(lambda acc, s, b: acc * s[:, None, None] + b[:, None, :], 1.0, 2)
     r = simulate(src, target, seed=7, epilogue=ref)
     assert r.check.passed, r.check.line()
@@ -141,8 +181,16 @@ def test_epilogue_batch(target):
 @pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"])
 def test_int8_dequantize(target):
     """i8 x i8 -> i32, then a per-column f32 scale: the quantized-linear epilogue."""
-    src = epilogue_module(64, 64, 128, "i8", "i32", out_type="f32", inputs=[("f32", ("n",))],
-                          body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32")
+    src = epilogue_module(
+        64,
+        64,
+        128,
+        "i8",
+        "i32",
+        out_type="f32",
+        inputs=[("f32", ("n",))],
+        body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32",
+    )
     ref = EpilogueReference(lambda acc, s: acc * s[None, :], 1.0, 2)
     r = simulate(src, target, seed=8, epilogue=ref)
     assert r.check.passed, r.check.line()
@@ -159,15 +207,22 @@ def test_epilogue_compiles_to_isa(target):
 
 def test_epilogue_needs_its_reference():
     from mmaflow.compiler.core.errors import MmaflowError
+
     with pytest.raises(MmaflowError, match="fused epilogue .*numpy reference"):
         simulate(_module("bias_m"), "gfx942")
 
 
-@pytest.mark.parametrize("body,why", [
-    ("%i = linalg.index 0 : index\n%c = arith.index_cast %i : index to i32\n%fl = arith.sitofp %c : i32 to f32\n"
-     "%res = arith.addf %acc, %fl : f32", "depends on the element's position"),
-    ("%res = arith.addf %o, %acc : f32", "reads an uninitialized tensor"),
-])
+@pytest.mark.parametrize(
+    "body,why",
+    [
+        (
+            "%i = linalg.index 0 : index\n%c = arith.index_cast %i : index to i32\n%fl = arith.sitofp %c : i32 to f32\n"
+            "%res = arith.addf %acc, %fl : f32",
+            "depends on the element's position",
+        ),
+        ("%res = arith.addf %o, %acc : f32", "reads an uninitialized tensor"),
+    ],
+)
 def test_unsupported_epilogue_is_a_clear_error(body, why):
     src = epilogue_module(64, 64, 64, out_type="f32", body=body)
     with pytest.raises(UnsupportedError, match=why):

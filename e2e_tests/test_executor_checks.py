@@ -4,12 +4,11 @@ buffer bounds check (out-of-range loads read 0, stores are dropped)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
+from conftest import handed_back, matmul_module
 from iree.compiler import ir
 
-from conftest import handed_back, matmul_module
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, walk
 from mmaflow.runtime.executor import ExecutorError, Kernel
@@ -26,8 +25,12 @@ def _module(target, overrides=()):
 def _lds_loads(module):
     """LDS reads of fragments: vector.load, or nvgpu.ldmatrix (whose index operands follow the
     memref the same way)."""
-    return [o for o in walk(module.operation) if o.name in ("vector.load", "nvgpu.ldmatrix")
-            and "workgroup" in str(ir.MemRefType(o.operands[0].type).memory_space)]
+    return [
+        o
+        for o in walk(module.operation)
+        if o.name in ("vector.load", "nvgpu.ldmatrix")
+        and "workgroup" in str(ir.MemRefType(o.operands[0].type).memory_space)
+    ]
 
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx942", "sm_80"])
@@ -45,6 +48,7 @@ def test_one_lane_off_by_one_fails(target):
     ctx = module.context
     with ctx, load.location, ir.InsertionPoint(load):
         from iree.compiler.dialects import arith, gpu
+
         index = ir.IndexType.get()
         tid = gpu.ThreadIdOp(gpu.Dimension.x).result
         five = arith.ConstantOp(index, 5).result
@@ -143,8 +147,9 @@ def test_amd_ring_storing_into_the_slot_being_read_is_a_race():
     fragment groups per tile); storing into that slot instead of (i+1) % 2 overwrites what other
     lanes read since the last barrier."""
     module = _module("gfx1100", (("stages", 2),))
-    loop = next(o for o in walk(module.operation) if o.name == "scf.for" and any(
-        attrs.RING in x.attributes for x in walk(o)))
+    loop = next(
+        o for o in walk(module.operation) if o.name == "scf.for" and any(attrs.RING in x.attributes for x in walk(o))
+    )
     body = [o for o in walk(loop) if attrs.RING in o.attributes]
     first_read = next(o for o in body if o.name == "vector.load")
     stores = [o for o in body if o.name == "vector.store"]
@@ -183,6 +188,7 @@ def test_lds_out_of_bounds_is_an_error():
     load = _lds_loads(module)[0]
     with module.context, load.location, ir.InsertionPoint(load):
         from iree.compiler.dialects import arith
+
         load.operands[1] = arith.AddIOp(load.operands[1], arith.ConstantOp(ir.IndexType.get(), 4096).result).result
     with pytest.raises(ExecutorError, match="LDS access out of bounds"):
         check_matmul(module)
@@ -291,23 +297,30 @@ def test_rastered_workgroups_cover_the_grid_once(target, raster):
 
 def _ring_loops(module):
     """The ring's two K loops (main, drain), each with its async copies."""
-    loops = [o for o in walk(module.operation) if o.name == "scf.for"
-             and any(x.name == "nvgpu.device_async_create_group" for x in walk(o))]
+    loops = [
+        o
+        for o in walk(module.operation)
+        if o.name == "scf.for" and any(x.name == "nvgpu.device_async_create_group" for x in walk(o))
+    ]
     return [(lp, [x for x in walk(lp) if x.name == "nvgpu.device_async_copy"]) for lp in loops]
 
 
-@pytest.mark.parametrize("m,n,k,whole", [
-    (80, 136, 232, 7),   # partial M, N and K: K = 7 whole tiles of 32 and 8; the drain copies tile 7
-    (64, 128, 224, 7),   # K whole tiles: the drain copies nothing
-    (64, 128, 64, 2),    # no more tiles than the prologue copies: an empty main loop
-])
+@pytest.mark.parametrize(
+    "m,n,k,whole",
+    [
+        (80, 136, 232, 7),  # partial M, N and K: K = 7 whole tiles of 32 and 8; the drain copies tile 7
+        (64, 128, 224, 7),  # K whole tiles: the drain copies nothing
+        (64, 128, 64, 2),  # no more tiles than the prologue copies: an empty main loop
+    ],
+)
 def test_ring_main_loop_and_drain(m, n, k, whole):
     """The ring's main loop copies only tiles whole within K: no copy's K index is selected
     (checked), so its addresses stay affine in K; the drain copies a partial last tile, checked,
     or nothing. Every case exact against numpy and without races."""
-    module = parse_module(handed_back(matmul_module(m, n, k), "sm_80",
-                                      (("stages", 3), ("tile_k", 32), ("tile_m", 64), ("tile_n", 128))),
-                          new_context())
+    module = parse_module(
+        handed_back(matmul_module(m, n, k), "sm_80", (("stages", 3), ("tile_k", 32), ("tile_m", 64), ("tile_n", 128))),
+        new_context(),
+    )
     loops = _ring_loops(module)
     if whole > 2:  # the main loop runs tiles 0 .. whole - 3 (it copies tiles 2 .. whole - 1)
         (main, main_copies), (drain, drain_copies) = loops

@@ -14,8 +14,10 @@ from mmaflow.runtime.executor.tma import CLUSTER_TAG, RANK_SHIFT
 
 G = "#gpu.address_space<global>"
 W = "#gpu.address_space<workgroup>"
-LAYOUT = ("layout(<bindings = [#hal.pipeline.binding<storage_buffer>, #hal.pipeline.binding<storage_buffer>, "
-          "#hal.pipeline.binding<storage_buffer>]>)")
+LAYOUT = (
+    "layout(<bindings = [#hal.pipeline.binding<storage_buffer>, #hal.pipeline.binding<storage_buffer>, "
+    "#hal.pipeline.binding<storage_buffer>]>)"
+)
 
 
 def _kernel(body: str, cluster=(2, 1, 1), *, grid=(2, 1, 1), threads=32, attrs: str | None = None):
@@ -196,8 +198,7 @@ CLUSTER_BARRIER = "nvvm.cluster.arrive\n  nvvm.cluster.wait"
 
 
 def _ping(n=2, *, visible=CLUSTER_BARRIER, target="arith.xori %rank, %i1 : i32", exit=CLUSTER_BARRIER):
-    return _kernel(PING.format(layout=LAYOUT, n=n, g=G, w=W, visible=visible, target=target, exit=exit),
-                   grid=(n, 1, 1))
+    return _kernel(PING.format(layout=LAYOUT, n=n, g=G, w=W, visible=visible, target=target, exit=exit), grid=(n, 1, 1))
 
 
 @pytest.mark.parametrize("aligned", [False, True])
@@ -206,8 +207,11 @@ def test_remote_arrive_completes_the_peers_phase(aligned):
     completes rank 0's barrier B. Four workgroups, one per batch requested: the batch holds the
     cluster anyway."""
     out = np.zeros(4, np.int32)
-    cb = CLUSTER_BARRIER.replace("arrive", "arrive aligned").replace("wait", "wait aligned") if aligned \
+    cb = (
+        CLUSTER_BARRIER.replace("arrive", "arrive aligned").replace("wait", "wait aligned")
+        if aligned
         else CLUSTER_BARRIER
+    )
     k = _ping(4, visible=cb, exit=cb)
     stats = k.run({0: out}, max_lanes=32)
     np.testing.assert_array_equal(out, [100, 101, 100, 101])
@@ -222,26 +226,41 @@ def test_an_arrive_on_the_own_barrier_is_not_the_peers():
 
 
 def test_remote_arrive_needs_a_cluster_barrier_after_the_init():
-    with pytest.raises(ExecutorError, match="remote mbarrier.arrive by thread 0 of workgroup row 0 on an mbarrier "
-                                            "CTA 1 initialised with no cluster barrier since"):
+    with pytest.raises(
+        ExecutorError,
+        match="remote mbarrier.arrive by thread 0 of workgroup row 0 on an mbarrier "
+        "CTA 1 initialised with no cluster barrier since",
+    ):
         _ping(visible="gpu.barrier").run({0: np.zeros(2, np.int32)})
 
 
 def test_exit_needs_a_cluster_barrier_after_a_remote_arrive():
-    with pytest.raises(ExecutorError, match=r"workgroup row 0 \(cluster rank 0\) exits while CTA 1 of its cluster "
-                                            r"may still arrive on its mbarrier at 8 .*no barrier.cluster after it"):
+    with pytest.raises(
+        ExecutorError,
+        match=r"workgroup row 0 \(cluster rank 0\) exits while CTA 1 of its cluster "
+        r"may still arrive on its mbarrier at 8 .*no barrier.cluster after it",
+    ):
         _ping(exit="").run({0: np.zeros(2, np.int32)})
 
 
 # ---- barrier.cluster --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("arrive,match", [
-    ("%h = arith.cmpi ult, %tid, %c16 : index\n  scf.if %h {\n    nvvm.cluster.arrive\n  }",
-     r"can never complete: 32 threads of its cluster never arrived \(thread 16 of CTA 0"),
-    ("scf.if %r0 {\n    nvvm.cluster.arrive\n  }",
-     r"can never complete: 32 threads of its cluster never arrived \(thread 0 of CTA 1, workgroup row 1"),
-    ("", "with no barrier.cluster.arrive before"),
-], ids=["half-the-threads", "one-cta", "none"])
+
+@pytest.mark.parametrize(
+    "arrive,match",
+    [
+        (
+            "%h = arith.cmpi ult, %tid, %c16 : index\n  scf.if %h {\n    nvvm.cluster.arrive\n  }",
+            r"can never complete: 32 threads of its cluster never arrived \(thread 16 of CTA 0",
+        ),
+        (
+            "scf.if %r0 {\n    nvvm.cluster.arrive\n  }",
+            r"can never complete: 32 threads of its cluster never arrived \(thread 0 of CTA 1, workgroup row 1",
+        ),
+        ("", "with no barrier.cluster.arrive before"),
+    ],
+    ids=["half-the-threads", "one-cta", "none"],
+)
 def test_a_cluster_wait_some_threads_never_arrived_at(arrive, match):
     body = f"  %c16 = arith.constant 16 : index\n  {arrive}\n  nvvm.cluster.wait\n"
     with pytest.raises(ExecutorError, match=match):
@@ -287,8 +306,11 @@ def test_a_cluster_barrier_inside_warp_roles_is_refused():
     nvvm.cluster.wait
   }
 """
-    with pytest.raises(ExecutorError, match=r"barrier.cluster.arrive inside a warp-role split \(executor.Roles\) is "
-                                            r"not modelled"):
+    with pytest.raises(
+        ExecutorError,
+        match=r"barrier.cluster.arrive inside a warp-role split \(executor.Roles\) is "
+        r"not modelled",
+    ):
         _kernel(body).run({})
 
 
@@ -400,14 +422,34 @@ MULTICAST = """
 
 def _multicast_body(mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads=32, init="", middle=""):
     oi = BOX_BYTES // 8
-    return MULTICAST.format(layout=LAYOUT, g=G, w=W, xn=ROWS * COLS, n=2, oi=oi, si=SMEM_I64,
-                            box_bytes=BOX_BYTES, bar_off=BOX_BYTES + 128, map_e=BOX_BYTES // 8, rows=ROWS,
-                            cols=COLS, pitch=COLS * 2, visible=visible, mask=mask, c0=COORD[0], c1=COORD[1],
-                            per=oi // threads, exit=exit, init=init, middle=middle)
+    return MULTICAST.format(
+        layout=LAYOUT,
+        g=G,
+        w=W,
+        xn=ROWS * COLS,
+        n=2,
+        oi=oi,
+        si=SMEM_I64,
+        box_bytes=BOX_BYTES,
+        bar_off=BOX_BYTES + 128,
+        map_e=BOX_BYTES // 8,
+        rows=ROWS,
+        cols=COLS,
+        pitch=COLS * 2,
+        visible=visible,
+        mask=mask,
+        c0=COORD[0],
+        c1=COORD[1],
+        per=oi // threads,
+        exit=exit,
+        init=init,
+        middle=middle,
+    )
 
 
-def _multicast(mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads=32, init="", middle="",
-               attrs=None, grid=(2, 1, 1)):
+def _multicast(
+    mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads=32, init="", middle="", attrs=None, grid=(2, 1, 1)
+):
     oi = BOX_BYTES // 8
     body = _multicast_body(mask, visible=visible, exit=exit, threads=threads, init=init, middle=middle)
     k = _kernel(body, threads=threads, attrs=attrs, grid=grid)
@@ -419,7 +461,7 @@ def _multicast(mask=3, *, visible=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, threads
 def _image(x) -> np.ndarray:
     """The box's 8192 bytes as the 128B swizzle stores them: 16-byte chunk c of box row r at
     chunk c ^ (r % 8) of that row (docs/kernels/hopper_wgmma.md, the H200 probe)."""
-    box = x[COORD[1]:COORD[1] + BOX, COORD[0]:COORD[0] + BOX]
+    box = x[COORD[1] : COORD[1] + BOX, COORD[0] : COORD[0] + BOX]
     rows = box.view(np.uint8).reshape(BOX, 8, 16)
     out = np.empty_like(rows)
     for r in range(BOX):
@@ -449,22 +491,29 @@ def test_a_multicast_to_the_peer_only():
 
 def test_a_multicast_bit_outside_the_cluster():
     k, bufs, _ = _multicast(mask=5)
-    with pytest.raises(ExecutorError, match="multicasts a bulk tensor copy to CTA mask 0x0005, bits outside its "
-                                            "cluster of 2"):
+    with pytest.raises(
+        ExecutorError, match="multicasts a bulk tensor copy to CTA mask 0x0005, bits outside its cluster of 2"
+    ):
         k.run(bufs)
 
 
 def test_a_multicast_needs_the_peers_init_visible():
     k, bufs, _ = _multicast(visible="gpu.barrier")
-    with pytest.raises(ExecutorError, match="a multicast cp.async.bulk.tensor by thread 0 of workgroup row 0 on an "
-                                            "mbarrier CTA 1 initialised with no cluster barrier since"):
+    with pytest.raises(
+        ExecutorError,
+        match="a multicast cp.async.bulk.tensor by thread 0 of workgroup row 0 on an "
+        "mbarrier CTA 1 initialised with no cluster barrier since",
+    ):
         k.run(bufs)
 
 
 def test_exit_needs_a_cluster_barrier_after_a_multicast():
     k, bufs, _ = _multicast(exit="")
-    with pytest.raises(ExecutorError, match=r"workgroup row 1 \(cluster rank 1\) exits while CTA 0 of its cluster "
-                                            r"may still multicast into its shared memory at 0"):
+    with pytest.raises(
+        ExecutorError,
+        match=r"workgroup row 1 \(cluster rank 1\) exits while CTA 0 of its cluster "
+        r"may still multicast into its shared memory at 0",
+    ):
         k.run(bufs)
 
 
@@ -477,9 +526,11 @@ def test_without_clusters_a_multicast_names_only_the_own_cta():
 
 # ---- happens-before across the cluster: a multicast over bytes the peer's wgmma read ---------------------
 
+
 def _descriptor() -> int:
     """K-major, 128B swizzle, at shared byte 0 (the box): 8-row groups 1024 bytes apart."""
     from mmaflow.runtime.isa.smem_matrix import Descriptor, encode_descriptor
+
     return encode_descriptor(Descriptor(0, 16, 1024, 0, "128B"))
 
 
@@ -526,8 +577,10 @@ def test_a_multicast_over_bytes_the_peers_wgmma_read(release):
     or a barrier.cluster came after it; a CTA barrier, or an arrival before the wait_group, is
     an error naming rank 1."""
     init = "nvvm.mbarrier.init %empty0, %c2i : !llvm.ptr<3>, i32"
-    pre = ("%c2i = arith.constant 2 : i32\n    %ce0 = arith.constant 8 : i64\n    %eb0 = arith.addi %bb, %ce0 : i64\n"
-           "    %empty0 = llvm.inttoptr %eb0 : i64 to !llvm.ptr<3>\n    ")
+    pre = (
+        "%c2i = arith.constant 2 : i32\n    %ce0 = arith.constant 8 : i64\n    %eb0 = arith.addi %bb, %ce0 : i64\n"
+        "    %empty0 = llvm.inttoptr %eb0 : i64 to !llvm.ptr<3>\n    "
+    )
     middle = ROUND2.format(desc=_descriptor(), acc=ACC, release=RELEASES[release])
     k, bufs, x = _multicast(threads=128, init=pre + init, middle=middle)
     if release in ("carried", "cluster-barrier"):
@@ -535,22 +588,27 @@ def test_a_multicast_over_bytes_the_peers_wgmma_read(release):
         want = _image(x)
         assert (bufs[1][0].view(np.uint8) == want).all() and (bufs[1][1].view(np.uint8) == want).all()
         return
-    with pytest.raises(ExecutorError, match=r"a multicast bulk tensor copy into CTA 1 of the cluster by thread 0 of "
-                                            r"workgroup row 0 into shared-memory byte \d+ of cluster rank 1 \(row 1\), "
-                                            r"which that CTA's warpgroup 0's wgmma.mma_async read"):
+    with pytest.raises(
+        ExecutorError,
+        match=r"a multicast bulk tensor copy into CTA 1 of the cluster by thread 0 of "
+        r"workgroup row 0 into shared-memory byte \d+ of cluster rank 1 \(row 1\), "
+        r"which that CTA's warpgroup 0's wgmma.mma_async read",
+    ):
         k.run(bufs)
 
 
 # ---- check_matmul: a sample grows to whole clusters, and their tiles are checked -----------------------
 
+
 def test_check_matmul_samples_whole_clusters():
     """An mma.sync matmul (grid 4 x 8) given nvvm.cluster_dim (2, 1, 1): sample=1 picks the
     four corner workgroups 0, 3, 28, 31; their clusters add 1, 2, 29, 30, whose tiles the check
     must own (else their writes are stray) and compare."""
+    from conftest import handed_back, matmul_module
     from iree.compiler import ir
 
-    from conftest import handed_back, matmul_module
     from mmaflow.runtime.simulate import check_matmul, load_dispatch
+
     module = parse_module(handed_back(matmul_module(512, 512, 32), "sm_80", ()), new_context())
     d = load_dispatch(module)
     assert d.grid() == (4, 8, 1)
@@ -576,6 +634,9 @@ def test_work_between_a_split_arrive_and_its_wait_is_refused():
   }
   nvvm.cluster.wait
 """
-    with pytest.raises(ExecutorError, match=r"memref.store between barrier.cluster.arrive .* and its wait: work between "
-                                            r"a split arrive and wait is not modelled"):
+    with pytest.raises(
+        ExecutorError,
+        match=r"memref.store between barrier.cluster.arrive .* and its wait: work between "
+        r"a split arrive and wait is not modelled",
+    ):
         _kernel(body).run({})

@@ -8,21 +8,33 @@ single misplaced element fails it, however large the tolerance of the first chec
 
 from __future__ import annotations
 
-import pytest
-
 import numpy as np
-
+import pytest
 from conftest import dynamic_module, epilogue_module, matmul_module, simulate, spread
 
 # (target, config overrides) -- gfx1100 in wave32 and wave64.
-TARGETS = [("gfx1100", {}), ("gfx1100", {"wave_size": 64}), ("gfx1201", {}), ("gfx942", {}),
-           ("gfx950", {}), ("sm_80", {}), ("sm_90a", {})]
+TARGETS = [
+    ("gfx1100", {}),
+    ("gfx1100", {"wave_size": 64}),
+    ("gfx1201", {}),
+    ("gfx942", {}),
+    ("gfx950", {}),
+    ("sm_80", {}),
+    ("sm_90a", {}),
+]
 
 # Dtype pairs per target family (inputs, output): everything the catalogue has an instruction for.
 DTYPES = {
     "gfx1100": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("i8", "i32")],
-    "gfx1201": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("i8", "i32"),
-                ("f8E4M3FN", "f32"), ("f8E5M2", "f32")],
+    "gfx1201": [
+        ("f16", "f32"),
+        ("bf16", "f32"),
+        ("f16", "f16"),
+        ("bf16", "bf16"),
+        ("i8", "i32"),
+        ("f8E4M3FN", "f32"),
+        ("f8E5M2", "f32"),
+    ],
     "gfx942": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FNUZ", "f32"), ("f8E5M2FNUZ", "f32")],
     "gfx950": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FN", "f32"), ("f8E5M2", "f32")],
     "sm_80": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
@@ -49,8 +61,11 @@ for target, ov in TARGETS:
             # dtype); the other shapes with `-m exhaustive`.
             main = (a_t, c_t) == ("f16", "f32")
             marks = () if (main and i in (0, 2, 4)) or (not main and i == 3 + j % 3) else pytest.mark.exhaustive
-            CASES.append(pytest.param(target, ov, a_t, c_t, m, n, k, marks=marks,
-                                      id=f"{_id(target, ov)}-{a_t}-{c_t}-{m}x{n}x{k}"))
+            CASES.append(
+                pytest.param(
+                    target, ov, a_t, c_t, m, n, k, marks=marks, id=f"{_id(target, ov)}-{a_t}-{c_t}-{m}x{n}x{k}"
+                )
+            )
 
 
 @pytest.mark.parametrize("target,overrides,a_type,c_type,m,n,k", CASES)
@@ -64,18 +79,27 @@ def test_matmul_on_executor(target, overrides, a_type, c_type, m, n, k):
     assert exact.stats.matrix_ops > 0 and exact.stats.barriers > 0
 
 
-
 # AMD's LDS ring (--config stages=2..4): the copies of one stage (raw buffer loads, bounds,
 # transposing stores) into `stages` slots, one barrier per K tile. Every AMD target and wave
 # size at stages 2 and 3, the same checks as above: K of 64 (2 tiles: fewer than a 3-stage ring
 # fills before the loop), 96 (3 tiles: slots wrap) and 8-bit inputs (64-deep K tiles).
 AMD_TARGETS = [(t, ov) for t, ov in TARGETS if not t.startswith("sm_")]
-EIGHT_BIT = {"gfx1100": ("i8", "i32"), "gfx1201": ("f8E4M3FN", "f32"), "gfx942": ("f8E4M3FNUZ", "f32"),
-             "gfx950": ("i8", "i32")}
-RING_CASES = [pytest.param(target, ov, stages, a_t, c_t, m, n, k, id=f"{_id(target, ov)}-s{stages}-{a_t}-{m}x{n}x{k}")
-              for target, ov in AMD_TARGETS for stages in (2, 3)
-              for a_t, c_t, (m, n, k) in [("f16", "f32", (64, 64, 64)), ("f16", "f32", (256, 64, 96)),
-                                          EIGHT_BIT[target] + ((64, 128, 192),)]]
+EIGHT_BIT = {
+    "gfx1100": ("i8", "i32"),
+    "gfx1201": ("f8E4M3FN", "f32"),
+    "gfx942": ("f8E4M3FNUZ", "f32"),
+    "gfx950": ("i8", "i32"),
+}
+RING_CASES = [
+    pytest.param(target, ov, stages, a_t, c_t, m, n, k, id=f"{_id(target, ov)}-s{stages}-{a_t}-{m}x{n}x{k}")
+    for target, ov in AMD_TARGETS
+    for stages in (2, 3)
+    for a_t, c_t, (m, n, k) in [
+        ("f16", "f32", (64, 64, 64)),
+        ("f16", "f32", (256, 64, 96)),
+        EIGHT_BIT[target] + ((64, 128, 192),),
+    ]
+]
 
 
 @pytest.mark.parametrize("target,overrides,stages,a_type,c_type,m,n,k", RING_CASES)
@@ -96,31 +120,42 @@ def test_amd_ring_on_executor(target, overrides, stages, a_type, c_type, m, n, k
 # with divisibility promises, a fused epilogue.
 def _ring_variant(name):
     from mmaflow.runtime.numerics import EpilogueReference
+
     if name == "unaligned":
         return [(matmul_module(45, 71, 83), {}, None)]
     if name == "AtBt-batch":
         return [(matmul_module(33, 47, 70, transpose_a=True, transpose_b=True, batch=2), {}, None)]
     if name == "dynamic":
         src = dynamic_module()
-        return [(src, dict(m=17, n=33, k=65), None), (src, dict(m=5, n=6, k=0), None),
-                (src, dict(m=1, n=1, k=1), None)]
+        return [(src, dict(m=17, n=33, k=65), None), (src, dict(m=5, n=6, k=0), None), (src, dict(m=1, n=1, k=1), None)]
     if name == "dynamic-promised":
         src = dynamic_module(divisors=dict(m=16, n=32, k=64))
         return [(src, dict(m=48, n=96, k=192), None)]
     if name == "bias-relu-f16":
         ref = EpilogueReference(lambda acc, b: np.maximum(acc + b[None, :], 0), 1.0, 1)
-        src = epilogue_module(33, 47, 70, out_type="f16", inputs=[("f32", ("n",))],
-                              body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n"
-                                   "%res = arith.truncf %z : f32 to f16")
+        src = epilogue_module(
+            33,
+            47,
+            70,
+            out_type="f16",
+            inputs=[("f32", ("n",))],
+            body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n"
+            "%res = arith.truncf %z : f32 to f16",
+        )
         return [(src, None, ref)]
     raise KeyError(name)
 
 
 # Each variant on two of the eight (target, stages) pairs in the default set, every pair in some
 # variant; all forty with `-m exhaustive` (``conftest.spread``).
-@pytest.mark.parametrize("variant,target,stages", spread(
-    ["unaligned", "AtBt-batch", "dynamic", "dynamic-promised", "bias-relu-f16"],
-    [(t, s) for t in ("gfx1100", "gfx1201", "gfx942", "gfx950") for s in (2, 3)], 2))
+@pytest.mark.parametrize(
+    "variant,target,stages",
+    spread(
+        ["unaligned", "AtBt-batch", "dynamic", "dynamic-promised", "bias-relu-f16"],
+        [(t, s) for t in ("gfx1100", "gfx1201", "gfx942", "gfx950") for s in (2, 3)],
+        2,
+    ),
+)
 def test_amd_ring_variants(variant, target, stages):
     for src, sizes, ref in _ring_variant(variant):
         for exact in (False, True):
@@ -133,8 +168,11 @@ def test_amd_ring_variants(variant, target, stages):
 def test_amd_ring_four_stages(target):
     """stages=4: three K tiles in flight in registers, the K loop unrolled by 3 with a remainder
     loop (5 static K tiles: one unrolled iteration and 2 left; dynamic K: any count, 0 included)."""
-    for src, sizes in [(matmul_module(128, 64, 160), None), (dynamic_module(), dict(m=40, n=24, k=200)),
-                       (dynamic_module(), dict(m=5, n=6, k=0))]:
+    for src, sizes in [
+        (matmul_module(128, 64, 160), None),
+        (dynamic_module(), dict(m=40, n=24, k=200)),
+        (dynamic_module(), dict(m=5, n=6, k=0)),
+    ]:
         r = simulate(src, target, {"stages": 4}, seed=2, exact=True, sizes=sizes)
         assert r.check.passed, (sizes, r.check.line())
         assert not r.stats.races, r.stats.races[:3]

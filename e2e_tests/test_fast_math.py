@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import handed_back, mutant
+
 from mmaflow.compiler.kernels.common import fast_math
 from mmaflow.runtime.modules import EPILOGUES, epilogue_module
 
@@ -26,8 +25,23 @@ IREE_ERF_ABS_ERROR = 2.5e-7
 
 def _grid() -> np.ndarray:
     dense = np.linspace(-6.0, 6.0, 1_200_001)
-    edges = [0.0, -0.0, 1e-30, -1e-30, 1e-8, np.nextafter(np.float32(1), np.float32(0)), 1.0,
-             np.nextafter(np.float32(1), np.float32(2)), -1.0, 3.999, 4.0, 4.001, 30.0, -30.0, 1e30]
+    edges = [
+        0.0,
+        -0.0,
+        1e-30,
+        -1e-30,
+        1e-8,
+        np.nextafter(np.float32(1), np.float32(0)),
+        1.0,
+        np.nextafter(np.float32(1), np.float32(2)),
+        -1.0,
+        3.999,
+        4.0,
+        4.001,
+        30.0,
+        -30.0,
+        1e30,
+    ]
     return np.concatenate([dense, edges]).astype(np.float32)
 
 
@@ -65,7 +79,8 @@ def _erf_used_elsewhere_module() -> str:
     """bias + gelu -> f16 whose erf also feeds the result directly: no 1 + erf pair to replace,
     the erf goes through ``emit_erf``."""
     body = EPILOGUES["bias_n_gelu_f16"]["body"].replace(
-        "%res0 = arith.mulf %v, %p : f32", "%res1 = arith.mulf %v, %p : f32\n%res0 = arith.addf %res1, %er : f32")
+        "%res0 = arith.mulf %v, %p : f32", "%res1 = arith.mulf %v, %p : f32\n%res0 = arith.addf %res1, %er : f32"
+    )
     return epilogue_module(64, 96, 64, **{**EPILOGUES["bias_n_gelu_f16"], "body": body})
 
 
@@ -97,8 +112,26 @@ ONE_PLUS_ERF_REL_ERROR = 3.5e-6
 def _one_plus_erf_grid() -> np.ndarray:
     dense = np.linspace(-6.0, 6.0, 1_200_001)
     near = [np.nextafter(_CLAMP, np.float32(0)), _CLAMP, np.nextafter(_CLAMP, np.float32(8))]
-    edges = [0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 30.0, -30.0, 1e30, -1e30, np.finfo(np.float32).max,
-             -np.finfo(np.float32).max, -3.9192, -3.92] + near + [-x for x in near]
+    edges = (
+        [
+            0.0,
+            -0.0,
+            1e-30,
+            -1e-30,
+            1e-8,
+            -1e-8,
+            30.0,
+            -30.0,
+            1e30,
+            -1e30,
+            np.finfo(np.float32).max,
+            -np.finfo(np.float32).max,
+            -3.9192,
+            -3.92,
+        ]
+        + near
+        + [-x for x in near]
+    )
     return np.concatenate([dense, np.array(edges, np.float64)]).astype(np.float32)
 
 
@@ -117,7 +150,7 @@ def test_one_plus_erf_is_as_accurate_as_irees_erf():
     # is up to 1 near u = 0: 3.4e-7 at worst (the H100 measured 1.92e-7 on every f32, below IREE's
     # erf: docs/PERFORMANCE.md)
     e = np.where(u < 0, got, 2 - got.astype(np.float64))
-    assert (err + 2.0 ** -22 * e).max() <= 3.4e-7
+    assert (err + 2.0**-22 * e).max() <= 3.4e-7
     kept = (u < 0) & (u >= -_CLAMP)
     assert np.all(got[kept] > 0)
     ref = _erfc(-u[kept].astype(np.float64))
@@ -183,18 +216,23 @@ _PAIR = """func.func @f(%u: {t}) -> {t} {{
 }}"""
 
 
-@pytest.mark.parametrize("t,one,operands,extra,fused", [
-    ("f32", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f32", True),
-    ("f32", "1.0", "%one, %er", "%r = arith.mulf %p, %u : f32", True),  # either order
-    ("vector<2xf32>", "dense<1.0>", "%one, %er", "%r = arith.mulf %p, %u : vector<2xf32>", True),  # a splat
-    # the erf used twice: the pair is not replaced, the erf is expanded alone
-    ("f32", "1.0", "%er, %one", "%q = arith.mulf %p, %u : f32\n  %r = arith.addf %q, %er : f32", False),
-    ("f32", "2.0", "%er, %one", "%r = arith.mulf %p, %u : f32", False),
-    ("f32", "1.0", "%u, %one", "%r = arith.mulf %p, %er : f32", False),  # 1 + u, not 1 + erf
-    ("f64", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f64", False),  # f32 only
-], ids=["erf+1", "1+erf", "splat", "erf-used-twice", "2+erf", "1+u", "f64"])
+@pytest.mark.parametrize(
+    "t,one,operands,extra,fused",
+    [
+        ("f32", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f32", True),
+        ("f32", "1.0", "%one, %er", "%r = arith.mulf %p, %u : f32", True),  # either order
+        ("vector<2xf32>", "dense<1.0>", "%one, %er", "%r = arith.mulf %p, %u : vector<2xf32>", True),  # a splat
+        # the erf used twice: the pair is not replaced, the erf is expanded alone
+        ("f32", "1.0", "%er, %one", "%q = arith.mulf %p, %u : f32\n  %r = arith.addf %q, %er : f32", False),
+        ("f32", "2.0", "%er, %one", "%r = arith.mulf %p, %u : f32", False),
+        ("f32", "1.0", "%u, %one", "%r = arith.mulf %p, %er : f32", False),  # 1 + u, not 1 + erf
+        ("f64", "1.0", "%er, %one", "%r = arith.mulf %p, %u : f64", False),  # f32 only
+    ],
+    ids=["erf+1", "1+erf", "splat", "erf-used-twice", "2+erf", "1+u", "f64"],
+)
 def test_one_plus_erf_pattern(t, one, operands, extra, fused):
     from mmaflow.compiler.core.mlir import new_context, parse_module
+
     module = parse_module(_PAIR.format(t=t, one=one, operands=operands, extra=extra), new_context())
     ops = [o.operation for o in module.body.operations[0].regions[0].blocks[0].operations]
     addf = next(o for o in ops if o.name == "arith.addf")
@@ -220,11 +258,25 @@ def test_gelu_epilogue_ptx_has_no_division(tmp_path):
     """The whole way to PTX on the default sm_90a kernel (wgmma): one ex2.approx per element,
     no IEEE division; ptxas: no spills."""
     from mmaflow.compiler.report import ptxas_info
+
     src = tmp_path / "gelu.mlir"
     src.write_text(_gelu_module())
     mmaflow = Path(sys.executable).parent / "mmaflow"
-    subprocess.run([str(mmaflow), "compile", str(src), "--target", "sm_90a", "-o", str(tmp_path / "g.vmfb"),
-                    "--dump-dir", str(tmp_path / "d")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(mmaflow),
+            "compile",
+            str(src),
+            "--target",
+            "sm_90a",
+            "-o",
+            str(tmp_path / "g.vmfb"),
+            "--dump-dir",
+            str(tmp_path / "d"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
     text = ptx.read_text()
     assert "div.rn.f32" not in text
@@ -241,6 +293,7 @@ def test_gelu_epilogue_ptx_has_no_division(tmp_path):
 def _two_piece_text(target) -> str:
     """The gelu kernel as before the 1 + erf pattern: its erf through ``emit_erf``, then the add."""
     from mmaflow.compiler.kernels.common import epilogue
+
     return mutant(epilogue, "one_plus_erf", lambda op: None, _gelu_module(), target).text
 
 
@@ -285,6 +338,7 @@ def _gelu_on_the_executor(target: str, text: str, seed: int):
     from mmaflow.compiler.core.mlir import new_context, parse_module
     from mmaflow.runtime.numerics import DTYPES
     from mmaflow.runtime.simulate import Memory, Region, dynamic_inputs, load_dispatch, run_dispatch, written_elements
+
     module = parse_module(text, new_context())  # kept alive while the dispatch's ops are used
     d = load_dispatch(module)
     p = attrs.read_problem(d.func)
@@ -296,8 +350,12 @@ def _gelu_on_the_executor(target: str, text: str, seed: int):
     bias[:3] = [-np.inf, np.inf, np.nan]
     mem = Memory()
     regions = {}
-    for name, at, dtype, array in (("A", p.a, "f16", a), ("B", p.b, "f16", b), ("bias", p.epilogue[0].at, "f32", bias),
-                                   ("C", p.c, "f16", None)):
+    for name, at, dtype, array in (
+        ("A", p.a, "f16", a),
+        ("B", p.b, "f16", b),
+        ("bias", p.epilogue[0].at, "f32", bias),
+        ("C", p.c, "f16", None),
+    ):
         regions[name] = Region(at.binding, at.offset, DTYPES[dtype], (p.m, p.n) if array is None else array.shape, name)
         mem.place(regions[name], array)
     buffers = mem.buffers()
@@ -322,7 +380,7 @@ def _gelu_tail_check(t: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.nda
         ref = 0.5 * t.astype(np.float64) * _erfc(-u.astype(np.float64))
     finite = np.isfinite(t)
     judged = finite & (u >= -_CLAMP)
-    tol = (2.0 ** -11 + 5e-6) * np.abs(ref) + 2.0 ** -25
+    tol = (2.0**-11 + 5e-6) * np.abs(ref) + 2.0**-25
     with np.errstate(invalid="ignore"):
         excess = np.where(judged, np.abs(out - ref) - tol, -np.inf)
     return excess > 0, excess

@@ -15,16 +15,15 @@ import time
 import ml_dtypes
 import numpy as np
 import pytest
+from conftest import attention_ptx_without_spills
 from iree.compiler import ir
 
 from mmaflow.compiler.core.attention import Attention
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
 from mmaflow.compiler.core.mlir import new_context, ops_named
+from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
 from mmaflow.runtime.attention_reference import UNIT_ROUNDOFF, attention_bound, attention_reference
 from mmaflow.runtime.executor import Kernel
-
-from conftest import attention_ptx_without_spills
 
 SENTINEL = 0xFF
 _DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
@@ -32,8 +31,20 @@ _U = UNIT_ROUNDOFF
 
 
 def _attention(batch, m, k2, d, elem, scale=None, mask="no mask"):
-    return Attention("iree_linalg_ext.attention", (batch,), m, d, k2, d, elem, elem, elem, elem,
-                     d ** -0.5 if scale is None else scale, mask)
+    return Attention(
+        "iree_linalg_ext.attention",
+        (batch,),
+        m,
+        d,
+        k2,
+        d,
+        elem,
+        elem,
+        elem,
+        elem,
+        d**-0.5 if scale is None else scale,
+        mask,
+    )
 
 
 reference = attention_reference
@@ -48,15 +59,19 @@ def place(tensors: dict, layout: dict) -> tuple[dict, dict]:
     bufs = {b: np.full(end + 64, SENTINEL, np.uint8) for b, end in ends.items()}
     for name, pl in layout.items():
         raw = tensors[name].view(np.uint8).reshape(-1)
-        bufs[pl.binding][pl.offset:pl.offset + raw.size] = raw
+        bufs[pl.binding][pl.offset : pl.offset + raw.size] = raw
     return bufs, layout
 
 
 # Q at 64 in binding 0; K and V in binding 1 (K at 128, V 192 bytes after K's end); O at 256
 # in binding 2.
 def _layout(k_bytes):
-    return {"q": Placement(0, 64), "k": Placement(1, 128), "v": Placement(1, 128 + k_bytes + 192),
-            "o": Placement(2, 256)}
+    return {
+        "q": Placement(0, 64),
+        "k": Placement(1, 128),
+        "v": Placement(1, 128 + k_bytes + 192),
+        "o": Placement(2, 256),
+    }
 
 
 def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, stages=2, target="sm_80"):
@@ -74,8 +89,9 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
 
-    plan = plan_flash_attention(_attention(batch, m, k2, d, elem, scale=scale), target=target, causal=causal,
-                                stages=stages)
+    plan = plan_flash_attention(
+        _attention(batch, m, k2, d, elem, scale=scale), target=target, causal=causal, stages=stages
+    )
     ctx = new_context()
     module, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=ctx)
     assert module.operation.verify()
@@ -93,8 +109,8 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     for b, idx in changed.items():
         outside = idx if b != ob else idx[(idx < oo) | (idx >= oo + o.nbytes)]
         assert outside.size == 0, f"binding {b}: bytes {outside[:8]} outside O changed"
-    assert kernel.written[ob][oo:oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
-    out = bufs[ob][oo:oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
+    assert kernel.written[ob][oo : oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
+    out = bufs[ob][oo : oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
 
     ref = reference(q, k, v, plan.scale, causal)
     bound = attention_bound(ref, v, elem)
@@ -118,23 +134,33 @@ DEFAULT = [
     (1, 16, 128, 128, "f16", True),
 ]
 SIZES = (16, 64, 100, 128, 200)
-EXHAUSTIVE = [(b, m, k2, d, e, c)
-              for i, (b, m, k2, d, e, c) in enumerate(
-                  (b, m, k2, d, e, c) for b in (1, 2, 3) for m in SIZES for k2 in SIZES
-                  for d in (64, 128) for e in ("f16", "bf16") for c in (False, True))
-              if i % 7 == 0 and (b, m, k2, d, e, c) not in DEFAULT]  # an even spread of the 600
+EXHAUSTIVE = [
+    (b, m, k2, d, e, c)
+    for i, (b, m, k2, d, e, c) in enumerate(
+        (b, m, k2, d, e, c)
+        for b in (1, 2, 3)
+        for m in SIZES
+        for k2 in SIZES
+        for d in (64, 128)
+        for e in ("f16", "bf16")
+        for c in (False, True)
+    )
+    if i % 7 == 0 and (b, m, k2, d, e, c) not in DEFAULT
+]  # an even spread of the 600
 
 
-@pytest.mark.parametrize("case", DEFAULT + [pytest.param(c, marks=pytest.mark.exhaustive) for c in EXHAUSTIVE],
-                         ids=_case_id)
+@pytest.mark.parametrize(
+    "case", DEFAULT + [pytest.param(c, marks=pytest.mark.exhaustive) for c in EXHAUSTIVE], ids=_case_id
+)
 def test_flash_attention_on_the_executor(case):
     check_case(case, stages=2)
 
 
 # The synchronous copy (stages=1: through registers, two barriers per tile) on two default
 # shapes, the rest of the spread with -m exhaustive.
-@pytest.mark.parametrize("case", DEFAULT[1:3] + [pytest.param(c, marks=pytest.mark.exhaustive)
-                                                 for c in EXHAUSTIVE[::3]], ids=_case_id)
+@pytest.mark.parametrize(
+    "case", DEFAULT[1:3] + [pytest.param(c, marks=pytest.mark.exhaustive) for c in EXHAUSTIVE[::3]], ids=_case_id
+)
 def test_flash_attention_synchronous_copies(case):
     check_case(case, stages=1)
 
@@ -177,7 +203,8 @@ def test_kernel_ops():
     assert sorted(ir.BoolAttr(x.attributes["transpose"]).value for x in ld) == [False] * 16 + [True] * 16
     assert all(ir.IntegerAttr(x.attributes["numTiles"]).value == 4 for x in ld)
     assert not ops_named(fn, "vector.load", "memref.load") or all(
-        "workgroup" not in str(x.operands[0].type) for x in ops_named(fn, "vector.load", "memref.load"))
+        "workgroup" not in str(x.operands[0].type) for x in ops_named(fn, "vector.load", "memref.load")
+    )
     assert len(ops_named(fn, "gpu.shuffle")) == 2 * 2 + 2 * 2 and "rocdl." not in text
     assert len(ops_named(fn, "nvvm.ex2")) == 8 * 4 + 2 and "math.exp" not in text  # P, then alpha per row
     assert len(ops_named(fn, "scf.for")) == 1
@@ -206,20 +233,48 @@ def test_a_broken_kernel_fails_the_check():
     bufs = {0: q.copy(), 1: k.copy(), 2: v.copy(), 3: np.zeros((1, 64, 64), np.float16)}
     Kernel(fn, arch="sm_80", grid=plan.grid, workgroup_size=128, wave_size=32).run(bufs)
     err = np.abs(bufs[3].astype(np.float64) - reference(q, k, v, plan.scale, False))
-    assert err.max() > 10 * (2 * 2.0 ** -11 * np.abs(v.astype(np.float64)).max())
+    assert err.max() > 10 * (2 * 2.0**-11 * np.abs(v.astype(np.float64)).max())
 
 
-@pytest.mark.parametrize("attn,target,why", [
-    (_attention(1, 64, 64, 96, "f16"), "sm_80", "head dims 96 -> 96"),
-    (_attention(1, 64, 64, 64, "f32"), "sm_80", "must all be f16 or all bf16"),
-    (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125,
-               "additive f32 mask 1x64x64", "f32"), "sm_80", "an additive f32 mask with f16 inputs"),
-    (Attention("iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"),
-     "sm_80", "dynamic sizes"),
-    (Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", None, "no mask"),
-     "sm_80", "run-time scale"),
-    (_attention(1, 64, 64, 96, "f16"), "gfx942", "head dims 96 -> 96"),
-])
+@pytest.mark.parametrize(
+    "attn,target,why",
+    [
+        (_attention(1, 64, 64, 96, "f16"), "sm_80", "head dims 96 -> 96"),
+        (_attention(1, 64, 64, 64, "f32"), "sm_80", "must all be f16 or all bf16"),
+        (
+            Attention(
+                "iree_linalg_ext.attention",
+                (1,),
+                64,
+                64,
+                64,
+                64,
+                "f16",
+                "f16",
+                "f16",
+                "f16",
+                0.125,
+                "additive f32 mask 1x64x64",
+                "f32",
+            ),
+            "sm_80",
+            "an additive f32 mask with f16 inputs",
+        ),
+        (
+            Attention(
+                "iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"
+            ),
+            "sm_80",
+            "dynamic sizes",
+        ),
+        (
+            Attention("iree_linalg_ext.attention", (1,), 64, 64, 64, 64, "f16", "f16", "f16", "f16", None, "no mask"),
+            "sm_80",
+            "run-time scale",
+        ),
+        (_attention(1, 64, 64, 96, "f16"), "gfx942", "head dims 96 -> 96"),
+    ],
+)
 def test_unsupported_cases_are_refused_by_name(attn, target, why):
     with pytest.raises(UnsupportedError, match=why):
         plan_flash_attention(attn, target=target)
@@ -250,31 +305,46 @@ def _handed_back(tmp_path, b, m, k2, d, elem, causal, target="sm_80", stages=2):
     import sys
     from pathlib import Path
 
-    from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
     from mmaflow.compiler.core.mlir import parse_module
+    from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
     from mmaflow.compiler.pipeline.hand_back import constant_grid, install
     from mmaflow.compiler.target.targets import get_target
 
     src = tmp_path / "attn.mlir"
-    src.write_text(_SOURCE.format(b=b, m=m, k2=k2, d=d, t=elem, scale=d ** -0.5))
+    src.write_text(_SOURCE.format(b=b, m=m, k2=k2, d=d, t=elem, scale=d**-0.5))
     iree_compile = Path(sys.executable).parent / "iree-compile"
-    subprocess.run([str(iree_compile), str(src), "--iree-hal-target-device=cuda",
-                    f"--iree-cuda-target={get_target(target).iree_arch}", "--compile-to=executable-sources",
-                    "-o", str(tmp_path / "src.mlir")], check=True)
+    subprocess.run(
+        [
+            str(iree_compile),
+            str(src),
+            "--iree-hal-target-device=cuda",
+            f"--iree-cuda-target={get_target(target).iree_arch}",
+            "--compile-to=executable-sources",
+            "-o",
+            str(tmp_path / "src.mlir"),
+        ],
+        check=True,
+    )
     ctx = new_context()
     module = parse_module((tmp_path / "src.mlir").read_text(), ctx)
     (fn,) = [f for f in ops_named(module.operation, "func.func") if ops_named(f, "iree_linalg_ext.attention")]
     name, inner = ir.StringAttr(fn.attributes["sym_name"]).value, fn.parent
     plan = rewrite_dispatch(fn, target=target, causal=causal, stages=stages)
     (kernel,) = [f for f in ops_named(inner, "func.func") if ir.StringAttr(f.attributes["sym_name"]).value == name]
-    install(kernel, get_target(target), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
-            grid=constant_grid(plan.grid))
+    install(
+        kernel,
+        get_target(target),
+        workgroup_size=plan.workgroup_size,
+        subgroup_size=plan.wave_size,
+        grid=constant_grid(plan.grid),
+    )
     assert module.operation.verify()
     return module, plan
 
 
-@pytest.mark.parametrize("d,elem,causal,target", [(64, "f16", False, "sm_80"), (128, "bf16", True, "sm_80"),
-                                                  (128, "f16", False, "sm_90a")])
+@pytest.mark.parametrize(
+    "d,elem,causal,target", [(64, "f16", False, "sm_80"), (128, "bf16", True, "sm_80"), (128, "f16", False, "sm_90a")]
+)
 def test_ptxas_reports_no_spills(tmp_path, d, elem, causal, target):
     """The lowered kernel through ptxas (LLVM's PTX registers are virtual): no spill stores or
     loads, within the 255-register limit (the O accumulators, Q's fragments and S's live
@@ -287,9 +357,10 @@ def test_ptxas_reports_no_spills(tmp_path, d, elem, causal, target):
     attention_ptx_without_spills(tmp_path, str(module), get_target(target).iree_arch, plan.workgroup_size)
 
 
-@pytest.mark.parametrize("b,m,k2,d,elem,causal", [(2, 100, 200, 64, "f16", False),
-                                                  pytest.param(1, 128, 200, 128, "bf16", True,
-                                                               marks=pytest.mark.exhaustive)])
+@pytest.mark.parametrize(
+    "b,m,k2,d,elem,causal",
+    [(2, 100, 200, 64, "f16", False), pytest.param(1, 128, 200, 128, "bf16", True, marks=pytest.mark.exhaustive)],
+)
 def test_iree_dispatch_replaced_and_handed_back(tmp_path, b, m, k2, d, elem, causal):
     """IREE's own attention dispatch (executable-sources), replaced by the kernel
     (``rewrite_dispatch``: Q, K, V, O at IREE's bindings) and handed back, runs on the executor
@@ -306,8 +377,10 @@ def test_iree_dispatch_replaced_and_handed_back(tmp_path, b, m, k2, d, elem, cau
     q = (0.8 * rng.standard_normal((b, m, d))).astype(dt)
     k, v = (rng.standard_normal((b, k2, d)).astype(dt) for _ in range(2))
     guard = np.full(64, SENTINEL, np.uint8)
-    bufs = {i: np.concatenate([t.view(np.uint8).reshape(-1), guard])
-            for i, t in enumerate([q, k, v, np.zeros((b, m, d), dt)])}
+    bufs = {
+        i: np.concatenate([t.view(np.uint8).reshape(-1), guard])
+        for i, t in enumerate([q, k, v, np.zeros((b, m, d), dt)])
+    }
     before = {i: x.copy() for i, x in bufs.items()}
     run_dispatch(dispatch, bufs, max_lanes=plan.workgroup_size if causal else 1 << 14)
     for i in range(3):
@@ -330,22 +403,28 @@ def test_gpu_shuffle_semantics():
         module = ir.Module.create()
         i32, f32, index = ir.IntegerType.get_signless(32), ir.F32Type.get(), ir.IndexType.get()
         g = ir.Attribute.parse("#gpu.address_space<global>")
-        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
-                                    'Indirect>, #hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>')
+        layout = ir.Attribute.parse(
+            "#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, "
+            "Indirect>, #hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>"
+        )
         from iree.compiler.dialects import hal
+
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp("shuffle", ir.FunctionType.get([], []))
         with ir.InsertionPoint(fn.add_entry_block()):
             c0 = arith.ConstantOp(index, 0).result
-            out = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([4, 64], f32, memory_space=g), layout, 0, [],
-                                                byte_offset=c0, alignment=64).result
-            ok = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([4, 64], i32, memory_space=g), layout, 1, [],
-                                               byte_offset=c0, alignment=64).result
+            out = hal.InterfaceBindingSubspanOp(
+                ir.MemRefType.get([4, 64], f32, memory_space=g), layout, 0, [], byte_offset=c0, alignment=64
+            ).result
+            ok = hal.InterfaceBindingSubspanOp(
+                ir.MemRefType.get([4, 64], i32, memory_space=g), layout, 1, [], byte_offset=c0, alignment=64
+            ).result
             tid = gpu.ThreadIdOp(gpu.Dimension.x).result
             val = arith.UIToFPOp(f32, arith.IndexCastOp(i32, tid).result).result
             width = arith.ConstantOp(i32, 32).result
-            for row, (mode, off) in enumerate([(gpu.ShuffleMode.XOR, 5), (gpu.ShuffleMode.IDX, 3),
-                                               (gpu.ShuffleMode.DOWN, 4), (gpu.ShuffleMode.UP, 2)]):
+            for row, (mode, off) in enumerate(
+                [(gpu.ShuffleMode.XOR, 5), (gpu.ShuffleMode.IDX, 3), (gpu.ShuffleMode.DOWN, 4), (gpu.ShuffleMode.UP, 2)]
+            ):
                 r, valid = gpu.ShuffleOp(val, arith.ConstantOp(i32, off).result, width, mode).results
                 at = [arith.ConstantOp(index, row).result, tid]
                 memref_d.StoreOp(r, out, at)
@@ -412,20 +491,24 @@ def test_nvvm_ex2_semantics():
         module = ir.Module.create()
         f32, index = ir.F32Type.get(), ir.IndexType.get()
         g = ir.Attribute.parse("#gpu.address_space<global>")
-        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
-                                    'Indirect>], flags = Indirect>')
+        layout = ir.Attribute.parse(
+            "#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>"
+        )
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp("ex2", ir.FunctionType.get([], []))
         with ir.InsertionPoint(fn.add_entry_block()):
             c0 = arith.ConstantOp(index, 0).result
-            buf = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([3, xs.size], f32, memory_space=g), layout, 0,
-                                                [], byte_offset=c0, alignment=64).result
+            buf = hal.InterfaceBindingSubspanOp(
+                ir.MemRefType.get([3, xs.size], f32, memory_space=g), layout, 0, [], byte_offset=c0, alignment=64
+            ).result
             from iree.compiler.dialects import gpu
+
             tid = gpu.ThreadIdOp(gpu.Dimension.x).result
             x = memref_d.LoadOp(buf, [c0, tid]).result
             for row, ftz in ((1, True), (2, False)):
-                memref_d.StoreOp(nvvm.Ex2Op(x, ftz=ftz, results=[f32]).result, buf,
-                                 [arith.ConstantOp(index, row).result, tid])
+                memref_d.StoreOp(
+                    nvvm.Ex2Op(x, ftz=ftz, results=[f32]).result, buf, [arith.ConstantOp(index, row).result, tid]
+                )
             func.ReturnOp([])
     assert module.operation.verify()
     data = np.zeros((3, xs.size), np.float32)

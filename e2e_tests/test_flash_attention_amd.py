@@ -15,17 +15,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from iree.compiler import ir
+from test_flash_attention import _attention, run_case
+from test_flash_attention_mask import run_masked
 
 from mmaflow.compiler.core.attention import Attention
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
-from mmaflow.compiler.kernels.attention.amd import _col_sharers
 from mmaflow.compiler.core.mlir import new_context, ops_named
+from mmaflow.compiler.kernels.attention.amd import _col_sharers
+from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
 from mmaflow.runtime.attention_reference import attention_reference
 from mmaflow.runtime.executor import ExecutorError, Kernel
-
-from test_flash_attention import _attention, run_case
-from test_flash_attention_mask import run_masked
 
 AMD = ["gfx942", "gfx950", "gfx1201", "gfx1100"]
 
@@ -56,8 +55,9 @@ def check(target, batch, m, k2, d, elem, causal):
 DEFAULT = [(1, 64, 64, 64, "f16", False), (6, 100, 70, 128, "bf16", True)]
 
 
-@pytest.mark.parametrize("case", DEFAULT, ids=lambda c: f"b{c[0]}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}"
-                                                        f"{'-causal' if c[5] else ''}")
+@pytest.mark.parametrize(
+    "case", DEFAULT, ids=lambda c: f"b{c[0]}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}{'-causal' if c[5] else ''}"
+)
 @pytest.mark.parametrize("target", AMD)
 def test_amd_flash_attention_on_the_executor(target, case):
     plan, _ = check(target, *case)
@@ -65,9 +65,20 @@ def test_amd_flash_attention_on_the_executor(target, case):
 
 
 SEQ = (1, 17, 64, 100, 200, 512)
-EXHAUSTIVE = [(t, b, m, k2, d, e, c) for i, (t, b, m, k2, d, e, c) in enumerate(
-    (t, b, m, k2, d, e, c) for t in AMD for b in (1, 2 * 2, 2 * 12) for m in SEQ for k2 in SEQ for d in (64, 128)
-    for e in ("f16", "bf16") for c in (False, True)) if i % 23 == 0]  # an even spread of 3456
+EXHAUSTIVE = [
+    (t, b, m, k2, d, e, c)
+    for i, (t, b, m, k2, d, e, c) in enumerate(
+        (t, b, m, k2, d, e, c)
+        for t in AMD
+        for b in (1, 2 * 2, 2 * 12)
+        for m in SEQ
+        for k2 in SEQ
+        for d in (64, 128)
+        for e in ("f16", "bf16")
+        for c in (False, True)
+    )
+    if i % 23 == 0
+]  # an even spread of 3456
 
 
 @pytest.mark.exhaustive
@@ -76,25 +87,31 @@ def test_amd_flash_attention_sweep(case):
     check(*case)
 
 
-@pytest.mark.parametrize("target,case", [
-    ("gfx942", ((1,), 64, 64, 64, "f16", "causal", None)),
-    ("gfx1100", ((2,), 100, 72, 128, "bf16", "random", None)),
-    ("gfx1201", ((1,), 32, 128, 64, "bf16", "first-tile-dead", None)),
-    ("gfx950", ((2, 2), 24, 70, 64, "f16", "causal+random", (1, 3, 2))),  # keys outer, broadcast
-])
+@pytest.mark.parametrize(
+    "target,case",
+    [
+        ("gfx942", ((1,), 64, 64, 64, "f16", "causal", None)),
+        ("gfx1100", ((2,), 100, 72, 128, "bf16", "random", None)),
+        ("gfx1201", ((1,), 32, 128, 64, "bf16", "first-tile-dead", None)),
+        ("gfx950", ((2, 2), 24, 70, 64, "f16", "causal+random", (1, 3, 2))),  # keys outer, broadcast
+    ],
+)
 def test_amd_masked_attention_on_the_executor(target, case):
     plan = run_masked(*case, target=target)
     assert plan.mask == case[4] and plan.transposed
 
 
-@pytest.mark.parametrize("target,case,causal", [
-    ("gfx942", ((1,), 64, 100, 64, "f16", "bool", None), False),  # partial key tile
-    ("gfx942", ((2,), 40, 72, 64, "bf16", "bool-bit0", None), True),  # bit 0 of each byte; causal too
-    ("gfx1100", ((1,), 48, 100, 64, "bf16", "bool-first-tile-dead", None), False),
-    ("gfx1100", ((1,), 16, 70, 64, "f16", "bool-dead-rows", None), False),  # NaN rows, as the reference
-    ("gfx950", ((2, 2), 20, 70, 64, "f16", "bool", (1, 3, 2)), False),  # keys outer: byte loads
-    ("gfx1201", ((1,), 32, 128, 64, "bf16", "bool", None), True),
-])
+@pytest.mark.parametrize(
+    "target,case,causal",
+    [
+        ("gfx942", ((1,), 64, 100, 64, "f16", "bool", None), False),  # partial key tile
+        ("gfx942", ((2,), 40, 72, 64, "bf16", "bool-bit0", None), True),  # bit 0 of each byte; causal too
+        ("gfx1100", ((1,), 48, 100, 64, "bf16", "bool-first-tile-dead", None), False),
+        ("gfx1100", ((1,), 16, 70, 64, "f16", "bool-dead-rows", None), False),  # NaN rows, as the reference
+        ("gfx950", ((2, 2), 20, 70, 64, "f16", "bool", (1, 3, 2)), False),  # keys outer: byte loads
+        ("gfx1201", ((1,), 32, 128, 64, "bf16", "bool", None), True),
+    ],
+)
 def test_amd_bool_masked_attention_on_the_executor(target, case, causal):
     """A boolean (i1) mask, one byte per element, on the AMD kernel."""
     plan = run_masked(*case, target=target, causal=causal)
@@ -103,8 +120,9 @@ def test_amd_bool_masked_attention_on_the_executor(target, case, causal):
 
 def _module(target, causal=True, d=64):
     plan = plan_flash_attention(_attention(1, 100, 100, d, "f16"), target=target, causal=causal)
-    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3),
-                                   ctx=new_context())
+    module, fn = standalone_module(
+        plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3), ctx=new_context()
+    )
     assert module.operation.verify()
     return plan, module, fn
 
@@ -127,8 +145,11 @@ def test_amd_kernel_ops(target):
     assert plan.prefetch and len(copies) == 2 * per_tile
     assert len([x for x in copies if x.parent.name == "func.func"]) == per_tile
     convert = [x for x in ops_named(fn, *(o for o in _ALL_OPS)) if "mmaflow.convert_p" in str(x.location)]
-    assert convert and not [x for x in convert if x.name in ("vector.load", "vector.store", "memref.alloc",
-                                                             "amdgpu.lds_barrier", "rocdl.ds_bpermute")]
+    assert convert and not [
+        x
+        for x in convert
+        if x.name in ("vector.load", "vector.store", "memref.alloc", "amdgpu.lds_barrier", "rocdl.ds_bpermute")
+    ]
     permlanes = ops_named(fn, "rocdl.permlanex16")
     assert len(permlanes) == (4 * 4 if target == "gfx1100" else 0)
     assert all("mmaflow.convert_p" in str(x.location) for x in permlanes)
@@ -139,9 +160,20 @@ def test_amd_kernel_ops(target):
     assert len(ops_named(fn, "amdgpu.lds_barrier")) == 2 and len(ops_named(fn, "scf.for")) == 1
 
 
-_ALL_OPS = ("arith.truncf", "vector.extract", "vector.extract_strided_slice", "vector.from_elements", "arith.select",
-            "rocdl.permlanex16", "vector.load", "vector.store", "memref.alloc", "amdgpu.lds_barrier",
-            "rocdl.ds_bpermute", "vector.shape_cast")
+_ALL_OPS = (
+    "arith.truncf",
+    "vector.extract",
+    "vector.extract_strided_slice",
+    "vector.from_elements",
+    "arith.select",
+    "rocdl.permlanex16",
+    "vector.load",
+    "vector.store",
+    "memref.alloc",
+    "amdgpu.lds_barrier",
+    "rocdl.ds_bpermute",
+    "vector.shape_cast",
+)
 
 
 def test_a_broken_conversion_fails_the_check():
@@ -162,8 +194,11 @@ def test_a_broken_conversion_fails_the_check():
 def test_a_broken_rescale_fails_the_check():
     """The check can fail numerically: O^T not rescaled by alpha (the in-lane statistics) on gfx942."""
     plan, module, fn = _module("gfx942", causal=False)
-    scaled = [x for x in ops_named(fn, "arith.mulf") if "mmaflow.softmax" in str(x.location)
-              and isinstance(x.results[0].type, ir.VectorType)]
+    scaled = [
+        x
+        for x in ops_named(fn, "arith.mulf")
+        if "mmaflow.softmax" in str(x.location) and isinstance(x.results[0].type, ir.VectorType)
+    ]
     assert len(scaled) == 64 // 16
     for op in scaled:
         op.results[0].replace_all_uses_with(op.operands[0])
@@ -173,15 +208,23 @@ def test_a_broken_rescale_fails_the_check():
     bufs = {0: q.copy(), 1: k.copy(), 2: v.copy(), 3: np.zeros((1, 100, 64), np.float16)}
     Kernel(fn, arch="gfx942", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=64).run(bufs)
     err = np.abs(bufs[3].astype(np.float64) - attention_reference(q, k, v, plan.scale, False))
-    assert err.max() > 10 * (2 * 2.0 ** -11 * np.abs(v.astype(np.float64)).max())
+    assert err.max() > 10 * (2 * 2.0**-11 * np.abs(v.astype(np.float64)).max())
 
 
-@pytest.mark.parametrize("attn,target,why", [
-    (_attention(1, 64, 64, 96, "f16"), "gfx1201", "head dims 96 -> 96"),
-    (_attention(1, 64, 64, 64, "f32"), "gfx942", "must all be f16 or all bf16"),
-    (Attention("iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"),
-     "gfx1100", "dynamic sizes"),
-])
+@pytest.mark.parametrize(
+    "attn,target,why",
+    [
+        (_attention(1, 64, 64, 96, "f16"), "gfx1201", "head dims 96 -> 96"),
+        (_attention(1, 64, 64, 64, "f32"), "gfx942", "must all be f16 or all bf16"),
+        (
+            Attention(
+                "iree_linalg_ext.attention", (1,), None, 64, 64, 64, "f16", "f16", "f16", "f16", 0.125, "no mask"
+            ),
+            "gfx1100",
+            "dynamic sizes",
+        ),
+    ],
+)
 def test_amd_unsupported_cases_are_refused_by_name(attn, target, why):
     with pytest.raises(UnsupportedError, match=why):
         plan_flash_attention(attn, target=target)
@@ -222,14 +265,16 @@ def test_rocdl_exp2_semantics():
         module = ir.Module.create()
         f32, index = ir.F32Type.get(), ir.IndexType.get()
         g = ir.Attribute.parse("#gpu.address_space<global>")
-        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
-                                    'Indirect>], flags = Indirect>')
+        layout = ir.Attribute.parse(
+            "#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>"
+        )
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp("exp2", ir.FunctionType.get([], []))
         with ir.InsertionPoint(fn.add_entry_block()):
             c0, c1 = arith.ConstantOp(index, 0).result, arith.ConstantOp(index, 1).result
-            buf = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([2, xs.size], f32, memory_space=g), layout, 0,
-                                                [], byte_offset=c0, alignment=64).result
+            buf = hal.InterfaceBindingSubspanOp(
+                ir.MemRefType.get([2, xs.size], f32, memory_space=g), layout, 0, [], byte_offset=c0, alignment=64
+            ).result
             tid = gpu.ThreadIdOp(gpu.Dimension.x).result
             x = memref_d.LoadOp(buf, [c0, tid]).result
             memref_d.StoreOp(rocdl.exp2(f32, x), buf, [c1, tid])
@@ -242,4 +287,4 @@ def test_rocdl_exp2_semantics():
     want = np.exp2(xs.astype(np.float64)).astype(np.float32)
     want[np.abs(want) < np.finfo(np.float32).tiny] = 0
     assert np.array_equal(got, want), (got, want)
-    assert got[6] == 0 and got[7] == np.inf and got[8] == 2.0 ** -126 and got[9] == 0 and got[10] == 0
+    assert got[6] == 0 and got[7] == np.inf and got[8] == 2.0**-126 and got[9] == 0 and got[10] == 0

@@ -16,24 +16,24 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import attention_ptx_without_spills
+from test_flash_attention import _DT, place
 
 from mmaflow.compiler.core.attention import Attention
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
 from mmaflow.compiler.core.mlir import new_context, ops_named
+from mmaflow.compiler.kernels.attention.nvidia import Placement, plan_flash_attention, standalone_module
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference, bool_mask_additive
 from mmaflow.runtime.executor import Kernel
-
-from conftest import attention_ptx_without_spills
-from test_flash_attention import _DT, place
 
 
 def _attention(bdims, m, k2, d, elem, mask_type=None):
     mask = f"additive {mask_type} mask" if mask_type else "no mask"
     if mask_type == "i1":
         mask = "boolean i1 mask"
-    return Attention("iree_linalg_ext.attention", tuple(bdims), m, d, k2, d, elem, elem, elem, elem, d ** -0.5, mask,
-                     mask_type)
+    return Attention(
+        "iree_linalg_ext.attention", tuple(bdims), m, d, k2, d, elem, elem, elem, elem, d**-0.5, mask, mask_type
+    )
 
 
 def _causal(m, k2):
@@ -104,18 +104,24 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", 
     ref_mask = np.broadcast_to(seen, logical.shape).reshape(batch, m, k2)
     o = np.zeros((batch, m, d), dt)
     q_end = 64 + q.nbytes
-    layout = {"q": Placement(0, 64), "k": Placement(1, 128), "v": Placement(1, 128 + k.nbytes + 192),
-              "o": Placement(2, 256), "mask": Placement(0, -(-(q_end + 48) // 16) * 16)}
+    layout = {
+        "q": Placement(0, 64),
+        "k": Placement(1, 128),
+        "v": Placement(1, 128 + k.nbytes + 192),
+        "o": Placement(2, 256),
+        "mask": Placement(0, -(-(q_end + 48) // 16) * 16),
+    }
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o, "mask": np.ascontiguousarray(stored)}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
-    plan = plan_flash_attention(_attention(bdims, m, k2, d, elem, "i1" if boolean else elem), target=target,
-                                causal=causal)
+    plan = plan_flash_attention(
+        _attention(bdims, m, k2, d, elem, "i1" if boolean else elem), target=target, causal=causal
+    )
     pl = layout
     if nb > 1 or order != tuple(range(nb + 2)):  # per-dim addressing: Q, K, V, O (batch..., rows, d)
-        pl = {n: Placement(x.binding, x.offset, tuple(range(nb + 2)) if n != "mask" else order)
-              for n, x in layout.items()}
-    module, fn = standalone_module(plan, q=pl["q"], k=pl["k"], v=pl["v"], o=pl["o"], mask=pl["mask"],
-                                   ctx=new_context())
+        pl = {
+            n: Placement(x.binding, x.offset, tuple(range(nb + 2)) if n != "mask" else order) for n, x in layout.items()
+        }
+    module, fn = standalone_module(plan, q=pl["q"], k=pl["k"], v=pl["v"], o=pl["o"], mask=pl["mask"], ctx=new_context())
     assert module.operation.verify()
     kernel = Kernel(fn, arch=target, grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
     stats = kernel.run(bufs, max_lanes=1 << 14)
@@ -125,8 +131,8 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", 
         idx = np.flatnonzero(bufs[b] != before[b])
         outside = idx if b != ob else idx[(idx < oo) | (idx >= oo + o.nbytes)]
         assert outside.size == 0, f"binding {b}: bytes {outside[:8]} outside O changed"
-    assert kernel.written[ob][oo:oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
-    out = bufs[ob][oo:oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
+    assert kernel.written[ob][oo : oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
+    out = bufs[ob][oo : oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
     ref = attention_reference(q, k, v, plan.scale, causal, mask=ref_mask)
     if kind == "causal":  # the same as the kernel's causal option's reference
         assert np.array_equal(ref, attention_reference(q, k, v, plan.scale, True))
@@ -150,8 +156,14 @@ CASES = [  # (batch dims, M, K2, head dim, type, mask kind, mask order)
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{'x'.join(map(str, c[0]))}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}-"
-                                                       f"{c[5]}{'-order' + ''.join(map(str, c[6])) if c[6] else ''}")
+@pytest.mark.parametrize(
+    "case",
+    CASES,
+    ids=lambda c: (
+        f"{'x'.join(map(str, c[0]))}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}-"
+        f"{c[5]}{'-order' + ''.join(map(str, c[6])) if c[6] else ''}"
+    ),
+)
 def test_masked_attention_on_the_executor(case):
     bdims, m, k2, d, elem, kind, order = case
     plan = run_masked(bdims, m, k2, d, elem, kind, order)
@@ -162,8 +174,9 @@ def test_masked_kernel_ops():
     """Per tile, one 2-element load per C run (8 n-instructions x 2 runs) of the mask from
     global memory, added (times log2(e)) to the f32 scores; the -inf guard: one compare per row."""
     plan = plan_flash_attention(_attention((1,), 100, 100, 64, "f16", "f16"))
-    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3),
-                                   mask=Placement(4), ctx=new_context())
+    module, fn = standalone_module(
+        plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3), mask=Placement(4), ctx=new_context()
+    )
     loads = [x for x in ops_named(fn, "vector.load") if "mmaflow.load_mask" in str(x.location)]
     assert len(loads) == 8 * 2 and all(str(x.result.type) == "vector<2xf16>" for x in loads)
     assert len(ops_named(fn, "arith.extf")) == 8 * 4
@@ -183,8 +196,10 @@ BOOL_CASES = [  # (batch dims, M, K2, head dim, type, mask kind, mask order, cau
 
 
 def _bool_id(c):
-    return (f"{'x'.join(map(str, c[0]))}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}-{c[5]}"
-            f"{'-order' + ''.join(map(str, c[6])) if c[6] else ''}{'-causal' if c[7] else ''}")
+    return (
+        f"{'x'.join(map(str, c[0]))}-m{c[1]}-k{c[2]}-d{c[3]}-{c[4]}-{c[5]}"
+        f"{'-order' + ''.join(map(str, c[6])) if c[6] else ''}{'-causal' if c[7] else ''}"
+    )
 
 
 @pytest.mark.parametrize("case", BOOL_CASES, ids=_bool_id)
@@ -219,8 +234,9 @@ def test_bool_masked_kernel_ops():
     """An i1 mask is read as bytes (vector<2xi8> per C run, never vector<Nxi1>), truncated to
     i1 and selected to 0 / -inf of the inputs' type; its subspan is i8, as IREE's."""
     plan = plan_flash_attention(_attention((1,), 100, 100, 64, "f16", "i1"))
-    module, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3),
-                                   mask=Placement(4), ctx=new_context())
+    module, fn = standalone_module(
+        plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3), mask=Placement(4), ctx=new_context()
+    )
     assert module.operation.verify()
     loads = ops_named(fn, "vector.load")
     masked = [x for x in loads if "mmaflow.load_mask" in str(x.location)]
@@ -231,10 +247,14 @@ def test_bool_masked_kernel_ops():
     assert "xi8," in str(subs[4].result.type)
 
 
-@pytest.mark.parametrize("attn,why", [    (_attention((1,), 64, 64, 64, "f16", "bf16"), "an additive bf16 mask with f16 inputs"),
-    (_attention((1,), 64, 64, 64, "f16", "i8"), "an additive i8 mask with f16 inputs"),
-    (_attention((1,), 64, 64, 64, "bf16", "f32"), "an additive f32 mask with bf16 inputs"),
-])
+@pytest.mark.parametrize(
+    "attn,why",
+    [
+        (_attention((1,), 64, 64, 64, "f16", "bf16"), "an additive bf16 mask with f16 inputs"),
+        (_attention((1,), 64, 64, 64, "f16", "i8"), "an additive i8 mask with f16 inputs"),
+        (_attention((1,), 64, 64, 64, "bf16", "f32"), "an additive f32 mask with bf16 inputs"),
+    ],
+)
 def test_other_masks_are_refused_by_name(attn, why):
     with pytest.raises(UnsupportedError, match=why):
         plan_flash_attention(attn)
@@ -270,26 +290,40 @@ def test_masked_kernel_ptxas_reports_no_spills(tmp_path, d, elem, target):
     import sys
     from pathlib import Path
 
-    from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
     from mmaflow.compiler.core.mlir import parse_module
-    from mmaflow.compiler.report import ptxas_path
+    from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
     from mmaflow.compiler.pipeline.hand_back import constant_grid, install
+    from mmaflow.compiler.report import ptxas_path
     from mmaflow.compiler.target.targets import get_target
 
     assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     bindir = Path(sys.executable).parent
     arch = get_target(target).iree_arch
-    (tmp_path / "attn.mlir").write_text(_MASKED_SOURCE.format(b=1, m=128, k2=200, d=d, t=elem, scale=d ** -0.5))
-    subprocess.run([str(bindir / "iree-compile"), str(tmp_path / "attn.mlir"), "--iree-hal-target-device=cuda",
-                    f"--iree-cuda-target={arch}", "--compile-to=executable-sources", "-o", str(tmp_path / "src.mlir")],
-                   check=True)
+    (tmp_path / "attn.mlir").write_text(_MASKED_SOURCE.format(b=1, m=128, k2=200, d=d, t=elem, scale=d**-0.5))
+    subprocess.run(
+        [
+            str(bindir / "iree-compile"),
+            str(tmp_path / "attn.mlir"),
+            "--iree-hal-target-device=cuda",
+            f"--iree-cuda-target={arch}",
+            "--compile-to=executable-sources",
+            "-o",
+            str(tmp_path / "src.mlir"),
+        ],
+        check=True,
+    )
     module = parse_module((tmp_path / "src.mlir").read_text(), new_context())
     (fn,) = [f for f in ops_named(module.operation, "func.func") if ops_named(f, "iree_linalg_ext.attention")]
     name, inner = str(fn.attributes["sym_name"]), fn.parent
     plan = rewrite_dispatch(fn, target=target)
     assert plan.mask == elem
     (kernel,) = [f for f in ops_named(inner, "func.func") if str(f.attributes["sym_name"]) == name]
-    install(kernel, get_target(target), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
-            grid=constant_grid(plan.grid))
+    install(
+        kernel,
+        get_target(target),
+        workgroup_size=plan.workgroup_size,
+        subgroup_size=plan.wave_size,
+        grid=constant_grid(plan.grid),
+    )
     assert module.operation.verify()
     attention_ptx_without_spills(tmp_path, str(module), arch, plan.workgroup_size)

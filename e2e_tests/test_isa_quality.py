@@ -10,10 +10,10 @@ installs it (nvidia-cuda-nvcc-cu12), and the check fails when it is missing.
 from __future__ import annotations
 
 import pytest
-
 from conftest import ALL_TARGETS, dynamic_module, epilogue_module, matmul_module
-from mmaflow.compiler.driver.bridge import codegen_module, compile_module
+
 from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.compiler.report import ptxas_info, ptxas_path
 from mmaflow.compiler.target.targets import get_target
@@ -35,13 +35,31 @@ VARIANTS = {
     "dynamic": (None, None, None, {"dynamic": dict(divisors=dict(m=16, n=32, k=64))}),
     "dynamic-rows": (None, 4096, 4096, {"dynamic": dict(m=None, n=4096, k=4096)}),
     # fused epilogues (built with epilogue_module)
-    "bias-relu-f16": (4096, 4096, 4096, {"epilogue": dict(
-        out_type="f16", inputs=[("f32", ("n",))],
-        body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n%res = arith.truncf %z : f32 to f16")}),
-    "gelu": (4096, 4096, 4096, {"epilogue": dict(
-        out_type="f32", body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
-                             "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
-                             "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32")}),
+    "bias-relu-f16": (
+        4096,
+        4096,
+        4096,
+        {
+            "epilogue": dict(
+                out_type="f16",
+                inputs=[("f32", ("n",))],
+                body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n%res = arith.truncf %z : f32 to f16",
+            )
+        },
+    ),
+    "gelu": (
+        4096,
+        4096,
+        4096,
+        {
+            "epilogue": dict(
+                out_type="f32",
+                body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
+                "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
+                "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32",
+            )
+        },
+    ),
 }
 
 
@@ -72,8 +90,11 @@ def _default(i: int, v: str, t: str) -> bool:
     return v == "f16" or t in (DEFAULT_TARGETS[i % 3], DEFAULT_TARGETS[(i + 1) % 3])
 
 
-CASES = [pytest.param(v, t, id=f"{v}-{t}", marks=() if _default(i, v, t) else pytest.mark.exhaustive)
-         for i, v in enumerate(VARIANTS) for t in ALL_TARGETS]
+CASES = [
+    pytest.param(v, t, id=f"{v}-{t}", marks=() if _default(i, v, t) else pytest.mark.exhaustive)
+    for i, v in enumerate(VARIANTS)
+    for t in ALL_TARGETS
+]
 
 
 @pytest.mark.parametrize("variant,target", CASES)
@@ -90,16 +111,24 @@ def test_no_spills_and_wide_loads(variant, target):
     rep = res.reports[exe.name]
     # 128-bit global reads: register loads, or NVIDIA's LDS ring's 16-byte cp.async, or its TMA
     # bulk tensor copies (sm_90a where tiles overhang)
-    wide = ("bulk_tensor_copy" if exe.facts.expect.tma else
-            "async_copy_b128" if exe.facts.expect.async_copies else "global_load_b128")
+    wide = (
+        "bulk_tensor_copy"
+        if exe.facts.expect.tma
+        else "async_copy_b128"
+        if exe.facts.expect.async_copies
+        else "global_load_b128"
+    )
     assert rep.counts.get(wide, 0) > 0, rep.counts
     assert rep.counts.get("scratch", 0) == 0, rep.counts
     # Register loads from LDS stay wide for every operand layout (the LDS tile is K-innermost).
     narrow_lds = {c: rep.counts[c] for c in ("lds_load_b32", "lds_load_narrow", "lds_load_other") if rep.counts.get(c)}
     assert not narrow_lds, narrow_lds
     if "epilogue" not in VARIANTS[variant][3]:  # (an epilogue's bias loads are as wide as its runs)
-        narrow = {c: rep.counts[c] for c in ("global_load_b64", "global_load_b32", "global_load_narrow",
-                                             "async_copy_b64", "async_copy_b32") if rep.counts.get(c)}
+        narrow = {
+            c: rep.counts[c]
+            for c in ("global_load_b64", "global_load_b32", "global_load_narrow", "async_copy_b64", "async_copy_b32")
+            if rep.counts.get(c)
+        }
         assert not narrow, f"global loads narrower than 128 bits: {narrow}"
     if get_target(target).is_amd:
         assert (rep.vgpr_spills, rep.sgpr_spills, rep.scratch_bytes) == (0, 0, 0), rep.to_dict()
@@ -111,9 +140,14 @@ def test_no_spills_and_wide_loads(variant, target):
 
 # ptxas on every variant: the plain f16 matmul on both NVIDIA targets, every other variant on one
 # of them (alternating); both with `-m exhaustive`.
-NV_CASES = [pytest.param(v, t, id=f"{v}-{t}", marks=() if v == "f16" or t == ("sm_80", "sm_90a")[i % 2]
-                         else pytest.mark.exhaustive)
-            for i, v in enumerate(VARIANTS) for t in ALL_TARGETS if not get_target(t).is_amd]
+NV_CASES = [
+    pytest.param(
+        v, t, id=f"{v}-{t}", marks=() if v == "f16" or t == ("sm_80", "sm_90a")[i % 2] else pytest.mark.exhaustive
+    )
+    for i, v in enumerate(VARIANTS)
+    for t in ALL_TARGETS
+    if not get_target(t).is_amd
+]
 
 
 @pytest.mark.parametrize("variant,target", NV_CASES)
@@ -137,9 +171,10 @@ SMALL_DTYPES = [("f16", "f32"), ("f16", "f16"), ("i8", "i32"), ("f8E4M3FNUZ", "f
 
 @pytest.mark.parametrize("target", ALL_TARGETS)
 def test_default_wave_tile_never_outgrows_the_register_budget(target):
-    from mmaflow.compiler.kernels.matmul.heuristic import default_config
-    from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
     from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
+    from mmaflow.compiler.kernels.matmul.heuristic import default_config
+
     tgt = get_target(target)
     checked = 0
     for a, c in SMALL_DTYPES:
@@ -167,16 +202,29 @@ def test_small_unaligned_default_configs_do_not_spill(target, shape):
 
 def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_matrix_instruction():
     from mmaflow.compiler.target.isa import matrix_behind_lds_wait
+
     mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"
     # a read, a wait for it, the WMMA: counted (hints such as s_delay_alu issue nothing)
-    assert matrix_behind_lds_wait(["ds_load_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
-                                   "s_delay_alu instid0(VALU_DEP_1)", mma]) == 1
+    assert (
+        matrix_behind_lds_wait(
+            ["ds_load_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)", "s_delay_alu instid0(VALU_DEP_1)", mma]
+        )
+        == 1
+    )
     # the next step's two reads stay pending: the WMMA's own fragment was read a step earlier
-    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "ds_load_b128 v[12:15], v1",
-                                   "s_waitcnt lgkmcnt(2)", mma]) == 0
+    assert (
+        matrix_behind_lds_wait(
+            [mma, "ds_load_b128 v[8:11], v1", "ds_load_b128 v[12:15], v1", "s_waitcnt lgkmcnt(2)", mma]
+        )
+        == 0
+    )
     # ... but a wait that needs one of them is counted
-    assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "ds_load_b128 v[12:15], v1",
-                                   "s_waitcnt lgkmcnt(1)", mma]) == 1
+    assert (
+        matrix_behind_lds_wait(
+            [mma, "ds_load_b128 v[8:11], v1", "ds_load_b128 v[12:15], v1", "s_waitcnt lgkmcnt(1)", mma]
+        )
+        == 1
+    )
     # the loop is cyclic: reads at the end of the body feed the first WMMA of the next iteration
     assert matrix_behind_lds_wait(["s_wait_dscnt 0x0", mma, mma, "ds_load_b128 v[8:11], v1"]) == 1
     assert matrix_behind_lds_wait(["s_waitcnt vmcnt(0) lgkmcnt(0)", mma, "v_add_u32 v1, v1, v2"]) == 0
@@ -186,8 +234,16 @@ def test_matrix_behind_lds_wait_counts_waits_for_reads_issued_since_the_last_mat
     assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "s_wait_loadcnt_dscnt 0x100", mma]) == 1
     assert matrix_behind_lds_wait([mma, "ds_load_b128 v[8:11], v1", "s_wait_loadcnt_dscnt 0x101", mma]) == 0
     # MFMA too; no matrix instruction, nothing to count
-    assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)",
-                                   "v_mfma_f32_16x16x16_f16 v[0:3], v[8:9], v[10:11], v[0:3]"]) == 1
+    assert (
+        matrix_behind_lds_wait(
+            [
+                "ds_read_b128 v[8:11], v1",
+                "s_waitcnt lgkmcnt(0)",
+                "v_mfma_f32_16x16x16_f16 v[0:3], v[8:9], v[10:11], v[0:3]",
+            ]
+        )
+        == 1
+    )
     assert matrix_behind_lds_wait(["ds_read_b128 v[8:11], v1", "s_waitcnt lgkmcnt(0)"]) == 0
 
 
@@ -204,8 +260,14 @@ def test_verify_demands_the_planned_barriers_per_k_tile():
     mma = "v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[0:7]"
 
     def report(body):
-        return IsaReport("k", "amdgcn", counts={"matrix": 8, "global_load_b128": 4, "barrier": 2}, has_loop=True,
-                         loop_counts={"matrix": body.count(mma)}, loop_listing=body)
+        return IsaReport(
+            "k",
+            "amdgcn",
+            counts={"matrix": 8, "global_load_b128": 4, "barrier": 2},
+            has_loop=True,
+            loop_counts={"matrix": body.count(mma)},
+            loop_listing=body,
+        )
 
     ring = Expectations(128, 8, 4, False, 1)
     one = [mma] * 4 + ["s_barrier"]

@@ -25,9 +25,13 @@ from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.targets import TARGETS
 from mmaflow.runtime.isa import INSTRUCTIONS, execute, np_dtype
 
-CASES = [pytest.param(t.name, i.name, id=f"{t.name}-{i.name}")
-         for t in TARGETS.values() if t.name != "sm_90a" for i in t.intrinsics()
-         if TYPE_BITS[i.a_type] == 16 and TYPE_BITS[i.c_type] == 32]
+CASES = [
+    pytest.param(t.name, i.name, id=f"{t.name}-{i.name}")
+    for t in TARGETS.values()
+    if t.name != "sm_90a"
+    for i in t.intrinsics()
+    if TYPE_BITS[i.a_type] == 16 and TYPE_BITS[i.c_type] == 32
+]
 _PLANS: dict = {}
 
 
@@ -99,15 +103,15 @@ def replay_lds(route, src, n_dst):
         for lane in range(wave):
             addr = acc["address"][lane]
             assert addr % (2 * acc["length"]) == 0, "an LDS access must be aligned to its width"
-            mem[addr // 2: addr // 2 + acc["length"]] = src[lane, acc["first"]: acc["first"] + acc["length"]]
-            written[addr // 2: addr // 2 + acc["length"]] = True
+            mem[addr // 2 : addr // 2 + acc["length"]] = src[lane, acc["first"] : acc["first"] + acc["length"]]
+            written[addr // 2 : addr // 2 + acc["length"]] = True
     assert written.all(), "the stores must cover the tile"
     dst = np.zeros((wave, n_dst), src.dtype)
     for acc in route["loads"]:
         for lane in range(wave):
             addr = acc["address"][lane]
             assert addr % (2 * acc["length"]) == 0
-            dst[lane, acc["first"]: acc["first"] + acc["length"]] = mem[addr // 2: addr // 2 + acc["length"]]
+            dst[lane, acc["first"] : acc["first"] + acc["length"]] = mem[addr // 2 : addr // 2 + acc["length"]]
     return dst
 
 
@@ -161,7 +165,7 @@ def test_conversion_plan_moves_every_element(target, name, route):
                     for e in range(isa.b_slots):
                         k, col = isa.b_place(lane, e)
                         b[lane, e] = v[keys[bj * isa.k + k], col]
-                a = a_regs[:, (bi * dc + bj) * isa.a_slots:(bi * dc + bj + 1) * isa.a_slots]
+                a = a_regs[:, (bi * dc + bj) * isa.a_slots : (bi * dc + bj + 1) * isa.a_slots]
                 d = execute(intr.isa_key, np.ascontiguousarray(a), b, d)
             out = np.zeros((isa.m, isa.n))
             for lane in range(isa.wave):
@@ -169,27 +173,34 @@ def test_conversion_plan_moves_every_element(target, name, route):
                     rc = isa.c_place(lane, e)
                     if rc is not None:
                         out[rc] = d[lane, e]
-            ref = p[bi * isa.m:(bi + 1) * isa.m].astype(np.float64) @ v.astype(np.float64)
+            ref = p[bi * isa.m : (bi + 1) * isa.m].astype(np.float64) @ v.astype(np.float64)
             # f32 accumulation over at most 32 products of magnitude <= 4, rounded per instruction.
             np.testing.assert_allclose(out, ref, atol=1e-4 * cols)
 
 
-@pytest.mark.parametrize("target,name", [("gfx1100", "WMMA_F32_16x16x16_F16"), ("sm_80", "MMA_SYNC_F32_16x8x16_F16"),
-                                         ("gfx942", "MFMA_F32_32x32x8_F16")])
+@pytest.mark.parametrize(
+    "target,name",
+    [("gfx1100", "WMMA_F32_16x16x16_F16"), ("sm_80", "MMA_SYNC_F32_16x8x16_F16"), ("gfx942", "MFMA_F32_32x32x8_F16")],
+)
 def test_a_wrong_plan_is_caught(target, name):
     """The replay is a real check: one lane's permute source, one assembled half, one LDS
     address changed, and the comparison fails."""
     import copy
+
     intr = TARGETS[target].intrinsic(name)
     isa = INSTRUCTIONS[intr.isa_key]
     p = distinct_values((32, 32), np_dtype(intr.a_type), np.random.default_rng(1))
     for plan in plans(target, name):
-        p_tile = p[:plan["tile"][0], :plan["tile"][1]]
+        p_tile = p[: plan["tile"][0], : plan["tile"][1]]
         reg = plan["registers"]
         bad = copy.deepcopy(plan)
         if reg["permutes"]:  # a lane that uses permute 0 reads the lane next to its source
-            lane = next(lane for a in reg["assemble"] for lane, pair in enumerate(a["halves"])
-                        if any(h[0] == "permute" and h[1] == 0 for h in pair))
+            lane = next(
+                lane
+                for a in reg["assemble"]
+                for lane, pair in enumerate(a["halves"])
+                if any(h[0] == "permute" and h[1] == 0 for h in pair)
+            )
             bad["registers"]["permutes"][0]["source_lane"][lane] ^= 1
             bad["registers"]["permutes"][0]["pattern"] = "general"  # else the pattern check catches it first
         else:
@@ -238,8 +249,10 @@ def test_cli_json_and_errors():
     assert entry["intrinsic"] == "WMMA_F32_16x16x16_F16" and entry["chosen"] == "S^T = K Q^T"
     assert [c["how"] for c in entry["candidates"]] == ["S = Q K^T", "S^T = K Q^T"]
     assert entry["candidates"] == plans("gfx1201", "WMMA_F32_16x16x16_F16")
-    for args, message in ((["--convert", "A:B"], "only C:A"),
-                          (["--convert", "C:A", "--intrinsic", "WMMA_I32_16x16x16_I8"], "32-bit accumulator"),
-                          (["--convert", "C:A", "--operand", "A"], "do not go together")):
+    for args, message in (
+        (["--convert", "A:B"], "only C:A"),
+        (["--convert", "C:A", "--intrinsic", "WMMA_I32_16x16x16_I8"], "32-bit accumulator"),
+        (["--convert", "C:A", "--operand", "A"], "do not go together"),
+    ):
         bad = subprocess.run(cli + ["gfx1100", *args], capture_output=True, text=True)
         assert bad.returncode != 0 and message in bad.stderr, (args, bad.stderr)

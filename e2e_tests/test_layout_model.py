@@ -62,8 +62,14 @@ def operands(intr, rng, *, c_big=False):
 
 def run(intr, layouts, a, b, c):
     la, lb, lc = layouts
-    d = execute(intr.isa_key, pack(la, a, a.dtype), pack(lb, b, b.dtype), pack(lc, c, c.dtype),
-                unsigned_a=intr.unsigned_a, unsigned_b=intr.unsigned_b)
+    d = execute(
+        intr.isa_key,
+        pack(la, a, a.dtype),
+        pack(lb, b, b.dtype),
+        pack(lc, c, c.dtype),
+        unsigned_a=intr.unsigned_a,
+        unsigned_b=intr.unsigned_b,
+    )
     return unpack(lc, d, (intr.m, intr.n))
 
 
@@ -88,8 +94,14 @@ def test_swapped_lane_fails(target, name):
     regs_a = pack(la, a, a.dtype)
     regs_a[[0, 1]] = regs_a[[1, 0]]  # lanes 0 and 1 always hold different rows
     try:
-        d = execute(intr.isa_key, regs_a, pack(lb, b, b.dtype), pack(lc, c, c.dtype),
-                    unsigned_a=intr.unsigned_a, unsigned_b=intr.unsigned_b)
+        d = execute(
+            intr.isa_key,
+            regs_a,
+            pack(lb, b, b.dtype),
+            pack(lc, c, c.dtype),
+            unsigned_a=intr.unsigned_a,
+            unsigned_b=intr.unsigned_b,
+        )
     except IsaError as e:  # replicated layouts: the copies now disagree
         assert "replicated lanes must hold equal data" in str(e)
         return
@@ -107,7 +119,7 @@ def test_integer_accumulator_overflow(target, name):
     assert (wrapped < 0).any(), "the test must actually overflow"
     if ".satfinite." in intr.mnemonic:
         exact = a.astype(np.int64) @ b.astype(np.int64) + c.astype(np.int64)
-        np.testing.assert_array_equal(got, np.clip(exact, -2**31, 2**31 - 1))
+        np.testing.assert_array_equal(got, np.clip(exact, -(2**31), 2**31 - 1))
     else:
         np.testing.assert_array_equal(got, wrapped)
 
@@ -178,8 +190,11 @@ def test_executor_does_not_import_the_compiler_model():
             if isinstance(node, ast.ImportFrom):
                 mod = node.module or ""
                 # the error hierarchy and the IR helpers (parsing, locations) are shared
-                ok = not mod.startswith("mmaflow.compiler") or mod in ("mmaflow.compiler.core.errors", "mmaflow.compiler.core.mlir")
-                assert ok and not (node.level and mod.startswith(".."))  , f"{path.name}: {mod}"
+                ok = not mod.startswith("mmaflow.compiler") or mod in (
+                    "mmaflow.compiler.core.errors",
+                    "mmaflow.compiler.core.mlir",
+                )
+                assert ok and not (node.level and mod.startswith("..")), f"{path.name}: {mod}"
             if isinstance(node, ast.Import):
                 assert all(not a.name.startswith("mmaflow.compiler") for a in node.names), path.name
 
@@ -190,17 +205,38 @@ def test_executor_lds_banks_agree_with_the_catalogue(target):
     the compiler's target table) must agree."""
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.executor import lds_banks
+
     t = get_target(target)
     assert lds_banks(t.iree_arch) == t.lds_banks
 
 
-@pytest.mark.parametrize("target,name,operand", [("gfx1100", "WMMA_F32_16x16x16_F16", "A"),
-                                                 ("gfx1100", "WMMA_F16_16x16x16_F16", "C"),
-                                                 ("gfx942", "MFMA_F32_32x32x8_F16", "C"),
-                                                 ("sm_80", "MMA_SYNC_F32_16x8x16_F16", "B")])
+@pytest.mark.parametrize(
+    "target,name,operand",
+    [
+        ("gfx1100", "WMMA_F32_16x16x16_F16", "A"),
+        ("gfx1100", "WMMA_F16_16x16x16_F16", "C"),
+        ("gfx942", "MFMA_F32_32x32x8_F16", "C"),
+        ("sm_80", "MMA_SYNC_F32_16x8x16_F16", "B"),
+    ],
+)
 def test_layout_json(target, name, operand):
-    out = subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", "layout", target, "--intrinsic", name,
-                          "--operand", operand, "--json"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mmaflow.compiler.cli",
+            "layout",
+            target,
+            "--intrinsic",
+            name,
+            "--operand",
+            operand,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     data = json.loads(out)
     intr = TARGETS[target].intrinsic(name)
     lay = intr.operand(operand)
@@ -215,14 +251,17 @@ def test_layout_json(target, name, operand):
         assert place(e["lane"], e["index"]) == (e["row"], e["col"]), e
 
 
-@pytest.mark.parametrize("target,name", [("gfx942", "MFMA_F32_16x16x16_F16"), ("gfx942", "MFMA_F32_32x32x8_F16"),
-                                         ("gfx942", "MFMA_I32_16x16x32_I8")])
+@pytest.mark.parametrize(
+    "target,name",
+    [("gfx942", "MFMA_F32_16x16x16_F16"), ("gfx942", "MFMA_F32_32x32x8_F16"), ("gfx942", "MFMA_I32_16x16x32_I8")],
+)
 def test_interleaved_k_steps_stay_a_k_permutation(target, name):
     """Layout.interleave_batch on A's cols and B's rows: every tile K index is used exactly once per
     lane group, A and B meet at the same K for every (step, instruction k), and a lane's elements
     of consecutive steps become one contiguous run."""
     from mmaflow.compiler.target.layout import COL, ROW
     from mmaflow.compiler.target.targets import get_target
+
     intr = get_target(target).intrinsic(name)
     la, lb, _ = intr.codegen_layouts()
     steps = 2

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ALL_TARGETS, spread
+
 from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.runtime.model_check import check_executable
 
@@ -34,21 +34,21 @@ TAKEN = {
         "11": "24x256x64x256 {dt} x {dt} -> f32",
         "13": "512x768x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n], {dt}[n]: truncf addf addf) -> {dt}",
         "16": "512x3072x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n]: truncf addf fpowi mulf addf mulf tanh addf "
-              "mulf mulf) -> {dt}",
+        "mulf mulf) -> {dt}",
         "17": "512x768x3072 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n], {dt}[n]: truncf addf addf) -> {dt}",
     },
     "gpt2_sdpa": {
         "2": "512x2304x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n]: truncf addf) -> {dt}",
         "8": "512x768x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n], {dt}[n]: truncf addf addf) -> {dt}",
         "11": "512x3072x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n]: truncf addf fpowi mulf addf mulf tanh addf "
-              "mulf mulf) -> {dt}",
+        "mulf mulf) -> {dt}",
         "12": "512x768x3072 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n], {dt}[n]: truncf addf addf) -> {dt}",
     },
     "gpt2_sdpa_nocausal": {
         "2": "512x2304x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n]: truncf addf) -> {dt}",
         "7": "512x768x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n], {dt}[n]: truncf addf addf) -> {dt}",
         "10": "512x3072x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n]: truncf addf fpowi mulf addf mulf tanh addf "
-              "mulf mulf) -> {dt}",
+        "mulf mulf) -> {dt}",
         "11": "512x768x3072 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n], {dt}[n]: truncf addf addf) -> {dt}",
     },
     "llama_attention": {
@@ -64,7 +64,7 @@ TAKEN = {
         "8": "24x128x64x128 {dt} x {dt} -> f32",
         "10": "256x768x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n], {dt}[m,n]: truncf addf addf) -> {dt}",
         "13": "256x3072x768 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n]: truncf addf sqrt divf erf addf mulf mulf) "
-              "-> {dt}",
+        "-> {dt}",
         "14": "256x768x3072 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[n], {dt}[m,n]: truncf addf addf) -> {dt}",
     },
 }
@@ -73,11 +73,15 @@ TAKEN = {
 # kernel takes both on every target (issue 15: mma.sync on NVIDIA, MFMA / WMMA on AMD): the
 # causal model's is_causal=True arrives as an additive mask tensor computed by another dispatch
 # (from inside the dispatch it is a mask like any other), which the kernel reads.
-_SDPA = ("iree_linalg_ext.attention batch 2x12, 256 queries x 256 keys, head dim 64 -> 64 ({dt} -> {dt}, "
-         "scale 0.125, {mask})")
+_SDPA = (
+    "iree_linalg_ext.attention batch 2x12, 256 queries x 256 keys, head dim 64 -> 64 ({dt} -> {dt}, "
+    "scale 0.125, {mask})"
+)
 _CAUSAL_MASK = "additive {dt} mask 2x12x256x256, whether causal is in its data"
-TAKEN_ATTENTION = {"gpt2_sdpa_nocausal": {"6": _SDPA.format(dt="{dt}", mask="no mask")},
-                   "gpt2_sdpa": {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK)}}
+TAKEN_ATTENTION = {
+    "gpt2_sdpa_nocausal": {"6": _SDPA.format(dt="{dt}", mask="no mask")},
+    "gpt2_sdpa": {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK)},
+}
 
 
 def taken_expected(model: str, target: str) -> dict:
@@ -101,6 +105,7 @@ def _source(model: str, dtype: str) -> str:
 def test_the_corpus_is_the_manifest():
     """Every model x dtype the tests expect is checked in, and is what the manifest describes."""
     import hashlib
+
     manifest = json.loads((MODELS / "manifest.json").read_text())
     files = {e["file"]: e for e in manifest["entries"].values()}
     for model, dtype in CORPUS:
@@ -120,8 +125,9 @@ def _decisions(model: str, dtype: str, target: str):
 # targets and each target two models (AMD and NVIDIA alike); every target with `-m exhaustive`
 # (``conftest.spread``).
 _HALF = len(TAKEN) // 2
-TAKES = spread([(m, "f16") for m in TAKEN] + [(m, "bf16") for m in list(TAKEN)[_HALF:] + list(TAKEN)[:_HALF]],
-               ALL_TARGETS, 1)
+TAKES = spread(
+    [(m, "f16") for m in TAKEN] + [(m, "bf16") for m in list(TAKEN)[_HALF:] + list(TAKEN)[:_HALF]], ALL_TARGETS, 1
+)
 
 
 @pytest.mark.parametrize("model,dtype,target", TAKES)
@@ -133,14 +139,25 @@ def test_what_mmaflow_takes(model, dtype, target):
     assert len(res.taken) == len(taken), "a taken dispatch outside main"
     for name, line in left.items():
         assert line.startswith(f"mmaflow: left  {name}: "), line
-    attention = {name.split("dispatch_", 1)[1]: line.split(f"{name}: ", 1)[1] for name, line in left.items()
-                 if "attention" in line}
+    attention = {
+        name.split("dispatch_", 1)[1]: line.split(f"{name}: ", 1)[1]
+        for name, line in left.items()
+        if "attention" in line
+    }
     assert attention == {k: v.format(dt=dtype) for k, v in left_attention(model, target).items()}
     # Tensors packed into shared buffers: some taken dispatch reads or writes at a non-zero offset.
-    offsets = [b.offset for e in taken.values() if not e.facts.is_attention
-               for b in (e.facts.problem.a, e.facts.problem.b, e.facts.problem.c)]
-    offsets += [b.offset for e in taken.values() if e.facts.is_attention
-                for b in (e.facts.problem.q, e.facts.problem.k, e.facts.problem.v, e.facts.problem.o)]
+    offsets = [
+        b.offset
+        for e in taken.values()
+        if not e.facts.is_attention
+        for b in (e.facts.problem.a, e.facts.problem.b, e.facts.problem.c)
+    ]
+    offsets += [
+        b.offset
+        for e in taken.values()
+        if e.facts.is_attention
+        for b in (e.facts.problem.q, e.facts.problem.k, e.facts.problem.v, e.facts.problem.o)
+    ]
     if model != "llama_mlp":
         assert any(o for o in offsets), offsets
 
@@ -158,10 +175,16 @@ def _check_model(model, dtype, target, sample):
 
 # GPT-2 (the model that returned NaN) on CDNA, Llama attention (one executable, two call sites)
 # on RDNA wave32; the rest with `-m exhaustive` (and every model on every target there, below).
-OFFSET_CASES = [pytest.param(m, t, id=f"{m}-{t}", marks=() if (m, t) in (("gpt2_block", "gfx942"),
-                                                                        ("llama_attention", "gfx1100"))
-                             else pytest.mark.exhaustive)
-                for m in ("gpt2_block", "llama_attention", "bert_layer") for t in ("gfx1100", "gfx942")]
+OFFSET_CASES = [
+    pytest.param(
+        m,
+        t,
+        id=f"{m}-{t}",
+        marks=() if (m, t) in (("gpt2_block", "gfx942"), ("llama_attention", "gfx1100")) else pytest.mark.exhaustive,
+    )
+    for m in ("gpt2_block", "llama_attention", "bert_layer")
+    for t in ("gfx1100", "gfx942")
+]
 
 
 @pytest.mark.parametrize("model,target", OFFSET_CASES)
@@ -191,6 +214,7 @@ def _gpt2_qkt(target):
 
 def _mutated(exe, old: str, new: str):
     import dataclasses
+
     assert old in exe.text, old
     return dataclasses.replace(exe, text=exe.text.replace(old, new))
 
@@ -201,11 +225,15 @@ def test_a_kernel_that_drops_the_byte_offset_is_caught(target):
     element 0 of the binding whatever the subspan's byte offset says. The executor models IREE's
     lowering and refuses it, naming both offsets."""
     from mmaflow.runtime.executor import ExecutorError
+
     exe = _gpt2_qkt(target)
     (c,) = check_executable(exe, sample=1)
     assert c.passed, c.line()
-    bad = _mutated(exe, "memref<24x256x64xf16, strided<[16384, 64, 1], offset: ?>, #gpu.address_space<global>>",
-                   "memref<24x256x64xf16, #gpu.address_space<global>>")
+    bad = _mutated(
+        exe,
+        "memref<24x256x64xf16, strided<[16384, 64, 1], offset: ?>, #gpu.address_space<global>>",
+        "memref<24x256x64xf16, #gpu.address_space<global>>",
+    )
     with pytest.raises(ExecutorError, match="byte offset 1572864 but its memref .* puts the tensor at element 0"):
         check_executable(bad, sample=1)
 
@@ -214,11 +242,14 @@ def test_a_kernel_reading_the_wrong_tensor_fails_the_check():
     """The subspan's byte offset replaced by 0 (what the old normalize stage did): the kernel reads
     another tensor of the binding (or sentinel bytes); the comparison fails loudly."""
     import re
+
     exe = _gpt2_qkt("gfx942")
-    text = re.sub(r"binding\(0\) alignment\(64\) offset\(%c1572864\)", "binding(0) alignment(64) offset(%c0)",
-                  exe.text, count=1)
+    text = re.sub(
+        r"binding\(0\) alignment\(64\) offset\(%c1572864\)", "binding(0) alignment(64) offset(%c0)", exe.text, count=1
+    )
     assert text != exe.text
     import dataclasses
+
     (c,) = check_executable(dataclasses.replace(exe, text=text), sample=1)
     assert not c.passed and "outside the bound" in c.detail, c.line()
 
@@ -233,24 +264,37 @@ def test_both_routes_build_the_same_file(model, dtype, target, tmp_path):
     on iree-compile's stderr."""
     import subprocess
     import sys
+
     src = str((MODELS / f"{model}_{dtype}.mlir").resolve())
     cli = [sys.executable, "-m", "mmaflow.compiler.cli"]
-    flags = subprocess.run(cli + ["flags", "--target", target, "--rsp", str(tmp_path / "hook.rsp")],
-                           capture_output=True, text=True, check=True).stdout.split()
+    flags = subprocess.run(
+        cli + ["flags", "--target", target, "--rsp", str(tmp_path / "hook.rsp")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     iree_compile = str(Path(sys.executable).parent / "iree-compile")
-    stock = subprocess.run([iree_compile, src, *flags, "-o", str(tmp_path / "stock.vmfb")],
-                           capture_output=True, text=True)
+    stock = subprocess.run(
+        [iree_compile, src, *flags, "-o", str(tmp_path / "stock.vmfb")], capture_output=True, text=True
+    )
     assert stock.returncode == 0, stock.stderr[-3000:]
-    taken = sorted(line.split()[2].rstrip(":").split("dispatch_", 1)[1] for line in stock.stderr.splitlines()
-                   if line.startswith("mmaflow: taken main$async_dispatch_"))
+    taken = sorted(
+        line.split()[2].rstrip(":").split("dispatch_", 1)[1]
+        for line in stock.stderr.splitlines()
+        if line.startswith("mmaflow: taken main$async_dispatch_")
+    )
     assert taken == sorted(taken_expected(model, target)), stock.stderr[-3000:]
-    inproc = subprocess.run(cli + ["compile", src, "--target", target, "-o", str(tmp_path / "inproc.vmfb")],
-                            capture_output=True, text=True)
+    inproc = subprocess.run(
+        cli + ["compile", src, "--target", target, "-o", str(tmp_path / "inproc.vmfb")], capture_output=True, text=True
+    )
     assert inproc.returncode == 0, inproc.stderr[-3000:]
     # What each route hands IREE's lowering: the executables after the hook (stock, stopped at
     # executable-sources) and after the in-process codegen, both printed by the same printer.
-    sources = subprocess.run([iree_compile, src, *flags, "--compile-to=executable-sources",
-                              "-o", str(tmp_path / "stock_sources.mlir")], capture_output=True, text=True)
+    sources = subprocess.run(
+        [iree_compile, src, *flags, "--compile-to=executable-sources", "-o", str(tmp_path / "stock_sources.mlir")],
+        capture_output=True,
+        text=True,
+    )
     assert sources.returncode == 0, sources.stderr[-3000:]
     stock_exes = _executables((tmp_path / "stock_sources.mlir").read_text())
     ours = codegen_module(Path(src).read_text(), target, source_name=src)
@@ -279,6 +323,7 @@ def _executables(text: str) -> dict[str, str]:
     """Each hal.executable of a module, printed without locations (the stock route's module went
     through IREE's printer once more)."""
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
+
     module = parse_module(text, new_context())
     return {str_attr(e, "sym_name"): print_op(e) for e in ops_named(module.operation, "hal.executable")}
 
@@ -311,11 +356,13 @@ def test_online_attention_is_described_from_its_operands():
     unknown, an i1 mask is boolean, a scale that is not a constant is a run-time value."""
     from mmaflow.compiler.core.attention import describe_attention
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+
     module = parse_module(_ONLINE_ATTENTION, new_context())
     (op,) = ops_named(module.operation, "iree_linalg_ext.online_attention")
     assert describe_attention(op).describe() == (
         "iree_linalg_ext.online_attention batch 4, 100 queries x ? keys, head dim 128 -> 128 (bf16 -> f32, "
-        "scale (run-time value), boolean i1 mask 4x100x?, whether causal is in its data)")
+        "scale (run-time value), boolean i1 mask 4x100x?, whether causal is in its data)"
+    )
 
 
 def test_an_attention_the_description_cannot_read_is_named_so():
@@ -324,9 +371,12 @@ def test_an_attention_the_description_cannot_read_is_named_so():
     from mmaflow.compiler.core.attention import describe_attention
     from mmaflow.compiler.core.errors import InputError
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
-    text = (_ONLINE_ATTENTION.replace("(b, m, n, k1, k2) -> (b, k2, k1)", "(b, m, n, k1, k2) -> (k2, k1)")
-            .replace("(b, m, n, k1, k2) -> (b, k2, n)", "(b, m, n, k1, k2) -> (k2, n)")
-            .replace("tensor<4x?x128xbf16>", "tensor<?x128xbf16>"))
+
+    text = (
+        _ONLINE_ATTENTION.replace("(b, m, n, k1, k2) -> (b, k2, k1)", "(b, m, n, k1, k2) -> (k2, k1)")
+        .replace("(b, m, n, k1, k2) -> (b, k2, n)", "(b, m, n, k1, k2) -> (k2, n)")
+        .replace("tensor<4x?x128xbf16>", "tensor<?x128xbf16>")
+    )
     module = parse_module(text, new_context())
     (op,) = ops_named(module.operation, "iree_linalg_ext.online_attention")
     with pytest.raises(InputError, match="2 loops play the role of M"):
@@ -334,10 +384,14 @@ def test_an_attention_the_description_cannot_read_is_named_so():
 
 
 # ---- the SDPA attention dispatch: the flash-attention kernel (issue 15) ----------------------------
-_SDPA_TARGETS = [("f16", "sm_80"), ("f16", "gfx942"), ("bf16", "gfx1100"),
-                 pytest.param("bf16", "sm_90a", marks=pytest.mark.exhaustive),
-                 pytest.param("bf16", "gfx950", marks=pytest.mark.exhaustive),
-                 pytest.param("f16", "gfx1201", marks=pytest.mark.exhaustive)]
+_SDPA_TARGETS = [
+    ("f16", "sm_80"),
+    ("f16", "gfx942"),
+    ("bf16", "gfx1100"),
+    pytest.param("bf16", "sm_90a", marks=pytest.mark.exhaustive),
+    pytest.param("bf16", "gfx950", marks=pytest.mark.exhaustive),
+    pytest.param("f16", "gfx1201", marks=pytest.mark.exhaustive),
+]
 
 
 @pytest.mark.parametrize("dtype,target", _SDPA_TARGETS)
@@ -377,8 +431,20 @@ def test_mmaflow_run_passes_every_dispatch_of_the_causal_sdpa_model():
     dispatch taken and right, every workgroup, with every matmul (about 1 minute on 2 cores)."""
     import subprocess
     import sys
-    r = subprocess.run([str(Path(sys.executable).parent / "mmaflow"), "run", str(MODELS / "gpt2_sdpa_f16.mlir"),
-                        "--target", "sm_80", "--device", "sim"], capture_output=True, text=True)
+
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "mmaflow"),
+            "run",
+            str(MODELS / "gpt2_sdpa_f16.mlir"),
+            "--target",
+            "sm_80",
+            "--device",
+            "sim",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "taken main$async_dispatch_7: iree_linalg_ext.attention" in r.stdout
     assert "PASS main$async_dispatch_7: " in r.stdout and "all 96 workgroups" in r.stdout
@@ -391,8 +457,20 @@ def test_mmaflow_run_passes_every_dispatch_of_the_unmasked_sdpa_model():
     the attention one included, every workgroup (about 2 minutes on 2 cores)."""
     import subprocess
     import sys
-    r = subprocess.run([str(Path(sys.executable).parent / "mmaflow"), "run", str(MODELS / "gpt2_sdpa_nocausal_f16.mlir"),
-                        "--target", "sm_80", "--device", "sim"], capture_output=True, text=True)
+
+    r = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "mmaflow"),
+            "run",
+            str(MODELS / "gpt2_sdpa_nocausal_f16.mlir"),
+            "--target",
+            "sm_80",
+            "--device",
+            "sim",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "PASS main$async_dispatch_6: " in r.stdout and "all 96 workgroups" in r.stdout
     assert "mmaflow run: PASS: 5 of 5 checks passed, 5 dispatches left to IREE" in r.stdout, r.stdout
@@ -404,16 +482,22 @@ def test_the_unmasked_sdpa_model_through_both_routes(tmp_path):
     out of the file and checked)."""
     import subprocess
     import sys
+
     bindir = Path(sys.executable).parent
     src = str(MODELS / "gpt2_sdpa_nocausal_f16.mlir")
-    flags = subprocess.run([str(bindir / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True,
-                           check=True).stdout.split()
-    stock = subprocess.run([str(bindir / "iree-compile"), src, *flags, "-o", str(tmp_path / "stock.vmfb")],
-                           capture_output=True, text=True)
+    flags = subprocess.run(
+        [str(bindir / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    stock = subprocess.run(
+        [str(bindir / "iree-compile"), src, *flags, "-o", str(tmp_path / "stock.vmfb")], capture_output=True, text=True
+    )
     assert stock.returncode == 0, stock.stderr[-3000:]
     assert "mmaflow: taken main$async_dispatch_6: attention: " in stock.stderr, stock.stderr[-3000:]
-    v = subprocess.run([str(bindir / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", src,
-                        "--target", "sm_80"], capture_output=True, text=True)
+    v = subprocess.run(
+        [str(bindir / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", src, "--target", "sm_80"],
+        capture_output=True,
+        text=True,
+    )
     assert v.returncode == 0, v.stdout + v.stderr[-3000:]
     assert "mmaflow: verified main$async_dispatch_6 in stock.vmfb: " in v.stderr, v.stderr[-3000:]
     assert "holds mmaflow's verified kernels for 5 dispatches" in v.stdout, v.stdout

@@ -5,13 +5,17 @@ import pytest
 
 from mmaflow.runtime.ncu import NcuError, kernel_time, parse_csv, per_call
 
-HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
-          '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+HEADER = (
+    '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+    '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"'
+)
 
 
 def _row(i: int, name: str, unit: str, value: str, metric: str = "gpu__time_duration.sum") -> str:
-    return (f'"{i}","77","python3","h","{name}","1","7","(256, 1, 1)","(32, 16, 1)","0","9.0",'
-            f'"Command line profiler metrics","{metric}","{unit}","{value}"')
+    return (
+        f'"{i}","77","python3","h","{name}","1","7","(256, 1, 1)","(32, 16, 1)","0","9.0",'
+        f'"Command line profiler metrics","{metric}","{unit}","{value}"'
+    )
 
 
 def _csv(rows: list[str]) -> str:
@@ -19,8 +23,14 @@ def _csv(rows: list[str]) -> str:
 
 
 def test_parse_csv_units_and_thousands():
-    text = _csv([_row(0, "init", "nsecond", "1,500"), _row(1, "mm", "usecond", "651.20"),
-                 _row(1, "mm", "msecond", "9", metric="sm__cycles_elapsed.avg"), _row(2, "mm", "msecond", "0.65")])
+    text = _csv(
+        [
+            _row(0, "init", "nsecond", "1,500"),
+            _row(1, "mm", "usecond", "651.20"),
+            _row(1, "mm", "msecond", "9", metric="sm__cycles_elapsed.avg"),
+            _row(2, "mm", "msecond", "0.65"),
+        ]
+    )
     assert parse_csv(text) == [("init", 0.0015), ("mm", pytest.approx(0.6512)), ("mm", 0.65)]
 
 

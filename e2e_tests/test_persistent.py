@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
-from mmaflow.compiler.driver.bridge import codegen_module, compile_module
-from mmaflow.compiler.kernels.registry import explain, resolve
+
 from mmaflow.compiler.core.errors import MmaflowError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
+from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.modules import dynamic_module, epilogue_module, matmul_module
@@ -36,13 +36,21 @@ def _sim(src, overrides, exact=False, seed=0):
 
 # Each grid with small integers (compared exactly) or random data in the default set, alternating;
 # both with `-m exhaustive` (``conftest.spread``).
-@pytest.mark.parametrize("m,n,k,over,exact", spread([
-    (256, 512, 512, dict(intrinsic=N256, persistent=2)),  # 4 tiles, 2 workgroups
-    (512, 512, 256, dict(intrinsic=N256, persistent=4, raster=2, stages=3)),  # rastered, 3 slots
-    (256, 384, 640, dict(intrinsic=N128, persistent=3, stages=2)),  # 6 tiles of 128x128; kt = 10, 2 slots
-    (256, 512, 320, dict(intrinsic=N128, tile_m=64, persistent=4, stages=4)),  # one warpgroup
-], [True, False], 1, row_id=lambda r: f"{r[0]}x{r[1]}x{r[2]}-W{r[3]['persistent']}",
-    column_id=lambda e: "ints" if e else "random"))
+@pytest.mark.parametrize(
+    "m,n,k,over,exact",
+    spread(
+        [
+            (256, 512, 512, dict(intrinsic=N256, persistent=2)),  # 4 tiles, 2 workgroups
+            (512, 512, 256, dict(intrinsic=N256, persistent=4, raster=2, stages=3)),  # rastered, 3 slots
+            (256, 384, 640, dict(intrinsic=N128, persistent=3, stages=2)),  # 6 tiles of 128x128; kt = 10, 2 slots
+            (256, 512, 320, dict(intrinsic=N128, tile_m=64, persistent=4, stages=4)),  # one warpgroup
+        ],
+        [True, False],
+        1,
+        row_id=lambda r: f"{r[0]}x{r[1]}x{r[2]}-W{r[3]['persistent']}",
+        column_id=lambda e: "ints" if e else "random",
+    ),
+)
 def test_persistent_grid_matches_numpy(m, n, k, over, exact):
     r = _sim(matmul_module(m, n, k, "f16"), over, exact)
     assert r.check.passed, r.check.line()
@@ -57,43 +65,58 @@ def test_persistent_grid_batch_of_one():
 
 
 def test_persistent_grid_bf16_b_transposed():
-    r = _sim(matmul_module(256, 512, 256, "bf16", transpose_b=True),
-             dict(intrinsic="WGMMA_F32_64x256x16_BF16", persistent=2))
+    r = _sim(
+        matmul_module(256, 512, 256, "bf16", transpose_b=True), dict(intrinsic="WGMMA_F32_64x256x16_BF16", persistent=2)
+    )
     assert r.check.passed, r.check.line()
 
 
 def test_persistent_grid_fp8_is_the_modelled_arithmetic():
-    r = _sim(matmul_module(256, 256, 512, E4M3, transpose_b=True),
-             dict(intrinsic=f"WGMMA_F32_64x128x32_{E4M3.upper()}", persistent=2))
+    r = _sim(
+        matmul_module(256, 256, 512, E4M3, transpose_b=True),
+        dict(intrinsic=f"WGMMA_F32_64x128x32_{E4M3.upper()}", persistent=2),
+    )
     assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
 
 
 @pytest.mark.parametrize("name", ["bias_n-gelu-f16", "bias_n-relu-f16"])
 def test_persistent_grid_fused_epilogue(name):
     from test_epilogue import CASES
+
     kw, ref, _ = CASES[name]
-    r = simulate(epilogue_module(256, 512, 256, **kw), "sm_90a", dict(intrinsic=N256, persistent=2), seed=2,
-                 epilogue=ref)
+    r = simulate(
+        epilogue_module(256, 512, 256, **kw), "sm_90a", dict(intrinsic=N256, persistent=2), seed=2, epilogue=ref
+    )
     assert r.check.passed, r.check.line()
 
 
 def test_prefetching_the_wrong_tile_fails():
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
-    exe = mutant(WgmmaRewriter, "_prefetch_tile", 0,  # the tile just computed, again
-                 matmul_module(256, 512, 512, "f16"), overrides=dict(intrinsic=N256, persistent=2))
+
+    exe = mutant(
+        WgmmaRewriter,
+        "_prefetch_tile",
+        0,  # the tile just computed, again
+        matmul_module(256, 512, 512, "f16"),
+        overrides=dict(intrinsic=N256, persistent=2),
+    )
     r = check_matmul(parse_module(exe.text, new_context()), exact=True)
     assert not r.check.passed
 
 
 def test_plan_and_ptx(tmp_path):
-    res = compile_module(matmul_module(512, 512, 1024, "f16"), "sm_90a",  # verify: the K loop inside the tile loop
-                         options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=4)))
+    res = compile_module(
+        matmul_module(512, 512, 1024, "f16"),
+        "sm_90a",  # verify: the K loop inside the tile loop
+        options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=4)),
+    )
     (ptx,) = res.isa_text.values()
     assert len(re.findall(r"wgmma\.mma_async", ptx)) >= 4
     out = sm90a_ptxas(tmp_path, ptx)
     assert "serialized" not in out.lower(), out
-    text = handed_back(matmul_module(512, 512, 256, "f16"), "sm_90a",
-                       tuple(sorted(dict(intrinsic=N256, persistent=4).items())))
+    text = handed_back(
+        matmul_module(512, 512, 256, "f16"), "sm_90a", tuple(sorted(dict(intrinsic=N256, persistent=4).items()))
+    )
     assert "persistent" in text  # the plan's line, and the config
 
 
@@ -108,20 +131,27 @@ def test_default_from_two_waves_of_whole_tiles():
     cfg, _ = resolve(SM90, e4, {"producer": 0})  # (the fp8 default is warp-specialized: test_warp_specialized)
     assert cfg.persistent == 8  # 1024 tiles of 128x128
     for m in (2048, 1024):  # one wave or less
-        assert resolve(SM90, Contraction(m=m, n=m, k=m, a_type="f16", b_type="f16", c_type="f32", batch=1), {})[0].persistent \
+        assert (
+            resolve(SM90, Contraction(m=m, n=m, k=m, a_type="f16", b_type="f16", c_type="f32", batch=1), {})[
+                0
+            ].persistent
             is None
+        )
     p = Contraction(m=4000, n=4000, k=4000, a_type="f16", b_type="f16", c_type="f32", batch=1)
     assert resolve(SM90, p, {"producer": 0})[0].persistent is None  # the cp.async ring takes whole tiles only
     assert any("not a persistent grid: 4000x4000x4000 is not whole" in w for w in explain(SM90, p, {"producer": 0}))
 
 
-@pytest.mark.parametrize("over,problem,match", [
-    (dict(persistent=3), dict(m=256, n=512, k=512), "4 output tiles are not a whole number of 3"),
-    (dict(persistent=1), dict(m=256, n=512, k=512), "2 or more"),
-    (dict(persistent=2, copy="tma-wide"), dict(m=256, n=512, k=512), "cp.async ring"),
-    (dict(persistent=2, stages=1), dict(m=256, n=512, k=512), "cp.async ring"),
-    (dict(persistent=2), dict(m=250, n=512, k=512), "not whole 128x256x64 tiles"),
-])
+@pytest.mark.parametrize(
+    "over,problem,match",
+    [
+        (dict(persistent=3), dict(m=256, n=512, k=512), "4 output tiles are not a whole number of 3"),
+        (dict(persistent=1), dict(m=256, n=512, k=512), "2 or more"),
+        (dict(persistent=2, copy="tma-wide"), dict(m=256, n=512, k=512), "cp.async ring"),
+        (dict(persistent=2, stages=1), dict(m=256, n=512, k=512), "cp.async ring"),
+        (dict(persistent=2), dict(m=250, n=512, k=512), "not whole 128x256x64 tiles"),
+    ],
+)
 def test_refusals(over, problem, match):
     p = Contraction(a_type="f16", b_type="f16", c_type="f32", batch=1, **problem)
     with pytest.raises(MmaflowError, match=match):
@@ -133,21 +163,32 @@ def test_zero_turns_it_off():
     cfg, _ = resolve(SM90, p, {"persistent": None})  # (--config persistent=0, parsed)
     assert cfg.persistent is None and cfg.intrinsic == N256
     from mmaflow.compiler.core.config import parse_overrides
+
     assert parse_overrides(["persistent=0"]) == {"persistent": None}
     from mmaflow.compiler.driver.codegen_tool import tool_argv
+
     assert "--config=persistent=0" in tool_argv(CodegenOptions(overrides={"persistent": None}))
 
 
 def test_refused_for_mma_sync_and_dynamic_and_batch():
     with pytest.raises(MmaflowError, match="warpgroup-MMA kernel's only"):
-        resolve(get_target("sm_80"), Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1),
-                dict(persistent=4))
+        resolve(
+            get_target("sm_80"),
+            Contraction(m=4096, n=4096, k=4096, a_type="f16", b_type="f16", c_type="f32", batch=1),
+            dict(persistent=4),
+        )
     with pytest.raises(MmaflowError, match="static sizes"):
-        codegen_module(dynamic_module(m=None, n=4096, k=4096), "sm_90a",
-                       options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=4)))
+        codegen_module(
+            dynamic_module(m=None, n=4096, k=4096),
+            "sm_90a",
+            options=CodegenOptions(overrides=dict(intrinsic=N256, persistent=4)),
+        )
     with pytest.raises(MmaflowError, match="a batch of 4"):
-        resolve(SM90, Contraction(m=512, n=512, k=512, batch=4, a_type="f16", b_type="f16", c_type="f32"),
-                dict(intrinsic=N256, persistent=2))
+        resolve(
+            SM90,
+            Contraction(m=512, n=512, k=512, batch=4, a_type="f16", b_type="f16", c_type="f32"),
+            dict(intrinsic=N256, persistent=2),
+        )
 
 
 def test_prefetching_without_the_barrier_is_caught():
@@ -157,6 +198,7 @@ def test_prefetching_without_the_barrier_is_caught():
     which the executor's happens-before model of wgmma completions refuses."""
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     from mmaflow.runtime.executor import ExecutorError
+
     src = matmul_module(256, 512, 640, "f16")
     over = dict(intrinsic=N256, persistent=2, stages=4)
     assert _sim(src, over, exact=True).check.passed

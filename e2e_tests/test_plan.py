@@ -10,23 +10,20 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import handed_back
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
+from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.kernels.common import contraction as distribute
 from mmaflow.compiler.kernels.common.fragments import FragmentPlan
+from mmaflow.compiler.kernels.common.lds_copy import CopyShape
+from mmaflow.compiler.kernels.common.plan import plan_kernel
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.layout import COL, ROW
-from mmaflow.compiler.kernels.common.lds_copy import CopyShape
-from mmaflow.compiler.core.mlir import new_context, parse_module
-from mmaflow.compiler.pipeline.pipeline import CodegenOptions
-from mmaflow.compiler.kernels.common.plan import plan_kernel
-from mmaflow.compiler.kernels.common import contraction as distribute
-from mmaflow.compiler.target.targets import get_target
+from mmaflow.compiler.target.targets import get_target, read_target
 from mmaflow.runtime.modules import dynamic_module, matmul_module
-
-from conftest import handed_back
 
 
 def plan_of(source: str, target: str, overrides: dict | None = None):
@@ -88,8 +85,9 @@ def test_plan_amd_ring_keeps_one_stage_copies_in_two_slots(stages):
     """AMD's ring: the copies of one stage (B transposed in registers, K-innermost tiles), the
     S - 1 tiles in flight in registers (the K loop unrolled by S - 1 from 3 stages), two LDS
     slots whatever S (config.ring_slots), one barrier per K tile in the ISA."""
-    from mmaflow.compiler.kernels.common.tiles import lds_bytes
     from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.common.tiles import lds_bytes
+
     plan, expect = plan_of(matmul_module(256, 256, 256), "gfx942", {"stages": stages})
     assert plan.expectations() == expect and not expect.async_copies and expect.k_loop_barriers == 1
     assert (plan.loop.stages, plan.loop.slots, plan.loop.prefetch) == (stages, 2, stages - 1)
@@ -99,7 +97,9 @@ def test_plan_amd_ring_keeps_one_stage_copies_in_two_slots(stages):
     # The module must outlive its func: a nested op does not keep the module alive in MLIR's bindings.
     module = parse_module(handed_back(matmul_module(256, 256, 256), "gfx942", (("stages", stages),)), new_context())
     cfg = attrs.read_config(attrs.dispatch_func(module.operation))
-    assert lds_bytes(cfg, Contraction(256, 256, 256, 1, "f16", "f16", "f32"), get_target("gfx942")) == 2 * 2 * 128 * 40 * 2
+    assert (
+        lds_bytes(cfg, Contraction(256, 256, 256, 1, "f16", "f16", "f32"), get_target("gfx942")) == 2 * 2 * 128 * 40 * 2
+    )
     one, _ = plan_of(matmul_module(256, 256, 256), "gfx942")
     assert one.expectations().k_loop_barriers == 2 and one.loop.slots == 1
 
@@ -126,8 +126,14 @@ def test_plan_dynamic_k_on_nvidia_guards_empty_k():
 def test_plan_describe_names_every_part():
     plan, _ = plan_of(matmul_module(256, 256, 256), "gfx1100")
     text = "\n".join(plan.describe())
-    for part in ("WMMA_F32_16x16x16_F16 wave32", "A: layout", "B: LDS f16[128][40]", "A: fragments per K tile",
-                 "loop: 4x2 instructions x 2 K steps = 16 per K tile", "epilogue:"):
+    for part in (
+        "WMMA_F32_16x16x16_F16 wave32",
+        "A: layout",
+        "B: LDS f16[128][40]",
+        "A: fragments per K tile",
+        "loop: 4x2 instructions x 2 K steps = 16 per K tile",
+        "epilogue:",
+    ):
         assert part in text, part
 
 
@@ -155,6 +161,7 @@ def test_copy_store_order_is_bank_conflict_free(target):
                 return q
             h, p = q % g, q // g
             return p % d + d * h + (p // d) * d * g
+
         assert sorted(row_of(q) for q in range(rows)) == list(range(rows))  # a permutation of the rows
         for phase in range(0, shape.total, lanes):
             used = []
@@ -169,8 +176,16 @@ def test_copy_store_order_is_bank_conflict_free(target):
             assert d > 1  # the case the row order exists for (80-byte padded rows)
 
 
-@pytest.mark.parametrize("target,wave,swizzle", [("gfx942", 64, (0, 4)), ("gfx950", 64, (0, 0, 4, 4)),
-                                                  ("gfx1100", 32, ()), ("gfx1100", 64, (0, 0, 4, 4)), ("gfx1201", 32, ())])
+@pytest.mark.parametrize(
+    "target,wave,swizzle",
+    [
+        ("gfx942", 64, (0, 4)),
+        ("gfx950", 64, (0, 0, 4, 4)),
+        ("gfx1100", 32, ()),
+        ("gfx1100", 64, (0, 0, 4, 4)),
+        ("gfx1201", 32, ()),
+    ],
+)
 def test_transposing_copy_swizzle_is_bank_conflict_free(target, wave, swizzle):
     """B (32 x 128, f16) transposed into [128][40]: store x of the lane holding K block b of column
     chunk c writes dword (col + (x ^ s[c])) * 20 + b. Recomputed here: every phase of every store
@@ -191,6 +206,7 @@ def test_transposing_copy_swizzle_is_bank_conflict_free(target, wave, swizzle):
                     used.append(((c * shape.v + (x ^ (s[c % len(s)] if s else 0))) * 20 + b) % banks)
                 worst = max(worst, len(used) - len(set(used)))
         return worst
+
     assert conflicts(shape.swizzle) == 0
     assert (conflicts(()) > 0) == bool(swizzle)
 
@@ -224,9 +240,10 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     (1024^3: 64 tiles for 132 SMs), 128x128 from there, 128x256 (with the LDS ring; 256x128
     without) once there are two 256x128 tiles per SM; a 4000-row M keeps 128 (64 would fit it
     only as 32-row tiles)."""
-    from mmaflow.compiler.kernels.matmul.heuristic import default_config
     from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.matmul.heuristic import default_config
     from mmaflow.compiler.target.targets import get_target
+
     t = get_target("sm_90a")
 
     def tiles(m, n, k, batch=1):

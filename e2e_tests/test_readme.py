@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mmaflow.compiler.target.targets import TARGETS, get_target
 from mmaflow.compiler.target.intrinsics import all_wgmma
+from mmaflow.compiler.target.targets import TARGETS, get_target
 
 README = Path(__file__).parent.parent / "README.md"
 MAX_LINES = 150
@@ -49,8 +49,9 @@ def _catalogue() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
     out = {}
     for name in TARGETS:
         target = get_target(name)
-        out[(name, "codegen")] = {(_name(i.a_type, i.unsigned_a), _name(i.b_type, i.unsigned_b), i.c_type)
-                                  for i in target.intrinsics()}
+        out[(name, "codegen")] = {
+            (_name(i.a_type, i.unsigned_a), _name(i.b_type, i.unsigned_b), i.c_type) for i in target.intrinsics()
+        }
         if target.warpgroup_mma:
             out[(name, "wgmma")] = {(w.a_type, w.b_type, w.c_type) for w in all_wgmma()}
     return out
@@ -65,5 +66,7 @@ def test_support_matrix_matches_the_catalogue():
     listed, have = _listed(), _catalogue()
     assert set(listed) == set(have), f"rows: README {sorted(listed)}, catalogue {sorted(have)}"
     for key in sorted(have):
-        assert listed[key] == have[key], (f"{key}: README lists {sorted(listed[key] - have[key])} beyond the "
-                                          f"catalogue and misses {sorted(have[key] - listed[key])}")
+        assert listed[key] == have[key], (
+            f"{key}: README lists {sorted(listed[key] - have[key])} beyond the "
+            f"catalogue and misses {sorted(have[key] - listed[key])}"
+        )

@@ -15,8 +15,11 @@ ROOT = Path(__file__).parent.parent
 
 def _readme_commands():
     text = (ROOT / "README.md").read_text()
-    return [line.strip() for line in text.splitlines() if line.startswith("    .venv/bin/") or
-            line.startswith("    python3 -m venv")]
+    return [
+        line.strip()
+        for line in text.splitlines()
+        if line.startswith("    .venv/bin/") or line.startswith("    python3 -m venv")
+    ]
 
 
 def test_ci_runs_the_readme_test_commands():
@@ -45,9 +48,11 @@ def test_readme_install_command_uses_the_bundled_example():
 
 def test_namespaced_packages_only(tmp_path):
     """From outside the checkout, mmaflow.compiler imports and a bare `compiler` does not."""
-    code = ("import importlib.util as u; "
-            "print(u.find_spec('mmaflow.compiler') is not None, u.find_spec('compiler') is None, "
-            "u.find_spec('runtime') is None)")
+    code = (
+        "import importlib.util as u; "
+        "print(u.find_spec('mmaflow.compiler') is not None, u.find_spec('compiler') is None, "
+        "u.find_spec('runtime') is None)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True", "True"]
 
@@ -61,6 +66,7 @@ def test_spread_keeps_every_column_in_the_default_set():
     """``conftest.spread``: every (row, column) pair is a case; the default set runs each row on
     ``keep`` columns, rotating, and every column keeps one; the rest are exhaustive."""
     from conftest import spread
+
     params = spread([(1, 2), (3, 4), (5, 6)], ["a", "b", "c", "d", "e", "f"], 2)
     assert [p.values for p in params][:2] == [(1, 2, "a"), (1, 2, "b")] and len(params) == 18
     default = [p for p in params if not p.marks]

@@ -69,8 +69,9 @@ def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
     page = Page()
     page.feed(text)
     k = "matmul_dispatch_0"
-    assert page.sections == ["how-to-read"] + [f"{k}-{s}" for s in ("config", "layouts", "lds", "resources", "mix",
-                                                                     "kloop")]
+    assert page.sections == ["how-to-read"] + [
+        f"{k}-{s}" for s in ("config", "layouts", "lds", "resources", "mix", "kloop")
+    ]
     # Registers and LDS agree with the JSON report.
     js = json.loads(_mmaflow("report", str(src), "--target", target, "--json").stdout)
     mine = next(iter(js["mmaflow"].values()))
@@ -94,6 +95,7 @@ def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
 
 def _config_intrinsic(text: str) -> str:
     import re
+
     return re.search(r"<td class=\"l\">config</td><td class=\"l\">(\w+)", text).group(1)
 
 
@@ -122,8 +124,10 @@ def test_html_report_says_when_k_is_unrolled_shows_every_lane_and_how_to_read(tm
     iree = next(iter(js["iree"].values()))
     assert iree["has_loop"] and not iree["loop_counts"].get("matrix"), iree  # the store loop the page must not show
     assert not any(pre == f"{k}-kloop-iree" for _, _, pre in page.spans)
-    assert f'<pre class="isa" id="{k}-kloop-iree">IREE unrolled K: no loop of its ISA holds matrix instructions (its ' \
-           f'{iree["counts"]["matrix"]} run in straight-line code); the loop it has (' in text
+    assert (
+        f'<pre class="isa" id="{k}-kloop-iree">IREE unrolled K: no loop of its ISA holds matrix instructions (its '
+        f"{iree['counts']['matrix']} run in straight-line code); the loop it has (" in text
+    )
     assert "<th>in K loop (none: K unrolled)</th>" in text
     # every lane of the wave64 grids, in tables of at most 32 lanes
     grids = text.split('<table class="grid">')[1:]

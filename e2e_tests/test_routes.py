@@ -24,13 +24,29 @@ def test_the_users_own_dump_flag_is_honoured(tmp_path):
     """`--iree-flag=--iree-hal-dump-executable-files-to=DIR`: IREE dumps there, and mmaflow still
     finds and verifies the ISA (it reads it from the user's directory)."""
     dump = tmp_path / "dumps"
-    r = _run(BIN / "mmaflow", "compile", EXAMPLE, "--target", "sm_80", "-o", tmp_path / "out.vmfb",
-             f"--iree-flag=--iree-hal-dump-executable-files-to={dump}")
+    r = _run(
+        BIN / "mmaflow",
+        "compile",
+        EXAMPLE,
+        "--target",
+        "sm_80",
+        "-o",
+        tmp_path / "out.vmfb",
+        f"--iree-flag=--iree-hal-dump-executable-files-to={dump}",
+    )
     assert r.returncode == 0, r.stderr
     assert "mmaflow: verified mm_dispatch_0:" in r.stderr
     assert list(dump.glob("*.ptx")), sorted(p.name for p in dump.iterdir())
-    r = _run(BIN / "mmaflow", "compile", EXAMPLE, "--target", "gfx1100", "-o", tmp_path / "amd.vmfb",
-             f"--iree-flag=--iree-hal-dump-executable-binaries-to={tmp_path / 'bins'}")
+    r = _run(
+        BIN / "mmaflow",
+        "compile",
+        EXAMPLE,
+        "--target",
+        "gfx1100",
+        "-o",
+        tmp_path / "amd.vmfb",
+        f"--iree-flag=--iree-hal-dump-executable-binaries-to={tmp_path / 'bins'}",
+    )
     assert r.returncode == 0 and "mmaflow: verified mm_dispatch_0:" in r.stderr, r.stderr
     assert list((tmp_path / "bins").glob("*.hsaco"))
 
@@ -65,8 +81,9 @@ def test_merged_executables_are_checked_at_every_call_site():
 def test_the_hook_without_its_server_gives_the_same_bytes(tmp_path):
     flags = _run(BIN / "mmaflow", "flags", "--target", "sm_80").stdout.split()
     a = _run(BIN / "iree-compile", TWO, *flags, "-o", tmp_path / "a.vmfb")
-    b = _run(BIN / "iree-compile", TWO, *flags, "-o", tmp_path / "b.vmfb",
-             env={**os.environ, "MMAFLOW_CODEGEN_SERVER": "0"})
+    b = _run(
+        BIN / "iree-compile", TWO, *flags, "-o", tmp_path / "b.vmfb", env={**os.environ, "MMAFLOW_CODEGEN_SERVER": "0"}
+    )
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     assert (tmp_path / "a.vmfb").read_bytes() == (tmp_path / "b.vmfb").read_bytes()
     assert "mmaflow: taken two_dispatch_0" in a.stderr and "mmaflow: taken two_dispatch_0" in b.stderr
@@ -81,8 +98,11 @@ def test_amd_resources_are_read_for_kernels_with_quoted_names(tmp_path):
     verified = [line for line in r.stderr.splitlines() if line.startswith("mmaflow: verified")]
     assert len(verified) == 6, r.stderr
     for line in verified:
-        assert "None" not in line and re.search(r"\d+ VGPRs, \d+ SGPRs, 0 VGPR / 0 SGPR spills, \d+ bytes LDS, "
-                                                r"\d+ waves/SIMD", line), line
+        assert "None" not in line and re.search(
+            r"\d+ VGPRs, \d+ SGPRs, 0 VGPR / 0 SGPR spills, \d+ bytes LDS, "
+            r"\d+ waves/SIMD",
+            line,
+        ), line
 
 
 def test_the_baseline_report_finds_kernels_with_quoted_names():
@@ -92,6 +112,7 @@ def test_the_baseline_report_finds_kernels_with_quoted_names():
     r = _run(BIN / "mmaflow", "report", model, "--target", "gfx942", "--baseline", "iree", "--json")
     assert r.returncode == 0, r.stderr
     import json
+
     d = json.loads(r.stdout)
     assert len(d["mmaflow"]) == 6, list(d["mmaflow"])
     for kernel, ours in d["mmaflow"].items():

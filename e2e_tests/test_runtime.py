@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import matmul_module
-from mmaflow.runtime import compile_module, matmul, run_module
+
 from mmaflow.compiler.core.errors import InputError
+from mmaflow.runtime import compile_module, matmul, run_module
 from mmaflow.runtime.iree_runner import device_present
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "matmul_256_f16.mlir"
@@ -91,6 +91,7 @@ def test_run_cli_dynamic_module_needs_and_uses_dims():
 
 def test_run_module_dynamic_sizes_from_the_inputs():
     from mmaflow.runtime.modules import dynamic_module
+
     art = compile_module(dynamic_module(), "sm_80", lower=False)
     rng = np.random.default_rng(4)
     a = rng.uniform(-1, 1, (50, 70)).astype(np.float16)
@@ -162,12 +163,13 @@ def test_bench_without_gpu_says_how_to_proceed(tmp_path):
 
 def test_matmul_module_helper_is_valid_mlir():
     from mmaflow.compiler.core.mlir import new_context, parse_module
+
     parse_module(matmul_module(32, 32, 32, "i8", "i32", unsigned=True, transpose_b=True, batch=2), new_context())
 
 
 def test_sim_checks_every_dispatch_of_a_module():
     """A module of several dispatches: the taken one checked, the other listed with the reason."""
-    src = (Path(__file__).parent.parent / "lit_tests" / "Inputs" / "matmul_then_add.mlir")
+    src = Path(__file__).parent.parent / "lit_tests" / "Inputs" / "matmul_then_add.mlir"
     r = _mmaflow("run", str(src), "--target", "gfx1100", "--device", "sim")
     assert r.returncode == 0, r.stderr
     assert "PASS mm_add_dispatch_0" in r.stdout and "left  mm_add_dispatch_1: no matmul-like contraction" in r.stdout
@@ -176,6 +178,7 @@ def test_sim_checks_every_dispatch_of_a_module():
 
 def test_run_module_with_epilogue_inputs():
     from mmaflow.runtime.modules import EPILOGUES, epilogue_module
+
     art = compile_module(epilogue_module(64, 96, 64, **EPILOGUES["bias_n_relu_f16"]), "gfx942", lower=False)
     rng = np.random.default_rng(6)
     a = rng.uniform(-1, 1, (64, 64)).astype(np.float16)
@@ -194,6 +197,7 @@ def test_run_cli_epilogue_module(tmp_path):
     """The lane executor checks a fused epilogue against IREE's own dispatch IR; the single-matmul
     GPU/CPU path says how to check one instead."""
     from mmaflow.runtime.modules import EPILOGUES, epilogue_module
+
     src = tmp_path / "mm_bias.mlir"
     src.write_text(epilogue_module(64, 64, 64, **EPILOGUES["bias_n_relu_f16"]))
     r = _mmaflow("run", str(src), "--target", "gfx942", "--device", "sim")
@@ -209,6 +213,7 @@ def test_bench_cases_name_their_references_and_torch_recipes():
     from mmaflow.runtime.bench import TORCH_EAGER, check_cases, perf_cases
     from mmaflow.runtime.modules import EPILOGUES
     from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+
     t = get_target("sm_80")
     cases = check_cases(t) + perf_cases(t)
     for c in cases:
@@ -225,19 +230,29 @@ def test_bench_checks_build_with_config_and_list_the_cases_it_cannot_configure(t
     manifest and on stderr, never built some other way."""
     from mmaflow.runtime import bench
     from mmaflow.runtime.modules import matmul_source
-    cases = [bench._case("f16->f32 128x256x64", matmul_source(128, 256, 64), [((128, 64), "f16"), ((64, 256), "f16")]),
-             bench._case("bf16->f32 128x256x64", matmul_source(128, 256, 64, "bf16"),
-                         [((128, 64), "bf16"), ((64, 256), "bf16")])]
+
+    cases = [
+        bench._case("f16->f32 128x256x64", matmul_source(128, 256, 64), [((128, 64), "f16"), ((64, 256), "f16")]),
+        bench._case(
+            "bf16->f32 128x256x64", matmul_source(128, 256, 64, "bf16"), [((128, 64), "bf16"), ((64, 256), "bf16")]
+        ),
+    ]
     monkeypatch.setattr(bench, "check_cases", lambda t: [dict(c) for c in cases])
     m = bench.prepare_checks("sm_90a", tmp_path, overrides={"intrinsic": "WGMMA_F32_64x128x16_F16"})
     assert [e["name"] for e in m["checks"]] == ["f16->f32 128x256x64"]
     assert m["overrides"] == {"intrinsic": "WGMMA_F32_64x128x16_F16"}
-    assert m["not_built"] == [{"name": "bf16->f32 128x256x64",
-                               "reason": "[configure] intrinsic WGMMA_F32_64x128x16_F16 computes f16xf16->f32, "
-                                         "the matmul is bf16xbf16->f32"}]
+    assert m["not_built"] == [
+        {
+            "name": "bf16->f32 128x256x64",
+            "reason": "[configure] intrinsic WGMMA_F32_64x128x16_F16 computes f16xf16->f32, "
+            "the matmul is bf16xbf16->f32",
+        }
+    ]
     assert "bf16->f32 128x256x64: not built with --config" in capsys.readouterr().err
     plain = bench.prepare_checks("sm_90a", tmp_path / "plain")  # no overrides: 128 x 256 is below wgmma's rule
-    assert (tmp_path / m["checks"][0]["file"]).read_bytes() != (tmp_path / "plain" / plain["checks"][0]["file"]).read_bytes()
+    assert (tmp_path / m["checks"][0]["file"]).read_bytes() != (
+        tmp_path / "plain" / plain["checks"][0]["file"]
+    ).read_bytes()
     monkeypatch.setattr(bench, "check_cases", lambda t: [dict(cases[1])])
     with pytest.raises(InputError, match="configures none of the check cases"):
         bench.prepare_checks("sm_90a", tmp_path / "none", overrides={"intrinsic": "WGMMA_F32_64x128x16_F16"})
@@ -250,6 +265,7 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
     without out_dtype (TypeError) reports that row as not run instead of failing the bench."""
     from conftest import fake_cuda_torch
     from iree.compiler import compile_str
+
     from mmaflow.runtime import iree_runner
     from mmaflow.runtime.bench import run
 
@@ -259,6 +275,7 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
 
         def cuda(self):
             return self
+
         cpu = cuda
 
         def float(self):
@@ -286,13 +303,27 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
     class CpuModule(iree_runner.CompiledModule):
         def __init__(self, vmfb, driver):
             super().__init__(vmfb, "local-task")
+
     monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    (tmp_path / "cpu.vmfb").write_bytes(compile_str(matmul_module(64, 64, 64, "f16", "f32"), extra_args=[
-        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-        "--iree-llvmcpu-target-cpu=generic"]))
-    man = {"target": "llvm-cpu", "driver": "cuda", "a_type": "f16", "c_type": "f32", "function": "matmul",
-           "entries": [{"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}]}
+    (tmp_path / "cpu.vmfb").write_bytes(
+        compile_str(
+            matmul_module(64, 64, 64, "f16", "f32"),
+            extra_args=[
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-cpu=generic",
+            ],
+        )
+    )
+    man = {
+        "target": "llvm-cpu",
+        "driver": "cuda",
+        "a_type": "f16",
+        "c_type": "f32",
+        "function": "matmul",
+        "entries": [{"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}],
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(man))
     for has_out_dtype in (True, False):
         calls.clear()
@@ -314,9 +345,12 @@ def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, mon
     from mmaflow.compiler.core.errors import DeviceError, DeviceFault
     from mmaflow.runtime import bench
     from mmaflow.runtime.iree_runner import CompiledModule
-    fault = ("Error invoking function: c/runtime/src/iree/hal/drivers/cuda/cuda_device.c:190: ABORTED; CUDA error "
-             "'CUDA_ERROR_LAUNCH_FAILED' (719): unspecified launch failure; while invoking native function "
-             "hal.fence.await; while calling variadic import;\n[ 0] bytecode module@1:412 -")
+
+    fault = (
+        "Error invoking function: c/runtime/src/iree/hal/drivers/cuda/cuda_device.c:190: ABORTED; CUDA error "
+        "'CUDA_ERROR_LAUNCH_FAILED' (719): unspecified launch failure; while invoking native function "
+        "hal.fence.await; while calling variadic import;\n[ 0] bytecode module@1:412 -"
+    )
 
     class Faulting(CompiledModule):
         def __init__(self):  # (no device here: only what a call needs)
@@ -325,14 +359,17 @@ def test_a_kernel_fault_is_a_device_error_and_bench_leaves_at_once(tmp_path, mon
         def function(self, name=None):
             def call(*args):
                 raise RuntimeError(fault)
+
             return call
 
         def upload(self, array):
             return array
 
     mod = Faulting()
-    for attempt in (lambda: mod("matmul", np.zeros((2, 2), np.float16)),
-                    lambda: mod.time("matmul", np.zeros((2, 2), np.float16), repeat=2)):
+    for attempt in (
+        lambda: mod("matmul", np.zeros((2, 2), np.float16)),
+        lambda: mod.time("matmul", np.zeros((2, 2), np.float16), repeat=2),
+    ):
         with pytest.raises(DeviceFault) as e:
             attempt()
         assert e.value.exit_code == 8
@@ -370,6 +407,7 @@ def test_executor_progress_ticks_every_k_iteration_within_a_batch():
     never going back, ending at the whole grid (the bundled 1024^3 example is one batch too)."""
     from mmaflow.compiler.driver.bridge import codegen_module
     from mmaflow.runtime.model_check import check_executable
+
     (exe,) = codegen_module(EXAMPLE.read_text(), "gfx942").taken
     ticks = []
     (check,) = check_executable(exe, progress=lambda done, total: ticks.append((done, total)))
@@ -385,11 +423,13 @@ def test_progress_on_a_terminal_is_throttled_and_off_elsewhere(monkeypatch):
     """The ticks reach a terminal at most every PROGRESS_SECONDS (and the last always); a file or
     pipe gets no progress lines at all."""
     import io
+
     from mmaflow.runtime import cli as run_cli
 
     class Tty(io.StringIO):
         def isatty(self):
             return True
+
     assert run_cli._progress("d", io.StringIO()) is None
     clock = [100.0]
     monkeypatch.setattr("time.perf_counter", lambda: clock[0])
@@ -401,5 +441,7 @@ def test_progress_on_a_terminal_is_throttled_and_off_elsewhere(monkeypatch):
     show(8, 8)  # the batch's own report of the same count: not shown twice
     lines = out.getvalue().split("\r")[1:]
     assert run_cli.PROGRESS_SECONDS == 0.5 and len(lines) == 16, lines
-    assert lines[0].startswith("  d: 6% of 8 workgroups, 0 s spent, 8 s left") and lines[-1].startswith("  d: 100% of 8"), lines
+    assert lines[0].startswith("  d: 6% of 8 workgroups, 0 s spent, 8 s left") and lines[-1].startswith(
+        "  d: 100% of 8"
+    ), lines
     assert lines[-1].endswith("\n") and not any(line.endswith("\n") for line in lines[:-1]), lines

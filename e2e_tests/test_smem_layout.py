@@ -18,8 +18,13 @@ from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.target.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from mmaflow.runtime.isa import Descriptor, IsaError, decode_descriptor, encode_descriptor, operand_address
 
-MODES = [(major, swizzle, bits) for major in Major for swizzle in Swizzle for bits in (16, 8)
-         if major is Major.K or bits == 16]
+MODES = [
+    (major, swizzle, bits)
+    for major in Major
+    for swizzle in Swizzle
+    for bits in (16, 8)
+    if major is Major.K or bits == 16
+]
 
 
 def _ids(case):
@@ -27,6 +32,7 @@ def _ids(case):
 
 
 # ---- the descriptor ------------------------------------------------------------------------------
+
 
 def test_descriptor_round_trips_and_agrees_with_the_isa_model():
     rng = np.random.default_rng(5)
@@ -38,8 +44,13 @@ def test_descriptor_round_trips_and_agrees_with_the_isa_model():
         assert 0 <= value < 2**64
         assert MatrixDescriptor.decode(value) == d
         isa = decode_descriptor(value)  # the other transcription reads the same fields
-        assert (isa.start_address, isa.leading_byte_offset, isa.stride_byte_offset, isa.base_offset,
-                isa.swizzle) == (start, lbo, sbo, base, swizzle.value)
+        assert (isa.start_address, isa.leading_byte_offset, isa.stride_byte_offset, isa.base_offset, isa.swizzle) == (
+            start,
+            lbo,
+            sbo,
+            base,
+            swizzle.value,
+        )
         assert encode_descriptor(isa) == value
 
 
@@ -54,8 +65,10 @@ def test_descriptor_bit_positions():
     assert MatrixDescriptor(0x400, 1024, 128, Swizzle.NONE).encode() == 0x40 | 64 << 16 | 8 << 32
 
 
-@pytest.mark.parametrize("field,value", [("start_address", 8), ("leading_byte_offset", 2**18),
-                                         ("stride_byte_offset", -16), ("base_offset", 8)])
+@pytest.mark.parametrize(
+    "field,value",
+    [("start_address", 8), ("leading_byte_offset", 2**18), ("stride_byte_offset", -16), ("base_offset", 8)],
+)
 def test_descriptor_refuses_what_it_cannot_encode(field, value):
     kwargs = dict(start_address=0, leading_byte_offset=16, stride_byte_offset=16, swizzle=Swizzle.NONE)
     kwargs[field] = value
@@ -64,6 +77,7 @@ def test_descriptor_refuses_what_it_cannot_encode(field, value):
 
 
 # ---- layouts: bijections, spot values, agreement ------------------------------------------------
+
 
 @pytest.mark.parametrize("case", MODES, ids=_ids)
 def test_tile_offsets_are_a_bijection(case):
@@ -104,8 +118,12 @@ def test_spot_values_from_the_ptx_examples():
     # K-major, 128B, f16 (Figure 157): line r, chunk c at chunk c ^ r.
     d = Descriptor(0, 16, 1024, 0, "128B")
     t = SmemLayout(Major.K, Swizzle.B128, 16, 64, 64)
-    for (mn, k), want in {(1, 0): 144, (3, 40): 3 * 128 + (5 ^ 3) * 16, (7, 63): 7 * 128 + 0 + 7 * 2,
-                          (9, 17): 1024 + 128 + (2 ^ 1) * 16 + 2}.items():
+    for (mn, k), want in {
+        (1, 0): 144,
+        (3, 40): 3 * 128 + (5 ^ 3) * 16,
+        (7, 63): 7 * 128 + 0 + 7 * 2,
+        (9, 17): 1024 + 128 + (2 ^ 1) * 16 + 2,
+    }.items():
         assert _ptx_spot(d, True, 16, mn, k) == want, (mn, k)
         assert t.offset(mn, k) == want, (mn, k)
 
@@ -127,8 +145,9 @@ def test_every_instruction_descriptor_addresses_the_tile(case, inst_mn):
         d = tile.descriptor(base, mn0, k0, inst_mn, inst_k)
         isa = decode_descriptor(d.encode())
         got = operand_address(isa, k_major=major is Major.K, element_bits=bits, mn=mn, k=k)
-        np.testing.assert_array_equal(got, stored[mn0:mn0 + inst_mn, k0:k0 + inst_k],
-                                      err_msg=f"operand at ({mn0}, {k0}) of {tile.describe()}")
+        np.testing.assert_array_equal(
+            got, stored[mn0 : mn0 + inst_mn, k0 : k0 + inst_k], err_msg=f"operand at ({mn0}, {k0}) of {tile.describe()}"
+        )
 
 
 def test_the_agreement_can_fail():
@@ -140,8 +159,10 @@ def test_the_agreement_can_fail():
     stored = np.array([[tile.offset(i, j) for j in range(16, 32)] for i in range(64)])
     ok = operand_address(decode_descriptor(d.encode()), k_major=True, element_bits=16, mn=mn, k=k)
     np.testing.assert_array_equal(ok, stored)
-    for wrong in (Descriptor(d.start_address, d.leading_byte_offset, d.stride_byte_offset, 0, "64B"),
-                  Descriptor(d.start_address, d.leading_byte_offset, d.stride_byte_offset, 0, "none")):
+    for wrong in (
+        Descriptor(d.start_address, d.leading_byte_offset, d.stride_byte_offset, 0, "64B"),
+        Descriptor(d.start_address, d.leading_byte_offset, d.stride_byte_offset, 0, "none"),
+    ):
         assert not np.array_equal(operand_address(wrong, k_major=True, element_bits=16, mn=mn, k=k), stored)
     nosw = SmemLayout(Major.K, Swizzle.NONE, 16, 64, 16)
     d = nosw.descriptor(0, 0, 0, 64, 16)
@@ -160,6 +181,7 @@ def test_isa_address_is_injective_on_an_operand():
 
 
 # ---- bank conflicts --------------------------------------------------------------------------------
+
 
 def _wavefronts(byte_addresses, banks=32):
     """Shared-memory wavefronts for 16-byte accesses at these addresses: the most 4-byte words
@@ -189,6 +211,7 @@ def test_128b_swizzle_is_bank_conflict_free_for_eight_lines(major):
 
 
 # ---- refusals -------------------------------------------------------------------------------------
+
 
 def test_layout_refusals():
     with pytest.raises(UnsupportedError, match="16-bit types only"):

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import simulate
 from iree.compiler import ir
 
-from conftest import handed_back, simulate
-from mmaflow.compiler.core import attrs
-from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.core.mlir import new_context, parse_module
-from mmaflow.compiler.pipeline.pipeline import CodegenOptions
-from mmaflow.compiler.kernels.common.plan import lane_pairs, store_pairs
+from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.kernels.common.contraction import Rewriter
+from mmaflow.compiler.kernels.common.plan import lane_pairs, store_pairs
 from mmaflow.compiler.kernels.wgmma.plan import warp_c_layout
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.runtime.executor import ExecutorError, Kernel
 from mmaflow.runtime.modules import EPILOGUES, epilogue_module, matmul_module
 from mmaflow.runtime.numerics import EPILOGUE_REFERENCES, EpilogueReference
@@ -41,8 +40,9 @@ def _plan_line(source: str, target: str, overrides: dict | None = None) -> str:
 
 @pytest.mark.parametrize("target,overrides", [("sm_80", None), ("sm_90a", None), ("sm_90a", WGMMA)])
 def test_outputs_are_stored_by_lane_pairs(target, overrides):
-    assert "store 4 contiguous elements each (8 bytes)" in _plan_line(epilogue_module(64, 96, 64, **RELU), target,
-                                                                      overrides)
+    assert "store 4 contiguous elements each (8 bytes)" in _plan_line(
+        epilogue_module(64, 96, 64, **RELU), target, overrides
+    )
     # a partial tile along N (the warpgroup kernel needs N % 8 == 0: whole groups always)
     assert "store 4 contiguous" in _plan_line(epilogue_module(64, 136, 64, **CAST), target, overrides)
     # f32: two words per run swapped, 16-byte stores
@@ -64,8 +64,9 @@ def test_pairing_needs_an_aligned_output_and_the_quad_layout():
     """The pure decision: the output's byte offset must be a known multiple of 8 (the store's
     alignment), the layout NVIDIA's quad (2 columns per lane, 4 lanes per 8 columns)."""
     from mmaflow.compiler.kernels.common.plan import Extents
-    from mmaflow.compiler.target.targets import Vendor
     from mmaflow.compiler.target.layout import COL
+    from mmaflow.compiler.target.targets import Vendor
+
     lay = warp_c_layout(256)
     runs = tuple(lay.runs(COL))
     whole = Extents((4096, 4096), (4096, 4096), ("m", "n"), None, ())
@@ -88,14 +89,26 @@ def test_pairing_needs_an_aligned_output_and_the_quad_layout():
     assert len(pairs) == len(runs) // 2 - 1 and [r for _, _, r in singles] == [runs[-3]]
 
 
-@pytest.mark.parametrize("target,overrides,name,m,n,k", [
-    ("sm_80", None, "relu", 72, 100, 64), ("sm_80", None, "cast", 128, 136, 96), ("sm_80", None, "f32", 72, 100, 64),
-    ("sm_90a", WGMMA, "relu", 72, 136, 64), ("sm_90a", WGMMA, "cast", 200, 264, 96),
-    ("sm_90a", WGMMA, "f32", 200, 264, 96)])
+@pytest.mark.parametrize(
+    "target,overrides,name,m,n,k",
+    [
+        ("sm_80", None, "relu", 72, 100, 64),
+        ("sm_80", None, "cast", 128, 136, 96),
+        ("sm_80", None, "f32", 72, 100, 64),
+        ("sm_90a", WGMMA, "relu", 72, 136, 64),
+        ("sm_90a", WGMMA, "cast", 200, 264, 96),
+        ("sm_90a", WGMMA, "f32", 200, 264, 96),
+    ],
+)
 def test_pairs_numerics_exact_at_edges(target, overrides, name, m, n, k):
     """Exact on small integers, partial tiles along M and N, sentinels around every tensor."""
-    spec, ref = ((RELU, EPILOGUE_REFERENCES["bias_n_relu_f16"]) if name == "relu" else
-                 (CAST, EpilogueReference(lambda acc: acc, 1.0, 0)) if name == "cast" else (None, None))
+    spec, ref = (
+        (RELU, EPILOGUE_REFERENCES["bias_n_relu_f16"])
+        if name == "relu"
+        else (CAST, EpilogueReference(lambda acc: acc, 1.0, 0))
+        if name == "cast"
+        else (None, None)
+    )
     src = epilogue_module(m, n, k, **spec) if spec else matmul_module(m, n, k)
     assert "store 4 contiguous" in _plan_line(src, target, overrides)
     r = simulate(src, target, overrides, seed=21, exact=True, epilogue=ref)
@@ -108,9 +121,13 @@ def test_pairs_numerics_exact_at_edges(target, overrides, name, m, n, k):
 def test_a_wrong_swap_is_caught():
     """Storing each lane's own two pairs side by side (no swap) writes the right values to the
     wrong columns: the check above fails."""
+
     def no_swap(self, em, lo, hi, odd):
-        return em.from_elements(ir.VectorType.get([4], ir.VectorType(lo.type).element_type),
-                                [em.extract(lo, 0), em.extract(lo, 1), em.extract(hi, 0), em.extract(hi, 1)])
+        return em.from_elements(
+            ir.VectorType.get([4], ir.VectorType(lo.type).element_type),
+            [em.extract(lo, 0), em.extract(lo, 1), em.extract(hi, 0), em.extract(hi, 1)],
+        )
+
     saved = Rewriter._swap_words
     Rewriter._swap_words = no_swap
     try:
@@ -119,8 +136,10 @@ def test_a_wrong_swap_is_caught():
     finally:
         Rewriter._swap_words = saved
     from mmaflow.runtime.simulate import check_matmul
-    r = check_matmul(parse_module(text, new_context()), seed=23, exact=True,
-                     epilogue=EpilogueReference(lambda acc: acc, 1.0, 0))
+
+    r = check_matmul(
+        parse_module(text, new_context()), seed=23, exact=True, epilogue=EpilogueReference(lambda acc: acc, 1.0, 0)
+    )
     assert not r.check.passed
 
 
@@ -131,8 +150,21 @@ def test_ptx_stores_4_elements_per_lane(tmp_path, out, store, words):
     src = tmp_path / "m.mlir"
     src.write_text(epilogue_module(128, 256, 64, **RELU) if out == "f16" else matmul_module(128, 256, 64))
     mmaflow = Path(sys.executable).parent / "mmaflow"
-    subprocess.run([str(mmaflow), "compile", str(src), "--target", "sm_80", "-o", str(tmp_path / "r.vmfb"),
-                    "--dump-dir", str(tmp_path / "d")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(mmaflow),
+            "compile",
+            str(src),
+            "--target",
+            "sm_80",
+            "-o",
+            str(tmp_path / "r.vmfb"),
+            "--dump-dir",
+            str(tmp_path / "d"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
     text = ptx.read_text()
     stores = [ln.split()[0] for ln in text.splitlines() if ln.strip().startswith("st.global")]
@@ -142,24 +174,27 @@ def test_ptx_stores_4_elements_per_lane(tmp_path, out, store, words):
 
 # ---- the executor's side ------------------------------------------------------------------------
 
+
 def _kernel(active_lanes: int):
     """64 threads; the first ``active_lanes`` pack (tid, tid + 1000) as f16, swap the 32-bit word
     with lane ^ 1 through vector.bitcast + gpu.shuffle xor, and store it back as f16."""
     from iree.compiler.dialects import arith, func, gpu, hal, scf, vector
-    from iree.compiler.dialects import memref as memref_d
+
     ctx = new_context()
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         i32, f16, index = ir.IntegerType.get_signless(32), ir.F16Type.get(), ir.IndexType.get()
         g = ir.Attribute.parse("#gpu.address_space<global>")
-        layout = ir.Attribute.parse('#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, '
-                                    'Indirect>], flags = Indirect>')
+        layout = ir.Attribute.parse(
+            "#hal.pipeline.layout<bindings = [#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>"
+        )
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp("swap", ir.FunctionType.get([], []))
         with ir.InsertionPoint(fn.add_entry_block()):
             c0 = arith.ConstantOp(index, 0).result
-            out = hal.InterfaceBindingSubspanOp(ir.MemRefType.get([64, 2], f16, memory_space=g), layout, 0, [],
-                                                byte_offset=c0, alignment=64).result
+            out = hal.InterfaceBindingSubspanOp(
+                ir.MemRefType.get([64, 2], f16, memory_space=g), layout, 0, [], byte_offset=c0, alignment=64
+            ).result
             tid = gpu.ThreadIdOp(gpu.Dimension.x).result
             cond = arith.CmpIOp(arith.CmpIPredicate.ult, tid, arith.ConstantOp(index, active_lanes).result).result
             iff = scf.IfOp(cond)
@@ -168,10 +203,12 @@ def _kernel(active_lanes: int):
                 t2 = arith.AddFOp(t, arith.ConstantOp(f16, 1000.0).result).result
                 pair = vector.FromElementsOp(ir.VectorType.get([2], f16), [t, t2]).result
                 word = vector.ExtractOp(vector.BitCastOp(ir.VectorType.get([1], i32), pair).result, [], [0]).result
-                got = gpu.ShuffleOp(word, arith.ConstantOp(i32, 1).result, arith.ConstantOp(i32, 32).result,
-                                    gpu.ShuffleMode.XOR).results[0]
-                back = vector.BitCastOp(ir.VectorType.get([2], f16),
-                                        vector.FromElementsOp(ir.VectorType.get([1], i32), [got]).result).result
+                got = gpu.ShuffleOp(
+                    word, arith.ConstantOp(i32, 1).result, arith.ConstantOp(i32, 32).result, gpu.ShuffleMode.XOR
+                ).results[0]
+                back = vector.BitCastOp(
+                    ir.VectorType.get([2], f16), vector.FromElementsOp(ir.VectorType.get([1], i32), [got]).result
+                ).result
                 vector.StoreOp(back, out, [tid, c0])
                 scf.YieldOp([])
             func.ReturnOp([])
@@ -195,4 +232,5 @@ def test_executor_refuses_a_shuffle_divergent_within_a_wave():
     ctx, module, fn = _kernel(16)
     with pytest.raises(ExecutorError, match="gpu.shuffle under divergent control flow"):
         Kernel(fn.operation, arch="sm_80", grid=(1, 1, 1), workgroup_size=64, wave_size=32).run(
-            {0: np.zeros((64, 2), np.float16)})
+            {0: np.zeros((64, 2), np.float16)}
+        )

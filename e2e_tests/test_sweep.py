@@ -12,13 +12,13 @@ import os
 import random
 
 import pytest
-
 from conftest import matmul_module, simulate
+
 from mmaflow.compiler.core.config import KernelConfig
-from mmaflow.compiler.kernels.common.tiles import matching_intrinsics, validate
 from mmaflow.compiler.core.errors import MmaflowError
-from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.kernels.common.tiles import matching_intrinsics, validate
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.targets import TARGETS
 
 SEED = int(os.environ.get("MMAFLOW_SWEEP_SEED", datetime.date.today().strftime("%Y%m%d")))
@@ -64,10 +64,13 @@ def _cases():
     out = []
     for i in range(CASES + EXHAUSTIVE_CASES):
         target, a_t, c_t, cfg, (m, n, k) = _draw(rng)
-        cid = (f"seed{SEED}-{i}-{target}-{a_t}-{c_t}-{m}x{n}x{k}-{cfg.intrinsic}-w{cfg.wave_size}-"
-               f"t{cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k}-v{cfg.waves_m}x{cfg.waves_n}-p{cfg.lds_pad}-s{cfg.stages}")
-        out.append(pytest.param(target, a_t, c_t, cfg, m, n, k, id=cid,
-                                marks=() if i < CASES else pytest.mark.exhaustive))
+        cid = (
+            f"seed{SEED}-{i}-{target}-{a_t}-{c_t}-{m}x{n}x{k}-{cfg.intrinsic}-w{cfg.wave_size}-"
+            f"t{cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k}-v{cfg.waves_m}x{cfg.waves_n}-p{cfg.lds_pad}-s{cfg.stages}"
+        )
+        out.append(
+            pytest.param(target, a_t, c_t, cfg, m, n, k, id=cid, marks=() if i < CASES else pytest.mark.exhaustive)
+        )
     return out
 
 

@@ -14,15 +14,15 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-
 from conftest import dynamic_module, simulate
+
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.core.errors import VerificationError
-from mmaflow.compiler.target.isa import parse_ptx
 from mmaflow.compiler.core.problem import Contraction, DynamicDim
+from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.pipeline.version import plan_version
+from mmaflow.compiler.target.isa import parse_ptx
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.compiler.verify import check_dispatch_isa
 from mmaflow.runtime.numerics import EpilogueReference
@@ -30,13 +30,15 @@ from mmaflow.runtime.numerics import EpilogueReference
 FAST, SLOW = "WGMMA_F32_64x256x16_F16", "MMA_SYNC_F32_16x8x16_F16"
 
 # (sizes, the kernel they take)
-BRANCHES = [(dict(m=130, n=264, k=72), FAST),  # partial tiles along M, N and K, rows whole chunks
-            (dict(m=129, n=133, k=70), SLOW),  # neither K nor N a multiple of 8
-            (dict(m=1, n=1, k=1), SLOW),
-            (dict(m=64, n=100, k=72), SLOW),  # K whole chunks, N not: both are needed
-            (dict(m=40, n=16, k=36), SLOW),  # N whole chunks, K not
-            (dict(m=8, n=8, k=8), FAST),  # one chunk
-            (dict(m=5, n=16, k=0), FAST)]  # empty K: the accumulator stays 0
+BRANCHES = [
+    (dict(m=130, n=264, k=72), FAST),  # partial tiles along M, N and K, rows whole chunks
+    (dict(m=129, n=133, k=70), SLOW),  # neither K nor N a multiple of 8
+    (dict(m=1, n=1, k=1), SLOW),
+    (dict(m=64, n=100, k=72), SLOW),  # K whole chunks, N not: both are needed
+    (dict(m=40, n=16, k=36), SLOW),  # N whole chunks, K not
+    (dict(m=8, n=8, k=8), FAST),  # one chunk
+    (dict(m=5, n=16, k=0), FAST),
+]  # empty K: the accumulator stays 0
 
 
 def test_each_branch_matches_numpy():
@@ -73,6 +75,7 @@ def test_bias_epilogue_on_both_branches():
 
 def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     from mmaflow.compiler.report import ptxas_path
+
     res = compile_module(dynamic_module(), "sm_90a")  # verify=True: check_dispatch_isa on each kernel
     (exe,) = res.taken
     assert [v.config.intrinsic for v in exe.facts.versions] == [FAST] and exe.facts.config.intrinsic == SLOW
@@ -95,8 +98,9 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     # ptxas spills a few registers (28 bytes at 255 registers, ptxas 12.9): nvdisasm puts every
     # spill in the mma.sync branch, whose kernel alone (today's default for these sizes) spills
     # more (170 bytes); the wgmma kernel alone spills none (test_wgmma_kernel).
-    alone = compile_module(dynamic_module(), "sm_90a", options=CodegenOptions(overrides=dict(
-        tile_m=256, tile_n=128, tile_k=32))).isa_text
+    alone = compile_module(
+        dynamic_module(), "sm_90a", options=CodegenOptions(overrides=dict(tile_m=256, tile_n=128, tile_k=32))
+    ).isa_text
     assert _spill_stores(out) <= _spill_stores(_ptxas(tmp_path, next(iter(alone.values())), ptxas_path())), out
     # Each version is checked against its own expectations: a wrong one for the fast kernel fails.
     report = res.reports[exe.name]
@@ -109,8 +113,9 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
 def _ptxas(tmp_path, ptx: str, ptxas: str) -> str:
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
-    r = subprocess.run([ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [ptxas, "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / "k.cubin")], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout + r.stderr
 
@@ -119,12 +124,16 @@ def _spill_stores(ptxas_out: str) -> int:
     return int(re.search(r"(\d+) bytes spill stores", ptxas_out).group(1))
 
 
-@pytest.mark.parametrize("src,target,overrides", [
-    (dynamic_module(divisors=dict(n=8, k=8)), "sm_90a", None),  # promised: the fast kernel alone
-    (dynamic_module(), "sm_80", None),  # no warpgroup MMA
-    (dynamic_module(), "sm_90a", {"tile_m": 128, "tile_n": 128, "tile_k": 32}),  # configured by hand
-    (dynamic_module(m=None, n=136, k=200), "sm_90a", None),  # dynamic rows only: rows are whole chunks
-], ids=["promised", "sm_80", "overrides", "rows"])
+@pytest.mark.parametrize(
+    "src,target,overrides",
+    [
+        (dynamic_module(divisors=dict(n=8, k=8)), "sm_90a", None),  # promised: the fast kernel alone
+        (dynamic_module(), "sm_80", None),  # no warpgroup MMA
+        (dynamic_module(), "sm_90a", {"tile_m": 128, "tile_n": 128, "tile_k": 32}),  # configured by hand
+        (dynamic_module(m=None, n=136, k=200), "sm_90a", None),  # dynamic rows only: rows are whole chunks
+    ],
+    ids=["promised", "sm_80", "overrides", "rows"],
+)
 def test_not_versioned(src, target, overrides):
     res = compile_module(src, target, options=CodegenOptions(overrides=overrides or {}))
     (exe,) = res.taken
@@ -135,8 +144,17 @@ def test_not_versioned(src, target, overrides):
 def _problem(b_transposed=False, divisors=None):
     divisors = divisors or {}
     dyn = tuple(DynamicDim(d, (i,), ((i, -1),), divisors.get(d, 1)) for i, d in enumerate("mnk"))
-    return Contraction(m=None, n=None, k=None, batch=1, a_type="f16", b_type="f16", c_type="f32",
-                       b_transposed=b_transposed, dynamic=dyn)
+    return Contraction(
+        m=None,
+        n=None,
+        k=None,
+        batch=1,
+        a_type="f16",
+        b_type="f16",
+        c_type="f32",
+        b_transposed=b_transposed,
+        dynamic=dyn,
+    )
 
 
 def test_plan_names_the_row_dimensions():
@@ -161,6 +179,7 @@ def test_plan_names_the_row_dimensions():
 
 def test_version_record_round_trips():
     from mmaflow.compiler.pipeline.results import DispatchFacts
+
     res = compile_module(dynamic_module(), "sm_90a", verify=False)
     (exe,) = res.taken
     again = DispatchFacts.from_wire(exe.facts.to_wire())
@@ -174,12 +193,16 @@ def test_model_check_takes_the_kernel_of_the_call(tmp_path):
     each branch: the tiles it checks are those of the kernel the push constants choose."""
     import sys
     from pathlib import Path
+
     src = tmp_path / "dyn.mlir"
     src.write_text(dynamic_module())
     mmaflow = Path(sys.executable).parent / "mmaflow"
     for dims, matrix in (("m=130,n=264,k=72", "64 matrix"), ("m=129,n=133,k=70", "3072 matrix")):
-        r = subprocess.run([str(mmaflow), "run", str(src), "--target", "sm_90a", "--device", "sim", "--dims", dims],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [str(mmaflow), "run", str(src), "--target", "sm_90a", "--device", "sim", "--dims", dims],
+            capture_output=True,
+            text=True,
+        )
         out = r.stdout + r.stderr
         assert r.returncode == 0 and "PASS: 1 of 1 checks passed" in out, out
         assert f"{matrix} instructions (per wave)" in out, out

@@ -14,13 +14,12 @@ import functools
 
 import numpy as np
 import pytest
-
-from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
-from mmaflow.compiler.target.intrinsics import wgmma
-from mmaflow.runtime.isa import IsaError, execute_wgmma, np_dtype
-
 from conftest import layout_table
 from test_wgmma_fp8_accumulator import fp8_model
+
+from mmaflow.compiler.target.intrinsics import wgmma
+from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
+from mmaflow.runtime.isa import IsaError, execute_wgmma, np_dtype
 
 BASE_A, BASE_B = 0, 64 * 1024  # both on every swizzle boundary
 
@@ -69,7 +68,7 @@ def run(intr, a, b, c, *, b_major, swizzle, a_major=None, a_swizzle=None, scale_
     smem = np.zeros(BASE_B + 64 * 1024, np.uint8)
     tb = intr.shared_layout("B", b_major, swizzle)
     bt = np.zeros((tb.mn, tb.k), b.dtype)
-    bt[:intr.n, :intr.k] = b.T  # the tile is N x K (the padding the smallest tile has stays zero)
+    bt[: intr.n, : intr.k] = b.T  # the tile is N x K (the padding the smallest tile has stays zero)
     store(smem, tb, BASE_B, bt)
     b_desc = tb.descriptor(BASE_B, 0, 0, intr.n, intr.k).encode()
     kwargs = {}
@@ -78,12 +77,13 @@ def run(intr, a, b, c, *, b_major, swizzle, a_major=None, a_swizzle=None, scale_
     else:
         ta = intr.shared_layout("A", a_major, a_swizzle)
         at = np.zeros((ta.mn, ta.k), a.dtype)
-        at[:, :intr.k] = a
+        at[:, : intr.k] = a
         store(smem, ta, BASE_A, at)
         kwargs["a_desc"] = ta.descriptor(BASE_A, 0, 0, intr.m, intr.k).encode()
         kwargs["trans_a"] = a_major is Major.MN
-    d = execute_wgmma(intr.isa_key, pack(intr.c, c), b_desc, smem, trans_b=b_major is Major.MN, scale_d=scale_d,
-                      **kwargs, **scales)
+    d = execute_wgmma(
+        intr.isa_key, pack(intr.c, c), b_desc, smem, trans_b=b_major is Major.MN, scale_d=scale_d, **kwargs, **scales
+    )
     return unpack(intr.c, d)
 
 
@@ -106,8 +106,16 @@ def test_shared_a_shared_b(swizzle, a_major):
     rng = np.random.default_rng(3)
     a, b = _random(rng, (64, 16), "f16"), _random(rng, (16, 128), "f16")
     c = rng.uniform(-2, 2, (64, 128)).astype(np.float32)
-    d = run(intr, a, b, c, b_major=Major.MN if a_major is Major.K else Major.K, swizzle=Swizzle.B128,
-            a_major=a_major, a_swizzle=swizzle)
+    d = run(
+        intr,
+        a,
+        b,
+        c,
+        b_major=Major.MN if a_major is Major.K else Major.K,
+        swizzle=Swizzle.B128,
+        a_major=a_major,
+        a_swizzle=swizzle,
+    )
     _check(d, a, b, c, 16)
 
 
@@ -122,8 +130,10 @@ def test_fp8_k_major(a_type, b_type, n, swizzle):
     # fp8 does not accumulate in f32 (the measured accumulator, test_wgmma_fp8_accumulator.py):
     # compared bit for bit with a scalar rendering of that model; a misplaced element errs by O(1).
     want = fp8_model(a, b, c)
-    for d in (run(intr, a, b, c, b_major=Major.K, swizzle=swizzle),
-              run(intr, a, b, c, b_major=Major.K, swizzle=swizzle, a_major=Major.K, a_swizzle=swizzle)):
+    for d in (
+        run(intr, a, b, c, b_major=Major.K, swizzle=swizzle),
+        run(intr, a, b, c, b_major=Major.K, swizzle=swizzle, a_major=Major.K, a_swizzle=swizzle),
+    ):
         assert np.array_equal(d, want), np.abs(d - want).max()
 
 
@@ -163,9 +173,10 @@ def test_k_loop_over_a_tile(swizzle, b_major):
         acc = pack(intr.c, np.zeros((64, 64), np.float32))
         for k0 in range(0, 64, 16):
             desc = tile.descriptor(BASE_B, n0, k0, 64, 16).encode()
-            acc = execute_wgmma(intr.isa_key, acc, desc, smem, a_regs=pack(intr.a, a[:, k0:k0 + 16]),
-                                trans_b=b_major is Major.MN)
-        _check(unpack(intr.c, acc), a, b[:, n0:n0 + 64], np.zeros((64, 64), np.float32), 64)
+            acc = execute_wgmma(
+                intr.isa_key, acc, desc, smem, a_regs=pack(intr.a, a[:, k0 : k0 + 16]), trans_b=b_major is Major.MN
+            )
+        _check(unpack(intr.c, acc), a, b[:, n0 : n0 + 64], np.zeros((64, 64), np.float32), 64)
 
 
 def test_a_wrong_major_is_visible():
@@ -179,8 +190,7 @@ def test_a_wrong_major_is_visible():
     smem = np.zeros(BASE_B + 64 * 1024, np.uint8)
     store(smem, tb, BASE_B, np.ascontiguousarray(b.T))
     desc = tb.descriptor(BASE_B, 0, 0, 64, 16).encode()
-    d = unpack(intr.c, execute_wgmma(intr.isa_key, pack(intr.c, c), desc, smem, a_regs=pack(intr.a, a),
-                                     trans_b=True))
+    d = unpack(intr.c, execute_wgmma(intr.isa_key, pack(intr.c, c), desc, smem, a_regs=pack(intr.a, a), trans_b=True))
     with pytest.raises(AssertionError, match="max error"):
         _check(d, a, b, c, 16)
 

@@ -21,8 +21,12 @@ PROBE = Path(__file__).parent / "data" / "wgmma_probe_nvvm.mlir"
 
 @cache
 def _probe_text() -> str:
-    out = subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", "opt", str(PROBE), "--from", "hand-back",
-                          "--target", "sm_90a"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "mmaflow.compiler.cli", "opt", str(PROBE), "--from", "hand-back", "--target", "sm_90a"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout
 
 
@@ -79,19 +83,22 @@ def test_missing_barrier_is_a_race():
     text = _probe_text()
     i = text.index("nvvm.fence.proxy <async.shared>")
     j = text.index("gpu.barrier", i)
-    r = _run(text[:j] + text[j + len("gpu.barrier"):])
+    r = _run(text[:j] + text[j + len("gpu.barrier") :])
     assert any("wgmma.mma_async reads thread" in x for x in r.stats.races), r.stats.races
 
 
 def test_store_to_shared_memory_a_pending_wgmma_reads_fails():
     # Overwrite the first element of A's tile between the last wgmma and its wait.
     text = _probe_text()
-    alloc = re.search(r"(%\S+) = memref\.alloc\(\) alignment = 1024 : (memref<4096xf16, #gpu\.address_space<workgroup>>)",
-                      text)
+    alloc = re.search(
+        r"(%\S+) = memref\.alloc\(\) alignment = 1024 : (memref<4096xf16, #gpu\.address_space<workgroup>>)", text
+    )
     assert alloc, "the probe's first workgroup tile"
     name, mtype = alloc.groups()
-    store = (f"%zz_c0 = arith.constant 0 : index\n %zz_x = arith.constant 1.0 : f16\n"
-             f" memref.store %zz_x, {name}[%zz_c0] : {mtype}\n")
+    store = (
+        f"%zz_c0 = arith.constant 0 : index\n %zz_x = arith.constant 1.0 : f16\n"
+        f" memref.store %zz_x, {name}[%zz_c0] : {mtype}\n"
+    )
     text = _mutate("nvvm.wgmma.commit.group.sync.aligned\n", "nvvm.wgmma.commit.group.sync.aligned\n" + store)
     with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
         _run(text)

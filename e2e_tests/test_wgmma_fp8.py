@@ -26,13 +26,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import handed_back, mutant, simulate, sm90a_ptxas, spread
-from mmaflow.compiler.driver.bridge import codegen_module, compile_module
-from mmaflow.compiler.kernels.registry import explain, resolve
+
 from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
+from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.executor import ExecutorError
@@ -54,8 +54,15 @@ def _sim(src, overrides, exact=False, seed=0):
 
 # In the default set each type and data kind on one of the kernels (stages 1 or 3), both with
 # `-m exhaustive` (``conftest.spread``; so for the spread cases below).
-@pytest.mark.parametrize("t,exact,stages", spread([(E4M3, True), (E4M3, False), (E5M2, True), (E5M2, False)], [1, 3], 1,
-                                                  lambda r: f"{r[0]}-{'ints' if r[1] else 'random'}"))
+@pytest.mark.parametrize(
+    "t,exact,stages",
+    spread(
+        [(E4M3, True), (E4M3, False), (E5M2, True), (E5M2, False)],
+        [1, 3],
+        1,
+        lambda r: f"{r[0]}-{'ints' if r[1] else 'random'}",
+    ),
+)
 def test_fp8_matches_numpy(t, stages, exact):
     # K = 384: 3 K tiles of 128, every slot of the 3-slot ring used once
     r = _sim(matmul_module(128, 128, 384, t, transpose_b=True), {"intrinsic": _wg(128, t), "stages": stages}, exact)
@@ -77,8 +84,10 @@ def test_fp8_default_ring_reuses_slots(t):
         assert not r.stats.races
 
 
-@pytest.mark.parametrize("m,n,k,wn,stages", spread([(200, 136, 272, 128), (72, 264, 144, 128)], [1, 4], 1,
-                                                   lambda r: {200: "mnk", 72: "n-k-16"}[r[0]]))
+@pytest.mark.parametrize(
+    "m,n,k,wn,stages",
+    spread([(200, 136, 272, 128), (72, 264, 144, 128)], [1, 4], 1, lambda r: {200: "mnk", 72: "n-k-16"}[r[0]]),
+)
 def test_fp8_partial_tiles(m, n, k, wn, stages):
     """M, N, K not multiples of the tile (K a multiple of 16: whole 16-byte chunks): chunks past
     the true extent are zero-filled, stores past it dropped."""
@@ -90,8 +99,11 @@ def test_fp8_partial_tiles(m, n, k, wn, stages):
 
 
 def test_fp8_batch_one_warpgroup():
-    r = _sim(matmul_module(40, 72, 160, E5M2, transpose_b=True, batch=2),
-             {"intrinsic": _wg(64, E5M2), "tile_m": 64, "stages": 2}, exact=True)
+    r = _sim(
+        matmul_module(40, 72, 160, E5M2, transpose_b=True, batch=2),
+        {"intrinsic": _wg(64, E5M2), "tile_m": 64, "stages": 2},
+        exact=True,
+    )
     assert r.check.passed, r.check.line()
     assert r.stats.matrix_ops == 2 * 2 * 2 * 4  # batch 2 x 2 N tiles x 2 K tiles x 4 steps, one warpgroup
 
@@ -100,9 +112,11 @@ def test_fp8_fused_bias_relu_f16():
     """The register epilogue is the f16 kernel's, unchanged: bias over N + relu, stored as f16."""
     from mmaflow.runtime.modules import EPILOGUES
     from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+
     src = epilogue_module(136, 256, 256, E4M3, transpose_b=True, **EPILOGUES["bias_n_relu_f16"])
-    r = simulate(src, "sm_90a", {"intrinsic": _wg(128), "stages": 3}, seed=5,
-                 epilogue=EPILOGUE_REFERENCES["bias_n_relu_f16"])
+    r = simulate(
+        src, "sm_90a", {"intrinsic": _wg(128), "stages": 3}, seed=5, epilogue=EPILOGUE_REFERENCES["bias_n_relu_f16"]
+    )
     assert r.check.passed, r.check.line()
     assert not r.stats.races
 
@@ -138,15 +152,20 @@ def test_fp8_dynamic_rows():
         assert r.config.intrinsic == _wg(128)
 
 
-@pytest.mark.parametrize("a,b,stages", spread([(E4M3, E5M2), (E5M2, E4M3)], [1, 3], 1,
-                                              lambda r: "e4m3xe5m2" if r[0] == E4M3 else "e5m2xe4m3"))
+@pytest.mark.parametrize(
+    "a,b,stages",
+    spread([(E4M3, E5M2), (E5M2, E4M3)], [1, 3], 1, lambda r: "e4m3xe5m2" if r[0] == E4M3 else "e5m2xe4m3"),
+)
 def test_fp8_mixed_pairs(a, b, stages):
     """A and B of different fp8 types: two shared-memory allocations (A's slots, B's slots), each
     rounded up to 1024 bytes; partial M, N, K tiles."""
     src = matmul_module(200, 136, 272, a, transpose_b=True, b_type=b)
     text = handed_back(src, "sm_90a", (("stages", stages),))
-    assert text.count("memref.alloc()") == 2 and "xf8E4M3FN, #gpu.address_space<workgroup>>" in text \
+    assert (
+        text.count("memref.alloc()") == 2
+        and "xf8E4M3FN, #gpu.address_space<workgroup>>" in text
         and "xf8E5M2, #gpu.address_space<workgroup>>" in text
+    )
     for exact in (True, False):
         r = check_matmul(parse_module(text, new_context()), exact=exact, seed=4)
         assert r.check.passed, r.check.line()
@@ -165,8 +184,14 @@ def test_fp8_mixed_pair_types_matter():
 
 def _ring_text(stages, skew=0):
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
-    return mutant(WgmmaRewriter, "_slot_skew", skew, matmul_module(128, 128, 640, E4M3, transpose_b=True),
-                  overrides={"intrinsic": _wg(128), "stages": stages}).text
+
+    return mutant(
+        WgmmaRewriter,
+        "_slot_skew",
+        skew,
+        matmul_module(128, 128, 640, E4M3, transpose_b=True),
+        overrides={"intrinsic": _wg(128), "stages": stages},
+    ).text
 
 
 @pytest.mark.parametrize("stages", [2, 4])
@@ -190,10 +215,14 @@ def test_fp8_k_step_is_32_bytes(monkeypatch):
         if name == "A":
             return self.a.smem.descriptor(self.a.offset, 64 * warpgroup, 16 * step, 64, 16)
         return self.b.smem.descriptor(self.b.offset, 0, 16 * step, self.intrinsic.n, 16)
+
     monkeypatch.setattr(WgmmaPlan, "a_offset", a_offset)
     monkeypatch.setattr(WgmmaPlan, "descriptor", descriptor)
-    res = codegen_module(matmul_module(128, 128, 256, E4M3, transpose_b=True), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 2}))
+    res = codegen_module(
+        matmul_module(128, 128, 256, E4M3, transpose_b=True),
+        "sm_90a",
+        options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 2}),
+    )
     (exe,) = res.taken
     r = check_matmul(parse_module(exe.text, new_context()), exact=True)
     assert not r.check.passed, r.check.line()
@@ -201,10 +230,17 @@ def test_fp8_k_step_is_32_bytes(monkeypatch):
 
 # ---- promotion: the measured fp8 accumulator on the executor ---------------------------------------
 
+
 def _promotion_text(promote: bool, stages: int = 4, k: int = 1024) -> str:
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
-    return mutant(WgmmaRewriter, "_fp8_promotion", promote, matmul_module(64, 128, k, E4M3, transpose_b=True),
-                  overrides={"intrinsic": _wg(128), "tile_m": 64, "stages": stages}).text
+
+    return mutant(
+        WgmmaRewriter,
+        "_fp8_promotion",
+        promote,
+        matmul_module(64, 128, k, E4M3, transpose_b=True),
+        overrides={"intrinsic": _wg(128), "tile_m": 64, "stages": stages},
+    ).text
 
 
 @pytest.mark.parametrize("stages", [1, 4])
@@ -227,6 +263,7 @@ def test_fp8_promotion_before_its_wait_is_refused(monkeypatch):
     """Mutation: every wgmma.wait_group leaves one group running (1 instead of 0), so the tile's
     partial is added while its wgmmas may still write it: the executor refuses the read."""
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
+
     wait = WgmmaRewriter._wgmma_wait
     monkeypatch.setattr(WgmmaRewriter, "_wgmma_wait", lambda self, em, pending: wait(self, em, max(pending, 1)))
     with pytest.raises(ExecutorError, match="reads a wgmma accumulator before wgmma.wait_group covers"):
@@ -238,8 +275,9 @@ def test_fp8_small_k_is_checked_against_the_modelled_arithmetic():
     partial: at 128x128x384 the promoted kernel's arithmetic is outside it (about 2x) -- as cuBLAS's
     per-128-k promotion would be -- so the kernel tests compare with the modelled arithmetic
     (``SimResult.check``), and the f32 bound is the verdict at large K (the bench: 4096^3)."""
-    text = handed_back(matmul_module(128, 128, 384, E4M3, transpose_b=True), "sm_90a",
-                       (("intrinsic", _wg(128)), ("stages", 3)))
+    text = handed_back(
+        matmul_module(128, 128, 384, E4M3, transpose_b=True), "sm_90a", (("intrinsic", _wg(128)), ("stages", 3))
+    )
     r = check_matmul(parse_module(text, new_context()), seed=0)
     assert r.check.passed, r.check.line()
     assert not r.bound_check.passed, r.bound_check.line()
@@ -248,14 +286,21 @@ def test_fp8_small_k_is_checked_against_the_modelled_arithmetic():
 def _pairs_text(monkeypatch, m, n, k, stages, skew=0, b_type=None):
     """The kernel with ``WgmmaPlan.fp8_pair_tiles`` (two K tiles per loop iteration, wait_group 1
     then 0), through codegen_module (handed_back's cache would return the default kernel)."""
-    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan
+    from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
+
     monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
     monkeypatch.setattr(WgmmaRewriter, "_slot_skew", skew)
-    res = codegen_module(matmul_module(m, n, k, E4M3, transpose_b=True, b_type=b_type), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128) if b_type is None else
-                                                           f"WGMMA_F32_64x128x32_{E4M3.upper()}_{b_type.upper()}",
-                                                           "stages": stages}))
+    res = codegen_module(
+        matmul_module(m, n, k, E4M3, transpose_b=True, b_type=b_type),
+        "sm_90a",
+        options=CodegenOptions(
+            overrides={
+                "intrinsic": _wg(128) if b_type is None else f"WGMMA_F32_64x128x32_{E4M3.upper()}_{b_type.upper()}",
+                "stages": stages,
+            }
+        ),
+    )
     (exe,) = res.taken
     return exe.text
 
@@ -286,6 +331,7 @@ def test_fp8_pair_tiles_ptxas(tmp_path, monkeypatch):
     """ptxas (sm_90a): no spills, no serialized wgmma (C7514: what wait_group 1 in both tiles of
     the pair gives), no injected wait (C7517); 250 registers with ptxas 12.9."""
     from mmaflow.compiler.kernels.wgmma.plan import WgmmaPlan
+
     monkeypatch.setattr(WgmmaPlan, "fp8_pair_tiles", True)
     res = compile_module(matmul_module(2048, 2048, 2048, E4M3, transpose_b=True), "sm_90a")
     (ptx,) = res.isa_text.values()
@@ -296,6 +342,7 @@ def test_fp8_pair_tiles_ptxas(tmp_path, monkeypatch):
 
 # ---- configure: the heuristic and the refusals -----------------------------------------------------
 
+
 def _p(m=4096, n=4096, k=4096, a=E4M3, b=E4M3, ta=False, tb=True):
     return Contraction(m=m, n=n, k=k, batch=1, a_type=a, b_type=b, c_type="f32", a_transposed=ta, b_transposed=tb)
 
@@ -304,7 +351,9 @@ def test_heuristic_takes_fp8_on_the_warpgroup_kernel():
     for t in (E4M3, E5M2):
         cfg, intr = resolve(SM90, _p(a=t, b=t))
         assert intr.name == _wg(128, t) and (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == (128, 128, 128, 4)
-        assert intr.mnemonic.endswith(f"m64n128k32.f32.{'e4m3' if t == E4M3 else 'e5m2'}.{'e4m3' if t == E4M3 else 'e5m2'}")
+        assert intr.mnemonic.endswith(
+            f"m64n128k32.f32.{'e4m3' if t == E4M3 else 'e5m2'}.{'e4m3' if t == E4M3 else 'e5m2'}"
+        )
     # few tiles: the smaller shape all the same (no mma.sync computes fp8)
     cfg, intr = resolve(SM90, _p(256, 256, 256))
     assert intr.name == _wg(128) and cfg.tile_m == 64
@@ -314,27 +363,41 @@ def test_heuristic_takes_fp8_on_the_warpgroup_kernel():
     assert (cfg.stages, cfg.tile_m) == (2, 64)
 
 
-@pytest.mark.parametrize("problem,overrides,match", [
-    (_p(tb=False), {}, r"B is stored K x N \(a plain matmul's B\): its global rows run along N, and 8-bit wgmma reads "
-                       r"only K-major shared-memory operands .* the fp8 kernel takes A as M x K and B as N x K"),
-    (_p(ta=True), {}, r"A is stored K x M \(A\^T\): its global rows run along M"),
-    (_p(k=4008), {}, r"A's global rows run along K = 4008, not a multiple of 16 elements"),
-    (_p(), {"tile_n": 64}, "tile_n=64 cannot be set"),
-    (_p(), {"intrinsic": _wg(256)}, r"fp8 wgmma takes N <= 128: its partial sums are promoted to f32 per K tile .*"
-                                    r"2 x N/2 = 256 f32 registers for N 256 .* 255 a thread has"),
-    (_p(), {"intrinsic": _wg(192)}, r"fp8 wgmma takes N <= 128"),
-    (_p(), {"intrinsic": _wg(128, E5M2)}, "computes f8E5M2xf8E5M2->f32, the matmul is f8E4M3FNxf8E4M3FN->f32"),
-])
+@pytest.mark.parametrize(
+    "problem,overrides,match",
+    [
+        (
+            _p(tb=False),
+            {},
+            r"B is stored K x N \(a plain matmul's B\): its global rows run along N, and 8-bit wgmma reads "
+            r"only K-major shared-memory operands .* the fp8 kernel takes A as M x K and B as N x K",
+        ),
+        (_p(ta=True), {}, r"A is stored K x M \(A\^T\): its global rows run along M"),
+        (_p(k=4008), {}, r"A's global rows run along K = 4008, not a multiple of 16 elements"),
+        (_p(), {"tile_n": 64}, "tile_n=64 cannot be set"),
+        (
+            _p(),
+            {"intrinsic": _wg(256)},
+            r"fp8 wgmma takes N <= 128: its partial sums are promoted to f32 per K tile .*"
+            r"2 x N/2 = 256 f32 registers for N 256 .* 255 a thread has",
+        ),
+        (_p(), {"intrinsic": _wg(192)}, r"fp8 wgmma takes N <= 128"),
+        (_p(), {"intrinsic": _wg(128, E5M2)}, "computes f8E5M2xf8E5M2->f32, the matmul is f8E4M3FNxf8E4M3FN->f32"),
+    ],
+)
 def test_fp8_refusals(problem, overrides, match):
     with pytest.raises(MmaflowError, match=match):
         resolve(SM90, problem, overrides)
 
 
-@pytest.mark.parametrize("src,why", [
-    (matmul_module(256, 256, 256, E4M3), "B is stored K x N"),
-    (matmul_module(256, 256, 256, E5M2, transpose_a=True, transpose_b=True), "A is stored K x M"),
-    (matmul_module(256, 256, 100, E4M3, transpose_b=True), "not a multiple of 16 elements"),
-])
+@pytest.mark.parametrize(
+    "src,why",
+    [
+        (matmul_module(256, 256, 256, E4M3), "B is stored K x N"),
+        (matmul_module(256, 256, 256, E5M2, transpose_a=True, transpose_b=True), "A is stored K x M"),
+        (matmul_module(256, 256, 100, E4M3, transpose_b=True), "not a multiple of 16 elements"),
+    ],
+)
 def test_select_leaves_what_the_kernel_refuses_to_iree(src, why):
     """No mma.sync kernel computes fp8 on sm_90a: a form the warpgroup kernel refuses is left to
     IREE with the reason (never a silent wrong result), not configured to something else."""
@@ -351,8 +414,8 @@ def test_fp8_is_refused_before_hopper():
 
 # ---- lowering ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("t,b,ptx_t", [(E4M3, E4M3, "e4m3.e4m3"), (E5M2, E5M2, "e5m2.e5m2"),
-                                       (E4M3, E5M2, "e4m3.e5m2")])
+
+@pytest.mark.parametrize("t,b,ptx_t", [(E4M3, E4M3, "e4m3.e4m3"), (E5M2, E5M2, "e5m2.e5m2"), (E4M3, E5M2, "e4m3.e5m2")])
 def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
     """The cp.async-ring kernel (128x128x128 tiles, 4-slot ring, partials promoted per K tile;
     ``producer=0``: the default is warp-specialized where TMA serves, test_warp_specialized.py):
@@ -360,8 +423,11 @@ def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
     first wgmma of a tile with scale-d 0 (the predicate p = 0 != 0), the f32 adds after
     wait_group 0, no local memory; ptxas (sm_90a) without spills or serialized wgmma (a read of a
     running wgmma's registers would make ptxas inject a wait, C7517, and serialize, C7514)."""
-    res = compile_module(matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b), "sm_90a",
-                         options=CodegenOptions(overrides={"producer": 0}))  # verify=True
+    res = compile_module(
+        matmul_module(2048, 2048, 512, t, transpose_b=True, b_type=b),
+        "sm_90a",
+        options=CodegenOptions(overrides={"producer": 0}),
+    )  # verify=True
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n128k32.f32.{ptx_t}" in ptx
@@ -378,6 +444,7 @@ def test_fp8_lowers_verifies_and_ptxas_does_not_spill(tmp_path, t, b, ptx_t):
 
 # ---- wider sweep ---------------------------------------------------------------------------------
 
+
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("t,b", [(E4M3, E4M3), (E5M2, E5M2), (E4M3, E5M2)], ids=["e4m3", "e5m2", "mixed"])
 @pytest.mark.parametrize("wn,tile_m,stages", [(128, 128, 4), (128, 64, 3), (64, 128, 2)])
@@ -392,11 +459,14 @@ def test_fp8_sweep(t, b, wn, tile_m, stages):
 
 # ---- the bench (prepare here; the run half's fp8 path on IREE's CPU backend) -----------------------
 
+
 def test_bench_prepares_fp8_with_iree_default_not_built(tmp_path):
     """`mmaflow bench --dtype e4m3`: the A @ B^T module (B stored N x K) built by mmaflow; IREE's
     default cannot build an fp8 matmul for CUDA, and the manifest says so instead of failing."""
     import json
+
     from mmaflow.runtime.bench import prepare
+
     man = prepare("sm_90a", [256], "e4m3", tmp_path)
     assert man["a_type"] == E4M3 and man["b_transposed"] is True
     mine, base = man["entries"]
@@ -414,18 +484,42 @@ def test_bench_run_half_takes_fp8_buffers(tmp_path, t):
     FLOAT_8_E4M3_FN / FLOAT_8_E5M2), the result is checked against float64 of the rounded inputs
     with B^T, and a "not built" entry is reported, not run."""
     import json
+
     from iree.compiler import compile_str
+
     from mmaflow.runtime.bench import FP8, run
+
     elem = FP8[t]
     src = matmul_module(64, 64, 64, elem, transpose_b=True)
-    (tmp_path / "cpu.vmfb").write_bytes(compile_str(src, extra_args=[
-        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-        "--iree-llvmcpu-target-cpu=generic"]))
-    man = {"target": "llvm-cpu", "driver": "local-task", "a_type": elem, "c_type": "f32", "b_transposed": True,
-           "function": "matmul", "entries": [
-               {"size": 64, "variant": "llvm-cpu", "file": "cpu.vmfb", "target": "host", "config": "IREE llvm-cpu"},
-               {"size": 64, "variant": "iree-default", "file": None, "target": "sm_80", "config": "IREE default",
-                "not_built": "error: x"}]}
+    (tmp_path / "cpu.vmfb").write_bytes(
+        compile_str(
+            src,
+            extra_args=[
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-cpu=generic",
+            ],
+        )
+    )
+    man = {
+        "target": "llvm-cpu",
+        "driver": "local-task",
+        "a_type": elem,
+        "c_type": "f32",
+        "b_transposed": True,
+        "function": "matmul",
+        "entries": [
+            {"size": 64, "variant": "llvm-cpu", "file": "cpu.vmfb", "target": "host", "config": "IREE llvm-cpu"},
+            {
+                "size": 64,
+                "variant": "iree-default",
+                "file": None,
+                "target": "sm_80",
+                "config": "IREE default",
+                "not_built": "error: x",
+            },
+        ],
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(man))
     rows = run(tmp_path, "local-task", tmp_path / "out", repeat=2, warmup=1)
     assert [r["check"] for r in rows] == ["PASS", "not built"], rows
@@ -451,8 +545,10 @@ class _FakeTensor:
 
     def view(self, dtype):  # bytes -> fp8, as torch's Tensor.view(dtype)
         import ml_dtypes
-        return _FakeTensor(self.x.view({"float8_e4m3fn": ml_dtypes.float8_e4m3fn,
-                                        "float8_e5m2": ml_dtypes.float8_e5m2}[dtype]), dtype)
+
+        return _FakeTensor(
+            self.x.view({"float8_e4m3fn": ml_dtypes.float8_e4m3fn, "float8_e5m2": ml_dtypes.float8_e5m2}[dtype]), dtype
+        )
 
     def t(self):
         return _FakeTensor(self.x.T, self.dtype)
@@ -469,6 +565,7 @@ class _FakeTensor:
 
 def np_asarray(x):
     import numpy as np
+
     return np.asarray(x)
 
 
@@ -476,17 +573,24 @@ def _fake_torch(scaled_mm_calls: list):
     import numpy as np
 
     def scaled_mm(a, b, *, scale_a, scale_b, out_dtype, use_fast_accum=False):
-        scaled_mm_calls.append((a.dtype, b.dtype, a.x.flags.c_contiguous, b.x.flags.f_contiguous, out_dtype,
-                                use_fast_accum))
+        scaled_mm_calls.append(
+            (a.dtype, b.dtype, a.x.flags.c_contiguous, b.x.flags.f_contiguous, out_dtype, use_fast_accum)
+        )
         if a.dtype == b.dtype == "float8_e5m2":  # as torch 2.11 on the H200: no e5m2 x e5m2 kernel
             raise ValueError("Multiplication of two Float8_e5m2 matrices is not supported\nmore")
         prod = a.x.astype(np.float64) @ b.x.astype(np.float64) * float(scale_a.x) * float(scale_b.x)
         return _FakeTensor(prod.astype(np.float32))
 
     from conftest import fake_cuda_torch
-    return fake_cuda_torch(from_numpy=_FakeTensor, _scaled_mm=scaled_mm,
-                           tensor=lambda v, device=None: _FakeTensor(np.float32(v)), float32="float32",
-                           float8_e4m3fn="float8_e4m3fn", float8_e5m2="float8_e5m2")
+
+    return fake_cuda_torch(
+        from_numpy=_FakeTensor,
+        _scaled_mm=scaled_mm,
+        tensor=lambda v, device=None: _FakeTensor(np.float32(v)),
+        float32="float32",
+        float8_e4m3fn="float8_e4m3fn",
+        float8_e5m2="float8_e5m2",
+    )
 
 
 @pytest.mark.parametrize("t", ["e4m3", "e5m2"])
@@ -500,30 +604,47 @@ def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch
     import sys
 
     from iree.compiler import compile_str
+
     from mmaflow.runtime import iree_runner
     from mmaflow.runtime.bench import FP8, PROFILED_CALLS, profile_one, run
 
     class CpuModule(iree_runner.CompiledModule):
         def __init__(self, vmfb, driver):
             super().__init__(vmfb, "local-task")
+
     calls = []
     monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
     monkeypatch.setitem(sys.modules, "torch", _fake_torch(calls))
     elem = FP8[t]
-    (tmp_path / "cpu.vmfb").write_bytes(compile_str(matmul_module(64, 64, 64, elem, transpose_b=True), extra_args=[
-        "--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu",
-        "--iree-llvmcpu-target-cpu=generic"]))
-    man = {"target": "llvm-cpu", "driver": "cuda", "a_type": elem, "c_type": "f32", "b_transposed": True,
-           "function": "matmul", "entries": [
-               {"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}]}
+    (tmp_path / "cpu.vmfb").write_bytes(
+        compile_str(
+            matmul_module(64, 64, 64, elem, transpose_b=True),
+            extra_args=[
+                "--iree-hal-target-device=local",
+                "--iree-hal-local-target-device-backends=llvm-cpu",
+                "--iree-llvmcpu-target-cpu=generic",
+            ],
+        )
+    )
+    man = {
+        "target": "llvm-cpu",
+        "driver": "cuda",
+        "a_type": elem,
+        "c_type": "f32",
+        "b_transposed": True,
+        "function": "matmul",
+        "entries": [{"size": 64, "variant": "mmaflow", "file": "cpu.vmfb", "target": "host", "config": "cpu"}],
+    }
     (tmp_path / "manifest.json").write_text(json.dumps(man))
     rows = run(tmp_path, "cuda", tmp_path / "out", repeat=2, warmup=1)
     torch_name = {"e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[t]
     assert calls[0] == (torch_name, torch_name, True, True, "float32", False)
     assert rows[0]["check"] == "PASS", rows
     if t == "e4m3":
-        assert [r["variant"] for r in rows[1:]] == ["torch._scaled_mm (e4m3, f32 out)",
-                                                    "torch._scaled_mm (e4m3, f32 out, fast accum)"]
+        assert [r["variant"] for r in rows[1:]] == [
+            "torch._scaled_mm (e4m3, f32 out)",
+            "torch._scaled_mm (e4m3, f32 out, fast accum)",
+        ]
         assert [r["file"] for r in rows[1:]] == ["torch", "torch-fast-accum"]
         assert all(r["detail"].startswith("torch vs float64: PASS") for r in rows[1:]), rows
         calls.clear()
@@ -536,11 +657,23 @@ def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch
 
 def test_bench_table_prints_rows_that_were_not_built(capsys):
     from mmaflow.runtime.bench import print_table
+
     nan = float("nan")
-    print_table([{"size": 64, "variant": "mmaflow", "target": "sm_90a", "ms": 1.0, "tflops": 2.0, "check": "PASS",
-                  "kernel_ms": 0.5, "kernel_tflops": 4.0},
-                 {"size": 64, "variant": "iree-default", "target": "sm_80", "ms": nan, "tflops": nan,
-                  "check": "not built"}])
+    print_table(
+        [
+            {
+                "size": 64,
+                "variant": "mmaflow",
+                "target": "sm_90a",
+                "ms": 1.0,
+                "tflops": 2.0,
+                "check": "PASS",
+                "kernel_ms": 0.5,
+                "kernel_tflops": 4.0,
+            },
+            {"size": 64, "variant": "iree-default", "target": "sm_80", "ms": nan, "tflops": nan, "check": "not built"},
+        ]
+    )
     out = capsys.readouterr().out
     assert "not built" in out and "0.5000" in out
 
@@ -551,15 +684,17 @@ def test_bench_fp8_check_names_the_bound_it_passes():
     to 14 bits below the largest) "PASS (fp8 accumulation bound)"; outside both "FAIL" (and f16
     knows only the first)."""
     import numpy as np
+
     from mmaflow.runtime.bench import FP8_ACC_BITS, _reference_check
     from mmaflow.runtime.numerics import DTYPES
+
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (64, 256)).astype(DTYPES[E4M3])
     b = rng.uniform(-1, 1, (256, 64)).astype(DTYPES[E4M3])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
     assert _reference_check(a, b, ref.astype(np.float32), None, fp8=True)["verdict"] == "PASS"
-    near = ref + 4 * 2.0 ** -FP8_ACC_BITS * bound  # 8 k32 steps: within 8 * 33 * 2^-13 * sum |a||b|
+    near = ref + 4 * 2.0**-FP8_ACC_BITS * bound  # 8 k32 steps: within 8 * 33 * 2^-13 * sum |a||b|
     r = _reference_check(a, b, near, None, fp8=True)
     assert r["verdict"] == "PASS (fp8 accumulation bound)" and "f32 bound: FAIL" in r["detail"], r
     assert _reference_check(a, b, near, None)["verdict"] == "FAIL"
@@ -568,21 +703,28 @@ def test_bench_fp8_check_names_the_bound_it_passes():
 
 # ---- fp8 through the TMA ring (--config copy=tma: one box per operand per K tile) ---------------------
 
+
 @pytest.mark.parametrize("t", [E4M3, E5M2])
-@pytest.mark.parametrize("m,n,k,tile_m,stages", [(256, 256, 640, 128, 4), (200, 136, 528, 128, 3),
-                                                 (64, 128, 384, 64, 2)])
+@pytest.mark.parametrize(
+    "m,n,k,tile_m,stages", [(256, 256, 640, 128, 4), (200, 136, 528, 128, 3), (64, 128, 384, 64, 2)]
+)
 def test_fp8_tma_ring_matches_the_modelled_arithmetic(t, m, n, k, tile_m, stages):
     # partial M, N and K tiles (200 x 136 x 528: K ends 16 elements into its last tile) are zero-filled
     # by the copy engine; the result is the promoted kernel's arithmetic bit for bit
-    r = _sim(matmul_module(m, n, k, t, transpose_b=True),
-             {"intrinsic": _wg(128, t), "tile_m": tile_m, "stages": stages, "copy": "tma"})
+    r = _sim(
+        matmul_module(m, n, k, t, transpose_b=True),
+        {"intrinsic": _wg(128, t), "tile_m": tile_m, "stages": stages, "copy": "tma"},
+    )
     assert r.check.passed and r.check.max_abs_err == 0, r.check.line()
     assert not r.stats.races
 
 
 def test_fp8_tma_ring_lowers_and_ptxas_keeps_it(tmp_path):
-    res = compile_module(matmul_module(256, 256, 1024, E4M3, transpose_b=True), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "copy": "tma"}))
+    res = compile_module(
+        matmul_module(256, 256, 1024, E4M3, transpose_b=True),
+        "sm_90a",
+        options=CodegenOptions(overrides={"intrinsic": _wg(128), "copy": "tma"}),
+    )
     (ptx,) = res.isa_text.values()
     assert "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes" in ptx
     assert "tensormap.replace.tile.elemtype.shared::cta.b1024.b32" in ptx
@@ -593,15 +735,21 @@ def test_fp8_tma_ring_lowers_and_ptxas_keeps_it(tmp_path):
 
 def test_fp8_tma_ring_refuses_mixed_pairs():
     with pytest.raises(MmaflowError, match="TMA copies take A and B of one element type"):
-        codegen_module(matmul_module(128, 128, 256, E4M3, transpose_b=True, b_type=E5M2), "sm_90a",
-                       options=CodegenOptions(overrides={"intrinsic": f"WGMMA_F32_64x128x32_{E4M3.upper()}_"
-                                                                   f"{E5M2.upper()}", "copy": "tma"}))
+        codegen_module(
+            matmul_module(128, 128, 256, E4M3, transpose_b=True, b_type=E5M2),
+            "sm_90a",
+            options=CodegenOptions(
+                overrides={"intrinsic": f"WGMMA_F32_64x128x32_{E4M3.upper()}_{E5M2.upper()}", "copy": "tma"}
+            ),
+        )
 
 
 # ---- checking an fp8 result: whole modules on the executor, and a GPU's result --------------------------
 
+
 def _fp8_executable(promote: bool = True):
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
+
     return mutant(WgmmaRewriter, "_fp8_promotion", promote, matmul_module(128, 256, 512, E4M3, transpose_b=True))
 
 
@@ -611,6 +759,7 @@ def test_whole_module_check_compares_fp8_with_the_modelled_arithmetic():
     wgmma kernel computes is compared with the modelled arithmetic, exactly, at IREE's offsets; the
     kernel without promotion fails that comparison."""
     from mmaflow.runtime.model_check import check_executable
+
     (site,) = check_executable(_fp8_executable(), seed=3)
     assert site.passed and site.max_abs_err == 0, site.line()
     assert "modelled fp8 tensor-core arithmetic" in site.detail
@@ -623,7 +772,9 @@ def test_fp8_tensor_core_bound_holds_the_modelled_kernel():
     bound plus the tensor cores' cut addends (``numerics.fp8_tensor_core_bound``). The modelled
     promoted kernel lies inside it; a result missing one K tile's contribution does not."""
     import numpy as np
+
     from mmaflow.runtime import numerics as nm
+
     rng = np.random.default_rng(5)
     for m, n, k in ((64, 64, 512), (32, 48, 1000)):
         a, b = nm.random_matrix(rng, (m, k), E4M3), nm.random_matrix(rng, (k, n), E4M3)
@@ -632,7 +783,7 @@ def test_fp8_tensor_core_bound_holds_the_modelled_kernel():
         assert (tol > tol32).all()
         got = nm.fp8_tensor_core_reference(a, b, 128).astype(np.float64)
         assert nm.compare(got, ref, tol, out_type="f32").passed
-        short = nm.fp8_tensor_core_reference(a[:, :k - 128], b[:k - 128], 128).astype(np.float64)
+        short = nm.fp8_tensor_core_reference(a[:, : k - 128], b[: k - 128], 128).astype(np.float64)
         assert not nm.compare(short, ref, tol, out_type="f32").passed
 
 
@@ -640,7 +791,9 @@ def test_fp8_models_by_row_blocks_are_whole_models(monkeypatch):
     """The fp8 models run over blocks of A's rows (a 4096^2 output's products would need 4 GB at
     once): blocked and whole give the same bits, batched too."""
     import numpy as np
+
     from mmaflow.runtime import numerics as nm
+
     rng = np.random.default_rng(8)
     a, b = nm.random_matrix(rng, (2, 70, 256), E4M3), nm.random_matrix(rng, (2, 256, 24), E4M3)
     monkeypatch.setattr(nm, "ROW_BLOCK", 1024)

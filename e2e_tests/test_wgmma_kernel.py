@@ -13,17 +13,17 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import handed_back, simulate, sm90a_ptxas, spread
-from mmaflow.compiler.driver.bridge import compile_module
-from mmaflow.compiler.kernels.registry import resolve
+
 from mmaflow.compiler.core.errors import MmaflowError, UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.core.problem import Contraction
-from mmaflow.compiler.pipeline.results import CodegenOptions
-from mmaflow.compiler.target.targets import get_target
-from mmaflow.compiler.target.intrinsics import wgmma
+from mmaflow.compiler.driver.bridge import compile_module
+from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.kernels.wgmma.plan import warp_c_layout
+from mmaflow.compiler.pipeline.results import CodegenOptions
+from mmaflow.compiler.target.intrinsics import wgmma
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.simulate import check_matmul
@@ -40,14 +40,21 @@ def _sim(src, overrides, exact=False):
 
 # In the default set each shape with one of the kernels (stages 1 or 3, alternating), both with
 # `-m exhaustive` (``conftest.spread``; so for the spread cases below).
-@pytest.mark.parametrize("m,n,k,t,wn,exact,stages", spread([
-    (128, 128, 128, "f16", 128, True),
-    (128, 128, 128, "f16", 128, False),
-    (128, 128, 128, "bf16", 128, False),
-    (256, 256, 128, "f16", 256, False),
-    (256, 256, 128, "bf16", 256, False),
-    (128, 256, 192, "bf16", 64, True),
-], [1, 3], 1))
+@pytest.mark.parametrize(
+    "m,n,k,t,wn,exact,stages",
+    spread(
+        [
+            (128, 128, 128, "f16", 128, True),
+            (128, 128, 128, "f16", 128, False),
+            (128, 128, 128, "bf16", 128, False),
+            (256, 256, 128, "f16", 256, False),
+            (256, 256, 128, "bf16", 256, False),
+            (128, 256, 192, "bf16", 64, True),
+        ],
+        [1, 3],
+        1,
+    ),
+)
 def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact, stages):
     r = _sim(matmul_module(m, n, k, t), {"intrinsic": _wg(wn, t), "stages": stages}, exact)
     assert r.check.passed, r.check.detail
@@ -56,37 +63,52 @@ def test_wgmma_kernel_matches_numpy(m, n, k, t, wn, exact, stages):
     assert r.stats.matrix_ops == (m // 128) * (n // wn) * (k // 64) * 4 * 2
 
 
-@pytest.mark.parametrize("ta,tb,stages", spread([(True, False), (False, True), (True, True)], [1, 2, 4], 1,
-                                                lambda t: {(True, False): "At", (False, True): "Bt", (True, True): "AtBt"}[t]))
+@pytest.mark.parametrize(
+    "ta,tb,stages",
+    spread(
+        [(True, False), (False, True), (True, True)],
+        [1, 2, 4],
+        1,
+        lambda t: {(True, False): "At", (False, True): "Bt", (True, True): "AtBt"}[t],
+    ),
+)
 def test_transposed_operands_use_the_other_major(ta, tb, stages):
     # A^T is MN-major (imm-trans-a), B^T K-major: every combination of the two orders; K = 320
     # is 5 tiles, so every ring (2..4 slots) reuses its slots
-    r = _sim(matmul_module(128, 128, 320, "f16", transpose_a=ta, transpose_b=tb),
-             {"intrinsic": _wg(128), "stages": stages}, True)
+    r = _sim(
+        matmul_module(128, 128, 320, "f16", transpose_a=ta, transpose_b=tb),
+        {"intrinsic": _wg(128), "stages": stages},
+        True,
+    )
     assert r.check.passed, r.check.detail
     assert not r.stats.races
 
 
 @pytest.mark.parametrize("stages", [1, 3])
 def test_one_warpgroup_tile_and_batch(stages):
-    r = _sim(matmul_module(64, 128, 128, "bf16", batch=2), {"intrinsic": _wg(128, "bf16"), "tile_m": 64,
-                                                             "stages": stages})
+    r = _sim(
+        matmul_module(64, 128, 128, "bf16", batch=2), {"intrinsic": _wg(128, "bf16"), "tile_m": 64, "stages": stages}
+    )
     assert r.check.passed, r.check.detail
     assert r.stats.matrix_ops == 2 * 2 * 4
 
 
 # ---- the cp.async ring (stages 2..4) -------------------------------------------------------------
 
-_RING = {("f16", 256, 128, 512): "f16-n256-k8tiles", ("bf16", 64, 64, 448): "bf16-n64-m64-k7tiles",
-         ("f16", 128, 128, 64): "f16-one-tile"}
+_RING = {
+    ("f16", 256, 128, 512): "f16-n256-k8tiles",
+    ("bf16", 64, 64, 448): "bf16-n64-m64-k7tiles",
+    ("f16", 128, 128, 64): "f16-one-tile",
+}
 
 
 @pytest.mark.parametrize("t,wn,tile_m,k,stages", spread(list(_RING), [2, 3, 4], 1, _RING.get))
 def test_ring_matches_numpy(stages, t, wn, tile_m, k):
     # K of 8 / 7 tiles: every slot reused more than once; one tile: fewer tiles than the ring
     # copies ahead (the prologue commits empty groups, the main loop is empty)
-    r = _sim(matmul_module(tile_m, 256, k, t), {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages},
-             exact=True)
+    r = _sim(
+        matmul_module(tile_m, 256, k, t), {"intrinsic": _wg(wn, t), "tile_m": tile_m, "stages": stages}, exact=True
+    )
     assert r.check.passed, r.check.detail
     assert not r.stats.races
     assert r.stats.matrix_ops == (256 // wn) * (k // 64) * 4 * (tile_m // 64)
@@ -94,6 +116,7 @@ def test_ring_matches_numpy(stages, t, wn, tile_m, k):
 
 def test_default_is_the_deepest_ring_that_fits():
     from mmaflow.compiler.kernels.wgmma.plan import ALIGN, plan_bytes, slot_bytes
+
     for t, n, tile_m in (("f16", 256, 128), ("bf16", 64, 64), ("f16", 128, 128)):
         p = Contraction(m=256, n=256, k=128, batch=1, a_type=t, b_type=t, c_type="f32")
         cfg, _ = resolve(SM90, p, {"intrinsic": _wg(n, t), "tile_m": tile_m})
@@ -104,13 +127,18 @@ def test_default_is_the_deepest_ring_that_fits():
 
 def _ring_text(stages, k=512, skew=0):
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
+
     old = WgmmaRewriter._slot_skew
     WgmmaRewriter._slot_skew = skew
     try:
         # (cache-free: the mutation changes the generator, not the arguments)
         from mmaflow.compiler.driver.bridge import codegen_module
-        res = codegen_module(matmul_module(128, 128, k, "f16"), "sm_90a",
-                             options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}))
+
+        res = codegen_module(
+            matmul_module(128, 128, k, "f16"),
+            "sm_90a",
+            options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": stages}),
+        )
         (exe,) = res.taken
         return exe.text
     finally:
@@ -209,18 +237,30 @@ def test_heuristic_never_chooses_wgmma():
     assert intr.family == "mma_sync"
 
 
-@pytest.mark.parametrize("problem,overrides,match", [
-    (Contraction(m=200, n=256, k=100, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
-     "A's global rows run along K = 100, not a multiple of 8 elements"),
-    (Contraction(m=256, n=130, k=96, batch=1, a_type="f16", b_type="f16", c_type="f32"), {},
-     "B's global rows run along N = 130, not a multiple of 8 elements"),
-    (P, {"tile_m": 256}, "tile_m 64 .one warpgroup. or 128"),
-    (P, {"tile_n": 64}, "tile_n=64 cannot be set"),
-    (P, {"stages": 5}, "stages=5; the warpgroup-MMA kernel has 1"),
-    (P, {"stages": 0}, "stages=0; the warpgroup-MMA kernel has 1"),
-    (Contraction(m=256, n=256, k=128, batch=1, a_type="bf16", b_type="bf16", c_type="f32"), {},
-     "computes f16xf16->f32, the matmul is bf16xbf16->f32"),
-])
+@pytest.mark.parametrize(
+    "problem,overrides,match",
+    [
+        (
+            Contraction(m=200, n=256, k=100, batch=1, a_type="f16", b_type="f16", c_type="f32"),
+            {},
+            "A's global rows run along K = 100, not a multiple of 8 elements",
+        ),
+        (
+            Contraction(m=256, n=130, k=96, batch=1, a_type="f16", b_type="f16", c_type="f32"),
+            {},
+            "B's global rows run along N = 130, not a multiple of 8 elements",
+        ),
+        (P, {"tile_m": 256}, "tile_m 64 .one warpgroup. or 128"),
+        (P, {"tile_n": 64}, "tile_n=64 cannot be set"),
+        (P, {"stages": 5}, "stages=5; the warpgroup-MMA kernel has 1"),
+        (P, {"stages": 0}, "stages=0; the warpgroup-MMA kernel has 1"),
+        (
+            Contraction(m=256, n=256, k=128, batch=1, a_type="bf16", b_type="bf16", c_type="f32"),
+            {},
+            "computes f16xf16->f32, the matmul is bf16xbf16->f32",
+        ),
+    ],
+)
 def test_unsupported_configs_are_refused(problem, overrides, match):
     with pytest.raises(MmaflowError, match=match):
         resolve(SM90, problem, {"intrinsic": _wg(128), **overrides})
@@ -236,19 +276,28 @@ def test_dynamic_rows_need_a_promise_of_whole_chunks():
     """A dynamic dimension along an operand's global rows needs a promise of 8 elements (whole
     16-byte chunks); the refusal names the dimension and the promise."""
     from mmaflow.runtime.modules import dynamic_module
-    with pytest.raises(MmaflowError, match=r"A's global rows run along K, which is dynamic and has no divisibility "
-                                           r"promise: .* multiple of 8 elements; a promise that it is "
-                                           r"\(util.assume.int %k<udiv = 8>"):
+
+    with pytest.raises(
+        MmaflowError,
+        match=r"A's global rows run along K, which is dynamic and has no divisibility "
+        r"promise: .* multiple of 8 elements; a promise that it is "
+        r"\(util.assume.int %k<udiv = 8>",
+    ):
         handed_back(dynamic_module(None, 256, None), "sm_90a", (("intrinsic", _wg(128)),))
-    with pytest.raises(MmaflowError, match=r"B's global rows run along N, which is dynamic and promised only to be "
-                                           r"a multiple of 4"):
+    with pytest.raises(
+        MmaflowError,
+        match=r"B's global rows run along N, which is dynamic and promised only to be "
+        r"a multiple of 4",
+    ):
         handed_back(dynamic_module(None, None, 64, divisors=dict(n=4)), "sm_90a", (("intrinsic", _wg(128)),))
 
 
 # ---- fused epilogues (the mma.sync kernel's epilogue, applied to the per-warp D layout) -------------
 
+
 def _epilogue_cases():
     from test_epilogue import CASES
+
     return CASES
 
 
@@ -271,8 +320,16 @@ def test_fused_epilogue_matches_numpy(name, stages):
 
 def test_fused_epilogue_batch_one_warpgroup():
     from mmaflow.runtime.numerics import EpilogueReference
-    src = epilogue_module(64, 128, 128, out_type="f32", batch=3, inputs=[("f32", ("b",)), ("f32", ("b", "n"))],
-                          body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32")
+
+    src = epilogue_module(
+        64,
+        128,
+        128,
+        out_type="f32",
+        batch=3,
+        inputs=[("f32", ("b",)), ("f32", ("b", "n"))],
+        body="%v = arith.mulf %acc, %x0 : f32\n%res = arith.addf %v, %x1 : f32",
+    )
     ref = EpilogueReference(lambda acc, s, b: acc * s[:, None, None] + b[:, None, :], 1.0, 2)
     r = simulate(src, "sm_90a", {"intrinsic": _wg(64), "tile_m": 64, "stages": 3}, seed=7, epilogue=ref)
     assert r.check.passed, r.check.line()
@@ -280,8 +337,9 @@ def test_fused_epilogue_batch_one_warpgroup():
 
 def test_fused_bias_relu_f16_lowers_and_verifies():
     kw, _, _ = _epilogue_cases()["bias_n-relu-f16"]
-    res = compile_module(epilogue_module(256, 256, 512, **kw), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(256)}))  # verify=True: check_isa
+    res = compile_module(
+        epilogue_module(256, 256, 512, **kw), "sm_90a", options=CodegenOptions(overrides={"intrinsic": _wg(256)})
+    )  # verify=True: check_isa
     (ptx,) = res.isa_text.values()
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx and "cp.async.cg.shared.global" in ptx
     assert "max" in ptx and "cvt.rn.f16" in ptx  # relu and the f16 store
@@ -290,15 +348,25 @@ def test_fused_bias_relu_f16_lowers_and_verifies():
 
 # ---- lowering ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("t,n", [("f16", 128), ("bf16", 256)])
 def test_lowers_to_wgmma_ptx_and_verifies(t, n):
-    res = compile_module(matmul_module(256, 256, 128, t), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(n, t), "stages": 1}))  # verify: check_isa
+    res = compile_module(
+        matmul_module(256, 256, 128, t),
+        "sm_90a",
+        options=CodegenOptions(overrides={"intrinsic": _wg(n, t), "stages": 1}),
+    )  # verify: check_isa
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
     assert ptx.count(f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}") == 4
-    for needle in ("fence.proxy.async.shared::cta", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
-                   "wgmma.wait_group.sync.aligned", "ld.global.nc.v4", "st.shared.v4"):
+    for needle in (
+        "fence.proxy.async.shared::cta",
+        "wgmma.fence.sync.aligned",
+        "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned",
+        "ld.global.nc.v4",
+        "st.shared.v4",
+    ):
         assert needle in ptx, needle
     assert "ld.local" not in ptx and "st.local" not in ptx
 
@@ -306,15 +374,22 @@ def test_lowers_to_wgmma_ptx_and_verifies(t, n):
 @pytest.mark.parametrize("t,n,stages", [("f16", 128, None), ("bf16", 256, 3), ("f16", 64, 2)])
 def test_ring_lowers_to_cp_async_and_wgmma_wait_ptx(t, n, stages):
     over = {"intrinsic": _wg(n, t)} | ({"stages": stages} if stages else {})  # None: the default, 4
-    res = compile_module(matmul_module(256, 256, 512, t), "sm_90a",
-                         options=CodegenOptions(overrides=over))  # verify=True: check_isa (1 barrier per K tile)
+    res = compile_module(
+        matmul_module(256, 256, 512, t), "sm_90a", options=CodegenOptions(overrides=over)
+    )  # verify=True: check_isa (1 barrier per K tile)
     (ptx,) = res.isa_text.values()
     assert ".target sm_90a" in ptx
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{t}.{t}" in ptx
     lag = 0 if stages == 2 else 1
-    for needle in ("cp.async.cg.shared.global", "cp.async.commit_group", "cp.async.wait_group",
-                   "fence.proxy.async.shared::cta", "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
-                   "wgmma.wait_group.sync.aligned"):
+    for needle in (
+        "cp.async.cg.shared.global",
+        "cp.async.commit_group",
+        "cp.async.wait_group",
+        "fence.proxy.async.shared::cta",
+        "wgmma.fence.sync.aligned",
+        "wgmma.commit_group.sync.aligned",
+        "wgmma.wait_group.sync.aligned",
+    ):
         assert needle in ptx, needle
     # in the loop: wgmma.wait_group 1 (2 stages: 0) after the next tile's cp.async group
     assert re.search(rf"cp\.async\.commit_group;\s*wgmma\.wait_group\.sync\.aligned\s+{lag};", ptx)
@@ -327,8 +402,11 @@ def test_ptxas_keeps_the_wgmma_pipeline(tmp_path, n, stages):
     """ptxas (sm_90a) on the ring's PTX: no spills, and no "wgmma.mma_async instructions are
     serialized" warning (ptxas serializes wgmma when registers of an in-flight accumulator are
     touched, which would undo wait_group 1)."""
-    res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(n), "stages": stages}))
+    res = compile_module(
+        matmul_module(256, 256, 512, "f16"),
+        "sm_90a",
+        options=CodegenOptions(overrides={"intrinsic": _wg(n), "stages": stages}),
+    )
     (ptx,) = res.isa_text.values()
     out = sm90a_ptxas(tmp_path, ptx)
     assert "serialized" not in out.lower(), out
@@ -368,8 +446,11 @@ def test_partial_tiles_match_numpy(m, n, k, t, wn, ta, tb, stages):
 
 
 def test_partial_tiles_one_warpgroup_batch():
-    r = _sim(matmul_module(40, 72, 56, "bf16", batch=2), {"intrinsic": _wg(64, "bf16"), "tile_m": 64, "stages": 2},
-             exact=True)
+    r = _sim(
+        matmul_module(40, 72, 56, "bf16", batch=2),
+        {"intrinsic": _wg(64, "bf16"), "tile_m": 64, "stages": 2},
+        exact=True,
+    )
     assert r.check.passed, r.check.detail
 
 
@@ -383,16 +464,26 @@ def test_partial_tiles_with_fused_epilogue(stages):
 
 
 def test_partial_tiles_lower_to_zero_filling_cp_async():
-    res = compile_module(matmul_module(200, 136, 520, "f16"), "sm_90a",  # (cp.async asked for)
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "copy": "cp.async"}))  # verify=True
+    res = compile_module(
+        matmul_module(200, 136, 520, "f16"),
+        "sm_90a",  # (cp.async asked for)
+        options=CodegenOptions(overrides={"intrinsic": _wg(128), "copy": "cp.async"}),
+    )  # verify=True
     (ptx,) = res.isa_text.values()
     # the source-size operand: 16 bytes in range, 0 (zero-fill) past the true extent
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, %r\d+;", ptx), ptx[:2000]
     assert "wgmma.mma_async" in ptx and "ld.local" not in ptx and "st.local" not in ptx
 
 
-@pytest.mark.parametrize("shape,copy", [((4096, 4096, 4096), None), ((4000, 4000, 4000), "tma-wide"),
-                                        ((4096, 4096, 4000), "tma-wide"), ((1024, 1024, 1000), None)])
+@pytest.mark.parametrize(
+    "shape,copy",
+    [
+        ((4096, 4096, 4096), None),
+        ((4000, 4000, 4000), "tma-wide"),
+        ((4096, 4096, 4000), "tma-wide"),
+        ((1024, 1024, 1000), None),
+    ],
+)
 def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
     """wgmma_plan.default_copy (measured on the H200, docs/PERFORMANCE.md): TMA (tma-wide)
     for 128-row tiles that overhang the problem, where it zero-fills past the tensor (unaligned
@@ -400,11 +491,15 @@ def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
     problems (TMA's shared-memory floor costs them their second block per SM). (producer=0: the
     ring without a producer warpgroup, which the default is not from 2 to 9 persistent tiles per
     workgroup: test_warp_specialized.)"""
-    from mmaflow.compiler.kernels.registry import resolve
     from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.registry import resolve
+
     m, n, k = shape
-    cfg, intr = resolve(get_target("sm_90a"), Contraction(m=m, n=n, k=k, batch=1, a_type="f16", b_type="f16",
-                                                          c_type="f32"), {"producer": 0})
+    cfg, intr = resolve(
+        get_target("sm_90a"),
+        Contraction(m=m, n=n, k=k, batch=1, a_type="f16", b_type="f16", c_type="f32"),
+        {"producer": 0},
+    )
     assert intr.family == "wgmma" and cfg.copy == copy, cfg
     if shape == (1024, 1024, 1000):
         assert cfg.tile_m == 64
@@ -412,8 +507,9 @@ def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
 
 def test_aligned_problems_copy_unchecked():
     """Whole tiles: no bounds checks in the copies (no source-size operand)."""
-    res = compile_module(matmul_module(256, 256, 512, "f16"), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128)}))
+    res = compile_module(
+        matmul_module(256, 256, 512, "f16"), "sm_90a", options=CodegenOptions(overrides={"intrinsic": _wg(128)})
+    )
     (ptx,) = res.isa_text.values()
     assert re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16;", ptx)
     assert not re.search(r"cp\.async\.cg\.shared\.global \[[^]]+\], \[[^]]+\], 16, ", ptx)
@@ -421,11 +517,14 @@ def test_aligned_problems_copy_unchecked():
 
 # ---- dynamic sizes (sizes from push constants, K tiles from the run-time K, the grid from the workload) ----
 
-DYN_SIZES = [dict(m=130, n=264, k=72),  # partial M, N and K tiles
-             dict(m=1, n=8, k=8),  # one row, one chunk
-             dict(m=128, n=128, k=64),  # exactly one tile
-             dict(m=129, n=136, k=520),  # K 8 + 1/8 tiles: every ring slot reused
-             dict(m=5, n=16, k=0), dict(m=0, n=16, k=64)]  # empty K (the accumulator stays 0), no rows
+DYN_SIZES = [
+    dict(m=130, n=264, k=72),  # partial M, N and K tiles
+    dict(m=1, n=8, k=8),  # one row, one chunk
+    dict(m=128, n=128, k=64),  # exactly one tile
+    dict(m=129, n=136, k=520),  # K 8 + 1/8 tiles: every ring slot reused
+    dict(m=5, n=16, k=0),
+    dict(m=0, n=16, k=64),
+]  # empty K (the accumulator stays 0), no rows
 
 
 @pytest.mark.parametrize("stages", [1, 2, 4])
@@ -433,6 +532,7 @@ def test_dynamic_sizes_match_numpy(stages):
     """One kernel, every dimension dynamic with the smallest promise it takes (N and K multiples
     of 8: whole 16-byte chunks; M none), run at several sizes (sentinel-bounded buffers)."""
     from mmaflow.runtime.modules import dynamic_module
+
     src = dynamic_module(divisors=dict(n=8, k=8))
     for sizes in DYN_SIZES:
         r = simulate(src, "sm_90a", {"intrinsic": _wg(128), "stages": stages}, sizes=sizes, seed=1, exact=True)
@@ -449,6 +549,7 @@ def test_dynamic_whole_tile_promises_and_rows(stages):
     """Promises of whole tiles (M % 16, N % 32, K % 64: only M and N bounded) and the inference
     shape: dynamic rows times static weights (bf16, N = 64 instructions)."""
     from mmaflow.runtime.modules import dynamic_module
+
     src = dynamic_module(divisors=dict(m=16, n=32, k=64))
     for sizes in (dict(m=144, n=160, k=192), dict(m=16, n=32, k=64), dict(m=128, n=128, k=0)):
         r = simulate(src, "sm_90a", {"intrinsic": _wg(128), "stages": stages}, sizes=sizes, seed=3, exact=True)
@@ -479,8 +580,9 @@ BATCH_DYNAMIC = """func.func @bmm(%a0: tensor<?x?x64xf16>, %b0: tensor<?x64x136x
 
 def test_dynamic_batch_one_warpgroup():
     for sizes in (dict(batch=3, m=20), dict(batch=1, m=64)):
-        r = simulate(BATCH_DYNAMIC, "sm_90a", {"intrinsic": _wg(64), "tile_m": 64, "stages": 3}, sizes=sizes,
-                     seed=7, exact=True)
+        r = simulate(
+            BATCH_DYNAMIC, "sm_90a", {"intrinsic": _wg(64), "tile_m": 64, "stages": 3}, sizes=sizes, seed=7, exact=True
+        )
         assert r.check.passed, (sizes, r.check.line())
 
 
@@ -490,10 +592,14 @@ def test_dynamic_prologue_copies_past_k_are_guarded(monkeypatch):
     from mmaflow.compiler.driver.bridge import codegen_module
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
     from mmaflow.runtime.modules import dynamic_module
+
     copy = WgmmaRewriter._copy_tile
     monkeypatch.setattr(WgmmaRewriter, "_copy_tile", lambda self, *a, tile_valid=None, **kw: copy(self, *a, **kw))
-    res = codegen_module(dynamic_module(divisors=dict(m=16, n=32, k=64)), "sm_90a",
-                         options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 4, "copy": "cp.async"}))
+    res = codegen_module(
+        dynamic_module(divisors=dict(m=16, n=32, k=64)),
+        "sm_90a",
+        options=CodegenOptions(overrides={"intrinsic": _wg(128), "stages": 4, "copy": "cp.async"}),
+    )
     (exe,) = res.taken
     for sizes in (dict(m=64, n=96, k=0), dict(m=64, n=96, k=64)):
         with pytest.raises(ExecutorError, match="global access out of bounds"):
@@ -506,6 +612,7 @@ def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
     wgmma_plan.default_copy) on a dynamic problem: verified PTX (check_isa), bulk tensor copies
     and no per-thread cp.async, no local memory, and ptxas without spills or serialized wgmma."""
     from mmaflow.runtime.modules import dynamic_module
+
     res = compile_module(dynamic_module(divisors=divisors), "sm_90a")  # the heuristic's choice; verify=True
     (ptx,) = res.isa_text.values()
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
@@ -517,6 +624,7 @@ def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
 
 def _dyn_problem(m, n, k, divisors=None):
     from mmaflow.compiler.core.problem import DynamicDim
+
     divisors = divisors or {}
     sizes = dict(m=m, n=n, k=k)
     dyn = tuple(DynamicDim(d, (i,), ((i, -1),), divisors.get(d, 1)) for i, d in enumerate("mnk") if sizes[d] is None)
@@ -527,18 +635,30 @@ def test_heuristic_takes_dynamic_problems_with_whole_chunk_rows():
     """warpgroup_default on a dynamic problem (as `configure` sees it: the estimate): the tile count
     from the estimate, the row rule from the promises; a refusal is quoted in the reasons."""
     from mmaflow.compiler.kernels.registry import explain
-    for p in (_dyn_problem(None, None, None, dict(m=16, n=32, k=64)), _dyn_problem(None, 4096, 4096),
-              _dyn_problem(None, None, None, dict(n=8, k=8))):
+
+    for p in (
+        _dyn_problem(None, None, None, dict(m=16, n=32, k=64)),
+        _dyn_problem(None, 4096, 4096),
+        _dyn_problem(None, None, None, dict(n=8, k=8)),
+    ):
         cfg, intr = resolve(SM90, p.estimate())
         assert intr.name == "WGMMA_F32_64x256x16_F16" and cfg.stages == 4, p
     why = explain(SM90, _dyn_problem(None, 4096, 4096).estimate())
     assert "dynamic M estimated as 4096" in why[0], why
-    for p, reason in ((_dyn_problem(None, None, None), "A's global rows run along K, which is dynamic and has no "
-                       "divisibility promise"),
-                      (_dyn_problem(None, None, 4096, dict(n=4)), "B's global rows run along N, which is dynamic and "
-                       "promised only to be a multiple of 4"),
-                      (_dyn_problem(None, 100, 4096), "32 tiles of 128x256 or 64 tiles of 64x128 for 132 SMs, dynamic M "
-                       "estimated as 4096")):
+    for p, reason in (
+        (
+            _dyn_problem(None, None, None),
+            "A's global rows run along K, which is dynamic and has no divisibility promise",
+        ),
+        (
+            _dyn_problem(None, None, 4096, dict(n=4)),
+            "B's global rows run along N, which is dynamic and promised only to be a multiple of 4",
+        ),
+        (
+            _dyn_problem(None, 100, 4096),
+            "32 tiles of 128x256 or 64 tiles of 64x128 for 132 SMs, dynamic M estimated as 4096",
+        ),
+    ):
         cfg, intr = resolve(SM90, p.estimate())
         assert intr.family == "mma_sync", p
         why = explain(SM90, p.estimate())

@@ -16,16 +16,15 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from conftest import layout_table
 
-from mmaflow.compiler.kernels.matmul.heuristic import default_config
-from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction, DynamicDim
-from mmaflow.compiler.target.targets import TARGETS, get_target
+from mmaflow.compiler.kernels.matmul.heuristic import default_config
+from mmaflow.compiler.kernels.registry import explain, resolve
 from mmaflow.compiler.target.intrinsics import WGMMA_CATALOGUE, WGMMA_N, all_wgmma, wgmma
+from mmaflow.compiler.target.targets import TARGETS, get_target
 from mmaflow.runtime.isa import WGMMA, IsaError, execute_wgmma, placement
-
-from conftest import layout_table
 
 
 def _agree(intr, operand):
@@ -87,6 +86,7 @@ def test_swapped_thread_changes_the_product():
     smem = np.zeros(4096, np.uint8)  # B = 0 except (k, n) = (0, 0): D's column 0 = A's column 0
     smem[0:2] = np.frombuffer(np.float16(1).tobytes(), np.uint8)
     from mmaflow.runtime.isa import Descriptor, encode_descriptor
+
     desc = encode_descriptor(Descriptor(0, 128 * 8, 128, 0, "none"))
     c = np.zeros((128, 32), np.float32)
     good = execute_wgmma(intr.isa_key, c, desc, smem, a_regs=regs)
@@ -128,8 +128,12 @@ def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_else
     assert all(i.family == "mma_sync" for i in t.intrinsics())  # the mma.sync catalogue is unchanged
     assert default_config(t, F16_PROBLEM).intrinsic == "MMA_SYNC_F32_16x8x16_F16"
     cfg, intr = resolve(t, F16_PROBLEM)
-    assert intr.name == "WGMMA_F32_64x256x16_F16" and (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == \
-        (128, 256, 64, 4)
+    assert intr.name == "WGMMA_F32_64x256x16_F16" and (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == (
+        128,
+        256,
+        64,
+        4,
+    )
     assert any("the warpgroup-MMA kernel" in w for w in explain(t, F16_PROBLEM))
     bf16 = replace(F16_PROBLEM, a_type="bf16", b_type="bf16")
     assert resolve(t, bf16)[1].name == "WGMMA_F32_64x256x16_BF16"
@@ -185,8 +189,14 @@ def test_only_sm90a_lists_warpgroup_mma():
 
 
 def test_layout_cli_lists_and_prints_wgmma():
-    run = lambda *a: subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", "layout", *a],  # noqa: E731
-                                    capture_output=True, text=True, check=True).stdout
+    run = lambda *a: (
+        subprocess.run(
+            [sys.executable, "-m", "mmaflow.compiler.cli", "layout", *a],  # noqa: E731
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     listing = json.loads(run("sm_90a", "--json"))
     assert all(i["wave_size"] == 32 for i in listing["intrinsics"])
     wg = {i["name"]: i for i in listing["warpgroup_intrinsics"]}
@@ -202,8 +212,9 @@ def test_layout_cli_lists_and_prints_wgmma():
         assert isa.c_place(e["lane"], e["index"]) == (e["row"], e["col"]), e
     b = json.loads(run("sm_90a", "--intrinsic", name, "--operand", "B", "--json"))
     assert b["shared_memory"] is True
-    assert {(x["major"], x["swizzle"]) for x in b["layouts"]} == {(m, s) for m in ("K", "MN")
-                                                                  for s in ("none", "32B", "64B", "128B")}
+    assert {(x["major"], x["swizzle"]) for x in b["layouts"]} == {
+        (m, s) for m in ("K", "MN") for s in ("none", "32B", "64B", "128B")
+    }
 
 
 def test_isa_model_refuses_misuse():

@@ -11,5 +11,6 @@ __all__ = ["matmul", "compile_module", "run_module"]
 def __getattr__(name):
     if name in __all__:
         from mmaflow.runtime import api
+
         return getattr(api, name)
     raise AttributeError(name)

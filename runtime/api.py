@@ -27,15 +27,24 @@ import numpy as np
 
 from mmaflow.compiler.core.errors import DeviceError, InputError, UnsupportedError
 
-_MLIR_TYPE = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dtype(np.int8): "i8",
-              np.dtype(np.int32): "i32"}
+_MLIR_TYPE = {
+    np.dtype(np.float16): "f16",
+    np.dtype(np.float32): "f32",
+    np.dtype(np.int8): "i8",
+    np.dtype(np.int32): "i32",
+}
 
 
 def _mlir_type(dt: np.dtype) -> str:
     import ml_dtypes
-    extra = {np.dtype(ml_dtypes.bfloat16): "bf16", np.dtype(ml_dtypes.float8_e4m3fnuz): "f8E4M3FNUZ",
-             np.dtype(ml_dtypes.float8_e5m2fnuz): "f8E5M2FNUZ", np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN",
-             np.dtype(ml_dtypes.float8_e5m2): "f8E5M2"}
+
+    extra = {
+        np.dtype(ml_dtypes.bfloat16): "bf16",
+        np.dtype(ml_dtypes.float8_e4m3fnuz): "f8E4M3FNUZ",
+        np.dtype(ml_dtypes.float8_e5m2fnuz): "f8E5M2FNUZ",
+        np.dtype(ml_dtypes.float8_e4m3fn): "f8E4M3FN",
+        np.dtype(ml_dtypes.float8_e5m2): "f8E5M2",
+    }
     try:
         return {**_MLIR_TYPE, **extra}[np.dtype(dt)]
     except KeyError:
@@ -58,12 +67,16 @@ class Artifact:
     def problem(self):
         """The ``problem.Contraction`` of a single-matmul module."""
         if len(self.executables) != 1:
-            raise UnsupportedError(f"the module has {len(self.executables)} mmaflow dispatches; running and "
-                                   f"checking is defined for single-matmul modules")
+            raise UnsupportedError(
+                f"the module has {len(self.executables)} mmaflow dispatches; running and "
+                f"checking is defined for single-matmul modules"
+            )
         if self.executables[0].facts.is_attention:
-            raise UnsupportedError(f"{self.executables[0].name} is an attention dispatch (mmaflow's flash-attention "
-                                   f"kernel); running and checking through this API is defined for single-matmul "
-                                   f"modules (mmaflow run --device sim checks attention)")
+            raise UnsupportedError(
+                f"{self.executables[0].name} is an attention dispatch (mmaflow's flash-attention "
+                f"kernel); running and checking through this API is defined for single-matmul "
+                f"modules (mmaflow run --device sim checks attention)"
+            )
         return self.executables[0].facts.problem
 
     @functools.cached_property
@@ -72,15 +85,18 @@ class Artifact:
         return _signature(self.source)
 
 
-def compile_module(source: str, target: str, *, config: dict | list | None = None, lower: bool = True,
-                   source_name: str = "<source>") -> Artifact:
+def compile_module(
+    source: str, target: str, *, config: dict | list | None = None, lower: bool = True, source_name: str = "<source>"
+) -> Artifact:
     """Compile MLIR text for ``target``. ``config``: overrides of the heuristic, as a dict
     ({"tile_m": 64, "waves": "2x2"}) or "KEY=VALUE" strings. ``lower=False`` stops after mmaflow's
     stages (enough for the lane executor; no IREE backend run). ``source_name`` names the text
     in error messages."""
-    from mmaflow.compiler.driver.bridge import codegen_module, compile_module as bridge_compile
     from mmaflow.compiler.core.config import overrides_from
+    from mmaflow.compiler.driver.bridge import codegen_module
+    from mmaflow.compiler.driver.bridge import compile_module as bridge_compile
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+
     if not isinstance(source, str):
         raise InputError(f"source must be MLIR text (str), got {type(source).__name__}")
     opts = CodegenOptions(overrides=overrides_from(config))
@@ -93,6 +109,7 @@ def compile_module(source: str, target: str, *, config: dict | list | None = Non
 
 def matmul_module_source(a_shape, b_shape, in_type: str, out_type: str) -> str:
     from mmaflow.runtime.modules import matmul_source
+
     if len(a_shape) != 2 or len(b_shape) != 2 or a_shape[1] != b_shape[0]:
         raise InputError(f"matmul needs (M, K) x (K, N) operands, got {tuple(a_shape)} x {tuple(b_shape)}")
     m, k = a_shape
@@ -106,14 +123,22 @@ def default_out_dtype(in_type: str) -> str:
 
 # What a matmul may store, per input type (the instruction's accumulator, or a narrower float
 # the accumulator is converted to in registers).
-OUT_DTYPES = {"f16": ("f32", "f16"), "bf16": ("f32", "bf16"), "i8": ("i32",),
-              "f8E4M3FNUZ": ("f32",), "f8E5M2FNUZ": ("f32",), "f8E4M3FN": ("f32",), "f8E5M2": ("f32",)}
+OUT_DTYPES = {
+    "f16": ("f32", "f16"),
+    "bf16": ("f32", "bf16"),
+    "i8": ("i32",),
+    "f8E4M3FNUZ": ("f32",),
+    "f8E5M2FNUZ": ("f32",),
+    "f8E4M3FN": ("f32",),
+    "f8E5M2": ("f32",),
+}
 
 
 def resolve_device(target: str, device: str) -> str:
     """'auto' -> the target's GPU driver if IREE sees a device, else 'sim' (announced on stderr)."""
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.iree_runner import device_present
+
     t = get_target(target)
     if device not in ("auto", "hip", "cuda", "sim", "local-task"):
         raise InputError(f"unknown device {device!r}; choices: auto, hip, cuda, sim, local-task")
@@ -146,6 +171,7 @@ def run_module(art: Artifact, inputs: list[np.ndarray], *, device: str = "auto")
     if art.vmfb is None:
         raise DeviceError("the artifact was compiled with lower=False; it can only run on the lane executor")
     from mmaflow.runtime.iree_runner import CompiledModule
+
     mod = CompiledModule(art.vmfb, device)
     return _as_result(mod(None, *inputs), art), None
 
@@ -154,6 +180,7 @@ def check_inputs(art: Artifact, inputs) -> list[np.ndarray]:
     """The arrays for a single-matmul artifact, checked against its problem before anything runs:
     how many, their dtypes (never reinterpreted) and their ranks and sizes."""
     from mmaflow.runtime.numerics import DTYPES
+
     if isinstance(inputs, np.ndarray) or not isinstance(inputs, (list, tuple)):
         raise InputError("inputs must be a list of arrays: [A, B, epilogue inputs...]")
     prob = art.problem
@@ -165,18 +192,25 @@ def check_inputs(art: Artifact, inputs) -> list[np.ndarray]:
     out = []
     for name, want, x in zip(names, types, inputs):
         if not isinstance(x, np.ndarray):
-            raise InputError(f"{name} must be a numpy array of {np.dtype(DTYPES[want])} ({want}), got "
-                             f"{type(x).__name__}", hint=f"np.asarray(x, dtype=...) with the module's {want}")
+            raise InputError(
+                f"{name} must be a numpy array of {np.dtype(DTYPES[want])} ({want}), got {type(x).__name__}",
+                hint=f"np.asarray(x, dtype=...) with the module's {want}",
+            )
         if x.dtype != np.dtype(DTYPES[want]):
-            raise InputError(f"{name} is {x.dtype}, the module takes {want} ({np.dtype(DTYPES[want])}); mmaflow "
-                             "does not convert (a cast changes the numbers)", hint=f"x.astype({np.dtype(DTYPES[want]).name})")
+            raise InputError(
+                f"{name} is {x.dtype}, the module takes {want} ({np.dtype(DTYPES[want])}); mmaflow "
+                "does not convert (a cast changes the numbers)",
+                hint=f"x.astype({np.dtype(DTYPES[want]).name})",
+            )
         out.append(np.ascontiguousarray(x))
     rank = 3 if prob.batched else 2
     core = [_drop_unit_batch(x, rank) for x in out[:2]]
     for name, x, c in zip(names[:2], out[:2], core):
         if c.ndim not in (rank, 2) or (c.ndim == 2 and rank == 3 and prob.batch not in (None, 1)):
-            raise InputError(f"{name} has shape {x.shape}: the module's {'batch ' if prob.batched else ''}matmul "
-                             f"takes rank-{rank} operands")
+            raise InputError(
+                f"{name} has shape {x.shape}: the module's {'batch ' if prob.batched else ''}matmul "
+                f"takes rank-{rank} operands"
+            )
     sig = art.signature
     if prob.is_dynamic or sig is None or len(sig[0]) != len(out):
         _sizes_of(prob, core[0].shape, (core[0] if prob.same_ab else core[1]).shape)
@@ -203,6 +237,7 @@ def _signature(source: str):
     from iree.compiler import ir
 
     from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+
     module = parse_module(source, new_context())
     funcs = [f for f in ops_named(module.operation, "func.func") if "sym_visibility" not in f.attributes]
     if len(funcs) != 1:
@@ -236,10 +271,12 @@ def _run_sim(art: Artifact, inputs):
         raise UnsupportedError(
             f"the lane executor runs single-dispatch matmul modules here; this module has {art.dispatches} "
             f"dispatches ({len(art.executables)} compiled by mmaflow)",
-            hint="check every dispatch of a model with `mmaflow run MODEL.mlir --target T --device sim`")
+            hint="check every dispatch of a model with `mmaflow run MODEL.mlir --target T --device sim`",
+        )
     from mmaflow.compiler.core.mlir import new_context, parse_module
     from mmaflow.runtime.numerics import DTYPES
     from mmaflow.runtime.simulate import Memory, Region, dynamic_inputs, load_dispatch, run_dispatch, written_elements
+
     prob = art.problem
     extra = prob.epilogue
     a, b, *rest = [inputs[0]] + inputs if prob.same_ab else inputs
@@ -247,15 +284,21 @@ def _run_sim(art: Artifact, inputs):
     module = parse_module(art.executables[0].text, new_context())
     d = load_dispatch(module)
     sizes = _sizes_of(prob, a.shape, b.shape) if prob.is_dynamic else {}  # (static: checked by check_inputs)
-    out_shape = (((sizes.get("batch", prob.batch),) if prob.batched else ())
-                 + (sizes.get("m", prob.m), sizes.get("n", prob.n)))
+    out_shape = ((sizes.get("batch", prob.batch),) if prob.batched else ()) + (
+        sizes.get("m", prob.m),
+        sizes.get("n", prob.n),
+    )
     constants, workload = dynamic_inputs(prob, {x.dim: sizes[x.dim] for x in prob.dynamic})
     from mmaflow.runtime.model_check import EXECUTOR_MACS_PER_SECOND
+
     batch, m, n, k = (sizes.get(x, getattr(prob, x)) for x in ("batch", "m", "n", "k"))
     seconds = (batch or 1) * m * n * k / EXECUTOR_MACS_PER_SECOND
     if seconds > 60:
-        print(f"mmaflow: the lane executor needs about {seconds:.0f} s for this {m}x{n}x{k} matmul "
-              "(`mmaflow run M.mlir --device sim --sample N` checks N workgroups instead)", file=sys.stderr)
+        print(
+            f"mmaflow: the lane executor needs about {seconds:.0f} s for this {m}x{n}x{k} matmul "
+            "(`mmaflow run M.mlir --device sim --sample N` checks N workgroups instead)",
+            file=sys.stderr,
+        )
     mem = Memory()
     a_lead = a.shape if a.ndim == (3 if prob.batched else 2) else (1,) + a.shape
     mem.place(Region(prob.a.binding, prob.a.offset, DTYPES[prob.a_type], tuple(a_lead), "A"), a.reshape(a_lead))
@@ -295,6 +338,7 @@ def _run_local_task(source: str, inputs):
     from iree.compiler import compile_str
 
     from mmaflow.runtime.iree_runner import CompiledModule
+
     vmfb = compile_str(source, target_backends=["llvm-cpu"], extra_args=["--iree-llvmcpu-target-cpu=host"])
     return np.asarray(CompiledModule(vmfb, "local-task")(None, *inputs))
 
@@ -304,29 +348,41 @@ def _compiled(source: str, target: str, config_items: tuple, lower: bool) -> Art
     return compile_module(source, target, config=dict(config_items), lower=lower)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, *, target: str, out_dtype: str | None = None,
-           device: str = "auto", config: dict | None = None) -> np.ndarray:
+def matmul(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    target: str,
+    out_dtype: str | None = None,
+    device: str = "auto",
+    config: dict | None = None,
+) -> np.ndarray:
     """C = A @ B through mmaflow's kernel for ``target`` (compiled once per shape/dtype/config)."""
     for name, x in (("A", a), ("B", b)):
         if not isinstance(x, np.ndarray):
-            raise InputError(f"{name} must be a numpy array, got {type(x).__name__}",
-                             hint="np.asarray(x, dtype=np.float16) (or the dtype you mean to multiply in)")
+            raise InputError(
+                f"{name} must be a numpy array, got {type(x).__name__}",
+                hint="np.asarray(x, dtype=np.float16) (or the dtype you mean to multiply in)",
+            )
     if a.dtype != b.dtype:
         raise InputError(f"A and B must have the same dtype, got {a.dtype} and {b.dtype}")
     in_t = _mlir_type(a.dtype)
     out_t = out_dtype or default_out_dtype(in_t)
     if in_t not in OUT_DTYPES:  # f32, i32: numpy's own types, which no matrix instruction multiplies
         narrow, acc = ("np.int8", "i32") if in_t == "i32" else ("np.float16", "f32")
-        raise UnsupportedError(f"mmaflow has no matrix instruction for {a.dtype} inputs; it multiplies "
-                               f"{', '.join(OUT_DTYPES)}",
-                               hint=f"convert A and B first, e.g. matmul(a.astype({narrow}), b.astype({narrow}), "
-                                    f"...){' (or ml_dtypes.bfloat16)' if acc == 'f32' else ''}: "
-                                    f"the product accumulates and returns in {acc}")
+        raise UnsupportedError(
+            f"mmaflow has no matrix instruction for {a.dtype} inputs; it multiplies {', '.join(OUT_DTYPES)}",
+            hint=f"convert A and B first, e.g. matmul(a.astype({narrow}), b.astype({narrow}), "
+            f"...){' (or ml_dtypes.bfloat16)' if acc == 'f32' else ''}: "
+            f"the product accumulates and returns in {acc}",
+        )
     if out_t not in OUT_DTYPES[in_t]:
-        raise InputError(f"out_dtype {out_t!r} with {in_t} inputs: mmaflow stores "
-                         f"{' or '.join(OUT_DTYPES.get(in_t, ()))}")
-    from mmaflow.runtime.numerics import DTYPES
+        raise InputError(
+            f"out_dtype {out_t!r} with {in_t} inputs: mmaflow stores {' or '.join(OUT_DTYPES.get(in_t, ()))}"
+        )
     from mmaflow.compiler.core.config import overrides_from
+    from mmaflow.runtime.numerics import DTYPES
+
     overrides = overrides_from(config)
     if a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0] and 0 in (a.shape[0], a.shape[1], b.shape[1]):
         # An empty product (K = 0: an empty sum; M or N = 0: no output). IREE 3.13 cannot compile a

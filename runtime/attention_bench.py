@@ -47,11 +47,23 @@ IREE_DEFAULT = "iree-default"
 TORCH_VARIANT = "torch SDPA"
 
 
-def cases(seqs: list[int], head_dims: list[int], dtypes: list[str], *, batch: int = BATCH,
-          heads: int = HEADS) -> list[dict]:
+def cases(
+    seqs: list[int], head_dims: list[int], dtypes: list[str], *, batch: int = BATCH, heads: int = HEADS
+) -> list[dict]:
     """One case per dtype, sequence length and head dim (queries and keys of the same length)."""
-    return [{"key": f"{dt}_b{batch}h{heads}_s{s}_d{d}", "dtype": dt, "batch": batch, "heads": heads, "seq": s,
-             "head_dim": d} for dt in dtypes for s in seqs for d in head_dims]
+    return [
+        {
+            "key": f"{dt}_b{batch}h{heads}_s{s}_d{d}",
+            "dtype": dt,
+            "batch": batch,
+            "heads": heads,
+            "seq": s,
+            "head_dim": d,
+        }
+        for dt in dtypes
+        for s in seqs
+        for d in head_dims
+    ]
 
 
 def flops(case: dict) -> float:
@@ -60,25 +72,38 @@ def flops(case: dict) -> float:
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
 
-def prepare(targets: list[str], seqs: list[int], head_dims: list[int], dtypes: list[str], out_dir: Path, *,
-            batch: int = BATCH, heads: int = HEADS) -> dict:
+
+def prepare(
+    targets: list[str],
+    seqs: list[int],
+    head_dims: list[int],
+    dtypes: list[str],
+    out_dir: Path,
+    *,
+    batch: int = BATCH,
+    heads: int = HEADS,
+) -> dict:
     """Compile every case with mmaflow for each target and once per IREE target with IREE's
     default pipeline; write the .vmfb files and manifest.json."""
     from iree.compiler import compile_str
 
-    from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.core.errors import InputError, VerificationError
+    from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.kernels.attention.nvidia import HEAD_DIMS
     from mmaflow.compiler.target.targets import get_target
 
     ts = [get_target(t) for t in targets]
     if len({t.iree_device for t in ts}) != 1:
-        raise InputError(f"bench --attention runs its targets on one device: {', '.join(t.name for t in ts)} "
-                         f"use {', '.join(sorted({t.iree_device for t in ts}))}")
+        raise InputError(
+            f"bench --attention runs its targets on one device: {', '.join(t.name for t in ts)} "
+            f"use {', '.join(sorted({t.iree_device for t in ts}))}"
+        )
     bad = [d for d in head_dims if d not in HEAD_DIMS]
     if bad:
-        raise InputError(f"--head-dims {','.join(map(str, bad))}: mmaflow's flash-attention kernel takes head dims "
-                         f"{' and '.join(map(str, HEAD_DIMS))}")
+        raise InputError(
+            f"--head-dims {','.join(map(str, bad))}: mmaflow's flash-attention kernel takes head dims "
+            f"{' and '.join(map(str, HEAD_DIMS))}"
+        )
     bad = [dt for dt in dtypes if dt not in DTYPES]
     if bad:
         raise InputError(f"bench --attention times {' and '.join(DTYPES)} attention, not {', '.join(bad)}")
@@ -95,53 +120,85 @@ def prepare(targets: list[str], seqs: list[int], head_dims: list[int], dtypes: l
             name = f"mmaflow_{t.name}_{case['key']}"
             res = compile_module(src, t.name, source_name=f"{name}.mlir", require_matmul=False)
             if not [e for e in res.taken if e.facts.is_attention]:
-                raise VerificationError(f"{name}: mmaflow did not take the attention dispatch, IREE would compile "
-                                        "it; the benchmark would time IREE's kernel as mmaflow's:\n  "
-                                        + "\n  ".join(res.log))
+                raise VerificationError(
+                    f"{name}: mmaflow did not take the attention dispatch, IREE would compile "
+                    "it; the benchmark would time IREE's kernel as mmaflow's:\n  " + "\n  ".join(res.log)
+                )
             (out_dir / f"{name}.vmfb").write_bytes(res.vmfb)
-            entries.append({"variant": f"mmaflow {t.name}", "file": f"{name}.vmfb", "target": t.name,
-                            "config": bench_common.config_line(res.log)})
+            entries.append(
+                {
+                    "variant": f"mmaflow {t.name}",
+                    "file": f"{name}.vmfb",
+                    "target": t.name,
+                    "config": bench_common.config_line(res.log),
+                }
+            )
         for base_target, flags in defaults.items():
             name = f"iree_{base_target}_{case['key']}"
             (out_dir / f"{name}.vmfb").write_bytes(compile_str(src, extra_args=flags))
-            entries.append({"variant": IREE_DEFAULT, "file": f"{name}.vmfb", "target": base_target,
-                            "config": "IREE default pipeline"})
+            entries.append(
+                {
+                    "variant": IREE_DEFAULT,
+                    "file": f"{name}.vmfb",
+                    "target": base_target,
+                    "config": "IREE default pipeline",
+                }
+            )
         prepared.append({**case, "entries": entries})
         print(f"bench: attention {case['key']}: {', '.join(e['file'] for e in entries)}", flush=True)
-    manifest = {"kind": "attention", "targets": [t.name for t in ts], "driver": ts[0].iree_device,
-                "function": FUNCTION, "flops": FLOPS, "cases": prepared,
-                "prepared": time.strftime("%Y-%m-%d %H:%M:%S")}
+    manifest = {
+        "kind": "attention",
+        "targets": [t.name for t in ts],
+        "driver": ts[0].iree_device,
+        "function": FUNCTION,
+        "flops": FLOPS,
+        "cases": prepared,
+        "prepared": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     (out_dir / bench_common.MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
 
 # ---- run (iree.runtime, numpy, optional torch) ------------------------------------------------
 
+
 def inputs(case: dict) -> list[np.ndarray]:
     """Q, K, V of a case: standard normal (Q K^T * scale is then ~N(0, 1), a softmax neither flat
     nor one-hot), rounded to the dtype, seeded by the case's key."""
     from mmaflow.runtime.numerics import DTYPES as NP_DTYPES
+
     rng = np.random.default_rng(zlib.crc32(case["key"].encode()))
     shape = (case["batch"], case["heads"], case["seq"], case["head_dim"])
     return [rng.standard_normal(shape, dtype=np.float32).astype(NP_DTYPES[case["dtype"]]) for _ in range(3)]
 
 
-def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, dtype: str, *, chunk: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def reference(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, dtype: str, *, chunk: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
     """The float64 softmax(Q K^T / sqrt(head dim)) V of (batch, heads, seq, head dim) inputs and
     its error bound (``attention_reference``), ``chunk`` (batch, head) pairs at a time."""
     q3, k3, v3 = (x.reshape(-1, *x.shape[-2:]) for x in (q, k, v))
     scale = 1.0 / np.sqrt(q.shape[-1])
-    ref = np.concatenate([attention_reference(q3[i:i + chunk], k3[i:i + chunk], v3[i:i + chunk], scale, False)
-                          for i in range(0, len(q3), chunk)])
+    ref = np.concatenate(
+        [
+            attention_reference(q3[i : i + chunk], k3[i : i + chunk], v3[i : i + chunk], scale, False)
+            for i in range(0, len(q3), chunk)
+        ]
+    )
     return ref.reshape(q.shape), attention_bound(ref, v3, dtype).reshape(q.shape)
 
 
 def check(out: np.ndarray, ref: np.ndarray, bound: np.ndarray, dtype: str) -> dict:
     """``out`` against the reference, every element within its bound."""
     from mmaflow.runtime import numerics
+
     chk = numerics.compare(np.asarray(out), ref, bound, out_type=dtype)
-    return {"check": "PASS" if chk.passed else "FAIL", "err_over_bound": chk.worst_ratio,
-            "max_abs_err": chk.max_abs_err, "detail": chk.detail}
+    return {
+        "check": "PASS" if chk.passed else "FAIL",
+        "err_over_bound": chk.worst_ratio,
+        "max_abs_err": chk.max_abs_err,
+        "detail": chk.detail,
+    }
 
 
 def _sdpa(torch, q, k, v):
@@ -149,16 +206,30 @@ def _sdpa(torch, q, k, v):
 
 
 def _row(case: dict, variant: str, target: str, seconds: float, result: dict, config: str, file: str) -> dict:
-    return {"key": case["key"], "dtype": case["dtype"], "batch": case["batch"], "heads": case["heads"],
-            "seq": case["seq"], "head_dim": case["head_dim"], "variant": variant, "target": target,
-            "ms": seconds * 1e3, "tflops": flops(case) / seconds / 1e12, **result, "config": config, "file": file}
+    return {
+        "key": case["key"],
+        "dtype": case["dtype"],
+        "batch": case["batch"],
+        "heads": case["heads"],
+        "seq": case["seq"],
+        "head_dim": case["head_dim"],
+        "variant": variant,
+        "target": target,
+        "ms": seconds * 1e3,
+        "tflops": flops(case) / seconds / 1e12,
+        **result,
+        "config": config,
+        "file": file,
+    }
 
 
-def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5,
-        kernel: bool = False) -> list[dict]:
+def run(
+    manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5, kernel: bool = False
+) -> list[dict]:
     """Check and time every prepared module and torch SDPA (when torch sees the GPU) on every
     case; ``kernel``: also each one's kernel-only time (Nsight Compute)."""
     from mmaflow.runtime.iree_runner import CompiledModule
+
     manifest = json.loads((manifest_dir / bench_common.MANIFEST).read_text())
     torch = bench_common.torch_cuda() if driver == "cuda" else None
     rows = []
@@ -170,28 +241,55 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
             outs[e["file"]] = mod(FUNCTION, q, k, v)
             t = statistics.median(mod.time(FUNCTION, q, k, v, warmup=warmup, repeat=repeat))
-            case_rows.append(_row(case, e["variant"], e["target"], t,
-                                  check(outs[e["file"]], ref, bound, case["dtype"]), e["config"], e["file"]))
+            case_rows.append(
+                _row(
+                    case,
+                    e["variant"],
+                    e["target"],
+                    t,
+                    check(outs[e["file"]], ref, bound, case["dtype"]),
+                    e["config"],
+                    e["file"],
+                )
+            )
             del mod
         if torch is not None:
             tq, tk, tv = (bench_common.to_torch(torch, x) for x in (q, k, v))
             outs[bench_common.TORCH] = _sdpa(torch, tq, tk, tv).float().cpu().numpy()
-            t = statistics.median(bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat))
-            case_rows.append(_row(case, TORCH_VARIANT, torch.cuda.get_device_name(), t,
-                                  check(outs[bench_common.TORCH], ref, bound, case["dtype"]), f"torch {torch.__version__}",
-                                  bench_common.TORCH))
+            t = statistics.median(
+                bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat)
+            )
+            case_rows.append(
+                _row(
+                    case,
+                    TORCH_VARIANT,
+                    torch.cuda.get_device_name(),
+                    t,
+                    check(outs[bench_common.TORCH], ref, bound, case["dtype"]),
+                    f"torch {torch.__version__}",
+                    bench_common.TORCH,
+                )
+            )
             for r in case_rows:  # numerics against torch's own result
-                r["max_abs_vs_torch"] = float(np.abs(outs[r["file"]].astype(np.float64) - outs[bench_common.TORCH]).max())
+                r["max_abs_vs_torch"] = float(
+                    np.abs(outs[r["file"]].astype(np.float64) - outs[bench_common.TORCH]).max()
+                )
         rows += case_rows
         for r in case_rows:
-            print(f"bench: attention {case['key']} {r['variant']}: {r['check']} (err/bound {r['err_over_bound']:.3g}), "
-                  f"{r['ms']:.4f} ms, {r['tflops']:.1f} TFLOP/s", flush=True)
+            print(
+                f"bench: attention {case['key']} {r['variant']}: {r['check']} (err/bound {r['err_over_bound']:.3g}), "
+                f"{r['ms']:.4f} ms, {r['tflops']:.1f} TFLOP/s",
+                flush=True,
+            )
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
             k = bench_common.kernel_time_of(manifest_dir, r["file"], r["key"], driver)
             r.update(k, kernel_tflops=flops(r) / (k["kernel_ms"] * 1e-3) / 1e12)
-            print(f"bench: attention {r['key']} {r['variant']}: {k['kernel_ms']:.4f} ms kernel-only "
-                  f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})", flush=True)
+            print(
+                f"bench: attention {r['key']} {r['variant']}: {k['kernel_ms']:.4f} ms kernel-only "
+                f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})",
+                flush=True,
+            )
     speedups(rows)
     bench_common.write_rows(rows, out_dir, manifest)
     return rows
@@ -217,10 +315,14 @@ def print_table(rows: list[dict]) -> None:
     """Synchronous call time and, when measured, kernel-only time; "x IREE" compares the latter."""
     kernel = any("kernel_ms" in r for r in rows)
     extra = f" {'kernel ms':>9} {'TFLOP/s':>8}" if kernel else ""
-    print(f"{'dtype':<5} {'BxH':>5} {'seq':>6} {'d':>4} {'variant':<16} {'target':<10} {'call ms':>9} {'TFLOP/s':>8}"
-          f"{extra} {'x IREE':>6} {'err/bound':>9} check")
+    print(
+        f"{'dtype':<5} {'BxH':>5} {'seq':>6} {'d':>4} {'variant':<16} {'target':<10} {'call ms':>9} {'TFLOP/s':>8}"
+        f"{extra} {'x IREE':>6} {'err/bound':>9} check"
+    )
     for r in rows:
         k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>8.2f}" if kernel else ""
-        print(f"{r['dtype']:<5} {r['batch'] * r['heads']:>5} {r['seq']:>6} {r['head_dim']:>4} {r['variant'][:16]:<16} "
-              f"{r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>8.2f}{k} {r['x_iree']:>6.2f} "
-              f"{r['err_over_bound']:>9.3g} {r['check']}")
+        print(
+            f"{r['dtype']:<5} {r['batch'] * r['heads']:>5} {r['seq']:>6} {r['head_dim']:>4} {r['variant'][:16]:<16} "
+            f"{r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>8.2f}{k} {r['x_iree']:>6.2f} "
+            f"{r['err_over_bound']:>9.3g} {r['check']}"
+        )

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import numpy as np
 
-UNIT_ROUNDOFF = {"f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8}
 
 
-def attention_reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool,
-                        mask: np.ndarray | None = None) -> np.ndarray:
+def attention_reference(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool, mask: np.ndarray | None = None
+) -> np.ndarray:
     """softmax(Q K^T * scale + mask) V in float64; Q (batch, M, D), K and V (batch, K2, D), the
     additive mask (batch, M, K2) or anything that broadcasts to it. Causal: key j > query i
     masked (PyTorch's is_causal, top-left aligned)."""

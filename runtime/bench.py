@@ -54,9 +54,20 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaflow.runtime.bench_common import (MANIFEST, PROFILED_CALLS, TORCH, TORCH_FP8, config_line,
-                                          cuda_event_times, iree_default, kernel_time_of, profile_calls,
-                                          to_torch, torch_cuda, write_rows)
+from mmaflow.runtime.bench_common import (
+    MANIFEST,
+    PROFILED_CALLS,
+    TORCH,
+    TORCH_FP8,
+    config_line,
+    cuda_event_times,
+    iree_default,
+    kernel_time_of,
+    profile_calls,
+    to_torch,
+    torch_cuda,
+    write_rows,
+)
 from mmaflow.runtime.modules import matmul_module, matmul_source
 
 # fp8 by torch's short names (torch.float8_e4m3fn, torch.float8_e5m2) -> MLIR's element types
@@ -65,14 +76,13 @@ FP8 = {"e4m3": "f8E4M3FN", "e5m2": "f8E5M2"}
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
 
+
 def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides: dict | None = None) -> dict:
-    from iree.compiler import compile_str
+    from iree.compiler import CompilerToolError, compile_str
 
     from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions
     from mmaflow.compiler.target.targets import get_target
-
-    from iree.compiler import CompilerToolError
 
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -81,26 +91,44 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     b_t = in_t in TORCH_FP8  # fp8: B stored N x K (wgmma's K-major B, torch._scaled_mm's column-major B)
     entries = []
     for size in sizes:
-        src = matmul_module(size, size, size, in_t, out_t, transpose_b=True) if b_t else \
-            matmul_source(size, size, size, in_t, out_t)
-        res = compile_module(src, t.name, options=CodegenOptions(overrides=overrides or {}),
-                             source_name=f"matmul_{size}.mlir")
+        src = (
+            matmul_module(size, size, size, in_t, out_t, transpose_b=True)
+            if b_t
+            else matmul_source(size, size, size, in_t, out_t)
+        )
+        res = compile_module(
+            src, t.name, options=CodegenOptions(overrides=overrides or {}), source_name=f"matmul_{size}.mlir"
+        )
         mine = out_dir / f"mmaflow_{t.name}_{size}.vmfb"
         mine.write_bytes(res.vmfb)
-        entries.append({"size": size, "variant": "mmaflow", "file": mine.name, "target": t.name,
-                        "config": config_line(res.log)})
+        entries.append(
+            {"size": size, "variant": "mmaflow", "file": mine.name, "target": t.name, "config": config_line(res.log)}
+        )
         base_flags, base_target = iree_default(t)
         base = out_dir / f"iree_{t.name}_{size}.vmfb"
-        entry = {"size": size, "variant": "iree-default", "file": base.name, "target": base_target,
-                 "config": "IREE default pipeline"}
+        entry = {
+            "size": size,
+            "variant": "iree-default",
+            "file": base.name,
+            "target": base_target,
+            "config": "IREE default pipeline",
+        }
         try:
             base.write_bytes(compile_str(src, extra_args=base_flags))
         except CompilerToolError as e:  # (IREE 3.13 builds no fp8 matmul for CUDA)
             entry.update(file=None, not_built=first_error(str(e)))
             print(f"bench: IREE default at {size}: not built: {entry['not_built']}", file=sys.stderr)
         entries.append(entry)
-    manifest = {"target": t.name, "driver": t.iree_device, "a_type": in_t, "c_type": out_t, "b_transposed": b_t,
-                "function": "matmul", "entries": entries, "prepared": time.strftime("%Y-%m-%d %H:%M:%S")}
+    manifest = {
+        "target": t.name,
+        "driver": t.iree_device,
+        "a_type": in_t,
+        "c_type": out_t,
+        "b_transposed": b_t,
+        "function": "matmul",
+        "entries": entries,
+        "prepared": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
@@ -119,21 +147,32 @@ def first_error(text: str) -> str:
 CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
 
 
-def _case(name: str, source: str, inputs: list, *, a_t=False, b_t=False, acc="f32", out=None,
-          epilogue=None, torch_eager=None) -> dict:
+def _case(
+    name: str, source: str, inputs: list, *, a_t=False, b_t=False, acc="f32", out=None, epilogue=None, torch_eager=None
+) -> dict:
     """A hardware check: the module, its inputs (shape, type) and what numpy compares it with
     (inputs 0 and 1 are A and B, any further ones the epilogue's). ``torch_eager``: a
     TORCH_EAGER recipe doing the same work in torch, timed beside the case."""
-    return {"name": name, "source": source, "inputs": [{"shape": list(s), "type": t} for s, t in inputs],
-            "a_transposed": a_t, "b_transposed": b_t, "acc": acc, "out": out or acc, "epilogue": epilogue,
-            "torch_eager": torch_eager}
+    return {
+        "name": name,
+        "source": source,
+        "inputs": [{"shape": list(s), "type": t} for s, t in inputs],
+        "a_transposed": a_t,
+        "b_transposed": b_t,
+        "acc": acc,
+        "out": out or acc,
+        "epilogue": epilogue,
+        "torch_eager": torch_eager,
+    }
 
 
 # The same work in torch eager, from the case's inputs on the GPU (f16 tensors): what a user would
 # write without a compiler. addmm folds the bias into cuBLAS's epilogue; gelu is a kernel of its own.
 TORCH_EAGER = {
-    "addmm_gelu": ("torch.nn.functional.gelu(torch.addmm(bias, A, B)), f16",
-                   lambda torch, a, b, bias: torch.nn.functional.gelu(torch.addmm(bias, a, b))),
+    "addmm_gelu": (
+        "torch.nn.functional.gelu(torch.addmm(bias, A, B)), f16",
+        lambda torch, a, b, bias: torch.nn.functional.gelu(torch.addmm(bias, a, b)),
+    ),
 }
 
 
@@ -146,6 +185,7 @@ def _torch_eager_args(torch, ins: list[np.ndarray]) -> list:
 def profile_torch_eager(manifest_dir: Path, index: int) -> None:
     """For Nsight Compute: one warm-up call, then PROFILED_CALLS calls of case ``index``'s torch recipe."""
     import torch
+
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     e = manifest["checks"][index]
     fn = TORCH_EAGER[e["torch_eager"]][1]
@@ -158,34 +198,65 @@ def profile_torch_eager(manifest_dir: Path, index: int) -> None:
 def check_cases(target) -> list[dict]:
     """Every dtype pair the target has (two shapes each), then the matmul variants: transposed,
     batch, unaligned, fused epilogues, dynamic shapes (one kernel run at several sizes)."""
-    from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
     from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
     from mmaflow.runtime.modules import EPILOGUES, dynamic_module, epilogue_module, matmul_module
+
     cases = []
     pairs = sorted({(i.a_type, i.c_type) for i in target.intrinsics() if i.a_type == i.b_type and not i.unsigned_a})
     for a_t, c_t in pairs:
         if not matching_intrinsics(target, Contraction(16, 16, 16, 1, a_t, a_t, c_t)):
             continue
         for m, n, k in CHECK_SHAPES:
-            cases.append(_case(f"{a_t}->{c_t} {m}x{n}x{k}", matmul_source(m, n, k, a_t, c_t),
-                               [((m, k), a_t), ((k, n), a_t)], acc=c_t))
+            cases.append(
+                _case(
+                    f"{a_t}->{c_t} {m}x{n}x{k}",
+                    matmul_source(m, n, k, a_t, c_t),
+                    [((m, k), a_t), ((k, n), a_t)],
+                    acc=c_t,
+                )
+            )
     f16 = "f16"
-    cases.append(_case("A^T B^T 512x384x256", matmul_module(512, 384, 256, transpose_a=True, transpose_b=True),
-                       [((256, 512), f16), ((384, 256), f16)], a_t=True, b_t=True))
-    cases.append(_case("batch 4x256x128x192", matmul_module(256, 128, 192, batch=4),
-                       [((4, 256, 192), f16), ((4, 192, 128), f16)]))
+    cases.append(
+        _case(
+            "A^T B^T 512x384x256",
+            matmul_module(512, 384, 256, transpose_a=True, transpose_b=True),
+            [((256, 512), f16), ((384, 256), f16)],
+            a_t=True,
+            b_t=True,
+        )
+    )
+    cases.append(
+        _case(
+            "batch 4x256x128x192", matmul_module(256, 128, 192, batch=4), [((4, 256, 192), f16), ((4, 192, 128), f16)]
+        )
+    )
     for m, n, k in ((1000, 1000, 1000), (17, 33, 65), (1, 4096, 4096)):
         cases.append(_case(f"unaligned {m}x{n}x{k}", matmul_source(m, n, k), [((m, k), f16), ((k, n), f16)]))
     for name in ("bias_n_relu_f16", "gelu_erf", "bias_n_gelu_f16", "erf_scaled"):
         spec = EPILOGUES[name]
         extra = [((1024,), t) for t, _ in spec.get("inputs", [])]
-        cases.append(_case(f"epilogue {name} 1024x1024x512", epilogue_module(1024, 1024, 512, **spec),
-                           [((1024, 512), f16), ((512, 1024), f16)] + extra, out=spec["out_type"], epilogue=name))
+        cases.append(
+            _case(
+                f"epilogue {name} 1024x1024x512",
+                epilogue_module(1024, 1024, 512, **spec),
+                [((1024, 512), f16), ((512, 1024), f16)] + extra,
+                out=spec["out_type"],
+                epilogue=name,
+            )
+        )
     if any(i.a_type == "i8" for i in target.intrinsics()):
         spec = EPILOGUES["dequant_n"]
-        cases.append(_case("epilogue dequant_n i8 512x256x1024", epilogue_module(512, 256, 1024, "i8", "i32", **spec),
-                           [((512, 1024), "i8"), ((1024, 256), "i8"), ((256,), "f32")], acc="i32", out="f32",
-                           epilogue="dequant_n"))
+        cases.append(
+            _case(
+                "epilogue dequant_n i8 512x256x1024",
+                epilogue_module(512, 256, 1024, "i8", "i32", **spec),
+                [((512, 1024), "i8"), ((1024, 256), "i8"), ((256,), "f32")],
+                acc="i32",
+                out="f32",
+                epilogue="dequant_n",
+            )
+        )
     dyn = dynamic_module()
     for m, n, k in ((1000, 700, 300), (1, 1, 1), (4096, 4096, 4096)):
         cases.append(_case(f"dynamic (no hint) at {m}x{n}x{k}", dyn, [((m, k), f16), ((k, n), f16)]))
@@ -202,6 +273,7 @@ def perf_cases(target) -> list[dict]:
     """The matmul variants at 4096-class sizes, for timing with `--time-checks` (each still
     checked against numpy): static, unaligned, transposed, fused epilogue, dynamic."""
     from mmaflow.runtime.modules import EPILOGUES, dynamic_module, epilogue_module, matmul_module
+
     f16, s = "f16", 4096
     ab = [((s, s), f16), ((s, s), f16)]
     spec = EPILOGUES["bias_n_relu_f16"]
@@ -209,10 +281,21 @@ def perf_cases(target) -> list[dict]:
         _case("static 4096^3", matmul_source(s, s, s), ab),
         _case("unaligned 4000^3", matmul_source(4000, 4000, 4000), [((4000, 4000), f16)] * 2),
         _case("B^T 4096^3", matmul_module(s, s, s, transpose_b=True), ab, b_t=True),
-        _case("bias+relu -> f16 4096^3", epilogue_module(s, s, s, **spec), ab + [((s,), "f32")],
-              out="f16", epilogue="bias_n_relu_f16"),
-        _case("bias+gelu -> f16 4096^3", epilogue_module(s, s, s, **EPILOGUES["bias_n_gelu_f16"]),
-              ab + [((s,), "f32")], out="f16", epilogue="bias_n_gelu_f16", torch_eager="addmm_gelu"),
+        _case(
+            "bias+relu -> f16 4096^3",
+            epilogue_module(s, s, s, **spec),
+            ab + [((s,), "f32")],
+            out="f16",
+            epilogue="bias_n_relu_f16",
+        ),
+        _case(
+            "bias+gelu -> f16 4096^3",
+            epilogue_module(s, s, s, **EPILOGUES["bias_n_gelu_f16"]),
+            ab + [((s,), "f32")],
+            out="f16",
+            epilogue="bias_n_gelu_f16",
+            torch_eager="addmm_gelu",
+        ),
         _case("dynamic, divisibility promised, at 4096^3", dynamic_module(divisors=dict(m=16, n=32, k=64)), ab),
         _case("dynamic rows (static N, K) at 4096^3", dynamic_module(m=None, n=s, k=s), ab),
         _case("dynamic, no promise, at 4096^3", dynamic_module(), ab),
@@ -227,22 +310,24 @@ def prepare_checks(target: str, out_dir: Path, *, perf: bool = False, overrides:
     (another dtype than the intrinsic's, a dynamic size for the warpgroup kernel) is not built:
     its refusal is printed here and kept in the manifest's ``not_built``, which `run_checks`
     prints again, so a partial check never reads as a whole one."""
-    from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
+    from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions
     from mmaflow.compiler.target.targets import get_target
+
     t = get_target(target)
     out_dir.mkdir(parents=True, exist_ok=True)
     files: dict[str, str] = {}
     refused: dict[str, str] = {}
     entries, not_built = [], []
-    for case in (perf_cases(t) if perf else check_cases(t)):
+    for case in perf_cases(t) if perf else check_cases(t):
         src = case.pop("source")
         if src not in files and src not in refused:
             name = f"check_{t.name}_{len(files)}.vmfb"
             try:
-                res = compile_module(src, t.name, options=CodegenOptions(overrides=overrides or {}),
-                                     source_name=f"{name}.mlir")
+                res = compile_module(
+                    src, t.name, options=CodegenOptions(overrides=overrides or {}), source_name=f"{name}.mlir"
+                )
             except (ConfigError, UnsupportedError) as e:
                 if not overrides:
                     raise
@@ -257,15 +342,23 @@ def prepare_checks(target: str, out_dir: Path, *, perf: bool = False, overrides:
         entries.append({**case, "file": files[src]})
     if not entries:
         from mmaflow.compiler.core.errors import InputError
+
         raise InputError(f"--config {overrides} configures none of the check cases")
-    manifest = {"target": t.name, "driver": t.iree_device, "function": "matmul", "checks": entries,
-                "overrides": overrides or {}, "not_built": not_built}
+    manifest = {
+        "target": t.name,
+        "driver": t.iree_device,
+        "function": "matmul",
+        "checks": entries,
+        "overrides": overrides or {},
+        "not_built": not_built,
+    }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
 
 
 def _check_inputs(e: dict, i: int) -> list[np.ndarray]:
     from mmaflow.runtime import numerics
+
     rng = np.random.default_rng(i)
     return [numerics.random_matrix(rng, tuple(x["shape"]), x["type"]) for x in e["inputs"]]
 
@@ -284,6 +377,7 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
     kernel-only time (Nsight Compute)."""
     from mmaflow.runtime import numerics
     from mmaflow.runtime.iree_runner import CompiledModule
+
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     rows, modules = [], {}
     for i, e in enumerate(manifest["checks"]):
@@ -295,11 +389,17 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
         b = np.swapaxes(ins[1], -1, -2) if e["b_transposed"] else ins[1]
         ref, tol = numerics.matmul_reference(a, b, e["acc"])
         if e["epilogue"]:
-            ref, tol = numerics.epilogue_reference(ref, tol, ins[2:], numerics.EPILOGUE_REFERENCES[e["epilogue"]],
-                                                   e["out"])
+            ref, tol = numerics.epilogue_reference(
+                ref, tol, ins[2:], numerics.EPILOGUE_REFERENCES[e["epilogue"]], e["out"]
+            )
         chk = numerics.compare(np.asarray(out), ref, tol, out_type=e["out"])
-        row = {"name": e["name"], "file": e["file"], "check": "PASS" if chk.passed else "FAIL",
-               "max_abs_err": chk.max_abs_err, "detail": chk.detail}
+        row = {
+            "name": e["name"],
+            "file": e["file"],
+            "check": "PASS" if chk.passed else "FAIL",
+            "max_abs_err": chk.max_abs_err,
+            "detail": chk.detail,
+        }
         timing = ""
         if repeat:
             t = statistics.median(modules[e["file"]].time(manifest["function"], *ins, repeat=repeat))
@@ -308,8 +408,20 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
             timing = f" [{t * 1e3:.3f} ms, {flop / t / 1e12:.1f} TFLOP/s]"
         if kernel:
             from mmaflow.runtime.ncu import kernel_time
-            child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir),
-                     "--driver", driver, "--out", "-", "--profile-check", str(i)]
+
+            child = [
+                sys.executable,
+                "-m",
+                "mmaflow.runtime.bench",
+                "--from-dir",
+                str(manifest_dir),
+                "--driver",
+                driver,
+                "--out",
+                "-",
+                "--profile-check",
+                str(i),
+            ]
             flop = 2.0 * np.prod(a.shape[:-1], dtype=np.float64) * b.shape[-1] * a.shape[-1]
             k = kernel_time(child, PROFILED_CALLS, e["name"]).as_dict()
             row.update(k, kernel_tflops=flop / (k["kernel_ms"] * 1e-3) / 1e12)
@@ -319,15 +431,17 @@ def run_checks(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 
         rows.append(row)
         print(f"check {manifest['target']} {e['name']}: {chk.line()}{timing}", flush=True)
     for nb in manifest.get("not_built", []):
-        print(f"check {manifest['target']} {nb['name']}: NOT BUILT with --config "
-              f"{manifest.get('overrides')}: {nb['reason']}", flush=True)
+        print(
+            f"check {manifest['target']} {nb['name']}: NOT BUILT with --config "
+            f"{manifest.get('overrides')}: {nb['reason']}",
+            flush=True,
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "checks.json").write_text(json.dumps(rows, indent=1))
     return rows
 
 
-def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict, *, repeat: int,
-                      kernel: bool) -> str:
+def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict, *, repeat: int, kernel: bool) -> str:
     """Time case ``i``'s torch recipe beside it (CUDA events, median of ``repeat``; with
     ``kernel``, Nsight Compute's kernel-only time of all its kernels per call)."""
     torch = torch_cuda()
@@ -340,12 +454,26 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
     out = f" [torch eager ({what}): {row['torch_eager_ms']:.3f} ms"
     if kernel:
         from mmaflow.runtime.ncu import kernel_time
-        child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir),
-                 "--driver", "cuda", "--out", "-", "--profile-torch-eager", str(i)]
+
+        child = [
+            sys.executable,
+            "-m",
+            "mmaflow.runtime.bench",
+            "--from-dir",
+            str(manifest_dir),
+            "--driver",
+            "cuda",
+            "--out",
+            "-",
+            "--profile-torch-eager",
+            str(i),
+        ]
         k = kernel_time(child, PROFILED_CALLS, f"torch eager for {e['name']}").as_dict()
         row.update(torch_eager_kernel_ms=k["kernel_ms"], torch_eager_kernels=k["kernels"])
-        out += (f", kernel-only {k['kernel_ms']:.4f} ms in {len(k['kernels'])} kernels; "
-                f"mmaflow is {k['kernel_ms'] / row['kernel_ms']:.2f}x its speed")
+        out += (
+            f", kernel-only {k['kernel_ms']:.4f} ms in {len(k['kernels'])} kernels; "
+            f"mmaflow is {k['kernel_ms'] / row['kernel_ms']:.2f}x its speed"
+        )
     return out + "]"
 
 
@@ -359,7 +487,8 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
 # sum |a||b|, i.e. at most ceil(K / FP8_CHUNK) * (FP8_CHUNK + 1) * 2^(1 - bits) * sum |a||b| over
 # the K loop (beside the f32 terms): an upper bound under the model. A result within it only reads
 # "PASS (fp8 accumulation bound)" (a kernel without promotion); outside both, "FAIL".
-from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS, FP8_CHUNK as FP8_ACC_STEP
+from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS
+from mmaflow.runtime.isa import FP8_CHUNK as FP8_ACC_STEP
 
 
 def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8: bool = False) -> dict:
@@ -367,6 +496,7 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp
     the f32-accumulation bound; for ``fp8`` inputs also the fp8 tensor-core accumulation bound
     above where that fails. ``verdict``: "PASS", "PASS (fp8 accumulation bound)" or "FAIL"."""
     from mmaflow.runtime import numerics
+
     k = a.shape[1]
     if torch is not None:
         ta, tb = torch.from_numpy(a.astype(np.float64)).cuda(), torch.from_numpy(b.astype(np.float64)).cuda()
@@ -379,8 +509,13 @@ def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp
         bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
     tol = k * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
     chk = numerics.compare(out.astype(np.float64), ref, tol, out_type="f32")
-    res = {"pass": chk.passed, "max_abs_err": chk.max_abs_err, "max_rel_err": chk.max_rel_err,
-           "detail": f"f32 bound: {chk.line()}" if fp8 else chk.detail, "verdict": "PASS" if chk.passed else "FAIL"}
+    res = {
+        "pass": chk.passed,
+        "max_abs_err": chk.max_abs_err,
+        "max_rel_err": chk.max_rel_err,
+        "detail": f"f32 bound: {chk.line()}" if fp8 else chk.detail,
+        "verdict": "PASS" if chk.passed else "FAIL",
+    }
     if fp8 and not chk.passed:
         tol8 = tol + -(-k // FP8_ACC_STEP) * (FP8_ACC_STEP + 1) * 2.0 ** (1 - FP8_ACC_BITS) * bound
         chk8 = numerics.compare(out.astype(np.float64), ref, tol8, out_type="f32")
@@ -400,21 +535,30 @@ def torch_recipes(a_type: str) -> dict:
     if a_type not in TORCH_FP8:
         # cuBLAS computing what the module computes (f32 out), beside its fastest form (16-bit out):
         # torch.mm's out_dtype (torch >= 2.8); a torch without it reports the row as not run.
-        return {TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)),
-                f"{TORCH}-f32-out": (f"torch.mm ({a_type} -> f32 out)",
-                                     lambda torch, a, b: torch.mm(a, b, out_dtype=torch.float32))}
+        return {
+            TORCH: (f"torch.matmul ({a_type} out)", lambda torch, a, b: torch.matmul(a, b)),
+            f"{TORCH}-f32-out": (
+                f"torch.mm ({a_type} -> f32 out)",
+                lambda torch, a, b: torch.mm(a, b, out_dtype=torch.float32),
+            ),
+        }
     ones = []
 
     def scaled_mm(fast: bool):
         def fn(torch, a, b_nk):
             if not ones:  # made once, on the device: no host-to-device copy per timed call
                 ones.append(torch.tensor(1.0, device="cuda"))
-            return torch._scaled_mm(a, b_nk.t(), scale_a=ones[0], scale_b=ones[0], out_dtype=torch.float32,
-                                    use_fast_accum=fast)
+            return torch._scaled_mm(
+                a, b_nk.t(), scale_a=ones[0], scale_b=ones[0], out_dtype=torch.float32, use_fast_accum=fast
+            )
+
         return fn
+
     short = {v: k for k, v in FP8.items()}[a_type]
-    return {TORCH: (f"torch._scaled_mm ({short}, f32 out)", scaled_mm(False)),
-            f"{TORCH}-fast-accum": (f"torch._scaled_mm ({short}, f32 out, fast accum)", scaled_mm(True))}
+    return {
+        TORCH: (f"torch._scaled_mm ({short}, f32 out)", scaled_mm(False)),
+        f"{TORCH}-fast-accum": (f"torch._scaled_mm ({short}, f32 out, fast accum)", scaled_mm(True)),
+    }
 
 
 def _time_torch(torch, a: np.ndarray, b: np.ndarray, warmup: int, repeat: int, fn=None) -> list[float]:
@@ -430,6 +574,7 @@ def _inputs(size: int, dtype: str = "f16") -> tuple[np.ndarray, np.ndarray]:
     """A and B of a timed matmul: uniform in [-1, 1), rounded to ``dtype`` (f16, bf16, fp8; the
     reference multiplies the rounded values). For fp8 B is the N x K matrix the module takes."""
     from mmaflow.runtime.numerics import DTYPES
+
     rng = np.random.default_rng(size)
     return tuple(rng.uniform(-1, 1, (size, size)).astype(np.float32).astype(DTYPES[dtype]) for _ in range(2))
 
@@ -438,15 +583,23 @@ def profile_one(manifest_dir: Path, file: str, size: int, driver: str) -> None:
     """``profile_calls`` of one prepared module at ``size`` (or of torch.matmul: ``file`` "torch")."""
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     recipes = torch_recipes(manifest["a_type"])
-    profile_calls(manifest_dir, TORCH if file in recipes else file, driver, manifest["function"],
-                  list(_inputs(size, manifest["a_type"])), recipes[file][1] if file in recipes else None)
+    profile_calls(
+        manifest_dir,
+        TORCH if file in recipes else file,
+        driver,
+        manifest["function"],
+        list(_inputs(size, manifest["a_type"])),
+        recipes[file][1] if file in recipes else None,
+    )
 
 
-def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5,
-        kernel: bool = False) -> list[dict]:
+def run(
+    manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, warmup: int = 5, kernel: bool = False
+) -> list[dict]:
     """Check and time every prepared module and torch.matmul. ``kernel``: also the kernel-only
     time of each (Nsight Compute, median of PROFILED_CALLS calls), beside the synchronous one."""
     from mmaflow.runtime.iree_runner import CompiledModule
+
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     torch = torch_cuda() if driver == "cuda" else None
     rows = []
@@ -454,12 +607,23 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
     for size in sizes:
         a, b = _inputs(size, manifest["a_type"])
         b_kn = b.T if manifest.get("b_transposed") else b  # (fp8: the module takes B as N x K)
-        flop = 2.0 * size ** 3
+        flop = 2.0 * size**3
         for e in [x for x in manifest["entries"] if x["size"] == size]:
             if e.get("not_built"):
-                rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": float("nan"),
-                             "tflops": float("nan"), "check": "not built", "max_rel_err": float("nan"),
-                             "detail": e["not_built"], "config": e["config"], "file": None})
+                rows.append(
+                    {
+                        "size": size,
+                        "variant": e["variant"],
+                        "target": e["target"],
+                        "ms": float("nan"),
+                        "tflops": float("nan"),
+                        "check": "not built",
+                        "max_rel_err": float("nan"),
+                        "detail": e["not_built"],
+                        "config": e["config"],
+                        "file": None,
+                    }
+                )
                 print(f"bench: {e['variant']} {size}: not built: {e['not_built']}", flush=True)
                 continue
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
@@ -467,12 +631,22 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
             check = _reference_check(a, b_kn, out, torch, fp8=manifest["a_type"] in TORCH_FP8)
             times = mod.time(manifest["function"], a, b, warmup=warmup, repeat=repeat)
             t = statistics.median(times)
-            rows.append({"size": size, "variant": e["variant"], "target": e["target"], "ms": t * 1e3,
-                         "tflops": flop / t / 1e12, "check": check["verdict"],
-                         "max_rel_err": check["max_rel_err"], "detail": check["detail"], "config": e["config"],
-                         "file": e["file"]})
+            rows.append(
+                {
+                    "size": size,
+                    "variant": e["variant"],
+                    "target": e["target"],
+                    "ms": t * 1e3,
+                    "tflops": flop / t / 1e12,
+                    "check": check["verdict"],
+                    "max_rel_err": check["max_rel_err"],
+                    "detail": check["detail"],
+                    "config": e["config"],
+                    "file": e["file"],
+                }
+            )
             del mod
-        for key, (label, fn) in (torch_recipes(manifest["a_type"]).items() if torch is not None else ()):
+        for key, (label, fn) in torch_recipes(manifest["a_type"]).items() if torch is not None else ():
             detail = ""
             fp8 = manifest["a_type"] in TORCH_FP8
             if fp8 or key != TORCH:  # f32 out: the same reference and tolerance (not a verdict on us)
@@ -481,10 +655,20 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                 # e.g. a pair cuBLASLt has no kernel for: torch 2.11 raises ValueError("Multiplication of
                 # two Float8_e5m2 matrices is not supported") for e5m2 x e5m2 (H200, 2026-11-26)
                 except (RuntimeError, ValueError, AttributeError, TypeError) as err:
-                    rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
-                                 "ms": float("nan"), "tflops": float("nan"), "check": "not run",
-                                 "max_rel_err": float("nan"), "detail": str(err).splitlines()[0][:300],
-                                 "config": f"torch {torch.__version__}", "file": None})
+                    rows.append(
+                        {
+                            "size": size,
+                            "variant": label,
+                            "target": torch.cuda.get_device_name(),
+                            "ms": float("nan"),
+                            "tflops": float("nan"),
+                            "check": "not run",
+                            "max_rel_err": float("nan"),
+                            "detail": str(err).splitlines()[0][:300],
+                            "config": f"torch {torch.__version__}",
+                            "file": None,
+                        }
+                    )
                     print(f"bench: {label} {size}: not run: {rows[-1]['detail']}", flush=True)
                     continue
                 c = _reference_check(a, b_kn, res, torch, fp8=fp8)
@@ -492,17 +676,31 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                 print(f"bench: {label} {size}: {detail}", flush=True)
             times = _time_torch(torch, a, b, warmup, repeat, fn)
             t = statistics.median(times)
-            rows.append({"size": size, "variant": label, "target": torch.cuda.get_device_name(),
-                         "ms": t * 1e3, "tflops": flop / t / 1e12, "check": "-", "max_rel_err": float("nan"),
-                         "detail": detail, "config": f"torch {torch.__version__}", "file": key})
+            rows.append(
+                {
+                    "size": size,
+                    "variant": label,
+                    "target": torch.cuda.get_device_name(),
+                    "ms": t * 1e3,
+                    "tflops": flop / t / 1e12,
+                    "check": "-",
+                    "max_rel_err": float("nan"),
+                    "detail": detail,
+                    "config": f"torch {torch.__version__}",
+                    "file": key,
+                }
+            )
     if kernel:  # after all synchronous timing: each ncu run is a process of its own
         for r in rows:
             if r["file"] is None:  # not built / not run
                 continue
             k = kernel_time_of(manifest_dir, r["file"], r["size"], driver)
             r.update(k, kernel_tflops=2.0 * r["size"] ** 3 / (k["kernel_ms"] * 1e-3) / 1e12)
-            print(f"bench: {r['variant']} {r['size']}: {k['kernel_ms']:.4f} ms kernel-only "
-                  f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})", flush=True)
+            print(
+                f"bench: {r['variant']} {r['size']}: {k['kernel_ms']:.4f} ms kernel-only "
+                f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})",
+                flush=True,
+            )
     write_results(rows, out_dir, manifest)
     return rows
 
@@ -511,6 +709,7 @@ def write_results(rows: list[dict], out_dir: Path, manifest: dict) -> None:
     write_rows(rows, out_dir, manifest)
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
@@ -537,12 +736,15 @@ def print_table(rows: list[dict]) -> None:
     print(f"{'size':>6} {'variant':<24} {'target':<10} {'call ms':>9} {'TFLOP/s':>9}{extra} check")
     for r in rows:
         k = f" {r.get('kernel_ms', float('nan')):>9.4f} {r.get('kernel_tflops', float('nan')):>9.2f}" if kernel else ""
-        print(f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}")
+        print(
+            f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}"
+        )
 
 
 def positive_ints(text: str, option: str) -> list[int]:
     """A comma-separated list of positive integers (``--sizes``, ``--head-dims``), or an InputError."""
     from mmaflow.compiler.core.errors import InputError
+
     try:
         values = [int(s) for s in text.split(",")]
     except ValueError:
@@ -569,15 +771,19 @@ def bench_command(args) -> int:
         raise InputError("--head-dims is an option of bench --attention")
     if args.compile_time:
         from mmaflow.runtime.compile_time import compile_time_command
+
         if not args.target:
             raise InputError("--compile-time needs --target (one or a comma-separated list)")
         args.repeat = args.repeat or 5
         return compile_time_command(args)
     if args.models:
         from mmaflow.runtime.model_bench import prepare as prepare_models
+
         if not args.prepare_only:
-            raise InputError("bench --models compiles here and runs on the GPU machine: give --prepare-only DIR",
-                             hint="then `python3 -m mmaflow.runtime.model_bench --from-dir DIR --out OUT` there")
+            raise InputError(
+                "bench --models compiles here and runs on the GPU machine: give --prepare-only DIR",
+                hint="then `python3 -m mmaflow.runtime.model_bench --from-dir DIR --out OUT` there",
+            )
         prepare_models(Path(args.prepare_only))
         print(f"bench: models, builds and manifest written to {args.prepare_only}")
         return 0
@@ -588,20 +794,26 @@ def bench_command(args) -> int:
     prep_dir = Path(args.prepare_only) if args.prepare_only else out / "modules"
     if args.attention:
         from mmaflow.runtime import attention_bench
+
         if args.config:
             raise InputError("--config configures matmul kernels; the flash-attention kernel has no config")
         manifest = attention_bench.prepare(
-            args.target.split(","), positive_ints(args.sizes or attention_bench.DEFAULT_SEQS, "--sizes"),
+            args.target.split(","),
+            positive_ints(args.sizes or attention_bench.DEFAULT_SEQS, "--sizes"),
             positive_ints(args.head_dims or attention_bench.DEFAULT_HEAD_DIMS, "--head-dims"),
-            args.dtype.split(","), prep_dir)
+            args.dtype.split(","),
+            prep_dir,
+        )
         driver = manifest["driver"]
     else:
         target = get_target(args.target)
         sizes = positive_ints(args.sizes or "1024,2048,4096", "--sizes")
         args.dtype = {v: k for k, v in FP8.items()}.get(args.dtype, args.dtype)  # f8E4M3FN -> e4m3
         if args.dtype not in TIMED_DTYPES:
-            raise InputError(f"bench times {', '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
-                             hint="--checks covers every dtype pair of the target, numpy-checked")
+            raise InputError(
+                f"bench times {', '.join(TIMED_DTYPES)} matmuls (-> f32), not {args.dtype}",
+                hint="--checks covers every dtype pair of the target, numpy-checked",
+            )
         if args.checks or args.variants:
             prepare_checks(target.name, prep_dir, perf=args.variants, overrides=parse_overrides(args.config or []))
         else:
@@ -613,24 +825,35 @@ def bench_command(args) -> int:
     driver = driver if args.device == "auto" else args.device
     ok, why = device_present(driver)
     if not ok:
-        raise DeviceError(f"cannot time on {driver}: {why}",
-                          hint=f"compile here with --prepare-only DIR, then run "
-                               f"`python -m mmaflow.runtime.bench --from-dir DIR --driver {driver}` on the GPU machine")
-    return run_prepared(prep_dir, driver, out, repeat=args.repeat, time_checks=args.repeat if args.variants else 0,
-                        kernel=args.kernel_time)
+        raise DeviceError(
+            f"cannot time on {driver}: {why}",
+            hint=f"compile here with --prepare-only DIR, then run "
+            f"`python -m mmaflow.runtime.bench --from-dir DIR --driver {driver}` on the GPU machine",
+        )
+    return run_prepared(
+        prep_dir,
+        driver,
+        out,
+        repeat=args.repeat,
+        time_checks=args.repeat if args.variants else 0,
+        kernel=args.kernel_time,
+    )
 
 
-def run_prepared(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int, time_checks: int,
-                 kernel: bool) -> int:
+def run_prepared(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int, time_checks: int, kernel: bool) -> int:
     """Run a prepared directory by its manifest's kind; the exit status (1 if a check failed)."""
     from mmaflow.compiler.core.errors import InputError
+
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
     kind = manifest.get("kind", "checks" if "checks" in manifest else "matmul")
     if kind == "models":
-        raise InputError(f"{manifest_dir} holds a bench --models manifest",
-                         hint=f"python3 -m mmaflow.runtime.model_bench --from-dir {manifest_dir} --out OUT")
+        raise InputError(
+            f"{manifest_dir} holds a bench --models manifest",
+            hint=f"python3 -m mmaflow.runtime.model_bench --from-dir {manifest_dir} --out OUT",
+        )
     if kind == "attention":
         from mmaflow.runtime import attention_bench
+
         rows = attention_bench.run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
         attention_bench.print_table(rows)
     elif kind == "checks":
@@ -647,11 +870,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--driver", default="cuda")
     p.add_argument("--out", required=True)
     p.add_argument("--repeat", type=int, default=20)
-    p.add_argument("--time-checks", type=int, default=0, metavar="N",
-                   help="for a --checks manifest: also time each case (median of N calls)")
-    p.add_argument("--kernel-time", action="store_true",
-                   help="also the kernel-only time of every module and of torch.matmul / torch SDPA "
-                        "(Nsight Compute on PATH)")
+    p.add_argument(
+        "--time-checks",
+        type=int,
+        default=0,
+        metavar="N",
+        help="for a --checks manifest: also time each case (median of N calls)",
+    )
+    p.add_argument(
+        "--kernel-time",
+        action="store_true",
+        help="also the kernel-only time of every module and of torch.matmul / torch SDPA (Nsight Compute on PATH)",
+    )
     p.add_argument("--profile-one", nargs=2, metavar=("FILE", "CASE"), help=argparse.SUPPRESS)
     p.add_argument("--profile-check", type=int, help=argparse.SUPPRESS)
     p.add_argument("--profile-torch-eager", type=int, help=argparse.SUPPRESS)
@@ -663,6 +893,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile_one:
         if json.loads((from_dir / MANIFEST).read_text()).get("kind") == "attention":
             from mmaflow.runtime.attention_bench import profile_one as profile_attention
+
             profile_attention(from_dir, *args.profile_one, args.driver)
         else:
             profile_one(from_dir, args.profile_one[0], int(args.profile_one[1]), args.driver)
@@ -671,9 +902,16 @@ def main(argv: list[str] | None = None) -> int:
         profile_check(from_dir, args.profile_check, args.driver)
         return 0
     from mmaflow.compiler.core.errors import DeviceFault, MmaflowError
+
     try:
-        return run_prepared(from_dir, args.driver, Path(args.out), repeat=args.repeat,
-                            time_checks=args.time_checks, kernel=args.kernel_time)
+        return run_prepared(
+            from_dir,
+            args.driver,
+            Path(args.out),
+            repeat=args.repeat,
+            time_checks=args.time_checks,
+            kernel=args.kernel_time,
+        )
     except MmaflowError as e:
         print(f"bench: error: {e}", file=sys.stderr)
         if isinstance(e, DeviceFault):  # IREE's teardown of a faulted CUDA context hung past the

@@ -68,6 +68,7 @@ def cuda_event_times(torch, call, warmup: int, repeat: int) -> list[float]:
 
 def np_fp8() -> dict:
     from mmaflow.runtime.numerics import DTYPES
+
     return {t: DTYPES[t] for t in TORCH_FP8}
 
 
@@ -83,19 +84,22 @@ def to_torch(torch, x: np.ndarray):
     return torch.from_numpy(x.astype(np.float32)).to(torch.bfloat16).cuda()
 
 
-def profile_calls(manifest_dir: Path, file: str, driver: str, function: str, inputs: list[np.ndarray],
-                  torch_fn=None) -> None:
+def profile_calls(
+    manifest_dir: Path, file: str, driver: str, function: str, inputs: list[np.ndarray], torch_fn=None
+) -> None:
     """For Nsight Compute (``runtime/ncu.py``): one warm-up call, then PROFILED_CALLS identical
     calls of one prepared module (or of ``torch_fn(torch, *inputs)`` when ``file`` is TORCH),
     inputs already on the GPU, each call waited for."""
     if file == TORCH:
         import torch
+
         args = [to_torch(torch, x) for x in inputs]
         for _ in range(1 + PROFILED_CALLS):
             torch_fn(torch, *args)
             torch.cuda.synchronize()
         return
     from mmaflow.runtime.iree_runner import CompiledModule
+
     mod = CompiledModule((manifest_dir / file).read_bytes(), driver)
     fn = mod.function(function)
     dev = [mod.upload(x) for x in inputs]
@@ -107,8 +111,21 @@ def kernel_time_of(manifest_dir: Path, file: str, case: int | str, driver: str) 
     """Kernel-only time of ``file`` (or TORCH) on ``case`` (a matmul size, an attention case's
     key): Nsight Compute over ``python -m mmaflow.runtime.bench ... --profile-one FILE CASE``."""
     from mmaflow.runtime.ncu import kernel_time
-    child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver,
-             "--out", "-", "--profile-one", file, str(case)]
+
+    child = [
+        sys.executable,
+        "-m",
+        "mmaflow.runtime.bench",
+        "--from-dir",
+        str(manifest_dir),
+        "--driver",
+        driver,
+        "--out",
+        "-",
+        "--profile-one",
+        file,
+        str(case),
+    ]
     return kernel_time(child, PROFILED_CALLS, f"{file} at {case}").as_dict()
 
 

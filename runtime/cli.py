@@ -41,8 +41,10 @@ def _parse_dims(text: str | None, prob) -> dict:
         raise InputError(f"--dims gives {', '.join(extra)}, which the module has static")
     missing = [d for d in dynamic if d not in sizes]
     if missing:
-        raise InputError(f"the module has dynamic {', '.join(missing)}: give the run-time sizes with "
-                         f"--dims {','.join(f'{d}=SIZE' for d in missing)}")
+        raise InputError(
+            f"the module has dynamic {', '.join(missing)}: give the run-time sizes with "
+            f"--dims {','.join(f'{d}=SIZE' for d in missing)}"
+        )
     return sizes
 
 
@@ -50,19 +52,29 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
     device = resolve_device(args.target, args.device)
     if device == "sim":
         return _run_on_executor(args, source, options, source_name)
-    art = compile_module(source, args.target, config=options.overrides, lower=device not in ("sim", "local-task"),
-                         source_name=source_name)
+    art = compile_module(
+        source,
+        args.target,
+        config=options.overrides,
+        lower=device not in ("sim", "local-task"),
+        source_name=source_name,
+    )
     if device == "local-task":
-        print("mmaflow run: --device local-task: IREE's own CPU pipeline (llvm-cpu) computes the numbers below; "
-              "mmaflow's kernel does not run (--device sim runs it on the lane executor)", file=sys.stderr)
+        print(
+            "mmaflow run: --device local-task: IREE's own CPU pipeline (llvm-cpu) computes the numbers below; "
+            "mmaflow's kernel does not run (--device sim runs it on the lane executor)",
+            file=sys.stderr,
+        )
     else:
         for line in art.log:
             print(line, file=sys.stderr)
     prob = art.problem
     if prob.has_epilogue:
-        raise InputError("mmaflow run checks modules whose function takes (A, B) and returns C = A @ B",
-                         hint="for a fused epilogue, call mmaflow.runtime.run_module with all its inputs "
-                              "and compare with your reference")
+        raise InputError(
+            "mmaflow run checks modules whose function takes (A, B) and returns C = A @ B",
+            hint="for a fused epilogue, call mmaflow.runtime.run_module with all its inputs "
+            "and compare with your reference",
+        )
     sizes = _parse_dims(getattr(args, "dims", None), prob)
     rng = np.random.default_rng(args.seed)
     batch, m, n, k = (sizes.get(d, getattr(prob, d)) for d in ("batch", "m", "n", "k"))
@@ -80,30 +92,52 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
         ref = numerics.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k).astype(np.float64)
         tol = np.zeros_like(ref)
     else:
-        ref, tol = numerics.matmul_reference(a_log, b_log, prob.c_type, unsigned_a=prob.unsigned_a,
-                                             unsigned_b=prob.unsigned_b, fp8_k_tile=cfg.tile_k if fp8 else 0)
+        ref, tol = numerics.matmul_reference(
+            a_log,
+            b_log,
+            prob.c_type,
+            unsigned_a=prob.unsigned_a,
+            unsigned_b=prob.unsigned_b,
+            fp8_k_tile=cfg.tile_k if fp8 else 0,
+        )
     check = numerics.compare(np.asarray(out).reshape(ref.shape), ref, tol, out_type=prob.c_type)
     if fp8:
-        check.detail += (" (against the modelled fp8 tensor-core arithmetic, per-K-tile promotion)" if device == "sim"
-                         else " (the bound holds Hopper's fp8 tensor-core accumulation, numerics.fp8_tensor_core_bound)")
-    report = {"target": args.target, "device": device, "problem": prob.to_dict(), "check": check.__dict__,
-              "counters": stats.to_dict() if stats is not None else None}
+        check.detail += (
+            " (against the modelled fp8 tensor-core arithmetic, per-K-tile promotion)"
+            if device == "sim"
+            else " (the bound holds Hopper's fp8 tensor-core accumulation, numerics.fp8_tensor_core_bound)"
+        )
+    report = {
+        "target": args.target,
+        "device": device,
+        "problem": prob.to_dict(),
+        "check": check.__dict__,
+        "counters": stats.to_dict() if stats is not None else None,
+    }
     if args.json:
         print(json.dumps(report, default=str, indent=1))
     else:
         dyn = f" (dynamic: {', '.join(f'{d}={v}' for d, v in sizes.items())})" if sizes else ""
-        who = "IREE's llvm-cpu pipeline on local-task (not mmaflow's kernel)" if device == "local-task" else \
-            f"mmaflow's {args.target} kernel on {device}"
+        who = (
+            "IREE's llvm-cpu pipeline on local-task (not mmaflow's kernel)"
+            if device == "local-task"
+            else f"mmaflow's {args.target} kernel on {device}"
+        )
         print(f"mmaflow run: {who}: {m}x{n}x{k} {prob.a_type} -> {prob.c_type}{dyn}")
         print(f"  {check.line()}")
         if stats is not None:
             d = stats.to_dict()
-            print(f"  lane executor: {d['seconds']:.2f} s, {d['matrix_ops']} matrix instructions (per wave), "
-                  f"{d['barriers']} barriers, {len(d['races'])} races")
-            print(f"  LDS: {d['lds_access_pieces']} accesses, {d['lds_conflict_cycles']} bank-conflict cycles "
-                  f"({d['lds_cycles']} cycles vs {d['lds_ideal_cycles']} conflict-free)")
-            print(f"  global loads by bytes per lane: {d['global_loads_by_bytes']}, "
-                  f"stores: {d['global_stores_by_bytes']}")
+            print(
+                f"  lane executor: {d['seconds']:.2f} s, {d['matrix_ops']} matrix instructions (per wave), "
+                f"{d['barriers']} barriers, {len(d['races'])} races"
+            )
+            print(
+                f"  LDS: {d['lds_access_pieces']} accesses, {d['lds_conflict_cycles']} bank-conflict cycles "
+                f"({d['lds_cycles']} cycles vs {d['lds_ideal_cycles']} conflict-free)"
+            )
+            print(
+                f"  global loads by bytes per lane: {d['global_loads_by_bytes']}, stores: {d['global_stores_by_bytes']}"
+            )
             for race in d["races"]:
                 print(f"  race: {race}")
     failed = not check.passed or (stats is not None and stats.races)
@@ -121,6 +155,7 @@ def _progress(name: str, stream=None):
     if not stream.isatty():
         return None
     import time
+
     start = time.perf_counter()
     shown = [start, -1.0]  # when the last line was shown, and its count
 
@@ -132,8 +167,13 @@ def _progress(name: str, stream=None):
         spent = now - start
         left = spent / done * (total - done) if done else 0.0
         end = "\n" if done >= total else ""
-        print(f"\r  {name}: {100 * done / total:.0f}% of {total} workgroups, {spent:.0f} s spent, {left:.0f} s left   ",
-              end=end, file=stream, flush=True)
+        print(
+            f"\r  {name}: {100 * done / total:.0f}% of {total} workgroups, {spent:.0f} s spent, {left:.0f} s left   ",
+            end=end,
+            file=stream,
+            flush=True,
+        )
+
     return show
 
 
@@ -141,6 +181,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     """Every dispatch of the module: taken ones checked on the lane executor, left ones listed."""
     from mmaflow.compiler.driver.bridge import codegen_module
     from mmaflow.runtime.model_check import check_executable, check_sizes, estimate_seconds
+
     # a module with nothing taken is refused, as `mmaflow compile` refuses it (nothing to check)
     res = codegen_module(source, args.target, options=options, source_name=source_name, require_matmul=True)
     for line in res.log:
@@ -158,41 +199,61 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
             run_sizes[exe.name] = _parse_dims(dims, exe.facts.problem)
     total_estimate = sum(estimate_seconds(e, sample, run_sizes[e.name]) for e in taken)
     if total_estimate > 60 and not sample:
-        print(f"mmaflow run: the lane executor needs about {total_estimate:.0f} s for "
-              f"{plural(len(taken), 'dispatch')}; --sample N checks N workgroups of each (corners and random ones)",
-              file=sys.stderr)
+        print(
+            f"mmaflow run: the lane executor needs about {total_estimate:.0f} s for "
+            f"{plural(len(taken), 'dispatch')}; --sample N checks N workgroups of each (corners and random ones)",
+            file=sys.stderr,
+        )
     report, failed = [], False
     out = (lambda *a: None) if args.json else print
-    out(f"mmaflow run: {args.target} on the lane executor: {len(taken)} of {len(res.executables)} dispatches "
-        f"taken by mmaflow")
+    out(
+        f"mmaflow run: {args.target} on the lane executor: {len(taken)} of {len(res.executables)} dispatches "
+        f"taken by mmaflow"
+    )
     for exe in res.executables:
         if not exe.taken:
             reason = exe.log[0].split(": ", 2)[-1] if exe.log else "left to IREE"
             out(f"  left  {exe.name}: {reason}")
             report.append({"executable": exe.name, "taken": False, "reason": reason})
             continue
-        checks = check_executable(exe, seed=args.seed, sample=sample, sizes=run_sizes[exe.name],
-                                  progress=_progress(exe.name))
+        checks = check_executable(
+            exe, seed=args.seed, sample=sample, sizes=run_sizes[exe.name], progress=_progress(exe.name)
+        )
         for c in checks:
             failed |= not c.passed
             out(f"  taken {exe.name}: {exe.facts.problem.describe()}")
             out(f"    {c.line()}")
             d = c.stats.to_dict()
-            out(f"    lane executor: {d['matrix_ops']} matrix instructions (per wave), {d['barriers']} barriers, "
-                  f"{len(d['races'])} races; LDS: {d['lds_access_pieces']} accesses, {d['lds_conflict_cycles']} "
-                  f"bank-conflict cycles ({d['lds_cycles']} cycles vs {d['lds_ideal_cycles']} conflict-free); "
-                  f"global loads by bytes per lane: {d['global_loads_by_bytes']}, "
-                  f"stores: {d['global_stores_by_bytes']}")
-            report.append({"executable": exe.name, "taken": True, "problem": exe.facts.problem.to_dict(),
-                           "kind": exe.facts.kind,
-                           "config": exe.facts.config.to_dict() if exe.facts.config else None, "passed": c.passed, "site": c.site,
-                           "detail": c.detail, "max_abs_err": c.max_abs_err,
-                           "max_err_over_bound": c.max_err_over_bound, "workgroups": c.workgroups,
-                           "grid_size": c.grid_size, "counters": d})
+            out(
+                f"    lane executor: {d['matrix_ops']} matrix instructions (per wave), {d['barriers']} barriers, "
+                f"{len(d['races'])} races; LDS: {d['lds_access_pieces']} accesses, {d['lds_conflict_cycles']} "
+                f"bank-conflict cycles ({d['lds_cycles']} cycles vs {d['lds_ideal_cycles']} conflict-free); "
+                f"global loads by bytes per lane: {d['global_loads_by_bytes']}, "
+                f"stores: {d['global_stores_by_bytes']}"
+            )
+            report.append(
+                {
+                    "executable": exe.name,
+                    "taken": True,
+                    "problem": exe.facts.problem.to_dict(),
+                    "kind": exe.facts.kind,
+                    "config": exe.facts.config.to_dict() if exe.facts.config else None,
+                    "passed": c.passed,
+                    "site": c.site,
+                    "detail": c.detail,
+                    "max_abs_err": c.max_abs_err,
+                    "max_err_over_bound": c.max_err_over_bound,
+                    "workgroups": c.workgroups,
+                    "grid_size": c.grid_size,
+                    "counters": d,
+                }
+            )
     verdict = "FAIL" if failed else "PASS"
-    out(f"mmaflow run: {verdict}: {sum(1 for r in report if r.get('taken') and r['passed'])} of "
-          f"{sum(1 for r in report if r.get('taken'))} checks passed, "
-          f"{plural(sum(1 for r in report if not r.get('taken')), 'dispatch')} left to IREE")
+    out(
+        f"mmaflow run: {verdict}: {sum(1 for r in report if r.get('taken') and r['passed'])} of "
+        f"{sum(1 for r in report if r.get('taken'))} checks passed, "
+        f"{plural(sum(1 for r in report if not r.get('taken')), 'dispatch')} left to IREE"
+    )
     if args.json:
         print(json.dumps({"target": args.target, "device": "sim", "dispatches": report}, default=str, indent=1))
     return Exit.FAILED if failed else Exit.OK

@@ -38,13 +38,20 @@ def _stop_server() -> None:
 def _commands(module: Path, target: str, out: Path) -> dict[str, tuple[list[str], bool]]:
     """name -> (command, whether the codegen server is stopped before it)."""
     from mmaflow.compiler.target.targets import get_target
+
     t = get_target(target)
-    stock = ["sh", "-c", f'{shlex.quote(_bin("iree-compile"))} {shlex.quote(str(module))} '
-             f'$({shlex.quote(_bin("mmaflow"))} flags --target {target}) -o {shlex.quote(str(out / "stock.vmfb"))}']
+    stock = [
+        "sh",
+        "-c",
+        f"{shlex.quote(_bin('iree-compile'))} {shlex.quote(str(module))} "
+        f"$({shlex.quote(_bin('mmaflow'))} flags --target {target}) -o {shlex.quote(str(out / 'stock.vmfb'))}",
+    ]
     mmaflow = [_bin("mmaflow"), "compile", str(module), "--target", target, "-o", str(out / "mmaflow.vmfb")]
     return {
-        "plain": ([_bin("iree-compile"), str(module), *t.iree_flags(t.baseline_arch), "-o", str(out / "plain.vmfb")],
-                  False),
+        "plain": (
+            [_bin("iree-compile"), str(module), *t.iree_flags(t.baseline_arch), "-o", str(out / "plain.vmfb")],
+            False,
+        ),
         "stock_cold": (stock, True),
         "stock": (stock, False),
         "mmaflow_cold": (mmaflow, True),
@@ -72,18 +79,27 @@ def measure(modules: list[Path], targets: list[str], repeat: int = 5) -> list[di
                 same = (Path(d) / "stock.vmfb").read_bytes() == (Path(d) / "mmaflow.vmfb").read_bytes()
             med = {k: statistics.median(v) for k, v in times.items()}
             best = {k: min(v) for k, v in times.items()}
-            rows.append({"module": module.name, "target": target, "repeat": repeat,
-                         **{f"{k}_s": round(v, 2) for k, v in med.items()},
-                         **{f"{k}_best_s": round(v, 2) for k, v in best.items()},
-                         **{f"{k}_over_plain": round(med[k] / med["plain"], 2) for k in cmds if k != "plain"},
-                         **{f"{k}_over_plain_best": round(best[k] / best["plain"], 2) for k in cmds if k != "plain"},
-                         "stock_equals_mmaflow": same,
-                         "all_s": {k: [round(x, 2) for x in v] for k, v in times.items()}})
+            rows.append(
+                {
+                    "module": module.name,
+                    "target": target,
+                    "repeat": repeat,
+                    **{f"{k}_s": round(v, 2) for k, v in med.items()},
+                    **{f"{k}_best_s": round(v, 2) for k, v in best.items()},
+                    **{f"{k}_over_plain": round(med[k] / med["plain"], 2) for k in cmds if k != "plain"},
+                    **{f"{k}_over_plain_best": round(best[k] / best["plain"], 2) for k in cmds if k != "plain"},
+                    "stock_equals_mmaflow": same,
+                    "all_s": {k: [round(x, 2) for x in v] for k, v in times.items()},
+                }
+            )
             r = rows[-1]
             ratios = ", ".join(f"{k} {r[k + '_s']:.2f} s ({r[k + '_over_plain']:.2f}x)" for k in cmds if k != "plain")
             best_ratios = " / ".join(f"{r[k + '_over_plain_best']:.2f}x" for k in cmds if k != "plain")
-            print(f"{module.name:22} {target:8} median: plain {r['plain_s']:.2f} s, {ratios} | best: {best_ratios}"
-                  f" | same .vmfb: {same}", flush=True)
+            print(
+                f"{module.name:22} {target:8} median: plain {r['plain_s']:.2f} s, {ratios} | best: {best_ratios}"
+                f" | same .vmfb: {same}",
+                flush=True,
+            )
     return rows
 
 

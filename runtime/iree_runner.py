@@ -20,6 +20,7 @@ from mmaflow.compiler.core.errors import DeviceError, DeviceFault
 def device_present(driver: str) -> tuple[bool, str]:
     """Whether ``driver`` has a usable device here, and why not."""
     import iree.runtime as rt
+
     if driver not in rt.query_available_drivers():
         return False, f"IREE's runtime has no {driver} driver"
     try:
@@ -40,6 +41,7 @@ class CompiledModule:
 
     def __init__(self, vmfb: bytes, driver: str):
         import iree.runtime as rt
+
         ok, why = device_present(driver)
         if not ok:
             raise DeviceError(why)
@@ -65,6 +67,7 @@ class CompiledModule:
 
     def upload(self, array: np.ndarray):
         import iree.runtime as rt
+
         return rt.asdevicearray(self.device, array)
 
     def __call__(self, name: str | None, *arrays: np.ndarray) -> np.ndarray:
@@ -85,12 +88,16 @@ class CompiledModule:
             why = lines[0] if lines else type(e).__name__
             message = f"calling {name or 'the module'} on the {self.driver} device failed: {why}"
             if re.search(r"CUDA_ERROR|hipError|ABORTED|DEVICE_LOST", why):
-                raise DeviceFault(message, hint="a kernel fault leaves the device context unusable: every "
-                                                "later call in this process would fail too") from None
+                raise DeviceFault(
+                    message,
+                    hint="a kernel fault leaves the device context unusable: every "
+                    "later call in this process would fail too",
+                ) from None
             raise DeviceError(message) from None
 
-    def time(self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20,
-             warmup_seconds: float = 0.3) -> list[float]:
+    def time(
+        self, name: str | None, *arrays: np.ndarray, warmup: int = 3, repeat: int = 20, warmup_seconds: float = 0.3
+    ) -> list[float]:
         """Seconds per call (inputs already on the device, each call waited for). Warm-up runs
         ``warmup`` calls and at least ``warmup_seconds``, so the GPU leaves its idle clocks."""
         fn = self.function(name)

@@ -55,26 +55,39 @@ def prepare(out_dir: Path, models: list[str] | None = None) -> dict:
             out = out_dir / f"{key}.{build}.vmfb"
             target = build.split("_", 1)[1]
             if build.startswith("mmaflow"):
-                flags = subprocess.run([str(bindir / "mmaflow"), "flags", "--target", target], check=True,
-                                       capture_output=True, text=True).stdout.split()
+                flags = subprocess.run(
+                    [str(bindir / "mmaflow"), "flags", "--target", target], check=True, capture_output=True, text=True
+                ).stdout.split()
             else:
                 flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
             start = time.perf_counter()
-            r = subprocess.run([str(bindir / "iree-compile"), str(src), *flags, "-o", str(out)],
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                [str(bindir / "iree-compile"), str(src), *flags, "-o", str(out)], capture_output=True, text=True
+            )
             if r.returncode != 0:
                 raise RuntimeError(f"{key} {build}: iree-compile failed:\n{r.stderr[-3000:]}")
-            builds[build] = {"file": out.name, "compile_s": round(time.perf_counter() - start, 2),
-                             "log": [line for line in r.stderr.splitlines() if line.startswith("mmaflow:")]}
+            builds[build] = {
+                "file": out.name,
+                "compile_s": round(time.perf_counter() - start, 2),
+                "log": [line for line in r.stderr.splitlines() if line.startswith("mmaflow:")],
+            }
             if build.startswith("mmaflow"):
-                v = subprocess.run([str(bindir / "mmaflow"), "verify", str(out), "--source", str(src),
-                                    "--target", target], capture_output=True, text=True)
+                v = subprocess.run(
+                    [str(bindir / "mmaflow"), "verify", str(out), "--source", str(src), "--target", target],
+                    capture_output=True,
+                    text=True,
+                )
                 if v.returncode != 0:
                     raise RuntimeError(f"{key} {build}: mmaflow verify failed:\n{v.stderr[-3000:]}")
                 builds[build]["verify"] = v.stdout.strip()
             print(f"bench: {key} {build}: {builds[build]['compile_s']} s", flush=True)
-        entries.append({"key": key, **{k: entry[k] for k in ("model", "dtype", "seed", "function", "inputs",
-                                                              "outputs")}, "builds": builds})
+        entries.append(
+            {
+                "key": key,
+                **{k: entry[k] for k in ("model", "dtype", "seed", "function", "inputs", "outputs")},
+                "builds": builds,
+            }
+        )
     result = {"kind": "models", "entries": entries}
     (out_dir / "manifest.json").write_text(json.dumps(result, indent=1))
     return result
@@ -85,16 +98,19 @@ def _definitions():
     sys.path.insert(0, str(MODELS_DIR))
     import definitions
     import runner
+
     return definitions, runner
 
 
 def _irpa(definitions, name: str, dtype: str, seed: int, path: Path) -> None:
     import iree.runtime as rt
+
     index = rt.ParameterIndex()
     for key, arr in definitions.parameter_arrays(name, dtype, seed).items():
         meta = {"type": "Tensor", "dtype": {"f16": "float16", "bf16": "bfloat16"}[dtype], "shape": list(arr.shape)}
-        index.add_buffer(key, np.ascontiguousarray(arr).reshape(-1).view(np.uint8),
-                         metadata="PYTORCH:" + json.dumps(meta))
+        index.add_buffer(
+            key, np.ascontiguousarray(arr).reshape(-1).view(np.uint8), metadata="PYTORCH:" + json.dumps(meta)
+        )
     index.create_archive_file(str(path))
 
 
@@ -103,6 +119,7 @@ class _Loaded:
 
     def __init__(self, vmfb: Path, irpa: Path, function: str, driver: str):
         import iree.runtime as rt
+
         self.rt = rt
         self.config = rt.Config(driver)
         index = rt.ParameterIndex()
@@ -141,14 +158,16 @@ def _median_ms(fn, *, warmup: int = 5, repeat: int = 20, sync=None) -> float:
 SCRATCH = Path("/tmp/mmaflow-model-bench")  # parameters and inputs, written once per machine
 
 
-def run(from_dir: Path, out_dir: Path, *, driver: str = "cuda", repeat: int = 20,
-        only: list[str] | None = None) -> list[dict]:
+def run(
+    from_dir: Path, out_dir: Path, *, driver: str = "cuda", repeat: int = 20, only: list[str] | None = None
+) -> list[dict]:
     definitions, runner = _definitions()
     manifest = json.loads((from_dir / "manifest.json").read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     SCRATCH.mkdir(parents=True, exist_ok=True)
     rows = []
     import torch
+
     cuda = torch.cuda.is_available()
     for entry in manifest["entries"]:
         if only and entry["key"] not in only:
@@ -157,8 +176,10 @@ def run(from_dir: Path, out_dir: Path, *, driver: str = "cuda", repeat: int = 20
         irpa = SCRATCH / f"{entry['key']}.irpa"
         if not irpa.exists():
             _irpa(definitions, name, dtype, seed, irpa)
-        inputs = [x.astype(runner.np_dtype(dtype)) for x in
-                  [t.float().numpy() for t in definitions.example_inputs(name, dtype, seed)]]
+        inputs = [
+            x.astype(runner.np_dtype(dtype))
+            for x in [t.float().numpy() for t in definitions.example_inputs(name, dtype, seed)]
+        ]
         for i, x in enumerate(inputs):  # float32 on disk (.npy has no bf16), exact in the dtype
             np.save(SCRATCH / f"{entry['key']}.input{i}.npy", x.astype(np.float32))
         ref = definitions.reference(name, dtype, seed)
@@ -175,8 +196,10 @@ def run(from_dir: Path, out_dir: Path, *, driver: str = "cuda", repeat: int = 20
             tin = [t.cuda() for t in tin]
             with torch.no_grad():
                 tout = model(*tin).float().cpu().numpy()
-                row["torch_eager"] = {**runner.errors(tout, ref), "ms": round(
-                    _median_ms(lambda: model(*tin), repeat=repeat, sync=torch.cuda.synchronize), 3)}
+                row["torch_eager"] = {
+                    **runner.errors(tout, ref),
+                    "ms": round(_median_ms(lambda: model(*tin), repeat=repeat, sync=torch.cuda.synchronize), 3),
+                }
         base = row["iree_sm_80"]["rel_l2"]
         for build in ("mmaflow_sm_80", "mmaflow_sm_90a"):
             r = row[build]
@@ -207,6 +230,7 @@ def profile_one(from_dir: Path, key: str, build: str, driver: str = "cuda") -> N
         return
     sys.path.insert(0, str(MODELS_DIR))
     import runner
+
     inputs, i = [], 0
     while (SCRATCH / f"{key}.input{i}.npy").exists():
         inputs.append(np.load(SCRATCH / f"{key}.input{i}.npy").astype(runner.np_dtype(entry["dtype"])))
@@ -224,6 +248,7 @@ def _profile_torch(entry: dict) -> None:
     """torch CUDA eager, the same module in the same dtype: one warm-up call (cuBLAS picks its
     kernels), then PROFILED_CALLS identical calls."""
     import torch
+
     definitions, _ = _definitions()
     model, tin = definitions.build(entry["model"], entry["dtype"], entry["seed"])
     model = model.cuda()
@@ -239,20 +264,35 @@ def kernel_times(from_dir: Path, out_dir: Path, only: list[str] | None = None) -
     gpu__time_duration summed over the kernels of the last of ``profile_one``'s identical calls
     (one ncu run per build, ``runtime/ncu.py``)."""
     from mmaflow.runtime.ncu import kernel_time
+
     manifest = json.loads((from_dir / "manifest.json").read_text())
     result = {}
     for entry in manifest["entries"]:
         if only and entry["key"] not in only:
             continue
         for build in BUILDS + (TORCH,):
-            child = [sys.executable, "-m", "mmaflow.runtime.model_bench", "--from-dir", str(from_dir),
-                     "--out", str(out_dir), "--profile-one", entry["key"], build]
+            child = [
+                sys.executable,
+                "-m",
+                "mmaflow.runtime.model_bench",
+                "--from-dir",
+                str(from_dir),
+                "--out",
+                str(out_dir),
+                "--profile-one",
+                entry["key"],
+                build,
+            ]
             kt = kernel_time(child, PROFILED_CALLS, f"{entry['key']} {build}")
             # the last call, as before the shared helper (one call's kernels summed)
-            result.setdefault(entry["key"], {})[build] = {"kernel_ms": round(kt.calls[-1], 4),
-                                                          "kernels": len(kt.kernels)}
-            print(f"bench: {entry['key']} {build}: {len(kt.kernels)} kernels, {kt.calls[-1]:.4f} ms kernel-only",
-                  flush=True)
+            result.setdefault(entry["key"], {})[build] = {
+                "kernel_ms": round(kt.calls[-1], 4),
+                "kernels": len(kt.kernels),
+            }
+            print(
+                f"bench: {entry['key']} {build}: {len(kt.kernels)} kernels, {kt.calls[-1]:.4f} ms kernel-only",
+                flush=True,
+            )
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "kernel_times.json").write_text(json.dumps(result, indent=1))
     return result
@@ -284,11 +324,19 @@ def markdown_table(run_dir: Path, kernel_dirs: list[Path]) -> str:
     for r in rows:
         k = kernel.get(r["key"], {})
         ok = all(r[b]["in_iree_class"] for b in BUILDS[:2])
-        errors.append(f"| {r['key']} | " + " | ".join(f"{r[b]['rel_l2']:.2e}" if b in r else "-" for b in builds)
-                      + f" | {'yes' if ok else 'NO'} |")
-        times.append(f"| {r['key']} | " + " | ".join(
-            (f"{k[b]['kernel_ms']:.3f}" if b in k else "-") + f" ({r[b]['ms']:.3f})" if b in r else "-"
-            for b in builds) + " |")
+        errors.append(
+            f"| {r['key']} | "
+            + " | ".join(f"{r[b]['rel_l2']:.2e}" if b in r else "-" for b in builds)
+            + f" | {'yes' if ok else 'NO'} |"
+        )
+        times.append(
+            f"| {r['key']} | "
+            + " | ".join(
+                (f"{k[b]['kernel_ms']:.3f}" if b in k else "-") + f" ({r[b]['ms']:.3f})" if b in r else "-"
+                for b in builds
+            )
+            + " |"
+        )
     return "\n".join(errors) + "\n\n" + "\n".join(times)
 
 
@@ -299,11 +347,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--driver", default="cuda")
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--only", action="append", help="model key(s), e.g. gpt2_block_f16")
-    p.add_argument("--kernel-time", action="store_true",
-                   help="instead of the checked, timed run: kernel-only time of each build (Nsight Compute on PATH)")
+    p.add_argument(
+        "--kernel-time",
+        action="store_true",
+        help="instead of the checked, timed run: kernel-only time of each build (Nsight Compute on PATH)",
+    )
     p.add_argument("--profile-one", nargs=2, metavar=("KEY", "BUILD"), help=argparse.SUPPRESS)
-    p.add_argument("--table", nargs="+", metavar="KERNEL_DIR",
-                   help="print docs/PERFORMANCE.md's model table from --out's models.json and these --kernel-time outputs")
+    p.add_argument(
+        "--table",
+        nargs="+",
+        metavar="KERNEL_DIR",
+        help="print docs/PERFORMANCE.md's model table from --out's models.json and these --kernel-time outputs",
+    )
     args = p.parse_args(argv)
     if args.table:
         print(markdown_table(Path(args.out), [Path(d) for d in args.table]))

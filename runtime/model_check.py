@@ -34,12 +34,20 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core import dynamic
 from mmaflow.compiler.core.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
-
 from mmaflow.runtime import numerics
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference, bool_mask_additive
-from mmaflow.runtime.reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
 from mmaflow.runtime.executor import cluster_shape, whole_clusters
-from mmaflow.runtime.simulate import Memory, Region, fp8_tensor_core, load_dispatch, run_dispatch, sample_workgroups, tile_mask, written_elements
+from mmaflow.runtime.reference import InterpretError, Val, compare, linalg_op, np_dtype, scalar_op
+from mmaflow.runtime.simulate import (
+    Memory,
+    Region,
+    fp8_tensor_core,
+    load_dispatch,
+    run_dispatch,
+    sample_workgroups,
+    tile_mask,
+    written_elements,
+)
 
 # Executor throughput on this kind of machine (multiply-adds per second, measured on 2 cores with
 # the f16 1024^3 kernel: 18 s), for the up-front estimate of a full run.
@@ -79,6 +87,7 @@ def call_sites(func: ir.Operation, sizes: dict | None = None, problem=None) -> l
         known = [{}]
     if sizes and problem is not None:
         from mmaflow.runtime.simulate import dynamic_inputs
+
         consts, _ = dynamic_inputs(problem, sizes)
         for site in known:
             for i, v in enumerate(consts):
@@ -88,8 +97,10 @@ def call_sites(func: ir.Operation, sizes: dict | None = None, problem=None) -> l
     for s, site in enumerate(known):
         missing = [i for i in range(count) if i not in site]
         if missing:
-            raise InterpretError(f"push constant {missing[0]} of call site {s} is not pinned by the dispatch's "
-                                 f"util.assume.int and is not a dynamic size given with --dims")
+            raise InterpretError(
+                f"push constant {missing[0]} of call site {s} is not pinned by the dispatch's "
+                f"util.assume.int and is not a dynamic size given with --dims"
+            )
         out.append([site[i] for i in range(count)])
     return out
 
@@ -141,7 +152,7 @@ class FrontDispatch:
             binding = ir.IntegerAttr(sub.attributes["binding"]).value
             seg = list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))
             offset = int(env[list(sub.operands)[0]].v) if seg[0] else 0
-            dims = [int(env[v].v) for v in list(sub.operands)[seg[0]:]]
+            dims = [int(env[v].v) for v in list(sub.operands)[seg[0] :]]
             for use in sub.results[0].uses:
                 user = user_of(use)
                 if user.name == "iree_tensor_ext.dispatch.tensor.load":
@@ -167,15 +178,21 @@ class FrontDispatch:
             if op.results and op.results[0] in env:
                 continue
             name = op.name
-            if name in ("hal.interface.binding.subspan", "hal.interface.constant.load", "func.return",
-                        "util.assume.int", "iree_tensor_ext.dispatch.workload.ordinal"):
+            if name in (
+                "hal.interface.binding.subspan",
+                "hal.interface.constant.load",
+                "func.return",
+                "util.assume.int",
+                "iree_tensor_ext.dispatch.workload.ordinal",
+            ):
                 continue
             if name == "iree_tensor_ext.dispatch.tensor.load":
                 region = regions[op.operands[0]]
                 t = str(ir.RankedTensorType(op.results[0].type).element_type)
                 whole = Memory.read(buffers, region)
-                env[op.results[0]] = Val.exact(_slice(op, whole).astype(np.float64 if t.startswith(("f", "bf"))
-                                                                         else np.int64), t)
+                env[op.results[0]] = Val.exact(
+                    _slice(op, whole).astype(np.float64 if t.startswith(("f", "bf")) else np.int64), t
+                )
             elif name == "tensor.empty":
                 tt = ir.RankedTensorType(op.results[0].type)
                 dyn = iter(int(env[v].v) for v in op.operands)
@@ -183,8 +200,9 @@ class FrontDispatch:
                 env[op.results[0]] = Val.exact(np.zeros(shape), str(tt.element_type))
             elif name == "linalg.fill":
                 value, init = env[op.operands[0]], env[op.operands[1]]
-                env[op.results[0]] = Val(np.full(init.v.shape, value.v, np.float64), np.full(init.v.shape, value.r),
-                                         init.t)
+                env[op.results[0]] = Val(
+                    np.full(init.v.shape, value.v, np.float64), np.full(init.v.shape, value.r), init.t
+                )
             elif name.startswith("linalg."):
                 n_in = len(op.operands) - len(op.results)
                 ins = [env[v] for v in list(op.operands)[:n_in]]
@@ -227,10 +245,15 @@ class SiteCheck:
     def line(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         where = f" (call {self.site + 1} of {self.sites})" if self.sites > 1 else ""
-        ran = f"{self.workgroups} of {self.grid_size} workgroups" if self.workgroups != self.grid_size \
+        ran = (
+            f"{self.workgroups} of {self.grid_size} workgroups"
+            if self.workgroups != self.grid_size
             else f"all {self.grid_size} workgroups"
-        return (f"{verdict} {self.executable}{where}: max |err| {self.max_abs_err:.3e} = "
-                f"{self.max_err_over_bound:.2f} x its bound; {ran}, {self.seconds:.1f} s; {self.detail}")
+        )
+        return (
+            f"{verdict} {self.executable}{where}: max |err| {self.max_abs_err:.3e} = "
+            f"{self.max_err_over_bound:.2f} x its bound; {ran}, {self.seconds:.1f} s; {self.detail}"
+        )
 
 
 def random_inputs(rng: np.random.Generator, region: Region) -> np.ndarray:
@@ -240,8 +263,18 @@ def random_inputs(rng: np.random.Generator, region: Region) -> np.ndarray:
     return numerics.random_matrix(rng, region.shape, name)
 
 
-def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int], *, site: int, sites: int,
-               seed: int, sample: int = 0, progress=None) -> SiteCheck:
+def check_site(
+    exe,
+    handed: ir.Module,
+    front: FrontDispatch,
+    constants: list[int],
+    *,
+    site: int,
+    sites: int,
+    seed: int,
+    sample: int = 0,
+    progress=None,
+) -> SiteCheck:
     start = time.perf_counter()
     lay = front.layout(constants)
     rng = np.random.default_rng(seed + site)
@@ -255,16 +288,18 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
     before = {b: buf.copy() for b, buf in buffers.items()}
     cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
     fp8 = fp8_tensor_core(cfg, exe.facts.problem)
-    reference = front.evaluate({b: buf.copy() for b, buf in buffers.items()}, constants, lay,
-                               fp8_k_tile=cfg.tile_k if fp8 else 0)
+    reference = front.evaluate(
+        {b: buf.copy() for b, buf in buffers.items()}, constants, lay, fp8_k_tile=cfg.tile_k if fp8 else 0
+    )
     d = load_dispatch(handed)
     workload = [w for w in lay.workload]
     grid = d.grid(workload)
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
         chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
-    stats, written = run_dispatch(d, buffers, constants=constants, workload=workload, workgroups=chosen,
-                                  progress=progress)
+    stats, written = run_dispatch(
+        d, buffers, constants=constants, workload=workload, workgroups=chosen, progress=progress
+    )
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
     for region in {r: None for _, r in lay.outputs}:
         got = Memory.read(buffers, region)
@@ -275,22 +310,38 @@ def check_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int
         worst_abs, worst_ratio = max(worst_abs, res["max_abs_err"]), max(worst_ratio, res["max_err_over_radius"])
         if not res["passed"]:
             w = res["worst"]
-            problems.append(f"{res['bad']} of {res['elements']} elements of {region.name} outside the bound "
-                            f"(worst: got {w['got']:.6g}, expected {w['expected']:.6g} +- {w['radius']:.3g})")
+            problems.append(
+                f"{res['bad']} of {res['elements']} elements of {region.name} outside the bound "
+                f"(worst: got {w['got']:.6g}, expected {w['expected']:.6g} +- {w['radius']:.3g})"
+            )
         if unwritten:
             problems.append(f"{unwritten} elements of {region.name} never written")
         if stray:
             problems.append(f"{stray} elements of {region.name} written by workgroups that do not own them")
     problems += Memory.changed_outside(before, buffers, [r for _, r in lay.outputs])
     problems += [f"race: {race}" for race in stats.races]
-    detail = "; ".join(problems) if problems else \
-        f"outputs {', '.join(r.name for _, r in lay.outputs)}; inputs and sentinel bytes unchanged"
+    detail = (
+        "; ".join(problems)
+        if problems
+        else f"outputs {', '.join(r.name for _, r in lay.outputs)}; inputs and sentinel bytes unchanged"
+    )
     if fp8:
         detail += " (against the modelled fp8 tensor-core arithmetic, per-K-tile promotion)"
     total = int(np.prod(grid))
     stats.seconds = time.perf_counter() - start
-    return SiteCheck(exe.name, site, sites, not problems, detail, worst_abs, worst_ratio,
-                     len(chosen) if chosen is not None else total, total, stats.seconds, stats)
+    return SiteCheck(
+        exe.name,
+        site,
+        sites,
+        not problems,
+        detail,
+        worst_abs,
+        worst_ratio,
+        len(chosen) if chosen is not None else total,
+        total,
+        stats.seconds,
+        stats,
+    )
 
 
 def _attention_owned(shape: tuple, grid: tuple, workgroups: list[int] | None, block_m: int) -> np.ndarray:
@@ -302,28 +353,43 @@ def _attention_owned(shape: tuple, grid: tuple, workgroups: list[int] | None, bl
     mask = np.zeros(shape, bool)
     for w in workgroups:
         x, y = w % gx, (w // gx) % gy
-        mask[y, x * block_m:(x + 1) * block_m] = True
+        mask[y, x * block_m : (x + 1) * block_m] = True
     return mask
 
 
-def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants: list[int], *, site: int,
-                         sites: int, seed: int, sample: int = 0, progress=None) -> SiteCheck:
+def check_attention_site(
+    exe,
+    handed: ir.Module,
+    front: FrontDispatch,
+    constants: list[int],
+    *,
+    site: int,
+    sites: int,
+    seed: int,
+    sample: int = 0,
+    progress=None,
+) -> SiteCheck:
     """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
     byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random
     finite values (an i1 mask: random bytes 0 / 1, mostly 1, key 0 always 1), sentinels elsewhere; the kernel's O against the float64 reference
     within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
     from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
+
     start = time.perf_counter()
     rec = exe.facts.problem
     attn = rec.attention
     lay = front.layout(constants)
+
     def region(binding, outputs=False):
         side = lay.outputs if outputs else lay.inputs
         found = [r for _, r in side if r.binding == binding.binding and r.start == binding.offset]
         if len(found) != 1:
-            raise InterpretError(f"{exe.name}: no single tensor at {binding.describe()} among the dispatch's "
-                                 f"{'outputs' if outputs else 'inputs'}")
+            raise InterpretError(
+                f"{exe.name}: no single tensor at {binding.describe()} among the dispatch's "
+                f"{'outputs' if outputs else 'inputs'}"
+            )
         return found[0]
+
     q_r, k_r, v_r, o_r = region(rec.q), region(rec.k), region(rec.v), region(rec.o, outputs=True)
     rng = np.random.default_rng(seed + site)
     batch = int(np.prod(attn.batch))
@@ -349,16 +415,18 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
             logical = rng.random(full) < 0.8
             logical[..., 0] = True
         else:
-            logical = np.where(np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None], -np.inf, 0.0) + \
-                rng.uniform(-3.0, 1.0, full)
+            logical = np.where(np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None], -np.inf, 0.0) + rng.uniform(
+                -3.0, 1.0, full
+            )
         present = [i for i in range(nb + 2) if i in order]
         squeezed = logical.reshape([sizes[i] for i in present])
         mask = np.transpose(squeezed, [present.index(i) for i in order]).astype(m_r.dtype)
         placed.append((m_r, mask.reshape(m_r.shape)))
         additive = bool_mask_additive(mask) if attn.mask_type == "i1" else mask.astype(np.float64)
         seen = np.transpose(additive, [order.index(i) for i in present])
-        ref_mask = np.broadcast_to(seen.reshape([sizes[i] if i in order else 1 for i in range(nb + 2)]),
-                                   sizes).reshape(batch, attn.m, attn.k2)
+        ref_mask = np.broadcast_to(seen.reshape([sizes[i] if i in order else 1 for i in range(nb + 2)]), sizes).reshape(
+            batch, attn.m, attn.k2
+        )
     mem = Memory()
     for r, x in placed:
         mem.place(r, x)
@@ -370,16 +438,20 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     if chosen is not None:
         chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
-    stats, written = run_dispatch(d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen,
-                                  progress=progress)
+    stats, written = run_dispatch(
+        d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen, progress=progress
+    )
+
     def flat(x, which, rows):  # stored -> (batch, rows, head dim), through the recorded storage order
         if rec.orders is not None:
             order = rec.orders[which]
             x = np.transpose(x, [order.index(axis) for axis in range(len(order))])
         return x.reshape(batch, rows, -1)
+
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
-    ref = attention_reference(flat(q64, 0, attn.m), flat(k64, 1, attn.k2), flat(v64, 2, attn.k2), attn.scale,
-                              causal=False, mask=ref_mask)
+    ref = attention_reference(
+        flat(q64, 0, attn.m), flat(k64, 1, attn.k2), flat(v64, 2, attn.k2), attn.scale, causal=False, mask=ref_mask
+    )
     bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
     got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)
     owned = _attention_owned(got.shape, grid, chosen, BLOCK_M)
@@ -392,8 +464,10 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
     worst_ratio = float((err / bound).max()) if err.size else 0.0
     if bad:
         i = np.unravel_index(int(np.argmax(err / bound)), err.shape)
-        problems.append(f"{bad} of {int(owned.sum())} elements of O ({o_r.name}) outside the bound (worst: got "
-                        f"{got[i]:.6g}, expected {ref[i]:.6g} +- {bound[i]:.3g})")
+        problems.append(
+            f"{bad} of {int(owned.sum())} elements of O ({o_r.name}) outside the bound (worst: got "
+            f"{got[i]:.6g}, expected {ref[i]:.6g} +- {bound[i]:.3g})"
+        )
     unwritten, stray = int((owned & ~wmask).sum()), int((wmask & ~owned).sum())
     if unwritten:
         problems.append(f"{unwritten} elements of O never written")
@@ -401,12 +475,24 @@ def check_attention_site(exe, handed: ir.Module, front: FrontDispatch, constants
         problems.append(f"{stray} elements of O written by workgroups that do not own them")
     problems += Memory.changed_outside(before, buffers, [o_r])
     problems += [f"race: {race}" for race in stats.races]
-    detail = "; ".join(problems) if problems else \
-        f"flash attention: output {o_r.name}; inputs and sentinel bytes unchanged"
+    detail = (
+        "; ".join(problems) if problems else f"flash attention: output {o_r.name}; inputs and sentinel bytes unchanged"
+    )
     total = int(np.prod(grid))
     stats.seconds = time.perf_counter() - start
-    return SiteCheck(exe.name, site, sites, not problems, detail, worst_abs, worst_ratio,
-                     len(chosen) if chosen is not None else total, total, stats.seconds, stats)
+    return SiteCheck(
+        exe.name,
+        site,
+        sites,
+        not problems,
+        detail,
+        worst_abs,
+        worst_ratio,
+        len(chosen) if chosen is not None else total,
+        total,
+        stats.seconds,
+        stats,
+    )
 
 
 def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
@@ -417,12 +503,15 @@ def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
         macs = 2 * int(np.prod(a.batch)) * a.m * a.k2 * a.k1
         if sample:
             from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
+
             macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
         return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem
+
     def size(d, unknown):
         given = (sizes or {}).get(d, getattr(p, d))
         return unknown if given is None else given
+
     batch, m, n, k = size("batch", 1), size("m", 4096), size("n", 4096), size("k", 4096)
     macs = batch * m * n * k
     if sample:
@@ -438,18 +527,23 @@ def check_sizes(exe, sizes: dict | None) -> None:
         raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
 
 
-def check_executable(exe, *, seed: int = 0, sample: int = 0, sizes: dict | None = None,
-                     progress=None) -> list[SiteCheck]:
+def check_executable(
+    exe, *, seed: int = 0, sample: int = 0, sizes: dict | None = None, progress=None
+) -> list[SiteCheck]:
     """Every call site of one taken executable (``pipeline.ExecutableResult`` with its source)."""
     check_sizes(exe, sizes)
     front = FrontDispatch(parse_module(exe.source, new_context(), source=exe.name))
     handed = parse_module(exe.text, new_context(), source=exe.name)
     if exe.facts.is_attention:
         sites = call_sites(front.func)
-        return [check_attention_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed,
-                                     sample=sample, progress=progress)
-                for i, constants in enumerate(sites)]
+        return [
+            check_attention_site(
+                exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample, progress=progress
+            )
+            for i, constants in enumerate(sites)
+        ]
     sites = call_sites(front.func, sizes, exe.facts.problem)
-    return [check_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample,
-                       progress=progress)
-            for i, constants in enumerate(sites)]
+    return [
+        check_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample, progress=progress)
+        for i, constants in enumerate(sites)
+    ]

@@ -1,10 +1,10 @@
 """MLIR matmul modules, as text: what the tests, `mmaflow bench` and the examples compile.
 
-    matmul_source      linalg.matmul, static shapes
-    matmul_module      + transposed operands, batch, unsigned i8, A @ A^T (as linalg.generic)
-    epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
-    dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
-    attention_module   iree_linalg_ext.attention as IREE makes it of torch's scaled_dot_product_attention
+matmul_source      linalg.matmul, static shapes
+matmul_module      + transposed operands, batch, unsigned i8, A @ A^T (as linalg.generic)
+epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
+dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
+attention_module   iree_linalg_ext.attention as IREE makes it of torch's scaled_dot_product_attention
 """
 
 from __future__ import annotations
@@ -12,17 +12,32 @@ from __future__ import annotations
 
 def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = "f32") -> str:
     zero = "0" if out_type.startswith("i") else "0.0"
-    return (f"func.func @matmul(%a: tensor<{m}x{k}x{in_type}>, %b: tensor<{k}x{n}x{in_type}>) -> tensor<{m}x{n}x{out_type}> {{\n"
-            f"  %zero = arith.constant {zero} : {out_type}\n"
-            f"  %empty = tensor.empty() : tensor<{m}x{n}x{out_type}>\n"
-            f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
-            f"  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{in_type}>, tensor<{k}x{n}x{in_type}>) "
-            f"outs(%acc : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
-            f"  return %c : tensor<{m}x{n}x{out_type}>\n}}\n")
+    return (
+        f"func.func @matmul(%a: tensor<{m}x{k}x{in_type}>, %b: tensor<{k}x{n}x{in_type}>) -> tensor<{m}x{n}x{out_type}> {{\n"
+        f"  %zero = arith.constant {zero} : {out_type}\n"
+        f"  %empty = tensor.empty() : tensor<{m}x{n}x{out_type}>\n"
+        f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
+        f"  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{in_type}>, tensor<{k}x{n}x{in_type}>) "
+        f"outs(%acc : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
+        f"  return %c : tensor<{m}x{n}x{out_type}>\n}}\n"
+    )
 
 
-def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, transpose_b=False,
-                  batch=0, unsigned=False, generic=False, shared=False, b_type=None) -> str:
+def matmul_module(
+    m,
+    n,
+    k,
+    in_type="f16",
+    out_type="f32",
+    *,
+    transpose_a=False,
+    transpose_b=False,
+    batch=0,
+    unsigned=False,
+    generic=False,
+    shared=False,
+    b_type=None,
+) -> str:
     """A linalg matmul module (optionally transposed operands, batch, unsigned i8 inputs, or one
     argument feeding both operands when ``shared``: A @ A, A @ A^T; ``b_type``: B's element type
     when it differs from A's, e.g. f8E4M3FN x f8E5M2); plain ones as linalg.matmul unless ``generic``."""
@@ -54,23 +69,26 @@ def matmul_module(m, n, k, in_type="f16", out_type="f32", *, transpose_a=False, 
         xe, ye = "%xe", "%ye"
     args = f"%a: tensor<{a_shape}x{in_type}>" + ("" if shared else f", %b: tensor<{b_shape}x{b_type}>")
     b_arg = "%a" if shared else "%b"
-    return (f"func.func @matmul({args}) -> tensor<{c_shape}x{out_type}> {{\n"
-            f"  %zero = arith.constant {zero} : {out_type}\n"
-            f"  %e = tensor.empty() : tensor<{c_shape}x{out_type}>\n"
-            f"  %f = linalg.fill ins(%zero : {out_type}) outs(%e : tensor<{c_shape}x{out_type}>) -> tensor<{c_shape}x{out_type}>\n"
-            f"  %r = linalg.generic {{indexing_maps = [{a_map}, {b_map}, {c_map}], iterator_types = [{iters}]}}\n"
-            f"       ins(%a, {b_arg} : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{b_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
-            f"  ^bb0(%x: {in_type}, %y: {b_type}, %acc: {out_type}):\n"
-            f"{conv}"
-            f"    %p = {mul} {xe}, {ye} : {out_type}\n"
-            f"    %s = {add} %acc, %p : {out_type}\n"
-            f"    linalg.yield %s : {out_type}\n"
-            f"  }} -> tensor<{c_shape}x{out_type}>\n"
-            f"  return %r : tensor<{c_shape}x{out_type}>\n}}\n")
+    return (
+        f"func.func @matmul({args}) -> tensor<{c_shape}x{out_type}> {{\n"
+        f"  %zero = arith.constant {zero} : {out_type}\n"
+        f"  %e = tensor.empty() : tensor<{c_shape}x{out_type}>\n"
+        f"  %f = linalg.fill ins(%zero : {out_type}) outs(%e : tensor<{c_shape}x{out_type}>) -> tensor<{c_shape}x{out_type}>\n"
+        f"  %r = linalg.generic {{indexing_maps = [{a_map}, {b_map}, {c_map}], iterator_types = [{iters}]}}\n"
+        f"       ins(%a, {b_arg} : tensor<{a_shape}x{in_type}>, tensor<{b_shape}x{b_type}>) outs(%f : tensor<{c_shape}x{out_type}>) {{\n"
+        f"  ^bb0(%x: {in_type}, %y: {b_type}, %acc: {out_type}):\n"
+        f"{conv}"
+        f"    %p = {mul} {xe}, {ye} : {out_type}\n"
+        f"    %s = {add} %acc, %p : {out_type}\n"
+        f"    linalg.yield %s : {out_type}\n"
+        f"  }} -> tensor<{c_shape}x{out_type}>\n"
+        f"  return %r : tensor<{c_shape}x{out_type}>\n}}\n"
+    )
 
 
-def epilogue_module(m, n, k, in_type="f16", acc_type="f32", *, out_type, inputs=(), body: str,
-                    batch=0, transpose_b=False) -> str:
+def epilogue_module(
+    m, n, k, in_type="f16", acc_type="f32", *, out_type, inputs=(), body: str, batch=0, transpose_b=False
+) -> str:
     """A matmul followed by one elementwise linalg.generic (which IREE fuses into the dispatch).
 
     ``inputs``: (element type, dims) of the epilogue's extra tensors, dims drawn from "b", "m",
@@ -98,19 +116,29 @@ def epilogue_module(m, n, k, in_type="f16", acc_type="f32", *, out_type, inputs=
     rest = rest.split(" {\n", 1)[1]
     rest = rest.replace(f"  return %r : tensor<{c_shape}x{acc_type}>\n}}\n", "")
     iters = ", ".join(['"parallel"'] * len(loops))
-    epi = (f"  %e2 = tensor.empty() : {ret_t}\n"
-           f"  %res_t = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}}\n"
-           f"       ins({', '.join(ins)} : {', '.join(types)}) outs(%e2 : {ret_t}) {{\n"
-           f"  ^bb0(%acc: {acc_type}, {''.join(b + ', ' for b in bargs)}%o: {out_type}):\n"
-           + "".join(f"    {line.strip()}\n" for line in body.strip().splitlines()) +
-           f"    linalg.yield %res : {out_type}\n"
-           f"  }} -> {ret_t}\n"
-           f"  return %res_t : {ret_t}\n}}\n")
+    epi = (
+        f"  %e2 = tensor.empty() : {ret_t}\n"
+        f"  %res_t = linalg.generic {{indexing_maps = [{', '.join(maps)}], iterator_types = [{iters}]}}\n"
+        f"       ins({', '.join(ins)} : {', '.join(types)}) outs(%e2 : {ret_t}) {{\n"
+        f"  ^bb0(%acc: {acc_type}, {''.join(b + ', ' for b in bargs)}%o: {out_type}):\n"
+        + "".join(f"    {line.strip()}\n" for line in body.strip().splitlines())
+        + f"    linalg.yield %res : {out_type}\n"
+        f"  }} -> {ret_t}\n"
+        f"  return %res_t : {ret_t}\n}}\n"
+    )
     return f"{head}) -> {ret_t} {{\n{rest}{epi}"
 
 
-def dynamic_module(m: int | None = None, n: int | None = None, k: int | None = None, in_type: str = "f16",
-                   out_type: str = "f32", *, divisors: dict | None = None, bias: bool = False) -> str:
+def dynamic_module(
+    m: int | None = None,
+    n: int | None = None,
+    k: int | None = None,
+    in_type: str = "f16",
+    out_type: str = "f32",
+    *,
+    divisors: dict | None = None,
+    bias: bool = False,
+) -> str:
     """C = A @ B where each of M, N, K left None is dynamic (``tensor<?x...>``). ``divisors``
     ({"m": 16, "k": 64, ...}) adds ``util.assume.int`` divisibility promises, which IREE carries
     into the dispatch. ``bias``: also add a bias over columns (f32, the epilogue IREE fuses)."""
@@ -120,48 +148,68 @@ def dynamic_module(m: int | None = None, n: int | None = None, k: int | None = N
 
     def t(a, b, elem):
         return f"tensor<{'?' if dims[a] is None else dims[a]}x{'?' if dims[b] is None else dims[b]}x{elem}>"
+
     t_a, t_b, t_c = t("m", "k", in_type), t("k", "n", in_type), t("m", "n", out_type)
     args = [f"%a0: {t_a}", f"%b0: {t_b}"] + ([f"%bias: tensor<{'?' if n is None else n}xf32>"] if bias else [])
-    lines = [f"func.func @matmul({', '.join(args)}) -> {t_c} {{",
-             "  %c0 = arith.constant 0 : index", "  %c1 = arith.constant 1 : index"]
+    lines = [
+        f"func.func @matmul({', '.join(args)}) -> {t_c} {{",
+        "  %c0 = arith.constant 0 : index",
+        "  %c1 = arith.constant 1 : index",
+    ]
     where = {"m": ("%a0", 0, t_a), "k": ("%a0", 1, t_a), "n": ("%b0", 1, t_b)}
     for d in "mnk":
         if dims[d] is None:
             src, axis, ty = where[d]
             lines.append(f"  %{d}0 = tensor.dim {src}, %c{axis} : {ty}")
-            lines.append(f"  %{d} = util.assume.int %{d}0<udiv = {divisors[d]}> : index" if d in divisors
-                         else f"  %{d} = arith.addi %{d}0, %c0 : index")
+            lines.append(
+                f"  %{d} = util.assume.int %{d}0<udiv = {divisors[d]}> : index"
+                if d in divisors
+                else f"  %{d} = arith.addi %{d}0, %c0 : index"
+            )
 
     def dyn(*ds, suffix=""):
         return ", ".join(f"%{d}{suffix}" for d in ds if dims[d] is None)
+
     if dyn("m", "k"):
-        lines.append(f"  %a = flow.tensor.reshape %a0 : {t_a}{{{dyn('m', 'k', suffix='0')}}} -> {t_a}{{{dyn('m', 'k')}}}")
+        lines.append(
+            f"  %a = flow.tensor.reshape %a0 : {t_a}{{{dyn('m', 'k', suffix='0')}}} -> {t_a}{{{dyn('m', 'k')}}}"
+        )
     else:
         lines.append(f"  %a = tensor.cast %a0 : {t_a} to {t_a}")
     if dyn("k", "n"):
-        lines.append(f"  %b = flow.tensor.reshape %b0 : {t_b}{{{dyn('k', 'n', suffix='0')}}} -> {t_b}{{{dyn('k', 'n')}}}")
+        lines.append(
+            f"  %b = flow.tensor.reshape %b0 : {t_b}{{{dyn('k', 'n', suffix='0')}}} -> {t_b}{{{dyn('k', 'n')}}}"
+        )
     else:
         lines.append(f"  %b = tensor.cast %b0 : {t_b} to {t_b}")
-    lines += [f"  %zero = arith.constant {zero} : {out_type}",
-              f"  %empty = tensor.empty({dyn('m', 'n')}) : {t_c}",
-              f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : {t_c}) -> {t_c}",
-              f"  %c = linalg.matmul ins(%a, %b : {t_a}, {t_b}) outs(%acc : {t_c}) -> {t_c}"]
+    lines += [
+        f"  %zero = arith.constant {zero} : {out_type}",
+        f"  %empty = tensor.empty({dyn('m', 'n')}) : {t_c}",
+        f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : {t_c}) -> {t_c}",
+        f"  %c = linalg.matmul ins(%a, %b : {t_a}, {t_b}) outs(%acc : {t_c}) -> {t_c}",
+    ]
     if bias:
         tb = f"tensor<{'?' if n is None else n}xf32>"
-        lines += [f"  %e2 = tensor.empty({dyn('m', 'n')}) : {t_c}",
-                  "  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, "
-                  "affine_map<(i, j) -> (i, j)>], iterator_types = [\"parallel\", \"parallel\"]}",
-                  f"       ins(%c, %bias : {t_c}, {tb}) outs(%e2 : {t_c}) {{",
-                  f"  ^bb0(%x: {out_type}, %y: f32, %o: {out_type}):",
-                  f"    %s = arith.addf %x, %y : {out_type}", f"    linalg.yield %s : {out_type}",
-                  f"  }} -> {t_c}", f"  return %r : {t_c}", "}"]
+        lines += [
+            f"  %e2 = tensor.empty({dyn('m', 'n')}) : {t_c}",
+            "  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, "
+            'affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}',
+            f"       ins(%c, %bias : {t_c}, {tb}) outs(%e2 : {t_c}) {{",
+            f"  ^bb0(%x: {out_type}, %y: f32, %o: {out_type}):",
+            f"    %s = arith.addf %x, %y : {out_type}",
+            f"    linalg.yield %s : {out_type}",
+            f"  }} -> {t_c}",
+            f"  return %r : {t_c}",
+            "}",
+        ]
     else:
         lines += [f"  return %c : {t_c}", "}"]
     return "\n".join(lines) + "\n"
 
 
-def attention_module(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16", *,
-                     kv_seq: int | None = None) -> str:
+def attention_module(
+    batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16", *, kv_seq: int | None = None
+) -> str:
     """``@attention(Q, K, V) -> O``, each ``(batch, heads, seq, head_dim)`` as PyTorch's
     ``scaled_dot_product_attention`` takes them (no mask, not causal, the default scale
     1/sqrt(head_dim)), spelled as IREE's torch input conversion lowers that op: batch and heads
@@ -169,49 +217,66 @@ def attention_module(batch: int, heads: int, seq: int, head_dim: int, dtype: str
     ``kv_seq``: the keys' length when it differs from the queries'."""
     kv = seq if kv_seq is None else kv_seq
     q_t, kv_t = f"tensor<{batch}x{heads}x{seq}x{head_dim}x{dtype}>", f"tensor<{batch}x{heads}x{kv}x{head_dim}x{dtype}>"
-    fq_t, fkv_t = f"tensor<{batch * heads}x{seq}x{head_dim}x{dtype}>", f"tensor<{batch * heads}x{kv}x{head_dim}x{dtype}>"
+    fq_t, fkv_t = (
+        f"tensor<{batch * heads}x{seq}x{head_dim}x{dtype}>",
+        f"tensor<{batch * heads}x{kv}x{head_dim}x{dtype}>",
+    )
     dims = "(b, m, n, k1, k2)"
     maps = ", ".join(f"affine_map<{dims} -> ({r})>" for r in ("b, m, k1", "b, k2, k1", "b, k2, n", "", "b, m, n"))
-    return (f"func.func @attention(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) -> {q_t} {{\n"
-            f"  %scale = arith.constant {1.0 / head_dim ** 0.5!r} : f32\n"
-            f"  %q1 = tensor.collapse_shape %q [[0, 1], [2], [3]] : {q_t} into {fq_t}\n"
-            f"  %k1 = tensor.collapse_shape %k [[0, 1], [2], [3]] : {kv_t} into {fkv_t}\n"
-            f"  %v1 = tensor.collapse_shape %v [[0, 1], [2], [3]] : {kv_t} into {fkv_t}\n"
-            f"  %e = tensor.empty() : {fq_t}\n"
-            f"  %o = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>\n"
-            f"       ins(%q1, %k1, %v1, %scale : {fq_t}, {fkv_t}, {fkv_t}, f32) outs(%e : {fq_t}) {{\n"
-            f"  ^bb0(%s: f32):\n"
-            f"    iree_linalg_ext.yield %s : f32\n"
-            f"  }} -> {fq_t}\n"
-            f"  %r = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [{batch}, {heads}, {seq}, {head_dim}] "
-            f": {fq_t} into {q_t}\n"
-            f"  return %r : {q_t}\n}}\n")
+    return (
+        f"func.func @attention(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) -> {q_t} {{\n"
+        f"  %scale = arith.constant {1.0 / head_dim**0.5!r} : f32\n"
+        f"  %q1 = tensor.collapse_shape %q [[0, 1], [2], [3]] : {q_t} into {fq_t}\n"
+        f"  %k1 = tensor.collapse_shape %k [[0, 1], [2], [3]] : {kv_t} into {fkv_t}\n"
+        f"  %v1 = tensor.collapse_shape %v [[0, 1], [2], [3]] : {kv_t} into {fkv_t}\n"
+        f"  %e = tensor.empty() : {fq_t}\n"
+        f"  %o = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>\n"
+        f"       ins(%q1, %k1, %v1, %scale : {fq_t}, {fkv_t}, {fkv_t}, f32) outs(%e : {fq_t}) {{\n"
+        f"  ^bb0(%s: f32):\n"
+        f"    iree_linalg_ext.yield %s : f32\n"
+        f"  }} -> {fq_t}\n"
+        f"  %r = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [{batch}, {heads}, {seq}, {head_dim}] "
+        f": {fq_t} into {q_t}\n"
+        f"  return %r : {q_t}\n}}\n"
+    )
 
 
 # Named epilogues, for `mmaflow bench --checks` (the module side here, the numpy side in
 # EPILOGUE_REFERENCES: both halves of a check must agree on the name only).
 EPILOGUES = {
     # bias over columns + relu, f32 accumulator stored as f16
-    "bias_n_relu_f16": dict(out_type="f16", inputs=[("f32", ("n",))],
-                            body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n"
-                                 "%res = arith.truncf %z : f32 to f16"),
+    "bias_n_relu_f16": dict(
+        out_type="f16",
+        inputs=[("f32", ("n",))],
+        body="%t = arith.addf %acc, %x0 : f32\n%z = arith.maximumf %t, %zero : f32\n"
+        "%res = arith.truncf %z : f32 to f16",
+    ),
     # bias over columns + erf gelu, stored as f16 (GPT-2's MLP up-projection, fused)
-    "bias_n_gelu_f16": dict(out_type="f16", inputs=[("f32", ("n",))],
-                            body="%t = arith.addf %acc, %x0 : f32\n%c = arith.constant 0.7071067812 : f32\n"
-                                 "%u = arith.mulf %t, %c : f32\n%er = math.erf %u : f32\n"
-                                 "%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
-                                 "%h = arith.constant 0.5 : f32\n%v = arith.mulf %t, %h : f32\n"
-                                 "%res0 = arith.mulf %v, %p : f32\n%res = arith.truncf %res0 : f32 to f16"),
+    "bias_n_gelu_f16": dict(
+        out_type="f16",
+        inputs=[("f32", ("n",))],
+        body="%t = arith.addf %acc, %x0 : f32\n%c = arith.constant 0.7071067812 : f32\n"
+        "%u = arith.mulf %t, %c : f32\n%er = math.erf %u : f32\n"
+        "%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
+        "%h = arith.constant 0.5 : f32\n%v = arith.mulf %t, %h : f32\n"
+        "%res0 = arith.mulf %v, %p : f32\n%res = arith.truncf %res0 : f32 to f16",
+    ),
     # erf gelu
-    "gelu_erf": dict(out_type="f32",
-                     body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
-                          "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
-                          "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32"),
+    "gelu_erf": dict(
+        out_type="f32",
+        body="%c = arith.constant 0.7071067812 : f32\n%u = arith.mulf %acc, %c : f32\n"
+        "%er = math.erf %u : f32\n%one = arith.constant 1.0 : f32\n%p = arith.addf %er, %one : f32\n"
+        "%h = arith.constant 0.5 : f32\n%v = arith.mulf %acc, %h : f32\n%res = arith.mulf %v, %p : f32",
+    ),
     # erf alone (of the accumulator scaled into erf's curved range): no 1 + erf pair, so on NVIDIA
     # the two-piece erf of fast_math.emit_erf, which GELU no longer takes
-    "erf_scaled": dict(out_type="f32",
-                       body="%c = arith.constant 0.125 : f32\n%s = arith.mulf %acc, %c : f32\n%res = math.erf %s : f32"),
+    "erf_scaled": dict(
+        out_type="f32", body="%c = arith.constant 0.125 : f32\n%s = arith.mulf %acc, %c : f32\n%res = math.erf %s : f32"
+    ),
     # i32 accumulator -> f32, scaled per column (dequantization)
-    "dequant_n": dict(out_type="f32", inputs=[("f32", ("n",))],
-                      body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32"),
+    "dequant_n": dict(
+        out_type="f32",
+        inputs=[("f32", ("n",))],
+        body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32",
+    ),
 }

@@ -21,8 +21,16 @@ import subprocess
 from dataclasses import dataclass
 
 METRIC = "gpu__time_duration.sum"
-_SCALE_MS = {"ns": 1e-6, "nsecond": 1e-6, "us": 1e-3, "usecond": 1e-3, "ms": 1.0, "msecond": 1.0,
-             "s": 1e3, "second": 1e3}
+_SCALE_MS = {
+    "ns": 1e-6,
+    "nsecond": 1e-6,
+    "us": 1e-3,
+    "usecond": 1e-3,
+    "ms": 1.0,
+    "msecond": 1.0,
+    "s": 1e3,
+    "second": 1e3,
+}
 
 
 class NcuError(RuntimeError):
@@ -36,19 +44,24 @@ class KernelTime:
     kernels: tuple[str, ...]  # one call's kernel names, in launch order
 
     def as_dict(self) -> dict:
-        return {"kernel_ms": round(self.ms, 5), "kernel_calls_ms": [round(x, 5) for x in self.calls],
-                "kernels": list(self.kernels)}
+        return {
+            "kernel_ms": round(self.ms, 5),
+            "kernel_calls_ms": [round(x, 5) for x in self.calls],
+            "kernels": list(self.kernels),
+        }
 
 
 def per_call(names: list[str], calls: int) -> int:
     """How many of the last kernels are one call: the longest P whose last ``calls`` blocks of P
     kernel names repeat exactly."""
     for p in range(len(names) // calls, 0, -1):
-        blocks = [names[len(names) - (i + 1) * p:len(names) - i * p] for i in range(calls)]
+        blocks = [names[len(names) - (i + 1) * p : len(names) - i * p] for i in range(calls)]
         if all(b == blocks[0] for b in blocks):
             return p
-    raise NcuError(f"the {calls} profiled calls do not repeat the same kernels ({len(names)} kernels: "
-                   f"{', '.join(dict.fromkeys(names))})")
+    raise NcuError(
+        f"the {calls} profiled calls do not repeat the same kernels ({len(names)} kernels: "
+        f"{', '.join(dict.fromkeys(names))})"
+    )
 
 
 def parse_csv(text: str) -> list[tuple[str, float]]:
@@ -79,6 +92,6 @@ def kernel_time(child: list[str], calls: int, what: str) -> KernelTime:
     if r.returncode != 0 or not kernels:
         raise NcuError(f"ncu on {what} gave no kernels (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
     p = per_call([k for k, _ in kernels], calls)
-    last = kernels[len(kernels) - p * calls:]
-    per = [sum(ms for _, ms in last[i * p:(i + 1) * p]) for i in range(calls)]
+    last = kernels[len(kernels) - p * calls :]
+    per = [sum(ms for _, ms in last[i * p : (i + 1) * p]) for i in range(calls)]
     return KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p]))

@@ -21,16 +21,22 @@ import ml_dtypes
 import numpy as np
 
 DTYPES = {
-    "f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
-    "i8": np.dtype(np.int8), "i32": np.dtype(np.int32),
-    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn), "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "i8": np.dtype(np.int8),
+    "i32": np.dtype(np.int32),
+    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
 }
-UNIT_ROUNDOFF = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 
 
-def random_matrix(rng: np.random.Generator, shape, dtype: str, *, unsigned: bool = False,
-                  small_integers: bool = False) -> np.ndarray:
+def random_matrix(
+    rng: np.random.Generator, shape, dtype: str, *, unsigned: bool = False, small_integers: bool = False
+) -> np.ndarray:
     """Random data in the storage type.
 
     ``small_integers``: values in {-2, ..., 2}; every product and every partial sum of a K <= 256
@@ -52,7 +58,7 @@ def random_matrix(rng: np.random.Generator, shape, dtype: str, *, unsigned: bool
 
 def exact_integer_limit(out_type: str) -> int:
     """Largest integer magnitude the output/accumulator type holds exactly."""
-    return {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8, "i32": 2 ** 31}[out_type]
+    return {"f32": 2**24, "f16": 2**11, "bf16": 2**8, "i32": 2**31}[out_type]
 
 
 def as_exact(a: np.ndarray, *, unsigned: bool = False) -> np.ndarray:
@@ -62,9 +68,16 @@ def as_exact(a: np.ndarray, *, unsigned: bool = False) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def matmul_reference(a: np.ndarray, b: np.ndarray, out_type: str, *, acc_type: str | None = None,
-                     unsigned_a: bool = False, unsigned_b: bool = False,
-                     fp8_k_tile: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def matmul_reference(
+    a: np.ndarray,
+    b: np.ndarray,
+    out_type: str,
+    *,
+    acc_type: str | None = None,
+    unsigned_a: bool = False,
+    unsigned_b: bool = False,
+    fp8_k_tile: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """(reference, per-element tolerance) for C = A @ B (batched over leading axes);
     ``fp8_k_tile``: the result of Hopper's fp8 wgmma kernel promoting every K tile of that many
     k, whose tolerance also holds the tensor cores' fp8 accumulation (``fp8_tensor_core_bound``)."""
@@ -108,6 +121,7 @@ def _fp8_tensor_core(a: np.ndarray, b: np.ndarray, k_tile: int, promote: bool, *
     """(the kernel's result as float32, and with ``bound`` ``fp8_tensor_core_bound``'s terms or None)."""
     from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS
     from mmaflow.runtime.isa.wgmma import FP8_CHUNK, fp8_accumulate
+
     a64, b64 = as_exact(a), as_exact(b)
     if k_tile <= 0 or k_tile % FP8_CHUNK:
         raise ValueError(f"a K tile of {k_tile}: must be whole chunks of {FP8_CHUNK}")
@@ -154,8 +168,9 @@ class EpilogueReference:
     ops: int = 2
 
 
-def epilogue_reference(acc: np.ndarray, acc_tol: np.ndarray, inputs: list[np.ndarray],
-                       epi: EpilogueReference, stored_type: str) -> tuple[np.ndarray, np.ndarray]:
+def epilogue_reference(
+    acc: np.ndarray, acc_tol: np.ndarray, inputs: list[np.ndarray], epi: EpilogueReference, stored_type: str
+) -> tuple[np.ndarray, np.ndarray]:
     """(expected, tolerance) of the stored output after ``epi``."""
     ins64 = [as_exact(x) for x in inputs]
     expected = np.asarray(epi.fn(acc.astype(np.float64), *ins64), np.float64)
@@ -184,12 +199,15 @@ class Check:
 
     def line(self) -> str:
         status = "PASS" if self.passed else "FAIL"
-        return (f"{status}: max |err| / tolerance = {self.worst_ratio:.3g} (must be <= 1); max |err| "
-                f"{self.max_abs_err:.3e}, max rel err {self.max_rel_err:.3e}; {self.detail}")
+        return (
+            f"{status}: max |err| / tolerance = {self.worst_ratio:.3g} (must be <= 1); max |err| "
+            f"{self.max_abs_err:.3e}, max rel err {self.max_rel_err:.3e}; {self.detail}"
+        )
 
 
-def compare(out: np.ndarray, ref: np.ndarray, tol: np.ndarray, *, written: np.ndarray | None = None,
-            out_type: str = "f32") -> Check:
+def compare(
+    out: np.ndarray, ref: np.ndarray, tol: np.ndarray, *, written: np.ndarray | None = None, out_type: str = "f32"
+) -> Check:
     """Elementwise |out - ref| <= tol. A non-finite reference (NaN or inf in the inputs) must be
     matched exactly (NaN by NaN); a non-finite output where the reference is finite fails."""
     if out.size == 0:  # an empty output (a dynamic size of 0): nothing to be wrong
@@ -218,14 +236,26 @@ def compare(out: np.ndarray, ref: np.ndarray, tol: np.ndarray, *, written: np.nd
     if ref_nonfinite:
         detail += f", {ref_nonfinite} non-finite reference values (must match exactly)"
     if bad.any():
-        detail += (f"; worst at {tuple(int(i) for i in worst)}: got {out64[worst]}, expected {ref[worst]}, "
-                   f"tolerance {tol[worst]:.3e}")
-    return Check(passed, float(err.max()), float(rel.max()), float(tol.max()), tuple(int(i) for i in worst),
-                 unwritten, nonfinite, detail, float(ratio.max()))
+        detail += (
+            f"; worst at {tuple(int(i) for i in worst)}: got {out64[worst]}, expected {ref[worst]}, "
+            f"tolerance {tol[worst]:.3e}"
+        )
+    return Check(
+        passed,
+        float(err.max()),
+        float(rel.max()),
+        float(tol.max()),
+        tuple(int(i) for i in worst),
+        unwritten,
+        nonfinite,
+        detail,
+        float(ratio.max()),
+    )
 
 
 def _erf(x):
     import math
+
     return np.vectorize(math.erf)(x)
 
 
@@ -234,7 +264,8 @@ EPILOGUE_REFERENCES = {
     "bias_n_relu_f16": EpilogueReference(lambda acc, b: np.maximum(acc + b[..., None, :], 0), 1.0, 2),
     "gelu_erf": EpilogueReference(lambda acc: 0.5 * acc * (1 + _erf(acc * 0.7071067812)), 1.13, 8),
     "bias_n_gelu_f16": EpilogueReference(
-        lambda acc, b: 0.5 * (acc + b[..., None, :]) * (1 + _erf((acc + b[..., None, :]) * 0.7071067812)), 1.13, 10),
+        lambda acc, b: 0.5 * (acc + b[..., None, :]) * (1 + _erf((acc + b[..., None, :]) * 0.7071067812)), 1.13, 10
+    ),
     "dequant_n": EpilogueReference(lambda acc, s: acc * s[..., None, :], 1.0, 2),
     "erf_scaled": EpilogueReference(lambda acc: _erf(acc * 0.125), 1.13 * 0.125, 4),
 }
@@ -249,7 +280,7 @@ def _by_rows(fn, a: np.ndarray, b: np.ndarray, *args) -> np.ndarray:
     m = a.shape[-2]
     if m <= ROW_BLOCK:
         return fn(a, b, *args)
-    return np.concatenate([fn(a[..., i:i + ROW_BLOCK, :], b, *args) for i in range(0, m, ROW_BLOCK)], axis=-2)
+    return np.concatenate([fn(a[..., i : i + ROW_BLOCK, :], b, *args) for i in range(0, m, ROW_BLOCK)], axis=-2)
 
 
 def fp8_tensor_core_bound(a: np.ndarray, b: np.ndarray, k_tile: int) -> np.ndarray:

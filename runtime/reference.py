@@ -30,15 +30,27 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core.errors import MmaflowError
 
-UNIT_ROUNDOFF = {"f64": 2.0 ** -53, "f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}
+UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 # Units of the result type a GPU math library may be off by (CUDA libdevice / ROCm ocml: <= 4 ulp
 # for the functions below in f32; f16 versions compute in f32 and round once).
 MATH_ULPS = 4
 
-_NP = {"f64": np.float64, "f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
-       "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
-       "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
-       "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64}
+_NP = {
+    "f64": np.float64,
+    "f32": np.float32,
+    "f16": np.float16,
+    "bf16": ml_dtypes.bfloat16,
+    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+    "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+    "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+    "f8E5M2": ml_dtypes.float8_e5m2,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "index": np.int64,
+}
 
 
 FP8_TYPES = ("f8E4M3FN", "f8E5M2")  # Hopper's (OCP) fp8: what its fp8 wgmma multiplies
@@ -90,21 +102,77 @@ class Val:
         return Val(v, np.zeros(v.shape), t)
 
 
-_FLOAT_BIN = {"arith.addf": np.add, "arith.subf": np.subtract, "arith.mulf": np.multiply,
-              "arith.divf": np.divide, "arith.maximumf": np.maximum, "arith.minimumf": np.minimum,
-              "arith.maxnumf": np.fmax, "arith.minnumf": np.fmin, "math.powf": np.power}
-_FLOAT_UN = {"arith.negf": np.negative, "math.absf": np.abs, "math.exp": np.exp, "math.exp2": np.exp2,
-             "math.log": np.log, "math.log2": np.log2, "math.log1p": np.log1p, "math.expm1": np.expm1,
-             "math.tanh": np.tanh, "math.sqrt": np.sqrt, "math.rsqrt": lambda x: 1 / np.sqrt(x),
-             "math.sin": np.sin, "math.cos": np.cos, "math.erf": np.vectorize(math.erf, otypes=[np.float64]),
-             "math.floor": np.floor, "math.ceil": np.ceil, "math.round": np.round}
-_MATH_INEXACT = {"math.exp", "math.exp2", "math.log", "math.log2", "math.log1p", "math.expm1", "math.tanh",
-                 "math.rsqrt", "math.sin", "math.cos", "math.erf", "math.powf", "math.fpowi"}
-_INT_BIN = {"arith.addi": np.add, "arith.subi": np.subtract, "arith.muli": np.multiply,
-            "arith.andi": np.bitwise_and, "arith.ori": np.bitwise_or, "arith.xori": np.bitwise_xor,
-            "arith.shli": np.left_shift, "arith.maxsi": np.maximum, "arith.minsi": np.minimum}
-_CMPF = {0: None, 1: np.equal, 2: np.greater, 3: np.greater_equal, 4: np.less, 5: np.less_equal, 6: np.not_equal,
-         8: np.equal, 9: np.greater, 10: np.greater_equal, 11: np.less, 12: np.less_equal, 13: np.not_equal}
+_FLOAT_BIN = {
+    "arith.addf": np.add,
+    "arith.subf": np.subtract,
+    "arith.mulf": np.multiply,
+    "arith.divf": np.divide,
+    "arith.maximumf": np.maximum,
+    "arith.minimumf": np.minimum,
+    "arith.maxnumf": np.fmax,
+    "arith.minnumf": np.fmin,
+    "math.powf": np.power,
+}
+_FLOAT_UN = {
+    "arith.negf": np.negative,
+    "math.absf": np.abs,
+    "math.exp": np.exp,
+    "math.exp2": np.exp2,
+    "math.log": np.log,
+    "math.log2": np.log2,
+    "math.log1p": np.log1p,
+    "math.expm1": np.expm1,
+    "math.tanh": np.tanh,
+    "math.sqrt": np.sqrt,
+    "math.rsqrt": lambda x: 1 / np.sqrt(x),
+    "math.sin": np.sin,
+    "math.cos": np.cos,
+    "math.erf": np.vectorize(math.erf, otypes=[np.float64]),
+    "math.floor": np.floor,
+    "math.ceil": np.ceil,
+    "math.round": np.round,
+}
+_MATH_INEXACT = {
+    "math.exp",
+    "math.exp2",
+    "math.log",
+    "math.log2",
+    "math.log1p",
+    "math.expm1",
+    "math.tanh",
+    "math.rsqrt",
+    "math.sin",
+    "math.cos",
+    "math.erf",
+    "math.powf",
+    "math.fpowi",
+}
+_INT_BIN = {
+    "arith.addi": np.add,
+    "arith.subi": np.subtract,
+    "arith.muli": np.multiply,
+    "arith.andi": np.bitwise_and,
+    "arith.ori": np.bitwise_or,
+    "arith.xori": np.bitwise_xor,
+    "arith.shli": np.left_shift,
+    "arith.maxsi": np.maximum,
+    "arith.minsi": np.minimum,
+}
+_CMPF = {
+    0: None,
+    1: np.equal,
+    2: np.greater,
+    3: np.greater_equal,
+    4: np.less,
+    5: np.less_equal,
+    6: np.not_equal,
+    8: np.equal,
+    9: np.greater,
+    10: np.greater_equal,
+    11: np.less,
+    12: np.less_equal,
+    13: np.not_equal,
+}
 
 
 def _ulp(t: str, x: np.ndarray) -> np.ndarray:
@@ -156,7 +224,7 @@ def scalar_op(op: ir.Operation, args: list[Val]) -> Val:
         v = src.v.astype(np.float64)
         if name == "arith.uitofp":
             bits = int(src.t[1:])
-            v = np.where(v < 0, v + 2.0 ** bits, v)
+            v = np.where(v < 0, v + 2.0**bits, v)
         out = round_to(v, t)
         return Val(out, src.r + _ulp(t, out), t)
     if name == "arith.fptosi":
@@ -171,13 +239,20 @@ def scalar_op(op: ir.Operation, args: list[Val]) -> Val:
             v = v & ((1 << bits) - 1)
         return Val(round_to(v, t), args[0].r, t)
     if name in _INT_BIN:
-        return Val(round_to(_INT_BIN[name](args[0].v.astype(np.int64), args[1].v.astype(np.int64)), t),
-                   args[0].r + args[1].r, t)
+        return Val(
+            round_to(_INT_BIN[name](args[0].v.astype(np.int64), args[1].v.astype(np.int64)), t),
+            args[0].r + args[1].r,
+            t,
+        )
     if name in ("arith.divui", "arith.divsi", "arith.remui", "arith.remsi", "arith.ceildivui"):
         a, b = args[0].v.astype(np.int64), args[1].v.astype(np.int64)
-        fn = {"arith.divui": lambda: a // b, "arith.divsi": lambda: np.trunc(a / b).astype(np.int64),
-              "arith.remui": lambda: a % b, "arith.remsi": lambda: np.fmod(a, b),
-              "arith.ceildivui": lambda: -(-a // b)}[name]
+        fn = {
+            "arith.divui": lambda: a // b,
+            "arith.divsi": lambda: np.trunc(a / b).astype(np.int64),
+            "arith.remui": lambda: a % b,
+            "arith.remsi": lambda: np.fmod(a, b),
+            "arith.ceildivui": lambda: -(-a // b),
+        }[name]
         return Val.exact(round_to(fn(), t), t)
     if name == "arith.cmpf":
         pred = ir.IntegerAttr(op.attributes["predicate"]).value
@@ -280,8 +355,16 @@ def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_
     if len(ins) != 2:
         raise InterpretError(f"{op.name}: a contraction of {len(ins)} inputs is not modelled")
     names = [o.name for o in body]
-    allowed = {"arith.extf", "arith.extsi", "arith.extui", "arith.mulf", "arith.muli", "arith.addf", "arith.addi",
-               "linalg.yield"}
+    allowed = {
+        "arith.extf",
+        "arith.extsi",
+        "arith.extui",
+        "arith.mulf",
+        "arith.muli",
+        "arith.addf",
+        "arith.addi",
+        "linalg.yield",
+    }
     if not set(names) <= allowed or not any(n.startswith("arith.mul") for n in names):
         raise InterpretError(f"{op.name}: the body {names} is not a multiply-accumulate")
     unsigned = [False, False]
@@ -289,7 +372,9 @@ def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_
         if o.name == "arith.extui" and o.operands[0] in list(args)[:2]:
             unsigned[list(args).index(o.operands[0])] = True
     letters = "abcdefghijklmnopqrstuvwxyz"
-    spec = ",".join("".join(letters[d] for d in dims) for dims in maps[:2]) + "->" + "".join(letters[d] for d in maps[2])
+    spec = (
+        ",".join("".join(letters[d] for d in dims) for dims in maps[:2]) + "->" + "".join(letters[d] for d in maps[2])
+    )
     a, b = ins
     if _is_float(a.t):
         av, bv = a.v.astype(np.float64), b.v.astype(np.float64)
@@ -315,11 +400,13 @@ def _fp8_tensor_core(op, av: np.ndarray, bv: np.ndarray, init: Val, spec: str, k
     batch = [c for c in out if c in la and c in lb]
     m = [c for c in la if c in out and c not in lb]
     n = [c for c in lb if c in out and c not in la]
-    if len(red) != 1 or len(m) != 1 or len(n) != 1 or len(batch) > 1 or t != "f32" or np.any(init.v) \
-            or np.any(init.r):
-        raise InterpretError(f"{op.name}: the fp8 tensor-core arithmetic is modelled for C = A @ B (one K, M, N, "
-                             f"at most one batch) into a zero f32 init, not {spec} -> {t}")
+    if len(red) != 1 or len(m) != 1 or len(n) != 1 or len(batch) > 1 or t != "f32" or np.any(init.v) or np.any(init.r):
+        raise InterpretError(
+            f"{op.name}: the fp8 tensor-core arithmetic is modelled for C = A @ B (one K, M, N, "
+            f"at most one batch) into a zero f32 init, not {spec} -> {t}"
+        )
     from mmaflow.runtime.numerics import fp8_tensor_core_reference
+
     bt = "".join(batch)
     a_log = np.einsum(f"{la}->{bt}{m[0]}{red[0]}", av)
     b_log = np.einsum(f"{lb}->{bt}{red[0]}{n[0]}", bv)
@@ -340,9 +427,12 @@ def compare(out: np.ndarray, ref: Val, mask: np.ndarray | None = None) -> dict:
     bad = (finite & ~np.isfinite(o)) | (finite & (err > rr + np.finfo(np.float32).tiny)) | (~finite & ~same_special)
     ok_err = np.where(finite & np.isfinite(o), err, 0.0)
     worst = int(np.argmax(np.where(bad, np.inf, ok_err - rr))) if o.size else 0
-    return {"passed": not bad.any(), "elements": int(o.size), "bad": int(bad.sum()),
-            "max_abs_err": float(ok_err.max()) if o.size else 0.0,
-            "max_radius": float(rr.max()) if o.size else 0.0,
-            "max_err_over_radius": float(np.max(ok_err / np.maximum(rr, 1e-30))) if o.size else 0.0,
-            "worst": {"got": float(o[worst]), "expected": float(rv[worst]), "radius": float(rr[worst])}
-            if o.size else {}}
+    return {
+        "passed": not bad.any(),
+        "elements": int(o.size),
+        "bad": int(bad.sum()),
+        "max_abs_err": float(ok_err.max()) if o.size else 0.0,
+        "max_radius": float(rr.max()) if o.size else 0.0,
+        "max_err_over_radius": float(np.max(ok_err / np.maximum(rr, 1e-30))) if o.size else 0.0,
+        "worst": {"got": float(o[worst]), "expected": float(rv[worst]), "radius": float(rr[worst])} if o.size else {},
+    }

@@ -85,8 +85,10 @@ def register_grid(layout, element_bits: int, max_lanes: int = 64, lanes_per_bloc
     wave of 64 (or a warpgroup's 128 threads) wraps into blocks of ``lanes_per_block`` lanes, one
     table each, so the page needs no sideways scrolling."""
     lanes = list(range(min(layout.wave_size, max_lanes)))
-    return "\n".join(_register_block(layout, element_bits, lanes[i:i + lanes_per_block])
-                     for i in range(0, len(lanes), lanes_per_block))
+    return "\n".join(
+        _register_block(layout, element_bits, lanes[i : i + lanes_per_block])
+        for i in range(0, len(lanes), lanes_per_block)
+    )
 
 
 def _register_block(layout, element_bits: int, lanes: list[int]) -> str:
@@ -105,8 +107,10 @@ def _register_block(layout, element_bits: int, lanes: list[int]) -> str:
             if rc is None:
                 row.append('<td class="pad">-</td>')
             else:
-                row.append(f'<td style="background:{_colour(rc[0], layout.rows, rc[1], layout.cols)}" '
-                           f'title="lane {lane}, {label}: {layout.operand}[{rc[0]}][{rc[1]}]">{rc[0]}_{rc[1]}</td>')
+                row.append(
+                    f'<td style="background:{_colour(rc[0], layout.rows, rc[1], layout.cols)}" '
+                    f'title="lane {lane}, {label}: {layout.operand}[{rc[0]}][{rc[1]}]">{rc[0]}_{rc[1]}</td>'
+                )
         out.append("<tr>" + "".join(row) + "</tr>")
     return "\n".join(out) + "</table>"
 
@@ -115,15 +119,18 @@ def bank_map(rows: int, row_elems: int, used_elems: int, bits: int, banks: int, 
     """The LDS tile's 4-byte words coloured by bank: rows x dwords; padding hatched."""
     dw_per_row = row_elems * bits // 32
     used_dw = used_elems * bits // 32
-    out = ['<table class="banks"><tr><th class="l">row \\ dword</th>' +
-           "".join(f"<th>{d}</th>" for d in range(dw_per_row)) + "</tr>"]
+    out = [
+        '<table class="banks"><tr><th class="l">row \\ dword</th>'
+        + "".join(f"<th>{d}</th>" for d in range(dw_per_row))
+        + "</tr>"
+    ]
     for r in range(min(rows, show_rows)):
         tds = []
         for d in range(dw_per_row):
             bank = (r * dw_per_row + d) % banks
             cls = ' class="pad"' if d >= used_dw else ""
             style = "" if d >= used_dw else f' style="background:{_bank_colour(bank, banks)}"'
-            tds.append(f"<td{cls}{style} title=\"row {r}, dword {d}: bank {bank}\">{bank}</td>")
+            tds.append(f'<td{cls}{style} title="row {r}, dword {d}: bank {bank}">{bank}</td>')
         out.append(f'<tr><th class="l">{r}</th>' + "".join(tds) + "</tr>")
     return "\n".join(out) + "</table>"
 
@@ -154,10 +161,15 @@ def k_loop(rep) -> list[str] | None:
 
 def unrolled_note(rep, who: str) -> str:
     """What a kernel without a K loop does instead, in words."""
-    other = (f"; the loop it has ({len(rep.loop_listing)} instructions) holds none: a store or copy loop, not "
-             f"shown" if rep.loop_listing else "")
-    return (f"{who} unrolled K: no loop of its ISA holds matrix instructions (its {rep.counts.get('matrix', 0)} "
-            f"run in straight-line code){other}")
+    other = (
+        f"; the loop it has ({len(rep.loop_listing)} instructions) holds none: a store or copy loop, not shown"
+        if rep.loop_listing
+        else ""
+    )
+    return (
+        f"{who} unrolled K: no loop of its ISA holds matrix instructions (its {rep.counts.get('matrix', 0)} "
+        f"run in straight-line code){other}"
+    )
 
 
 def isa_listing(lines: list[str], pid: str, unrolled: str | None = None) -> str:
@@ -181,8 +193,10 @@ def _resource_table(mine, base, rows) -> str:
         if key == "matrix_behind_lds_wait":  # a K-loop figure: none where K is unrolled
             a, b = (a if k_loop(mine) else None), (b if k_loop(base) else None)
         warn = ' class="warn"' if key.endswith("spills") and a else ""
-        out.append(f'<tr><td class="l">{_e(label)}</td><td{warn} data-key="{key}">{_e("-" if a is None else a)}</td>'
-                   f"<td>{_e('-' if b is None else b)}</td></tr>")
+        out.append(
+            f'<tr><td class="l">{_e(label)}</td><td{warn} data-key="{key}">{_e("-" if a is None else a)}</td>'
+            f"<td>{_e('-' if b is None else b)}</td></tr>"
+        )
     return "\n".join(out) + "</table>"
 
 
@@ -192,8 +206,11 @@ def _mix_table(mine, base, count_rows) -> str:
 
     def in_loop(rep, key):
         return rep.loop_counts.get(key, 0) if k_loop(rep) else "-"
-    out = [f'<table><tr><th class="l">instructions</th><th>mmaflow</th><th>{loop_head(mine)}</th>'
-           f'<th>IREE default</th><th>{loop_head(base)}</th></tr>']
+
+    out = [
+        f'<table><tr><th class="l">instructions</th><th>mmaflow</th><th>{loop_head(mine)}</th>'
+        f"<th>IREE default</th><th>{loop_head(base)}</th></tr>"
+    ]
     for key in count_rows:
         vals = [mine.counts.get(key, 0), in_loop(mine, key)]
         vals += [base.counts.get(key, 0), in_loop(base, key)] if base is not None else ["-", "-"]
@@ -208,38 +225,50 @@ def _lds_section(exe, stats, target) -> str:
     for name, rows, elem in (("A", cfg.tile_m, problem.a_type), ("B", cfg.tile_n, problem.b_type)):
         bits = TYPE_BITS[elem]
         row_elems = cfg.tile_k + cfg.lds_pad
-        parts.append(f"<h3>{name}: LDS {elem}[{rows}][{row_elems}] (K innermost, {cfg.lds_pad} elements of padding "
-                     f"per row), {target.lds_banks} banks of 4 bytes: the first rows</h3>")
+        parts.append(
+            f"<h3>{name}: LDS {elem}[{rows}][{row_elems}] (K innermost, {cfg.lds_pad} elements of padding "
+            f"per row), {target.lds_banks} banks of 4 bytes: the first rows</h3>"
+        )
         parts.append(bank_map(rows, row_elems, cfg.tile_k, bits, target.lds_banks))
     if stats is not None:
         pieces, conflicts = stats.lds_pieces_by_op, stats.lds_conflicts_by_op
-        rows = ['<table id="lds-ops"><tr><th class="l">LDS op (lane executor, sampled workgroup)</th>'
-                "<th>accesses</th><th>conflict cycles</th></tr>"]
+        rows = [
+            '<table id="lds-ops"><tr><th class="l">LDS op (lane executor, sampled workgroup)</th>'
+            "<th>accesses</th><th>conflict cycles</th></tr>"
+        ]
         for op in sorted(pieces, key=lambda o: (-conflicts.get(o, 0), o)):
             rows.append(f'<tr><td class="l">{_e(op)}</td><td>{pieces[op]}</td><td>{conflicts.get(op, 0)}</td></tr>')
-        rows.append(f'<tr><th class="l">total</th><th>{stats.lds_ideal_cycles}</th>'
-                    f"<th>{stats.lds_conflict_cycles}</th></tr></table>")
+        rows.append(
+            f'<tr><th class="l">total</th><th>{stats.lds_ideal_cycles}</th>'
+            f"<th>{stats.lds_conflict_cycles}</th></tr></table>"
+        )
         parts.append("".join(rows))
     return "\n".join(parts)
 
 
-def render(target, source_name: str, compiled, baseline: dict, executor: dict, explain: dict, *,
-           rows: list, count_rows: list) -> str:
+def render(
+    target, source_name: str, compiled, baseline: dict, executor: dict, explain: dict, *, rows: list, count_rows: list
+) -> str:
     """The page. ``compiled``: bridge.CompileResult; ``baseline``: kernel -> IsaReport of IREE's
     default; ``executor``: executable -> executor Stats (or None); ``explain``: executable ->
     the config's reasons; ``rows`` ((IsaReport field, label), ...) and ``count_rows``
     (instruction classes): the tables' rows, as `mmaflow report` prints them (its ROWS and
     COUNT_ROWS)."""
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>mmaflow report: {_e(source_name)} on "
-           f"{_e(target.name)}</title><style>{_CSS}</style></head><body>",
-           f"<h1>mmaflow report: {_e(source_name)} on {_e(target.name)}</h1>",
-           f'<div class="sub">{_e(target.description)}; {len(compiled.taken)} of {len(compiled.executables)} '
-           f"dispatches compiled by mmaflow, the rest by IREE</div>"]
+    out = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>mmaflow report: {_e(source_name)} on "
+        f"{_e(target.name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>mmaflow report: {_e(source_name)} on {_e(target.name)}</h1>",
+        f'<div class="sub">{_e(target.description)}; {len(compiled.taken)} of {len(compiled.executables)} '
+        f"dispatches compiled by mmaflow, the rest by IREE</div>",
+    ]
     out.append(HOW_TO_READ)
     left = [e for e in compiled.executables if not e.taken]
     if left:
-        out.append('<h2 id="left">Dispatches left to IREE</h2><ul>' +
-                   "".join(f"<li>{_e(e.name)}: {_e(e.log[0] if e.log else 'left')}</li>" for e in left) + "</ul>")
+        out.append(
+            '<h2 id="left">Dispatches left to IREE</h2><ul>'
+            + "".join(f"<li>{_e(e.name)}: {_e(e.log[0] if e.log else 'left')}</li>" for e in left)
+            + "</ul>"
+        )
     for exe in compiled.taken:
         mine = compiled.reports[exe.name]
         base = baseline.get(exe.export)
@@ -247,52 +276,84 @@ def render(target, source_name: str, compiled, baseline: dict, executor: dict, e
         intr = target.intrinsic(cfg.intrinsic)
         kid = _e(exe.name)
         out.append(f'<h2 id="{kid}">{kid}</h2>')
-        out.append(f'<section id="{kid}-config"><h3>Problem and config</h3><table>'
-                   f'<tr><td class="l">problem</td><td class="l">{_e(problem.describe())}</td></tr>'
-                   f'<tr><td class="l">config</td><td class="l">{_e(cfg.describe())}</td></tr></table>'
-                   "<b>Why this config</b><ul>" + "".join(f"<li>{_e(w)}</li>" for w in explain.get(exe.name, [])) +
-                   "</ul><b>Kernel plan</b> (<code>compiler/kernels/common/plan.py</code>)<pre class=\"isa\">" +
-                   _e("\n".join(exe.run.headers.get("distribute", []))) + "</pre></section>")
-        out.append(f'<section id="{kid}-layouts"><h3>Register layouts of {_e(intr.name)} ({_e(intr.mnemonic)}), '
-                   f"wave{intr.wave_size}</h3><div class=\"sub\">Cells: the tile element row_col a lane holds in a "
-                   f"register (16-bit elements: per half); one colour per tile row, lighter along the columns.</div>")
+        out.append(
+            f'<section id="{kid}-config"><h3>Problem and config</h3><table>'
+            f'<tr><td class="l">problem</td><td class="l">{_e(problem.describe())}</td></tr>'
+            f'<tr><td class="l">config</td><td class="l">{_e(cfg.describe())}</td></tr></table>'
+            "<b>Why this config</b><ul>"
+            + "".join(f"<li>{_e(w)}</li>" for w in explain.get(exe.name, []))
+            + '</ul><b>Kernel plan</b> (<code>compiler/kernels/common/plan.py</code>)<pre class="isa">'
+            + _e("\n".join(exe.run.headers.get("distribute", [])))
+            + "</pre></section>"
+        )
+        out.append(
+            f'<section id="{kid}-layouts"><h3>Register layouts of {_e(intr.name)} ({_e(intr.mnemonic)}), '
+            f'wave{intr.wave_size}</h3><div class="sub">Cells: the tile element row_col a lane holds in a '
+            f"register (16-bit elements: per half); one colour per tile row, lighter along the columns.</div>"
+        )
         for op in ("A", "B", "C"):
             lay = intr.operand(op)
             out.append(f"<h3>{op}: {lay.rows}x{lay.cols}</h3>")
             out.append(register_grid(lay, TYPE_BITS[intr.element_type(op)]))
         out.append("</section>")
-        out.append(f'<section id="{kid}-lds"><h3>LDS tiles, banks and conflicts</h3>' +
-                   _lds_section(exe, executor.get(exe.name), target) +
-                   "</section>")
-        out.append(f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
-                   + _resource_table(mine, base, rows) + "</section>")
-        out.append(f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the K loop)</h3>'
-                   + _mix_table(mine, base, count_rows) + "</section>")
+        out.append(
+            f'<section id="{kid}-lds"><h3>LDS tiles, banks and conflicts</h3>'
+            + _lds_section(exe, executor.get(exe.name), target)
+            + "</section>"
+        )
+        out.append(
+            f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
+            + _resource_table(mine, base, rows)
+            + "</section>"
+        )
+        out.append(
+            f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the K loop)</h3>'
+            + _mix_table(mine, base, count_rows)
+            + "</section>"
+        )
         ours, theirs = k_loop(mine) or [], k_loop(base) or []
-        out.append(f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
-                   '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
-                   '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
-                   f"<div><b>mmaflow</b> ({len(ours)} instructions)"
-                   + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow")) + "</div>"
-                   f"<div><b>IREE default</b> ({len(theirs)} instructions)"
-                   + isa_listing(theirs, f"{kid}-kloop-iree",
-                                 unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)")
-                   + "</div></div></section>")
+        out.append(
+            f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
+            '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
+            '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
+            f"<div><b>mmaflow</b> ({len(ours)} instructions)"
+            + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow"))
+            + "</div>"
+            f"<div><b>IREE default</b> ({len(theirs)} instructions)"
+            + isa_listing(
+                theirs,
+                f"{kid}-kloop-iree",
+                unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)",
+            )
+            + "</div></div></section>"
+        )
     out.append("</body></html>")
     return "\n".join(out)
 
 
-def write_report(path: Path, target, source_name: str, compiled, baseline: dict, *, overrides: dict,
-                 rows: list, count_rows: list, sample: int = 1) -> None:
+def write_report(
+    path: Path,
+    target,
+    source_name: str,
+    compiled,
+    baseline: dict,
+    *,
+    overrides: dict,
+    rows: list,
+    count_rows: list,
+    sample: int = 1,
+) -> None:
     """Run the lane executor on ``sample`` workgroups of each taken dispatch for its LDS
     counters, gather the config's reasons, and write the page (``rows``, ``count_rows``: see
     ``render``)."""
     from mmaflow.compiler.kernels.registry import explain
     from mmaflow.runtime.model_check import check_executable
+
     executor, reasons = {}, {}
     for exe in compiled.taken:
         reasons[exe.name] = explain(target, exe.facts.problem.estimate(), overrides)
         checks = check_executable(exe, seed=0, sample=sample)
         executor[exe.name] = checks[0].stats if checks else None
-    path.write_text(render(target, source_name, compiled, baseline, executor, reasons, rows=rows,
-                           count_rows=count_rows))
+    path.write_text(
+        render(target, source_name, compiled, baseline, executor, reasons, rows=rows, count_rows=count_rows)
+    )

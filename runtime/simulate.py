@@ -21,7 +21,6 @@ from iree.compiler.dialects import iree_codegen
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.mlir import executable_target, ops_named
 from mmaflow.compiler.pipeline.results import config_at
-
 from mmaflow.runtime.executor import ExecutorError, Kernel, Stats, cluster_shape, whole_clusters
 
 SENTINEL = 0xFF
@@ -44,10 +43,17 @@ class Dispatch:
         if len(workload) != len(args):
             raise ExecutorError(f"the grid takes {len(args)} workload values, {len(workload)} given")
         env = dict(zip(args, workload))
-        ops = {"arith.ceildivui": lambda a, b: -(-a // b), "arith.divui": lambda a, b: a // b,
-               "arith.addi": lambda a, b: a + b, "arith.muli": lambda a, b: a * b,
-               "arith.subi": lambda a, b: a - b, "arith.maxui": max, "arith.minui": min,
-               "arith.andi": lambda a, b: a & b, "arith.select": lambda c, a, b: a if c else b}
+        ops = {
+            "arith.ceildivui": lambda a, b: -(-a // b),
+            "arith.divui": lambda a, b: a // b,
+            "arith.addi": lambda a, b: a + b,
+            "arith.muli": lambda a, b: a * b,
+            "arith.subi": lambda a, b: a - b,
+            "arith.maxui": max,
+            "arith.minui": min,
+            "arith.andi": lambda a, b: a & b,
+            "arith.select": lambda c, a, b: a if c else b,
+        }
         for o in block.operations:
             o = o.operation
             if o.name == "arith.constant":
@@ -90,16 +96,29 @@ def load_dispatch(module: ir.Module) -> Dispatch:
     return Dispatch(func, arch, configs[0], wg[0], ti.subgroup_size)
 
 
-def run_dispatch(d: Dispatch, buffers: dict[int, np.ndarray], *, max_lanes: int = 1 << 14,
-                 constants: list[int] | None = None, workload: list[int] | None = None,
-                 workgroups=None, progress=None) -> tuple[Stats, dict]:
+def run_dispatch(
+    d: Dispatch,
+    buffers: dict[int, np.ndarray],
+    *,
+    max_lanes: int = 1 << 14,
+    constants: list[int] | None = None,
+    workload: list[int] | None = None,
+    workgroups=None,
+    progress=None,
+) -> tuple[Stats, dict]:
     """Execute ``d`` over its grid (or the linear workgroup ids ``workgroups``) on ``buffers``
     (modified in place; with thread block clusters the executor runs the whole clusters of
     ``workgroups``: ``whole_clusters``); return stats and, per binding, which bytes the kernel stored. A
     dispatch with push constants (dynamic sizes, run-time offsets) takes them as ``constants``,
     its grid's ``workload`` too (see ``dynamic_inputs``)."""
-    k = Kernel(d.func, arch=d.arch, grid=d.grid(workload), workgroup_size=d.workgroup_size,
-               wave_size=d.wave_size, constants=constants)
+    k = Kernel(
+        d.func,
+        arch=d.arch,
+        grid=d.grid(workload),
+        workgroup_size=d.workgroup_size,
+        wave_size=d.wave_size,
+        constants=constants,
+    )
     stats = k.run(buffers, max_lanes=max_lanes, workgroups=workgroups, progress=progress)
     return stats, k.written
 
@@ -162,8 +181,10 @@ class Memory:
                     if array is not None and r in self.data and not np.array_equal(self.data[r], array):
                         raise ExecutorError(f"{r.name} and {region.name} are one tensor given two values")
                     break
-                raise ExecutorError(f"{region.name} (binding {region.binding} bytes {region.start}..{region.end}) "
-                                    f"overlaps {r.name} (bytes {r.start}..{r.end})")
+                raise ExecutorError(
+                    f"{region.name} (binding {region.binding} bytes {region.start}..{region.end}) "
+                    f"overlaps {r.name} (bytes {r.start}..{r.end})"
+                )
         else:
             self.regions.append(region)
         if array is not None:
@@ -178,12 +199,12 @@ class Memory:
             buf = np.full(-(-(end + GUARD) // 16) * 16, SENTINEL, np.uint8)
             out[b] = buf
         for r, array in self.data.items():
-            out[r.binding][r.start:r.end] = array.reshape(-1).view(np.uint8)
+            out[r.binding][r.start : r.end] = array.reshape(-1).view(np.uint8)
         return out
 
     @staticmethod
     def read(buffers: dict, region: Region) -> np.ndarray:
-        return buffers[region.binding][region.start:region.end].view(region.dtype).reshape(region.shape).copy()
+        return buffers[region.binding][region.start : region.end].view(region.dtype).reshape(region.shape).copy()
 
     @staticmethod
     def changed_outside(before: dict, after: dict, outputs: list[Region]) -> list[str]:
@@ -193,11 +214,13 @@ class Memory:
             diff = buf != before[b]
             for r in outputs:
                 if r.binding == b:
-                    diff[r.start:r.end] = False
+                    diff[r.start : r.end] = False
             if diff.any():
                 where = np.flatnonzero(diff)
-                problems.append(f"binding {b}: {where.size} bytes outside the output changed "
-                                f"(bytes {int(where[0])}..{int(where[-1])})")
+                problems.append(
+                    f"binding {b}: {where.size} bytes outside the output changed "
+                    f"(bytes {int(where[0])}..{int(where[-1])})"
+                )
         return problems
 
 
@@ -206,7 +229,7 @@ def written_elements(written: dict, region: Region) -> np.ndarray:
     mask = written.get(region.binding)
     if mask is None:
         return np.zeros(region.shape, bool)
-    return mask[region.start:region.end].reshape(-1, region.dtype.itemsize).all(axis=1).reshape(region.shape)
+    return mask[region.start : region.end].reshape(-1, region.dtype.itemsize).all(axis=1).reshape(region.shape)
 
 
 def sample_workgroups(grid: tuple, count: int, seed: int) -> list[int]:
@@ -219,7 +242,7 @@ def sample_workgroups(grid: tuple, count: int, seed: int) -> list[int]:
     corners = {x + gx * (y + gy * z) for x in {0, gx - 1} for y in {0, gy - 1} for z in {0, gz - 1}}
     rng = np.random.default_rng(seed)
     rest = [i for i in rng.permutation(total).tolist() if i not in corners]
-    return sorted(list(corners) + rest[:max(0, count - len(corners))])
+    return sorted(list(corners) + rest[: max(0, count - len(corners))])
 
 
 @dataclass
@@ -247,12 +270,20 @@ def tile_mask(shape: tuple, grid: tuple, workgroups: list[int] | None, tile_m: i
     view = mask.reshape((-1,) + tuple(shape[-2:]))
     for w in workgroups:
         x, y, z = w % gx, (w // gx) % gy, w // (gx * gy)
-        view[z if view.shape[0] > 1 else 0, y * tile_m:(y + 1) * tile_m, x * tile_n:(x + 1) * tile_n] = True
+        view[z if view.shape[0] > 1 else 0, y * tile_m : (y + 1) * tile_m, x * tile_n : (x + 1) * tile_n] = True
     return mask
 
 
-def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, exact: bool = False,
-                 epilogue=None, sizes: dict | None = None, sample: int = 0) -> SimResult:
+def check_matmul(
+    module: ir.Module,
+    *,
+    seed: int = 0,
+    max_lanes: int = 1 << 14,
+    exact: bool = False,
+    epilogue=None,
+    sizes: dict | None = None,
+    sample: int = 0,
+) -> SimResult:
     """Run a handed-back matmul dispatch on random inputs and compare with numpy.
 
     The problem is what `select` recorded on the dispatch (``mmaflow.problem``): shapes, element
@@ -265,6 +296,7 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     corners and random ones) and check the tiles they own.
     """
     from mmaflow.runtime import numerics as num
+
     d = load_dispatch(module)
     problem = attrs.read_problem(d.func)
     cfg = attrs.read_config(d.func)
@@ -288,17 +320,23 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     lim = 1 if problem.a_type == "bf16" else 2
     exact = exact and acc_t != "i32" and k * lim * lim < num.exact_integer_limit(acc_t)
     a = num.random_matrix(rng, a_shape, problem.a_type, unsigned=problem.unsigned_a, small_integers=exact)
-    b = a if problem.same_ab else num.random_matrix(rng, b_shape, problem.b_type, unsigned=problem.unsigned_b,
-                                                    small_integers=exact)
+    b = (
+        a
+        if problem.same_ab
+        else num.random_matrix(rng, b_shape, problem.b_type, unsigned=problem.unsigned_b, small_integers=exact)
+    )
     if problem.same_ab and a_shape != b_shape:
         raise ExecutorError(f"one tensor is both A {a_shape} and B {b_shape}")
     mem = Memory()
 
     def region(at, dtype: str, shape, name) -> Region:
         if at.offset is None:
-            raise ExecutorError(f"{name} lives at a run-time offset; check the dispatch within its module "
-                                f"(mmaflow run MODEL.mlir --device sim)")
+            raise ExecutorError(
+                f"{name} lives at a run-time offset; check the dispatch within its module "
+                f"(mmaflow run MODEL.mlir --device sim)"
+            )
         return Region(at.binding, at.offset, num.DTYPES[dtype], tuple(shape), name)
+
     mem.place(region(problem.a, problem.a_type, a_shape, "A"), a)
     mem.place(region(problem.b, problem.b_type, b_shape, "B"), b)
     extent = {"b": batch, "m": m, "n": n}
@@ -315,8 +353,9 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     chosen = sample_workgroups(grid, sample, seed) if sample else None
     if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
         chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
-    stats, written = run_dispatch(d, buffers, max_lanes=max_lanes, constants=constants, workload=workload,
-                                  workgroups=chosen)
+    stats, written = run_dispatch(
+        d, buffers, max_lanes=max_lanes, constants=constants, workload=workload, workgroups=chosen
+    )
     c = Memory.read(buffers, c_region)
     a_log = np.swapaxes(a, -1, -2) if problem.a_transposed else a
     b_log = np.swapaxes(b, -1, -2) if problem.b_transposed else b
@@ -330,7 +369,7 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
     owned = tile_mask(c.shape, grid, chosen, cfg.tile_m, cfg.tile_n)
     wmask = written_elements(written, c_region)
     checks = []
-    for r, t in ([(ref, tol)] if hw_ref is None else [(ref, tol), (hw_ref, np.zeros_like(tol))]):
+    for r, t in [(ref, tol)] if hw_ref is None else [(ref, tol), (hw_ref, np.zeros_like(tol))]:
         if epilogue is not None:
             r, t = num.epilogue_reference(r, t, extras, epilogue, out_t)
         if exact:
@@ -346,12 +385,16 @@ def check_matmul(module: ir.Module, *, seed: int = 0, max_lanes: int = 1 << 14, 
         check.detail += "".join(f"; {p}" for p in clobbered)
         if stray:
             check.detail += f"; {stray} output elements written by workgroups that do not own them"
-    return SimResult(check, stats, c, ref, len(chosen) if chosen is not None else int(np.prod(grid)), grid, cfg,
-                     bound_check)
+    return SimResult(
+        check, stats, c, ref, len(chosen) if chosen is not None else int(np.prod(grid)), grid, cfg, bound_check
+    )
 
 
 def fp8_tensor_core(cfg, problem) -> bool:
     """Whether the dispatch's kernel is Hopper's fp8 wgmma kernel (8-bit float inputs on a
     ``WGMMA_`` intrinsic), whose accumulation the ISA model gives as measured, not as f32."""
-    return (str(getattr(cfg, "intrinsic", "") or "").startswith("WGMMA_")
-            and problem.a_type in ("f8E4M3FN", "f8E5M2") and problem.c_type == "f32")
+    return (
+        str(getattr(cfg, "intrinsic", "") or "").startswith("WGMMA_")
+        and problem.a_type in ("f8E4M3FN", "f8E5M2")
+        and problem.c_type == "f32"
+    )

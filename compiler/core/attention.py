@@ -52,12 +52,18 @@ class Attention:
     def describe(self) -> str:
         def d(x):
             return "?" if x is None else str(x)
+
         batch = "x".join(d(b) for b in self.batch) or "1"
-        types = self.q_type if len({self.q_type, self.k_type, self.v_type}) == 1 else \
-            f"{self.q_type}/{self.k_type}/{self.v_type}"
+        types = (
+            self.q_type
+            if len({self.q_type, self.k_type, self.v_type}) == 1
+            else f"{self.q_type}/{self.k_type}/{self.v_type}"
+        )
         scale = "scale (run-time value)" if self.scale is None else f"scale {self.scale:g}"
-        return (f"{self.op} batch {batch}, {d(self.m)} queries x {d(self.k2)} keys, head dim {d(self.k1)} -> "
-                f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask})")
+        return (
+            f"{self.op} batch {batch}, {d(self.m)} queries x {d(self.k2)} keys, head dim {d(self.k1)} -> "
+            f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask})"
+        )
 
 
 @dataclass(frozen=True)
@@ -82,8 +88,9 @@ class AttentionDispatch:
         return self.attention.describe()
 
     def where(self) -> str:
-        where = ", ".join(f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v),
-                                                                ("O", self.o)))
+        where = ", ".join(
+            f"{r}: {b.describe()}" for r, b in (("Q", self.q), ("K", self.k), ("V", self.v), ("O", self.o))
+        )
         if self.mask is not None:
             kind = "boolean i1 mask" if self.attention.mask_type == "i1" else "additive mask"
             where += f", {kind}: {self.mask.describe()}"
@@ -91,8 +98,11 @@ class AttentionDispatch:
             return where
         nb = len(self.attention.batch)
         names = [f"b{i}" for i in range(nb)] + ["rows", "d"]
-        stored = [] if self.orders is None else [f"{r} ({', '.join(names[i] for i in order)})"
-                                                 for r, order in zip("QKVO", self.orders)]
+        stored = (
+            []
+            if self.orders is None
+            else [f"{r} ({', '.join(names[i] for i in order)})" for r, order in zip("QKVO", self.orders)]
+        )
         if self.mask_order is not None:
             keys = names[:nb] + ["rows", "keys"]
             stored.append(f"mask ({', '.join(keys[i] for i in self.mask_order)})")
@@ -109,10 +119,13 @@ class AttentionDispatch:
             a.setdefault(name, None)
         a.setdefault("mask_type", None)
         orders, mask, mask_order = d.get("orders"), d.get("mask"), d.get("mask_order")
-        return AttentionDispatch(Attention(**a), *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
-                                 orders=tuple(tuple(x) for x in orders) if orders is not None else None,
-                                 mask=Binding(**mask) if mask is not None else None,
-                                 mask_order=tuple(mask_order) if mask_order is not None else None)
+        return AttentionDispatch(
+            Attention(**a),
+            *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
+            orders=tuple(tuple(x) for x in orders) if orders is not None else None,
+            mask=Binding(**mask) if mask is not None else None,
+            mask_order=tuple(mask_order) if mask_order is not None else None,
+        )
 
 
 def _shape(value: ir.Value) -> tuple[str, list[int | None]]:
@@ -125,8 +138,9 @@ def _map_dims(attr: ir.Attribute, what: str, op: ir.Operation) -> list[int]:
     dims = []
     for e in amap.results:
         if not isinstance(e, ir.AffineDimExpr):
-            raise InputError(f"{op.name}: the {what} indexing map {amap} is not a projection of loops",
-                             location=location_of(op))
+            raise InputError(
+                f"{op.name}: the {what} indexing map {amap} is not a projection of loops", location=location_of(op)
+            )
         dims.append(e.position)
     return dims
 
@@ -143,16 +157,18 @@ def describe_attention(op: ir.Operation) -> Attention:
     if op.name not in ATTENTION_OPS:
         raise ValueError(f"{op.name} is not an attention op")
     n_out = len(op.results)
-    ins = list(op.operands)[:len(op.operands) - n_out]
-    outs = list(op.operands)[len(op.operands) - n_out:]
+    ins = list(op.operands)[: len(op.operands) - n_out]
+    outs = list(op.operands)[len(op.operands) - n_out :]
     if len(ins) not in (4, 5) or not outs:
-        raise InputError(f"{op.name} with {len(ins)} inputs and {len(outs)} outputs: expected Q, K, V, scale "
-                         f"and an optional mask, and an output", location=location_of(op))
+        raise InputError(
+            f"{op.name} with {len(ins)} inputs and {len(outs)} outputs: expected Q, K, V, scale "
+            f"and an optional mask, and an output",
+            location=location_of(op),
+        )
     maps = list(ir.ArrayAttr(op.attributes["indexing_maps"]))
     names = ["Q", "K", "V", "scale"] + (["mask"] if len(ins) == 5 else []) + ["O"]
     if len(maps) < len(names):
-        raise InputError(f"{op.name} has {len(maps)} indexing maps for {len(names)} operands",
-                         location=location_of(op))
+        raise InputError(f"{op.name} has {len(maps)} indexing maps for {len(names)} operands", location=location_of(op))
     dims = {name: _map_dims(maps[i], name, op) for i, name in enumerate(names)}
     values = dict(zip(names, ins + [outs[0]]))
     sizes: dict[int, int | None] = {}
@@ -168,12 +184,14 @@ def describe_attention(op: ir.Operation) -> Attention:
     def role(members: set) -> list[int]:
         found = [d for d in dims["O"] + dims["Q"] + dims["K"] + dims["V"] if d in members]
         return list(dict.fromkeys(found))
+
     batch = role(q & k & v & o)
     m, k1, k2, n = role((q & o) - k), role((q & k) - o), role((k & v) - q), role((v & o) - q)
     for what, found in (("M", m), ("K1", k1), ("K2", k2), ("N", n)):
         if len(found) != 1:
-            raise InputError(f"{op.name}: {len(found)} loops play the role of {what} in its indexing maps",
-                             location=location_of(op))
+            raise InputError(
+                f"{op.name}: {len(found)} loops play the role of {what} in its indexing maps", location=location_of(op)
+            )
     mask_type = None
     if "mask" in values:
         elem, shape = _shape(values["mask"])
@@ -183,6 +201,18 @@ def describe_attention(op: ir.Operation) -> Attention:
         mask = f"{kind} {elem} mask {extent}, whether causal is in its data"
     else:
         mask = "no mask"
-    return Attention(op.name, tuple(sizes[b] for b in batch), sizes[m[0]], sizes[k1[0]], sizes[k2[0]], sizes[n[0]],
-                     types["Q"], types["K"], types["V"], types["O"], _constant_float(values["scale"]), mask,
-                     mask_type)
+    return Attention(
+        op.name,
+        tuple(sizes[b] for b in batch),
+        sizes[m[0]],
+        sizes[k1[0]],
+        sizes[k2[0]],
+        sizes[n[0]],
+        types["Q"],
+        types["K"],
+        types["V"],
+        types["O"],
+        _constant_float(values["scale"]),
+        mask,
+        mask_type,
+    )

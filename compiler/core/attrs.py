@@ -62,8 +62,21 @@ CLUSTER_DIM = "nvvm.cluster_dim"
 # In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
 SCRIPT_PARAM = "mmaflow.param"
 
-ALL = (DISPATCH, CONTRACTION, EPILOGUE, TARGET, PROBLEM, CONFIG, PROLOGUE, EXPECT, RING, ATTENTION, ATTENTION_EXPECT, VERSION,
-       VERSIONS)
+ALL = (
+    DISPATCH,
+    CONTRACTION,
+    EPILOGUE,
+    TARGET,
+    PROBLEM,
+    CONFIG,
+    PROLOGUE,
+    EXPECT,
+    RING,
+    ATTENTION,
+    ATTENTION_EXPECT,
+    VERSION,
+    VERSIONS,
+)
 
 
 # ---- plain values <-> attributes ---------------------------------------------------------------
@@ -186,7 +199,6 @@ def write_cluster_dim(func: ir.Operation, dims: tuple[int, int, int]) -> None:
         func.attributes[CLUSTER_DIM] = ir.DenseI32ArrayAttr.get(list(dims))
 
 
-
 def read_expect(func: ir.Operation) -> Expectations:
     return Expectations(**from_attr(_get(func, EXPECT)))
 
@@ -239,17 +251,25 @@ class Version:
     expect: Expectations | None = None
 
     def to_dict(self) -> dict:
-        return {"condition": self.condition, "dims": list(self.dims), "divisor": self.divisor,
-                "problem": self.problem.to_dict() if self.problem else None,
-                "config": self.config.to_dict() if self.config else None,
-                "expect": vars(self.expect) if self.expect else None}
+        return {
+            "condition": self.condition,
+            "dims": list(self.dims),
+            "divisor": self.divisor,
+            "problem": self.problem.to_dict() if self.problem else None,
+            "config": self.config.to_dict() if self.config else None,
+            "expect": vars(self.expect) if self.expect else None,
+        }
 
     @staticmethod
     def from_dict(d: dict) -> "Version":
-        return Version(d["condition"], tuple(d["dims"]), d["divisor"],
-                       _problem(d["problem"]) if d.get("problem") else None,
-                       KernelConfig.from_dict(d["config"]) if d.get("config") else None,
-                       Expectations(**d["expect"]) if d.get("expect") else None)
+        return Version(
+            d["condition"],
+            tuple(d["dims"]),
+            d["divisor"],
+            _problem(d["problem"]) if d.get("problem") else None,
+            KernelConfig.from_dict(d["config"]) if d.get("config") else None,
+            Expectations(**d["expect"]) if d.get("expect") else None,
+        )
 
 
 def read_version(func: ir.Operation) -> Version:

@@ -59,7 +59,9 @@ class KernelConfig:
     lds_pad: int
     stages: int = 1  # K tiles in the pipeline: 1 = one LDS tile, the next prefetched in registers
     raster: int = 1  # tile rows per workgroup group (1: IREE's grid order)
-    copy: str | None = None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (kernels/wgmma/tma.py)
+    copy: str | None = (
+        None  # the wgmma ring's copies: None = cp.async, "tma"/"tma-wide" = cp.async.bulk.tensor (kernels/wgmma/tma.py)
+    )
     persistent: int | None = None  # the wgmma kernel: output tiles per workgroup, in turn (None: one each)
     producer: int = 0  # the wgmma kernel's TMA ring: 1 = a producer warpgroup issues the copies (warp-specialized)
     cluster: int = 1  # the warp-specialized kernel: 2 = clusters of 2 workgroups sharing B's K tiles by TMA multicast
@@ -102,8 +104,9 @@ class KernelConfig:
         names = {f.name for f in fields(KernelConfig)}
         unknown = set(d) - names
         if unknown:
-            raise ConfigError(f"unknown config keys: {', '.join(sorted(unknown))}; "
-                              f"valid keys: {', '.join(sorted(names))}")
+            raise ConfigError(
+                f"unknown config keys: {', '.join(sorted(unknown))}; valid keys: {', '.join(sorted(names))}"
+            )
         missing = {f.name for f in fields(KernelConfig) if f.default is MISSING} - set(d)
         if missing:
             raise ConfigError(f"config lacks: {', '.join(sorted(missing))}")
@@ -115,8 +118,10 @@ class KernelConfig:
         nvidia = self.intrinsic.startswith(("WGMMA", "MMA_SYNC"))
         if self.intrinsic.startswith("WGMMA"):
             groups = max(1, self.compute_threads // WARPGROUP_THREADS)
-            grid = (f"{groups} MMA warpgroup{'s' if groups > 1 else ''} (warpgroup tile "
-                    f"{self.tile_m // groups}x{self.tile_n})")
+            grid = (
+                f"{groups} MMA warpgroup{'s' if groups > 1 else ''} (warpgroup tile "
+                f"{self.tile_m // groups}x{self.tile_n})"
+            )
             head = self.intrinsic
         elif self.intrinsic.startswith("MMA_SYNC"):
             grid = f"warps {self.waves_m}x{self.waves_n} (warp tile {self.wave_tile_m}x{self.wave_tile_n})"
@@ -124,23 +129,40 @@ class KernelConfig:
         else:
             grid = f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n})"
             head = f"{self.intrinsic} wave{self.wave_size}"
-        return (f"{head}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, {grid}, "
-                f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
-                + (f", {self.stages}-stage {'shared-memory' if nvidia else 'LDS'} ring" if self.stages > 1 else "")
-                + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 and self.cluster == 1 else "")
-                + (f", clusters in groups of {self.raster} pairs of tile rows" if self.raster > 1 and self.cluster > 1
-                   else "")
-                + (f", {self.copy} copies" if self.copy else "")
-                + (f", persistent: {self.persistent} tiles per workgroup" if self.persistent else "")
-                + (f", a producer warpgroup of {PRODUCER_THREADS} threads (warp-specialized)" if self.producer else "")
-                + (f", clusters of {self.cluster} sharing B by TMA multicast" if self.cluster > 1 else ""))
+        return (
+            f"{head}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, {grid}, "
+            f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
+            + (f", {self.stages}-stage {'shared-memory' if nvidia else 'LDS'} ring" if self.stages > 1 else "")
+            + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 and self.cluster == 1 else "")
+            + (
+                f", clusters in groups of {self.raster} pairs of tile rows"
+                if self.raster > 1 and self.cluster > 1
+                else ""
+            )
+            + (f", {self.copy} copies" if self.copy else "")
+            + (f", persistent: {self.persistent} tiles per workgroup" if self.persistent else "")
+            + (f", a producer warpgroup of {PRODUCER_THREADS} threads (warp-specialized)" if self.producer else "")
+            + (f", clusters of {self.cluster} sharing B by TMA multicast" if self.cluster > 1 else "")
+        )
 
 
 WARPGROUP_THREADS = 128  # NVIDIA: four warps of 32
 PRODUCER_THREADS = WARPGROUP_THREADS  # one warpgroup issues the copies (``producer=1``)
 COPY_KINDS = ("cp.async", "tma", "tma-wide")  # --config copy=...: "cp.async" is the default (stored as None)
-_INT_KEYS = {"wave_size", "tile_m", "tile_n", "tile_k", "waves_m", "waves_n", "lds_pad", "stages", "raster", "persistent",
-             "producer", "cluster"}
+_INT_KEYS = {
+    "wave_size",
+    "tile_m",
+    "tile_n",
+    "tile_k",
+    "waves_m",
+    "waves_n",
+    "lds_pad",
+    "stages",
+    "raster",
+    "persistent",
+    "producer",
+    "cluster",
+}
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -175,8 +197,9 @@ def parse_overrides(items: list[str]) -> dict:
                 valid = sorted(_INT_KEYS | {"intrinsic", "tile", "waves", "copy"})
                 raise ConfigError(f"unknown config key {key!r}; valid keys: {', '.join(valid)}")
         except ValueError:
-            raise ConfigError(f"config value {item!r} is malformed (expected an integer, "
-                              f"tile=MxNxK or waves=MxN)") from None
+            raise ConfigError(
+                f"config value {item!r} is malformed (expected an integer, tile=MxNxK or waves=MxN)"
+            ) from None
     return out
 
 
@@ -191,11 +214,14 @@ def overrides_from(config) -> dict:
             if not isinstance(key, str):
                 raise ConfigError(f"config keys are strings, got {key!r}")
             if isinstance(value, bool) or not isinstance(value, (int, str)):
-                raise ConfigError(f"config value {key}={value!r} is a {type(value).__name__}: give an integer "
-                                  f"(or for tile/waves/intrinsic a string such as '64x64x32')")
+                raise ConfigError(
+                    f"config value {key}={value!r} is a {type(value).__name__}: give an integer "
+                    f"(or for tile/waves/intrinsic a string such as '64x64x32')"
+                )
             items.append(f"{key}={value}")
         return parse_overrides(items)
     if isinstance(config, (list, tuple)) and all(isinstance(x, str) for x in config):
         return parse_overrides(list(config))
-    raise ConfigError(f"config must be a dict {{key: value}} or a list of 'KEY=VALUE' strings, got "
-                      f"{type(config).__name__} {config!r}")
+    raise ConfigError(
+        f"config must be a dict {{key: value}} or a list of 'KEY=VALUE' strings, got {type(config).__name__} {config!r}"
+    )

@@ -73,8 +73,9 @@ def trace(dim: str, value: ir.Value) -> DynamicDim:
     """Where the dynamic size ``value`` of ``dim`` comes from."""
     op = defining_op(value)
     if op is None or op.name != "iree_tensor_ext.dispatch.workload.ordinal":
-        raise UnsupportedError(f"the dynamic size of {dim} is not a dispatch workload value "
-                               f"({op.name if op else 'a block argument'})")
+        raise UnsupportedError(
+            f"the dynamic size of {dim} is not a dispatch workload value ({op.name if op else 'a block argument'})"
+        )
     ordinal = ir.IntegerAttr(op.attributes["ordinal"]).value
     src = op.operands[0]
     divisor = 1

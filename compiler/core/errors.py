@@ -29,21 +29,26 @@ class Exit(IntEnum):
 
 
 EXIT_HELP = "exit codes:\n" + "\n".join(
-    f"  {code.value:>3}  {code.name.lower().replace('_', ' ')}: {_why}" for code, _why in [
+    f"  {code.value:>3}  {code.name.lower().replace('_', ' ')}: {_why}"
+    for code, _why in [
         (Exit.OK, "success"),
         (Exit.FAILED, "a check failed (mmaflow run: wrong numbers, a race)"),
         (Exit.INPUT, "unusable input or arguments (missing file, malformed MLIR, no matmul, bad option)"),
         (Exit.UNSUPPORTED, "valid input mmaflow does not handle (dtype, shape, target, intrinsic)"),
         (Exit.CONFIG, "an invalid --config value"),
         (Exit.CODEGEN, "a codegen stage failed on IR it should handle (a bug: please report it)"),
-        (Exit.VERIFICATION, "a guard caught a miss (IREE fell back to its own codegen, the ISA lacks what was "
-                            "emitted, a .vmfb that is not mmaflow's)"),
+        (
+            Exit.VERIFICATION,
+            "a guard caught a miss (IREE fell back to its own codegen, the ISA lacks what was "
+            "emitted, a .vmfb that is not mmaflow's)",
+        ),
         (Exit.TOOLCHAIN, "IREE's compiler or runtime failed"),
         (Exit.DEVICE, "a device is unavailable, failed or faulted"),
         (Exit.INTERNAL, "internal error (a bug in mmaflow; --debug shows the traceback)"),
         (Exit.INTERRUPTED, "interrupted (Ctrl-C)"),
         (Exit.BROKEN_PIPE, "the reader of the output went away (mmaflow ... | head)"),
-    ])
+    ]
+)
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -56,8 +61,7 @@ class MmaflowError(Exception):
 
     exit_code = Exit.FAILED
 
-    def __init__(self, message: str, *, stage: str | None = None, location: str | None = None,
-                 hint: str | None = None):
+    def __init__(self, message: str, *, stage: str | None = None, location: str | None = None, hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.stage = stage
@@ -125,8 +129,13 @@ class DeviceFault(DeviceError):
 
 def to_wire(error: MmaflowError) -> dict:
     """An error as JSON (the codegen server hands errors to its clients in this form)."""
-    return {"class": type(error).__name__, "message": error.message, "stage": error.stage,
-            "location": error.location, "hint": error.hint}
+    return {
+        "class": type(error).__name__,
+        "message": error.message,
+        "stage": error.stage,
+        "location": error.location,
+        "hint": error.hint,
+    }
 
 
 def from_wire(d: dict) -> MmaflowError:

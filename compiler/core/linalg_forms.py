@@ -45,7 +45,8 @@ def folded_fill(op: ir.Operation) -> FoldedFill | None:
         if c is None or c.name != "arith.constant" or other is None or other.name not in ("arith.mulf", "arith.muli"):
             continue
         val = c.attributes["value"]
-        if (isinstance(val, ir.FloatAttr) and ir.FloatAttr(val).value == 0.0) or \
-                (isinstance(val, ir.IntegerAttr) and ir.IntegerAttr(val).value == 0):
+        if (isinstance(val, ir.FloatAttr) and ir.FloatAttr(val).value == 0.0) or (
+            isinstance(val, ir.IntegerAttr) and ir.IntegerAttr(val).value == 0
+        ):
             return FoldedFill(other, last, v)
     return None

@@ -46,6 +46,7 @@ def walk(op) -> Iterator[ir.Operation]:
     def visit(o):
         found.append(o)
         return ir.WalkResult.ADVANCE
+
     op.operation.walk(visit, ir.WalkOrder.PRE_ORDER)
     return iter(found)
 
@@ -143,7 +144,7 @@ def segments(op: ir.Operation) -> list[list[ir.Value]]:
     sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
     operands, out, pos = list(op.operands), [], 0
     for n in sizes:
-        out.append(operands[pos:pos + n])
+        out.append(operands[pos : pos + n])
         pos += n
     return out
 
@@ -195,9 +196,10 @@ def executable_target(target_attr: ir.Attribute) -> tuple[str | None, str | None
     IREE's description of sm_90a; IREE's accessor crashes on those, so the info's presence is
     checked first). The attribute has no Python class: the backend is its first parameter."""
     from iree.compiler.dialects import iree_gpu
+
     text = str(target_attr)
     head = '#hal.executable.target<"'
-    backend = text[len(head):text.index('"', len(head))] if text.startswith(head) else None
+    backend = text[len(head) : text.index('"', len(head))] if text.startswith(head) else None
     if "iree_codegen.target_info" not in text:
         return backend, None
     return backend, iree_gpu.TargetInfo.get_gpu_target_info(target_attr).arch
@@ -212,7 +214,7 @@ def int_assumptions(attr: ir.Attribute) -> list[list[dict]]:
         sites = []
         for a in ir.ArrayAttr(row):
             text = str(a)
-            body = text[text.index("<") + 1:text.rindex(">")]
+            body = text[text.index("<") + 1 : text.rindex(">")]
             fields = {}
             for part in filter(None, (p.strip() for p in body.split(","))):
                 key, _, value = part.partition("=")

@@ -112,21 +112,27 @@ class Contraction:
         d = dict(d)
         for role in ("a", "b", "c"):
             d[role] = Binding(**d[role])
-        d["epilogue"] = tuple(EpilogueInput(Binding(**e["at"]), e["type"], tuple(e["shape"]), tuple(e["dims"]))
-                              for e in d.get("epilogue", ()))
+        d["epilogue"] = tuple(
+            EpilogueInput(Binding(**e["at"]), e["type"], tuple(e["shape"]), tuple(e["dims"]))
+            for e in d.get("epilogue", ())
+        )
         d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
-        d["dynamic"] = tuple(DynamicDim(x["dim"], tuple(x["ordinals"]), tuple(tuple(c) for c in x["constants"]),
-                                        x.get("divisor", 1))
-                             for x in d.get("dynamic", ()))
+        d["dynamic"] = tuple(
+            DynamicDim(x["dim"], tuple(x["ordinals"]), tuple(tuple(c) for c in x["constants"]), x.get("divisor", 1))
+            for x in d.get("dynamic", ())
+        )
         return Contraction(**d)
 
     def describe(self) -> str:
         def show(v):
             return "?" if v is None else str(v)
+
         lead = f"{show(self.batch)}x" if self.batch is None or self.batch > 1 else ""
         ta = "^T" if self.a_transposed else ""
         tb = "^T" if self.b_transposed else ""
-        text = f"{lead}{show(self.m)}x{show(self.n)}x{show(self.k)} {self.a_type}{ta} x {self.b_type}{tb} -> {self.c_type}"
+        text = (
+            f"{lead}{show(self.m)}x{show(self.n)}x{show(self.k)} {self.a_type}{ta} x {self.b_type}{tb} -> {self.c_type}"
+        )
         if self.has_epilogue:
             ins = "".join(f", {e.type}[{','.join(e.dims)}]" for e in self.epilogue)
             text += f", epilogue({self.c_type}{ins}: {' '.join(o.split('.', 1)[-1] for o in self.epilogue_ops)}) -> {self.stored_type}"
@@ -136,9 +142,11 @@ class Contraction:
 def operand_dims(p: Contraction) -> dict[str, list[str]]:
     """The problem dimension each axis of A, B and C follows (batch leading, transposition applied)."""
     lead = ["batch"] if p.batched else []
-    return {"A": lead + (["k", "m"] if p.a_transposed else ["m", "k"]),
-            "B": lead + (["n", "k"] if p.b_transposed else ["k", "n"]),
-            "C": lead + ["m", "n"]}
+    return {
+        "A": lead + (["k", "m"] if p.a_transposed else ["m", "k"]),
+        "B": lead + (["n", "k"] if p.b_transposed else ["k", "n"]),
+        "C": lead + ["m", "n"],
+    }
 
 
 def operand_shapes(p: Contraction) -> dict[str, list[int | None]]:
@@ -150,7 +158,15 @@ def padded_problem(problem: Contraction, cfg) -> Contraction:
     """The static problem the transform script sees: every dimension rounded up to whole tiles;
     a dynamic one stands in as two tiles (two workgroups / K steps, so that no loop of one
     iteration folds away: the kernel takes its true extent from the prologue function)."""
+
     def up(d, t):
         return 2 * t if d is None else math.ceil(d / t) * t
-    return replace(problem, m=up(problem.m, cfg.tile_m), n=up(problem.n, cfg.tile_n), k=up(problem.k, cfg.tile_k),
-                   batch=2 if problem.batch is None else problem.batch, dynamic=())
+
+    return replace(
+        problem,
+        m=up(problem.m, cfg.tile_m),
+        n=up(problem.n, cfg.tile_n),
+        k=up(problem.k, cfg.tile_k),
+        batch=2 if problem.batch is None else problem.batch,
+        dynamic=(),
+    )

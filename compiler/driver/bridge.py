@@ -26,11 +26,11 @@ from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
 from mmaflow.compiler.core.errors import InputError, ToolchainError
-from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
+from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.targets import Target, get_target
 from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa
 
@@ -45,12 +45,18 @@ class _Invocation:
         self.inv = session.invocation()
         self.diagnostics: list[str] = []
         lib = api._dylib
-        lib.ireeCompilerInvocationEnableCallbackDiagnostics.argtypes = [ctypes.c_void_p, ctypes.c_int, _DIAG_CB, ctypes.c_void_p]
+        lib.ireeCompilerInvocationEnableCallbackDiagnostics.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_int,
+            _DIAG_CB,
+            ctypes.c_void_p,
+        ]
         lib.ireeCompilerInvocationSetCompileToPhase.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         lib.ireeCompilerInvocationSetCompileFromPhase.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 
         def on_diag(severity, message, size, _):
             self.diagnostics.append(f"{_SEVERITY.get(severity, '?')}: {message[:size].decode(errors='replace')}")
+
         self._cb = _DIAG_CB(on_diag)  # keep alive
         lib.ireeCompilerInvocationEnableCallbackDiagnostics(self.inv._inv_p, 0, self._cb, None)
 
@@ -81,11 +87,16 @@ class CompileResult:
         return [e for e in self.executables if e.taken]
 
 
-_DUMP_FLAGS = ("--iree-hal-dump-executable-files-to=", "--iree-hal-dump-executable-intermediates-to=",
-               "--iree-hal-dump-executable-binaries-to=")
+_DUMP_FLAGS = (
+    "--iree-hal-dump-executable-files-to=",
+    "--iree-hal-dump-executable-intermediates-to=",
+    "--iree-hal-dump-executable-binaries-to=",
+)
 
 
-def iree_flags(target: Target, dump_dir: Path, *, full_dumps: bool, extra: list[str] = ()) -> tuple[list[str], list[Path]]:
+def iree_flags(
+    target: Target, dump_dir: Path, *, full_dumps: bool, extra: list[str] = ()
+) -> tuple[list[str], list[Path]]:
     """IREE flags for the target plus the dumps verification reads, and the directories the ISA
     will be in.
 
@@ -127,16 +138,25 @@ def _check_zero_sized(module: ir.Module, source_name: str) -> None:
                 if any(not t.is_dynamic_dim(i) and t.shape[i] == 0 for i in range(t.rank)):
                     at = file_location(op.location)
                     where = f"{source_name}:{at.start_line}:{at.start_col}" if at is not None else source_name
-                    raise InputError(f"{where}: {op.name} has a zero-sized operand ({t}); IREE 3.13 "
-                                     "cannot compile zero-sized contractions (it stops on a division by zero)",
-                                     hint="an empty contraction (K = 0) is its accumulator (zeros): leave it out "
-                                          "of the module; mmaflow.runtime.matmul returns zeros for K = 0")
+                    raise InputError(
+                        f"{where}: {op.name} has a zero-sized operand ({t}); IREE 3.13 "
+                        "cannot compile zero-sized contractions (it stops on a division by zero)",
+                        hint="an empty contraction (K = 0) is its accumulator (zeros): leave it out "
+                        "of the module; mmaflow.runtime.matmul returns zeros for K = 0",
+                    )
 
 
-def compile_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
-                   source_name: str = "input.mlir", dump_dir: Path | None = None,
-                   extra_flags: list[str] | None = None, require_matmul: bool = True,
-                   verify: bool = True) -> CompileResult:
+def compile_module(
+    source: str,
+    target_name: str,
+    *,
+    options: CodegenOptions | None = None,
+    source_name: str = "input.mlir",
+    dump_dir: Path | None = None,
+    extra_flags: list[str] | None = None,
+    require_matmul: bool = True,
+    verify: bool = True,
+) -> CompileResult:
     """Compile ``source`` for ``target_name`` with mmaflow's codegen on its matmul dispatches."""
     target, options = _prepare(source, target_name, options, source_name)
     tmp = None
@@ -146,15 +166,30 @@ def compile_module(source: str, target_name: str, *, options: CodegenOptions | N
     else:
         isa_dir = dump_dir / "iree"
     try:
-        return _compile(source, target, options, source_name, isa_dir, extra_flags or [],
-                        require_matmul, verify, full_dumps=dump_dir is not None)
+        return _compile(
+            source,
+            target,
+            options,
+            source_name,
+            isa_dir,
+            extra_flags or [],
+            require_matmul,
+            verify,
+            full_dumps=dump_dir is not None,
+        )
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _front_and_codegen(session: api.Session, source: str, source_name: str, options: CodegenOptions,
-                       result: "CompileResult", require_matmul: bool):
+def _front_and_codegen(
+    session: api.Session,
+    source: str,
+    source_name: str,
+    options: CodegenOptions,
+    result: "CompileResult",
+    require_matmul: bool,
+):
     """Invocation 1 to executable-sources, then every executable through the per-executable
     pipeline (as text, like the hook tool). Returns the module, with executables replaced."""
     if server_enabled():
@@ -181,13 +216,21 @@ def _front_and_codegen(session: api.Session, source: str, source_name: str, opti
         exe.erase()
     if require_matmul and not result.taken:
         reasons = "; ".join(line.removeprefix("mmaflow: left  ") for e in result.executables for line in e.log[:1])
-        raise InputError(f"no matmul-like contraction that mmaflow compiles in {source_name} ({reasons})",
-                         hint="mmaflow compiles linalg.matmul / batch_matmul (or equivalent linalg.generic) dispatches")
+        raise InputError(
+            f"no matmul-like contraction that mmaflow compiles in {source_name} ({reasons})",
+            hint="mmaflow compiles linalg.matmul / batch_matmul (or equivalent linalg.generic) dispatches",
+        )
     return module
 
 
-def codegen_module(source: str, target_name: str, *, options: CodegenOptions | None = None,
-                   source_name: str = "input.mlir", require_matmul: bool = True) -> CompileResult:
+def codegen_module(
+    source: str,
+    target_name: str,
+    *,
+    options: CodegenOptions | None = None,
+    source_name: str = "input.mlir",
+    require_matmul: bool = True,
+) -> CompileResult:
     """Front and per-executable codegen only (no IREE lowering): the handed-back executables,
     e.g. for the lane executor."""
     target, options = _prepare(source, target_name, options, source_name)
@@ -198,8 +241,9 @@ def codegen_module(source: str, target_name: str, *, options: CodegenOptions | N
     return result
 
 
-def _compile(source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *,
-             full_dumps: bool) -> CompileResult:
+def _compile(
+    source, target, options, source_name, isa_dir, extra_flags, require_matmul, verify, *, full_dumps: bool
+) -> CompileResult:
     session = api.Session()
     flags, isa_dirs = iree_flags(target, isa_dir, full_dumps=full_dumps, extra=extra_flags)
     session.set_flags(*(flags + extra_flags))
@@ -232,7 +276,8 @@ def _compile(source, target, options, source_name, isa_dir, extra_flags, require
                 f"mmaflow: warning: {exe.name} spills {report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs to "
                 f"scratch memory (wave tile {cfg.wave_tile_m}x{cfg.wave_tile_n}): it runs correctly but slowly; "
                 f"more waves (--config waves=MxN) or a smaller tile avoid it"
-                + ("" if options.overrides else " (the heuristic's own config: please report it)"))
+                + ("" if options.overrides else " (the heuristic's own config: please report it)")
+            )
     return result
 
 
@@ -257,8 +302,10 @@ def kernel_isa(isa_dirs, kernel: str, target: Target) -> str:
     for name in kernel_names(kernel, target):
         found += [t for t in (extract_kernel(p.read_text(), name, target.vendor.isa) for p in files) if t is not None]
     if len(found) != 1:
-        raise ToolchainError(f"expected the ISA of kernel {kernel} once among the .{target.vendor.isa_suffix} dumps "
-                             f"in {', '.join(map(str, dirs))}, found it {len(found)} times")
+        raise ToolchainError(
+            f"expected the ISA of kernel {kernel} once among the .{target.vendor.isa_suffix} dumps "
+            f"in {', '.join(map(str, dirs))}, found it {len(found)} times"
+        )
     return found[0]
 
 

@@ -48,6 +48,7 @@ def _fingerprint() -> str:
     """The package's files by name, size and modification time: a server runs the code it
     imported, so a changed file means another server."""
     import zlib
+
     items = []
     for root, dirs, files in os.walk(HERE):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -87,6 +88,7 @@ def recv(sock: socket.socket) -> dict | None:
             chunks.append(chunk)
             got += len(chunk)
         return b"".join(chunks)
+
     head = exactly(8)
     if head is None:
         return None
@@ -125,6 +127,7 @@ def start_server() -> str:
     lock file); return its socket path without waiting for it."""
     import fcntl
     import subprocess
+
     path = socket_path()
     with open(f"{path}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -139,9 +142,14 @@ def start_server() -> str:
         if os.path.exists(path):
             os.unlink(path)  # a stale socket of a server that is gone
         with open(f"{path}.log", "w") as log:  # its stderr: why it did not start, if it does not
-            proc = subprocess.Popen([sys.executable, "-m", "mmaflow.compiler.driver.codegen_tool", "--serve", path],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                    start_new_session=True, close_fds=True)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "mmaflow.compiler.driver.codegen_tool", "--serve", path],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
         lock.seek(0)
         lock.truncate()
         lock.write(str(proc.pid))
@@ -236,9 +244,11 @@ def _shared_stderr(path: str) -> int | None:
     append mode (``>>``, or ``mmaflow flags`` run with the same stderr, which sets it)."""
     try:
         import stat
+
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
         import ctypes
+
         pidfd = os.pidfd_open(os.getppid())
     except (OSError, AttributeError, ImportError):
         return None
@@ -261,6 +271,7 @@ def share_stderr_appending() -> None:
     append after them -- nothing overwrites them."""
     import fcntl
     import stat
+
     try:
         if stat.S_ISREG(os.fstat(2).st_mode):
             fcntl.fcntl(2, fcntl.F_SETFL, fcntl.fcntl(2, fcntl.F_GETFL) | os.O_APPEND)
@@ -274,6 +285,7 @@ def _in_process(argv: list[str], text: str | None = None) -> int:
     sys.stdout.flush()
     if text is not None:
         import tempfile
+
         with tempfile.TemporaryFile() as f:
             f.write(text.encode())
             f.seek(0)
@@ -293,14 +305,20 @@ def main(argv: list[str] | None = None) -> int:
     quiet = "--quiet" in argv
     sock = reach_server()
     if sock is None:
-        announce([f"mmaflow-codegen: the codegen server could not be reached (its log: {socket_path()}.log); "
-                  "running in this process"], quiet)
+        announce(
+            [
+                f"mmaflow-codegen: the codegen server could not be reached (its log: {socket_path()}.log); "
+                "running in this process"
+            ],
+            quiet,
+        )
         return _in_process(argv)
     text = sys.stdin.read()
     response = ask(argv, text, sock=sock)
     if response is None:  # the worker died (a crash in the bindings): say so, and run it here
-        announce(["mmaflow-codegen: the codegen server's worker died without answering; running in this process"],
-                 False)
+        announce(
+            ["mmaflow-codegen: the codegen server's worker died without answering; running in this process"], False
+        )
         return _in_process(argv, text)
     if response["code"] != 0:
         announce([response["shown"]], False)  # an error is shown even with --quiet

@@ -26,7 +26,15 @@ import sys
 import threading
 import time
 
-from mmaflow.compiler.driver.codegen_client import IDLE_SECONDS, announce, ask_on, reach_server, recv, send, server_enabled
+from mmaflow.compiler.driver.codegen_client import (
+    IDLE_SECONDS,
+    announce,
+    ask_on,
+    reach_server,
+    recv,
+    send,
+    server_enabled,
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +73,7 @@ def _context():
     ctx = getattr(_local, "ctx", None)
     if ctx is None:
         from mmaflow.compiler.core.mlir import new_context
+
         ctx = _local.ctx = new_context()
         ctx.load_all_available_dialects()
     return ctx
@@ -79,15 +88,28 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
     from mmaflow.compiler.core.errors import MmaflowError, to_wire
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions, codegen_executable_text
     from mmaflow.compiler.verify import check_handed_back
+
     try:
         args = _parser().parse_args(argv)
     except SystemExit:  # argparse has printed why (to the server's log, or the tool's stderr)
-        return {"code": 2, "error": {"class": "InputError", "message": f"bad tool arguments: {' '.join(argv)}",
-                                     "stage": None, "location": None, "hint": None},
-                "shown": f"mmaflow-codegen: error: bad tool arguments: {' '.join(argv)}"}
+        return {
+            "code": 2,
+            "error": {
+                "class": "InputError",
+                "message": f"bad tool arguments: {' '.join(argv)}",
+                "stage": None,
+                "location": None,
+                "hint": None,
+            },
+            "shown": f"mmaflow-codegen: error: bad tool arguments: {' '.join(argv)}",
+        }
     try:
-        options = CodegenOptions(target=args.target, overrides=parse_overrides(args.config),
-                                 dump_after=args.dump_after, dump_dir=Path(args.dump_dir) if args.dump_dir else None)
+        options = CodegenOptions(
+            target=args.target,
+            overrides=parse_overrides(args.config),
+            dump_after=args.dump_after,
+            dump_dir=Path(args.dump_dir) if args.dump_dir else None,
+        )
         result = codegen_executable_text(text, options, source=source, ctx=_context())
         if result.taken:
             check_handed_back(result.text, result.name, ctx=_context())
@@ -95,9 +117,11 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
         return {"code": e.exit_code, "error": to_wire(e), "shown": f"mmaflow-codegen: error: {e}"}
     except Exception as e:  # a bug: say so, with the type, never a silent success
         message = f"internal error: {type(e).__name__}: {e}"
-        return {"code": 70, "error": {"class": "CodegenError", "message": message, "stage": None,
-                                      "location": source, "hint": None},
-                "shown": f"mmaflow-codegen: error: {source}: {message}"}
+        return {
+            "code": 70,
+            "error": {"class": "CodegenError", "message": message, "stage": None, "location": source, "hint": None},
+            "shown": f"mmaflow-codegen: error: {source}: {message}",
+        }
     return {"code": 0, "result": result.to_wire()}
 
 
@@ -114,6 +138,7 @@ def codegen_many(items: list[tuple[str, str]], options) -> list:
 
     from mmaflow.compiler.core.errors import from_wire
     from mmaflow.compiler.pipeline.results import ExecutableResult
+
     argv = tool_argv(options)
     use_server = server_enabled() and len(items) > 1
     todo: queue.SimpleQueue = queue.SimpleQueue()
@@ -137,12 +162,16 @@ def codegen_many(items: list[tuple[str, str]], options) -> list:
                         sock = None
                     response = run_request(argv, text, source=name)
                     if use_server and "result" in response:
-                        response["result"]["log"].insert(0, f"mmaflow: note {name}: the codegen server did not "
-                                                            "answer; ran the pipeline in this process")
+                        response["result"]["log"].insert(
+                            0,
+                            f"mmaflow: note {name}: the codegen server did not "
+                            "answer; ran the pipeline in this process",
+                        )
                 responses[i] = response
         finally:
             if sock is not None:
                 sock.close()
+
     n = max(1, min(len(items), os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=n) as pool:
         for f in [pool.submit(worker) for _ in range(n)]:
@@ -156,8 +185,11 @@ def codegen_many(items: list[tuple[str, str]], options) -> list:
 def _likely_costly(text: str) -> bool:
     """Whether an executable probably holds a contraction mmaflow compiles (a reduction with a
     multiply): only the order of the work depends on it, never the result."""
-    return ("reduction" in text and ("arith.mulf" in text or "arith.muli" in text)) or "linalg.matmul" in text \
+    return (
+        ("reduction" in text and ("arith.mulf" in text or "arith.muli" in text))
+        or "linalg.matmul" in text
         or "linalg.batch_matmul" in text
+    )
 
 
 # What the bindings import the first time they meet an op of these dialects (``linalg`` builds
@@ -174,6 +206,7 @@ def _warm() -> None:
 
     from mmaflow.compiler.core.mlir import parse_module
     from mmaflow.compiler.pipeline.script import script_text
+
     for name in _LAZY_DIALECTS:
         importlib.import_module(f"iree.compiler.dialects.{name}")
     ctx = _context()
@@ -191,8 +224,7 @@ def serve(path: str) -> int:
     import select
     import signal
     import socket
-    from mmaflow.compiler.pipeline import pipeline
-    from mmaflow.compiler import verify
+
     _warm()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers reap themselves
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # --stop: leave through the cleanup below
@@ -233,6 +265,7 @@ def serve(path: str) -> int:
 def _leave(path: str, inode: int) -> None:
     """Remove the socket if it is still this server's, and clear the pid in the lock file."""
     import fcntl
+
     with open(f"{path}.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -56,6 +56,7 @@ def built_archs(vmfb: bytes) -> set[str]:
     of a CUDA executable's PTX (``sm_80``), the ``amdhsa.target`` of a ROCm executable's HSACO
     (``...-amdhsa-unknown-gfx942``). Executables of other formats add nothing."""
     import re
+
     archs = set()
     for name, blob in executables(vmfb).items():
         if "_cuda_" in name:
@@ -71,8 +72,11 @@ def compare(user: bytes, ours: bytes) -> list[str]:
     a, b = executables(user), executables(ours)
     problems = [f"{n}: only in the built file" for n in sorted(set(a) - set(b))]
     problems += [f"{n}: missing from the built file" for n in sorted(set(b) - set(a))]
-    problems += [f"{n}: differs ({len(a[n])} bytes in the file, {len(b[n])} as mmaflow builds it)"
-                 for n in sorted(set(a) & set(b)) if a[n] != b[n]]
+    problems += [
+        f"{n}: differs ({len(a[n])} bytes in the file, {len(b[n])} as mmaflow builds it)"
+        for n in sorted(set(a) & set(b))
+        if a[n] != b[n]
+    ]
     return problems
 
 
@@ -81,10 +85,11 @@ def verify_command(args, source: str) -> int:
     from pathlib import Path
 
     from mmaflow.compiler.driver.bridge import compile_module, kernel_names
-    from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
     from mmaflow.compiler.pipeline.results import CodegenOptions
+    from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa
+
     target = get_target(args.target)
     path = Path(args.vmfb)
     if not path.is_file():
@@ -93,16 +98,25 @@ def verify_command(args, source: str) -> int:
     archs = built_archs(user)
     if archs and target.iree_arch not in archs:  # built for another GPU: say which, before building anything
         from mmaflow.compiler.target.targets import TARGETS
+
         names = sorted({next((t.name for t in TARGETS.values() if t.iree_arch == a), a) for a in archs})
-        raise VerificationError(f"{args.vmfb} was built for {', '.join(names)}, not {target.name}",
-                                hint=f"verify it with --target {names[0]}, or build it for {target.name}")
-    res = compile_module(source, target.name, source_name=args.source, extra_flags=args.iree_flag or [],
-                         options=CodegenOptions(target=target.name))
+        raise VerificationError(
+            f"{args.vmfb} was built for {', '.join(names)}, not {target.name}",
+            hint=f"verify it with --target {names[0]}, or build it for {target.name}",
+        )
+    res = compile_module(
+        source,
+        target.name,
+        source_name=args.source,
+        extra_flags=args.iree_flag or [],
+        options=CodegenOptions(target=target.name),
+    )
     problems = compare(user, res.vmfb)
     if problems:
         raise VerificationError(
             f"{args.vmfb} is not what mmaflow builds from {args.source} for {target.name}: " + "; ".join(problems),
-            hint="build and verify with the same iree-compile flags (pass yours to verify with --iree-flag)")
+            hint="build and verify with the same iree-compile flags (pass yours to verify with --iree-flag)",
+        )
     ptx = None
     if target.vendor.isa == "ptx":
         (blob,) = executables(user).values()
@@ -116,8 +130,11 @@ def verify_command(args, source: str) -> int:
                 check_attention_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts.expect)
             rep = res.reports[exe.name]
             matrix = "matrix instructions" if rep.isa == "amdgcn" else "mma.sync"
-            print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {matrix}, flash "
-                  f"attention: {exe.facts.problem.describe()}", file=sys.stderr)
+            print(
+                f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {matrix}, flash "
+                f"attention: {exe.facts.problem.describe()}",
+                file=sys.stderr,
+            )
             continue
         intr = target.intrinsic(exe.facts.config.intrinsic)
         if ptx is not None:  # the user's own PTX, checked directly
@@ -126,11 +143,17 @@ def verify_command(args, source: str) -> int:
                 raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
             check_dispatch_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)
         rep = res.reports[exe.name]
-        print(f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
-              f"{exe.facts.problem.describe()}", file=sys.stderr)
+        print(
+            f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
+            f"{exe.facts.problem.describe()}",
+            file=sys.stderr,
+        )
     left = [e.name for e in res.executables if not e.taken]
     from mmaflow.compiler.core.errors import plural
-    print(f"mmaflow verify: {path.name} holds mmaflow's verified kernels for {plural(len(res.taken), 'dispatch')} "
-          f"(byte-identical executables{', PTX checked in the file' if ptx is not None else ''}); "
-          f"{len(left)} left to IREE")
+
+    print(
+        f"mmaflow verify: {path.name} holds mmaflow's verified kernels for {plural(len(res.taken), 'dispatch')} "
+        f"(byte-identical executables{', PTX checked in the file' if ptx is not None else ''}); "
+        f"{len(left)} left to IREE"
+    )
     return 0

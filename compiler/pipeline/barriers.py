@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from mmaflow.compiler.kernels.common.emit import Emitter
+from mmaflow.compiler.core.attrs import RING
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import location_of
-from mmaflow.compiler.core.attrs import RING
+from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.target.targets import read_target
 
 NAME = "barriers"
@@ -111,8 +111,12 @@ class Placer:
                     inner = Placer(self.vendor)
                     merged = merged.merge(inner.block(r.blocks[0], state))
                     if inner.inserted:
-                        raise CodegenError("an LDS hazard inside divergent control flow (scf.if) needs a barrier "
-                                           "that cannot be placed there", stage=NAME, location=location_of(op))
+                        raise CodegenError(
+                            "an LDS hazard inside divergent control flow (scf.if) needs a barrier "
+                            "that cannot be placed there",
+                            stage=NAME,
+                            location=location_of(op),
+                        )
             return merged
         if RING in op.attributes and not any(_lds_access(o) for o in _nested(op)):
             return state  # the TMA ring's mbarrier wait loop (scf.while): no LDS access of its own

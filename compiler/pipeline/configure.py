@@ -10,11 +10,10 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.config import KernelConfig
-from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.kernels.registry import resolve
+from mmaflow.compiler.target.targets import read_target
 
 NAME = "configure"
 

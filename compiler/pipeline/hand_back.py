@@ -14,20 +14,17 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import math
+from dataclasses import replace
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, iree_codegen
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import ops_named, parent_named, str_attr
-from mmaflow.compiler.target.targets import Target, Vendor
 from mmaflow.compiler.kernels import registry
+from mmaflow.compiler.target.targets import Target, Vendor, read_target
 
 NAME = "hand-back"
 
@@ -59,8 +56,7 @@ def _grid(block: ir.Block, func: ir.Operation, workload_args: int) -> None:
                 out.append(arith.ConstantOp(index, math.ceil(getattr(problem, dim) / tile)).result)
                 continue
             if dyn.ordinal >= workload_args:
-                raise CodegenError(f"{dim} is workload value {dyn.ordinal}, the export has {workload_args}",
-                                   stage=NAME)
+                raise CodegenError(f"{dim} is workload value {dyn.ordinal}, the export has {workload_args}", stage=NAME)
             out.append(arith.CeilDivUIOp(workload[dyn.ordinal], arith.ConstantOp(index, tile).result).result)
         iree_codegen.YieldOp(out)
 
@@ -69,8 +65,10 @@ def _target_of(func: ir.Operation) -> Target:
     """The target the function's kernels need: the PTX version its kernels' families need (its
     own config's or a version's; the warpgroup kernel's TMA ring: 8.3 for tensormap.replace)."""
     target = read_target(func)
-    need = max(registry.min_ptx_version(target, c)
-               for c in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)])
+    need = max(
+        registry.min_ptx_version(target, c)
+        for c in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]
+    )
     if need:
         target = replace(target, ptx_version=max(target.ptx_version, need))
     return target
@@ -78,8 +76,13 @@ def _target_of(func: ir.Operation) -> Target:
 
 def hand_back(func: ir.Operation) -> None:
     cfg = attrs.read_config(func)
-    install(func, _target_of(func), workgroup_size=cfg.workgroup_size, subgroup_size=cfg.wave_size,
-            grid=lambda block, workload_args: _grid(block, func, workload_args))
+    install(
+        func,
+        _target_of(func),
+        workgroup_size=cfg.workgroup_size,
+        subgroup_size=cfg.wave_size,
+        grid=lambda block, workload_args: _grid(block, func, workload_args),
+    )
 
 
 def retarget(func: ir.Operation) -> None:
@@ -90,10 +93,12 @@ def retarget(func: ir.Operation) -> None:
 
 def constant_grid(grid: tuple[int, int, int]):
     """A ``grid`` argument for ``install``: the dispatch_config yields these constants."""
+
     def fill(block: ir.Block, workload_args: int) -> None:
         with ir.InsertionPoint(block):
             index = ir.IndexType.get()
             iree_codegen.YieldOp([arith.ConstantOp(index, g).result for g in grid])
+
     return fill
 
 
@@ -104,8 +109,8 @@ def install(func: ir.Operation, target: Target, *, workgroup_size: int, subgroup
     kernel, ``compiler/kernels/attention/nvidia.py``) with ``constant_grid``."""
     with func.context, func.location:
         func.attributes["translation_info"] = iree_codegen.TranslationInfoAttr.get(
-            iree_codegen.NoPipelineAttr.get(), workgroup_size=[workgroup_size, 1, 1],
-            subgroup_size=subgroup_size)
+            iree_codegen.NoPipelineAttr.get(), workgroup_size=[workgroup_size, 1, 1], subgroup_size=subgroup_size
+        )
     inner = func.parent
     name = str_attr(func, "sym_name")
     for old in ops_named(inner, "iree_codegen.dispatch_config"):

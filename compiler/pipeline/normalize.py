@@ -30,17 +30,30 @@ from iree.compiler.dialects import func as func_d
 from iree.compiler.dialects import iree_tensor_ext, tensor
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.kernels.common import prologue
 from mmaflow.compiler.core.errors import CodegenError
-from mmaflow.compiler.core.mlir import clone_into, defining_op, dispatch_tensor_access, dispatch_tensor_type, location_of, op_attributes, segments, str_attr, unique_ops, user_of, walk
 from mmaflow.compiler.core.linalg_forms import folded_fill
+from mmaflow.compiler.core.mlir import (
+    clone_into,
+    defining_op,
+    dispatch_tensor_access,
+    dispatch_tensor_type,
+    location_of,
+    op_attributes,
+    segments,
+    str_attr,
+    unique_ops,
+    user_of,
+    walk,
+)
 from mmaflow.compiler.core.problem import Contraction, operand_shapes, padded_problem
+from mmaflow.compiler.kernels.common import prologue
 
 NAME = "normalize"
 
 
-def _epilogue_function(func: ir.Operation, problem: Contraction, chain: list, contraction: ir.Operation,
-                       input_values: list) -> ir.Operation:
+def _epilogue_function(
+    func: ir.Operation, problem: Contraction, chain: list, contraction: ir.Operation, input_values: list
+) -> ir.Operation:
     """The epilogue generics' bodies, composed into ``func.func private @<name>_epilogue``;
     ``input_values``: the tensors the chain reads besides the accumulator, in problem order."""
     types = [ir.Type.parse(problem.c_type)] + [ir.Type.parse(e.type) for e in problem.epilogue]
@@ -61,8 +74,11 @@ def _epilogue_function(func: ir.Operation, problem: Contraction, chain: list, co
                 local[barg] = current
             else:
                 if nxt > len(input_values) or input_values[nxt - 1] != operand:
-                    raise CodegenError("the epilogue reads its inputs in another order than select recorded",
-                                       stage=NAME, location=location_of(gen))
+                    raise CodegenError(
+                        "the epilogue reads its inputs in another order than select recorded",
+                        stage=NAME,
+                        location=location_of(gen),
+                    )
                 local[barg] = args[nxt]
                 nxt += 1
         for o in (o.operation for o in gblock.operations):
@@ -95,10 +111,16 @@ class _Rewriter:
         if self.store.name != "iree_tensor_ext.dispatch.tensor.store":
             raise CodegenError(f"the contraction's result reaches {self.store.name}, not a store", stage=NAME)
         self.loads = [defining_op(self.contraction.operands[i]) for i in (0, 1)]
-        self.subspans = {"A": defining_op(self.loads[0].operands[0]), "B": defining_op(self.loads[1].operands[0]),
-                         "C": defining_op(self.store.operands[1])}
-        moved = {"A": self.loads[0].results[0].type, "B": self.loads[1].results[0].type,
-                 "C": self.store.operands[0].type}
+        self.subspans = {
+            "A": defining_op(self.loads[0].operands[0]),
+            "B": defining_op(self.loads[1].operands[0]),
+            "C": defining_op(self.store.operands[1]),
+        }
+        moved = {
+            "A": self.loads[0].results[0].type,
+            "B": self.loads[1].results[0].type,
+            "C": self.store.operands[0].type,
+        }
         self.access = {r: dispatch_tensor_access(self.subspans[r].results[0].type, moved[r]) for r in "ABC"}
         if None in self.access.values():
             raise CodegenError("a binding's type does not match the tensor loaded or stored through it", stage=NAME)
@@ -109,8 +131,10 @@ class _Rewriter:
             self.epilogue_inputs += [v for v in list(gen.operands)[:-1] if v != value]
             value = gen.results[0]
         if len(self.epilogue_inputs) != len(problem.epilogue):
-            raise CodegenError(f"the epilogue reads {len(self.epilogue_inputs)} tensors, select recorded "
-                               f"{len(problem.epilogue)}", stage=NAME)
+            raise CodegenError(
+                f"the epilogue reads {len(self.epilogue_inputs)} tensors, select recorded {len(problem.epilogue)}",
+                stage=NAME,
+            )
 
     def detach_epilogue(self) -> list[ir.Operation]:
         """Move the epilogue into its function; store the accumulator instead. Returns the
@@ -131,12 +155,18 @@ class _Rewriter:
             subs.append(sub)
         for sub, desc in zip(subs, self.problem.epilogue):
             if list(sub.results[0].uses):
-                raise CodegenError(f"binding {desc.at.binding} feeds both the epilogue and the contraction",
-                                   stage=NAME, location=location_of(sub))
+                raise CodegenError(
+                    f"binding {desc.at.binding} feeds both the epilogue and the contraction",
+                    stage=NAME,
+                    location=location_of(sub),
+                )
             elem = ir.Type.parse(desc.type)
             bits = ir.FloatType(elem).width if isinstance(elem, ir.FloatType) else ir.IntegerType(elem).width
-            known = desc.at.offset // (bits // 8) if desc.at.offset is not None and desc.at.offset % (bits // 8) == 0 \
+            known = (
+                desc.at.offset // (bits // 8)
+                if desc.at.offset is not None and desc.at.offset % (bits // 8) == 0
                 else None
+            )
             sub.results[0].set_type(prologue.buffer_type(list(desc.shape), elem, offset_known=known))
         return subs
 
@@ -147,6 +177,7 @@ class _Rewriter:
         if folded is None:
             return False
         from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
+
         op = self.contraction
         block = op.regions[0].blocks[0]
         out_arg = list(block.arguments)[2]
@@ -155,8 +186,11 @@ class _Rewriter:
             zero_attr = defining_op(folded.zero).attributes["value"]
             folded.add.operands[list(folded.add.operands).index(folded.zero)] = out_arg
         else:  # the bare product: out + a*b
-            zero_attr = ir.IntegerAttr.get(zero_type, 0) if isinstance(zero_type, ir.IntegerType) \
+            zero_attr = (
+                ir.IntegerAttr.get(zero_type, 0)
+                if isinstance(zero_type, ir.IntegerType)
                 else ir.FloatAttr.get(zero_type, 0.0)
+            )
             yield_op = [o.operation for o in block.operations][-1]
             name = "arith.addi" if folded.product.name == "arith.muli" else "arith.addf"
             with folded.product.location, ir.InsertionPoint(yield_op):
@@ -187,8 +221,16 @@ class _Rewriter:
             load = self.loads[i]
             with load.location, ir.InsertionPoint(load):
                 new = iree_tensor_ext.DispatchTensorLoadOp(
-                    types[role], new_subs[role], [], [], [], [], [0] * len(shapes[role]), shapes[role],
-                    [1] * len(shapes[role]))
+                    types[role],
+                    new_subs[role],
+                    [],
+                    [],
+                    [],
+                    [],
+                    [0] * len(shapes[role]),
+                    shapes[role],
+                    [1] * len(shapes[role]),
+                )
             self.contraction.operands[i] = new.result
             old_loads.append(load)
         for load in unique_ops(old_loads):
@@ -207,8 +249,17 @@ class _Rewriter:
         self._restore_unit_dims(padded)
         store = self.store
         with store.location, ir.InsertionPoint(store):
-            iree_tensor_ext.DispatchTensorStoreOp(store.operands[0], new_subs["C"], [], [], [], [],
-                                                  [0] * len(shapes["C"]), shapes["C"], [1] * len(shapes["C"]))
+            iree_tensor_ext.DispatchTensorStoreOp(
+                store.operands[0],
+                new_subs["C"],
+                [],
+                [],
+                [],
+                [],
+                [0] * len(shapes["C"]),
+                shapes["C"],
+                [1] * len(shapes["C"]),
+            )
         store.erase()
         for sub in unique_ops(self.subspans.values()):  # A @ A: one subspan, two roles
             if not list(sub.results[0].uses):
@@ -225,13 +276,17 @@ class _Rewriter:
         if op.name != "linalg.generic":
             raise CodegenError(f"{op.name} has fewer loops than a matmul", stage=NAME, location=location_of(op))
         from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
-        b, m, n, k = ([ir.AffineDimExpr.get(0)] if p.batched else []), *(
-            ir.AffineDimExpr.get(i + p.batched) for i in range(3))
+
+        b, m, n, k = (
+            ([ir.AffineDimExpr.get(0)] if p.batched else []),
+            *(ir.AffineDimExpr.get(i + p.batched) for i in range(3)),
+        )
         a = b + ([k, m] if p.a_transposed else [m, k])
         bb = b + ([n, k] if p.b_transposed else [k, n])
         c = b + [m, n]
         op.attributes["indexing_maps"] = ir.ArrayAttr.get(
-            [ir.AffineMapAttr.get(ir.AffineMap.get(n_loops, 0, r)) for r in (a, bb, c)])
+            [ir.AffineMapAttr.get(ir.AffineMap.get(n_loops, 0, r)) for r in (a, bb, c)]
+        )
         kinds = [linalg.IteratorType.parallel] * (n_loops - 1) + [linalg.IteratorType.reduction]
         op.attributes["iterator_types"] = ir.AttrBuilder.get("IteratorTypeArrayAttr")(kinds, op.context)
 
@@ -248,8 +303,9 @@ class _Rewriter:
         named = op_attributes(sub)
         named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([len(offset), 0])
         with sub.location, ir.InsertionPoint(sub):
-            new = ir.Operation.create("hal.interface.binding.subspan", results=[new_t], operands=offset,
-                                      attributes=named)
+            new = ir.Operation.create(
+                "hal.interface.binding.subspan", results=[new_t], operands=offset, attributes=named
+            )
         return new.results[0]
 
 
@@ -257,8 +313,11 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
     """Rewrite ``func`` in place into the script's form if it needs it; return what was done."""
     problem, cfg = attrs.read_problem(func), attrs.read_config(func)
     done = []
-    unaligned = [d for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
-                 if getattr(problem, d) is not None and getattr(problem, d) % t]
+    unaligned = [
+        d
+        for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
+        if getattr(problem, d) is not None and getattr(problem, d) % t
+    ]
     if unaligned:
         done.append(f"iteration space rounded up to whole tiles ({', '.join(unaligned)} unaligned)")
     if problem.has_epilogue:
@@ -279,8 +338,11 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         buffers = rw.detach_epilogue() if problem.has_epilogue else []
         sizes = []
         if problem.is_dynamic:
-            ordinals = {ir.IntegerAttr(o.attributes["ordinal"]).value: o.results[0]
-                        for o in walk(func) if o.name == "iree_tensor_ext.dispatch.workload.ordinal"}
+            ordinals = {
+                ir.IntegerAttr(o.attributes["ordinal"]).value: o.results[0]
+                for o in walk(func)
+                if o.name == "iree_tensor_ext.dispatch.workload.ordinal"
+            }
             sizes = [(d.dim, ordinals[d.ordinal]) for d in sorted(problem.dynamic, key=lambda d: _dim_rank(d.dim))]
         prologue.build(func, problem, prologue.Prologue(sizes, buffers))
         if unaligned or problem.is_dynamic or problem.has_epilogue:
@@ -290,4 +352,5 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
 
 def _dim_rank(dim: str) -> int:
     from mmaflow.compiler.core.dynamic import DIM_ORDER
+
     return DIM_ORDER.index(dim)

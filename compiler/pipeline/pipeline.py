@@ -15,18 +15,22 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import InputError
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, print_op, str_attr
-from mmaflow.compiler.pipeline.results import CodegenOptions, DispatchFacts, ExecutableResult
-from mmaflow.compiler.pipeline.runner import Stage, Unit, print_versions, run_stages
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.pipeline import barriers, configure, distribute, hand_back, normalize, script, select, version
-from mmaflow.compiler.target.targets import get_target
+from mmaflow.compiler.pipeline.results import CodegenOptions, DispatchFacts, ExecutableResult
+from mmaflow.compiler.pipeline.runner import Stage, Unit, print_versions, run_stages
+from mmaflow.compiler.target.targets import get_target, read_target
 
-__all__ = ["CodegenOptions", "DispatchFacts", "ExecutableResult", "STAGES", "codegen_executable",
-           "codegen_executable_text"]
+__all__ = [
+    "CodegenOptions",
+    "DispatchFacts",
+    "ExecutableResult",
+    "STAGES",
+    "codegen_executable",
+    "codegen_executable_text",
+]
 
 
 def _route(module: ir.Module) -> str:
@@ -49,12 +53,19 @@ def _build(unit: Unit) -> None:
     func = _func(unit)
     target = read_target(func)
     kernel, plan = family.lower(func)
-    hand_back.install(kernel, target, workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
-                      grid=hand_back.constant_grid(plan.grid))
+    hand_back.install(
+        kernel,
+        target,
+        workgroup_size=plan.workgroup_size,
+        subgroup_size=plan.wave_size,
+        grid=hand_back.constant_grid(plan.grid),
+    )
     unit.log.append(f"mmaflow: config {unit.name}: {plan.describe()}")
     if unit.options.overrides:  # they configure the module's matmul kernels; say that this one is not
-        unit.log.append(f"mmaflow: note {unit.name}: --config {', '.join(sorted(unit.options.overrides))} "
-                        f"applies to matmul dispatches; {family.title} has no config")
+        unit.log.append(
+            f"mmaflow: note {unit.name}: --config {', '.join(sorted(unit.options.overrides))} "
+            f"applies to matmul dispatches; {family.title} has no config"
+        )
     unit.dump_header = [plan.describe()]
 
 
@@ -81,8 +92,9 @@ def _configure(unit: Unit) -> None:
     cfgs = [configure.configure(attrs.dispatch_func(m.operation), unit.options.overrides) for m in _modules(unit)]
     if unit.versions:
         when = attrs.read_version(attrs.dispatch_func(unit.versions[0].operation)).condition
-        unit.log.append(f"mmaflow: config {unit.name}: versioned on {when}: {cfgs[1].describe()} | "
-                        f"else {cfgs[0].describe()}")
+        unit.log.append(
+            f"mmaflow: config {unit.name}: versioned on {when}: {cfgs[1].describe()} | else {cfgs[0].describe()}"
+        )
     else:
         unit.log.append(f"mmaflow: config {unit.name}: {cfgs[0].describe()}")
 
@@ -134,23 +146,50 @@ def _hand_back(unit: Unit) -> None:
 # version ... hand-back (the script-based families); a dispatch a direct family builds (attention)
 # goes select, build.
 STAGES: list[Stage] = [
-    Stage("select", _select, "find the matmul-like contraction or a supported attention; tag it, or leave the "
-                             "dispatch to IREE"),
-    Stage("build", _build, "a direct family (flash attention): plan its kernel, replace the dispatch by it, "
-                           "hand it back (constant grid)", route="direct"),
-    Stage("version", _version, "dynamic sizes with no promise on a target whose fast kernel needs one: fork a copy "
-                               "promising them, joined under scf.if at hand-back", route="script"),
-    Stage("configure", _configure, "ask the kernel families in order: instruction, tiles, wave grid, LDS padding "
-                                   "(heuristic + overrides)", route="script"),
-    Stage("normalize", _normalize, "canonical form: unaligned sizes rounded up to whole tiles (types only), "
-                                   "a fused epilogue moved into a scalar function", route="script"),
-    Stage("script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize",
-          route="script"),
-    Stage("distribute", _distribute, "the config's family: layouts -> per-lane code (buffer loads, LDS, "
-                                     "wmma/mfma/mma.sync/wgmma)", route="script"),
+    Stage(
+        "select",
+        _select,
+        "find the matmul-like contraction or a supported attention; tag it, or leave the dispatch to IREE",
+    ),
+    Stage(
+        "build",
+        _build,
+        "a direct family (flash attention): plan its kernel, replace the dispatch by it, hand it back (constant grid)",
+        route="direct",
+    ),
+    Stage(
+        "version",
+        _version,
+        "dynamic sizes with no promise on a target whose fast kernel needs one: fork a copy "
+        "promising them, joined under scf.if at hand-back",
+        route="script",
+    ),
+    Stage(
+        "configure",
+        _configure,
+        "ask the kernel families in order: instruction, tiles, wave grid, LDS padding (heuristic + overrides)",
+        route="script",
+    ),
+    Stage(
+        "normalize",
+        _normalize,
+        "canonical form: unaligned sizes rounded up to whole tiles (types only), "
+        "a fused epilogue moved into a scalar function",
+        route="script",
+    ),
+    Stage(
+        "script", _script, "transform_scripts/matmul.mlir: tile, promote to LDS, vectorize, bufferize", route="script"
+    ),
+    Stage(
+        "distribute",
+        _distribute,
+        "the config's family: layouts -> per-lane code (buffer loads, LDS, wmma/mfma/mma.sync/wgmma)",
+        route="script",
+    ),
     Stage("barriers", _barriers, "place LDS barriers from read/write hazards", route="script"),
-    Stage("hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target",
-          route="script"),
+    Stage(
+        "hand-back", _hand_back, "no_pipeline translation_info, dispatch_config grid, variant target", route="script"
+    ),
 ]
 STAGE_NAMES = [s.name for s in STAGES]
 # Names --dump-after accepts: the per-executable stages plus the module-level ones.
@@ -164,8 +203,13 @@ def stages_from(first: str | None = None, last: str | None = None) -> list[Stage
     return STAGES[i:j]
 
 
-def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
-                       stages: list[Stage] | None = None, versions: list[ir.Module] | None = None) -> ExecutableResult:
+def codegen_executable(
+    module: ir.Module,
+    name: str,
+    options: CodegenOptions,
+    stages: list[Stage] | None = None,
+    versions: list[ir.Module] | None = None,
+) -> ExecutableResult:
     """Run the per-executable stages on a module that holds one hal.executable (and ``versions``,
     its versions' copies, when resuming after stage `version`: ``runner.split_versions``)."""
     unit = Unit(name, module, options, route=_route(module), versions=list(versions or []))
@@ -183,13 +227,21 @@ def codegen_executable(module: ir.Module, name: str, options: CodegenOptions,
     export = str_attr(exports[0], "sym_name") if exports else name
     # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the
     # user's source locations rather than the name of a temporary file.
-    return ExecutableResult(name, export, print_op(module, debug_info=True) + print_versions(unit.versions),
-                            taken, unit.log, run, DispatchFacts.of(func) if taken else None,
-                            versions=list(unit.versions))
+    return ExecutableResult(
+        name,
+        export,
+        print_op(module, debug_info=True) + print_versions(unit.versions),
+        taken,
+        unit.log,
+        run,
+        DispatchFacts.of(func) if taken else None,
+        versions=list(unit.versions),
+    )
 
 
-def codegen_executable_text(text: str, options: CodegenOptions, *, source: str = "<stdin>",
-                            ctx: ir.Context | None = None) -> ExecutableResult:
+def codegen_executable_text(
+    text: str, options: CodegenOptions, *, source: str = "<stdin>", ctx: ir.Context | None = None
+) -> ExecutableResult:
     """``codegen_executable`` on the executable printed in ``text``, parsed into ``ctx`` (a new
     context by default; the codegen server reuses one per process)."""
     ctx = ctx or new_context()

@@ -11,10 +11,8 @@ from pathlib import Path
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.pipeline.runner import RunResult
-from mmaflow.compiler.target.targets import get_target
+from mmaflow.compiler.target.targets import get_target, read_target
 
 
 @dataclass(frozen=True)
@@ -48,13 +46,20 @@ class DispatchFacts:
     @staticmethod
     def of(func: ir.Operation) -> "DispatchFacts":
         if attrs.ATTENTION in func.attributes:
-            return DispatchFacts(read_target(func), attrs.read_attention(func), None,
-                                 attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes
-                                 else None, "attention")
-        return DispatchFacts(read_target(func), attrs.read_problem(func),
-                             attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
-                             attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
-                             versions=tuple(attrs.read_versions(func)))
+            return DispatchFacts(
+                read_target(func),
+                attrs.read_attention(func),
+                None,
+                attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes else None,
+                "attention",
+            )
+        return DispatchFacts(
+            read_target(func),
+            attrs.read_problem(func),
+            attrs.read_config(func) if attrs.CONFIG in func.attributes else None,
+            attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
+            versions=tuple(attrs.read_versions(func)),
+        )
 
     def config_at(self, constants: list[int]):
         """The config of the kernel that runs with these push constants: a versioned dispatch's
@@ -62,23 +67,37 @@ class DispatchFacts:
         return config_at(self.config, self.versions, constants)
 
     def to_wire(self) -> dict:
-        return {"kind": self.kind, "target": self.target.name, "problem": self.problem.to_dict(),
-                "config": self.config.to_dict() if self.config else None,
-                "expect": vars(self.expect) if self.expect else None,
-                "versions": [v.to_dict() for v in self.versions]}
+        return {
+            "kind": self.kind,
+            "target": self.target.name,
+            "problem": self.problem.to_dict(),
+            "config": self.config.to_dict() if self.config else None,
+            "expect": vars(self.expect) if self.expect else None,
+            "versions": [v.to_dict() for v in self.versions],
+        }
 
     @staticmethod
     def from_wire(d: dict) -> "DispatchFacts":
         if d["kind"] == "attention":
             from mmaflow.compiler.core.attention import AttentionDispatch
-            return DispatchFacts(get_target(d["target"]), AttentionDispatch.from_dict(d["problem"]), None,
-                                 attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None, "attention")
+
+            return DispatchFacts(
+                get_target(d["target"]),
+                AttentionDispatch.from_dict(d["problem"]),
+                None,
+                attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None,
+                "attention",
+            )
         from mmaflow.compiler.core.config import KernelConfig
         from mmaflow.compiler.core.problem import Contraction
-        return DispatchFacts(get_target(d["target"]), Contraction.from_dict(d["problem"]),
-                             KernelConfig.from_dict(d["config"]) if d["config"] else None,
-                             attrs.Expectations(**d["expect"]) if d["expect"] else None,
-                             versions=tuple(attrs.Version.from_dict(v) for v in d.get("versions", ())))
+
+        return DispatchFacts(
+            get_target(d["target"]),
+            Contraction.from_dict(d["problem"]),
+            KernelConfig.from_dict(d["config"]) if d["config"] else None,
+            attrs.Expectations(**d["expect"]) if d["expect"] else None,
+            versions=tuple(attrs.Version.from_dict(v) for v in d.get("versions", ())),
+        )
 
 
 def config_at(config, versions, constants: list[int]):
@@ -105,13 +124,28 @@ class ExecutableResult:
 
     def to_wire(self) -> dict:
         """A JSON-able form (the codegen server sends results to its clients in it)."""
-        return {"name": self.name, "export": self.export, "text": self.text, "taken": self.taken, "log": self.log,
-                "dumps": self.run.dumps, "timings": self.run.timings, "headers": self.run.headers,
-                "source": self.source,
-                "facts": self.facts.to_wire() if self.facts else None}
+        return {
+            "name": self.name,
+            "export": self.export,
+            "text": self.text,
+            "taken": self.taken,
+            "log": self.log,
+            "dumps": self.run.dumps,
+            "timings": self.run.timings,
+            "headers": self.run.headers,
+            "source": self.source,
+            "facts": self.facts.to_wire() if self.facts else None,
+        }
 
     @staticmethod
     def from_wire(d: dict) -> "ExecutableResult":
-        return ExecutableResult(d["name"], d["export"], d["text"], d["taken"], list(d["log"]),
-                                RunResult(dict(d["dumps"]), dict(d["timings"]), dict(d.get("headers", {}))),
-                                DispatchFacts.from_wire(d["facts"]) if d["facts"] else None, d["source"])
+        return ExecutableResult(
+            d["name"],
+            d["export"],
+            d["text"],
+            d["taken"],
+            list(d["log"]),
+            RunResult(dict(d["dumps"]), dict(d["timings"]), dict(d.get("headers", {}))),
+            DispatchFacts.from_wire(d["facts"]) if d["facts"] else None,
+            d["source"],
+        )

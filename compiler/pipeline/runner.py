@@ -26,7 +26,6 @@ from iree.compiler import ir
 from mmaflow.compiler.core.errors import CodegenError, MmaflowError
 from mmaflow.compiler.core.mlir import print_op
 
-
 # Between a module and each of its versions' copies in printed IR (dumps, `mmaflow opt`), which
 # `split_versions` reads back: stages resume from the text of a versioned dispatch too.
 VERSION_SEPARATOR = "// ----- mmaflow version"
@@ -74,8 +73,9 @@ class RunResult:
     headers: dict[str, list[str]] = field(default_factory=dict)  # stage -> its unit.dump_header, when it set one
 
 
-def run_stages(stages: list[Stage], unit: Unit, *, dump_after: str | None = None,
-               dump_dir: Path | None = None) -> RunResult:
+def run_stages(
+    stages: list[Stage], unit: Unit, *, dump_after: str | None = None, dump_dir: Path | None = None
+) -> RunResult:
     result = RunResult()
     index = -1  # the stages this unit runs, numbered in order (the dump files' NN)
     for stage in stages:

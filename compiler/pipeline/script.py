@@ -14,9 +14,9 @@ from importlib import resources
 from iree.compiler import ir
 from iree.compiler.dialects.transform import interpreter
 
+from mmaflow.compiler.core.attrs import SCRIPT_PARAM, read_config, read_problem
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import ops_named, parse_module, str_attr
-from mmaflow.compiler.core.attrs import SCRIPT_PARAM, read_config, read_problem
 
 NAME = "script"
 SCRIPT = "matmul.mlir"
@@ -39,8 +39,10 @@ def instantiate(ctx: ir.Context, cfg, name: str = SCRIPT) -> ir.Module:
         seen.add(key)
     expected = {"tile_m", "tile_n", "tile_k", "waves_m", "waves_n"}
     if seen != expected:
-        raise CodegenError(f"transform_scripts/{name} must define mmaflow.param constants {sorted(expected)}, "
-                           f"found {sorted(seen)}", stage=NAME)
+        raise CodegenError(
+            f"transform_scripts/{name} must define mmaflow.param constants {sorted(expected)}, found {sorted(seen)}",
+            stage=NAME,
+        )
     (mapping,) = ops_named(script.operation, "transform.iree.map_nested_forall_to_gpu_threads")
     with ctx:
         mapping.attributes["workgroup_dims"] = ir.DenseI64ArrayAttr.get([cfg.compute_threads, 1, 1])  # (not a producer)
@@ -57,8 +59,11 @@ def run_script(module: ir.Module, func: ir.Operation) -> None:
     cfg = read_config(func)
     ctx = module.context
     script = instantiate(ctx, cfg, script_for(func))
-    (entry,) = [o for o in ops_named(script.operation, "transform.named_sequence")
-                if str_attr(o, "sym_name") == "__transform_main"]
+    (entry,) = [
+        o
+        for o in ops_named(script.operation, "transform.named_sequence")
+        if str_attr(o, "sym_name") == "__transform_main"
+    ]
     try:
         interpreter.apply_named_sequence(module.operation, entry, script)
     except (ValueError, ir.MLIRError) as e:

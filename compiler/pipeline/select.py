@@ -37,11 +37,25 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.attention import ATTENTION_OPS, AttentionDispatch, describe_attention
-from mmaflow.compiler.kernels import registry
-from mmaflow.compiler.core.linalg_forms import folded_fill
 from mmaflow.compiler.core.errors import InputError, UnsupportedError
-from mmaflow.compiler.core.mlir import defining_op, dispatch_tensor_access, executable_target, location_of, ops_named, segments, str_attr, subspan_binding, subspan_constant_offset, subspan_dims, subspan_offset, user_of, walk
+from mmaflow.compiler.core.linalg_forms import folded_fill
+from mmaflow.compiler.core.mlir import (
+    defining_op,
+    dispatch_tensor_access,
+    executable_target,
+    location_of,
+    ops_named,
+    segments,
+    str_attr,
+    subspan_binding,
+    subspan_constant_offset,
+    subspan_dims,
+    subspan_offset,
+    user_of,
+    walk,
+)
 from mmaflow.compiler.core.problem import Binding, Contraction, EpilogueInput, operand_dims
+from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.target.targets import Target, get_target, target_for_arch
 
 NAME = "select"
@@ -140,11 +154,16 @@ def _whole(op: ir.Operation, sub: ir.Operation, tensor: ir.Type) -> bool:
     sizes, strides 1, the binding's own dynamic sizes)? ``tensor`` is the loaded/stored type."""
     if dispatch_tensor_access(sub.results[0].type, tensor) is None:
         return False
+
     def arr(name):
         return list(ir.DenseI64ArrayAttr(op.attributes[name]))
+
     full = list(ir.RankedTensorType(tensor).shape)
-    if not (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
-            and all(x == 1 for x in arr("static_strides"))):
+    if not (
+        all(o == 0 for o in arr("static_offsets"))
+        and arr("static_sizes") == full
+        and all(x == 1 for x in arr("static_strides"))
+    ):
         return False
     *_, dims, offsets, sizes, strides = segments(op)
     return dims == subspan_dims(sub) and sizes == subspan_dims(sub) and not offsets and not strides
@@ -180,10 +199,15 @@ def same_tensor(x: ir.Operation, y: ir.Operation) -> bool:
     if x == y:
         return True
     ox, oy = subspan_offset(x), subspan_offset(y)
-    same_offset = ox == oy or (subspan_constant_offset(x) is not None
-                               and subspan_constant_offset(x) == subspan_constant_offset(y))
-    return (subspan_binding(x) == subspan_binding(y) and same_offset
-            and x.results[0].type == y.results[0].type and subspan_dims(x) == subspan_dims(y))
+    same_offset = ox == oy or (
+        subspan_constant_offset(x) is not None and subspan_constant_offset(x) == subspan_constant_offset(y)
+    )
+    return (
+        subspan_binding(x) == subspan_binding(y)
+        and same_offset
+        and x.results[0].type == y.results[0].type
+        and subspan_dims(x) == subspan_dims(y)
+    )
 
 
 def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
@@ -201,8 +225,10 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
     else:  # named op: loops missing from the output are the reductions
         reductions = set(range(n_loops)) - set(maps[-1] if maps else [])
     n_in = len(op.operands) - len(op.results)
-    what = (f"{op.name} ({n_in} input{'s' if n_in != 1 else ''}, "
-            f"{len(reductions) or 'no'} reduction{'s' if len(reductions) > 1 else ''})")
+    what = (
+        f"{op.name} ({n_in} input{'s' if n_in != 1 else ''}, "
+        f"{len(reductions) or 'no'} reduction{'s' if len(reductions) > 1 else ''})"
+    )
     if len(maps) != 3 or n_in != 2:
         return None, what
     a_map, b_map, c_map = maps
@@ -225,6 +251,7 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
 
     def present(*ds):
         return [d for d in ds if d is not None]
+
     if c_map != batch + present(md, nd):
         return None, f"{what}: result written transposed or permuted (output map {c_map})"
     if a_map == batch + present(md, kd):
@@ -254,9 +281,22 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
 
     def size(d):
         return 1 if d is None else sizes[d]  # a dropped unit dimension
-    return dict(k_dropped=kd is None, m=size(md), n=size(nd), k=size(kd), batch=sizes[batch[0]] if batch else 1,
-                a_type=at, b_type=bt, c_type=ct, a_transposed=a_t, b_transposed=b_t, batched=bool(batch),
-                unsigned_a=casts[0] == "arith.extui", unsigned_b=casts[1] == "arith.extui"), ""
+
+    return dict(
+        k_dropped=kd is None,
+        m=size(md),
+        n=size(nd),
+        k=size(kd),
+        batch=sizes[batch[0]] if batch else 1,
+        a_type=at,
+        b_type=bt,
+        c_type=ct,
+        a_transposed=a_t,
+        b_transposed=b_t,
+        batched=bool(batch),
+        unsigned_a=casts[0] == "arith.extui",
+        unsigned_b=casts[1] == "arith.extui",
+    ), ""
 
 
 _ROLES = ("b", "m", "n")
@@ -316,15 +356,21 @@ def match_epilogue(op: ir.Operation, batched: bool):
         users = [user_of(u) for u in value.uses]
         what = "the matmul result" if not chain else f"the result of {chain[-1].name}"
         if len(users) != 1:
-            raise UnsupportedError(f"{what} has {len(users)} users; mmaflow stores exactly one result per "
-                                   f"dispatch", stage=NAME, location=location_of(op))
+            raise UnsupportedError(
+                f"{what} has {len(users)} users; mmaflow stores exactly one result per dispatch",
+                stage=NAME,
+                location=location_of(op),
+            )
         user = users[0]
         if user.name == "iree_tensor_ext.dispatch.tensor.store":
             return chain, user, inputs, names, str(ir.ShapedType(value.type).element_type)
         why = _consumer_problem(user, value, rank)
         if why:
-            raise UnsupportedError(f"the matmul is fused with {user.name}, which {why}; mmaflow fuses "
-                                   f"elementwise epilogues only", stage=NAME, location=location_of(user))
+            raise UnsupportedError(
+                f"the matmul is fused with {user.name}, which {why}; mmaflow fuses elementwise epilogues only",
+                stage=NAME,
+                location=location_of(user),
+            )
         maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(user.attributes["indexing_maps"])]
         for operand, amap in zip(list(user.operands)[:-1], maps):
             if operand == value:
@@ -333,16 +379,30 @@ def match_epilogue(op: ir.Operation, batched: bool):
             if sub is None:
                 src = defining_op(operand)
                 if src is not None and src.name == "tensor.empty":
-                    raise UnsupportedError(f"the epilogue {user.name} reads an uninitialized tensor (tensor.empty)",
-                                           stage=NAME, location=location_of(user))
+                    raise UnsupportedError(
+                        f"the epilogue {user.name} reads an uninitialized tensor (tensor.empty)",
+                        stage=NAME,
+                        location=location_of(user),
+                    )
                 raise UnsupportedError(
                     f"an epilogue input ({src.name if src else 'a block argument'}) is not a whole tensor "
-                    f"loaded from a binding", stage=NAME, location=location_of(user))
+                    f"loaded from a binding",
+                    stage=NAME,
+                    location=location_of(user),
+                )
             elem, shape = _element_type(operand)
-            inputs.append((sub, EpilogueInput(_binding(sub), elem, tuple(None if x == -1 else x for x in shape),
-                                              tuple(roles[e.position] for e in amap.results))))
-        names += [o.operation.name for o in user.regions[0].blocks[0].operations
-                  if o.operation.name != "linalg.yield"]
+            inputs.append(
+                (
+                    sub,
+                    EpilogueInput(
+                        _binding(sub),
+                        elem,
+                        tuple(None if x == -1 else x for x in shape),
+                        tuple(roles[e.position] for e in amap.results),
+                    ),
+                )
+            )
+        names += [o.operation.name for o in user.regions[0].blocks[0].operations if o.operation.name != "linalg.yield"]
         chain.append(user)
         value = user.results[0]
 
@@ -376,8 +436,11 @@ def _dynamic_dims(func: ir.Operation, problem: Contraction, op: ir.Operation, ro
             continue
         roles = [dims for s, dims in role_subspans if s == sub]
         if not roles:
-            raise UnsupportedError(f"binding {subspan_binding(sub)} has dynamic sizes but is not A, B, C or an "
-                                   f"epilogue input", stage=NAME, location=location_of(sub))
+            raise UnsupportedError(
+                f"binding {subspan_binding(sub)} has dynamic sizes but is not A, B, C or an epilogue input",
+                stage=NAME,
+                location=location_of(sub),
+            )
         shape = ir.ShapedType(_loaded_type(sub)).shape
         axes = [a for a, d in enumerate(shape) if ir.ShapedType.is_dynamic_size(d)]
         for axis, value in zip(axes, dyn):
@@ -390,13 +453,15 @@ def _dynamic_dims(func: ir.Operation, problem: Contraction, op: ir.Operation, ro
     dims = tuple(dynamic.merge(traces[d]) for d in dynamic.DIM_ORDER if d in traces)
     missing = [d for d in ("batch", "m", "n", "k") if getattr(problem, d) is None and d not in traces]
     if missing:
-        raise UnsupportedError(f"the dynamic size of {missing[0]} does not shape any binding",
-                               stage=NAME, location=location_of(op))
+        raise UnsupportedError(
+            f"the dynamic size of {missing[0]} does not shape any binding", stage=NAME, location=location_of(op)
+        )
     seen = {o for d in dims for o in d.ordinals}
     for w in ops_named(func, "iree_tensor_ext.dispatch.workload.ordinal"):
         if ir.IntegerAttr(w.attributes["ordinal"]).value not in seen:
-            raise UnsupportedError("a dynamic size of the dispatch is none of M, N, K, batch",
-                                   stage=NAME, location=location_of(w))
+            raise UnsupportedError(
+                "a dynamic size of the dispatch is none of M, N, K, batch", stage=NAME, location=location_of(w)
+            )
     return dims
 
 
@@ -408,8 +473,9 @@ def _loaded_type(sub: ir.Operation) -> ir.Type:
             return user.results[0].type
         if user.name == "iree_tensor_ext.dispatch.tensor.store":
             return user.operands[0].type
-    raise UnsupportedError("a binding of the dispatch is neither loaded nor stored", stage=NAME,
-                           location=location_of(sub))
+    raise UnsupportedError(
+        "a binding of the dispatch is neither loaded nor stored", stage=NAME, location=location_of(sub)
+    )
 
 
 def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_ops: list, target: Target) -> Decision:
@@ -431,14 +497,21 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
         return Decision(name, False, f"{what}: {why}; IREE compiles it")
     others = [o.name for o in linalg_ops if o != op and o not in consumers]
     if others:
-        return Decision(name, False, f"{what}: the dispatch also holds {', '.join(others)}; the attention kernel "
-                                     f"computes one attention op, IREE compiles it")
+        return Decision(
+            name,
+            False,
+            f"{what}: the dispatch also holds {', '.join(others)}; the attention kernel "
+            f"computes one attention op, IREE compiles it",
+        )
     pls = [placements[r] for r in ("Q", "K", "V", "O")]
     mask = placements.get("mask")
-    record = AttentionDispatch(attn, *(Binding(p.binding, p.offset) for p in pls),
-                               orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls),
-                               mask=Binding(mask.binding, mask.offset) if mask is not None else None,
-                               mask_order=mask.order if mask is not None else None)
+    record = AttentionDispatch(
+        attn,
+        *(Binding(p.binding, p.offset) for p in pls),
+        orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls),
+        mask=Binding(mask.binding, mask.offset) if mask is not None else None,
+        mask_order=mask.order if mask is not None else None,
+    )
     attrs.mark(func, attrs.DISPATCH)
     attrs.write_target(func, target)
     attrs.write_attention(func, record)
@@ -451,8 +524,11 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         return Decision(name, False, f"{len(funcs)} functions in the variant (expected 1)")
     func = funcs[0]
     body = func.regions[0].blocks[0]
-    linalg_ops = [o.operation for o in body.operations if o.operation.name.startswith(("linalg.", "iree_linalg_ext."))
-                  and o.operation.name not in _LINALG_IGNORED]
+    linalg_ops = [
+        o.operation
+        for o in body.operations
+        if o.operation.name.startswith(("linalg.", "iree_linalg_ext.")) and o.operation.name not in _LINALG_IGNORED
+    ]
     attention = [o for o in linalg_ops if o.name in ATTENTION_OPS]
     if attention:  # named with what it computes, not as "no matmul-like contraction"
         return _select_attention(name, func, attention[0], linalg_ops, target)
@@ -467,34 +543,54 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         reason = "no matmul-like contraction" + (f": {'; '.join(why_not)}" if why_not else " (no linalg op: a copy)")
         return Decision(name, False, reason)
     if len(found) > 1:
-        raise UnsupportedError(f"{len(found)} contractions in one dispatch; mmaflow compiles one per dispatch",
-                               stage=NAME, location=location_of(found[1][0]))
+        raise UnsupportedError(
+            f"{len(found)} contractions in one dispatch; mmaflow compiles one per dispatch",
+            stage=NAME,
+            location=location_of(found[1][0]),
+        )
     op, fields = found[0]
     k_dropped = fields.pop("k_dropped")
     chain, store, inputs, names, stored = match_epilogue(op, fields["batched"])
     if chain and ir.ShapedType(op.results[0].type).rank < 2 + fields["batched"]:
-        return Decision(name, False, f"{'M' if fields['m'] == 1 else 'N'} = 1 with a fused epilogue: IREE dropped "
-                                     "the unit dimension, and mmaflow applies epilogues to 2-D results only")
+        return Decision(
+            name,
+            False,
+            f"{'M' if fields['m'] == 1 else 'N'} = 1 with a fused epilogue: IREE dropped "
+            "the unit dimension, and mmaflow applies epilogues to 2-D results only",
+        )
     others = [o for o in linalg_ops if o != op and o not in chain]
     if k_dropped and (chain or others):  # a broadcast multiply inside a larger fusion: not a matmul to take
-        return Decision(name, False, f"an outer product (K = 1) fused with {(chain or others)[0].name}: IREE "
-                                     "compiles the fusion")
+        return Decision(
+            name, False, f"an outer product (K = 1) fused with {(chain or others)[0].name}: IREE compiles the fusion"
+        )
     if others:
         raise UnsupportedError(
             f"the dispatch also holds {others[0].name}, which does not consume the matmul's result; mmaflow "
-            f"compiles a matmul and its elementwise epilogue", stage=NAME, location=location_of(others[0]))
+            f"compiles a matmul and its elementwise epilogue",
+            stage=NAME,
+            location=location_of(others[0]),
+        )
     subs = {"A": _loaded_from(op.operands[0]), "B": _loaded_from(op.operands[1]), "C": _stored_to(store)}
     sliced = [role for role, sub in subs.items() if sub is None]
     if sliced:
         role = sliced[0]
         what = "the result" if role == "C" else f"operand {role}"
-        return Decision(name, False, f"{what} of the contraction is not a whole tensor of a binding (a slice, or "
-                                     f"computed in the dispatch); mmaflow takes contractions on whole tensors")
+        return Decision(
+            name,
+            False,
+            f"{what} of the contraction is not a whole tensor of a binding (a slice, or "
+            f"computed in the dispatch); mmaflow takes contractions on whole tensors",
+        )
     problem = Contraction(
-        **fields, a=_binding(subs["A"]), b=_binding(subs["B"]), c=_binding(subs["C"]),
+        **fields,
+        a=_binding(subs["A"]),
+        b=_binding(subs["B"]),
+        c=_binding(subs["C"]),
         same_ab=same_tensor(subs["A"], subs["B"]),
         out_type=stored if stored != fields["c_type"] else None,
-        epilogue=tuple(e for _, e in inputs), epilogue_ops=tuple(names))
+        epilogue=tuple(e for _, e in inputs),
+        epilogue_ops=tuple(names),
+    )
     if any(getattr(problem, d) is None for d in ("batch", "m", "n", "k")):
         dims = operand_dims(problem)
         role_subspans = [(subs[r], dims[r]) for r in "ABC"]
@@ -502,30 +598,43 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         problem = replace(problem, dynamic=_dynamic_dims(func, problem, op, role_subspans))
     for fill in (o for o in walk(func) if o.name == "linalg.fill"):
         if fill.results[0] != op.operands[2]:
-            raise UnsupportedError("a linalg.fill that does not initialise the matmul", stage=NAME,
-                                   location=location_of(fill))
+            raise UnsupportedError(
+                "a linalg.fill that does not initialise the matmul", stage=NAME, location=location_of(fill)
+            )
     init = defining_op(op.operands[2])
     accumulates = (init is None or init.name != "linalg.fill") and folded_fill(op) is None
     if accumulates and k_dropped:
-        return Decision(name, False, "an outer product (K = 1) added to an existing tensor: an elementwise "
-                                     "op, IREE compiles it")
+        return Decision(
+            name, False, "an outer product (K = 1) added to an existing tensor: an elementwise op, IREE compiles it"
+        )
     if accumulates:
-        raise UnsupportedError("the matmul accumulates into an existing tensor (C += A*B); mmaflow needs "
-                               "a zero-filled init (linalg.fill)", stage=NAME, location=location_of(op))
+        raise UnsupportedError(
+            "the matmul accumulates into an existing tensor (C += A*B); mmaflow needs a zero-filled init (linalg.fill)",
+            stage=NAME,
+            location=location_of(op),
+        )
     sole = registry.sole_family(target, problem)  # fp8 on sm_90a: the warpgroup kernel or nothing of ours
     if sole is not None:
         refusal = sole.refusal(target, problem)
         if refusal is not None:
-            return Decision(name, False, f"{problem.describe()}: only {sole.title} computes "
-                                         f"{problem.a_type} x {problem.b_type} on {target.name}, and it refuses: "
-                                         f"{refusal}; left to IREE's own pipeline (whose CUDA lowering of fp8 "
-                                         f"matmuls fails in IREE 3.13)")
+            return Decision(
+                name,
+                False,
+                f"{problem.describe()}: only {sole.title} computes "
+                f"{problem.a_type} x {problem.b_type} on {target.name}, and it refuses: "
+                f"{refusal}; left to IREE's own pipeline (whose CUDA lowering of fp8 "
+                f"matmuls fails in IREE 3.13)",
+            )
     try:
         registry.require_instruction(target, problem)
     except UnsupportedError as e:
         if k_dropped:  # an outer product (a broadcast multiply) without a matrix instruction: IREE's
-            return Decision(name, False, f"an outer product (K = 1) of {problem.a_type} x {problem.b_type} -> "
-                                         f"{problem.c_type}, which no {target.name} matrix instruction computes")
+            return Decision(
+                name,
+                False,
+                f"an outer product (K = 1) of {problem.a_type} x {problem.b_type} -> "
+                f"{problem.c_type}, which no {target.name} matrix instruction computes",
+            )
         e.stage, e.location = NAME, location_of(op)
         raise
     attrs.mark(op, attrs.CONTRACTION)

@@ -35,12 +35,12 @@ from iree.compiler.dialects import arith, iree_codegen, scf
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.errors import CodegenError, MmaflowError
+from mmaflow.compiler.core.mlir import defining_op, int_assumptions, ops_named
+from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.registry import resolve
-from mmaflow.compiler.core.errors import CodegenError, MmaflowError
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
-from mmaflow.compiler.core.mlir import defining_op, int_assumptions, ops_named, user_of
-from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.targets import Target
 
 NAME = "version"
@@ -64,12 +64,17 @@ class VersionPlan:
 
 def promised(problem: Contraction, dims, divisor: int) -> Contraction:
     """``problem`` with the sizes of ``dims`` promised multiples of ``divisor`` as well."""
-    return replace(problem, dynamic=tuple(replace(d, divisor=math.lcm(d.divisor, divisor)) if d.dim in dims else d
-                                          for d in problem.dynamic))
+    return replace(
+        problem,
+        dynamic=tuple(
+            replace(d, divisor=math.lcm(d.divisor, divisor)) if d.dim in dims else d for d in problem.dynamic
+        ),
+    )
 
 
-def plan_version(target: Target, problem: Contraction, overrides: dict | None,
-                 why: list | None = None) -> VersionPlan | None:
+def plan_version(
+    target: Target, problem: Contraction, overrides: dict | None, why: list | None = None
+) -> VersionPlan | None:
     """The versioning of ``problem``, or None where it stays one kernel: no warpgroup MMA on the
     target, a static problem, --config overrides, no dynamic row dimension short of whole
     16-byte chunks, or the promises buy the same kernel (or a different workgroup size). Where a
@@ -97,8 +102,10 @@ def plan_version(target: Target, problem: Contraction, overrides: dict | None,
         why.append(f"{when} would buy the same kernel ({slow_intr.name})")
         return None
     if fast.workgroup_size != slow.workgroup_size or fast.wave_size != slow.wave_size:
-        why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size} "
-                   f"(one dispatch has one workgroup size)")
+        why.append(
+            f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size} "
+            f"(one dispatch has one workgroup size)"
+        )
         return None
     both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
     if both > target.lds_bytes:  # both kernels' shared memory is allocated side by side (not aliased yet)
@@ -123,18 +130,27 @@ def _strengthen(func: ir.Operation, problem: Contraction, dims, divisor: int) ->
         assume = defining_op(src)
         with func.context, op.location:
             if assume is None or assume.name != "util.assume.int":
-                new = ir.Operation.create("util.assume.int", results=[src.type], operands=[src], attributes={
-                    "assumptions": ir.Attribute.parse(f"[[#util.int.assumption<udiv = {divisor}>]]")},
-                    ip=ir.InsertionPoint(op))
+                new = ir.Operation.create(
+                    "util.assume.int",
+                    results=[src.type],
+                    operands=[src],
+                    attributes={"assumptions": ir.Attribute.parse(f"[[#util.int.assumption<udiv = {divisor}>]]")},
+                    ip=ir.InsertionPoint(op),
+                )
                 op.operands[0] = new.results[0]
                 continue
             i = list(assume.results).index(src)
             rows = int_assumptions(assume.attributes["assumptions"])
             table = [list(r) for r in ir.ArrayAttr(assume.attributes["assumptions"])]
             sites = rows[i] or [{}]
-            table[i] = [ir.Attribute.parse("#util.int.assumption<" + ", ".join(
-                f"{k} = {v}" for k, v in {**s, "udiv": math.lcm(s.get("udiv", 1), divisor)}.items()) + ">")
-                for s in sites]
+            table[i] = [
+                ir.Attribute.parse(
+                    "#util.int.assumption<"
+                    + ", ".join(f"{k} = {v}" for k, v in {**s, "udiv": math.lcm(s.get("udiv", 1), divisor)}.items())
+                    + ">"
+                )
+                for s in sites
+            ]
             assume.attributes["assumptions"] = ir.ArrayAttr.get([ir.ArrayAttr.get(r) for r in table])
 
 
@@ -156,6 +172,7 @@ def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
 
 # --------------------------------------------------------------------------------------------
 # Joining the versions (hand-back, after both were handed back).
+
 
 def _condition(values: list[ir.Value], divisor: int) -> ir.Value:
     """AND over ``values`` (integers) of ``value % divisor == 0`` (``divisor`` a power of two)."""
@@ -183,12 +200,15 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
     ``mmaflow.versions``."""
     func, fast = attrs.dispatch_func(module.operation), attrs.dispatch_func(fast_module.operation)
     version = attrs.read_version(fast)
-    version = replace(version, problem=attrs.read_problem(fast), config=attrs.read_config(fast),
-                      expect=attrs.read_expect(fast))
+    version = replace(
+        version, problem=attrs.read_problem(fast), config=attrs.read_config(fast), expect=attrs.read_expect(fast)
+    )
     if str(func.attributes["translation_info"]) != str(fast.attributes["translation_info"]):
-        raise CodegenError("the versions' translation_info differ: "
-                           f"{func.attributes['translation_info']} / {fast.attributes['translation_info']}",
-                           stage="hand-back")
+        raise CodegenError(
+            "the versions' translation_info differ: "
+            f"{func.attributes['translation_info']} / {fast.attributes['translation_info']}",
+            stage="hand-back",
+        )
     problem = version.problem
     lows = [lo for d in problem.dynamic if d.dim in version.dims for lo, _ in d.constants]
     block, fblock = _entry(func), _entry(fast)
@@ -223,9 +243,14 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
 def _merge_globals(func: ir.Operation, fast: ir.Operation) -> None:
     """Module-level ``memref.global``s the fast kernel's body uses (the TMA ring's map slots,
     ``tma.MAPS_GLOBAL``) move beside ``func``; one both kernels declare must be the same."""
+
     def globals_of(fn):
-        return {ir.StringAttr(o.operation.attributes["sym_name"]).value: o.operation
-                for o in fn.parent.regions[0].blocks[0].operations if o.operation.name == "memref.global"}
+        return {
+            ir.StringAttr(o.operation.attributes["sym_name"]).value: o.operation
+            for o in fn.parent.regions[0].blocks[0].operations
+            if o.operation.name == "memref.global"
+        }
+
     have = globals_of(func)
     for name, op in globals_of(fast).items():
         if name not in have:

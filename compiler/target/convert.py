@@ -51,6 +51,7 @@ HALVES = 2  # 16-bit values per 32-bit register
 # ---------------------------------------------------------------------------------------------
 # Fragments: a (possibly composed) layout as per-lane 16-bit slots.
 
+
 def slots(layout: Layout) -> int:
     """16-bit slots per lane: every instruction's logical elements."""
     return layout.elements * layout.num_instructions
@@ -73,6 +74,7 @@ def slot_of(layout: Layout, row: int, col: int, prefer_lane: int) -> tuple[int, 
 
 # ---------------------------------------------------------------------------------------------
 # The plan, as data.
+
 
 @dataclass(frozen=True)
 class Permute:
@@ -204,6 +206,7 @@ class ConversionPlan:
 # ---------------------------------------------------------------------------------------------
 # Planning.
 
+
 @dataclass(frozen=True)
 class Shuffles:
     """How a target moves a register across lanes: (MLIR op, instruction) per lane pattern."""
@@ -261,16 +264,17 @@ def _permutes(needs: dict[int, dict[int, set[int]]], wave: int, shuffles: Shuffl
 def register_route(src: Layout, dst: Layout, shuffles: Shuffles, k_map: tuple[int, ...]) -> RegisterRoute:
     wave = dst.wave_size
     # Where each destination slot's value is: (source lane, source slot).
-    where = [[slot_of(src, *slot_coords(dst, lane, s, k_map), prefer_lane=lane) for s in range(slots(dst))]
-             for lane in range(wave)]
+    where = [
+        [slot_of(src, *slot_coords(dst, lane, s, k_map), prefer_lane=lane) for s in range(slots(dst))]
+        for lane in range(wave)
+    ]
     needs: dict[int, dict[int, set[int]]] = {}
     for lane in range(wave):
         for src_lane, src_slot in where[lane]:
             if src_lane != lane:
                 needs.setdefault(src_slot // HALVES, {}).setdefault(lane, set()).add(src_lane)
     permutes = _permutes(needs, wave, shuffles)
-    by_source = {(p.register, p.source_lane[lane], lane): i for i, p in enumerate(permutes)
-                 for lane in range(wave)}
+    by_source = {(p.register, p.source_lane[lane], lane): i for i, p in enumerate(permutes) for lane in range(wave)}
     assemble = []
     for reg in range(slots(dst) // HALVES):
         per_lane = []
@@ -294,12 +298,16 @@ def _accesses(layout: Layout, address) -> tuple[LdsAccess, ...]:
     s = 0
     while s < n:
         length = 1
-        while s + length < n and all(address(l, s + length) == address(l, s) + 2 * length
-                                     for l in range(layout.wave_size)):
+        while s + length < n and all(
+            address(l, s + length) == address(l, s) + 2 * length for l in range(layout.wave_size)
+        ):
             length += 1
         while length:
-            size = max(p for p in (1, 2, 4, 8) if p <= length and all(address(l, s) % (2 * p) == 0
-                                                                       for l in range(layout.wave_size)))
+            size = max(
+                p
+                for p in (1, 2, 4, 8)
+                if p <= length and all(address(l, s) % (2 * p) == 0 for l in range(layout.wave_size))
+            )
             out.append(LdsAccess(s, size, tuple(address(l, s) for l in range(layout.wave_size))))
             s += size
             length -= size
@@ -313,12 +321,19 @@ def lds_route(src: Layout, dst: Layout, k_map: tuple[int, ...]) -> LdsRoute:
         def at(lane, s):
             r, c = slot_coords(layout, lane, s, cmap)
             return 2 * (r * cols + c)
+
         return at
+
     stores, loads = _accesses(src, address(src)), _accesses(dst, address(dst, k_map))
     tile = 2 * dst.rows * dst.cols
     # Every lane stores all its slots and loads all of A's (replicated lanes too).
-    return LdsRoute(stores, loads, bytes_written=2 * src.wave_size * slots(src),
-                    bytes_read=2 * dst.wave_size * slots(dst), tile_bytes=tile)
+    return LdsRoute(
+        stores,
+        loads,
+        bytes_written=2 * src.wave_size * slots(src),
+        bytes_read=2 * dst.wave_size * slots(dst),
+        tile_bytes=tile,
+    )
 
 
 def in_lane_k_map(src: Layout, dst: Layout) -> tuple[int, ...] | None:
@@ -336,9 +351,13 @@ def in_lane_k_map(src: Layout, dst: Layout) -> tuple[int, ...] | None:
             r, c = slot_coords(dst, lane, s)
             uses.setdefault(c, []).append((lane, r, s))
     # Keys tried first: those sitting in the same slot of the source (no reordering at all).
-    fits = {c: sorted((k for k in range(dst.cols) if all((r, k) in held[lane] for lane, r, _ in u)),
-                      key=lambda k: -sum(held[lane][(r, k)] == s for lane, r, s in u))
-            for c, u in uses.items()}
+    fits = {
+        c: sorted(
+            (k for k in range(dst.cols) if all((r, k) in held[lane] for lane, r, _ in u)),
+            key=lambda k: -sum(held[lane][(r, k)] == s for lane, r, s in u),
+        )
+        for c, u in uses.items()
+    }
     key_of: dict[int, int] = {}
     col_of: dict[int, int] = {}
 
@@ -351,6 +370,7 @@ def in_lane_k_map(src: Layout, dst: Layout) -> tuple[int, ...] | None:
                 key_of[c], col_of[k] = k, c
                 return True
         return False
+
     for c in sorted(fits, key=lambda c: len(fits[c])):
         if not augment(c, set()):
             return None
@@ -375,6 +395,7 @@ def plan_conversion(src: Layout, dst: Layout, shuffles: Shuffles, *, permute_k: 
 
 # ---------------------------------------------------------------------------------------------
 # Attention: P (C of the QK instruction) -> A of the PV instruction.
+
 
 @dataclass(frozen=True)
 class AttentionConversion:
@@ -401,8 +422,10 @@ def attention_conversion(intr: Intrinsic, *, transposed: bool, vendor: str, fami
     """Plan P's C -> A conversion when S is computed (transposed or not) with ``intr`` and P V
     with ``intr`` too (the same instruction, as a flash-attention kernel would use)."""
     if TYPE_BITS[intr.a_type] != 16 or TYPE_BITS[intr.c_type] != 32:
-        raise UnsupportedError(f"{intr.name}: attention's P needs a 16-bit A operand and a 32-bit accumulator "
-                               f"({intr.a_type} -> {intr.c_type})")
+        raise UnsupportedError(
+            f"{intr.name}: attention's P needs a 16-bit A operand and a 32-bit accumulator "
+            f"({intr.a_type} -> {intr.c_type})"
+        )
     rows, cols = attention_tile(intr, transposed)
     if transposed:
         batch = (cols // intr.m, rows // intr.n)  # S^T: keys x queries
@@ -431,6 +454,7 @@ def best(conversions) -> AttentionConversion:
 # ---------------------------------------------------------------------------------------------
 # Presentation.
 
+
 def hardware_keys(conv: AttentionConversion, route: str = "registers") -> tuple[int, ...]:
     """The key each hardware column of the A fragments holds after ``route``: the codegen K
     order and (registers) the plan's K renaming, composed (identity when neither applies). V's B
@@ -455,13 +479,22 @@ def _route_line(plan: ConversionPlan) -> str:
         kinds[p.isa] = kinds.get(p.isa, 0) + 1
     moves = sum(a.instructions for a in reg.assemble)
     perms = ", ".join(f"{n} {isa}" for isa, n in kinds.items())
-    regs = f"{reg.kind}, {len(reg.permutes)} permutes" + (f" ({perms})" if perms else "") + \
-        f" + {moves} assembly" + (f" + {reg.waits} wait" if reg.waits else "") + f" = {reg.instructions}"
+    regs = (
+        f"{reg.kind}, {len(reg.permutes)} permutes"
+        + (f" ({perms})" if perms else "")
+        + f" + {moves} assembly"
+        + (f" + {reg.waits} wait" if reg.waits else "")
+        + f" = {reg.instructions}"
+    )
+
     def count(n, what):
         return f"{n} {what}{'s' if n != 1 else ''}"
-    lds_text = (f"{count(len(lds.stores), 'store')} + {count(len(lds.loads), 'load')} + {lds.waits} wait = "
-                f"{lds.instructions}, "
-                f"{lds.bytes_written} B written + {lds.bytes_read} B read")
+
+    lds_text = (
+        f"{count(len(lds.stores), 'store')} + {count(len(lds.loads), 'load')} + {lds.waits} wait = "
+        f"{lds.instructions}, "
+        f"{lds.bytes_written} B written + {lds.bytes_read} B read"
+    )
     return f"registers: {regs} | LDS round trip: {lds_text}"
 
 
@@ -469,28 +502,39 @@ def describe(conversions, chosen: AttentionConversion) -> str:
     first = conversions[0]
     intr = first.intrinsic
     rows, cols = first.plan.dest.rows, first.plan.dest.cols
-    lines = [f"{intr.name} (wave{intr.wave_size}): P ({intr.c_type} accumulator, converted to {intr.a_type}) -> "
-             f"A of the next {intr.name}; P tile {rows}x{cols} (queries x keys), per wave"]
+    lines = [
+        f"{intr.name} (wave{intr.wave_size}): P ({intr.c_type} accumulator, converted to {intr.a_type}) -> "
+        f"A of the next {intr.name}; P tile {rows}x{cols} (queries x keys), per wave"
+    ]
     for c in conversions:
         mark = "*" if c is chosen else " "
-        lines.append(f" {mark} {c.how:<12} {c.how.split(' =')[0]} instructions {c.source_batch[0]}x{c.source_batch[1]}, "
-                     f"A instructions {c.dest_batch[0]}x{c.dest_batch[1]}: {_route_line(c.plan)} -> "
-                     f"{'registers' if c.plan.chosen == 'registers' else 'LDS'}")
+        lines.append(
+            f" {mark} {c.how:<12} {c.how.split(' =')[0]} instructions {c.source_batch[0]}x{c.source_batch[1]}, "
+            f"A instructions {c.dest_batch[0]}x{c.dest_batch[1]}: {_route_line(c.plan)} -> "
+            f"{'registers' if c.plan.chosen == 'registers' else 'LDS'}"
+        )
     plan = chosen.plan
-    lines.append(f"   chosen: {chosen.how}, {plan.kind}: {plan.instructions} instructions, "
-                 f"{plan.lds_pipe} through the LDS pipe, {plan.lds_bytes} LDS bytes")
-    lines.append(f"     convert: {plan.converts} packed {intr.c_type} -> {intr.a_type} conversions per lane "
-                 f"(every route)")
+    lines.append(
+        f"   chosen: {chosen.how}, {plan.kind}: {plan.instructions} instructions, "
+        f"{plan.lds_pipe} through the LDS pipe, {plan.lds_bytes} LDS bytes"
+    )
+    lines.append(
+        f"     convert: {plan.converts} packed {intr.c_type} -> {intr.a_type} conversions per lane (every route)"
+    )
     if plan.chosen == "registers":
         for i, p in enumerate(plan.registers.permutes):
             lines.append(f"     permute {i}: {p.describe()}")
         moved = [a for a in plan.registers.assemble if a.instructions]
-        lines.append(f"     assemble: {len(moved)} of {len(plan.registers.assemble)} A registers built "
-                     f"({sum(a.instructions for a in moved)} instructions: a select per extra source of a 16-bit "
-                     f"half, or one pack); the rest are source registers as they are")
+        lines.append(
+            f"     assemble: {len(moved)} of {len(plan.registers.assemble)} A registers built "
+            f"({sum(a.instructions for a in moved)} instructions: a select per extra source of a 16-bit "
+            f"half, or one pack); the rest are source registers as they are"
+        )
         if plan.k_permuted:
-            lines.append(f"     K order: A column c holds key {list(plan.k_map)}[c]; V's B operand reads its "
-                         f"rows in the same order")
+            lines.append(
+                f"     K order: A column c holds key {list(plan.k_map)}[c]; V's B operand reads its "
+                f"rows in the same order"
+            )
         else:
             lines.append("     K order: unchanged")
     return "\n".join(lines)
@@ -502,22 +546,54 @@ def to_json(conv: AttentionConversion) -> dict:
 
     def access(a: LdsAccess) -> dict:
         return {"first": a.first, "length": a.length, "address": list(a.address)}
+
     return {
-        "intrinsic": conv.intrinsic.name, "how": conv.how, "transposed": conv.transposed,
-        "source_batch": list(conv.source_batch), "dest_batch": list(conv.dest_batch),
-        "tile": [plan.dest.rows, plan.dest.cols], "wave_size": plan.dest.wave_size,
-        "chosen": plan.chosen, "kind": plan.kind, "instructions": plan.instructions, "lds_bytes": plan.lds_bytes,
+        "intrinsic": conv.intrinsic.name,
+        "how": conv.how,
+        "transposed": conv.transposed,
+        "source_batch": list(conv.source_batch),
+        "dest_batch": list(conv.dest_batch),
+        "tile": [plan.dest.rows, plan.dest.cols],
+        "wave_size": plan.dest.wave_size,
+        "chosen": plan.chosen,
+        "kind": plan.kind,
+        "instructions": plan.instructions,
+        "lds_bytes": plan.lds_bytes,
         "converts": plan.converts,
         "registers": {
-            "kind": reg.kind, "instructions": reg.instructions, "lds_pipe": reg.lds_pipe, "waits": reg.waits,
-            "k_map": list(plan.k_map), "hardware_keys": list(hardware_keys(conv)),
-            "permutes": [{"register": p.register, "pattern": p.pattern, "op": p.op, "isa": p.isa,
-                          "source_lane": list(p.source_lane)} for p in reg.permutes],
-            "assemble": [{"register": a.register, "instructions": a.instructions,
-                          "halves": [[list(lo), list(hi)] for lo, hi in a.halves]} for a in reg.assemble],
+            "kind": reg.kind,
+            "instructions": reg.instructions,
+            "lds_pipe": reg.lds_pipe,
+            "waits": reg.waits,
+            "k_map": list(plan.k_map),
+            "hardware_keys": list(hardware_keys(conv)),
+            "permutes": [
+                {
+                    "register": p.register,
+                    "pattern": p.pattern,
+                    "op": p.op,
+                    "isa": p.isa,
+                    "source_lane": list(p.source_lane),
+                }
+                for p in reg.permutes
+            ],
+            "assemble": [
+                {
+                    "register": a.register,
+                    "instructions": a.instructions,
+                    "halves": [[list(lo), list(hi)] for lo, hi in a.halves],
+                }
+                for a in reg.assemble
+            ],
         },
-        "lds": {"instructions": lds.instructions, "lds_pipe": lds.lds_pipe, "bytes_written": lds.bytes_written,
-                "bytes_read": lds.bytes_read, "tile_bytes": lds.tile_bytes,
-                "hardware_keys": list(hardware_keys(conv, "lds")),
-                "stores": [access(a) for a in lds.stores], "loads": [access(a) for a in lds.loads]},
+        "lds": {
+            "instructions": lds.instructions,
+            "lds_pipe": lds.lds_pipe,
+            "bytes_written": lds.bytes_written,
+            "bytes_read": lds.bytes_read,
+            "tile_bytes": lds.tile_bytes,
+            "hardware_keys": list(hardware_keys(conv, "lds")),
+            "stores": [access(a) for a in lds.stores],
+            "loads": [access(a) for a in lds.loads],
+        },
     }

@@ -42,8 +42,7 @@ from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 F32, F16, BF16, I32, I8 = "f32", "f16", "bf16", "i32", "i8"
 F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2 = "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3FN", "f8E5M2"
 
-TYPE_BITS = {F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8,
-             F8E4M3FN: 8, F8E5M2: 8}
+TYPE_BITS = {F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8, F8E4M3FN: 8, F8E5M2: 8}
 
 
 @dataclass(frozen=True)
@@ -78,8 +77,9 @@ class Intrinsic:
         assert (self.c.rows, self.c.cols) == (self.m, self.n), f"{self.name}: C is not MxN"
         for lay, shape in ((self.a, self.a_shape), (self.b, self.b_shape), (self.c, self.c_shape)):
             assert lay.wave_size == self.wave_size, f"{self.name}: {lay.operand} wave size"
-            assert math.prod(shape) == lay.op_vector_length, \
+            assert math.prod(shape) == lay.op_vector_length, (
                 f"{self.name}: {lay.operand} vector shape {shape} != {lay.op_vector_length} slots"
+            )
         if self.codegen_k_order is not None:
             # The logical order must be a reordering of the same K dims for A and B.
             assert sorted(self.codegen_k_order) == sorted(self.a.col_order)
@@ -96,8 +96,7 @@ class Intrinsic:
         """Layouts the distribution packs registers with (K possibly permuted alike in A and B)."""
         if self.codegen_k_order is None:
             return self.a, self.b, self.c
-        return (self.a.permute_axis(COL, self.codegen_k_order),
-                self.b.permute_axis(ROW, self.codegen_k_order), self.c)
+        return (self.a.permute_axis(COL, self.codegen_k_order), self.b.permute_axis(ROW, self.codegen_k_order), self.c)
 
     def vgprs(self, which: str) -> int:
         """32-bit registers one lane spends on one instruction's operand."""
@@ -111,8 +110,8 @@ class Intrinsic:
         """Instructions and registers a wave spends on a wave_m x wave_n tile per wave_k K step."""
         if wave_m % self.m or wave_n % self.n or wave_k % self.k:
             raise UnsupportedError(
-                f"wave tile {wave_m}x{wave_n}x{wave_k} is not a multiple of {self.name} "
-                f"({self.m}x{self.n}x{self.k})")
+                f"wave tile {wave_m}x{wave_n}x{wave_k} is not a multiple of {self.name} ({self.m}x{self.n}x{self.k})"
+            )
         bm, bn, bk = wave_m // self.m, wave_n // self.n, wave_k // self.k
         return {
             "instructions": bm * bn * bk,
@@ -124,9 +123,13 @@ class Intrinsic:
     def describe(self) -> str:
         sign = ""
         if self.a_type == I8:
-            sign = f" ({'unsigned' if self.unsigned_a else 'signed'} A, {'unsigned' if self.unsigned_b else 'signed'} B)"
-        return (f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> "
-                f"{self.c_type}{sign}, wave{self.wave_size}, op {self.op}, ISA {self.mnemonic}")
+            sign = (
+                f" ({'unsigned' if self.unsigned_a else 'signed'} A, {'unsigned' if self.unsigned_b else 'signed'} B)"
+            )
+        return (
+            f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> "
+            f"{self.c_type}{sign}, wave{self.wave_size}, op {self.op}, ISA {self.mnemonic}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,25 +143,63 @@ def _rdna3(a_t, b_t, c_t, wave, mnemonic, name, unsigned=False):
     per_lane_rows = 8 if wave == 32 else 4  # C elements per lane
     lane_groups = 16 * 16 // (16 * per_lane_rows)  # 2 (w32) or 4 (w64)
     stride = 2 if TYPE_BITS[c_t] == 16 else 1
-    c = make_layout("C", wave, rows=[("LaneY", lane_groups), ("VectorX", per_lane_rows)],
-                    cols=[("LaneX", 16)], vector_stride=stride)
+    c = make_layout(
+        "C", wave, rows=[("LaneY", lane_groups), ("VectorX", per_lane_rows)], cols=[("LaneX", 16)], vector_stride=stride
+    )
     a_len = 16  # 8 VGPRs of f16 pairs or 4 VGPRs of i8 quads: 16 elements either way
-    return Intrinsic(name, "wmma_rdna3", 16, 16, 16, a_t, b_t, c_t, wave, "amdgpu.wmma", mnemonic,
-                     f"rdna3.{mnemonic}.w{wave}", a, b, c, (a_len,), (a_len,),
-                     (per_lane_rows * stride,), unsigned, unsigned)
+    return Intrinsic(
+        name,
+        "wmma_rdna3",
+        16,
+        16,
+        16,
+        a_t,
+        b_t,
+        c_t,
+        wave,
+        "amdgpu.wmma",
+        mnemonic,
+        f"rdna3.{mnemonic}.w{wave}",
+        a,
+        b,
+        c,
+        (a_len,),
+        (a_len,),
+        (per_lane_rows * stride,),
+        unsigned,
+        unsigned,
+    )
 
 
 def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
     # K inside a lane (hardware): k = VectorX(4) + 4*LaneY(2) + 8*VectorY(2).
-    a = make_layout("A", 32, rows=[("LaneX", 16)],
-                    cols=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)])
-    b = make_layout("B", 32, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)],
-                    cols=[("LaneX", 16)])
+    a = make_layout("A", 32, rows=[("LaneX", 16)], cols=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)])
+    b = make_layout("B", 32, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)], cols=[("LaneX", 16)])
     c = make_layout("C", 32, rows=[("VectorX", 8), ("LaneY", 2)], cols=[("LaneX", 16)])
-    return Intrinsic(name, "wmma_rdna4", 16, 16, 16, a_t, b_t, c_t, 32, "amdgpu.wmma", mnemonic,
-                     f"rdna4.{mnemonic}", a, b, c, (8,), (8,), (8,), unsigned, unsigned,
-                     # Logical order: 8 consecutive K per lane (one 128-bit load for 16-bit data).
-                     codegen_k_order=("VectorX", "VectorY", "LaneY"))
+    return Intrinsic(
+        name,
+        "wmma_rdna4",
+        16,
+        16,
+        16,
+        a_t,
+        b_t,
+        c_t,
+        32,
+        "amdgpu.wmma",
+        mnemonic,
+        f"rdna4.{mnemonic}",
+        a,
+        b,
+        c,
+        (8,),
+        (8,),
+        (8,),
+        unsigned,
+        unsigned,
+        # Logical order: 8 consecutive K per lane (one 128-bit load for 16-bit data).
+        codegen_k_order=("VectorX", "VectorY", "LaneY"),
+    )
 
 
 def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None):
@@ -171,24 +212,62 @@ def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None):
         c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 4)], cols=[("LaneX", 16)])
         c_len = 4
     else:
-        c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 4)],
-                        cols=[("LaneX", 32)])
+        c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 4)], cols=[("LaneX", 32)])
         c_len = 16
-    return Intrinsic(name, "mfma", m, n, k, a_t, b_t, c_t, 64, "amdgpu.mfma", mnemonic,
-                     f"cdna.{mnemonic}", a, b, c, (kpl,), (kpl,), (c_len,))
+    return Intrinsic(
+        name,
+        "mfma",
+        m,
+        n,
+        k,
+        a_t,
+        b_t,
+        c_t,
+        64,
+        "amdgpu.mfma",
+        mnemonic,
+        f"cdna.{mnemonic}",
+        a,
+        b,
+        c,
+        (kpl,),
+        (kpl,),
+        (c_len,),
+    )
 
 
 def _mma_sync(k, a_t, c_t, mnemonic, name):
     # groupID = lane/4 -> LaneY(8); threadID_in_group = lane%4 -> LaneX(4).
     per = 2 if k == 16 else 4  # elements per 32-bit register
-    a = make_layout("A", 32, rows=[("LaneY", 8), ("VectorZ", 2)],
-                    cols=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
-                    vector_order=("VectorX", "VectorZ", "VectorY"))
-    b = make_layout("B", 32, rows=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
-                    cols=[("LaneY", 8)])
+    a = make_layout(
+        "A",
+        32,
+        rows=[("LaneY", 8), ("VectorZ", 2)],
+        cols=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
+        vector_order=("VectorX", "VectorZ", "VectorY"),
+    )
+    b = make_layout("B", 32, rows=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)], cols=[("LaneY", 8)])
     c = make_layout("C", 32, rows=[("LaneY", 8), ("VectorY", 2)], cols=[("VectorX", 2), ("LaneX", 4)])
-    return Intrinsic(name, "mma_sync", 16, 8, k, a_t, a_t, c_t, 32, "nvgpu.mma.sync", mnemonic,
-                     f"ptx.{mnemonic}", a, b, c, (4, per), (2, per), (2, 2))
+    return Intrinsic(
+        name,
+        "mma_sync",
+        16,
+        8,
+        k,
+        a_t,
+        a_t,
+        c_t,
+        32,
+        "nvgpu.mma.sync",
+        mnemonic,
+        f"ptx.{mnemonic}",
+        a,
+        b,
+        c,
+        (4, per),
+        (2, per),
+        (2, 2),
+    )
 
 
 def _rdna3_set(wave):
@@ -340,8 +419,10 @@ class WarpgroupIntrinsic:
             return self.a
         if which == "C":
             return self.c
-        raise UnsupportedError(f"{self.name}: {which} is read from shared memory through a matrix descriptor, it "
-                               f"has no register layout (see shared_layout)")
+        raise UnsupportedError(
+            f"{self.name}: {which} is read from shared memory through a matrix descriptor, it "
+            f"has no register layout (see shared_layout)"
+        )
 
     def element_type(self, which: str) -> str:
         return {"A": self.a_type, "B": self.b_type, "C": self.c_type}[which]
@@ -369,22 +450,32 @@ class WarpgroupIntrinsic:
 
     def describe(self) -> str:
         majors = "/".join(m.value for m in self.majors)
-        return (f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> {self.c_type}, "
-                f"warpgroup{self.wave_size}, op {self.op}, ISA {self.mnemonic}; A in registers or shared memory, "
-                f"B in shared memory ({majors}-major, swizzle none/32B/64B/128B) "
-                f"[codegen: sm_90a default where it fits, or --config intrinsic={self.name}]")
+        return (
+            f"{self.name}: {self.m}x{self.n}x{self.k} {self.a_type} x {self.b_type} -> {self.c_type}, "
+            f"warpgroup{self.wave_size}, op {self.op}, ISA {self.mnemonic}; A in registers or shared memory, "
+            f"B in shared memory ({majors}-major, swizzle none/32B/64B/128B) "
+            f"[codegen: sm_90a default where it fits, or --config intrinsic={self.name}]"
+        )
 
 
 def _a_layout(bits: int) -> Layout:
     per = 32 // bits  # elements per 32-bit register: 2 (16-bit) or 4 (8-bit)
-    return make_layout("A", WARPGROUP, rows=[("LaneY", 8), ("VectorZ", 2), ("LaneZ", 4)],
-                       cols=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
-                       vector_order=("VectorX", "VectorZ", "VectorY"))
+    return make_layout(
+        "A",
+        WARPGROUP,
+        rows=[("LaneY", 8), ("VectorZ", 2), ("LaneZ", 4)],
+        cols=[("VectorX", per), ("LaneX", 4), ("VectorY", 2)],
+        vector_order=("VectorX", "VectorZ", "VectorY"),
+    )
 
 
 def _c_layout(n: int) -> Layout:
-    return make_layout("C", WARPGROUP, rows=[("LaneY", 8), ("VectorY", 2), ("LaneZ", 4)],
-                       cols=[("VectorX", 2), ("LaneX", 4), ("VectorZ", n // 8)])
+    return make_layout(
+        "C",
+        WARPGROUP,
+        rows=[("LaneY", 8), ("VectorY", 2), ("LaneZ", 4)],
+        cols=[("VectorX", 2), ("LaneX", 4), ("VectorZ", n // 8)],
+    )
 
 
 def wgmma(n: int, a_type: str, b_type: str | None = None) -> WarpgroupIntrinsic:
@@ -395,16 +486,30 @@ def wgmma(n: int, a_type: str, b_type: str | None = None) -> WarpgroupIntrinsic:
     sixteen = {F16, BF16}
     eight = {F8E4M3FN, F8E5M2}
     if not ((a_type == b_type and a_type in sixteen) or (a_type in eight and b_type in eight)):
-        raise UnsupportedError(f"no f32-accumulating wgmma takes {a_type} x {b_type}; it takes f16 x f16, "
-                               f"bf16 x bf16 or any pair of f8E4M3FN / f8E5M2")
+        raise UnsupportedError(
+            f"no f32-accumulating wgmma takes {a_type} x {b_type}; it takes f16 x f16, "
+            f"bf16 x bf16 or any pair of f8E4M3FN / f8E5M2"
+        )
     bits = TYPE_BITS[a_type]
     k = 256 // bits
     ptx = f"m64n{n}k{k}.f32.{_PTX_NAME[a_type]}.{_PTX_NAME[b_type]}"
     suffix = a_type.upper() if a_type == b_type else f"{a_type.upper()}_{b_type.upper()}"
     name = f"WGMMA_F32_64x{n}x{k}_{suffix}"
-    return WarpgroupIntrinsic(name, 64, n, k, a_type, b_type, F32, f"wgmma.mma_async.sync.aligned.{ptx}",
-                              f"ptx.wgmma.mma_async.sync.aligned.{ptx}", _a_layout(bits), _c_layout(n),
-                              (4, 32 // bits), (n // 2,))
+    return WarpgroupIntrinsic(
+        name,
+        64,
+        n,
+        k,
+        a_type,
+        b_type,
+        F32,
+        f"wgmma.mma_async.sync.aligned.{ptx}",
+        f"ptx.wgmma.mma_async.sync.aligned.{ptx}",
+        _a_layout(bits),
+        _c_layout(n),
+        (4, 32 // bits),
+        (n // 2,),
+    )
 
 
 @functools.cache
@@ -417,4 +522,5 @@ def all_wgmma() -> tuple[WarpgroupIntrinsic, ...]:
 # What ``mmaflow layout sm_90a`` lists: the N a kernel is likely to use, per input type. Any other
 # legal N is ``wgmma(n, type)``.
 WGMMA_CATALOGUE: tuple[WarpgroupIntrinsic, ...] = tuple(
-    wgmma(n, t) for t in (F16, BF16, F8E4M3FN, F8E5M2) for n in (64, 128, 256))
+    wgmma(n, t) for t in (F16, BF16, F8E4M3FN, F8E5M2) for n in (64, 128, 256)
+)

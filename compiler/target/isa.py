@@ -49,7 +49,10 @@ _AMD_CATEGORIES = [
     ("global_load_b96", re.compile(r"^(buffer|global)_load_(b96|dwordx3)\b")),
     ("global_load_b64", re.compile(r"^(buffer|global)_load_(b64|dwordx2)\b")),
     ("global_load_b32", re.compile(r"^(buffer|global)_load_(b32|dword)\b")),
-    ("global_load_narrow", re.compile(r"^(buffer|global)_load_(u8|i8|u16|i16|d16\w*|ubyte\w*|sbyte\w*|ushort|sshort|short\w*)\b")),
+    (
+        "global_load_narrow",
+        re.compile(r"^(buffer|global)_load_(u8|i8|u16|i16|d16\w*|ubyte\w*|sbyte\w*|ushort|sshort|short\w*)\b"),
+    ),
     ("global_store", re.compile(r"^(buffer|global)_store_")),
     # Widths are bits per lane: ds_read2_b64 reads two 64-bit values at two offsets (128 bits).
     ("lds_load_b128", re.compile(r"^ds_(load|read)_b128\b|^ds_(load|read)_2addr_b64\b|^ds_read2(st64)?_b64\b")),
@@ -119,7 +122,7 @@ def extract_kernel(text: str, kernel: str, isa: str) -> str | None:
         return None
     # Module-scope directives (.version/.target and the .shared/.global declarations kernels use).
     first = re.search(r"^\s*(\.visible\s+|\.weak\s+)?\.(entry|func)\b", text, re.M)
-    header = text[:first.start()] if first else ""
+    header = text[: first.start()] if first else ""
     start = text.index("{", m.end())
     depth, i = 0, start
     while i < len(text):
@@ -127,7 +130,7 @@ def extract_kernel(text: str, kernel: str, isa: str) -> str | None:
         if depth == 0:
             break
         i += 1
-    return header + text[m.start():i + 1]
+    return header + text[m.start() : i + 1]
 
 
 def _categorize(lines: list[str], cats) -> Counter:
@@ -166,13 +169,15 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = No
     if not inner:
         return None
     best = max(inner, key=lambda ab: ab[1] - ab[0])
-    return [t for k, t in instrs[best[0]:best[1] + 1] if k == "instr"]
+    return [t for k, t in instrs[best[0] : best[1] + 1] if k == "instr"]
 
 
 # Waits on the LDS counter (lgkmcnt; gfx12: s_wait_dscnt) with the count they leave pending, and
 # the hints that issue nothing.
-_AMD_LDS_WAIT = re.compile(r"^s_waitcnt\b.*\blgkmcnt\((\d+)\)|^s_waitcnt_lgkmcnt\s+\S+,\s*(0x[0-9a-f]+|\d+)"
-                           r"|^s_wait_dscnt\s+(0x[0-9a-f]+|\d+)")
+_AMD_LDS_WAIT = re.compile(
+    r"^s_waitcnt\b.*\blgkmcnt\((\d+)\)|^s_waitcnt_lgkmcnt\s+\S+,\s*(0x[0-9a-f]+|\d+)"
+    r"|^s_wait_dscnt\s+(0x[0-9a-f]+|\d+)"
+)
 # gfx12's combined waits: the immediate packs the load/store count (bits 13:8) and dscnt (5:0).
 _AMD_COMBINED_DS_WAIT = re.compile(r"^s_wait_(?:load|store)cnt_dscnt\s+(0x[0-9a-f]+|\d+)")
 _AMD_HINT = re.compile(r"^s_(delay_alu|nop|set_inst_prefetch_distance|clause)\b")
@@ -248,8 +253,7 @@ def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
     rep.loop_listing = list(body or [])
     rep.matrix_behind_lds_wait = matrix_behind_lds_wait(body) if body is not None else None
     rep.wave_size = _meta(text, "wavefront_size")
-    rep.waves_per_simd = target.waves_per_simd(rep.wave_size, rep.vgprs or 0, rep.agprs or 0) \
-        if rep.wave_size else None
+    rep.waves_per_simd = target.waves_per_simd(rep.wave_size, rep.vgprs or 0, rep.agprs or 0) if rep.wave_size else None
     return rep
 
 
@@ -276,7 +280,9 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
     body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"), within)
     if matrix is not None:  # the other kernel's matrix instructions are not this one's
         lines = [t for t in lines if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
-        body = None if body is None else [t for t in body if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
+        body = (
+            None if body is None else [t for t in body if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
+        )
     rep = IsaReport(kernel=kernel, isa="ptx")
     m = re.search(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)
     rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch
@@ -284,10 +290,12 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
     # clusters: multicast bulk copies, remote arrivals (mapa + mbarrier.arrive on shared::cluster),
     # barrier.cluster waits (counted apart from the categories: each line also has one there)
-    for name, pat in (("bulk_tensor_multicast", r"^cp\.async\.bulk\.tensor\.\S*\.multicast::cluster"),
-                      ("mapa", r"^mapa\.shared::cluster"),
-                      ("remote_arrive", r"^mbarrier\.arrive\S*\.shared::cluster\."),
-                      ("cluster_wait", r"^barrier\.cluster\.wait")):
+    for name, pat in (
+        ("bulk_tensor_multicast", r"^cp\.async\.bulk\.tensor\.\S*\.multicast::cluster"),
+        ("mapa", r"^mapa\.shared::cluster"),
+        ("remote_arrive", r"^mbarrier\.arrive\S*\.shared::cluster\."),
+        ("cluster_wait", r"^barrier\.cluster\.wait"),
+    ):
         n = sum(1 for t in lines if re.search(pat, t))
         if n:
             rep.counts[name] = n

@@ -89,20 +89,24 @@ class Layout:
             assert by_name[name].axis == ROW, f"{name} is listed in row_order but indexes cols"
         for name in self.col_order:
             assert by_name[name].axis == COL, f"{name} is listed in col_order but indexes rows"
-        assert sorted(self.row_order + self.col_order) == sorted(by_name), \
+        assert sorted(self.row_order + self.col_order) == sorted(by_name), (
             "every dimension must appear exactly once in row_order or col_order"
+        )
         vec = sorted(n for n in by_name if n.startswith("Vector"))
         assert sorted(self.vector_order) == vec, "vector_order must list exactly the Vector dims"
         for name in by_name:
             if name.startswith("Batch"):
                 order = self.row_order if by_name[name].axis == ROW else self.col_order
-                below = order[:order.index(name)]
-                assert order[-1] == name or all(n.startswith("Vector") for n in below), \
+                below = order[: order.index(name)]
+                assert order[-1] == name or all(n.startswith("Vector") for n in below), (
                     f"{name} must be the most significant dim of its axis, or sit right above its Vector dims"
-        assert self.wave_size % self.lanes_used == 0, \
+                )
+        assert self.wave_size % self.lanes_used == 0, (
             f"lane dims cover {self.lanes_used} lanes, which does not divide wave size {self.wave_size}"
-        assert self.lanes_used * self.elements * self.num_instructions == self.rows * self.cols, \
+        )
+        assert self.lanes_used * self.elements * self.num_instructions == self.rows * self.cols, (
             "lanes x elements x batches must cover the tile exactly once (before replication)"
+        )
         assert 0 <= self.vector_offset < self.vector_stride
 
     # ---- sizes -------------------------------------------------------------------------------
@@ -199,9 +203,16 @@ class Layout:
         if "BatchRow" in self._by_name or "BatchCol" in self._by_name:
             raise ValueError("compose() takes a single-instruction layout")
         dims = self.dims + (Dim("BatchRow", batch_rows, ROW), Dim("BatchCol", batch_cols, COL))
-        return Layout(self.operand, dims, self.row_order + ("BatchRow",),
-                      self.col_order + ("BatchCol",), self.vector_order, self.wave_size,
-                      self.vector_stride, self.vector_offset)
+        return Layout(
+            self.operand,
+            dims,
+            self.row_order + ("BatchRow",),
+            self.col_order + ("BatchCol",),
+            self.vector_order,
+            self.wave_size,
+            self.vector_stride,
+            self.vector_offset,
+        )
 
     def interleave_batch(self, axis: str) -> "Layout":
         """The same instructions with this axis' Batch dim moved right above the leading Vector
@@ -224,16 +235,33 @@ class Layout:
         swap = {"BatchRow": "BatchCol", "BatchCol": "BatchRow"}  # batches keep naming their axis
         dims = tuple(Dim(swap.get(d.name, d.name), d.size, COL if d.axis == ROW else ROW) for d in self.dims)
         rows, cols = (tuple(swap.get(n, n) for n in order) for order in (self.col_order, self.row_order))
-        return Layout(self.operand, dims, rows, cols, self.vector_order, self.wave_size, self.vector_stride,
-                      self.vector_offset)
+        return Layout(
+            self.operand, dims, rows, cols, self.vector_order, self.wave_size, self.vector_stride, self.vector_offset
+        )
 
     def permute_axis(self, axis: str, order: tuple[str, ...]) -> "Layout":
         """The same dims with the significance order along one axis replaced (a K permutation)."""
         if axis == ROW:
-            return Layout(self.operand, self.dims, order, self.col_order, self.vector_order,
-                          self.wave_size, self.vector_stride, self.vector_offset)
-        return Layout(self.operand, self.dims, self.row_order, order, self.vector_order,
-                      self.wave_size, self.vector_stride, self.vector_offset)
+            return Layout(
+                self.operand,
+                self.dims,
+                order,
+                self.col_order,
+                self.vector_order,
+                self.wave_size,
+                self.vector_stride,
+                self.vector_offset,
+            )
+        return Layout(
+            self.operand,
+            self.dims,
+            self.row_order,
+            order,
+            self.vector_order,
+            self.wave_size,
+            self.vector_stride,
+            self.vector_offset,
+        )
 
     # ---- what code generation asks -----------------------------------------------------------
     def lane_terms(self) -> list[tuple[str, int, int, str, int]]:
@@ -242,16 +270,21 @@ class Layout:
         The lane-dependent part of a coordinate is sum(((lane // divisor) % size) * stride) over
         the terms of that axis; lanes past ``lanes_used`` wrap (replication) through the modulo.
         """
-        return [(n, self.lane_stride(n), self.size(n), self._by_name[n].axis, self.axis_stride(n))
-                for n in self.lane_dims]
+        return [
+            (n, self.lane_stride(n), self.size(n), self._by_name[n].axis, self.axis_stride(n)) for n in self.lane_dims
+        ]
 
     def element_offsets(self) -> list[tuple[int, int]]:
         """Lane-independent (row, col) offset of each logical element (batch 0)."""
         out = []
         for e in range(self.elements):
             idx = self._decompose(e, self.vector_order, self.vector_index_stride)
-            out.append((sum(idx[n] * self.axis_stride(n) for n in self.vector_order if self._by_name[n].axis == ROW),
-                        sum(idx[n] * self.axis_stride(n) for n in self.vector_order if self._by_name[n].axis == COL)))
+            out.append(
+                (
+                    sum(idx[n] * self.axis_stride(n) for n in self.vector_order if self._by_name[n].axis == ROW),
+                    sum(idx[n] * self.axis_stride(n) for n in self.vector_order if self._by_name[n].axis == COL),
+                )
+            )
         return out
 
     def runs(self, contiguous_axis: str) -> list[Run]:
@@ -280,6 +313,7 @@ class Layout:
     def describe(self) -> str:
         def axis_str(order):
             return " . ".join(f"{n}({self.size(n)})" for n in order)
+
         dims = " x ".join(f"{d.name}({d.size},{d.axis})" for d in self.ordered_dims())
         lines = [
             f"operand {self.operand}: {self.rows}x{self.cols} tile, wave{self.wave_size}",
@@ -289,11 +323,15 @@ class Layout:
             f"  element   : {axis_str(self.vector_order)}   ({self.elements} per lane per instruction)",
         ]
         if self.replication > 1:
-            lines.append(f"  replicated: lanes {self.lanes_used}-{self.wave_size - 1} repeat lanes "
-                         f"0-{self.lanes_used - 1} ({self.replication} copies)")
+            lines.append(
+                f"  replicated: lanes {self.lanes_used}-{self.wave_size - 1} repeat lanes "
+                f"0-{self.lanes_used - 1} ({self.replication} copies)"
+            )
         if self.vector_stride > 1:
-            lines.append(f"  op vector : element v at index {self.vector_stride}*v+{self.vector_offset} "
-                         f"of a {self.op_vector_length}-element vector (other slots unused)")
+            lines.append(
+                f"  op vector : element v at index {self.vector_stride}*v+{self.vector_offset} "
+                f"of a {self.op_vector_length}-element vector (other slots unused)"
+            )
         return "\n".join(lines)
 
     def vgpr_view(self, element_bits: int, max_lanes: int | None = None) -> str:
@@ -324,14 +362,23 @@ class Layout:
     def to_elements(self) -> list[dict]:
         """Every (lane, op vector index) -> (row, col) of a single instruction, replicas included."""
         assert self.num_instructions == 1, "to_elements() describes one instruction"
-        return [{"lane": lane, "index": self.op_index(e), "row": rc[0], "col": rc[1]}
-                for lane, e in itertools.product(range(self.wave_size), range(self.elements))
-                for rc in [self.coords(lane, e)]]
+        return [
+            {"lane": lane, "index": self.op_index(e), "row": rc[0], "col": rc[1]}
+            for lane, e in itertools.product(range(self.wave_size), range(self.elements))
+            for rc in [self.coords(lane, e)]
+        ]
 
 
-def make_layout(operand: str, wave_size: int, *, rows: list[tuple[str, int]],
-                cols: list[tuple[str, int]], vector_order: tuple[str, ...] | None = None,
-                vector_stride: int = 1, vector_offset: int = 0) -> Layout:
+def make_layout(
+    operand: str,
+    wave_size: int,
+    *,
+    rows: list[tuple[str, int]],
+    cols: list[tuple[str, int]],
+    vector_order: tuple[str, ...] | None = None,
+    vector_stride: int = 1,
+    vector_offset: int = 0,
+) -> Layout:
     """Build a layout from per-axis dimension lists, each least significant first.
 
     ``rows=[("LaneY", 8), ("VectorZ", 2)]`` means row = LaneY + 8*VectorZ. ``vector_order``
@@ -341,5 +388,13 @@ def make_layout(operand: str, wave_size: int, *, rows: list[tuple[str, int]],
     present = {n for n, _ in rows + cols}
     if vector_order is None:
         vector_order = tuple(n for n in VECTOR_NAMES if n in present)
-    return Layout(operand, dims, tuple(n for n, _ in rows), tuple(n for n, _ in cols),
-                  tuple(vector_order), wave_size, vector_stride, vector_offset)
+    return Layout(
+        operand,
+        dims,
+        tuple(n for n, _ in rows),
+        tuple(n for n, _ in cols),
+        tuple(vector_order),
+        wave_size,
+        vector_stride,
+        vector_offset,
+    )

@@ -36,6 +36,7 @@ class SeedTable:
 @dataclass(frozen=True)
 class NvidiaMmaSeeds(SeedTable):
     """The mma.sync matmul kernel on sm_80 / sm_90a."""
+
     ring_stages: Seed  # the deepest cp.async LDS ring tried
     ring_bytes: Seed  # the most shared memory the ring may take
     raster: Seed  # tile rows per workgroup group, for grids of 8+ tiles per SM
@@ -44,12 +45,14 @@ class NvidiaMmaSeeds(SeedTable):
 @dataclass(frozen=True)
 class AmdMatmulSeeds(SeedTable):
     """The WMMA / MFMA matmul kernel."""
+
     ring_workgroups: Seed  # gfx950's 2-stage register ring: workgroups per CU its LDS must leave room for
 
 
 @dataclass(frozen=True)
 class HopperWgmmaSeeds(SeedTable):
     """The warpgroup-MMA matmul kernel on sm_90a."""
+
     shapes: Seed  # (instruction N = tile_n, tile_m), preferred first, f16/bf16
     min_tiles_per_sm: Seed  # the kernel is chosen from this many tiles per SM
     raster_waves: Seed  # workgroups grouped by tile rows from this many waves of tiles
@@ -67,16 +70,37 @@ NVIDIA_MMA = NvidiaMmaSeeds(
 )
 
 AMD_MATMUL = AmdMatmulSeeds(
-    ring_workgroups=Seed(4, "gfx950 final ISA, f16 1024^3-4096^3 B^T: the 2-stage ring takes 128 VGPRs (4 waves/SIMD), one stage 142 (3)"),
+    ring_workgroups=Seed(
+        4, "gfx950 final ISA, f16 1024^3-4096^3 B^T: the 2-stage ring takes 128 VGPRs (4 waves/SIMD), one stage 142 (3)"
+    ),
 )
 
 HOPPER_WGMMA = HopperWgmmaSeeds(
-    shapes=Seed(((256, 128), (128, 64)), "H100 f16: N256 in 128x256 tiles 572.6 TFLOP/s at 4096^3; N128 in 64x128 227.5 at 1024^3 (mma.sync 170.7)"),
-    min_tiles_per_sm=Seed(0.5, "H100 1024^3: 32 128x256 tiles (0.24 per SM) 124.7 TFLOP/s against mma.sync's 170.7; 128 64x128 tiles 227.5"),
-    raster_waves=Seed(2, "H200 128x256 tiles: 8192^3 700.4 -> 733.7 TFLOP/s in groups of 8 tile rows; 4096^3 673.3 -> 679.8"),
-    fp8_shapes=Seed(((128, 128), (128, 64)), "fp8 wgmma N <= 128 (registers); the ring: 4 slots of (128 + 128) x 128 B = 128 KiB"),
-    fp8_producer=Seed(1, "H200 e4m3 4096^3 / 8192^3, persistent: warp-specialized 1085.7 / 1206.3 TFLOP/s, cp.async ring 950.4 / 1076.3"),
-    producer_tile_m=Seed(128, "H200 e4m3 1024^3 in 64x128 tiles (one MMA warpgroup): with a producer 313.5, without 355.0 TFLOP/s"),
-    producer_max_tiles=Seed(9, "H200 f16 3072^3-6144^3 (3-9 tiles per workgroup) 1.01-1.08x with a producer; 8192^3 (16) 728.1 -> 716.9"),
-    persistent_min_waves=Seed(2, "H200 f16 4096^3 676.9 -> 687.7 TFLOP/s, 8192^3 720.1 -> 729.3, e4m3 4096^3 922.0 -> 960.0 persistent"),
+    shapes=Seed(
+        ((256, 128), (128, 64)),
+        "H100 f16: N256 in 128x256 tiles 572.6 TFLOP/s at 4096^3; N128 in 64x128 227.5 at 1024^3 (mma.sync 170.7)",
+    ),
+    min_tiles_per_sm=Seed(
+        0.5,
+        "H100 1024^3: 32 128x256 tiles (0.24 per SM) 124.7 TFLOP/s against mma.sync's 170.7; 128 64x128 tiles 227.5",
+    ),
+    raster_waves=Seed(
+        2, "H200 128x256 tiles: 8192^3 700.4 -> 733.7 TFLOP/s in groups of 8 tile rows; 4096^3 673.3 -> 679.8"
+    ),
+    fp8_shapes=Seed(
+        ((128, 128), (128, 64)), "fp8 wgmma N <= 128 (registers); the ring: 4 slots of (128 + 128) x 128 B = 128 KiB"
+    ),
+    fp8_producer=Seed(
+        1,
+        "H200 e4m3 4096^3 / 8192^3, persistent: warp-specialized 1085.7 / 1206.3 TFLOP/s, cp.async ring 950.4 / 1076.3",
+    ),
+    producer_tile_m=Seed(
+        128, "H200 e4m3 1024^3 in 64x128 tiles (one MMA warpgroup): with a producer 313.5, without 355.0 TFLOP/s"
+    ),
+    producer_max_tiles=Seed(
+        9, "H200 f16 3072^3-6144^3 (3-9 tiles per workgroup) 1.01-1.08x with a producer; 8192^3 (16) 728.1 -> 716.9"
+    ),
+    persistent_min_waves=Seed(
+        2, "H200 f16 4096^3 676.9 -> 687.7 TFLOP/s, 8192^3 720.1 -> 729.3, e4m3 4096^3 922.0 -> 960.0 persistent"
+    ),
 )

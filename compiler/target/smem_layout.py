@@ -103,23 +103,33 @@ class MatrixDescriptor:
         for name in ("start_address", "leading_byte_offset", "stride_byte_offset"):
             v = getattr(self, name)
             if v % 16 or not 0 <= v < DESCRIPTOR_FIELD_LIMIT:
-                raise UnsupportedError(f"matrix descriptor {name} = {v}: must be a multiple of 16 below "
-                                       f"{DESCRIPTOR_FIELD_LIMIT} (the descriptor keeps bits 17..4)")
+                raise UnsupportedError(
+                    f"matrix descriptor {name} = {v}: must be a multiple of 16 below "
+                    f"{DESCRIPTOR_FIELD_LIMIT} (the descriptor keeps bits 17..4)"
+                )
         if not 0 <= self.base_offset < 8:
             raise UnsupportedError(f"matrix descriptor base offset {self.base_offset} does not fit 3 bits")
 
     def encode(self) -> int:
         """bits 0-13 start >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset, 62-63 swizzle."""
-        return ((self.start_address >> 4) | (self.leading_byte_offset >> 4) << 16
-                | (self.stride_byte_offset >> 4) << 32 | self.base_offset << 49
-                | self.swizzle.descriptor_code << 62)
+        return (
+            (self.start_address >> 4)
+            | (self.leading_byte_offset >> 4) << 16
+            | (self.stride_byte_offset >> 4) << 32
+            | self.base_offset << 49
+            | self.swizzle.descriptor_code << 62
+        )
 
     @classmethod
     def decode(cls, value: int) -> "MatrixDescriptor":
         field = (1 << 14) - 1
-        return cls(start_address=(value & field) << 4, leading_byte_offset=(value >> 16 & field) << 4,
-                   stride_byte_offset=(value >> 32 & field) << 4, base_offset=value >> 49 & 7,
-                   swizzle=Swizzle.from_code(value >> 62 & 3))
+        return cls(
+            start_address=(value & field) << 4,
+            leading_byte_offset=(value >> 16 & field) << 4,
+            stride_byte_offset=(value >> 32 & field) << 4,
+            base_offset=value >> 49 & 7,
+            swizzle=Swizzle.from_code(value >> 62 & 3),
+        )
 
 
 @dataclass(frozen=True)
@@ -140,11 +150,15 @@ class SmemLayout:
         if self.element_bits not in (8, 16, 32):
             raise UnsupportedError(f"no descriptor operand has {self.element_bits}-bit elements")
         if self.major is Major.MN and self.element_bits != 16:
-            raise UnsupportedError(f"MN-major shared-memory operands (imm-trans) exist for 16-bit types only, "
-                                   f"not {self.element_bits}-bit ones")
+            raise UnsupportedError(
+                f"MN-major shared-memory operands (imm-trans) exist for 16-bit types only, "
+                f"not {self.element_bits}-bit ones"
+            )
         if self.mn % self.atom_mn or self.k % self.atom_k:
-            raise UnsupportedError(f"a {self.mn}x{self.k} tile is not whole {self.atom_mn}x{self.atom_k} "
-                                   f"{self.major.value}-major {self.swizzle.value} atoms")
+            raise UnsupportedError(
+                f"a {self.mn}x{self.k} tile is not whole {self.atom_mn}x{self.atom_k} "
+                f"{self.major.value}-major {self.swizzle.value} atoms"
+            )
 
     # ---- the atom ------------------------------------------------------------------------------
     @property
@@ -219,17 +233,22 @@ class SmemLayout:
         """The descriptor of the inst_mn x inst_k instruction operand at (mn0, k0) of this tile,
         the tile at shared-memory byte address ``base``."""
         if base % self.alignment:
-            raise UnsupportedError(f"a {self.swizzle.value} tile must start on a {self.alignment}-byte boundary, "
-                                   f"not {base}")
+            raise UnsupportedError(
+                f"a {self.swizzle.value} tile must start on a {self.alignment}-byte boundary, not {base}"
+            )
         if mn0 % self.atom_mn or mn0 + inst_mn > self.mn:
-            raise UnsupportedError(f"an instruction's M/N rows {mn0}..{mn0 + inst_mn - 1} must start on an atom "
-                                   f"({self.atom_mn}) inside the tile's {self.mn}")
+            raise UnsupportedError(
+                f"an instruction's M/N rows {mn0}..{mn0 + inst_mn - 1} must start on an atom "
+                f"({self.atom_mn}) inside the tile's {self.mn}"
+            )
         if k0 % inst_k or k0 + inst_k > self.k:
-            raise UnsupportedError(f"an instruction's K {k0}..{k0 + inst_k - 1} must start on a K step inside the "
-                                   f"tile's {self.k}")
+            raise UnsupportedError(
+                f"an instruction's K {k0}..{k0 + inst_k - 1} must start on a K step inside the tile's {self.k}"
+            )
         if self.major is Major.K and self.swizzle is not Swizzle.NONE and self.line_elements % inst_k:
-            raise UnsupportedError(f"K = {inst_k} does not divide a {self.swizzle.value} line of "
-                                   f"{self.line_elements} elements")
+            raise UnsupportedError(
+                f"K = {inst_k} does not divide a {self.swizzle.value} line of {self.line_elements} elements"
+            )
         lbo, sbo = self.strides()
         return MatrixDescriptor(base + self.linear_offset(mn0, k0), lbo, sbo, self.swizzle)
 
@@ -237,10 +256,12 @@ class SmemLayout:
     def describe(self) -> str:
         lbo, sbo = self.strides()
         swizzle = "no swizzle" if self.swizzle is Swizzle.NONE else f"{self.swizzle.value} swizzle"
-        return (f"{self.mn}x{self.k} ({self.major.value}-major, {swizzle}, "
-                f"{self.element_bits}-bit): atoms of 8 lines x {self.swizzle.width} B ({self.atom_mn}x{self.atom_k} "
-                f"elements, {self.swizzle.atom_bytes} B), {'K' if self.k_atoms_fastest else 'M/N'}-atoms fastest; LBO {lbo}, SBO {sbo}, "
-                f"descriptor mode {self.swizzle.descriptor_code}, base aligned to {self.alignment} B")
+        return (
+            f"{self.mn}x{self.k} ({self.major.value}-major, {swizzle}, "
+            f"{self.element_bits}-bit): atoms of 8 lines x {self.swizzle.width} B ({self.atom_mn}x{self.atom_k} "
+            f"elements, {self.swizzle.atom_bytes} B), {'K' if self.k_atoms_fastest else 'M/N'}-atoms fastest; LBO {lbo}, SBO {sbo}, "
+            f"descriptor mode {self.swizzle.descriptor_code}, base aligned to {self.alignment} B"
+        )
 
     def atom_view(self) -> str:
         """The first atom: one row per line, one column per stored 16-byte chunk, each cell naming

@@ -14,8 +14,7 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.target.intrinsics import CATALOGUE, Intrinsic
-from mmaflow.compiler.target.intrinsics import WGMMA_CATALOGUE, WarpgroupIntrinsic, all_wgmma
+from mmaflow.compiler.target.intrinsics import CATALOGUE, WGMMA_CATALOGUE, Intrinsic, WarpgroupIntrinsic, all_wgmma
 
 
 class Vendor(str, Enum):
@@ -145,8 +144,10 @@ class Target:
 
     def iree_flags(self, arch: str | None = None) -> list[str]:
         """The iree-compile flags for this target (or for ``arch``, e.g. the baseline's)."""
-        return [f"--iree-hal-target-device={self.vendor.iree_device}",
-                f"{self.vendor.iree_target_flag}={arch or self.iree_arch}"]
+        return [
+            f"--iree-hal-target-device={self.vendor.iree_device}",
+            f"{self.vendor.iree_target_flag}={arch or self.iree_arch}",
+        ]
 
     @property
     def variant_target(self) -> str | None:
@@ -157,11 +158,12 @@ class Target:
         return (
             f'#hal.executable.target<"{self.vendor.iree_backend}", "cuda-nvptx-fb", {{iree_codegen.target_info = '
             f'#iree_gpu.target<arch = "{self.iree_arch}", features = "+ptx{self.ptx_version}", wgp = <compute = '
-            'fp64|fp32|fp16|int64|int32|int16|int8, storage = b64|b32|b16|b8, subgroup = shuffle|arithmetic, '
-            'dot = dp4xi8toi32, mma = [<NV_MMA_SYNC_F32_16x8x16_F16>, <NV_MMA_SYNC_F16_16x8x16_F16>, '
-            '<NV_MMA_SYNC_F32_16x8x16_BF16>], subgroup_size_choices = [32], max_workgroup_sizes = [1024, 1024, '
-            f'1024], max_thread_count_per_workgroup = {self.max_workgroup_size}, max_workgroup_memory_bytes = '
-            f'{self.lds_bytes}, max_workgroup_counts = [2147483647, 65535, 65535]>>}}>')
+            "fp64|fp32|fp16|int64|int32|int16|int8, storage = b64|b32|b16|b8, subgroup = shuffle|arithmetic, "
+            "dot = dp4xi8toi32, mma = [<NV_MMA_SYNC_F32_16x8x16_F16>, <NV_MMA_SYNC_F16_16x8x16_F16>, "
+            "<NV_MMA_SYNC_F32_16x8x16_BF16>], subgroup_size_choices = [32], max_workgroup_sizes = [1024, 1024, "
+            f"1024], max_thread_count_per_workgroup = {self.max_workgroup_size}, max_workgroup_memory_bytes = "
+            f"{self.lds_bytes}, max_workgroup_counts = [2147483647, 65535, 65535]>>}}>"
+        )
 
     def intrinsics(self, wave_size: int | None = None) -> tuple[Intrinsic, ...]:
         """The instructions codegen emits (what the heuristic chooses from). Warpgroup MMAs are
@@ -198,8 +200,10 @@ class Target:
                     return w
             if not any(i.name == name for i in CATALOGUE[self.family.value]):
                 names = ", ".join(i.name for i in CATALOGUE[self.family.value] + WGMMA_CATALOGUE)
-                raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names} (warpgroup "
-                                       f"MMAs: any N = 8..256 step 8)")
+                raise UnsupportedError(
+                    f"{self.name} has no intrinsic {name!r}; valid choices: {names} (warpgroup "
+                    f"MMAs: any N = 8..256 step 8)"
+                )
         return self.intrinsic(name)
 
     def waves_per_simd(self, wave_size: int, vgprs: int, agprs: int = 0) -> int | None:
@@ -212,25 +216,78 @@ class Target:
 _AMD = dict(vendor=Vendor.AMD)
 _NV = dict(vendor=Vendor.NVIDIA, family=Family.NVIDIA, wave_sizes=(32,), lds_banks=32, vgprs_per_lane=255)
 
-TARGETS: dict[str, Target] = {t.name: t for t in [
-    Target("gfx1100", family=Family.RDNA3, description="AMD RDNA3 (Radeon RX 7900), WMMA",
-           iree_arch="gfx1100", wave_sizes=(32, 64), lds_bytes=65536, lds_banks=64,
-           vgprs_per_lane=256, registers=RDNA_REGISTERS, **_AMD),
-    Target("gfx1201", family=Family.RDNA4, description="AMD RDNA4 (Radeon RX 9070), WMMA",
-           iree_arch="gfx1201", wave_sizes=(32,), lds_bytes=65536, lds_banks=64,
-           vgprs_per_lane=256, registers=RDNA_REGISTERS, **_AMD),
-    Target("gfx942", family=Family.CDNA3, description="AMD CDNA3 (Instinct MI300), MFMA",
-           iree_arch="gfx942", wave_sizes=(64,), lds_bytes=65536, lds_banks=32,
-           vgprs_per_lane=512, registers=CDNA_REGISTERS, **_AMD),
-    Target("gfx950", family=Family.CDNA4, description="AMD CDNA4 (Instinct MI350), MFMA",
-           iree_arch="gfx950", wave_sizes=(64,), lds_bytes=163840, lds_banks=64,
-           vgprs_per_lane=512, registers=CDNA_REGISTERS, **_AMD),
-    Target("sm_80", description="NVIDIA Ampere (A100), mma.sync", iree_arch="sm_80",
-           lds_bytes=166912, compute_units=108, **_NV),
-    Target("sm_90a", description="NVIDIA Hopper (H100) through mma.sync, PTX .target sm_90a",
-           iree_arch="sm_90a", lds_bytes=232448, retarget_variant=True, ptx_version=80, compute_units=132,
-           warpgroup_mma=True, **_NV),
-]}
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in [
+        Target(
+            "gfx1100",
+            family=Family.RDNA3,
+            description="AMD RDNA3 (Radeon RX 7900), WMMA",
+            iree_arch="gfx1100",
+            wave_sizes=(32, 64),
+            lds_bytes=65536,
+            lds_banks=64,
+            vgprs_per_lane=256,
+            registers=RDNA_REGISTERS,
+            **_AMD,
+        ),
+        Target(
+            "gfx1201",
+            family=Family.RDNA4,
+            description="AMD RDNA4 (Radeon RX 9070), WMMA",
+            iree_arch="gfx1201",
+            wave_sizes=(32,),
+            lds_bytes=65536,
+            lds_banks=64,
+            vgprs_per_lane=256,
+            registers=RDNA_REGISTERS,
+            **_AMD,
+        ),
+        Target(
+            "gfx942",
+            family=Family.CDNA3,
+            description="AMD CDNA3 (Instinct MI300), MFMA",
+            iree_arch="gfx942",
+            wave_sizes=(64,),
+            lds_bytes=65536,
+            lds_banks=32,
+            vgprs_per_lane=512,
+            registers=CDNA_REGISTERS,
+            **_AMD,
+        ),
+        Target(
+            "gfx950",
+            family=Family.CDNA4,
+            description="AMD CDNA4 (Instinct MI350), MFMA",
+            iree_arch="gfx950",
+            wave_sizes=(64,),
+            lds_bytes=163840,
+            lds_banks=64,
+            vgprs_per_lane=512,
+            registers=CDNA_REGISTERS,
+            **_AMD,
+        ),
+        Target(
+            "sm_80",
+            description="NVIDIA Ampere (A100), mma.sync",
+            iree_arch="sm_80",
+            lds_bytes=166912,
+            compute_units=108,
+            **_NV,
+        ),
+        Target(
+            "sm_90a",
+            description="NVIDIA Hopper (H100) through mma.sync, PTX .target sm_90a",
+            iree_arch="sm_90a",
+            lds_bytes=232448,
+            retarget_variant=True,
+            ptx_version=80,
+            compute_units=132,
+            warpgroup_mma=True,
+            **_NV,
+        ),
+    ]
+}
 
 
 def get_target(name: str) -> Target:

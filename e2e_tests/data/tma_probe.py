@@ -73,16 +73,16 @@ from mmaflow.compiler.pipeline.hand_back import constant_grid, install
 from mmaflow.compiler.target.targets import get_target
 
 VARIANTS = ("zero", "template", "zero-cpfp")
-ROWS = COLS = 256                 # x: 256 x 256 f16, row-major
-BOX = 64                          # 64 x 64 box: 64 f16 = 128 bytes per line (the 128B swizzle span)
-COORD = (64, 128)                 # box start, innermost (column) first
-BOX_BYTES = BOX * BOX * 2         # 8192
+ROWS = COLS = 256  # x: 256 x 256 f16, row-major
+BOX = 64  # 64 x 64 box: 64 f16 = 128 bytes per line (the 128B swizzle span)
+COORD = (64, 128)  # box start, innermost (column) first
+BOX_BYTES = BOX * BOX * 2  # 8192
 THREADS = 128
-WAIT_LIMIT = 1 << 20              # try_wait attempts before the kernel gives up
-WAIT_TICKS_NS = 1000              # suspend-time hint of each attempt (so the bound is ~1 s, not minutes)
-SMEM_I64 = (1024 + BOX_BYTES + 256) // 8   # slack to round up to 1024 + box + map + mbarrier
-MAPS_I64 = 56                     # maps: [0:16) the built map, [16:47) a 128-aligned scratch map (the TMA's),
-STATUS, X_ADDRESS = 47, 48        # [47] the wait's try count (-1: gave up), [48] the address given to the map
+WAIT_LIMIT = 1 << 20  # try_wait attempts before the kernel gives up
+WAIT_TICKS_NS = 1000  # suspend-time hint of each attempt (so the bound is ~1 s, not minutes)
+SMEM_I64 = (1024 + BOX_BYTES + 256) // 8  # slack to round up to 1024 + box + map + mbarrier
+MAPS_I64 = 56  # maps: [0:16) the built map, [16:47) a 128-aligned scratch map (the TMA's),
+STATUS, X_ADDRESS = 47, 48  # [47] the wait's try count (-1: gave up), [48] the address given to the map
 
 
 def host_module(template: bool) -> str:
@@ -98,28 +98,35 @@ def host_module(template: bool) -> str:
     ins, in_types = ("%x, %t", f"{x}, {tm}") if template else ("%x", x)
     bargs = f"%bx: {dx}" + (f", %bt: {dtm}" if template else "") + f", %bo: {dimg}, %bm: {dmaps}"
     if template:
-        fill_maps = (f"    %tv = iree_tensor_ext.dispatch.tensor.load %bt, offsets = [0], sizes = [16], strides = [1] : {dtm} -> {tm}\n"
-                     f"    iree_tensor_ext.dispatch.tensor.store %tv, %bm, offsets = [0], sizes = [16], strides = [1] : {tm} -> {dmaps}\n")
+        fill_maps = (
+            f"    %tv = iree_tensor_ext.dispatch.tensor.load %bt, offsets = [0], sizes = [16], strides = [1] : {dtm} -> {tm}\n"
+            f"    iree_tensor_ext.dispatch.tensor.store %tv, %bm, offsets = [0], sizes = [16], strides = [1] : {tm} -> {dmaps}\n"
+        )
     else:
-        fill_maps = (f"    %z = arith.constant dense<0> : {maps}\n"
-                     f"    iree_tensor_ext.dispatch.tensor.store %z, %bm, offsets = [0], sizes = [{MAPS_I64}], strides = [1] : {maps} -> {dmaps}\n")
-    return (f"func.func @probe({args}) -> ({img}, {maps}) {{\n"
-            f"  %r:2 = flow.dispatch.workgroups({ins}) : ({in_types}) -> ({img}, {maps}) =\n"
-            f"      ({bargs}) {{\n"
-            f"    %a = iree_tensor_ext.dispatch.tensor.load %bx, offsets = [0, 0], sizes = [1, 4096], strides = [1, 1] : {dx} -> tensor<4096xf16>\n"
-            f"    %ab = arith.bitcast %a : tensor<4096xf16> to tensor<4096xi16>\n"
-            f"    %s = tensor.extract_slice %ab[0] [1024] [1] : tensor<4096xi16> to tensor<1024xi16>\n"
-            f"    %w = arith.extui %s : tensor<1024xi16> to {img}\n"
-            f"    iree_tensor_ext.dispatch.tensor.store %w, %bo, offsets = [0], sizes = [1024], strides = [1] : {img} -> {dimg}\n"
-            + fill_maps +
-            f"    flow.return\n  }}\n"
-            f"  return %r#0, %r#1 : {img}, {maps}\n}}\n")
+        fill_maps = (
+            f"    %z = arith.constant dense<0> : {maps}\n"
+            f"    iree_tensor_ext.dispatch.tensor.store %z, %bm, offsets = [0], sizes = [{MAPS_I64}], strides = [1] : {maps} -> {dmaps}\n"
+        )
+    return (
+        f"func.func @probe({args}) -> ({img}, {maps}) {{\n"
+        f"  %r:2 = flow.dispatch.workgroups({ins}) : ({in_types}) -> ({img}, {maps}) =\n"
+        f"      ({bargs}) {{\n"
+        f"    %a = iree_tensor_ext.dispatch.tensor.load %bx, offsets = [0, 0], sizes = [1, 4096], strides = [1, 1] : {dx} -> tensor<4096xf16>\n"
+        f"    %ab = arith.bitcast %a : tensor<4096xf16> to tensor<4096xi16>\n"
+        f"    %s = tensor.extract_slice %ab[0] [1024] [1] : tensor<4096xi16> to tensor<1024xi16>\n"
+        f"    %w = arith.extui %s : tensor<1024xi16> to {img}\n"
+        f"    iree_tensor_ext.dispatch.tensor.store %w, %bo, offsets = [0], sizes = [1024], strides = [1] : {img} -> {dimg}\n"
+        + fill_maps
+        + f"    flow.return\n  }}\n"
+        f"  return %r#0, %r#1 : {img}, {maps}\n}}\n"
+    )
 
 
 def executable_sources(template: bool) -> str:
     flags = ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_90a", "--compile-to=executable-sources"]
-    return subprocess.run([iree_compile(), "-", *flags], input=host_module(template), capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        [iree_compile(), "-", *flags], input=host_module(template), capture_output=True, text=True, check=True
+    ).stdout
 
 
 def iree_compile() -> str:
@@ -164,8 +171,13 @@ class Kernel:
         return _Then(op)
 
     def replace(self, field: str, tmap, value=None, *, ord: int | None = None, attr: str | None = None):
-        nvvm.TensormapReplaceOp(ir.Attribute.parse(f"#nvvm.tensormap_field<{field}>"), tmap, new_value=value,
-                                ord=ord, new_value_attr=ir.Attribute.parse(attr) if attr else None)
+        nvvm.TensormapReplaceOp(
+            ir.Attribute.parse(f"#nvvm.tensormap_field<{field}>"),
+            tmap,
+            new_value=value,
+            ord=ord,
+            new_value_attr=ir.Attribute.parse(attr) if attr else None,
+        )
 
 
 class _Then:
@@ -197,9 +209,14 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool, c
         t = ir.MemRefType.get([n], elem, layout=dyn, memory_space=glob)
         attrs = old.attributes
         new = hal.InterfaceBindingSubspanOp(
-            t, attrs["layout"], attrs["binding"], [], byte_offset=old.operands[0],
+            t,
+            attrs["layout"],
+            attrs["binding"],
+            [],
+            byte_offset=old.operands[0],
             alignment=attrs["alignment"] if "alignment" in attrs else None,
-            descriptor_flags=attrs["descriptor_flags"] if "descriptor_flags" in attrs else None).result
+            descriptor_flags=attrs["descriptor_flags"] if "descriptor_flags" in attrs else None,
+        ).result
         off = arith.IndexCastOp(i64, old.operands[0]).result
         return new, arith.AddIOp(k.address(new), off).result
 
@@ -218,8 +235,9 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool, c
     smem_t = ir.MemRefType.get([SMEM_I64], i64, memory_space=wg)
     smem = memref.AllocOp(smem_t, [], [], alignment=1024).result
     sbase = k.address(smem)
-    pad = arith.RemUIOp(arith.SubIOp(k.c(1024, i64), arith.RemUIOp(sbase, k.c(1024, i64)).result).result,
-                        k.c(1024, i64)).result
+    pad = arith.RemUIOp(
+        arith.SubIOp(k.c(1024, i64), arith.RemUIOp(sbase, k.c(1024, i64)).result).result, k.c(1024, i64)
+    ).result
     box_addr = arith.AddIOp(sbase, pad).result
     box_e = arith.IndexCastOp(index, arith.DivUIOp(pad, k.c(8, i64)).result).result
     map_e = arith.AddIOp(box_e, k.c(BOX_BYTES // 8)).result
@@ -229,8 +247,9 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool, c
     bar3 = k.to_ptr(arith.AddIOp(box_addr, k.c(BOX_BYTES + 128, i64)).result, 3)
 
     # The scratch map the TMA uses: maps' start + 128, rounded up to 128 bytes.
-    gpad = arith.RemUIOp(arith.SubIOp(k.c(128, i64), arith.RemUIOp(maps_addr, k.c(128, i64)).result).result,
-                         k.c(128, i64)).result
+    gpad = arith.RemUIOp(
+        arith.SubIOp(k.c(128, i64), arith.RemUIOp(maps_addr, k.c(128, i64)).result).result, k.c(128, i64)
+    ).result
     gmap_addr = arith.AddIOp(arith.AddIOp(maps_addr, k.c(128, i64)).result, gpad).result
     gmap_e = arith.AddIOp(k.c(16), arith.IndexCastOp(index, arith.DivUIOp(gpad, k.c(8, i64)).result).result).result
     gmap1 = k.to_ptr(gmap_addr, 1)
@@ -247,12 +266,12 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool, c
     with k.if_(first):
         k.replace("global_address", map3, x_addr)
         if not template:
-            k.replace("rank", map3, k.c(1, i32))                       # zero-based: rank 2
+            k.replace("rank", map3, k.c(1, i32))  # zero-based: rank 2
             for d in (0, 1):
                 k.replace("box_dim", map3, k.c(BOX, i32), ord=d)
-            k.replace("global_dim", map3, k.c(COLS, i32), ord=0)      # innermost first
+            k.replace("global_dim", map3, k.c(COLS, i32), ord=0)  # innermost first
             k.replace("global_dim", map3, k.c(ROWS, i32), ord=1)
-            k.replace("global_stride", map3, k.c(COLS * 2, i64), ord=0)   # bytes between rows
+            k.replace("global_stride", map3, k.c(COLS * 2, i64), ord=0)  # bytes between rows
             for d in (0, 1):
                 k.replace("element_stride", map3, k.c(1, i32), ord=d)
             k.replace("elemtype", map3, attr="#nvvm.tensormap_elemtype<f16>")
@@ -271,8 +290,14 @@ def build_kernel(k: Kernel, subspans: dict[int, ir.Operation], template: bool, c
         # converged (.sync.aligned), after a barrier orders thread 0's tensormap.replace.
         gpu.BarrierOp()
         with k.if_(arith.CmpIOp(arith.CmpIPredicate.ult, tid, k.c(32)).result):
-            nvvm.InlinePtxOp([], [gmap1, map3], [], "tensormap.cp_fenceproxy.global.shared::cta."
-                             "tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;", memoryClobber=True)
+            nvvm.InlinePtxOp(
+                [],
+                [gmap1, map3],
+                [],
+                "tensormap.cp_fenceproxy.global.shared::cta."
+                "tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;",
+                memoryClobber=True,
+            )
     with k.if_(first):
         nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), gmap, k.c(128, i32))
         nvvm.MBarrierInitOp(bar3, k.c(1, i32))
@@ -337,8 +362,9 @@ def main() -> None:
     parser.add_argument("variant", choices=VARIANTS)
     parser.add_argument("-o", "--output", help="write here instead of stdout")
     args = parser.parse_args()
-    text = (f"// TMA probe ({args.variant}): generated by e2e_tests/data/tma_probe.py; see its docstring.\n"
-            + str(probe_module(args.variant)))
+    text = f"// TMA probe ({args.variant}): generated by e2e_tests/data/tma_probe.py; see its docstring.\n" + str(
+        probe_module(args.variant)
+    )
     if args.output:
         Path(args.output).write_text(text)
     else:

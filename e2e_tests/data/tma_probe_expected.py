@@ -13,7 +13,7 @@ BOX = 64
 def expected_image(x: np.ndarray, row0: int, col0: int, swizzle: bool = True) -> np.ndarray:
     """The 8192 bytes a 64x64 f16 box of x at (row0, col0) occupies in shared memory under TMA's
     128B swizzle (written here from the PTX ISA's description, independent of mmaflow)."""
-    box = np.ascontiguousarray(x[row0:row0 + BOX, col0:col0 + BOX]).view(np.uint8).reshape(BOX, 8, 16)
+    box = np.ascontiguousarray(x[row0 : row0 + BOX, col0 : col0 + BOX]).view(np.uint8).reshape(BOX, 8, 16)
     out = np.zeros((BOX, 8, 16), np.uint8)
     for r in range(BOX):
         for c in range(8):

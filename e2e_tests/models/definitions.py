@@ -126,7 +126,7 @@ class LlamaRMSNorm(nn.Module):
 
 def rotate_half(x):
     x1 = x[..., : x.shape[-1] // 2]
-    x2 = x[..., x.shape[-1] // 2:]
+    x2 = x[..., x.shape[-1] // 2 :]
     return torch.cat((-x2, x1), dim=-1)
 
 
@@ -149,8 +149,14 @@ def repeat_kv(hidden_states, n_rep: int):
 class LlamaAttentionBlock(nn.Module):
     """x + o_proj(attention(rope(q_proj(rms(x))), rope(k_proj(rms(x))), v_proj(rms(x))))."""
 
-    def __init__(self, hidden_size: int = 1024, num_heads: int = 16, num_kv_heads: int = 4,
-                 rope_theta: float = 10000.0, rms_eps: float = 1e-6):
+    def __init__(
+        self,
+        hidden_size: int = 1024,
+        num_heads: int = 16,
+        num_kv_heads: int = 4,
+        rope_theta: float = 10000.0,
+        rms_eps: float = 1e-6,
+    ):
         super().__init__()
         self.hidden_size = hidden_size
         self.num_heads = num_heads
@@ -166,8 +172,10 @@ class LlamaAttentionBlock(nn.Module):
 
     def rotary(self, x, T: int):
         # cos/sin computed in float32 from positions (as HF's LlamaRotaryEmbedding), then cast.
-        inv_freq = 1.0 / (self.rope_theta ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64,
-                                                            device=x.device).float() / self.head_dim))
+        inv_freq = 1.0 / (
+            self.rope_theta
+            ** (torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=x.device).float() / self.head_dim)
+        )
         position_ids = torch.arange(T, device=x.device).float()
         freqs = torch.outer(position_ids, inv_freq)  # [T, D/2]
         emb = torch.cat((freqs, freqs), dim=-1)  # [T, D]
@@ -266,8 +274,7 @@ class BertAttention(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(self, hidden_size: int = 768, num_heads: int = 12, intermediate_size: int = 3072,
-                 eps: float = 1e-12):
+    def __init__(self, hidden_size: int = 768, num_heads: int = 12, intermediate_size: int = 3072, eps: float = 1e-12):
         super().__init__()
         self.attention = BertAttention(hidden_size, num_heads, eps)
         self.intermediate = BertIntermediate(hidden_size, intermediate_size)
@@ -297,30 +304,49 @@ class ModelSpec:
 
 MODELS: dict[str, ModelSpec] = {
     "llama_mlp": ModelSpec(
-        "llama_mlp", LlamaMLP, dict(hidden_size=2048, intermediate_size=5632), ((2, 256, 2048),),
-        "Llama SwiGLU MLP: down(silu(gate(x)) * up(x)), 2048 -> 5632 -> 2048, no biases"),
+        "llama_mlp",
+        LlamaMLP,
+        dict(hidden_size=2048, intermediate_size=5632),
+        ((2, 256, 2048),),
+        "Llama SwiGLU MLP: down(silu(gate(x)) * up(x)), 2048 -> 5632 -> 2048, no biases",
+    ),
     "gpt2_block": ModelSpec(
-        "gpt2_block", GPT2Block, dict(n_embd=768, n_head=12, attn_impl="explicit", is_causal=True),
+        "gpt2_block",
+        GPT2Block,
+        dict(n_embd=768, n_head=12, attn_impl="explicit", is_causal=True),
         ((2, 256, 768),),
         "nanoGPT GPT-2 block: pre-LN, fused qkv, explicit causal attention (tril + masked_fill -inf), "
-        "gelu(tanh) MLP 4x, residuals"),
+        "gelu(tanh) MLP 4x, residuals",
+    ),
     "gpt2_sdpa": ModelSpec(
-        "gpt2_sdpa", GPT2Block, dict(n_embd=768, n_head=12, attn_impl="sdpa", is_causal=True),
+        "gpt2_sdpa",
+        GPT2Block,
+        dict(n_embd=768, n_head=12, attn_impl="sdpa", is_causal=True),
         ((2, 256, 768),),
-        "GPT-2 block with F.scaled_dot_product_attention(is_causal=True)"),
+        "GPT-2 block with F.scaled_dot_product_attention(is_causal=True)",
+    ),
     "gpt2_sdpa_nocausal": ModelSpec(
-        "gpt2_sdpa_nocausal", GPT2Block, dict(n_embd=768, n_head=12, attn_impl="sdpa", is_causal=False),
+        "gpt2_sdpa_nocausal",
+        GPT2Block,
+        dict(n_embd=768, n_head=12, attn_impl="sdpa", is_causal=False),
         ((2, 256, 768),),
-        "GPT-2 block with F.scaled_dot_product_attention(is_causal=False)"),
+        "GPT-2 block with F.scaled_dot_product_attention(is_causal=False)",
+    ),
     "llama_attention": ModelSpec(
-        "llama_attention", LlamaAttentionBlock, dict(hidden_size=1024, num_heads=16, num_kv_heads=4),
+        "llama_attention",
+        LlamaAttentionBlock,
+        dict(hidden_size=1024, num_heads=16, num_kv_heads=4),
         ((2, 256, 1024),),
         "Llama attention block: RMSNorm, q/k/v/o without bias, GQA 16q/4kv heads x 64, RoPE "
-        "(rotate_half), explicit causal matmul+softmax(f32), residual"),
+        "(rotate_half), explicit causal matmul+softmax(f32), residual",
+    ),
     "bert_layer": ModelSpec(
-        "bert_layer", BertLayer, dict(hidden_size=768, num_heads=12, intermediate_size=3072),
+        "bert_layer",
+        BertLayer,
+        dict(hidden_size=768, num_heads=12, intermediate_size=3072),
         ((2, 128, 768),),
-        "BERT encoder layer: 12 heads, no mask, post-LN, erf GELU, intermediate 3072, biases"),
+        "BERT encoder layer: 12 heads, no mask, post-LN, erf GELU, intermediate 3072, biases",
+    ),
 }
 
 
@@ -415,6 +441,7 @@ def torch_to_numpy(t: torch.Tensor) -> np.ndarray:
     t = t.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
         import ml_dtypes  # ships with iree-base-runtime / jax; only needed for bf16
+
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     return t.numpy()
 

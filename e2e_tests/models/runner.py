@@ -23,6 +23,7 @@ def np_dtype(dtype: str):
         return np.dtype(np.float16)
     if dtype == "bf16":
         import ml_dtypes
+
         return np.dtype(ml_dtypes.bfloat16)
     if dtype == "f32":
         return np.dtype(np.float32)
@@ -42,8 +43,9 @@ def load_artifacts(folder, name: str, dtype: str):
     return folder / f"{stem}.irpa", inputs, ref
 
 
-def run_vmfb(vmfb_path, irpa_path, inputs, *, driver: str = "local-task", function: str = "main",
-             scope: str = PARAMETER_SCOPE) -> list[np.ndarray]:
+def run_vmfb(
+    vmfb_path, irpa_path, inputs, *, driver: str = "local-task", function: str = "main", scope: str = PARAMETER_SCOPE
+) -> list[np.ndarray]:
     """Load `vmfb_path` with the parameters of `irpa_path` under `scope`, call `function` and
     return its results as float32 numpy arrays. driver: "local-task" (llvm-cpu), "cuda", "hip"."""
     import iree.runtime as rt
@@ -63,6 +65,8 @@ def run_vmfb(vmfb_path, irpa_path, inputs, *, driver: str = "local-task", functi
 def errors(out: np.ndarray, ref: np.ndarray) -> dict:
     out = np.asarray(out, np.float64)
     ref = np.asarray(ref, np.float64)
-    return {"max_abs": float(np.max(np.abs(out - ref))),
-            "rel_l2": float(np.linalg.norm(out - ref) / np.linalg.norm(ref)),
-            "finite": bool(np.isfinite(out).all())}
+    return {
+        "max_abs": float(np.max(np.abs(out - ref))),
+        "rel_l2": float(np.linalg.norm(out - ref) / np.linalg.norm(ref)),
+        "finite": bool(np.isfinite(out).all()),
+    }

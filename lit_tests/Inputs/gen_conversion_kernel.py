@@ -17,9 +17,9 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.dialects import amdgpu, arith
 
-from mmaflow.compiler.target.convert import attention_conversion
-from mmaflow.compiler.kernels.common.convert_emit import emit_lds_route, emit_register_route
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.kernels.common.convert_emit import emit_lds_route, emit_register_route
+from mmaflow.compiler.target.convert import attention_conversion
 from mmaflow.compiler.target.targets import get_target
 
 

@@ -13,8 +13,8 @@ the constant grid, minctasm, the variant's target), ready for ``iree-compile
 import argparse
 from pathlib import Path
 
-from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.kernels.attention.nvidia import rewrite_dispatch
 from mmaflow.compiler.pipeline.hand_back import constant_grid, install
 from mmaflow.compiler.target.targets import get_target
 
@@ -28,15 +28,19 @@ def main() -> None:
     args = parser.parse_args()
     ctx = new_context()
     module = parse_module(Path(args.source).read_text(), ctx, source=args.source)
-    funcs = [f for f in ops_named(module.operation, "func.func")
-             if ops_named(f, "iree_linalg_ext.attention")]
+    funcs = [f for f in ops_named(module.operation, "func.func") if ops_named(f, "iree_linalg_ext.attention")]
     (fn,) = funcs
     name = fn.attributes["sym_name"]
     inner = fn.parent
     plan = rewrite_dispatch(fn, target=args.target, causal=args.causal, stages=args.stages)
     (kernel,) = [f for f in ops_named(inner, "func.func") if f.attributes["sym_name"] == name]
-    install(kernel, get_target(args.target), workgroup_size=plan.workgroup_size, subgroup_size=plan.wave_size,
-            grid=constant_grid(plan.grid))
+    install(
+        kernel,
+        get_target(args.target),
+        workgroup_size=plan.workgroup_size,
+        subgroup_size=plan.wave_size,
+        grid=constant_grid(plan.grid),
+    )
     assert module.operation.verify()
     print(module)
 

@@ -40,12 +40,41 @@ import numpy as np
 from iree.compiler import ir
 
 from mmaflow.runtime.executor import ops, tma, wgmma
-from mmaflow.runtime.executor.core import (LDS_BANKS, ExecutorError, FuncReturn, MemRef, Roles, State, Stats,
-                                           cluster_coordinates, cluster_shape, lds_banks, np_dtype, op_loc,
-                                           role_progress, run_block, whole_clusters)
+from mmaflow.runtime.executor.core import (
+    LDS_BANKS,
+    ExecutorError,
+    FuncReturn,
+    MemRef,
+    Roles,
+    State,
+    Stats,
+    cluster_coordinates,
+    cluster_shape,
+    lds_banks,
+    np_dtype,
+    op_loc,
+    role_progress,
+    run_block,
+    whole_clusters,
+)
 
-__all__ = ["HANDLERS", "END_CHECKS", "Kernel", "ExecutorError", "LDS_BANKS", "MemRef", "Roles", "State", "Stats",
-           "cluster_coordinates", "cluster_shape", "lds_banks", "np_dtype", "role_progress", "whole_clusters"]
+__all__ = [
+    "HANDLERS",
+    "END_CHECKS",
+    "Kernel",
+    "ExecutorError",
+    "LDS_BANKS",
+    "MemRef",
+    "Roles",
+    "State",
+    "Stats",
+    "cluster_coordinates",
+    "cluster_shape",
+    "lds_banks",
+    "np_dtype",
+    "role_progress",
+    "whole_clusters",
+]
 
 
 def _assemble(*tables: dict) -> dict:
@@ -82,14 +111,23 @@ def batch_ticks(progress, first: int, size: int, total: int):
         if share > seen[1]:
             seen[1] = share
             progress(first + size * share, total)
+
     return tick
 
 
 class Kernel:
     """A dispatch function compiled to Python closures, ready to run over its grid."""
 
-    def __init__(self, func: ir.Operation, *, arch: str, grid: tuple[int, int, int],
-                 workgroup_size: int, wave_size: int, constants: list[int] | None = None):
+    def __init__(
+        self,
+        func: ir.Operation,
+        *,
+        arch: str,
+        grid: tuple[int, int, int],
+        workgroup_size: int,
+        wave_size: int,
+        constants: list[int] | None = None,
+    ):
         self.func, self.arch, self.grid = func, arch, grid
         self.constants = list(constants or [])  # push constants (i32), for dynamic sizes
         self.workgroup_size, self.wave_size = workgroup_size, wave_size
@@ -123,8 +161,9 @@ class Kernel:
         return [self._id(v) for v in op.results]
 
     # ---- running ----------------------------------------------------------------------------
-    def run(self, bindings: dict[int, np.ndarray], *, max_lanes: int = 1 << 14,
-            workgroups=None, progress=None) -> Stats:
+    def run(
+        self, bindings: dict[int, np.ndarray], *, max_lanes: int = 1 << 14, workgroups=None, progress=None
+    ) -> Stats:
         """Run every workgroup of the grid, or only the linear ids in ``workgroups`` (a sample:
         each workgroup computes its own output tile). ``progress(done, total)`` is called after
         each batch, and within one after each iteration of its outermost loop (the K loop; ``done``
@@ -137,8 +176,9 @@ class Kernel:
         total = self.grid[0] * self.grid[1] * self.grid[2]
         n = int(np.prod(self.cluster))
         if any(g % c for g, c in zip(self.grid, self.cluster)):
-            raise ExecutorError(f"the grid {tuple(self.grid)} does not divide by the cluster shape {self.cluster} "
-                                f"(nvvm.cluster_dim)")
+            raise ExecutorError(
+                f"the grid {tuple(self.grid)} does not divide by the cluster shape {self.cluster} (nvvm.cluster_dim)"
+            )
         ids = np.arange(total, dtype=np.int64) if workgroups is None else np.asarray(sorted(set(workgroups)), np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= total):
             raise ExecutorError(f"workgroup ids outside the grid of {total}")
@@ -148,7 +188,7 @@ class Kernel:
         per = max(1, max_lanes // self.workgroup_size)
         per = max(n, per // n * n)  # whole clusters per batch
         for first in range(0, len(ids), per):
-            st = State(self, ids[first:first + per])
+            st = State(self, ids[first : first + per])
             if progress is not None:
                 st.tick = batch_ticks(progress, first, len(st.wg_local) // self.workgroup_size, len(ids))
             try:

@@ -39,10 +39,20 @@ def lds_banks(arch: str) -> int:
 
 
 _DTYPES = {
-    "f32": np.float32, "f16": np.float16, "f64": np.float64, "bf16": ml_dtypes.bfloat16,
-    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz, "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
-    "f8E4M3FN": ml_dtypes.float8_e4m3fn, "f8E5M2": ml_dtypes.float8_e5m2,
-    "i1": np.bool_, "i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "index": np.int64,
+    "f32": np.float32,
+    "f16": np.float16,
+    "f64": np.float64,
+    "bf16": ml_dtypes.bfloat16,
+    "f8E4M3FNUZ": ml_dtypes.float8_e4m3fnuz,
+    "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
+    "f8E4M3FN": ml_dtypes.float8_e4m3fn,
+    "f8E5M2": ml_dtypes.float8_e5m2,
+    "i1": np.bool_,
+    "i8": np.int8,
+    "i16": np.int16,
+    "i32": np.int32,
+    "i64": np.int64,
+    "index": np.int64,
 }
 
 
@@ -85,11 +95,15 @@ class Stats:
 
     def to_dict(self) -> dict:
         return {
-            "lds_access_pieces": self.lds_access_pieces, "lds_ideal_cycles": self.lds_ideal_cycles,
-            "lds_cycles": self.lds_cycles, "lds_conflict_cycles": self.lds_conflict_cycles,
+            "lds_access_pieces": self.lds_access_pieces,
+            "lds_ideal_cycles": self.lds_ideal_cycles,
+            "lds_cycles": self.lds_cycles,
+            "lds_conflict_cycles": self.lds_conflict_cycles,
             "global_loads_by_bytes": dict(sorted(self.global_loads.items())),
             "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
-            "barriers": self.barriers, "matrix_ops": self.matrix_ops, "cross_lane_ops": self.cross_lane_ops,
+            "barriers": self.barriers,
+            "matrix_ops": self.matrix_ops,
+            "cross_lane_ops": self.cross_lane_ops,
             "async_copy_bytes": self.async_copy_bytes,
             "races": self.races[:20],
             "lds_conflicts_by_op": dict(self.lds_conflicts_by_op.most_common(10)),
@@ -103,7 +117,7 @@ class MemRef:
 
     def __init__(self, data: np.ndarray, shape, space: str, name: str, base: int = 0):
         self.data, self.shape, self.space, self.name, self.base = data, tuple(shape), space, name, base
-        self.strides = tuple(int(np.prod(shape[i + 1:])) for i in range(len(shape)))
+        self.strides = tuple(int(np.prod(shape[i + 1 :])) for i in range(len(shape)))
         self.numel = int(np.prod(shape)) if shape else 1
         self.elem_bytes = data.dtype.itemsize
         self.written: np.ndarray | None = None  # global memory: (element, byte) stored (a view of the binding's mask)
@@ -148,8 +162,10 @@ class State:
                 self.peers[g, r] = row
         if (self.peers < 0).any():
             g = int(np.argwhere(self.peers < 0)[0][0])
-            raise ExecutorError(f"workgroup {int(workgroups[g])} runs without the rest of its cluster of "
-                                f"{self.cluster_n} (a batch holds whole clusters)")
+            raise ExecutorError(
+                f"workgroup {int(workgroups[g])} runs without the rest of its cluster of "
+                f"{self.cluster_n} (a batch holds whole clusters)"
+            )
         self.cluster_count = np.zeros(self.G, np.int64)
         self.cluster_arrived = np.zeros(self.L, bool)  # arrived at the current barrier.cluster
         self.cluster_ready = np.zeros(self.L, bool)  # its barrier.cluster completed, not yet waited for
@@ -237,6 +253,7 @@ def run_block(body: list, st: State):
 # (error). Shared memory, mbarriers and wgmma groups are one machine state; each task sees it
 # through a ``_RoleView`` with its own mask.
 
+
 class _Abort(Exception):
     """Raised in a task's thread when another task failed."""
 
@@ -288,8 +305,10 @@ class Roles:
             self.stamp[me] = self.progress
             nxt = self._next(me)
             if nxt is None or self.stamp[nxt] == self.progress:
-                raise ExecutorError(f"{what}, and {'no other warp role runs' if nxt is None else 'so does the other warp role'}"
-                                    f": the kernel deadlocks")
+                raise ExecutorError(
+                    f"{what}, and {'no other warp role runs' if nxt is None else 'so does the other warp role'}"
+                    f": the kernel deadlocks"
+                )
             self.turn = nxt
             self.cv.notify_all()
             self._wait_turn(me)
@@ -344,4 +363,3 @@ def role_progress(st) -> None:
     roles = getattr(st, "roles", None)
     if roles is not None:
         roles.progress += 1
-

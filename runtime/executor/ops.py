@@ -15,8 +15,17 @@ import math
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.runtime.executor.core import (ExecutorError, FuncReturn, MemRef, Roles, State, np_dtype, op_loc,
-                                           per_lane, run_block)
+from mmaflow.runtime.executor.core import (
+    ExecutorError,
+    FuncReturn,
+    MemRef,
+    Roles,
+    State,
+    np_dtype,
+    op_loc,
+    per_lane,
+    run_block,
+)
 from mmaflow.runtime.executor.wgmma import lds_write_check
 from mmaflow.runtime.isa import IsaError
 from mmaflow.runtime.isa import execute as isa_execute
@@ -26,9 +35,10 @@ from mmaflow.runtime.isa.decode import decode
 def _uniform(v, what: str, op) -> int:
     a = np.asarray(v)
     if not np.all(a == a.flat[0]):
-        raise ExecutorError(f"{op_loc(op)}: {what} differs between lanes (non-uniform control flow is not supported here)")
+        raise ExecutorError(
+            f"{op_loc(op)}: {what} differs between lanes (non-uniform control flow is not supported here)"
+        )
     return int(a.flat[0])
-
 
 
 def _int_bits(t) -> int:
@@ -50,19 +60,40 @@ def _unsigned(a, bits):
 def _cmpi(pred, a, b, bits):
     if pred >= 6:
         a, b = _unsigned(a, bits), _unsigned(b, bits)
-    return [np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
-            np.less, np.less_equal, np.greater, np.greater_equal][pred](a, b)
+    return [
+        np.equal,
+        np.not_equal,
+        np.less,
+        np.less_equal,
+        np.greater,
+        np.greater_equal,
+        np.less,
+        np.less_equal,
+        np.greater,
+        np.greater_equal,
+    ][pred](a, b)
 
 
 def _cmpf(pred, a, b):
     a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    table = {0: lambda: np.zeros(np.broadcast(a, b).shape, bool), 1: lambda: a == b, 2: lambda: a > b,
-             3: lambda: a >= b, 4: lambda: a < b, 5: lambda: a <= b, 6: lambda: (a != b) & ~np.isnan(a) & ~np.isnan(b),
-             7: lambda: ~np.isnan(a) & ~np.isnan(b), 8: lambda: (a == b) | np.isnan(a) | np.isnan(b),
-             9: lambda: (a > b) | np.isnan(a) | np.isnan(b), 10: lambda: (a >= b) | np.isnan(a) | np.isnan(b),
-             11: lambda: (a < b) | np.isnan(a) | np.isnan(b), 12: lambda: (a <= b) | np.isnan(a) | np.isnan(b),
-             13: lambda: (a != b) | np.isnan(a) | np.isnan(b), 14: lambda: np.isnan(a) | np.isnan(b),
-             15: lambda: np.ones(np.broadcast(a, b).shape, bool)}
+    table = {
+        0: lambda: np.zeros(np.broadcast(a, b).shape, bool),
+        1: lambda: a == b,
+        2: lambda: a > b,
+        3: lambda: a >= b,
+        4: lambda: a < b,
+        5: lambda: a <= b,
+        6: lambda: (a != b) & ~np.isnan(a) & ~np.isnan(b),
+        7: lambda: ~np.isnan(a) & ~np.isnan(b),
+        8: lambda: (a == b) | np.isnan(a) | np.isnan(b),
+        9: lambda: (a > b) | np.isnan(a) | np.isnan(b),
+        10: lambda: (a >= b) | np.isnan(a) | np.isnan(b),
+        11: lambda: (a < b) | np.isnan(a) | np.isnan(b),
+        12: lambda: (a <= b) | np.isnan(a) | np.isnan(b),
+        13: lambda: (a != b) | np.isnan(a) | np.isnan(b),
+        14: lambda: np.isnan(a) | np.isnan(b),
+        15: lambda: np.ones(np.broadcast(a, b).shape, bool),
+    }
     return table[pred]()
 
 
@@ -84,6 +115,7 @@ def _float_op(f):
         if dt.itemsize < 4 or str(dt) == "bfloat16":  # round the f32 result once (exact for +,-,*)
             return f(np.asarray(a, np.float32), np.asarray(b, np.float32)).astype(dt)
         return f(np.asarray(a, dt), np.asarray(b, dt))
+
     return run
 
 
@@ -93,6 +125,7 @@ def _int_op(f, unsigned=False):
             r = f(_unsigned(a, bits), _unsigned(b, bits))
             return r.astype(np.int64).astype(dt) if bits < 64 else r.astype(dt)
         return f(np.asarray(a, dt), np.asarray(b, dt))
+
     return run
 
 
@@ -120,9 +153,11 @@ def _select(c, a, b, dt, bits):
 def _float_math(f):
     """A float op evaluated in float64 and rounded once to the result type: the correctly rounded
     result, which GPU math libraries approximate to a few ulp (epilogue tolerances allow that)."""
+
     def run(*args):
         *xs, dt, _bits = args
         return f(*(np.asarray(x, np.float64) for x in xs)).astype(dt)
+
     return run
 
 
@@ -130,36 +165,62 @@ _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 _ARITH = {
     "arith.negf": (_float_math(np.negative), "float"),
-    "math.absf": (_float_math(np.abs), "float"), "math.tanh": (_float_math(np.tanh), "float"),
-    "math.erf": (_float_math(_erf), "float"), "math.exp": (_float_math(np.exp), "float"),
-    "math.exp2": (_float_math(np.exp2), "float"), "math.log": (_float_math(np.log), "float"),
-    "math.log2": (_float_math(np.log2), "float"), "math.sqrt": (_float_math(np.sqrt), "float"),
+    "math.absf": (_float_math(np.abs), "float"),
+    "math.tanh": (_float_math(np.tanh), "float"),
+    "math.erf": (_float_math(_erf), "float"),
+    "math.exp": (_float_math(np.exp), "float"),
+    "math.exp2": (_float_math(np.exp2), "float"),
+    "math.log": (_float_math(np.log), "float"),
+    "math.log2": (_float_math(np.log2), "float"),
+    "math.sqrt": (_float_math(np.sqrt), "float"),
     "math.rsqrt": (_float_math(lambda x: 1.0 / np.sqrt(x)), "float"),
-    "math.floor": (_float_math(np.floor), "float"), "math.ceil": (_float_math(np.ceil), "float"),
-    "math.powf": (_float_math(np.power), "float"), "math.fpowi": (_float_math(np.power), "float"),
+    "math.floor": (_float_math(np.floor), "float"),
+    "math.ceil": (_float_math(np.ceil), "float"),
+    "math.powf": (_float_math(np.power), "float"),
+    "math.fpowi": (_float_math(np.power), "float"),
     "math.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
-    "math.sin": (_float_math(np.sin), "float"), "math.cos": (_float_math(np.cos), "float"),
-
-    "arith.addi": (_int_op(np.add), "int"), "arith.subi": (_int_op(np.subtract), "int"),
+    "math.sin": (_float_math(np.sin), "float"),
+    "math.cos": (_float_math(np.cos), "float"),
+    "arith.addi": (_int_op(np.add), "int"),
+    "arith.subi": (_int_op(np.subtract), "int"),
     "arith.muli": (_int_op(np.multiply), "int"),
-    "arith.divui": (_int_op(np.floor_divide, True), "int"), "arith.remui": (_int_op(np.remainder, True), "int"),
-    "arith.divsi": (_int_op(_divsi), "int"), "arith.remsi": (_int_op(_remsi), "int"),
-    "arith.floordivsi": (_int_op(np.floor_divide), "int"), "arith.ceildivsi": (_int_op(_ceildivsi), "int"),
-    "arith.andi": (_int_op(np.bitwise_and), "int"), "arith.ori": (_int_op(np.bitwise_or), "int"),
-    "arith.xori": (_int_op(np.bitwise_xor), "int"), "arith.shli": (_int_op(np.left_shift), "int"),
-    "arith.shrsi": (_int_op(np.right_shift), "int"), "arith.shrui": (_int_op(np.right_shift, True), "int"),
-    "arith.minsi": (_int_op(np.minimum), "int"), "arith.maxsi": (_int_op(np.maximum), "int"),
-    "arith.minui": (_int_op(np.minimum, True), "int"), "arith.maxui": (_int_op(np.maximum, True), "int"),
-    "arith.addf": (_float_op(np.add), "float"), "arith.subf": (_float_op(np.subtract), "float"),
-    "arith.mulf": (_float_op(np.multiply), "float"), "arith.divf": (_float_op(np.divide), "float"),
-    "arith.maximumf": (_float_op(np.maximum), "float"), "arith.minimumf": (_float_op(np.minimum), "float"),
-    "arith.maxnumf": (_float_op(np.fmax), "float"), "arith.minnumf": (_float_op(np.fmin), "float"),
+    "arith.divui": (_int_op(np.floor_divide, True), "int"),
+    "arith.remui": (_int_op(np.remainder, True), "int"),
+    "arith.divsi": (_int_op(_divsi), "int"),
+    "arith.remsi": (_int_op(_remsi), "int"),
+    "arith.floordivsi": (_int_op(np.floor_divide), "int"),
+    "arith.ceildivsi": (_int_op(_ceildivsi), "int"),
+    "arith.andi": (_int_op(np.bitwise_and), "int"),
+    "arith.ori": (_int_op(np.bitwise_or), "int"),
+    "arith.xori": (_int_op(np.bitwise_xor), "int"),
+    "arith.shli": (_int_op(np.left_shift), "int"),
+    "arith.shrsi": (_int_op(np.right_shift), "int"),
+    "arith.shrui": (_int_op(np.right_shift, True), "int"),
+    "arith.minsi": (_int_op(np.minimum), "int"),
+    "arith.maxsi": (_int_op(np.maximum), "int"),
+    "arith.minui": (_int_op(np.minimum, True), "int"),
+    "arith.maxui": (_int_op(np.maximum, True), "int"),
+    "arith.addf": (_float_op(np.add), "float"),
+    "arith.subf": (_float_op(np.subtract), "float"),
+    "arith.mulf": (_float_op(np.multiply), "float"),
+    "arith.divf": (_float_op(np.divide), "float"),
+    "arith.maximumf": (_float_op(np.maximum), "float"),
+    "arith.minimumf": (_float_op(np.minimum), "float"),
+    "arith.maxnumf": (_float_op(np.fmax), "float"),
+    "arith.minnumf": (_float_op(np.fmin), "float"),
     "arith.select": (_select, "select"),
-    "arith.cmpi": (None, "cmp"), "arith.cmpf": (None, "cmpf"),
-    "arith.index_cast": (None, "cast"), "arith.index_castui": (None, "cast"),
-    "arith.extf": (None, "cast"), "arith.truncf": (None, "cast"),
-    "arith.extsi": (None, "cast"), "arith.extui": (None, "cast"), "arith.trunci": (None, "cast"),
-    "arith.sitofp": (None, "cast"), "arith.uitofp": (None, "cast"), "arith.fptosi": (None, "cast"),
+    "arith.cmpi": (None, "cmp"),
+    "arith.cmpf": (None, "cmpf"),
+    "arith.index_cast": (None, "cast"),
+    "arith.index_castui": (None, "cast"),
+    "arith.extf": (None, "cast"),
+    "arith.truncf": (None, "cast"),
+    "arith.extsi": (None, "cast"),
+    "arith.extui": (None, "cast"),
+    "arith.trunci": (None, "cast"),
+    "arith.sitofp": (None, "cast"),
+    "arith.uitofp": (None, "cast"),
+    "arith.fptosi": (None, "cast"),
     "arith.fptoui": (None, "cast"),
 }
 
@@ -189,11 +250,12 @@ def _h_arith(k, op):
             else:
                 r = fn(*args, dt, src_bits)
         st.env[out] = np.asarray(r).astype(dt, copy=False) if kind != "select" else r
+
     return run
 
 
-
 # ---- handlers ---------------------------------------------------------------------------------
+
 
 def _h_constant(k, op):
     (out,) = k._outs(op)
@@ -214,6 +276,7 @@ def _h_constant(k, op):
 
     def run(st):
         st.env[out] = arr
+
     return run
 
 
@@ -238,6 +301,7 @@ def _h_poison(k, op):
 
     def run(st):
         st.env[out] = np.zeros((1,) + shape, dt)
+
     return run
 
 
@@ -247,6 +311,7 @@ def _h_noop(k, op):
     def run(st):
         for i, o in zip(ins, outs):
             st.env[o] = st.env[i]
+
     return run
 
 
@@ -256,6 +321,7 @@ def _h_thread_id(k, op):
 
     def run(st):
         st.env[out] = st.tid if dim.endswith("x>") else np.zeros(1, np.int64)
+
     return run
 
 
@@ -265,6 +331,7 @@ def _h_workgroup_id(k, op):
 
     def run(st):
         st.env[out] = st.wg_id[d]
+
     return run
 
 
@@ -274,6 +341,7 @@ def _h_workgroup_count(k, op):
 
     def run(st):
         st.env[out] = np.asarray([k.grid[d]], np.int64)
+
     return run
 
 
@@ -303,9 +371,12 @@ def _h_subspan(k, op):
     binding = ir.IntegerAttr(op.attributes["binding"]).value
     mt = ir.MemRefType(op.results[0].type)
     ins = k._ins(op)
-    segments = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"])) \
-        if "operandSegmentSizes" in op.attributes else [len(ins), 0]
-    off_ids, dim_ids = ins[:segments[0]], ins[segments[0]:]
+    segments = (
+        list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        if "operandSegmentSizes" in op.attributes
+        else [len(ins), 0]
+    )
+    off_ids, dim_ids = ins[: segments[0]], ins[segments[0] :]
     dt = np_dtype(mt.element_type)
     static = list(mt.shape)
     if sum(1 for s in static if ir.ShapedType.is_dynamic_size(s)) != len(dim_ids):
@@ -324,24 +395,30 @@ def _h_subspan(k, op):
                 raise ExecutorError(
                     f"{op_loc(op)}: binding {binding}'s subspan has byte offset {byte_offset} but its memref "
                     f"{mt} puts the tensor at element {layout_offset} (byte {layout_offset * dt.itemsize}); "
-                    f"IREE's lowering addresses the memref's offset, so the kernel reads another tensor")
+                    f"IREE's lowering addresses the memref's offset, so the kernel reads another tensor"
+                )
             start = layout_offset * dt.itemsize
         else:
             if byte_offset % dt.itemsize:
-                raise ExecutorError(f"{op_loc(op)}: binding {binding}'s byte offset {byte_offset} is not a multiple "
-                                    f"of the element size {dt.itemsize}")
+                raise ExecutorError(
+                    f"{op_loc(op)}: binding {binding}'s byte offset {byte_offset} is not a multiple "
+                    f"of the element size {dt.itemsize}"
+                )
             start = byte_offset
         raw = buf.reshape(-1).view(np.uint8)
         numel = int(np.prod(shape))
         if start + numel * dt.itemsize > raw.size:
-            raise ExecutorError(f"{op_loc(op)}: binding {binding} holds {raw.size} bytes; the memref needs bytes "
-                                f"{start}..{start + numel * dt.itemsize}")
-        flat = raw[start:start + numel * dt.itemsize].view(dt)
+            raise ExecutorError(
+                f"{op_loc(op)}: binding {binding} holds {raw.size} bytes; the memref needs bytes "
+                f"{start}..{start + numel * dt.itemsize}"
+            )
+        flat = raw[start : start + numel * dt.itemsize].view(dt)
         mem = MemRef(flat, shape, "global", f"binding{binding}@{start}")
         mem.binding, mem.start = binding, start  # (its address, for TMA's tensor maps: tma.py)
         written = k.written.setdefault(binding, np.zeros(raw.size, bool))
-        mem.written = written[start:start + numel * dt.itemsize].reshape(numel, dt.itemsize)
+        mem.written = written[start : start + numel * dt.itemsize].reshape(numel, dt.itemsize)
         st.env[out] = mem
+
     return run
 
 
@@ -355,6 +432,7 @@ def _h_constant_load(k, op):
         if ordinal >= len(k.constants):
             raise ExecutorError(f"{op_loc(op)}: push constant {ordinal} was not given ({len(k.constants)} given)")
         st.env[out] = np.asarray([k.constants[ordinal]], np.int64).astype(np.uint32).view(np.int32).astype(dt)
+
     return run
 
 
@@ -374,8 +452,13 @@ def _h_alloc(k, op):
         mem = MemRef(data, shape, "lds", f"lds@{base}", base)
         st.env[out] = mem
         st.lds[base] = mem  # workgroup memory by byte address (wgmma descriptors address it)
-        st.race_meta[id(mem)] = (np.full((st.G, numel), -1, np.int32), np.full((st.G, numel), -1, np.int64),
-                                 np.full((st.G, numel), -1, np.int32), np.full((st.G, numel), -1, np.int64))
+        st.race_meta[id(mem)] = (
+            np.full((st.G, numel), -1, np.int32),
+            np.full((st.G, numel), -1, np.int64),
+            np.full((st.G, numel), -1, np.int32),
+            np.full((st.G, numel), -1, np.int64),
+        )
+
     return run
 
 
@@ -389,10 +472,12 @@ def _barrier(k, st, op):
 def _h_barrier(k, op):
     def run(st):
         _barrier(k, st, op)
+
     return run
 
 
 # -- memory ---------------------------------------------------------------------------------------
+
 
 def _vec_len(t) -> tuple[int, tuple]:
     if isinstance(t, ir.VectorType):
@@ -400,8 +485,20 @@ def _vec_len(t) -> tuple[int, tuple]:
     return 1, ()
 
 
-def _access(k, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bool, values=None,
-            buffer_checked: bool = False, index_offset: int = 0, sgpr_ids=()):
+def _access(
+    k,
+    st: State,
+    op,
+    mem: MemRef,
+    idx_ids,
+    n: int,
+    *,
+    write: bool,
+    values=None,
+    buffer_checked: bool = False,
+    index_offset: int = 0,
+    sgpr_ids=(),
+):
     """Read (returns values) or write ``n`` consecutive elements per active lane."""
     active = st.active()
     idx = [per_lane(st.env[i], st.L) for i in idx_ids]
@@ -416,9 +513,11 @@ def _access(k, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bool, valu
         bad = act & ~inb
         if bad.any():
             lane = int(np.argwhere(bad)[0][0])
-            raise ExecutorError(f"{op_loc(op)}: LDS access out of bounds: lane {lane % st.T} of workgroup "
-                                f"{lane // st.T} touches element {int(elems[lane].min())}..{int(elems[lane].max())} "
-                                f"of {mem.numel} ({mem.name})")
+            raise ExecutorError(
+                f"{op_loc(op)}: LDS access out of bounds: lane {lane % st.T} of workgroup "
+                f"{lane // st.T} touches element {int(elems[lane].min())}..{int(elems[lane].max())} "
+                f"of {mem.numel} ({mem.name})"
+            )
         _race_check(k, st, op, mem, elems, act, write)
         _in_flight_check(st, op, mem, elems, act)
         _bank_conflicts(k, st, op, mem, lin, n, active)
@@ -437,8 +536,10 @@ def _access(k, st: State, op, mem: MemRef, idx_ids, n: int, *, write: bool, valu
         bad = act & ~inb
         if bad.any():
             lane = int(np.argwhere(bad)[0][0])
-            raise ExecutorError(f"{op_loc(op)}: global access out of bounds: lane {lane % st.T} of workgroup "
-                                f"{lane // st.T} touches element {int(elems[lane].max())} of {mem.numel} ({mem.name})")
+            raise ExecutorError(
+                f"{op_loc(op)}: global access out of bounds: lane {lane % st.T} of workgroup "
+                f"{lane // st.T} touches element {int(elems[lane].max())} of {mem.numel} ({mem.name})"
+            )
     ok = act & inb
     if write:
         vals = np.asarray(per_lane(values, st.L)).reshape(st.L, n)
@@ -492,9 +593,11 @@ def _in_flight_check(st, op, mem, elems, act):
     hit = act & flying[rows, np.clip(elems, 0, mem.numel - 1)]
     if hit.any():
         lane, j = (int(x) for x in np.argwhere(hit)[0])
-        raise ExecutorError(f"{op_loc(op)}: lane {lane % st.T} of workgroup {lane // st.T} accesses element "
-                            f"{int(elems[lane, j])} of {mem.name} while an async copy to it is in flight "
-                            f"(no nvgpu.device_async_wait covers the copy)")
+        raise ExecutorError(
+            f"{op_loc(op)}: lane {lane % st.T} of workgroup {lane // st.T} accesses element "
+            f"{int(elems[lane, j])} of {mem.name} while an async copy to it is in flight "
+            f"(no nvgpu.device_async_wait covers the copy)"
+        )
 
 
 def _report_race(k, op, mem, kind, elem, lane):
@@ -529,7 +632,7 @@ def _bank_conflicts(k, st, op, mem, lin, n, active):
         banks = np.where(distinct, d % k.banks, k.banks)
         counts = np.zeros((d.shape[0], k.banks + 1), np.int64)
         np.add.at(counts, (np.repeat(np.arange(d.shape[0]), d.shape[1]), banks.reshape(-1)), 1)
-        degree = counts[:, :k.banks].max(axis=1)
+        degree = counts[:, : k.banks].max(axis=1)
         live = live.reshape(-1)
         k.stats.lds_access_pieces += int(live.sum())
         k.stats.lds_ideal_cycles += int(live.sum())
@@ -550,6 +653,7 @@ def _h_vector_load(k, op):
         mem = st.env[ins[0]]
         v = _access(k, st, op, mem, ins[1:], n, write=False)
         st.env[out] = v.reshape((st.L,) + shape)
+
     return run
 
 
@@ -559,6 +663,7 @@ def _h_vector_store(k, op):
 
     def run(st):
         _access(k, st, op, st.env[ins[1]], ins[2:], n, write=True, values=st.env[ins[0]])
+
     return run
 
 
@@ -568,6 +673,7 @@ def _h_memref_load(k, op):
 
     def run(st):
         st.env[out] = _access(k, st, op, st.env[ins[0]], ins[1:], 1, write=False).reshape(st.L)
+
     return run
 
 
@@ -576,6 +682,7 @@ def _h_memref_store(k, op):
 
     def run(st):
         _access(k, st, op, st.env[ins[1]], ins[2:], 1, write=True, values=st.env[ins[0]])
+
     return run
 
 
@@ -585,7 +692,7 @@ def _raw_buffer_parts(op, k, value_first: bool):
     pos = 0
     parts = []
     for s in seg:
-        parts.append(ins[pos:pos + s])
+        parts.append(ins[pos : pos + s])
         pos += s
     if value_first:
         value, mem, idx, sgpr = parts
@@ -611,9 +718,11 @@ def _h_raw_buffer_load(k, op):
     _check_buffer_width(op, op.results[0].type)
 
     def run(st):
-        v = _access(k, st, op, st.env[mem_id], idx, n, write=False, buffer_checked=checked,
-                    index_offset=ioff, sgpr_ids=sgpr)
+        v = _access(
+            k, st, op, st.env[mem_id], idx, n, write=False, buffer_checked=checked, index_offset=ioff, sgpr_ids=sgpr
+        )
         st.env[out] = v.reshape((st.L,) + shape)
+
     return run
 
 
@@ -623,12 +732,25 @@ def _h_raw_buffer_store(k, op):
     _check_buffer_width(op, op.operands[0].type)
 
     def run(st):
-        _access(k, st, op, st.env[mem_id], idx, n, write=True, values=st.env[value[0]],
-                buffer_checked=checked, index_offset=ioff, sgpr_ids=sgpr)
+        _access(
+            k,
+            st,
+            op,
+            st.env[mem_id],
+            idx,
+            n,
+            write=True,
+            values=st.env[value[0]],
+            buffer_checked=checked,
+            index_offset=ioff,
+            sgpr_ids=sgpr,
+        )
+
     return run
 
 
 # -- vectors --------------------------------------------------------------------------------------
+
 
 def _static_pos(op):
     pos = list(ir.DenseI64ArrayAttr(op.attributes["static_position"]))
@@ -644,6 +766,7 @@ def _h_extract(k, op):
 
     def run(st):
         st.env[out] = np.asarray(st.env[ins[0]])[(slice(None),) + pos]
+
     return run
 
 
@@ -658,6 +781,7 @@ def _h_insert(k, op):
         dest = np.array(per_lane(st.env[ins[1]], max(val.shape[0], np.asarray(st.env[ins[1]]).shape[0])))
         dest[(slice(None),) + pos] = val
         st.env[out] = dest
+
     return run
 
 
@@ -670,6 +794,7 @@ def _h_from_elements(k, op):
         parts = [np.asarray(st.env[i]) for i in ins]
         n = max(p.shape[0] for p in parts)
         st.env[out] = np.stack([per_lane(p, n) for p in parts], axis=1).reshape((n,) + shape)
+
     return run
 
 
@@ -682,6 +807,7 @@ def _h_shape_cast(k, op):
     def run(st):
         v = np.asarray(st.env[src])
         st.env[out] = v.reshape((v.shape[0],) + shape)
+
     return run
 
 
@@ -698,6 +824,7 @@ def _h_vector_bitcast(k, op):
     def run(st):
         v = np.ascontiguousarray(np.asarray(st.env[src]).astype(src_dt, copy=False))
         st.env[out] = v.view(dst_dt).reshape((v.shape[0],) + shape)
+
     return run
 
 
@@ -712,6 +839,7 @@ def _h_broadcast(k, op):
         if src_rank == 0:
             v = v.reshape((v.shape[0],) + (1,) * len(shape))
         st.env[out] = np.broadcast_to(v, (v.shape[0],) + shape).copy()
+
     return run
 
 
@@ -732,8 +860,9 @@ def _h_insert_strided(k, op):
     def run(st):
         sv = np.asarray(st.env[src])
         d = np.array(per_lane(st.env[dst], max(sv.shape[0], np.asarray(st.env[dst]).shape[0])))
-        d[:, off:off + n] = sv
+        d[:, off : off + n] = sv
         st.env[out] = d
+
     return run
 
 
@@ -749,14 +878,16 @@ def _h_extract_strided(k, op):
     def run(st):
         v = np.asarray(st.env[src])
         if len(shape) == 1:
-            st.env[out] = v[..., off:off + n]
+            st.env[out] = v[..., off : off + n]
         else:  # per-lane values keep the vector's shape: slice the flattened elements
-            flat = v.reshape(v.shape[:v.ndim - len(shape)] + (-1,))
-            st.env[out] = flat[..., off:off + n].reshape(flat.shape[:-1] + out_shape)
+            flat = v.reshape(v.shape[: v.ndim - len(shape)] + (-1,))
+            st.env[out] = flat[..., off : off + n].reshape(flat.shape[:-1] + out_shape)
+
     return run
 
 
 # -- warp-collective loads --------------------------------------------------------------------------
+
 
 def _h_ldmatrix(k, op):
     """PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16.
@@ -803,13 +934,15 @@ def _h_ldmatrix(k, op):
         # Bank conflicts: each matrix is served as one phase of its 8 row reads (16 bytes each).
         for i in range(n):
             row_lanes = np.zeros(st.L, bool)
-            row_lanes.reshape(nw, W)[:, 8 * i:8 * i + 8] = True
+            row_lanes.reshape(nw, W)[:, 8 * i : 8 * i + 8] = True
             _bank_conflicts(k, st, op, mem, np.where(row_lanes, lin, 0), 16 // mem.elem_bytes, row_lanes)
         st.env[out] = mem.data[st.wg_local[:, None], elems].reshape((st.L,) + tuple(vt.shape))
+
     return run
 
 
 # -- matrix ops -----------------------------------------------------------------------------------
+
 
 def _h_async_copy(k, op):
     """nvgpu.device_async_copy (PTX cp.async): ``dstElements`` elements from global memory to
@@ -820,9 +953,9 @@ def _h_async_copy(k, op):
     (out,) = k._outs(op)
     ins = k._ins(op)
     seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    dst_id, dst_idx = ins[0], ins[1:1 + seg[1]]
+    dst_id, dst_idx = ins[0], ins[1 : 1 + seg[1]]
     src_id = ins[1 + seg[1]]
-    src_idx = ins[2 + seg[1]:2 + seg[1] + seg[3]]
+    src_idx = ins[2 + seg[1] : 2 + seg[1] + seg[3]]
     src_n = ins[2 + seg[1] + seg[3]] if seg[4] else None
     n = ir.IntegerAttr(op.attributes["dstElements"]).value
 
@@ -845,7 +978,9 @@ def _h_async_copy(k, op):
                 finally:
                     st.mask = saved
                 vals[sel, :m] = got[sel]
-        elems = per_lane(dst.linear([per_lane(st.env[i], st.L) for i in dst_idx]), st.L)[:, None] + np.arange(n)[None, :]
+        elems = (
+            per_lane(dst.linear([per_lane(st.env[i], st.L) for i in dst_idx]), st.L)[:, None] + np.arange(n)[None, :]
+        )
         if (active[:, None] & ((elems < 0) | (elems >= dst.numel))).any():
             raise ExecutorError(f"{op_loc(op)}: async copy outside {dst.name}")
         act = active[:, None] & np.ones((1, n), bool)
@@ -858,6 +993,7 @@ def _h_async_copy(k, op):
         flying[rows[act], elems[act]] = True
         st.async_open.append((op, dst, elems, act, vals))
         st.env[out] = np.zeros(1, np.int64)  # the token
+
     return run
 
 
@@ -870,6 +1006,7 @@ def _h_async_group(k, op):
         st.async_groups.append(st.async_open)
         st.async_open = []
         st.env[out] = np.zeros(1, np.int64)
+
     return run
 
 
@@ -880,8 +1017,8 @@ def _h_async_wait(k, op):
         if st.mask is not None and not st.mask.all():
             raise ExecutorError(f"{op_loc(op)}: async wait under divergent control flow")
         # (copies not yet committed to a group are not covered: cp.async.wait_group counts groups)
-        done = st.async_groups[:max(0, len(st.async_groups) - keep)]
-        st.async_groups = st.async_groups[len(done):]
+        done = st.async_groups[: max(0, len(st.async_groups) - keep)]
+        st.async_groups = st.async_groups[len(done) :]
         for group in done:
             for cop, dst, elems, act, vals in group:
                 rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
@@ -890,6 +1027,7 @@ def _h_async_wait(k, op):
                 lds_write_check(st, cop, dst, elems, act, lands=True)
                 dst.data[rows[act], elems[act]] = vals[act]
                 k.stats.async_copy_bytes += int(act.sum()) * dst.elem_bytes
+
     return run
 
 
@@ -905,7 +1043,11 @@ def _h_mma(k, op):
     key = decode(op.name, k.arch, k.wave_size, mnk, a_elem, c_elem)
     unsigned_a = "unsignedA" in op.attributes
     unsigned_b = "unsignedB" in op.attributes
-    if op.name == "amdgpu.wmma" and "subwordOffset" in op.attributes and ir.IntegerAttr(op.attributes["subwordOffset"]).value:
+    if (
+        op.name == "amdgpu.wmma"
+        and "subwordOffset" in op.attributes
+        and ir.IntegerAttr(op.attributes["subwordOffset"]).value
+    ):
         raise ExecutorError(f"{op_loc(op)}: the ISA model implements OPSEL (subwordOffset) 0 only")
     if op.name == "amdgpu.mfma":
         for attr in ("cbsz", "abid"):
@@ -922,16 +1064,24 @@ def _h_mma(k, op):
             raise ExecutorError(f"{op_loc(op)}: {op.name} under divergent control flow")
         c = st.env[c_id]
         try:
-            d = isa_execute(key, regs(st.env[a_id], st.L), regs(st.env[b_id], st.L), regs(c, st.L),
-                            unsigned_a=unsigned_a, unsigned_b=unsigned_b)
+            d = isa_execute(
+                key,
+                regs(st.env[a_id], st.L),
+                regs(st.env[b_id], st.L),
+                regs(c, st.L),
+                unsigned_a=unsigned_a,
+                unsigned_b=unsigned_b,
+            )
         except IsaError as e:
             raise ExecutorError(f"{op_loc(op)}: {e}") from None
         st.env[out] = d.reshape((st.L,) + tuple(c_t.shape))
         k.stats.matrix_ops += st.L // W
+
     return run
 
 
 # -- cross-lane ------------------------------------------------------------------------------------
+
 
 def _h_permlanex16(k, op):
     """rocdl.permlanex16 (RDNA ``V_PERMLANEX16_B32``, RDNA3 ISA guide 16.x "VOP3"): lanes are
@@ -956,14 +1106,14 @@ def _h_permlanex16(k, op):
             raise ExecutorError(f"{op_loc(op)}: rocdl.permlanex16 under divergent control flow")
         lo = _uniform(st.env[sel_lo_id], "the permlanex16 lane selector", op) & 0xFFFFFFFF
         hi = _uniform(st.env[sel_hi_id], "the permlanex16 lane selector", op) & 0xFFFFFFFF
-        sel = np.array([(lo >> (4 * i)) & 0xF for i in range(8)] + [(hi >> (4 * i)) & 0xF for i in range(8)],
-                       np.int64)
+        sel = np.array([(lo >> (4 * i)) & 0xF for i in range(8)] + [(hi >> (4 * i)) & 0xF for i in range(8)], np.int64)
         lane = np.arange(st.L, dtype=np.int64)  # waves and their 32-lane halves are aligned in the batch
         in_pair = st.tid % 32
         other_row = lane - in_pair + 16 * (1 - in_pair // 16)
         src = other_row + sel[in_pair % 16]
         st.env[out] = per_lane(st.env[src_id], st.L)[src]
         k.stats.cross_lane_ops += st.L // k.wave_size
+
     return run
 
 
@@ -988,8 +1138,9 @@ def _h_gpu_shuffle(k, op):
         off = _uniform(st.env[off_id], "the shuffle offset", op)
         width = _uniform(st.env[width_id], "the shuffle width", op)
         if width != k.wave_size:
-            raise ExecutorError(f"{op_loc(op)}: gpu.shuffle width {width}: only the wave size "
-                                f"({k.wave_size}) is modelled")
+            raise ExecutorError(
+                f"{op_loc(op)}: gpu.shuffle width {width}: only the wave size ({k.wave_size}) is modelled"
+            )
         lane = st.tid % k.wave_size
         src = {"xor": lane ^ off, "idx": np.full_like(lane, off), "down": lane + off, "up": lane - off}.get(mode)
         if src is None:
@@ -1000,6 +1151,7 @@ def _h_gpu_shuffle(k, op):
         st.env[value_out] = values[np.arange(st.L) - lane + src]
         st.env[valid_out] = valid
         k.stats.cross_lane_ops += st.L // k.wave_size
+
     return run
 
 
@@ -1027,6 +1179,7 @@ def _h_nvvm_ex2(k, op):
         if ftz:
             r = np.where(np.abs(r) < tiny, np.float32(0), r)
         st.env[out] = r
+
     return run
 
 
@@ -1049,10 +1202,12 @@ def _h_rocdl_exp2(k, op):
         with np.errstate(over="ignore", under="ignore"):
             r = np.exp2(x).astype(np.float32)
         st.env[out] = np.where(np.abs(r) < tiny, np.float32(0), r)
+
     return run
 
 
 # -- control flow ---------------------------------------------------------------------------------
+
 
 def _h_for(k, op):
     lb, ub, step, *inits = k._ins(op)
@@ -1084,6 +1239,7 @@ def _h_for(k, op):
             st.loop_depth -= 1
         for o, v in zip(outs, carried):
             st.env[o] = v
+
     return run
 
 
@@ -1158,44 +1314,71 @@ def _h_if(k, op):
         st.mask = saved
         for o, tv, ev in zip(outs, t_vals, e_vals):
             st.env[o] = _select(c, tv, ev, None, 0)
+
     return run
 
 
 def _h_yield(k, op):
     def run(st):
         pass
+
     return run
 
 
 def _h_return(k, op):
     def run(st):
         raise FuncReturn()
+
     return run
 
 
 HANDLERS = {
-    "arith.constant": _h_constant, "ub.poison": _h_poison,
-    "gpu.thread_id": _h_thread_id, "gpu.barrier": _h_barrier, "amdgpu.lds_barrier": _h_barrier,
-    "hal.interface.workgroup.id": _h_workgroup_id, "hal.interface.workgroup.count": _h_workgroup_count,
-    "hal.interface.binding.subspan": _h_subspan, "memref.alloc": _h_alloc,
+    "arith.constant": _h_constant,
+    "ub.poison": _h_poison,
+    "gpu.thread_id": _h_thread_id,
+    "gpu.barrier": _h_barrier,
+    "amdgpu.lds_barrier": _h_barrier,
+    "hal.interface.workgroup.id": _h_workgroup_id,
+    "hal.interface.workgroup.count": _h_workgroup_count,
+    "hal.interface.binding.subspan": _h_subspan,
+    "memref.alloc": _h_alloc,
     "hal.interface.constant.load": _h_constant_load,
     # compiler hints on dynamic sizes: the values pass through
-    "util.assume.int": _h_noop, "iree_tensor_ext.dispatch.workload.ordinal": _h_noop,
-    "memref.dealloc": lambda k, op: (lambda st: None), "memref.assume_alignment": _h_noop,
+    "util.assume.int": _h_noop,
+    "iree_tensor_ext.dispatch.workload.ordinal": _h_noop,
+    "memref.dealloc": lambda k, op: lambda st: None,
+    "memref.assume_alignment": _h_noop,
     # an instruction-scheduling fence for LLVM: no effect on values or memory
-    "amdgpu.sched_barrier": lambda k, op: (lambda st: None),
-    "vector.load": _h_vector_load, "vector.store": _h_vector_store,
-    "memref.load": _h_memref_load, "memref.store": _h_memref_store,
-    "amdgpu.raw_buffer_load": _h_raw_buffer_load, "amdgpu.raw_buffer_store": _h_raw_buffer_store,
-    "vector.extract": _h_extract, "vector.insert": _h_insert, "vector.from_elements": _h_from_elements,
-    "vector.shape_cast": _h_shape_cast, "vector.bitcast": _h_vector_bitcast, "vector.broadcast": _h_broadcast,
-    "vector.insert_strided_slice": _h_insert_strided, "vector.extract_strided_slice": _h_extract_strided,
-    "amdgpu.wmma": _h_mma, "amdgpu.mfma": _h_mma, "nvgpu.mma.sync": _h_mma, "nvgpu.ldmatrix": _h_ldmatrix,
-    "nvgpu.device_async_copy": _h_async_copy, "nvgpu.device_async_create_group": _h_async_group,
+    "amdgpu.sched_barrier": lambda k, op: lambda st: None,
+    "vector.load": _h_vector_load,
+    "vector.store": _h_vector_store,
+    "memref.load": _h_memref_load,
+    "memref.store": _h_memref_store,
+    "amdgpu.raw_buffer_load": _h_raw_buffer_load,
+    "amdgpu.raw_buffer_store": _h_raw_buffer_store,
+    "vector.extract": _h_extract,
+    "vector.insert": _h_insert,
+    "vector.from_elements": _h_from_elements,
+    "vector.shape_cast": _h_shape_cast,
+    "vector.bitcast": _h_vector_bitcast,
+    "vector.broadcast": _h_broadcast,
+    "vector.insert_strided_slice": _h_insert_strided,
+    "vector.extract_strided_slice": _h_extract_strided,
+    "amdgpu.wmma": _h_mma,
+    "amdgpu.mfma": _h_mma,
+    "nvgpu.mma.sync": _h_mma,
+    "nvgpu.ldmatrix": _h_ldmatrix,
+    "nvgpu.device_async_copy": _h_async_copy,
+    "nvgpu.device_async_create_group": _h_async_group,
     "nvgpu.device_async_wait": _h_async_wait,
-    "rocdl.permlanex16": _h_permlanex16, "gpu.shuffle": _h_gpu_shuffle, "nvvm.ex2": _h_nvvm_ex2,
+    "rocdl.permlanex16": _h_permlanex16,
+    "gpu.shuffle": _h_gpu_shuffle,
+    "nvvm.ex2": _h_nvvm_ex2,
     "rocdl.exp2": _h_rocdl_exp2,
-    "scf.for": _h_for, "scf.if": _h_if, "scf.yield": _h_yield, "func.return": _h_return,
+    "scf.for": _h_for,
+    "scf.if": _h_if,
+    "scf.yield": _h_yield,
+    "func.return": _h_return,
     **{name: _h_arith for name in _ARITH},
 }
 

@@ -73,18 +73,31 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.runtime.executor.core import (ExecutorError, MemRef, np_dtype, op_loc, per_lane, role_progress,
-                                           run_block)
+from mmaflow.runtime.executor.core import ExecutorError, MemRef, np_dtype, op_loc, per_lane, role_progress, run_block
 from mmaflow.runtime.executor.wgmma import ordered_after_reads, warpgroup_state
 
 GLOBAL_SHIFT = 40
 GLOBALS = 0x100  # module globals start at GLOBALS << 40
 MAP_BYTES = 128
-ELEM_BYTES = {"u8": 1, "u16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8, "f16": 2, "f32": 4, "f64": 8, "bf16": 2,
-              "f32_ftz": 4, "tf32": 4, "tf32_ftz": 4}
+ELEM_BYTES = {
+    "u8": 1,
+    "u16": 2,
+    "u32": 4,
+    "s32": 4,
+    "u64": 8,
+    "s64": 8,
+    "f16": 2,
+    "f32": 4,
+    "f64": 8,
+    "bf16": 2,
+    "f32_ftz": 4,
+    "tf32": 4,
+    "tf32_ftz": 4,
+}
 REQUIRED = ("global_address", "rank", "elemtype", "interleave_layout", "swizzle_mode", "fill_mode")
-CP_FENCEPROXY = ("tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned "
-                 "[$0], [$1], 128;")
+CP_FENCEPROXY = (
+    "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu.sync.aligned [$0], [$1], 128;"
+)
 # nvvm.mapa's shared::cluster addresses: CLUSTER_TAG | rank << RANK_SHIFT | the CTA-relative shared
 # address (above every shared address, below every global one); a shared::cta address cast to
 # !llvm.ptr<7> (llvm.addrspacecast) stays untagged: the thread's own CTA.
@@ -185,6 +198,7 @@ def _vals(st, vid):
 
 # ---- addresses ------------------------------------------------------------------------------------
 
+
 def _h_extract_pointer(k, op):
     (src,), (out,) = k._ins(op), k._outs(op)
 
@@ -199,6 +213,7 @@ def _h_extract_pointer(k, op):
         else:
             raise ExecutorError(f"{op_loc(op)}: no address for {mem.name}")
         st.env[out] = np.asarray([base], np.int64)
+
     return run
 
 
@@ -217,6 +232,7 @@ def _h_strided_metadata(k, op):
         for i in range(rank):
             st.env[outs[2 + i]] = np.asarray([mem.shape[i]], np.int64)
             st.env[outs[2 + rank + i]] = np.asarray([mem.strides[i]], np.int64)
+
     return run
 
 
@@ -237,6 +253,7 @@ def _h_get_global(k, op):
             assert nbytes
             globs[name] = mem
         st.env[out] = globs[name]
+
     return run
 
 
@@ -245,6 +262,7 @@ def _h_passthrough(k, op):
 
     def run(st):
         st.env[out] = st.env[src]
+
     return run
 
 
@@ -255,6 +273,7 @@ def _h_smid(k, op):
 
     def run(st):
         st.env[out] = st.wg_local.astype(np.int32)
+
     return run
 
 
@@ -262,6 +281,7 @@ def _h_trap(k, op):
     def run(st):
         if st.active().any():
             raise ExecutorError(f"{op_loc(op)}: llvm.intr.trap executed (the kernel's own check failed)")
+
     return run
 
 
@@ -280,17 +300,20 @@ def _h_llvm_store(k, op):
             mem = _lds_at(st, a, dt.itemsize, op)
             flying = st.in_flight.get(id(mem))
             e0, e1 = (a - mem.base) // mem.elem_bytes, (a - mem.base + dt.itemsize - 1) // mem.elem_bytes
-            if flying is not None and flying[g, e0:e1 + 1].any():
+            if flying is not None and flying[g, e0 : e1 + 1].any():
                 raise ExecutorError(f"{op_loc(op)}: stores to shared byte {a} while a copy to it is in flight")
-            mem.data[g].view(np.uint8)[a - mem.base:a - mem.base + dt.itemsize] = \
+            mem.data[g].view(np.uint8)[a - mem.base : a - mem.base + dt.itemsize] = (
                 np.asarray(vals[lane], dt).reshape(1).view(np.uint8)
+            )
             for (row, m), rec in list(t.smaps.items()):
                 if row == g and m <= a < m + MAP_BYTES:
                     del t.smaps[(row, m)]  # a generic write over a map invalidates it
+
     return run
 
 
 # ---- tensor maps ------------------------------------------------------------------------------------
+
 
 def _enum_word(attr) -> str:
     m = re.search(r"<([a-z0-9_]+)>\s*$", str(attr))
@@ -316,19 +339,23 @@ def _h_tensormap_replace(k, op):
             g, a = int(st.wg_local[lane]), int(addrs[lane])
             v = attr_value if vals is None else int(vals[lane])
             if seen.setdefault((g, a), v) != v:
-                raise ExecutorError(f"{op_loc(op)}: threads of one workgroup replace {field} of one map with different "
-                                    f"values")
+                raise ExecutorError(
+                    f"{op_loc(op)}: threads of one workgroup replace {field} of one map with different values"
+                )
             if a % 64:
                 raise ExecutorError(f"{op_loc(op)}: a tensor map at shared address {a}, not 64-byte aligned")
             rec = t.smaps.get((g, a))
             if rec is None:
                 mem = _lds_at(st, a, MAP_BYTES, op)
-                raw = mem.data[g].view(np.uint8)[a - mem.base:a - mem.base + MAP_BYTES]
+                raw = mem.data[g].view(np.uint8)[a - mem.base : a - mem.base + MAP_BYTES]
                 if raw.any():
-                    raise ExecutorError(f"{op_loc(op)}: tensormap.replace on a map whose 128 bytes are not zero; the "
-                                        f"executor models maps built from zero bytes")
+                    raise ExecutorError(
+                        f"{op_loc(op)}: tensormap.replace on a map whose 128 bytes are not zero; the "
+                        f"executor models maps built from zero bytes"
+                    )
                 rec = t.smaps[(g, a)] = {"fields": {}}
             rec["fields"][field if ordinal is None else (field, ordinal)] = v
+
     return run
 
 
@@ -350,24 +377,29 @@ def _h_inline_ptx(k, op):
                 continue
             warp = on[:32]
             if not warp.all() or on[32:].any():
-                raise ExecutorError(f"{op_loc(op)}: tensormap.cp_fenceproxy ... .sync.aligned needs exactly one whole "
-                                    f"warp converged")
+                raise ExecutorError(
+                    f"{op_loc(op)}: tensormap.cp_fenceproxy ... .sync.aligned needs exactly one whole warp converged"
+                )
             ga, sa = set(gaddr[lanes[:32]].tolist()), set(saddr[lanes[:32]].tolist())
             if len(ga) != 1 or len(sa) != 1:
                 raise ExecutorError(f"{op_loc(op)}: the warp's threads name different maps")
             ga, sa = ga.pop(), sa.pop()
             rec = t.smaps.get((g, sa))
             if rec is None:
-                raise ExecutorError(f"{op_loc(op)}: copies shared address {sa}, which holds no tensor map built by "
-                                    f"tensormap.replace")
+                raise ExecutorError(
+                    f"{op_loc(op)}: copies shared address {sa}, which holds no tensor map built by tensormap.replace"
+                )
             if ga % 64:
                 raise ExecutorError(f"{op_loc(op)}: a global tensor map at {ga:#x}, not 64-byte aligned")
             if ga in written:
-                raise ExecutorError(f"{op_loc(op)}: workgroups running together (rows {written[ga]} and {g}) write one "
-                                    f"global tensor map at {ga:#x}")
+                raise ExecutorError(
+                    f"{op_loc(op)}: workgroups running together (rows {written[ga]} and {g}) write one "
+                    f"global tensor map at {ga:#x}"
+                )
             written[ga] = g
             old = maps.get(ga)
             maps[ga] = (dict(rec["fields"]), (old[1] + 1) if old else 1)
+
     return run
 
 
@@ -381,18 +413,22 @@ def _h_fence_acquire(k, op):
         for lane in _active_lanes(st):
             a = int(addrs[lane])
             t.acquired[(int(lane), a)] = maps[a][1] if a in maps else 0
+
     return run
 
 
 # ---- mbarriers ----------------------------------------------------------------------------------------
+
 
 def _bar(st, op, g, a, lane, what) -> Barrier:
     b = _tma(st).bars.get((g, a))
     if b is None:
         raise ExecutorError(f"{op_loc(op)}: {what} on shared address {a}, where no mbarrier.init ran")
     if lane != b.lane and (not b.fenced or st.epoch <= b.epoch):
-        raise ExecutorError(f"{op_loc(op)}: {what} by thread {lane % st.T} on an mbarrier another thread initialised with "
-                            f"no fence.mbarrier_init and barrier since")
+        raise ExecutorError(
+            f"{op_loc(op)}: {what} by thread {lane % st.T} on an mbarrier another thread initialised with "
+            f"no fence.mbarrier_init and barrier since"
+        )
     return b
 
 
@@ -412,6 +448,7 @@ def _h_mbarrier_init(k, op):
             _lds_at(st, a, 8, op)
             done.add((g, a))
             t.bars[(g, a)] = Barrier(int(counts[lane]), int(lane), st.epoch)
+
     return run
 
 
@@ -423,6 +460,7 @@ def _h_fence_mbarrier_init(k, op):
                 if not b.fenced:
                     b.fence_cluster = int(st.cluster_count[row])
                 b.fenced = True
+
     return run
 
 
@@ -434,13 +472,17 @@ def _remote_bar(st, op, g: int, row: int, a: int, lane: int, what: str) -> Barri
     b = _tma(st).bars.get((row, a))
     r = int(st.row_rank[row])
     if b is None:
-        raise ExecutorError(f"{op_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on shared address {a} "
-                            f"of CTA {r} of its cluster, where no mbarrier.init ran")
+        raise ExecutorError(
+            f"{op_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on shared address {a} "
+            f"of CTA {r} of its cluster, where no mbarrier.init ran"
+        )
     if not b.fenced or st.cluster_count[row] <= b.fence_cluster:
-        raise ExecutorError(f"{op_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on an mbarrier CTA {r} "
-                            f"initialised with no {'' if b.fenced else 'fence.mbarrier_init and '}cluster barrier "
-                            f"since (its init must be made visible to the cluster: fence.mbarrier_init, then "
-                            f"barrier.cluster.arrive and wait by every thread of the cluster)")
+        raise ExecutorError(
+            f"{op_loc(op)}: {what} by thread {lane % st.T} of workgroup row {g} on an mbarrier CTA {r} "
+            f"initialised with no {'' if b.fenced else 'fence.mbarrier_init and '}cluster barrier "
+            f"since (its init must be made visible to the cluster: fence.mbarrier_init, then "
+            f"barrier.cluster.arrive and wait by every thread of the cluster)"
+        )
     return b
 
 
@@ -503,7 +545,9 @@ def _arrive_handler(expect_tx: bool):
                 _arrive(st, op, b, a, int(lane))
             for o in outs:
                 st.env[o] = np.zeros(1, np.int64)
+
         return run
+
     return handler
 
 
@@ -530,6 +574,7 @@ def _h_try_wait(k, op):
         while not _waited(k, st, op, addrs, parity):
             pass
         st.env[outs[0]] = np.ones(1, bool)
+
     return run
 
 
@@ -550,9 +595,11 @@ def _waited(k, st, op, addrs, parity) -> bool:
             done.add((g, a, p))
             continue
         roles = getattr(st, "roles", None)
-        why = (f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
-               f"{a}, which {'can never' if roles is None else 'cannot yet'} complete: {b.pending} of {b.count} "
-               f"arrivals missing, {b.expected} bytes expected, {b.delivered} issued on it")
+        why = (
+            f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} waits for phase parity {p} of the mbarrier at "
+            f"{a}, which {'can never' if roles is None else 'cannot yet'} complete: {b.pending} of {b.count} "
+            f"arrivals missing, {b.expected} bytes expected, {b.delivered} issued on it"
+        )
         if roles is None:
             raise ExecutorError(why + " (every thread of the workgroup is waiting)")
         roles.blocked(st, why)
@@ -562,6 +609,7 @@ def _waited(k, st, op, addrs, parity) -> bool:
 
 # ---- bulk tensor copies --------------------------------------------------------------------------------
 
+
 def _pending_reads(st, op, g, addr: np.ndarray, what: str) -> None:
     wg = getattr(st, "wgmma", None)
     if wg is None:
@@ -570,9 +618,11 @@ def _pending_reads(st, op, g, addr: np.ndarray, what: str) -> None:
     for grp in [wg.open] + wg.committed:
         hit = grp.reads[g, inside]
         if hit.any():
-            raise ExecutorError(f"{op_loc(op)}: a bulk tensor copy {what} into shared-memory byte "
-                                f"{int(inside[np.argmax(hit)])} that a wgmma.mma_async still reads (its group is "
-                                f"{grp.state}: no wgmma.wait_group covers it)")
+            raise ExecutorError(
+                f"{op_loc(op)}: a bulk tensor copy {what} into shared-memory byte "
+                f"{int(inside[np.argmax(hit)])} that a wgmma.mma_async still reads (its group is "
+                f"{grp.state}: no wgmma.wait_group covers it)"
+            )
 
 
 def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
@@ -596,8 +646,9 @@ def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
     if any(fields[("element_stride", d)] != 1 for d in range(rank)):
         raise ExecutorError(f"{op_loc(op)}: element strides other than 1 are not modelled")
     if any(b < 1 or b > 256 for b in box) or any(s % 16 or s >= 1 << 40 for s in strides[1:]):
-        raise ExecutorError(f"{op_loc(op)}: box {box} / strides {strides[1:]}: box dims are 1..256, strides multiples "
-                            f"of 16 below 2^40")
+        raise ExecutorError(
+            f"{op_loc(op)}: box {box} / strides {strides[1:]}: box dims are 1..256, strides multiples of 16 below 2^40"
+        )
     addr = fields["global_address"]
     if addr % 16:
         raise ExecutorError(f"{op_loc(op)}: the map's global address {addr:#x} is not 16-byte aligned")
@@ -612,8 +663,10 @@ def tma_box(k, fields: dict, coords: list[int], op) -> np.ndarray:
     ok = np.all((x >= 0) & (x < np.asarray(dims)[:, None]), axis=0)
     byte = off + (x * np.asarray(strides, np.int64)[:, None]).sum(axis=0)
     if ok.any() and (byte[ok].min() < 0 or byte[ok].max() + esize > raw.size):
-        raise ExecutorError(f"{op_loc(op)}: the map's tensor reaches byte {int(byte[ok].max()) + esize} of binding "
-                            f"{binding}, which holds {raw.size}")
+        raise ExecutorError(
+            f"{op_loc(op)}: the map's tensor reaches byte {int(byte[ok].max()) + esize} of binding "
+            f"{binding}, which holds {raw.size}"
+        )
     out = np.zeros((j.shape[1], esize), np.uint8)
     idx = byte[ok][:, None] + np.arange(esize)
     out[ok] = raw[idx]
@@ -634,7 +687,7 @@ def _h_bulk_tensor(k, op):
     if rest[0] or any(rest[2:]):
         raise ExecutorError(f"{op_loc(op)}: im2col, cache hints and predicates are not modelled")
     dst_id, map_id = ins[0], ins[1]
-    coord_ids = ins[2:2 + seg[2]]
+    coord_ids = ins[2 : 2 + seg[2]]
     bar_id = ins[2 + seg[2]]
     mask_id = ins[3 + seg[2] + rest[0]] if rest[1] else None
 
@@ -646,24 +699,30 @@ def _h_bulk_tensor(k, op):
         for lane in _active_lanes(st):
             g, dst, m = int(st.wg_local[lane]), int(dsts[lane]), int(maps_at[lane])
             if (dst | int(bars[lane])) & CLUSTER_TAG:  # (the PTX ISA's rules for a peer's address there: not modelled)
-                raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} gives cp.async.bulk.tensor a "
-                                    f"mapa'd (another CTA's) shared::cluster destination or mbarrier: the executor "
-                                    f"models the CTA's own, multicast by the mask")
+                raise ExecutorError(
+                    f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} gives cp.async.bulk.tensor a "
+                    f"mapa'd (another CTA's) shared::cluster destination or mbarrier: the executor "
+                    f"models the CTA's own, multicast by the mask"
+                )
             if masks is None:
                 rows = [g]
             else:
                 mask = int(masks[lane])
                 if mask >> st.cluster_n or not mask:
-                    raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} multicasts a bulk "
-                                        f"tensor copy to CTA mask {mask:#06x}, "
-                                        f"{'no CTA' if not mask else 'bits outside'} its cluster of {st.cluster_n}")
+                    raise ExecutorError(
+                        f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} multicasts a bulk "
+                        f"tensor copy to CTA mask {mask:#06x}, "
+                        f"{'no CTA' if not mask else 'bits outside'} its cluster of {st.cluster_n}"
+                    )
                 rows = [int(st.peers[g, r]) for r in range(st.cluster_n) if mask >> r & 1]
             if m not in maps:
                 raise ExecutorError(f"{op_loc(op)}: no tensor map at global address {m:#x}")
             fields, version = maps[m]
             if t.acquired.get((int(lane), m)) != version:
-                raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} uses the tensor map at {m:#x} with no "
-                                    f"fence.proxy.tensormap acquire of it since it was written")
+                raise ExecutorError(
+                    f"{op_loc(op)}: thread {lane % st.T} uses the tensor map at {m:#x} with no "
+                    f"fence.proxy.tensormap acquire of it since it was written"
+                )
             if fields.get("swizzle_mode") not in ("b128",):
                 raise ExecutorError(f"{op_loc(op)}: swizzle {fields.get('swizzle_mode')} is not modelled (128B only)")
             data = tma_box(k, fields, [int(c[lane]) for c in coords], op)
@@ -679,16 +738,28 @@ def _h_bulk_tensor(k, op):
             flying = st.in_flight.setdefault(id(mem), np.zeros((st.G, mem.numel), bool))
             bar_a = int(bars[lane])
             for row in rows:
-                what = "a bulk tensor copy" if row == g else \
-                    f"a multicast bulk tensor copy into CTA {int(st.row_rank[row])} of the cluster"
+                what = (
+                    "a bulk tensor copy"
+                    if row == g
+                    else f"a multicast bulk tensor copy into CTA {int(st.row_rank[row])} of the cluster"
+                )
                 if row == g:
                     b = _bar(st, op, g, bar_a, int(lane), "cp.async.bulk.tensor")
                 else:
-                    b = _remote_bar(st, op, g, row, bar_a, int(lane),
-                                    f"{'a multicast' if masks is not None else 'a'} cp.async.bulk.tensor")
+                    b = _remote_bar(
+                        st,
+                        op,
+                        g,
+                        row,
+                        bar_a,
+                        int(lane),
+                        f"{'a multicast' if masks is not None else 'a'} cp.async.bulk.tensor",
+                    )
                 if flying[row, elems].any():
-                    raise ExecutorError(f"{op_loc(op)}: {what} into shared memory another copy still writes"
-                                        + ("" if row == g else f" (workgroup row {row})"))
+                    raise ExecutorError(
+                        f"{op_loc(op)}: {what} into shared memory another copy still writes"
+                        + ("" if row == g else f" (workgroup row {row})")
+                    )
                 _pending_reads(st, op, row, addr, "is issued")
                 ordered_after_reads(st, op, g, int(lane), addr, what, row=row)
                 flying[row, elems] = True
@@ -696,6 +767,7 @@ def _h_bulk_tensor(k, op):
                 if row != g:
                     _stamp_remote(st, op, g, row, f"multicast into its shared memory at {dst}")
             role_progress(st)
+
     return run
 
 
@@ -740,19 +812,24 @@ def _h_setmaxnreg(k, op):
         was = np.where(regs[whole[0]] > 0, regs[whole[0]], launch_registers(st.T))
         if ("increase" in action and np.any(was > n)) or ("decrease" in action and np.any(was < n)):
             inc = "increase" in action
-            raise ExecutorError(f"{op_loc(op)}: setmaxnreg.{'inc' if inc else 'dec'} {n} from "
-                                f"{sorted(set(map(int, was)))} registers per thread: an .inc raises the count, a .dec "
-                                f"lowers it (at launch every thread has the SM's share, {launch_registers(st.T)} for "
-                                f"{st.T} threads" + ("; a kernel that raises no count to it is not modelled)" if inc
-                                                     else ")"))
+            raise ExecutorError(
+                f"{op_loc(op)}: setmaxnreg.{'inc' if inc else 'dec'} {n} from "
+                f"{sorted(set(map(int, was)))} registers per thread: an .inc raises the count, a .dec "
+                f"lowers it (at launch every thread has the SM's share, {launch_registers(st.T)} for "
+                f"{st.T} threads" + ("; a kernel that raises no count to it is not modelled)" if inc else ")")
+            )
         regs[whole[0]] = n
         if int(regs.sum()) * 128 > SM_REGISTERS:
-            raise ExecutorError(f"{op_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
-                                f"thread, {int(regs.sum()) * 128} in all, more than the SM's {SM_REGISTERS}")
+            raise ExecutorError(
+                f"{op_loc(op)}: setmaxnreg: the warpgroups ask for {list(map(int, regs))} registers per "
+                f"thread, {int(regs.sum()) * 128} in all, more than the SM's {SM_REGISTERS}"
+            )
+
     return run
 
 
 # ---- scf.while (the mbarrier wait loop) --------------------------------------------------------------
+
 
 def _h_while(k, op):
     inits = k._ins(op)
@@ -771,8 +848,11 @@ def _h_while(k, op):
             for a, v in zip(b_args, carried):
                 st.env[a] = v
             run_block(b_body[:-1], st)
-            c = np.asarray(st.env[cond_ins[0]])[st.active()] if np.asarray(st.env[cond_ins[0]]).shape[0] > 1 else \
-                np.asarray(st.env[cond_ins[0]])
+            c = (
+                np.asarray(st.env[cond_ins[0]])[st.active()]
+                if np.asarray(st.env[cond_ins[0]]).shape[0] > 1
+                else np.asarray(st.env[cond_ins[0]])
+            )
             vals = [st.env[i] for i in cond_ins[1:]]
             if c.size and not np.all(c == c.flat[0]):
                 raise ExecutorError(f"{op_loc(op)}: scf.while condition differs between threads")
@@ -786,20 +866,25 @@ def _h_while(k, op):
             raise ExecutorError(f"{op_loc(op)}: scf.while ran 2^20 iterations")
         for o, v in zip(outs, vals):
             st.env[o] = v
+
     return run
 
 
 # ---- thread block clusters -------------------------------------------------------------------------
 
+
 def _sreg(value):
     """A special register read: ``value(k, st)`` per lane (L,) or uniform (1,)."""
+
     def handler(k, op):
         (out,) = k._outs(op)
         dt = np_dtype(op.results[0].type)
 
         def run(st):
             st.env[out] = np.asarray(value(k, st), np.int64).astype(dt)
+
         return run
+
     return handler
 
 
@@ -815,29 +900,36 @@ def _h_mapa(k, op):
         bad = act & ((r < 0) | (r >= st.cluster_n))
         if bad.any():
             lane = int(np.argmax(bad))
-            raise ExecutorError(f"{op_loc(op)}: nvvm.mapa by thread {lane % st.T} of workgroup row "
-                                f"{int(st.wg_local[lane])} names CTA rank {int(r[lane])} of a cluster of "
-                                f"{st.cluster_n}")
+            raise ExecutorError(
+                f"{op_loc(op)}: nvvm.mapa by thread {lane % st.T} of workgroup row "
+                f"{int(st.wg_local[lane])} names CTA rank {int(r[lane])} of a cluster of "
+                f"{st.cluster_n}"
+            )
         bad = act & ((a < 0) | (a >= 1 << RANK_SHIFT))
         if bad.any():
             lane = int(np.argmax(bad))
             raise ExecutorError(f"{op_loc(op)}: nvvm.mapa of {int(a[lane]):#x}, not a shared::cta address")
         st.env[out] = np.where(act, CLUSTER_TAG | (r << RANK_SHIFT) | a, 0)
+
     return run
 
 
 def _cluster_barrier_checks(st, op, what: str, aligned: bool) -> np.ndarray:
     if getattr(st, "roles", None) is not None:
-        raise ExecutorError(f"{op_loc(op)}: {what} inside a warp-role split (executor.Roles) is not modelled: it "
-                            f"belongs outside the roles' scf.if")
+        raise ExecutorError(
+            f"{op_loc(op)}: {what} inside a warp-role split (executor.Roles) is not modelled: it "
+            f"belongs outside the roles' scf.if"
+        )
     act = st.active()
     w = st.k.wave_size
     if aligned and st.L % w == 0:
         warps = act.reshape(-1, w)
         if not np.all(warps.all(axis=1) == warps.any(axis=1)):
             lane = int(np.argmax(np.repeat(warps.any(axis=1) & ~warps.all(axis=1), w)))
-            raise ExecutorError(f"{op_loc(op)}: {what}.aligned by part of a warp (thread {lane % st.T} of workgroup "
-                                f"row {int(st.wg_local[lane])}'s)")
+            raise ExecutorError(
+                f"{op_loc(op)}: {what}.aligned by part of a warp (thread {lane % st.T} of workgroup "
+                f"row {int(st.wg_local[lane])}'s)"
+            )
     return act
 
 
@@ -853,15 +945,17 @@ def _only_pure_until_wait(op) -> None:
     while cur is not None:
         block_ops = [o.operation for o in cur.block.operations]
         i = block_ops.index(cur)
-        for o in block_ops[i + 1:]:
+        for o in block_ops[i + 1 :]:
             if o.name in ("nvvm.cluster.wait", "nvvm.cluster.arrive"):  # (arriving twice: refused as it runs)
                 return
             if o.name == "func.return":
                 break
             if not o.name.startswith(_PURE_PREFIXES):
-                raise ExecutorError(f"{op_loc(o)}: {o.name} between barrier.cluster.arrive ({op_loc(op)}) and its wait: "
-                                    f"work between a split arrive and wait is not modelled (the executor would count "
-                                    f"it as ordered before the barrier)")
+                raise ExecutorError(
+                    f"{op_loc(o)}: {o.name} between barrier.cluster.arrive ({op_loc(op)}) and its wait: "
+                    f"work between a split arrive and wait is not modelled (the executor would count "
+                    f"it as ordered before the barrier)"
+                )
         parent = cur.block.owner
         parent = getattr(parent, "operation", parent)
         cur = parent if parent is not None and parent.name == "scf.if" else None
@@ -882,22 +976,27 @@ def _h_cluster_arrive(k, op):
         again = act & (st.cluster_arrived | st.cluster_ready)
         if again.any():
             lane = int(np.argmax(again))
-            raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} arrives "
-                                f"at barrier.cluster again before its barrier.cluster.wait")
+            raise ExecutorError(
+                f"{op_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} arrives "
+                f"at barrier.cluster again before its barrier.cluster.wait"
+            )
         st.cluster_arrived[act] = True
         rows = st.cluster_arrived.reshape(st.G, st.T).all(axis=1)
         whole = rows[st.peers].all(axis=1)  # per row: every thread of its cluster arrived
         if not whole.any():
             return
         if not whole.all():
-            raise ExecutorError(f"{op_loc(op)}: barrier.cluster completes for the clusters of workgroup rows "
-                                f"{np.nonzero(whole)[0].tolist()} and not for rows {np.nonzero(~whole)[0].tolist()} "
-                                f"run with them: workgroup-dependent barrier.cluster is not modelled")
+            raise ExecutorError(
+                f"{op_loc(op)}: barrier.cluster completes for the clusters of workgroup rows "
+                f"{np.nonzero(whole)[0].tolist()} and not for rows {np.nonzero(~whole)[0].tolist()} "
+                f"run with them: workgroup-dependent barrier.cluster is not modelled"
+            )
         st.cluster_arrived[:] = False
         st.cluster_ready[:] = True
         st.cluster_count += 1
         st.epoch += 1
         k.stats.barriers += 1
+
     return run
 
 
@@ -915,15 +1014,20 @@ def _h_cluster_wait(k, op):
             g = int(st.wg_local[lane])
             missing = ~st.cluster_arrived.reshape(st.G, st.T)[st.peers[g]]  # (cluster ranks, threads)
             r, t = (int(x) for x in np.argwhere(missing)[0])
-            raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} waits at barrier.cluster, "
-                                f"which can never complete: {int(missing.sum())} threads of its cluster never arrived "
-                                f"(thread {t} of CTA {r}, workgroup row {int(st.peers[g, r])}, first)")
+            raise ExecutorError(
+                f"{op_loc(op)}: thread {lane % st.T} of workgroup row {g} waits at barrier.cluster, "
+                f"which can never complete: {int(missing.sum())} threads of its cluster never arrived "
+                f"(thread {t} of CTA {r}, workgroup row {int(st.peers[g, r])}, first)"
+            )
         never = act & ~st.cluster_ready
         if never.any():
             lane = int(np.argmax(never))
-            raise ExecutorError(f"{op_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} waits at "
-                                f"barrier.cluster with no barrier.cluster.arrive before")
+            raise ExecutorError(
+                f"{op_loc(op)}: thread {lane % st.T} of workgroup row {int(st.wg_local[lane])} waits at "
+                f"barrier.cluster with no barrier.cluster.arrive before"
+            )
         st.cluster_ready[act] = False
+
     return run
 
 
@@ -939,40 +1043,60 @@ def end_check(st) -> None:
         per = launch_registers(st.T)
         final = np.where(regs > 0, regs, per)
         if int(final.sum()) * 128 > st.T * per:
-            raise ExecutorError(f"setmaxnreg: the warpgroups end at {list(map(int, final))} registers per thread, "
-                                f"{int(final.sum()) * 128} in all, more than the workgroup's pool of {st.T * per} "
-                                f"({st.T} threads x {per} at launch): an .inc would wait for registers forever")
+            raise ExecutorError(
+                f"setmaxnreg: the warpgroups end at {list(map(int, final))} registers per thread, "
+                f"{int(final.sum()) * 128} in all, more than the workgroup's pool of {st.T * per} "
+                f"({st.T} threads x {per} at launch): an .inc would wait for registers forever"
+            )
     t = getattr(st, "tma", None)
     if t is not None and any(b.copies for b in t.bars.values()):
         raise ExecutorError("the kernel ends with bulk tensor copies (cp.async.bulk.tensor) no mbarrier wait covered")
     for row, (stamp, rank, what, where) in sorted((t.remote if t is not None else {}).items()):
         if st.cluster_count[row] <= stamp:
-            raise ExecutorError(f"workgroup row {row} (cluster rank {int(st.row_rank[row])}) exits while CTA {rank} of "
-                                f"its cluster may still {what} ({where}): no barrier.cluster after it")
+            raise ExecutorError(
+                f"workgroup row {row} (cluster rank {int(st.row_rank[row])}) exits while CTA {rank} of "
+                f"its cluster may still {what} ({where}): no barrier.cluster after it"
+            )
 
 
 HANDLERS = {
     "memref.extract_aligned_pointer_as_index": _h_extract_pointer,
     "memref.extract_strided_metadata": _h_strided_metadata,
     "memref.get_global": _h_get_global,
-    "llvm.inttoptr": _h_passthrough, "llvm.addrspacecast": _h_passthrough, "llvm.ptrtoint": _h_passthrough,
-    "llvm.store": _h_llvm_store, "llvm.intr.trap": _h_trap,
+    "llvm.inttoptr": _h_passthrough,
+    "llvm.addrspacecast": _h_passthrough,
+    "llvm.ptrtoint": _h_passthrough,
+    "llvm.store": _h_llvm_store,
+    "llvm.intr.trap": _h_trap,
     "nvvm.read.ptx.sreg.smid": _h_smid,
-    "nvvm.tensormap.replace": _h_tensormap_replace, "nvvm.inline_ptx": _h_inline_ptx,
+    "nvvm.tensormap.replace": _h_tensormap_replace,
+    "nvvm.inline_ptx": _h_inline_ptx,
     "nvvm.fence.proxy.acquire": _h_fence_acquire,  # (a release: only cp_fenceproxy's, which the model checks)
-    "nvvm.mbarrier.init": _h_mbarrier_init, "nvvm.fence.mbarrier.init": _h_fence_mbarrier_init,
-    "nvvm.mbarrier.arrive.expect_tx": _arrive_handler(True), "nvvm.mbarrier.try_wait": _h_try_wait,
-    "nvvm.mbarrier.arrive": _arrive_handler(False), "nvvm.setmaxregister": _h_setmaxnreg,
+    "nvvm.mbarrier.init": _h_mbarrier_init,
+    "nvvm.fence.mbarrier.init": _h_fence_mbarrier_init,
+    "nvvm.mbarrier.arrive.expect_tx": _arrive_handler(True),
+    "nvvm.mbarrier.try_wait": _h_try_wait,
+    "nvvm.mbarrier.arrive": _arrive_handler(False),
+    "nvvm.setmaxregister": _h_setmaxnreg,
     "nvvm.cp.async.bulk.tensor.shared.cluster.global": _h_bulk_tensor,
-    "nvvm.mapa": _h_mapa, "nvvm.cluster.arrive": _h_cluster_arrive, "nvvm.cluster.wait": _h_cluster_wait,
+    "nvvm.mapa": _h_mapa,
+    "nvvm.cluster.arrive": _h_cluster_arrive,
+    "nvvm.cluster.wait": _h_cluster_wait,
     "nvvm.read.ptx.sreg.cluster.ctarank": _sreg(lambda k, st: st.rank),
     "nvvm.read.ptx.sreg.cluster.nctarank": _sreg(lambda k, st: [int(np.prod(k.cluster))]),
-    **{f"nvvm.read.ptx.sreg.cluster.ctaid.{x}": _sreg(lambda k, st, d=d: st.wg_id[d] % k.cluster[d])
-       for d, x in enumerate("xyz")},
+    **{
+        f"nvvm.read.ptx.sreg.cluster.ctaid.{x}": _sreg(lambda k, st, d=d: st.wg_id[d] % k.cluster[d])
+        for d, x in enumerate("xyz")
+    },
     **{f"nvvm.read.ptx.sreg.cluster.nctaid.{x}": _sreg(lambda k, st, d=d: [k.cluster[d]]) for d, x in enumerate("xyz")},
-    **{f"nvvm.read.ptx.sreg.clusterid.{x}": _sreg(lambda k, st, d=d: st.wg_id[d] // k.cluster[d])
-       for d, x in enumerate("xyz")},
-    **{f"nvvm.read.ptx.sreg.nclusterid.{x}": _sreg(lambda k, st, d=d: [k.grid[d] // k.cluster[d]])
-       for d, x in enumerate("xyz")},
-    "scf.while": _h_while, "scf.condition": lambda k, op: (lambda st: None),
+    **{
+        f"nvvm.read.ptx.sreg.clusterid.{x}": _sreg(lambda k, st, d=d: st.wg_id[d] // k.cluster[d])
+        for d, x in enumerate("xyz")
+    },
+    **{
+        f"nvvm.read.ptx.sreg.nclusterid.{x}": _sreg(lambda k, st, d=d: [k.grid[d] // k.cluster[d]])
+        for d, x in enumerate("xyz")
+    },
+    "scf.while": _h_while,
+    "scf.condition": lambda k, op: lambda st: None,
 }

@@ -149,14 +149,18 @@ def _check_ordered(st, wg, op, rows: np.ndarray, lanes: np.ndarray, span: np.nda
             i = int(np.argmax(bad))
             b = int(span[i, int(np.argmax(need[i]))])
             if remote[i]:
-                raise ExecutorError(f"{op_loc(op)}: {what} by thread {int(lanes[i]) % st.T} of workgroup row "
-                                    f"{int(st.wg_local[lanes[i]])} into shared-memory byte {b} of cluster rank "
-                                    f"{int(ranks[i])} (row {int(rows[i])}), which that CTA's warpgroup {w}'s "
-                                    f"wgmma.mma_async read, with nothing ordering that read's completion before it "
-                                    f"(no mbarrier phase carrying its wgmma.wait_group, no barrier.cluster since)")
-            raise ExecutorError(f"{op_loc(op)}: {what} by thread {int(lanes[i]) % st.T} into shared-memory byte {b}, "
-                                f"which warpgroup {w}'s wgmma.mma_async read, with nothing ordering that read's "
-                                f"completion before it (no barrier since its wgmma.wait_group)")
+                raise ExecutorError(
+                    f"{op_loc(op)}: {what} by thread {int(lanes[i]) % st.T} of workgroup row "
+                    f"{int(st.wg_local[lanes[i]])} into shared-memory byte {b} of cluster rank "
+                    f"{int(ranks[i])} (row {int(rows[i])}), which that CTA's warpgroup {w}'s "
+                    f"wgmma.mma_async read, with nothing ordering that read's completion before it "
+                    f"(no mbarrier phase carrying its wgmma.wait_group, no barrier.cluster since)"
+                )
+            raise ExecutorError(
+                f"{op_loc(op)}: {what} by thread {int(lanes[i]) % st.T} into shared-memory byte {b}, "
+                f"which warpgroup {w}'s wgmma.mma_async read, with nothing ordering that read's "
+                f"completion before it (no barrier since its wgmma.wait_group)"
+            )
 
 
 def warpgroup_state(st) -> WarpgroupState:
@@ -175,6 +179,7 @@ def _byte_span(mem, elems: np.ndarray) -> np.ndarray:
 
 # ---- hooks the executor calls on shared-memory writes -----------------------------------------
 
+
 def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: bool) -> None:
     """A generic-proxy write of LDS elements ``elems`` (L, n) of ``mem`` by the active lanes:
     an error where a pending wgmma reads those bytes, or where another warpgroup's completed
@@ -190,9 +195,11 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
         hit = g.reads[r, span]
         if hit.any():
             i = np.argwhere(hit)[0]
-            raise ExecutorError(f"{op_loc(op)}: writes shared-memory byte {int(span[i[0], i[1]])} ({mem.name}) that a "
-                                f"wgmma.mma_async still reads (its group is {g.state}: no wgmma.wait_group "
-                                f"covers it)")
+            raise ExecutorError(
+                f"{op_loc(op)}: writes shared-memory byte {int(span[i[0], i[1]])} ({mem.name}) that a "
+                f"wgmma.mma_async still reads (its group is {g.state}: no wgmma.wait_group "
+                f"covers it)"
+            )
     lanes = np.broadcast_to(np.arange(st.L)[:, None], elems.shape)[act]
     _check_ordered(st, wg, op, rows, lanes, span, f"a write of {mem.name}")
     if lands:
@@ -200,6 +207,7 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
 
 
 # ---- handlers ----------------------------------------------------------------------------------
+
 
 def _struct_fields(t, op) -> int:
     m = _F32_STRUCT.match(str(t))
@@ -215,7 +223,9 @@ def _h_llvm_value(fill: float):
 
         def run(st):
             st.env[out] = Accumulator(np.full((1, n), fill, np.float32), None, warpgroup_state(st).fences)
+
         return run
+
     return handler
 
 
@@ -230,8 +240,10 @@ def _ready(st, acc, op) -> Accumulator:
     if not isinstance(acc, Accumulator):
         raise ExecutorError(f"{op_loc(op)}: operand is not a wgmma accumulator struct")
     if acc.pending:
-        raise ExecutorError(f"{op_loc(op)}: reads a wgmma accumulator before wgmma.wait_group covers the wgmma "
-                            f"that writes it (its group is {acc.group.state})")
+        raise ExecutorError(
+            f"{op_loc(op)}: reads a wgmma accumulator before wgmma.wait_group covers the wgmma "
+            f"that writes it (its group is {acc.group.state})"
+        )
     return acc
 
 
@@ -243,6 +255,7 @@ def _h_extractvalue(k, op):
     def run(st):
         acc = _ready(st, st.env[src], op)
         st.env[out] = acc.data[:, i].copy()
+
     return run
 
 
@@ -257,6 +270,7 @@ def _h_insertvalue(k, op):
         data = np.array(per_lane(acc.data, st.L) if v.shape[0] != acc.data.shape[0] else acc.data)
         data[:, i] = v
         st.env[out] = Accumulator(data, None, warpgroup_state(st).fences)
+
     return run
 
 
@@ -272,6 +286,7 @@ def _h_fence_proxy(k, op):
         # proxy only after the barrier that follows it in the kernel; the race check below still
         # demands that barrier for bytes another warpgroup wrote.
         warpgroup_state(st).unfenced[:] = False
+
     return run
 
 
@@ -292,6 +307,7 @@ def _h_wgmma_fence(k, op):
     def run(st):
         _collective_warpgroups(st, op, "wgmma.fence")
         warpgroup_state(st).fences += 1
+
     return run
 
 
@@ -302,6 +318,7 @@ def _h_wgmma_commit(k, op):
         wg.open.state = "committed"
         wg.committed.append(wg.open)
         wg.open = Group((st.G, wg.bytes))
+
     return run
 
 
@@ -324,6 +341,7 @@ def _h_wgmma_wait(k, op):
         if n:  # each thread of the waiting warpgroups knows its own warpgroup's completions
             lanes = np.nonzero(st.active())[0]
             wg.known[lanes, st.rank[lanes], st.tid[lanes] // WARPGROUP] = wg.clock
+
     return run
 
 
@@ -345,11 +363,15 @@ def _h_wgmma_mma(k, op):
     n_fields = _struct_fields(op.results[0].type, op)
     unknown = [t for t in (a_t, b_t) if t not in WGMMA_PTX_TYPES]
     if unknown:
-        raise ExecutorError(f"{op_loc(op)}: the ISA model has no f32-accumulating wgmma on {unknown[0]} inputs "
-                            f"(it has {', '.join(WGMMA_PTX_TYPES)})")
+        raise ExecutorError(
+            f"{op_loc(op)}: the ISA model has no f32-accumulating wgmma on {unknown[0]} inputs "
+            f"(it has {', '.join(WGMMA_PTX_TYPES)})"
+        )
     key = wgmma_key(shape["n"], WGMMA_PTX_TYPES[a_t], WGMMA_PTX_TYPES[b_t], d_t)
     if shape["m"] != 64 or n_fields != shape["n"] // 2:
-        raise ExecutorError(f"{op_loc(op)}: a m64n{shape['n']} f32 accumulator has {shape['n'] // 2} fields, not {n_fields}")
+        raise ExecutorError(
+            f"{op_loc(op)}: a m64n{shape['n']} f32 accumulator has {shape['n'] // 2} fields, not {n_fields}"
+        )
     trans_a = _attr_word(op, "layoutA") == "col"  # A row-major (M x K) = K-major
     trans_b = _attr_word(op, "layoutB") == "row"  # B column-major (K x N) = K-major
     scale_d = _attr_word(op, "scaleD") == "one"
@@ -374,11 +396,13 @@ def _h_wgmma_mma(k, op):
         if not isinstance(c, Accumulator):
             raise ExecutorError(f"{op_loc(op)}: the accumulator is not an !llvm.struct value")
         if not c.pending and wg.fences <= c.fence_seq:
-            raise ExecutorError(f"{op_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
-                                f"instructions with no wgmma.fence since")
+            raise ExecutorError(
+                f"{op_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
+                f"instructions with no wgmma.fence since"
+            )
         smem = np.zeros((st.G, wg.bytes), np.uint8)
         for mem in st.lds.values():
-            smem[:, mem.base:mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
+            smem[:, mem.base : mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
         cd = np.asarray(per_lane(c.data, st.L), np.float32)
         d = cd.copy()  # (the lanes of warpgroups that do not run it keep theirs)
         for g in range(st.G):
@@ -389,26 +413,37 @@ def _h_wgmma_mma(k, op):
                 read = []
                 for desc, kmajor, mn in ((da, not trans_a, rows), (db, not trans_b, ncol)):
                     try:
-                        addr = operand_address(decode_descriptor(desc), k_major=kmajor, element_bits=ebits,
-                                               mn=mn, k=kk)
+                        addr = operand_address(decode_descriptor(desc), k_major=kmajor, element_bits=ebits, mn=mn, k=kk)
                     except IsaError as e:
                         raise ExecutorError(f"{op_loc(op)}: {e}") from None
                     read.append((addr[..., None] + np.arange(ebits // 8)).reshape(-1))
                 read = np.concatenate(read)
                 if read.min() < 0 or read.max() >= wg.bytes:
-                    raise ExecutorError(f"{op_loc(op)}: a descriptor addresses shared-memory bytes "
-                                        f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated")
+                    raise ExecutorError(
+                        f"{op_loc(op)}: a descriptor addresses shared-memory bytes "
+                        f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated"
+                    )
                 _check_reads(st, op, wg, g, w, read)
                 wg.open.reads[g, read] = True
                 wg.open.wreads.append((g, w, read))
                 try:
-                    d[lanes] = execute_wgmma(key, cd[lanes], db, smem[g], a_desc=da, trans_a=trans_a,
-                                             trans_b=trans_b, scale_d=scale_d, scale_a=scale["A"],
-                                             scale_b=scale["B"])
+                    d[lanes] = execute_wgmma(
+                        key,
+                        cd[lanes],
+                        db,
+                        smem[g],
+                        a_desc=da,
+                        trans_a=trans_a,
+                        trans_b=trans_b,
+                        scale_d=scale_d,
+                        scale_a=scale["A"],
+                        scale_b=scale["B"],
+                    )
                 except IsaError as e:
                     raise ExecutorError(f"{op_loc(op)}: {e}") from None
         k.stats.matrix_ops += st.G * len(warpgroups)
         st.env[out] = Accumulator(d, wg.open, wg.fences)
+
     return run
 
 
@@ -417,8 +452,10 @@ def _check_reads(st, op, wg, g, w, read):
     proxy, not being written by an async copy, not written by any thread since the last barrier."""
     if wg.unfenced[g, read].any():
         b = int(read[np.argmax(wg.unfenced[g, read])])
-        raise ExecutorError(f"{op_loc(op)}: wgmma.mma_async reads shared-memory byte {b}, written through the "
-                            f"generic proxy with no nvvm.fence.proxy (async.shared) since")
+        raise ExecutorError(
+            f"{op_loc(op)}: wgmma.mma_async reads shared-memory byte {b}, written through the "
+            f"generic proxy with no nvvm.fence.proxy (async.shared) since"
+        )
     for mem in st.lds.values():
         lo, hi = mem.base, mem.base + mem.numel * mem.elem_bytes
         inside = read[(read >= lo) & (read < hi)]
@@ -428,16 +465,19 @@ def _check_reads(st, op, wg, g, w, read):
         flying = st.in_flight.get(id(mem))
         if flying is not None and flying[g, elems].any():
             e = int(elems[np.argmax(flying[g, elems])])
-            raise ExecutorError(f"{op_loc(op)}: wgmma.mma_async reads element {e} of {mem.name} while an async copy "
-                                f"to it is in flight")
+            raise ExecutorError(
+                f"{op_loc(op)}: wgmma.mma_async reads element {e} of {mem.name} while an async copy to it is in flight"
+            )
         w_lane, w_epoch = st.race_meta[id(mem)][:2]
         # The wgmma reads for the whole warpgroup: any thread's store since the last barrier
         # (its own warps' included: nothing orders the four warps' stores before the read).
         other = w_epoch[g, elems] == st.epoch
         if other.any():
             e = int(elems[np.argmax(other)])
-            msg = (f"{op_loc(op)}: LDS race on {mem.name} element {e}: warpgroup {w}'s wgmma.mma_async reads thread "
-                   f"{int(w_lane[g, e])}'s write with no barrier in between")
+            msg = (
+                f"{op_loc(op)}: LDS race on {mem.name} element {e}: warpgroup {w}'s wgmma.mma_async reads thread "
+                f"{int(w_lane[g, e])}'s write with no barrier in between"
+            )
             if msg not in st.k.stats.races:
                 st.k.stats.races.append(msg)
 
@@ -450,9 +490,13 @@ def end_check(st) -> None:
 
 
 HANDLERS = {
-    "llvm.mlir.zero": _h_llvm_value(0.0), "llvm.mlir.undef": _h_llvm_value(np.nan),
-    "llvm.extractvalue": _h_extractvalue, "llvm.insertvalue": _h_insertvalue,
+    "llvm.mlir.zero": _h_llvm_value(0.0),
+    "llvm.mlir.undef": _h_llvm_value(np.nan),
+    "llvm.extractvalue": _h_extractvalue,
+    "llvm.insertvalue": _h_insertvalue,
     "nvvm.fence.proxy": _h_fence_proxy,
-    "nvvm.wgmma.fence.aligned": _h_wgmma_fence, "nvvm.wgmma.commit.group.sync.aligned": _h_wgmma_commit,
-    "nvvm.wgmma.wait.group.sync.aligned": _h_wgmma_wait, "nvvm.wgmma.mma_async": _h_wgmma_mma,
+    "nvvm.wgmma.fence.aligned": _h_wgmma_fence,
+    "nvvm.wgmma.commit.group.sync.aligned": _h_wgmma_commit,
+    "nvvm.wgmma.wait.group.sync.aligned": _h_wgmma_wait,
+    "nvvm.wgmma.mma_async": _h_wgmma_mma,
 }

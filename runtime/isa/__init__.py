@@ -9,5 +9,22 @@ from mmaflow.runtime.isa.smem_matrix import Descriptor, decode_descriptor, encod
 from mmaflow.runtime.isa.tables import INSTRUCTIONS, WGMMA, IsaInstruction, WgmmaInstruction, wgmma_key
 from mmaflow.runtime.isa.wgmma import FP8_ACCUMULATOR_BITS, FP8_CHUNK, execute_wgmma, fp8_accumulate
 
-__all__ = ["INSTRUCTIONS", "WGMMA", "Descriptor", "IsaError", "IsaInstruction", "WgmmaInstruction", "decode_descriptor",
-           "encode_descriptor", "FP8_ACCUMULATOR_BITS", "FP8_CHUNK", "execute", "execute_wgmma", "fp8_accumulate", "np_dtype", "operand_address", "placement", "wgmma_key"]
+__all__ = [
+    "INSTRUCTIONS",
+    "WGMMA",
+    "Descriptor",
+    "IsaError",
+    "IsaInstruction",
+    "WgmmaInstruction",
+    "decode_descriptor",
+    "encode_descriptor",
+    "FP8_ACCUMULATOR_BITS",
+    "FP8_CHUNK",
+    "execute",
+    "execute_wgmma",
+    "fp8_accumulate",
+    "np_dtype",
+    "operand_address",
+    "placement",
+    "wgmma_key",
+]

@@ -45,8 +45,10 @@ def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem
         if a_elem in _FP8:
             ocp = a_elem in ("f8E4M3FN", "f8E5M2")
             if ocp != arch.startswith("gfx95"):
-                raise IsaError(f"mfma with {a_elem} inputs does not exist on {arch} "
-                               f"({'OCP' if arch.startswith('gfx95') else 'FNUZ'} fp8 only)")
+                raise IsaError(
+                    f"mfma with {a_elem} inputs does not exist on {arch} "
+                    f"({'OCP' if arch.startswith('gfx95') else 'FNUZ'} fp8 only)"
+                )
             src = _FP8[a_elem]
             mnemonic = f"v_mfma_f32_{m}x{n}x{k}_{src}_{src}"
         else:

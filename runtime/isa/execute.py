@@ -17,8 +17,8 @@ Numerics (what the ISA guides specify, modelled conservatively):
 
 from __future__ import annotations
 
-import numpy as np
 import ml_dtypes
+import numpy as np
 
 from mmaflow.runtime.isa.tables import INSTRUCTIONS
 
@@ -28,10 +28,15 @@ class IsaError(Exception):
 
 
 _NP_TYPES = {
-    "f32": np.dtype(np.float32), "f16": np.dtype(np.float16), "i32": np.dtype(np.int32),
-    "bf16": np.dtype(ml_dtypes.bfloat16), "i8": np.dtype(np.int8),
-    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz), "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
-    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn), "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "i32": np.dtype(np.int32),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "i8": np.dtype(np.int8),
+    "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
+    "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
+    "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
+    "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
 }
 # Which register dtypes an instruction accepts for A/B (CDNA fp8 depends on the architecture).
 _ACCEPTS = {
@@ -87,16 +92,19 @@ def check_dtype(instr, operand: str, regs: np.ndarray, expected: str):
     if operand in "AB" and expected == "i8" and regs.dtype == np.uint8:
         return
     if not names & allowed:
-        raise IsaError(f"{instr.key}: operand {operand} registers are {regs.dtype}, "
-                       f"expected {' or '.join(sorted(allowed))}")
+        raise IsaError(
+            f"{instr.key}: operand {operand} registers are {regs.dtype}, expected {' or '.join(sorted(allowed))}"
+        )
 
 
 def gather_operand(instr, operand: str, regs: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     p = placement(instr, operand)
     slots = _operand_fields(instr, operand)[1]
     if regs.shape[-2:] != (instr.wave, slots):
-        raise IsaError(f"{instr.key}: operand {operand} registers have shape {regs.shape[-2:]}, "
-                       f"expected (wave={instr.wave}, slots={slots})")
+        raise IsaError(
+            f"{instr.key}: operand {operand} registers have shape {regs.shape[-2:]}, "
+            f"expected (wave={instr.wave}, slots={slots})"
+        )
     vals = regs[..., p.lanes, p.slots]
     out = np.zeros(regs.shape[:-2] + shape, dtype=vals.dtype)
     out[..., p.rows, p.cols] = vals
@@ -106,14 +114,23 @@ def gather_operand(instr, operand: str, regs: np.ndarray, shape: tuple[int, int]
         same = (back == vals) | (np.isnan(back) & np.isnan(vals)) if vals.dtype.kind == "f" else back == vals
         if not np.all(same):
             bad = np.argwhere(~same.reshape(-1, len(p.rows)))[0][1]
-            raise IsaError(f"{instr.key}: operand {operand} lane {p.lanes[bad]} slot {p.slots[bad]} "
-                           f"disagrees with another lane holding the same element "
-                           f"({p.rows[bad]}, {p.cols[bad]}); replicated lanes must hold equal data")
+            raise IsaError(
+                f"{instr.key}: operand {operand} lane {p.lanes[bad]} slot {p.slots[bad]} "
+                f"disagrees with another lane holding the same element "
+                f"({p.rows[bad]}, {p.cols[bad]}); replicated lanes must hold equal data"
+            )
     return out
 
 
-def execute(key: str, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray, *,
-            unsigned_a: bool = False, unsigned_b: bool = False) -> np.ndarray:
+def execute(
+    key: str,
+    a_regs: np.ndarray,
+    b_regs: np.ndarray,
+    c_regs: np.ndarray,
+    *,
+    unsigned_a: bool = False,
+    unsigned_b: bool = False,
+) -> np.ndarray:
     """D = A x B + C for instruction ``key``; returns D registers shaped like ``c_regs``."""
     try:
         instr = INSTRUCTIONS[key]
@@ -130,7 +147,7 @@ def execute(key: str, a_regs: np.ndarray, b_regs: np.ndarray, c_regs: np.ndarray
         b64 = (b.view(np.uint8) if unsigned_b else b.view(np.int8)).astype(np.int64)
         d = a64 @ b64 + c.astype(np.int64)
         if instr.saturate:
-            d = np.clip(d, -2**31, 2**31 - 1).astype(np.int32)
+            d = np.clip(d, -(2**31), 2**31 - 1).astype(np.int32)
         else:
             d = ((d + 2**31) % 2**32 - 2**31).astype(np.int32)
     else:

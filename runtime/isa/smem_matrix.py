@@ -73,11 +73,13 @@ class Descriptor:
 def decode_descriptor(value: int) -> Descriptor:
     if not 0 <= value < 2**64:
         raise IsaError(f"a matrix descriptor is a 64-bit value, got {value:#x}")
-    return Descriptor(start_address=(value & 0x3FFF) << 4,
-                      leading_byte_offset=((value >> 16) & 0x3FFF) << 4,
-                      stride_byte_offset=((value >> 32) & 0x3FFF) << 4,
-                      base_offset=(value >> 49) & 0x7,
-                      swizzle=SWIZZLE_BY_CODE[(value >> 62) & 0x3])
+    return Descriptor(
+        start_address=(value & 0x3FFF) << 4,
+        leading_byte_offset=((value >> 16) & 0x3FFF) << 4,
+        stride_byte_offset=((value >> 32) & 0x3FFF) << 4,
+        base_offset=(value >> 49) & 0x7,
+        swizzle=SWIZZLE_BY_CODE[(value >> 62) & 0x3],
+    )
 
 
 def encode_descriptor(d: Descriptor) -> int:
@@ -87,9 +89,13 @@ def encode_descriptor(d: Descriptor) -> int:
             raise IsaError(f"descriptor {name} {v} is not a multiple of 16 below 2^18")
     if not 0 <= d.base_offset < 8:
         raise IsaError(f"descriptor base offset {d.base_offset} does not fit 3 bits")
-    return (descriptor_encode(d.start_address) | descriptor_encode(d.leading_byte_offset) << 16
-            | descriptor_encode(d.stride_byte_offset) << 32 | d.base_offset << 49
-            | CODE_BY_SWIZZLE[d.swizzle] << 62)
+    return (
+        descriptor_encode(d.start_address)
+        | descriptor_encode(d.leading_byte_offset) << 16
+        | descriptor_encode(d.stride_byte_offset) << 32
+        | d.base_offset << 49
+        | CODE_BY_SWIZZLE[d.swizzle] << 62
+    )
 
 
 def _canonical(k_major: bool, swizzle: str, t: int, lbo: int, sbo: int):
@@ -129,9 +135,11 @@ def operand_address(desc: Descriptor, *, k_major: bool, element_bits: int, mn, k
     if element_bits not in (8, 16, 32):
         raise IsaError(f"no wgmma operand has {element_bits}-bit elements")
     if desc.base_offset:
-        raise IsaError(f"descriptor base offset {desc.base_offset}: how the hardware applies a non-zero base "
-                       f"offset is not modelled (the PTX ISA gives its encoding only); start each swizzle "
-                       f"pattern on its {_PATTERN_BYTES.get(desc.swizzle, 0)}-byte boundary")
+        raise IsaError(
+            f"descriptor base offset {desc.base_offset}: how the hardware applies a non-zero base "
+            f"offset is not modelled (the PTX ISA gives its encoding only); start each swizzle "
+            f"pattern on its {_PATTERN_BYTES.get(desc.swizzle, 0)}-byte boundary"
+        )
     if desc.start_address % 16:
         raise IsaError(f"matrix start address {desc.start_address} is not 16-byte aligned")
     t = 128 // element_bits
@@ -144,8 +152,9 @@ def operand_address(desc: Descriptor, *, k_major: bool, element_bits: int, mn, k
     return swizzle_address(desc.start_address + elements * ebytes, desc.swizzle)
 
 
-def read_operand(smem: np.ndarray, desc: Descriptor, *, k_major: bool, dtype: np.dtype, rows: int, cols: int,
-                 mn_axis: int) -> np.ndarray:
+def read_operand(
+    smem: np.ndarray, desc: Descriptor, *, k_major: bool, dtype: np.dtype, rows: int, cols: int, mn_axis: int
+) -> np.ndarray:
     """The rows x cols operand (A: M x K with mn_axis 0; B: K x N with mn_axis 1) read from
     ``smem`` (uint8) through ``desc``."""
     if smem.dtype != np.uint8 or smem.ndim != 1:
@@ -155,7 +164,9 @@ def read_operand(smem: np.ndarray, desc: Descriptor, *, k_major: bool, dtype: np
     ebytes = dtype.itemsize
     addr = operand_address(desc, k_major=k_major, element_bits=8 * ebytes, mn=mn, k=k)
     if addr.min() < 0 or addr.max() + ebytes > smem.size:
-        raise IsaError(f"the descriptor addresses shared memory bytes {addr.min()}..{addr.max() + ebytes - 1}, "
-                       f"outside the {smem.size} bytes given")
+        raise IsaError(
+            f"the descriptor addresses shared memory bytes {addr.min()}..{addr.max() + ebytes - 1}, "
+            f"outside the {smem.size} bytes given"
+        )
     raw = smem[addr[..., None] + np.arange(ebytes)]
     return raw.view(dtype).reshape(rows, cols)

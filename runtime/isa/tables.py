@@ -56,6 +56,7 @@ class IsaInstruction:
 # of B per lane. C/D (wave32): VGPR r of lane l is D[2r + l/16][l%16]; wave64: D[4r + l/16][l%16].
 # 16-bit C/D sit in the low half of each VGPR (OPSEL = 0): vector slot 2r is VGPR r.
 
+
 def _r3_a(lane, slot):
     return (lane % 16, slot)  # VGPR slot//per_reg, sub-word slot%per_reg => K = slot
 
@@ -73,6 +74,7 @@ def _r3_c(wave, half_regs):
                 return None
             slot //= 2
         return (rows_per_reg * slot + lane // 16, lane % 16)
+
     return place
 
 
@@ -82,6 +84,7 @@ def _r3_c(wave, half_regs):
 # by 4 (K = 4..7 and 12..15). A, 8-bit: VGPR g (0-1) lanes 0-15 hold K = 8g..8g+3, lanes 16-31
 # K = 8g+4..8g+7. B mirrors A with N for M. C/D: VGPR g of lane l is D[g + 8*(l/16)][l%16];
 # 16-bit C/D are packed two per VGPR in row order.
+
 
 def _r4_k(lane, slot, bits):
     if bits == 16:
@@ -109,6 +112,7 @@ def _r4_c(lane, slot):
 # D of 16x16: AccVGPR j of lane l is D[4*(l/16) + j][l % 16]. D of 32x32: 16 AccVGPRs in four
 # groups of four; AccVGPR 4*g + j of lane l is D[8*g + 4*(l/32) + j][l % 32].
 
+
 def _mfma_a(m, kpl):
     return lambda lane, slot: (lane % m, kpl * (lane // m) + slot)
 
@@ -133,6 +137,7 @@ def _mfma_c(m):
 # m16n8k32 B (b0..b7):             row = threadID_in_group*4 + (i & 3) + 16 for i >= 4; col = groupID.
 # C/D (c0..c3):                    row = groupID + 8 for i >= 2; col = threadID_in_group*2 + (i & 1).
 # .satfinite (integer): "the result is clamped to [MIN_INT32, MAX_INT32] on overflow".
+
 
 def _ptx_a16(lane, i):
     g, t = lane >> 2, lane % 4
@@ -161,54 +166,108 @@ def _ptx_c(lane, i):
 
 # ------------------------------------------------------------------------------------------
 
+
 def _build() -> dict[str, IsaInstruction]:
     out: list[IsaInstruction] = []
     for wave in (32, 64):
         c_slots = 8 if wave == 32 else 4
-        for mn, a_t, c_t in (("v_wmma_f32_16x16x16_f16", "f16", "f32"),
-                             ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
-                             ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
-                             ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
-                             ("v_wmma_i32_16x16x16_iu8", "i8", "i32")):
+        for mn, a_t, c_t in (
+            ("v_wmma_f32_16x16x16_f16", "f16", "f32"),
+            ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
+            ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
+            ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
+            ("v_wmma_i32_16x16x16_iu8", "i8", "i32"),
+        ):
             half = c_t in ("f16", "bf16")
-            out.append(IsaInstruction(f"rdna3.{mn}.w{wave}", 16, 16, 16, wave, a_t, c_t, 16, 16,
-                                      c_slots * (2 if half else 1), _r3_a, _r3_b, _r3_c(wave, half)))
-    for mn, a_t, c_t in (("v_wmma_f32_16x16x16_f16", "f16", "f32"),
-                         ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
-                         ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
-                         ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
-                         ("v_wmma_f32_16x16x16_fp8_fp8", "f8E4M3FN", "f32"),
-                         ("v_wmma_f32_16x16x16_bf8_bf8", "f8E5M2", "f32"),
-                         ("v_wmma_i32_16x16x16_iu8", "i8", "i32")):
+            out.append(
+                IsaInstruction(
+                    f"rdna3.{mn}.w{wave}",
+                    16,
+                    16,
+                    16,
+                    wave,
+                    a_t,
+                    c_t,
+                    16,
+                    16,
+                    c_slots * (2 if half else 1),
+                    _r3_a,
+                    _r3_b,
+                    _r3_c(wave, half),
+                )
+            )
+    for mn, a_t, c_t in (
+        ("v_wmma_f32_16x16x16_f16", "f16", "f32"),
+        ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
+        ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
+        ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
+        ("v_wmma_f32_16x16x16_fp8_fp8", "f8E4M3FN", "f32"),
+        ("v_wmma_f32_16x16x16_bf8_bf8", "f8E5M2", "f32"),
+        ("v_wmma_i32_16x16x16_iu8", "i8", "i32"),
+    ):
         bits = 16 if a_t in ("f16", "bf16") else 8
-        out.append(IsaInstruction(f"rdna4.{mn}", 16, 16, 16, 32, a_t, c_t, 8, 8, 8,
-                                  _r4_a(bits), _r4_b(bits), _r4_c))
-    for mn, m, k, a_t, c_t in (("v_mfma_f32_16x16x16_f16", 16, 16, "f16", "f32"),
-                               ("v_mfma_f32_32x32x8_f16", 32, 8, "f16", "f32"),
-                               ("v_mfma_f32_16x16x16_bf16", 16, 16, "bf16", "f32"),
-                               ("v_mfma_f32_32x32x8_bf16", 32, 8, "bf16", "f32"),
-                               ("v_mfma_i32_16x16x32_i8", 16, 32, "i8", "i32"),
-                               ("v_mfma_i32_32x32x16_i8", 32, 16, "i8", "i32"),
-                               ("v_mfma_f32_16x16x32_fp8_fp8", 16, 32, "fp8", "f32"),
-                               ("v_mfma_f32_16x16x32_bf8_bf8", 16, 32, "bf8", "f32"),
-                               ("v_mfma_f32_32x32x16_fp8_fp8", 32, 16, "fp8", "f32"),
-                               ("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, "bf8", "f32"),
-                               ("v_mfma_f32_16x16x32_f16", 16, 32, "f16", "f32"),
-                               ("v_mfma_f32_32x32x16_f16", 32, 16, "f16", "f32"),
-                               ("v_mfma_f32_16x16x32_bf16", 16, 32, "bf16", "f32"),
-                               ("v_mfma_f32_32x32x16_bf16", 32, 16, "bf16", "f32")):
+        out.append(IsaInstruction(f"rdna4.{mn}", 16, 16, 16, 32, a_t, c_t, 8, 8, 8, _r4_a(bits), _r4_b(bits), _r4_c))
+    for mn, m, k, a_t, c_t in (
+        ("v_mfma_f32_16x16x16_f16", 16, 16, "f16", "f32"),
+        ("v_mfma_f32_32x32x8_f16", 32, 8, "f16", "f32"),
+        ("v_mfma_f32_16x16x16_bf16", 16, 16, "bf16", "f32"),
+        ("v_mfma_f32_32x32x8_bf16", 32, 8, "bf16", "f32"),
+        ("v_mfma_i32_16x16x32_i8", 16, 32, "i8", "i32"),
+        ("v_mfma_i32_32x32x16_i8", 32, 16, "i8", "i32"),
+        ("v_mfma_f32_16x16x32_fp8_fp8", 16, 32, "fp8", "f32"),
+        ("v_mfma_f32_16x16x32_bf8_bf8", 16, 32, "bf8", "f32"),
+        ("v_mfma_f32_32x32x16_fp8_fp8", 32, 16, "fp8", "f32"),
+        ("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, "bf8", "f32"),
+        ("v_mfma_f32_16x16x32_f16", 16, 32, "f16", "f32"),
+        ("v_mfma_f32_32x32x16_f16", 32, 16, "f16", "f32"),
+        ("v_mfma_f32_16x16x32_bf16", 16, 32, "bf16", "f32"),
+        ("v_mfma_f32_32x32x16_bf16", 32, 16, "bf16", "f32"),
+    ):
         kpl = k * m // 64
         # fp8/bf8 MFMA read FNUZ encodings on gfx942 and OCP encodings on gfx950: the element
         # type is a property of the architecture, given by the caller at execution time.
-        out.append(IsaInstruction(f"cdna.{mn}", m, m, k, 64, a_t, c_t, kpl, kpl,
-                                  4 if m == 16 else 16, _mfma_a(m, kpl), _mfma_b(m, kpl), _mfma_c(m)))
-    for mn, k, a_t, c_t in (("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, "f16", "f32"),
-                            ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, "bf16", "f32"),
-                            ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 16, "f16", "f16"),
-                            ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32", 32, "i8", "i32")):
+        out.append(
+            IsaInstruction(
+                f"cdna.{mn}",
+                m,
+                m,
+                k,
+                64,
+                a_t,
+                c_t,
+                kpl,
+                kpl,
+                4 if m == 16 else 16,
+                _mfma_a(m, kpl),
+                _mfma_b(m, kpl),
+                _mfma_c(m),
+            )
+        )
+    for mn, k, a_t, c_t in (
+        ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, "f16", "f32"),
+        ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, "bf16", "f32"),
+        ("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", 16, "f16", "f16"),
+        ("mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32", 32, "i8", "i32"),
+    ):
         a, b = (_ptx_a16, _ptx_b16) if k == 16 else (_ptx_a32, _ptx_b32)
-        out.append(IsaInstruction(f"ptx.{mn}", 16, 8, k, 32, a_t, c_t, 8 if k == 16 else 16,
-                                  4 if k == 16 else 8, 4, a, b, _ptx_c, saturate=".satfinite" in mn))
+        out.append(
+            IsaInstruction(
+                f"ptx.{mn}",
+                16,
+                8,
+                k,
+                32,
+                a_t,
+                c_t,
+                8 if k == 16 else 16,
+                4 if k == 16 else 8,
+                4,
+                a,
+                b,
+                _ptx_c,
+                saturate=".satfinite" in mn,
+            )
+        )
     return {i.key: i for i in out}
 
 
@@ -294,12 +353,27 @@ def wgmma_key(n: int, a_type: str, b_type: str, c_type: str = "f32") -> str:
 
 def _build_wgmma() -> dict[str, WgmmaInstruction]:
     out = []
-    pairs = [("f16", "f16"), ("bf16", "bf16")] + [(a, b) for a in ("f8E4M3FN", "f8E5M2") for b in ("f8E4M3FN", "f8E5M2")]
+    pairs = [("f16", "f16"), ("bf16", "bf16")] + [
+        (a, b) for a in ("f8E4M3FN", "f8E5M2") for b in ("f8E4M3FN", "f8E5M2")
+    ]
     for a_t, b_t in pairs:
         sixteen = a_t in ("f16", "bf16")
         for n in range(8, 257, 8):
-            out.append(WgmmaInstruction(wgmma_key(n, a_t, b_t), 64, n, 16 if sixteen else 32, a_t, b_t, "f32",
-                                        8 if sixteen else 16, n // 2, _wg_a16 if sixteen else _wg_a8, _wg_d))
+            out.append(
+                WgmmaInstruction(
+                    wgmma_key(n, a_t, b_t),
+                    64,
+                    n,
+                    16 if sixteen else 32,
+                    a_t,
+                    b_t,
+                    "f32",
+                    8 if sixteen else 16,
+                    n // 2,
+                    _wg_a16 if sixteen else _wg_a8,
+                    _wg_d,
+                )
+            )
     return {i.key: i for i in out}
 
 

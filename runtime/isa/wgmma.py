@@ -47,7 +47,6 @@ from mmaflow.runtime.isa.execute import IsaError, check_dtype, gather_operand, n
 from mmaflow.runtime.isa.smem_matrix import decode_descriptor, read_operand
 from mmaflow.runtime.isa.tables import WGMMA
 
-
 # The measured fp8 accumulator: bits kept below the leading bit of the largest addend (see above).
 FP8_ACCUMULATOR_BITS = 14
 FP8_CHUNK = 32  # k per instruction (m64nNk32): the addends aligned together
@@ -66,9 +65,20 @@ def fp8_accumulate(acc: np.ndarray, products: np.ndarray, bits: int = FP8_ACCUMU
     return np.trunc(acc / q) * q + (np.trunc(products / q[..., None]) * q[..., None]).sum(axis=-1)
 
 
-def execute_wgmma(key: str, c_regs: np.ndarray, b_desc: int, smem: np.ndarray, *, a_regs: np.ndarray | None = None,
-                  a_desc: int | None = None, trans_a: bool = False, trans_b: bool = False,
-                  scale_d: bool = True, scale_a: int = 1, scale_b: int = 1) -> np.ndarray:
+def execute_wgmma(
+    key: str,
+    c_regs: np.ndarray,
+    b_desc: int,
+    smem: np.ndarray,
+    *,
+    a_regs: np.ndarray | None = None,
+    a_desc: int | None = None,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    scale_d: bool = True,
+    scale_a: int = 1,
+    scale_b: int = 1,
+) -> np.ndarray:
     """D registers of one wgmma.mma_async (shaped like ``c_regs``)."""
     try:
         instr = WGMMA[key]
@@ -87,10 +97,24 @@ def execute_wgmma(key: str, c_regs: np.ndarray, b_desc: int, smem: np.ndarray, *
         check_dtype(instr, "A", a_regs, instr.a_type)
         a = gather_operand(instr, "A", a_regs, (instr.m, instr.k))
     else:
-        a = read_operand(smem, decode_descriptor(a_desc), k_major=not trans_a, dtype=np_dtype(instr.a_type),
-                         rows=instr.m, cols=instr.k, mn_axis=0)
-    b = read_operand(smem, decode_descriptor(b_desc), k_major=not trans_b, dtype=np_dtype(instr.b_type),
-                     rows=instr.k, cols=instr.n, mn_axis=1)
+        a = read_operand(
+            smem,
+            decode_descriptor(a_desc),
+            k_major=not trans_a,
+            dtype=np_dtype(instr.a_type),
+            rows=instr.m,
+            cols=instr.k,
+            mn_axis=0,
+        )
+    b = read_operand(
+        smem,
+        decode_descriptor(b_desc),
+        k_major=not trans_b,
+        dtype=np_dtype(instr.b_type),
+        rows=instr.k,
+        cols=instr.n,
+        mn_axis=1,
+    )
     c = gather_operand(instr, "C", c_regs, (instr.m, instr.n))
     a64, b64 = scale_a * a.astype(np.float64), scale_b * b.astype(np.float64)
     if instr.element_bits == 8:  # the measured fp8 accumulator (module docstring), not f32

@@ -65,14 +65,13 @@ from __future__ import annotations
 import math
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, gpu, hal, scf, vector
-from iree.compiler.dialects import rocdl
+from iree.compiler.dialects import arith, gpu, hal, rocdl, scf, vector
 
-from mmaflow.compiler.target.convert import attention_conversion, hardware_keys
+from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
 from mmaflow.compiler.kernels.common.emit import Emitter
-from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
+from mmaflow.compiler.target.convert import attention_conversion, hardware_keys
 from mmaflow.compiler.target.intrinsics import Intrinsic
 from mmaflow.compiler.target.layout import COL, ROW, Layout, Run
 from mmaflow.compiler.target.targets import Target
@@ -83,16 +82,20 @@ WARPS = 4  # waves per workgroup
 PADS = (8, 4)  # candidate elements after each LDS row: 16 bytes (rows 16-byte aligned), else 8
 
 
-
 def pick_intrinsic(tgt: Target, elem: str) -> Intrinsic:
     """The target's 16 x 16 ``elem`` -> f32 instruction at its default wave size with the
     smallest K (16 everywhere here: one query column per lane, and one P tile per S^T
     instruction); UnsupportedError when it has none."""
-    found = [i for i in tgt.intrinsics(tgt.default_wave_size)
-             if i.a_type == elem and i.b_type == elem and i.c_type == "f32" and i.m == i.n == 16]
+    found = [
+        i
+        for i in tgt.intrinsics(tgt.default_wave_size)
+        if i.a_type == elem and i.b_type == elem and i.c_type == "f32" and i.m == i.n == 16
+    ]
     if not found:
-        raise UnsupportedError(f"{tgt.name} has no 16 x 16 {elem} -> f32 matrix instruction at wave"
-                               f"{tgt.default_wave_size} for the AMD flash-attention kernel")
+        raise UnsupportedError(
+            f"{tgt.name} has no 16 x 16 {elem} -> f32 matrix instruction at wave"
+            f"{tgt.default_wave_size} for the AMD flash-attention kernel"
+        )
     return min(found, key=lambda i: i.k)
 
 
@@ -100,8 +103,11 @@ def _mirrors(a: Layout, b: Layout) -> bool:
     """Whether B's layout is A's transposed: every lane's element e of B is (k, n) where A's is (n, k)."""
     if a.elements != b.elements or a.wave_size != b.wave_size or a.op_vector_length != b.op_vector_length:
         return False
-    return all(b.coords(lane, e) == a.coords(lane, e)[::-1] and b.op_index(e) == a.op_index(e)
-               for lane in range(a.wave_size) for e in range(a.elements))
+    return all(
+        b.coords(lane, e) == a.coords(lane, e)[::-1] and b.op_index(e) == a.op_index(e)
+        for lane in range(a.wave_size)
+        for e in range(a.elements)
+    )
 
 
 def plan_parts(tgt: Target, elem: str, head_dim: int):
@@ -112,35 +118,44 @@ def plan_parts(tgt: Target, elem: str, head_dim: int):
     if intr.m != 16 or intr.n != 16 or intr.m * WARPS != BLOCK_M or BLOCK_N % intr.m or head_dim % intr.m:
         raise UnsupportedError(f"{intr.name}: the AMD kernel takes 16 x 16 instructions, one query column per lane")
     if not _mirrors(intr.a, intr.b):
-        raise UnsupportedError(f"{intr.name}: B's layout is not A's transposed; P^T cannot enter O^T = V^T P^T as "
-                               f"the planned C^T -> A registers")
+        raise UnsupportedError(
+            f"{intr.name}: B's layout is not A's transposed; P^T cannot enter O^T = V^T P^T as "
+            f"the planned C^T -> A registers"
+        )
     conv = attention_conversion(intr, transposed=True, vendor=tgt.vendor.value, family=family)
     plan = conv.plan
     if plan.chosen != "registers":
-        raise UnsupportedError(f"{intr.name}: P's planned conversion is an LDS round trip; the kernel emits "
-                               f"register routes only")
+        raise UnsupportedError(
+            f"{intr.name}: P's planned conversion is an LDS round trip; the kernel emits register routes only"
+        )
     if any(p.op != "rocdl.permlanex16" for p in plan.registers.permutes):
         ops = sorted({p.op for p in plan.registers.permutes})
-        raise UnsupportedError(f"{intr.name}: P's conversion needs {ops}; the kernel emits in-lane moves and "
-                               f"rocdl.permlanex16 only")
+        raise UnsupportedError(
+            f"{intr.name}: P's conversion needs {ops}; the kernel emits in-lane moves and rocdl.permlanex16 only"
+        )
     if conv.source_batch != (1, 1) or conv.dest_batch != (1, 1):
-        raise UnsupportedError(f"{intr.name}: P tiles of {conv.source_batch} S^T and {conv.dest_batch} B "
-                               f"instructions; the kernel converts one instruction's tile at a time")
+        raise UnsupportedError(
+            f"{intr.name}: P tiles of {conv.source_batch} S^T and {conv.dest_batch} B "
+            f"instructions; the kernel converts one instruction's tile at a time"
+        )
     keys = hardware_keys(conv)  # the key hardware K slot c of P's B operand holds
     column = tuple(keys.index(kk) for kk in range(len(keys)))  # the slot (V^T's LDS column) of each key
-    k_frags = FragmentPlan.plan(intr.a.compose(BLOCK_N // intr.m, head_dim // intr.k), COL, 16, intr.a_shape,
-                                allow_ldmatrix=False)
-    v_frags = FragmentPlan.plan(intr.a.compose(head_dim // intr.m, BLOCK_N // intr.k), COL, 16, intr.a_shape,
-                                allow_ldmatrix=False)
-    pad = next((p for p in PADS if all(read_conflicts(intr.a, tgt.lds_banks, cols + p) == 1
-                                       for cols in (head_dim, BLOCK_N))), PADS[0])
+    k_frags = FragmentPlan.plan(
+        intr.a.compose(BLOCK_N // intr.m, head_dim // intr.k), COL, 16, intr.a_shape, allow_ldmatrix=False
+    )
+    v_frags = FragmentPlan.plan(
+        intr.a.compose(head_dim // intr.m, BLOCK_N // intr.k), COL, 16, intr.a_shape, allow_ldmatrix=False
+    )
+    pad = next(
+        (p for p in PADS if all(read_conflicts(intr.a, tgt.lds_banks, cols + p) == 1 for cols in (head_dim, BLOCK_N))),
+        PADS[0],
+    )
     # The next tile's K and V chunks held in registers during this one (2 x head dim x 64 x 2
     # bytes over the workgroup: 16 VGPRs a lane on MFMA's 256 threads at head dim 64, 32 at 128;
     # 32 / 64 on WMMA's 128), except where the kernel already needs about all 256 VGPRs (RDNA at
     # head dim 128, measured in the final ISA: docs/kernels/flash_attention.md, "AMD").
     prefetch = not (intr.wave_size == 32 and head_dim == 128)
-    return intr, conv, k_frags, v_frags, column, pad, k_copy_order(tgt.lds_banks, head_dim, head_dim + pad), \
-        prefetch
+    return intr, conv, k_frags, v_frags, column, pad, k_copy_order(tgt.lds_banks, head_dim, head_dim + pad), prefetch
 
 
 def k_copy_order(banks: int, head_dim: int, row: int) -> tuple[int, int, int]:
@@ -156,8 +171,12 @@ def k_copy_order(banks: int, head_dim: int, row: int) -> tuple[int, int, int]:
     for spacing in (1, 2, 4, 8, 16, 32):
         if rows * spacing > BLOCK_N:
             break
-        dwords = [((j * spacing * row + c * 8) * 2 + h) // 4 for j in range(rows) for c in range(group)
-                  for h in range(0, store, 4)]
+        dwords = [
+            ((j * spacing * row + c * 8) * 2 + h) // 4
+            for j in range(rows)
+            for c in range(group)
+            for h in range(0, store, 4)
+        ]
         per_bank = {}
         for dw in set(dwords):
             per_bank[dw % banks] = per_bank.get(dw % banks, 0) + 1
@@ -194,8 +213,11 @@ def lds_bytes(head_dim: int, pad: int) -> int:
 
 
 def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
-    terms = [em.mul(em.rem(em.div(lane, div), size), stride)
-             for _, div, size, ax, stride in layout.lane_terms() if ax == axis]
+    terms = [
+        em.mul(em.rem(em.div(lane, div), size), stride)
+        for _, div, size, ax, stride in layout.lane_terms()
+        if ax == axis
+    ]
     return em.add(*terms) if terms else em.const(0)
 
 
@@ -255,8 +277,9 @@ class AmdKernel:
     def per_element(self, values: list[ir.Value]) -> ir.Value:
         """A C-shaped vector holding, at each element, its query column's value."""
         c = self.intr.c
-        return self.em.from_elements(self.c_t, [values[self.col_of[self.element_at(i)]]
-                                                for i in range(c.op_vector_length)])
+        return self.em.from_elements(
+            self.c_t, [values[self.col_of[self.element_at(i)]] for i in range(c.op_vector_length)]
+        )
 
     # ---- the kernel ---------------------------------------------------------------------------
     def build(self, q_mem, k_mem, v_mem, o_mem, mask_mem=None) -> None:
@@ -278,8 +301,9 @@ class AmdKernel:
             frag = em.zero_vector(ir.VectorType.get([bl.op_vector_length], self.t))
             for run in _widest(bl.runs(ROW), ROW):
                 idx = b.at(0, batch, em.add(q_col0, run.col), em.add(b_row, kk * intr.k + run.row))
-                part = em.bounded_global_load(q_mem, idx, ir.VectorType.get([run.length], self.t),
-                                              b.bounds(0, p.m if p.m % BLOCK_M else None))
+                part = em.bounded_global_load(
+                    q_mem, idx, ir.VectorType.get([run.length], self.t), b.bounds(0, p.m if p.m % BLOCK_M else None)
+                )
                 frag = em.insert_slice(part, frag, bl.op_index(run.first))
             self._q.append(em.shape_cast(frag, intr.b_shape))
 
@@ -305,14 +329,25 @@ class AmdKernel:
         self.em = body
         carried = list(loop.inner_iter_args)
         r, o_end = q_cols, 2 * q_cols + n_o
-        m_new, l_new, o_new, fetched = self.step(loop.induction_variable, carried[:r], carried[r:2 * r],
-                                                 carried[2 * r:o_end], carried[o_end:], batch, q_base, lane,
-                                                 (k_mem, v_mem), k_lds, vt_lds, mask_mem)
+        m_new, l_new, o_new, fetched = self.step(
+            loop.induction_variable,
+            carried[:r],
+            carried[r : 2 * r],
+            carried[2 * r : o_end],
+            carried[o_end:],
+            batch,
+            q_base,
+            lane,
+            (k_mem, v_mem),
+            k_lds,
+            vt_lds,
+            mask_mem,
+        )
         with body.loc, body.ip:
             scf.YieldOp(m_new + l_new + o_new + fetched)
         self.em = em
         results = list(loop.results)
-        self.store(results[r:2 * r], results[2 * r:o_end], batch, q_base, lane, o_mem)
+        self.store(results[r : 2 * r], results[2 * r : o_end], batch, q_base, lane, o_mem)
 
     def chunk_coords(self, em: Emitter, tid) -> tuple[list, list]:
         """This thread's 16-byte chunks of a tile, (row, col) each: K's (``k_copy_order``: each bank
@@ -328,8 +363,10 @@ class AmdKernel:
         for i in range(total // p.workgroup_size):
             cid = em.add(tid, i * p.workgroup_size)
             j, q = em.rem(em.div(cid, group), rows), em.div(cid, group * rows)
-            block, t = em.div(em.div(q, chunks_per_row // group), spacing), \
-                em.rem(em.div(q, chunks_per_row // group), spacing)
+            block, t = (
+                em.div(em.div(q, chunks_per_row // group), spacing),
+                em.rem(em.div(q, chunks_per_row // group), spacing),
+            )
             row = em.add(em.mul(block, rows * spacing), em.mul(j, spacing), t)
             k_at.append((row, em.mul(em.add(em.mul(em.rem(q, chunks_per_row // group), group), em.rem(cid, group)), 8)))
             v_at.append((em.rem(cid, BLOCK_N), em.mul(em.div(cid, BLOCK_N), 8)))
@@ -344,8 +381,14 @@ class AmdKernel:
         for which, mem, coords, what in ((1, mems[0], self.k_at, "copy_k"), (2, mems[1], self.v_at, "copy_v")):
             c_em = em.named(what)
             for row, col in coords:
-                out.append(c_em.bounded_global_load(mem, b.at(which, batch, c_em.add(key0, row), col), vt,
-                                                    b.bounds(which, p.k2 if p.k2 % BLOCK_N else None)))
+                out.append(
+                    c_em.bounded_global_load(
+                        mem,
+                        b.at(which, batch, c_em.add(key0, row), col),
+                        vt,
+                        b.bounds(which, p.k2 if p.k2 % BLOCK_N else None),
+                    )
+                )
         return out
 
     def store_tile(self, em: Emitter, values: list[ir.Value], k_lds, vt_lds) -> None:
@@ -364,8 +407,13 @@ class AmdKernel:
         group = len(p.v_columns)
         identity = p.v_columns == tuple(range(group))
         for (row, col), val in zip(self.v_at, values[n:]):
-            column = row if identity else v_em.add(v_em.mul(v_em.div(row, group), group),
-                                                   v_em.table(list(p.v_columns), v_em.rem(row, group)))
+            column = (
+                row
+                if identity
+                else v_em.add(
+                    v_em.mul(v_em.div(row, group), group), v_em.table(list(p.v_columns), v_em.rem(row, group))
+                )
+            )
             for e in range(8):
                 v_em.lds_store(v_em.extract_slice(val, e, 1), vt_lds, [v_em.add(col, e), column])
 
@@ -377,8 +425,11 @@ class AmdKernel:
         em = em.named("load_mask")
         key_lane = em.add(key0, _lane_part(em, c, lane, ROW))
         query_lane = em.add(q_base, _lane_part(em, c, lane, COL))
-        runs = _widest(c.runs(ROW), ROW) if b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0 else \
-            [Run(e, 1, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        runs = (
+            _widest(c.runs(ROW), ROW)
+            if b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0
+            else [Run(e, 1, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        )
         bounds = b.mask_bounds()
         out = []
         for j in range(BLOCK_N // intr.m):
@@ -468,7 +519,7 @@ class AmdKernel:
             with sm.loc, ir.InsertionPoint(branch.then_block):
                 scf.YieldOp(out)
             res = list(branch.results)
-            scores = [res[j * c.elements:(j + 1) * c.elements] for j in range(len(scores))]
+            scores = [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
         m_new, m_sub, alpha = [], [], []
         for ci in range(len(self.cols)):
             mine = [s for inst in scores for e, s in enumerate(inst) if self.col_of[e] == ci]
@@ -485,8 +536,9 @@ class AmdKernel:
                 sub = sm.select(dead, self.fconst(0.0), mn)
             m_sub.append(sub)
             alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ci], sub)))
-        probs = [[self.exp2(self.f(arith.SubFOp, s, m_sub[self.col_of[e]])) for e, s in enumerate(inst)]
-                 for inst in scores]
+        probs = [
+            [self.exp2(self.f(arith.SubFOp, s, m_sub[self.col_of[e]])) for e, s in enumerate(inst)] for inst in scores
+        ]
         l_new = []
         for ci in range(len(self.cols)):
             acc = self.f(arith.MulFOp, l_old[ci], alpha[ci])
@@ -560,4 +612,3 @@ def _op_pos(vtype: ir.VectorType, flat: int) -> list[int]:
         flat, r = divmod(flat, dim)
         pos.append(r)
     return pos[::-1]
-

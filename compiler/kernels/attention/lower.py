@@ -15,11 +15,10 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.errors import CodegenError
-from mmaflow.compiler.kernels.attention.nvidia import BLOCK_N, FlashAttentionPlan, rewrite_dispatch
 from mmaflow.compiler.core.mlir import ops_named, str_attr
+from mmaflow.compiler.kernels.attention.nvidia import BLOCK_N, FlashAttentionPlan, rewrite_dispatch
+from mmaflow.compiler.target.targets import read_target
 
 NAME = "build"  # the pipeline stage that runs it
 
@@ -31,8 +30,12 @@ def expectations(plan: FlashAttentionPlan) -> attrs.AttentionExpectations:
     intr = plan.intrinsic
     rows = intr.m if plan.transposed else intr.n  # the instruction dim the keys (S) and head dim (O) take
     per_tile = (BLOCK_N // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (BLOCK_N // intr.k)
-    return attrs.AttentionExpectations(mma_per_key_tile=per_tile, key_tiles=plan.key_tiles,
-                                       async_copies=plan.stages > 1, barriers_per_key_tile=plan.barriers_per_tile)
+    return attrs.AttentionExpectations(
+        mma_per_key_tile=per_tile,
+        key_tiles=plan.key_tiles,
+        async_copies=plan.stages > 1,
+        barriers_per_key_tile=plan.barriers_per_tile,
+    )
 
 
 def lower_attention(func: ir.Operation) -> tuple[ir.Operation, FlashAttentionPlan]:

@@ -80,17 +80,17 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, func, gpu, hal, nvvm, scf, vector
 
 from mmaflow.compiler.core.attention import Attention, describe_attention
-from mmaflow.compiler.target.convert import AttentionConversion, attention_conversion, hardware_keys
-from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
-from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
-from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
-from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
-from mmaflow.compiler.target.intrinsics import Intrinsic
-from mmaflow.compiler.target.layout import COL, ROW, Layout
 from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_constant_offset, user_of
 from mmaflow.compiler.core.mlir import walk as walk_ops
+from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
+from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
+from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
+from mmaflow.compiler.kernels.common.emit import Emitter
+from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
+from mmaflow.compiler.target.convert import AttentionConversion, attention_conversion, hardware_keys
+from mmaflow.compiler.target.intrinsics import Intrinsic
+from mmaflow.compiler.target.layout import COL, ROW, Layout
 from mmaflow.compiler.target.targets import Family, Vendor, get_target
 
 BLOCK_M = 64  # queries per workgroup
@@ -176,18 +176,22 @@ class FlashAttentionPlan:
     def describe(self) -> str:
         copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
         if self.transposed:
-            copies += (", the next tile prefetched into registers" if self.prefetch else "") + \
-                ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
-        return (f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
-                f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
-                f"{(', boolean i1 mask' if self.mask == 'i1' else f', additive {self.mask} mask') if self.mask else ''}; {self.intrinsic.name}, "
-                f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
-                f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
-                f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}")
+            copies += (
+                ", the next tile prefetched into registers" if self.prefetch else ""
+            ) + ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
+        return (
+            f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
+            f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
+            f"{(', boolean i1 mask' if self.mask == 'i1' else f', additive {self.mask} mask') if self.mask else ''}; {self.intrinsic.name}, "
+            f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
+            f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
+            f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}"
+        )
 
 
-def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool = False,
-                         stages: int | None = None) -> FlashAttentionPlan:
+def plan_flash_attention(
+    attn: Attention, *, target: str = "sm_80", causal: bool = False, stages: int | None = None
+) -> FlashAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA): 2 (the default) streams K and V through a two-slot LDS ring filled by
     cp.async, the next tile in flight while this one is computed, one barrier per tile; 1 copies
@@ -198,14 +202,17 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     if stages is None:
         stages = 1 if amd else 2
     if stages not in (1, 2):
-        raise UnsupportedError(f"stages = {stages}: the kernel has a synchronous copy (1) or a two-slot "
-                               f"cp.async ring (2)")
+        raise UnsupportedError(
+            f"stages = {stages}: the kernel has a synchronous copy (1) or a two-slot cp.async ring (2)"
+        )
     if amd and stages != 1:
-        raise UnsupportedError(f"stages = {stages} on {target}: the AMD kernel copies K and V through registers "
-                               f"(stages = 1)")
+        raise UnsupportedError(
+            f"stages = {stages} on {target}: the AMD kernel copies K and V through registers (stages = 1)"
+        )
     if tgt.vendor not in (Vendor.NVIDIA, Vendor.AMD):
-        raise UnsupportedError(f"the flash-attention kernel is written for NVIDIA mma.sync and AMD MFMA/WMMA, "
-                               f"not {target}")
+        raise UnsupportedError(
+            f"the flash-attention kernel is written for NVIDIA mma.sync and AMD MFMA/WMMA, not {target}"
+        )
     what = attn.describe()
     sizes = {"batch": attn.batch, "M": attn.m, "K1": attn.k1, "K2": attn.k2, "N": attn.n}
     if any(s is None for s in attn.batch) or any(sizes[d] is None for d in ("M", "K1", "K2", "N")):
@@ -214,12 +221,16 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
     if attn.mask != "no mask":
         mask_type = attn.mask_type or ("i1" if attn.mask.startswith("boolean") else None)
         if mask_type is None:
-            raise UnsupportedError(f"{what}: a mask of unrecorded element type (the kernel reads a boolean i1 "
-                                   f"mask or an additive mask of the inputs' type)")
+            raise UnsupportedError(
+                f"{what}: a mask of unrecorded element type (the kernel reads a boolean i1 "
+                f"mask or an additive mask of the inputs' type)"
+            )
         if mask_type != "i1" and mask_type != attn.q_type:
-            raise UnsupportedError(f"{what}: an additive {attn.mask_type} mask with {attn.q_type} inputs is not "
-                                   f"supported (the kernel reads a boolean i1 mask or an additive mask of the "
-                                   f"inputs' type, f16 or bf16)")
+            raise UnsupportedError(
+                f"{what}: an additive {attn.mask_type} mask with {attn.q_type} inputs is not "
+                f"supported (the kernel reads a boolean i1 mask or an additive mask of the "
+                f"inputs' type, f16 or bf16)"
+            )
         mask = mask_type
     if attn.scale is None:
         raise UnsupportedError(f"{what}: a run-time scale is not supported (a constant only)")
@@ -234,37 +245,76 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
         # RDNA4's kernel at head dim 128 sits at ~250 of 256 VGPRs without a mask; with one, LLVM
         # spills (the GPT-2-style 4 x 128 x 128 SDPA with a boolean or additive mask: 10-14 VGPRs,
         # f16 and bf16). Left to IREE rather than handed back to fail verification.
-        raise UnsupportedError(f"{what}: on {target} (RDNA4) a masked attention at head dim 128 needs more than "
-                               f"its 256 VGPRs (LLVM spills 10-14); head dim 64, or no mask, is taken")
+        raise UnsupportedError(
+            f"{what}: on {target} (RDNA4) a masked attention at head dim 128 needs more than "
+            f"its 256 VGPRs (LLVM spills 10-14); head dim 64, or no mask, is taken"
+        )
     if amd:
         intr, conv, k_frags, v_frags, columns, pad, k_copy, prefetch = plan_parts(tgt, attn.q_type, attn.k1)
-        plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, attn.k1, attn.q_type,
-                                  float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask,
-                                  transposed=True, v_columns=columns, lds_pad=pad, k_copy=k_copy,
-                                  prefetch=prefetch)
+        plan = FlashAttentionPlan(
+            target,
+            intr,
+            conv,
+            math.prod(attn.batch),
+            attn.m,
+            attn.k2,
+            attn.k1,
+            attn.q_type,
+            float(attn.scale),
+            causal,
+            stages,
+            k_frags,
+            v_frags,
+            tuple(attn.batch),
+            mask,
+            transposed=True,
+            v_columns=columns,
+            lds_pad=pad,
+            k_copy=k_copy,
+            prefetch=prefetch,
+        )
         if plan.lds_bytes > tgt.lds_bytes:
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
         return plan
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
     if conv.plan.chosen != "registers" or conv.plan.registers.permutes:
-        raise UnsupportedError(f"{intr.name}: P's conversion is {conv.plan.kind}; the kernel emits in-lane "
-                               f"register routes only")
+        raise UnsupportedError(
+            f"{intr.name}: P's conversion is {conv.plan.kind}; the kernel emits in-lane register routes only"
+        )
     keys = hardware_keys(conv)
     if keys != tuple(range(len(keys))):
-        raise UnsupportedError(f"{intr.name}: the P conversion renames keys {keys}; V's B operand reads keys "
-                               f"in order only")
+        raise UnsupportedError(
+            f"{intr.name}: the P conversion renames keys {keys}; V's B operand reads keys in order only"
+        )
     if conv.dest_batch[0] != 1 or intr.m * WARPS != BLOCK_M or BLOCK_N % (conv.dest_batch[1] * intr.k):
         raise UnsupportedError(f"{intr.name}: P tiles {conv.dest_batch} do not fit a warp's 16 x {BLOCK_N} block")
     d = attn.k1
     # K^T as S's B operand: rows (K) = head dim, cols = keys; stored [key][head dim], K-innermost.
-    k_frags = FragmentPlan.plan(intr.b.compose(d // intr.k, BLOCK_N // intr.n), ROW, 16, intr.b_shape,
-                                allow_ldmatrix=True)
+    k_frags = FragmentPlan.plan(
+        intr.b.compose(d // intr.k, BLOCK_N // intr.n), ROW, 16, intr.b_shape, allow_ldmatrix=True
+    )
     # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer.
-    v_frags = FragmentPlan.plan(intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape,
-                                allow_ldmatrix=True, k_outer=True)
-    plan = FlashAttentionPlan(target, intr, conv, math.prod(attn.batch), attn.m, attn.k2, d, attn.q_type,
-                              float(attn.scale), causal, stages, k_frags, v_frags, tuple(attn.batch), mask)
+    v_frags = FragmentPlan.plan(
+        intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape, allow_ldmatrix=True, k_outer=True
+    )
+    plan = FlashAttentionPlan(
+        target,
+        intr,
+        conv,
+        math.prod(attn.batch),
+        attn.m,
+        attn.k2,
+        d,
+        attn.q_type,
+        float(attn.scale),
+        causal,
+        stages,
+        k_frags,
+        v_frags,
+        tuple(attn.batch),
+        mask,
+    )
     if plan.lds_bytes > tgt.lds_bytes:
         raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
     return plan
@@ -273,16 +323,21 @@ def plan_flash_attention(attn: Attention, *, target: str = "sm_80", causal: bool
 # ---------------------------------------------------------------------------------------------
 # Per-lane coordinates from a layout.
 
+
 def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
     """The lane-dependent part of a row (or column) index: the layout's lane terms on ``axis``."""
-    terms = [em.mul(em.rem(em.div(lane, div), size), stride)
-             for _, div, size, ax, stride in layout.lane_terms() if ax == axis]
+    terms = [
+        em.mul(em.rem(em.div(lane, div), size), stride)
+        for _, div, size, ax, stride in layout.lane_terms()
+        if ax == axis
+    ]
     return em.add(*terms) if terms else em.const(0)
 
 
 @dataclass(frozen=True)
 class _Run1:
     """One C element as a run of length 1 (``Layout.runs``' fields)."""
+
     first: int
     row: int
     col: int
@@ -311,11 +366,18 @@ def _op_pos(vtype: ir.VectorType, flat: int) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 # Emission.
 
+
 class _Kernel:
     """Builds the kernel body; one instance per emission (IR handles only, the plan decides)."""
 
-    def __init__(self, plan: FlashAttentionPlan, em: Emitter, bdims: tuple[int, ...], orders: list[tuple[int, ...]],
-                 mask_order: tuple[int, ...] | None = None):
+    def __init__(
+        self,
+        plan: FlashAttentionPlan,
+        em: Emitter,
+        bdims: tuple[int, ...],
+        orders: list[tuple[int, ...]],
+        mask_order: tuple[int, ...] | None = None,
+    ):
         self.p, self.em = plan, em
         self.bdims, self.orders = bdims, orders  # logical batch dims; storage order of Q, K, V, O
         self.mask_order = mask_order  # the mask's stored dims over (batch..., queries, keys)
@@ -387,8 +449,11 @@ class _Kernel:
         em = em.named("load_mask")
         row0 = em.add(q_base, _lane_part(em, c, lane, ROW))
         col0 = em.add(key0, _lane_part(em, c, lane, COL))
-        runs = c.runs(COL) if self.mask_order[-1] == len(self.bdims) + 1 and p.k2 % 2 == 0 else \
-            [_Run1(e, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        runs = (
+            c.runs(COL)
+            if self.mask_order[-1] == len(self.bdims) + 1 and p.k2 % 2 == 0
+            else [_Run1(e, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
+        )
         bounds = self.mask_bounds()
         out = []
         for j in range(BLOCK_N // intr.n):
@@ -419,7 +484,7 @@ class _Kernel:
         """The workgroup's batch entry (grid y) as one index per batch dim."""
         out = []
         for i, size in enumerate(self.bdims):
-            inner = math.prod(self.bdims[i + 1:])
+            inner = math.prod(self.bdims[i + 1 :])
             v = em.div(y, inner) if inner > 1 else y
             out.append(em.rem(v, size) if i > 0 else v)
         return out
@@ -444,8 +509,9 @@ class _Kernel:
             frag = em.zero_vector(ir.VectorType.get([a.elements], self.t))
             for run in a.runs(COL):
                 idx = self.at(0, batch, em.add(q_row0, run.row), em.add(a_col, kk * intr.k + run.col))
-                part = em.bounded_global_load(q_mem, idx, ir.VectorType.get([run.length], self.t),
-                                              self.bounds(0, p.m if p.m % BLOCK_M else None))
+                part = em.bounded_global_load(
+                    q_mem, idx, ir.VectorType.get([run.length], self.t), self.bounds(0, p.m if p.m % BLOCK_M else None)
+                )
                 frag = em.insert_slice(part, frag, run.first)
             q_frags.append(em.shape_cast(frag, intr.a_shape))
         self._q = q_frags
@@ -465,8 +531,9 @@ class _Kernel:
         self.tiles = tiles
         tid = em.thread_id()
         if p.stages > 1:  # the first tile's copies, in flight before the loop
-            self.first_group = self.issue_tile(em, em.const(0), em.const(0), None, batch, tid, k_mem, v_mem,
-                                               k_lds, v_lds)
+            self.first_group = self.issue_tile(
+                em, em.const(0), em.const(0), None, batch, tid, k_mem, v_mem, k_lds, v_lds
+            )
         with em.loc, em.ip:
             loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
         # Fragment loaders for K and V (``kernels/common/fragments.py``: ldmatrix, .trans for V's K-outer
@@ -478,15 +545,27 @@ class _Kernel:
         self.em = body
         carried = list(loop.inner_iter_args)
         r = len(self.rows)
-        m_new, l_new, o_new = self.step(loop.induction_variable, carried[:r], carried[r:2 * r], carried[2 * r:],
-                                        batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem)
+        m_new, l_new, o_new = self.step(
+            loop.induction_variable,
+            carried[:r],
+            carried[r : 2 * r],
+            carried[2 * r :],
+            batch,
+            q_base,
+            lane,
+            k_mem,
+            v_mem,
+            k_lds,
+            v_lds,
+            mask_mem,
+        )
         with body.loc, body.ip:
             scf.YieldOp(m_new + l_new + o_new)
         self.em = em
         if p.stages > 1:  # the last iteration's (empty) prefetch
             em.async_wait(self.first_group, 0)
         results = list(loop.results)
-        self.store(results[r:2 * r], results[2 * r:], batch, q_base, lane, o_mem)
+        self.store(results[r : 2 * r], results[2 * r :], batch, q_base, lane, o_mem)
 
     def copy_tile(self, em: Emitter, src, which, dst, batch, key0, tid) -> None:
         """Keys key0 .. key0 + BLOCK_N of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
@@ -500,8 +579,12 @@ class _Kernel:
         for i in range(total // p.workgroup_size):
             cid = em.add(tid, i * p.workgroup_size)
             row, col = em.div(cid, chunks_per_row), em.mul(em.rem(cid, chunks_per_row), per_chunk)
-            val = em.bounded_global_load(src, self.at(which, batch, em.add(key0, row), col), vt,
-                                         self.bounds(which, p.k2 if p.k2 % BLOCK_N else None))
+            val = em.bounded_global_load(
+                src,
+                self.at(which, batch, em.add(key0, row), col),
+                vt,
+                self.bounds(which, p.k2 if p.k2 % BLOCK_N else None),
+            )
             em.lds_store(val, dst, [row, col])
 
     def issue_tile(self, em: Emitter, kt, slot, valid, batch, tid, k_mem, v_mem, k_lds, v_lds) -> ir.Value:
@@ -523,8 +606,9 @@ class _Kernel:
                 ok = c_em.lt(key, p.k2) if p.k2 % BLOCK_N else None
                 if valid is not None:
                     ok = valid if ok is None else c_em.and_(ok, valid)
-                tokens.append(c_em.async_copy(src, self.at(which, batch, key, col), dst, [slot, row, col], per_chunk,
-                                              ok))
+                tokens.append(
+                    c_em.async_copy(src, self.at(which, batch, key, col), dst, [slot, row, col], per_chunk, ok)
+                )
         return em.async_group(tokens)
 
     def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem=None):
@@ -550,8 +634,9 @@ class _Kernel:
             em.barrier()
             slot = em.rem(kt, p.stages)
             nxt = em.add(kt, 1)
-            self.issue_tile(em, nxt, em.rem(nxt, p.stages), em.lt(nxt, self.tiles), batch, tid, k_mem, v_mem,
-                            k_lds, v_lds)
+            self.issue_tile(
+                em, nxt, em.rem(nxt, p.stages), em.lt(nxt, self.tiles), batch, tid, k_mem, v_mem, k_lds, v_lds
+            )
 
         # 3. S = Q K^T: B = K^T (rows: head dim, cols: keys) read from K's LDS rows.
         c = intr.c
@@ -578,8 +663,9 @@ class _Kernel:
             row = []
             for e in range(c.elements):
                 with sm.loc, sm.ip:
-                    s = vector.ExtractOp(acc, static_position=_op_pos(self.c_t, c.op_index(e)),
-                                         dynamic_position=[]).result
+                    s = vector.ExtractOp(
+                        acc, static_position=_op_pos(self.c_t, c.op_index(e)), dynamic_position=[]
+                    ).result
                 s = self.f(arith.MulFOp, s, factor)
                 if mask_vals is not None:  # + mask * log2(e), as IREE adds a float mask (exp2 form)
                     with sm.loc, sm.ip:
@@ -617,7 +703,7 @@ class _Kernel:
                 scf.YieldOp(out)
             self.em = sm
             res = list(branch.results)
-            scores = [res[j * c.elements:(j + 1) * c.elements] for j in range(len(scores))]
+            scores = [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
         m_new, m_sub, alpha = [], [], []
         for ri in range(len(self.rows)):
             mine = [s for inst in scores for e, s in enumerate(inst) if self.row_of[e] == ri]
@@ -634,8 +720,9 @@ class _Kernel:
                 sub = sm.select(dead, self.fconst(0.0), mn)
             m_sub.append(sub)
             alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], sub)))
-        probs = [[self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)]
-                 for inst in scores]
+        probs = [
+            [self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)] for inst in scores
+        ]
         l_new = []
         for ri in range(len(self.rows)):
             acc = self.f(arith.MulFOp, l_old[ri], alpha[ri])
@@ -644,8 +731,9 @@ class _Kernel:
                     if self.row_of[e] == ri:
                         acc = self.f(arith.AddFOp, acc, pv)
             l_new.append(acc)
-        alpha_vec = sm.from_elements(self.c_t, [alpha[self.row_of[self._element_at(i)]]
-                                                for i in range(c.op_vector_length)])
+        alpha_vec = sm.from_elements(
+            self.c_t, [alpha[self.row_of[self._element_at(i)]] for i in range(c.op_vector_length)]
+        )
         o_scaled = [self.f(arith.MulFOp, o, alpha_vec) for o in o_old]
 
         # 5. P (C layout, f32) -> A operands (16-bit): the planned register route.
@@ -658,7 +746,7 @@ class _Kernel:
         p_frags = []
         for g in range(len(probs) // n_src):
             sources = []
-            for inst in probs[g * n_src:(g + 1) * n_src]:
+            for inst in probs[g * n_src : (g + 1) * n_src]:
                 by_pos = [inst[self._element_at(i)] for i in range(per_src)]
                 sources.append(conv.from_elements(src_vec, by_pos))
             with conv.loc, conv.ip:
@@ -669,8 +757,7 @@ class _Kernel:
         pv = em.named("pv")
         self.em = pv
         n_g = len(p_frags)
-        frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))],
-                                        slot)
+        frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))], slot)
         o_new = []
         for dn, o in enumerate(o_scaled):
             for g, pa in enumerate(p_frags):
@@ -702,32 +789,45 @@ class _Kernel:
                 em.bounded_global_store(piece, o_mem, idx, self.bounds(3, p.m if p.m % BLOCK_M else None))
 
 
-def _global_type(plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[int, ...], rows: int,
-                 elem: ir.Type) -> ir.MemRefType:
+def _global_type(
+    plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[int, ...], rows: int, elem: ir.Type
+) -> ir.MemRefType:
     """The tensor as stored: logical (batch..., rows, head dim) in ``order``, row-major."""
     logical = list(bdims) + [rows, plan.head_dim]
     shape = [logical[i] for i in order]
-    strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
     layout = ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>")
-    return ir.MemRefType.get(shape, elem, layout=layout,
-                             memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+    return ir.MemRefType.get(shape, elem, layout=layout, memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
 
 
-def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k: Placement, v: Placement,
-                         o: Placement, layout: ir.Attribute, ip: ir.InsertionPoint,
-                         loc: ir.Location, mask: Placement | None = None) -> ir.Operation:
+def emit_flash_attention(
+    plan: FlashAttentionPlan,
+    *,
+    name: str,
+    q: Placement,
+    k: Placement,
+    v: Placement,
+    o: Placement,
+    layout: ir.Attribute,
+    ip: ir.InsertionPoint,
+    loc: ir.Location,
+    mask: Placement | None = None,
+) -> ir.Operation:
     """The kernel as ``func.func @name()`` at ``ip``: bindings through
     ``hal.interface.binding.subspan`` of ``layout`` at the placements' byte offsets (kept as
     the subspans' offset operands; the memrefs' layout offsets are dynamic, as IREE's
     bufferization types them). ``mask``: where the additive mask lives (the plan has one), its
     order over (batch..., queries, keys), batch dims possibly missing (broadcast)."""
     if (mask is None) != (plan.mask is None):
-        raise UnsupportedError(f"the plan has {'an additive mask' if plan.mask else 'no mask'}, the placements "
-                               f"{'do not place one' if mask is None else 'place one'}")
+        raise UnsupportedError(
+            f"the plan has {'an additive mask' if plan.mask else 'no mask'}, the placements "
+            f"{'do not place one' if mask is None else 'place one'}"
+        )
     for what, pl in (("Q", q), ("K", k), ("V", v), ("O", o)) + ((("mask", mask),) if mask else ()):
         if pl.offset % CHUNK_BYTES:
-            raise UnsupportedError(f"{what} at byte offset {pl.offset}: the kernel's 16-byte copies need a "
-                                   f"multiple of {CHUNK_BYTES}")
+            raise UnsupportedError(
+                f"{what} at byte offset {pl.offset}: the kernel's 16-byte copies need a multiple of {CHUNK_BYTES}"
+            )
     with loc, ip:
         fn = func.FuncOp(name, ir.FunctionType.get([], []))
     entry = fn.add_entry_block()
@@ -741,34 +841,61 @@ def emit_flash_attention(plan: FlashAttentionPlan, *, name: str, q: Placement, k
     orders = [pl.order or tuple(range(len(bdims) + 2)) for pl in (q, k, v, o)]
     for what, order in zip("QKVO", orders):
         if sorted(order) != list(range(len(bdims) + 2)) or order[-1] != len(bdims) + 1:
-            raise UnsupportedError(f"{what} stored in order {order}: the kernel reads a permutation of (batch..., "
-                                   f"rows, head dim) with the head dim innermost")
+            raise UnsupportedError(
+                f"{what} stored in order {order}: the kernel reads a permutation of (batch..., "
+                f"rows, head dim) with the head dim innermost"
+            )
     mems = []
     for pl, order, rows in zip((q, k, v, o), orders, (plan.m, plan.k2, plan.k2, plan.m)):
         flags = _INDIRECT | (0 if pl.binding in written else _READ_ONLY)
         with loc, body_ip:
-            mems.append(hal.InterfaceBindingSubspanOp(
-                _global_type(plan, bdims, order, rows, elem), layout, pl.binding, [], byte_offset=em.const(pl.offset),
-                alignment=64, descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags)).result)
+            mems.append(
+                hal.InterfaceBindingSubspanOp(
+                    _global_type(plan, bdims, order, rows, elem),
+                    layout,
+                    pl.binding,
+                    [],
+                    byte_offset=em.const(pl.offset),
+                    alignment=64,
+                    descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags),
+                ).result
+            )
     mask_order = None
     if mask is not None:
         nb = len(bdims)
         mask_order = mask.order or tuple(range(nb + 2))
-        if len(set(mask_order)) != len(mask_order) or not set(mask_order) <= set(range(nb + 2)) or \
-                nb not in mask_order or nb + 1 not in mask_order:
-            raise UnsupportedError(f"mask stored in order {mask_order}: the kernel reads (batch..., queries, keys) "
-                                   f"in any order, batch dims possibly broadcast, queries and keys present")
+        if (
+            len(set(mask_order)) != len(mask_order)
+            or not set(mask_order) <= set(range(nb + 2))
+            or nb not in mask_order
+            or nb + 1 not in mask_order
+        ):
+            raise UnsupportedError(
+                f"mask stored in order {mask_order}: the kernel reads (batch..., queries, keys) "
+                f"in any order, batch dims possibly broadcast, queries and keys present"
+            )
         logical = list(bdims) + [plan.m, plan.k2]
         shape = [logical[i] for i in mask_order]
-        strides = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+        strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
         with loc, body_ip:
             m_elem = ir.IntegerType.get_signless(8) if plan.mask == "i1" else elem  # i1: one byte each
-            mtype = ir.MemRefType.get(shape, m_elem, layout=ir.Attribute.parse(
-                f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
-                memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
-            mems.append(hal.InterfaceBindingSubspanOp(
-                mtype, layout, mask.binding, [], byte_offset=em.const(mask.offset), alignment=64,
-                descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY)).result)
+            mtype = ir.MemRefType.get(
+                shape,
+                m_elem,
+                layout=ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
+                memory_space=ir.Attribute.parse("#gpu.address_space<global>"),
+            )
+            mems.append(
+                hal.InterfaceBindingSubspanOp(
+                    mtype,
+                    layout,
+                    mask.binding,
+                    [],
+                    byte_offset=em.const(mask.offset),
+                    alignment=64,
+                    descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY),
+                ).result
+            )
     with loc:
         kernel = _Kernel(plan, em, bdims, orders, mask_order)
         if plan.transposed:
@@ -789,21 +916,39 @@ def pipeline_layout(placements: list[Placement], output: Placement) -> ir.Attrib
     return ir.Attribute.parse(f"#hal.pipeline.layout<bindings = [{bindings}], flags = Indirect>")
 
 
-def standalone_module(plan: FlashAttentionPlan, *, q: Placement, k: Placement, v: Placement, o: Placement,
-                      ctx: ir.Context, name: str = "flash_attention",
-                      mask: Placement | None = None) -> tuple[ir.Module, ir.Operation]:
+def standalone_module(
+    plan: FlashAttentionPlan,
+    *,
+    q: Placement,
+    k: Placement,
+    v: Placement,
+    o: Placement,
+    ctx: ir.Context,
+    name: str = "flash_attention",
+    mask: Placement | None = None,
+) -> tuple[ir.Module, ir.Operation]:
     """A module holding only the kernel function (what the lane executor runs)."""
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         loc = ir.Location.name("mmaflow.flash_attention", childLoc=ir.Location.unknown())
-        fn = emit_flash_attention(plan, name=name, q=q, k=k, v=v, o=o,
-                                  layout=pipeline_layout([q, k, v, o] + ([mask] if mask else []), o),
-                                  ip=ir.InsertionPoint(module.body), loc=loc, mask=mask)
+        fn = emit_flash_attention(
+            plan,
+            name=name,
+            q=q,
+            k=k,
+            v=v,
+            o=o,
+            layout=pipeline_layout([q, k, v, o] + ([mask] if mask else []), o),
+            ip=ir.InsertionPoint(module.body),
+            loc=loc,
+            mask=mask,
+        )
     return module, fn
 
 
 # ---------------------------------------------------------------------------------------------
 # An IREE dispatch holding one attention op, replaced by the kernel.
+
 
 def _dims(attr: ir.Attribute) -> list[int]:
     return [ir.AffineDimExpr(e).position for e in ir.AffineMapAttr(attr).value.results]
@@ -812,11 +957,16 @@ def _dims(attr: ir.Attribute) -> list[int]:
 def _whole(access: ir.Operation, tensor: ir.Type) -> bool:
     """A dispatch.tensor.load/store of the whole tensor: offsets 0, full sizes, unit strides, all
     static."""
+
     def arr(name):
         return list(ir.DenseI64ArrayAttr(access.attributes[name]))
+
     full = list(ir.RankedTensorType(tensor).shape)
-    return (all(o == 0 for o in arr("static_offsets")) and arr("static_sizes") == full
-            and all(s == 1 for s in arr("static_strides")))
+    return (
+        all(o == 0 for o in arr("static_offsets"))
+        and arr("static_sizes") == full
+        and all(s == 1 for s in arr("static_strides"))
+    )
 
 
 def _int_width(t: ir.Type) -> int | None:
@@ -860,16 +1010,21 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     head dim); the bindings' pipeline layout; the store; the ops besides the attention the kernel
     replaces (that permutation). UnsupportedError when the dispatch is anything else."""
     if op.name != "iree_linalg_ext.attention" or len(op.operands) not in (5, 6) or len(op.results) != 1:
-        raise UnsupportedError(f"{op.name} with {len(op.operands)} operands: the kernel takes attention(Q, K, V, "
-                               f"scale[, mask])")
+        raise UnsupportedError(
+            f"{op.name} with {len(op.operands)} operands: the kernel takes attention(Q, K, V, scale[, mask])"
+        )
     maps = [_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
     has_mask = len(op.operands) == 6
     q, k, v, _ = maps[:4]
     mask_dims, o = (maps[4], maps[5]) if has_mask else (None, maps[4])
     qs, ks, vs, os_ = (set(x) for x in (q, k, v, o))
     batch = [d for d in o if d in qs & ks & vs]  # O's order, as describe_attention reads it
-    roles = {"M": [d for d in q if d in os_ and d not in ks], "K1": [d for d in q if d in ks and d not in os_],
-             "K2": [d for d in k if d in vs and d not in qs], "N": [d for d in v if d in os_ and d not in qs]}
+    roles = {
+        "M": [d for d in q if d in os_ and d not in ks],
+        "K1": [d for d in q if d in ks and d not in os_],
+        "K2": [d for d in k if d in vs and d not in qs],
+        "N": [d for d in v if d in os_ and d not in qs],
+    }
     if any(len(x) != 1 for x in roles.values()):
         raise UnsupportedError(f"attention indexing maps {maps}: not one loop each for M, K1, K2, N")
     m, k1, k2, n = (roles[r][0] for r in ("M", "K1", "K2", "N"))
@@ -878,12 +1033,15 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     def order(what: str, dims: list[int]) -> tuple[int, ...]:
         want = logical[what]
         if sorted(dims) != sorted(want):
-            raise UnsupportedError(f"attention's {what} map {dims} is not a permutation of its (batch..., rows, head "
-                                   f"dim) loops {want}")
+            raise UnsupportedError(
+                f"attention's {what} map {dims} is not a permutation of its (batch..., rows, head dim) loops {want}"
+            )
         found = tuple(want.index(x) for x in dims)
         if found[-1] != len(batch) + 1:
-            raise UnsupportedError(f"attention's {what} is stored with its head dim not innermost (indexing map "
-                                   f"{dims}); the kernel's 16-byte copies read along the head dim")
+            raise UnsupportedError(
+                f"attention's {what} is stored with its head dim not innermost (indexing map "
+                f"{dims}); the kernel's 16-byte copies read along the head dim"
+            )
         return found
 
     body = op.regions[0].blocks[0] if len(op.regions) and len(op.regions[0].blocks) else None
@@ -907,40 +1065,58 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
             # loads tensor<...xi8> and truncates it (arith.trunci, bit 0) to i1. An i1 load is the
             # packed layout (--iree-experimental-packed-i1-storage), 8 elements a byte: refused.
             if load is not None and load.name == "iree_tensor_ext.dispatch.tensor.load":
-                raise UnsupportedError("attention's i1 mask is stored packed (8 per byte, "
-                                       "--iree-experimental-packed-i1-storage); the kernel reads one byte per element")
-            if load is None or load.name != "arith.trunci" or \
-                    _int_width(ir.ShapedType(load.operands[0].type).element_type) != 8:
-                raise UnsupportedError("attention's i1 mask is not an i8 binding tensor truncated to i1 (IREE's "
-                                       "byte-per-element storage; computed in the dispatch?)")
+                raise UnsupportedError(
+                    "attention's i1 mask is stored packed (8 per byte, "
+                    "--iree-experimental-packed-i1-storage); the kernel reads one byte per element"
+                )
+            if (
+                load is None
+                or load.name != "arith.trunci"
+                or _int_width(ir.ShapedType(load.operands[0].type).element_type) != 8
+            ):
+                raise UnsupportedError(
+                    "attention's i1 mask is not an i8 binding tensor truncated to i1 (IREE's "
+                    "byte-per-element storage; computed in the dispatch?)"
+                )
             value = load.operands[0]
             load = defining_op(value)
         if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load" or not _whole(load, value.type):
             raise UnsupportedError("attention's mask is not a whole binding tensor (computed in the dispatch?)")
         subspans["mask"] = defining_op(load.operands[0])
         mask_logical = batch + [m, k2]
-        if len(set(mask_dims)) != len(mask_dims) or any(x not in mask_logical for x in mask_dims) or \
-                m not in mask_dims or k2 not in mask_dims:
-            raise UnsupportedError(f"attention's mask map {mask_dims} is not over (batch..., queries, keys) "
-                                   f"{mask_logical} with the queries and keys")
+        if (
+            len(set(mask_dims)) != len(mask_dims)
+            or any(x not in mask_logical for x in mask_dims)
+            or m not in mask_dims
+            or k2 not in mask_dims
+        ):
+            raise UnsupportedError(
+                f"attention's mask map {mask_dims} is not over (batch..., queries, keys) "
+                f"{mask_logical} with the queries and keys"
+            )
         mask_order = tuple(mask_logical.index(x) for x in mask_dims)
     result, o_dims, consumers = op.results[0], o, []
     users = [user_of(u) for u in result.uses]
     perm = _permutation_copy(users[0]) if len(users) == 1 else None
-    if perm is not None and ir.ShapedType(users[0].results[0].type).element_type == \
-            ir.ShapedType(result.type).element_type:
+    if (
+        perm is not None
+        and ir.ShapedType(users[0].results[0].type).element_type == ir.ShapedType(result.type).element_type
+    ):
         ins, outs = perm  # output dim j holds generic loop outs[j], read from input dim ins.index(outs[j])
         o_dims = [o[ins.index(loop)] for loop in outs]
         consumers.append(users[0])
         result = users[0].results[0]
         users = [user_of(u) for u in result.uses]
     if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store" or not _whole(users[0], result.type):
-        raise UnsupportedError("attention's output is not stored whole to a binding (fused consumers other than a "
-                               "transpose?)")
+        raise UnsupportedError(
+            "attention's output is not stored whole to a binding (fused consumers other than a transpose?)"
+        )
     subspans["O"] = defining_op(users[0].operands[1])
     orders["O"] = order("O", o_dims)
-    flat = all(x == tuple(range(len(batch) + 2)) for x in orders.values()) and \
-        mask_order in (None, tuple(range(len(batch) + 2)))
+    flat = all(x == tuple(range(len(batch) + 2)) for x in orders.values()) and mask_order in (
+        None,
+        tuple(range(len(batch) + 2)),
+    )
     placements = {}
     for what in "QKVO":
         pl = _subspan_placement(subspans[what], what)
@@ -951,22 +1127,33 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     return placements, subspans["Q"].attributes["layout"], users[0], consumers
 
 
-def rewrite_dispatch(fn: ir.Operation, *, target: str = "sm_80", causal: bool = False,
-                     stages: int | None = None) -> FlashAttentionPlan:
+def rewrite_dispatch(
+    fn: ir.Operation, *, target: str = "sm_80", causal: bool = False, stages: int | None = None
+) -> FlashAttentionPlan:
     """Replace the dispatch function ``fn`` (IREE's executable-sources IR: one attention op between
     whole-tensor loads and a store) by the kernel, under the same name; returns the plan. The
     caller hands it back (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""
     found = [x for x in walk_ops(fn) if x.name.startswith("iree_linalg_ext.") and x.name != "iree_linalg_ext.yield"]
     if len(found) != 1 or found[0].name != "iree_linalg_ext.attention":
-        raise UnsupportedError(f"the dispatch holds {[x.name for x in found]}: the kernel replaces one "
-                               f"iree_linalg_ext.attention")
+        raise UnsupportedError(
+            f"the dispatch holds {[x.name for x in found]}: the kernel replaces one iree_linalg_ext.attention"
+        )
     op = found[0]
     plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages)
     placements, layout, _, _ = attention_placements(op)
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     with fn.context:
-        emit_flash_attention(plan, name=name, q=placements["Q"], k=placements["K"], v=placements["V"],
-                             o=placements["O"], mask=placements.get("mask"), layout=layout, ip=ir.InsertionPoint(fn),
-                             loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location))
+        emit_flash_attention(
+            plan,
+            name=name,
+            q=placements["Q"],
+            k=placements["K"],
+            v=placements["V"],
+            o=placements["O"],
+            mask=placements.get("mask"),
+            layout=layout,
+            ip=ir.InsertionPoint(fn),
+            loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location),
+        )
     fn.erase()
     return plan

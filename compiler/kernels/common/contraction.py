@@ -53,19 +53,27 @@ from iree.compiler.dialects import arith, gpu, hal, scf, vector
 from iree.compiler.dialects.transform import interpreter
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
+from mmaflow.compiler.core.errors import CodegenError
+from mmaflow.compiler.core.mlir import (
+    defining_op,
+    location_of,
+    op_attributes,
+    ops_named,
+    parse_module,
+    run_passes,
+    subspan_constant_offset,
+    user_of,
+    walk,
+)
 from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
 from mmaflow.compiler.kernels.common.epilogue import Epilogue, epilogue_function
-from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.kernels.common.fragments import FragmentLoader, LaneIndex
-from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
-from mmaflow.compiler.target.layout import COL, ROW
 from mmaflow.compiler.kernels.common.lds_copy import Copy
-from mmaflow.compiler.core.mlir import defining_op, location_of, op_attributes, ops_named, parse_module, run_passes, subspan_constant_offset, user_of, walk
 from mmaflow.compiler.kernels.common.plan import Extents, KernelPlan, OperandFacts, OperandPlan, extents, plan_kernel
 from mmaflow.compiler.kernels.common.prologue import buffer_type, inline_prologue
-from mmaflow.compiler.target.targets import Vendor
+from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
+from mmaflow.compiler.target.layout import COL, ROW
+from mmaflow.compiler.target.targets import Vendor, read_target
 
 NAME = "distribute"
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
@@ -93,9 +101,9 @@ def _transfer_parts(op: ir.Operation):
     """(memref, indices, vector type) of a transfer op."""
     if op.name == "vector.transfer_read":
         mem, rank = op.operands[0], ir.MemRefType(op.operands[0].type).rank
-        return mem, list(op.operands[1:1 + rank]), ir.VectorType(op.results[0].type)
+        return mem, list(op.operands[1 : 1 + rank]), ir.VectorType(op.results[0].type)
     mem, rank = op.operands[1], ir.MemRefType(op.operands[1].type).rank
-    return mem, list(op.operands[2:2 + rank]), ir.VectorType(op.operands[0].type)
+    return mem, list(op.operands[2 : 2 + rank]), ir.VectorType(op.operands[0].type)
 
 
 def _memory_space(mem: ir.Value) -> str:
@@ -116,21 +124,28 @@ def global_subspan(sub: ir.Operation, shape: list, elem: ir.Type, space: ir.Attr
     elem_bytes = TYPE_BITS[str(old_t.element_type)] // 8
     dyn_off = ir.ShapedType.get_dynamic_stride_or_offset()
     if offset != dyn_off and byte_offset is not None and offset * elem_bytes != byte_offset:
-        raise _fail(f"binding {ir.IntegerAttr(sub.attributes['binding']).value}: the memref's offset ({offset} "
-                    f"elements) disagrees with the subspan's byte offset {byte_offset}", sub)
+        raise _fail(
+            f"binding {ir.IntegerAttr(sub.attributes['binding']).value}: the memref's offset ({offset} "
+            f"elements) disagrees with the subspan's byte offset {byte_offset}",
+            sub,
+        )
     if offset != dyn_off and byte_offset is None:
         raise _fail("a run-time byte offset with a static memref offset", sub)
     dyn = [d for d in shape if not isinstance(d, int)]
-    mtype = buffer_type([d if isinstance(d, int) else None for d in shape], elem,
-                        offset_known=None if offset == dyn_off else offset)
+    mtype = buffer_type(
+        [d if isinstance(d, int) else None for d in shape], elem, offset_known=None if offset == dyn_off else offset
+    )
     if str(mtype.memory_space) != str(space):
         raise _fail(f"unexpected memory space {mtype.memory_space}", sub)
     named = op_attributes(sub)
-    offset_operands = [list(sub.operands)[0]] if list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))[0] else []
+    offset_operands = (
+        [list(sub.operands)[0]] if list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))[0] else []
+    )
     named["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([len(offset_operands), len(dyn)])
     with sub.location, ir.InsertionPoint(sub):
-        new = ir.Operation.create("hal.interface.binding.subspan", results=[mtype],
-                                  operands=offset_operands + dyn, attributes=named)
+        new = ir.Operation.create(
+            "hal.interface.binding.subspan", results=[mtype], operands=offset_operands + dyn, attributes=named
+        )
     return new.results[0]
 
 
@@ -179,8 +194,11 @@ def match(func: ir.Operation, intr: Intrinsic, cfg, vendor: Vendor) -> Match:
     acc = c.operands[2]
     iter_args = list(body.arguments)[1:]
     if len(iter_args) != 1 or acc != iter_args[0]:
-        raise _fail("the contraction's accumulator is not the K loop's only iter_arg; the script "
-                    "must keep the accumulator in registers across K", c)
+        raise _fail(
+            "the contraction's accumulator is not the K loop's only iter_arg; the script "
+            "must keep the accumulator in registers across K",
+            c,
+        )
     yield_op = [o.operation for o in body.operations][-1]
     if list(yield_op.operands) != [c.results[0]]:
         raise _fail("the K loop does not yield the contraction's result", c)
@@ -200,8 +218,7 @@ def match(func: ir.Operation, intr: Intrinsic, cfg, vendor: Vendor) -> Match:
     if list(acc_t.shape) != [cfg.wave_tile_m, cfg.wave_tile_n]:
         raise _fail(f"the accumulator is {acc_t}, the config's wave tile is {cfg.wave_tile_m}x{cfg.wave_tile_n}", c)
     if str(acc_t.element_type) != intr.c_type:
-        raise _fail(f"the accumulator element type {acc_t.element_type} does not match "
-                    f"{intr.name}'s {intr.c_type}", c)
+        raise _fail(f"the accumulator element type {acc_t.element_type} does not match {intr.name}'s {intr.c_type}", c)
     res = loop.results[0]
     users = [user_of(u) for u in res.uses]
     if len(users) != 1 or users[0].name != "vector.transfer_write":
@@ -209,8 +226,12 @@ def match(func: ir.Operation, intr: Intrinsic, cfg, vendor: Vendor) -> Match:
     out_write = users[0]
     _check_transfer(out_write)
     init = defining_op(loop.operands[3])
-    if init is None or init.name != "arith.constant" or not isinstance(init.attributes["value"], ir.DenseElementsAttr) \
-            or not ir.DenseElementsAttr(init.attributes["value"]).is_splat:
+    if (
+        init is None
+        or init.name != "arith.constant"
+        or not isinstance(init.attributes["value"], ir.DenseElementsAttr)
+        or not ir.DenseElementsAttr(init.attributes["value"]).is_splat
+    ):
         raise _fail("the accumulator must start from a splat constant (the zero fill)", loop)
     return Match(c, loop, a, b, out_write, ir.DenseElementsAttr(init.attributes["value"]).get_splat_value())
 
@@ -224,7 +245,7 @@ def _materialize_k_loop(c: ir.Operation, vendor: Vendor) -> None:
         raise _fail("without a K loop, the accumulator must be the zero-fill constant", c)
     block_ops = [o.operation for o in c.block.operations]
     step_ops = []
-    for o in block_ops[:block_ops.index(c)]:
+    for o in block_ops[: block_ops.index(c)]:
         if o.name in ("vector.transfer_read", "vector.transfer_write") or o.name in _EXT_OPS:
             step_ops.append(o)
         elif o.name == "gpu.barrier":
@@ -246,8 +267,9 @@ def _materialize_k_loop(c: ir.Operation, vendor: Vendor) -> None:
         scf.YieldOp([result])
 
 
-
-def _operand(contract: ir.Operation, name: str, value: ir.Value, vec_role: tuple[str, ...], intr: Intrinsic) -> OperandIR:
+def _operand(
+    contract: ir.Operation, name: str, value: ir.Value, vec_role: tuple[str, ...], intr: Intrinsic
+) -> OperandIR:
     ext = defining_op(value)
     if ext is not None and ext.name in _EXT_OPS:
         value = ext.operands[0]
@@ -292,8 +314,10 @@ def _memref_extents(m: Match, problem, cfg) -> dict:
     for opd in m.operands:
         feeds.setdefault(_transfer_parts(opd.copy_read)[0], []).append(opd.name)
     feeds.setdefault(_transfer_parts(m.out_write)[0], []).append("C")
-    return {mem: (role, extents(problem, cfg, role, tuple(ir.MemRefType(mem.type).shape), other[0] if other else None))
-            for mem, (role, *other) in feeds.items()}
+    return {
+        mem: (role, extents(problem, cfg, role, tuple(ir.MemRefType(mem.type).shape), other[0] if other else None))
+        for mem, (role, *other) in feeds.items()
+    }
 
 
 def operand_facts(m: Match, mem_extents: dict) -> tuple[OperandFacts, OperandFacts]:
@@ -301,8 +325,17 @@ def operand_facts(m: Match, mem_extents: dict) -> tuple[OperandFacts, OperandFac
     for opd in m.operands:
         mem, _, vt = _transfer_parts(opd.copy_read)
         rows, cols = vt.shape
-        out.append(OperandFacts(opd.name, opd.vec_dim_role, tuple(ir.MemRefType(opd.alloc.type).shape),
-                                str(ir.MemRefType(opd.alloc.type).element_type), rows, cols, mem_extents[mem][1]))
+        out.append(
+            OperandFacts(
+                opd.name,
+                opd.vec_dim_role,
+                tuple(ir.MemRefType(opd.alloc.type).shape),
+                str(ir.MemRefType(opd.alloc.type).element_type),
+                rows,
+                cols,
+                mem_extents[mem][1],
+            )
+        )
     return out[0], out[1]
 
 
@@ -324,8 +357,9 @@ class Rewriter:
         self.problem = attrs.read_problem(func)
         self.vendor = plan.vendor
         entry = func.regions[0].blocks[0]
-        self.top = Emitter(ir.InsertionPoint([o.operation for o in entry.operations][0]), m.contract.location,
-                           self.vendor)
+        self.top = Emitter(
+            ir.InsertionPoint([o.operation for o in entry.operations][0]), m.contract.location, self.vendor
+        )
         self.sizes: dict = {}  # dynamic problem dimension -> index value (from the inlined prologue)
         self.epilogue_buffers: dict = {}
         self.global_of: dict = {}  # the script's global memref -> (its subspan, the retyped subspan's value)
@@ -418,8 +452,17 @@ class Rewriter:
         src_mem, src_idx, _ = _transfer_parts(opd.copy_read)
         _, dst_idx, _ = _transfer_parts(opd.copy_write)
         ext = self.mem_extents[src_mem][1]
-        return Copy(op_plan.copy, elem, self._global(src_mem), src_idx[:-2], storage, tuple(dst_idx[-2:]),
-                    limits=tuple(self._limits(ext)[-2:]), extent0=self.extent(ext.names[0]), k_axis=op_plan.k_dim)
+        return Copy(
+            op_plan.copy,
+            elem,
+            self._global(src_mem),
+            src_idx[:-2],
+            storage,
+            tuple(dst_idx[-2:]),
+            limits=tuple(self._limits(ext)[-2:]),
+            extent0=self.extent(ext.names[0]),
+            k_axis=op_plan.k_dim,
+        )
 
     def _clone_slice(self, values: list[ir.Value], body, mapping: dict, ip: ir.InsertionPoint) -> list[ir.Value]:
         """Clone the index computations of ``values`` that live in ``body`` at ``ip``, with
@@ -441,6 +484,7 @@ class Rewriter:
             for old_r, new_r in zip(op.results, new.results):
                 memo[old_r] = new_r
             return memo[v]
+
         return [clone(v) for v in values]
 
     def _tile_origin(self, opd: OperandIR, body, mapping: dict, em: Emitter):
@@ -484,7 +528,9 @@ class Rewriter:
             # K may be 0: A and B are then empty buffers, and NVIDIA's clamped loads would still
             # touch their first element. (AMD's raw buffer loads read 0 from an empty buffer.)
             with loop.location, ir.InsertionPoint(loop):
-                types = [copies[o.name].chunk_type for o in self.m.operands for _ in range(copies[o.name].shape.registers())]
+                types = [
+                    copies[o.name].chunk_type for o in self.m.operands for _ in range(copies[o.name].shape.registers())
+                ]
                 guard = scf.IfOp(pre.lt(pre.const(0), self.sizes["k"]), types, has_else=True)
             pre = pre.at(ir.InsertionPoint(guard.then_block))
         first = []
@@ -513,7 +559,7 @@ class Rewriter:
         pos = 0
         for opd in self.m.operands:
             n = copies[opd.name].shape.registers()
-            copies[opd.name].stores(em, tid, carried[pos:pos + n])
+            copies[opd.name].stores(em, tid, carried[pos : pos + n])
             pos += n
         nxt = em.min_index(em.add(iv, step), em.sub(ub, step))
         next_tile = []
@@ -579,8 +625,10 @@ class Rewriter:
 
         def load(em: Emitter, k_origin: ir.Value, body, iv) -> list[list[ir.Value]]:
             """AMD: this thread's chunks of the tile at ``k_origin``, per operand."""
-            return [copies[opd.name].loads(em, tid, *self._tile_origin(opd, body, {iv: k_origin}, em))
-                    for opd in self.m.operands]
+            return [
+                copies[opd.name].loads(em, tid, *self._tile_origin(opd, body, {iv: k_origin}, em))
+                for opd in self.m.operands
+            ]
 
         def store(em: Emitter, tile: list[list[ir.Value]], slot: ir.Value) -> None:
             for opd, values in zip(self.m.operands, tile):
@@ -607,8 +655,9 @@ class Rewriter:
             fa, fb = frags["A"], frags["B"]
             if len(steps) == 1:
                 (kk,) = steps
-                return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + \
-                    fb.load_each(em, bases["B"], [(kk, j) for j in range(bn)], slot)
+                return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)], slot) + fb.load_each(
+                    em, bases["B"], [(kk, j) for j in range(bn)], slot
+                )
             a = [fa.load_group(em, bases["A"], [(i, kk) for kk in steps], slot) for i in range(bm)]
             b = [fb.load_group(em, bases["B"], [(kk, j) for kk in steps], slot) for j in range(bn)]
             return [v for s in range(len(steps)) for v in [a[i][s] for i in range(bm)] + [b[j][s] for j in range(bn)]]
@@ -628,8 +677,12 @@ class Rewriter:
         else:
             pre.async_wait(group, S - 2)
         barrier(pre)
-        first = fragments(pre, self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
-                          groups[0], pre.const(0))
+        first = fragments(
+            pre,
+            self._fragment_bases(lambda v: self._clone_slice(v, old_body, {old_iv: lb}, pre.ip)),
+            groups[0],
+            pre.const(0),
+        )
         flat = [v for tile in carried for values in tile for v in values]
         intr = self.plan.intrinsic
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
@@ -646,8 +699,11 @@ class Rewriter:
             k_whole = ub
             if partial_k:
                 k = self.extent("k")
-                k_whole = pre.const(k // lp.tile_k * lp.tile_k) if isinstance(k, int) else \
-                    pre.mul(pre.div(k, lp.tile_k), lp.tile_k)
+                k_whole = (
+                    pre.const(k // lp.tile_k * lp.tile_k)
+                    if isinstance(k, int)
+                    else pre.mul(pre.div(k, lp.tile_k), lp.tile_k)
+                )
             tail = pre.mul(step, S - 1)
             main_ub = pre.select(pre.lt(pre.add(lb, tail), k_whole), pre.sub(k_whole, tail), lb)
         with loop.location, ir.InsertionPoint(loop):
@@ -665,7 +721,7 @@ class Rewriter:
             in_flight: list = []
             if amd:
                 per_tile = [copies[opd.name].shape.registers() for opd in self.m.operands]
-                rest = args[n_acc + n_frag:]
+                rest = args[n_acc + n_frag :]
                 for _ in range(S - 2):
                     t = []
                     for n in per_tile:
@@ -675,8 +731,9 @@ class Rewriter:
                 em.sched_barrier()
                 group = None
             elif copy:
-                group = issue(em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), *src,
-                              copy == "guarded")
+                group = issue(
+                    em, em.add(iv, em.mul(step, S - 1)), em.rem(em.add(tile, S - 1), S), *src, copy == "guarded"
+                )
             else:
                 group = em.async_group([])
                 attrs.mark(defining_op(group), attrs.RING)
@@ -684,7 +741,7 @@ class Rewriter:
 
             def mmas(steps: tuple, cur: list) -> None:
                 for s in range(len(steps)):
-                    a_f, b_f = cur[s * (bm + bn):s * (bm + bn) + bm], cur[s * (bm + bn) + bm:(s + 1) * (bm + bn)]
+                    a_f, b_f = cur[s * (bm + bn) : s * (bm + bn) + bm], cur[s * (bm + bn) + bm : (s + 1) * (bm + bn)]
                     for i in range(bm):
                         for j in range(bn):
                             acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
@@ -701,7 +758,7 @@ class Rewriter:
                 barrier(em)
                 return fragments(em, bases, groups[0], nxt_slot)
 
-            cur = args[n_acc:n_acc + n_frag]
+            cur = args[n_acc : n_acc + n_frag]
             for g, steps in enumerate(groups):
                 if g + 1 < len(groups):
                     nxt = fragments(em, bases, groups[g + 1], em.rem(tile, slots))
@@ -755,11 +812,13 @@ class Rewriter:
         if lp.k_interleaved:  # every K step's fragments at once: one wide read serves several
             a_all = {i: fa.load_group(em, bases["A"], [(i, kk) for kk in range(bk)]) for i in range(bm)}
             b_all = {j: fb.load_group(em, bases["B"], [(kk, j) for kk in range(bk)]) for j in range(bn)}
+
         def fragments(kk):
             if lp.k_interleaved:
                 return [a_all[i][kk] for i in range(bm)], [b_all[j][kk] for j in range(bn)]
-            return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)]), \
-                   fb.load_each(em, bases["B"], [(kk, j) for j in range(bn)])
+            return fa.load_each(em, bases["A"], [(i, kk) for i in range(bm)]), fb.load_each(
+                em, bases["B"], [(kk, j) for j in range(bn)]
+            )
 
         # Fragments one K step ahead: step kk+1's reads are issued before step kk's matrix
         # instructions, which then wait only for reads that had a whole step to land. On AMD a
@@ -805,8 +864,13 @@ class Rewriter:
             if efunc is None:
                 raise _fail("the problem has an epilogue but the module has no epilogue function", w)
             extents_ = {"b": self.extent("batch"), "m": self.extent("m"), "n": self.extent("n")}
-            epi = Epilogue(efunc, self.problem, self.epilogue_buffers,
-                           {"b": False, "m": limits[0] is not None, "n": limits[1] is not None}, extents_)
+            epi = Epilogue(
+                efunc,
+                self.problem,
+                self.epilogue_buffers,
+                {"b": False, "m": limits[0] is not None, "n": limits[1] is not None},
+                extents_,
+            )
         flats = [em.shape_cast(acc, [lay.op_vector_length]) for acc in accs]
         bounds = [None] * len(lead) + list(limits)
 
@@ -831,8 +895,13 @@ class Rewriter:
             for lo, hi in ep.pairs:
                 v_lo, r, c_lo = stored(*lo)
                 v_hi, _, _ = stored(*hi)
-                em.bounded_global_store(self._swap_words(em, v_lo, v_hi, odd), out, lead + [r, em.add(c_lo, shift)],
-                                        bounds, extent0=self.extent(ext.names[0]))
+                em.bounded_global_store(
+                    self._swap_words(em, v_lo, v_hi, odd),
+                    out,
+                    lead + [r, em.add(c_lo, shift)],
+                    bounds,
+                    extent0=self.extent(ext.names[0]),
+                )
             for item in ep.singles:
                 val, r, cidx = stored(*item)
                 em.bounded_global_store(val, out, lead + [r, cidx], bounds, extent0=self.extent(ext.names[0]))
@@ -858,8 +927,10 @@ class Rewriter:
             send = arith.SelectOp(odd, w_lo, w_hi).result
             off = arith.ConstantOp(i32, 1).result
             width = arith.ConstantOp(i32, self.plan.wave_size).result
-            got = [gpu.ShuffleOp(vector.ExtractOp(send, [], [t]).result, off, width,
-                                 gpu.ShuffleMode.XOR).results[0] for t in range(words)]
+            got = [
+                gpu.ShuffleOp(vector.ExtractOp(send, [], [t]).result, off, width, gpu.ShuffleMode.XOR).results[0]
+                for t in range(words)
+            ]
             got = vector.FromElementsOp(word_t, got).result
             first = arith.SelectOp(odd, got, w_lo).result
             second = arith.SelectOp(odd, w_hi, got).result
@@ -921,8 +992,11 @@ def unroll_loop(loop: ir.Operation, factor: int) -> None:
     round the loop in registers; unrolled by S - 1, each tile's registers stay where its loads
     put them (a carried tile would be copied at the back edge, and the copy waits for the loads
     in the iteration that issued them)."""
-    script = parse_module(resources.files("mmaflow.transform_scripts").joinpath("unroll_k_loop.mlir").read_text(),
-                          loop.context, source="transform_scripts/unroll_k_loop.mlir")
+    script = parse_module(
+        resources.files("mmaflow.transform_scripts").joinpath("unroll_k_loop.mlir").read_text(),
+        loop.context,
+        source="transform_scripts/unroll_k_loop.mlir",
+    )
     (unroll,) = ops_named(script.operation, "transform.loop.unroll")
     (entry,) = ops_named(script.operation, "transform.named_sequence")
     with loop.context:
@@ -936,11 +1010,19 @@ def unroll_loop(loop: ir.Operation, factor: int) -> None:
 def finalize(module: ir.Module, func: ir.Operation, plan) -> None:
     """Canonicalize, CSE, lower affine; check that nothing of the script's vector IR is left;
     record what the ISA must show (``verify.check_isa``); drop the applied epilogue function."""
-    run_passes(func.parent, "builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))",
-               module.context, stage=NAME)
-    left = [o for o in walk(func) if o.name in ("vector.contract", "vector.transfer_read",
-                                                "vector.transfer_write") or o.name.startswith("linalg.")
-            or o.name.startswith("affine.")]
+    run_passes(
+        func.parent,
+        "builtin.module(func.func(canonicalize,cse,lower-affine,canonicalize,cse))",
+        module.context,
+        stage=NAME,
+    )
+    left = [
+        o
+        for o in walk(func)
+        if o.name in ("vector.contract", "vector.transfer_read", "vector.transfer_write")
+        or o.name.startswith("linalg.")
+        or o.name.startswith("affine.")
+    ]
     if left:
         raise _fail(f"{left[0].name} survived distribution", left[0])
     attrs.write_expect(func, plan.expectations())

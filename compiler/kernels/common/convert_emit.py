@@ -27,8 +27,8 @@ from iree.compiler import ir
 from iree.compiler.dialects import amdgpu, arith, rocdl, vector
 from iree.compiler.dialects import memref as memref_d
 
-from mmaflow.compiler.target.convert import HALVES, ConversionPlan, slot_coords, slots
 from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.target.convert import HALVES, ConversionPlan, slot_coords, slots
 
 # v_permlanex16 lane selectors that make lane i of each row read lane i of the other row.
 _IDENTITY_LO, _IDENTITY_HI = 0x76543210, 0xFEDCBA98
@@ -46,16 +46,18 @@ def _lane_test(groups: list[set[int]], wave: int) -> int:
     raise AssertionError("lane groups are always told apart by all the lane bits")
 
 
-def emit_register_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *,
-                        elem_type: ir.Type) -> list[ir.Value]:
+def emit_register_route(
+    plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *, elem_type: ir.Type
+) -> list[ir.Value]:
     """Emit ``plan``'s register route at the current insertion point (an active location and
     context are expected); ``lane`` is an ``index`` value, the lane's id within its wave."""
     src, dst = plan.source, plan.dest
     route = plan.registers
     for p in route.permutes:
         if p.op != "rocdl.permlanex16":
-            raise UnsupportedError(f"emitting {p.op} ({p.pattern}) is not implemented; the plan is checked on the "
-                                   f"ISA model only")
+            raise UnsupportedError(
+                f"emitting {p.op} ({p.pattern}) is not implemented; the plan is checked on the ISA model only"
+            )
     if len(sources) != src.num_instructions:
         raise UnsupportedError(f"the plan converts {src.num_instructions} accumulators, {len(sources)} given")
     per_src = src.elements
@@ -68,15 +70,17 @@ def emit_register_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.
             instance, offset = divmod(HALVES * reg, per_src)
             words[reg] = vector.extract_strided_slice(pair, narrow[instance], [offset], [HALVES], [1])
         return words[reg]
+
     i32 = ir.IntegerType.get_signless(32)
-    sel_lo, sel_hi = (arith.constant(i32, ir.IntegerAttr.get(i32, v - (1 << 32) if v >= 1 << 31 else v))
-                      for v in (_IDENTITY_LO, _IDENTITY_HI))
+    sel_lo, sel_hi = (
+        arith.constant(i32, ir.IntegerAttr.get(i32, v - (1 << 32) if v >= 1 << 31 else v))
+        for v in (_IDENTITY_LO, _IDENTITY_HI)
+    )
     # ``old`` is what a lane keeps when the lane it reads is inactive: never here (every lane is
     # active at the conversion), so poison (ub has no Python builder in IREE 3.13: the generic
     # form); passing the source would make LLVM copy it first (the operand is tied to the result).
     unused = ir.Operation.create("ub.poison", results=[pair]).result if route.permutes else None
-    received = [rocdl.permlanex16(pair, unused, own(p.register), sel_lo, sel_hi, False, False)
-                for p in route.permutes]
+    received = [rocdl.permlanex16(pair, unused, own(p.register), sel_lo, sel_hi, False, False) for p in route.permutes]
     lane_i32 = arith.index_cast(i32, lane)
     tests: dict[tuple, ir.Value] = {}
 
@@ -110,8 +114,7 @@ def emit_register_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.
             values.append(value)
     per_dst = dst.elements
     out_t = ir.VectorType.get([per_dst], elem_type)
-    return [vector.from_elements(out_t, values[i * per_dst:(i + 1) * per_dst])
-            for i in range(slots(dst) // per_dst)]
+    return [vector.from_elements(out_t, values[i * per_dst : (i + 1) * per_dst]) for i in range(slots(dst) // per_dst)]
 
 
 def _tile_index(layout, lane: ir.Value, cols: int) -> ir.Value:
@@ -127,8 +130,9 @@ def _tile_index(layout, lane: ir.Value, cols: int) -> ir.Value:
     return total if total is not None else arith.constant(index, 0)
 
 
-def emit_lds_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *,
-                   elem_type: ir.Type) -> list[ir.Value]:
+def emit_lds_route(
+    plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *, elem_type: ir.Type
+) -> list[ir.Value]:
     """Emit ``plan``'s LDS round trip at the current insertion point (AMD: ``amdgpu.lds_barrier``
     orders the stores before the loads); returns the A operands."""
     src, dst, route = plan.source, plan.dest, plan.lds
@@ -137,14 +141,16 @@ def emit_lds_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value
     index = ir.IndexType.get()
     cols = dst.cols
     space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-    tile = memref_d.AllocOp(ir.MemRefType.get([route.tile_bytes // 2], elem_type, memory_space=space), [], [],
-                            alignment=16).result
+    tile = memref_d.AllocOp(
+        ir.MemRefType.get([route.tile_bytes // 2], elem_type, memory_space=space), [], [], alignment=16
+    ).result
     per_src = src.elements
     narrow = [arith.truncf(ir.VectorType.get([per_src], elem_type), v) for v in sources]
     src_lane, dst_lane = _tile_index(src, lane, cols), _tile_index(dst, lane, cols)
 
     def lane_part(layout, ln):  # what _tile_index computes, for one lane
         return sum(((ln // d) % n) * st * (cols if axis == "row" else 1) for _, d, n, axis, st in layout.lane_terms())
+
     for layout, accesses in ((src, route.stores), (dst, route.loads)):
         for acc in accesses:
             r, c = slot_coords(layout, 0, acc.first)
@@ -153,16 +159,20 @@ def emit_lds_route(plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value
     def at(lane_part, layout, slot):
         r, c = slot_coords(layout, 0, slot)
         return arith.addi(lane_part, arith.constant(index, r * cols + c))
+
     for acc in route.stores:
         instance, offset = divmod(acc.first, per_src)
-        piece = vector.extract_strided_slice(ir.VectorType.get([acc.length], elem_type), narrow[instance],
-                                             [offset], [acc.length], [1])
+        piece = vector.extract_strided_slice(
+            ir.VectorType.get([acc.length], elem_type), narrow[instance], [offset], [acc.length], [1]
+        )
         vector.store(piece, tile, [at(src_lane, src, acc.first)])
     amdgpu.LDSBarrierOp()
     per_dst = dst.elements
     out_t = ir.VectorType.get([per_dst], elem_type)
-    outs = [arith.constant(out_t, ir.DenseElementsAttr.get_splat(out_t, ir.FloatAttr.get(elem_type, 0.0)))
-            for _ in range(slots(dst) // per_dst)]
+    outs = [
+        arith.constant(out_t, ir.DenseElementsAttr.get_splat(out_t, ir.FloatAttr.get(elem_type, 0.0)))
+        for _ in range(slots(dst) // per_dst)
+    ]
     for acc in route.loads:
         instance, offset = divmod(acc.first, per_dst)
         piece = vector.load(ir.VectorType.get([acc.length], elem_type), tile, [at(dst_lane, dst, acc.first)])

@@ -150,8 +150,9 @@ class Emitter:
         offs = [offset] if isinstance(offset, int) else list(offset)
         sizes = [length] if isinstance(length, int) else list(length)
         with self.loc, self.ip:
-            return vector.ExtractStridedSliceOp(vector_type(sizes + list(vt.shape[len(sizes):]), vt.element_type), v,
-                                                offs, sizes, [1] * len(sizes)).result
+            return vector.ExtractStridedSliceOp(
+                vector_type(sizes + list(vt.shape[len(sizes) :]), vt.element_type), v, offs, sizes, [1] * len(sizes)
+            ).result
 
     def shape_cast(self, v: ir.Value, shape) -> ir.Value:
         vt = ir.VectorType(v.type)
@@ -226,8 +227,9 @@ class Emitter:
             raise ValueError("a bounded access to a dynamically shaped memref needs its first extent")
         return size
 
-    def bounded_global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType, limits,
-                            extent0=None) -> ir.Value:
+    def bounded_global_load(
+        self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType, limits, extent0=None
+    ) -> ir.Value:
         """A global load that reads 0 where an index is at or past its limit (the true extent of
         a dimension whose tiles overhang). AMD: the first index is pushed to its extent
         (``extent0``, an int or index value; the memref's when static), past the buffer's end,
@@ -243,8 +245,7 @@ class Emitter:
         val = self.global_load(mem, [self.select(valid, x, zero) for x in idx], vtype)
         return self.select(valid, val, self.zero_vector(vtype))
 
-    def bounded_global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value], limits,
-                             extent0=None) -> None:
+    def bounded_global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value], limits, extent0=None) -> None:
         """A global store dropped where an index is at or past its limit: AMD sends it past the
         buffer's end (the bounds check drops it), NVIDIA skips it (scf.if)."""
         valid = self.in_bounds(idx, limits)
@@ -264,18 +265,30 @@ class Emitter:
         with self.loc, self.ip:
             return vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type))).operation
 
-    def ldmatrix(self, mem: ir.Value, idx: list[ir.Value], num_tiles: int, vtype: ir.VectorType,
-                 transpose: bool = False) -> ir.Value:
+    def ldmatrix(
+        self, mem: ir.Value, idx: list[ir.Value], num_tiles: int, vtype: ir.VectorType, transpose: bool = False
+    ) -> ir.Value:
         """nvgpu.ldmatrix (PTX ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16): a warp-wide LDS load."""
         with self.loc, self.ip:
             i32 = ir.IntegerType.get_signless(32)
-            return ir.Operation.create("nvgpu.ldmatrix", results=[vtype], operands=[mem] + list(idx),
-                                       attributes={"numTiles": ir.IntegerAttr.get(i32, num_tiles),
-                                                   "transpose": ir.BoolAttr.get(transpose)}).result
+            return ir.Operation.create(
+                "nvgpu.ldmatrix",
+                results=[vtype],
+                operands=[mem] + list(idx),
+                attributes={"numTiles": ir.IntegerAttr.get(i32, num_tiles), "transpose": ir.BoolAttr.get(transpose)},
+            ).result
 
-    def async_copy(self, src: ir.Value, src_idx: list[ir.Value], dst: ir.Value, dst_idx: list[ir.Value],
-                   n: int, valid: ir.Value | None, zeroed: list[int] | None = None,
-                   bypass_l1: bool = False) -> ir.Value:
+    def async_copy(
+        self,
+        src: ir.Value,
+        src_idx: list[ir.Value],
+        dst: ir.Value,
+        dst_idx: list[ir.Value],
+        n: int,
+        valid: ir.Value | None,
+        zeroed: list[int] | None = None,
+        bypass_l1: bool = False,
+    ) -> ir.Value:
         """nvgpu.device_async_copy: ``n`` elements global -> shared. By default PTX cp.async.ca,
         through L1: for the mma.sync kernel's padded tiles on the H100 the L1-bypassing form
         (cp.async.cg) cost 10.5 shared-memory wavefronts per 16-byte copy instead of 4, and
@@ -291,27 +304,37 @@ class Emitter:
             pos = range(len(src_idx)) if zeroed is None else zeroed
             src_idx = [self.select(valid, x, zero) if i in pos else x for i, x in enumerate(src_idx)]
             src_elems = [self.select(valid, self.const(n), zero)]
-        attrs = {"dstElements": ir.IntegerAttr.get(ir.IndexType.get(), n),
-                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, len(dst_idx), 1, len(src_idx), len(src_elems)])}
+        attrs = {
+            "dstElements": ir.IntegerAttr.get(ir.IndexType.get(), n),
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, len(dst_idx), 1, len(src_idx), len(src_elems)]),
+        }
         if bypass_l1:
             attrs["bypassL1"] = ir.UnitAttr.get()
         with self.loc, self.ip:
-            return ir.Operation.create("nvgpu.device_async_copy", results=[ir.Type.parse("!nvgpu.device.async.token")],
-                                       operands=[dst, *dst_idx, src, *src_idx, *src_elems], attributes=attrs).result
+            return ir.Operation.create(
+                "nvgpu.device_async_copy",
+                results=[ir.Type.parse("!nvgpu.device.async.token")],
+                operands=[dst, *dst_idx, src, *src_idx, *src_elems],
+                attributes=attrs,
+            ).result
 
     def async_group(self, tokens: list[ir.Value]) -> ir.Value:
         """nvgpu.device_async_create_group (cp.async.commit_group) of this thread's copies."""
         with self.loc, self.ip:
-            return ir.Operation.create("nvgpu.device_async_create_group",
-                                       results=[ir.Type.parse("!nvgpu.device.async.token")], operands=tokens).result
+            return ir.Operation.create(
+                "nvgpu.device_async_create_group", results=[ir.Type.parse("!nvgpu.device.async.token")], operands=tokens
+            ).result
 
     def async_wait(self, token: ir.Value, pending: int) -> None:
         """nvgpu.device_async_wait (cp.async.wait_group N): all but the ``pending`` most recent
         groups of this thread's copies have landed. The token orders the op after a group's
         creation; the hardware waits on the count alone."""
         with self.loc, self.ip:
-            ir.Operation.create("nvgpu.device_async_wait", operands=[token],
-                                attributes={"numGroups": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), pending)})
+            ir.Operation.create(
+                "nvgpu.device_async_wait",
+                operands=[token],
+                attributes={"numGroups": ir.IntegerAttr.get(ir.IntegerType.get_signless(32), pending)},
+            )
 
     def alloc_lds(self, shape, elem: ir.Type) -> ir.Value:
         space = ir.Attribute.parse("#gpu.address_space<workgroup>")
@@ -355,13 +378,25 @@ class Emitter:
                     kwargs["subwordOffset"] = 0
                 return amdgpu.WMMAOp(intr.m, intr.n, intr.k, a, b, c, **kwargs).result
             if intr.op == "amdgpu.mfma":
-                return amdgpu.MFMAOp(intr.m, intr.n, intr.k, a, b, c, blocks=1, cbsz=0, abid=0,
-                                     blgp=ir.Attribute.parse("#rocdl.mfma_perm_b<none>")).result
+                return amdgpu.MFMAOp(
+                    intr.m,
+                    intr.n,
+                    intr.k,
+                    a,
+                    b,
+                    c,
+                    blocks=1,
+                    cbsz=0,
+                    abid=0,
+                    blgp=ir.Attribute.parse("#rocdl.mfma_perm_b<none>"),
+                ).result
             assert intr.op == "nvgpu.mma.sync", intr.op
-            shape = ir.ArrayAttr.get([ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d)
-                                      for d in (intr.m, intr.n, intr.k)])
-            return ir.Operation.create("nvgpu.mma.sync", results=[c.type], operands=[a, b, c],
-                                       attributes={"mmaShape": shape}).result
+            shape = ir.ArrayAttr.get(
+                [ir.IntegerAttr.get(ir.IntegerType.get_signless(64), d) for d in (intr.m, intr.n, intr.k)]
+            )
+            return ir.Operation.create(
+                "nvgpu.mma.sync", results=[c.type], operands=[a, b, c], attributes={"mmaShape": shape}
+            ).result
 
 
 def type_bits(t: ir.Type) -> int:

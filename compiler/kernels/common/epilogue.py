@@ -23,10 +23,10 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
 from mmaflow.compiler.core.errors import CodegenError
-from mmaflow.compiler.kernels.common.fast_math import NVIDIA_EXPANSIONS, emit_one_plus_erf, one_plus_erf
 from mmaflow.compiler.core.problem import Contraction, EpilogueInput
+from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
+from mmaflow.compiler.kernels.common.fast_math import NVIDIA_EXPANSIONS, emit_one_plus_erf, one_plus_erf
 from mmaflow.compiler.target.targets import Vendor
 
 
@@ -40,8 +40,9 @@ class Epilogue:
     ``overhang``: for each of "b", "m", "n", whether its tiles overhang the true extent (then
     the input loads along it are bounded); ``extents``: the true extents (int or index value)."""
 
-    def __init__(self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict,
-                 extents: dict):
+    def __init__(
+        self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict, extents: dict
+    ):
         self.func = efunc
         self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(problem.epilogue, inputs))
         self.overhang, self.extents = overhang, extents
@@ -86,15 +87,16 @@ class Epilogue:
                 continue
             with em.loc, em.ip:
                 new = ir.Operation.create(
-                    op.name, results=[vector_type([length], r.type) for r in op.results],
+                    op.name,
+                    results=[vector_type([length], r.type) for r in op.results],
                     operands=[mapping[v] for v in op.operands],
-                    attributes={op.attributes[i].name: op.attributes[i].attr for i in range(len(op.attributes))})
+                    attributes={op.attributes[i].name: op.attributes[i].attr for i in range(len(op.attributes))},
+                )
             for old, res in zip(op.results, new.results):
                 mapping[old] = res
         raise CodegenError("the epilogue function has no return")
 
-    def _input(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict,
-               length: int) -> ir.Value:
+    def _input(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict, length: int) -> ir.Value:
         elem = ir.Type.parse(desc.type)
         along_n = "n" in desc.dims
         cache_key = (id(mem), tuple(key[d] for d in desc.dims), length if along_n else 1)
@@ -105,8 +107,9 @@ class Epilogue:
             val = em.broadcast(em.extract(val, 0), vector_type([length], elem))
         return val
 
-    def _load(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, length: int,
-              elem: ir.Type) -> ir.Value:
+    def _load(
+        self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, length: int, elem: ir.Type
+    ) -> ir.Value:
         limits = [self.extents[d] if self.overhang[d] else None for d in desc.dims]
         extent0 = self.extents[desc.dims[0]]
         idx = [coords[d] for d in desc.dims]

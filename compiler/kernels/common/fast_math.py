@@ -84,16 +84,35 @@ from iree.compiler.dialects import math as math_d
 # erf(x) / x = P(x^2) on |x| < 1, lowest degree first
 ERF_SMALL = (1.1283791, -0.37612328, 0.11280184, -0.026711404, 0.004917644, -0.00056317553)
 # log2 erfc(t) = R(t) on 1 <= t <= 4, lowest degree first
-ERF_LARGE = (-0.0010797529, -1.6244124, -0.9219503, -0.14911042, 0.032660622, -0.0049646627,
-             0.00045904904, -1.925337e-05)
+ERF_LARGE = (
+    -0.0010797529,
+    -1.6244124,
+    -0.9219503,
+    -0.14911042,
+    0.032660622,
+    -0.0049646627,
+    0.00045904904,
+    -1.925337e-05,
+)
 SPLIT, CLAMP = 1.0, 4.0
 # 1 + erf(u) = erfc(-u) in one piece (emit_one_plus_erf): log2 erfc(t) = R(t) on 0 <= t <= ERFC_CLAMP,
 # lowest degree first; fit weight erfc(t) + ERFC_FIT_FLOOR
-ONE_PLUS_ERF = (1.3775092e-08, -1.6279083, -0.9184277, -0.1483846, 0.02790448, -0.00012737406, -0.0021571845,
-                0.00083531893, -0.00016914032, 1.8722505e-05, -8.9088604e-07)
+ONE_PLUS_ERF = (
+    1.3775092e-08,
+    -1.6279083,
+    -0.9184277,
+    -0.1483846,
+    0.02790448,
+    -0.00012737406,
+    -0.0021571845,
+    0.00083531893,
+    -0.00016914032,
+    1.8722505e-05,
+    -8.9088604e-07,
+)
 ERFC_CLAMP, ERFC_FIT_FLOOR = 3.9375, 0.01
 # Past ERFC_CLAMP the exponent is FLUSH * (ERFC_CLAMP - |u|) <= -1024: 2^that flushes to 0
-FLUSH = 2.0 ** 32
+FLUSH = 2.0**32
 
 
 def _f32(em, vtype: ir.Type, value: float) -> ir.Value:
@@ -135,8 +154,9 @@ def emit_erf(em, x: ir.Value) -> ir.Value:
     erfc = _exp2(em, _horner(em, ERF_LARGE, t))
     with em.loc, em.ip:
         large = arith.SubFOp(_f32(em, x.type, 1.0), erfc).result
-        signed = arith.SelectOp(arith.CmpFOp(arith.CmpFPredicate.OLT, x, _f32(em, x.type, 0.0)).result,
-                                arith.NegFOp(large).result, large).result
+        signed = arith.SelectOp(
+            arith.CmpFOp(arith.CmpFPredicate.OLT, x, _f32(em, x.type, 0.0)).result, arith.NegFOp(large).result, large
+        ).result
         # unordered: a NaN selects the small piece, which keeps it (the clamp's min.f32 may not)
         is_small = arith.CmpFOp(arith.CmpFPredicate.ULT, ax, _f32(em, x.type, SPLIT)).result
         return arith.SelectOp(is_small, small, signed).result
@@ -181,8 +201,13 @@ def one_plus_erf(op: ir.Operation) -> ir.Operation | None:
         return None
     for one, other in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
         erf = other.owner
-        if (_is_one(one) and not isinstance(erf, ir.Block) and erf.operation.name == "math.erf"
-                and _of_f32(other.type) and len(list(other.uses)) == 1):
+        if (
+            _is_one(one)
+            and not isinstance(erf, ir.Block)
+            and erf.operation.name == "math.erf"
+            and _of_f32(other.type)
+            and len(list(other.uses)) == 1
+        ):
             return erf.operation
     return None
 

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.mlir import defining_op
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.target.layout import COL, ROW, Layout, Run
-from mmaflow.compiler.core.mlir import defining_op
 
 
 def _storage(rc: tuple[int, int], k_axis: str) -> tuple[int, int]:
@@ -103,14 +103,24 @@ class FragmentPlan:
     k_outer: bool = False  # the tile is stored [K][non-K]: ldmatrix .trans delivers the same registers
 
     @staticmethod
-    def plan(layout: Layout, k_axis: str, bits: int, op_shape: tuple[int, ...], *,
-             allow_ldmatrix: bool, k_outer: bool = False) -> "FragmentPlan":
+    def plan(
+        layout: Layout,
+        k_axis: str,
+        bits: int,
+        op_shape: tuple[int, ...],
+        *,
+        allow_ldmatrix: bool,
+        k_outer: bool = False,
+    ) -> "FragmentPlan":
         blocks = ldmatrix_blocks(layout, k_axis, bits) if allow_ldmatrix else None
         if k_outer and (blocks is None or bits != 16):
-            raise ValueError(f"operand {layout.operand}: a K-outer LDS tile needs fragments that ldmatrix .trans "
-                             "delivers (16-bit elements in ldmatrix blocks)")
-        return FragmentPlan(layout, k_axis, bits, tuple(op_shape), tuple(blocks) if blocks is not None else None,
-                            k_outer)
+            raise ValueError(
+                f"operand {layout.operand}: a K-outer LDS tile needs fragments that ldmatrix .trans "
+                "delivers (16-bit elements in ldmatrix blocks)"
+            )
+        return FragmentPlan(
+            layout, k_axis, bits, tuple(op_shape), tuple(blocks) if blocks is not None else None, k_outer
+        )
 
     @property
     def kind(self) -> str:
@@ -143,13 +153,16 @@ class FragmentPlan:
         groups: list[list] = []
         for p in pieces:
             g = groups[-1] if groups else None
-            if g and g[-1][0] == p[0] and g[-1][1] + g[-1][3].length == p[1] \
-                    and _aligned(g[0][1], sum(x[3].length for x in g) + p[3].length, k_strides, widest):
+            if (
+                g
+                and g[-1][0] == p[0]
+                and g[-1][1] + g[-1][3].length == p[1]
+                and _aligned(g[0][1], sum(x[3].length for x in g) + p[3].length, k_strides, widest)
+            ):
                 g.append(p)
             else:
                 groups.append([p])
-        return [LdsRead(g[0][0], g[0][1], sum(x[3].length for x in g), tuple((x[2], x[3]) for x in g))
-                for g in groups]
+        return [LdsRead(g[0][0], g[0][1], sum(x[3].length for x in g), tuple((x[2], x[3]) for x in g)) for g in groups]
 
     def describe(self, batches: list[tuple[int, int]]) -> str:
         """The reads that load ``batches`` (e.g. one K tile's instructions)."""
@@ -159,13 +172,16 @@ class FragmentPlan:
                 per_k = Counter(b[0] if self.k_axis == ROW else b[1] for b in batches).values()
                 x4, x2 = sum(n // 2 for n in per_k), sum(n % 2 for n in per_k)
                 if x4:
-                    return (f"{x4} x nvgpu.ldmatrix{trans} (x4), one per two instructions (x2 each)"
-                            + (f", and {x2} x2" if x2 else ""))
+                    return f"{x4} x nvgpu.ldmatrix{trans} (x4), one per two instructions (x2 each)" + (
+                        f", and {x2} x2" if x2 else ""
+                    )
             return f"{len(batches)} x nvgpu.ldmatrix{trans} (x{len(self.blocks)}), one per instruction"
         reads = self.reads(batches)
         widths = sorted({r.length * self.bits for r in reads}, reverse=True)
-        return (f"{len(reads)} x vector.load of {'/'.join(map(str, widths))} bits for {len(batches)} "
-                f"instruction{'s' if len(batches) > 1 else ''}")
+        return (
+            f"{len(reads)} x vector.load of {'/'.join(map(str, widths))} bits for {len(batches)} "
+            f"instruction{'s' if len(batches) > 1 else ''}"
+        )
 
 
 class FragmentLoader:
@@ -201,16 +217,18 @@ class FragmentLoader:
         ``slot``: the ring slot to read (an LDS ring's storage), marked ``mmaflow.ring``."""
         return self.load_group(em, base, [batch], slot)[0]
 
-    def load_each(self, em: Emitter, base: dict, batches: list[tuple[int, int]],
-                  slot: ir.Value | None = None) -> list[ir.Value]:
+    def load_each(
+        self, em: Emitter, base: dict, batches: list[tuple[int, int]], slot: ir.Value | None = None
+    ) -> list[ir.Value]:
         """The fragments of several instructions, each read on its own, except that ldmatrix
         fragments of two blocks are read two instructions per x4 (``load_group``)."""
         if self.plan.blocks is not None:
             return self.load_group(em, base, batches, slot)
         return [self.load(em, base, b, slot) for b in batches]
 
-    def load_group(self, em: Emitter, base: dict, batches: list[tuple[int, int]],
-                   slot: ir.Value | None = None) -> list[ir.Value]:
+    def load_group(
+        self, em: Emitter, base: dict, batches: list[tuple[int, int]], slot: ir.Value | None = None
+    ) -> list[ir.Value]:
         """This lane's fragments of several instructions (``FragmentPlan.reads``)."""
         plan = self.plan
         lead = [] if slot is None else [slot]
@@ -222,7 +240,7 @@ class FragmentLoader:
             out = []
             nb, per = len(plan.blocks), 32 // plan.bits
             for i in range(0, len(batches), 2 if nb == 2 else 1):
-                group = batches[i:i + 2] if nb == 2 else batches[i:i + 1]
+                group = batches[i : i + 2] if nb == 2 else batches[i : i + 1]
                 off = plan.offset(group[0])
                 blocks = plan.blocks
                 if len(group) == 2:
@@ -232,8 +250,16 @@ class FragmentLoader:
                 ld_nonk, ld_k = self._lane_address(blocks)
                 k0, n0 = em.add(base[k_axis], off[k_axis]), em.add(base[nonk_axis], off[nonk_axis])
                 at = [em.add(n0, ld_nonk), em.add(k0, ld_k)]
-                val = _ring(em.ldmatrix(self.storage, lead + (at[::-1] if plan.k_outer else at), len(blocks),
-                                        vector_type([len(blocks), per], self.elem), transpose=plan.k_outer), slot)
+                val = _ring(
+                    em.ldmatrix(
+                        self.storage,
+                        lead + (at[::-1] if plan.k_outer else at),
+                        len(blocks),
+                        vector_type([len(blocks), per], self.elem),
+                        transpose=plan.k_outer,
+                    ),
+                    slot,
+                )
                 for g in range(len(group)):
                     part = val if len(group) == 1 else em.extract_slice(val, [g * nb], [nb])
                     out.append(em.shape_cast(part, plan.op_shape))
@@ -241,10 +267,11 @@ class FragmentLoader:
         k_lane, n_lane = self.lanes.part(plan.layout, k_axis), self.lanes.part(plan.layout, nonk_axis)
         values: list[list] = [[] for _ in batches]
         for read in plan.reads(batches):
-            idx = {k_axis: em.add(base[k_axis], k_lane, read.k),
-                   nonk_axis: em.add(base[nonk_axis], n_lane, read.nonk)}
-            val = _ring(em.lds_load(self.storage, lead + [idx[nonk_axis], idx[k_axis]],
-                                    vector_type([read.length], self.elem)), slot)
+            idx = {k_axis: em.add(base[k_axis], k_lane, read.k), nonk_axis: em.add(base[nonk_axis], n_lane, read.nonk)}
+            val = _ring(
+                em.lds_load(self.storage, lead + [idx[nonk_axis], idx[k_axis]], vector_type([read.length], self.elem)),
+                slot,
+            )
             at = 0
             for b, run in read.parts:
                 part = val if len(read.parts) == 1 else em.extract_slice(val, at, run.length)

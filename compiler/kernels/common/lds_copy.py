@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.core.mlir import defining_op
+from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 
 
 @dataclass(frozen=True)
@@ -65,9 +65,20 @@ class CopyShape:
     swizzle: tuple[int, ...] = ()
 
     @staticmethod
-    def plan(operand: str, rows: int, cols: int, bits: int, transposed: bool, threads: int, *,
-             row_length: int = 0, lds_row: int = 0, banks: int = 0, wave: int = 64,
-             asynchronous: bool = False) -> "CopyShape":
+    def plan(
+        operand: str,
+        rows: int,
+        cols: int,
+        bits: int,
+        transposed: bool,
+        threads: int,
+        *,
+        row_length: int = 0,
+        lds_row: int = 0,
+        banks: int = 0,
+        wave: int = 64,
+        asynchronous: bool = False,
+    ) -> "CopyShape":
         """``row_length``: what a global row's true length (elements) is a multiple of (chunks
         must divide it; 0: no constraint); ``lds_row``: elements per LDS row (with padding);
         ``banks``: LDS banks (4 bytes each) to keep the stores conflict-free for, 0 for the
@@ -87,27 +98,49 @@ class CopyShape:
         if asynchronous and transposed:
             raise ValueError(f"{operand}: an asynchronous copy stores chunks as they are, it cannot transpose")
         swizzle = _transposed_swizzle(rows // kb, v, kb * bits, lds_row * bits, banks, wave) if transposed else ()
-        return CopyShape(operand, rows, cols, bits, transposed, threads, v, per_row, kb, total,
-                         math.ceil(total / threads), group, step, asynchronous, swizzle)
+        return CopyShape(
+            operand,
+            rows,
+            cols,
+            bits,
+            transposed,
+            threads,
+            v,
+            per_row,
+            kb,
+            total,
+            math.ceil(total / threads),
+            group,
+            step,
+            asynchronous,
+            swizzle,
+        )
 
     def registers(self) -> int:
         """Vectors one thread holds between the loads and the stores (none when asynchronous)."""
         return 0 if self.asynchronous else self.rounds * self.kb
 
     def describe(self) -> str:
-        how = (f"transposing ({self.kb} K row{'s' if self.kb > 1 else ''} per item)" if self.transposed else
-               "asynchronous (cp.async)"
-               if self.asynchronous else "direct")
+        how = (
+            f"transposing ({self.kb} K row{'s' if self.kb > 1 else ''} per item)"
+            if self.transposed
+            else "asynchronous (cp.async)"
+            if self.asynchronous
+            else "direct"
+        )
         order = f", LDS store rows {self.row_step} apart in groups of {self.row_group}" if self.row_step > 1 else ""
         if self.swizzle:
             order += f", each store phase's column chunks in the order x ^ {'/'.join(map(str, self.swizzle))}"
-        return (f"{self.rows}x{self.cols} tile {how}: {self.v * self.bits}-bit chunks, {self.total} items over "
-                f"{self.threads} threads ({self.rounds} round{'s' if self.rounds > 1 else ''}, "
-                f"{self.registers()} registers carried){order}")
+        return (
+            f"{self.rows}x{self.cols} tile {how}: {self.v * self.bits}-bit chunks, {self.total} items over "
+            f"{self.threads} threads ({self.rounds} round{'s' if self.rounds > 1 else ''}, "
+            f"{self.registers()} registers carried){order}"
+        )
 
 
-def _store_row_order(rows: int, per_row: int, chunk_bytes: int, row_bits: int, transposed: bool,
-                     banks: int) -> tuple[int, int]:
+def _store_row_order(
+    rows: int, per_row: int, chunk_bytes: int, row_bits: int, transposed: bool, banks: int
+) -> tuple[int, int]:
     """(g, d): the g tile rows that one phase of a direct copy's LDS stores writes (the lanes of
     a phase are ``banks * 4 / chunk bytes`` consecutive threads) are rows d apart, with d the
     smallest power of two for which their dword ranges fall in distinct banks (g = 1 or d = 1:
@@ -133,8 +166,7 @@ def _store_row_order(rows: int, per_row: int, chunk_bytes: int, row_bits: int, t
     return 1, 1
 
 
-def _transposed_swizzle(blocks: int, v: int, store_bits: int, row_bits: int, banks: int,
-                        wave: int) -> tuple[int, ...]:
+def _transposed_swizzle(blocks: int, v: int, store_bits: int, row_bits: int, banks: int, wave: int) -> tuple[int, ...]:
     """Per column chunk of a store phase, the XOR that orders a transposing copy's stores.
     Lanes take K blocks fastest (``blocks`` lanes per chunk of ``v`` columns) and store x
     writes one ``store_bits`` piece into LDS row col + x, so a phase of m chunks writes rows 8
@@ -174,8 +206,19 @@ def _transposed_swizzle(blocks: int, v: int, store_bits: int, row_bits: int, ban
 class Copy:
     """A ``CopyShape`` bound to its IR: the global memref and the LDS tile."""
 
-    def __init__(self, shape: CopyShape, elem: ir.Type, src: ir.Value, lead: list, storage: ir.Value,
-                 dst: tuple, limits: tuple = (None, None), extent0=None, *, k_axis: int):
+    def __init__(
+        self,
+        shape: CopyShape,
+        elem: ir.Type,
+        src: ir.Value,
+        lead: list,
+        storage: ir.Value,
+        dst: tuple,
+        limits: tuple = (None, None),
+        extent0=None,
+        *,
+        k_axis: int,
+    ):
         """``lead``: leading (batch) indices of the global access; ``dst``: logical LDS origin
         (d0, d1); ``limits``: true extents (int or index value) of the global rows / cols where
         the tile overhangs them; ``extent0``: true extent of the access's first index;
@@ -225,12 +268,27 @@ class Copy:
             row, col = self._item(em, tid, i)
             for j in range(self.shape.kb):
                 idx = self.lead + [em.add(g0, row, j), em.add(g1, col)]
-                out.append(em.bounded_global_load(self.src, idx, self.chunk_type,
-                                                  [None] * len(self.lead) + list(self.limits), extent0=self.extent0))
+                out.append(
+                    em.bounded_global_load(
+                        self.src,
+                        idx,
+                        self.chunk_type,
+                        [None] * len(self.lead) + list(self.limits),
+                        extent0=self.extent0,
+                    )
+                )
         return out
 
-    def async_copies(self, em: Emitter, tid: ir.Value, g0: ir.Value, g1: ir.Value, slot: ir.Value,
-                     tile_valid: ir.Value | None, whole_k: bool = False) -> list[ir.Value]:
+    def async_copies(
+        self,
+        em: Emitter,
+        tid: ir.Value,
+        g0: ir.Value,
+        g1: ir.Value,
+        slot: ir.Value,
+        tile_valid: ir.Value | None,
+        whole_k: bool = False,
+    ) -> list[ir.Value]:
         """One ``nvgpu.device_async_copy`` per chunk of this thread: global tile (g0, g1) into
         ring slot ``slot``, no registers in between. A chunk outside the tensor, or of a tile
         past the last (``tile_valid`` false), copies 0 source elements from a clamped address:
@@ -259,8 +317,9 @@ class Copy:
             valid = c_em.in_bounds(idx, [None] * len(self.lead) + limits)
             if tile_valid is not None:
                 valid = tile_valid if valid is None else c_em.and_(valid, tile_valid)
-            token = c_em.async_copy(self.src, idx, self.storage, [slot, c_em.add(d0, row), c_em.add(d1, col)],
-                                    s.v, valid, zeroed)
+            token = c_em.async_copy(
+                self.src, idx, self.storage, [slot, c_em.add(d0, row), c_em.add(d1, col)], s.v, valid, zeroed
+            )
             attrs.mark(defining_op(token), attrs.RING)
             if c_em is em:
                 tokens.append(token)
@@ -278,13 +337,14 @@ class Copy:
             op = s_em.lds_store(val, self.storage, lead + idx)
             if slot is not None:
                 attrs.mark(op, attrs.RING)
+
         kb_t = vector_type([s.kb], self.elem)
         for i in range(s.rounds):
             s_em = em
             if (i + 1) * s.threads > s.total:  # the clamped items must not store
                 s_em = em.if_then(em.lt(em.add(tid, i * s.threads), s.total))
             row, col = self._item(s_em, tid, i)
-            chunk = values[i * s.kb:(i + 1) * s.kb]
+            chunk = values[i * s.kb : (i + 1) * s.kb]
             if not s.transposed:
                 store(s_em, chunk[0], [s_em.add(d0, row), s_em.add(d1, col)])
                 continue
@@ -292,8 +352,11 @@ class Copy:
             if s.swizzle:
                 pos = s_em.rem(s_em.div(s_em.add(tid, i * s.threads), s.rows // s.kb), len(s.swizzle))
                 mask = s_em.table(list(s.swizzle), pos)
-                bits_of = [(1 << b, s_em.and_(mask, s_em.const(1 << b))) for b in range(s.v.bit_length())
-                           if any(m & (1 << b) for m in s.swizzle)]
+                bits_of = [
+                    (1 << b, s_em.and_(mask, s_em.const(1 << b)))
+                    for b in range(s.v.bit_length())
+                    if any(m & (1 << b) for m in s.swizzle)
+                ]
             for x in range(s.v):
                 vec = s_em.from_elements(kb_t, [s_em.extract(ch, x) for ch in chunk])
                 at = x

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
-from mmaflow.compiler.kernels.common.tiles import ring_slots
+from mmaflow.compiler.core.problem import Contraction, operand_dims
 from mmaflow.compiler.kernels.common.fragments import FragmentPlan
+from mmaflow.compiler.kernels.common.lds_copy import CopyShape
+from mmaflow.compiler.kernels.common.tiles import ring_slots
 from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
 from mmaflow.compiler.target.layout import COL, ROW, Layout, Run
-from mmaflow.compiler.kernels.common.lds_copy import CopyShape
-from mmaflow.compiler.core.problem import Contraction, operand_dims
 from mmaflow.compiler.target.targets import Target, Vendor
 
 
@@ -71,18 +71,26 @@ class Extents:
         if t is not None:
             return str(t)
         div = self.multiple(axis)
-        return f"{self.names[axis].upper()} (dynamic{f', a multiple of {div}' if div > 1 else ', no divisibility hint'})"
+        return (
+            f"{self.names[axis].upper()} (dynamic{f', a multiple of {div}' if div > 1 else ', no divisibility hint'})"
+        )
 
 
-def extents(problem: Contraction, cfg: KernelConfig, role: str, padded: tuple[int, ...],
-            also: str | None = None) -> Extents:
+def extents(
+    problem: Contraction, cfg: KernelConfig, role: str, padded: tuple[int, ...], also: str | None = None
+) -> Extents:
     """The extents of the binding of ``role`` ("A", "B", "C"), whose memref the script saw as
     ``padded``; ``also``: the second role of a memref that feeds both A and B."""
     dims = operand_dims(problem)
     names = tuple(dims[role])
-    return Extents(tuple(padded), tuple(getattr(problem, d) for d in names), names, problem,
-                   (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k), ("batch", 1)),
-                   tuple(dims[also]) if also else None)
+    return Extents(
+        tuple(padded),
+        tuple(getattr(problem, d) for d in names),
+        names,
+        problem,
+        (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k), ("batch", 1)),
+        tuple(dims[also]) if also else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -174,8 +182,10 @@ class EpiloguePlan:
             return ""
         bits = TYPE_BITS[self.stored_type]
         words = "one 32-bit word" if bits == 16 else f"{bits // 16} 32-bit words"
-        return (f"; lanes l and l ^ 1 swap {words} of each two 8-column-apart runs (shfl.bfly 1) and "
-                f"store 4 contiguous elements each ({bits // 2} bytes)")
+        return (
+            f"; lanes l and l ^ 1 swap {words} of each two 8-column-apart runs (shfl.bfly 1) and "
+            f"store 4 contiguous elements each ({bits // 2} bytes)"
+        )
 
 
 def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[tuple, tuple] | None:
@@ -207,8 +217,17 @@ def store_pairs(runs, batch: tuple[int, int], im: int, inn: int) -> tuple[tuple,
 PAIRED_BITS = (16, 32)
 
 
-def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: Extents, vendor: Vendor,
-               offset: int | None, fused: bool = False) -> tuple[tuple, tuple] | None:
+def lane_pairs(
+    lay: Layout,
+    runs,
+    im: int,
+    inn: int,
+    stored_type: str,
+    extents: Extents,
+    vendor: Vendor,
+    offset: int | None,
+    fused: bool = False,
+) -> tuple[tuple, tuple] | None:
     """``store_pairs``' (pairs, singles) where an output's runs of two are merged across lane
     pairs, else None: elements
     of ``PAIRED_BITS``, NVIDIA's accumulator layouts (the mma.sync and wgmma C layouts: a row's 8
@@ -225,8 +244,9 @@ def lane_pairs(lay: Layout, runs, im: int, inn: int, stored_type: str, extents: 
     if bits == 32 and fused:
         return None
     terms = lay.lane_terms()
-    if ([(div, size, stride) for _, div, size, axis, stride in terms if axis == COL] != [(1, 4, 2)]
-            or any(div < 4 for _, div, _, axis, _ in terms if axis == ROW)):
+    if [(div, size, stride) for _, div, size, axis, stride in terms if axis == COL] != [(1, 4, 2)] or any(
+        div < 4 for _, div, _, axis, _ in terms if axis == ROW
+    ):
         return None
     if extents.bounded()[-1] and extents.multiple(-1) % 4:
         return None
@@ -254,48 +274,73 @@ class KernelPlan:
         """What the ISA must show (``verify.check_isa``): the widest global load (or async copy)
         of the copies, the K tiles (0: dynamic) and the matrix instructions per K tile."""
         bits = max(o.copy.v * o.copy.bits for o in self.operands)
-        return attrs.Expectations(bits, self.loop.k_tiles or 0, self.loop.mma_per_k_tile, self.loop.asynchronous,
-                                  self.loop.barriers_per_k_tile)
+        return attrs.Expectations(
+            bits,
+            self.loop.k_tiles or 0,
+            self.loop.mma_per_k_tile,
+            self.loop.asynchronous,
+            self.loop.barriers_per_k_tile,
+        )
 
     def describe(self) -> list[str]:
         lp, ep = self.loop, self.epilogue
         m, n, k = lp.instructions
-        lines = [f"{self.intrinsic.name} wave{self.wave_size}, {self.workgroup_size} threads, "
-                 f"K tiles of {lp.tile_k}: {lp.k_tiles if lp.k_tiles is not None else 'from the run-time K'}"]
+        lines = [
+            f"{self.intrinsic.name} wave{self.wave_size}, {self.workgroup_size} threads, "
+            f"K tiles of {lp.tile_k}: {lp.k_tiles if lp.k_tiles is not None else 'from the run-time K'}"
+        ]
         ring = f"{lp.slots} x " if lp.slots > 1 else ""
         for o in self.operands:
             dims = " x ".join(f"{d.name}({d.size})" for d in o.layout.ordered_dims())
-            batches = [(i, kk) for i in range(m) for kk in range(k)] if o.name == "A" else \
-                [(kk, j) for j in range(n) for kk in range(k)]
+            batches = (
+                [(i, kk) for i in range(m) for kk in range(k)]
+                if o.name == "A"
+                else [(kk, j) for j in range(n) for kk in range(k)]
+            )
             bounds = "/".join(ax for ax, b in zip(("rows", "cols"), o.bounded) if b) or "none"
-            lines += [f"{o.name}: layout {dims}",
-                      f"{o.name}: LDS {ring}{o.elem}[{o.lds_shape[0]}][{o.lds_shape[1]}] "
-                      f"({'K outermost' if o.k_outer else 'K innermost'}); copy "
-                      f"{o.copy.describe()}; global bounds: {bounds}",
-                      f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}"]
+            lines += [
+                f"{o.name}: layout {dims}",
+                f"{o.name}: LDS {ring}{o.elem}[{o.lds_shape[0]}][{o.lds_shape[1]}] "
+                f"({'K outermost' if o.k_outer else 'K innermost'}); copy "
+                f"{o.copy.describe()}; global bounds: {bounds}",
+                f"{o.name}: fragments per K tile: {o.fragments.describe(batches)}",
+            ]
         if lp.asynchronous:
-            inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
-                        f"one barrier per K tile; a main loop copying whole K tiles (no K check), a drain "
-                        f"for the last {lp.prefetch}")
+            inflight = (
+                f"{lp.stages}-stage LDS ring: {lp.prefetch} K tiles in flight through async copies, "
+                f"one barrier per K tile; a main loop copying whole K tiles (no K check), a drain "
+                f"for the last {lp.prefetch}"
+            )
         elif lp.stages > 1:
-            inflight = (f"{lp.stages}-stage LDS ring: {lp.prefetch} K tile{'s' if lp.prefetch > 1 else ''} in flight "
-                        f"in registers ({lp.prefetch} x {sum(o.copy.registers() for o in self.operands)} vectors per "
-                        f"thread; tile i+{lp.prefetch}'s loads issued before tile i's matrix instructions), tile i+1 "
-                        f"stored into its LDS slot after them, one barrier per K tile"
-                        + (f"; the K loop unrolled by {lp.unroll}, so each tile in flight keeps its registers"
-                           if lp.unroll > 1 else ""))
+            inflight = (
+                f"{lp.stages}-stage LDS ring: {lp.prefetch} K tile{'s' if lp.prefetch > 1 else ''} in flight "
+                f"in registers ({lp.prefetch} x {sum(o.copy.registers() for o in self.operands)} vectors per "
+                f"thread; tile i+{lp.prefetch}'s loads issued before tile i's matrix instructions), tile i+1 "
+                f"stored into its LDS slot after them, one barrier per K tile"
+                + (
+                    f"; the K loop unrolled by {lp.unroll}, so each tile in flight keeps its registers"
+                    if lp.unroll > 1
+                    else ""
+                )
+            )
         else:
-            inflight = (f"prefetch {lp.prefetch} K tile in registers "
-                        f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)")
-        lines.append(f"loop: {m}x{n} instructions x {k} K steps = {lp.mma_per_k_tile} per K tile"
-                     f"{', K steps interleaved' if lp.k_interleaved else ''}; {inflight}"
-                     f"{'; first loads skipped when K is 0' if lp.guard_empty_k else ''}")
+            inflight = (
+                f"prefetch {lp.prefetch} K tile in registers "
+                f"({sum(o.copy.registers() for o in self.operands)} vectors per thread)"
+            )
+        lines.append(
+            f"loop: {m}x{n} instructions x {k} K steps = {lp.mma_per_k_tile} per K tile"
+            f"{', K steps interleaved' if lp.k_interleaved else ''}; {inflight}"
+            f"{'; first loads skipped when K is 0' if lp.guard_empty_k else ''}"
+        )
         widths = sorted({r.length for r in ep.runs}, reverse=True)
         bounds = "/".join(ax for ax, b in zip(("M", "N"), ep.bounded) if b) or "none"
-        lines.append(f"epilogue: {len(ep.runs)} stores of {'/'.join(map(str, widths))} element"
-                     f"{'s' if widths != [1] else ''} per instruction tile, bounds: {bounds}"
-                     + (f", fused: {' '.join(op.split('.', 1)[-1] for op in ep.fused)}" if ep.fused else "")
-                     + f" -> {ep.stored_type}{ep.pairs_note}")
+        lines.append(
+            f"epilogue: {len(ep.runs)} stores of {'/'.join(map(str, widths))} element"
+            f"{'s' if widths != [1] else ''} per instruction tile, bounds: {bounds}"
+            + (f", fused: {' '.join(op.split('.', 1)[-1] for op in ep.fused)}" if ep.fused else "")
+            + f" -> {ep.stored_type}{ep.pairs_note}"
+        )
         return lines + [f"note: {x}" for x in self.notes]
 
 
@@ -319,8 +364,9 @@ def interleave_k(intr: Intrinsic, vendor: Vendor, bits: int, a: Layout, b: Layou
     return True
 
 
-def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: OperandFacts, b: OperandFacts,
-                c_extents: Extents) -> KernelPlan:
+def plan_kernel(
+    problem: Contraction, cfg: KernelConfig, target: Target, a: OperandFacts, b: OperandFacts, c_extents: Extents
+) -> KernelPlan:
     """Every decision of the rewrite, from the problem, the config, the target and what the
     matcher read off the script's IR."""
     intr = target.intrinsic(cfg.intrinsic)
@@ -335,8 +381,10 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
     c_lay = lc.compose(wm // intr.m, wn // intr.n)
     notes = []
     if problem.same_ab:
-        notes.append(f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
-                     "operand gets its own copy into LDS, in its own layout")
+        notes.append(
+            f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
+            "operand gets its own copy into LDS, in its own layout"
+        )
     ring = cfg.stages > 1 and vendor is Vendor.NVIDIA  # filled by async copies (AMD's ring: through registers)
     ops = []
     for facts, layout, k_axis, op_shape in ((a, a_lay, COL, intr.a_shape), (b, b_lay, ROW, intr.b_shape)):
@@ -346,29 +394,74 @@ def plan_kernel(problem: Contraction, cfg: KernelConfig, target: Target, a: Oper
         ext = facts.extents
         k_outer = ring and facts.k_dim == 0  # async copies store the tile as it is in global memory
         lds_shape = (k, nonk + cfg.lds_pad) if k_outer else (nonk, k + cfg.lds_pad)
-        copy = CopyShape.plan(facts.name, facts.copy_rows, facts.copy_cols, bits, facts.k_dim == 0 and not ring,
-                              cfg.workgroup_size, row_length=ext.multiple(-1), lds_row=lds_shape[1],
-                              # (NVIDIA's register-staged copies keep the plain row order, as measured)
-                              banks=target.lds_banks if vendor is Vendor.AMD or ring else 0, wave=cfg.wave_size,
-                              asynchronous=ring)
+        copy = CopyShape.plan(
+            facts.name,
+            facts.copy_rows,
+            facts.copy_cols,
+            bits,
+            facts.k_dim == 0 and not ring,
+            cfg.workgroup_size,
+            row_length=ext.multiple(-1),
+            lds_row=lds_shape[1],
+            # (NVIDIA's register-staged copies keep the plain row order, as measured)
+            banks=target.lds_banks if vendor is Vendor.AMD or ring else 0,
+            wave=cfg.wave_size,
+            asynchronous=ring,
+        )
         if ext.multiple(-1) * bits % 128:
-            notes.append(f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
-                         f"{copy.v * bits} bits wide, not 128")
-        frags = FragmentPlan.plan(layout, k_axis, bits, op_shape, allow_ldmatrix=intr.op == "nvgpu.mma.sync",
-                                  k_outer=k_outer)
-        ops.append(OperandPlan(facts.name, layout, k_axis, facts.k_dim, facts.vec_dim_role, facts.elem,
-                               lds_shape, k_outer, copy, frags, ext.bounded()[-2:], ext))
+            notes.append(
+                f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
+                f"{copy.v * bits} bits wide, not 128"
+            )
+        frags = FragmentPlan.plan(
+            layout, k_axis, bits, op_shape, allow_ldmatrix=intr.op == "nvgpu.mma.sync", k_outer=k_outer
+        )
+        ops.append(
+            OperandPlan(
+                facts.name,
+                layout,
+                k_axis,
+                facts.k_dim,
+                facts.vec_dim_role,
+                facts.elem,
+                lds_shape,
+                k_outer,
+                copy,
+                frags,
+                ext.bounded()[-2:],
+                ext,
+            )
+        )
     bm, bk = a_lay.batch
     _, bn = b_lay.batch
-    loop = LoopPlan(tk, None if problem.k is None else -(-problem.k // tk), (bm, bn, bk), interleaved,
-                    max(1, cfg.stages - 1), problem.k is None and vendor is Vendor.NVIDIA and not ring, cfg.stages,
-                    ring, ring_slots(cfg, target), cfg.stages - 1 if cfg.stages > 2 and vendor is Vendor.AMD else 1)
+    loop = LoopPlan(
+        tk,
+        None if problem.k is None else -(-problem.k // tk),
+        (bm, bn, bk),
+        interleaved,
+        max(1, cfg.stages - 1),
+        problem.k is None and vendor is Vendor.NVIDIA and not ring,
+        cfg.stages,
+        ring,
+        ring_slots(cfg, target),
+        cfg.stages - 1 if cfg.stages > 2 and vendor is Vendor.AMD else 1,
+    )
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
     if c_bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = [Run(e, 1, *c_lay.element_offsets()[e]) for e in range(c_lay.elements)]  # may straddle N
-    pairs = lane_pairs(c_lay, runs, intr.m, intr.n, problem.stored_type, c_extents, vendor, problem.c.offset,
-                       bool(problem.epilogue_ops))
-    epi = EpiloguePlan(c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents,
-                       *(pairs or ()))
+    pairs = lane_pairs(
+        c_lay,
+        runs,
+        intr.m,
+        intr.n,
+        problem.stored_type,
+        c_extents,
+        vendor,
+        problem.c.offset,
+        bool(problem.epilogue_ops),
+    )
+    epi = EpiloguePlan(
+        c_lay, tuple(runs), c_bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents, *(pairs or ())
+    )
     return KernelPlan(intr, vendor, cfg.wave_size, cfg.workgroup_size, ops[0], ops[1], loop, epi, tuple(notes))

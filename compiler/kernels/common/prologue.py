@@ -48,8 +48,9 @@ def buffer_type(shape: list, elem: ir.Type, *, offset_known: int | None = None) 
     if offset_known == 0:
         return ir.MemRefType.get(dims, elem, None, space)
     stride_offset = ir.ShapedType.get_dynamic_stride_or_offset()
-    layout = ir.StridedLayoutAttr.get(stride_offset if offset_known is None else offset_known,
-                                      [stride_offset if x == dyn else x for x in strides])
+    layout = ir.StridedLayoutAttr.get(
+        stride_offset if offset_known is None else offset_known, [stride_offset if x == dyn else x for x in strides]
+    )
     return ir.MemRefType.get(dims, elem, layout, space)
 
 
@@ -108,15 +109,19 @@ def inline_prologue(func: ir.Operation, ip: ir.InsertionPoint, problem: Contract
     want = len(dims) + len(problem.epilogue)
     if pfunc is None:
         if want:
-            raise CodegenError(f"the problem has {len(dims)} dynamic sizes and {len(problem.epilogue)} epilogue "
-                               f"inputs but the module has no prologue function")
+            raise CodegenError(
+                f"the problem has {len(dims)} dynamic sizes and {len(problem.epilogue)} epilogue "
+                f"inputs but the module has no prologue function"
+            )
         return {}, []
     body = [o.operation for o in pfunc.regions[0].blocks[0].operations]
     ret = body[-1]
     mapping = clone_into(body[:-1], ip, {})
     out = [mapping[v] for v in ret.operands]
     if len(out) != want:
-        raise CodegenError(f"the prologue returns {len(out)} values; the problem needs {len(dims)} sizes and "
-                           f"{len(problem.epilogue)} epilogue inputs")
+        raise CodegenError(
+            f"the prologue returns {len(out)} values; the problem needs {len(dims)} sizes and "
+            f"{len(problem.epilogue)} epilogue inputs"
+        )
     pfunc.erase()
-    return dict(zip(dims, out[:len(dims)])), out[len(dims):]
+    return dict(zip(dims, out[: len(dims)])), out[len(dims) :]

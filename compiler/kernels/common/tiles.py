@@ -30,7 +30,8 @@ def require_intrinsic(target: Target, problem: Contraction) -> None:
             sign = f" ({'unsigned' if problem.unsigned_a else 'signed'} x {'unsigned' if problem.unsigned_b else 'signed'})"
         raise UnsupportedError(
             f"no matrix instruction on {target.name} computes {problem.a_type} x {problem.b_type} -> "
-            f"{problem.c_type}{sign}; {target.name} has: {', '.join(have)}")
+            f"{problem.c_type}{sign}; {target.name} has: {', '.join(have)}"
+        )
 
 
 def k_outer(problem: Contraction, operand: str) -> bool:
@@ -66,9 +67,13 @@ def ring_slots(cfg: KernelConfig, target: Target) -> int:
 
 
 def lds_bytes(cfg: KernelConfig, problem: Contraction, target: Target) -> int:
-    return ring_slots(cfg, target) * sum(r * c * TYPE_BITS[t] // 8 for r, c, t in
-                            (lds_tile(cfg, problem, "A", target) + (problem.a_type,),
-                             lds_tile(cfg, problem, "B", target) + (problem.b_type,)))
+    return ring_slots(cfg, target) * sum(
+        r * c * TYPE_BITS[t] // 8
+        for r, c, t in (
+            lds_tile(cfg, problem, "A", target) + (problem.a_type,),
+            lds_tile(cfg, problem, "B", target) + (problem.b_type,),
+        )
+    )
 
 
 def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str | None:
@@ -84,8 +89,11 @@ def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str
         bits = TYPE_BITS[t]
         if k_outer(problem, op) and bits != 16:
             return f"{op} is {t} with K outermost: ldmatrix .trans transposes 16-bit elements only"
-        rows, cols = (cfg.tile_k, cfg.tile_m if op == "A" else cfg.tile_n) if k_outer(problem, op) else \
-            (cfg.tile_m if op == "A" else cfg.tile_n, cfg.tile_k)
+        rows, cols = (
+            (cfg.tile_k, cfg.tile_m if op == "A" else cfg.tile_n)
+            if k_outer(problem, op)
+            else (cfg.tile_m if op == "A" else cfg.tile_n, cfg.tile_k)
+        )
         dim = "k" if not k_outer(problem, op) else ("m" if op == "A" else "n")
         dyn = problem.dynamic_dim(dim)  # (the heuristic sees dynamic sizes as DYNAMIC_ESTIMATE)
         row_len = dyn.divisor if dyn is not None else getattr(problem, dim)
@@ -93,8 +101,9 @@ def ring_problem(cfg: KernelConfig, target: Target, problem: Contraction) -> str
         while cols % v or row_len % v:
             v //= 2
         if v * bits < 32:
-            return (f"{op}'s rows ({row_len} elements) allow only {v * bits}-bit chunks; cp.async copies "
-                    f"4, 8 or 16 bytes")
+            return (
+                f"{op}'s rows ({row_len} elements) allow only {v * bits}-bit chunks; cp.async copies 4, 8 or 16 bytes"
+            )
     return None
 
 
@@ -102,51 +111,72 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     """Check a config against the target and the problem; return its intrinsic."""
     intr = target.intrinsic(cfg.intrinsic)
     if cfg.wave_size not in target.wave_sizes:
-        raise ConfigError(f"wave_size={cfg.wave_size} is not available on {target.name} "
-                          f"(choices: {', '.join(map(str, target.wave_sizes))})")
+        raise ConfigError(
+            f"wave_size={cfg.wave_size} is not available on {target.name} "
+            f"(choices: {', '.join(map(str, target.wave_sizes))})"
+        )
     if intr.wave_size != cfg.wave_size:
-        raise ConfigError(f"intrinsic {intr.name} runs at wave{intr.wave_size}, config says "
-                          f"wave_size={cfg.wave_size}")
+        raise ConfigError(f"intrinsic {intr.name} runs at wave{intr.wave_size}, config says wave_size={cfg.wave_size}")
     if intr not in matching_intrinsics(target, problem, cfg.wave_size):
-        raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
-                          f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
+        raise ConfigError(
+            f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
+            f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}"
+        )
     for name in ("tile_m", "tile_n", "tile_k", "waves_m", "waves_n"):
         if getattr(cfg, name) <= 0:
             raise ConfigError(f"{name} must be positive, got {getattr(cfg, name)}")
     if cfg.lds_pad < 0:
         raise ConfigError(f"lds_pad must be >= 0, got {cfg.lds_pad}")
     if cfg.tile_m % cfg.waves_m or cfg.wave_tile_m % intr.m:
-        raise ConfigError(f"tile_m={cfg.tile_m} must split into waves_m={cfg.waves_m} wave tiles that are "
-                          f"multiples of the instruction's M={intr.m}")
+        raise ConfigError(
+            f"tile_m={cfg.tile_m} must split into waves_m={cfg.waves_m} wave tiles that are "
+            f"multiples of the instruction's M={intr.m}"
+        )
     if cfg.tile_n % cfg.waves_n or cfg.wave_tile_n % intr.n:
-        raise ConfigError(f"tile_n={cfg.tile_n} must split into waves_n={cfg.waves_n} wave tiles that are "
-                          f"multiples of the instruction's N={intr.n}")
+        raise ConfigError(
+            f"tile_n={cfg.tile_n} must split into waves_n={cfg.waves_n} wave tiles that are "
+            f"multiples of the instruction's N={intr.n}"
+        )
     if cfg.tile_k % intr.k:
         fits = [i.name for i in matching_intrinsics(target, problem, cfg.wave_size) if cfg.tile_k % i.k == 0]
-        raise ConfigError(f"tile_k={cfg.tile_k} must be a multiple of {intr.name}'s K={intr.k}"
-                          + (f"; {', '.join(fits)} fit{'s' if len(fits) == 1 else ''} it "
-                             f"(--config intrinsic={fits[0]})" if fits else
-                             f"; no {target.name} wave{cfg.wave_size} instruction for this problem has a K dividing "
-                             f"{cfg.tile_k}"))
+        raise ConfigError(
+            f"tile_k={cfg.tile_k} must be a multiple of {intr.name}'s K={intr.k}"
+            + (
+                f"; {', '.join(fits)} fit{'s' if len(fits) == 1 else ''} it (--config intrinsic={fits[0]})"
+                if fits
+                else f"; no {target.name} wave{cfg.wave_size} instruction for this problem has a K dividing "
+                f"{cfg.tile_k}"
+            )
+        )
     if cfg.workgroup_size > target.max_workgroup_size:
-        raise ConfigError(f"{cfg.num_waves} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
-                          f"{target.name}'s {target.max_workgroup_size}")
+        raise ConfigError(
+            f"{cfg.num_waves} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
+            f"{target.name}'s {target.max_workgroup_size}"
+        )
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     if not 1 <= cfg.stages <= 4:
         raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}")
     if cfg.persistent is not None:
-        raise ConfigError(f"persistent={cfg.persistent}: the persistent grid is the warpgroup-MMA kernel's only (sm_90a, "
-                          f"--config intrinsic=WGMMA_...)")
+        raise ConfigError(
+            f"persistent={cfg.persistent}: the persistent grid is the warpgroup-MMA kernel's only (sm_90a, "
+            f"--config intrinsic=WGMMA_...)"
+        )
     if cfg.producer:
-        raise ConfigError(f"producer={cfg.producer}: the producer warpgroup feeds the warpgroup-MMA kernel's TMA ring "
-                          f"only (sm_90a, --config intrinsic=WGMMA_...)")
+        raise ConfigError(
+            f"producer={cfg.producer}: the producer warpgroup feeds the warpgroup-MMA kernel's TMA ring "
+            f"only (sm_90a, --config intrinsic=WGMMA_...)"
+        )
     if cfg.cluster != 1:
-        raise ConfigError(f"cluster={cfg.cluster}: clusters are the warp-specialized warpgroup-MMA kernel's only "
-                          f"(sm_90a, --config intrinsic=WGMMA_... producer=1 persistent=W)")
+        raise ConfigError(
+            f"cluster={cfg.cluster}: clusters are the warp-specialized warpgroup-MMA kernel's only "
+            f"(sm_90a, --config intrinsic=WGMMA_... producer=1 persistent=W)"
+        )
     if cfg.copy is not None:
-        raise ConfigError(f"copy={cfg.copy}: TMA copies feed the warpgroup-MMA kernel only (sm_90a, "
-                          f"--config intrinsic=WGMMA_...); {cfg.intrinsic} is filled by cp.async or loads")
+        raise ConfigError(
+            f"copy={cfg.copy}: TMA copies feed the warpgroup-MMA kernel only (sm_90a, "
+            f"--config intrinsic=WGMMA_...); {cfg.intrinsic} is filled by cp.async or loads"
+        )
     if cfg.stages > 1:
         why = ring_problem(cfg, target, problem)
         if why:
@@ -155,8 +185,10 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         row = lds_tile(cfg, problem, op, target)[1]
         row_bytes = row * TYPE_BITS[t] // 8
         if row_bytes % 16:
-            raise ConfigError(f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes} "
-                              f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned")
+            raise ConfigError(
+                f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes} "
+                f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned"
+            )
     need = lds_bytes(cfg, problem, target)
     if need > target.lds_bytes:
         raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")

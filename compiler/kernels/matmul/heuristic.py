@@ -11,14 +11,28 @@ from dataclasses import replace
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
-from mmaflow.compiler.kernels.common.tiles import fit_tile, k_outer, lds_bytes, matching_intrinsics, require_intrinsic, ring_problem, validate, waves_for
+from mmaflow.compiler.kernels.common.tiles import (
+    fit_tile,
+    k_outer,
+    lds_bytes,
+    matching_intrinsics,
+    require_intrinsic,
+    ring_problem,
+    validate,
+    waves_for,
+)
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.seeds import AMD_MATMUL, NVIDIA_MMA
 from mmaflow.compiler.target.targets import Family, Target, Vendor
 
 
-def default_config(target: Target, problem: Contraction, wave_size: int | None = None,
-                   intrinsic: str | None = None, why: list | None = None) -> KernelConfig:
+def default_config(
+    target: Target,
+    problem: Contraction,
+    wave_size: int | None = None,
+    intrinsic: str | None = None,
+    why: list | None = None,
+) -> KernelConfig:
     """Pick a config sized to the target's register file so that large matmuls do not spill.
 
     Per-wave register tiles (f32 accumulators in VGPRs): RDNA wave32 64x32 (8 WMMA, 64 VGPRs),
@@ -37,9 +51,15 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
     if not candidates:
         raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
     intr = candidates[0] if intrinsic is None else target.intrinsic(intrinsic)
-    why.append(f"{intr.name}: " + ("as asked" if intrinsic else
-               f"the first of {target.name}'s wave{wave} instructions for {problem.a_type} x {problem.b_type} -> "
-               f"{problem.c_type} ({', '.join(c.name for c in candidates)})"))
+    why.append(
+        f"{intr.name}: "
+        + (
+            "as asked"
+            if intrinsic
+            else f"the first of {target.name}'s wave{wave} instructions for {problem.a_type} x {problem.b_type} -> "
+            f"{problem.c_type} ({', '.join(c.name for c in candidates)})"
+        )
+    )
     bits = TYPE_BITS[problem.a_type]
     if target.vendor is Vendor.NVIDIA:
         # Measured on the H100: 64x64 warp tiles beat 64x32 ones by 1.3x at 4096^3, once there are
@@ -49,35 +69,52 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         # work; measured 152 vs 127 TFLOP/s at 1024^3 (128x64 the same, 64x64 127).
         big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
         # (sizes known at compile time only: a dynamic size is an estimate here, a dynamic batch 1)
-        few = not problem.dynamic and problem.n >= 128 and \
-            -(-problem.m // 128) * -(-problem.n // 128) * problem.batch < target.compute_units and \
-            fit_tile(problem.m, 64, 2 * intr.m, intr.m) == 64  # (not 32 rows: a 4000-row M keeps 128)
+        few = (
+            not problem.dynamic
+            and problem.n >= 128
+            and -(-problem.m // 128) * -(-problem.n // 128) * problem.batch < target.compute_units
+            and fit_tile(problem.m, 64, 2 * intr.m, intr.m) == 64
+        )  # (not 32 rows: a 4000-row M keeps 128)
         waves_m, waves_n, wt_m, wt_n = (2, 4, 64, 64) if big else (2, 4, 32, 32) if few else (2, 4, 64, 32)
-        why.append(f"{waves_m}x{waves_n} warps of {wt_m}x{wt_n}: " + (
-            f"at least two 256x128 workgroup tiles per SM ({target.compute_units} SMs): 64x64 warp tiles measured "
-            f"1.3x faster at 4096^3 on the H100, 128x256 1.1x faster than 256x128 with a ring"
-            if big else
-            f"fewer 128x128 tiles than SMs ({target.compute_units}): 64x128 tiles keep twice as many SMs busy "
-            f"(1.2x at 1024^3 on the H100)" if few else
-            f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"))
+        why.append(
+            f"{waves_m}x{waves_n} warps of {wt_m}x{wt_n}: "
+            + (
+                f"at least two 256x128 workgroup tiles per SM ({target.compute_units} SMs): 64x64 warp tiles measured "
+                f"1.3x faster at 4096^3 on the H100, 128x256 1.1x faster than 256x128 with a ring"
+                if big
+                else f"fewer 128x128 tiles than SMs ({target.compute_units}): 64x128 tiles keep twice as many SMs busy "
+                f"(1.2x at 1024^3 on the H100)"
+                if few
+                else f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"
+            )
+        )
     elif intr.family.startswith("wmma") and wave == 32:
         waves_m, waves_n, wt_m, wt_n = 2, 4, 64, 32
-        why.append("2x4 waves of 64x32: 8 WMMA accumulators (64 VGPRs) per wave32 leave room for fragments "
-                   "and prefetched tiles in 256 VGPRs")
+        why.append(
+            "2x4 waves of 64x32: 8 WMMA accumulators (64 VGPRs) per wave32 leave room for fragments "
+            "and prefetched tiles in 256 VGPRs"
+        )
     else:
         waves_m, waves_n, wt_m, wt_n = 2, 2, 64, 64
-        why.append(f"2x2 waves of 64x64: {(64 // intr.m) * (64 // intr.n)} instructions' accumulators per wave "
-                   f"within the register budget")
+        why.append(
+            f"2x2 waves of 64x64: {(64 // intr.m) * (64 // intr.n)} instructions' accumulators per wave "
+            f"within the register budget"
+        )
     tile_k = max(intr.k, 32 * 16 // bits)
     why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies")
     tm = fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
     tk = fit_tile(problem.k, tile_k, intr.k, intr.k)
-    for dim, size, want, got in (("M", problem.m, waves_m * wt_m, tm), ("N", problem.n, waves_n * wt_n, tn),
-                                 ("K", problem.k, tile_k, tk)):
+    for dim, size, want, got in (
+        ("M", problem.m, waves_m * wt_m, tm),
+        ("N", problem.n, waves_n * wt_n, tn),
+        ("K", problem.k, tile_k, tk),
+    ):
         if got != want:
-            why.append(f"tile {dim} {got} instead of {want}: fitted to {dim} = {size}"
-                       + (" (a multiple that divides it)" if size % got == 0 else " (the last tile partial)"))
+            why.append(
+                f"tile {dim} {got} instead of {want}: fitted to {dim} = {size}"
+                + (" (a multiple that divides it)" if size % got == 0 else " (the last tile partial)")
+            )
         elif size % got:
             why.append(f"tile {dim} {got}: {dim} = {size} leaves a partial last tile (bounded accesses, no padding)")
     # Fewer waves when the tile shrank below the wave grid.
@@ -92,37 +129,57 @@ def default_config(target: Target, problem: Contraction, wave_size: int | None =
         cfg = _amd_ring(cfg, target, problem, why)
     if target.vendor is Vendor.NVIDIA:
         cfg = _ring(cfg, target, problem, why)
-        if big and cfg.stages > 1 and bits == 16 and problem.k >= 2 * tile_k and \
-                problem.m >= waves_m * wt_m and problem.n >= waves_n * wt_n:
+        if (
+            big
+            and cfg.stages > 1
+            and bits == 16
+            and problem.k >= 2 * tile_k
+            and problem.m >= waves_m * wt_m
+            and problem.n >= waves_n * wt_n
+        ):
             # H100 kernel-only (the ring's copies unguarded in a main loop with a drain): 128x256
             # tiles staged 64 deep in 3 stages (153 KB) 407.7 / 434.3 TFLOP/s at 4096^3 / 8192^3,
             # against 385.8 / 408.9 staged 32 deep in 4 (108 KB); 64 deep in 4 stages 402.1 /
             # 433.6; 256x128x64 in 3 404.5 / 430.9. The full tile even where a smaller one would
             # divide the problem: 4000^3 378.9 with partial 128x256x64 tiles, 310.5 with the
             # dividing 128x160x32 (static 4096^3: 406.5 alongside).
-            deep = replace(cfg, tile_m=waves_m * wt_m, tile_n=waves_n * wt_n, tile_k=2 * tile_k,
-                           waves_m=waves_m, waves_n=waves_n, stages=3)
+            deep = replace(
+                cfg,
+                tile_m=waves_m * wt_m,
+                tile_n=waves_n * wt_n,
+                tile_k=2 * tile_k,
+                waves_m=waves_m,
+                waves_n=waves_n,
+                stages=3,
+            )
             if not ring_problem(deep, target, problem) and lds_bytes(deep, problem, target) <= target.lds_bytes:
                 if (deep.tile_m, deep.tile_n, deep.tile_k) != (cfg.tile_m, cfg.tile_n, 2 * cfg.tile_k):
-                    why.append(f"tile {deep.tile_m}x{deep.tile_n} kept (the last tiles partial) rather than one "
-                               f"dividing the problem: 1.22x at 4000^3 on the H100")
+                    why.append(
+                        f"tile {deep.tile_m}x{deep.tile_n} kept (the last tiles partial) rather than one "
+                        f"dividing the problem: 1.22x at 4000^3 on the H100"
+                    )
                 cfg = deep
-                why.append(f"K staged {cfg.tile_k} deep in a 3-stage ring instead ({lds_bytes(cfg, problem, target)} bytes): "
-                           f"half the barriers per MMA, 1.06x at 4096^3 and 8192^3 on the H100")
+                why.append(
+                    f"K staged {cfg.tile_k} deep in a 3-stage ring instead ({lds_bytes(cfg, problem, target)} bytes): "
+                    f"half the barriers per MMA, 1.06x at 4096^3 and 8192^3 on the H100"
+                )
         if big and cfg.stages == 1:
             # Without a ring the 256x128 orientation: 53.0 vs 38.0 TFLOP/s on the H100 for a 4096^3
             # matmul of dynamic sizes with no divisibility promise.
             tm, tn = fit_tile(problem.m, 256, 4 * intr.m, intr.m), fit_tile(problem.n, 128, 2 * intr.n, intr.n)
-            cfg = replace(cfg, tile_m=tm, tile_n=tn, waves_m=waves_for(tm, 4, intr.m, 64),
-                          waves_n=waves_for(tn, 2, intr.n, 64))
+            cfg = replace(
+                cfg, tile_m=tm, tile_n=tn, waves_m=waves_for(tm, 4, intr.m, 64), waves_n=waves_for(tn, 2, intr.n, 64)
+            )
             why.append(f"no LDS ring: tile {tm}x{tn} (4x2 warps) instead, measured faster without one")
         tiles = -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
         if not problem.dynamic and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
             # seed: target/seeds.py (H100 8192^3); 4096^3 the same either way, 2048^3 279 vs 288
             # TFLOP/s without. Not measured on AMD: IREE's order there.
             cfg = replace(cfg, raster=RASTER)
-            why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
-                       f"running together share A and B tiles in L2 (1.05x at 8192^3)")
+            why.append(
+                f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
+                f"running together share A and B tiles in L2 (1.05x at 8192^3)"
+            )
         if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= 8192:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep. With the ring,
             # 32 deep in 3 stages is faster (371 vs 287).
@@ -151,9 +208,11 @@ def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) ->
         if reason:
             break
         if lds_bytes(ring, problem, target) <= budget:
-            why.append(f"{stages}-stage LDS ring: {stages - 1} K tiles in flight through cp.async, one barrier "
-                       f"per K tile ({lds_bytes(ring, problem, target)} bytes of shared memory; deeper rings or more "
-                       f"than {RING_BYTES} bytes measured slower on the H100)")
+            why.append(
+                f"{stages}-stage LDS ring: {stages - 1} K tiles in flight through cp.async, one barrier "
+                f"per K tile ({lds_bytes(ring, problem, target)} bytes of shared memory; deeper rings or more "
+                f"than {RING_BYTES} bytes measured slower on the H100)"
+            )
             return ring
         reason = f"{stages} stages need {lds_bytes(ring, problem, target)} bytes of shared memory, more than {budget}"
     why.append(f"stages 1 (the next K tile prefetched in registers): {reason}")
@@ -174,21 +233,29 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
     leaves room for AMD_RING_WORKGROUPS workgroups; one stage otherwise (see above)."""
     ring = replace(cfg, stages=2)
     if target.family is not Family.CDNA4:
-        why.append("stages 1 (one LDS tile, the next prefetched in registers): on this target an LDS ring's LDS and "
-                   "registers cost waves (docs/kernels/matmul.md, The K loop and its ring)")
+        why.append(
+            "stages 1 (one LDS tile, the next prefetched in registers): on this target an LDS ring's LDS and "
+            "registers cost waves (docs/kernels/matmul.md, The K loop and its ring)"
+        )
         return cfg
     if k_outer(problem, "A") or k_outer(problem, "B"):
-        why.append("stages 1: an operand is K-outer in memory (transposed on its way into LDS); gfx950's LDS ring "
-                   "measured no better there (docs/kernels/matmul.md, The K loop and its ring)")
+        why.append(
+            "stages 1: an operand is K-outer in memory (transposed on its way into LDS); gfx950's LDS ring "
+            "measured no better there (docs/kernels/matmul.md, The K loop and its ring)"
+        )
         return cfg
     if problem.k <= cfg.tile_k:
         why.append("stages 1: one K tile, nothing to pipeline")
         return cfg
     if AMD_RING_WORKGROUPS * lds_bytes(ring, problem, target) > target.lds_bytes:
-        why.append(f"stages 1: a 2-stage LDS ring needs {lds_bytes(ring, problem, target)} bytes, more than a "
-                   f"{AMD_RING_WORKGROUPS}th of {target.lds_bytes}")
+        why.append(
+            f"stages 1: a 2-stage LDS ring needs {lds_bytes(ring, problem, target)} bytes, more than a "
+            f"{AMD_RING_WORKGROUPS}th of {target.lds_bytes}"
+        )
         return cfg
-    why.append(f"2-stage LDS ring: A and B are K-innermost (direct copies), measured 128 VGPRs instead of 142 "
-               f"(4 waves/SIMD instead of 3) and one barrier per K tile instead of two "
-               f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)")
+    why.append(
+        f"2-stage LDS ring: A and B are K-innermost (direct copies), measured 128 VGPRs instead of 142 "
+        f"(4 waves/SIMD instead of 3) and one barrier per K tile instead of two "
+        f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)"
+    )
     return ring

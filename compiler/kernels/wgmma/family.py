@@ -5,8 +5,6 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
-
-from mmaflow.compiler.target.targets import read_target
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.contraction import finalize, output_extents, prepare
@@ -15,6 +13,7 @@ from mmaflow.compiler.kernels.wgmma.plan import output_tiles, plan_bytes, plan_w
 from mmaflow.compiler.kernels.wgmma.rewrite import distribute_warpgroup
 from mmaflow.compiler.kernels.wgmma.tma import TMA_TARGET_PTX
 from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
+from mmaflow.compiler.target.targets import read_target
 
 
 class WgmmaFamily:

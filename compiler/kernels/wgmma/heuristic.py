@@ -10,9 +10,9 @@ from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
 from mmaflow.compiler.kernels.wgmma.plan import output_tiles, persistent_refusal, tma_refusal, warpgroup_config
+from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
 from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
 from mmaflow.compiler.target.targets import Target
-from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
 
 RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, as the mma.sync kernel's
 
@@ -36,8 +36,13 @@ PRODUCER_TILE_M = HOPPER_WGMMA.producer_tile_m.value
 def warpgroup_only(target: Target, problem: Contraction) -> bool:
     """Whether only the warpgroup kernel computes ``problem``'s types on ``target``: fp8 x fp8 ->
     f32 on sm_90a, which no mma.sync instruction mmaflow emits takes."""
-    return (target.warpgroup_mma and problem.a_type in FP8 and problem.b_type in FP8 and problem.c_type == "f32"
-            and not matching_intrinsics(target, problem))
+    return (
+        target.warpgroup_mma
+        and problem.a_type in FP8
+        and problem.b_type in FP8
+        and problem.c_type == "f32"
+        and not matching_intrinsics(target, problem)
+    )
 
 
 def warpgroup_refusal(target: Target, problem: Contraction) -> str | None:
@@ -49,8 +54,9 @@ def warpgroup_refusal(target: Target, problem: Contraction) -> str | None:
     return None
 
 
-def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
-                      why: list | None = None) -> tuple[KernelConfig, WarpgroupIntrinsic] | None:
+def warpgroup_default(
+    target: Target, problem: Contraction, overrides: dict, why: list | None = None
+) -> tuple[KernelConfig, WarpgroupIntrinsic] | None:
     """The warpgroup-MMA kernel's config where the heuristic picks it (see WARPGROUP_SHAPES), or
     None with the reason in ``why``: not Hopper, other types, too few tiles, or a problem the
     kernel does not take (its refusal is quoted). fp8 (``warpgroup_only``) has no mma.sync to
@@ -63,21 +69,28 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
     if warpgroup_only(target, problem):
         return _warpgroup_fp8(target, problem, overrides, why)
     if problem.a_type not in ("f16", "bf16") or types[1:] != (problem.a_type, "f32"):
-        why.append(f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32 (and fp8 -> f32), this is "
-                   f"{' x '.join(types[:2])} -> {types[2]}")
+        why.append(
+            f"mma.sync, not wgmma: the warpgroup kernel takes f16/bf16 -> f32 (and fp8 -> f32), this is "
+            f"{' x '.join(types[:2])} -> {types[2]}"
+        )
         return None
     names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
     # copy=tma, persistent=W, producer=1 or cluster=2 alone ask for the heuristic's wgmma kernel
     copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer", "cluster")}
     overrides = {k: v for k, v in overrides.items() if k not in copy}
     if overrides:
-        why.append(f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
-                   f"(--config intrinsic={names[0]} asks for the warpgroup kernel)")
+        why.append(
+            f"mma.sync, not wgmma: --config {', '.join(sorted(overrides))} configures the mma.sync kernel "
+            f"(--config intrinsic={names[0]} asks for the warpgroup kernel)"
+        )
         return None
     # (a dynamic size counts as its estimate, as in default_config; a dynamic batch as 1)
     est = problem.estimate()
-    dyn = (f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as "
-           f"{Contraction.DYNAMIC_ESTIMATE}" if problem.is_dynamic else "")
+    dyn = (
+        f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as {Contraction.DYNAMIC_ESTIMATE}"
+        if problem.is_dynamic
+        else ""
+    )
     counts = []
     for name, (n, tile_m) in zip(names, WARPGROUP_SHAPES):
         tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
@@ -85,17 +98,21 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
         if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
             break
     else:
-        why.append(f"mma.sync, not wgmma: {' or '.join(counts)} for {target.compute_units} SMs{dyn} (the warpgroup "
-                   f"kernel is chosen from one tile per two SMs)")
+        why.append(
+            f"mma.sync, not wgmma: {' or '.join(counts)} for {target.compute_units} SMs{dyn} (the warpgroup "
+            f"kernel is chosen from one tile per two SMs)"
+        )
         return None
     try:
         cfg = warpgroup_config(target, problem, target.intrinsic(name), {"tile_m": tile_m, **copy})
     except (UnsupportedError, ConfigError) as e:
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
-    why.append(f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-               f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
-               f"the H100 from 1024^3)")
+    why.append(
+        f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
+        f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
+        f"the H100 from 1024^3)"
+    )
     cfg = _warpgroup_raster(target, problem, cfg, why)
     if "persistent" in copy:
         return cfg, target.intrinsic(name)
@@ -111,25 +128,32 @@ def warpgroup_default(target: Target, problem: Contraction, overrides: dict,
 PRODUCER_MAX_TILES = HOPPER_WGMMA.producer_max_tiles.value
 
 
-def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConfig,
-                           why: list) -> KernelConfig | None:
+def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig | None:
     """The f16/bf16 warp-specialized persistent kernel where it measured faster (see
     PRODUCER_MAX_TILES), else None: silently for what it never takes (dynamic sizes: no persistent
     grid; 64-row tiles: one MMA warpgroup, as for fp8; what the TMA ring refuses), with the reason
     in ``why`` where only its tile count per workgroup decides."""
     if problem.is_dynamic or cfg.tile_m != PRODUCER_TILE_M or tma_refusal(target, problem, cfg) is not None:
         return None
-    ws = warpgroup_config(target, problem, target.intrinsic(cfg.intrinsic),
-                          {"tile_m": cfg.tile_m, "raster": cfg.raster, "copy": "tma-wide", "producer": 1})
+    ws = warpgroup_config(
+        target,
+        problem,
+        target.intrinsic(cfg.intrinsic),
+        {"tile_m": cfg.tile_m, "raster": cfg.raster, "copy": "tma-wide", "producer": 1},
+    )
     trial: list[str] = []
     ws = _warpgroup_persistent(target, problem, ws, trial)
     if not ws.persistent or ws.persistent > PRODUCER_MAX_TILES:
         tiles = f"{ws.persistent} tiles per workgroup" if ws.persistent else "one tile per workgroup"
-        why.append(f"not warp-specialized: its persistent grid would run {tiles} (measured faster with 3 to "
-                   f"{PRODUCER_MAX_TILES} on the H200; slower with 16 at 8192^3 and with one)")
+        why.append(
+            f"not warp-specialized: its persistent grid would run {tiles} (measured faster with 3 to "
+            f"{PRODUCER_MAX_TILES} on the H200; slower with 16 at 8192^3 and with one)"
+        )
         return None
-    why.append(f"instead, the {ws.stages}-slot tma-wide ring fed by a producer warpgroup (warp-specialized: 1.01x-1.08x "
-               f"that ring at 3072^3 to 6144^3 f16/bf16 on the H200, both persistent)")
+    why.append(
+        f"instead, the {ws.stages}-slot tma-wide ring fed by a producer warpgroup (warp-specialized: 1.01x-1.08x "
+        f"that ring at 3072^3 to 6144^3 f16/bf16 on the H200, both persistent)"
+    )
     why.extend(trial)
     return ws
 
@@ -155,12 +179,17 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
     if refusal:
         why.append(f"one tile per workgroup, not a persistent grid: {refusal}")
         return cfg
-    gain = ("the producer copying the next tile's K tiles during this one's epilogue (1.07x at 4096^3 e4m3, "
-            "warp-specialized, on the H200)" if cfg.producer else
-            "the next tile's first K tiles copied during this one's epilogue (1.02x at 4096^3 f16, 1.04x e4m3, "
-            "on the H200)")
-    why.append(f"persistent grid: {tiles // w} workgroups of {w} tiles each ({tiles} tiles, {target.compute_units} "
-               f"SMs), {gain}")
+    gain = (
+        "the producer copying the next tile's K tiles during this one's epilogue (1.07x at 4096^3 e4m3, "
+        "warp-specialized, on the H200)"
+        if cfg.producer
+        else "the next tile's first K tiles copied during this one's epilogue (1.02x at 4096^3 f16, 1.04x e4m3, "
+        "on the H200)"
+    )
+    why.append(
+        f"persistent grid: {tiles // w} workgroups of {w} tiles each ({tiles} tiles, {target.compute_units} "
+        f"SMs), {gain}"
+    )
     return replace(cfg, persistent=w)
 
 
@@ -171,13 +200,16 @@ def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, w
     tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
     if problem.dynamic or tiles < WARPGROUP_RASTER_WAVES * target.compute_units or rows <= RASTER:
         return cfg
-    why.append(f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
-               f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)")
+    why.append(
+        f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
+        f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)"
+    )
     return replace(cfg, raster=RASTER)
 
 
-def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
-                   why: list) -> tuple[KernelConfig, WarpgroupIntrinsic]:
+def _warpgroup_fp8(
+    target: Target, problem: Contraction, overrides: dict, why: list
+) -> tuple[KernelConfig, WarpgroupIntrinsic]:
     """fp8 x fp8 -> f32 on sm_90a: the warpgroup kernel, the first FP8_WARPGROUP_SHAPES shape that
     gives one tile per two SMs (else the smallest: no mma.sync kernel computes fp8), with the
     user's overrides (``warpgroup_config`` refuses the ones it cannot take)."""
@@ -195,17 +227,25 @@ def _warpgroup_fp8(target: Target, problem: Contraction, overrides: dict,
     if not {"producer", "copy", "persistent"} & set(over) and cfg.stages > 1:
         refusal = tma_refusal(target, problem, cfg)
         if refusal is None and cfg.tile_m < PRODUCER_TILE_M:
-            not_specialized = (f"{cfg.tile_m}-row tiles have one MMA warpgroup (measured slower with a producer: "
-                               f"313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)")
+            not_specialized = (
+                f"{cfg.tile_m}-row tiles have one MMA warpgroup (measured slower with a producer: "
+                f"313.5 against 355.0 TFLOP/s at 1024^3 e4m3 on the H200)"
+            )
         elif refusal is None:
             cfg = warpgroup_config(target, problem, intr, {"tile_m": tile_m, **over, "producer": FP8_PRODUCER})
         else:
             not_specialized = refusal
-    ring = (f"{cfg.copy} ring fed by a producer warpgroup (warp-specialized: 1.14x / 1.12x the cp.async ring at "
-            f"4096^3 / 8192^3 e4m3 on the H200, both persistent)" if cfg.producer else f"{cfg.copy or 'cp.async'} ring")
-    why.append(f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-               f"{ring} ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
-               f"{problem.a_type} x {problem.b_type})")
+    ring = (
+        f"{cfg.copy} ring fed by a producer warpgroup (warp-specialized: 1.14x / 1.12x the cp.async ring at "
+        f"4096^3 / 8192^3 e4m3 on the H200, both persistent)"
+        if cfg.producer
+        else f"{cfg.copy or 'cp.async'} ring"
+    )
+    why.append(
+        f"{intr.name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
+        f"{ring} ({counts[-1]} for {target.compute_units} SMs; fp8: no mma.sync instruction computes "
+        f"{problem.a_type} x {problem.b_type})"
+    )
     if not_specialized:
         why.append(f"fp8 on the cp.async ring, not warp-specialized: {not_specialized}")
     cfg = cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)

@@ -58,15 +58,21 @@ from dataclasses import dataclass, replace
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
-from mmaflow.compiler.target.intrinsics import F32, TYPE_BITS
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs
+from mmaflow.compiler.kernels.wgmma.tma import (
+    MAP_BYTES,
+    ONE_BLOCK_PER_SM,
+    TmaPlan,
+    operand_boxes,
+    plan_tma,
+    validate_tma,
+)
+from mmaflow.compiler.target.intrinsics import F32, FP8, TYPE_BITS, WARPGROUP, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic
 from mmaflow.compiler.target.layout import COL, Layout, Run, make_layout
 from mmaflow.compiler.target.limits import THREAD_REGISTERS
-from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs
-from mmaflow.compiler.kernels.wgmma.tma import MAP_BYTES, ONE_BLOCK_PER_SM, TmaPlan, operand_boxes, plan_tma, validate_tma
-from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.smem_layout import Major, MatrixDescriptor, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target, Vendor
-from mmaflow.compiler.target.intrinsics import FP8, WARPGROUP, WGMMA_CODEGEN_TYPES, WarpgroupIntrinsic
 
 WARP = 32
 LINE_BYTES = 128  # the K tile: one 128-byte swizzle line (64 f16/bf16, 128 fp8 elements)
@@ -102,8 +108,9 @@ def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str
     dynamic) in 128-row tiles, when the TMA ring can serve (``tma_refusal``); cp.async (None)
     elsewhere."""
     intr = target.intrinsic(cfg.intrinsic)
-    overhangs = problem.is_dynamic or any(getattr(problem, d) % t for d, t in (
-        ("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k)))
+    overhangs = problem.is_dynamic or any(
+        getattr(problem, d) % t for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
+    )
     if not overhangs or cfg.tile_m != 128 or intr.a_type in FP8:
         return None
     return "tma-wide" if tma_refusal(target, problem, cfg) is None else None
@@ -112,8 +119,13 @@ def default_copy(target: Target, problem: Contraction, cfg: KernelConfig) -> str
 def tma_refusal(target: Target, problem: Contraction, cfg: KernelConfig) -> str | None:
     """Why ``copy=tma`` cannot serve this problem and config, or None."""
     try:
-        validate_tma(replace(cfg, copy="tma"), target, problem, target.intrinsic(cfg.intrinsic),
-                     fp8_pair_tiles=WgmmaPlan.fp8_pair_tiles)
+        validate_tma(
+            replace(cfg, copy="tma"),
+            target,
+            problem,
+            target.intrinsic(cfg.intrinsic),
+            fp8_pair_tiles=WgmmaPlan.fp8_pair_tiles,
+        )
     except (ConfigError, UnsupportedError) as e:
         return str(e)
     return None
@@ -124,24 +136,38 @@ def tile_k(elem: str) -> int:
     return LINE_BYTES * 8 // TYPE_BITS[elem]
 
 
-def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrinsic,
-                     overrides: dict) -> KernelConfig:
+def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrinsic, overrides: dict) -> KernelConfig:
     """The config of the warpgroup kernel for ``intr``, with the user's overrides, validated."""
     tile_m = overrides.get("tile_m", 128)
-    cfg = KernelConfig(intrinsic=intr.name, wave_size=WARP, tile_m=tile_m, tile_n=intr.n, tile_k=tile_k(intr.a_type),
-                       waves_m=max(1, tile_m // 16), waves_n=1, lds_pad=0, stages=1, raster=1)
+    cfg = KernelConfig(
+        intrinsic=intr.name,
+        wave_size=WARP,
+        tile_m=tile_m,
+        tile_n=intr.n,
+        tile_k=tile_k(intr.a_type),
+        waves_m=max(1, tile_m // 16),
+        waves_n=1,
+        lds_pad=0,
+        stages=1,
+        raster=1,
+    )
     if "stages" not in overrides:  # the deepest ring within the target's shared memory
-        fits = [s for s in DEFAULT_STAGES
-                if tile_m in TILE_M and plan_bytes(replace(cfg, stages=s), intr.a_type, allocations(intr))
-                <= target.lds_bytes]
+        fits = [
+            s
+            for s in DEFAULT_STAGES
+            if tile_m in TILE_M
+            and plan_bytes(replace(cfg, stages=s), intr.a_type, allocations(intr)) <= target.lds_bytes
+        ]
         cfg = replace(cfg, stages=fits[0] if fits else DEFAULT_STAGES[-1])  # (refused below)
     fixed = {k: v for k, v in overrides.items() if k not in OVERRIDABLE}
     if any(getattr(cfg, k) != v for k, v in fixed.items()):
         bad = ", ".join(f"{k}={v}" for k, v in sorted(fixed.items()) if getattr(cfg, k) != v)
-        raise ConfigError(f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
-                          f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
-                          f"(tile_n = N = {intr.n}, tile_k = {tile_k(intr.a_type)}, warps of 32, waves_m = tile_m / 16, "
-                          f"stages 1 to 4)")
+        raise ConfigError(
+            f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
+            f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
+            f"(tile_n = N = {intr.n}, tile_k = {tile_k(intr.a_type)}, warps of 32, waves_m = tile_m / 16, "
+            f"stages 1 to 4)"
+        )
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
     if "copy" not in overrides and cfg.stages > 1:
         cfg = replace(cfg, copy=default_copy(target, problem, cfg))
@@ -158,27 +184,36 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     if intr.a_type not in WGMMA_CODEGEN_TYPES or intr.c_type != F32:
         raise UnsupportedError(f"{intr.name}: wgmma codegen implements f16/bf16/fp8 -> f32 only")
     if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
-        raise ConfigError(f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
-                          f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}")
+        raise ConfigError(
+            f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "
+            f"the matmul is {problem.a_type}x{problem.b_type}->{problem.c_type}"
+        )
     refuse_fp8_forms(intr, problem)
     if intr.a_type in FP8 and intr.n > FP8_MAX_N:
-        raise ConfigError(f"{intr.name}: fp8 wgmma takes N <= {FP8_MAX_N}: its partial sums are promoted to f32 per "
-                          f"K tile (Hopper's fp8 accumulator keeps 14 bits), so a thread holds the f32 accumulator "
-                          f"and a K tile's partial, 2 x N/2 = {intr.n} f32 registers for N {intr.n} before any "
-                          f"address or index, against the {REGISTERS} a thread has; use WGMMA_F32_64x128x32_... "
-                          f"(128x128 tiles)")
+        raise ConfigError(
+            f"{intr.name}: fp8 wgmma takes N <= {FP8_MAX_N}: its partial sums are promoted to f32 per "
+            f"K tile (Hopper's fp8 accumulator keeps 14 bits), so a thread holds the f32 accumulator "
+            f"and a K tile's partial, 2 x N/2 = {intr.n} f32 registers for N {intr.n} before any "
+            f"address or index, against the {REGISTERS} a thread has; use WGMMA_F32_64x128x32_... "
+            f"(128x128 tiles)"
+        )
     tk = tile_k(intr.a_type)
     want = dict(wave_size=WARP, tile_n=intr.n, tile_k=tk, waves_m=cfg.tile_m // 16, waves_n=1, lds_pad=0)
     if cfg.stages not in STAGES:
-        raise ConfigError(f"{intr.name}: stages={cfg.stages}; the warpgroup-MMA kernel has 1 (synchronous stores, "
-                          f"wait 0 per K tile) or a cp.async ring of 2 to 4 shared-memory slots")
+        raise ConfigError(
+            f"{intr.name}: stages={cfg.stages}; the warpgroup-MMA kernel has 1 (synchronous stores, "
+            f"wait 0 per K tile) or a cp.async ring of 2 to 4 shared-memory slots"
+        )
     if cfg.tile_m not in TILE_M:
-        raise ConfigError(f"{intr.name}: tile_m={cfg.tile_m}; a warpgroup-MMA kernel has tile_m 64 (one warpgroup) "
-                          f"or 128 (two)")
+        raise ConfigError(
+            f"{intr.name}: tile_m={cfg.tile_m}; a warpgroup-MMA kernel has tile_m 64 (one warpgroup) or 128 (two)"
+        )
     wrong = [f"{k}={getattr(cfg, k)} (must be {v})" for k, v in want.items() if getattr(cfg, k) != v]
     if wrong:
-        raise ConfigError(f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel has tile "
-                          f"{cfg.tile_m}x{intr.n}x{tk}, warps of 32")
+        raise ConfigError(
+            f"{intr.name}: {', '.join(wrong)}: the warpgroup-MMA kernel has tile "
+            f"{cfg.tile_m}x{intr.n}x{tk}, warps of 32"
+        )
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     # Partial tiles (M, N or K not a multiple of the tile) are bounded like the mma.sync kernel's:
@@ -191,36 +226,46 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         if problem.multiple_of(dim) % per_chunk == 0:
             continue
         if problem.dynamic_dim(dim) is None:
-            raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()} = {getattr(problem, dim)}, "
-                                   f"not a multiple of {per_chunk} elements: the warpgroup-MMA kernel copies whole "
-                                   f"16-byte chunks (partial tiles are otherwise bounded)")
+            raise UnsupportedError(
+                f"{intr.name}: {name}'s global rows run along {dim.upper()} = {getattr(problem, dim)}, "
+                f"not a multiple of {per_chunk} elements: the warpgroup-MMA kernel copies whole "
+                f"16-byte chunks (partial tiles are otherwise bounded)"
+            )
         div = problem.multiple_of(dim)
         promise = f"promised only to be a multiple of {div}" if div > 1 else "has no divisibility promise"
-        raise UnsupportedError(f"{intr.name}: {name}'s global rows run along {dim.upper()}, which is dynamic and "
-                               f"{promise}: the warpgroup-MMA kernel copies whole 16-byte chunks, so it needs "
-                               f"{dim.upper()} to be a multiple of {per_chunk} elements; a promise that it is "
-                               f"(util.assume.int %{dim}<udiv = {per_chunk}>, or any multiple of {per_chunk}) would "
-                               f"let the kernel take this matmul")
+        raise UnsupportedError(
+            f"{intr.name}: {name}'s global rows run along {dim.upper()}, which is dynamic and "
+            f"{promise}: the warpgroup-MMA kernel copies whole 16-byte chunks, so it needs "
+            f"{dim.upper()} to be a multiple of {per_chunk} elements; a promise that it is "
+            f"(util.assume.int %{dim}<udiv = {per_chunk}>, or any multiple of {per_chunk}) would "
+            f"let the kernel take this matmul"
+        )
     threads = cfg.compute_threads
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * tk * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
         if chunks % threads:
-            raise UnsupportedError(f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per "
-                                   f"thread of {threads}")
+            raise UnsupportedError(
+                f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per thread of {threads}"
+            )
         operand_layout(name, problem, mn, intr.element_type(name))  # whole swizzle atoms, or UnsupportedError
     if cfg.copy is not None:
         if cfg.copy not in TMA_COPIES:
-            raise ConfigError(f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async, "
-                              f"{', '.join(TMA_COPIES)}")
+            raise ConfigError(
+                f"{intr.name}: copy={cfg.copy}; the warpgroup kernel's copies are cp.async, {', '.join(TMA_COPIES)}"
+            )
         validate_tma(cfg, target, problem, intr, fp8_pair_tiles=WgmmaPlan.fp8_pair_tiles)
     if cfg.producer not in (0, 1):
-        raise ConfigError(f"{intr.name}: producer={cfg.producer}; 0 (the MMA warpgroups issue the copies) or 1 (a "
-                          f"producer warpgroup issues them: warp-specialized)")
+        raise ConfigError(
+            f"{intr.name}: producer={cfg.producer}; 0 (the MMA warpgroups issue the copies) or 1 (a "
+            f"producer warpgroup issues them: warp-specialized)"
+        )
     if cfg.producer and cfg.stages < 2:
         raise ConfigError(f"{intr.name}: producer=1 feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
     if cfg.producer and cfg.copy not in TMA_COPIES:
-        raise ConfigError(f"{intr.name}: producer=1 issues TMA copies into mbarrier-guarded slots; with "
-                          f"copy={cfg.copy or 'cp.async'} every thread copies (use copy=tma or tma-wide)")
+        raise ConfigError(
+            f"{intr.name}: producer=1 issues TMA copies into mbarrier-guarded slots; with "
+            f"copy={cfg.copy or 'cp.async'} every thread copies (use copy=tma or tma-wide)"
+        )
     if cfg.persistent is not None:
         why = persistent_refusal(cfg, problem, intr)
         if why:
@@ -230,9 +275,11 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
         raise ConfigError(f"{intr.name}: cluster={cfg.cluster}: {why}")
     smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
-        raise ConfigError(f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
-                          f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
-                          f"alignment slack per allocation), {target.name} has {target.lds_bytes}: use fewer stages")
+        raise ConfigError(
+            f"the warpgroup kernel needs {smem} bytes of shared memory ({cfg.stages} stage"
+            f"{'s' if cfg.stages > 1 else ''} of {slot_bytes(cfg, intr.a_type)} B + {ALIGN} B of "
+            f"alignment slack per allocation), {target.name} has {target.lds_bytes}: use fewer stages"
+        )
 
 
 def output_tiles(cfg: KernelConfig, problem: Contraction) -> int:
@@ -253,17 +300,23 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
     tk = tile_k(intr.a_type)
     partial = problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk
     if partial and not cfg.producer:  # (its TMA copies' zero fill bounds them; validation: producer => TMA)
-        return (f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
-                f"tile's cp.async copies are issued unbounded; the warp-specialized TMA ring takes them)")
+        return (
+            f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
+            f"tile's cp.async copies are issued unbounded; the warp-specialized TMA ring takes them)"
+        )
     if cfg.stages < 2 or (cfg.copy is not None and not cfg.producer):
-        return ("the persistent grid runs the cp.async ring (stages >= 2, copy unset) or the warp-specialized "
-                "TMA ring (producer=1)")
+        return (
+            "the persistent grid runs the cp.async ring (stages >= 2, copy unset) or the warp-specialized "
+            "TMA ring (producer=1)"
+        )
     if intr.a_type in FP8 and WgmmaPlan.fp8_pair_tiles:
         return "fp8 pair tiles are not taken by the persistent grid"
     tiles = output_tiles(cfg, problem)
     if cfg.persistent < 2 or tiles % cfg.persistent:
-        return (f"{tiles} output tiles are not a whole number of {cfg.persistent} per workgroup (2 or more, a "
-                f"divisor of {tiles}: every workgroup runs as many)")
+        return (
+            f"{tiles} output tiles are not a whole number of {cfg.persistent} per workgroup (2 or more, a "
+            f"divisor of {tiles}: every workgroup runs as many)"
+        )
     return None
 
 
@@ -277,16 +330,22 @@ def cluster_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntr
     if cfg.cluster not in CLUSTERS:
         return f"clusters of {', '.join(map(str, CLUSTERS))} workgroups are implemented"
     if not cfg.producer or cfg.persistent is None:
-        return ("clusters are built on the warp-specialized persistent kernel (producer=1, persistent=W): its "
-                "producer multicasts half of B's boxes and waits for both workgroups' release of a slot")
+        return (
+            "clusters are built on the warp-specialized persistent kernel (producer=1, persistent=W): its "
+            "producer multicasts half of B's boxes and waits for both workgroups' release of a slot"
+        )
     rows = -(-problem.m // cfg.tile_m)
     if rows % cfg.cluster:
-        return (f"{rows} tile rows of {cfg.tile_m} (M = {problem.m}) do not pair up: the workgroups of a cluster "
-                f"compute tile rows 2p and 2p + 1 of one tile column")
+        return (
+            f"{rows} tile rows of {cfg.tile_m} (M = {problem.m}) do not pair up: the workgroups of a cluster "
+            f"compute tile rows 2p and 2p + 1 of one tile column"
+        )
     grid = output_tiles(cfg, problem) // cfg.persistent
     if grid % cfg.cluster:
-        return (f"the persistent grid of {grid} workgroups ({output_tiles(cfg, problem)} tiles / {cfg.persistent}) is "
-                f"not whole clusters of {cfg.cluster}")
+        return (
+            f"the persistent grid of {grid} workgroups ({output_tiles(cfg, problem)} tiles / {cfg.persistent}) is "
+            f"not whole clusters of {cfg.cluster}"
+        )
     wide = cfg.copy == "tma-wide" and not k_innermost(problem, "B")
     try:
         operand_boxes("B", operand_layout("B", problem, cfg.tile_n, intr.element_type("B"), wide), 0, cfg.cluster)
@@ -303,11 +362,13 @@ def refuse_fp8_forms(intr: WarpgroupIntrinsic, problem: Contraction) -> None:
         if k_innermost(problem, name):
             continue
         form = "K x M (A^T)" if name == "A" else "K x N (a plain matmul's B)"
-        raise UnsupportedError(f"{intr.name}: {name} is stored {form}: its global rows run along "
-                               f"{row_dim(problem, name).upper()}, and 8-bit wgmma reads only K-major shared-memory "
-                               f"operands (no imm-trans for fp8), while the kernel's 16-byte copies do not transpose; "
-                               f"the fp8 kernel takes A as M x K and B as N x K (linalg.matmul_transpose_b form, "
-                               f"torch._scaled_mm's column-major B)")
+        raise UnsupportedError(
+            f"{intr.name}: {name} is stored {form}: its global rows run along "
+            f"{row_dim(problem, name).upper()}, and 8-bit wgmma reads only K-major shared-memory "
+            f"operands (no imm-trans for fp8), while the kernel's 16-byte copies do not transpose; "
+            f"the fp8 kernel takes A as M x K and B as N x K (linalg.matmul_transpose_b form, "
+            f"torch._scaled_mm's column-major B)"
+        )
 
 
 def k_innermost(problem: Contraction, name: str) -> bool:
@@ -325,8 +386,9 @@ def operand_layout(name: str, problem: Contraction, mn: int, elem: str, k_atoms_
     try:
         return SmemLayout(major, SWIZZLE, TYPE_BITS[elem], mn, tile_k(elem), k_atoms_fastest)
     except UnsupportedError as e:
-        raise UnsupportedError(f"{name}'s {mn}x{tile_k(elem)} tile in shared memory ({major.value}-major, 128B swizzle): "
-                               f"{e}") from None
+        raise UnsupportedError(
+            f"{name}'s {mn}x{tile_k(elem)} tile in shared memory ({major.value}-major, 128B swizzle): {e}"
+        ) from None
 
 
 def slot_bytes(cfg: KernelConfig, elem: str) -> int:
@@ -362,8 +424,9 @@ def warp_c_layout(n: int) -> Layout:
     """One warp's part of the wgmma accumulator: warp w of a warpgroup holds rows 16w..16w+15 of
     the 64 x N result, d[i] at row groupID + 8*((i/2)%2), column 8*(i/4) + 2*tig + i%2 (the
     warpgroup D layout of ``target/intrinsics.py`` without its LaneZ = warp; tested against it)."""
-    return make_layout("C", WARP, rows=[("LaneY", 8), ("VectorY", 2)],
-                       cols=[("VectorX", 2), ("LaneX", 4), ("VectorZ", n // 8)])
+    return make_layout(
+        "C", WARP, rows=[("LaneY", 8), ("VectorY", 2)], cols=[("VectorX", 2), ("LaneX", 4), ("VectorZ", n // 8)]
+    )
 
 
 @dataclass(frozen=True)
@@ -500,160 +563,271 @@ class WgmmaPlan:
         """The ISA must show 128-bit global loads (stages 1) or 16-byte cp.async (the ring), the K
         loop's wgmma (k_steps per K tile), and two barriers per K tile (stages 1) or one (the ring)."""
         if self.tma is not None:  # bulk tensor copies, one barrier per K tile (warp-specialized: none)
-            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False,
-                                      0 if self.tma.specialized else 1, tma=True,
-                                      cluster=self.tma.cluster if self.tma.cluster > 1 else None)
+            return attrs.Expectations(
+                CHUNK_BYTES * 8,
+                self.k_tiles or 0,
+                self.k_steps,
+                False,
+                0 if self.tma.specialized else 1,
+                tma=True,
+                cluster=self.tma.cluster if self.tma.cluster > 1 else None,
+            )
         if self.pipelined:  # cp.async copies, one barrier per K tile
             return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1)
         return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2)
 
     def describe(self) -> list[str]:
         intr = self.intrinsic
-        lines = [f"{intr.name}: {self.warpgroups} warpgroup{'s' if self.warpgroups > 1 else ''} of 128 threads "
-                 f"({self.workgroup_size} threads), each 64 rows x {intr.n}; K tiles of {self.tile_k}: "
-                 f"{self.k_tiles if self.k_tiles is not None else 'from the run-time K'}; "
-                 f"{self.k_steps} wgmma.mma_async per K tile and warpgroup, A and B from shared memory"]
+        lines = [
+            f"{intr.name}: {self.warpgroups} warpgroup{'s' if self.warpgroups > 1 else ''} of 128 threads "
+            f"({self.workgroup_size} threads), each 64 rows x {intr.n}; K tiles of {self.tile_k}: "
+            f"{self.k_tiles if self.k_tiles is not None else 'from the run-time K'}; "
+            f"{self.k_steps} wgmma.mma_async per K tile and warpgroup, A and B from shared memory"
+        ]
         for o in self.operands:
             lbo, sbo = o.smem.strides()
-            copy = (f"{o.chunks_per_thread} x 128-bit chunks per thread {'cp.async to' if self.pipelined else 'stored at'} "
-                    f"SmemLayout.offset" if self.tma is None else "TMA (below)")
-            lines.append(f"{o.name}: shared tile at +{o.offset} B{' of each slot' if self.pipelined else ''}: "
-                         f"{o.smem.describe()}; copy: global rows of "
-                         f"{o.cols} ({'K' if o.k_innermost else 'M/N'} innermost), {copy}")
+            copy = (
+                f"{o.chunks_per_thread} x 128-bit chunks per thread {'cp.async to' if self.pipelined else 'stored at'} "
+                f"SmemLayout.offset"
+                if self.tma is None
+                else "TMA (below)"
+            )
+            lines.append(
+                f"{o.name}: shared tile at +{o.offset} B{' of each slot' if self.pipelined else ''}: "
+                f"{o.smem.describe()}; copy: global rows of "
+                f"{o.cols} ({'K' if o.k_innermost else 'M/N'} innermost), {copy}"
+            )
             d0 = self.descriptor(o.name, 0, 0)
-            lines.append(f"{o.name}: descriptor (base 0) warpgroup 0 step 0: start {d0.start_address} LBO {lbo} "
-                         f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
-                         + ", ".join(f"+{self.descriptor(o.name, 0, s).start_address - d0.start_address}"
-                                     for s in range(1, self.k_steps)))
+            lines.append(
+                f"{o.name}: descriptor (base 0) warpgroup 0 step 0: start {d0.start_address} LBO {lbo} "
+                f"SBO {sbo} mode {o.smem.swizzle.descriptor_code} = {d0.encode():#018x}; steps: "
+                + ", ".join(
+                    f"+{self.descriptor(o.name, 0, s).start_address - d0.start_address}" for s in range(1, self.k_steps)
+                )
+            )
         if self.persistent:
             gx, gy = self.tile_grid
-            head = (f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
-                    f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}"
-                    + (f"; a cluster's workgroups on tile rows {self.tma.cluster}q .. {self.tma.cluster}q + "
-                       f"{self.tma.cluster - 1} of one column, the raster over q" if self.tma and self.tma.cluster > 1
-                       else "") + "); ")
+            head = (
+                f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
+                f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}"
+                + (
+                    f"; a cluster's workgroups on tile rows {self.tma.cluster}q .. {self.tma.cluster}q + "
+                    f"{self.tma.cluster - 1} of one column, the raster over q"
+                    if self.tma and self.tma.cluster > 1
+                    else ""
+                )
+                + "); "
+            )
             if self.tma is not None and self.tma.specialized:
-                lines.append(head + "the ring count runs on across tiles (n = j * K tiles + t), so the producer "
-                                    "copies the next tile's K tiles while the MMA warpgroups run this one's epilogue")
+                lines.append(
+                    head + "the ring count runs on across tiles (n = j * K tiles + t), so the producer "
+                    "copies the next tile's K tiles while the MMA warpgroups run this one's epilogue"
+                )
             else:
-                lines.append(head + f"the next tile's first {self.copy_ahead} K tiles copied after a barrier that "
-                                    f"ends this tile's K loop, before its epilogue")
+                lines.append(
+                    head + f"the next tile's first {self.copy_ahead} K tiles copied after a barrier that "
+                    f"ends this tile's K loop, before its epilogue"
+                )
         if self.dynamic:
-            lines.append("dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the "
-                         "workload)")
-        where = ("in one allocation, its address" if self.allocations == 1 else
-                 f"in two allocations (A's slots of {self.a.slot_stride} B, B's of {self.b.slot_stride} B: their "
-                 f"element types differ), each address")
+            lines.append(
+                "dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the workload)"
+            )
+        where = (
+            "in one allocation, its address"
+            if self.allocations == 1
+            else f"in two allocations (A's slots of {self.a.slot_stride} B, B's of {self.b.slot_stride} B: their "
+            f"element types differ), each address"
+        )
         if not self.pipelined:
-            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B {where} rounded up "
-                         f"to {ALIGN} at run time")
-            lines.append("K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
-                         f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0")
+            lines.append(f"stages: 1; shared memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time")
+            lines.append(
+                "K tile: barrier; global -> shared stores; fence.proxy.async.shared::cta; barrier; "
+                f"wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; wait_group 0"
+            )
         elif self.tma is not None:
-            lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
-                         f"memory: {self.smem_bytes} B in one allocation (at least {self.tma_min_bytes} B: one block "
-                         f"per SM), its address rounded up to {ALIGN} at run time")
+            lines.append(
+                f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
+                f"memory: {self.smem_bytes} B in one allocation (at least {self.tma_min_bytes} B: one block "
+                f"per SM), its address rounded up to {ALIGN} at run time"
+            )
             lines += self.tma.describe()
             if self.tma.specialized:
-                lines.append(f"warp-specialized: threads {self.tma.first_issuer}..{self.workgroup_size - 1} are the "
-                             f"producer warpgroup (setmaxnreg.dec), threads 0..{self.tma.first_issuer - 1} the "
-                             f"{self.warpgroups} MMA warpgroup{'s' if self.warpgroups > 1 else ''} (setmaxnreg.inc); no CTA "
-                             f"barrier after the prologue")
-                lines.append(f"producer, K tile t (issuers only): mbarrier.try_wait.parity (empty slot t % {self.stages}, "
-                             f"parity (t / {self.stages} + 1) % 2: the slot's release of tile t - {self.stages}); "
-                             f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + cp.async.bulk.tensor tile t -> "
-                             f"slot t % {self.stages}")
-                lines.append(f"MMA warpgroups, K tile t: mbarrier.try_wait.parity (full slot t % {self.stages}, parity "
-                             f"(t / {self.stages}) % 2); wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; "
-                             f"wait_group {self.wgmma_lag}; thread 0 of each warpgroup arrives on the empty mbarrier "
-                             f"of tile t - {self.wgmma_lag}'s slot; the epilogue by the MMA warpgroups only")
+                lines.append(
+                    f"warp-specialized: threads {self.tma.first_issuer}..{self.workgroup_size - 1} are the "
+                    f"producer warpgroup (setmaxnreg.dec), threads 0..{self.tma.first_issuer - 1} the "
+                    f"{self.warpgroups} MMA warpgroup{'s' if self.warpgroups > 1 else ''} (setmaxnreg.inc); no CTA "
+                    f"barrier after the prologue"
+                )
+                lines.append(
+                    f"producer, K tile t (issuers only): mbarrier.try_wait.parity (empty slot t % {self.stages}, "
+                    f"parity (t / {self.stages} + 1) % 2: the slot's release of tile t - {self.stages}); "
+                    f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + cp.async.bulk.tensor tile t -> "
+                    f"slot t % {self.stages}"
+                )
+                lines.append(
+                    f"MMA warpgroups, K tile t: mbarrier.try_wait.parity (full slot t % {self.stages}, parity "
+                    f"(t / {self.stages}) % 2); wgmma.fence; {self.k_steps} x wgmma.mma_async; commit_group; "
+                    f"wait_group {self.wgmma_lag}; thread 0 of each warpgroup arrives on the empty mbarrier "
+                    f"of tile t - {self.wgmma_lag}'s slot; the epilogue by the MMA warpgroups only"
+                )
             else:
-                lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by TMA, "
-                             f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
-                             f"copy tiles 0..{self.copy_ahead - 1}")
-                lines.append(f"K tile t: mbarrier.try_wait.parity (slot t % {self.stages}, parity (t / {self.stages}) % 2); "
-                             f"barrier; wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
-                             f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + "
-                             f"cp.async.bulk.tensor tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
-                             f"wait_group {self.wgmma_lag}")
+                lines.append(
+                    f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by TMA, "
+                    f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
+                    f"copy tiles 0..{self.copy_ahead - 1}"
+                )
+                lines.append(
+                    f"K tile t: mbarrier.try_wait.parity (slot t % {self.stages}, parity (t / {self.stages}) % 2); "
+                    f"barrier; wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
+                    f"{self.tma.issuers} threads arrive.expect_tx(box bytes) + "
+                    f"cp.async.bulk.tensor tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
+                    f"wait_group {self.wgmma_lag}"
+                )
         else:
-            lines.append(f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
-                         f"memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time")
-            lines.append(f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by cp.async, "
-                         f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
-                         f"copy tiles 0..{self.copy_ahead - 1}")
-            lines.append(f"K tile t: cp.async.wait_group {self.copy_pending}; fence.proxy.async.shared::cta; barrier; "
-                         f"wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
-                         f"cp.async tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
-                         f"wait_group {self.wgmma_lag}")
+            lines.append(
+                f"stages: {self.stages} slots of {self.slot_bytes} B (tile t in slot t % {self.stages}); shared "
+                f"memory: {self.smem_bytes} B {where} rounded up to {ALIGN} at run time"
+            )
+            lines.append(
+                f"ring: {self.copy_ahead} K tile{'s' if self.copy_ahead > 1 else ''} copied ahead by cp.async, "
+                f"{self.wgmma_lag} wgmma group{'s' if self.wgmma_lag != 1 else ''} left running; prologue: "
+                f"copy tiles 0..{self.copy_ahead - 1}"
+            )
+            lines.append(
+                f"K tile t: cp.async.wait_group {self.copy_pending}; fence.proxy.async.shared::cta; barrier; "
+                f"wgmma.fence; {self.k_steps} x wgmma.mma_async (slot t % {self.stages}); commit_group; "
+                f"cp.async tile t+{self.copy_ahead} -> slot (t+{self.copy_ahead}) % {self.stages}; "
+                f"wait_group {self.wgmma_lag}"
+            )
         if self.promotes:
             n = self.intrinsic.n // 2
             if self.wgmma_lag:
-                lines.append(f"fp8: partial sums promoted to f32 per K tile, two K tiles per loop iteration: each "
-                             f"tile's {self.k_steps} wgmma.mma_async into a fresh partial (the first with scale-d 0); "
-                             f"wait_group 1 after the first tile, 0 after the second, then both partials added into "
-                             f"the f32 accumulator ({n} + 2 x {n} f32 per thread)")
+                lines.append(
+                    f"fp8: partial sums promoted to f32 per K tile, two K tiles per loop iteration: each "
+                    f"tile's {self.k_steps} wgmma.mma_async into a fresh partial (the first with scale-d 0); "
+                    f"wait_group 1 after the first tile, 0 after the second, then both partials added into "
+                    f"the f32 accumulator ({n} + 2 x {n} f32 per thread)"
+                )
             else:
-                lines.append(f"fp8: partial sums promoted to f32 per K tile: each tile's {self.k_steps} "
-                             f"wgmma.mma_async into a fresh partial (the first with scale-d 0), added into the f32 "
-                             f"accumulator after its wait_group 0 ({n} + {n} f32 per thread)")
+                lines.append(
+                    f"fp8: partial sums promoted to f32 per K tile: each tile's {self.k_steps} "
+                    f"wgmma.mma_async into a fresh partial (the first with scale-d 0), added into the f32 "
+                    f"accumulator after its wait_group 0 ({n} + {n} f32 per thread)"
+                )
         lay = self.epilogue.layout
-        lines.append(f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
-                     f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
-                     f"{len(self.epilogue.runs)} stores of {self.epilogue.runs[0].length}{self.epilogue.pairs_note}")
+        lines.append(
+            f"epilogue: the accumulator's {intr.n // 2} f32 per thread, per warp "
+            f"{' x '.join(f'{d.name}({d.size})' for d in lay.ordered_dims())}, "
+            f"{len(self.epilogue.runs)} stores of {self.epilogue.runs[0].length}{self.epilogue.pairs_note}"
+        )
         return lines
 
 
-def plan_wgmma(problem: Contraction, cfg: KernelConfig, target: Target, intr: WarpgroupIntrinsic,
-               c_extents: Extents) -> WgmmaPlan:
+def plan_wgmma(
+    problem: Contraction, cfg: KernelConfig, target: Target, intr: WarpgroupIntrinsic, c_extents: Extents
+) -> WgmmaPlan:
     validate_warpgroup(cfg, target, problem, intr)
     threads = cfg.compute_threads  # (the producer warpgroup copies nothing by cp.async)
     ops = []
     offset = 0
     split = allocations(intr) > 1
     for i, (name, mn) in enumerate((("A", cfg.tile_m), ("B", cfg.tile_n))):
-        smem = operand_layout(name, problem, mn, intr.element_type(name),
-                              k_atoms_fastest=cfg.copy == "tma-wide" and not k_innermost(problem, name))
+        smem = operand_layout(
+            name,
+            problem,
+            mn,
+            intr.element_type(name),
+            k_atoms_fastest=cfg.copy == "tma-wide" and not k_innermost(problem, name),
+        )
         rows, cols = (mn, smem.k) if smem.major is Major.K else (smem.k, mn)
         chunks = smem.bytes // CHUNK_BYTES
-        ops.append(WgmmaOperand(name, smem, 0 if split else offset, rows, cols, chunks // threads,
-                                allocation=i if split else 0,
-                                slot_stride=_round(smem.bytes) if split else slot_bytes(cfg, intr.a_type)))
+        ops.append(
+            WgmmaOperand(
+                name,
+                smem,
+                0 if split else offset,
+                rows,
+                cols,
+                chunks // threads,
+                allocation=i if split else 0,
+                slot_stride=_round(smem.bytes) if split else slot_bytes(cfg, intr.a_type),
+            )
+        )
         offset += _round(smem.bytes)
     lay = warp_c_layout(intr.n)
     runs = tuple(lay.runs(COL))
     bounded = tuple(c_extents.bounded()[-2:])
     if bounded[1] and any(c_extents.multiple(-1) % r.length or r.col % r.length for r in runs):
         runs = tuple(Run(e, 1, *lay.element_offsets()[e]) for e in range(lay.elements))  # may straddle N
-    pairs = lane_pairs(lay, runs, intr.m, intr.n, problem.stored_type, c_extents, target.vendor, problem.c.offset,
-                       bool(problem.epilogue_ops))
-    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents,
-                       *(pairs or ()))
+    pairs = lane_pairs(
+        lay,
+        runs,
+        intr.m,
+        intr.n,
+        problem.stored_type,
+        c_extents,
+        target.vendor,
+        problem.c.offset,
+        bool(problem.epilogue_ops),
+    )
+    epi = EpiloguePlan(lay, runs, bounded, tuple(problem.epilogue_ops), problem.stored_type, c_extents, *(pairs or ()))
     tk = tile_k(intr.a_type)
     tiles = {"m": cfg.tile_m, "n": cfg.tile_n, "k": tk, "batch": 1}
     dynamic = []
     for d in problem.dynamic:
         div, tile = d.divisor, tiles[d.dim]
         promise = f"a multiple of {div}" if div > 1 else "no divisibility promise"
-        bounds = "whole tiles, unchecked" if div % tile == 0 else (
-            f"K tiles: ceil(K / {tk}), the last zero-filled past K" if d.dim == "k" else
-            "one workgroup per tile" if d.dim == "batch" else "partial tiles bounded")
+        bounds = (
+            "whole tiles, unchecked"
+            if div % tile == 0
+            else (
+                f"K tiles: ceil(K / {tk}), the last zero-filled past K"
+                if d.dim == "k"
+                else "one workgroup per tile"
+                if d.dim == "batch"
+                else "partial tiles bounded"
+            )
+        )
         dynamic.append(f"{d.dim.upper()} ({promise}: {bounds})")
     lag = 0 if intr.a_type in FP8 and not WgmmaPlan.fp8_pair_tiles else 1 if cfg.stages >= 3 else 0  # (wgmma_lag)
-    kind = ("one stage, wait 0 per K tile" if cfg.stages == 1 else
-            f"a {cfg.stages}-slot {'TMA' if cfg.copy else 'cp.async'} ring, wait_group {lag} per K tile")
+    kind = (
+        "one stage, wait 0 per K tile"
+        if cfg.stages == 1
+        else f"a {cfg.stages}-slot {'TMA' if cfg.copy else 'cp.async'} ring, wait_group {lag} per K tile"
+    )
     tma = None
     if cfg.copy in TMA_COPIES:
-        tma = plan_tma(ops[0].smem, ops[1].smem, cfg.stages * slot_bytes(cfg, intr.a_type), cfg.stages,
-                       cfg.compute_threads if cfg.producer else None, cfg.cluster)
-    return WgmmaPlan(intr, target.vendor, WARP, cfg.workgroup_size, cfg.tile_m // 64, ops[0], ops[1], tk,
-                     tk // intr.k, None if problem.k is None else -(-problem.k // tk),
-                     plan_bytes(cfg, intr.a_type, allocations(intr)), epi,
-                     (f"{intr.name}: the warpgroup-MMA kernel ({kind})",), cfg.stages,
-                     slot_bytes(cfg, intr.a_type), dynamic=tuple(dynamic), allocations=allocations(intr), tma=tma,
-                     persistent=cfg.persistent, raster=cfg.raster,
-                     tile_grid=(0, 0) if problem.is_dynamic else (-(-problem.n // cfg.tile_n),
-                                                                  -(-problem.m // cfg.tile_m)))
+        tma = plan_tma(
+            ops[0].smem,
+            ops[1].smem,
+            cfg.stages * slot_bytes(cfg, intr.a_type),
+            cfg.stages,
+            cfg.compute_threads if cfg.producer else None,
+            cfg.cluster,
+        )
+    return WgmmaPlan(
+        intr,
+        target.vendor,
+        WARP,
+        cfg.workgroup_size,
+        cfg.tile_m // 64,
+        ops[0],
+        ops[1],
+        tk,
+        tk // intr.k,
+        None if problem.k is None else -(-problem.k // tk),
+        plan_bytes(cfg, intr.a_type, allocations(intr)),
+        epi,
+        (f"{intr.name}: the warpgroup-MMA kernel ({kind})",),
+        cfg.stages,
+        slot_bytes(cfg, intr.a_type),
+        dynamic=tuple(dynamic),
+        allocations=allocations(intr),
+        tma=tma,
+        persistent=cfg.persistent,
+        raster=cfg.raster,
+        tile_grid=(0, 0) if problem.is_dynamic else (-(-problem.n // cfg.tile_n), -(-problem.m // cfg.tile_m)),
+    )
 
 
 __all__ = ["WARPGROUP", "warpgroup_config", "validate_warpgroup", "plan_wgmma", "WgmmaPlan", "warp_c_layout"]

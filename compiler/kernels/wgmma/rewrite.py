@@ -51,12 +51,20 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, scf
 
 from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.mlir import clone_into, defining_op
+from mmaflow.compiler.kernels.common.contraction import (
+    KLoop,
+    Match,
+    Rewriter,
+    _fail,
+    _transfer_parts,
+    raster_tile,
+    workgroup_id_ops,
+)
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
-from mmaflow.compiler.core.mlir import clone_into, defining_op
-from mmaflow.compiler.target.smem_layout import Major
 from mmaflow.compiler.kernels.wgmma.plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
-from mmaflow.compiler.kernels.common.contraction import KLoop, Match, Rewriter, _fail, _transfer_parts, raster_tile, workgroup_id_ops
+from mmaflow.compiler.target.smem_layout import Major
 
 _SHARED_FIELD = 0x3FFFF  # matrix-descriptor-encode keeps address bits 17..4
 
@@ -72,9 +80,14 @@ class WgmmaRewriter(Rewriter):
     # ---- small emitters ----------------------------------------------------------------------------
     def _op(self, em: Emitter, name: str, operands=(), results=(), attributes=None) -> ir.Operation:
         with em.loc, em.ip:
-            return ir.Operation.create(name, results=list(results), operands=list(operands),
-                                       attributes={k: (ir.Attribute.parse(v) if isinstance(v, str) else v)
-                                                   for k, v in (attributes or {}).items()})
+            return ir.Operation.create(
+                name,
+                results=list(results),
+                operands=list(operands),
+                attributes={
+                    k: (ir.Attribute.parse(v) if isinstance(v, str) else v) for k, v in (attributes or {}).items()
+                },
+            )
 
     @staticmethod
     def _i64(em: Emitter, value: int) -> ir.Value:
@@ -124,14 +137,16 @@ class WgmmaRewriter(Rewriter):
         if self.promote:  # the f32 accumulator as a vector (the epilogue's form); partials are structs
             vec_t = vector_type([n_fields], ir.F32Type.get())
             with top.loc, top.ip:
-                acc0 = arith.ConstantOp(vec_t, ir.DenseElementsAttr.get_splat(
-                    vec_t, ir.FloatAttr.get(ir.F32Type.get(), 0.0))).result
+                acc0 = arith.ConstantOp(
+                    vec_t, ir.DenseElementsAttr.get_splat(vec_t, ir.FloatAttr.get(ir.F32Type.get(), 0.0))
+                ).result
             # the first wgmma of a K tile has scale-d 0: its input accumulator is not read (undef)
             self.fresh = self._op(top, "llvm.mlir.undef", [], [struct_t]).result
         else:
             acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
         if plan.tma is not None:  # the ring filled by TMA (--config copy=tma; f16/bf16): compiler/kernels/wgmma/tma.py
             from mmaflow.compiler.kernels.wgmma.tma import TmaRing
+
             ring = TmaRing(self)
             loop = ring.loop(tid, shared, desc, acc0, struct_t)
             acc = loop.op.results[0]
@@ -145,8 +160,12 @@ class WgmmaRewriter(Rewriter):
         if self.promote:
             vec = acc
         else:
-            vals = [self._op(em, "llvm.extractvalue", [acc], [ir.F32Type.get()],
-                             {"position": ir.DenseI64ArrayAttr.get([i])}).result for i in range(n_fields)]
+            vals = [
+                self._op(
+                    em, "llvm.extractvalue", [acc], [ir.F32Type.get()], {"position": ir.DenseI64ArrayAttr.get([i])}
+                ).result
+                for i in range(n_fields)
+            ]
             vec = em.from_elements(vector_type([n_fields], ir.F32Type.get()), vals)
         lay = plan.epilogue.layout
         lanes = LaneIndex(top, top.rem(tid, plan.wave_size), plan.wave_size)
@@ -160,8 +179,9 @@ class WgmmaRewriter(Rewriter):
             self._persist()
         if plan.tma is not None and plan.tma.cluster > 1:  # no peer may multicast or arrive into an exited one
             term = [o.operation for o in self.func.regions[0].blocks[0].operations][-1]
-            ring.cluster_barrier(Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("wgmma.tma.cluster"),
-                                 at_exit=True)
+            ring.cluster_barrier(
+                Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("wgmma.tma.cluster"), at_exit=True
+            )
             attrs.write_cluster_dim(self.func, (plan.tma.cluster, 1, 1))
 
     def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
@@ -181,8 +201,13 @@ class WgmmaRewriter(Rewriter):
         attrs.mark(em.barrier(), attrs.RING)
         for opd, op_plan in zip(self.m.operands, plan.operands):
             self._copy_tile(em, opd, op_plan, old_body, old_iv, iv, tid, *shared[op_plan.allocation])
-        self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
-                                                   "space": "#nvvm.shared_space<cta>"})
+        self._op(
+            em,
+            "nvvm.fence.proxy",
+            [],
+            [],
+            {"kind": "#nvvm.proxy_kind<async.shared>", "space": "#nvvm.shared_space<cta>"},
+        )
         attrs.mark(em.barrier(), attrs.RING)
         carried = loop.inner_iter_args[0]
         acc = self._wgmmas(em, desc, self.fresh if self.promote else carried, struct_t, None, fresh=self.promote)
@@ -200,8 +225,12 @@ class WgmmaRewriter(Rewriter):
         """acc + partial: the f32 accumulator (a vector<N/2 x f32>) plus a K tile's fp8 partial
         (an !llvm.struct of N/2 f32, its wgmma group waited for), one f32 add per field."""
         n = self.plan.intrinsic.n // 2
-        vals = [self._op(em, "llvm.extractvalue", [partial], [ir.F32Type.get()],
-                         {"position": ir.DenseI64ArrayAttr.get([i])}).result for i in range(n)]
+        vals = [
+            self._op(
+                em, "llvm.extractvalue", [partial], [ir.F32Type.get()], {"position": ir.DenseI64ArrayAttr.get([i])}
+            ).result
+            for i in range(n)
+        ]
         vec = em.from_elements(vector_type([n], ir.F32Type.get()), vals)
         with em.loc, em.ip:
             return arith.AddFOp(acc, vec).result
@@ -234,9 +263,12 @@ class WgmmaRewriter(Rewriter):
         a0, b0 = plan.descriptor("A", 0, 0).start_address, plan.descriptor("B", 0, 0).start_address
         mma_attrs = {
             "shape": f"#nvvm.shape<m = 64, n = {intr.n}, k = {intr.k}>",
-            "typeA": f"#nvvm.wgmma_type<{intr.ptx_type('A')}>", "typeB": f"#nvvm.wgmma_type<{intr.ptx_type('B')}>",
-            "typeD": "#nvvm.wgmma_type<f32>", "scaleD": "#nvvm.wgmma_scale_out<one>",
-            "scaleA": "#nvvm.wgmma_scale_in<one>", "scaleB": "#nvvm.wgmma_scale_in<one>",
+            "typeA": f"#nvvm.wgmma_type<{intr.ptx_type('A')}>",
+            "typeB": f"#nvvm.wgmma_type<{intr.ptx_type('B')}>",
+            "typeD": "#nvvm.wgmma_type<f32>",
+            "scaleD": "#nvvm.wgmma_scale_out<one>",
+            "scaleA": "#nvvm.wgmma_scale_in<one>",
+            "scaleB": "#nvvm.wgmma_scale_in<one>",
             # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0; the only
             # form 8-bit types have: wgmma_plan.refuse_fp8_forms)
             "layoutA": f"#nvvm.mma_layout<{'row' if plan.a.k_innermost else 'col'}>",
@@ -261,8 +293,13 @@ class WgmmaRewriter(Rewriter):
         self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
 
     def _proxy_fence(self, em: Emitter) -> None:
-        self._op(em, "nvvm.fence.proxy", [], [], {"kind": "#nvvm.proxy_kind<async.shared>",
-                                                   "space": "#nvvm.shared_space<cta>"})
+        self._op(
+            em,
+            "nvvm.fence.proxy",
+            [],
+            [],
+            {"kind": "#nvvm.proxy_kind<async.shared>", "space": "#nvvm.shared_space<cta>"},
+        )
 
     # Mutation hook for the tests (e2e_tests/test_wgmma_kernel.py): copy tile t + copy_ahead into
     # the slot of tile t + copy_ahead + _slot_skew, i.e. reuse a slot _slot_skew stages too early.
@@ -323,8 +360,18 @@ class WgmmaRewriter(Rewriter):
             tokens = []
             if tile is not None:
                 for opd, op_plan in zip(self.m.operands, plan.operands):
-                    tokens += self._copy_tile(em, opd, op_plan, old_body, old_iv, origin(em, tile), tid,
-                                              *shared[op_plan.allocation], slot=slot, tile_valid=tile_valid)
+                    tokens += self._copy_tile(
+                        em,
+                        opd,
+                        op_plan,
+                        old_body,
+                        old_iv,
+                        origin(em, tile),
+                        tid,
+                        *shared[op_plan.allocation],
+                        slot=slot,
+                        tile_valid=tile_valid,
+                    )
             group = em.async_group(tokens)
             attrs.mark(defining_op(group), attrs.RING)
             if em is pre:  # nvgpu.device_async_wait's token operand (the hardware counts groups)
@@ -342,7 +389,7 @@ class WgmmaRewriter(Rewriter):
                 issue(pre, t, pre.const(t % S), pre.lt(pre.const(t), kt))
         # the prologue's copies (index computations, cp.async, commits): a persistent grid issues
         # them for the next tile before this one's epilogue (``_persist``)
-        self._ring_prologue = [o.operation for o in block.operations][start:_position(block, old)]
+        self._ring_prologue = [o.operation for o in block.operations][start : _position(block, old)]
         if pairs:
             return self._pair_loop(pre, old, kt, issue, desc, acc0, struct_t)
         if isinstance(kt, int):
@@ -358,14 +405,16 @@ class WgmmaRewriter(Rewriter):
             with old.location, ir.InsertionPoint(old):
                 loop = scf.ForOp(first, end, pre.const(1), state)
             em = Emitter(ir.InsertionPoint(loop.body), old.location, self.vendor).named(
-                "wgmma.ring" if copies else "wgmma.ring.drain")
+                "wgmma.ring" if copies else "wgmma.ring.drain"
+            )
             t = loop.induction_variable
             em.async_wait(self._group, A - 1)
             self._proxy_fence(em)
             attrs.mark(em.barrier(), attrs.RING)
             args = list(loop.inner_iter_args)
-            out = self._wgmmas(em, desc, self.fresh if self.promote else args[0], struct_t, em.rem(t, S),
-                               fresh=self.promote)
+            out = self._wgmmas(
+                em, desc, self.fresh if self.promote else args[0], struct_t, em.rem(t, S), fresh=self.promote
+            )
             self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
             if copies:
                 issue(em, em.add(t, A), em.rem(em.add(t, A + self._slot_skew), S))
@@ -439,16 +488,29 @@ class WgmmaRewriter(Rewriter):
         after.async_wait(self._group, 0)
         return KLoop(loop, [], [], None), loop.results[0]
 
-    def _copy_tile(self, em: Emitter, opd, op_plan: WgmmaOperand, old_body, old_iv, iv, tid, smem, pad_elems,
-                   slot=None, tile_valid=None) -> list:
+    def _copy_tile(
+        self,
+        em: Emitter,
+        opd,
+        op_plan: WgmmaOperand,
+        old_body,
+        old_iv,
+        iv,
+        tid,
+        smem,
+        pad_elems,
+        slot=None,
+        tile_valid=None,
+    ) -> list:
         """This thread's 16-byte chunks of the operand's global tile (K origin ``iv``) into its
         shared tile, each at ``SmemLayout.offset`` of its first element (a chunk never straddles a
         swizzled chunk): 128-bit loads and stores (``slot`` None: the one-stage kernel), or one
         cp.async per chunk into ring slot ``slot`` (returns their tokens)."""
         src_mem, src_idx, vt = _transfer_parts(opd.copy_read)
         if tuple(vt.shape[-2:]) != (op_plan.rows, op_plan.cols):
-            raise ValueError(f"{opd.name}: the script's tile is {list(vt.shape)}, the plan's "
-                             f"{op_plan.rows}x{op_plan.cols}")
+            raise ValueError(
+                f"{opd.name}: the script's tile is {list(vt.shape)}, the plan's {op_plan.rows}x{op_plan.cols}"
+            )
         src = self._global(src_mem)
         ext = self.mem_extents[src_mem][1]
         limits = tuple(self._limits(ext)[-2:])  # true extents where tiles overhang (partial tiles)
@@ -560,6 +622,7 @@ class WgmmaRewriter(Rewriter):
         top = Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("persistent")
         with top.loc, top.ip:
             from iree.compiler.dialects import hal
+
             lin = hal.interface_workgroup_id(0)
             loop = scf.ForOp(top.const(0), top.const(plan.persistent), top.const(1))
         j = loop.induction_variable
@@ -645,7 +708,7 @@ def _inline(op: ir.Operation, side: int, skip_first: bool = False) -> None:
     ``skip_first``), its results by what that region yields."""
     ops = [o.operation for o in op.regions[side].blocks[0].operations]
     term = ops[-1]
-    for o in ops[1 if skip_first else 0:-1]:
+    for o in ops[1 if skip_first else 0 : -1]:
         o.move_before(op)
     for old, new in zip(op.results, list(term.operands)):
         old.replace_all_uses_with(new)
@@ -661,10 +724,25 @@ def _position(block: ir.Block, op) -> int:
     raise ValueError("op not in block")
 
 
-_PURE = ("arith.", "affine.apply", "index.", "hal.interface.binding.subspan", "hal.interface.constant.load",
-         "util.assume.int", "memref.subview", "memref.expand_shape", "memref.collapse_shape", "memref.cast",
-         "memref.reinterpret_cast", "memref.extract_strided_metadata", "memref.extract_aligned_pointer_as_index",
-         "memref.assume_alignment", "gpu.thread_id", "llvm.mlir.undef", "llvm.mlir.zero")
+_PURE = (
+    "arith.",
+    "affine.apply",
+    "index.",
+    "hal.interface.binding.subspan",
+    "hal.interface.constant.load",
+    "util.assume.int",
+    "memref.subview",
+    "memref.expand_shape",
+    "memref.collapse_shape",
+    "memref.cast",
+    "memref.reinterpret_cast",
+    "memref.extract_strided_metadata",
+    "memref.extract_aligned_pointer_as_index",
+    "memref.assume_alignment",
+    "gpu.thread_id",
+    "llvm.mlir.undef",
+    "llvm.mlir.zero",
+)
 
 
 def _pure(op) -> bool:

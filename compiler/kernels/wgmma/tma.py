@@ -63,11 +63,10 @@ from iree.compiler.dialects import arith, llvm, memref, nvvm, scf
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
-from mmaflow.compiler.target.intrinsics import TYPE_BITS
-from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
+from mmaflow.compiler.target.intrinsics import FP8, TYPE_BITS
 from mmaflow.compiler.target.limits import REGISTER_GRANULE, SHARED_RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES
+from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target
-from mmaflow.compiler.target.intrinsics import FP8
 
 BOX_LIMIT = 256  # cuTensorMapEncodeTiled: boxDim[i] <= 256 (PTX ISA "Tensor-map": bounding box)
 STRIDE_LIMIT = 1 << 40  # globalStrides[i] < 2^40 bytes, multiples of 16
@@ -134,8 +133,9 @@ def operand_boxes(name: str, smem: SmemLayout, first_issuer: int, multicast: int
     elif smem.k_atoms_fastest:  # one 64-column atom's K lines are contiguous: one box {64, K} per atom
         op = TmaOperand(name, False, (line, smem.k), smem.mn_atoms, smem.mn_atoms, line, 0, e, first_issuer, m)
     else:
-        op = TmaOperand(name, False, (line, 8), smem.mn_atoms * (smem.k // 8), smem.mn_atoms, line, 8, e,
-                        first_issuer, m)
+        op = TmaOperand(
+            name, False, (line, 8), smem.mn_atoms * (smem.k // 8), smem.mn_atoms, line, 8, e, first_issuer, m
+        )
     if op.boxes % m:
         raise UnsupportedError(f"{name}: {op.boxes} boxes per K tile do not share out between {m} workgroups")
     if max(op.box) > BOX_LIMIT:
@@ -195,24 +195,35 @@ class TmaPlan:
     def describe(self) -> list[str]:
         out = []
         for o in self.operands:
-            how = ("one box" if o.boxes == 1 else
-                   f"{o.boxes} boxes (one per 64-column atom{'' if o.row_step == 0 else ' and 8 K lines: the MN-major atoms are M/N-fastest'})")
+            how = (
+                "one box"
+                if o.boxes == 1
+                else f"{o.boxes} boxes (one per 64-column atom{'' if o.row_step == 0 else ' and 8 K lines: the MN-major atoms are M/N-fastest'})"
+            )
             who = f"issued by threads {o.first_issuer}..{o.first_issuer + o.issued - 1}"
             if o.multicast > 1:
-                who += (f" of each workgroup of a cluster of {o.multicast}, rank r issuing boxes r * {o.issued} .. "
-                        f"r * {o.issued} + {o.issued - 1} with a multicast to all (each issuer expects its box's bytes "
-                        f"x {o.multicast}: its own copy and its peers' into this workgroup)")
-            out.append(f"{o.name}: TMA {how} of {o.box[0]}x{o.box[1]} ({o.box_bytes} B, innermost first), 128B "
-                       f"swizzle, zero fill; {who}")
-        out.append(f"tma: maps built by thread 0 (tensormap.replace on 128 zero bytes at +{self.maps_offset}), "
-                   f"tensormap.cp_fenceproxy to @{MAPS_GLOBAL}[%smid], acquired by the {self.issuers} issuers; "
-                   f"{self.stages} mbarriers at +{self.barriers_offset} (count {self.issuers}: each issuer arrives "
-                   f"expecting its box's bytes), {self.tx_bytes} B per K tile")
+                who += (
+                    f" of each workgroup of a cluster of {o.multicast}, rank r issuing boxes r * {o.issued} .. "
+                    f"r * {o.issued} + {o.issued - 1} with a multicast to all (each issuer expects its box's bytes "
+                    f"x {o.multicast}: its own copy and its peers' into this workgroup)"
+                )
+            out.append(
+                f"{o.name}: TMA {how} of {o.box[0]}x{o.box[1]} ({o.box_bytes} B, innermost first), 128B "
+                f"swizzle, zero fill; {who}"
+            )
+        out.append(
+            f"tma: maps built by thread 0 (tensormap.replace on 128 zero bytes at +{self.maps_offset}), "
+            f"tensormap.cp_fenceproxy to @{MAPS_GLOBAL}[%smid], acquired by the {self.issuers} issuers; "
+            f"{self.stages} mbarriers at +{self.barriers_offset} (count {self.issuers}: each issuer arrives "
+            f"expecting its box's bytes), {self.tx_bytes} B per K tile"
+        )
         if self.cluster > 1:
-            out.append(f"cluster: {self.cluster} workgroups (nvvm.cluster_dim); each MMA warpgroup releases a slot on "
-                       f"the \"empty\" mbarrier of every workgroup of the cluster (mapa + a shared::cluster arrive: "
-                       f"count {self.cluster} x the MMA warpgroups), as every workgroup's producer writes every slot; "
-                       f"barrier.cluster after the mbarriers' init and before exit")
+            out.append(
+                f"cluster: {self.cluster} workgroups (nvvm.cluster_dim); each MMA warpgroup releases a slot on "
+                f'the "empty" mbarrier of every workgroup of the cluster (mapa + a shared::cluster arrive: '
+                f"count {self.cluster} x the MMA warpgroups), as every workgroup's producer writes every slot; "
+                f"barrier.cluster after the mbarriers' init and before exit"
+            )
         return out
 
 
@@ -224,25 +235,34 @@ def validate_tma(cfg, target: Target, problem, intr, *, fp8_pair_tiles: bool = F
     if intr.a_type not in ELEMTYPES:
         raise UnsupportedError(f"{intr.name}: TMA copies are implemented for f16/bf16/fp8 operands, not {intr.a_type}")
     if intr.b_type != intr.a_type:
-        raise UnsupportedError(f"{intr.name}: TMA copies take A and B of one element type ({intr.a_type} x "
-                               f"{intr.b_type}: the kernel keeps their slots in two allocations, which the TMA ring "
-                               f"does not address); the cp.async ring serves this pair")
+        raise UnsupportedError(
+            f"{intr.name}: TMA copies take A and B of one element type ({intr.a_type} x "
+            f"{intr.b_type}: the kernel keeps their slots in two allocations, which the TMA ring "
+            f"does not address); the cp.async ring serves this pair"
+        )
     if intr.a_type in FP8 and fp8_pair_tiles:
-        raise UnsupportedError(f"{intr.name}: fp8 pair tiles (WgmmaPlan.fp8_pair_tiles) are a cp.async-ring variant; "
-                               f"the TMA ring promotes each K tile after wait_group 0")
+        raise UnsupportedError(
+            f"{intr.name}: fp8 pair tiles (WgmmaPlan.fp8_pair_tiles) are a cp.async-ring variant; "
+            f"the TMA ring promotes each K tile after wait_group 0"
+        )
     bytes_ = TYPE_BITS[intr.a_type] // 8
     for name, at in (("A", problem.a), ("B", problem.b)):
         if at.offset is not None and at.offset % ADDRESS_ALIGN:
-            raise UnsupportedError(f"{intr.name}: {name} sits at byte offset {at.offset} of its binding; a tensor map's "
-                                   f"global address must be {ADDRESS_ALIGN}-byte aligned (copy=tma refused)")
+            raise UnsupportedError(
+                f"{intr.name}: {name} sits at byte offset {at.offset} of its binding; a tensor map's "
+                f"global address must be {ADDRESS_ALIGN}-byte aligned (copy=tma refused)"
+            )
     sizes = {"m": problem.m, "n": problem.n, "k": problem.k, "batch": problem.batch}
-    for name, dims in (("A", ("k", "m") if not problem.a_transposed else ("m", "k")),
-                       ("B", ("k", "n") if problem.b_transposed else ("n", "k"))):
+    for name, dims in (
+        ("A", ("k", "m") if not problem.a_transposed else ("m", "k")),
+        ("B", ("k", "n") if problem.b_transposed else ("n", "k")),
+    ):
         inner, outer = (sizes[d] for d in dims)
         stride = None if inner is None else inner * bytes_
         if stride is not None and stride % 16:
-            raise UnsupportedError(f"{intr.name}: {name}'s rows are {stride} bytes, not a multiple of 16 (a tensor "
-                                   f"map's strides are)")
+            raise UnsupportedError(
+                f"{intr.name}: {name}'s rows are {stride} bytes, not a multiple of 16 (a tensor map's strides are)"
+            )
         for what, v in (("row stride", stride), ("batch stride", None if None in (stride, outer) else stride * outer)):
             if v is not None and v >= STRIDE_LIMIT:
                 raise UnsupportedError(f"{intr.name}: {name}'s {what} of {v} bytes reaches 2^40 (a tensor map's limit)")
@@ -251,8 +271,14 @@ def validate_tma(cfg, target: Target, problem, intr, *, fp8_pair_tiles: bool = F
                 raise UnsupportedError(f"{intr.name}: {d.upper()} = {sizes[d]} exceeds a tensor map's 2^32 elements")
 
 
-def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: int,
-             producer_first: int | None = None, cluster: int = 1) -> TmaPlan:
+def plan_tma(
+    a_smem: SmemLayout,
+    b_smem: SmemLayout,
+    slots_bytes: int,
+    stages: int,
+    producer_first: int | None = None,
+    cluster: int = 1,
+) -> TmaPlan:
     """The boxes (issued by threads 0.., or by the producer warpgroup's from ``producer_first``);
     in clusters B's are shared out and multicast."""
     first = producer_first or 0
@@ -262,6 +288,7 @@ def plan_tma(a_smem: SmemLayout, b_smem: SmemLayout, slots_bytes: int, stages: i
 
 
 # ---- the kernel ----------------------------------------------------------------------------------
+
 
 def _ptr(space: int | None) -> ir.Type:
     return ir.Type.parse("!llvm.ptr" if space is None else f"!llvm.ptr<{space}>")
@@ -342,11 +369,15 @@ class TmaRing:
         space = ir.Attribute.parse("#gpu.address_space<global>")
         mtype = ir.MemRefType.get([n], self.i64, memory_space=space)
         block = inner.regions[0].blocks[0]
-        if not any(o.operation.name == "memref.global" and ir.StringAttr(o.operation.attributes["sym_name"]).value
-                   == MAPS_GLOBAL for o in block.operations):
+        if not any(
+            o.operation.name == "memref.global"
+            and ir.StringAttr(o.operation.attributes["sym_name"]).value == MAPS_GLOBAL
+            for o in block.operations
+        ):
             with func.location, ir.InsertionPoint.at_block_begin(block):
-                memref.GlobalOp(MAPS_GLOBAL, mtype, sym_visibility="private", initial_value=ir.UnitAttr.get(),
-                                alignment=MAP_BYTES)
+                memref.GlobalOp(
+                    MAPS_GLOBAL, mtype, sym_visibility="private", initial_value=ir.UnitAttr.get(), alignment=MAP_BYTES
+                )
         top = self.rw.top
         with top.loc, top.ip:
             return memref.GetGlobalOp(mtype, MAPS_GLOBAL).result
@@ -392,8 +423,9 @@ class TmaRing:
             for s in range(tma.stages):
                 nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, tma.issuers))
                 if empty0 is not None:  # one arrival per MMA warpgroup (of each workgroup of a cluster)
-                    nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, empty0, 8 * s), 3),
-                                        self.c32(t0, self.plan.warpgroups * tma.cluster))
+                    nvvm.MBarrierInitOp(
+                        self.ptr(t0, self.add64(t0, empty0, 8 * s), 3), self.c32(t0, self.plan.warpgroups * tma.cluster)
+                    )
             nvvm.FenceMbarrierInitOp()
         attrs.mark(em.barrier(), attrs.RING)
         rank = None
@@ -404,15 +436,21 @@ class TmaRing:
         w0 = em.if_then(em.lt(tid, 32))
         with w0.loc, w0.ip:
             for gm, msh in zip(gmaps, maps_sh):
-                nvvm.InlinePtxOp([], [self.ptr(w0, gm, 1), self.ptr(w0, msh, 3)], [],
-                                 "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
-                                 ".sync.aligned [$0], [$1], 128;", memoryClobber=True)
+                nvvm.InlinePtxOp(
+                    [],
+                    [self.ptr(w0, gm, 1), self.ptr(w0, msh, 3)],
+                    [],
+                    "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
+                    ".sync.aligned [$0], [$1], 128;",
+                    memoryClobber=True,
+                )
         attrs.mark(em.barrier(), attrs.RING)
         iss = em.if_then(self.is_issuer(em, tid))
         with iss.loc, iss.ip:
             for gm in gmaps if not self._skip_acquire else ():
-                nvvm.FenceProxyAcquireOp(ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"),
-                                         self.c32(iss, MAP_BYTES))
+                nvvm.FenceProxyAcquireOp(
+                    ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"), self.c32(iss, MAP_BYTES)
+                )
         return {"gmaps": gmaps, "bars0": bars0, "empty0": empty0, "rank": rank}
 
     def cluster_barrier(self, em, at_exit: bool = False) -> None:
@@ -439,16 +477,27 @@ class TmaRing:
         with em.loc, em.ip:
             md = memref.ExtractStridedMetadataOp(mem)
             base = self.rw._op(em, "memref.extract_aligned_pointer_as_index", [mem], [em.index]).result
-            addr = arith.AddIOp(arith.IndexCastOp(self.i64, base).result,
-                                arith.IndexCastOp(self.i64, arith.MulIOp(md.offset, em.const(eb)).result).result).result
-            self._trap_unless(em, arith.CmpIOp(arith.CmpIPredicate.eq,
-                                               arith.AndIOp(addr, self.c64(em, ADDRESS_ALIGN - 1)).result,
-                                               self.c64(em, 0)).result)
+            addr = arith.AddIOp(
+                arith.IndexCastOp(self.i64, base).result,
+                arith.IndexCastOp(self.i64, arith.MulIOp(md.offset, em.const(eb)).result).result,
+            ).result
+            self._trap_unless(
+                em,
+                arith.CmpIOp(
+                    arith.CmpIPredicate.eq, arith.AndIOp(addr, self.c64(em, ADDRESS_ALIGN - 1)).result, self.c64(em, 0)
+                ).result,
+            )
             sizes, strides = list(md.sizes)[::-1], list(md.strides)[::-1]  # innermost first
 
             def rep(field, value=None, ord=None, attr=None):
-                nvvm.TensormapReplaceOp(ir.Attribute.parse(f"#nvvm.tensormap_field<{field}>"), mp, new_value=value,
-                                        ord=ord, new_value_attr=ir.Attribute.parse(attr) if attr else None)
+                nvvm.TensormapReplaceOp(
+                    ir.Attribute.parse(f"#nvvm.tensormap_field<{field}>"),
+                    mp,
+                    new_value=value,
+                    ord=ord,
+                    new_value_attr=ir.Attribute.parse(attr) if attr else None,
+                )
+
             rep("global_address", addr)
             rep("rank", self.c32(em, rank - 1))  # zero-based
             box = list(o.box) + [1] * (rank - 2)
@@ -457,8 +506,11 @@ class TmaRing:
                 rep("global_dim", arith.IndexCastOp(self.i32, sizes[d]).result, ord=d)
                 rep("element_stride", self.c32(em, 1), ord=d)
             for d in range(1, rank):  # global_stride[d-1]: bytes between steps of dimension d
-                rep("global_stride", arith.IndexCastOp(self.i64, arith.MulIOp(strides[d], em.const(eb)).result).result,
-                    ord=d - 1)
+                rep(
+                    "global_stride",
+                    arith.IndexCastOp(self.i64, arith.MulIOp(strides[d], em.const(eb)).result).result,
+                    ord=d - 1,
+                )
             rep("elemtype", attr=f"#nvvm.tensormap_elemtype<{ELEMTYPES[elem]}>")
             rep("interleave_layout", attr="#nvvm.tensormap_interleave_layout<no_interleave>")
             rep("swizzle_mode", attr="#nvvm.tensormap_swizzle_mode<b128>")
@@ -508,8 +560,9 @@ class TmaRing:
                 mask = None
                 if o.multicast > 1:
                     mask = arith.ConstantOp(ir.IntegerType.get_signless(16), (1 << o.multicast) - 1).result
-                nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(self.ptr(e, dst, 7), self.ptr(e, gmap, "generic"),
-                                                              coords, bar, [], multicastMask=mask)
+                nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
+                    self.ptr(e, dst, 7), self.ptr(e, gmap, "generic"), coords, bar, [], multicastMask=mask
+                )
 
     def wait(self, em, state, tile) -> None:
         """Every thread: wait for tile ``tile``'s mbarrier phase (slot tile % S, parity
@@ -560,8 +613,10 @@ class TmaRing:
             before = loop.before.blocks.append(self.i32, i1)
             with ir.InsertionPoint(before):
                 n, done = before.arguments
-                go = arith.AndIOp(arith.CmpIOp(arith.CmpIPredicate.ult, n, arith.ConstantOp(self.i32, WAIT_LIMIT).result).result,
-                                  arith.XOrIOp(done, arith.ConstantOp(i1, 1).result).result).result
+                go = arith.AndIOp(
+                    arith.CmpIOp(arith.CmpIPredicate.ult, n, arith.ConstantOp(self.i32, WAIT_LIMIT).result).result,
+                    arith.XOrIOp(done, arith.ConstantOp(i1, 1).result).result,
+                ).result
                 scf.ConditionOp(go, [n, done])
             after = loop.after.blocks.append(self.i32, i1)
             with ir.InsertionPoint(after):
@@ -605,6 +660,7 @@ class TmaRing:
         if self.tma.specialized:
             return self.specialized(tid, shared, desc, acc0, struct_t)
         from mmaflow.compiler.kernels.common.emit import Emitter
+
         rw, plan = self.rw, self.plan
         S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
         old, pre, base, state, kt, origins = self._prepare(tid, shared)
@@ -623,7 +679,8 @@ class TmaRing:
             with old.location, ir.InsertionPoint(old):
                 loop = scf.ForOp(first, end, pre.const(1), [acc])
             em = Emitter(ir.InsertionPoint(loop.body), old.location, rw.vendor).named(
-                "wgmma.tma" if copies else "wgmma.tma.drain")
+                "wgmma.tma" if copies else "wgmma.tma.drain"
+            )
             t = loop.induction_variable
             self.wait(em, state, t)
             attrs.mark(em.barrier(), attrs.RING)
@@ -642,16 +699,18 @@ class TmaRing:
         after = Emitter(ir.InsertionPoint.after(last.operation), old.location, rw.vendor).named("wgmma.tma")
         rw._wgmma_wait(after, 0)
         from mmaflow.compiler.kernels.common.contraction import KLoop
+
         return KLoop(last, [], [], None)
 
     def _prepare(self, tid, shared: list):
         """Before the old K loop: the shared base, the maps and mbarriers (``setup``), the K tile
         count and ``origins(em, tile)``, each operand's global origin of a K tile."""
-        from mmaflow.compiler.kernels.common.emit import Emitter
         from mmaflow.compiler.kernels.common.contraction import _transfer_parts
+        from mmaflow.compiler.kernels.common.emit import Emitter
+
         rw, plan = self.rw, self.plan
         assert plan.allocations == 1 and len(shared) == 1  # (one element type: validate_tma)
-        (smem, pad_elems), = shared
+        ((smem, pad_elems),) = shared
         old = rw.m.loop
         old_body = old.regions[0].blocks[0]
         old_iv = list(old_body.arguments)[0]
@@ -706,6 +765,7 @@ class TmaRing:
         Why the data is there when the warpgroups read it: the "full" phase (as ``loop``). No CTA
         barrier follows the prologue's: the roles never meet but at the mbarriers."""
         from mmaflow.compiler.kernels.common.emit import Emitter
+
         rw, plan = self.rw, self.plan
         S, L = plan.stages, plan.wgmma_lag
         old, pre, base, state, kt, origins = self._prepare(tid, shared)
@@ -771,6 +831,7 @@ class TmaRing:
         with prod.loc, prod.ip:
             scf.YieldOp([acc0])
         from mmaflow.compiler.kernels.common.contraction import KLoop
+
         return KLoop(role, [], [], None)
 
     def _ring_start(self, em, kt_v):
@@ -826,8 +887,10 @@ def consumer_registers(warpgroups: int) -> int:
     per = (threads * launch - 128 * PRODUCER_REGISTERS) // (128 * warpgroups)
     per = min(256, per // REGISTER_GRANULE * REGISTER_GRANULE)
     if per < launch:  # ptxas would then launch with a count of its own choosing: the pool is not known
-        raise UnsupportedError(f"{warpgroups} MMA warpgroups: their register share, {per} per thread, is below the "
-                               f"{launch} every thread launches with: the setmaxnreg split does not apply")
+        raise UnsupportedError(
+            f"{warpgroups} MMA warpgroups: their register share, {per} per thread, is below the "
+            f"{launch} every thread launches with: the setmaxnreg split does not apply"
+        )
     return per
 
 
