@@ -189,14 +189,10 @@ def test_only_sm90a_lists_warpgroup_mma():
 
 
 def test_layout_cli_lists_and_prints_wgmma():
-    run = lambda *a: (
-        subprocess.run(
-            [sys.executable, "-m", "mmaflow.compiler.cli", "layout", *a],  # noqa: E731
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    def run(*a):
+        cmd = [sys.executable, "-m", "mmaflow.compiler.cli", "layout", *a]
+        return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
     listing = json.loads(run("sm_90a", "--json"))
     assert all(i["wave_size"] == 32 for i in listing["intrinsics"])
     wg = {i["name"]: i for i in listing["warpgroup_intrinsics"]}

@@ -305,7 +305,8 @@ def speedups(rows: list[dict]) -> None:
 
 
 def profile_one(manifest_dir: Path, file: str, key: str, driver: str) -> None:
-    """``bench_common.profile_calls`` of one prepared module (or torch SDPA: ``file`` bench_common.TORCH) on case ``key``."""
+    """``bench_common.profile_calls`` of one prepared module (or torch SDPA: ``file``
+    bench_common.TORCH) on case ``key``."""
     manifest = json.loads((manifest_dir / bench_common.MANIFEST).read_text())
     (case,) = [c for c in manifest["cases"] if c["key"] == key]
     bench_common.profile_calls(manifest_dir, file, driver, FUNCTION, inputs(case), _sdpa)

@@ -68,6 +68,8 @@ from mmaflow.runtime.bench_common import (
     torch_cuda,
     write_rows,
 )
+from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS
+from mmaflow.runtime.isa import FP8_CHUNK as FP8_ACC_STEP
 from mmaflow.runtime.modules import matmul_module, matmul_source
 
 # fp8 by torch's short names (torch.float8_e4m3fn, torch.float8_e5m2) -> MLIR's element types
@@ -487,8 +489,6 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
 # sum |a||b|, i.e. at most ceil(K / FP8_CHUNK) * (FP8_CHUNK + 1) * 2^(1 - bits) * sum |a||b| over
 # the K loop (beside the f32 terms): an upper bound under the model. A result within it only reads
 # "PASS (fp8 accumulation bound)" (a kernel without promotion); outside both, "FAIL".
-from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS
-from mmaflow.runtime.isa import FP8_CHUNK as FP8_ACC_STEP
 
 
 def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8: bool = False) -> dict:
@@ -736,9 +736,8 @@ def print_table(rows: list[dict]) -> None:
     print(f"{'size':>6} {'variant':<24} {'target':<10} {'call ms':>9} {'TFLOP/s':>9}{extra} check")
     for r in rows:
         k = f" {r.get('kernel_ms', float('nan')):>9.4f} {r.get('kernel_tflops', float('nan')):>9.2f}" if kernel else ""
-        print(
-            f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}"
-        )
+        head = f"{r['size']:>6} {r['variant']:<24} {r['target'][:10]:<10}"
+        print(f"{head} {r['ms']:>9.4f} {r['tflops']:>9.2f}{k} {r['check']}")
 
 
 def positive_ints(text: str, option: str) -> list[int]:

@@ -135,7 +135,8 @@ class Contraction:
         )
         if self.has_epilogue:
             ins = "".join(f", {e.type}[{','.join(e.dims)}]" for e in self.epilogue)
-            text += f", epilogue({self.c_type}{ins}: {' '.join(o.split('.', 1)[-1] for o in self.epilogue_ops)}) -> {self.stored_type}"
+            ops = " ".join(o.split(".", 1)[-1] for o in self.epilogue_ops)
+            text += f", epilogue({self.c_type}{ins}: {ops}) -> {self.stored_type}"
         return text
 
 

@@ -259,7 +259,8 @@ class SmemLayout:
         return (
             f"{self.mn}x{self.k} ({self.major.value}-major, {swizzle}, "
             f"{self.element_bits}-bit): atoms of 8 lines x {self.swizzle.width} B ({self.atom_mn}x{self.atom_k} "
-            f"elements, {self.swizzle.atom_bytes} B), {'K' if self.k_atoms_fastest else 'M/N'}-atoms fastest; LBO {lbo}, SBO {sbo}, "
+            f"elements, {self.swizzle.atom_bytes} B), {'K' if self.k_atoms_fastest else 'M/N'}-atoms fastest; "
+            f"LBO {lbo}, SBO {sbo}, "
             f"descriptor mode {self.swizzle.descriptor_code}, base aligned to {self.alignment} B"
         )
 

@@ -179,10 +179,11 @@ class FlashAttentionPlan:
             copies += (
                 ", the next tile prefetched into registers" if self.prefetch else ""
             ) + ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
+        mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
         return (
             f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
             f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
-            f"{(', boolean i1 mask' if self.mask == 'i1' else f', additive {self.mask} mask') if self.mask else ''}; {self.intrinsic.name}, "
+            f"{mask}; {self.intrinsic.name}, "
             f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
             f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
             f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}"
@@ -1004,7 +1005,8 @@ def _permutation_copy(op: ir.Operation) -> tuple[list[int], list[int]] | None:
 
 
 def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation, list]:
-    """Where an attention op's Q, K, V and O (and its mask, under "mask", when it has one) live (each a whole binding tensor: loaded, or
+    """Where an attention op's Q, K, V and O (and its mask, under "mask", when it has one) live (each a whole binding
+    tensor: loaded, or
     stored, whole through iree_tensor_ext.dispatch.tensor.load/store; O possibly through one
     linalg.generic that permutes it), each with its storage order when it is not (batch, rows,
     head dim); the bindings' pipeline layout; the store; the ops besides the attention the kernel

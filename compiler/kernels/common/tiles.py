@@ -27,7 +27,8 @@ def require_intrinsic(target: Target, problem: Contraction) -> None:
         have = sorted({f"{i.a_type}x{i.b_type}->{i.c_type}" for i in target.intrinsics()})
         sign = ""
         if problem.a_type == "i8":
-            sign = f" ({'unsigned' if problem.unsigned_a else 'signed'} x {'unsigned' if problem.unsigned_b else 'signed'})"
+            a, b = ("unsigned" if u else "signed" for u in (problem.unsigned_a, problem.unsigned_b))
+            sign = f" ({a} x {b})"
         raise UnsupportedError(
             f"no matrix instruction on {target.name} computes {problem.a_type} x {problem.b_type} -> "
             f"{problem.c_type}{sign}; {target.name} has: {', '.join(have)}"

@@ -85,7 +85,8 @@ def default_config(
                 else f"fewer 128x128 tiles than SMs ({target.compute_units}): 64x128 tiles keep twice as many SMs busy "
                 f"(1.2x at 1024^3 on the H100)"
                 if few
-                else f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every SM busy"
+                else f"fewer than two 256x128 tiles per SM ({target.compute_units} SMs): smaller tiles keep every "
+                "SM busy"
             )
         )
     elif intr.family.startswith("wmma") and wave == 32:

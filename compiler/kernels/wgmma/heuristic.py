@@ -110,8 +110,8 @@ def warpgroup_default(
         return None
     why.append(
         f"{name}: the warpgroup-MMA kernel, {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles, {cfg.stages}-slot "
-        f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; measured faster than mma.sync on "
-        f"the H100 from 1024^3)"
+        f"{'TMA' if cfg.copy else 'cp.async'} ring ({counts[-1]} for {target.compute_units} SMs{dyn}; "
+        f"measured faster than mma.sync on the H100 from 1024^3)"
     )
     cfg = _warpgroup_raster(target, problem, cfg, why)
     if "persistent" in copy:

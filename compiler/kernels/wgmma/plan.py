@@ -24,7 +24,8 @@ Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``, or
   loads -> shared stores at ``SmemLayout.offset``, ``fence.proxy.async.shared::cta`` (the generic
   stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
 - the accumulator (an ``!llvm.struct`` of N/2 f32 per thread) stored through the existing
-  epilogue (fused elementwise epilogues and f16/bf16 outputs included, applied in registers) from the D layout, seen per warp: warp w of the workgroup holds rows 16w..16w+15 of
+  epilogue (fused elementwise epilogues and f16/bf16 outputs included, applied in registers) from the D layout, seen
+  per warp: warp w of the workgroup holds rows 16w..16w+15 of
   the tile in mma.sync m16n8's C layout, N/8 times along N (``warp_c_layout``), which is the
   script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
 
@@ -487,7 +488,8 @@ class WgmmaPlan:
     def promotes(self) -> bool:
         """8-bit inputs: each K tile's wgmmas accumulate into a fresh partial (the first with
         scale-d 0), which is added into the f32 accumulator with f32 adds right after the tile's
-        ``wait_group 0`` (``wgmma_lag`` is 0 for fp8: see ``wgmma_lag``). Hopper's fp8 wgmma keeps only 14 bits below its largest addend
+        ``wait_group 0`` (``wgmma_lag`` is 0 for fp8: see ``wgmma_lag``). Hopper's fp8 wgmma keeps only 14 bits below
+        its largest addend
         (``runtime/isa/wgmma.py``, measured on the H200), so an accumulator carried through
         every wgmma is cut ever coarser as it grows; cuBLAS promotes the same way (CUTLASS
         ``GmmaFP8Accumulation``, promotion interval = one 128-k tile). 16-bit inputs accumulate

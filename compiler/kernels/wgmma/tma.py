@@ -198,7 +198,9 @@ class TmaPlan:
             how = (
                 "one box"
                 if o.boxes == 1
-                else f"{o.boxes} boxes (one per 64-column atom{'' if o.row_step == 0 else ' and 8 K lines: the MN-major atoms are M/N-fastest'})"
+                else f"{o.boxes} boxes (one per 64-column atom"
+                + ("" if o.row_step == 0 else " and 8 K lines: the MN-major atoms are M/N-fastest")
+                + ")"
             )
             who = f"issued by threads {o.first_issuer}..{o.first_issuer + o.issued - 1}"
             if o.multicast > 1:
