@@ -178,10 +178,14 @@ def test_one_plus_erf_special_values(minimum):
 
 
 def test_one_plus_erf_coefficients_are_reproducible(monkeypatch):
-    """The refit gives the coefficients (to a few f32 ulps: a degree-10 least-squares fit may move
-    in its last bits with another BLAS), and the refit ones meet the same accuracy bounds."""
+    """The refit gives the coefficients (a degree-10 least-squares fit may move in its last bits
+    with another numpy or BLAS: each coefficient within 1e-5 of itself, or, for the constant term
+    that is ~1e-8 against terms of order 1, within an f32 ulp of the largest coefficient, which
+    moves R(t) on [0, 1] by less than an ulp), and the refit ones meet the same accuracy bounds."""
     refit = fast_math.fit_one_plus_erf()
-    assert np.allclose(np.float32(refit), np.float32(fast_math.ONE_PLUS_ERF), rtol=1e-5, atol=0)
+    stored = np.float32(fast_math.ONE_PLUS_ERF)
+    ulp = np.finfo(np.float32).eps * np.abs(stored).max()
+    assert np.allclose(np.float32(refit), stored, rtol=1e-5, atol=ulp)
     monkeypatch.setattr(fast_math, "ONE_PLUS_ERF", refit)
     u = _one_plus_erf_grid()
     assert _one_plus_erf_abs_error(u).max() <= 1.3e-7
