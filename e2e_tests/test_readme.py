@@ -70,3 +70,14 @@ def test_support_matrix_matches_the_catalogue():
             f"{key}: README lists {sorted(listed[key] - have[key])} beyond the "
             f"catalogue and misses {sorted(have[key] - listed[key])}"
         )
+
+
+def test_readme_exit_codes_are_the_code_s():
+    """The README's exit-code table lists exactly the codes of ``errors.Exit``."""
+    from mmaflow.compiler.core.errors import Exit
+
+    text = README.read_text().split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    listed = set()
+    for row in re.findall(r"^\| ([0-9][0-9 /]*) \|", text, re.M):
+        listed |= {int(c) for c in row.split("/")}
+    assert listed == {int(e) for e in Exit}

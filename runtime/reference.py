@@ -28,7 +28,7 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.core.errors import Exit, MmaflowError
 
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 # Units of the result type a GPU math library may be off by (CUDA libdevice / ROCm ocml: <= 4 ulp
@@ -59,7 +59,7 @@ FP8_TYPES = ("f8E4M3FN", "f8E5M2")  # Hopper's (OCP) fp8: what its fp8 wgmma mul
 class InterpretError(MmaflowError):
     """The reference cannot evaluate the dispatch (an op it does not know)."""
 
-    exit_code = 9
+    exit_code = Exit.CHECKER
 
 
 def np_dtype(t) -> np.dtype:

@@ -23,6 +23,7 @@ class Exit(IntEnum):
     VERIFICATION = 6  # a guard caught a miss: IREE fell back, the ISA lacks what was emitted (VerificationError)
     TOOLCHAIN = 7  # IREE's compiler or runtime failed (ToolchainError)
     DEVICE = 8  # a device is unavailable, failed or faulted (DeviceError, DeviceFault)
+    CHECKER = 9  # the lane executor or the numpy reference cannot run what it was given (ExecutorError, InterpretError)
     INTERNAL = 70  # an internal error: a bug in mmaflow (--debug shows the traceback)
     INTERRUPTED = 130  # Ctrl-C
     BROKEN_PIPE = 141  # the reader of stdout went away (mmaflow ... | head)
@@ -44,6 +45,7 @@ EXIT_HELP = "exit codes:\n" + "\n".join(
         ),
         (Exit.TOOLCHAIN, "IREE's compiler or runtime failed"),
         (Exit.DEVICE, "a device is unavailable, failed or faulted"),
+        (Exit.CHECKER, "the lane executor or the numpy reference cannot run the kernel or the dispatch"),
         (Exit.INTERNAL, "internal error (a bug in mmaflow; --debug shows the traceback)"),
         (Exit.INTERRUPTED, "interrupted (Ctrl-C)"),
         (Exit.BROKEN_PIPE, "the reader of the output went away (mmaflow ... | head)"),

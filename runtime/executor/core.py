@@ -18,7 +18,7 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler.core.errors import MmaflowError
+from mmaflow.compiler.core.errors import Exit, MmaflowError
 from mmaflow.compiler.core.mlir import file_location, typed_location
 
 LDS_BANKS = {"gfx11": 64, "gfx12": 64, "gfx942": 32, "gfx950": 64, "sm_": 32}
@@ -28,7 +28,7 @@ class ExecutorError(MmaflowError):
     """The lane executor cannot run the kernel (an unsupported op, a missing input) or the
     kernel misbehaves in a way it refuses to model (out-of-bounds LDS)."""
 
-    exit_code = 9
+    exit_code = Exit.CHECKER
 
 
 def lds_banks(arch: str) -> int:
