@@ -685,7 +685,7 @@ def test_bench_fp8_check_names_the_bound_it_passes():
     knows only the first)."""
     import numpy as np
 
-    from mmaflow.runtime.bench import FP8_ACC_BITS, _reference_check
+    from mmaflow.runtime.bench_common import FP8_ACC_BITS, reference_check
     from mmaflow.runtime.numerics import DTYPES
 
     rng = np.random.default_rng(0)
@@ -693,12 +693,12 @@ def test_bench_fp8_check_names_the_bound_it_passes():
     b = rng.uniform(-1, 1, (256, 64)).astype(DTYPES[E4M3])
     ref = a.astype(np.float64) @ b.astype(np.float64)
     bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    assert _reference_check(a, b, ref.astype(np.float32), None, fp8=True)["verdict"] == "PASS"
+    assert reference_check(a, b, ref.astype(np.float32), None, fp8=True)["verdict"] == "PASS"
     near = ref + 4 * 2.0**-FP8_ACC_BITS * bound  # 8 k32 steps: within 8 * 33 * 2^-13 * sum |a||b|
-    r = _reference_check(a, b, near, None, fp8=True)
+    r = reference_check(a, b, near, None, fp8=True)
     assert r["verdict"] == "PASS (fp8 accumulation bound)" and "f32 bound: FAIL" in r["detail"], r
-    assert _reference_check(a, b, near, None)["verdict"] == "FAIL"
-    assert _reference_check(a, b, ref + 0.1 * bound, None, fp8=True)["verdict"] == "FAIL"
+    assert reference_check(a, b, near, None)["verdict"] == "FAIL"
+    assert reference_check(a, b, ref + 0.1 * bound, None, fp8=True)["verdict"] == "FAIL"
 
 
 # ---- fp8 through the TMA ring (--config copy=tma: one box per operand per K tile) ---------------------

@@ -23,6 +23,16 @@ Two halves, so compiling and timing can happen on different machines:
 of PROFILED_CALLS calls after a warm-up one; ``runtime/ncu.py``) beside the synchronous figure:
 a synchronous IREE call adds 0.17 ms (1024-2048) to 1 ms (8192) of host time to its kernel.
 
+``--suite NAME`` (``runtime/suite_bench.py``, manifest kind "suite"): the GEMMs of real models
+(``runtime/suites.py``: llama3-8b, llama3-70b-tp8, mistral-7b, gpt2, bert-base, vit-b16, decode,
+prefill, all, smoke), each row built with mmaflow and IREE's default, and timed against torch's
+best of torch.matmul, torch.mm / bmm (f32 out) and F.linear (B stored N x K); ``--dtype f16,bf16``
+picks the dtypes. The run half prints per row mmaflow's speed against both, the geomeans and the
+worst rows (summary.json):
+
+    mmaflow bench --suite llama3-8b --target sm_90a --dtype f16,bf16 --prepare-only DIR
+    python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --kernel-time
+
 ``--attention`` (``runtime/attention_bench.py``, manifest kind "attention"): mmaflow's
 flash-attention kernel against IREE default's attention dispatch and torch's
 scaled_dot_product_attention, the same prepare and run halves and options.
@@ -61,15 +71,15 @@ from mmaflow.runtime.bench_common import (
     TORCH_FP8,
     config_line,
     cuda_event_times,
+    first_error,
     iree_default,
     kernel_time_of,
     profile_calls,
+    reference_check,
     to_torch,
     torch_cuda,
     write_rows,
 )
-from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS
-from mmaflow.runtime.isa import FP8_CHUNK as FP8_ACC_STEP
 from mmaflow.runtime.modules import matmul_module, matmul_source
 
 # fp8 by torch's short names (torch.float8_e4m3fn, torch.float8_e5m2) -> MLIR's element types
@@ -133,17 +143,6 @@ def prepare(target: str, sizes: list[int], dtype: str, out_dir: Path, overrides:
     }
     (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return manifest
-
-
-def first_error(text: str) -> str:
-    """The first ``error:`` line of a compiler's output (IREE prints megabytes of IR after it)."""
-    lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if "error:" in line:
-            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            op = nxt.split("see current operation:", 1)[1].strip() if "see current operation:" in nxt else ""
-            return (line.strip() + (f" ({op})" if op and len(op) < 200 else ""))[:400]
-    return text.strip().splitlines()[0][:400] if text.strip() else "iree-compile failed"
 
 
 CHECK_SHAPES = [(512, 512, 512), (384, 640, 256)]
@@ -481,49 +480,6 @@ def _time_torch_eager(manifest_dir: Path, i: int, e: dict, ins: list, row: dict,
 
 # ---- run (iree.runtime, numpy, optional torch) ------------------------------------------------
 
-# Hopper's fp8 wgmma does not accumulate in full f32 (DeepSeek-V3's technical report, section
-# 3.3.2; measured on the H200 and modelled in runtime/isa/wgmma.py: per m64nNk32 the accumulator
-# and the FP8_CHUNK exact products are each cut toward zero to a multiple of 2^(E - bits), max <
-# 2^E). So an fp8 result outside the f32 bound is checked once more against such an accumulator:
-# each instruction's FP8_CHUNK + 1 addends each lose less than 2^(E - bits) <= 2^(1 - bits) *
-# sum |a||b|, i.e. at most ceil(K / FP8_CHUNK) * (FP8_CHUNK + 1) * 2^(1 - bits) * sum |a||b| over
-# the K loop (beside the f32 terms): an upper bound under the model. A result within it only reads
-# "PASS (fp8 accumulation bound)" (a kernel without promotion); outside both, "FAIL".
-
-
-def _reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8: bool = False) -> dict:
-    """Check every element against a float64 reference (on the GPU with torch when possible):
-    the f32-accumulation bound; for ``fp8`` inputs also the fp8 tensor-core accumulation bound
-    above where that fails. ``verdict``: "PASS", "PASS (fp8 accumulation bound)" or "FAIL"."""
-    from mmaflow.runtime import numerics
-
-    k = a.shape[1]
-    if torch is not None:
-        ta, tb = torch.from_numpy(a.astype(np.float64)).cuda(), torch.from_numpy(b.astype(np.float64)).cuda()
-        ref = (ta @ tb).cpu().numpy()
-        bound = (ta.abs() @ tb.abs()).cpu().numpy()
-    else:  # exact check of a row sample on the host
-        rows = np.random.default_rng(1).choice(a.shape[0], size=min(64, a.shape[0]), replace=False)
-        a, out = a[rows], out[rows]
-        ref = a.astype(np.float64) @ b.astype(np.float64)
-        bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    tol = k * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
-    chk = numerics.compare(out.astype(np.float64), ref, tol, out_type="f32")
-    res = {
-        "pass": chk.passed,
-        "max_abs_err": chk.max_abs_err,
-        "max_rel_err": chk.max_rel_err,
-        "detail": f"f32 bound: {chk.line()}" if fp8 else chk.detail,
-        "verdict": "PASS" if chk.passed else "FAIL",
-    }
-    if fp8 and not chk.passed:
-        tol8 = tol + -(-k // FP8_ACC_STEP) * (FP8_ACC_STEP + 1) * 2.0 ** (1 - FP8_ACC_BITS) * bound
-        chk8 = numerics.compare(out.astype(np.float64), ref, tol8, out_type="f32")
-        res["detail"] += f"; fp8 accumulation bound ({FP8_ACC_BITS} bits per k{FP8_ACC_STEP}): {chk8.line()}"
-        res["pass"] = chk8.passed
-        res["verdict"] = "PASS (fp8 accumulation bound)" if chk8.passed else "FAIL"
-    return res
-
 
 def torch_recipes(a_type: str) -> dict:
     """What torch times beside the modules, on the inputs as ``to_torch`` holds them: {row key
@@ -628,7 +584,7 @@ def run(
                 continue
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
             out = mod(manifest["function"], a, b)
-            check = _reference_check(a, b_kn, out, torch, fp8=manifest["a_type"] in TORCH_FP8)
+            check = reference_check(a, b_kn, out, torch, fp8=manifest["a_type"] in TORCH_FP8)
             times = mod.time(manifest["function"], a, b, warmup=warmup, repeat=repeat)
             t = statistics.median(times)
             rows.append(
@@ -671,7 +627,7 @@ def run(
                     )
                     print(f"bench: {label} {size}: not run: {rows[-1]['detail']}", flush=True)
                     continue
-                c = _reference_check(a, b_kn, res, torch, fp8=fp8)
+                c = reference_check(a, b_kn, res, torch, fp8=fp8)
                 detail = f"torch vs float64: {c['verdict']} ({c['detail']})"
                 print(f"bench: {label} {size}: {detail}", flush=True)
             times = _time_torch(torch, a, b, warmup, repeat, fn)
@@ -753,7 +709,7 @@ def positive_ints(text: str, option: str) -> list[int]:
     return values
 
 
-MODES = ("compile_time", "models", "checks", "variants", "attention")
+MODES = ("compile_time", "models", "checks", "variants", "attention", "suite")
 
 
 def bench_command(args) -> int:
@@ -803,6 +759,17 @@ def bench_command(args) -> int:
             args.dtype.split(","),
             prep_dir,
         )
+        driver = manifest["driver"]
+    elif args.suite:
+        from mmaflow.runtime import suite_bench, suites
+
+        dtypes = args.dtype.split(",")
+        if args.sizes or not set(dtypes) <= set(suites.DTYPES):
+            raise InputError(
+                f"--suite takes its shapes from the suite and --dtype from {', '.join(suites.DTYPES)}",
+                hint="suites: " + ", ".join(suites.SUITES),
+            )
+        manifest = suite_bench.prepare(args.target, args.suite, dtypes, prep_dir, parse_overrides(args.config or []))
         driver = manifest["driver"]
     else:
         target = get_target(args.target)
@@ -855,6 +822,11 @@ def run_prepared(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int,
 
         rows = attention_bench.run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
         attention_bench.print_table(rows)
+    elif kind == "suite":
+        from mmaflow.runtime import suite_bench
+
+        rows = suite_bench.run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
+        suite_bench.print_table(rows)
     elif kind == "checks":
         rows = run_checks(manifest_dir, driver, out_dir, repeat=time_checks, kernel=kernel)
     else:
@@ -890,10 +862,15 @@ def main(argv: list[str] | None = None) -> int:
         profile_torch_eager(from_dir, args.profile_torch_eager)
         return 0
     if args.profile_one:
-        if json.loads((from_dir / MANIFEST).read_text()).get("kind") == "attention":
+        kind = json.loads((from_dir / MANIFEST).read_text()).get("kind")
+        if kind == "attention":
             from mmaflow.runtime.attention_bench import profile_one as profile_attention
 
             profile_attention(from_dir, *args.profile_one, args.driver)
+        elif kind == "suite":
+            from mmaflow.runtime.suite_bench import profile_one as profile_suite_row
+
+            profile_suite_row(from_dir, args.profile_one[0], int(args.profile_one[1]), args.driver)
         else:
             profile_one(from_dir, args.profile_one[0], int(args.profile_one[1]), args.driver)
         return 0

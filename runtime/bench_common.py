@@ -17,6 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mmaflow.runtime.isa import FP8_ACCUMULATOR_BITS as FP8_ACC_BITS
+from mmaflow.runtime.isa import FP8_CHUNK as FP8_ACC_STEP
+
 MANIFEST = "manifest.json"
 TORCH = "torch"  # the "file" of torch's rows: what --profile-one and kernel_time_of call for torch
 PROFILED_CALLS = 5
@@ -137,3 +140,59 @@ def write_rows(rows: list[dict], out_dir: Path, manifest: dict) -> None:
         w.writeheader()
         w.writerows(rows)
     (out_dir / "results.json").write_text(json.dumps({"manifest": manifest, "rows": rows}, indent=1))
+
+
+def first_error(text: str) -> str:
+    """The first ``error:`` line of a compiler's output (IREE prints megabytes of IR after it)."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if "error:" in line:
+            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            op = nxt.split("see current operation:", 1)[1].strip() if "see current operation:" in nxt else ""
+            return (line.strip() + (f" ({op})" if op and len(op) < 200 else ""))[:400]
+    return text.strip().splitlines()[0][:400] if text.strip() else "iree-compile failed"
+
+
+# Hopper's fp8 wgmma does not accumulate in full f32 (DeepSeek-V3's technical report, section
+# 3.3.2; measured on the H200 and modelled in runtime/isa/wgmma.py: per m64nNk32 the accumulator
+# and the FP8_CHUNK exact products are each cut toward zero to a multiple of 2^(E - bits), max <
+# 2^E). So an fp8 result outside the f32 bound is checked once more against such an accumulator:
+# each instruction's FP8_CHUNK + 1 addends each lose less than 2^(E - bits) <= 2^(1 - bits) *
+# sum |a||b|, i.e. at most ceil(K / FP8_CHUNK) * (FP8_CHUNK + 1) * 2^(1 - bits) * sum |a||b| over
+# the K loop (beside the f32 terms): an upper bound under the model. A result within it only reads
+# "PASS (fp8 accumulation bound)" (a kernel without promotion); outside both, "FAIL".
+
+
+def reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8: bool = False) -> dict:
+    """Check every element against a float64 reference (on the GPU with torch when possible):
+    the f32-accumulation bound; for ``fp8`` inputs also the fp8 tensor-core accumulation bound
+    above where that fails. ``verdict``: "PASS", "PASS (fp8 accumulation bound)" or "FAIL".
+    ``a`` is (batch x) M x K, ``b`` (batch x) K x N."""
+    from mmaflow.runtime import numerics
+
+    k = a.shape[-1]
+    if torch is not None:
+        ta, tb = torch.from_numpy(a.astype(np.float64)).cuda(), torch.from_numpy(b.astype(np.float64)).cuda()
+        ref = (ta @ tb).cpu().numpy()
+        bound = (ta.abs() @ tb.abs()).cpu().numpy()
+    else:  # exact check of a row sample on the host
+        rows = np.random.default_rng(1).choice(a.shape[-2], size=min(64, a.shape[-2]), replace=False)
+        a, out = a[..., rows, :], out[..., rows, :]
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
+    tol = k * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
+    chk = numerics.compare(out.astype(np.float64), ref, tol, out_type="f32")
+    res = {
+        "pass": chk.passed,
+        "max_abs_err": chk.max_abs_err,
+        "max_rel_err": chk.max_rel_err,
+        "detail": f"f32 bound: {chk.line()}" if fp8 else chk.detail,
+        "verdict": "PASS" if chk.passed else "FAIL",
+    }
+    if fp8 and not chk.passed:
+        tol8 = tol + -(-k // FP8_ACC_STEP) * (FP8_ACC_STEP + 1) * 2.0 ** (1 - FP8_ACC_BITS) * bound
+        chk8 = numerics.compare(out.astype(np.float64), ref, tol8, out_type="f32")
+        res["detail"] += f"; fp8 accumulation bound ({FP8_ACC_BITS} bits per k{FP8_ACC_STEP}): {chk8.line()}"
+        res["pass"] = chk8.passed
+        res["verdict"] = "PASS (fp8 accumulation bound)" if chk8.passed else "FAIL"
+    return res
