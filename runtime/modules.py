@@ -138,10 +138,12 @@ def dynamic_module(
     *,
     divisors: dict | None = None,
     bias: bool = False,
+    transpose_b: bool = False,
 ) -> str:
     """C = A @ B where each of M, N, K left None is dynamic (``tensor<?x...>``). ``divisors``
     ({"m": 16, "k": 64, ...}) adds ``util.assume.int`` divisibility promises, which IREE carries
-    into the dispatch. ``bias``: also add a bias over columns (f32, the epilogue IREE fuses)."""
+    into the dispatch. ``bias``: also add a bias over columns (f32, the epilogue IREE fuses).
+    ``transpose_b``: B stored N x K (nn.Linear's weight), a linalg.matmul with indexing maps."""
     divisors = divisors or {}
     zero = "0" if out_type.startswith("i") else "0.0"
     dims = {"m": m, "n": n, "k": k}
@@ -149,14 +151,15 @@ def dynamic_module(
     def t(a, b, elem):
         return f"tensor<{'?' if dims[a] is None else dims[a]}x{'?' if dims[b] is None else dims[b]}x{elem}>"
 
-    t_a, t_b, t_c = t("m", "k", in_type), t("k", "n", in_type), t("m", "n", out_type)
+    b_dims = ("n", "k") if transpose_b else ("k", "n")
+    t_a, t_b, t_c = t("m", "k", in_type), t(*b_dims, in_type), t("m", "n", out_type)
     args = [f"%a0: {t_a}", f"%b0: {t_b}"] + ([f"%bias: tensor<{'?' if n is None else n}xf32>"] if bias else [])
     lines = [
         f"func.func @matmul({', '.join(args)}) -> {t_c} {{",
         "  %c0 = arith.constant 0 : index",
         "  %c1 = arith.constant 1 : index",
     ]
-    where = {"m": ("%a0", 0, t_a), "k": ("%a0", 1, t_a), "n": ("%b0", 1, t_b)}
+    where = {"m": ("%a0", 0, t_a), "k": ("%a0", 1, t_a), "n": ("%b0", b_dims.index("n"), t_b)}
     for d in "mnk":
         if dims[d] is None:
             src, axis, ty = where[d]
@@ -176,17 +179,21 @@ def dynamic_module(
         )
     else:
         lines.append(f"  %a = tensor.cast %a0 : {t_a} to {t_a}")
-    if dyn("k", "n"):
-        lines.append(
-            f"  %b = flow.tensor.reshape %b0 : {t_b}{{{dyn('k', 'n', suffix='0')}}} -> {t_b}{{{dyn('k', 'n')}}}"
-        )
+    if dyn(*b_dims):
+        lines.append(f"  %b = flow.tensor.reshape %b0 : {t_b}{{{dyn(*b_dims, suffix='0')}}} -> {t_b}{{{dyn(*b_dims)}}}")
     else:
         lines.append(f"  %b = tensor.cast %b0 : {t_b} to {t_b}")
+    maps = (
+        " indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
+        "affine_map<(d0, d1, d2) -> (d0, d1)>]"
+        if transpose_b
+        else ""
+    )
     lines += [
         f"  %zero = arith.constant {zero} : {out_type}",
         f"  %empty = tensor.empty({dyn('m', 'n')}) : {t_c}",
         f"  %acc = linalg.fill ins(%zero : {out_type}) outs(%empty : {t_c}) -> {t_c}",
-        f"  %c = linalg.matmul ins(%a, %b : {t_a}, {t_b}) outs(%acc : {t_c}) -> {t_c}",
+        f"  %c = linalg.matmul{maps} ins(%a, %b : {t_a}, {t_b}) outs(%acc : {t_c}) -> {t_c}",
     ]
     if bias:
         tb = f"tensor<{'?' if n is None else n}xf32>"
