@@ -786,6 +786,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--head-dims, scale 1/sqrt(head dim)): mmaflow's flash-attention kernel for every --target "
         "(a comma-separated list), IREE's default and torch SDPA, each checked against float64",
     )
+    b.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="the GEMMs of real models (runtime/suites.py: llama3-8b, llama3-70b-tp8, mistral-7b, gpt2, "
+        "bert-base, vit-b16, decode, prefill, all, smoke) with mmaflow, IREE's default and torch; "
+        "--dtype f16,bf16",
+    )
     b.add_argument("--head-dims", metavar="D,..", help="with --attention: head dims, comma-separated (default 64,128)")
     b.add_argument(
         "--compile-time",
