@@ -10,6 +10,12 @@ import pytest
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+from mmaflow.runtime.modules import (  # noqa: F401 (re-exported: the tests import the module builders from here)
+    dynamic_module,
+    epilogue_module,
+    matmul_module,
+    matmul_source,
+)
 from mmaflow.runtime.simulate import check_matmul
 
 ALL_TARGETS = ["gfx1100", "gfx1201", "gfx942", "gfx950", "sm_80", "sm_90a"]
