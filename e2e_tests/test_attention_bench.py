@@ -103,14 +103,14 @@ def test_prepare_takes_the_attention_dispatch(tmp_path):
 
 def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monkeypatch):
     """A build whose attention dispatch IREE compiles would time IREE's kernel as mmaflow's (here
-    select's planner refuses every attention, as it would one the kernel does not support)."""
+    the attention family refuses every attention, as it would one the kernel does not support)."""
     from mmaflow.compiler.core.errors import UnsupportedError
-    from mmaflow.compiler.pipeline import select
+    from mmaflow.compiler.kernels import registry
 
-    def refuse(attn, *, target, **_):
-        raise UnsupportedError(f"no kernel on {target} in this test")
+    def refuse(attn, target):
+        raise UnsupportedError(f"no kernel on {target.name} in this test")
 
-    monkeypatch.setattr(select, "plan_flash_attention", refuse)
+    monkeypatch.setattr(registry.direct_family("attention"), "plan", refuse)
     assert (
         cli.main(
             [
