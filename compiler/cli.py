@@ -793,6 +793,11 @@ def build_parser() -> argparse.ArgumentParser:
         "bert-base, vit-b16, decode, prefill, all, smoke) with mmaflow, IREE's default and torch; "
         "--dtype f16,bf16",
     )
+    b.add_argument(
+        "--rows",
+        metavar="REGEX",
+        help="with --suite: only the rows whose name matches (e.g. 'decode.* (1|16)x\\d+x\\d+ f16 B:nk$')",
+    )
     b.add_argument("--head-dims", metavar="D,..", help="with --attention: head dims, comma-separated (default 64,128)")
     b.add_argument(
         "--compile-time",

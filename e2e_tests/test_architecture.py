@@ -114,3 +114,15 @@ def test_no_history_cited_in_the_product():
                 if _HISTORY.search(line):
                     hits.append(f"{path.relative_to(REPO)}:{n}: {line.strip()}")
     assert hits == [], "\n".join(hits[:40])
+
+
+def test_performance_page_is_short_and_cites_commands():
+    """docs/PERFORMANCE.md is a current-numbers page (at most 300 lines), not a lab notebook: every
+    measured section names the `mmaflow bench` command that reproduces it."""
+    text = (REPO / "docs" / "PERFORMANCE.md").read_text()
+    assert len(text.splitlines()) <= 300
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        title = section.splitlines()[0]
+        if title.startswith(("Tried", "How to measure")):
+            continue
+        assert re.search(r"mmaflow (bench|report|run)|mmaflow\.runtime\.(bench|model_bench)", section), title

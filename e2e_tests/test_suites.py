@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -114,6 +115,21 @@ def test_bench_suite_smoke_prepares_every_row_with_both_builds(tmp_path):
         assert e["builds"]["mmaflow"]["config"].startswith("MMA_SYNC_F32_16x8x16_" + e["dtype"].upper())
     r = _mmaflow("bench", "--suite", "smoke", "--target", "sm_80", "--sizes", "128", "--prepare-only", str(tmp_path))
     assert r.returncode == 2 and "--suite takes its shapes from the suite" in r.stderr
+
+
+def test_bench_suite_rows_selects_by_name(tmp_path):
+    """``--rows REGEX`` keeps the rows whose name matches, and says so when none does."""
+    pattern = r"decode.* 1x[0-9]+x[0-9]+ f16 B:kn$"
+    r = _mmaflow("bench", "--suite", "smoke", "--target", "sm_80", "--rows", pattern, "--prepare-only", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    names = [e["name"] for e in json.loads((tmp_path / "manifest.json").read_text())["rows"]]
+    assert names == [row.name for row in suite("smoke") if re.search(pattern, row.name)] and len(names) == 1
+    r = _mmaflow(
+        "bench", "--suite", "smoke", "--target", "sm_80", "--rows", "no such row", "--prepare-only", str(tmp_path)
+    )
+    assert r.returncode == 2 and "matching 'no such row'" in r.stderr
+    r = _mmaflow("bench", "--suite", "smoke", "--target", "sm_80", "--rows", "(", "--prepare-only", str(tmp_path))
+    assert r.returncode == 2 and "is not a regular expression" in r.stderr
 
 
 def test_suite_run_half_checks_times_and_ranks_against_torch(tmp_path, monkeypatch, capsys):

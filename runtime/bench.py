@@ -769,7 +769,9 @@ def bench_command(args) -> int:
                 f"--suite takes its shapes from the suite and --dtype from {', '.join(suites.DTYPES)}",
                 hint="suites: " + ", ".join(suites.SUITES),
             )
-        manifest = suite_bench.prepare(args.target, args.suite, dtypes, prep_dir, parse_overrides(args.config or []))
+        manifest = suite_bench.prepare(
+            args.target, args.suite, dtypes, prep_dir, parse_overrides(args.config or []), rows=args.rows
+        )
         driver = manifest["driver"]
     else:
         target = get_target(args.target)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -53,7 +54,11 @@ def source(row: Row) -> str:
 # ---- prepare (needs the compiler) -------------------------------------------------------------
 
 
-def prepare(target: str, name: str, dtypes: list[str], out_dir: Path, overrides: dict | None = None) -> dict:
+def prepare(
+    target: str, name: str, dtypes: list[str], out_dir: Path, overrides: dict | None = None, rows: str | None = None
+) -> dict:
+    """Build suite ``name``'s rows (those whose name ``rows``, a regular expression, matches) with
+    mmaflow and IREE's default for ``target``; write the modules and the manifest."""
     from iree.compiler import CompilerToolError, compile_str
 
     from mmaflow.compiler.core.errors import InputError, MmaflowError
@@ -62,12 +67,18 @@ def prepare(target: str, name: str, dtypes: list[str], out_dir: Path, overrides:
     from mmaflow.compiler.target.targets import get_target
 
     t = get_target(target)
+    pattern = rows
     try:
         rows = suite(name, tuple(dtypes))
+        rows = [r for r in rows if pattern is None or re.search(pattern, r.name)]
     except KeyError as e:
         raise InputError(e.args[0]) from None
+    except re.error as e:
+        raise InputError(f"--rows {pattern!r} is not a regular expression: {e}") from None
     if not rows:
-        raise InputError(f"suite {name} has no rows in {','.join(dtypes)}")
+        raise InputError(
+            f"suite {name} has no rows in {','.join(dtypes)}" + (f" matching {pattern!r}" if pattern else "")
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     base_flags, base_target = iree_default(t)
     builds: dict[str, dict] = {}
