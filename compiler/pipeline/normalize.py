@@ -30,6 +30,7 @@ from iree.compiler.dialects import func as func_d
 from iree.compiler.dialects import iree_tensor_ext, tensor
 
 from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.dynamic import DIM_ORDER
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.linalg_forms import folded_fill
 from mmaflow.compiler.core.mlir import (
@@ -351,6 +352,5 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
 
 
 def _dim_rank(dim: str) -> int:
-    from mmaflow.compiler.core.dynamic import DIM_ORDER
 
     return DIM_ORDER.index(dim)

@@ -64,6 +64,7 @@ from mmaflow.compiler.kernels.common.contraction import (
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
 from mmaflow.compiler.kernels.wgmma.plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
+from mmaflow.compiler.kernels.wgmma.tma import TmaRing
 from mmaflow.compiler.target.smem_layout import Major
 
 _SHARED_FIELD = 0x3FFFF  # matrix-descriptor-encode keeps address bits 17..4
@@ -145,8 +146,6 @@ class WgmmaRewriter(Rewriter):
         else:
             acc0 = self._op(top, "llvm.mlir.zero", [], [struct_t]).result
         if plan.tma is not None:  # the ring filled by TMA (--config copy=tma; f16/bf16): compiler/kernels/wgmma/tma.py
-            from mmaflow.compiler.kernels.wgmma.tma import TmaRing
-
             ring = TmaRing(self)
             loop = ring.loop(tid, shared, desc, acc0, struct_t)
             acc = loop.op.results[0]

@@ -63,6 +63,8 @@ from iree.compiler.dialects import arith, llvm, memref, nvvm, scf
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
+from mmaflow.compiler.kernels.common.contraction import KLoop, _transfer_parts
+from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.target.intrinsics import FP8, TYPE_BITS
 from mmaflow.compiler.target.limits import REGISTER_GRANULE, SHARED_RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
@@ -661,7 +663,6 @@ class TmaRing:
         of tile t+A expects."""
         if self.tma.specialized:
             return self.specialized(tid, shared, desc, acc0, struct_t)
-        from mmaflow.compiler.kernels.common.emit import Emitter
 
         rw, plan = self.rw, self.plan
         S, A, L = plan.stages, plan.copy_ahead, plan.wgmma_lag
@@ -700,14 +701,12 @@ class TmaRing:
             acc, last = loop.results[0], loop
         after = Emitter(ir.InsertionPoint.after(last.operation), old.location, rw.vendor).named("wgmma.tma")
         rw._wgmma_wait(after, 0)
-        from mmaflow.compiler.kernels.common.contraction import KLoop
 
         return KLoop(last, [], [], None)
 
     def _prepare(self, tid, shared: list):
         """Before the old K loop: the shared base, the maps and mbarriers (``setup``), the K tile
         count and ``origins(em, tile)``, each operand's global origin of a K tile."""
-        from mmaflow.compiler.kernels.common.contraction import _transfer_parts
         from mmaflow.compiler.kernels.common.emit import Emitter
 
         rw, plan = self.rw, self.plan
@@ -766,7 +765,6 @@ class TmaRing:
         wgmmas (the first S tiles wait for the phase before the first, which counts as done).
         Why the data is there when the warpgroups read it: the "full" phase (as ``loop``). No CTA
         barrier follows the prologue's: the roles never meet but at the mbarriers."""
-        from mmaflow.compiler.kernels.common.emit import Emitter
 
         rw, plan = self.rw, self.plan
         S, L = plan.stages, plan.wgmma_lag
@@ -832,7 +830,6 @@ class TmaRing:
             scf.YieldOp([])
         with prod.loc, prod.ip:
             scf.YieldOp([acc0])
-        from mmaflow.compiler.kernels.common.contraction import KLoop
 
         return KLoop(role, [], [], None)
 
