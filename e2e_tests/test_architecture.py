@@ -126,3 +126,13 @@ def test_performance_page_is_short_and_cites_commands():
         if title.startswith(("Tried", "How to measure")):
             continue
         assert re.search(r"mmaflow (bench|report|run)|mmaflow\.runtime\.(bench|model_bench)", section), title
+
+
+def test_the_registry_says_when_no_family_takes_a_problem(monkeypatch):
+    from mmaflow.compiler.core.errors import UnsupportedError
+    from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.target.targets import get_target
+
+    monkeypatch.setattr(registry, "CONTRACTION", (registry.WGMMA,))  # the warpgroup family alone declines gfx942
+    with pytest.raises(UnsupportedError, match="no kernel family configures .* on gfx942"):
+        registry.resolve(get_target("gfx942"), Contraction(256, 256, 256, 1, "f16", "f16", "f32"))

@@ -11,6 +11,7 @@ answers is ``family.py``'s.
 from __future__ import annotations
 
 from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.attention.family import FAMILY as FLASH_ATTENTION
 from mmaflow.compiler.kernels.common.tiles import require_intrinsic
@@ -57,7 +58,7 @@ def resolve(target, problem: Contraction, overrides: dict | None = None) -> tupl
         chosen = family.configure(target, problem, overrides, [])
         if chosen:
             return chosen
-    raise AssertionError("the last contraction family configures every problem")  # (MATMUL raises or returns)
+    raise UnsupportedError(f"no kernel family configures {problem.describe()} on {target.name}")
 
 
 def explain(target, problem: Contraction, overrides: dict | None = None) -> list[str]:
