@@ -39,7 +39,7 @@ def test_dynamic_with_divisibility_promises(target):
     for sizes in (dict(m=16, n=32, k=64), dict(m=48, n=96, k=192), dict(m=272, n=160, k=128)):
         r = simulate(src, target, sizes=sizes, seed=3)
         assert r.check.passed, (sizes, r.check.line())
-        if target == "sm_90a":  # the wgmma kernel's tiles overhang: TMA bulk copies (wgmma_plan.default_copy)
+        if target == "sm_90a":  # the wgmma kernel's tiles overhang: TMA bulk copies (wgmma.plan.default_copy)
             assert r.stats.async_copy_bytes > 0 and not r.stats.global_loads, r.stats
         else:
             assert r.stats.global_loads.get(16, 0) > 0, r.stats.global_loads  # 128-bit loads per lane

@@ -1,7 +1,7 @@
 """The warpgroup-MMA kernel's persistent grid (``--config persistent=W``; the sm_90a default from
 two waves of whole tiles): tiles / W workgroups, each computing W output tiles in turn, the next
 tile's first K tiles copied (the ring prologue, cloned with the next tile's indices) after a
-barrier that ends this tile's K loop and before its epilogue (``distribute_wgmma._persist``).
+barrier that ends this tile's K loop and before its epilogue (``wgmma.rewrite._persist``).
 
 Numerics on the lane executor against numpy, with more tiles than workgroups so that every
 workgroup walks several tiles through one ring; a mutation (prefetching the tile just computed

@@ -110,7 +110,7 @@ def test_tma_ring_dynamic_sizes():
 
 
 def test_tma_ring_at_iree_binding_offsets(monkeypatch):
-    """GPT-2's dispatches with the default switched to TMA (``wgmma_plan.default_copy``, the one-line
+    """GPT-2's dispatches with the default switched to TMA (``wgmma.plan.default_copy``, the one-line
     heuristic): Q and K of QK^T in one binding at different byte offsets, bias and GELU epilogues;
     each taken dispatch against IREE's own dispatch IR in numpy, inside sentinel-filled buffers."""
     from test_models import _source
@@ -200,7 +200,7 @@ def test_the_swizzle_is_what_the_wgmma_reads(monkeypatch):
 def test_plan_and_defaults():
     p = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type="f16", c_type="f32")
     cfg, _ = resolve(SM90, p, {"intrinsic": _wg(256)})
-    assert cfg.copy is None  # whole tiles: cp.async (wgmma_plan.default_copy; TMA where tiles overhang)
+    assert cfg.copy is None  # whole tiles: cp.async (wgmma.plan.default_copy; TMA where tiles overhang)
     cfg, _ = resolve(SM90, p, {"intrinsic": _wg(256), "copy": "tma"})
     assert cfg.copy == "tma" and cfg.stages == 4
     cfg, _ = resolve(SM90, p, {"copy": "tma"})  # copy alone: the heuristic's wgmma config, with TMA

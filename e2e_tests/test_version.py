@@ -83,7 +83,7 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     (ptx,) = res.isa_text.values()
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
     assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
-    # the wgmma kernel's tiles overhang (dynamic): TMA copies (wgmma_plan.default_copy), so the dispatch
+    # the wgmma kernel's tiles overhang (dynamic): TMA copies (wgmma.plan.default_copy), so the dispatch
     # is PTX 8.3 (hand_back.retarget after the merge)
     assert "cp.async.bulk.tensor" in ptx and ".version 8.3" in ptx
     assert "ld.local" not in ptx and "st.local" not in ptx

@@ -485,7 +485,7 @@ def test_partial_tiles_lower_to_zero_filling_cp_async():
     ],
 )
 def test_heuristic_takes_tma_where_tiles_overhang(shape, copy):
-    """wgmma_plan.default_copy (measured on the H200, docs/PERFORMANCE.md): TMA (tma-wide)
+    """wgmma.plan.default_copy (measured on the H200, docs/PERFORMANCE.md): TMA (tma-wide)
     for 128-row tiles that overhang the problem, where it zero-fills past the tensor (unaligned
     4000^3 1.14x); cp.async for whole tiles (1% faster there) and for the 64x128 tiles of small
     problems (TMA's shared-memory floor costs them their second block per SM). (producer=0: the
@@ -609,7 +609,7 @@ def test_dynamic_prologue_copies_past_k_are_guarded(monkeypatch):
 @pytest.mark.parametrize("divisors", [dict(n=8, k=8), dict(m=16, n=32, k=64)], ids=["chunks", "tiles"])
 def test_dynamic_kernel_verifies_and_ptxas_keeps_it(tmp_path, divisors):
     """The default (4-slot ring, N 256; a dynamic problem's tiles overhang: TMA copies,
-    wgmma_plan.default_copy) on a dynamic problem: verified PTX (check_isa), bulk tensor copies
+    wgmma.plan.default_copy) on a dynamic problem: verified PTX (check_isa), bulk tensor copies
     and no per-thread cp.async, no local memory, and ptxas without spills or serialized wgmma."""
     from mmaflow.runtime.modules import dynamic_module
 

@@ -20,7 +20,7 @@ error, never a silent hand-over.
 
 An ``iree_linalg_ext.attention`` dispatch is taken on NVIDIA and AMD targets when the
 flash-attention kernel (mma.sync; AMD: ``kernels/attention/amd.py``) supports it
-(``flash_attention.plan_flash_attention``: static, no mask, an additive mask of the inputs'
+(``nvidia.plan_flash_attention``: static, no mask, an additive mask of the inputs'
 type (PyTorch's causal SDPA) or a boolean i1 mask stored one byte per element (PyTorch's boolean
 ``attn_mask``), f16/bf16 throughout, head dim 64 or 128, constant scale; Q, K, V,
 O and the mask whole tensors at constant byte offsets): the function is tagged
@@ -480,7 +480,7 @@ def _loaded_type(sub: ir.Operation) -> ir.Type:
 
 def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_ops: list, target: Target) -> Decision:
     """Take an attention dispatch the flash-attention kernel supports on ``target``
-    (``flash_attention.plan_flash_attention`` decides, and names why not); leave every other one
+    (``nvidia.plan_flash_attention`` decides, and names why not); leave every other one
     to IREE with its description and the reason."""
     try:
         attn = describe_attention(op)

@@ -362,7 +362,7 @@ CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {
 #
 # These records are deliberately not in ``intrinsics.CATALOGUE`` (``Target.intrinsics()``, what
 # the mma.sync heuristic chooses from): configure reaches them only through
-# ``config.warpgroup_default`` (the measured sm_90a rule) or ``--config intrinsic=NAME``.
+# ``wgmma.heuristic.warpgroup_default`` (the measured sm_90a rule) or ``--config intrinsic=NAME``.
 # ``Target.intrinsic(name)`` returns any of them on sm_90a, the kernel of ``kernels/wgmma/plan.py`` (fp8:
 # K-major A and B only, as the instruction has no transpose for 8-bit types: ``majors``).
 # ``mmaflow layout sm_90a`` prints them, and ``e2e_tests/test_wgmma_layout.py`` checks each against

@@ -183,7 +183,7 @@ class Target:
         if self.warpgroup_mma:
             for w in all_wgmma():
                 if w.name == name:
-                    return w  # not in intrinsics(): configure reaches it through config.warpgroup_default
+                    return w  # not in intrinsics(): configure reaches it through wgmma.heuristic.warpgroup_default
         names = ", ".join(i.name for i in CATALOGUE[self.family.value])
         raise UnsupportedError(f"{self.name} has no intrinsic {name!r}; valid choices: {names}")
 

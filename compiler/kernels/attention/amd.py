@@ -42,7 +42,7 @@ Work split and steps, per workgroup: BLOCK_M = 64 queries of one batch entry, fo
    in flight during the math), or, RDNA at head dim 128 (short of VGPRs), between the barriers.
    An additive mask is read from global memory after S^T's instructions (read earlier it
    stays live across S^T: RDNA3 at head dim 128 then spills); a boolean i1 mask likewise, as
-   bytes, each turned into 0 / -inf right away (``flash_attention._Kernel.mask_value``).
+   bytes, each turned into 0 / -inf right away (``nvidia._Kernel.mask_value``).
 3. S^T = K Q^T: BLOCK_N / 16 row blocks x head dim / 16 K steps, K's A fragments read from LDS
    as runs along the head dim, one row block at a time (RDNA's replicated fragments are large).
 4. Online softmax in f32 on S^T's C layout, as the mma.sync kernel does it with rows and
@@ -232,11 +232,11 @@ def _col_sharers(layout: Layout) -> list[int]:
 
 
 class AmdKernel:
-    """Builds the AMD kernel body (``flash_attention._Kernel`` provides addressing and helpers);
+    """Builds the AMD kernel body (``nvidia._Kernel`` provides addressing and helpers);
     one instance per emission."""
 
     def __init__(self, base):
-        self.b = base  # flash_attention._Kernel: plan, emitter, orders, address helpers
+        self.b = base  # nvidia._Kernel: plan, emitter, orders, address helpers
         self.p, self.em, self.intr = base.p, base.em, base.p.intrinsic
         self.t, self.f32, self.c_t = base.t, base.f32, base.c_t
         c = self.intr.c

@@ -23,7 +23,7 @@ WARPGROUP_SHAPES = HOPPER_WGMMA.shapes.value  # (N of the instruction = tile_n, 
 WARPGROUP_MIN_TILES_PER_SM = HOPPER_WGMMA.min_tiles_per_sm.value
 # Workgroups in groups of RASTER tile rows from two waves of tiles on (seed: target/seeds.py).
 WARPGROUP_RASTER_WAVES = HOPPER_WGMMA.raster_waves.value
-# fp8: N 128 at most (wgmma_plan.FP8_MAX_N: accumulator plus two K tiles' partials in 255 registers),
+# fp8: N 128 at most (wgmma.plan.FP8_MAX_N: accumulator plus two K tiles' partials in 255 registers),
 # 128x128 tiles where they give one tile per two SMs, else 64x128 (seed: target/seeds.py).
 FP8_WARPGROUP_SHAPES = HOPPER_WGMMA.fp8_shapes.value
 # fp8: the warp-specialized kernel (a producer warpgroup feeds the TMA ring through "full" / "empty"
@@ -158,7 +158,7 @@ def _warpgroup_specialized(target: Target, problem: Contraction, cfg: KernelConf
     return ws
 
 
-# The persistent grid (wgmma_plan.persistent_refusal, distribute_wgmma._persist): from two waves of
+# The persistent grid (wgmma.plan.persistent_refusal, wgmma.rewrite._persist): from two waves of
 # tiles, W = ceil(tiles / SMs) tiles per workgroup where W divides the tile count (seed: target/seeds.py).
 PERSISTENT_MIN_WAVES = HOPPER_WGMMA.persistent_min_waves.value
 
@@ -166,7 +166,7 @@ PERSISTENT_MIN_WAVES = HOPPER_WGMMA.persistent_min_waves.value
 def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
     """The persistent grid where it serves (static sizes; whole tiles with the cp.async ring,
     partial ones too with the warp-specialized TMA ring; two waves or more, a tile count that W
-    divides: ``wgmma_plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
+    divides: ``wgmma.plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
     the problem has the waves for it. Warp-specialized e4m3 4000^3 on the H200: 908.3 -> 971.1
     TFLOP/s."""
     if problem.is_dynamic or problem.m is None or problem.n is None:

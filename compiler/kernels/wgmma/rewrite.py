@@ -1,5 +1,5 @@
 """`distribute` for the warpgroup-MMA kernel (``--config intrinsic=WGMMA_...`` on sm_90a): the
-rewrite of a ``wgmma_plan.WgmmaPlan``.
+rewrite of a ``wgmma.plan.WgmmaPlan``.
 
 Called by ``distribute.distribute`` after ``match`` when the config's intrinsic is a warpgroup MMA;
 everything up to the K loop (prologue, rastered workgroup ids, retyped bindings) and the epilogue's
@@ -269,7 +269,7 @@ class WgmmaRewriter(Rewriter):
             "scaleA": "#nvvm.wgmma_scale_in<one>",
             "scaleB": "#nvvm.wgmma_scale_in<one>",
             # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0; the only
-            # form 8-bit types have: wgmma_plan.refuse_fp8_forms)
+            # form 8-bit types have: wgmma.plan.refuse_fp8_forms)
             "layoutA": f"#nvvm.mma_layout<{'row' if plan.a.k_innermost else 'col'}>",
             "layoutB": f"#nvvm.mma_layout<{'col' if plan.b.k_innermost else 'row'}>",
         }

@@ -41,7 +41,7 @@ The plan (``TmaPlan``, data, checked against ``SmemLayout`` at construction):
   ``wgmma_lag`` groups running, as the cp.async ring (``WgmmaPlan``); one mbarrier per slot,
   counting one arrival per issuing thread (each expects its own box's bytes before issuing it).
   See ``TmaRing.loop``.
-- **Clusters** (``cluster=2``, warp-specialized persistent only; ``wgmma_plan.cluster_refusal``).
+- **Clusters** (``cluster=2``, warp-specialized persistent only; ``wgmma.plan.cluster_refusal``).
   The two workgroups of a cluster compute tile rows 2q and 2q + 1 of one tile column: A is each
   one's own, B's boxes are shared out (rank r issues boxes r * n/2 ..; a K-major tile is cut into
   two boxes of whole 8-row atoms) and multicast to both (``multicast::cluster``, mask 0b11). Each
