@@ -84,11 +84,10 @@ def check_isa(
     report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expect_barrier: bool, expect: attrs.Expectations
 ) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
-    global loads at the width the copies were planned with (128 bits unless the problem's row
-    length forbids it), barriers when waves share LDS, the plan's barriers per K tile in the K loop, a K loop when
-    there are several K tiles (or, when LLVM
-    unrolled it fully, exactly the unrolled count of matrix instructions),
-    and on AMD no cache invalidates inside the loop."""
+    global loads at the width the copies were planned with (128 bits unless the problem's row length forbids it),
+    barriers when waves share LDS, the plan's barriers per K tile in the K loop, a K loop when there are several K
+    tiles (or, when LLVM unrolled it fully, exactly the unrolled count of matrix instructions), and on AMD no cache
+    invalidates inside the loop."""
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")

@@ -370,10 +370,9 @@ def check_attention_site(
     progress=None,
 ) -> SiteCheck:
     """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
-    byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random
-    finite values (an i1 mask: random bytes 0 / 1, mostly 1, key 0 always 1), sentinels elsewhere; the kernel's O
-    against the float64 reference
-    within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
+    byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random finite values (an i1
+    mask: random bytes 0 / 1, mostly 1, key 0 always 1), sentinels elsewhere; the kernel's O against the float64
+    reference within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
     from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
 
     start = time.perf_counter()

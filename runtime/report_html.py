@@ -81,9 +81,8 @@ def _bank_colour(bank: int, banks: int) -> str:
 
 def register_grid(layout, element_bits: int, max_lanes: int = 64, lanes_per_block: int = 32) -> str:
     """The VGPR view (registers by lanes, as AMD's matrix-core guides draw it) as tables: rows = registers (and 16-bit
-    halves), columns =
-    lanes, each cell the tile element (row_col) that lane holds there. Every lane is shown: a
-    wave of 64 (or a warpgroup's 128 threads) wraps into blocks of ``lanes_per_block`` lanes, one
+    halves), columns = lanes, each cell the tile element (row_col) that lane holds there. Every lane is shown: a wave
+    of 64 (or a warpgroup's 128 threads) wraps into blocks of ``lanes_per_block`` lanes, one
     table each, so the page needs no sideways scrolling."""
     lanes = list(range(min(layout.wave_size, max_lanes)))
     return "\n".join(

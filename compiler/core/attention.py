@@ -80,8 +80,8 @@ class AttentionDispatch:
     # first, the logical one of (batch..., rows, head dim) it holds); None: all stored so.
     orders: tuple[tuple[int, ...], ...] | None = None
     # The mask (additive, or boolean i1 stored one byte per element): where it lives and its storage order (per stored
-    # dim, outermost first, the
-    # logical one of (batch..., queries, keys) it holds; a batch dim missing: broadcast along it).
+    # dim, outermost first, the logical one of (batch..., queries, keys) it holds; a batch dim missing: broadcast
+    # along it).
     mask: Binding | None = None
     mask_order: tuple[int, ...] | None = None
 

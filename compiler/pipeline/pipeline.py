@@ -6,9 +6,10 @@ Whole module (``driver/bridge.py``):
     lower        IREE resumes from executable-sources: ROCDL/NVVM -> HSACO/PTX -> .vmfb
     verify       every taken dispatch is ours in the output (ISA mnemonics, barriers, no fallback)
 
-Per executable (this file; options in and results out are ``pipeline/results.py``; the same function serves `mmaflow
-compile` and the
-`mmaflow-codegen` tool that iree-compile runs through --iree-hal-preprocess-executables-with):
+Per executable: ``STAGES`` below, in order (options in and results out are ``pipeline/results.py``).
+The same function serves `mmaflow compile` and the `mmaflow-codegen` tool that iree-compile runs
+through --iree-hal-preprocess-executables-with. Kernels are reached only through
+``kernels/registry.py``: which family takes a dispatch, configures it and emits it.
 """
 
 from __future__ import annotations

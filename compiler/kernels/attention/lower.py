@@ -2,13 +2,11 @@
 kernel (``compiler/kernels/attention/nvidia.py``: mma.sync on NVIDIA; ``kernels/attention/amd.py``: MFMA /
 WMMA on AMD), handed back to IREE.
 
-Input: the dispatch function select tagged ``mmaflow.dispatch``, ``mmaflow.target`` and
-``mmaflow.attention``. ``nvidia.rewrite_dispatch`` plans the kernel for the target and
-replaces the function (same name, Q, K, V, O at the bindings and byte offsets IREE gave them);
-the pipeline's hand-back (``hand_back.install`` with the plan's constant grid) hands it back. The new function carries
-select's
-attributes again, and ``mmaflow.attention_expect`` (``attrs.AttentionExpectations``): what
-verify demands of its PTX or .rocmasm.
+Input: the dispatch function select tagged ``mmaflow.dispatch``, ``mmaflow.target`` and ``mmaflow.attention``.
+``nvidia.rewrite_dispatch`` plans the kernel for the target and replaces the function (same name, Q, K, V, O at the
+bindings and byte offsets IREE gave them); the pipeline's hand-back (``hand_back.install`` with the plan's constant
+grid) hands it back. The new function carries select's attributes again, and ``mmaflow.attention_expect``
+(``attrs.AttentionExpectations``): what verify demands of its PTX or .rocmasm.
 """
 
 from __future__ import annotations

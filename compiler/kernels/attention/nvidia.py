@@ -1006,10 +1006,9 @@ def _permutation_copy(op: ir.Operation) -> tuple[list[int], list[int]] | None:
 
 def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Attribute, ir.Operation, list]:
     """Where an attention op's Q, K, V and O (and its mask, under "mask", when it has one) live (each a whole binding
-    tensor: loaded, or
-    stored, whole through iree_tensor_ext.dispatch.tensor.load/store; O possibly through one
-    linalg.generic that permutes it), each with its storage order when it is not (batch, rows,
-    head dim); the bindings' pipeline layout; the store; the ops besides the attention the kernel
+    tensor: loaded, or stored, whole through iree_tensor_ext.dispatch.tensor.load/store; O possibly through one
+    linalg.generic that permutes it), each with its storage order when it is not (batch, rows, head dim); the
+    bindings' pipeline layout; the store; the ops besides the attention the kernel
     replaces (that permutation). UnsupportedError when the dispatch is anything else."""
     if op.name != "iree_linalg_ext.attention" or len(op.operands) not in (5, 6) or len(op.results) != 1:
         raise UnsupportedError(

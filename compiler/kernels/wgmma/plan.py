@@ -25,9 +25,8 @@ Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``, or
   stores become visible to the async proxy), barrier, ``wgmma.fence``, 4 wgmmas, commit, wait 0;
 - the accumulator (an ``!llvm.struct`` of N/2 f32 per thread) stored through the existing
   epilogue (fused elementwise epilogues and f16/bf16 outputs included, applied in registers) from the D layout, seen
-  per warp: warp w of the workgroup holds rows 16w..16w+15 of
-  the tile in mma.sync m16n8's C layout, N/8 times along N (``warp_c_layout``), which is the
-  script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
+  per warp: warp w of the workgroup holds rows 16w..16w+15 of the tile in mma.sync m16n8's C layout, N/8 times along N
+  (``warp_c_layout``), which is the script's wave tile of 16 x N with ``waves_m`` = tile_m / 16 warps of 32.
 
 Partial tiles (M, N, K not multiples of the tile) are bounded: out-of-range chunks are
 zero-filled (the one-stage kernel's loads select 0, cp.async copies 0 source bytes), out-of-range
@@ -487,13 +486,11 @@ class WgmmaPlan:
     @property
     def promotes(self) -> bool:
         """8-bit inputs: each K tile's wgmmas accumulate into a fresh partial (the first with
-        scale-d 0), which is added into the f32 accumulator with f32 adds right after the tile's
-        ``wait_group 0`` (``wgmma_lag`` is 0 for fp8: see ``wgmma_lag``). Hopper's fp8 wgmma keeps only 14 bits below
-        its largest addend
-        (``runtime/isa/wgmma.py``, measured on the H200), so an accumulator carried through
-        every wgmma is cut ever coarser as it grows; cuBLAS promotes the same way (CUTLASS
-        ``GmmaFP8Accumulation``, promotion interval = one 128-k tile). 16-bit inputs accumulate
-        in f32 in the instruction and carry the one accumulator."""
+        scale-d 0), which is added into the f32 accumulator with f32 adds right after the tile's ``wait_group 0``
+        (``wgmma_lag`` is 0 for fp8: see ``wgmma_lag``). Hopper's fp8 wgmma keeps only 14 bits below its largest
+        addend (``runtime/isa/wgmma.py``, measured on the H200), so an accumulator carried through every wgmma is cut
+        ever coarser as it grows; cuBLAS promotes the same way (CUTLASS ``GmmaFP8Accumulation``, promotion interval =
+        one 128-k tile). 16-bit inputs accumulate in f32 in the instruction and carry the one accumulator."""
         return self.intrinsic.a_type in FP8
 
     # fp8 with 3-4 stages: False (default) waits for each K tile's group before promoting its
