@@ -40,6 +40,10 @@ class NvidiaMmaSeeds(SeedTable):
     ring_stages: Seed  # the deepest cp.async LDS ring tried
     ring_bytes: Seed  # the most shared memory the ring may take
     raster: Seed  # tile rows per workgroup group, for grids of 8+ tiles per SM
+    raster_tiles_per_sm: Seed  # workgroups are grouped by tile rows from this many tiles per SM
+    big_tiles_per_sm: Seed  # 64x64 warp tiles (128x256 workgroups) from this many 256x128 tiles per SM
+    deep_ring_stages: Seed  # large 16-bit problems: K staged twice as deep in a ring of this many stages
+    deep_k: Seed  # without a ring, K at least this stages twice as deep
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,15 @@ NVIDIA_MMA = NvidiaMmaSeeds(
     ring_stages=Seed(4, "H100 2048^3: 2/3/4 stages 167/265/284 TFLOP/s; deeper not tried"),
     ring_bytes=Seed(112 * 1024, "H100 4096^3: 3 stages in 87.5 KB 295 TFLOP/s, 4 stages in 114 KB 273"),
     raster=Seed(8, "H100 8192^3 (2048 tiles): groups of 8 tile rows 390 TFLOP/s, 4: 388, 16: 386, none: 371"),
+    raster_tiles_per_sm=Seed(
+        8, "H100: 8192^3 (15.5 tiles per SM) gains 1.05x grouped; 4096^3 (3.9) the same either way"
+    ),
+    big_tiles_per_sm=Seed(2, "H100 4096^3: 64x64 warp tiles 1.3x faster than 64x32 from two 256x128 tiles per SM"),
+    deep_ring_stages=Seed(
+        3,
+        "H100 128x256 tiles: 64 deep in 3 stages 407.7 / 434.3 TFLOP/s at 4096^3 / 8192^3, 32 deep in 4: 385.8 / 408.9",
+    ),
+    deep_k=Seed(8192, "H100 8192^3 without a ring: K staged 64 deep 234 TFLOP/s against 194 staged 32 deep"),
 )
 
 AMD_MATMUL = AmdMatmulSeeds(

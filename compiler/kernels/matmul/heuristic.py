@@ -67,7 +67,7 @@ def default_config(
         # than 256x128 (4x2): 4096^3 359 -> 395 TFLOP/s, 8192^3 393 -> 412.
         # Fewer 128x128 tiles than SMs: 64x128 ones (32x32 per warp) put twice as many SMs to
         # work; measured 152 vs 127 TFLOP/s at 1024^3 (128x64 the same, 64x64 127).
-        big = (problem.m // 256) * (problem.n // 128) >= 2 * target.compute_units
+        big = (problem.m // 256) * (problem.n // 128) >= NVIDIA_MMA.big_tiles_per_sm.value * target.compute_units
         # (sizes known at compile time only: a dynamic size is an estimate here, a dynamic batch 1)
         few = (
             not problem.dynamic
@@ -151,7 +151,7 @@ def default_config(
                 tile_k=2 * tile_k,
                 waves_m=waves_m,
                 waves_n=waves_n,
-                stages=3,
+                stages=NVIDIA_MMA.deep_ring_stages.value,
             )
             if not ring_problem(deep, target, problem) and lds_bytes(deep, problem, target) <= target.lds_bytes:
                 if (deep.tile_m, deep.tile_n, deep.tile_k) != (cfg.tile_m, cfg.tile_n, 2 * cfg.tile_k):
@@ -173,7 +173,8 @@ def default_config(
             )
             why.append(f"no LDS ring: tile {tm}x{tn} (4x2 warps) instead, measured faster without one")
         tiles = -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
-        if not problem.dynamic and tiles >= 8 * target.compute_units and -(-problem.m // cfg.tile_m) > RASTER:
+        grouped = tiles >= NVIDIA_MMA.raster_tiles_per_sm.value * target.compute_units
+        if not problem.dynamic and grouped and -(-problem.m // cfg.tile_m) > RASTER:
             # seed: target/seeds.py (H100 8192^3); 4096^3 the same either way, 2048^3 279 vs 288
             # TFLOP/s without. Not measured on AMD: IREE's order there.
             cfg = replace(cfg, raster=RASTER)
@@ -181,7 +182,7 @@ def default_config(
                 f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
                 f"running together share A and B tiles in L2 (1.05x at 8192^3)"
             )
-        if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= 8192:
+        if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= NVIDIA_MMA.deep_k.value:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep. With the ring,
             # 32 deep in 3 stages is faster (371 vs 287).
             cfg = replace(cfg, tile_k=fit_tile(problem.k, 2 * tile_k, intr.k, intr.k))
