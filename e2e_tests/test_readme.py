@@ -81,3 +81,12 @@ def test_readme_exit_codes_are_the_code_s():
     for row in re.findall(r"^\| ([0-9][0-9 /]*) \|", text, re.M):
         listed |= {int(c) for c in row.split("/")}
     assert listed == {int(e) for e in Exit}
+
+
+def test_readme_lists_the_stages_dump_after_takes():
+    """The README's ``--dump-after`` stage list is the pipeline's own (``pipeline.DUMP_POINTS``, plus ``all``)."""
+    from mmaflow.compiler.pipeline.pipeline import DUMP_POINTS
+
+    text = " ".join(README.read_text().split("Stages for `--dump-after`", 1)[1].split(". ", 1)[0].split())
+    text = text.split(":", 1)[1]  # after "and `opt`:"
+    assert re.findall(r"`([a-z-]+)`", text) == [*DUMP_POINTS, "all"]
