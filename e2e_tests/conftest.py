@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pytest
 
 from mmaflow.compiler.core.mlir import new_context, parse_module
@@ -158,6 +159,63 @@ def fake_cuda_torch(**fields):
         is_available=lambda: True, get_device_name=lambda: "fake", synchronize=lambda: None, Event=Event
     )
     return types.SimpleNamespace(__version__="fake", cuda=cuda, **fields)
+
+
+# IREE's host CPU target: the bench's run half is exercised here on modules built for it.
+CPU_FLAGS = [
+    "--iree-hal-target-device=local",
+    "--iree-hal-local-target-device-backends=llvm-cpu",
+    "--iree-llvmcpu-target-cpu=generic",
+]
+
+
+def compile_for_cpu(source: str) -> bytes:
+    """``source`` compiled by IREE's default pipeline for the host CPU (a .vmfb's bytes)."""
+    from iree.compiler import compile_str
+
+    return compile_str(source, extra_args=CPU_FLAGS)
+
+
+def run_builds_on_cpu(monkeypatch) -> None:
+    """The bench's run half loads every .vmfb on IREE's local-task driver (the builds are CPU ones),
+    whatever driver the manifest names."""
+    from mmaflow.runtime import iree_runner
+
+    class CpuModule(iree_runner.CompiledModule):
+        def __init__(self, vmfb, driver):
+            super().__init__(vmfb, "local-task")
+
+    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+
+
+class FakeTensor:
+    """A numpy stand-in for a torch tensor, with what the bench's torch recipes call on one."""
+
+    def __init__(self, x):
+        self.x = np.asarray(x)
+
+    def cuda(self):
+        return self
+
+    cpu = cuda
+
+    def float(self):
+        return FakeTensor(self.x.astype(np.float32))
+
+    def numpy(self):
+        return self.x
+
+    def abs(self):
+        return FakeTensor(abs(self.x))
+
+    def to(self, dtype):  # bf16: torch's rounding of f32 values that are bf16 already
+        return self
+
+    def transpose(self, i, j):
+        return FakeTensor(np.swapaxes(self.x, i, j))
+
+    def __matmul__(self, other):
+        return FakeTensor(self.x @ other.x)
 
 
 def sm90a_ptxas(tmp_path, ptx: str) -> str:

@@ -13,17 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import CPU_FLAGS
 
 from mmaflow.compiler import cli
 from mmaflow.runtime import attention_bench, bench, bench_common
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
 from mmaflow.runtime.modules import attention_module
-
-CPU_FLAGS = [
-    "--iree-hal-target-device=local",
-    "--iree-hal-local-target-device-backends=llvm-cpu",
-    "--iree-llvmcpu-target-cpu=generic",
-]
 
 
 def _sdpa_torch_module(b: int, h: int, s: int, d: int, dtype: str) -> str:

@@ -263,32 +263,10 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
     torch.matmul (16-bit out, cuBLAS's fastest) and torch.mm(out_dtype=float32), cuBLAS computing
     what the module computes, whose result is checked against the float64 reference; a torch
     without out_dtype (TypeError) reports that row as not run instead of failing the bench."""
-    from conftest import fake_cuda_torch
-    from iree.compiler import compile_str
+    from conftest import FakeTensor as T
+    from conftest import compile_for_cpu, fake_cuda_torch, run_builds_on_cpu
 
-    from mmaflow.runtime import iree_runner
     from mmaflow.runtime.bench import run
-
-    class T:
-        def __init__(self, x):
-            self.x = np.asarray(x)
-
-        def cuda(self):
-            return self
-
-        cpu = cuda
-
-        def float(self):
-            return T(self.x.astype(np.float32))
-
-        def numpy(self):
-            return self.x
-
-        def abs(self):
-            return T(abs(self.x))
-
-        def __matmul__(self, other):
-            return T(self.x @ other.x)
 
     calls = []
 
@@ -300,22 +278,9 @@ def test_bench_times_cublas_with_f32_out_beside_f16_out(tmp_path, monkeypatch):
 
     fake = fake_cuda_torch(float32="float32", from_numpy=T, mm=mm, matmul=lambda a, b: T(a.x @ b.x))
 
-    class CpuModule(iree_runner.CompiledModule):
-        def __init__(self, vmfb, driver):
-            super().__init__(vmfb, "local-task")
-
-    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+    run_builds_on_cpu(monkeypatch)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    (tmp_path / "cpu.vmfb").write_bytes(
-        compile_str(
-            matmul_module(64, 64, 64, "f16", "f32"),
-            extra_args=[
-                "--iree-hal-target-device=local",
-                "--iree-hal-local-target-device-backends=llvm-cpu",
-                "--iree-llvmcpu-target-cpu=generic",
-            ],
-        )
-    )
+    (tmp_path / "cpu.vmfb").write_bytes(compile_for_cpu(matmul_module(64, 64, 64, "f16", "f32")))
     man = {
         "target": "llvm-cpu",
         "driver": "cuda",

@@ -136,37 +136,10 @@ def test_suite_run_half_checks_times_and_ranks_against_torch(tmp_path, monkeypat
     """The run half on CPU builds (a numpy stand-in for torch): every build and the f32-out torch
     recipe checked against float64, torch's recipes per B order (F.linear for N x K), the ratios
     against the best torch recipe and IREE default, a side not built reported as such."""
-    from conftest import fake_cuda_torch
-    from iree.compiler import compile_str
+    from conftest import FakeTensor as T
+    from conftest import compile_for_cpu, fake_cuda_torch, run_builds_on_cpu
 
-    from mmaflow.runtime import iree_runner, suite_bench
-
-    class T:
-        def __init__(self, x):
-            self.x = np.asarray(x)
-
-        def cuda(self):
-            return self
-
-        cpu = cuda
-
-        def float(self):
-            return T(self.x.astype(np.float32))
-
-        def numpy(self):
-            return self.x
-
-        def abs(self):
-            return T(abs(self.x))
-
-        def to(self, dtype):  # bf16: torch's rounding of f32 values that are bf16 already
-            return self
-
-        def transpose(self, i, j):
-            return T(np.swapaxes(self.x, i, j))
-
-        def __matmul__(self, other):
-            return T(self.x @ other.x)
+    from mmaflow.runtime import suite_bench
 
     def mm(a, b, *, out_dtype=None):
         return T((a.x.astype(np.float64) @ b.x.astype(np.float64)).astype(np.float32))
@@ -181,24 +154,15 @@ def test_suite_run_half_checks_times_and_ranks_against_torch(tmp_path, monkeypat
         float32="float32", bfloat16="bfloat16", from_numpy=T, mm=mm, bmm=mm, matmul=lambda a, b: a @ b, nn=nn
     )
 
-    class CpuModule(iree_runner.CompiledModule):
-        def __init__(self, vmfb, driver):
-            super().__init__(vmfb, "local-task")
-
-    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+    run_builds_on_cpu(monkeypatch)
     monkeypatch.setitem(sys.modules, "torch", fake)
-    cpu = [
-        "--iree-hal-target-device=local",
-        "--iree-hal-local-target-device-backends=llvm-cpu",
-        "--iree-llvmcpu-target-cpu=generic",
-    ]
     rows = [
         Row(24, 40, 56, 0, "f16", "nk", True, ("m/x/decode",)),
         Row(16, 32, 48, 3, "bf16", "kn", False, ("m/y/prefill",)),
     ]
     entries = []
     for i, row in enumerate(rows):
-        (tmp_path / f"{i}.vmfb").write_bytes(compile_str(suite_bench.source(row), extra_args=cpu))
+        (tmp_path / f"{i}.vmfb").write_bytes(compile_for_cpu(suite_bench.source(row)))
         base = {"file": f"{i}.vmfb", "target": "host", "config": "cpu"}
         entries.append(
             {"name": row.name, **{f: getattr(row, f) for f in ("m", "n", "k", "batch", "dtype", "b_layout", "dynamic")}}

@@ -485,22 +485,13 @@ def test_bench_run_half_takes_fp8_buffers(tmp_path, t):
     with B^T, and a "not built" entry is reported, not run."""
     import json
 
-    from iree.compiler import compile_str
+    from conftest import compile_for_cpu
 
     from mmaflow.runtime.bench import FP8, run
 
     elem = FP8[t]
     src = matmul_module(64, 64, 64, elem, transpose_b=True)
-    (tmp_path / "cpu.vmfb").write_bytes(
-        compile_str(
-            src,
-            extra_args=[
-                "--iree-hal-target-device=local",
-                "--iree-hal-local-target-device-backends=llvm-cpu",
-                "--iree-llvmcpu-target-cpu=generic",
-            ],
-        )
-    )
+    (tmp_path / "cpu.vmfb").write_bytes(compile_for_cpu(src))
     man = {
         "target": "llvm-cpu",
         "driver": "local-task",
@@ -603,29 +594,15 @@ def test_bench_torch_side_is_scaled_mm_with_column_major_b(tmp_path, monkeypatch
     import json
     import sys
 
-    from iree.compiler import compile_str
+    from conftest import compile_for_cpu, run_builds_on_cpu
 
-    from mmaflow.runtime import iree_runner
     from mmaflow.runtime.bench import FP8, PROFILED_CALLS, profile_one, run
 
-    class CpuModule(iree_runner.CompiledModule):
-        def __init__(self, vmfb, driver):
-            super().__init__(vmfb, "local-task")
-
     calls = []
-    monkeypatch.setattr(iree_runner, "CompiledModule", CpuModule)
+    run_builds_on_cpu(monkeypatch)
     monkeypatch.setitem(sys.modules, "torch", _fake_torch(calls))
     elem = FP8[t]
-    (tmp_path / "cpu.vmfb").write_bytes(
-        compile_str(
-            matmul_module(64, 64, 64, elem, transpose_b=True),
-            extra_args=[
-                "--iree-hal-target-device=local",
-                "--iree-hal-local-target-device-backends=llvm-cpu",
-                "--iree-llvmcpu-target-cpu=generic",
-            ],
-        )
-    )
+    (tmp_path / "cpu.vmfb").write_bytes(compile_for_cpu(matmul_module(64, 64, 64, elem, transpose_b=True)))
     man = {
         "target": "llvm-cpu",
         "driver": "cuda",
