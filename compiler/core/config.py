@@ -34,6 +34,10 @@ A config fixes everything the Script and Distribute stages need:
                        workgroups on the two output tiles of one B column block (tile rows 2p
                        and 2p + 1), each copying its own A and half of B's boxes with a TMA
                        multicast to both (``tma.TmaRing``, "Clusters"); 1 (default): none
+    waves_k            waves splitting K inside a workgroup: the decode kernel
+                       (``compiler/kernels/decode/``) when > 1; each wave runs every waves_k-th
+                       K tile of ``tile_k`` into its own accumulators, added through LDS in a
+                       fixed order at the end (1, the default: every other kernel)
 
 It round-trips through JSON and through an MLIR dictionary attribute (``mmaflow.config``) so every
 stage can resume from printed IR.
@@ -65,6 +69,7 @@ class KernelConfig:
     persistent: int | None = None  # the wgmma kernel: output tiles per workgroup, in turn (None: one each)
     producer: int = 0  # the wgmma kernel's TMA ring: 1 = a producer warpgroup issues the copies (warp-specialized)
     cluster: int = 1  # the warp-specialized kernel: 2 = clusters of 2 workgroups sharing B's K tiles by TMA multicast
+    waves_k: int = 1  # waves splitting K inside a workgroup (> 1: the decode kernel, kernels/decode/)
 
     @property
     def wave_tile_m(self) -> int:
@@ -76,7 +81,13 @@ class KernelConfig:
 
     @property
     def num_waves(self) -> int:
-        return self.waves_m * self.waves_n
+        return self.waves_m * self.waves_n * self.waves_k
+
+    @property
+    def script_threads(self) -> int:
+        """The threads the transform script maps its wave grid onto (the decode kernel's other
+        ``waves_k`` - 1 waves join at distribution)."""
+        return self.waves_m * self.waves_n * self.wave_size
 
     @property
     def compute_threads(self) -> int:
@@ -94,6 +105,8 @@ class KernelConfig:
             del d["producer"]
         if d["cluster"] == 1:  # (likewise: unset without clusters)
             del d["cluster"]
+        if d["waves_k"] == 1:  # (likewise: unset but in the decode kernel)
+            del d["waves_k"]
         return d
 
     def to_json(self) -> str:
@@ -129,6 +142,9 @@ class KernelConfig:
         else:
             grid = f"waves {self.waves_m}x{self.waves_n} (wave tile {self.wave_tile_m}x{self.wave_tile_n})"
             head = f"{self.intrinsic} wave{self.wave_size}"
+        if self.waves_k > 1:
+            word = "warps" if nvidia else "waves"
+            grid = f"{self.waves_k} {word} splitting K (each the whole {self.tile_m}x{self.tile_n} tile)"
         return (
             f"{head}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, {grid}, "
             f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
@@ -162,6 +178,7 @@ _INT_KEYS = {
     "persistent",
     "producer",
     "cluster",
+    "waves_k",
 }
 
 

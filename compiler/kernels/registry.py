@@ -15,13 +15,15 @@ from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.attention.family import FAMILY as FLASH_ATTENTION
 from mmaflow.compiler.kernels.common.tiles import require_intrinsic
+from mmaflow.compiler.kernels.decode.family import FAMILY as DECODE
 from mmaflow.compiler.kernels.family import ContractionFamily, DirectFamily
 from mmaflow.compiler.kernels.matmul.family import FAMILY as MATMUL
 from mmaflow.compiler.kernels.wgmma.family import FAMILY as WGMMA
 
 # Asked in this order: the Hopper warpgroup kernel declines (with its reason) what it does not pay
-# for, and the mma.sync / WMMA / MFMA kernel takes every problem the catalogue computes.
-CONTRACTION: tuple[ContractionFamily, ...] = (WGMMA, MATMUL)
+# for; the decode kernel takes an M that fits one instruction's rows (B streamed once); the
+# mma.sync / WMMA / MFMA kernel takes every problem the catalogue computes.
+CONTRACTION: tuple[ContractionFamily, ...] = (WGMMA, DECODE, MATMUL)
 # Direct families by the dispatch they take (``select`` tags it).
 DIRECT: dict[str, DirectFamily] = {"attention": FLASH_ATTENTION}
 
@@ -45,9 +47,10 @@ def require_instruction(target, problem: Contraction) -> None:
 
 
 def family_of(target, cfg: KernelConfig) -> ContractionFamily:
-    """The family whose instruction ``cfg`` names."""
+    """The family whose kernel ``cfg`` configures (its instruction, and for the decode kernel its
+    ``waves_k``)."""
     intr = target.intrinsic(cfg.intrinsic)
-    return next(f for f in CONTRACTION if f.owns(intr))
+    return next(f for f in CONTRACTION if f.owns(intr, cfg))
 
 
 def resolve(target, problem: Contraction, overrides: dict | None = None) -> tuple[KernelConfig, object]:

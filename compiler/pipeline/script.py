@@ -45,7 +45,9 @@ def instantiate(ctx: ir.Context, cfg, name: str = SCRIPT) -> ir.Module:
         )
     (mapping,) = ops_named(script.operation, "transform.iree.map_nested_forall_to_gpu_threads")
     with ctx:
-        mapping.attributes["workgroup_dims"] = ir.DenseI64ArrayAttr.get([cfg.compute_threads, 1, 1])  # (not a producer)
+        mapping.attributes["workgroup_dims"] = ir.DenseI64ArrayAttr.get(
+            [cfg.script_threads, 1, 1]
+        )  # (no producer, K split)
         mapping.attributes["subgroup_size"] = ir.IntegerAttr.get(i64, cfg.wave_size)
     return script
 

@@ -67,6 +67,15 @@ class HopperWgmmaSeeds(SeedTable):
     persistent_min_waves: Seed  # a persistent grid from this many waves of whole tiles
 
 
+@dataclass(frozen=True)
+class DecodeSeeds(SeedTable):
+    """The decode kernel (M <= one instruction's rows, B streamed once): per vendor."""
+
+    waves_k: Seed  # waves splitting K in a workgroup
+    columns: Seed  # output columns (N) per workgroup
+    unroll: Seed  # chunks of K per K tile: 128-bit loads in flight per lane and B column
+
+
 NVIDIA_MMA = NvidiaMmaSeeds(
     ring_stages=Seed(4, "H100 2048^3: 2/3/4 stages 167/265/284 TFLOP/s; deeper not tried"),
     ring_bytes=Seed(112 * 1024, "H100 4096^3: 3 stages in 87.5 KB 295 TFLOP/s, 4 stages in 114 KB 273"),
@@ -116,4 +125,16 @@ HOPPER_WGMMA = HopperWgmmaSeeds(
     persistent_min_waves=Seed(
         2, "H200 f16 4096^3 676.9 -> 687.7 TFLOP/s, 8192^3 720.1 -> 729.3, e4m3 4096^3 922.0 -> 960.0 persistent"
     ),
+)
+
+DECODE_NVIDIA = DecodeSeeds(
+    waves_k=Seed(8, "PLACEHOLDER"),
+    columns=Seed(16, "PLACEHOLDER"),
+    unroll=Seed(4, "PLACEHOLDER"),
+)
+
+DECODE_AMD = DecodeSeeds(
+    waves_k=Seed(4, "unmeasured (no AMD GPU here): 256 threads of wave64, as the NVIDIA seed's 8 warps of 32"),
+    columns=Seed(16, "unmeasured: one 16-column instruction tile, the NVIDIA seed's N per workgroup"),
+    unroll=Seed(4, "unmeasured: the NVIDIA seed's 4 chunks (64 bytes of B per lane and column in flight)"),
 )

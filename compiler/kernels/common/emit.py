@@ -128,6 +128,23 @@ class Emitter:
         zero = ir.IntegerAttr.get(e, 0) if isinstance(e, ir.IntegerType) else ir.FloatAttr.get(e, 0.0)
         return self.splat_const(vtype, zero)
 
+    def add_values(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        """a + b of two float or integer values (vectors or scalars) of one type."""
+        t = a.type
+        elem = ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t
+        return self._bin(arith.AddIOp if isinstance(elem, ir.IntegerType) else arith.AddFOp, a, b)
+
+    def concat(self, parts: list[ir.Value]) -> ir.Value:
+        """1-D vectors of one element type, one after another."""
+        elem = ir.VectorType(parts[0].type).element_type
+        sizes = [ir.VectorType(p.type).shape[0] for p in parts]
+        out = self.zero_vector(vector_type([sum(sizes)], elem))
+        at = 0
+        for p, size in zip(parts, sizes):
+            out = self.insert_slice(p, out, at)
+            at += size
+        return out
+
     def extract(self, v: ir.Value, pos: int) -> ir.Value:
         with self.loc, self.ip:
             return vector.ExtractOp(v, static_position=[pos], dynamic_position=[]).result

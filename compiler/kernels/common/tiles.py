@@ -173,6 +173,11 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
             f"cluster={cfg.cluster}: clusters are the warp-specialized warpgroup-MMA kernel's only "
             f"(sm_90a, --config intrinsic=WGMMA_... producer=1 persistent=W)"
         )
+    if cfg.waves_k != 1:
+        raise ConfigError(
+            f"waves_k={cfg.waves_k}: waves split K in the decode kernel only (M up to one instruction's rows, "
+            f"B stored N x K)"
+        )
     if cfg.copy is not None:
         raise ConfigError(
             f"copy={cfg.copy}: TMA copies feed the warpgroup-MMA kernel only (sm_90a, "

@@ -29,8 +29,8 @@ class MatmulFamily:
     def require(self, target, problem: Contraction) -> None:
         require_intrinsic(target, problem)
 
-    def owns(self, intrinsic) -> bool:
-        return not isinstance(intrinsic, WarpgroupIntrinsic)
+    def owns(self, intrinsic, cfg: KernelConfig | None = None) -> bool:
+        return not isinstance(intrinsic, WarpgroupIntrinsic) and (cfg is None or cfg.waves_k == 1)
 
     def configure(self, target, problem: Contraction, overrides: dict, why: list):
         """The heuristic's config with the overrides applied, validated (a complete config as it is)."""

@@ -29,7 +29,7 @@ class WgmmaFamily:
     def require(self, target, problem: Contraction) -> None:
         return None  # (it takes only what ``configure`` accepts; the matmul family names the instructions)
 
-    def owns(self, intrinsic) -> bool:
+    def owns(self, intrinsic, cfg: KernelConfig | None = None) -> bool:
         return isinstance(intrinsic, WarpgroupIntrinsic)
 
     def configure(self, target, problem: Contraction, overrides: dict, why: list):

@@ -1,0 +1,64 @@
+"""The decode family, as the registry sees it (``kernels/family.py``): M that fits one instruction's
+rows, B streamed once from global memory into registers, K split across the workgroup's waves
+(docs/kernels/decode.md)."""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.kernels.common.contraction import finalize, operand_facts, output_extents, prepare
+from mmaflow.compiler.kernels.common.plan import plan_kernel
+from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes
+from mmaflow.compiler.kernels.decode.plan import plan_decode
+from mmaflow.compiler.kernels.decode.rewrite import DecodeRewriter
+from mmaflow.compiler.target.targets import read_target
+
+
+class DecodeFamily:
+    name = "decode"
+    title = "the decode kernel"
+
+    def sole(self, target, problem: Contraction) -> bool:
+        return False  # (the tiled kernel computes every type pair it does)
+
+    def refusal(self, target, problem: Contraction) -> str | None:
+        return None
+
+    def require(self, target, problem: Contraction) -> None:
+        return None  # (the tiled kernel names the instructions)
+
+    def owns(self, intrinsic, cfg: KernelConfig | None = None) -> bool:
+        return cfg is not None and cfg.waves_k > 1
+
+    def configure(self, target, problem: Contraction, overrides: dict, why: list):
+        return decode_config(target, problem, overrides, why)
+
+    def explain(self, target, problem: Contraction, overrides: dict, why: list) -> bool:
+        return decode_config(target, problem, overrides, why) is not None
+
+    def distribute(self, module: ir.Module, func: ir.Operation):
+        target, cfg, problem = read_target(func), attrs.read_config(func), attrs.read_problem(func)
+        with module.context, ir.Location.unknown():
+            m, mem_extents = prepare(func, target.intrinsic(cfg.intrinsic), cfg, target, problem)
+            a, b = operand_facts(m, mem_extents)
+            # The stores are the tiled kernel's wave 0's: its epilogue plan, for the same tile.
+            tiled = plan_kernel(problem, cfg, target, a, b, output_extents(m, mem_extents))
+            plan = plan_decode(problem, cfg, target, tiled.epilogue)
+            DecodeRewriter(func, m, plan, mem_extents).run()
+            finalize(module, func, plan)
+        return plan
+
+    def shared_bytes(self, cfg: KernelConfig, intrinsic, problem: Contraction, target) -> int:
+        return lds_bytes(cfg, target)
+
+    def grid(self, cfg: KernelConfig, problem: Contraction):
+        return None  # one workgroup per tile of columns (tile_m holds all of M)
+
+    def min_ptx_version(self, cfg: KernelConfig) -> int:
+        return 0
+
+
+FAMILY = DecodeFamily()

@@ -1,0 +1,127 @@
+"""The decode kernel's config: which problems it takes, and its numbers from the seeds.
+
+It takes a static, unbatched contraction whose M fits one instruction's rows, B stored N x K and
+A M x K (``plan.decode_refusal`` names what else it needs), unless ``--config`` names keys of the
+tiled kernel. Its config is a ``KernelConfig`` with ``waves_k`` > 1: ``tile_m`` the instruction's
+M, ``tile_n`` the columns per workgroup, ``tile_k`` the K one wave takes per K tile, one wave
+grid row and column. The seeds (``target/seeds.py``: ``DECODE_NVIDIA``, ``DECODE_AMD``) give the
+waves, columns and unroll; the K tile shrinks until it divides K, and the waves to the K tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.errors import ConfigError
+from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
+from mmaflow.compiler.kernels.decode.plan import decode_refusal, plan_k_order
+from mmaflow.compiler.target.seeds import DECODE_AMD, DECODE_NVIDIA
+from mmaflow.compiler.target.targets import Target, Vendor
+
+# The keys a decode config has; any other --config key asks for the tiled kernel.
+OWN_KEYS = frozenset({"waves_k", "intrinsic", "wave_size", "tile_n", "tile_k"})
+_LDS_ELEM_BYTES = 4  # the partial sums: f32 / i32
+
+
+def seeds(target: Target):
+    return DECODE_NVIDIA if target.vendor is Vendor.NVIDIA else DECODE_AMD
+
+
+def _instruction(target: Target, problem: Contraction, overrides: dict):
+    """The asked instruction, else the target's first at its default wave size whose rows hold M
+    (the fewest rows: a 16-row instruction before a 32-row one)."""
+    name = overrides.get("intrinsic")
+    if name is not None:
+        return target.intrinsic(name)
+    wave = overrides.get("wave_size") or target.default_wave_size
+    fits = [i for i in matching_intrinsics(target, problem, wave) if problem.m is not None and i.m >= problem.m]
+    return min(fits, key=lambda i: i.m) if fits else None
+
+
+def decode_config(target: Target, problem: Contraction, overrides: dict, why: list):
+    """(config, instruction), or None where the decode kernel declines (the reason in ``why``).
+    ``--config waves_k=W`` (W > 1) asks for it: a problem it cannot take is then a ``ConfigError``."""
+    asked = overrides.get("waves_k")
+    if asked is not None and asked <= 1:
+        why.append(f"waves_k = {asked}: the tiled kernel, as asked")
+        return None
+    foreign = sorted(set(overrides) - OWN_KEYS)
+    if foreign and asked is None:
+        why.append(f"not the decode kernel: --config {', '.join(foreign)} configures the tiled kernel")
+        return None
+    if foreign:
+        raise ConfigError(f"waves_k={asked} asks for the decode kernel, which has no {', '.join(foreign)}")
+    intr = _instruction(target, problem, overrides)
+    refusal = "no instruction for the types holds M rows" if intr is None else decode_refusal(target, problem, intr)
+    if refusal is not None:
+        if asked is not None:
+            raise ConfigError(f"waves_k={asked}: the decode kernel cannot take {problem.describe()}: {refusal}")
+        why.append(f"not the decode kernel: {refusal}")
+        return None
+    s = seeds(target)
+    ko = plan_k_order(intr)
+    chunks = problem.k // ko.chunk
+    unroll = max(u for u in range(1, s.unroll.value + 1) if chunks % u == 0)
+    k_tiles = chunks // unroll
+    cfg = KernelConfig(
+        intrinsic=intr.name,
+        wave_size=intr.wave_size,
+        tile_m=intr.m,
+        tile_n=max(1, s.columns.value // intr.n) * intr.n,
+        tile_k=unroll * ko.chunk,
+        waves_m=1,
+        waves_n=1,
+        lds_pad=0,
+        waves_k=max((w for w in range(2, s.waves_k.value + 1) if k_tiles % w == 0), default=0),
+    )
+    if not cfg.waves_k:
+        why.append(
+            f"not the decode kernel: no 2 to {s.waves_k.value} waves split the {k_tiles} K tiles of {cfg.tile_k}"
+        )
+        return None
+    cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in ("waves_k", "tile_n", "tile_k")})
+    why.append(
+        f"decode kernel ({intr.name}): M = {problem.m} fits one {intr.m}-row instruction, B is streamed once; "
+        f"{cfg.waves_k} waves split K = {problem.k} in K tiles of {cfg.tile_k} ({unroll} chunks of {ko.chunk}: "
+        f"seed {s.unroll.value}, {s.unroll.source}); {cfg.tile_n} columns per workgroup ({s.columns.source}); "
+        f"waves: {s.waves_k.source}"
+    )
+    validate_decode(cfg, target, problem)
+    return cfg, intr
+
+
+def validate_decode(cfg: KernelConfig, target: Target, problem: Contraction) -> None:
+    intr = target.intrinsic(cfg.intrinsic)
+    if intr not in matching_intrinsics(target, problem, cfg.wave_size):
+        raise ConfigError(f"intrinsic {intr.name} does not compute {problem.describe()} at wave{cfg.wave_size}")
+    ko = plan_k_order(intr)
+    if cfg.tile_m != intr.m or (cfg.waves_m, cfg.waves_n) != (1, 1):
+        raise ConfigError(f"the decode kernel's tile is one {intr.m}-row instruction tile and one wave grid cell")
+    if cfg.tile_n <= 0 or cfg.tile_n % intr.n:
+        raise ConfigError(f"tile_n={cfg.tile_n} must be a positive multiple of {intr.name}'s N={intr.n}")
+    if cfg.tile_k <= 0 or cfg.tile_k % ko.chunk or problem.k % cfg.tile_k:
+        raise ConfigError(
+            f"tile_k={cfg.tile_k} must be a multiple of the {ko.chunk}-deep chunk of {intr.name} "
+            f"({ko.j} instructions) that divides K = {problem.k}"
+        )
+    k_tiles = problem.k // cfg.tile_k
+    if cfg.waves_k < 2 or k_tiles % cfg.waves_k:
+        raise ConfigError(f"waves_k={cfg.waves_k} must be 2 or more and divide the {k_tiles} K tiles of {cfg.tile_k}")
+    if cfg.workgroup_size > target.max_workgroup_size:
+        raise ConfigError(
+            f"{cfg.waves_k} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
+            f"{target.name}'s {target.max_workgroup_size}"
+        )
+    if (cfg.stages, cfg.raster, cfg.persistent, cfg.producer, cfg.cluster, cfg.copy) != (1, 1, None, 0, 1, None):
+        raise ConfigError("the decode kernel has no LDS ring, raster, persistent grid, producer, clusters or copies")
+    need = lds_bytes(cfg, target)
+    if need > target.lds_bytes:
+        raise ConfigError(f"the partial sums need {need} bytes of LDS, {target.name} has {target.lds_bytes}")
+
+
+def lds_bytes(cfg: KernelConfig, target: Target) -> int:
+    """The partial sums' LDS: one accumulator vector per wave, instruction tile and lane."""
+    intr = target.intrinsic(cfg.intrinsic)
+    return cfg.waves_k * (cfg.tile_n // intr.n) * cfg.wave_size * intr.c.op_vector_length * _LDS_ELEM_BYTES

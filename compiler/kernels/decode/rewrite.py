@@ -1,0 +1,184 @@
+"""`distribute` for the decode kernel: the rewrite of a ``plan.DecodePlan``.
+
+Everything up to the K loop (prologue, retyped bindings) and the epilogue's stores are the tiled
+kernel's (``common/contraction.py``, ``Rewriter``); the script's LDS tiles and K loop are
+replaced by:
+
+    wave = tid / W, lane = tid % W
+    scf.for r = 0 to K tiles / waves_k  iter_args(acc[n_tiles])     (wave's K tile: r * waves_k + wave)
+        for each chunk u of the K tile:                          (every load issued first)
+            B: per instruction tile t: row n0 + t * n + column(lane), run of ``run`` elements
+               at k = kt * tile_k + u * chunk + b_start(lane)     -> straight into registers
+            A: per ``ALoad``: row (lane's row + row), ``length`` elements at
+               k = ... + a_start(lane) + first                    (rows >= M read 0)
+        for each chunk u, instruction j, tile t:
+            acc[t] = mma(A operand j (gathered from A's loads), B run [j * E, (j + 1) * E), acc[t])
+    LDS partial[wave][t][lane][:] = acc[t]                       (barrier: the `barriers` stage)
+    if wave == 0:
+        acc[t] = sum over w of partial[w][t][lane][:]            (in wave order: deterministic)
+        the epilogue's stores (``Rewriter._store_accumulators``), as the tiled kernel's wave 0
+
+B's rows past N are bounded like every overhanging access (``Emitter.bounded_global_load``).
+"""
+
+from __future__ import annotations
+
+from iree.compiler import ir
+from iree.compiler.dialects import scf
+
+from mmaflow.compiler.kernels.common.contraction import Match, Rewriter, _fail, _transfer_parts
+from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
+from mmaflow.compiler.kernels.common.fragments import LaneIndex
+from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, DecodePlan, LaneAffine
+from mmaflow.compiler.target.layout import COL, ROW
+
+
+class DecodeRewriter(Rewriter):
+    """Rewrites one matched dispatch as its ``DecodePlan`` says."""
+
+    def __init__(self, func: ir.Operation, m: Match, plan: DecodePlan, mem_extents: dict):
+        super().__init__(func, m, plan, mem_extents)
+        self.layouts = dict(zip("ABC", plan.intrinsic.codegen_layouts()))
+
+    def _affine(self, lanes: LaneIndex, em: Emitter, f: LaneAffine):
+        part = lanes.part(self.layouts[f.layout], f.axis)
+        if isinstance(part, int):
+            return f.at(part)
+        return em.mul(em.div(part, f.step), f.scale) if f.scale else 0
+
+    def run(self) -> None:
+        m, plan = self.m, self.plan
+        intr, ko = plan.intrinsic, plan.k_order
+        self.kernel_prologue()
+        top = self.top.named("decode")
+        tid = top.thread_id()
+        lane = top.rem(tid, plan.wave_size)
+        wave = top.div(tid, plan.wave_size)
+        lanes = LaneIndex(top, lane, plan.wave_size)
+        la, lb = self.layouts["A"], self.layouts["B"]
+
+        old_body = m.loop.regions[0].blocks[0]
+        old_iv, lb_ = list(old_body.arguments)[0], m.loop.operands[0]
+        pre = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor)
+        mems, origins, limits = {}, {}, {}
+        for opd in m.operands:
+            src, _, _ = _transfer_parts(opd.copy_read)
+            if self.mem_extents[src][1].names[-1] != "k":
+                raise _fail(f"the decode kernel reads {opd.name} K-innermost; it is not", opd.copy_read)
+            mems[opd.name] = self._global(src)
+            origins[opd.name] = self._tile_origin(opd, old_body, {old_iv: lb_}, pre)[0]
+            ext = self.mem_extents[src][1]
+            limits[opd.name] = self._limits(ext)[0]
+        b_col = lanes.part(lb, COL)
+        b_start = self._affine(lanes, top, ko.b_start)
+        a_row = lanes.part(la, ROW)
+        a_start = self._affine(lanes, top, plan.a_start)
+        elem_a = ir.MemRefType(mems["A"].type).element_type
+        elem_b = ir.MemRefType(mems["B"].type).element_type
+        b_piece = min(ko.run, LOAD_BITS // type_bits(elem_b))
+
+        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
+        init = pre.splat_const(acc_t, m.acc_init)
+        with m.loop.location, ir.InsertionPoint(m.loop):
+            # Rounds of waves_k K tiles (uniform across the workgroup: waves_k divides the K tiles).
+            loop = scf.ForOp(pre.const(0), pre.const(plan.k_tiles // plan.waves_k), pre.const(1), [init] * plan.n_tiles)
+        em = Emitter(ir.InsertionPoint(loop.body), m.loop.location, self.vendor).named("decode")
+        mma_em = em.named("mma")
+        k_tile = em.mul(em.add(em.mul(loop.induction_variable, plan.waves_k), wave), plan.tile_k)
+        a_ops, b_runs = [], []
+        for u in range(plan.unroll):
+            k0 = em.add(k_tile, u * ko.chunk)
+            runs = []
+            for t in range(plan.n_tiles):
+                row = em.add(origins["B"], b_col, t * intr.n)
+                pieces = [
+                    em.bounded_global_load(
+                        mems["B"],
+                        [row, em.add(k0, b_start, p)],
+                        vector_type([b_piece], elem_b),
+                        [limits["B"], None],
+                        extent0=self.extent("n"),
+                    )
+                    for p in range(0, ko.run, b_piece)
+                ]
+                runs.append(pieces)
+            b_runs.append(runs)
+            a_ops.append(self._a_operands(em, mems["A"], origins["A"], a_row, em.add(k0, a_start), elem_a))
+        accs = list(loop.inner_iter_args)
+        for u in range(plan.unroll):
+            for j in range(ko.j):
+                for t in range(plan.n_tiles):
+                    b_op = self._b_operand(em, b_runs[u][t], j)
+                    accs[t] = mma_em.mma(intr, a_ops[u][j], b_op, accs[t])
+        with m.loop.location, ir.InsertionPoint(loop.body):
+            scf.YieldOp(accs)
+
+        after = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor).named("decode.reduce")
+        c_len = intr.c.op_vector_length
+        part = after.alloc_lds([plan.waves_k, plan.n_tiles, plan.wave_size, c_len], acc_t.element_type)
+        for t in range(plan.n_tiles):
+            flat = after.shape_cast(loop.results[t], [c_len])
+            after.lds_store(flat, part, [wave, after.const(t), lane, after.const(0)])
+        first = after.if_then(after.eq(wave, 0))
+        sums = []
+        for t in range(plan.n_tiles):
+            total = None
+            for w in range(plan.waves_k):
+                v = first.lds_load(
+                    part,
+                    [first.const(w), first.const(t), lane, first.const(0)],
+                    vector_type([c_len], acc_t.element_type),
+                )
+                total = v if total is None else first.add_values(total, v)
+            sums.append(first.shape_cast(total, list(intr.c_shape)))
+        # The epilogue's stores go where the script wrote the accumulator: inside wave 0's branch.
+        w = m.out_write
+        w.move_before(_yield_of(first))
+        self._store_accumulators(sums, lanes)
+        self._erase_old()
+
+    def _b_operand(self, em: Emitter, pieces: list, j: int):
+        """Instruction ``j``'s B operand: elements [j * E, (j + 1) * E) of the lane's run."""
+        intr = self.plan.intrinsic
+        e = self.layouts["B"].elements
+        size = ir.VectorType(pieces[0].type).shape[0]
+        lo, hi = j * e, (j + 1) * e
+        parts = []
+        for p, vec in enumerate(pieces):
+            s, t = max(lo, p * size), min(hi, (p + 1) * size)
+            if s < t:
+                parts.append(vec if t - s == size else em.extract_slice(vec, s - p * size, t - s))
+        whole = parts[0] if len(parts) == 1 else em.concat(parts)
+        return em.shape_cast(whole, list(intr.b_shape))
+
+    def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem) -> list:
+        """The chunk's A operands, one per instruction: each element from the load that brought its
+        K position (``plan.a_loads``), zeros for rows past M in every lane."""
+        plan, intr = self.plan, self.plan.intrinsic
+        e_count = self.layouts["A"].elements
+        zero = em.zero_vector(vector_type([1], elem))
+        slots = {}
+        for ld in plan.a_loads:
+            row = em.add(row0, a_row, ld.row)
+            vec = em.bounded_global_load(
+                mem, [row, em.add(k0, ld.first)], vector_type([ld.length], elem), [plan.m, None], extent0=plan.m
+            )
+            for i, (j, e) in enumerate(ld.feeds):
+                slots[(j, e)] = (vec, i)
+        out = []
+        offsets = self.layouts["A"].element_offsets()
+        for j in range(plan.k_order.j):
+            elems = []
+            for e in range(e_count):
+                if offsets[e][0] in plan.a_zero_rows:
+                    elems.append(em.extract(zero, 0))
+                else:
+                    vec, i = slots[(j, e)]
+                    elems.append(em.extract(vec, i))
+            out.append(em.shape_cast(em.from_elements(vector_type([e_count], elem), elems), list(intr.a_shape)))
+        return out
+
+
+def _yield_of(emitter: Emitter) -> ir.Operation:
+    """The scf.yield an ``Emitter.if_then`` emitter inserts before."""
+    return emitter.ip.ref_operation
