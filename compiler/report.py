@@ -157,7 +157,7 @@ def report_command(args, source: str, options) -> int:
     for exe in res.taken:
         rep = res.reports[exe.name]
         if not target.is_amd:
-            from mmaflow.compiler.kernels.common.tiles import lds_bytes
+            from mmaflow.compiler.kernels import registry
 
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
@@ -168,8 +168,8 @@ def report_command(args, source: str, options) -> int:
                     shared_bytes(c, target.intrinsic(c.intrinsic), p, target)
                     for c, p in [(cfg, exe.facts.problem)] + [(v.config, v.problem) for v in exe.facts.versions]
                 )
-            if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's
-                rep.lds_bytes = lds_bytes(cfg, exe.facts.problem, target)
+            if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's family's
+                rep.lds_bytes = registry.shared_bytes(target, cfg, target.intrinsic(cfg.intrinsic), exe.facts.problem)
         mine[exe.export] = rep
     html_out = getattr(args, "html", None)
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}

@@ -237,3 +237,34 @@ def sm90a_ptxas(tmp_path, ptx: str) -> str:
     assert r.returncode == 0, out
     assert "0 bytes spill stores" in out, out
     return out
+
+
+# (target, config overrides) -- gfx1100 in wave32 and wave64.
+TARGETS = [
+    ("gfx1100", {}),
+    ("gfx1100", {"wave_size": 64}),
+    ("gfx1201", {}),
+    ("gfx942", {}),
+    ("gfx950", {}),
+    ("sm_80", {}),
+    ("sm_90a", {}),
+]
+
+# Dtype pairs per target family (inputs, output): everything the catalogue has an instruction for
+# (fp8 on sm_90a has no mma.sync instruction: the warpgroup kernel's alone).
+DTYPES = {
+    "gfx1100": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("i8", "i32")],
+    "gfx1201": [
+        ("f16", "f32"),
+        ("bf16", "f32"),
+        ("f16", "f16"),
+        ("bf16", "bf16"),
+        ("i8", "i32"),
+        ("f8E4M3FN", "f32"),
+        ("f8E5M2", "f32"),
+    ],
+    "gfx942": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FNUZ", "f32"), ("f8E5M2FNUZ", "f32")],
+    "gfx950": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FN", "f32"), ("f8E5M2", "f32")],
+    "sm_80": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
+    "sm_90a": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
+}

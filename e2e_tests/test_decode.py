@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import dynamic_module, epilogue_module, handed_back, matmul_module, simulate, sm90a_ptxas
+from conftest import DTYPES, TARGETS, dynamic_module, epilogue_module, handed_back, matmul_module, simulate, sm90a_ptxas
 
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, parse_module
@@ -38,36 +38,6 @@ from mmaflow.runtime.numerics import EpilogueReference
 from mmaflow.runtime.simulate import check_matmul
 
 BIN = Path(sys.executable).parent
-
-# (target, config overrides) -- gfx1100 in wave32 and wave64.
-TARGETS = [
-    ("gfx1100", {}),
-    ("gfx1100", {"wave_size": 64}),
-    ("gfx1201", {}),
-    ("gfx942", {}),
-    ("gfx950", {}),
-    ("sm_80", {}),
-    ("sm_90a", {}),
-]
-
-# The type pairs the decode kernel takes per target: all the catalogue has (fp8 on sm_90a has no
-# mma.sync instruction: the warpgroup kernel's alone).
-DTYPES = {
-    "gfx1100": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("i8", "i32")],
-    "gfx1201": [
-        ("f16", "f32"),
-        ("bf16", "f32"),
-        ("f16", "f16"),
-        ("bf16", "bf16"),
-        ("i8", "i32"),
-        ("f8E4M3FN", "f32"),
-        ("f8E5M2", "f32"),
-    ],
-    "gfx942": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FNUZ", "f32"), ("f8E5M2FNUZ", "f32")],
-    "gfx950": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FN", "f32"), ("f8E5M2", "f32")],
-    "sm_80": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
-    "sm_90a": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
-}
 
 # M: one row, below / at / past the half of mma.sync's A rows (its second A load, rows 8..15: none
 # for M <= 8, bounded for 12), a whole 16-row instruction; on CDNA also the 32-row MFMA it picks
@@ -529,13 +499,6 @@ def test_refused_problems_go_to_the_tiled_kernel(name, target):
     assert why in str(err.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: for a dynamic M the decode kernel's refusal is 'no instruction for the types holds M rows' "
-    "(configure and explain see the problem's estimate, M = 4096: heuristic._instruction finds no instruction "
-    "before plan.decode_refusal can say 'dynamic sizes') and --config waves_k=4 names the made-up 4096 x N x K "
-    "problem",
-)
 @pytest.mark.parametrize("target", ["sm_80"])
 def test_dynamic_m_is_refused_as_dynamic(target):
     src = dynamic_module(None, 264, 512, transpose_b=True)
@@ -677,12 +640,6 @@ def test_nvidia_ptx(tmp_path, target):
         assert info.get("vgpr_spills") == 0 and info["vgprs"] <= 255, info
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: `mmaflow report` on NVIDIA sizes the decode kernel's dynamic shared memory with the tiled "
-    "kernel's formula (kernels.common.tiles.lds_bytes: A and B tiles, 8192 here) instead of the family's "
-    "(registry.shared_bytes: the partial sums, 4096)",
-)
 def test_report_lds_bytes_of_the_decode_kernel_on_nvidia(tmp_path):
     import json
 

@@ -10,36 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import dynamic_module, epilogue_module, matmul_module, simulate, spread
-
-# (target, config overrides) -- gfx1100 in wave32 and wave64.
-TARGETS = [
-    ("gfx1100", {}),
-    ("gfx1100", {"wave_size": 64}),
-    ("gfx1201", {}),
-    ("gfx942", {}),
-    ("gfx950", {}),
-    ("sm_80", {}),
-    ("sm_90a", {}),
-]
-
-# Dtype pairs per target family (inputs, output): everything the catalogue has an instruction for.
-DTYPES = {
-    "gfx1100": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("bf16", "bf16"), ("i8", "i32")],
-    "gfx1201": [
-        ("f16", "f32"),
-        ("bf16", "f32"),
-        ("f16", "f16"),
-        ("bf16", "bf16"),
-        ("i8", "i32"),
-        ("f8E4M3FN", "f32"),
-        ("f8E5M2", "f32"),
-    ],
-    "gfx942": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FNUZ", "f32"), ("f8E5M2FNUZ", "f32")],
-    "gfx950": [("f16", "f32"), ("bf16", "f32"), ("i8", "i32"), ("f8E4M3FN", "f32"), ("f8E5M2", "f32")],
-    "sm_80": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
-    "sm_90a": [("f16", "f32"), ("bf16", "f32"), ("f16", "f16"), ("i8", "i32")],
-}
+from conftest import DTYPES, TARGETS, dynamic_module, epilogue_module, matmul_module, simulate, spread
 
 SQUARE = [64, 128, 256]
 NON_SQUARE = [(64, 128, 32), (256, 64, 96), (128, 256, 64)]

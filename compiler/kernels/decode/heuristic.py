@@ -53,11 +53,16 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         return None
     if foreign:
         raise ConfigError(f"waves_k={asked} asks for the decode kernel, which has no {', '.join(foreign)}")
-    intr = _instruction(target, problem, overrides)
-    refusal = "no instruction for the types holds M rows" if intr is None else decode_refusal(target, problem, intr)
+    # (configure sees a dynamic problem's estimate: its sizes are stand-ins, so say "dynamic" first)
+    intr = None if problem.dynamic else _instruction(target, problem, overrides)
+    if problem.dynamic:
+        refusal = decode_refusal(target, problem, None)
+    else:
+        refusal = "no instruction for the types holds M rows" if intr is None else decode_refusal(target, problem, intr)
     if refusal is not None:
         if asked is not None:
-            raise ConfigError(f"waves_k={asked}: the decode kernel cannot take {problem.describe()}: {refusal}")
+            what = "a problem with dynamic sizes" if problem.dynamic else problem.describe()
+            raise ConfigError(f"waves_k={asked}: the decode kernel cannot take {what}: {refusal}")
         why.append(f"not the decode kernel: {refusal}")
         return None
     s = seeds(target)

@@ -228,10 +228,12 @@ def plan_a_loads(intr: Intrinsic, ko: KOrder, m: int) -> tuple[LaneAffine, tuple
     return start, tuple(loads), tuple(zero_rows)
 
 
-def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic) -> str | None:
-    """Why the decode kernel does not take ``problem`` with ``intr`` (None: it does)."""
+def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None) -> str | None:
+    """Why the decode kernel does not take ``problem`` with ``intr`` (None: it does; ``intr`` may be
+    None for a dynamic problem, refused before any instruction is asked)."""
     if problem.dynamic:
-        return "dynamic sizes (the decode kernel is planned for a static M)"
+        dims = ", ".join(d.dim for d in problem.dynamic)
+        return f"dynamic sizes ({dims}; the decode kernel is planned for static ones)"
     if problem.batched:
         return "a batched contraction"
     if problem.m > intr.m:
