@@ -40,6 +40,15 @@ def _instruction(target: Target, problem: Contraction, overrides: dict):
     return min(fits, key=lambda i: i.m) if fits else None
 
 
+def _no_instruction(target: Target, problem: Contraction) -> str:
+    if not matching_intrinsics(target, problem):
+        return (
+            f"no matrix instruction of {target.name}'s mma.sync / WMMA / MFMA computes {problem.a_type} x "
+            f"{problem.b_type} -> {problem.c_type}"
+        )
+    return "no instruction for the types holds M rows"
+
+
 def decode_config(target: Target, problem: Contraction, overrides: dict, why: list):
     """(config, instruction), or None where the decode kernel declines (the reason in ``why``).
     ``--config waves_k=W`` (W > 1) asks for it: a problem it cannot take is then a ``ConfigError``."""
@@ -58,7 +67,7 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     if problem.dynamic:
         refusal = decode_refusal(target, problem, None)
     else:
-        refusal = "no instruction for the types holds M rows" if intr is None else decode_refusal(target, problem, intr)
+        refusal = decode_refusal(target, problem, intr) if intr is not None else _no_instruction(target, problem)
     if refusal is not None:
         if asked is not None:
             what = "a problem with dynamic sizes" if problem.dynamic else problem.describe()

@@ -15,7 +15,7 @@ and the instructions see K in the order that makes that true:
 
 P is the lane's part of the K coordinate (``Layout.lane_terms``), rank(P) its index among the
 lanes holding the same column, E the elements a lane holds per instruction. J is the smallest
-count that makes a lane's run 128 bits (or more, RDNA3's 16 elements: two loads). A then reads
+count that makes a lane's run of memory 128 bits (or more, RDNA3's 16 elements: two loads). A then reads
 the same K order: each of its elements (m, k) comes from memory position mem(j, k), and where
 those positions are contiguous for a lane, one load brings them (on every catalogue instruction
 they are: 128 bits per A row and chunk). ``plan_k_order`` derives the table from the layouts and
