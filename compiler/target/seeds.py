@@ -74,6 +74,7 @@ class DecodeSeeds(SeedTable):
     waves_k: Seed  # waves splitting K in a workgroup
     columns: Seed  # output columns (N) per workgroup
     unroll: Seed  # chunks of K per K tile: 128-bit loads in flight per lane and B column
+    row_tiles: Seed  # instruction row tiles (M up to row_tiles x the instruction's rows)
 
 
 NVIDIA_MMA = NvidiaMmaSeeds(
@@ -137,10 +138,16 @@ DECODE_NVIDIA = DecodeSeeds(
         16, "the same H200 sweep: 16 columns per workgroup 1.04x the per-shape best, 32 columns 1.14x or worse"
     ),
     unroll=Seed(4, "the same H200 sweep, 8 warps: 4 chunks of 32 (K tiles of 128) 1.04x the best, 2 1.06x, 8 1.15x"),
+    row_tiles=Seed(
+        2,
+        "H200 f16 B N x K, q/k/gate/down: M 32 in 2 row tiles 2.6/4.4/1.0/2.8x the tiled kernel (32 columns: gate "
+        "37.3 against 16 columns' 45.9 us); M 64 in 4 tiles 2.2/3.8/0.65/2.1x (gate: every workgroup re-reads A)",
+    ),
 )
 
 DECODE_AMD = DecodeSeeds(
     waves_k=Seed(4, "unmeasured (no AMD GPU here): 256 threads of wave64, as the NVIDIA seed's 8 warps of 32"),
     columns=Seed(16, "unmeasured: one 16-column instruction tile, the NVIDIA seed's N per workgroup"),
     unroll=Seed(4, "unmeasured: the NVIDIA seed's 4 chunks (64 bytes of B per lane and column in flight)"),
+    row_tiles=Seed(2, "unmeasured: the NVIDIA seed's (the same A to B traffic ratio)"),
 )

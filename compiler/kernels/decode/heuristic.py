@@ -16,28 +16,28 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
-from mmaflow.compiler.kernels.decode.plan import decode_refusal, plan_k_order
-from mmaflow.compiler.target.seeds import DECODE_AMD, DECODE_NVIDIA
-from mmaflow.compiler.target.targets import Target, Vendor
+from mmaflow.compiler.kernels.decode.plan import decode_refusal, max_row_tiles, plan_k_order, seeds
+from mmaflow.compiler.target.targets import Target
 
 # The keys a decode config has; any other --config key asks for the tiled kernel.
 OWN_KEYS = frozenset({"waves_k", "intrinsic", "wave_size", "tile_n", "tile_k"})
 _LDS_ELEM_BYTES = 4  # the partial sums: f32 / i32
 
 
-def seeds(target: Target):
-    return DECODE_NVIDIA if target.vendor is Vendor.NVIDIA else DECODE_AMD
-
-
 def _instruction(target: Target, problem: Contraction, overrides: dict):
-    """The asked instruction, else the target's first at its default wave size whose rows hold M
-    (the fewest rows: a 16-row instruction before a 32-row one)."""
+    """The asked instruction, else the target's at its default wave size whose rows hold M in one
+    row tile (the fewest rows: a 16-row instruction before a 32-row one), else in the fewest row
+    tiles up to ``plan.max_row_tiles``."""
     name = overrides.get("intrinsic")
     if name is not None:
         return target.intrinsic(name)
     wave = overrides.get("wave_size") or target.default_wave_size
-    fits = [i for i in matching_intrinsics(target, problem, wave) if problem.m is not None and i.m >= problem.m]
-    return min(fits, key=lambda i: i.m) if fits else None
+    cands = matching_intrinsics(target, problem, wave)
+    fits = [i for i in cands if i.m >= problem.m]
+    if fits:
+        return min(fits, key=lambda i: i.m)
+    tiled = [i for i in cands if -(-problem.m // i.m) <= max_row_tiles(target)]
+    return min(tiled, key=lambda i: -(-problem.m // i.m)) if tiled else None
 
 
 def _no_instruction(target: Target, problem: Contraction) -> str:
@@ -77,13 +77,15 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     s = seeds(target)
     ko = plan_k_order(intr)
     chunks = problem.k // ko.chunk
-    unroll = max(u for u in range(1, s.unroll.value + 1) if chunks % u == 0)
+    m_tiles = -(-problem.m // intr.m)
+    # each row tile's A operands are loaded for every chunk of a K tile: fewer chunks per row tile
+    unroll = max(u for u in range(1, max(1, s.unroll.value // m_tiles) + 1) if chunks % u == 0)
     k_tiles = chunks // unroll
     cfg = KernelConfig(
         intrinsic=intr.name,
         wave_size=intr.wave_size,
-        tile_m=intr.m,
-        tile_n=max(1, s.columns.value // intr.n) * intr.n,
+        tile_m=m_tiles * intr.m,
+        tile_n=max(1, s.columns.value * m_tiles // intr.n) * intr.n,  # (A's traffic per column tile as at one row tile)
         tile_k=unroll * ko.chunk,
         waves_m=1,
         waves_n=1,
@@ -97,9 +99,11 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         return None
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in ("waves_k", "tile_n", "tile_k")})
     why.append(
-        f"decode kernel ({intr.name}): M = {problem.m} fits one {intr.m}-row instruction, B is streamed once; "
+        f"decode kernel ({intr.name}): M = {problem.m} fits {m_tiles} {intr.m}-row instruction tile"
+        f"{'s' if m_tiles > 1 else ''}, B is streamed once; "
         f"{cfg.waves_k} waves split K = {problem.k} in K tiles of {cfg.tile_k} ({unroll} chunks of {ko.chunk}: "
-        f"seed {s.unroll.value}, {s.unroll.source}); {cfg.tile_n} columns per workgroup ({s.columns.source}); "
+        f"seed {s.unroll.value} divided among {m_tiles} row tile(s), {s.unroll.source}); {cfg.tile_n} columns "
+        f"per workgroup ({s.columns.source}; as many per row tile); "
         f"waves: {s.waves_k.source}"
     )
     validate_decode(cfg, target, problem)
@@ -111,8 +115,12 @@ def validate_decode(cfg: KernelConfig, target: Target, problem: Contraction) -> 
     if intr not in matching_intrinsics(target, problem, cfg.wave_size):
         raise ConfigError(f"intrinsic {intr.name} does not compute {problem.describe()} at wave{cfg.wave_size}")
     ko = plan_k_order(intr)
-    if cfg.tile_m != intr.m or (cfg.waves_m, cfg.waves_n) != (1, 1):
-        raise ConfigError(f"the decode kernel's tile is one {intr.m}-row instruction tile and one wave grid cell")
+    m_tiles = -(-problem.m // intr.m)
+    if cfg.tile_m != m_tiles * intr.m or (cfg.waves_m, cfg.waves_n) != (1, 1):
+        raise ConfigError(
+            f"the decode kernel's tile holds M = {problem.m} in {m_tiles} {intr.m}-row instruction tiles "
+            f"(tile_m {m_tiles * intr.m}) and one wave grid cell"
+        )
     if cfg.tile_n <= 0 or cfg.tile_n % intr.n:
         raise ConfigError(f"tile_n={cfg.tile_n} must be a positive multiple of {intr.name}'s N={intr.n}")
     if cfg.tile_k <= 0 or cfg.tile_k % ko.chunk or problem.k % cfg.tile_k:
@@ -138,4 +146,5 @@ def validate_decode(cfg: KernelConfig, target: Target, problem: Contraction) -> 
 def lds_bytes(cfg: KernelConfig, target: Target) -> int:
     """The partial sums' LDS: one accumulator vector per wave, instruction tile and lane."""
     intr = target.intrinsic(cfg.intrinsic)
-    return cfg.waves_k * (cfg.tile_n // intr.n) * cfg.wave_size * intr.c.op_vector_length * _LDS_ELEM_BYTES
+    tiles = (cfg.tile_m // intr.m) * (cfg.tile_n // intr.n)
+    return cfg.waves_k * tiles * cfg.wave_size * intr.c.op_vector_length * _LDS_ELEM_BYTES

@@ -33,9 +33,21 @@ from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
 from mmaflow.compiler.target.layout import COL, ROW, Layout
+from mmaflow.compiler.target.seeds import DECODE_AMD, DECODE_NVIDIA
 from mmaflow.compiler.target.targets import Target, Vendor
 
 LOAD_BITS = 128  # the widest global load a lane issues (16 bytes)
+
+
+def seeds(target: Target):
+    """The decode kernel's seeds for the target's vendor (``target/seeds.py``)."""
+    return DECODE_NVIDIA if target.vendor is Vendor.NVIDIA else DECODE_AMD
+
+
+def max_row_tiles(target: Target) -> int:
+    """The most instruction row tiles (M up to that many times the instruction's rows): every
+    workgroup reads all of A, so A's share of the traffic grows with M / tile_n."""
+    return seeds(target).row_tiles.value
 
 
 @dataclass(frozen=True)
@@ -88,8 +100,10 @@ class DecodePlan:
     k_tiles: int  # K tiles in all (each wave runs every waves_k-th)
     k_order: KOrder
     a_start: LaneAffine  # the lane's chunk position for A: scale * (A's K lane part // step)
-    a_loads: tuple[ALoad, ...]
-    a_zero_rows: tuple[int, ...]  # A row offsets past M for every lane: no load, zeros
+    # Per instruction row tile i (rows i * the instruction's M ..): A's loads, and its row offsets
+    # past M for every lane (no load: zeros).
+    a_loads: tuple[tuple[ALoad, ...], ...]
+    a_zero_rows: tuple[tuple[int, ...], ...]
     m: int
     epilogue: object  # the tiled kernel's epilogue plan (``common/plan.py``): the stores are the same
     notes: tuple[str, ...] = ()
@@ -97,11 +111,16 @@ class DecodePlan:
     workgroup_size: int = 0
 
     @property
+    def m_tiles(self) -> int:
+        """Instruction row tiles: M up to ``m_tiles`` times the instruction's M."""
+        return len(self.a_loads)
+
+    @property
     def c_elements(self) -> int:
         return self.intrinsic.c.op_vector_length
 
     def expectations(self) -> attrs.Expectations:
-        per_tile = self.unroll * self.k_order.j * self.n_tiles
+        per_tile = self.unroll * self.k_order.j * self.m_tiles * self.n_tiles
         return attrs.Expectations(
             global_load_bits=LOAD_BITS,
             k_tiles=-(-self.k_tiles // self.waves_k),  # per wave: its share of the K tiles
@@ -112,14 +131,18 @@ class DecodePlan:
         intr, ko = self.intrinsic, self.k_order
         return [
             f"{intr.name} wave{self.wave_size}, decode: {self.waves_k} waves split K, each the whole "
-            f"{intr.m}x{intr.n * self.n_tiles} tile; {self.workgroup_size} threads",
+            f"{intr.m * self.m_tiles}x{intr.n * self.n_tiles} tile; {self.workgroup_size} threads",
             f"K tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk}: {ko.j} instructions each): "
             f"{self.k_tiles}, wave w runs tiles w, w + {self.waves_k}, ...",
             f"B: straight to registers, {ko.run} elements per lane, column and chunk "
             f"({ko.run * TYPE_BITS[intr.b_type] // 8} bytes), no LDS",
-            f"A: {len(self.a_loads)} load(s) per lane and chunk"
-            + (f"; rows {list(self.a_zero_rows)} past M = {self.m}: zeros" if self.a_zero_rows else ""),
-            f"partial sums: LDS[{self.waves_k}][{self.n_tiles}][{self.wave_size}][{self.c_elements}] "
+            f"A: {sum(map(len, self.a_loads))} load(s) per lane and chunk"
+            + "".join(
+                f"; rows {[i * intr.m + r for r in z]} past M = {self.m}: zeros"
+                for i, z in enumerate(self.a_zero_rows)
+                if z
+            ),
+            f"partial sums: LDS[{self.waves_k}][{self.m_tiles * self.n_tiles}][{self.wave_size}][{self.c_elements}] "
             f"x {intr.c_type}, added by wave 0 in wave order, then the epilogue's stores",
         ]
 
@@ -236,8 +259,9 @@ def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None)
         return f"dynamic sizes ({dims}; the decode kernel is planned for static ones)"
     if problem.batched:
         return "a batched contraction"
-    if problem.m > intr.m:
-        return f"M = {problem.m} is more than one {intr.name} row tile ({intr.m})"
+    most = max_row_tiles(target)
+    if problem.m > intr.m * most:
+        return f"M = {problem.m} is more than {most} {intr.name} row tiles ({intr.m * most} rows)"
     if not problem.b_transposed or problem.a_transposed:
         return "B is not stored N x K with A M x K (the decode kernel reads both K-innermost)"
     if problem.same_ab:
@@ -266,7 +290,8 @@ def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogu
     if why is not None:
         raise UnsupportedError(f"the decode kernel cannot take {problem.describe()}: {why}")
     ko = plan_k_order(intr)
-    a_start, a_loads, zero_rows = plan_a_loads(intr, ko, problem.m)
+    tiles = [plan_a_loads(intr, ko, problem.m - i * intr.m) for i in range(cfg.tile_m // intr.m)]
+    a_start = tiles[0][0]
     return DecodePlan(
         intrinsic=intr,
         vendor=target.vendor,
@@ -278,8 +303,8 @@ def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogu
         k_tiles=problem.k // cfg.tile_k,
         k_order=ko,
         a_start=a_start,
-        a_loads=a_loads,
-        a_zero_rows=zero_rows,
+        a_loads=tuple(t[1] for t in tiles),
+        a_zero_rows=tuple(t[2] for t in tiles),
         m=problem.m,
         epilogue=epilogue,
         workgroup_size=cfg.workgroup_size,

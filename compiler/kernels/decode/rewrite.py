@@ -5,14 +5,14 @@ kernel's (``common/contraction.py``, ``Rewriter``); the script's LDS tiles and K
 replaced by:
 
     wave = tid / W, lane = tid % W
-    scf.for r = 0 to K tiles / waves_k  iter_args(acc[n_tiles])     (wave's K tile: r * waves_k + wave)
+    scf.for r = 0 to K tiles / waves_k  iter_args(acc[m_tiles x n_tiles])   (wave's K tile: r * waves_k + wave)
         for each chunk u of the K tile:                          (every load issued first)
             B: per instruction tile t: row n0 + t * n + column(lane), run of ``run`` elements
                at k = kt * tile_k + u * chunk + b_start(lane)     -> straight into registers
-            A: per ``ALoad``: row (lane's row + row), ``length`` elements at
+            A: per row tile i and ``ALoad``: row (i * m + lane's row + row), ``length`` elements at
                k = ... + a_start(lane) + first                    (rows >= M read 0)
-        for each chunk u, instruction j, tile t:
-            acc[t] = mma(A operand j (gathered from A's loads), B run [j * E, (j + 1) * E), acc[t])
+        for each chunk u, instruction j, column tile t, row tile i:
+            acc[i, t] = mma(A operand (i, j) (from A's loads), B run [j * E, (j + 1) * E), acc[i, t])
     LDS partial[wave][t][lane][:] = acc[t]                       (barrier: the `barriers` stage)
     if wave == 0:
         acc[t] = sum over w of partial[w][t][lane][:]            (in wave order: deterministic)
@@ -77,11 +77,14 @@ class DecodeRewriter(Rewriter):
         elem_b = ir.MemRefType(mems["B"].type).element_type
         b_piece = min(ko.run, LOAD_BITS // type_bits(elem_b))
 
+        mt, nt = plan.m_tiles, plan.n_tiles
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
         init = pre.splat_const(acc_t, m.acc_init)
         with m.loop.location, ir.InsertionPoint(m.loop):
             # Rounds of waves_k K tiles (uniform across the workgroup: waves_k divides the K tiles).
-            loop = scf.ForOp(pre.const(0), pre.const(plan.k_tiles // plan.waves_k), pre.const(1), [init] * plan.n_tiles)
+            loop = scf.ForOp(
+                pre.const(0), pre.const(plan.k_tiles // plan.waves_k), pre.const(1), [init] * (mt * plan.n_tiles)
+            )
         em = Emitter(ir.InsertionPoint(loop.body), m.loop.location, self.vendor).named("decode")
         mma_em = em.named("mma")
         k_tile = em.mul(em.add(em.mul(loop.induction_variable, plan.waves_k), wave), plan.tile_k)
@@ -103,25 +106,32 @@ class DecodeRewriter(Rewriter):
                 ]
                 runs.append(pieces)
             b_runs.append(runs)
-            a_ops.append(self._a_operands(em, mems["A"], origins["A"], a_row, em.add(k0, a_start), elem_a))
-        accs = list(loop.inner_iter_args)
+            a_k = em.add(k0, a_start)
+            a_ops.append(
+                [
+                    self._a_operands(em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i)
+                    for i in range(mt)
+                ]
+            )
+        accs = list(loop.inner_iter_args)  # row tile-major: (i, t) at i * nt + t, as the epilogue's stores take them
         for u in range(plan.unroll):
             for j in range(ko.j):
-                for t in range(plan.n_tiles):
+                for t in range(nt):
                     b_op = self._b_operand(em, b_runs[u][t], j)
-                    accs[t] = mma_em.mma(intr, a_ops[u][j], b_op, accs[t])
+                    for i in range(mt):
+                        accs[i * nt + t] = mma_em.mma(intr, a_ops[u][i][j], b_op, accs[i * nt + t])
         with m.loop.location, ir.InsertionPoint(loop.body):
             scf.YieldOp(accs)
 
         after = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor).named("decode.reduce")
         c_len = intr.c.op_vector_length
-        part = after.alloc_lds([plan.waves_k, plan.n_tiles, plan.wave_size, c_len], acc_t.element_type)
-        for t in range(plan.n_tiles):
+        part = after.alloc_lds([plan.waves_k, mt * nt, plan.wave_size, c_len], acc_t.element_type)
+        for t in range(mt * nt):
             flat = after.shape_cast(loop.results[t], [c_len])
             after.lds_store(flat, part, [wave, after.const(t), lane, after.const(0)])
         first = after.if_then(after.eq(wave, 0))
         sums = []
-        for t in range(plan.n_tiles):
+        for t in range(mt * nt):
             total = None
             for w in range(plan.waves_k):
                 v = first.lds_load(
@@ -151,14 +161,14 @@ class DecodeRewriter(Rewriter):
         whole = parts[0] if len(parts) == 1 else em.concat(parts)
         return em.shape_cast(whole, list(intr.b_shape))
 
-    def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem) -> list:
-        """The chunk's A operands, one per instruction: each element from the load that brought its
-        K position (``plan.a_loads``), zeros for rows past M in every lane."""
+    def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int) -> list:
+        """Row tile ``tile``'s A operands for the chunk, one per instruction: each element from the
+        load that brought its K position (``plan.a_loads``), zeros for rows past M in every lane."""
         plan, intr = self.plan, self.plan.intrinsic
         e_count = self.layouts["A"].elements
         zero = em.zero_vector(vector_type([1], elem))
         slots = {}
-        for ld in plan.a_loads:
+        for ld in plan.a_loads[tile]:
             row = em.add(row0, a_row, ld.row)
             vec = em.bounded_global_load(
                 mem, [row, em.add(k0, ld.first)], vector_type([ld.length], elem), [plan.m, None], extent0=plan.m
@@ -170,7 +180,7 @@ class DecodeRewriter(Rewriter):
         for j in range(plan.k_order.j):
             elems = []
             for e in range(e_count):
-                if offsets[e][0] in plan.a_zero_rows:
+                if offsets[e][0] in plan.a_zero_rows[tile]:
                     elems.append(em.extract(zero, 0))
                 else:
                     vec, i = slots[(j, e)]
