@@ -69,6 +69,9 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     else:
         refusal = decode_refusal(target, problem, intr) if intr is not None else _no_instruction(target, problem)
     if refusal is not None:
+        beyond = not problem.dynamic and problem.m > max(i.m for i in target.intrinsics()) * max_row_tiles(target)
+        if beyond and asked is None:
+            return None  # (no decode problem at all: M is past any instruction's row tiles; nothing to say)
         if asked is not None:
             what = "a problem with dynamic sizes" if problem.dynamic else problem.describe()
             raise ConfigError(f"waves_k={asked}: the decode kernel cannot take {what}: {refusal}")
