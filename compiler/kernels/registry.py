@@ -20,7 +20,7 @@ from mmaflow.compiler.kernels.family import ContractionFamily, DirectFamily
 from mmaflow.compiler.kernels.matmul.family import FAMILY as MATMUL
 from mmaflow.compiler.kernels.wgmma.family import FAMILY as WGMMA
 
-# Asked in this order: the decode kernel takes an M that fits one instruction's rows (B streamed
+# Asked in this order: the decode kernel takes an M that fits two instruction row tiles (B streamed
 # once: whatever N, no tile of the others reads B faster); the Hopper warpgroup kernel declines
 # (with its reason) what it does not pay for; the mma.sync / WMMA / MFMA kernel takes every
 # problem the catalogue computes.

@@ -1,2 +1,2 @@
-"""The decode family: M up to one instruction's rows, B streamed once, K split across waves
+"""The decode family: M up to two instruction row tiles, B streamed once, K split across waves
 (docs/kernels/decode.md)."""

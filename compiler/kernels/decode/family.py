@@ -1,5 +1,5 @@
-"""The decode family, as the registry sees it (``kernels/family.py``): M that fits one instruction's
-rows, B streamed once from global memory into registers, K split across the workgroup's waves
+"""The decode family, as the registry sees it (``kernels/family.py``): M that fits two instruction row
+tiles, B streamed once from global memory into registers, K split across the workgroup's waves
 (docs/kernels/decode.md)."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The decode kernel's config: which problems it takes, and its numbers from the seeds.
 
-It takes a static, unbatched contraction whose M fits one instruction's rows, B stored N x K and
+It takes a static, unbatched contraction whose M fits two instruction row tiles, B stored N x K and
 A M x K (``plan.decode_refusal`` names what else it needs), unless ``--config`` names keys of the
-tiled kernel. Its config is a ``KernelConfig`` with ``waves_k`` > 1: ``tile_m`` the instruction's
-M, ``tile_n`` the columns per workgroup, ``tile_k`` the K one wave takes per K tile, one wave
+tiled kernel. Its config is a ``KernelConfig`` with ``waves_k`` > 1: ``tile_m`` the row tiles'
+rows, ``tile_n`` the columns per workgroup, ``tile_k`` the K one wave takes per K tile, one wave
 grid row and column. The seeds (``target/seeds.py``: ``DECODE_NVIDIA``, ``DECODE_AMD``) give the
 waves, columns and unroll; the K tile shrinks until it divides K, and the waves to the K tiles.
 """

@@ -1,6 +1,6 @@
 """The decode kernel's plan: every decision as frozen data, derived from the catalogue's layouts.
 
-A decode GEMM (M <= the instruction's M, B stored N x K: ``nn.Linear``'s weight) is bound by
+A decode GEMM (M up to two instruction row tiles, B stored N x K: ``nn.Linear``'s weight) is bound by
 reading B once. The kernel streams B straight from global memory into the matrix instruction's
 B registers, 128 bits a load, with no LDS round trip; K is split across the workgroup's waves
 and their partial sums are added through LDS at the end (``rewrite.py``).
