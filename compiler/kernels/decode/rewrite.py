@@ -82,9 +82,7 @@ class DecodeRewriter(Rewriter):
         init = pre.splat_const(acc_t, m.acc_init)
         with m.loop.location, ir.InsertionPoint(m.loop):
             # Rounds of waves_k K tiles (uniform across the workgroup: waves_k divides the K tiles).
-            loop = scf.ForOp(
-                pre.const(0), pre.const(plan.k_tiles // plan.waves_k), pre.const(1), [init] * (mt * plan.n_tiles)
-            )
+            loop = scf.ForOp(pre.const(0), pre.const(plan.k_tiles // plan.waves_k), pre.const(1), [init] * (mt * nt))
         em = Emitter(ir.InsertionPoint(loop.body), m.loop.location, self.vendor).named("decode")
         mma_em = em.named("mma")
         k_tile = em.mul(em.add(em.mul(loop.induction_variable, plan.waves_k), wave), plan.tile_k)
@@ -92,7 +90,7 @@ class DecodeRewriter(Rewriter):
         for u in range(plan.unroll):
             k0 = em.add(k_tile, u * ko.chunk)
             runs = []
-            for t in range(plan.n_tiles):
+            for t in range(nt):
                 row = em.add(origins["B"], b_col, t * intr.n)
                 pieces = [
                     em.bounded_global_load(
@@ -109,7 +107,7 @@ class DecodeRewriter(Rewriter):
             a_k = em.add(k0, a_start)
             a_ops.append(
                 [
-                    self._a_operands(em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i)
+                    self._a_operands(em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i, limits)
                     for i in range(mt)
                 ]
             )
@@ -161,9 +159,10 @@ class DecodeRewriter(Rewriter):
         whole = parts[0] if len(parts) == 1 else em.concat(parts)
         return em.shape_cast(whole, list(intr.b_shape))
 
-    def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int) -> list:
+    def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int, limits: dict) -> list:
         """Row tile ``tile``'s A operands for the chunk, one per instruction: each element from the
-        load that brought its K position (``plan.a_loads``), zeros for rows past M in every lane."""
+        load that brought its K position (``plan.a_loads``), zeros for rows past M in every lane;
+        ``limits["A"]``: M where the row tiles overhang it (None: they do not: no load is bounded)."""
         plan, intr = self.plan, self.plan.intrinsic
         e_count = self.layouts["A"].elements
         zero = em.zero_vector(vector_type([1], elem))
@@ -171,7 +170,11 @@ class DecodeRewriter(Rewriter):
         for ld in plan.a_loads[tile]:
             row = em.add(row0, a_row, ld.row)
             vec = em.bounded_global_load(
-                mem, [row, em.add(k0, ld.first)], vector_type([ld.length], elem), [plan.m, None], extent0=plan.m
+                mem,
+                [row, em.add(k0, ld.first)],
+                vector_type([ld.length], elem),
+                [limits["A"], None],
+                extent0=self.extent("m"),
             )
             for i, (j, e) in enumerate(ld.feeds):
                 slots[(j, e)] = (vec, i)
