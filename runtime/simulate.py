@@ -58,12 +58,12 @@ class Dispatch:
             o = o.operation
             if o.name == "arith.constant":
                 env[o.results[0]] = ir.IntegerAttr(o.attributes["value"]).value
-            elif o.name == "arith.cmpi":  # a versioned dispatch's grid (stage `version`): eq / ne
+            elif o.name == "arith.cmpi":  # a versioned dispatch's grid (stage `version`): eq, ne, ule
                 pred = ir.IntegerAttr(o.attributes["predicate"]).value
-                if pred not in (0, 1):
+                if pred not in _CMPI:
                     raise ExecutorError(f"unsupported arith.cmpi predicate {pred} in dispatch_config")
                 a, b = (env[v] for v in o.operands)
-                env[o.results[0]] = int((a == b) == (pred == 0))
+                env[o.results[0]] = int(_CMPI[pred](a, b))
             elif o.name in ops:
                 env[o.results[0]] = ops[o.name](*(env[v] for v in o.operands))
             elif o.name == "iree_codegen.yield":
@@ -71,6 +71,11 @@ class Dispatch:
             else:
                 raise ExecutorError(f"unsupported op {o.name} in dispatch_config")
         raise ExecutorError("the dispatch_config region does not yield")
+
+
+# arith.cmpi predicates a grid's test uses (MLIR's arith::CmpIPredicate numbering), on the
+# workload's non-negative index values
+_CMPI = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 7: lambda a, b: a <= b}
 
 
 def load_dispatch(module: ir.Module) -> Dispatch:

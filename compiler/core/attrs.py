@@ -240,8 +240,8 @@ def write_attention_expect(func: ir.Operation, expect: AttentionExpectations) ->
 @dataclass(frozen=True)
 class Version:
     """A kernel of a versioned dispatch (stage `version`): it runs where every size of ``dims`` is a
-    multiple of ``divisor`` (``condition`` says so in words); ``problem``, ``config`` and
-    ``expect`` are its own (filled in when hand-back joins it)."""
+    multiple of ``divisor`` and, where ``at_most`` is set, at most that (``condition`` says so in
+    words); ``problem``, ``config`` and ``expect`` are its own (filled in when hand-back joins it)."""
 
     condition: str
     dims: tuple
@@ -249,6 +249,13 @@ class Version:
     problem: object = None  # problem.Contraction
     config: object = None  # config.KernelConfig
     expect: Expectations | None = None
+    at_most: int = 0
+
+    def holds(self, sizes: list[tuple[int, int]]) -> bool:
+        """Whether sizes given as (low 32 bits, high 32 bits) pass this version's test."""
+        return all(
+            lo % self.divisor == 0 and (not self.at_most or (hi == 0 and lo <= self.at_most)) for lo, hi in sizes
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -258,7 +265,7 @@ class Version:
             "problem": self.problem.to_dict() if self.problem else None,
             "config": self.config.to_dict() if self.config else None,
             "expect": vars(self.expect) if self.expect else None,
-        }
+        } | ({"at_most": self.at_most} if self.at_most else {})
 
     @staticmethod
     def from_dict(d: dict) -> "Version":
@@ -269,6 +276,7 @@ class Version:
             _problem(d["problem"]) if d.get("problem") else None,
             KernelConfig.from_dict(d["config"]) if d.get("config") else None,
             Expectations(**d["expect"]) if d.get("expect") else None,
+            d.get("at_most", 0),
         )
 
 

@@ -43,6 +43,7 @@ class DynamicDim:
     ordinals: tuple  # its indices in the dispatch's workload (A's K and B's K may be two entries)
     constants: tuple  # per workload ordinal, the push constants holding it: (low 32 bits, high 32 bits or -1)
     divisor: int = 1  # a divisor the program promises (util.assume.int udiv), 1 if none
+    at_most: int = 0  # a bound a kernel version runs under (stage `version`: M <= 32), 0 if none
 
     @property
     def ordinal(self) -> int:
@@ -93,7 +94,7 @@ class Contraction:
 
     def estimate(self) -> "Contraction":
         """The problem with dynamic sizes replaced by DYNAMIC_ESTIMATE (batch: 1), for the heuristic."""
-        est = {d.dim: (1 if d.dim == "batch" else self.DYNAMIC_ESTIMATE) for d in self.dynamic}
+        est = {d.dim: d.at_most or (1 if d.dim == "batch" else self.DYNAMIC_ESTIMATE) for d in self.dynamic}
         return replace(self, **est)
 
     @property
@@ -105,7 +106,11 @@ class Contraction:
         return bool(self.epilogue_ops)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        for x in d["dynamic"]:  # (unset but in a bounded version: printed IR of the others unchanged)
+            if not x["at_most"]:
+                del x["at_most"]
+        return d
 
     @staticmethod
     def from_dict(d: dict) -> "Contraction":
@@ -118,7 +123,13 @@ class Contraction:
         )
         d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
         d["dynamic"] = tuple(
-            DynamicDim(x["dim"], tuple(x["ordinals"]), tuple(tuple(c) for c in x["constants"]), x.get("divisor", 1))
+            DynamicDim(
+                x["dim"],
+                tuple(x["ordinals"]),
+                tuple(tuple(c) for c in x["constants"]),
+                x.get("divisor", 1),
+                x.get("at_most", 0),
+            )
             for x in d.get("dynamic", ())
         )
         return Contraction(**d)

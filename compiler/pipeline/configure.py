@@ -20,6 +20,11 @@ NAME = "configure"
 
 def configure(func: ir.Operation, overrides: dict | None) -> KernelConfig:
     target, problem = read_target(func), attrs.read_problem(func)
+    if attrs.VERSION in func.attributes:  # a version's copy: the config stage `version` planned for it
+        planned = attrs.read_version(func).config
+        if planned is not None:
+            attrs.write_config(func, planned)
+            return planned
     try:
         cfg, _ = resolve(target, problem.estimate(), overrides)  # dynamic sizes: configured as if large
     except MmaflowError as e:

@@ -101,11 +101,16 @@ class DispatchFacts:
 
 
 def config_at(config, versions, constants: list[int]):
-    """``config``, or the config of the first of ``versions`` (``attrs.Version``) whose dims' sizes
-    are multiples of its divisor in ``constants`` (the kernel's test: each size's low 32 bits)."""
+    """``config``, or the config of the first of ``versions`` (``attrs.Version``) whose test the
+    dims' sizes in ``constants`` pass (the kernel's test, on each size's push constants)."""
     for v in versions:
-        lows = [lo for d in v.problem.dynamic if d.dim in v.dims for lo, _ in d.constants]
-        if all(constants[lo] % v.divisor == 0 for lo in lows):
+        sizes = [
+            (constants[lo], constants[hi] if hi >= 0 else 0)
+            for d in v.problem.dynamic
+            if d.dim in v.dims
+            for lo, hi in d.constants
+        ]
+        if v.holds(sizes):
             return v.config
     return config
 

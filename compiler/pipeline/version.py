@@ -9,6 +9,11 @@ picks a kernel per call, the dispatch is versioned (``plan_version``):
     if (K % 8 == 0 && N % 8 == 0) { the fast kernel: the same contraction, those promises known }
     else                          { the kernel built today }
 
+A dynamic M (the batch of a decoder's token step) is versioned on its size instead, where a family
+specialises small M (``registry.small_m``: the decode kernel, up to 32 rows):
+
+    if (M <= 32) { the decode kernel, M bounded by 32 }   else { the kernel built today }
+
 This stage decides and forks: ``fork`` copies the executable and, in the copy, strengthens the
 ``util.assume.int`` promises of the promised sizes (``udiv``) and the recorded problem's divisors,
 so configure ... barriers see an ordinary promised problem there. The pipeline runs those stages
@@ -51,11 +56,14 @@ class VersionPlan:
     """Where the fast kernel runs: every size of ``dims`` a multiple of ``divisor``."""
 
     dims: tuple  # dynamic dims promised in the fast version ("k", "n", ...)
-    divisor: int  # elements: one 16-byte chunk
+    divisor: int  # elements: one 16-byte chunk (1: none)
     fast: KernelConfig
     slow: KernelConfig
+    at_most: int = 0  # the fast version's bound on each of ``dims`` (0: none)
 
     def condition(self) -> str:
+        if self.at_most:
+            return " and ".join(f"{d.upper()} <= {self.at_most}" for d in self.dims)
         return " and ".join(f"{d.upper()} % {self.divisor} == 0" for d in self.dims)
 
     def describe(self) -> str:
@@ -72,6 +80,35 @@ def promised(problem: Contraction, dims, divisor: int) -> Contraction:
     )
 
 
+def bounded(problem: Contraction, dims, at_most: int) -> Contraction:
+    """``problem`` with the sizes of ``dims`` bounded by ``at_most`` (a version's promise)."""
+    return replace(problem, dynamic=tuple(replace(d, at_most=at_most) if d.dim in dims else d for d in problem.dynamic))
+
+
+def _small_m_version(target: Target, problem: Contraction, why: list) -> VersionPlan | None:
+    """M the only dynamic size, and a family that specialises M up to some bound: that family's
+    kernel for M within it, with the other kernel's workgroup size (one dispatch, one size)."""
+    limit = registry.small_m(target, problem)
+    if not limit or {d.dim for d in problem.dynamic} != {"m"}:
+        return None
+    when = f"M <= {limit}"
+    try:
+        slow, slow_intr = resolve(target, problem.estimate(), None)
+        waves = slow.workgroup_size // slow.wave_size
+        fast, fast_intr = resolve(target, bounded(problem, ("m",), limit).estimate(), {"waves_k": waves})
+    except MmaflowError as e:
+        why.append(f"no kernel for {when}: {e}")
+        return None
+    if (fast.workgroup_size, fast.wave_size) != (slow.workgroup_size, slow.wave_size):
+        why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size}")
+        return None
+    both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
+    if both > target.lds_bytes:
+        why.append(f"both kernels' shared memory ({both} bytes) exceeds {target.name}'s {target.lds_bytes}")
+        return None
+    return VersionPlan(("m",), 1, fast, slow, at_most=limit)
+
+
 def plan_version(
     target: Target, problem: Contraction, overrides: dict | None, why: list | None = None
 ) -> VersionPlan | None:
@@ -81,8 +118,11 @@ def plan_version(
     row dimension lacks the promise but versioning is still declined, the reason goes to ``why``
     (the pipeline logs it as a note)."""
     why = why if why is not None else []
-    if overrides or not target.warpgroup_mma or not problem.is_dynamic:
+    if overrides or not problem.is_dynamic:
         return None
+    small = _small_m_version(target, problem, why)
+    if small is not None or not target.warpgroup_mma:
+        return small
     bits = max(TYPE_BITS[problem.a_type], TYPE_BITS[problem.b_type])
     divisor = 128 // bits
     # The dims the operands' global rows run along (A: K unless transposed; B: N unless transposed).
@@ -164,9 +204,17 @@ def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
         op.operation.clone(ip=ir.InsertionPoint(copy.body))
     func = attrs.dispatch_func(copy.operation)
     problem = promised(attrs.read_problem(func), plan.dims, plan.divisor)
-    _strengthen(func, attrs.read_problem(func), plan.dims, plan.divisor)
+    if plan.divisor > 1:
+        _strengthen(func, attrs.read_problem(func), plan.dims, plan.divisor)
+    if plan.at_most:
+        problem = bounded(problem, plan.dims, plan.at_most)
     attrs.write_problem(func, problem)
-    attrs.write_version(func, attrs.Version(plan.condition(), plan.dims, plan.divisor))
+    # A bounded version's config is the one planned here (its waves matched to the other kernel's);
+    # a promised one is configured afresh from its promises (configure), as before.
+    config = plan.fast if plan.at_most else None
+    attrs.write_version(
+        func, attrs.Version(plan.condition(), plan.dims, plan.divisor, config=config, at_most=plan.at_most)
+    )
     return copy
 
 
@@ -174,15 +222,26 @@ def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
 # Joining the versions (hand-back, after both were handed back).
 
 
-def _condition(values: list[ir.Value], divisor: int) -> ir.Value:
-    """AND over ``values`` (integers) of ``value % divisor == 0`` (``divisor`` a power of two)."""
+def _condition(values: list[ir.Value], version: attrs.Version, highs: list | None = None) -> ir.Value:
+    """AND over ``values`` (integers) of the version's test: ``value % divisor == 0`` (``divisor`` a
+    power of two), or ``value <= at_most`` (unsigned; ``highs``: the sizes' high 32-bit words, 0)."""
     cond = None
+
+    def both(c):
+        return c if cond is None else arith.AndIOp(cond, c).result
+
     for v in values:
-        mask = arith.ConstantOp(v.type, divisor - 1).result
+        if version.at_most:
+            bound = arith.ConstantOp(v.type, version.at_most).result
+            cond = both(arith.CmpIOp(arith.CmpIPredicate.ule, v, bound).result)
+            continue
+        mask = arith.ConstantOp(v.type, version.divisor - 1).result
         rem = arith.AndIOp(v, mask).result
         zero = arith.ConstantOp(v.type, 0).result
-        c = arith.CmpIOp(arith.CmpIPredicate.eq, rem, zero).result
-        cond = c if cond is None else arith.AndIOp(cond, c).result
+        cond = both(arith.CmpIOp(arith.CmpIPredicate.eq, rem, zero).result)
+    for h in highs or ():
+        zero = arith.ConstantOp(h.type, 0).result
+        cond = both(arith.CmpIOp(arith.CmpIPredicate.eq, h, zero).result)
     return cond
 
 
@@ -211,6 +270,9 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
         )
     problem = version.problem
     lows = [lo for d in problem.dynamic if d.dim in version.dims for lo, _ in d.constants]
+    # a bound holds only with the high words 0 (a divisibility test reads the low words alone)
+    highs = [hi for d in problem.dynamic if d.dim in version.dims for _, hi in d.constants if hi >= 0]
+    highs = highs if version.at_most else []
     block, fblock = _entry(func), _entry(fast)
     slow_ops = list(block.operations)[:-1]
     loads = {ir.IntegerAttr(o.attributes["ordinal"]).value: o for o in ops_named(func, "hal.interface.constant.load")}
@@ -219,12 +281,12 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
         values = []
         if not loads:
             raise CodegenError("the versioned kernel loads no push constant", stage="hand-back")
-        for lo in lows:  # a copy of the kernel's own load (its layout), at this ordinal
+        for lo in lows + highs:  # a copy of the kernel's own load (its layout), at this ordinal
             load = (loads.get(lo) or next(iter(loads.values()))).clone(ip=top)
             load.attributes["ordinal"] = ir.IntegerAttr.get(ir.IndexType.get(), lo)
             values.append(load.results[0])
         with top:
-            cond = _condition(values, version.divisor)
+            cond = _condition(values[: len(lows)], version, values[len(lows) :])
             branch = scf.IfOp(cond, [], has_else=True)
         with ir.InsertionPoint(branch.then_block):
             then_yield = scf.YieldOp([])
@@ -273,7 +335,7 @@ def _merge_grid(module: ir.Module, fast_module: ir.Module, version: attrs.Versio
     workload = list(block.arguments)[1:]
     ordinals = [o for d in version.problem.dynamic if d.dim in version.dims for o in d.ordinals]
     with config.context, config.location, ir.InsertionPoint(slow_yield):
-        cond = _condition([workload[o] for o in ordinals], version.divisor)
+        cond = _condition([workload[o] for o in ordinals], version)
         grid = [arith.SelectOp(cond, f, s).result for f, s in zip(fast_yield.operands, slow_yield.operands)]
         iree_codegen.YieldOp(grid)
     slow_yield.erase()

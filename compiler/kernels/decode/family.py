@@ -11,7 +11,7 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.contraction import finalize, operand_facts, output_extents, prepare
 from mmaflow.compiler.kernels.common.plan import plan_kernel
-from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes
+from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes, reach
 from mmaflow.compiler.kernels.decode.plan import plan_decode
 from mmaflow.compiler.kernels.decode.rewrite import DecodeRewriter
 from mmaflow.compiler.target.targets import read_target
@@ -50,6 +50,10 @@ class DecodeFamily:
             DecodeRewriter(func, m, plan, mem_extents).run()
             finalize(module, func, plan)
         return plan
+
+    def small_m(self, target, problem: Contraction) -> int:
+        """The largest M it takes for ``problem`` were M static (0: none; ``heuristic.reach``)."""
+        return reach(target, problem)
 
     def shared_bytes(self, cfg: KernelConfig, intrinsic, problem: Contraction, target) -> int:
         return lds_bytes(cfg, target)

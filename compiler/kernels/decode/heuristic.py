@@ -16,7 +16,7 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
-from mmaflow.compiler.kernels.decode.plan import decode_refusal, max_row_tiles, plan_k_order, seeds
+from mmaflow.compiler.kernels.decode.plan import decode_refusal, max_row_tiles, open_dims, plan_k_order, seeds
 from mmaflow.compiler.target.targets import Target
 
 # The keys a decode config has; any other --config key asks for the tiled kernel.
@@ -49,6 +49,21 @@ def _no_instruction(target: Target, problem: Contraction) -> str:
     return "no instruction for the types holds M rows"
 
 
+def reach(target: Target, problem: Contraction) -> int:
+    """The largest M the decode kernel takes for ``problem`` (its types, storage, N and K) were M
+    static and that large; 0 where it takes none."""
+    static = replace(problem, dynamic=tuple(d for d in problem.dynamic if d.dim != "m"))
+    best = 0
+    for m in sorted(
+        {i.m * t for i in matching_intrinsics(target, problem) for t in range(1, max_row_tiles(target) + 1)}
+    ):
+        probe = replace(static, m=m)
+        intr = _instruction(target, probe, {})
+        if intr is not None and decode_refusal(target, probe, intr) is None:
+            best = m
+    return best
+
+
 def decode_config(target: Target, problem: Contraction, overrides: dict, why: list):
     """(config, instruction), or None where the decode kernel declines (the reason in ``why``).
     ``--config waves_k=W`` (W > 1) asks for it: a problem it cannot take is then a ``ConfigError``."""
@@ -63,17 +78,18 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     if foreign:
         raise ConfigError(f"waves_k={asked} asks for the decode kernel, which has no {', '.join(foreign)}")
     # (configure sees a dynamic problem's estimate: its sizes are stand-ins, so say "dynamic" first)
-    intr = None if problem.dynamic else _instruction(target, problem, overrides)
-    if problem.dynamic:
+    unbounded = open_dims(problem)
+    intr = None if unbounded else _instruction(target, problem, overrides)
+    if unbounded:
         refusal = decode_refusal(target, problem, None)
     else:
         refusal = decode_refusal(target, problem, intr) if intr is not None else _no_instruction(target, problem)
     if refusal is not None:
-        beyond = not problem.dynamic and problem.m > max(i.m for i in target.intrinsics()) * max_row_tiles(target)
+        beyond = not unbounded and problem.m > max(i.m for i in target.intrinsics()) * max_row_tiles(target)
         if beyond and asked is None:
             return None  # (no decode problem at all: M is past any instruction's row tiles; nothing to say)
         if asked is not None:
-            what = "a problem with dynamic sizes" if problem.dynamic else problem.describe()
+            what = "a problem with dynamic sizes" if unbounded else problem.describe()
             raise ConfigError(f"waves_k={asked}: the decode kernel cannot take {what}: {refusal}")
         why.append(f"not the decode kernel: {refusal}")
         return None

@@ -251,12 +251,17 @@ def plan_a_loads(intr: Intrinsic, ko: KOrder, m: int) -> tuple[LaneAffine, tuple
     return start, tuple(loads), tuple(zero_rows)
 
 
+def open_dims(problem: Contraction) -> list[str]:
+    """The dynamic sizes the decode kernel cannot plan for: all but an M a version bounds."""
+    return [d.dim for d in problem.dynamic if not (d.dim == "m" and d.at_most)]
+
+
 def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None) -> str | None:
     """Why the decode kernel does not take ``problem`` with ``intr`` (None: it does; ``intr`` may be
     None for a dynamic problem, refused before any instruction is asked)."""
-    if problem.dynamic:
-        dims = ", ".join(d.dim for d in problem.dynamic)
-        return f"dynamic sizes ({dims}; the decode kernel is planned for static ones)"
+    unbounded = open_dims(problem)
+    if unbounded:  # (a dynamic M bounded by a version's test is planned at its bound)
+        return f"dynamic sizes ({', '.join(unbounded)}; the decode kernel is planned for static ones)"
     if problem.batched:
         return "a batched contraction"
     most = max_row_tiles(target)
@@ -286,6 +291,7 @@ def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None)
 def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogue) -> DecodePlan:
     """The plan of ``cfg`` (validated by the family) for ``problem``."""
     intr = target.intrinsic(cfg.intrinsic)
+    problem = problem.estimate()  # (a dynamic M at its version's bound; the loads are bounded by the true M)
     why = decode_refusal(target, problem, intr)
     if why is not None:
         raise UnsupportedError(f"the decode kernel cannot take {problem.describe()}: {why}")
