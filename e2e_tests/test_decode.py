@@ -656,3 +656,29 @@ def test_report_lds_bytes_of_the_decode_kernel_on_nvidia(tmp_path):
     cfg = _taken(DECODE_SRC, "sm_80").facts.config
     assert cfg.waves_k == 4 and cfg.tile_n == 16
     assert rep["lds_bytes"] == registry.shared_bytes(get_target("sm_80"), cfg, None, None) == 4 * 2 * 32 * 4 * 4
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "sm_80",
+        "gfx1100",
+        pytest.param("sm_90a", marks=pytest.mark.exhaustive),
+        pytest.param("gfx942", marks=pytest.mark.exhaustive),
+    ],
+)
+def test_dynamic_m_is_versioned_on_its_size(target):
+    """A dynamic M (B N x K, N and K static) gets two kernels in one dispatch: the decode kernel
+    where M is at most its reach (32; 64 on CDNA's 32-row MFMA), the other one past it. The
+    executor runs the kernel the sizes take, at M on each side of the bound."""
+    src = dynamic_module(None, 264, 512, transpose_b=True)
+    exe = _taken(src, target)
+    (v,) = exe.facts.versions
+    bound = 64 if target == "gfx942" else 32
+    assert v.at_most == bound and v.condition == f"M <= {bound}" and v.config.waves_k > 1, v
+    assert exe.facts.config.waves_k == 1 and v.config.workgroup_size == exe.facts.config.workgroup_size
+    for m in (1, bound - 7, bound, bound + 1, 100):
+        r = simulate(src, target, sizes={"m": m}, seed=m, sample=4 if m > bound else 0)
+        assert (r.config.waves_k > 1) == (m <= bound), (m, r.config)
+        assert r.check.passed, (m, r.check.line())
+        assert not r.stats.races, r.stats.races[:3]

@@ -162,8 +162,8 @@ STAGES: list[Stage] = [
     Stage(
         "version",
         _version,
-        "dynamic sizes with no promise on a target whose fast kernel needs one: fork a copy "
-        "promising them, joined under scf.if at hand-back",
+        "dynamic sizes with no promise on a target whose fast kernel needs one, or a dynamic M a family "
+        "specialises when small: fork a copy promising (bounding) them, joined under scf.if at hand-back",
         route="script",
     ),
     Stage(
