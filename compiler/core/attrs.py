@@ -249,7 +249,7 @@ class Version:
     problem: object = None  # problem.Contraction
     config: object = None  # config.KernelConfig
     expect: Expectations | None = None
-    at_most: int = 0
+    at_most: int | None = None
 
     def holds(self, sizes: list[tuple[int, int]]) -> bool:
         """Whether sizes given as (low 32 bits, high 32 bits) pass this version's test."""
@@ -276,7 +276,7 @@ class Version:
             _problem(d["problem"]) if d.get("problem") else None,
             KernelConfig.from_dict(d["config"]) if d.get("config") else None,
             Expectations(**d["expect"]) if d.get("expect") else None,
-            d.get("at_most", 0),
+            d.get("at_most"),
         )
 
 

@@ -43,7 +43,7 @@ class DynamicDim:
     ordinals: tuple  # its indices in the dispatch's workload (A's K and B's K may be two entries)
     constants: tuple  # per workload ordinal, the push constants holding it: (low 32 bits, high 32 bits or -1)
     divisor: int = 1  # a divisor the program promises (util.assume.int udiv), 1 if none
-    at_most: int = 0  # a bound a kernel version runs under (stage `version`: M <= 32), 0 if none
+    at_most: int | None = None  # a bound a kernel version runs under (stage `version`: M <= 32), None if none
 
     @property
     def ordinal(self) -> int:
@@ -106,11 +106,7 @@ class Contraction:
         return bool(self.epilogue_ops)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        for x in d["dynamic"]:  # (unset but in a bounded version: printed IR of the others unchanged)
-            if not x["at_most"]:
-                del x["at_most"]
-        return d
+        return asdict(self)
 
     @staticmethod
     def from_dict(d: dict) -> "Contraction":
@@ -128,7 +124,7 @@ class Contraction:
                 tuple(x["ordinals"]),
                 tuple(tuple(c) for c in x["constants"]),
                 x.get("divisor", 1),
-                x.get("at_most", 0),
+                x.get("at_most"),
             )
             for x in d.get("dynamic", ())
         )
