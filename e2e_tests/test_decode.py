@@ -676,3 +676,19 @@ def test_dynamic_m_is_versioned_on_its_size(target):
         assert (r.config.waves_k > 1) == (m <= bound), (m, r.config)
         assert r.check.passed, (m, r.check.line())
         assert not r.stats.races, r.stats.races[:3]
+
+
+def test_a_warpgroup_instruction_asked_for_a_small_m_is_the_warpgroup_kernels():
+    """--config intrinsic=WGMMA_... alone, on an M the decode kernel would take: the decode family
+    declines (it runs per-wave instructions) rather than planning a K order it has no layout for;
+    with waves_k it is a config error naming both."""
+    from mmaflow.compiler.core.problem import Contraction
+
+    sm90 = get_target("sm_90a")
+    p = Contraction(16, 1024, 4096, 1, "f16", "f16", "f32", b_transposed=True)
+    cfg, intr = registry.resolve(sm90, p, {"intrinsic": "WGMMA_F32_64x64x16_F16"})
+    assert cfg.intrinsic == "WGMMA_F32_64x64x16_F16" and cfg.waves_k == 1
+    with pytest.raises(ConfigError, match="warpgroup instruction"):
+        registry.resolve(sm90, p, {"intrinsic": "WGMMA_F32_64x64x16_F16", "waves_k": 4})
+    with pytest.raises(ConfigError):  # the warpgroup kernel refuses the other type, by name
+        registry.resolve(sm90, p, {"intrinsic": "WGMMA_F32_64x64x16_BF16"})

@@ -17,6 +17,7 @@ from mmaflow.compiler.core.errors import ConfigError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
 from mmaflow.compiler.kernels.decode.plan import decode_refusal, max_row_tiles, open_dims, plan_k_order, seeds
+from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 from mmaflow.compiler.target.targets import Target
 
 # The keys a decode config has; any other --config key asks for the tiled kernel.
@@ -77,6 +78,12 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         return None
     if foreign:
         raise ConfigError(f"waves_k={asked} asks for the decode kernel, which has no {', '.join(foreign)}")
+    name = overrides.get("intrinsic")
+    if name is not None and isinstance(target.intrinsic(name), WarpgroupIntrinsic):
+        if asked is not None:
+            raise ConfigError(f"waves_k={asked} asks for the decode kernel; {name} is a warpgroup instruction")
+        why.append(f"not the decode kernel: {name} is a warpgroup instruction (the warpgroup kernel's)")
+        return None
     # (configure sees a dynamic problem's estimate: its sizes are stand-ins, so say "dynamic" first)
     unbounded = open_dims(problem)
     intr = None if unbounded else _instruction(target, problem, overrides)
