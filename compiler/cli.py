@@ -567,6 +567,44 @@ def cmd_bench(args) -> int:
     return bench_command(args)
 
 
+def cmd_tune(args) -> int:
+    """`mmaflow tune`: prepare candidates, time them (here, or on a GPU machine) and write the table."""
+    import tempfile
+
+    from mmaflow.runtime import tune
+
+    command = "mmaflow " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else "mmaflow tune"
+    if args.results:
+        if args.suite or args.prepare_only:
+            raise InputError("--results writes the table from a finished run: no --suite or --prepare-only with it")
+        try:
+            for path in tune.write_tables(Path(args.results), args.command or command):
+                print(f"mmaflow tune: wrote {path}", file=sys.stderr)
+        except (OSError, ValueError, KeyError) as e:
+            raise InputError(f"--results {args.results}: {e}") from None
+        return 0
+    if not args.suite:
+        raise InputError(
+            "mmaflow tune needs --suite NAME (with --prepare-only DIR on a machine without a GPU) or --results FILE"
+        )
+    targets = [t for t in args.target.split(",") if t]
+    dtypes = [d for d in args.dtype.split(",") if d]
+    if args.prepare_only:
+        m = tune.prepare(targets, args.suite, dtypes, Path(args.prepare_only), args.rows)
+        print(
+            f"mmaflow tune: {m['builds']} builds of {len(m['rows'])} rows in {args.prepare_only} "
+            f"({m['prepare_s']} s); on the GPU machine: python -m mmaflow.runtime.tune --from-dir DIR --out OUT",
+            file=sys.stderr,
+        )
+        return 0
+    with tempfile.TemporaryDirectory(prefix="mmaflow-tune-") as tmp:
+        tune.prepare(targets, args.suite, dtypes, Path(tmp) / "builds", args.rows)
+        tune.run(Path(tmp) / "builds", Path(args.out))
+    for path in tune.write_tables(Path(args.out) / tune.RESULTS, command):
+        print(f"mmaflow tune: wrote {path}", file=sys.stderr)
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 def _count(low: int):
     """An argparse type: an integer >= low (argparse names the option in its error)."""
@@ -808,6 +846,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config_arg(b)
     b.set_defaults(fn=cmd_bench)
+
+    tu = sub.add_parser(
+        "tune",
+        help="time candidate configs of a suite's GEMMs kernel-only on a GPU and write the fastest per shape "
+        "class into the target's tuning table (compiler/target/tuned/)",
+    )
+    tu.add_argument("--suite", metavar="NAME", help="the shapes (runtime/suites.py; its static rows)")
+    tu.add_argument("--rows", metavar="REGEX", help="only the suite rows whose name matches")
+    tu.add_argument("--target", default="sm_90a,sm_80", help="comma-separated NVIDIA targets (default sm_90a,sm_80)")
+    tu.add_argument("--dtype", default="f16", help="f16, bf16 or both, comma-separated (default f16)")
+    tu.add_argument("--prepare-only", metavar="DIR", help="build the candidates into DIR for the GPU machine")
+    tu.add_argument("--out", default="bench-results/tune", metavar="DIR", help="where the run's results go")
+    tu.add_argument(
+        "--results",
+        metavar="FILE",
+        help="write the tables from a run's tune_results.json (python -m mmaflow.runtime.tune --from-dir DIR "
+        "--out OUT)",
+    )
+    tu.add_argument("--command", help=argparse.SUPPRESS)  # the command a table records (the default: this one)
+    tu.set_defaults(fn=cmd_tune)
     return p
 
 

@@ -143,6 +143,17 @@ def _ptx_threads(ptx: str, kernel: str) -> int:
     return n
 
 
+def _reasons(target, exe, overrides: dict) -> list[str]:
+    """Why a dispatch's config is what it is: which source chose it (a tuning-table entry, the
+    heuristic, --config) and the families' reasons (``registry.explain``); a versioned dispatch's
+    versions were planned by stage `version`."""
+    from mmaflow.compiler.kernels import registry
+
+    if exe.facts.versions:
+        return [f"versioned (stage `version`): {v.condition}: {v.config.describe()}" for v in exe.facts.versions]
+    return registry.explain(target, exe.facts.problem.estimate(), overrides)
+
+
 def report_command(args, source: str, options) -> int:
     target = get_target(args.target)
     res = compile_module(source, target.name, options=options, source_name=args.input)
@@ -202,6 +213,9 @@ def report_command(args, source: str, options) -> int:
         other = base.get(kernel)
         print(f"{kernel} on {target.name}")
         exe = next(e for e in res.taken if e.export == kernel)
+        print(f"  config: {exe.facts.config.describe()}")
+        for why in _reasons(target, exe, options.overrides):
+            print(f"    {why}")
         for v in exe.facts.versions:  # counts below are the whole function's: both kernels
             print(
                 f"  versioned: {v.condition}: {v.config.intrinsic} | else {exe.facts.config.intrinsic} "

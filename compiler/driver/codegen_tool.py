@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="do not show decisions on iree-compile's stderr")
     p.add_argument("--dump-after", help=argparse.SUPPRESS)
     p.add_argument("--dump-dir", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--no-tuning-table", action="store_true", help="configure with the heuristic alone, not the measured table"
+    )
     p.add_argument("--serve", metavar="SOCKET", help=argparse.SUPPRESS)
     return p
 
@@ -60,6 +63,8 @@ def tool_argv(options) -> list[str]:
         argv.append(f"--dump-after={options.dump_after}")
     if options.dump_dir:
         argv.append(f"--dump-dir={options.dump_dir}")
+    if not options.tuned:
+        argv.append("--no-tuning-table")
     return argv
 
 
@@ -109,6 +114,7 @@ def run_request(argv: list[str], text: str, source: str = "<stdin>") -> dict:
             overrides=parse_overrides(args.config),
             dump_after=args.dump_after,
             dump_dir=Path(args.dump_dir) if args.dump_dir else None,
+            tuned=not args.no_tuning_table,
         )
         result = codegen_executable_text(text, options, source=source, ctx=_context())
         if result.taken:

@@ -20,6 +20,9 @@ A contraction family (a matmul kernel reached through the transform script) answ
     grid(cfg, problem)           a constant grid (x, y, z) where the family sets its own (None: one
                                  workgroup per output tile, the pipeline's default)
     min_ptx_version(cfg)         the PTX ISA version its code needs (0: the target's own)
+    candidates(target, problem)  the configs `mmaflow tune` times for a problem, as --config
+                                 overrides ([] where it offers none; each is resolved and
+                                 validated before it is built)
 
 A direct family (one that builds its kernel without the script) answers:
 
@@ -56,6 +59,7 @@ class ContractionFamily(Protocol):
     def shared_bytes(self, cfg: KernelConfig, intrinsic, problem: Contraction, target) -> int: ...
     def grid(self, cfg: KernelConfig, problem: Contraction) -> tuple[int, int, int] | None: ...
     def min_ptx_version(self, cfg: KernelConfig) -> int: ...
+    def candidates(self, target, problem: Contraction) -> list[dict]: ...
 
 
 class DirectFamily(Protocol):

@@ -11,7 +11,7 @@ answers is ``family.py``'s.
 from __future__ import annotations
 
 from mmaflow.compiler.core.config import KernelConfig
-from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.attention.family import FAMILY as FLASH_ATTENTION
 from mmaflow.compiler.kernels.common.tiles import require_intrinsic
@@ -19,6 +19,7 @@ from mmaflow.compiler.kernels.decode.family import FAMILY as DECODE
 from mmaflow.compiler.kernels.family import ContractionFamily, DirectFamily
 from mmaflow.compiler.kernels.matmul.family import FAMILY as MATMUL
 from mmaflow.compiler.kernels.wgmma.family import FAMILY as WGMMA
+from mmaflow.compiler.target import tuning
 
 # Asked in this order: the decode kernel takes an M that fits two instruction row tiles (B streamed
 # once: whatever N, no tile of the others reads B faster); the Hopper warpgroup kernel declines
@@ -55,8 +56,9 @@ def family_of(target, cfg: KernelConfig) -> ContractionFamily:
 
 
 def resolve(target, problem: Contraction, overrides: dict | None = None) -> tuple[KernelConfig, object]:
-    """The config of ``problem`` (the first family that configures it), the user's overrides
-    applied and validated, and its instruction."""
+    """The config of ``problem`` from the families' heuristics (the first family that configures
+    it), the user's overrides applied and validated, and its instruction. No tuning table: see
+    ``choose``."""
     overrides = dict(overrides or {})
     for family in CONTRACTION:
         chosen = family.configure(target, problem, overrides, [])
@@ -65,15 +67,62 @@ def resolve(target, problem: Contraction, overrides: dict | None = None) -> tupl
     raise UnsupportedError(f"no kernel family configures {problem.describe()} on {target.name}")
 
 
-def explain(target, problem: Contraction, overrides: dict | None = None) -> list[str]:
-    """Why the config of ``problem`` is what it is: the heuristic's reasons, then the overrides."""
+def choose(
+    target, problem: Contraction, overrides: dict | None = None, *, tuned: bool = True
+) -> tuple[KernelConfig, object, str]:
+    """What stage `configure` runs: the config of ``problem`` and its instruction, and which source
+    chose it. Without ``--config``, a static problem's entry in the target's measured tuning table
+    (``target/tuning.py``) comes first; an entry whose config does not take the problem (a tile the
+    problem cannot hold) gives way to the heuristic, and the source says why. ``tuned=False``: the
+    heuristic alone (`mmaflow tune`'s baseline)."""
     overrides = dict(overrides or {})
-    why: list[str] = []
+    entry, source = _table_entry(target, problem, overrides) if tuned else (None, "the heuristic (table not asked)")
+    if entry is not None:
+        try:
+            cfg, intr = resolve(target, problem, entry.config)
+            return cfg, intr, source
+        except (ConfigError, UnsupportedError) as e:
+            source = f"the heuristic: {source}; its config does not take {problem.describe()}: {e}"
+    cfg, intr = resolve(target, problem, overrides)
+    return cfg, intr, source
+
+
+def _table_entry(target, problem: Contraction, overrides: dict) -> tuple[object, str]:
+    """(the tuning-table entry that configures ``problem``, or None; the source line)."""
+    if overrides:
+        return None, "--config and the heuristic (a tuning table is not consulted under --config)"
+    table = tuning.table(target.name)
+    if table is None:
+        return None, f"the heuristic (no tuning table for {target.name})"
+    cls = tuning.shape_class(problem)
+    if cls is None:
+        return None, "the heuristic (dynamic sizes: the tuning table holds static shape classes)"
+    entry = table.lookup(problem)
+    if entry is None:
+        return None, f"the heuristic (tuning table {target.name} has no entry for {cls.key()})"
+    return entry, table.source(entry)
+
+
+def explain(target, problem: Contraction, overrides: dict | None = None) -> list[str]:
+    """Why the config of ``problem`` is what it is: the source that chose it, the heuristic's
+    reasons (for a table entry's config, the families' reasons for those overrides), then the
+    overrides."""
+    overrides = dict(overrides or {})
+    _, _, source = choose(target, problem, overrides)
+    entry, _ = _table_entry(target, problem, overrides)
+    asked = entry.config if entry is not None and source.startswith("tuning table") else overrides
+    why: list[str] = [f"chosen by {source}"]
     for family in CONTRACTION:
-        if family.explain(target, problem, overrides, why):
+        if family.explain(target, problem, dict(asked), why):
             break
     why += [f"{k} = {v}: from --config" for k, v in sorted(overrides.items())]
     return why
+
+
+def candidates(target, problem: Contraction) -> list[dict]:
+    """Every family's `mmaflow tune` candidates for ``problem`` (``--config`` overrides, in the
+    registry's order; unvalidated: the tuner resolves each)."""
+    return [c for family in CONTRACTION for c in family.candidates(target, problem)]
 
 
 def distribute(module, func, target, cfg: KernelConfig):

@@ -91,7 +91,11 @@ def _version(unit: Unit) -> None:
 
 
 def _configure(unit: Unit) -> None:
-    cfgs = [configure.configure(attrs.dispatch_func(m.operation), unit.options.overrides) for m in _modules(unit)]
+    chosen = [
+        configure.configure(attrs.dispatch_func(m.operation), unit.options.overrides, unit.options.tuned)
+        for m in _modules(unit)
+    ]
+    cfgs = [c for c, _ in chosen]
     if unit.versions:
         when = attrs.read_version(attrs.dispatch_func(unit.versions[0].operation)).condition
         unit.log.append(
@@ -99,6 +103,8 @@ def _configure(unit: Unit) -> None:
         )
     else:
         unit.log.append(f"mmaflow: config {unit.name}: {cfgs[0].describe()}")
+    for m, (_, source) in zip(_modules(unit), chosen):
+        unit.log.append(f"mmaflow: note {unit.name}: {_prefix(unit, m)}config chosen by {source}")
 
 
 def _prefix(unit: Unit, module: ir.Module) -> str:

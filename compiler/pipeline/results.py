@@ -21,6 +21,7 @@ class CodegenOptions:
     overrides: dict = field(default_factory=dict)  # config KEY -> value (parsed)
     dump_after: str | None = None  # a stage name, or "all"
     dump_dir: Path | None = None
+    tuned: bool = True  # consult the target's tuning table (False: the heuristic, as `mmaflow tune`'s baseline)
 
 
 @dataclass(frozen=True)

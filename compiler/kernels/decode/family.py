@@ -11,7 +11,7 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.contraction import finalize, operand_facts, output_extents, prepare
 from mmaflow.compiler.kernels.common.plan import plan_kernel
-from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes, reach
+from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes, reach, tuning_candidates
 from mmaflow.compiler.kernels.decode.plan import plan_decode
 from mmaflow.compiler.kernels.decode.rewrite import DecodeRewriter
 from mmaflow.compiler.target.targets import read_target
@@ -63,6 +63,9 @@ class DecodeFamily:
 
     def min_ptx_version(self, cfg: KernelConfig) -> int:
         return 0
+
+    def candidates(self, target, problem: Contraction) -> list[dict]:
+        return tuning_candidates(target, problem)
 
 
 FAMILY = DecodeFamily()

@@ -174,3 +174,17 @@ def lds_bytes(cfg: KernelConfig, target: Target) -> int:
     intr = target.intrinsic(cfg.intrinsic)
     tiles = (cfg.tile_m // intr.m) * (cfg.tile_n // intr.n)
     return cfg.waves_k * tiles * cfg.wave_size * intr.c.op_vector_length * _LDS_ELEM_BYTES
+
+
+# `mmaflow tune`'s candidates: waves splitting K by columns per workgroup (the seeds' neighbours;
+# tile_k is the heuristic's, fitted to the row tiles).
+TUNING_WAVES = (4, 8, 16)
+TUNING_COLUMNS = (16, 32, 64)
+
+
+def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
+    """The configs `mmaflow tune` times for the decode kernel (``--config`` overrides), where it
+    takes the problem at all (M within two row tiles, B N x K, ...: ``decode_config``)."""
+    if decode_config(target, problem, {}, []) is None:
+        return []
+    return [{"waves_k": w, "tile_n": c} for w in TUNING_WAVES for c in TUNING_COLUMNS]

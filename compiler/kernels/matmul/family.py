@@ -10,7 +10,7 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.contraction import distribute_matmul
 from mmaflow.compiler.kernels.common.tiles import lds_bytes, require_intrinsic, validate
-from mmaflow.compiler.kernels.matmul.heuristic import default_config
+from mmaflow.compiler.kernels.matmul.heuristic import default_config, tuning_candidates
 from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 
 _KEYS = {f.name for f in fields(KernelConfig)}
@@ -62,6 +62,9 @@ class MatmulFamily:
 
     def min_ptx_version(self, cfg: KernelConfig) -> int:
         return 0
+
+    def candidates(self, target, problem: Contraction) -> list[dict]:
+        return tuning_candidates(target, problem)
 
 
 FAMILY = MatmulFamily()

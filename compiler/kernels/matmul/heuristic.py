@@ -261,3 +261,26 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
         f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)"
     )
     return ring
+
+
+# `mmaflow tune`'s candidates on NVIDIA: workgroup tiles (M x N, warps M x N) from 64x64 to 128x256,
+# K staged 32 deep in a 4-stage ring or 64 deep in 3 (the ring sizes the heuristic picks from).
+TUNING_TILES = ((64, 64, 2, 2), (64, 128, 2, 4), (128, 64, 4, 2), (128, 128, 2, 4), (128, 256, 2, 4))
+TUNING_DEPTHS = ((32, 4), (64, 3))  # (tile_k for 16-bit inputs, stages); twice as deep for 8-bit
+
+
+def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
+    """The configs `mmaflow tune` times (``--config`` overrides): NVIDIA only, where a GPU can time
+    them; tiles no larger than the problem's power-of-two bucket (a tile past it only masks)."""
+    if target.vendor is not Vendor.NVIDIA or problem.m is None or problem.n is None:
+        return []
+    scale = 16 // TYPE_BITS[problem.a_type] if TYPE_BITS[problem.a_type] < 16 else 1
+    out = []
+    for tm, tn, wm, wn in TUNING_TILES:
+        if tm > max(64, 2 * problem.m) or tn > max(64, 2 * problem.n):
+            continue
+        for tk, stages in TUNING_DEPTHS:
+            out.append(
+                {"tile_m": tm, "tile_n": tn, "tile_k": tk * scale, "waves_m": wm, "waves_n": wn, "stages": stages}
+            )
+    return out

@@ -8,7 +8,12 @@ from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.contraction import finalize, output_extents, prepare
-from mmaflow.compiler.kernels.wgmma.heuristic import warpgroup_default, warpgroup_only, warpgroup_refusal
+from mmaflow.compiler.kernels.wgmma.heuristic import (
+    tuning_candidates,
+    warpgroup_default,
+    warpgroup_only,
+    warpgroup_refusal,
+)
 from mmaflow.compiler.kernels.wgmma.plan import output_tiles, plan_bytes, plan_wgmma, warpgroup_config
 from mmaflow.compiler.kernels.wgmma.rewrite import distribute_warpgroup
 from mmaflow.compiler.kernels.wgmma.tma import TMA_TARGET_PTX
@@ -70,6 +75,9 @@ class WgmmaFamily:
 
     def min_ptx_version(self, cfg: KernelConfig) -> int:
         return TMA_TARGET_PTX if cfg.copy is not None else 0  # tensormap.replace, fence.proxy.tensormap
+
+    def candidates(self, target, problem: Contraction) -> list[dict]:
+        return tuning_candidates(target, problem)
 
 
 FAMILY = WgmmaFamily()

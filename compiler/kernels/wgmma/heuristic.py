@@ -250,3 +250,30 @@ def _warpgroup_fp8(
         why.append(f"fp8 on the cp.async ring, not warp-specialized: {not_specialized}")
     cfg = cfg if "raster" in overrides else _warpgroup_raster(target, problem, cfg, why)
     return (cfg if "persistent" in overrides else _warpgroup_persistent(target, problem, cfg, why)), intr
+
+
+# `mmaflow tune`'s candidates: (instruction N = tile_n, tile_m), each on the cp.async ring and, for
+# 128-row tiles, warp-specialized on the tma-wide ring; a persistent grid where it can serve.
+TUNING_SHAPES = ((64, 64), (128, 64), (128, 128), (256, 64), (256, 128))
+
+
+def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
+    """The configs `mmaflow tune` times for the warpgroup kernel (``--config`` overrides): f16/bf16
+    -> f32 on sm_90a (fp8's shapes are the heuristic's; N <= 128)."""
+    if not target.warpgroup_mma or problem.a_type not in ("f16", "bf16") or problem.m is None or problem.n is None:
+        return []
+    out = []
+    for n, tm in TUNING_SHAPES:
+        if tm > max(64, 2 * problem.m) or n > max(64, 2 * problem.n):
+            continue
+        base = {"intrinsic": f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}", "tile_m": tm}
+        out.append(base)
+        if tm == PRODUCER_TILE_M:
+            out.append({**base, "copy": "tma-wide", "producer": 1})
+        tiles = -(-problem.m // tm) * -(-problem.n // n) * (problem.batch or 1)
+        w = -(-tiles // target.compute_units)
+        if tiles >= PERSISTENT_MIN_WAVES * target.compute_units and tiles % w == 0:
+            out.append({**base, "persistent": w})
+            if tm == PRODUCER_TILE_M:
+                out.append({**base, "copy": "tma-wide", "producer": 1, "persistent": w})
+    return out

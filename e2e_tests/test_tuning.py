@@ -1,0 +1,345 @@
+"""The measured tuning table (compiler/target/tuning.py), the registry's use of it (registry.choose),
+what compile and report say about it, and `mmaflow tune`'s halves (runtime/tune.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from mmaflow.compiler.core.errors import ToolchainError
+from mmaflow.compiler.core.problem import Contraction, DynamicDim
+from mmaflow.compiler.kernels import registry
+from mmaflow.compiler.target import tuning
+from mmaflow.compiler.target.targets import get_target
+from mmaflow.runtime import tune
+from mmaflow.runtime.bench_common import PROFILED_CALLS
+
+SM90, SM80 = get_target("sm_90a"), get_target("sm_80")
+LINEAR = dict(a_type="f16", b_type="f16", c_type="f32", b_transposed=True)  # nn.Linear: B stored N x K
+
+
+def _problem(m, n, k, **kw) -> Contraction:
+    return Contraction(m, n, k, 1, **{**LINEAR, **kw})
+
+
+def _entry(cls: tuning.ShapeClass, config: dict, us=10.0, heuristic_us=20.0) -> tuning.Entry:
+    return tuning.Entry(cls, config, (1, cls.m, cls.n, cls.k), us, heuristic_us, "heuristic cfg", "chosen cfg", 9)
+
+
+def _table(target: str, *entries) -> tuning.Table:
+    return tuning.Table(target, "NVIDIA H200", True, "mmaflow tune at abc1234, test", "mmaflow tune ...", entries)
+
+
+@pytest.fixture
+def table_dir(tmp_path, monkeypatch):
+    """Tables read from tmp_path instead of the shipped ones (the cache cleared around the test)."""
+    monkeypatch.setattr(tuning, "TABLE_DIR", tmp_path)
+    tuning.table.cache_clear()
+    yield tmp_path
+    tuning.table.cache_clear()
+
+
+def _install(table_dir, table: tuning.Table) -> None:
+    (table_dir / f"{table.target}.json").write_text(json.dumps(table.to_dict()))
+    tuning.table.cache_clear()
+
+
+# ---- shape classes ----------------------------------------------------------------------------
+
+
+def test_buckets_are_powers_of_two_upper_bounds():
+    assert [tuning.bucket(x) for x in (1, 2, 3, 64, 65, 128, 129, 14336, 128256)] == [
+        1,
+        2,
+        4,
+        64,
+        128,
+        128,
+        256,
+        16384,
+        131072,
+    ]
+
+
+def test_a_class_holds_the_bucket_and_separates_types_layouts_and_batches():
+    c = tuning.shape_class(_problem(128, 1024, 4096))
+    assert c.key() == "f16xf16->f32 A:mk B:nk M<=128 N<=1024 K<=4096"
+    assert tuning.shape_class(_problem(65, 1000, 2049)) == c  # the same buckets
+    assert tuning.shape_class(_problem(129, 1024, 4096)) != c
+    assert tuning.shape_class(_problem(128, 1024, 4096, b_transposed=False)).b == "kn"
+    assert tuning.shape_class(_problem(128, 1024, 4096, a_type="bf16", b_type="bf16")) != c
+    batched = Contraction(128, 1024, 4096, 8, batched=True, **LINEAR)
+    assert tuning.shape_class(batched).batched and tuning.shape_class(batched) != c
+    dyn = Contraction(None, 1024, 4096, 1, dynamic=(DynamicDim("m", (0,), ((0, -1),)),), **LINEAR)
+    assert tuning.shape_class(dyn) is None
+
+
+def test_a_table_round_trips_and_refuses_malformed_files(table_dir):
+    cls = tuning.shape_class(_problem(128, 1024, 4096))
+    t = _table("sm_90a", _entry(cls, {"tile_m": 64}))
+    assert tuning.Table.from_dict(json.loads(json.dumps(t.to_dict()))) == t
+    bad = [
+        {**t.to_dict(), "format": 99},
+        {**t.to_dict(), "entries": t.to_dict()["entries"] * 2},
+        {**t.to_dict(), "provenance": "two\nlines"},
+    ]
+    for b in bad:
+        with pytest.raises(ValueError):
+            tuning.Table.from_dict(b)
+    (table_dir / "sm_90a.json").write_text("{not json")
+    with pytest.raises(ToolchainError, match="does not read"):
+        tuning.table("sm_90a")
+    tuning.table.cache_clear()
+    _install(table_dir, _table("sm_80", _entry(cls, {})))
+    (table_dir / "sm_90a.json").write_text((table_dir / "sm_80.json").read_text())
+    with pytest.raises(ToolchainError, match="is for sm_80"):
+        tuning.table("sm_90a")
+
+
+# ---- the registry consults it -----------------------------------------------------------------
+
+
+def test_an_entry_configures_its_class_and_says_so(table_dir):
+    p = _problem(128, 1024, 4096)
+    heuristic, _ = registry.resolve(SM90, p)
+    over = {"intrinsic": "WGMMA_F32_64x64x16_F16", "tile_m": 64}
+    _install(table_dir, _table("sm_90a", _entry(tuning.shape_class(p), over)))
+    for q in (p, _problem(100, 1000, 3000)):  # the measured shape and another of its class
+        cfg, intr, source = registry.choose(SM90, q)
+        assert (
+            (cfg.intrinsic, cfg.tile_m, cfg.tile_n)
+            == ("WGMMA_F32_64x64x16_F16", 64, 64)
+            != (
+                heuristic.intrinsic,
+                heuristic.tile_m,
+                heuristic.tile_n,
+            )
+        )
+        assert source.startswith("tuning table sm_90a (NVIDIA H200, mmaflow tune at abc1234")
+        assert "entry f16xf16->f32 A:mk B:nk M<=128 N<=1024 K<=4096" in source and "2.00x" in source
+    why = registry.explain(SM90, p)
+    assert why[0].startswith("chosen by tuning table sm_90a") and any("WGMMA_F32_64x64x16_F16" in w for w in why)
+    # outside the class, under --config, or dynamic: the heuristic, and the source says why
+    assert registry.choose(SM90, _problem(129, 1024, 4096))[2].startswith("the heuristic (tuning table sm_90a has no")
+    cfg, _, source = registry.choose(SM90, p, {"stages": 3})
+    assert source.startswith("--config") and cfg.intrinsic == heuristic.intrinsic and cfg.stages == 3
+    dyn = Contraction(None, 1024, 4096, 1, dynamic=(DynamicDim("m", (0,), ((0, -1),)),), **LINEAR)
+    assert "dynamic sizes" in registry.choose(SM90, dyn.estimate())[2]
+    assert registry.choose(SM80, p)[2] == "the heuristic (no tuning table for sm_80)"
+
+
+def test_an_entry_that_does_not_take_the_problem_gives_way_with_the_reason(table_dir):
+    p = _problem(128, 1024, 4096)
+    # a 128-row wgmma tile with M = 65 (same class) is fine; an instruction of the wrong type is not
+    _install(table_dir, _table("sm_90a", _entry(tuning.shape_class(p), {"intrinsic": "WGMMA_F32_64x64x16_BF16"})))
+    cfg, _, source = registry.choose(SM90, p)
+    assert cfg == registry.resolve(SM90, p)[0]
+    assert source.startswith("the heuristic: tuning table sm_90a") and "does not take" in source
+
+
+def test_an_entry_of_the_heuristic_keeps_its_config(table_dir):
+    p = _problem(2048, 4096, 4096)
+    _install(table_dir, _table("sm_90a", _entry(tuning.shape_class(p), {}, us=10.0, heuristic_us=10.0)))
+    cfg, _, source = registry.choose(SM90, p)
+    assert cfg == registry.resolve(SM90, p)[0]
+    assert "the heuristic's config measured fastest of 9" in source
+
+
+def test_compile_logs_and_report_name_the_entry(table_dir, tmp_path):
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.runtime.modules import matmul_module
+
+    p = _problem(128, 1024, 4096)
+    over = {"tile_m": 64, "tile_n": 64, "tile_k": 64, "waves_m": 2, "waves_n": 2, "stages": 3}
+    _install(table_dir, _table("sm_80", _entry(tuning.shape_class(p), over)))
+    src = matmul_module(128, 1024, 4096, "f16", "f32", transpose_b=True)
+    res = compile_module(src, "sm_80", options=CodegenOptions(overrides={}), source_name="t")
+    (exe,) = res.taken
+    cfg = exe.facts.config
+    assert (cfg.tile_m, cfg.tile_n, cfg.tile_k, cfg.stages) == (64, 64, 64, 3)
+    note = [line for line in res.log if "config chosen by" in line]
+    assert len(note) == 1 and "tuning table sm_80" in note[0] and "tile_k=64" in note[0], res.log
+    # the same module on a target without a table: the heuristic, named
+    res = compile_module(src, "sm_90a", options=CodegenOptions(overrides={}), source_name="t")
+    assert any("config chosen by the heuristic (no tuning table for sm_90a)" in x for x in res.log), res.log
+
+
+def test_the_table_can_be_left_out_through_both_routes(table_dir):
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.driver.codegen_tool import tool_argv
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.runtime.modules import matmul_module
+
+    p = _problem(128, 1024, 4096)
+    _install(table_dir, _table("sm_90a", _entry(tuning.shape_class(p), {"intrinsic": "WGMMA_F32_64x64x16_F16"})))
+    src = matmul_module(128, 1024, 4096, "f16", "f32", transpose_b=True)
+    tuned = compile_module(src, "sm_90a", options=CodegenOptions(), source_name="t").taken[0].facts.config
+    plain = compile_module(src, "sm_90a", options=CodegenOptions(tuned=False), source_name="t").taken[0].facts.config
+    assert tuned.intrinsic == "WGMMA_F32_64x64x16_F16" and plain == registry.resolve(SM90, p)[0] != tuned
+    assert "--no-tuning-table" in tool_argv(CodegenOptions(target="sm_90a", tuned=False))
+    assert "--no-tuning-table" not in tool_argv(CodegenOptions(target="sm_90a"))
+
+
+# ---- the shipped tables -----------------------------------------------------------------------
+
+
+def _shipped() -> list[tuning.Table]:
+    tuning.table.cache_clear()
+    return [t for t in (tuning.table(p.stem) for p in sorted(tuning.TABLE_DIR.glob("*.json"))) if t]
+
+
+def test_every_shipped_entry_still_builds_the_config_it_measured():
+    """A table is checked against the code: each entry's config, resolved for the shape it was
+    measured at, is the config it timed (the plan's description); a kernel change that alters it
+    makes the entry stale until `mmaflow tune` measures again."""
+    tables = _shipped()
+    for t in tables:
+        target = get_target(t.target)
+        assert t.measured and t.gpu and t.command.startswith("mmaflow tune"), t.target
+        for e in t.entries:
+            b, m, n, k = e.shape
+            p = Contraction(
+                m,
+                n,
+                k,
+                b,
+                e.cls.types.split("x")[0],
+                e.cls.types.split("x")[1].split("->")[0],
+                e.cls.types.split("->")[1],
+                a_transposed=e.cls.a == "km",
+                b_transposed=e.cls.b == "nk",
+                batched=e.cls.batched,
+            )
+            assert tuning.shape_class(p) == e.cls, e.cls.key()
+            cfg, _, source = registry.choose(target, p)
+            assert source.startswith(f"tuning table {t.target}"), source
+            assert cfg.describe() == e.chosen, (e.cls.key(), cfg.describe(), e.chosen)
+
+
+# ---- mmaflow tune: the run's split and the table --------------------------------------------
+
+
+def test_the_kernel_stream_splits_by_marker_or_by_count():
+    d = "matmul_dispatch_0_matmul_like"
+    calls = 1 + PROFILED_CALLS
+    stream = [("spin_kernel", 1.0), *[(d, 2.0)] * calls, ("spin_kernel", 1.0), *[(d, 3.0)] * calls]
+    assert tune._split(stream, 2, True) == [[2.0] * PROFILED_CALLS, [3.0] * PROFILED_CALLS]
+    with pytest.raises(RuntimeError, match="3 builds"):
+        tune._split(stream, 3, True)
+    with pytest.raises(RuntimeError, match="kernels in"):
+        tune._split([("m", 1.0), (d, 2.0), (d, 2.0)], 1, True)
+    plain = [(d, 2.0)] * calls + [(d, 3.0)] * calls
+    assert tune._split(plain, 2, False) == [[2.0] * PROFILED_CALLS, [3.0] * PROFILED_CALLS]
+    with pytest.raises(RuntimeError):
+        tune._split(plain[:-1], 2, False)
+
+
+def _results(rows):
+    return {
+        "kind": "tune-results",
+        "gpu": "NVIDIA H200",
+        "commit": "abc1234",
+        "suite": "llama3-8b",
+        "rows_regex": None,
+        "dtypes": ["f16"],
+        "prepared": "2026-11-29",
+        "rows": rows,
+    }
+
+
+def _row(target, m, n, k, times: dict, verdicts: dict | None = None):
+    cls = tuning.shape_class(_problem(m, n, k))
+    return {
+        "name": f"x {m}x{n}x{k}",
+        "target": target,
+        "m": m,
+        "n": n,
+        "k": k,
+        "batch": 0,
+        "dtype": "f16",
+        "b_layout": "nk",
+        "class": cls.to_dict(),
+        "candidates": [
+            {
+                "config": json.loads(c),
+                "file": f"{m}_{i}.vmfb",
+                "describe": f"cfg {c}",
+                "us": us,
+                "verdict": (verdicts or {}).get(c, "PASS"),
+                "max_rel_err": 1e-7,
+            }
+            for i, (c, us) in enumerate(times.items())
+        ],
+    }
+
+
+def test_the_table_keeps_the_fastest_over_a_class_and_the_heuristic_within_noise():
+    h, a, b = "{}", '{"tile_m": 64}', '{"tile_m": 128}'
+    rows = [
+        _row("sm_90a", 128, 1024, 4096, {h: 20.0, a: 10.0, b: 12.0}),
+        _row("sm_90a", 100, 1024, 4096, {h: 20.0, a: 14.0, b: 11.0}),  # same class: b's sum 23 beats a's 24
+        _row("sm_90a", 2048, 4096, 4096, {h: 100.0, a: 98.5}),  # within NOISE: the heuristic's
+        _row("sm_80", 128, 1024, 4096, {h: 20.0, a: 25.0}),
+    ]
+    t = tune.tables(_results(rows), "mmaflow tune --suite x")
+    (e1, e2) = t["sm_90a"].entries
+    by = {e.cls.m: e for e in (e1, e2)}
+    assert by[128].config == {"tile_m": 128} and by[128].shape == (1, 128, 1024, 4096)
+    assert by[128].us == 12.0 and by[128].heuristic_us == 20.0 and by[128].candidates == 3
+    assert by[2048].config == {} and by[2048].chosen == by[2048].heuristic
+    assert t["sm_80"].entries[0].config == {}
+    assert "mmaflow tune at abc1234" in t["sm_90a"].provenance and t["sm_90a"].gpu == "NVIDIA H200"
+    # a class's rows that did not all build a candidate: only the common ones compete
+    rows = [_row("sm_90a", 128, 1024, 4096, {h: 20.0, a: 5.0}), _row("sm_90a", 100, 1024, 4096, {h: 20.0, b: 9.0})]
+    assert tune.tables(_results(rows), "c")["sm_90a"].entries[0].config == {}
+
+
+def test_a_run_with_a_failed_check_writes_no_table():
+    rows = [_row("sm_90a", 128, 1024, 4096, {"{}": 20.0, '{"tile_m": 64}': 1.0}, {'{"tile_m": 64}': "FAIL"})]
+    with pytest.raises(ValueError, match="failed their float64 check"):
+        tune.tables(_results(rows), "c")
+
+
+def test_write_tables_merges_into_the_table_dir(table_dir, tmp_path):
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(_results([_row("sm_90a", 128, 1024, 4096, {"{}": 20.0, '{"tile_m": 64}': 10.0})])))
+    (path,) = tune.write_tables(res, "mmaflow tune --results r.json")
+    first = tuning.table("sm_90a")
+    assert path == table_dir / "sm_90a.json" and first.entries[0].config == {"tile_m": 64}
+    res.write_text(json.dumps(_results([_row("sm_90a", 512, 1024, 4096, {"{}": 20.0, '{"tile_m": 128}': 10.0})])))
+    tune.write_tables(res, "mmaflow tune --results r.json")
+    assert [e.cls.m for e in tuning.table("sm_90a").entries] == [128, 512]  # merged: both classes
+
+
+def test_tune_cli_refuses_what_it_cannot_do(tmp_path):
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "mmaflow.compiler.cli", "tune", *args], capture_output=True, text=True
+        )
+
+    r = cli()
+    assert r.returncode != 0 and "needs --suite" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "x.json").write_text('{"kind": "suite"}')
+    r = cli("--results", str(tmp_path / "x.json"))
+    assert r.returncode != 0 and "not a `python -m mmaflow.runtime.tune` results file" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = cli("--suite", "llama3-8b", "--rows", "dynM", "--target", "sm_90a", "--prepare-only", str(tmp_path / "d"))
+    assert r.returncode != 0 and "no static rows" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_prepare_builds_the_heuristic_and_distinct_valid_candidates(tmp_path):
+    m = tune.prepare(["sm_80"], "llama3-8b", ["f16"], tmp_path, r"^llama3-8b/k_proj/.* 32x1024x4096 f16 B:nk$")
+    (row,) = m["rows"]
+    cands = row["candidates"]
+    assert cands[0]["config"] == {} and len(cands) >= 8
+    # the baseline is the heuristic's config, never a table entry (the shipped sm_80 table has one here)
+    heuristic = registry.resolve(SM80, Contraction(32, 1024, 4096, 1, **LINEAR))[0]
+    assert cands[0]["describe"] == heuristic.describe()
+    assert len({c["describe"] for c in cands}) == len(cands)  # one build per distinct config
+    assert any("waves_k" in c["config"] for c in cands) and any("tile_m" in c["config"] for c in cands)
+    assert all((tmp_path / c["file"]).stat().st_size > 0 for c in cands)
+    assert row["class"] == tuning.shape_class(_problem(32, 1024, 4096)).to_dict()

@@ -1,0 +1,416 @@
+"""`mmaflow tune`: time candidate configs of real models' GEMMs on a GPU, kernel-only, and write the
+fastest per shape class into the target's tuning table (``compiler/target/tuning.py``).
+
+Three steps, as `mmaflow bench`'s halves (the GPU machine needs no compiler):
+
+    prepare  (compiler)  every static row of a suite (``runtime/suites.py``) for each target: the
+                         heuristic's build, then each family's candidates (``registry.candidates``:
+                         --config overrides), each resolved and validated, one build per distinct
+                         config; manifest kind "tune"
+    run      (GPU)       every build's output checked on sampled rows against float64 (a failing
+                         build never makes a table), then one Nsight Compute process over a child
+                         that makes 1 + PROFILED_CALLS calls of each build, a marker kernel (torch)
+                         between builds splitting the kernel stream; tune_results.json
+    table    (anywhere)  per (target, shape class), the candidate with the least kernel time summed
+                         over the class's rows (every row of the class timed for it); an entry keeps
+                         ``{}`` where the heuristic's own config is within NOISE of it
+
+    mmaflow tune --suite llama3-8b --target sm_90a,sm_80 --dtype f16 --rows REGEX --prepare-only DIR
+    python -m mmaflow.runtime.tune --from-dir DIR --out OUT            # on the GPU machine
+    mmaflow tune --results OUT/tune_results.json                       # writes compiler/target/tuned/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mmaflow.runtime.bench_common import MANIFEST, PROFILED_CALLS, torch_cuda
+
+RESULTS = "tune_results.json"
+NOISE = 0.03  # a candidate must beat the heuristic's config by more than this to replace it
+
+
+# ---- prepare (needs the compiler) -------------------------------------------------------------
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+            check=True,
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).parent,
+        ).stdout.strip()
+        return out.stdout.strip() + ("+changes" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Path, rows: str | None) -> dict:
+    """Build every candidate of every static row matching ``rows``; write the manifest."""
+    import re
+
+    from mmaflow.compiler.core.errors import InputError, MmaflowError
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.kernels import registry
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.compiler.target import tuning
+    from mmaflow.compiler.target.targets import get_target
+    from mmaflow.runtime.bench_common import config_line
+    from mmaflow.runtime.suite_bench import source
+    from mmaflow.runtime.suites import suite
+
+    try:
+        picked = [r for r in suite(suite_name, tuple(dtypes)) if rows is None or re.search(rows, r.name)]
+    except KeyError as e:
+        raise InputError(e.args[0]) from None
+    except re.error as e:
+        raise InputError(f"--rows {rows!r} is not a regular expression: {e}") from None
+    static = [r for r in picked if not r.dynamic]
+    if not static:
+        raise InputError(
+            f"suite {suite_name} has no static rows in {','.join(dtypes)}"
+            + (f" matching {rows!r}" if rows else "")
+            + " (the tuning table holds static shape classes)"
+        )
+    out_dir.mkdir(parents=True, exist_ok=True)
+    start, entries, built = time.perf_counter(), [], 0
+    for tname in targets:
+        t = get_target(tname)
+        for row in static:
+            src = source(row)
+            stem = f"{t.name}_{len(entries)}"
+            # the baseline: the heuristic's own config (not a table entry this tool may have written)
+            base = compile_module(src, t.name, options=CodegenOptions(tuned=False), source_name=stem)
+            (exe,) = base.taken
+            problem = exe.facts.problem
+            cands = [{"config": {}, "file": f"{stem}_h.vmfb", "describe": config_line(base.log)}]
+            (out_dir / cands[0]["file"]).write_bytes(base.vmfb)
+            seen = {registry.resolve(t, problem, {})[0]}
+            skipped = []
+            for i, over in enumerate(registry.candidates(t, problem)):
+                try:
+                    cfg, _ = registry.resolve(t, problem, over)
+                except MmaflowError as e:
+                    skipped.append(f"{over}: {str(e).splitlines()[0]}")
+                    continue
+                if cfg in seen:
+                    continue
+                seen.add(cfg)
+                try:
+                    res = compile_module(src, t.name, options=CodegenOptions(overrides=over), source_name=stem)
+                except MmaflowError as e:  # a config the families accept but the kernel cannot build
+                    skipped.append(f"{over}: {str(e).splitlines()[0]}")
+                    continue
+                cand = {"config": over, "file": f"{stem}_{i}.vmfb", "describe": config_line(res.log)}
+                (out_dir / cand["file"]).write_bytes(res.vmfb)
+                cands.append(cand)
+            built += len(cands)
+            print(f"tune: {t.name} {row.name}: {len(cands)} builds ({len(skipped)} candidates refused)", flush=True)
+            entries.append(
+                {
+                    "name": row.name,
+                    "target": t.name,
+                    **{f: getattr(row, f) for f in ("m", "n", "k", "batch", "dtype", "b_layout")},
+                    "class": tuning.shape_class(problem).to_dict(),
+                    "candidates": cands,
+                    "refused": skipped,
+                }
+            )
+    manifest = {
+        "kind": "tune",
+        "suite": suite_name,
+        "targets": targets,
+        "rows_regex": rows,
+        "dtypes": dtypes,
+        "commit": _git_commit(),
+        "function": "matmul",
+        "rows": entries,
+        "builds": built,
+        "prepare_s": round(time.perf_counter() - start, 1),
+        "prepared": time.strftime("%Y-%m-%d"),
+    }
+    (out_dir / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    return manifest
+
+
+# ---- run (iree.runtime, numpy, torch; under Nsight Compute) -----------------------------------
+
+
+CHECK_ROWS = 64  # rows of each output checked against float64 (every column; the last row among them)
+
+
+def check_builds(manifest_dir: Path, driver: str = "cuda") -> dict:
+    """{file: (verdict, max relative error)}: each build's output on CHECK_ROWS rows (the first,
+    the last and random ones; every column) against a float64 reference and the f32-accumulation
+    bound (``bench_common.reference_check``'s), computed once per row of the suite."""
+    import iree.runtime as rt
+
+    from mmaflow.runtime import numerics
+    from mmaflow.runtime.suite_bench import inputs
+
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    config = rt.Config(driver)
+    out = {}
+    for i, row in enumerate(manifest["rows"]):
+        a, b = inputs(row, i)
+        b_kn = np.swapaxes(b, -1, -2) if row["b_layout"] == "nk" else b
+        rng = np.random.default_rng(i)
+        m = a.shape[-2]
+        rows = np.unique(np.concatenate([[0, m - 1], rng.choice(m, size=min(CHECK_ROWS, m), replace=False)]))
+        a64, b64 = a[..., rows, :].astype(np.float64), b_kn.astype(np.float64)
+        ref, bound = a64 @ b64, np.abs(a64) @ np.abs(b64)
+        tol = a.shape[-1] * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
+        da, db = rt.asdevicearray(config.device, a), rt.asdevicearray(config.device, b)
+        for c in row["candidates"]:
+            ctx = rt.SystemContext(config=config)
+            ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, (manifest_dir / c["file"]).read_bytes()))
+            res = np.asarray(ctx.modules.module[manifest["function"]](da, db).to_host())[..., rows, :]
+            chk = numerics.compare(res.astype(np.float64), ref, tol, out_type="f32")
+            out[c["file"]] = ("PASS" if chk.passed else "FAIL", float(chk.max_rel_err))
+            del ctx
+    return out
+
+
+def _child(manifest_dir: Path, driver: str) -> None:
+    """Under ncu, per build: a marker kernel (torch's), then 1 + PROFILED_CALLS calls, each waited
+    for: every build's calls are a run of IREE dispatch kernels of their own (``_split``)."""
+    import iree.runtime as rt
+
+    from mmaflow.runtime.suite_bench import inputs
+
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    torch = torch_cuda()
+    config = rt.Config(driver)
+    for i, row in enumerate(manifest["rows"]):
+        a, b = inputs(row, i)
+        da, db = rt.asdevicearray(config.device, a), rt.asdevicearray(config.device, b)
+        for c in row["candidates"]:
+            ctx = rt.SystemContext(config=config)
+            ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, (manifest_dir / c["file"]).read_bytes()))
+            fn = ctx.modules.module[manifest["function"]]
+            if torch is not None:
+                torch.cuda._sleep(1000)
+                torch.cuda.synchronize()
+            for _ in range(1 + PROFILED_CALLS):
+                fn(da, db).to_host()
+            del fn, ctx
+
+
+def _split(kernels: list[tuple[str, float]], builds: int, marked: bool) -> list[list[float]]:
+    """Per build, its timed calls' kernel times (ms), the first (warm-up) call dropped. With torch:
+    the runs of IREE dispatch kernels (``_dispatch_`` in the name) between its marker kernels, one
+    per build. Without torch: the stream in equal blocks (every build must launch as many kernels)."""
+    if marked:
+        runs, cur = [], None
+        for name, ms in kernels:
+            if "_dispatch_" in name:
+                if cur is None:
+                    cur = []
+                    runs.append(cur)
+                cur.append(ms)
+            else:
+                cur = None
+        if len(runs) != builds:
+            raise RuntimeError(f"{len(runs)} runs of dispatch kernels between markers for {builds} builds")
+    else:
+        if len(kernels) % builds:
+            raise RuntimeError(f"{len(kernels)} kernels do not split into {builds} builds' calls")
+        per = len(kernels) // builds
+        runs = [[ms for _, ms in kernels[i * per : (i + 1) * per]] for i in range(builds)]
+    out = []
+    for r in runs:
+        if len(r) % (1 + PROFILED_CALLS):
+            raise RuntimeError(f"a build launched {len(r)} kernels in {1 + PROFILED_CALLS} calls")
+        out.append(r[len(r) // (1 + PROFILED_CALLS) :])
+    return out
+
+
+def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
+    """Time every build; write and return tune_results.json."""
+    from mmaflow.runtime.ncu import METRIC, parse_csv
+
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    if manifest.get("kind") != "tune":
+        raise SystemExit(f"{manifest_dir}: not a `mmaflow tune --prepare-only` directory")
+    torch = torch_cuda()
+    cmd = ["ncu", "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none", "--csv"]
+    child = [sys.executable, "-m", "mmaflow.runtime.tune", "--child", "--from-dir", str(manifest_dir)]
+    child += ["--driver", driver]
+    start = time.perf_counter()
+    checks = check_builds(manifest_dir, driver)
+    print(f"tune: {len(checks)} builds checked ({time.perf_counter() - start:.0f} s)", flush=True)
+    p = subprocess.run(cmd + child, capture_output=True, text=True)
+    kernels = parse_csv(p.stdout)
+    files = [c["file"] for r in manifest["rows"] for c in r["candidates"]]
+    if p.returncode != 0 or not kernels:
+        raise SystemExit(f"the tuning run failed (exit {p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    try:
+        blocks = _split(kernels, len(files), torch is not None)
+    except RuntimeError as e:
+        raise SystemExit(f"the tuning run's kernels do not match its builds: {e}") from None
+    by_file = {}
+    for f, ks in zip(files, blocks):
+        per = len(ks) // PROFILED_CALLS
+        times = [sum(ks[j * per : (j + 1) * per]) for j in range(PROFILED_CALLS)]
+        by_file[f] = {"verdict": checks[f][0], "max_rel_err": checks[f][1], "us": statistics.median(times) * 1e3}
+    rows = []
+    for r in manifest["rows"]:
+        rows.append({**{k: v for k, v in r.items() if k != "candidates"}, "candidates": []})
+        for c in r["candidates"]:
+            rows[-1]["candidates"].append({**c, **by_file[c["file"]]})
+    gpu = torch.cuda.get_device_name() if torch is not None else _nvidia_smi_name()
+    results = {
+        "kind": "tune-results",
+        "gpu": gpu,
+        "commit": manifest["commit"],
+        "suite": manifest["suite"],
+        "rows_regex": manifest["rows_regex"],
+        "dtypes": manifest["dtypes"],
+        "prepared": manifest["prepared"],
+        "run_s": round(time.perf_counter() - start, 1),
+        "rows": rows,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESULTS).write_text(json.dumps(results, indent=1))
+    for r in rows:
+        ok = [c for c in r["candidates"] if c["verdict"].startswith("PASS")]
+        best = min(ok, key=lambda c: c["us"]) if ok else None
+        h = r["candidates"][0]
+        print(
+            f"{r['target']:7} {r['name']:44} heuristic {h['us']:9.2f} us  best {best['us'] if best else math.nan:9.2f}"
+            f" us {json.dumps(best['config']) if best else '-'}  ({len(r['candidates']) - len(ok)} failed)"
+        )
+    return results
+
+
+def _nvidia_smi_name() -> str:
+    try:
+        cmd = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, IndexError):
+        return "unknown NVIDIA GPU"
+
+
+# ---- table (pure: results -> entries) ---------------------------------------------------------
+
+
+def tables(results: dict, command: str) -> dict:
+    """{target: Table} from a run's results: per shape class, the candidate whose kernel time summed
+    over the class's rows is least (among those every row of the class built and passed); ``{}``
+    where the heuristic's config is within NOISE of it. A failed check anywhere is an error: a
+    table is never written from a run with a wrong build."""
+    from mmaflow.compiler.target import tuning
+
+    failed = [
+        f"{r['target']} {r['name']} {json.dumps(c['config'])}: {c['verdict']}"
+        for r in results["rows"]
+        for c in r["candidates"]
+        if not c["verdict"].startswith("PASS")
+    ]
+    if failed:
+        raise ValueError("builds failed their float64 check; no table is written:\n  " + "\n  ".join(failed))
+    groups: dict = {}
+    for r in results["rows"]:
+        groups.setdefault((r["target"], json.dumps(r["class"], sort_keys=True)), []).append(r)
+    out: dict = {}
+    for (target, _), rows in sorted(groups.items()):
+        key = lambda c: json.dumps(c["config"], sort_keys=True)  # noqa: E731
+        common = set.intersection(*({key(c) for c in r["candidates"]} for r in rows))
+        total = {k: sum(next(c["us"] for c in r["candidates"] if key(c) == k) for r in rows) for k in common}
+        best = min(sorted(total), key=total.get)
+        heuristic = key({"config": {}})
+        if total[best] >= (1 - NOISE) * total[heuristic]:
+            best = heuristic
+        first = max(rows, key=lambda r: r["m"] * r["n"] * r["k"] * max(r["batch"] or 1, 1))  # the shape named
+        pick = next(c for c in first["candidates"] if key(c) == best)
+        h = first["candidates"][0]
+        entry = tuning.Entry(
+            tuning.ShapeClass(**rows[0]["class"]),
+            pick["config"],
+            (max(first["batch"] or 1, 1), first["m"], first["n"], first["k"]),
+            round(pick["us"], 2),
+            round(h["us"], 2),
+            h["describe"],
+            pick["describe"],
+            len(first["candidates"]),
+        )
+        out.setdefault(target, []).append(entry)
+    return {
+        t: tuning.Table(
+            t,
+            results["gpu"],
+            True,
+            f"mmaflow tune at {results['commit']}, {results['prepared']}: suite {results['suite']} "
+            f"({', '.join(results['dtypes'])}; rows {results['rows_regex'] or 'all'}), kernel-only median of "
+            f"{PROFILED_CALLS} calls",
+            command,
+            tuple(sorted(entries, key=lambda e: e.cls.key())),
+        )
+        for t, entries in out.items()
+    }
+
+
+def write_tables(results_path: Path, command: str) -> list[Path]:
+    """Merge a run's tables into ``compiler/target/tuned/`` (a class measured again replaces its
+    entry; the table's provenance becomes the latest run's)."""
+    from mmaflow.compiler.target import tuning
+
+    results = json.loads(results_path.read_text())
+    if results.get("kind") != "tune-results":
+        raise ValueError(f"{results_path}: not a `python -m mmaflow.runtime.tune` results file")
+    written = []
+    for target, new in tables(results, command).items():
+        path = tuning.table_path(target)
+        old = tuning.Table.from_dict(json.loads(path.read_text())) if path.exists() else None
+        keep = [e for e in (old.entries if old else ()) if e.cls not in {n.cls for n in new.entries}]
+        merged = tuning.Table(
+            target,
+            new.gpu,
+            True,
+            new.provenance,
+            command,
+            tuple(sorted(keep + list(new.entries), key=lambda e: e.cls.key())),
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(merged.to_dict(), indent=1) + "\n")
+        written.append(path)
+    tuning.table.cache_clear()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m mmaflow.runtime.tune", description=__doc__.split("\n")[0])
+    p.add_argument("--from-dir", type=Path, required=True, help="a `mmaflow tune --prepare-only` directory")
+    p.add_argument("--out", type=Path, help="where tune_results.json goes (the run)")
+    p.add_argument("--driver", default="cuda")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        _child(args.from_dir, args.driver)
+        return 0
+    if args.out is None:
+        p.error("--out is required")
+    run(args.from_dir, args.out, args.driver)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
