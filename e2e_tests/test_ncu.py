@@ -3,7 +3,7 @@ prints it (the program's own output first, units chosen per kernel)."""
 
 import pytest
 
-from mmaflow.runtime.ncu import NcuError, kernel_time, parse_csv, per_call
+from mmaflow.runtime.ncu import MARKER, NcuError, kernel_time, parse_csv, per_call, split_at_markers
 
 HEADER = (
     '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
@@ -73,3 +73,18 @@ def test_kernel_time_without_ncu_names_it(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(NcuError, match="not on PATH"):
         kernel_time(["true"], 3, "x")
+
+
+def test_one_run_splits_at_the_marker_kernels():
+    """A suite's one ncu run: each item's kernels follow a marker; an item of two kernels a call
+    (torch's GEMM + a reduction) sums them; the warm-up call before the last ``calls`` is dropped."""
+    mk = (f"{MARKER}_dispatch_0_elementwise_4_f32", 0.001)
+    a = [("matmul_dispatch_0", t) for t in (9.0, 1.0, 2.0, 3.0)]  # warm-up 9, then 3 calls
+    b = [(n, t) for t in (5.0, 4.0, 4.5, 6.0) for n in ("gemm", "reduce")]
+    times = split_at_markers([("init", 1.0), mk, *a, mk, *b], 2, 3, "test")
+    assert [t.ms for t in times] == [2.0, 9.0] and times[0].calls == [1.0, 2.0, 3.0]
+    assert times[1].kernels == ("gemm", "reduce")
+    with pytest.raises(NcuError, match="2 marker kernels for 3 items"):
+        split_at_markers([mk, *a, mk, *b], 3, 3, "test")
+    with pytest.raises(NcuError):  # an item whose calls differ
+        split_at_markers([mk, *a[:2], ("other", 1.0), a[3]], 1, 3, "test")

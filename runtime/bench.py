@@ -856,12 +856,18 @@ def main(argv: list[str] | None = None) -> int:
         help="also the kernel-only time of every module and of torch.matmul / torch SDPA (Nsight Compute on PATH)",
     )
     p.add_argument("--profile-one", nargs=2, metavar=("FILE", "CASE"), help=argparse.SUPPRESS)
+    p.add_argument("--profile-many", metavar="ITEMS.json", help=argparse.SUPPRESS)
     p.add_argument("--profile-check", type=int, help=argparse.SUPPRESS)
     p.add_argument("--profile-torch-eager", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     from_dir = Path(args.from_dir)
     if args.profile_torch_eager is not None:
         profile_torch_eager(from_dir, args.profile_torch_eager)
+        return 0
+    if args.profile_many:  # (suite manifests: runtime/suite_bench.kernel_times_of)
+        from mmaflow.runtime.suite_bench import profile_many
+
+        profile_many(from_dir, Path(args.profile_many), args.driver)
         return 0
     if args.profile_one:
         kind = json.loads((from_dir / MANIFEST).read_text()).get("kind")

@@ -23,6 +23,22 @@ def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = 
     )
 
 
+def marker_module() -> str:
+    """A one-kernel module (``mmaflow_marker``: 4 floats doubled) that benchmarks launch between
+    builds, so that one Nsight Compute run can tell the builds' kernels apart (``ncu.kernel_times``)."""
+    return """func.func @mmaflow_marker(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+       ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %b: f32):
+    %s = arith.addf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
+"""
+
+
 def matmul_module(
     m,
     n,

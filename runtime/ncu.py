@@ -95,3 +95,41 @@ def kernel_time(child: list[str], calls: int, what: str) -> KernelTime:
     last = kernels[len(kernels) - p * calls :]
     per = [sum(ms for _, ms in last[i * p : (i + 1) * p]) for i in range(calls)]
     return KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p]))
+
+
+MARKER = "mmaflow_marker"  # the marker module's function: its kernel names start with it
+
+
+def kernel_times(child: list[str], items: int, calls: int, what: str) -> list[KernelTime]:
+    """One ncu run over ``child``, which for each of ``items`` launches the marker module's kernel
+    (``MARKER``), then makes ``calls`` identical calls last (after any warm-up): the kernel-only time
+    of one call of each item, the kernel stream split at the markers (one process for a whole
+    suite instead of one per build)."""
+    if shutil.which("ncu") is None:
+        raise NcuError("Nsight Compute (ncu) is not on PATH: kernel-only timing needs it")
+    cmd = ["ncu", "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none", "--csv", *child]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    kernels = parse_csv(r.stdout)
+    if r.returncode != 0 or not kernels:
+        raise NcuError(f"ncu on {what} gave no kernels (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return split_at_markers(kernels, items, calls, what)
+
+
+def split_at_markers(kernels: list[tuple[str, float]], items: int, calls: int, what: str) -> list[KernelTime]:
+    """Per item, the ``KernelTime`` of its last ``calls`` calls: the (name, ms) stream cut at each
+    marker kernel (the markers themselves dropped; anything before the first is not an item's)."""
+    segments: list[list[tuple[str, float]]] = []
+    for name, ms in kernels:
+        if name.startswith(MARKER):
+            segments.append([])
+        elif segments:
+            segments[-1].append((name, ms))
+    if len(segments) != items:
+        raise NcuError(f"ncu on {what}: {len(segments)} marker kernels for {items} items")
+    out = []
+    for seg in segments:
+        p = per_call([k for k, _ in seg], calls)
+        last = seg[len(seg) - p * calls :]
+        per = [sum(ms for _, ms in last[i * p : (i + 1) * p]) for i in range(calls)]
+        out.append(KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p])))
+    return out

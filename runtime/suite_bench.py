@@ -26,6 +26,7 @@ import numpy as np
 
 from mmaflow.runtime.bench_common import (
     MANIFEST,
+    PROFILED_CALLS,
     config_line,
     cuda_event_times,
     first_error,
@@ -37,7 +38,7 @@ from mmaflow.runtime.bench_common import (
     torch_cuda,
     write_rows,
 )
-from mmaflow.runtime.modules import dynamic_module, matmul_module
+from mmaflow.runtime.modules import dynamic_module, marker_module, matmul_module
 from mmaflow.runtime.suites import Row, suite
 
 VARIANTS = ("mmaflow", "iree-default")
@@ -112,8 +113,15 @@ def prepare(
                 "builds": builds[src],
             }
         )
+    marker = None
+    try:  # the marker kernel between builds in a one-process kernel-time run (``ncu.kernel_times``)
+        (out_dir / "marker.vmfb").write_bytes(compile_str(marker_module(), extra_args=base_flags))
+        marker = "marker.vmfb"
+    except CompilerToolError as e:
+        print(f"bench: the marker module did not build ({first_error(str(e))}): one ncu run per build", file=sys.stderr)
     manifest = {
         "kind": "suite",
+        "marker": marker,
         "suite": name,
         "target": t.name,
         "driver": t.iree_device,
@@ -171,6 +179,36 @@ def torch_recipes(row: dict) -> dict:
             False,
         )
     return out
+
+
+def kernel_times_of(manifest_dir: Path, items: list, driver: str, out_dir: Path) -> list[dict]:
+    """Kernel-only times of ``items`` ((file or torch recipe key, row)), in one Nsight Compute run
+    over ``python -m mmaflow.runtime.bench --profile-many``: each item's calls follow a marker kernel."""
+    from mmaflow.runtime.ncu import kernel_times
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    listing = out_dir / "kernel_items.json"
+    listing.write_text(json.dumps(items))
+    child = [sys.executable, "-m", "mmaflow.runtime.bench", "--from-dir", str(manifest_dir), "--driver", driver]
+    child += ["--out", "-", "--profile-many", str(listing)]
+    times = kernel_times(child, len(items), PROFILED_CALLS, f"{len(items)} suite builds")
+    listing.unlink()
+    return [t.as_dict() for t in times]
+
+
+def profile_many(manifest_dir: Path, listing: Path, driver: str) -> None:
+    """For ``kernel_times_of``: per item of ``listing``, the marker module's call, then
+    ``profile_one``'s calls."""
+    from mmaflow.runtime.iree_runner import CompiledModule
+    from mmaflow.runtime.ncu import MARKER
+
+    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    marker = CompiledModule((manifest_dir / manifest["marker"]).read_bytes(), driver)
+    fn = marker.function(MARKER)
+    x = marker.upload(np.ones(4, np.float32))
+    for file, row in json.loads(listing.read_text()):
+        fn(x).to_host()
+        profile_one(manifest_dir, file, row, driver)
 
 
 def profile_one(manifest_dir: Path, file: str, index: int, driver: str) -> None:
@@ -262,11 +300,13 @@ def run(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int = 20, war
                 )
             )
         print(f"bench: {row['name']}: {' '.join(_cell(r) for r in results if r['row'] == i)}", flush=True)
-    if kernel:  # after all synchronous timing: each ncu run is a process of its own
-        for r in results:
-            if r["file"] is None:
-                continue
-            k = kernel_time_of(manifest_dir, r["file"], r["row"], driver)
+    if kernel:  # after all synchronous timing
+        timed = [r for r in results if r["file"] is not None]
+        if manifest.get("marker"):  # one ncu run for all, split at the marker kernels
+            times = kernel_times_of(manifest_dir, [(r["file"], r["row"]) for r in timed], driver, out_dir)
+        else:  # a manifest without the marker: one ncu run per build
+            times = [kernel_time_of(manifest_dir, r["file"], r["row"], driver) for r in timed]
+        for r, k in zip(timed, times):
             flop = 2.0 * max(r["batch"], 1) * r["m"] * r["n"] * r["k"]
             r.update(k, kernel_tflops=flop / (k["kernel_ms"] * 1e-3) / 1e12)
             print(f"bench: {r['name']}: {r['variant']} {k['kernel_ms']:.4f} ms kernel-only", flush=True)
