@@ -597,6 +597,16 @@ def cmd_tune(args) -> int:
             file=sys.stderr,
         )
         return 0
+    from mmaflow.compiler.core.errors import DeviceError
+    from mmaflow.runtime.iree_runner import device_present
+
+    ok, why = device_present("cuda")  # before any build: the timing needs the GPU
+    if not ok:
+        raise DeviceError(
+            f"mmaflow tune times kernels on a GPU: {why}",
+            hint="--prepare-only DIR here, then on the GPU machine python -m mmaflow.runtime.tune --from-dir DIR "
+            "--out OUT",
+        )
     with tempfile.TemporaryDirectory(prefix="mmaflow-tune-") as tmp:
         tune.prepare(targets, args.suite, dtypes, Path(tmp) / "builds", args.rows)
         tune.run(Path(tmp) / "builds", Path(args.out))

@@ -26,7 +26,8 @@ def _problem(m, n, k, **kw) -> Contraction:
 
 
 def _entry(cls: tuning.ShapeClass, config: dict, us=10.0, heuristic_us=20.0) -> tuning.Entry:
-    return tuning.Entry(cls, config, (1, cls.m, cls.n, cls.k), us, heuristic_us, "heuristic cfg", "chosen cfg", 9)
+    run = "NVIDIA H200, mmaflow tune at abc1234, test"
+    return tuning.Entry(cls, config, (1, cls.m, cls.n, cls.k), us, heuristic_us, "heuristic cfg", "chosen cfg", 9, run)
 
 
 def _table(target: str, *entries) -> tuning.Table:
@@ -85,6 +86,7 @@ def test_a_table_round_trips_and_refuses_malformed_files(table_dir):
         {**t.to_dict(), "format": 99},
         {**t.to_dict(), "entries": t.to_dict()["entries"] * 2},
         {**t.to_dict(), "provenance": "two\nlines"},
+        {**t.to_dict(), "entries": [{**t.to_dict()["entries"][0], "run": ""}]},
     ]
     for b in bad:
         with pytest.raises(ValueError):
@@ -293,6 +295,7 @@ def test_the_table_keeps_the_fastest_over_a_class_and_the_heuristic_within_noise
     assert by[2048].config == {} and by[2048].chosen == by[2048].heuristic
     assert t["sm_80"].entries[0].config == {}
     assert "mmaflow tune at abc1234" in t["sm_90a"].provenance and t["sm_90a"].gpu == "NVIDIA H200"
+    assert all(e.run == t["sm_90a"].provenance for e in t["sm_90a"].entries)
     # a class's rows that did not all build a candidate: only the common ones compete
     rows = [_row("sm_90a", 128, 1024, 4096, {h: 20.0, a: 5.0}), _row("sm_90a", 100, 1024, 4096, {h: 20.0, b: 9.0})]
     assert tune.tables(_results(rows), "c")["sm_90a"].entries[0].config == {}
@@ -312,7 +315,9 @@ def test_write_tables_merges_into_the_table_dir(table_dir, tmp_path):
     assert path == table_dir / "sm_90a.json" and first.entries[0].config == {"tile_m": 64}
     res.write_text(json.dumps(_results([_row("sm_90a", 512, 1024, 4096, {"{}": 20.0, '{"tile_m": 128}': 10.0})])))
     tune.write_tables(res, "mmaflow tune --results r.json")
-    assert [e.cls.m for e in tuning.table("sm_90a").entries] == [128, 512]  # merged: both classes
+    merged = tuning.table("sm_90a")
+    assert [e.cls.m for e in merged.entries] == [128, 512]  # merged: both classes, each with its run
+    assert merged.provenance == merged.entries[0].run and merged.gpu == "NVIDIA H200"
 
 
 def test_tune_cli_refuses_what_it_cannot_do(tmp_path):
@@ -329,6 +334,18 @@ def test_tune_cli_refuses_what_it_cannot_do(tmp_path):
     assert "Traceback" not in r.stderr
     r = cli("--suite", "llama3-8b", "--rows", "dynM", "--target", "sm_90a", "--prepare-only", str(tmp_path / "d"))
     assert r.returncode != 0 and "no static rows" in r.stderr and "Traceback" not in r.stderr
+    # both halves here, without a GPU: refused before any build, naming the two-machine route
+    r = cli("--suite", "llama3-8b", "--rows", "k_proj", "--target", "sm_90a", "--out", str(tmp_path / "o"))
+    assert r.returncode == 8 and "times kernels on a GPU" in r.stderr and "--prepare-only" in r.stderr, r.stderr
+    # the run half on a directory that is not a tune build
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "manifest.json").write_text('{"kind": "suite"}')
+    r = subprocess.run(
+        [sys.executable, "-m", "mmaflow.runtime.tune", "--from-dir", str(tmp_path / "s"), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "not a `mmaflow tune --prepare-only` directory" in r.stderr, r.stderr
 
 
 def test_prepare_builds_the_heuristic_and_distinct_valid_candidates(tmp_path):

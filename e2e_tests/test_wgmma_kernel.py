@@ -644,8 +644,9 @@ def test_heuristic_takes_dynamic_problems_with_whole_chunk_rows():
         cfg, intr = resolve(SM90, p.estimate())
         assert intr.name == "WGMMA_F32_64x256x16_F16" and cfg.stages == 4, p
     why = explain(SM90, _dyn_problem(None, 4096, 4096).estimate())
-    assert why[0].startswith("not the decode kernel: dynamic sizes"), why  # (asked first)
-    assert "dynamic M estimated as 4096" in why[1], why
+    assert why[0] == "chosen by the heuristic (dynamic sizes: the tuning table holds static shape classes)", why
+    assert why[1].startswith("not the decode kernel: dynamic sizes"), why  # (asked first)
+    assert "dynamic M estimated as 4096" in why[2], why
     for p, reason in (
         (
             _dyn_problem(None, None, None),
@@ -662,5 +663,5 @@ def test_heuristic_takes_dynamic_problems_with_whole_chunk_rows():
     ):
         cfg, intr = resolve(SM90, p.estimate())
         assert intr.family == "mma_sync", p
-        why = explain(SM90, p.estimate())[1:]  # (after the decode kernel's: dynamic sizes)
+        why = explain(SM90, p.estimate())[2:]  # (after the source and the decode kernel's: dynamic sizes)
         assert why[0].startswith("mma.sync, not wgmma: ") and reason in why[0], why

@@ -24,8 +24,9 @@ def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = 
 
 
 def marker_module() -> str:
-    """A one-kernel module (``mmaflow_marker``: 4 floats doubled) that benchmarks launch between
-    builds, so that one Nsight Compute run can tell the builds' kernels apart (``ncu.kernel_times``)."""
+    """A one-kernel module (``mmaflow_marker``: 4 floats doubled) that `mmaflow bench` launches
+    between builds, so that one Nsight Compute run can tell the builds' kernels apart
+    (``ncu.kernel_times``)."""
     return """func.func @mmaflow_marker(%x: tensor<4xf32>) -> tensor<4xf32> {
   %e = tensor.empty() : tensor<4xf32>
   %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}

@@ -244,11 +244,23 @@ def _split(kernels: list[tuple[str, float]], builds: int, marked: bool) -> list[
 
 def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
     """Time every build; write and return tune_results.json."""
+    import shutil
+
+    from mmaflow.compiler.core.errors import DeviceError, InputError
+    from mmaflow.runtime.iree_runner import device_present
     from mmaflow.runtime.ncu import METRIC, parse_csv
 
-    manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    try:
+        manifest = json.loads((manifest_dir / MANIFEST).read_text())
+    except (OSError, ValueError) as e:
+        raise InputError(f"{manifest_dir}: no readable {MANIFEST} ({e})") from None
     if manifest.get("kind") != "tune":
-        raise SystemExit(f"{manifest_dir}: not a `mmaflow tune --prepare-only` directory")
+        raise InputError(f"{manifest_dir}: not a `mmaflow tune --prepare-only` directory")
+    ok, why = device_present(driver)
+    if not ok:
+        raise DeviceError(f"mmaflow tune times kernels on a GPU: {why}")
+    if shutil.which("ncu") is None:
+        raise DeviceError("mmaflow tune times kernels with Nsight Compute: ncu is not on PATH")
     torch = torch_cuda()
     cmd = ["ncu", "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none", "--csv"]
     child = [sys.executable, "-m", "mmaflow.runtime.tune", "--child", "--from-dir", str(manifest_dir)]
@@ -330,6 +342,10 @@ def tables(results: dict, command: str) -> dict:
     groups: dict = {}
     for r in results["rows"]:
         groups.setdefault((r["target"], json.dumps(r["class"], sort_keys=True)), []).append(r)
+    run = (
+        f"{results['gpu']}, mmaflow tune at {results['commit']}, {results['prepared']}: suite {results['suite']} "
+        f"({', '.join(results['dtypes'])}; rows {results['rows_regex'] or 'all'})"
+    )
     out: dict = {}
     for (target, _), rows in sorted(groups.items()):
         key = lambda c: json.dumps(c["config"], sort_keys=True)  # noqa: E731
@@ -351,26 +367,18 @@ def tables(results: dict, command: str) -> dict:
             h["describe"],
             pick["describe"],
             len(first["candidates"]),
+            run,
         )
         out.setdefault(target, []).append(entry)
     return {
-        t: tuning.Table(
-            t,
-            results["gpu"],
-            True,
-            f"mmaflow tune at {results['commit']}, {results['prepared']}: suite {results['suite']} "
-            f"({', '.join(results['dtypes'])}; rows {results['rows_regex'] or 'all'}), kernel-only median of "
-            f"{PROFILED_CALLS} calls",
-            command,
-            tuple(sorted(entries, key=lambda e: e.cls.key())),
-        )
+        t: tuning.Table(t, results["gpu"], True, run, command, tuple(sorted(entries, key=lambda e: e.cls.key())))
         for t, entries in out.items()
     }
 
 
 def write_tables(results_path: Path, command: str) -> list[Path]:
-    """Merge a run's tables into ``compiler/target/tuned/`` (a class measured again replaces its
-    entry; the table's provenance becomes the latest run's)."""
+    """Merge a run's tables into ``compiler/target/tuned/``: a class measured again replaces its
+    entry; each entry keeps its own run's provenance, the table's lists the runs."""
     from mmaflow.compiler.target import tuning
 
     results = json.loads(results_path.read_text())
@@ -381,13 +389,15 @@ def write_tables(results_path: Path, command: str) -> list[Path]:
         path = tuning.table_path(target)
         old = tuning.Table.from_dict(json.loads(path.read_text())) if path.exists() else None
         keep = [e for e in (old.entries if old else ()) if e.cls not in {n.cls for n in new.entries}]
+        entries = tuple(sorted(keep + list(new.entries), key=lambda e: e.cls.key()))
+        gpus = dict.fromkeys(([old.gpu] if old and keep else []) + [new.gpu])
         merged = tuning.Table(
             target,
-            new.gpu,
+            ", ".join(gpus),
             True,
-            new.provenance,
+            "; ".join(dict.fromkeys(e.run for e in entries)),
             command,
-            tuple(sorted(keep + list(new.entries), key=lambda e: e.cls.key())),
+            entries,
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(merged.to_dict(), indent=1) + "\n")
@@ -408,7 +418,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         p.error("--out is required")
-    run(args.from_dir, args.out, args.driver)
+    from mmaflow.compiler.core.errors import MmaflowError
+
+    try:
+        run(args.from_dir, args.out, args.driver)
+    except MmaflowError as e:
+        print(f"tune: error: {e}", file=sys.stderr)
+        return e.exit_code
     return 0
 
 

@@ -12,7 +12,9 @@ two bucket (``(p / 2, p]``): a table entry measured at 128 x 4096 x 4096 serves 
 N of 2049-4096, K of 2049-4096. Only static problems are looked up: a dynamic size's stand-in says
 nothing about the size that runs. An entry's ``config`` is a set of ``--config`` overrides the
 families resolve against the actual problem (tiles fit the problem as a user's would); ``{}`` means
-the heuristic's own config measured fastest.
+the heuristic's own config measured fastest. The suites' GEMMs are timed without a fused epilogue;
+a dispatch with one (bias, activation, a cast) takes its GEMM's entry, as it takes the heuristic's
+config.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Entry:
     heuristic: str  # the heuristic's config, as its plan describes it
     chosen: str  # the chosen config, as its plan describes it
     candidates: int  # configs timed (each checked against float64 first)
+    run: str  # one line: the GPU, commit, date and suite rows of the `mmaflow tune` run that measured it
 
     def to_dict(self) -> dict:
         return {
@@ -88,6 +91,7 @@ class Entry:
             "heuristic": self.heuristic,
             "chosen": self.chosen,
             "candidates": self.candidates,
+            "run": self.run,
         }
 
     @staticmethod
@@ -101,6 +105,7 @@ class Entry:
             str(d["heuristic"]),
             str(d["chosen"]),
             int(d["candidates"]),
+            str(d["run"]),
         )
 
     def summary(self) -> str:
@@ -118,9 +123,9 @@ class Entry:
 @dataclass(frozen=True)
 class Table:
     target: str
-    gpu: str  # the GPU it was timed on, or "" where nothing was timed
+    gpu: str  # the GPU(s) it was timed on
     measured: bool
-    provenance: str  # one line: commit, date, what was timed
+    provenance: str  # one line: the runs its entries come from (each entry names its own)
     command: str  # the commands that reproduce it
     entries: tuple  # Entry
 
@@ -130,8 +135,7 @@ class Table:
 
     def source(self, entry: Entry) -> str:
         """Which entry chose a config, for the compile log and `mmaflow report`."""
-        where = f"tuning table {self.target} ({self.gpu}, {self.provenance})"
-        return f"{where}, entry {entry.cls.key()}: {entry.summary()}"
+        return f"tuning table {self.target} ({entry.run}), entry {entry.cls.key()}: {entry.summary()}"
 
     def to_dict(self) -> dict:
         return {
@@ -154,6 +158,8 @@ class Table:
             raise ValueError("two entries for one shape class")
         if not d["provenance"] or "\n" in d["provenance"]:
             raise ValueError("a table needs a one-line provenance")
+        if any(not e.run or "\n" in e.run for e in entries):
+            raise ValueError("every entry needs the one-line provenance of its run")
         return Table(d["target"], d["gpu"], bool(d["measured"]), d["provenance"], d["command"], entries)
 
 
