@@ -146,12 +146,13 @@ def _ptx_threads(ptx: str, kernel: str) -> int:
 def _reasons(target, exe, overrides: dict) -> list[str]:
     """Why a dispatch's config is what it is: which source chose it (a tuning-table entry, the
     heuristic, --config) and the families' reasons (``registry.explain``); a versioned dispatch's
-    versions were planned by stage `version`."""
+    versions (planned by stage `version`) first, then its other kernel's reasons."""
     from mmaflow.compiler.kernels import registry
 
-    if exe.facts.versions:
-        return [f"versioned (stage `version`): {v.condition}: {v.config.describe()}" for v in exe.facts.versions]
-    return registry.explain(target, exe.facts.problem.estimate(), overrides)
+    planned = [f"versioned (stage `version`): {v.condition}: {v.config.describe()}" for v in exe.facts.versions]
+    return planned + [
+        ("else: " if planned else "") + w for w in registry.explain(target, exe.facts.problem.estimate(), overrides)
+    ]
 
 
 def report_command(args, source: str, options) -> int:

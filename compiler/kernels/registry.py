@@ -111,10 +111,13 @@ def explain(target, problem: Contraction, overrides: dict | None = None) -> list
     _, _, source = choose(target, problem, overrides)
     entry, _ = _table_entry(target, problem, overrides)
     asked = entry.config if entry is not None and source.startswith("tuning table") else overrides
-    why: list[str] = [f"chosen by {source}"]
+    why: list[str] = []
     for family in CONTRACTION:
         if family.explain(target, problem, dict(asked), why):
             break
+    if asked is not overrides:  # the families' "--config K" is the table entry's here
+        why = [w.replace("--config ", "the table entry's ") for w in why]
+    why.insert(0, f"chosen by {source}")
     why += [f"{k} = {v}: from --config" for k, v in sorted(overrides.items())]
     return why
 
