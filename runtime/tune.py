@@ -89,17 +89,26 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
             + (f" matching {rows!r}" if rows else "")
             + " (the tuning table holds static shape classes)"
         )
+    chosen = [get_target(name) for name in targets]
+    other = [t.name for t in chosen if t.is_amd]
+    if other:
+        raise InputError(
+            f"mmaflow tune times kernels on an NVIDIA GPU through CUDA; {', '.join(other)} cannot be timed here "
+            f"(AMD targets have no tuning table: their heuristic decides)"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     start, entries, built = time.perf_counter(), [], 0
-    for tname in targets:
-        t = get_target(tname)
+    for t in chosen:
         for row in static:
             src = source(row)
             stem = f"{t.name}_{len(entries)}"
             # the baseline: the heuristic's own config (not a table entry this tool may have written)
             base = compile_module(src, t.name, options=CodegenOptions(tuned=False), source_name=stem)
-            (exe,) = base.taken
-            problem = exe.facts.problem
+            if len(base.taken) != 1:  # (a row mmaflow leaves to IREE has nothing to tune)
+                why = next((line for line in base.log if "left" in line), "no dispatch taken")
+                print(f"tune: {t.name} {row.name}: not tuned: {why}", flush=True)
+                continue
+            problem = base.taken[0].facts.problem
             cands = [{"config": {}, "file": f"{stem}_h.vmfb", "describe": config_line(base.log)}]
             (out_dir / cands[0]["file"]).write_bytes(base.vmfb)
             seen = {registry.resolve(t, problem, {})[0]}
