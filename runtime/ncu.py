@@ -81,9 +81,8 @@ def parse_csv(text: str) -> list[tuple[str, float]]:
     return out
 
 
-def kernel_time(child: list[str], calls: int, what: str) -> KernelTime:
-    """Run ``child`` (a command making ``calls`` identical calls last) under ncu; the kernel-only
-    time of one call."""
+def profile(child: list[str], what: str) -> list[tuple[str, float]]:
+    """(kernel name, ms) of every kernel ``child`` launches, from one ncu run over it."""
     if shutil.which("ncu") is None:
         raise NcuError("Nsight Compute (ncu) is not on PATH: kernel-only timing needs it")
     cmd = ["ncu", "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none", "--csv", *child]
@@ -91,10 +90,21 @@ def kernel_time(child: list[str], calls: int, what: str) -> KernelTime:
     kernels = parse_csv(r.stdout)
     if r.returncode != 0 or not kernels:
         raise NcuError(f"ncu on {what} gave no kernels (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+    return kernels
+
+
+def _last_calls(kernels: list[tuple[str, float]], calls: int) -> KernelTime:
+    """The ``KernelTime`` of the last ``calls`` identical calls of a kernel stream."""
     p = per_call([k for k, _ in kernels], calls)
     last = kernels[len(kernels) - p * calls :]
     per = [sum(ms for _, ms in last[i * p : (i + 1) * p]) for i in range(calls)]
     return KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p]))
+
+
+def kernel_time(child: list[str], calls: int, what: str) -> KernelTime:
+    """Run ``child`` (a command making ``calls`` identical calls last) under ncu; the kernel-only
+    time of one call."""
+    return _last_calls(profile(child, what), calls)
 
 
 MARKER = "mmaflow_marker"  # the marker module's function: its kernel names start with it
@@ -105,14 +115,7 @@ def kernel_times(child: list[str], items: int, calls: int, what: str) -> list[Ke
     (``MARKER``), then makes ``calls`` identical calls last (after any warm-up): the kernel-only time
     of one call of each item, the kernel stream split at the markers (one process for a whole
     suite instead of one per build)."""
-    if shutil.which("ncu") is None:
-        raise NcuError("Nsight Compute (ncu) is not on PATH: kernel-only timing needs it")
-    cmd = ["ncu", "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none", "--csv", *child]
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    kernels = parse_csv(r.stdout)
-    if r.returncode != 0 or not kernels:
-        raise NcuError(f"ncu on {what} gave no kernels (exit {r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
-    return split_at_markers(kernels, items, calls, what)
+    return split_at_markers(profile(child, what), items, calls, what)
 
 
 def split_at_markers(kernels: list[tuple[str, float]], items: int, calls: int, what: str) -> list[KernelTime]:
@@ -126,10 +129,4 @@ def split_at_markers(kernels: list[tuple[str, float]], items: int, calls: int, w
             segments[-1].append((name, ms))
     if len(segments) != items:
         raise NcuError(f"ncu on {what}: {len(segments)} marker kernels for {items} items")
-    out = []
-    for seg in segments:
-        p = per_call([k for k, _ in seg], calls)
-        last = seg[len(seg) - p * calls :]
-        per = [sum(ms for _, ms in last[i * p : (i + 1) * p]) for i in range(calls)]
-        out.append(KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p])))
-    return out
+    return [_last_calls(seg, calls) for seg in segments]

@@ -257,7 +257,7 @@ def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
 
     from mmaflow.compiler.core.errors import DeviceError, InputError
     from mmaflow.runtime.iree_runner import device_present
-    from mmaflow.runtime.ncu import METRIC, parse_csv
+    from mmaflow.runtime.ncu import NcuError, profile
 
     try:
         manifest = json.loads((manifest_dir / MANIFEST).read_text())
@@ -271,21 +271,20 @@ def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
     if shutil.which("ncu") is None:
         raise DeviceError("mmaflow tune times kernels with Nsight Compute: ncu is not on PATH")
     torch = torch_cuda()
-    cmd = ["ncu", "--metrics", METRIC, "--clock-control", "none", "--cache-control", "none", "--csv"]
     child = [sys.executable, "-m", "mmaflow.runtime.tune", "--child", "--from-dir", str(manifest_dir)]
     child += ["--driver", driver]
     start = time.perf_counter()
     checks = check_builds(manifest_dir, driver)
     print(f"tune: {len(checks)} builds checked ({time.perf_counter() - start:.0f} s)", flush=True)
-    p = subprocess.run(cmd + child, capture_output=True, text=True)
-    kernels = parse_csv(p.stdout)
+    try:
+        kernels = profile(child, f"the {len(checks)} builds of {manifest_dir}")
+    except NcuError as e:
+        raise DeviceError(str(e)) from None
     files = [c["file"] for r in manifest["rows"] for c in r["candidates"]]
-    if p.returncode != 0 or not kernels:
-        raise SystemExit(f"the tuning run failed (exit {p.returncode}):\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     try:
         blocks = _split(kernels, len(files), torch is not None)
     except RuntimeError as e:
-        raise SystemExit(f"the tuning run's kernels do not match its builds: {e}") from None
+        raise DeviceError(f"the tuning run's kernels do not match its builds: {e}") from None
     by_file = {}
     for f, ks in zip(files, blocks):
         per = len(ks) // PROFILED_CALLS
