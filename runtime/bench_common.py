@@ -36,6 +36,34 @@ def iree_default(t) -> tuple[list[str], str]:
     return t.iree_flags(), t.name
 
 
+MARKER_FILE = "marker.vmfb"
+
+
+def build_marker(t, out_dir: Path) -> str | None:
+    """Write the marker module (``modules.marker_module``, IREE's default flags for target ``t``)
+    into ``out_dir``: the kernel a one-process Nsight Compute run splits its builds at
+    (``ncu.kernel_times``). Its file name, or None (with the reason printed) where it does not build."""
+    from iree.compiler import CompilerToolError, compile_str
+
+    from mmaflow.runtime.modules import marker_module
+
+    flags, _ = iree_default(t)
+    try:
+        (out_dir / MARKER_FILE).write_bytes(compile_str(marker_module(), extra_args=flags))
+    except CompilerToolError as e:
+        print(f"bench: the marker module did not build ({first_error(str(e))})", file=sys.stderr)
+        return None
+    return MARKER_FILE
+
+
+def f32_tolerance(k: int, ref: np.ndarray, bound: np.ndarray) -> np.ndarray:
+    """Per element, the error a K-long f32 accumulation may make: ``k`` roundings of the sums'
+    magnitude bound ``bound`` (sum of |a||b|) plus the rounding of the result ``ref``."""
+    from mmaflow.runtime import numerics
+
+    return k * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
+
+
 def config_line(log: list[str]) -> str:
     """The kernel's configuration from a compile log's ``mmaflow: config NAME: ...`` line."""
     lines = [line for line in log if "config" in line]
@@ -180,7 +208,7 @@ def reference_check(a: np.ndarray, b: np.ndarray, out: np.ndarray, torch, *, fp8
         a, out = a[..., rows, :], out[..., rows, :]
         ref = a.astype(np.float64) @ b.astype(np.float64)
         bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64))
-    tol = k * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
+    tol = f32_tolerance(k, ref, bound)
     chk = numerics.compare(out.astype(np.float64), ref, tol, out_type="f32")
     res = {
         "pass": chk.passed,

@@ -27,6 +27,7 @@ import numpy as np
 from mmaflow.runtime.bench_common import (
     MANIFEST,
     PROFILED_CALLS,
+    build_marker,
     config_line,
     cuda_event_times,
     first_error,
@@ -38,7 +39,7 @@ from mmaflow.runtime.bench_common import (
     torch_cuda,
     write_rows,
 )
-from mmaflow.runtime.modules import dynamic_module, marker_module, matmul_module
+from mmaflow.runtime.modules import dynamic_module, matmul_module
 from mmaflow.runtime.suites import Row, suite
 
 VARIANTS = ("mmaflow", "iree-default")
@@ -113,12 +114,7 @@ def prepare(
                 "builds": builds[src],
             }
         )
-    marker = None
-    try:  # the marker kernel between builds in a one-process kernel-time run (``ncu.kernel_times``)
-        (out_dir / "marker.vmfb").write_bytes(compile_str(marker_module(), extra_args=base_flags))
-        marker = "marker.vmfb"
-    except CompilerToolError as e:
-        print(f"bench: the marker module did not build ({first_error(str(e))}): one ncu run per build", file=sys.stderr)
+    marker = build_marker(t, out_dir)  # (None: one ncu run per build)
     manifest = {
         "kind": "suite",
         "marker": marker,

@@ -9,8 +9,9 @@ Three steps, as `mmaflow bench`'s halves (the GPU machine needs no compiler):
                          config; manifest kind "tune"
     run      (GPU)       every build's output checked on sampled rows against float64 (a failing
                          build never makes a table), then one Nsight Compute process over a child
-                         that makes 1 + PROFILED_CALLS calls of each build, a marker kernel (torch)
-                         between builds splitting the kernel stream; tune_results.json
+                         that makes 1 + PROFILED_CALLS calls of each build, the marker module's kernel
+                         between builds splitting the stream (``ncu.kernel_times``, as `bench
+                         --suite`); tune_results.json
     table    (anywhere)  per (target, shape class), the candidate with the least kernel time summed
                          over the class's rows (every row of the class timed for it); an entry keeps
                          ``{}`` where the heuristic's own config is within NOISE of it
@@ -25,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import subprocess
 import sys
 import time
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmaflow.runtime.bench_common import MANIFEST, PROFILED_CALLS, torch_cuda
+from mmaflow.runtime.bench_common import MANIFEST, PROFILED_CALLS, f32_tolerance, torch_cuda
 
 RESULTS = "tune_results.json"
 NOISE = 0.03  # a candidate must beat the heuristic's config by more than this to replace it
@@ -66,13 +66,13 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
     """Build every candidate of every static row matching ``rows``; write the manifest."""
     import re
 
-    from mmaflow.compiler.core.errors import InputError, MmaflowError
+    from mmaflow.compiler.core.errors import InputError, MmaflowError, ToolchainError
     from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.kernels import registry
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions
     from mmaflow.compiler.target import tuning
     from mmaflow.compiler.target.targets import get_target
-    from mmaflow.runtime.bench_common import config_line
+    from mmaflow.runtime.bench_common import build_marker, config_line
     from mmaflow.runtime.suite_bench import source
     from mmaflow.runtime.suites import suite
 
@@ -142,8 +142,12 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
                     "refused": skipped,
                 }
             )
+    marker = build_marker(chosen[0], out_dir)
+    if marker is None:
+        raise ToolchainError("mmaflow tune needs the marker module that splits its one ncu run; it did not build")
     manifest = {
         "kind": "tune",
+        "marker": marker,
         "suite": suite_name,
         "targets": targets,
         "rows_regex": rows,
@@ -185,7 +189,7 @@ def check_builds(manifest_dir: Path, driver: str = "cuda") -> dict:
         rows = np.unique(np.concatenate([[0, m - 1], rng.choice(m, size=min(CHECK_ROWS, m), replace=False)]))
         a64, b64 = a[..., rows, :].astype(np.float64), b_kn.astype(np.float64)
         ref, bound = a64 @ b64, np.abs(a64) @ np.abs(b64)
-        tol = a.shape[-1] * numerics.UNIT_ROUNDOFF["f32"] * bound + numerics.UNIT_ROUNDOFF["f32"] * np.abs(ref)
+        tol = f32_tolerance(a.shape[-1], ref, bound)
         da, db = rt.asdevicearray(config.device, a), rt.asdevicearray(config.device, b)
         for c in row["candidates"]:
             ctx = rt.SystemContext(config=config)
@@ -198,57 +202,33 @@ def check_builds(manifest_dir: Path, driver: str = "cuda") -> dict:
 
 
 def _child(manifest_dir: Path, driver: str) -> None:
-    """Under ncu, per build: a marker kernel (torch's), then 1 + PROFILED_CALLS calls, each waited
-    for: every build's calls are a run of IREE dispatch kernels of their own (``_split``)."""
+    """Under ncu, per build: the marker module's kernel, then 1 + PROFILED_CALLS calls, each waited
+    for (``ncu.kernel_times`` keeps the last PROFILED_CALLS). Inputs are made and uploaded once per
+    row, on one device, for all of its builds."""
     import iree.runtime as rt
 
+    from mmaflow.runtime.ncu import MARKER
     from mmaflow.runtime.suite_bench import inputs
 
     manifest = json.loads((manifest_dir / MANIFEST).read_text())
-    torch = torch_cuda()
     config = rt.Config(driver)
+
+    def load(file: str, function: str):
+        ctx = rt.SystemContext(config=config)
+        ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, (manifest_dir / file).read_bytes()))
+        return ctx, ctx.modules.module[function]
+
+    marker_ctx, marker = load(manifest["marker"], MARKER)  # (the context lives as long as its function is called)
+    x = rt.asdevicearray(config.device, np.ones(4, np.float32))
     for i, row in enumerate(manifest["rows"]):
         a, b = inputs(row, i)
         da, db = rt.asdevicearray(config.device, a), rt.asdevicearray(config.device, b)
         for c in row["candidates"]:
-            ctx = rt.SystemContext(config=config)
-            ctx.add_vm_module(rt.VmModule.copy_buffer(config.vm_instance, (manifest_dir / c["file"]).read_bytes()))
-            fn = ctx.modules.module[manifest["function"]]
-            if torch is not None:
-                torch.cuda._sleep(1000)
-                torch.cuda.synchronize()
+            ctx, fn = load(c["file"], manifest["function"])
+            marker(x).to_host()
             for _ in range(1 + PROFILED_CALLS):
                 fn(da, db).to_host()
             del fn, ctx
-
-
-def _split(kernels: list[tuple[str, float]], builds: int, marked: bool) -> list[list[float]]:
-    """Per build, its timed calls' kernel times (ms), the first (warm-up) call dropped. With torch:
-    the runs of IREE dispatch kernels (``_dispatch_`` in the name) between its marker kernels, one
-    per build. Without torch: the stream in equal blocks (every build must launch as many kernels)."""
-    if marked:
-        runs, cur = [], None
-        for name, ms in kernels:
-            if "_dispatch_" in name:
-                if cur is None:
-                    cur = []
-                    runs.append(cur)
-                cur.append(ms)
-            else:
-                cur = None
-        if len(runs) != builds:
-            raise RuntimeError(f"{len(runs)} runs of dispatch kernels between markers for {builds} builds")
-    else:
-        if len(kernels) % builds:
-            raise RuntimeError(f"{len(kernels)} kernels do not split into {builds} builds' calls")
-        per = len(kernels) // builds
-        runs = [[ms for _, ms in kernels[i * per : (i + 1) * per]] for i in range(builds)]
-    out = []
-    for r in runs:
-        if len(r) % (1 + PROFILED_CALLS):
-            raise RuntimeError(f"a build launched {len(r)} kernels in {1 + PROFILED_CALLS} calls")
-        out.append(r[len(r) // (1 + PROFILED_CALLS) :])
-    return out
 
 
 def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
@@ -257,7 +237,7 @@ def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
 
     from mmaflow.compiler.core.errors import DeviceError, InputError
     from mmaflow.runtime.iree_runner import device_present
-    from mmaflow.runtime.ncu import NcuError, profile
+    from mmaflow.runtime.ncu import NcuError, kernel_times
 
     try:
         manifest = json.loads((manifest_dir / MANIFEST).read_text())
@@ -276,20 +256,14 @@ def run(manifest_dir: Path, out_dir: Path, driver: str = "cuda") -> dict:
     start = time.perf_counter()
     checks = check_builds(manifest_dir, driver)
     print(f"tune: {len(checks)} builds checked ({time.perf_counter() - start:.0f} s)", flush=True)
-    try:
-        kernels = profile(child, f"the {len(checks)} builds of {manifest_dir}")
-    except NcuError as e:
-        raise DeviceError(str(e)) from None
     files = [c["file"] for r in manifest["rows"] for c in r["candidates"]]
     try:
-        blocks = _split(kernels, len(files), torch is not None)
-    except RuntimeError as e:
-        raise DeviceError(f"the tuning run's kernels do not match its builds: {e}") from None
-    by_file = {}
-    for f, ks in zip(files, blocks):
-        per = len(ks) // PROFILED_CALLS
-        times = [sum(ks[j * per : (j + 1) * per]) for j in range(PROFILED_CALLS)]
-        by_file[f] = {"verdict": checks[f][0], "max_rel_err": checks[f][1], "us": statistics.median(times) * 1e3}
+        times = kernel_times(child, len(files), PROFILED_CALLS, f"the {len(files)} builds of {manifest_dir}")
+    except NcuError as e:
+        raise DeviceError(str(e)) from None
+    by_file = {
+        f: {"verdict": checks[f][0], "max_rel_err": checks[f][1], "us": t.ms * 1e3} for f, t in zip(files, times)
+    }
     rows = []
     for r in manifest["rows"]:
         rows.append({**{k: v for k, v in r.items() if k != "candidates"}, "candidates": []})
