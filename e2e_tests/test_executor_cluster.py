@@ -1,7 +1,8 @@
 """The lane executor's thread block clusters (runtime/executor/tma.py, "Clusters"): handwritten
 kernels with ``nvvm.cluster_dim``, ``%cluster_ctarank``, ``nvvm.mapa``, remote
-``mbarrier.arrive``, ``barrier.cluster`` and a multicast ``cp.async.bulk.tensor``; what the
-executor computes, and the ordering bugs it must refuse."""
+``mbarrier.arrive``, ``barrier.cluster``, a multicast ``cp.async.bulk.tensor`` and distributed
+shared memory (``llvm.load`` / ``llvm.store`` through mapa'd ``!llvm.ptr<7>``); what the executor
+computes, and the ordering bugs it must refuse."""
 
 from __future__ import annotations
 
@@ -640,3 +641,298 @@ def test_work_between_a_split_arrive_and_its_wait_is_refused():
         r"a split arrive and wait is not modelled",
     ):
         _kernel(body).run({})
+
+
+# ---- distributed shared memory: a split-K reduction across the CTAs of a cluster ----------------------
+
+# Every CTA stores its partial (one f32 or vector<w x f32> per thread, from binding 0) into its own
+# shared memory through an !llvm.ptr<3>; {publish} (a barrier.cluster); rank 0 adds its own partial
+# (read through the !llvm.ptr<3>) and then each peer's, rank after rank, read through nvvm.mapa's
+# !llvm.ptr<7>, and writes the sum to binding 1 at [cluster, thread, w:2w] (sentinels either
+# side); {exit} (a barrier.cluster: no peer exits while rank 0 reads its shared memory).
+SPLIT_K = """
+  %in = hal.interface.binding.subspan {layout} binding(0) alignment(64) offset(%c0) : {mem_in}
+  %out = hal.interface.binding.subspan {layout} binding(1) alignment(64) offset(%c0) : {mem_out}
+  %pad = memref.alloc() : memref<4xf32, {w_}>
+  %smem = memref.alloc() : memref<{smem}xf32, {w_}>
+  %wx = hal.interface.workgroup.id[0] : index
+  %cw = arith.constant {w} : index
+  %e = arith.muli %tid, %cw : index
+  %v = {load_in}
+  %base = memref.extract_aligned_pointer_as_index %smem : memref<{smem}xf32, {w_}> -> index
+  %b64 = arith.index_cast %base : index to i64
+  %e64 = arith.index_cast %e : index to i64
+  %c4 = arith.constant 4 : i64
+  %o64 = arith.muli %e64, %c4 : i64
+  %a = arith.addi %b64, %o64 : i64
+  %p = llvm.inttoptr %a : i64 to !llvm.ptr<3>
+  llvm.store %v, %p : {t}, !llvm.ptr<3>
+  {publish}
+  %nr = arith.constant {nr} : index
+  %c8 = arith.constant 8 : i64
+  %c512 = arith.constant 512 : i64
+  %a8 = arith.addi %a, %c8 : i64
+  %a512 = arith.addi %a, %c512 : i64
+  %p8 = llvm.inttoptr %a8 : i64 to !llvm.ptr<3>
+  %p512 = llvm.inttoptr %a512 : i64 to !llvm.ptr<3>
+  scf.if %r0 {{
+    %own = llvm.load %p : !llvm.ptr<3> -> {t}
+    %sum = scf.for %r = %c1 to %nr step %c1 iter_args(%acc = %own) -> ({t}) {{
+      %ri = arith.index_cast %r : index to i32
+      %q = nvvm.mapa {src}, %ri : !llvm.ptr<3> -> !llvm.ptr<7>
+      %x = llvm.load %q : !llvm.ptr<7> -> {t}
+      %s = arith.addf %acc, %x : {t}
+      scf.yield %s : {t}
+    }}
+    %kx = nvvm.read.ptx.sreg.clusterid.x : i32
+    %k = arith.index_cast %kx : i32 to index
+    {store_out}
+  }}
+  {after}
+  {exit}
+"""
+
+
+def _split_k(ranks=2, w=4, *, clusters=1, publish=CLUSTER_BARRIER, exit=CLUSTER_BARRIER, after="", src="%p", nr=None):
+    t = "f32" if w == 1 else f"vector<{w}xf32>"
+    mem_in = f"memref<{ranks * clusters}x32x{w}xf32, {G}>"
+    mem_out = f"memref<{clusters}x32x{3 * w}xf32, {G}>"
+    if w == 1:
+        load_in = f"memref.load %in[%wx, %tid, %c0] : {mem_in}"
+        store_out = f"memref.store %sum, %out[%k, %tid, %cw] : {mem_out}"
+    else:
+        load_in = f"vector.load %in[%wx, %tid, %c0] : {mem_in}, {t}"
+        store_out = f"vector.store %sum, %out[%k, %tid, %cw] : {mem_out}, {t}"
+    body = SPLIT_K.format(
+        layout=LAYOUT,
+        w_=W,
+        mem_in=mem_in,
+        mem_out=mem_out,
+        smem=32 * w,
+        w=w,
+        t=t,
+        load_in=load_in,
+        store_out=store_out,
+        publish=publish,
+        nr=ranks if nr is None else nr,
+        src=src,
+        after=after,
+        exit=exit,
+    )
+    k = _kernel(body, (ranks, 1, 1), grid=(ranks * clusters, 1, 1))
+    x = np.random.default_rng(ranks * 10 + w).standard_normal((ranks * clusters, 32, w)).astype(np.float32)
+    out = np.full((clusters, 32, 3 * w), -7.0, np.float32)
+    return k, {0: x, 1: out}
+
+
+@pytest.mark.parametrize("ranks,clusters", [(2, 2), (4, 1)], ids=["S2-two-clusters", "S4"])
+@pytest.mark.parametrize("w", [4, 2, 1], ids=["v4", "v2", "f32"])
+def test_a_split_k_reduction_through_distributed_shared_memory(ranks, clusters, w):
+    """Rank 0 of each cluster sums every CTA's partial in rank order (its own through
+    !llvm.ptr<3>, the peers' through nvvm.mapa and ld.shared::cluster) after a barrier.cluster;
+    a second one keeps the peers alive while it reads. The sum is numpy's in the same order; the
+    sentinels around it stay, and the peers write nothing."""
+    k, bufs = _split_k(ranks, w, clusters=clusters)
+    stats = k.run(bufs)
+    x, out = bufs[0].reshape(clusters, ranks, 32, w), bufs[1]
+    want = x[:, 0].copy()
+    for r in range(1, ranks):
+        want = want + x[:, r]
+    np.testing.assert_array_equal(out[:, :, w : 2 * w], want)
+    assert (out[:, :, :w] == -7.0).all() and (out[:, :, 2 * w :] == -7.0).all()
+    assert not stats.races and stats.barriers == 2  # one batch: the two barrier.cluster
+
+
+@pytest.mark.parametrize("publish", ["", "gpu.barrier"], ids=["nothing", "cta-barrier"])
+def test_a_remote_read_needs_a_cluster_barrier_after_the_peers_store(publish):
+    """No barrier.cluster between the peer's store and rank 0's read: a race; a CTA barrier (the
+    rows of a batch pass it in lockstep) orders nothing across CTAs."""
+    k, bufs = _split_k(publish=publish)
+    with pytest.raises(
+        ExecutorError,
+        match=r"distributed shared memory race: thread 0 of workgroup row 0 \(cluster rank 0\) reads "
+        r"element 0 of lds@16 of cluster rank 1 \(workgroup row 1\), which CTA 1 of the cluster wrote "
+        r"with no barrier.cluster completed in between",
+    ):
+        k.run(bufs)
+
+
+OVERWRITE = """%r1 = arith.cmpi ne, %rank, %i0 : i32
+  {between}
+  scf.if %r1 {{
+    llvm.store %v, %p : vector<4xf32>, !llvm.ptr<3>
+  }}"""
+
+
+@pytest.mark.parametrize("between", ["", "gpu.barrier", CLUSTER_BARRIER], ids=["nothing", "cta-barrier", "cluster"])
+def test_a_peer_overwriting_its_partial_after_the_read(between):
+    """The peer stores over its partial after rank 0 read it: a race unless a barrier.cluster
+    came after the read (a CTA barrier is not enough)."""
+    k, bufs = _split_k(after=OVERWRITE.format(between=between))
+    if between == CLUSTER_BARRIER:
+        k.run(bufs)
+        return
+    with pytest.raises(
+        ExecutorError,
+        match=r"distributed shared memory race: thread 0 of workgroup row 1 \(cluster rank 1\) writes "
+        r"element 0 of lds@16 of cluster rank 1 \(workgroup row 1\), which CTA 0 of the cluster read with "
+        r"no barrier.cluster completed in between",
+    ):
+        k.run(bufs)
+
+
+@pytest.mark.parametrize("exit", ["", "gpu.barrier"], ids=["nothing", "cta-barrier"])
+def test_a_cta_must_not_exit_while_a_peer_may_read_its_shared_memory(exit):
+    k, bufs = _split_k(ranks=4, exit=exit)
+    with pytest.raises(
+        ExecutorError,
+        match=r"workgroup row 1 \(cluster rank 1\) exits while CTA 0 of its cluster may still load from "
+        r"its shared memory at 16 \(.*\): no barrier.cluster after it",
+    ):
+        k.run(bufs)
+
+
+def test_a_remote_load_outside_the_allocation():
+    """Rank 0 reads the peer's partial one whole partial (512 bytes) too far: thread 0's
+    vector<4xf32> at 528, past the end of the peer's allocation (16..527), is in no allocation."""
+    k, bufs = _split_k(src="%p512")
+    with pytest.raises(
+        ExecutorError,
+        match=r"thread 0 of workgroup row 0 \(cluster rank 0\) loads from shared-memory bytes 528..543 of "
+        r"cluster rank 1 \(workgroup row 1\), which lie in no workgroup allocation \(out of bounds\)",
+    ):
+        k.run(bufs)
+
+
+def test_a_misaligned_remote_vector_load():
+    """A vector<4xf32> 8 bytes into a thread's slot: ld.shared::cluster.v4.f32 needs 16 bytes."""
+    k, bufs = _split_k(src="%p8")
+    with pytest.raises(
+        ExecutorError,
+        match=r"thread 0 of workgroup row 0 \(cluster rank 0\) loads from shared-memory bytes 24..39 of "
+        r"cluster rank 1 \(workgroup row 1\), not 16-byte aligned",
+    ):
+        k.run(bufs)
+
+
+def test_a_remote_load_from_a_rank_outside_the_cluster():
+    """The rank loop runs one rank too far: nvvm.mapa of rank 2 in a cluster of 2 is refused."""
+    k, bufs = _split_k(nr=3)
+    with pytest.raises(
+        ExecutorError, match="nvvm.mapa by thread 0 of workgroup row 0 names CTA rank 2 of a cluster of 2"
+    ):
+        k.run(bufs)
+
+
+# Remote stores: each CTA stores its partial into slot [rank] of rank 0's shared memory
+# (st.shared::cluster); {publish}; rank 0 sums the slots from its own shared memory.
+GATHER = """
+  %in = hal.interface.binding.subspan {layout} binding(0) alignment(64) offset(%c0) : memref<2x32x4xf32, {g}>
+  %out = hal.interface.binding.subspan {layout} binding(1) alignment(64) offset(%c0) : memref<32x4xf32, {g}>
+  %smem = memref.alloc() : memref<2x32x4xf32, {w}>
+  %wx = hal.interface.workgroup.id[0] : index
+  %v = vector.load %in[%wx, %tid, %c0] : memref<2x32x4xf32, {g}>, vector<4xf32>
+  %base = memref.extract_aligned_pointer_as_index %smem : memref<2x32x4xf32, {w}> -> index
+  %b64 = arith.index_cast %base : index to i64
+  %t64 = arith.index_cast %tid : index to i64
+  %r64 = arith.extui %rank : i32 to i64
+  %c16 = arith.constant 16 : i64
+  %c512 = arith.constant 512 : i64
+  %ot = arith.muli %t64, %c16 : i64
+  %or = arith.muli %r64, %c512 : i64
+  %o = arith.addi %ot, %or : i64
+  %a = arith.addi %b64, %o : i64
+  %p = llvm.inttoptr %a : i64 to !llvm.ptr<3>
+  %q = nvvm.mapa %p, %i0 : !llvm.ptr<3> -> !llvm.ptr<7>
+  llvm.store %v, %q : vector<4xf32>, !llvm.ptr<7>
+  {publish}
+  {read}
+"""
+READ = """scf.if %r0 {{
+    %x0 = vector.load %smem[%c0, %tid, %c0] : memref<2x32x4xf32, {w}>, vector<4xf32>
+    %x1 = vector.load %smem[%c1, %tid, %c0] : memref<2x32x4xf32, {w}>, vector<4xf32>
+    %s = arith.addf %x0, %x1 : vector<4xf32>
+    vector.store %s, %out[%tid, %c0] : memref<32x4xf32, {g}>, vector<4xf32>
+  }}""".format(w=W, g=G)
+
+
+def _gather(publish=CLUSTER_BARRIER, read=READ):
+    k = _kernel(GATHER.format(layout=LAYOUT, g=G, w=W, publish=publish, read=read))
+    x = np.random.default_rng(3).standard_normal((2, 32, 4)).astype(np.float32)
+    return k, {0: x, 1: np.zeros((32, 4), np.float32)}
+
+
+def test_remote_stores_gather_the_partials_in_rank_0():
+    """Rank 1's st.shared::cluster lands in rank 0's shared memory; rank 0 reads it after a
+    barrier.cluster, which also lets rank 0 exit (nothing touches rank 1's shared memory)."""
+    k, bufs = _gather()
+    stats = k.run(bufs)
+    np.testing.assert_array_equal(bufs[1], bufs[0][0] + bufs[0][1])
+    assert not stats.races
+
+
+def test_a_local_read_of_a_remote_store_needs_a_cluster_barrier():
+    k, bufs = _gather(publish="gpu.barrier")
+    with pytest.raises(
+        ExecutorError,
+        match=r"distributed shared memory race: thread 0 of workgroup row 0 \(cluster rank 0\) reads element "
+        r"128 of lds@0 of cluster rank 0 \(workgroup row 0\), which CTA 1 of the cluster wrote with no "
+        r"barrier.cluster completed in between",
+    ):
+        k.run(bufs)
+
+
+def test_a_cta_written_into_must_not_exit_before_a_cluster_barrier():
+    k, bufs = _gather(publish="", read="")
+    with pytest.raises(
+        ExecutorError,
+        match=r"workgroup row 0 \(cluster rank 0\) exits while CTA 1 of its cluster may still store to its "
+        r"shared memory at 512 \(.*\): no barrier.cluster after it",
+    ):
+        k.run(bufs)
+
+
+OWN = """
+  %smem = memref.alloc() : memref<32xf32, {w}>
+  %base = memref.extract_aligned_pointer_as_index %smem : memref<32xf32, {w}> -> index
+  %b64 = arith.index_cast %base : index to i64
+  %c4 = arith.constant 4 : i64
+  %c32 = arith.constant 32 : index
+  %t64 = arith.index_cast %tid : index to i64
+  %o = arith.muli %t64, %c4 : i64
+  %a = arith.addi %b64, %o : i64
+  %p = llvm.inttoptr %a : i64 to !llvm.ptr<3>
+  %t1 = arith.addi %tid, %c1 : index
+  %n = arith.remui %t1, %c32 : index
+  %n64 = arith.index_cast %n : index to i64
+  %on = arith.muli %n64, %c4 : i64
+  %an = arith.addi %b64, %on : i64
+  %pn = llvm.inttoptr %an : i64 to !llvm.ptr<3>
+  %pn7 = nvvm.mapa %pn, %peer : !llvm.ptr<3> -> !llvm.ptr<7>
+  %p7 = nvvm.mapa %p, %peer : !llvm.ptr<3> -> !llvm.ptr<7>
+  %v = arith.constant 1.5 : f32
+  llvm.store %v, {dst} : f32, {dst_t}
+  {sync}
+  %x = llvm.load {src} : {src_t} -> f32
+  nvvm.cluster.arrive
+  nvvm.cluster.wait
+"""
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["own", "peer"])
+@pytest.mark.parametrize("sync", ["", "gpu.barrier"], ids=["nothing", "cta-barrier"])
+def test_one_ctas_threads_are_ordered_by_a_cta_barrier(remote, sync):
+    """Thread t stores element t, then loads element t + 1 (thread t + 1's): in its own CTA's
+    shared memory, or all in the peer's (through mapa). The accesses are one CTA's, so a CTA
+    barrier orders them (no race); without one, an LDS race in Stats.races naming the threads."""
+    dst, src, t = ("%p7", "%pn7", "!llvm.ptr<7>") if remote else ("%p", "%pn", "!llvm.ptr<3>")
+    k = _kernel(OWN.format(w=W, dst=dst, dst_t=t, sync=sync, src=src, src_t=t))
+    stats = k.run({})
+    if sync:
+        assert not stats.races
+        return
+    who = "lane {} of cluster rank 0" if remote else "lane {}"
+    assert len(stats.races) == 1
+    assert stats.races[0].endswith(
+        f"LDS race on lds@0 element 1: {who.format(0)} read of {who.format(1)}'s write with no barrier in between"
+    )

@@ -9,7 +9,9 @@ Checked while running (an error names the op and its location):
 - unsupported ops; LDS and non-buffer global accesses out of bounds; matrix ops or barriers
   under divergent control flow; non-uniform loop bounds;
 - races: an LDS read of data another lane wrote, or an LDS write over data another lane read or
-  wrote, with no barrier in between (collected in ``Stats.races``).
+  wrote, with no barrier in between (collected in ``Stats.races``); across the CTAs of a cluster
+  (distributed shared memory), the same with no barrier.cluster in between (an error: tma.py,
+  "Clusters").
 
 Measured: LDS bank conflicts (per access, split into <= 16-byte pieces; a piece's lanes are
 served in phases of (banks * 4 / bytes) lanes; a phase costs as many cycles as the most distinct
@@ -31,7 +33,7 @@ The package: ``core`` (the machine: ``State``, ``MemRef``, ``Stats``, ``run_bloc
 (Hopper warpgroup MMA) and ``tma`` (Hopper TMA, mbarriers, clusters) -- each with its table of
 op handlers and its end-of-batch check, and this module, which assembles the one table
 (``HANDLERS``) and runs kernels with it (``Kernel``). Imports go one way: core <- ops, wgmma,
-tma <- here (``tma`` and ``ops`` use ``wgmma``'s ordering checks).
+tma <- here (``tma`` and ``ops`` use ``wgmma``'s ordering checks, ``tma`` ``ops``' race checks).
 """
 
 from __future__ import annotations

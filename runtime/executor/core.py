@@ -175,6 +175,10 @@ class State:
         self.lds: dict = {}
         self.lds_offset = 0
         self.race_meta: dict = {}
+        # distributed shared memory (tma.py, "Clusters"), for kernels with shared::cluster loads or
+        # stores (``Kernel.uses_dsmem``): per LDS memref, the cluster phase and CTA rank of each
+        # element's last write and of its reads (``ops.cluster_order_check``)
+        self.dsmem: dict = {}
         # cp.async (nvgpu.device_async_copy): copies issued but not committed, committed groups
         # (oldest first), and per LDS memref which elements a copy in flight will still write
         self.async_open: list = []

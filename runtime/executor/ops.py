@@ -458,6 +458,8 @@ def _h_alloc(k, op):
             np.full((st.G, numel), -1, np.int32),
             np.full((st.G, numel), -1, np.int64),
         )
+        if getattr(k, "uses_dsmem", False):  # (w_phase, w_rank, r_phase, r_rank): cluster_order_check
+            st.dsmem[id(mem)] = tuple(np.full((st.G, numel), -1, t) for t in (np.int32, np.int8, np.int32, np.int8))
 
     return run
 
@@ -518,7 +520,7 @@ def _access(
                 f"{lane // st.T} touches element {int(elems[lane].min())}..{int(elems[lane].max())} "
                 f"of {mem.numel} ({mem.name})"
             )
-        _race_check(k, st, op, mem, elems, act, write)
+        race_check(k, st, op, mem, elems, act, write)
         _in_flight_check(st, op, mem, elems, act)
         _bank_conflicts(k, st, op, mem, lin, n, active)
         rows = st.wg_local[:, None]
@@ -552,14 +554,23 @@ def _access(
     return out
 
 
-def _race_check(k, st, op, mem, elems, act, write):
+def race_check(k, st, op, mem, elems, act, write, rows=None, lanes=None):
+    """Races on LDS elements ``elems`` (L, n) of ``mem`` accessed by the active lanes: in the
+    shared memory of their own workgroup rows, or of ``rows`` (L,) (another CTA of the cluster,
+    a shared::cluster access), the accessing thread then named by ``lanes`` (L,)
+    (``remote_lane``). Within a CTA barrier epoch (``_report_race``), and across the CTAs of a
+    cluster (``cluster_order_check``, which raises)."""
     w_lane, w_epoch, r_lane, r_epoch = st.race_meta[id(mem)]
-    lanes = np.broadcast_to(st.tid[:, None], elems.shape)
-    rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
+    lanes = np.broadcast_to((st.tid if lanes is None else lanes)[:, None], elems.shape)
+    rows = np.broadcast_to((st.wg_local if rows is None else rows)[:, None], elems.shape)
     sel = act
     e, rw, ln = elems[sel], rows[sel], lanes[sel]
     if e.size == 0:
         return
+    order = st.dsmem.get(id(mem))
+    if order is not None:
+        who = np.broadcast_to(np.arange(st.L)[:, None], elems.shape)[sel]
+        cluster_order_check(st, op, mem, order, rw, e, who, write)
     cur = st.epoch
     if write:
         war = (r_epoch[rw, e] == cur) & (r_lane[rw, e] != ln)
@@ -567,20 +578,78 @@ def _race_check(k, st, op, mem, elems, act, write):
         if war.any() or waw.any():
             i = int(np.argmax(war | waw))
             kind = "write after another lane's read" if war[i] else "write after another lane's write"
-            _report_race(k, op, mem, kind, int(e[i]), int(ln[i]))
+            _report_race(k, op, mem, kind, int(e[i]), _lane_name(st, int(ln[i])))
         w_lane[rw, e] = ln
         w_epoch[rw, e] = cur
     else:
         raw = (w_epoch[rw, e] == cur) & (w_lane[rw, e] != ln)
         if raw.any():
             i = int(np.argmax(raw))
-            _report_race(k, op, mem, f"read of lane {int(w_lane[rw[i], e[i]])}'s write", int(e[i]), int(ln[i]))
+            other = _lane_name(st, int(w_lane[rw[i], e[i]]))
+            _report_race(k, op, mem, f"read of lane {other}'s write", int(e[i]), _lane_name(st, int(ln[i])))
         prev_same = r_epoch[rw, e] == cur
         r_lane[rw, e] = np.where(prev_same & (r_lane[rw, e] != ln), -2, ln)
         r_epoch[rw, e] = cur
         # several lanes of this very access reading one element: mark as shared
         back = r_lane[rw, e]
         r_lane[rw[back != ln], e[back != ln]] = -2
+
+
+def remote_lane(st, lanes: np.ndarray) -> np.ndarray:
+    """How ``race_check`` names threads accessing another CTA's shared memory: thread t of
+    cluster rank q is ``T * (q + 1) + t``, apart from every thread of the CTA itself (0..T-1)."""
+    return st.T * (st.rank[lanes] + 1) + st.tid[lanes]
+
+
+def _lane_name(st, ln: int):
+    return ln if ln < st.T else f"{ln % st.T} of cluster rank {ln // st.T - 1}"
+
+
+def cluster_order_check(st, op, mem, order, rows, e, lanes, write: bool) -> None:
+    """Distributed shared memory ordering (tma.py, "Clusters"): lanes ``lanes`` access elements
+    ``e`` of ``mem`` in the shared memory of workgroup rows ``rows`` (flat, one per access).
+    ``order`` holds per row and element the cluster phase (the row's ``State.cluster_count``:
+    barrier.cluster completed so far) and CTA rank of the last write, and of the reads (rank -2:
+    several CTAs read). Across CTAs only a completed barrier.cluster orders: a read of an element
+    another CTA wrote in the current phase, or a write of one another CTA read or wrote in it,
+    is an error; accesses of one CTA among themselves are ``race_check``'s (epochs)."""
+    w_phase, w_rank, r_phase, r_rank = order
+    cur = st.cluster_count[rows].astype(np.int32)
+    q = st.rank[lanes].astype(np.int8)
+    wrote = (w_phase[rows, e] == cur) & (w_rank[rows, e] != q)
+    read = (r_phase[rows, e] == cur) & (r_rank[rows, e] != q) if write else np.zeros_like(wrote)
+    if wrote.any() or read.any():
+        i = int(np.argmax(wrote | read))
+        row, el = int(rows[i]), int(e[i])
+        if wrote[i]:
+            other = f"CTA {int(w_rank[row, el])} of the cluster wrote"
+        else:
+            r = int(r_rank[row, el])
+            other = "several CTAs of the cluster read" if r == -2 else f"CTA {r} of the cluster read"
+        _cluster_race(st, op, mem, int(lanes[i]), row, el, "writes" if write else "reads", other)
+    if write:
+        w_phase[rows, e] = cur
+        w_rank[rows, e] = q
+        clash = w_rank[rows, e] != q  # CTAs writing one element in this very access
+        if clash.any():
+            i = int(np.argmax(clash))
+            other = f"CTA {int(w_rank[rows[i], e[i]])} of the cluster writes at the same time"
+            _cluster_race(st, op, mem, int(lanes[i]), int(rows[i]), int(e[i]), "writes", other)
+    else:
+        prev = (r_phase[rows, e] == cur) & (r_rank[rows, e] != q)
+        r_rank[rows, e] = np.where(prev, -2, q)
+        r_phase[rows, e] = cur
+        back = r_rank[rows, e]
+        r_rank[rows[back != q], e[back != q]] = -2  # CTAs reading one element in this very access
+
+
+def _cluster_race(st, op, mem, lane: int, row: int, e: int, verb: str, other: str):
+    raise ExecutorError(
+        f"{op_loc(op)}: distributed shared memory race: thread {lane % st.T} of workgroup row "
+        f"{int(st.wg_local[lane])} (cluster rank {int(st.rank[lane])}) {verb} element {e} of {mem.name} "
+        f"of cluster rank {int(st.row_rank[row])} (workgroup row {row}), which {other} with no "
+        f"barrier.cluster completed in between (a CTA barrier orders no other CTA's accesses)"
+    )
 
 
 def _in_flight_check(st, op, mem, elems, act):
@@ -929,7 +998,7 @@ def _h_ldmatrix(k, op):
         if not inb.all():
             raise ExecutorError(f"{op_loc(op)}: ldmatrix reads outside {mem.name}")
         act = np.ones(elems.shape, bool)
-        _race_check(k, st, op, mem, elems, act, write=False)
+        race_check(k, st, op, mem, elems, act, write=False)
         _in_flight_check(st, op, mem, elems, act)
         # Bank conflicts: each matrix is served as one phase of its 8 row reads (16 bytes each).
         for i in range(n):
@@ -984,7 +1053,7 @@ def _h_async_copy(k, op):
         if (active[:, None] & ((elems < 0) | (elems >= dst.numel))).any():
             raise ExecutorError(f"{op_loc(op)}: async copy outside {dst.name}")
         act = active[:, None] & np.ones((1, n), bool)
-        _race_check(k, st, op, dst, elems, act, write=True)
+        race_check(k, st, op, dst, elems, act, write=True)
         _in_flight_check(st, op, dst, elems, act)
         lds_write_check(st, op, dst, elems, act, lands=False)
         _bank_conflicts(k, st, op, dst, elems[:, 0], n, active)
@@ -1023,7 +1092,7 @@ def _h_async_wait(k, op):
             for cop, dst, elems, act, vals in group:
                 rows = np.broadcast_to(st.wg_local[:, None], elems.shape)
                 st.in_flight[id(dst)][rows[act], elems[act]] = False
-                _race_check(k, st, cop, dst, elems, act, write=True)
+                race_check(k, st, cop, dst, elems, act, write=True)
                 lds_write_check(st, cop, dst, elems, act, lands=True)
                 dst.data[rows[act], elems[act]] = vals[act]
                 k.stats.async_copy_bytes += int(act.sum()) * dst.elem_bytes

@@ -39,8 +39,9 @@ PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mb
   bulk copy into bytes a still-pending wgmma reads. TMA writes go through the async proxy, as
   wgmma reads: they need no ``fence.proxy.async`` (they are not "unfenced").
 - **Clusters** [PTX ISA 8.x: "Cluster of cooperative thread arrays", "mapa", "barrier.cluster",
-  "mbarrier" (remote arrive), "cp.async.bulk.tensor" (.multicast::cluster); CUDA guide "Thread
-  Block Clusters"]. The function's ``nvvm.cluster_dim`` (cx, cy, cz) groups the grid (which must
+  "mbarrier" (remote arrive), "cp.async.bulk.tensor" (.multicast::cluster), "ld" / "st" (the
+  .shared::cluster state space); CUDA guide "Thread Block Clusters", "Distributed Shared
+  Memory"]. The function's ``nvvm.cluster_dim`` (cx, cy, cz) groups the grid (which must
   divide by it); workgroup (x, y, z) is rank (x % cx) + cx * ((y % cy) + cy * (z % cz)) of
   cluster (x // cx, y // cy, z // cz) (``%cluster_ctarank``, ``%cluster_nctarank``, the
   ``%cluster_ctaid`` / ``%clusterid`` registers). A batch runs whole clusters (a sample grows to
@@ -60,10 +61,29 @@ PTX ISA [PTX 8.3: "tensormap.replace", "Tensor-map", "cp.async.bulk.tensor", "mb
   that can never complete is an error; inside a warp-role split it is refused); it orders what
   came before as a CTA barrier does, across the cluster (so only arithmetic may come between a
   thread's arrive and its wait: other work there is refused, not modelled). A CTA exits only after a barrier.cluster
-  completed after every remote arrival on it / multicast into it. Not modelled:
-  ``barrier.cluster.arrive.relaxed``, relaxed arrives, distributed shared memory loads and
-  stores, ``cp.async.bulk`` (non-tensor) between CTAs, a bulk tensor copy to another CTA's
-  (mapa'd) destination or mbarrier (refused).
+  completed after every remote arrival on it / multicast into it / load or store of its shared
+  memory. **Distributed shared memory**: ``llvm.load`` / ``llvm.store`` of a scalar or 1-D
+  vector (any element type the executor has) through ``!llvm.ptr<3>`` (ld/st.shared::cta, the
+  own CTA) or ``!llvm.ptr<7>`` (ld/st.shared::cluster: a mapa'd address reads or writes the
+  shared memory of its rank's CTA, an untagged one the own CTA's); not atomic. The bytes lie in
+  one workgroup allocation of that CTA, aligned to the op's ``alignment`` (else the type's size
+  rounded up to a power of two), not in flight (an async copy no wait covered). Ordering: the
+  accesses of one CTA's threads (to its own shared memory or to a peer's) as any LDS access
+  (epochs: ``ops.race_check``, races in ``Stats.races``); across CTAs
+  only a completed barrier.cluster orders (a CTA barrier, which the rows of a batch pass in
+  lockstep, does not): per CTA and element the executor keeps the cluster phase (barrier.cluster
+  completed so far; kept where the kernel has a shared::cluster load or store) and CTA rank of
+  the last write (a generic store, local or remote; an async
+  copy's landing counts as the owner's) and of the reads in that phase, and refuses at once
+  (``ops.cluster_order_check``) a read of an element another CTA wrote in the current phase and
+  a write of one another CTA read or wrote in it. So a CTA publishes its shared memory to the
+  cluster with a barrier.cluster after its stores, and must not overwrite what a peer reads
+  (nor exit) before a barrier.cluster after the peer's reads. Ordering DSMEM accesses across
+  CTAs through mbarriers (a remote arrive, a multicast's complete_tx) is not modelled: refused
+  as a race; a peer's read before a bulk copy lands into the same bytes is not checked. Not
+  modelled: ``barrier.cluster.arrive.relaxed``, relaxed arrives, atomics and ``ld.shared::cluster``
+  through generic pointers, ``cp.async.bulk`` (non-tensor) between CTAs, a bulk tensor copy to
+  another CTA's (mapa'd) destination or mbarrier (refused).
 """
 
 from __future__ import annotations
@@ -74,7 +94,8 @@ import numpy as np
 from iree.compiler import ir
 
 from mmaflow.runtime.executor.core import ExecutorError, MemRef, np_dtype, op_loc, per_lane, role_progress, run_block
-from mmaflow.runtime.executor.wgmma import ordered_after_reads, warpgroup_state
+from mmaflow.runtime.executor.ops import race_check, remote_lane
+from mmaflow.runtime.executor.wgmma import lds_write_check, ordered_after_reads, warpgroup_state
 
 GLOBAL_SHIFT = 40
 GLOBALS = 0x100  # module globals start at GLOBALS << 40
@@ -285,29 +306,169 @@ def _h_trap(k, op):
     return run
 
 
-def _h_llvm_store(k, op):
-    """llvm.store of a scalar to a shared-memory pointer (the kernel zeroes its maps with it)."""
-    val_id, ptr_id = k._ins(op)
-    if str(op.operands[1].type) != "!llvm.ptr<3>":
-        raise ExecutorError(f"{op_loc(op)}: llvm.store is modelled to shared memory (!llvm.ptr<3>) only")
-    dt = np_dtype(op.operands[0].type)
+# ---- generic loads and stores through pointers: ld / st .shared::cta and .shared::cluster ------------
+
+
+def _access_type(t, op) -> tuple[np.dtype, int, tuple]:
+    """(element dtype, elements, vector shape) of a scalar or 1-D vector loaded or stored."""
+    if isinstance(t, ir.VectorType):
+        if len(t.shape) != 1:
+            raise ExecutorError(f"{op_loc(op)}: {op.name} of {t}: the executor models scalars and 1-D vectors")
+        return np_dtype(t.element_type), int(t.shape[0]), tuple(t.shape)
+    return np_dtype(t), 1, ()
+
+
+def _shared_pointer(k, op, ptr) -> bool:
+    """Whether ``op``'s pointer ``ptr`` is a shared::cluster one (!llvm.ptr<7>: ``nvvm.mapa``'s);
+    !llvm.ptr<3> is shared::cta; anything else is refused. Refuses atomic orderings."""
+    space = str(ptr.type)
+    if space not in ("!llvm.ptr<3>", "!llvm.ptr<7>"):
+        raise ExecutorError(
+            f"{op_loc(op)}: {op.name} is modelled through shared-memory pointers (!llvm.ptr<3>, "
+            f"or !llvm.ptr<7> of the cluster) only, not {space}"
+        )
+    if "ordering" in op.attributes and ir.IntegerAttr(op.attributes["ordering"]).value != 0:
+        raise ExecutorError(f"{op_loc(op)}: an atomic {op.name} (an ordering other than not_atomic) is not modelled")
+    if space == "!llvm.ptr<7>":
+        k.uses_dsmem = True  # (LDS allocations then keep cluster_order_check's record)
+        return True
+    return False
+
+
+def _alignment(op, nbytes: int) -> int:
+    """The alignment the access needs: the op's ``alignment``, else the type's (its size rounded
+    up to a power of two: LLVM's for scalars and vectors; PTX's vector ld/st need it)."""
+    if "alignment" in op.attributes:
+        return int(ir.IntegerAttr(op.attributes["alignment"]).value)
+    return 1 << (nbytes - 1).bit_length()
+
+
+def _shared_targets(st, op, ptr_id, cluster_ptr: bool, nbytes: int, align: int, verb: str):
+    """Where each active lane's access of ``nbytes`` bytes goes: (lanes, workgroup rows of the
+    lanes, target rows, CTA-relative shared addresses, [(allocation, which lanes)]). A
+    shared::cluster address names the row of its rank (``_cluster_target``); the bytes must lie
+    inside one workgroup allocation of that CTA and be aligned to ``align``."""
+    lanes = _active_lanes(st)
+    v = _vals(st, ptr_id)[lanes]
+    g = st.wg_local[lanes]
+    rows, a = g.copy(), v.copy()
+    if cluster_ptr:
+        tagged = (v & CLUSTER_TAG) != 0
+        rank = (v >> RANK_SHIFT) & 0xFF
+        junk = (v & ~(CLUSTER_TAG | (0xFF << RANK_SHIFT) | ((1 << RANK_SHIFT) - 1))) != 0
+        bad = junk | (tagged & (rank >= st.cluster_n))
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ExecutorError(
+                f"{op_loc(op)}: thread {lanes[i] % st.T} of workgroup row {g[i]} (cluster rank "
+                f"{st.rank[lanes[i]]}) {verb} {int(v[i]):#x}, not a shared::cluster address of its "
+                f"cluster of {st.cluster_n}"
+            )
+        rows = np.where(tagged, st.peers[g, np.where(tagged, rank, 0)], g)
+        a = np.where(tagged, v & ((1 << RANK_SHIFT) - 1), v)
+    mems = list(st.lds.values())
+    lo = np.asarray([m.base for m in mems], np.int64)
+    hi = np.asarray([m.base + m.numel * m.elem_bytes for m in mems], np.int64)
+    which = np.searchsorted(lo, a, side="right") - 1
+    inside = (which >= 0) & (a + nbytes <= hi[np.clip(which, 0, None)] if mems else False)
+    misaligned = inside & (a % align != 0)
+    if not np.all(inside) or misaligned.any():
+        i = int(np.argmax(~inside | misaligned))
+        where = (
+            f"{op_loc(op)}: thread {lanes[i] % st.T} of workgroup row {g[i]} (cluster rank "
+            f"{st.rank[lanes[i]]}) {verb} shared-memory bytes {a[i]}..{a[i] + nbytes - 1} of cluster "
+            f"rank {st.row_rank[rows[i]]} (workgroup row {rows[i]})"
+        )
+        if not inside[i]:
+            raise ExecutorError(f"{where}, which lie in no workgroup allocation (out of bounds)")
+        raise ExecutorError(f"{where}, not {align}-byte aligned")
+    return lanes, g, rows, a, [(mems[i], which == i) for i in np.unique(which).tolist()]
+
+
+def _shared_access(k, st, op, ptr_id, cluster_ptr: bool, dt: np.dtype, n: int, values=None):
+    """A load (``values`` None: returns (L, n), zeros in inactive lanes) or store of ``n``
+    elements of ``dt`` per active lane through a shared pointer, with every check of an LDS
+    access: in-flight async copies, races within the CTA (``ops.race_check``, epochs) and across
+    the cluster (``cluster_order_check``), wgmma reads of stored bytes (``lds_write_check``); an
+    access to another CTA's shared memory stamps that CTA, which must not exit before a
+    barrier.cluster after it (``end_check``)."""
+    write = values is not None
+    verb = "stores to" if write else "loads from"
+    nbytes = dt.itemsize * n
+    lanes, g, rows, a, where = _shared_targets(st, op, ptr_id, cluster_ptr, nbytes, _alignment(op, nbytes), verb)
+    out = None if write else np.zeros((st.L, n), dt)
+    if write:
+        values = np.asarray(per_lane(np.asarray(values), st.L)).astype(dt).reshape(st.L, n)
+    for mem, sel in where:
+        ln, gg, rw, rel = lanes[sel], g[sel], rows[sel], a[sel] - mem.base
+        eb = mem.elem_bytes
+        cols = sorted(set(range(0, nbytes, eb)) | {nbytes - 1})
+        el = (rel[:, None] + np.asarray(cols)[None, :]) // eb  # every element the bytes touch
+        flying = st.in_flight.get(id(mem))
+        if flying is not None and flying[rw[:, None], el].any():
+            i = int(np.argwhere(flying[rw[:, None], el])[0][0])
+            raise ExecutorError(
+                f"{op_loc(op)}: thread {ln[i] % st.T} of workgroup row {gg[i]} (cluster rank "
+                f"{st.rank[ln[i]]}) {verb} shared-memory byte {rel[i] + mem.base} of cluster rank "
+                f"{st.row_rank[rw[i]]} (workgroup row {rw[i]}) while an async copy to it is in flight "
+                f"(no wait covers the copy)"
+            )
+        # (L, m) views for the checks that take every lane: the other lanes inactive
+        act = np.zeros((st.L, el.shape[1]), bool)
+        act[ln] = True
+        elems = np.zeros((st.L, el.shape[1]), np.int64)
+        elems[ln] = el
+        target = st.wg_local.copy()
+        target[ln] = rw
+        remote = rw != gg
+        who = st.tid.copy()
+        who[ln[remote]] = remote_lane(st, ln[remote])
+        race_check(k, st, op, mem, elems, act, write, rows=target, lanes=who)
+        bytes_ = mem.data.view(np.uint8).reshape(st.G, -1)
+        at = rel[:, None] + np.arange(nbytes)[None, :]
+        if write:
+            lds_write_check(st, op, mem, elems, act, lands=True, rows=target)
+            bytes_[rw[:, None], at] = values[ln].view(np.uint8).reshape(len(ln), nbytes)
+        else:
+            out[ln] = bytes_[rw[:, None], at].copy().view(dt).reshape(len(ln), n)
+        for row in np.unique(rw[remote]).tolist():
+            i = int(np.argmax(remote & (rw == row)))
+            what = f"{'store to' if write else 'load from'} its shared memory at {int(a[sel][i])}"
+            _stamp_remote(st, op, int(gg[i]), row, what)
+    if write:
+        t = _tma(st)
+        for (row, m), rec in list(t.smaps.items()):
+            if ((rows == row) & (a < m + MAP_BYTES) & (a + nbytes > m)).any():
+                del t.smaps[(row, m)]  # a generic write over a map invalidates it
+    return out
+
+
+def _h_llvm_load(k, op):
+    """``llvm.load`` of a scalar or 1-D vector through a shared pointer: ``ld.shared::cta``
+    (!llvm.ptr<3>), or ``ld.shared::cluster`` (!llvm.ptr<7>: an ``nvvm.mapa`` address reads the
+    shared memory of that rank's CTA) [PTX ISA, "ld": state spaces; CUDA guide "Distributed
+    Shared Memory"]."""
+    (ptr_id,), (out,) = k._ins(op), k._outs(op)
+    cluster_ptr = _shared_pointer(k, op, op.operands[0])
+    dt, n, shape = _access_type(op.results[0].type, op)
 
     def run(st):
-        vals, addrs = per_lane(np.asarray(st.env[val_id]).astype(dt), st.L), _vals(st, ptr_id)
-        t = _tma(st)
-        for lane in _active_lanes(st):
-            g, a = int(st.wg_local[lane]), int(addrs[lane])
-            mem = _lds_at(st, a, dt.itemsize, op)
-            flying = st.in_flight.get(id(mem))
-            e0, e1 = (a - mem.base) // mem.elem_bytes, (a - mem.base + dt.itemsize - 1) // mem.elem_bytes
-            if flying is not None and flying[g, e0 : e1 + 1].any():
-                raise ExecutorError(f"{op_loc(op)}: stores to shared byte {a} while a copy to it is in flight")
-            mem.data[g].view(np.uint8)[a - mem.base : a - mem.base + dt.itemsize] = (
-                np.asarray(vals[lane], dt).reshape(1).view(np.uint8)
-            )
-            for (row, m), rec in list(t.smaps.items()):
-                if row == g and m <= a < m + MAP_BYTES:
-                    del t.smaps[(row, m)]  # a generic write over a map invalidates it
+        st.env[out] = _shared_access(k, st, op, ptr_id, cluster_ptr, dt, n).reshape((st.L,) + shape)
+
+    return run
+
+
+def _h_llvm_store(k, op):
+    """``llvm.store`` of a scalar or 1-D vector through a shared pointer: ``st.shared::cta``
+    (!llvm.ptr<3>; the kernel zeroes its tensor maps with it: a write over a map invalidates it),
+    or ``st.shared::cluster`` (!llvm.ptr<7>: into the shared memory of an ``nvvm.mapa`` address's
+    CTA) [PTX ISA, "st"]."""
+    val_id, ptr_id = k._ins(op)
+    cluster_ptr = _shared_pointer(k, op, op.operands[1])
+    dt, n, _ = _access_type(op.operands[0].type, op)
+
+    def run(st):
+        _shared_access(k, st, op, ptr_id, cluster_ptr, dt, n, values=st.env[val_id])
 
     return run
 
@@ -556,7 +717,12 @@ def _land(k, st, op, b: Barrier) -> None:
         rel = addr - mem.base
         _pending_reads(st, op, g, addr, "lands")
         mem.data[g].view(np.uint8)[rel] = data
-        st.in_flight[id(mem)][g, np.unique(rel // mem.elem_bytes)] = False
+        elems = np.unique(rel // mem.elem_bytes)
+        st.in_flight[id(mem)][g, elems] = False
+        order = st.dsmem.get(id(mem))
+        if order is not None:  # landed: the CTA's own write (its wait orders it for itself only)
+            order[0][g, elems] = st.cluster_count[g]
+            order[1][g, elems] = st.row_rank[g]
         k.stats.async_copy_bytes += len(addr)
     b.copies = []
     if getattr(k, "uses_wgmma", False):
@@ -1066,6 +1232,7 @@ HANDLERS = {
     "llvm.inttoptr": _h_passthrough,
     "llvm.addrspacecast": _h_passthrough,
     "llvm.ptrtoint": _h_passthrough,
+    "llvm.load": _h_llvm_load,
     "llvm.store": _h_llvm_store,
     "llvm.intr.trap": _h_trap,
     "nvvm.read.ptx.sreg.smid": _h_smid,

@@ -180,15 +180,17 @@ def _byte_span(mem, elems: np.ndarray) -> np.ndarray:
 # ---- hooks the executor calls on shared-memory writes -----------------------------------------
 
 
-def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: bool) -> None:
-    """A generic-proxy write of LDS elements ``elems`` (L, n) of ``mem`` by the active lanes:
-    an error where a pending wgmma reads those bytes, or where another warpgroup's completed
-    wgmma read them with no barrier since (``_check_ordered``); where the data lands (a store, or
-    an async copy's completion) the bytes become unfenced for the async proxy."""
+def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: bool, rows=None) -> None:
+    """A generic-proxy write of LDS elements ``elems`` (L, n) of ``mem`` by the active lanes,
+    into their own workgroup rows' shared memory or that of ``rows`` (L,) (another CTA of the
+    cluster: a shared::cluster store): an error where a pending wgmma reads those bytes, or where
+    another warpgroup's completed wgmma read them with no barrier since (``_check_ordered``);
+    where the data lands (a store, or an async copy's completion) the bytes become unfenced for
+    the async proxy."""
     if not getattr(st.k, "uses_wgmma", False):
         return
     wg = warpgroup_state(st)
-    rows = np.broadcast_to(st.wg_local[:, None], elems.shape)[act]
+    rows = np.broadcast_to((st.wg_local if rows is None else rows)[:, None], elems.shape)[act]
     span = _byte_span(mem, elems[act])  # (writes, bytes)
     r = np.broadcast_to(rows[:, None], span.shape)
     for g in [wg.open] + wg.committed:
