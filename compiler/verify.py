@@ -121,6 +121,19 @@ def check_isa(
                 f"clusters planned, but {report.counts.get('cluster_wait', 0)} barrier.cluster.wait (one "
                 f"after the mbarriers' init, one before exit)"
             )
+    elif expect.split_k and report.isa == "ptx":  # split-K: the launch shape, the peers' partials read, two syncs
+        if report.cluster_ctas != expect.split_k:
+            problems.append(
+                f"split-K is planned over clusters of {expect.split_k}, the PTX asks for "
+                f"{report.cluster_ctas} CTA(s) per cluster (.reqnctapercluster)"
+            )
+        if not (report.counts.get("mapa") and report.counts.get("dsmem_load")):
+            problems.append("split-K planned, but no read of the peers' partial sums (mapa + ld.shared::cluster)")
+        if report.counts.get("cluster_wait", 0) < 2:
+            problems.append(
+                f"split-K planned, but {report.counts.get('cluster_wait', 0)} barrier.cluster.wait (one "
+                f"before the peers' partials are read, one after)"
+            )
     elif report.isa == "ptx" and (report.cluster_ctas or 1) > 1:
         problems.append(f"the PTX asks for clusters of {report.cluster_ctas} CTAs; the kernel is planned without")
     if expect.async_copies and report.counts.get("async_wait", 0) == 0:

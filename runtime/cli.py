@@ -89,7 +89,7 @@ def run_command(args, source: str, options, source_name: str = "input.mlir") -> 
     cfg = art.executables[0].facts.config
     fp8 = device != "local-task" and fp8_tensor_core(cfg, prob)
     if fp8 and device == "sim":  # the executor computes the modelled fp8 arithmetic: bit for bit
-        ref = numerics.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k).astype(np.float64)
+        ref = numerics.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k, split=cfg.split_k).astype(np.float64)
         tol = np.zeros_like(ref)
     else:
         ref, tol = numerics.matmul_reference(

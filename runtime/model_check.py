@@ -168,9 +168,12 @@ class FrontDispatch:
                 side.append((sub.results[0], region))
         return out
 
-    def evaluate(self, buffers: dict, constants: list[int], lay: Layout, *, fp8_k_tile: int = 0) -> dict:
+    def evaluate(
+        self, buffers: dict, constants: list[int], lay: Layout, *, fp8_k_tile: int = 0, fp8_split: int = 1
+    ) -> dict:
         """The outputs (Region -> Val) of the dispatch on ``buffers`` (``fp8_k_tile``: an fp8
-        contraction as the fp8 wgmma kernel computes it, ``reference.linalg_op``)."""
+        contraction as the fp8 wgmma kernel computes it, ``reference.linalg_op``; ``fp8_split``: its
+        K tiles shared out by split-K)."""
         env = self._scalars(constants)
         regions = dict(lay.inputs + lay.outputs)  # subspan value -> its tensor's region
         outputs = {}
@@ -206,7 +209,9 @@ class FrontDispatch:
             elif name.startswith("linalg."):
                 n_in = len(op.operands) - len(op.results)
                 ins = [env[v] for v in list(op.operands)[:n_in]]
-                env[op.results[0]] = linalg_op(op, ins, env[list(op.operands)[n_in]], fp8_k_tile=fp8_k_tile)
+                env[op.results[0]] = linalg_op(
+                    op, ins, env[list(op.operands)[n_in]], fp8_k_tile=fp8_k_tile, fp8_split=fp8_split
+                )
             elif name == "iree_tensor_ext.dispatch.tensor.store":
                 outputs[regions[op.operands[1]]] = env[op.operands[0]]
             elif name.startswith(("arith.", "math.")):
@@ -289,7 +294,11 @@ def check_site(
     cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
     fp8 = fp8_tensor_core(cfg, exe.facts.problem)
     reference = front.evaluate(
-        {b: buf.copy() for b, buf in buffers.items()}, constants, lay, fp8_k_tile=cfg.tile_k if fp8 else 0
+        {b: buf.copy() for b, buf in buffers.items()},
+        constants,
+        lay,
+        fp8_k_tile=cfg.tile_k if fp8 else 0,
+        fp8_split=cfg.split_k,
     )
     d = load_dispatch(handed)
     workload = [w for w in lay.workload]
@@ -303,7 +312,7 @@ def check_site(
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
     for region in {r: None for _, r in lay.outputs}:
         got = Memory.read(buffers, region)
-        owned = tile_mask(got.shape, grid, chosen, cfg.tile_m, cfg.tile_n)
+        owned = tile_mask(got.shape, grid, chosen, cfg.tile_m, cfg.tile_n, cfg.split_k)
         res = compare(got, reference[region], owned)
         wmask = written_elements(written, region)
         unwritten, stray = int((owned & ~wmask).sum()), int((wmask & ~owned).sum())

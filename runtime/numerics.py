@@ -99,7 +99,9 @@ def matmul_reference(
     return ref, tol
 
 
-def fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, *, promote: bool = True) -> np.ndarray:
+def fp8_tensor_core_reference(
+    a: np.ndarray, b: np.ndarray, k_tile: int, *, promote: bool = True, split: int = 1
+) -> np.ndarray:
     """C = A @ B (batched over leading axes) as Hopper's fp8 wgmma kernel computes it: K zero-padded
     to whole K tiles of ``k_tile`` (the kernel runs every wgmma of its last tile on zero-filled
     chunks, and even an all-zero wgmma cuts the accumulator to 14 bits), chunks of
@@ -109,8 +111,22 @@ def fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, *, prom
     rounding (the kernel's per-K-tile promotion, as cuBLAS / CUTLASS's ``GmmaFP8Accumulation``);
     False: every chunk accumulates into the one accumulator. Returns float32. (The bound of
     ``matmul_reference`` says how far a result may be from exact; this says what the kernel's
-    arithmetic gives, bit for bit on the ISA model.)"""
-    return _by_rows(_fp8_tensor_core_reference, a, b, k_tile, promote)
+    arithmetic gives, bit for bit on the ISA model.) ``split``: the K tiles in that many equal
+    shares (split-K), each computed so from zero, the shares' float32 results then added in order
+    (the split-K kernel's reduction: rank 0's partial, plus rank 1's, ...)."""
+    if split == 1:
+        return _by_rows(_fp8_tensor_core_reference, a, b, k_tile, promote)
+    k = a.shape[-1]
+    tiles = -(-k // k_tile)
+    if tiles % split:
+        raise ValueError(f"{tiles} K tiles of {k_tile} do not split into {split} equal shares")
+    width = tiles // split * k_tile
+    out = None
+    for s in range(split):
+        ks = slice(s * width, min((s + 1) * width, k))
+        part = _by_rows(_fp8_tensor_core_reference, a[..., ks], b[..., ks, :], k_tile, promote)
+        out = part if out is None else (out + part).astype(np.float32)
+    return out
 
 
 def _fp8_tensor_core_reference(a: np.ndarray, b: np.ndarray, k_tile: int, promote: bool) -> np.ndarray:

@@ -307,11 +307,12 @@ def _loop_sizes(maps: list[list[int]], shapes: list[tuple]) -> dict[int, int]:
     return sizes
 
 
-def linalg_op(op: ir.Operation, ins: list[Val], init: Val, *, fp8_k_tile: int = 0) -> Val:
+def linalg_op(op: ir.Operation, ins: list[Val], init: Val, *, fp8_k_tile: int = 0, fp8_split: int = 1) -> Val:
     """A linalg op with indexing maps and a scalar body: elementwise when every loop is
     parallel, else a multiply-accumulate contraction (``fp8_k_tile``: one of 8-bit float inputs
     is computed as Hopper's fp8 wgmma kernel computes it, promoting every K tile of that many k:
-    ``numerics.fp8_tensor_core_reference``, exact -- what the lane executor's model gives)."""
+    ``numerics.fp8_tensor_core_reference``, exact -- what the lane executor's model gives;
+    ``fp8_split``: the K tiles shared out by split-K)."""
     if "indexing_maps" not in op.attributes:
         raise InterpretError(f"the reference interpreter does not evaluate {op.name}")
     maps = _maps(op)
@@ -324,7 +325,7 @@ def linalg_op(op: ir.Operation, ins: list[Val], init: Val, *, fp8_k_tile: int = 
     args = list(block.arguments)
     t = str(ir.ShapedType(op.results[0].type).element_type)
     if reductions:
-        return _contraction(op, ins, init, maps, body, args, t, fp8_k_tile)
+        return _contraction(op, ins, init, maps, body, args, t, fp8_k_tile, fp8_split)
     env = {}
     for arg, x, dims in zip(args, ins + [init], maps):
         env[arg] = Val(_iteration_view(x.v, dims, n_loops), _iteration_view(x.r, dims, n_loops), x.t)
@@ -350,7 +351,9 @@ def linalg_op(op: ir.Operation, ins: list[Val], init: Val, *, fp8_k_tile: int = 
     raise InterpretError(f"{op.name} has no linalg.yield")
 
 
-def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_tile: int = 0) -> Val:
+def _contraction(
+    op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_tile: int = 0, fp8_split: int = 1
+) -> Val:
     """out = init + sum over the reduction loops of cast(a) * cast(b)."""
     if len(ins) != 2:
         raise InterpretError(f"{op.name}: a contraction of {len(ins)} inputs is not modelled")
@@ -379,7 +382,7 @@ def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_
     if _is_float(a.t):
         av, bv = a.v.astype(np.float64), b.v.astype(np.float64)
         if fp8_k_tile and a.t in FP8_TYPES and b.t in FP8_TYPES:
-            return _fp8_tensor_core(op, av, bv, init, spec, fp8_k_tile, t)
+            return _fp8_tensor_core(op, av, bv, init, spec, fp8_k_tile, t, fp8_split)
         total = np.einsum(spec, av, bv)
         bound = np.einsum(spec, np.abs(av), np.abs(bv))
         k = int(np.prod([s for s, d in zip(a.v.shape, maps[0]) if d not in maps[2]])) or 1
@@ -391,7 +394,9 @@ def _contraction(op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_
     return Val.exact(round_to(init.v.astype(np.int64) + np.einsum(spec, av, bv), t), t)
 
 
-def _fp8_tensor_core(op, av: np.ndarray, bv: np.ndarray, init: Val, spec: str, k_tile: int, t: str) -> Val:
+def _fp8_tensor_core(
+    op, av: np.ndarray, bv: np.ndarray, init: Val, spec: str, k_tile: int, t: str, split: int = 1
+) -> Val:
     """The contraction ``spec`` (one reduction, M, N, at most one batch loop) of fp8 values as the
     fp8 wgmma kernel computes it (``numerics.fp8_tensor_core_reference``), onto a zero init: exact."""
     ins, out = spec.split("->")
@@ -410,7 +415,7 @@ def _fp8_tensor_core(op, av: np.ndarray, bv: np.ndarray, init: Val, spec: str, k
     bt = "".join(batch)
     a_log = np.einsum(f"{la}->{bt}{m[0]}{red[0]}", av)
     b_log = np.einsum(f"{lb}->{bt}{red[0]}{n[0]}", bv)
-    c = fp8_tensor_core_reference(a_log, b_log, k_tile).astype(np.float64)
+    c = fp8_tensor_core_reference(a_log, b_log, k_tile, split=split).astype(np.float64)
     return Val.exact(np.ascontiguousarray(np.einsum(f"{bt}{m[0]}{n[0]}->{out}", c)), t)
 
 

@@ -265,16 +265,19 @@ class SimResult:
     bound_check: object = None
 
 
-def tile_mask(shape: tuple, grid: tuple, workgroups: list[int] | None, tile_m: int, tile_n: int) -> np.ndarray:
+def tile_mask(
+    shape: tuple, grid: tuple, workgroups: list[int] | None, tile_m: int, tile_n: int, split_k: int = 1
+) -> np.ndarray:
     """Which output elements the workgroups ``workgroups`` own (all when None): workgroup (x, y,
-    z) writes rows y*tile_m.., columns x*tile_n.. of batch z (hand-back's grid)."""
+    z) writes rows y*tile_m.., columns (x // split_k)*tile_n.. of batch z (hand-back's grid;
+    split-K: ``split_k`` workgroups per tile along x, rank 0 of them storing)."""
     if workgroups is None:
         return np.ones(shape, bool)
     gx, gy, _ = grid
     mask = np.zeros(shape, bool)
     view = mask.reshape((-1,) + tuple(shape[-2:]))
     for w in workgroups:
-        x, y, z = w % gx, (w // gx) % gy, w // (gx * gy)
+        x, y, z = w % gx // split_k, (w // gx) % gy, w // (gx * gy)
         view[z if view.shape[0] > 1 else 0, y * tile_m : (y + 1) * tile_m, x * tile_n : (x + 1) * tile_n] = True
     return mask
 
@@ -370,8 +373,8 @@ def check_matmul(
         # Hopper's fp8 wgmma does not accumulate in f32 (runtime/isa/wgmma.py, measured): the kernel
         # promotes each K tile's partial to f32, and the executor must reproduce that arithmetic
         # exactly (a kernel that promotes otherwise, or not at all, differs by far more than f32 ulps).
-        hw_ref = num.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k).astype(np.float64)
-    owned = tile_mask(c.shape, grid, chosen, cfg.tile_m, cfg.tile_n)
+        hw_ref = num.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k, split=cfg.split_k).astype(np.float64)
+    owned = tile_mask(c.shape, grid, chosen, cfg.tile_m, cfg.tile_n, cfg.split_k)
     wmask = written_elements(written, c_region)
     checks = []
     for r, t in [(ref, tol)] if hw_ref is None else [(ref, tol), (hw_ref, np.zeros_like(tol))]:

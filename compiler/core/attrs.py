@@ -192,6 +192,7 @@ class Expectations:
     k_loop_barriers: int = 0  # workgroup barriers per iteration of the K loop (0: not checked)
     tma: bool | None = None  # the ring is filled by cp.async.bulk.tensor (TMA), not cp.async (None: no)
     cluster: int | None = None  # workgroups per thread block cluster, B multicast between them (None: no clusters)
+    split_k: int | None = None  # workgroups per cluster splitting K, partials added over DSMEM (None: no split-K)
 
 
 def write_cluster_dim(func: ir.Operation, dims: tuple[int, int, int]) -> None:

@@ -34,6 +34,10 @@ A config fixes everything the Script and Distribute stages need:
                        workgroups on the two output tiles of one B column block (tile rows 2p
                        and 2p + 1), each copying its own A and half of B's boxes with a TMA
                        multicast to both (``tma.TmaRing``, "Clusters"); 1 (default): none
+    split_k            the warpgroup-MMA kernel: S = 2..8 workgroups per output tile, each a
+                       1/S share of the K tiles, in a thread block cluster of S that adds its
+                       partial sums in shared memory (rank 0 reads its peers' over distributed
+                       shared memory, in rank order: deterministic) and stores once; 1 (default)
     waves_k            waves splitting K inside a workgroup: the decode kernel
                        (``compiler/kernels/decode/``) when > 1; each wave runs every waves_k-th
                        K tile of ``tile_k`` into its own accumulators, added through LDS in a
@@ -70,6 +74,7 @@ class KernelConfig:
     producer: int = 0  # the wgmma kernel's TMA ring: 1 = a producer warpgroup issues the copies (warp-specialized)
     cluster: int = 1  # the warp-specialized kernel: 2 = clusters of 2 workgroups sharing B's K tiles by TMA multicast
     waves_k: int = 1  # waves splitting K inside a workgroup (> 1: the decode kernel, kernels/decode/)
+    split_k: int = 1  # the wgmma kernel: workgroups (a cluster) splitting K per output tile, reduced in the cluster
 
     @property
     def wave_tile_m(self) -> int:
@@ -107,6 +112,8 @@ class KernelConfig:
             del d["cluster"]
         if d["waves_k"] == 1:  # (likewise: unset but in the decode kernel)
             del d["waves_k"]
+        if d["split_k"] == 1:  # (likewise: unset without split-K)
+            del d["split_k"]
         return d
 
     def to_json(self) -> str:
@@ -159,6 +166,12 @@ class KernelConfig:
             + (f", persistent: {self.persistent} tiles per workgroup" if self.persistent else "")
             + (f", a producer warpgroup of {PRODUCER_THREADS} threads (warp-specialized)" if self.producer else "")
             + (f", clusters of {self.cluster} sharing B by TMA multicast" if self.cluster > 1 else "")
+            + (
+                f", K split {self.split_k} ways by a cluster of {self.split_k} workgroups per tile (partial sums "
+                f"added in distributed shared memory)"
+                if self.split_k > 1
+                else ""
+            )
         )
 
 
@@ -179,6 +192,7 @@ _INT_KEYS = {
     "producer",
     "cluster",
     "waves_k",
+    "split_k",
 }
 
 

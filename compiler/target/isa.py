@@ -289,10 +289,12 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
     rep.vgprs = None  # PTX registers are virtual; ptxas assigns the real ones
     rep.counts = dict(_categorize(lines, _PTX_CATEGORIES))
     # clusters: multicast bulk copies, remote arrivals (mapa + mbarrier.arrive on shared::cluster),
-    # barrier.cluster waits (counted apart from the categories: each line also has one there)
+    # distributed shared memory loads, barrier.cluster waits (counted apart from the categories:
+    # each line also has one there)
     for name, pat in (
         ("bulk_tensor_multicast", r"^cp\.async\.bulk\.tensor\.\S*\.multicast::cluster"),
         ("mapa", r"^mapa\.shared::cluster"),
+        ("dsmem_load", r"^ld\.shared::cluster\."),
         ("remote_arrive", r"^mbarrier\.arrive\S*\.shared::cluster\."),
         ("cluster_wait", r"^barrier\.cluster\.wait"),
     ):

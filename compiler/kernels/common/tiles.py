@@ -173,6 +173,11 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
             f"cluster={cfg.cluster}: clusters are the warp-specialized warpgroup-MMA kernel's only "
             f"(sm_90a, --config intrinsic=WGMMA_... producer=1 persistent=W)"
         )
+    if cfg.split_k != 1:
+        raise ConfigError(
+            f"split_k={cfg.split_k}: workgroups split K (a thread block cluster per output tile) in the "
+            f"warpgroup-MMA kernel only (sm_90a, --config intrinsic=WGMMA_...)"
+        )
     if cfg.waves_k != 1:
         raise ConfigError(
             f"waves_k={cfg.waves_k}: waves split K in the decode kernel only (M up to one instruction's rows, "

@@ -162,8 +162,19 @@ def validate_decode(cfg: KernelConfig, target: Target, problem: Contraction) -> 
             f"{cfg.waves_k} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
             f"{target.name}'s {target.max_workgroup_size}"
         )
-    if (cfg.stages, cfg.raster, cfg.persistent, cfg.producer, cfg.cluster, cfg.copy) != (1, 1, None, 0, 1, None):
-        raise ConfigError("the decode kernel has no LDS ring, raster, persistent grid, producer, clusters or copies")
+    if (cfg.stages, cfg.raster, cfg.persistent, cfg.producer, cfg.cluster, cfg.copy, cfg.split_k) != (
+        1,
+        1,
+        None,
+        0,
+        1,
+        None,
+        1,
+    ):
+        raise ConfigError(
+            "the decode kernel has no LDS ring, raster, persistent grid, producer, clusters, copies or "
+            "split_k (its waves split K: waves_k)"
+        )
     need = lds_bytes(cfg, target)
     if need > target.lds_bytes:
         raise ConfigError(f"the partial sums need {need} bytes of LDS, {target.name} has {target.lds_bytes}")

@@ -71,6 +71,8 @@ class WgmmaFamily:
     def grid(self, cfg: KernelConfig, problem: Contraction):
         if cfg.persistent:  # the persistent grid: tiles / persistent workgroups, in x
             return output_tiles(cfg, problem) // cfg.persistent, 1, 1
+        if cfg.split_k > 1:  # a cluster of split_k workgroups per tile, along x (static sizes only)
+            return -(-problem.n // cfg.tile_n) * cfg.split_k, -(-problem.m // cfg.tile_m), problem.batch or 1
         return None
 
     def min_ptx_version(self, cfg: KernelConfig) -> int:

@@ -9,7 +9,13 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
-from mmaflow.compiler.kernels.wgmma.plan import output_tiles, persistent_refusal, tma_refusal, warpgroup_config
+from mmaflow.compiler.kernels.wgmma.plan import (
+    MAX_SPLIT_K,
+    output_tiles,
+    persistent_refusal,
+    tma_refusal,
+    warpgroup_config,
+)
 from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
 from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
 from mmaflow.compiler.target.targets import Target
@@ -75,8 +81,8 @@ def warpgroup_default(
         )
         return None
     names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
-    # copy=tma, persistent=W, producer=1 or cluster=2 alone ask for the heuristic's wgmma kernel
-    copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer", "cluster")}
+    # copy=tma, persistent=W, producer=1, cluster=2 or split_k=S alone ask for the heuristic's wgmma kernel
+    copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer", "cluster", "split_k")}
     overrides = {k: v for k, v in overrides.items() if k not in copy}
     if overrides:
         why.append(
@@ -93,8 +99,8 @@ def warpgroup_default(
     )
     counts = []
     for name, (n, tile_m) in zip(names, WARPGROUP_SHAPES):
-        tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1)
-        counts.append(f"{tiles} tiles of {tile_m}x{n}")
+        tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1) * copy.get("split_k", 1)
+        counts.append(f"{tiles} {'workgroups' if copy.get('split_k', 1) > 1 else 'tiles'} of {tile_m}x{n}")
         if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
             break
     else:
@@ -169,7 +175,7 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
     divides: ``wgmma.plan.persistent_refusal``); else the plain grid, the reason in ``why`` when
     the problem has the waves for it. Warp-specialized e4m3 4000^3 on the H200: 908.3 -> 971.1
     TFLOP/s."""
-    if problem.is_dynamic or problem.m is None or problem.n is None:
+    if problem.is_dynamic or problem.m is None or problem.n is None or cfg.split_k > 1:
         return cfg
     tiles = output_tiles(cfg, problem)
     if tiles < PERSISTENT_MIN_WAVES * target.compute_units:
@@ -271,9 +277,24 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
         if tm == PRODUCER_TILE_M:
             out.append({**base, "copy": "tma-wide", "producer": 1})
         tiles = -(-problem.m // tm) * -(-problem.n // n) * (problem.batch or 1)
+        out += [{**base, "split_k": s} for s in _split_k_candidates(target, problem, tiles)]
         w = -(-tiles // target.compute_units)
         if tiles >= PERSISTENT_MIN_WAVES * target.compute_units and tiles % w == 0:
             out.append({**base, "persistent": w})
             if tm == PRODUCER_TILE_M:
                 out.append({**base, "copy": "tma-wide", "producer": 1, "persistent": w})
     return out
+
+
+def _split_k_candidates(target: Target, problem: Contraction, tiles: int) -> list[int]:
+    """Split-K's candidate S (``wgmma.plan.split_k_refusal``): where the tiles fill under one
+    wave of the SMs, each S that divides the K tiles into shares of two or more, up to a wave
+    and a half of workgroups (static sizes)."""
+    if problem.is_dynamic or tiles >= target.compute_units:
+        return []
+    k_tiles = -(-problem.k // 64)  # (f16/bf16: K tiles of 64)
+    return [
+        s
+        for s in range(2, MAX_SPLIT_K + 1)
+        if k_tiles % s == 0 and k_tiles // s >= 2 and tiles * s <= 3 * target.compute_units // 2
+    ]

@@ -81,8 +81,12 @@ SWIZZLE = Swizzle.B128
 ALIGN = SWIZZLE.atom_bytes  # a 128B-swizzle tile starts on 1024 bytes
 CHUNK_BYTES = 16  # one 128-bit global load and shared store per chunk
 # What a user may set; every other field follows from the intrinsic (tile_n = N, tile_k = 64, ...).
-OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent", "producer", "cluster")
+OVERRIDABLE = ("intrinsic", "tile_m", "raster", "stages", "copy", "persistent", "producer", "cluster", "split_k")
 CLUSTERS = (1, 2)  # workgroups per thread block cluster (2: B multicast to the pair)
+# split_k: workgroups per output tile, one thread block cluster (PTX ISA: at most 8 CTAs per cluster
+# is the portable size, "Cluster of Cooperative Thread Arrays")
+MAX_SPLIT_K = 8
+PARTIAL_CHUNK = 16  # split-K partial sums: 16-byte chunks (4 f32), chunk c of thread t at (c * threads + t) * 16
 STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 REGISTERS = THREAD_REGISTERS  # per thread (sm_90a)
@@ -273,6 +277,9 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     why = cluster_refusal(cfg, problem, intr)
     if why:
         raise ConfigError(f"{intr.name}: cluster={cfg.cluster}: {why}")
+    why = split_k_refusal(cfg, problem, intr)
+    if why:
+        raise ConfigError(f"{intr.name}: split_k={cfg.split_k}: {why}")
     smem = plan_bytes(cfg, intr.a_type, allocations(intr))
     if smem > target.lds_bytes:
         raise ConfigError(
@@ -316,6 +323,50 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
         return (
             f"{tiles} output tiles are not a whole number of {cfg.persistent} per workgroup (2 or more, a "
             f"divisor of {tiles}: every workgroup runs as many)"
+        )
+    return None
+
+
+def partial_bytes(cfg: KernelConfig) -> int:
+    """Shared bytes of a workgroup's f32 partial output tile (split-K's reduction)."""
+    return cfg.tile_m * cfg.tile_n * 4
+
+
+def split_k_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntrinsic) -> str | None:
+    """Why ``cfg.split_k`` workgroups per output tile cannot serve, or None (always None for 1).
+    The S workgroups of a tile are one thread block cluster (S, 1, 1): rank r runs K tiles
+    r * T / S .. (r + 1) * T / S - 1 of the T, then each stores its f32 partial in its own
+    shared memory (over the ring's slots), barrier.cluster, rank 0 adds its peers' partials in
+    rank order over distributed shared memory, barrier.cluster, and rank 0 alone runs the
+    epilogue. So the sizes are static and the K tiles divide by S; the ring's barrier.cluster needs every
+    thread, outside warp roles (no producer warpgroup); one tile per workgroup (no persistent
+    grid); no B multicast cluster; the partial fits the slots' shared memory."""
+    s = cfg.split_k
+    if s == 1:
+        return None
+    if not 2 <= s <= MAX_SPLIT_K:
+        return f"2 to {MAX_SPLIT_K} workgroups per output tile (one thread block cluster, the portable size)"
+    if problem.is_dynamic:
+        return "dynamic sizes: the K tiles are shared out, and the grid sized, at compile time"
+    tiles = -(-problem.k // tile_k(intr.a_type))
+    if tiles % s:
+        return f"the {tiles} K tiles of {tile_k(intr.a_type)} (K = {problem.k}) do not divide into {s} equal shares"
+    if cfg.producer:
+        return (
+            "the warp-specialized kernel's roles never meet at a CTA-wide barrier, and the reduction's "
+            "barrier.cluster needs every thread (use producer=0)"
+        )
+    if cfg.persistent:
+        return "a persistent grid: split-K runs one output tile per workgroup"
+    if cfg.cluster != 1:
+        return "clusters of B multicast (cluster=2) and split-K clusters do not combine"
+    b = TYPE_BITS[intr.a_type] // 8  # (the first allocation's slots: A's alone for mixed fp8 types)
+    slot = slot_bytes(cfg, intr.a_type) if allocations(intr) == 1 else _round(cfg.tile_m * tile_k(intr.a_type) * b)
+    need, have = partial_bytes(cfg), cfg.stages * slot
+    if need > have:
+        return (
+            f"the {cfg.tile_m}x{cfg.tile_n} f32 partial needs {need} bytes of shared memory, the "
+            f"{cfg.stages}-slot ring has {have} (use more stages)"
         )
     return None
 
@@ -474,6 +525,7 @@ class WgmmaPlan:
     persistent: int | None = None  # output tiles per workgroup (None: one)
     tile_grid: tuple[int, int] = (0, 0)  # output tiles along N and M
     raster: int = 1
+    split_k: int = 1  # workgroups (a cluster) per output tile, each k_tiles of the K tiles
 
     @property
     def tma_min_bytes(self) -> int:
@@ -570,10 +622,12 @@ class WgmmaPlan:
                 0 if self.tma.specialized else 1,
                 tma=True,
                 cluster=self.tma.cluster if self.tma.cluster > 1 else None,
+                split_k=self.split_k if self.split_k > 1 else None,
             )
+        split = self.split_k if self.split_k > 1 else None
         if self.pipelined:  # cp.async copies, one barrier per K tile
-            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1)
-        return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2)
+            return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, True, 1, split_k=split)
+        return attrs.Expectations(CHUNK_BYTES * 8, self.k_tiles or 0, self.k_steps, False, 2, split_k=split)
 
     def describe(self) -> list[str]:
         intr = self.intrinsic
@@ -627,6 +681,18 @@ class WgmmaPlan:
                     head + f"the next tile's first {self.copy_ahead} K tiles copied after a barrier that "
                     f"ends this tile's K loop, before its epilogue"
                 )
+        if self.split_k > 1:
+            s, threads = self.split_k, self.warpgroups * 128
+            lines.append(
+                f"split-K: a thread block cluster of {s} workgroups per output tile (grid x: {s} per tile column, "
+                f"rank = workgroup x % {s}); rank r runs K tiles {self.k_tiles}r .. {self.k_tiles}r + "
+                f"{self.k_tiles - 1}; then barrier; each thread stores its {self.intrinsic.n // 2} f32 partial "
+                f"sums into its own shared memory (over the slots; 16-byte chunk c of thread t at "
+                f"(c * {threads} + t) * 16); barrier.cluster; rank 0 adds "
+                + ("rank 1's chunks" if s == 2 else f"ranks 1 .. {s - 1}'s chunks in rank order")
+                + " (mapa + ld.shared::cluster: the same sum every run); barrier.cluster (no peer exits "
+                "while read); rank 0 alone runs the epilogue"
+            )
         if self.dynamic:
             lines.append(
                 "dynamic: " + "; ".join(self.dynamic) + " (sizes from the push constants, the grid from the workload)"
@@ -814,7 +880,7 @@ def plan_wgmma(
         ops[1],
         tk,
         tk // intr.k,
-        None if problem.k is None else -(-problem.k // tk),
+        None if problem.k is None else -(-problem.k // tk) // cfg.split_k,
         plan_bytes(cfg, intr.a_type, allocations(intr)),
         epi,
         (f"{intr.name}: the warpgroup-MMA kernel ({kind})",),
@@ -825,6 +891,7 @@ def plan_wgmma(
         tma=tma,
         persistent=cfg.persistent,
         raster=cfg.raster,
+        split_k=cfg.split_k,
         tile_grid=(0, 0) if problem.is_dynamic else (-(-problem.n // cfg.tile_n), -(-problem.m // cfg.tile_m)),
     )
 

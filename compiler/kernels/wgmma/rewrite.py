@@ -48,10 +48,10 @@ The stores, copies, groups and barriers carry ``mmaflow.ring``: their order is t
 from __future__ import annotations
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, scf
+from iree.compiler.dialects import arith, hal, llvm, nvvm, scf
 
 from mmaflow.compiler.core import attrs
-from mmaflow.compiler.core.mlir import clone_into, defining_op
+from mmaflow.compiler.core.mlir import clone_into, defining_op, ops_named
 from mmaflow.compiler.kernels.common.contraction import (
     KLoop,
     Match,
@@ -63,7 +63,7 @@ from mmaflow.compiler.kernels.common.contraction import (
 )
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
-from mmaflow.compiler.kernels.wgmma.plan import ALIGN, CHUNK_BYTES, WgmmaOperand, WgmmaPlan
+from mmaflow.compiler.kernels.wgmma.plan import ALIGN, CHUNK_BYTES, PARTIAL_CHUNK, WgmmaOperand, WgmmaPlan
 from mmaflow.compiler.kernels.wgmma.tma import TmaRing
 from mmaflow.compiler.target.smem_layout import Major
 
@@ -105,6 +105,7 @@ class WgmmaRewriter(Rewriter):
         m, plan = self.m, self.plan
         self.kernel_prologue()
         top = self.top
+        self.rank = self._split_workgroups() if plan.split_k > 1 else None
         tid = top.thread_id()
         i64 = ir.IntegerType.get_signless(64)
         shared, starts = [], []  # per allocation: (memref, its 1024-byte pad in elements), descriptor start field
@@ -116,6 +117,8 @@ class WgmmaRewriter(Rewriter):
             ptr = self._op(top, "memref.extract_aligned_pointer_as_index", [smem], [top.index]).result
             pad = top.rem(top.sub(top.const(ALIGN), top.rem(ptr, ALIGN)), ALIGN)
             shared.append((smem, top.div(pad, ebytes)))
+            if i == 0:  # (split-K's partial sums go over the first allocation's slots)
+                self._smem_address = top.add(ptr, pad)
             with top.loc, top.ip:
                 base64 = arith.IndexCastOp(i64, top.add(ptr, pad)).result
                 masked = arith.AndIOp(base64, self._i64(top, _SHARED_FIELD)).result
@@ -169,6 +172,8 @@ class WgmmaRewriter(Rewriter):
         lay = plan.epilogue.layout
         lanes = LaneIndex(top, top.rem(tid, plan.wave_size), plan.wave_size)
         assert lay.batch == (1, 1) and lay.op_vector_length == n_fields
+        if plan.split_k > 1:  # the cluster's partial sums added; rank 0 alone stores
+            vec = self._reduce_split_k(em, tid, vec)
         self._store_accumulators([vec], lanes)
         self._erase_old()
         if plan.tma is not None and plan.tma.specialized:  # the producer warpgroup stores nothing
@@ -182,6 +187,8 @@ class WgmmaRewriter(Rewriter):
                 Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("wgmma.tma.cluster"), at_exit=True
             )
             attrs.write_cluster_dim(self.func, (plan.tma.cluster, 1, 1))
+        if plan.split_k > 1:
+            attrs.write_cluster_dim(self.func, (plan.split_k, 1, 1))
 
     def _k_loop(self, tid, shared: list, desc: dict, acc0, struct_t) -> tuple[KLoop, ir.Value]:
         plan = self.plan
@@ -191,7 +198,11 @@ class WgmmaRewriter(Rewriter):
         lb, step = old.operands[0], old.operands[2]
         pre = Emitter(ir.InsertionPoint(old), old.location, self.vendor).named("wgmma")
         kt = self._k_tiles(pre)  # static K: the script's bounds; dynamic: whole tiles covering K
-        ub = old.operands[1] if isinstance(kt, int) else pre.add(lb, pre.mul(kt, plan.tile_k))
+        if plan.split_k > 1:  # this workgroup's share of the K tiles
+            lb = self.k_first(pre, lb)
+            ub = pre.add(lb, kt * plan.tile_k)
+        else:
+            ub = old.operands[1] if isinstance(kt, int) else pre.add(lb, pre.mul(kt, plan.tile_k))
         with self.m.loop.location, ir.InsertionPoint(self.m.loop):
             loop = scf.ForOp(lb, ub, step, [acc0])
         body = loop.body
@@ -234,8 +245,105 @@ class WgmmaRewriter(Rewriter):
         with em.loc, em.ip:
             return arith.AddFOp(acc, vec).result
 
+    def k_first(self, em: Emitter, lb: ir.Value) -> ir.Value:
+        """The K origin of this workgroup's first K tile: the script's lower bound, plus with
+        split-K its rank's share, rank * ``plan.k_tiles`` K tiles on."""
+        if self.plan.split_k == 1:
+            return lb
+        rank = self.rank if self._split_k_share else em.const(0)
+        return em.add(lb, em.mul(rank, self.plan.k_tiles * self.plan.tile_k))
+
+    # Mutation hooks for the tests (e2e_tests/test_split_k.py): False leaves out the cluster barrier
+    # before the peers' partials are read / after (so a peer may exit while read); _split_k_share
+    # False gives every rank rank 0's K tiles.
+    _split_k_syncs = (True, True)
+    _split_k_share = True
+
+    def _split_workgroups(self) -> ir.Value:
+        """Split-K: the grid has ``split_k`` workgroups per output tile along x (a cluster of
+        (split_k, 1, 1)); every use of the workgroup id x and count x (the tile column, the
+        raster) takes them divided by ``split_k``. Returns the workgroup's rank, id x % split_k
+        (its ``%cluster_ctarank``: the cluster spans x)."""
+        s = self.plan.split_k
+        for name in ("hal.interface.workgroup.id", "hal.interface.workgroup.count"):
+            for op in ops_named(self.func, name):
+                if ir.IntegerAttr(op.attributes["dimension"]).value != 0:
+                    continue
+                em = Emitter(ir.InsertionPoint.after(op), op.location, self.vendor).named("wgmma.split_k")
+                q = em.div(op.result, s)
+                op.result.replace_all_uses_except(q, defining_op(q))
+        em = self.top.named("wgmma.split_k")
+        with em.loc, em.ip:
+            x = hal.interface_workgroup_id(0)
+        return em.rem(x, s)
+
+    def _reduce_split_k(self, em: Emitter, tid: ir.Value, vec: ir.Value) -> ir.Value:
+        """The split-K cluster's reduction, after every warpgroup's last ``wgmma.wait_group 0``
+        (``WgmmaPlan.split_k``; the kernel's exit is ordered by the second cluster barrier):
+
+            barrier                                  (no warpgroup reads a slot any more)
+            st.shared [base + (c * T + t) * 16] <- partial chunk c  (c < N/8: 4 f32 each)
+            barrier.cluster.arrive; barrier.cluster.wait          (every CTA's partial stored)
+            rank 0: sum_c = own_c + ld.shared::cluster(mapa(addr_c, 1)) + ... (ranks 1 .. S-1, in order)
+            barrier.cluster.arrive; barrier.cluster.wait          (no peer exits while read)
+            rank 0: the epilogue of the sums                      (``scf.if``: the old write moved in)
+
+        The sum's order is fixed (rank 0's own partial, then ranks 1, 2, ...), so every run gives
+        the same bits. Returns the sums (rank 0's values; the others' are not stored)."""
+        plan = self.plan
+        s, threads, n = plan.split_k, plan.warpgroups * 128, plan.intrinsic.n // 2
+        per = PARTIAL_CHUNK // 4
+        chunk_t = vector_type([per], ir.F32Type.get())
+        i64 = ir.IntegerType.get_signless(64)
+        p3 = ir.Type.parse("!llvm.ptr<3>")
+        p7 = ir.Type.parse("!llvm.ptr<7>")
+        red = em.named("wgmma.split_k")
+        attrs.mark(red.barrier(), attrs.RING)
+        ptrs = []
+        for c in range(n // per):
+            addr = red.add(self._smem_address, red.mul(red.add(tid, c * threads), PARTIAL_CHUNK))
+            with red.loc, red.ip:
+                ptr = llvm.IntToPtrOp(p3, arith.IndexCastOp(i64, addr).result).result
+                llvm.StoreOp(red.extract_slice(vec, c * per, per), ptr)
+            ptrs.append(ptr)
+        if self._split_k_syncs[0]:
+            self._cluster_sync(red)
+        with red.loc, red.ip:
+            first = scf.IfOp(red.eq(self.rank, 0), [vec.type], has_else=True)
+        inside = red.at(ir.InsertionPoint(first.then_block))
+        sums = []
+        for c, ptr in enumerate(ptrs):
+            acc = inside.extract_slice(vec, c * per, per)
+            for r in range(1, s):
+                with inside.loc, inside.ip:
+                    peer = arith.ConstantOp(ir.IntegerType.get_signless(32), r).result
+                    remote = nvvm.MapaOp(p7, ptr, peer).result
+                    part = llvm.LoadOp(chunk_t, remote).result
+                    acc = arith.AddFOp(acc, part).result
+            sums.append(acc)
+        with inside.loc, inside.ip:
+            scf.YieldOp([inside.concat(sums)])
+        with red.loc, ir.InsertionPoint(first.else_block):
+            scf.YieldOp([vec])
+        if self._split_k_syncs[1]:
+            self._cluster_sync(red)
+        with red.loc, red.ip:
+            store = scf.IfOp(red.eq(self.rank, 0))
+        with red.loc, ir.InsertionPoint(store.then_block):
+            y = scf.YieldOp([])
+        self.m.out_write.move_before(y)  # the epilogue's stores are emitted at the old write
+        return first.results[0]
+
+    @staticmethod
+    def _cluster_sync(em: Emitter) -> None:
+        """``barrier.cluster.arrive`` + ``wait`` by every thread (release / acquire, cluster scope)."""
+        with em.loc, em.ip:
+            nvvm.ClusterArriveOp(aligned=True)
+            nvvm.ClusterWaitOp(aligned=True)
+
     def _k_tiles(self, em: Emitter):
-        """The K tiles: an int for a static K (the script's loop, ``plan.k_tiles``), else as many
+        """The K tiles: an int for a static K (the script's loop, ``plan.k_tiles``: with split-K this
+        workgroup's share), else as many
         as cover the run-time K, ceil(K / tile_k), an index value (the last one partial unless K
         is promised whole tiles; its chunks past K are zero-filled). A dynamic K of 0 gives no K
         tile: the loops are empty and the accumulator stays 0."""
@@ -344,8 +452,8 @@ class WgmmaRewriter(Rewriter):
         old = self.m.loop
         old_body = old.regions[0].blocks[0]
         old_iv = list(old_body.arguments)[0]
-        lb = old.operands[0]
         pre = Emitter(ir.InsertionPoint(old), old.location, self.vendor).named("wgmma.ring")
+        lb = self.k_first(pre, old.operands[0])
         kt = self._k_tiles(pre)  # an int, or an index value (dynamic K)
         step_k = plan.tile_k
 
@@ -620,8 +728,6 @@ class WgmmaRewriter(Rewriter):
         grid = gx * gy // plan.persistent
         top = Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("persistent")
         with top.loc, top.ip:
-            from iree.compiler.dialects import hal
-
             lin = hal.interface_workgroup_id(0)
             loop = scf.ForOp(top.const(0), top.const(plan.persistent), top.const(1))
         j = loop.induction_variable

@@ -715,8 +715,8 @@ class TmaRing:
         old = rw.m.loop
         old_body = old.regions[0].blocks[0]
         old_iv = list(old_body.arguments)[0]
-        lb = old.operands[0]
         pre = Emitter(ir.InsertionPoint(old), old.location, rw.vendor).named("wgmma.tma")
+        lb = rw.k_first(pre, old.operands[0])  # (split-K: this workgroup's share of the K tiles)
         ptr = rw._op(pre, "memref.extract_aligned_pointer_as_index", [smem], [pre.index]).result
         base = self.to64(pre, pre.add(ptr, pre.mul(pad_elems, plan.a.smem.element_bytes)))
         srcs = []
