@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import handed_back, mutant, sm90a_ptxas
+from conftest import handed_back, mutant, sm90a_ptxas, spread
 
 from mmaflow.compiler.core.errors import MmaflowError
 from mmaflow.compiler.core.mlir import new_context, parse_module
@@ -55,8 +55,17 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("m,n,k,t,wn,tm,s,extra,tb", CASES, ids=lambda v: str(v) if not isinstance(v, dict) else "")
-@pytest.mark.parametrize("exact", [True, False], ids=["exact", "random"])
+# In the default set each case with exact or random data (alternating), both with `-m exhaustive`.
+@pytest.mark.parametrize(
+    "m,n,k,t,wn,tm,s,extra,tb,exact",
+    spread(
+        CASES,
+        [True, False],
+        1,
+        lambda c: "x".join(map(str, c[:3])) + f"-{c[3]}-S{c[6]}",
+        lambda e: "exact" if e else "random",
+    ),
+)
 def test_split_k_matches_numpy(m, n, k, t, wn, tm, s, extra, tb, exact):
     r = _sim(
         matmul_module(m, n, k, t, transpose_b=tb),
