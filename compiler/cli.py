@@ -578,14 +578,14 @@ def cmd_tune(args) -> int:
         if args.suite or args.prepare_only:
             raise InputError("--results writes the table from a finished run: no --suite or --prepare-only with it")
         try:
-            for path in tune.write_tables(Path(args.results), args.command or command):
+            for path in tune.write_tables([Path(r) for r in args.results], args.command or command):
                 print(f"mmaflow tune: wrote {path}", file=sys.stderr)
         except (OSError, ValueError, KeyError) as e:
-            raise InputError(f"--results {args.results}: {e}") from None
+            raise InputError(f"--results {' '.join(args.results)}: {e}") from None
         return 0
     if not args.suite:
         raise InputError(
-            "mmaflow tune needs --suite NAME (with --prepare-only DIR on a machine without a GPU) or --results FILE"
+            "mmaflow tune needs --suite NAME (with --prepare-only DIR on a machine without a GPU) or --results FILE..."
         )
     targets = [t for t in args.target.split(",") if t]
     dtypes = [d for d in args.dtype.split(",") if d]
@@ -870,9 +870,10 @@ def build_parser() -> argparse.ArgumentParser:
     tu.add_argument("--out", default="bench-results/tune", metavar="DIR", help="where the run's results go")
     tu.add_argument(
         "--results",
+        nargs="+",
         metavar="FILE",
-        help="write the tables from a run's tune_results.json (python -m mmaflow.runtime.tune --from-dir DIR "
-        "--out OUT)",
+        help="write the tables from runs' tune_results.json (python -m mmaflow.runtime.tune --from-dir DIR "
+        "--out OUT); runs whose shapes share a class go together",
     )
     tu.add_argument("--command", help=argparse.SUPPRESS)  # the command a table records (the default: this one)
     tu.set_defaults(fn=cmd_tune)

@@ -165,7 +165,7 @@ def test_run_refuses_a_module_with_nothing_taken(tmp_path):
     [
         (
             {"foo": 1},
-            "unknown config key 'foo'; valid keys: cluster, copy, intrinsic, lds_pad, persistent, producer, raster, stages, tile",
+            "unknown config key 'foo'; valid keys: cluster, copy, intrinsic, lds_pad, persistent, producer, raster, split_k, stages, tile",
         ),
         ({"raster": 0}, "raster must be 1 to 64 (tile rows per workgroup group), got 0"),
         ({"tile_m": 64.0}, "tile_m=64.0 is a float: give an integer"),

@@ -208,3 +208,41 @@ def test_split_k_ptx_verifies_and_assembles(tmp_path, s, wn, tm):
     assert ptx.count("ld.shared::cluster.v4.b32") == (s - 1) * wn // 8  # every peer's chunks, once
     assert ptx.count("barrier.cluster.wait") == 2
     sm90a_ptxas(tmp_path, ptx)  # assembles, 0 spills
+
+
+def test_heuristic_splits_k_below_the_wgmma_tile_count():
+    """Without a table entry or --config: a static grid under one tile per two SMs with a long K
+    takes 64-row wgmma tiles and split-K (``wgmma.heuristic._small_grid``, seeds
+    ``small_grid_wide_tiles`` / ``split_k_min_k_tiles``); a short K, or a dynamic size, keeps the
+    mma.sync kernel; the reasons say which."""
+    from mmaflow.compiler.core.problem import Contraction
+    from mmaflow.compiler.kernels.registry import choose, explain
+    from mmaflow.compiler.target.targets import get_target
+
+    sm90 = get_target("sm_90a")
+
+    def pick(m, n, k):
+        p = Contraction(m, n, k, 1, "f16", "f16", "f32", b_transposed=True)
+        cfg, _, source = choose(sm90, p, {}, tuned=False)
+        return cfg, source, p
+
+    cfg, source, p = pick(128, 1024, 4096)  # 32 tiles of 64x64: 4 shares of 16 K tiles, 128 workgroups
+    assert (cfg.intrinsic, cfg.tile_m, cfg.tile_n, cfg.split_k) == ("WGMMA_F32_64x64x16_F16", 64, 64, 4)
+    assert "heuristic" in source
+    _, _, p = pick(128, 2048, 4096)  # (a class no shipped table entry covers: its reasons are the heuristic's)
+    why = "\n".join(explain(sm90, p))
+    assert re.search(r"64x64 tiles, K split 2 ways \(32 K tiles each\).*64 tiles, 128 workgroups for 132 SMs", why)
+    cfg, _, _ = pick(128, 4096, 4096)  # 64 tiles of 64x128 (a quarter of the SMs or more): 2 shares
+    assert (cfg.tile_n, cfg.split_k) == (128, 2)
+    for short in ((128, 768, 768), (256, 256, 256)):  # under two shares of 16 K tiles: mma.sync, as before
+        assert pick(*short)[0].intrinsic.startswith("MMA_SYNC")
+
+
+def test_heuristic_split_k_kernel_is_right():
+    """The heuristic's split-K kernel for a shape no table entry covers, on the executor (random
+    data, the f32 accumulation bound; every workgroup)."""
+    text = handed_back(matmul_module(64, 192, 2048, "bf16", transpose_b=True), "sm_90a")
+    assert "split_k = 2" in text  # 3 tiles of 64x64, 32 K tiles: 2 shares of 16
+    r = check_matmul(parse_module(text, new_context()), seed=4)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races

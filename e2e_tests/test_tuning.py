@@ -106,27 +106,20 @@ def test_a_table_round_trips_and_refuses_malformed_files(table_dir):
 def test_an_entry_configures_its_class_and_says_so(table_dir):
     p = _problem(128, 1024, 4096)
     heuristic, _ = registry.resolve(SM90, p)
-    over = {"intrinsic": "WGMMA_F32_64x64x16_F16", "tile_m": 64}
+    over = {"intrinsic": "WGMMA_F32_64x128x16_F16", "tile_m": 64}
     _install(table_dir, _table("sm_90a", _entry(tuning.shape_class(p), over)))
     for q in (p, _problem(100, 1000, 3000)):  # the measured shape and another of its class
         cfg, intr, source = registry.choose(SM90, q)
-        assert (
-            (cfg.intrinsic, cfg.tile_m, cfg.tile_n)
-            == ("WGMMA_F32_64x64x16_F16", 64, 64)
-            != (
-                heuristic.intrinsic,
-                heuristic.tile_m,
-                heuristic.tile_n,
-            )
-        )
+        assert (cfg.intrinsic, cfg.tile_m, cfg.tile_n, cfg.split_k) == ("WGMMA_F32_64x128x16_F16", 64, 128, 1)
+        assert (cfg.tile_n, cfg.split_k) != (heuristic.tile_n, heuristic.split_k)
         assert source.startswith("tuning table sm_90a (NVIDIA H200, mmaflow tune at abc1234")
         assert "entry f16xf16->f32 A:mk B:nk M<=128 N<=1024 K<=4096" in source and "2.00x" in source
     why = registry.explain(SM90, p)
-    assert why[0].startswith("chosen by tuning table sm_90a") and any("WGMMA_F32_64x64x16_F16" in w for w in why)
+    assert why[0].startswith("chosen by tuning table sm_90a") and any("WGMMA_F32_64x128x16_F16" in w for w in why)
     # outside the class, under --config, or dynamic: the heuristic, and the source says why
     assert registry.choose(SM90, _problem(129, 1024, 4096))[2].startswith("the heuristic (tuning table sm_90a has no")
     cfg, _, source = registry.choose(SM90, p, {"stages": 3})
-    assert source.startswith("--config") and cfg.intrinsic == heuristic.intrinsic and cfg.stages == 3
+    assert source.startswith("--config") and cfg.stages == 3 and cfg.split_k == 1
     dyn = Contraction(None, 1024, 4096, 1, dynamic=(DynamicDim("m", (0,), ((0, -1),)),), **LINEAR)
     assert "dynamic sizes" in registry.choose(SM90, dyn.estimate())[2]
     assert registry.choose(SM80, p)[2] == "the heuristic (no tuning table for sm_80)"
@@ -283,6 +276,28 @@ def test_the_table_keeps_the_fastest_over_a_class_and_the_heuristic_within_noise
     # a class's rows that did not all build a candidate: only the common ones compete
     rows = [_row("sm_90a", 128, 1024, 4096, {h: 20.0, a: 5.0}), _row("sm_90a", 100, 1024, 4096, {h: 20.0, b: 9.0})]
     assert tune.tables(_results(rows), "c")["sm_90a"].entries[0].config == {}
+
+
+def test_runs_whose_shapes_share_a_class_decide_it_together(table_dir, tmp_path):
+    """BERT-base's 128x768x3072 and Llama-3-8B's 128x1024x4096 are one class: given together, the
+    candidate with the least time summed over both suites' rows takes it, the entry names both
+    runs; given one after the other, the later run replaces the class."""
+    h, a, b = "{}", '{"tile_m": 64}', '{"split_k": 4}'
+    llama = _results([_row("sm_90a", 128, 1024, 4096, {h: 39.0, a: 13.0, b: 9.0})])
+    bert = {**_results([_row("sm_90a", 128, 768, 3072, {h: 30.0, a: 4.0, b: 9.0})]), "suite": "bert-base"}
+    (e,) = tune.tables([llama, bert], "c")["sm_90a"].entries
+    assert e.config == {"tile_m": 64}  # 17 against 18: b alone wins Llama's row, a the sum
+    assert "suite llama3-8b" in e.run and "suite bert-base" in e.run
+    paths = []
+    for i, res in enumerate((llama, bert)):
+        paths.append(tmp_path / f"r{i}.json")
+        paths[-1].write_text(json.dumps(res))
+    tune.write_tables(paths, "mmaflow tune --results r0.json r1.json")
+    assert tuning.table("sm_90a").entries[0].config == {"tile_m": 64}
+    tune.write_tables(paths[0], "mmaflow tune --results r0.json")
+    assert tuning.table("sm_90a").entries[0].config == {"split_k": 4}
+    with pytest.raises(ValueError, match="different GPUs"):
+        tune.tables([llama, {**bert, "gpu": "NVIDIA H100"}], "c")
 
 
 def test_a_run_with_a_failed_check_writes_no_table():

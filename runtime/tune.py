@@ -325,30 +325,43 @@ def _nvidia_smi_name() -> str:
 # ---- table (pure: results -> entries) ---------------------------------------------------------
 
 
-def tables(results: dict, command: str) -> dict:
-    """{target: Table} from a run's results: per shape class, the candidate whose kernel time summed
-    over the class's rows is least (among those every row of the class built and passed); ``{}``
-    where the heuristic's config is within NOISE of it. A failed check anywhere is an error: a
-    table is never written from a run with a wrong build."""
+def _run_line(results: dict) -> str:
+    return (
+        f"{results['gpu']}, mmaflow tune at {results['commit']}, {results['prepared']}: suite {results['suite']} "
+        f"({', '.join(results['dtypes'])}; rows {results['rows_regex'] or 'all'})"
+    )
+
+
+def tables(results: dict | list[dict], command: str) -> dict:
+    """{target: Table} from one run's results or several runs' (one GPU): per shape class, the
+    candidate whose kernel time summed over the class's rows -- from every run given, so that two
+    suites' shapes in one class (BERT-base's 128x768x3072 and Llama-3-8B's 128x1024x4096) decide
+    together -- is least (among those every row of the class built and passed); ``{}`` where the
+    heuristic's config is within NOISE of it. A failed check anywhere is an error: a table is never
+    written from a run with a wrong build."""
     from mmaflow.compiler.target import tuning
 
+    runs = results if isinstance(results, list) else [results]
+    gpus = {r["gpu"] for r in runs}
+    if len(gpus) > 1:
+        raise ValueError(f"runs on different GPUs ({', '.join(sorted(gpus))}) do not make one table")
     failed = [
         f"{r['target']} {r['name']} {json.dumps(c['config'])}: {c['verdict']}"
-        for r in results["rows"]
+        for res in runs
+        for r in res["rows"]
         for c in r["candidates"]
         if not c["verdict"].startswith("PASS")
     ]
     if failed:
         raise ValueError("builds failed their float64 check; no table is written:\n  " + "\n  ".join(failed))
     groups: dict = {}
-    for r in results["rows"]:
-        groups.setdefault((r["target"], json.dumps(r["class"], sort_keys=True)), []).append(r)
-    run = (
-        f"{results['gpu']}, mmaflow tune at {results['commit']}, {results['prepared']}: suite {results['suite']} "
-        f"({', '.join(results['dtypes'])}; rows {results['rows_regex'] or 'all'})"
-    )
+    for res in runs:
+        for r in res["rows"]:
+            groups.setdefault((r["target"], json.dumps(r["class"], sort_keys=True)), []).append((r, _run_line(res)))
     out: dict = {}
-    for (target, _), rows in sorted(groups.items()):
+    for (target, _), tagged in sorted(groups.items()):
+        rows = [r for r, _ in tagged]
+        run = "; ".join(dict.fromkeys(line for _, line in tagged))
         key = lambda c: json.dumps(c["config"], sort_keys=True)  # noqa: E731
         common = set.intersection(*({key(c) for c in r["candidates"]} for r in rows))
         total = {k: sum(next(c["us"] for c in r["candidates"] if key(c) == k) for r in rows) for k in common}
@@ -372,21 +385,33 @@ def tables(results: dict, command: str) -> dict:
         )
         out.setdefault(target, []).append(entry)
     return {
-        t: tuning.Table(t, results["gpu"], True, run, command, tuple(sorted(entries, key=lambda e: e.cls.key())))
+        t: tuning.Table(
+            t,
+            runs[0]["gpu"],
+            True,
+            "; ".join(dict.fromkeys(e.run for e in entries)),
+            command,
+            tuple(sorted(entries, key=lambda e: e.cls.key())),
+        )
         for t, entries in out.items()
     }
 
 
-def write_tables(results_path: Path, command: str) -> list[Path]:
-    """Merge a run's tables into ``compiler/target/tuned/``: a class measured again replaces its
-    entry; each entry keeps its own run's provenance, the table's lists the runs."""
+def write_tables(results_paths: Path | list[Path], command: str) -> list[Path]:
+    """Merge the tables of one or more runs (``tables``: their rows decide each class together)
+    into ``compiler/target/tuned/``: a class measured again replaces its entry, so runs whose
+    shapes share a class belong in one call; each entry keeps its own runs' provenance, the
+    table's lists the runs."""
     from mmaflow.compiler.target import tuning
 
-    results = json.loads(results_path.read_text())
-    if results.get("kind") != "tune-results":
-        raise ValueError(f"{results_path}: not a `python -m mmaflow.runtime.tune` results file")
+    runs = []
+    for path in results_paths if isinstance(results_paths, list) else [results_paths]:
+        results = json.loads(path.read_text())
+        if results.get("kind") != "tune-results":
+            raise ValueError(f"{path}: not a `python -m mmaflow.runtime.tune` results file")
+        runs.append(results)
     written = []
-    for target, new in tables(results, command).items():
+    for target, new in tables(runs, command).items():
         path = tuning.table_path(target)
         old = tuning.Table.from_dict(json.loads(path.read_text())) if path.exists() else None
         keep = [e for e in (old.entries if old else ()) if e.cls not in {n.cls for n in new.entries}]

@@ -65,6 +65,8 @@ class HopperWgmmaSeeds(SeedTable):
     producer_tile_m: Seed  # tiles of two MMA warpgroups: the producer warpgroup pays only there
     producer_max_tiles: Seed  # f16/bf16 warp-specialized where its persistent grid has 2 to this many tiles
     persistent_min_waves: Seed  # a persistent grid from this many waves of whole tiles
+    small_grid_wide_tiles: Seed  # below min_tiles_per_sm: 64x128 tiles from this many per SM, else 64x64
+    split_k_min_k_tiles: Seed  # split-K: K tiles of 64 per share at least
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,16 @@ HOPPER_WGMMA = HopperWgmmaSeeds(
     ),
     persistent_min_waves=Seed(
         2, "H200 f16 4096^3 676.9 -> 687.7 TFLOP/s, 8192^3 720.1 -> 729.3, e4m3 4096^3 922.0 -> 960.0 persistent"
+    ),
+    small_grid_wide_tiles=Seed(
+        0.25,
+        "H200 f16 tune at 22896ca: 64x128 tiles best where they give 32-64 tiles (down M 64: 42.7 us, k M 128: 9.3), "
+        "64x64 below (k M 64: 7.3 against 8.9; BERT q 128x768x768: 4.7 against 5.7)",
+    ),
+    split_k_min_k_tiles=Seed(
+        16,
+        "H200 f16 tune at 22896ca: k M 128 in 64x128 tiles 4 shares of 16 K tiles 9.3 us, 8 of 8 14.7; q M 64 "
+        "64x128 2 of 32 12.8, 4 of 16 14.4",
     ),
 )
 
