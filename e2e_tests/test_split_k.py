@@ -246,3 +246,12 @@ def test_heuristic_split_k_kernel_is_right():
     r = check_matmul(parse_module(text, new_context()), seed=4)
     assert r.check.passed, r.check.detail
     assert not r.stats.races
+
+
+def test_split_k_alone_that_does_not_fit_names_the_reason():
+    """``--config split_k=3`` on 16 K tiles: the warpgroup kernel's refusal, not the mma.sync
+    kernel's "split_k is the warpgroup kernel's only"."""
+    with pytest.raises(MmaflowError, match=r"do not divide into 3 equal shares"):
+        handed_back(matmul_module(128, 1024, 1024, "f16"), "sm_90a", (("split_k", 3),))
+    # split_k=1: no split, where the heuristic alone would split (128x2048x4096: 2 ways)
+    assert "split_k" not in handed_back(matmul_module(128, 2048, 4096, "f16"), "sm_90a", (("split_k", 1),))

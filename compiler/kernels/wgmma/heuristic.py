@@ -115,6 +115,8 @@ def warpgroup_default(
     try:
         cfg = warpgroup_config(target, problem, target.intrinsic(name), {"tile_m": tile_m, **copy})
     except (UnsupportedError, ConfigError) as e:
+        if "split_k" in copy:  # (only this kernel splits K: its refusal is the answer)
+            raise
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
     why.append(
@@ -156,14 +158,16 @@ def _small_grid(
     tiles = -(-problem.m // 64) * -(-problem.n // n) * (problem.batch or 1)
     k_tiles = -(-problem.k // 64)
     fits = [s for s in range(1, MAX_SPLIT_K + 1) if k_tiles % s == 0 and tiles * s <= sms]
-    split = overrides.get("split_k") or max([s for s in fits if k_tiles // s >= SPLIT_K_MIN_K_TILES], default=1)
-    if split == 1:  # (short K: the 64-row tiles alone measured 1.2-2.1x mma.sync too, not yet the default)
+    split = overrides.get("split_k", max([s for s in fits if k_tiles // s >= SPLIT_K_MIN_K_TILES], default=1))
+    if split == 1:  # (short K: 64-row tiles alone measured 1.9-2.1x mma.sync on BERT-base's q, up; not a default)
         return None
     name = f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}"
     over = {"tile_m": 64} | ({"split_k": split} if split > 1 else {})
     try:
         cfg = warpgroup_config(target, problem, target.intrinsic(name), over)
     except (UnsupportedError, ConfigError) as e:
+        if "split_k" in overrides:  # (only this kernel splits K: its refusal is the answer)
+            raise
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
     why.append(
