@@ -25,7 +25,7 @@ from iree.compiler.dialects import iree_codegen
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import VerificationError
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
-from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_ptx
+from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_isa
 from mmaflow.compiler.target.targets import Vendor, read_target
 
 
@@ -166,13 +166,13 @@ def check_isa(
 def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
     """``check_isa`` for each kernel of a matmul dispatch (``results.DispatchFacts``): its own
     config and expectations, then each version's (``mmaflow.versions``), each against a report of
-    its own matrix instructions and K loop (``isa.parse_ptx(matrix=...)``); the mnemonic of each
+    its own matrix instructions and K loop (``isa.parse_isa(matrix=...)``); the mnemonic of each
     must be in ``text``."""
     target = facts.target
     kernels = [(facts.config, facts.expect)] + [(v.config, v.expect) for v in facts.versions]
     for cfg, expect in kernels:
         intr = target.intrinsic(cfg.intrinsic)
-        rep = report if len(kernels) == 1 else parse_ptx(text, report.kernel, target, matrix=intr.mnemonic)
+        rep = report if len(kernels) == 1 else parse_isa(text, report.kernel, target, matrix=intr.mnemonic)
         what = name if len(kernels) == 1 else f"{name} ({intr.name} version)"
         check_isa(rep, what, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1, expect=expect)
         if intr.mnemonic not in text:

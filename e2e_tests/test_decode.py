@@ -692,3 +692,35 @@ def test_a_warpgroup_instruction_asked_for_a_small_m_is_the_warpgroup_kernels():
         registry.resolve(sm90, p, {"intrinsic": "WGMMA_F32_64x64x16_F16", "waves_k": 4})
     with pytest.raises(ConfigError):  # the warpgroup kernel refuses the other type, by name
         registry.resolve(sm90, p, {"intrinsic": "WGMMA_F32_64x64x16_BF16"})
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "gfx942",
+        "gfx1201",
+        pytest.param("gfx950", marks=pytest.mark.exhaustive),
+        pytest.param("gfx1100", marks=pytest.mark.exhaustive),
+    ],
+)
+def test_dynamic_m_versions_compile_and_verify_on_amd(target):
+    """``mmaflow compile`` of a dynamic-M ``nn.Linear`` module (two kernels under ``scf.if``) on
+    AMD: verification reads each version's K loop and matrix instructions from the .rocmasm
+    (``isa.parse_isa(matrix=...)``; it once parsed it as PTX, found no matrix instruction, and
+    refused every such module -- ``mmaflow report --suite smoke`` showed it)."""
+    from mmaflow.compiler.target.isa import parse_isa
+
+    res = compile_module(dynamic_module(None, 8192, 1024, transpose_b=True), target)  # verify=True
+    (exe,) = res.taken
+    assert exe.facts.versions
+    t = get_target(target)
+    whole = res.reports[exe.name].counts["matrix"]
+    kernels = [exe.facts.config] + [v.config for v in exe.facts.versions]
+    mnemonics = {t.intrinsic(c.intrinsic).mnemonic for c in kernels}
+    for cfg in kernels:
+        mnemonic = t.intrinsic(cfg.intrinsic).mnemonic
+        rep = parse_isa(res.isa_text[exe.name], exe.export, t, matrix=mnemonic)
+        assert 0 < rep.counts.get("matrix", 0) <= whole, (cfg.intrinsic, rep.counts)
+        if len(mnemonics) > 1:  # (CDNA: 32-row MFMA for the decode version) each its own instructions
+            assert rep.counts["matrix"] < whole
+        assert rep.counts.get("global_load_b128", 0) > 0 and not rep.vgpr_spills

@@ -226,7 +226,10 @@ def loop_barriers(report: IsaReport) -> int:
     return sum(1 for line in report.loop_listing if pat.search(line))
 
 
-def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
+def parse_rocmasm(text: str, kernel: str, target: Target, matrix: str | None = None) -> IsaReport:
+    """The report of an AMD kernel (``.rocmasm``). ``matrix``: as ``parse_ptx``'s, the mnemonic of
+    one kernel of a versioned dispatch: its K loop is the longest loop holding that mnemonic
+    (with no inner loop holding it), and only its matrix instructions count as "matrix"."""
     instrs = []
     code = text.split(".amdgpu_metadata", 1)[0]
     for raw in code.splitlines():
@@ -238,7 +241,11 @@ def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
         elif re.match(r"^[a-z_][a-z0-9_]*\b", line) and not line.endswith(":"):
             instrs.append(("instr", line.split(";")[0].strip()))
     lines = [t for k, t in instrs if k == "instr"]
-    body = _loop_body(instrs, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"))
+    body = _loop_body(instrs, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"), matrix)
+    if matrix is not None:  # the other kernel's matrix instructions are not this one's
+        mma = _AMD_CATEGORIES[0][1]
+        lines = [t for t in lines if t.startswith(matrix) or not mma.search(t)]
+        body = None if body is None else [t for t in body if t.startswith(matrix) or not mma.search(t)]
     rep = IsaReport(kernel=kernel, isa="amdgcn")
     rep.vgprs = _meta(text, "vgpr_count")
     rep.sgprs = _meta(text, "sgpr_count")
@@ -307,3 +314,8 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
     rep.loop_counts = dict(_categorize(body or [], _PTX_CATEGORIES))
     rep.loop_listing = list(body or [])
     return rep
+
+
+def parse_isa(text: str, kernel: str, target: Target, matrix: str | None = None) -> IsaReport:
+    """``parse_rocmasm`` on AMD, ``parse_ptx`` on NVIDIA (``matrix``: one version's mnemonic)."""
+    return (parse_rocmasm if target.is_amd else parse_ptx)(text, kernel, target, matrix=matrix)
