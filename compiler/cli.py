@@ -100,7 +100,7 @@ def cmd_compile(args) -> int:
     if server_enabled():
         start_server()  # before IREE's bindings are imported here: the server's imports overlap them
     from mmaflow.compiler.driver.bridge import compile_module
-    from mmaflow.compiler.target.isa import parse_ptx
+    from mmaflow.compiler.target.isa import parse_isa
     from mmaflow.compiler.verify import load_category
 
     source = _read_input(args.input)
@@ -147,7 +147,7 @@ def cmd_compile(args) -> int:
             r = (
                 rep
                 if len(kernels) == 1
-                else parse_ptx(
+                else parse_isa(
                     result.isa_text[exe.name],
                     rep.kernel,
                     exe.facts.target,
@@ -545,6 +545,16 @@ def cmd_report(args) -> int:
 
     if args.html and args.json:
         raise InputError("--html and --json: choose one")
+    if args.suite:
+        from mmaflow.compiler.report import survey_command
+
+        if args.input or args.html or args.baseline:
+            raise InputError("--suite reports a suite's rows: no input module, --html or --baseline with it")
+        return survey_command(args, _options(args, args.target.split(",")[0]))
+    if args.input is None:
+        raise InputError("mmaflow report needs an input module or --suite NAME")
+    if args.rows or args.check or args.dtype != "f16,bf16":
+        raise InputError("--rows, --dtype and --check go with --suite")
     _check_output(args.html, "--html", ".html")
     return report_command(args, _read_input(args.input), _options(args, args.target))
 
@@ -732,8 +742,24 @@ def build_parser() -> argparse.ArgumentParser:
     o.set_defaults(fn=cmd_opt)
 
     r = sub.add_parser("report", help="register, LDS and instruction report of the compiled kernels")
-    r.add_argument("input", help="MLIR module")
-    r.add_argument("--target", required=True, help=target_help)
+    r.add_argument("input", nargs="?", help="MLIR module (or --suite NAME)")
+    r.add_argument("--target", required=True, help=target_help + " (--suite: comma-separated)")
+    r.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="instead of a module: every GEMM of a suite (runtime/suites.py), one line per row and target: "
+        "the kernel, registers, spills, LDS, occupancy and the K loop's global loads by width; exit 1 "
+        "if a row is not built, spills or fails its check",
+    )
+    r.add_argument("--rows", metavar="REGEX", help="with --suite: only the rows whose name matches")
+    r.add_argument("--dtype", default="f16,bf16", help="with --suite: f16, bf16 or both (default both)")
+    r.add_argument(
+        "--check",
+        type=_count(0),
+        default=0,
+        metavar="N",
+        help="with --suite: also run N sampled workgroups of each kernel on the lane executor against numpy",
+    )
     r.add_argument("--json", action="store_true", help="the report as JSON")
     r.add_argument(
         "--html",

@@ -255,3 +255,98 @@ def report_command(args, source: str, options) -> int:
     if args.baseline and not base:
         print("  (IREE's default pipeline produced no kernel with these names)")
     return 0
+
+
+# ---- `mmaflow report --suite`: every shape of a suite, per target, from its ISA ------------------
+
+
+def survey_row(target: Target, row, check: int, seed: int = 0) -> dict:
+    """One suite row compiled for ``target``: the taken kernel's config, registers, spills, LDS,
+    occupancy and the K loop's global loads by width (full width: 128 bits), from the final ISA;
+    with ``check`` > 0, ``check`` sampled workgroups run on the lane executor against numpy. A
+    row mmaflow leaves to IREE or cannot build says why (``error``)."""
+    from mmaflow.compiler.core.errors import MmaflowError
+    from mmaflow.runtime.suite_bench import source
+
+    out = {"row": row.name, "target": target.name}
+    try:
+        res = compile_module(source(row), target.name, source_name=row.name)
+    except MmaflowError as e:
+        return out | {"error": str(e).splitlines()[0][:300]}
+    if not res.taken:
+        return out | {"error": "left to IREE: " + "; ".join(res.log)[:300]}
+    (exe,) = res.taken
+    rep = res.reports[exe.name]
+    if not target.is_amd:
+        rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, exe.facts.config.workgroup_size))
+    loop = rep.loop_counts if rep.loop_counts.get("matrix") else rep.counts  # (K unrolled: the kernel's)
+    narrower = ("global_load_b96", "global_load_b64", "global_load_b32", "global_load_narrow")
+    narrow = sum(loop.get(k, 0) for k in narrower)
+    out |= {
+        "kernel": exe.facts.config.describe(),
+        "vgprs": rep.vgprs,
+        "spills": (rep.vgpr_spills or 0) + (rep.sgpr_spills or 0) + (rep.scratch_bytes or 0),
+        "lds_bytes": rep.lds_bytes,
+        "waves": rep.waves_per_simd,
+        "loads_b128": loop.get("global_load_b128", 0) + loop.get("async_copy_b128", 0),
+        "loads_narrower": narrow,
+    }
+    if check:
+        from mmaflow.compiler.core.mlir import new_context, parse_module
+        from mmaflow.runtime.simulate import check_matmul
+
+        sizes = {"m": row.m} if row.dynamic else None
+        r = check_matmul(parse_module(exe.text, new_context()), seed=seed, sample=check, sizes=sizes)
+        out["check"] = r.check.line()
+        out["check_passed"] = bool(r.check.passed)
+    return out
+
+
+def survey_command(args, options) -> int:
+    """``mmaflow report --suite NAME --target T1,T2``: ``survey_row`` for every row and target,
+    a table per target and a summary line, or JSON; exit 1 when a row fails to build, spills,
+    or fails its check."""
+    from mmaflow.compiler.core.errors import InputError, plural
+    from mmaflow.runtime.suites import matching
+
+    if options.overrides:
+        raise InputError("--suite reports each row's own config: no --config with it")
+    try:
+        rows = matching(args.suite, tuple(args.dtype.split(",")), args.rows)
+    except ValueError as e:
+        raise InputError(str(e)) from None
+    results = []
+    for name in args.target.split(","):
+        target = get_target(name)
+        for row in rows:
+            results.append(survey_row(target, row, args.check))
+            if not args.json:
+                _survey_line(results[-1])
+    bad = [r for r in results if r.get("error") or r.get("spills") or r.get("check_passed") is False]
+    if args.json:
+        print(json.dumps(results, indent=1))
+    else:
+        narrow = sum(1 for r in results if r.get("loads_narrower"))
+        checked = [r for r in results if "check" in r]
+        print(
+            f"survey: {plural(len(results), 'build')} ({plural(len(rows), 'row')} x "
+            f"{plural(len(results) // len(rows), 'target')}): "
+            f"{sum(1 for r in results if r.get('error'))} not built, {sum(1 for r in results if r.get('spills'))} "
+            f"spilling, {narrow} with K-loop global loads under 128 bits"
+            + (f", {sum(1 for r in checked if r['check_passed'])} of {len(checked)} checks passed" if checked else "")
+        )
+    return 1 if bad else 0
+
+
+def _survey_line(r: dict) -> None:
+    if r.get("error"):
+        print(f"{r['target']:8} {r['row']:60} NOT BUILT: {r['error']}", flush=True)
+        return
+    check = f"  {'PASS' if r['check_passed'] else 'FAIL'}" if "check" in r else ""
+    kernel = ",".join(r["kernel"].split(",")[:2])  # the instruction and the tile
+    print(
+        f"{r['target']:8} {r['row']:60} {kernel:52} vgprs {r['vgprs']!s:>4} spills {r['spills']} "
+        f"lds {(r['lds_bytes'] or 0) / 1024:5.1f}K waves {r['waves']!s:>2} loads b128 {r['loads_b128']} "
+        f"narrower {r['loads_narrower']}{check}",
+        flush=True,
+    )

@@ -188,3 +188,54 @@ def test_suite_run_half_checks_times_and_ranks_against_torch(tmp_path, monkeypat
     suite_bench.print_table(res)
     out = capsys.readouterr().out
     assert "geomean over 2 rows" in out and "worst 2 rows against torch" in out and "not built: " in out
+
+
+def test_report_suite_surveys_every_row_on_amd():
+    """``mmaflow report --suite``: each row compiled for each target (verified), its registers,
+    spills, LDS and the K loop's global loads by width from the .rocmasm, and one sampled
+    workgroup on the lane executor against numpy; exit 0 when every row builds, spills nothing
+    and passes."""
+    r = _mmaflow("report", "--suite", "smoke", "--target", "gfx942,gfx1201", "--check", "1", "--json")
+    assert r.returncode == 0, r.stderr + r.stdout[-2000:]
+    out = json.loads(r.stdout)
+    assert [(e["target"], e["row"]) for e in out] == [
+        (t, row.name) for t in ("gfx942", "gfx1201") for row in suite("smoke")
+    ]
+    for e in out:
+        assert "error" not in e and e["spills"] == 0 and e["check_passed"], e
+        assert e["loads_b128"] > 0 and e["loads_narrower"] == 0 and e["vgprs"] > 0, e
+        assert e["kernel"].startswith(("MFMA_", "WMMA_")), e
+    r = _mmaflow("report", "--suite", "smoke", "--target", "gfx942", "--rows", "k_proj")
+    assert r.returncode == 0 and "survey: 1 build (1 row x 1 target): 0 not built, 0 spilling" in r.stdout, r.stdout
+
+
+def test_report_suite_fails_on_a_bad_row_and_refuses_mixed_arguments(monkeypatch, capsys):
+    from mmaflow.compiler import report
+
+    def spilled(target, row, check, seed=0):
+        return {
+            "row": row.name,
+            "target": target.name,
+            "kernel": "K",
+            "vgprs": 256,
+            "spills": 8,
+            "lds_bytes": 0,
+            "waves": 1,
+            "loads_b128": 1,
+            "loads_narrower": 0,
+        }
+
+    monkeypatch.setattr(report, "survey_row", spilled)
+    args = type("A", (), dict(suite="smoke", rows="k_proj", dtype="f16", target="gfx942", check=0, json=False))
+    from mmaflow.compiler.pipeline.results import CodegenOptions
+
+    assert report.survey_command(args, CodegenOptions()) == 1
+    assert "1 spilling" in capsys.readouterr().out
+    for argv, why in [
+        (["report", "x.mlir", "--suite", "smoke", "--target", "gfx942"], "no input module"),
+        (["report", "--target", "gfx942"], "needs an input module or --suite"),
+        (["report", "--suite", "nope", "--target", "gfx942"], "no suite 'nope'"),
+        (["report", "--suite", "smoke", "--target", "gfx942", "--config", "tile=64x64x32"], "no --config"),
+    ]:
+        r = _mmaflow(*argv)
+        assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (argv, r.stderr)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import statistics
 import sys
 import time
@@ -40,7 +39,7 @@ from mmaflow.runtime.bench_common import (
     write_rows,
 )
 from mmaflow.runtime.modules import dynamic_module, matmul_module
-from mmaflow.runtime.suites import Row, suite
+from mmaflow.runtime.suites import Row, matching
 
 VARIANTS = ("mmaflow", "iree-default")
 
@@ -69,18 +68,10 @@ def prepare(
     from mmaflow.compiler.target.targets import get_target
 
     t = get_target(target)
-    pattern = rows
     try:
-        rows = suite(name, tuple(dtypes))
-        rows = [r for r in rows if pattern is None or re.search(pattern, r.name)]
-    except KeyError as e:
-        raise InputError(e.args[0]) from None
-    except re.error as e:
-        raise InputError(f"--rows {pattern!r} is not a regular expression: {e}") from None
-    if not rows:
-        raise InputError(
-            f"suite {name} has no rows in {','.join(dtypes)}" + (f" matching {pattern!r}" if pattern else "")
-        )
+        rows = matching(name, tuple(dtypes), rows)
+    except ValueError as e:
+        raise InputError(str(e)) from None
     out_dir.mkdir(parents=True, exist_ok=True)
     base_flags, base_target = iree_default(t)
     builds: dict[str, dict] = {}

@@ -289,3 +289,22 @@ def suite(name: str, dtypes: tuple[str, ...] = DTYPES) -> list[Row]:
 
 
 SUITES = (*MODELS, "decode", "prefill", "all", "smoke")
+
+
+def matching(name: str, dtypes: tuple[str, ...], pattern: str | None) -> list[Row]:
+    """Suite ``name``'s rows in ``dtypes`` whose name the regular expression ``pattern`` matches
+    (all for None). Raises ValueError with a one-line reason: no such suite, a pattern that is no
+    regular expression, or no row left."""
+    import re
+
+    try:
+        rows = [r for r in suite(name, dtypes) if pattern is None or re.search(pattern, r.name)]
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    except re.error as e:
+        raise ValueError(f"--rows {pattern!r} is not a regular expression: {e}") from None
+    if not rows:
+        raise ValueError(
+            f"suite {name} has no rows in {','.join(dtypes)}" + (f" matching {pattern!r}" if pattern else "")
+        )
+    return rows

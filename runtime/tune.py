@@ -71,7 +71,6 @@ def _git_commit() -> str:
 
 def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Path, rows: str | None) -> dict:
     """Build every candidate of every static row matching ``rows``; write the manifest."""
-    import re
 
     from mmaflow.compiler.core.errors import InputError, MmaflowError, ToolchainError
     from mmaflow.compiler.driver.bridge import compile_module
@@ -81,14 +80,12 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.bench_common import build_marker, config_line
     from mmaflow.runtime.suite_bench import source
-    from mmaflow.runtime.suites import suite
+    from mmaflow.runtime.suites import matching
 
     try:
-        picked = [r for r in suite(suite_name, tuple(dtypes)) if rows is None or re.search(rows, r.name)]
-    except KeyError as e:
-        raise InputError(e.args[0]) from None
-    except re.error as e:
-        raise InputError(f"--rows {rows!r} is not a regular expression: {e}") from None
+        picked = matching(suite_name, tuple(dtypes), rows)
+    except ValueError as e:
+        raise InputError(str(e)) from None
     static = [r for r in picked if not r.dynamic]
     if not static:
         raise InputError(
