@@ -1,8 +1,8 @@
 """Split-K on the Hopper warpgroup-MMA kernel (``--config split_k=S``; ``kernels/wgmma/plan.py``
 ``split_k_refusal``, ``kernels/wgmma/rewrite.py`` ``_reduce_split_k``): S workgroups per output tile,
 one thread block cluster, each running a 1/S share of the K tiles; each stores its f32 partial
-in its own shared memory, and rank 0 adds its peers' over distributed shared memory in rank
-order (the same sum every run) and alone stores.
+in its own shared memory, and each warp's rows are summed over distributed shared memory in
+rank order (the same sum every run) and stored by one rank, w % S.
 
 Numerics on the lane executor, which models the cluster, barrier.cluster and the distributed
 shared-memory loads with their ordering and exit rules (runtime/executor/tma.py, "Clusters"),
@@ -81,15 +81,15 @@ def test_split_k_matches_numpy(m, n, k, t, wn, tm, s, extra, tb, exact):
 
 def test_split_k_batched_and_sampled():
     """A batch (grid z) and a sample of workgroups: a sampled workgroup runs with its whole
-    cluster, and only rank 0's tile columns are checked as written."""
+    cluster, and only the sampled clusters' tiles are checked as written."""
     r = _sim(matmul_module(256, 512, 512, "f16", batch=2), {"intrinsic": _wg(128), "split_k": 2}, sample=3, seed=3)
     assert r.check.passed, r.check.detail
     assert r.workgroups % 2 == 0 and r.workgroups < int(np.prod(r.grid))
 
 
 def test_split_k_fused_epilogue_stored_once():
-    """bias over N + relu, stored as f16, by rank 0 only: a peer storing its partial's epilogue
-    would write its (partial) values over rank 0's or race it."""
+    """bias over N + relu, stored as f16, each row by its owner rank only: a rank storing its
+    partial's epilogue would write its (partial) values over the owner's or race it."""
     src = epilogue_module(128, 256, 1024, "f16", **EPILOGUES["bias_n_relu_f16"])
     r = _sim(
         src,
@@ -102,8 +102,8 @@ def test_split_k_fused_epilogue_stored_once():
 
 @pytest.mark.parametrize("t", ["f8E4M3FN", "f8E5M2"])
 def test_split_k_fp8_bit_for_bit(t):
-    """fp8: each rank promotes its K tiles' partials into its own f32 sum; rank 0 adds the ranks'
-    sums in order. ``check_matmul`` compares the executor's result with that arithmetic
+    """fp8: each rank promotes its K tiles' partials into its own f32 sum; each row's owner adds
+    the ranks' sums in order. ``check_matmul`` compares the executor's result with that arithmetic
     (``fp8_tensor_core_reference(split=4)``) at zero tolerance, and with the f32 bound."""
     src = matmul_module(64, 128, 1024, t, transpose_b=True)
     r = _sim(src, {"intrinsic": _wg(128, t), "tile_m": 64, "split_k": 4}, seed=2)
@@ -171,7 +171,7 @@ def test_split_k_alone_asks_for_the_warpgroup_kernel():
     "attr,value,error",
     [
         ("_split_k_syncs", (False, True), r"race|barrier\.cluster"),
-        ("_split_k_syncs", (True, False), r"exits while CTA 0 of its cluster may still"),
+        ("_split_k_syncs", (True, False), r"exits while CTA \d of its cluster may still"),
     ],
 )
 def test_executor_refuses_a_reduction_without_its_cluster_barriers(attr, value, error):
@@ -182,6 +182,19 @@ def test_executor_refuses_a_reduction_without_its_cluster_barriers(attr, value, 
         r = check_matmul(parse_module(exe.text, new_context()))
         if r.stats.races:  # (a race is recorded, then reported as the run's error)
             raise ExecutorError("; ".join(r.stats.races))
+
+
+def test_spread_reduction_gives_rank_0s_bits():
+    """Each warp's rows summed by rank w % S (the default) or all by rank 0 (``_split_k_spread``
+    False): one order, rank 0's partial then 1, 2, ..., so the same bits on random data."""
+    src, over = matmul_module(128, 128, 1024, "f16"), {"intrinsic": _wg(128), "split_k": 4}
+    spread_ = check_matmul(parse_module(handed_back(src, "sm_90a", tuple(sorted(over.items()))), new_context()), seed=7)
+    exe = mutant(WgmmaRewriter, "_split_k_spread", False, src, overrides=over)
+    alone = check_matmul(parse_module(exe.text, new_context()), seed=7)
+    assert spread_.check.passed and alone.check.passed, (spread_.check.line(), alone.check.line())
+    assert "arith.remui" in exe.text  # (both built)
+    np.testing.assert_array_equal(spread_.out, alone.out)
+    assert np.any(spread_.out != np.round(spread_.out))  # (not integers: the order shows in the bits)
 
 
 def test_every_rank_must_run_its_own_share():
@@ -205,7 +218,7 @@ def test_split_k_ptx_verifies_and_assembles(tmp_path, s, wn, tm):
     )  # verify: the cluster shape, the DSMEM reads and both cluster barriers in the PTX
     (ptx,) = res.isa_text.values()
     assert re.search(rf"\.reqnctapercluster {s}, 1, 1", ptx)
-    assert ptx.count("ld.shared::cluster.v4.b32") == (s - 1) * wn // 8  # every peer's chunks, once
+    assert ptx.count("ld.shared::cluster.v4.b32") == s * wn // 8  # every rank's chunks, once (its own too)
     assert ptx.count("barrier.cluster.wait") == 2
     sm90a_ptxas(tmp_path, ptx)  # assembles, 0 spills
 

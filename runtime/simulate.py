@@ -270,7 +270,7 @@ def tile_mask(
 ) -> np.ndarray:
     """Which output elements the workgroups ``workgroups`` own (all when None): workgroup (x, y,
     z) writes rows y*tile_m.., columns (x // split_k)*tile_n.. of batch z (hand-back's grid;
-    split-K: ``split_k`` workgroups per tile along x, rank 0 of them storing)."""
+    split-K: ``split_k`` workgroups per tile along x, a cluster, storing it together)."""
     if workgroups is None:
         return np.ones(shape, bool)
     gx, gy, _ = grid

@@ -98,9 +98,10 @@ class Emitter:
                 out = self.select(self.eq(index, i), self.const(v), out)
         return out
 
-    def eq(self, a: ir.Value, b: int) -> ir.Value:
+    def eq(self, a: ir.Value, b) -> ir.Value:
+        """a == b as an i1; b an int or an index value."""
         with self.loc, self.ip:
-            return arith.CmpIOp(arith.CmpIPredicate.eq, a, self.const(b)).result
+            return arith.CmpIOp(arith.CmpIPredicate.eq, a, self.as_index(b)).result
 
     def select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
         with self.loc, self.ip:

@@ -80,7 +80,10 @@ def warpgroup_default(
             f"{' x '.join(types[:2])} -> {types[2]}"
         )
         return None
-    names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in WARPGROUP_SHAPES]
+    # (a dynamic size counts as its estimate, as in default_config; a dynamic batch as 1)
+    est = problem.estimate()
+    shapes = fitted_shapes(WARPGROUP_SHAPES, est)
+    names = [f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}" for n, _ in shapes]
     # copy=tma, persistent=W, producer=1, cluster=2 or split_k=S alone ask for the heuristic's wgmma kernel
     copy = {k: v for k, v in overrides.items() if k in ("copy", "persistent", "producer", "cluster", "split_k")}
     overrides = {k: v for k, v in overrides.items() if k not in copy}
@@ -90,15 +93,13 @@ def warpgroup_default(
             f"(--config intrinsic={names[0]} asks for the warpgroup kernel)"
         )
         return None
-    # (a dynamic size counts as its estimate, as in default_config; a dynamic batch as 1)
-    est = problem.estimate()
     dyn = (
         f", dynamic {'/'.join(d.dim.upper() for d in problem.dynamic)} estimated as {Contraction.DYNAMIC_ESTIMATE}"
         if problem.is_dynamic
         else ""
     )
     counts = []
-    for name, (n, tile_m) in zip(names, WARPGROUP_SHAPES):
+    for name, (n, tile_m) in zip(names, shapes):
         tiles = (-(-est.m // tile_m)) * (-(-est.n // n)) * (est.batch or 1) * copy.get("split_k", 1)
         counts.append(f"{tiles} {'workgroups' if copy.get('split_k', 1) > 1 else 'tiles'} of {tile_m}x{n}")
         if tiles >= WARPGROUP_MIN_TILES_PER_SM * target.compute_units:
@@ -132,6 +133,22 @@ def warpgroup_default(
         if specialized is not None:
             return specialized, target.intrinsic(name)
     return _warpgroup_persistent(target, problem, cfg, why), target.intrinsic(name)
+
+
+def fitted_shapes(shapes: tuple, est: Contraction) -> list[tuple[int, int]]:
+    """``shapes`` ((instruction N, tile_m), preferred first) no wider or taller than the problem
+    needs: N halved down to 64 while half still covers N, tile_m 64 where M fits 64 rows (a
+    128x256 tile over an N of 128 computes and stages twice what it stores); duplicates dropped.
+    H200, kernel-only: GPT-2's decode P V over 96 heads (1x64x2048 each) 38.2 -> 9.4 us, Llama-3-8B's
+    32x512x128x512 P V 12.6 -> 8.3, decode scores 1.3-1.5x (docs/PERFORMANCE.md, attention batches)."""
+    out: list[tuple[int, int]] = []
+    for n, tile_m in shapes:
+        while n > 64 and n // 2 >= est.n:
+            n //= 2
+        fit = (n, 64 if est.m <= 64 else tile_m)
+        if fit not in out:
+            out.append(fit)
+    return out
 
 
 # Below one tile per two SMs (static f16/bf16): 64-row wgmma tiles of 64x128 from SMALL_GRID_WIDE_TILES tiles per SM,
@@ -228,6 +245,14 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
         return cfg
     tiles = output_tiles(cfg, problem)
     if tiles < PERSISTENT_MIN_WAVES * target.compute_units:
+        return cfg
+    tk = 128 if problem.a_type in FP8 else 64
+    if (problem.batch or 1) > 1 and (problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk):
+        why.append(
+            "one tile per workgroup: a batch whose items' tiles overhang walks no persistent grid by default (H200, "
+            "kernel-only: vit-b16's 384x197x197x64 93.3 us persistent and warp-specialized against 84.9 without; "
+            "whole tiles gain: Llama-3-70B's 8x4096x4096x128 155.6 against 187.8)"
+        )
         return cfg
     w = -(-tiles // target.compute_units)
     refusal = persistent_refusal(replace(cfg, persistent=w), problem, target.intrinsic(cfg.intrinsic))

@@ -296,14 +296,13 @@ def output_tiles(cfg: KernelConfig, problem: Contraction) -> int:
 
 def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntrinsic) -> str | None:
     """Why the persistent grid (``cfg.persistent`` tiles per workgroup) cannot serve, or None.
-    It loops over static, unbatched tiles: every workgroup runs the same number of tiles (the lane
+    It loops over static tiles, a batch's items one after the other (tile t of item t / (tiles of
+    one item)): every workgroup runs the same number of tiles (the lane
     executor runs workgroups in lockstep). With the cp.async ring the tiles must be whole (the
     ring's prefetch of the next tile has no bounds); the warp-specialized TMA ring takes partial
     ones (the copies are zero-filled past the extents, the epilogue's stores bounded per tile)."""
     if problem.is_dynamic:
         return "the persistent grid takes static sizes (the tile count must divide by it at compile time)"
-    if problem.batch not in (None, 1):
-        return f"a batch of {problem.batch}: the persistent grid walks the tiles of one matrix"
     tk = tile_k(intr.a_type)
     partial = problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk
     if partial and not cfg.producer:  # (its TMA copies' zero fill bounds them; validation: producer => TMA)
@@ -336,11 +335,12 @@ def split_k_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntr
     """Why ``cfg.split_k`` workgroups per output tile cannot serve, or None (always None for 1).
     The S workgroups of a tile are one thread block cluster (S, 1, 1): rank r runs K tiles
     r * T / S .. (r + 1) * T / S - 1 of the T, then each stores its f32 partial in its own
-    shared memory (over the ring's slots), barrier.cluster, rank 0 adds its peers' partials in
-    rank order over distributed shared memory, barrier.cluster, and rank 0 alone runs the
-    epilogue. So the sizes are static and the K tiles divide by S; the ring's barrier.cluster needs every
-    thread, outside warp roles (no producer warpgroup); one tile per workgroup (no persistent
-    grid); no B multicast cluster; the partial fits the slots' shared memory."""
+    shared memory (over the ring's slots), barrier.cluster, the owner of each warp's rows (rank
+    w % S) adds the ranks' partials in rank order over distributed shared memory, barrier.cluster,
+    and the owners run the epilogue. So the sizes are static and the K tiles divide by S; the
+    ring's barrier.cluster needs every thread, outside warp roles (no producer warpgroup); one
+    tile per workgroup (no persistent grid); no B multicast cluster; the partial fits the slots'
+    shared memory."""
     s = cfg.split_k
     if s == 1:
         return None
@@ -524,6 +524,7 @@ class WgmmaPlan:
     tma: "TmaPlan | None" = None  # copy=tma: the boxes, maps and mbarriers (kernels/wgmma/tma.py); None: cp.async
     persistent: int | None = None  # output tiles per workgroup (None: one)
     tile_grid: tuple[int, int] = (0, 0)  # output tiles along N and M
+    batch: int = 1  # batch items (static), each a tile grid: the persistent grid walks them all
     raster: int = 1
     split_k: int = 1  # workgroups (a cluster) per output tile, each k_tiles of the K tiles
 
@@ -660,9 +661,11 @@ class WgmmaPlan:
             )
         if self.persistent:
             gx, gy = self.tile_grid
+            grid = gx * gy * self.batch // self.persistent
             head = (
-                f"persistent: {gx * gy // self.persistent} workgroups, each {self.persistent} output tiles in "
-                f"turn (tile lin + j * {gx * gy // self.persistent}, j < {self.persistent}"
+                f"persistent: {grid} workgroups, each {self.persistent} output tiles in "
+                f"turn (tile lin + j * {grid}, j < {self.persistent}"
+                + (f"; batch item tile / {gx * gy}" if self.batch > 1 else "")
                 + (
                     f"; a cluster's workgroups on tile rows {self.tma.cluster}q .. {self.tma.cluster}q + "
                     f"{self.tma.cluster - 1} of one column, the raster over q"
@@ -688,10 +691,9 @@ class WgmmaPlan:
                 f"rank = workgroup x % {s}); rank r runs K tiles {self.k_tiles}r .. {self.k_tiles}r + "
                 f"{self.k_tiles - 1}; then barrier; each thread stores its {self.intrinsic.n // 2} f32 partial "
                 f"sums into its own shared memory (over the slots; 16-byte chunk c of thread t at "
-                f"(c * {threads} + t) * 16); barrier.cluster; rank 0 adds "
-                + ("rank 1's chunks" if s == 2 else f"ranks 1 .. {s - 1}'s chunks in rank order")
-                + " (mapa + ld.shared::cluster: the same sum every run); barrier.cluster (no peer exits "
-                "while read); rank 0 alone runs the epilogue"
+                f"(c * {threads} + t) * 16); barrier.cluster; warp w's rows are rank w % {s}'s: it adds "
+                f"ranks 0 .. {s - 1}'s chunks in rank order (mapa + ld.shared::cluster: the same sum every "
+                "run); barrier.cluster (no peer exits while read); the owners run the epilogue"
             )
         if self.dynamic:
             lines.append(
@@ -893,6 +895,7 @@ def plan_wgmma(
         raster=cfg.raster,
         split_k=cfg.split_k,
         tile_grid=(0, 0) if problem.is_dynamic else (-(-problem.n // cfg.tile_n), -(-problem.m // cfg.tile_m)),
+        batch=problem.batch or 1,
     )
 
 

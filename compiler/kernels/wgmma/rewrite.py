@@ -172,7 +172,7 @@ class WgmmaRewriter(Rewriter):
         lay = plan.epilogue.layout
         lanes = LaneIndex(top, top.rem(tid, plan.wave_size), plan.wave_size)
         assert lay.batch == (1, 1) and lay.op_vector_length == n_fields
-        if plan.split_k > 1:  # the cluster's partial sums added; rank 0 alone stores
+        if plan.split_k > 1:  # the cluster's partial sums added; each row stored by one rank
             vec = self._reduce_split_k(em, tid, vec)
         self._store_accumulators([vec], lanes)
         self._erase_old()
@@ -258,6 +258,7 @@ class WgmmaRewriter(Rewriter):
     # False gives every rank rank 0's K tiles.
     _split_k_syncs = (True, True)
     _split_k_share = True
+    _split_k_spread = True  # False: rank 0 reduces and stores every row (the others idle)
 
     def _split_workgroups(self) -> ir.Value:
         """Split-K: the grid has ``split_k`` workgroups per output tile along x (a cluster of
@@ -284,12 +285,17 @@ class WgmmaRewriter(Rewriter):
             barrier                                  (no warpgroup reads a slot any more)
             st.shared [base + (c * T + t) * 16] <- partial chunk c  (c < N/8: 4 f32 each)
             barrier.cluster.arrive; barrier.cluster.wait          (every CTA's partial stored)
-            rank 0: sum_c = own_c + ld.shared::cluster(mapa(addr_c, 1)) + ... (ranks 1 .. S-1, in order)
+            warp w of rank w % S (its rows' owner):
+                sum_c = ld.shared::cluster(mapa(addr_c, 0)) + ... (mapa(addr_c, S - 1)), in rank order
             barrier.cluster.arrive; barrier.cluster.wait          (no peer exits while read)
-            rank 0: the epilogue of the sums                      (``scf.if``: the old write moved in)
+            the owners: the epilogue of their sums                (``scf.if``: the old write moved in)
 
-        The sum's order is fixed (rank 0's own partial, then ranks 1, 2, ...), so every run gives
-        the same bits. Returns the sums (rank 0's values; the others' are not stored)."""
+        Each rank reduces and stores the rows of its warps (warp w's 16 rows of each 64 belong to
+        rank w % S; with more ranks than warps the last ones own none), so the S CTAs share the
+        distributed shared-memory reads and the stores. Every element's sum has one order, rank
+        0's partial then ranks 1, 2, ... (the owner's own read back from its shared memory), so
+        every run gives the same bits. Returns the sums (the owners' values; the others' are
+        not stored)."""
         plan = self.plan
         s, threads, n = plan.split_k, plan.warpgroups * 128, plan.intrinsic.n // 2
         per = PARTIAL_CHUNK // 4
@@ -308,18 +314,18 @@ class WgmmaRewriter(Rewriter):
             ptrs.append(ptr)
         if self._split_k_syncs[0]:
             self._cluster_sync(red)
+        owner = red.eq(red.rem(red.div(tid, 32), s), self.rank) if self._split_k_spread else red.eq(self.rank, 0)
         with red.loc, red.ip:
-            first = scf.IfOp(red.eq(self.rank, 0), [vec.type], has_else=True)
+            first = scf.IfOp(owner, [vec.type], has_else=True)
         inside = red.at(ir.InsertionPoint(first.then_block))
         sums = []
-        for c, ptr in enumerate(ptrs):
-            acc = inside.extract_slice(vec, c * per, per)
-            for r in range(1, s):
+        for ptr in ptrs:
+            acc = None
+            for r in range(s):
                 with inside.loc, inside.ip:
                     peer = arith.ConstantOp(ir.IntegerType.get_signless(32), r).result
-                    remote = nvvm.MapaOp(p7, ptr, peer).result
-                    part = llvm.LoadOp(chunk_t, remote).result
-                    acc = arith.AddFOp(acc, part).result
+                    part = llvm.LoadOp(chunk_t, nvvm.MapaOp(p7, ptr, peer).result).result
+                    acc = part if acc is None else arith.AddFOp(acc, part).result
             sums.append(acc)
         with inside.loc, inside.ip:
             scf.YieldOp([inside.concat(sums)])
@@ -328,7 +334,7 @@ class WgmmaRewriter(Rewriter):
         if self._split_k_syncs[1]:
             self._cluster_sync(red)
         with red.loc, red.ip:
-            store = scf.IfOp(red.eq(self.rank, 0))
+            store = scf.IfOp(owner)
         with red.loc, ir.InsertionPoint(store.then_block):
             y = scf.YieldOp([])
         self.m.out_write.move_before(y)  # the epilogue's stores are emitted at the old write
@@ -673,6 +679,7 @@ class WgmmaRewriter(Rewriter):
     # (1: the next one) before tile j's epilogue.
     _prefetch_tile = 1
     _prefetch_barrier = True  # False: the next tile's copies without the barrier before them
+    _walk_items = True  # False: every tile in batch item 0 (a batch's tiles not walked)
 
     def _persist(self) -> None:
         """Turn the one-tile kernel into a loop over ``plan.persistent`` output tiles (``W``), run
@@ -696,8 +703,8 @@ class WgmmaRewriter(Rewriter):
         block = self.func.regions[0].blocks[0]
         ops = [o.operation for o in block.operations]
         term = ops[-1]
-        olds = workgroup_id_ops(self.func)  # (z stays: a batch of 1 at most, the grid's z is 1)
-        ids = {o.result for d in (0, 1) for o in olds[d]}
+        olds = workgroup_id_ops(self.func)  # (z: the batch item, from the tile index as x and y)
+        ids = {o.result for d in (0, 1, 2) for o in olds[d]}
         dep: set = set(ids)
 
         def depends(op) -> bool:
@@ -725,7 +732,7 @@ class WgmmaRewriter(Rewriter):
             raise _fail("the kernel does not depend on the workgroup ids")
         prologue = [] if specialized else list(self._ring_prologue)
         gx, gy = plan.tile_grid
-        grid = gx * gy // plan.persistent
+        grid = gx * gy * plan.batch // plan.persistent
         top = Emitter(ir.InsertionPoint(term), term.location, self.vendor).named("persistent")
         with top.loc, top.ip:
             lin = hal.interface_workgroup_id(0)
@@ -737,13 +744,19 @@ class WgmmaRewriter(Rewriter):
             op.move_before(y)
         head = Emitter(ir.InsertionPoint(moved[0]), term.location, self.vendor).named("persistent")
         tile = head.add(lin, head.mul(j, grid))
+        item = None
+        if plan.batch > 1:  # batch item tile / (gx * gy), its tiles in the raster's order
+            item, tile = head.div(tile, gx * gy), head.rem(tile, gx * gy)
+            item = item if self._walk_items else head.const(0)
         c = plan.tma.cluster if plan.tma is not None else 1
         if c > 1:  # the workgroups of a cluster (lin c * p + r) on tile rows c * q + r of one tile column
             q, col = raster_tile(head, head.div(tile, c), gx, gy // c, plan.raster)
             row = head.add(head.mul(q, c), head.rem(tile, c))
         else:
             row, col = raster_tile(head, tile, gx, gy, plan.raster)
-        for dim, new in ((0, col), (1, row)):
+        if olds[2] and item is None:  # (a batch of one: item 0)
+            item = head.const(0)
+        for dim, new in ((0, col), (1, row), (2, item)):
             for op in olds[dim]:
                 op.result.replace_all_uses_with(new)
                 op.erase()
