@@ -31,6 +31,7 @@ VARIANTS = {
     "i8": (4096, 4096, 4096, {"in_type": "i8", "out_type": "i32"}),
     "fp8-fnuz": (4096, 4096, 4096, {"in_type": "f8E4M3FNUZ"}),
     "fp8-ocp": (4096, 4096, 4096, {"in_type": "f8E4M3FN"}),
+    "f32": (4096, 4096, 4096, {"in_type": "f32", "out_type": "f32"}),  # CDNA's f32 MFMA
     # dynamic sizes with divisibility promises (so 128-bit loads are possible)
     "dynamic": (None, None, None, {"dynamic": dict(divisors=dict(m=16, n=32, k=64))}),
     "dynamic-rows": (None, 4096, 4096, {"dynamic": dict(m=None, n=4096, k=4096)}),

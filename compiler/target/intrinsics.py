@@ -304,6 +304,9 @@ _CDNA3 = [
     _mfma(16, 16, 32, F8E5M2FNUZ, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2FNUZ"),
     _mfma(32, 32, 16, F8E4M3FNUZ, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FNUZ"),
     _mfma(32, 32, 16, F8E5M2FNUZ, F32, "v_mfma_f32_32x32x16_bf8_bf8", "MFMA_F32_32x32x16_F8E5M2FNUZ"),
+    # f32 x f32 -> f32, one f32 of A and of B per lane (CDNA3 and CDNA4 alike)
+    _mfma(16, 16, 4, F32, F32, "v_mfma_f32_16x16x4_f32", "MFMA_F32_16x16x4_F32"),
+    _mfma(32, 32, 2, F32, F32, "v_mfma_f32_32x32x2_f32", "MFMA_F32_32x32x2_F32"),
 ]
 
 _CDNA4_EXTRA = [

@@ -1103,8 +1103,10 @@ def _h_async_wait(k, op):
 def _h_mma(k, op):
     (out,) = k._outs(op)
     a_id, b_id, c_id = k._ins(op)[:3]
-    a_t, c_t = ir.VectorType(op.operands[0].type), ir.VectorType(op.operands[2].type)
-    a_elem, c_elem = str(a_t.element_type), str(c_t.element_type)
+    a_type, c_t = op.operands[0].type, ir.VectorType(op.operands[2].type)
+    # (amdgpu.mfma takes f32 / f64 operands as scalars: one element a lane)
+    a_elem = str(ir.VectorType(a_type).element_type if isinstance(a_type, ir.VectorType) else a_type)
+    c_elem = str(c_t.element_type)
     if op.name == "nvgpu.mma.sync":
         mnk = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["mmaShape"]))
     else:

@@ -19,7 +19,7 @@ def arch_family(arch: str) -> str:
 
 
 _FP8 = {"f8E4M3FNUZ": "fp8", "f8E4M3FN": "fp8", "f8E5M2FNUZ": "bf8", "f8E5M2": "bf8"}
-_TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8"}
+_TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8", "f32": "f32"}
 
 
 def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem: str, c_elem: str) -> str:
@@ -51,8 +51,10 @@ def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem
                 )
             src = _FP8[a_elem]
             mnemonic = f"v_mfma_f32_{m}x{n}x{k}_{src}_{src}"
-        else:
+        elif a_elem in _TYPE_NAME:
             mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_{_TYPE_NAME[a_elem]}"
+        else:
+            raise IsaError(f"mfma with {a_elem} inputs is not in the ISA model")
         return f"cdna.{mnemonic}"
     if op_name == "nvgpu.mma.sync":
         if fam != "ptx":

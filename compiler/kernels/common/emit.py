@@ -396,6 +396,7 @@ class Emitter:
                     kwargs["subwordOffset"] = 0
                 return amdgpu.WMMAOp(intr.m, intr.n, intr.k, a, b, c, **kwargs).result
             if intr.op == "amdgpu.mfma":
+                a, b = (self._scalar_of_one(v) for v in (a, b))  # (f32 MFMA: one element a lane, a scalar)
                 return amdgpu.MFMAOp(
                     intr.m,
                     intr.n,
@@ -415,6 +416,14 @@ class Emitter:
             return ir.Operation.create(
                 "nvgpu.mma.sync", results=[c.type], operands=[a, b, c], attributes={"mmaShape": shape}
             ).result
+
+
+    def _scalar_of_one(self, v: ir.Value) -> ir.Value:
+        """``v`` itself, or its element where it is a vector of one (``amdgpu.mfma`` takes f32 and
+        f64 operands as scalars)."""
+        if not isinstance(v.type, ir.VectorType) or ir.VectorType(v.type).shape != [1]:
+            return v
+        return vector.ExtractOp(v, [], [0]).result
 
 
 def type_bits(t: ir.Type) -> int:

@@ -102,10 +102,13 @@ def default_config(
             f"within the register budget"
         )
     tile_k = max(intr.k, 32 * 16 // bits)
+    # K tiles in whole 16-byte chunks (an LDS row of 128-bit accesses) and whole instructions: f32's
+    # k of 2 or 4 would otherwise fit K = 40 with tiles of 10 (40-byte rows)
+    k_quantum = max(intr.k, 128 // bits)
     why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies")
     tm = fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
-    tk = fit_tile(problem.k, tile_k, intr.k, intr.k)
+    tk = fit_tile(problem.k, tile_k, k_quantum, k_quantum)
     for dim, size, want, got in (
         ("M", problem.m, waves_m * wt_m, tm),
         ("N", problem.n, waves_n * wt_n, tn),
@@ -185,7 +188,7 @@ def default_config(
         if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= NVIDIA_MMA.deep_k.value:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep. With the ring,
             # 32 deep in 3 stages is faster (371 vs 287).
-            cfg = replace(cfg, tile_k=fit_tile(problem.k, 2 * tile_k, intr.k, intr.k))
+            cfg = replace(cfg, tile_k=fit_tile(problem.k, 2 * tile_k, k_quantum, k_quantum))
             why.append(f"K staged {cfg.tile_k} deep instead: K >= 8192 without an LDS ring measured faster so")
     validate(cfg, target, problem)
     return cfg

@@ -1,0 +1,94 @@
+"""f32 x f32 -> f32 on CDNA's f32 MFMA (``v_mfma_f32_16x16x4_f32``, ``v_mfma_f32_32x32x2_f32``,
+gfx942 and gfx950; one f32 of A and of B per lane, which ``amdgpu.mfma`` takes as scalars).
+
+The catalogue's layouts against the ISA model are checked with every instruction in
+``test_layout_model.py``; here the kernels: numerics on the lane executor against numpy (small
+integers exact in f32 at zero tolerance, random data within ``numerics.matmul_reference``'s f32
+accumulation bound: each product is exact in f64, the sum of K of them errs by at most about
+K * 2^-24 of sum |a||b|), the tiled kernel (partial tiles, B stored N x K, a batch, both
+instructions) and the decode kernel (small M, a dynamic M versioned on its size); and the final
+ISA (the instruction, 128-bit global and LDS loads, no spills). RDNA has no f32 WMMA: refused by
+name. (IREE demotes f64 to f32 by default, so an f64 matmul arrives here as f32.)"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import dynamic_module, simulate, spread
+
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.driver.bridge import compile_module
+from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+from mmaflow.compiler.target.targets import get_target
+from mmaflow.runtime.modules import epilogue_module, matmul_module
+from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+
+I16, I32 = "MFMA_F32_16x16x4_F32", "MFMA_F32_32x32x2_F32"
+
+# (M, N, K, intrinsic, matmul_module keywords): whole and partial tiles, B N x K, a batch.
+TILED = [
+    (128, 128, 64, I16, {}),
+    (96, 160, 72, I16, {"transpose_b": True}),
+    (128, 128, 64, I32, {}),
+    (64, 96, 40, I32, {"transpose_b": True, "batch": 2}),
+]
+
+
+@pytest.mark.parametrize(
+    "m,n,k,intr,kw,target,exact",
+    spread(
+        TILED,
+        [(t, e) for t in ("gfx942", "gfx950") for e in (True, False)],
+        1,
+        row_id=lambda r: f"{r[0]}x{r[1]}x{r[2]}-{r[3][5:14]}" + "".join(f"-{k}" for k in r[4]),
+        column_id=lambda c: f"{c[0]}-{'ints' if c[1] else 'random'}",
+    ),
+)
+def test_tiled_kernel_matches_numpy(m, n, k, intr, kw, target, exact):
+    r = simulate(matmul_module(m, n, k, "f32", "f32", **kw), target, {"intrinsic": intr}, exact=exact, seed=m + k)
+    assert r.config.intrinsic == intr
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races, r.stats.races[:3]
+
+
+def test_default_takes_f32_with_a_fused_epilogue():
+    """No --config: the heuristic picks an f32 MFMA; bias over N and relu, f32 out."""
+    body = "%t = arith.addf %acc, %x0 : f32\n%res = arith.maximumf %t, %zero : f32"
+    src = epilogue_module(128, 192, 96, "f32", out_type="f32", inputs=[("f32", ("n",))], body=body)
+    r = simulate(
+        src, "gfx942", seed=3, epilogue=EPILOGUE_REFERENCES["bias_n_relu_f16"]
+    )  # (relu(acc + b): any out type)
+    assert r.config.intrinsic in (I16, I32) and r.check.passed, r.check.line()
+
+
+@pytest.mark.parametrize("m", [1, 16, pytest.param(48, marks=pytest.mark.exhaustive)])
+def test_decode_kernel_matches_numpy(m):
+    """M up to two instruction row tiles with B N x K: the decode kernel, K split across waves."""
+    r = simulate(matmul_module(m, 1024, 512, "f32", "f32", transpose_b=True), "gfx942", seed=m, sample=4)
+    assert r.config.waves_k > 1 and r.check.passed, (r.config, r.check.line())
+
+
+def test_dynamic_m_runs_both_versions():
+    src = dynamic_module(None, 264, 512, in_type="f32", transpose_b=True)
+    for m in (40, 100):
+        r = simulate(src, "gfx942", sizes={"m": m}, seed=m, sample=4 if m > 64 else 0)
+        assert (r.config.waves_k > 1) == (m <= 64) and r.check.passed, (m, r.config, r.check.line())
+
+
+@pytest.mark.parametrize("target,intr", [("gfx942", I16), ("gfx950", I32)])
+def test_final_isa(target, intr):
+    res = compile_module(
+        matmul_module(512, 512, 512, "f32", "f32"), target, options=CodegenOptions(overrides={"intrinsic": intr})
+    )  # verified
+    (exe,) = res.taken
+    rep = res.reports[exe.name]
+    mnemonic = get_target(target).intrinsic(intr).mnemonic
+    assert mnemonic in res.isa_text[exe.name] and rep.loop_counts.get("matrix", 0) > 0
+    assert rep.loop_counts.get("global_load_b128", 0) > 0 and rep.loop_counts.get("lds_load_b128", 0) > 0
+    assert not any(rep.loop_counts.get(c) for c in ("global_load_b64", "global_load_b32", "lds_load_b32"))
+    assert (rep.vgpr_spills, rep.sgpr_spills, rep.scratch_bytes) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "sm_80"])
+def test_targets_without_an_f32_instruction_refuse_by_name(target):
+    with pytest.raises(UnsupportedError, match=f"no matrix instruction on {target} computes f32 x f32 -> f32"):
+        compile_module(matmul_module(128, 128, 128, "f32", "f32"), target)
