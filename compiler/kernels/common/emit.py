@@ -417,7 +417,6 @@ class Emitter:
                 "nvgpu.mma.sync", results=[c.type], operands=[a, b, c], attributes={"mmaShape": shape}
             ).result
 
-
     def _scalar_of_one(self, v: ir.Value) -> ir.Value:
         """``v`` itself, or its element where it is a vector of one (``amdgpu.mfma`` takes f32 and
         f64 operands as scalars)."""
