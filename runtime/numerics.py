@@ -21,6 +21,7 @@ import ml_dtypes
 import numpy as np
 
 DTYPES = {
+    "f64": np.dtype(np.float64),
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
     "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -31,7 +32,7 @@ DTYPES = {
     "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
     "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
 }
-UNIT_ROUNDOFF = {"f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 
 
 def random_matrix(
@@ -58,7 +59,7 @@ def random_matrix(
 
 def exact_integer_limit(out_type: str) -> int:
     """Largest integer magnitude the output/accumulator type holds exactly."""
-    return {"f32": 2**24, "f16": 2**11, "bf16": 2**8, "i32": 2**31}[out_type]
+    return {"f64": 2**53, "f32": 2**24, "f16": 2**11, "bf16": 2**8, "i32": 2**31}[out_type]
 
 
 def as_exact(a: np.ndarray, *, unsigned: bool = False) -> np.ndarray:
@@ -90,6 +91,8 @@ def matmul_reference(
     k = a.shape[-1]
     bound = np.abs(a64) @ np.abs(b64)
     tol = k * UNIT_ROUNDOFF[acc_type] * bound
+    if acc_type == "f64":  # (the float64 reference's own sum errs by as much again)
+        tol = 2 * tol
     if out_type != acc_type:
         tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref)
     if fp8_k_tile:

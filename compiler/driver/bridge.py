@@ -230,12 +230,14 @@ def codegen_module(
     options: CodegenOptions | None = None,
     source_name: str = "input.mlir",
     require_matmul: bool = True,
+    extra_flags: list[str] | None = None,
 ) -> CompileResult:
     """Front and per-executable codegen only (no IREE lowering): the handed-back executables,
-    e.g. for the lane executor."""
+    e.g. for the lane executor. ``extra_flags``: iree-compile flags for the front (e.g.
+    ``--iree-input-demote-f64-to-f32=false``, which keeps an f64 matmul f64)."""
     target, options = _prepare(source, target_name, options, source_name)
     session = api.Session()
-    session.set_flags(*target.iree_flags())
+    session.set_flags(*(target.iree_flags() + list(extra_flags or [])))
     result = CompileResult(b"", [])
     _front_and_codegen(session, source, source_name, options, result, require_matmul)
     return result

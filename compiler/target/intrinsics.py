@@ -40,9 +40,10 @@ from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 
 # Element types, as MLIR spells them.
 F32, F16, BF16, I32, I8 = "f32", "f16", "bf16", "i32", "i8"
+F64 = "f64"
 F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2 = "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3FN", "f8E5M2"
 
-TYPE_BITS = {F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8, F8E4M3FN: 8, F8E5M2: 8}
+TYPE_BITS = {F64: 64, F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8, F8E4M3FN: 8, F8E5M2: 8}
 
 
 @dataclass(frozen=True)
@@ -307,6 +308,8 @@ _CDNA3 = [
     # f32 x f32 -> f32, one f32 of A and of B per lane (CDNA3 and CDNA4 alike)
     _mfma(16, 16, 4, F32, F32, "v_mfma_f32_16x16x4_f32", "MFMA_F32_16x16x4_F32"),
     _mfma(32, 32, 2, F32, F32, "v_mfma_f32_32x32x2_f32", "MFMA_F32_32x32x2_F32"),
+    # f64 x f64 -> f64: one f64 of A and of B per lane, D 4 f64 a lane as 16x16 f32's
+    _mfma(16, 16, 4, F64, F64, "v_mfma_f64_16x16x4_f64", "MFMA_F64_16x16x4_F64"),
 ]
 
 _CDNA4_EXTRA = [

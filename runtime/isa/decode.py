@@ -19,7 +19,7 @@ def arch_family(arch: str) -> str:
 
 
 _FP8 = {"f8E4M3FNUZ": "fp8", "f8E4M3FN": "fp8", "f8E5M2FNUZ": "bf8", "f8E5M2": "bf8"}
-_TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8", "f32": "f32"}
+_TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8", "f32": "f32", "f64": "f64"}
 
 
 def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem: str, c_elem: str) -> str:

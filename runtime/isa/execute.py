@@ -28,6 +28,7 @@ class IsaError(Exception):
 
 
 _NP_TYPES = {
+    "f64": np.dtype(np.float64),
     "f32": np.dtype(np.float32),
     "f16": np.dtype(np.float16),
     "i32": np.dtype(np.int32),

@@ -224,6 +224,7 @@ def _build() -> dict[str, IsaInstruction]:
         ("v_mfma_f32_32x32x16_bf16", 32, 16, "bf16", "f32"),
         ("v_mfma_f32_16x16x4_f32", 16, 4, "f32", "f32"),
         ("v_mfma_f32_32x32x2_f32", 32, 2, "f32", "f32"),
+        ("v_mfma_f64_16x16x4_f64", 16, 4, "f64", "f64"),
     ):
         kpl = k * m // 64
         # fp8/bf8 MFMA read FNUZ encodings on gfx942 and OCP encodings on gfx950: the element

@@ -1,14 +1,16 @@
-"""f32 x f32 -> f32 on CDNA's f32 MFMA (``v_mfma_f32_16x16x4_f32``, ``v_mfma_f32_32x32x2_f32``,
-gfx942 and gfx950; one f32 of A and of B per lane, which ``amdgpu.mfma`` takes as scalars).
+"""f32 and f64 matmuls on CDNA's f32 / f64 MFMA (gfx942 and gfx950): ``v_mfma_f32_16x16x4_f32``,
+``v_mfma_f32_32x32x2_f32``, ``v_mfma_f64_16x16x4_f64``; one element of A and of B per lane, which
+``amdgpu.mfma`` takes as scalars.
 
 The catalogue's layouts against the ISA model are checked with every instruction in
 ``test_layout_model.py``; here the kernels: numerics on the lane executor against numpy (small
-integers exact in f32 at zero tolerance, random data within ``numerics.matmul_reference``'s f32
-accumulation bound: each product is exact in f64, the sum of K of them errs by at most about
-K * 2^-24 of sum |a||b|), the tiled kernel (partial tiles, B stored N x K, a batch, both
+integers exact at zero tolerance, random data within ``numerics.matmul_reference``'s bound: K
+unit roundoffs of sum |a||b| for the kernel's f32 / f64 sum, twice that for f64, whose float64
+reference errs as much), the tiled kernel (partial tiles, B stored N x K, a batch, both f32
 instructions) and the decode kernel (small M, a dynamic M versioned on its size); and the final
-ISA (the instruction, 128-bit global and LDS loads, no spills). RDNA has no f32 WMMA: refused by
-name. (IREE demotes f64 to f32 by default, so an f64 matmul arrives here as f32.)"""
+ISA (the instruction, 128-bit global and LDS loads, no spills). RDNA and NVIDIA have neither:
+refused by name. IREE demotes f64 to f32 by default (an f64 matmul arrives as f32 and runs on
+the f32 MFMA); ``--iree-input-demote-f64-to-f32=false`` keeps it f64."""
 
 from __future__ import annotations
 
@@ -16,13 +18,16 @@ import pytest
 from conftest import dynamic_module, simulate, spread
 
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.driver.bridge import compile_module
+from mmaflow.compiler.core.mlir import new_context, parse_module
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.modules import epilogue_module, matmul_module
 from mmaflow.runtime.numerics import EPILOGUE_REFERENCES
+from mmaflow.runtime.simulate import check_matmul
 
-I16, I32 = "MFMA_F32_16x16x4_F32", "MFMA_F32_32x32x2_F32"
+I16, I32, F64 = "MFMA_F32_16x16x4_F32", "MFMA_F32_32x32x2_F32", "MFMA_F64_16x16x4_F64"
+KEEP_F64 = ["--iree-input-demote-f64-to-f32=false"]
 
 # (M, N, K, intrinsic, matmul_module keywords): whole and partial tiles, B N x K, a batch.
 TILED = [
@@ -74,10 +79,49 @@ def test_dynamic_m_runs_both_versions():
         assert (r.config.waves_k > 1) == (m <= 64) and r.check.passed, (m, r.config, r.check.line())
 
 
-@pytest.mark.parametrize("target,intr", [("gfx942", I16), ("gfx950", I32)])
-def test_final_isa(target, intr):
+# (M, N, K, matmul_module keywords): whole and partial tiles, B N x K, 1 and 16 rows (the decode kernel)
+F64_CASES = [
+    (128, 128, 64, {}),
+    (96, 160, 72, {"transpose_b": True}),
+    (1, 512, 256, {"transpose_b": True}),
+    (16, 256, 128, {"transpose_b": True}),
+]
+
+
+@pytest.mark.parametrize(
+    "m,n,k,kw,target,exact",
+    spread(
+        F64_CASES,
+        [(t, e) for t in ("gfx942", "gfx950") for e in (True, False)],
+        1,
+        row_id=lambda r: f"{r[0]}x{r[1]}x{r[2]}" + "".join(f"-{k}" for k in r[3]),
+        column_id=lambda c: f"{c[0]}-{'ints' if c[1] else 'random'}",
+    ),
+)
+def test_f64_matches_numpy(m, n, k, kw, target, exact):
+    res = codegen_module(matmul_module(m, n, k, "f64", "f64", **kw), target, extra_flags=KEEP_F64)
+    (exe,) = res.taken
+    assert exe.facts.config.intrinsic == F64 and (exe.facts.config.waves_k > 1) == (m <= 16)
+    r = check_matmul(parse_module(exe.text, new_context()), exact=exact, seed=m + n)
+    assert r.check.passed, r.check.line()
+
+
+def test_f64_is_demoted_to_f32_unless_kept():
+    """IREE's default demotes f64 to f32 before mmaflow sees the dispatch."""
+    src = matmul_module(128, 128, 64, "f64", "f64")
+    (exe,) = codegen_module(src, "gfx942").taken
+    assert (exe.facts.problem.a_type, exe.facts.config.intrinsic) == ("f32", I16)
+    (exe,) = codegen_module(src, "gfx942", extra_flags=KEEP_F64).taken
+    assert (exe.facts.problem.a_type, exe.facts.config.intrinsic) == ("f64", F64)
+
+
+@pytest.mark.parametrize("target,intr,t", [("gfx942", I16, "f32"), ("gfx950", I32, "f32"), ("gfx942", F64, "f64")])
+def test_final_isa(target, intr, t):
     res = compile_module(
-        matmul_module(512, 512, 512, "f32", "f32"), target, options=CodegenOptions(overrides={"intrinsic": intr})
+        matmul_module(512, 512, 512, t, t),
+        target,
+        options=CodegenOptions(overrides={"intrinsic": intr}),
+        extra_flags=KEEP_F64,
     )  # verified
     (exe,) = res.taken
     rep = res.reports[exe.name]
@@ -89,6 +133,7 @@ def test_final_isa(target, intr):
 
 
 @pytest.mark.parametrize("target", ["gfx1100", "gfx1201", "sm_80"])
-def test_targets_without_an_f32_instruction_refuse_by_name(target):
-    with pytest.raises(UnsupportedError, match=f"no matrix instruction on {target} computes f32 x f32 -> f32"):
-        compile_module(matmul_module(128, 128, 128, "f32", "f32"), target)
+@pytest.mark.parametrize("t", ["f32", "f64"])
+def test_targets_without_the_instruction_refuse_by_name(target, t):
+    with pytest.raises(UnsupportedError, match=f"no matrix instruction on {target} computes {t} x {t} -> {t}"):
+        codegen_module(matmul_module(128, 128, 128, t, t), target, extra_flags=KEEP_F64)
