@@ -72,8 +72,9 @@ def test_persistent_grid_batch_of_one():
         (3, 128, 256, 128, dict(intrinsic=N128, tile_m=64, persistent=4)),  # 12 tiles: 3 workgroups of 4
         (2, 256, 256, 128, dict(intrinsic=N256, persistent=2, copy="tma-wide", producer=1)),  # the producer's ring
         (4, 128, 128, 64, dict(intrinsic=N128, persistent=2, stages=2)),  # one K tile each (K = head dim)
+        (2, 256, 256, 128, dict(intrinsic=N128, persistent=2, copy="tma-wide", producer=1, cluster=2)),  # B multicast
     ],
-    ids=["cp.async-W4", "producer-W2", "one-k-tile"],
+    ids=["cp.async-W4", "producer-W2", "one-k-tile", "cluster-2"],
 )
 def test_persistent_grid_walks_a_batch(batch, m, n, k, over):
     r = _sim(matmul_module(m, n, k, "f16", batch=batch), over, seed=3)
