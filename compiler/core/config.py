@@ -36,8 +36,9 @@ A config fixes everything the Script and Distribute stages need:
                        multicast to both (``tma.TmaRing``, "Clusters"); 1 (default): none
     split_k            the warpgroup-MMA kernel: S = 2..8 workgroups per output tile, each a
                        1/S share of the K tiles, in a thread block cluster of S that adds its
-                       partial sums in shared memory (rank 0 reads its peers' over distributed
-                       shared memory, in rank order: deterministic) and stores once; 1 (default)
+                       partial sums in shared memory (each warp's rows read by rank w % S over
+                       distributed shared memory, in rank order: deterministic) and stores once;
+                       1 (default)
     waves_k            waves splitting K inside a workgroup: the decode kernel
                        (``compiler/kernels/decode/``) when > 1; each wave runs every waves_k-th
                        K tile of ``tile_k`` into its own accumulators, added through LDS in a
