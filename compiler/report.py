@@ -296,9 +296,12 @@ def survey_row(target: Target, row, check: int, seed: int = 0) -> dict:
         from mmaflow.runtime.simulate import check_matmul
 
         sizes = {"m": row.m} if row.dynamic else None
-        r = check_matmul(parse_module(exe.text, new_context()), seed=seed, sample=check, sizes=sizes)
+        try:
+            r = check_matmul(parse_module(exe.text, new_context()), seed=seed, sample=check, sizes=sizes)
+        except MmaflowError as e:  # (the executor refusing the kernel is the row's failure, not the survey's)
+            return out | {"check": f"FAIL: {str(e).splitlines()[0][:300]}", "check_passed": False}
         out["check"] = r.check.line()
-        out["check_passed"] = bool(r.check.passed)
+        out["check_passed"] = bool(r.check.passed and not r.stats.races)
     return out
 
 

@@ -239,3 +239,19 @@ def test_report_suite_fails_on_a_bad_row_and_refuses_mixed_arguments(monkeypatch
     ]:
         r = _mmaflow(*argv)
         assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr, (argv, r.stderr)
+
+
+def test_report_suite_counts_an_executor_refusal_as_the_rows_failure(monkeypatch):
+    """A kernel the lane executor refuses (or that races) fails its row; the survey goes on."""
+    from mmaflow.compiler.report import survey_row
+    from mmaflow.compiler.target.targets import get_target
+    from mmaflow.runtime import simulate
+    from mmaflow.runtime.executor import ExecutorError
+
+    def refuse(*args, **kwargs):
+        raise ExecutorError("an op the executor does not model")
+
+    monkeypatch.setattr(simulate, "check_matmul", refuse)
+    (row,) = [r for r in suite("smoke") if "k_proj" in r.name]
+    out = survey_row(get_target("gfx942"), row, check=1)
+    assert out["check_passed"] is False and "does not model" in out["check"] and out["spills"] == 0, out
