@@ -136,7 +136,11 @@ def test_what_mmaflow_takes(model, dtype, target):
     res, taken, left = _decisions(model, dtype, target)
     expected = {k: v.format(dt=dtype) for k, v in taken_expected(model, target).items()}
     assert {k: e.facts.problem.describe() for k, e in taken.items()} == expected
-    assert len(res.taken) == len(taken), "a taken dispatch outside main"
+    outside = sorted(f"{e.name}: {e.facts.problem.describe()}" for e in res.taken if e not in taken.values())
+    # Llama's rotary initializer is an f32 outer product (positions x inverse frequencies, K = 1): CDNA's f32
+    # MFMA takes it as any standalone outer product with a matrix instruction is taken (select.py)
+    rotary = model == "llama_attention" and target in ("gfx942", "gfx950")
+    assert outside == (["_initializer_1_dispatch_0: 256x32x1 f32 x f32 -> f32"] if rotary else []), outside
     for name, line in left.items():
         assert line.startswith(f"mmaflow: left  {name}: "), line
     attention = {
