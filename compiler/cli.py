@@ -599,6 +599,16 @@ def cmd_tune(args) -> int:
         )
     targets = [t for t in args.target.split(",") if t]
     dtypes = [d for d in args.dtype.split(",") if d]
+    from mmaflow.compiler.target.targets import get_target
+
+    if any(get_target(t).is_amd for t in targets):  # no AMD GPU to time on: the static choice
+        if args.prepare_only:
+            raise InputError("AMD targets are chosen statically, here: nothing to prepare for a GPU machine")
+        res = tune.static(targets, args.suite, dtypes, args.rows, Path(args.out))
+        print(f"mmaflow tune: {Path(args.out) / tune.STATIC_RESULTS} ({res['static_s']} s)", file=sys.stderr)
+        for path in tune.write_static(res, command):
+            print(f"mmaflow tune: wrote {path} (static choice, unmeasured)", file=sys.stderr)
+        return 0
     if args.prepare_only:
         m = tune.prepare(targets, args.suite, dtypes, Path(args.prepare_only), args.rows)
         print(
@@ -886,11 +896,14 @@ def build_parser() -> argparse.ArgumentParser:
     tu = sub.add_parser(
         "tune",
         help="time candidate configs of a suite's GEMMs kernel-only on a GPU and write the fastest per shape "
-        "class into the target's tuning table (compiler/target/tuned/)",
+        "class into the target's tuning table (compiler/target/tuned/); AMD targets: the lowest static estimate "
+        "(final ISA and lane-executor counters, runtime/static_cost.py), unmeasured",
     )
     tu.add_argument("--suite", metavar="NAME", help="the shapes (runtime/suites.py; its static rows)")
     tu.add_argument("--rows", metavar="REGEX", help="only the suite rows whose name matches")
-    tu.add_argument("--target", default="sm_90a,sm_80", help="comma-separated NVIDIA targets (default sm_90a,sm_80)")
+    tu.add_argument(
+        "--target", default="sm_90a,sm_80", help="comma-separated targets, NVIDIA or AMD (default sm_90a,sm_80)"
+    )
     tu.add_argument("--dtype", default="f16", help="f16, bf16 or both, comma-separated (default f16)")
     tu.add_argument("--prepare-only", metavar="DIR", help="build the candidates into DIR for the GPU machine")
     tu.add_argument("--out", default="bench-results/tune", metavar="DIR", help="where the run's results go")

@@ -334,7 +334,10 @@ def test_tune_cli_refuses_what_it_cannot_do(tmp_path):
     r = cli("--suite", "llama3-8b", "--rows", "dynM", "--target", "sm_90a", "--prepare-only", str(tmp_path / "d"))
     assert r.returncode != 0 and "no static rows" in r.stderr and "Traceback" not in r.stderr
     r = cli("--suite", "llama3-8b", "--rows", "k_proj", "--target", "gfx942", "--prepare-only", str(tmp_path / "d"))
-    assert r.returncode == 2 and "cannot be timed here" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "chosen statically" in r.stderr and "Traceback" not in r.stderr
+    # AMD is chosen statically, NVIDIA timed: one kind per call
+    r = cli("--suite", "llama3-8b", "--rows", "k_proj", "--target", "gfx942,sm_90a", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "one call each kind" in r.stderr and "Traceback" not in r.stderr
     # both halves here, without a GPU: refused before any build, naming the two-machine route
     r = cli("--suite", "llama3-8b", "--rows", "k_proj", "--target", "sm_90a", "--out", str(tmp_path / "o"))
     assert r.returncode == 8 and "times kernels on a GPU" in r.stderr and "--prepare-only" in r.stderr, r.stderr

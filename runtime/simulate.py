@@ -291,6 +291,7 @@ def check_matmul(
     epilogue=None,
     sizes: dict | None = None,
     sample: int = 0,
+    workgroups: list[int] | None = None,
 ) -> SimResult:
     """Run a handed-back matmul dispatch on random inputs and compare with numpy.
 
@@ -301,7 +302,8 @@ def check_matmul(
     numpy reference, ``epilogue`` (a ``numerics.EpilogueReference``); its extra inputs are random
     in [-1, 1] (small integers when ``exact``). ``sizes``: the run-time size of each dynamic
     dimension ("m", "n", "k", "batch"). ``sample``: run only that many workgroups (the grid's
-    corners and random ones) and check the tiles they own.
+    corners and random ones) and check the tiles they own; ``workgroups``: those linear ids instead
+    (`mmaflow tune`'s static counters run workgroup 0, a full tile).
     """
     from mmaflow.runtime import numerics as num
 
@@ -359,6 +361,11 @@ def check_matmul(
     before = {bb: buf.copy() for bb, buf in buffers.items()}
     grid = d.grid(workload)
     chosen = sample_workgroups(grid, sample, seed) if sample else None
+    if workgroups is not None:
+        total = int(np.prod(grid))
+        if sample or not workgroups or not all(0 <= w < total for w in workgroups):
+            raise ExecutorError(f"workgroups {workgroups}: ids in [0, {total}), and not with sample")
+        chosen = sorted(set(workgroups))
     if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
         chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
     stats, written = run_dispatch(

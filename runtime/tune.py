@@ -69,17 +69,8 @@ def _git_commit() -> str:
         return "unknown"
 
 
-def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Path, rows: str | None) -> dict:
-    """Build every candidate of every static row matching ``rows``; write the manifest."""
-
-    from mmaflow.compiler.core.errors import InputError, MmaflowError, ToolchainError
-    from mmaflow.compiler.driver.bridge import compile_module
-    from mmaflow.compiler.kernels import registry
-    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
-    from mmaflow.compiler.target import tuning
-    from mmaflow.compiler.target.targets import get_target
-    from mmaflow.runtime.bench_common import build_marker, config_line
-    from mmaflow.runtime.suite_bench import source
+def _static_rows(suite_name: str, dtypes: list[str], rows: str | None) -> list:
+    from mmaflow.compiler.core.errors import InputError
     from mmaflow.runtime.suites import matching
 
     try:
@@ -93,59 +84,89 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
             + (f" matching {rows!r}" if rows else "")
             + " (the tuning table holds static shape classes)"
         )
+    return static
+
+
+def _builds(t, row, stem: str) -> tuple[list | None, list[str]]:
+    """A row's builds for target ``t``: [(overrides, CompileResult)], the heuristic's own config
+    first (``{}``; not a table entry this tool may have written), then each family candidate
+    (``registry.candidates``) that resolves to a distinct config and builds; and the refused
+    candidates, one line each. None for a row mmaflow leaves to IREE (nothing to tune)."""
+    from mmaflow.compiler.core.errors import MmaflowError
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.kernels import registry
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.runtime.suite_bench import source
+
+    src = source(row)
+    base = compile_module(src, t.name, options=CodegenOptions(tuned=False), source_name=stem)
+    if len(base.taken) != 1:
+        why = next((line for line in base.log if "left" in line), "no dispatch taken")
+        print(f"tune: {t.name} {row.name}: not tuned: {why}", flush=True)
+        return None, []
+    problem = base.taken[0].facts.problem
+    builds, skipped = [({}, base)], []
+    seen = {registry.resolve(t, problem, {})[0]}
+    for over in registry.candidates(t, problem):
+        try:
+            cfg, _ = registry.resolve(t, problem, over)
+        except MmaflowError as e:
+            skipped.append(f"{over}: {str(e).splitlines()[0]}")
+            continue
+        if cfg in seen:
+            continue
+        seen.add(cfg)
+        try:
+            res = compile_module(src, t.name, options=CodegenOptions(overrides=over), source_name=stem)
+        except MmaflowError as e:  # a config the families accept but the kernel cannot build
+            skipped.append(f"{over}: {str(e).splitlines()[0]}")
+            continue
+        builds.append((over, res))
+    return builds, skipped
+
+
+def _row_entry(t, row, base) -> dict:
+    from mmaflow.compiler.target import tuning
+
+    return {
+        "name": row.name,
+        "target": t.name,
+        **{f: getattr(row, f) for f in ("m", "n", "k", "batch", "dtype", "b_layout")},
+        "class": tuning.shape_class(base.taken[0].facts.problem).to_dict(),
+    }
+
+
+def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Path, rows: str | None) -> dict:
+    """Build every candidate of every static row matching ``rows``; write the manifest."""
+
+    from mmaflow.compiler.core.errors import InputError, ToolchainError
+    from mmaflow.compiler.target.targets import get_target
+    from mmaflow.runtime.bench_common import build_marker, config_line
+
+    static = _static_rows(suite_name, dtypes, rows)
     chosen = [get_target(name) for name in targets]
     other = [t.name for t in chosen if t.is_amd]
     if other:
         raise InputError(
-            f"mmaflow tune times kernels on an NVIDIA GPU through CUDA; {', '.join(other)} cannot be timed here "
-            f"(AMD targets have no tuning table: their heuristic decides)"
+            f"mmaflow tune times kernels on an NVIDIA GPU through CUDA; {', '.join(other)} cannot be timed here: "
+            f"`mmaflow tune --suite NAME --target {','.join(other)}` makes their tables statically"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     start, entries, built = time.perf_counter(), [], 0
     for t in chosen:
         for row in static:
-            src = source(row)
             stem = f"{t.name}_{len(entries)}"
-            # the baseline: the heuristic's own config (not a table entry this tool may have written)
-            base = compile_module(src, t.name, options=CodegenOptions(tuned=False), source_name=stem)
-            if len(base.taken) != 1:  # (a row mmaflow leaves to IREE has nothing to tune)
-                why = next((line for line in base.log if "left" in line), "no dispatch taken")
-                print(f"tune: {t.name} {row.name}: not tuned: {why}", flush=True)
+            builds, skipped = _builds(t, row, stem)
+            if builds is None:
                 continue
-            problem = base.taken[0].facts.problem
-            cands = [{"config": {}, "file": f"{stem}_h.vmfb", "describe": config_line(base.log)}]
-            (out_dir / cands[0]["file"]).write_bytes(base.vmfb)
-            seen = {registry.resolve(t, problem, {})[0]}
-            skipped = []
-            for i, over in enumerate(registry.candidates(t, problem)):
-                try:
-                    cfg, _ = registry.resolve(t, problem, over)
-                except MmaflowError as e:
-                    skipped.append(f"{over}: {str(e).splitlines()[0]}")
-                    continue
-                if cfg in seen:
-                    continue
-                seen.add(cfg)
-                try:
-                    res = compile_module(src, t.name, options=CodegenOptions(overrides=over), source_name=stem)
-                except MmaflowError as e:  # a config the families accept but the kernel cannot build
-                    skipped.append(f"{over}: {str(e).splitlines()[0]}")
-                    continue
-                cand = {"config": over, "file": f"{stem}_{i}.vmfb", "describe": config_line(res.log)}
+            cands = []
+            for i, (over, res) in enumerate(builds):
+                cand = {"config": over, "file": f"{stem}_{'h' if i == 0 else i}.vmfb", "describe": config_line(res.log)}
                 (out_dir / cand["file"]).write_bytes(res.vmfb)
                 cands.append(cand)
             built += len(cands)
             print(f"tune: {t.name} {row.name}: {len(cands)} builds ({len(skipped)} candidates refused)", flush=True)
-            entries.append(
-                {
-                    "name": row.name,
-                    "target": t.name,
-                    **{f: getattr(row, f) for f in ("m", "n", "k", "batch", "dtype", "b_layout")},
-                    "class": tuning.shape_class(problem).to_dict(),
-                    "candidates": cands,
-                    "refused": skipped,
-                }
-            )
+            entries.append(_row_entry(t, row, builds[0][1]) | {"candidates": cands, "refused": skipped})
     marker = build_marker(chosen[0], out_dir)
     if marker is None:
         raise ToolchainError("mmaflow tune needs the marker module that splits its one ncu run; it did not build")
@@ -329,13 +350,14 @@ def _run_line(results: dict) -> str:
     )
 
 
-def tables(results: dict | list[dict], command: str) -> dict:
+def tables(results: dict | list[dict], command: str, measured: bool = True) -> dict:
     """{target: Table} from one run's results or several runs' (one GPU): per shape class, the
     candidate whose kernel time summed over the class's rows -- from every run given, so that two
     suites' shapes in one class (BERT-base's 128x768x3072 and Llama-3-8B's 128x1024x4096) decide
     together -- is least (among those every row of the class built and passed); ``{}`` where the
     heuristic's config is within NOISE of it. A failed check anywhere is an error: a table is never
-    written from a run with a wrong build."""
+    written from a run with a wrong build. ``measured=False``: the results are `static`'s
+    estimates (the margin STATIC_MARGIN instead of NOISE; the table says it is unmeasured)."""
     from mmaflow.compiler.target import tuning
 
     runs = results if isinstance(results, list) else [results]
@@ -364,7 +386,7 @@ def tables(results: dict | list[dict], command: str) -> dict:
         total = {k: sum(next(c["us"] for c in r["candidates"] if key(c) == k) for r in rows) for k in common}
         best = min(sorted(total), key=total.get)
         heuristic = key({"config": {}})
-        if total[best] >= (1 - NOISE) * total[heuristic]:
+        if total[best] >= (1 - (NOISE if measured else STATIC_MARGIN)) * total[heuristic]:
             best = heuristic
         first = max(rows, key=lambda r: r["m"] * r["n"] * r["k"] * max(r["batch"] or 1, 1))  # the shape named
         pick = next(c for c in first["candidates"] if key(c) == best)
@@ -385,7 +407,7 @@ def tables(results: dict | list[dict], command: str) -> dict:
         t: tuning.Table(
             t,
             runs[0]["gpu"],
-            True,
+            measured,
             "; ".join(dict.fromkeys(e.run for e in entries)),
             command,
             tuple(sorted(entries, key=lambda e: e.cls.key())),
@@ -399,25 +421,31 @@ def write_tables(results_paths: Path | list[Path], command: str) -> list[Path]:
     into ``compiler/target/tuned/``: a class measured again replaces its entry, so runs whose
     shapes share a class belong in one call; each entry keeps its own runs' provenance, the
     table's lists the runs."""
-    from mmaflow.compiler.target import tuning
-
     runs = []
     for path in results_paths if isinstance(results_paths, list) else [results_paths]:
         results = json.loads(path.read_text())
         if results.get("kind") != "tune-results":
             raise ValueError(f"{path}: not a `python -m mmaflow.runtime.tune` results file")
         runs.append(results)
+    return _merge(tables(runs, command), command)
+
+
+def _merge(new_tables: dict, command: str) -> list[Path]:
+    from mmaflow.compiler.target import tuning
+
     written = []
-    for target, new in tables(runs, command).items():
+    for target, new in new_tables.items():
         path = tuning.table_path(target)
         old = tuning.Table.from_dict(json.loads(path.read_text())) if path.exists() else None
+        if old is not None and old.measured != new.measured:
+            raise ValueError(f"{path} is {'' if old.measured else 'un'}measured; this run's table is not: not merged")
         keep = [e for e in (old.entries if old else ()) if e.cls not in {n.cls for n in new.entries}]
         entries = tuple(sorted(keep + list(new.entries), key=lambda e: e.cls.key()))
         gpus = dict.fromkeys(([old.gpu] if old and keep else []) + [new.gpu])
         merged = tuning.Table(
             target,
             ", ".join(gpus),
-            True,
+            new.measured,
             "; ".join(dict.fromkeys(e.run for e in entries)),
             command,
             entries,
@@ -427,6 +455,144 @@ def write_tables(results_paths: Path | list[Path], command: str) -> list[Path]:
         written.append(path)
     tuning.table.cache_clear()
     return written
+
+
+# ---- static (AMD: no GPU to time on) ----------------------------------------------------------
+
+STATIC_RESULTS = "static_results.json"
+# A candidate replaces the heuristic's config only when its estimate is this much lower: the cost
+# model ranks (runtime/static_cost.py), it does not time, and a small difference is within its error.
+STATIC_MARGIN = 0.10
+
+
+def static(targets: list[str], suite_name: str, dtypes: list[str], rows: str | None, out_dir: Path) -> dict:
+    """The static half of `mmaflow tune` for AMD targets: every candidate of every static row
+    built, its final ISA read (a build that spills is refused), workgroup 0 (a full tile) run on
+    the lane executor against numpy (a build that fails or races is refused) and its counters
+    turned into ``static_cost.estimate`` on the target's reference part. Writes
+    ``static_results.json`` (kind "tune-results", ``us`` the estimates) into ``out_dir``."""
+    from mmaflow.compiler.core.errors import InputError, MmaflowError
+    from mmaflow.compiler.core.mlir import new_context, parse_module
+    from mmaflow.compiler.target.chips import chip
+    from mmaflow.compiler.target.targets import get_target
+    from mmaflow.runtime.bench_common import config_line
+    from mmaflow.runtime.simulate import check_matmul
+
+    static_rows = _static_rows(suite_name, dtypes, rows)
+    chosen = [get_target(name) for name in targets]
+    nvidia = [t.name for t in chosen if not t.is_amd]
+    if nvidia:
+        raise InputError(
+            f"{', '.join(nvidia)}: NVIDIA targets are timed on a GPU (--prepare-only DIR, then python -m "
+            f"mmaflow.runtime.tune); the static choice is for AMD targets, one call each kind"
+        )
+    start, entries = time.perf_counter(), []
+    for t in chosen:
+        part = chip(t.name)
+        for row in static_rows:
+            stem = f"{t.name}_{len(entries)}"
+            builds, refused = _builds(t, row, stem)
+            if builds is None:
+                continue
+            cands = []
+            for over, res in builds:
+                (exe,) = res.taken
+                rep = res.reports[exe.name]
+                spills = (rep.vgpr_spills or 0) + (rep.sgpr_spills or 0) + (rep.scratch_bytes or 0)
+                if spills:
+                    refused.append(f"{over}: spills ({spills})")
+                    continue
+                try:
+                    sim = check_matmul(parse_module(exe.text, new_context()), seed=0, workgroups=[0])
+                except MmaflowError as e:
+                    refused.append(f"{over}: the executor: {str(e).splitlines()[0]}")
+                    continue
+                if not sim.check.passed or sim.stats.races:
+                    refused.append(f"{over}: FAIL on the executor: {sim.check.line()}")
+                    if not over:  # the heuristic's own build wrong: a bug, never a table
+                        raise MmaflowError(f"{t.name} {row.name}: the heuristic's build fails: {sim.check.line()}")
+                    continue
+                est = _estimate(part, t, exe.facts.problem, sim, rep)
+                cands.append(
+                    {
+                        "config": over,
+                        "describe": config_line(res.log),
+                        "us": est.us,
+                        "verdict": "PASS (executor, workgroup 0)",
+                        "estimate": est.line(),
+                        "bound": est.bound,
+                        "vgprs": rep.vgprs,
+                        "waves_per_simd": rep.waves_per_simd,
+                        "lds_bytes": rep.lds_bytes,
+                        "behind_lds_wait": rep.matrix_behind_lds_wait,
+                    }
+                )
+            best = min(cands, key=lambda c: c["us"])
+            print(
+                f"tune: {t.name} {row.name}: {len(cands)} estimated ({len(refused)} refused); heuristic "
+                f"{cands[0]['us']:.2f} us, best {best['us']:.2f} us {json.dumps(best['config'])}",
+                flush=True,
+            )
+            entries.append(_row_entry(t, row, builds[0][1]) | {"candidates": cands, "refused": refused})
+    results = {
+        "kind": "tune-results",
+        "gpu": "; ".join(f"static estimate for {chip(t).part}" for t in targets),
+        "static": True,
+        "suite": suite_name,
+        "targets": targets,
+        "rows_regex": rows,
+        "dtypes": dtypes,
+        "commit": _git_commit(),
+        "prepared": time.strftime("%Y-%m-%d"),
+        "rows": entries,
+        "static_s": round(time.perf_counter() - start, 1),
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / STATIC_RESULTS).write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _estimate(part, t, problem, sim, rep):
+    from mmaflow.compiler.target.intrinsics import TYPE_BITS
+    from mmaflow.runtime.static_cost import counters_of, estimate
+
+    cfg = sim.config
+    intr = t.intrinsic(cfg.intrinsic)
+    k_tiles = -(-problem.k // cfg.tile_k)
+    return estimate(
+        part,
+        a_type=problem.a_type,
+        out_bits=TYPE_BITS[problem.stored_type],
+        m=problem.m,
+        n=problem.n,
+        k=problem.k,
+        batch=max(problem.batch or 1, 1),
+        flops_per_matrix_op=2 * intr.m * intr.n * intr.k,
+        wave_size=cfg.wave_size,
+        waves_per_workgroup=cfg.workgroup_size // cfg.wave_size,
+        waves_per_simd=rep.waves_per_simd or 1,
+        lds_bytes=rep.lds_bytes or 0,
+        behind_lds_wait=rep.matrix_behind_lds_wait or 0,
+        k_iterations=k_tiles // max(1, getattr(cfg, "waves_k", 1) or 1),
+        workgroups=int(math.prod(sim.grid)),
+        counters=counters_of(sim.stats, sim.workgroups, cfg.wave_size),
+    )
+
+
+def write_static(results: dict, command: str) -> list[Path]:
+    """The static run's tables (``tables(..., measured=False)``) into ``compiler/target/tuned/``."""
+    per_target = {}
+    for t in results["targets"]:
+        from mmaflow.compiler.target.chips import chip
+
+        one = {
+            **results,
+            "gpu": f"static estimate for {chip(t).part}",
+            "rows": [r for r in results["rows"] if r["target"] == t],
+        }
+        if one["rows"]:
+            per_target.update(tables(one, command, measured=False))
+    return _merge(per_target, command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -108,15 +108,17 @@ class Entry:
             str(d["run"]),
         )
 
-    def summary(self) -> str:
+    def summary(self, measured: bool = True) -> str:
+        """One line; ``measured=False`` (a static table's entry): the times are estimates."""
         b, m, n, k = self.shape
         at = f"{b}x{m}x{n}x{k}" if b > 1 else f"{m}x{n}x{k}"
+        how, of = ("measured", "fastest") if measured else ("estimated (unmeasured)", "lowest estimate")
         if not self.config:
-            return f"the heuristic's config measured fastest of {self.candidates} at {at} ({self.us:.2f} us)"
+            return f"the heuristic's config {how} {of} of {self.candidates} at {at} ({self.us:.2f} us)"
         cfg = " ".join(f"{k}={v}" for k, v in sorted(self.config.items()))
         return (
-            f"{cfg}: {self.us:.2f} us at {at} against the heuristic's {self.heuristic_us:.2f} us "
-            f"({self.heuristic_us / self.us:.2f}x; fastest of {self.candidates})"
+            f"{cfg}: {how} {self.us:.2f} us at {at} against the heuristic's {self.heuristic_us:.2f} us "
+            f"({self.heuristic_us / self.us:.2f}x; {of} of {self.candidates})"
         )
 
 
@@ -124,7 +126,7 @@ class Entry:
 class Table:
     target: str
     gpu: str  # the GPU(s) it was timed on
-    measured: bool
+    measured: bool  # False: AMD's static choice (``runtime/static_cost.py``), its times estimates
     provenance: str  # one line: the runs its entries come from (each entry names its own)
     command: str  # the commands that reproduce it
     entries: tuple  # Entry
@@ -135,7 +137,7 @@ class Table:
 
     def source(self, entry: Entry) -> str:
         """Which entry chose a config, for the compile log and `mmaflow report`."""
-        return f"tuning table {self.target} ({entry.run}), entry {entry.cls.key()}: {entry.summary()}"
+        return f"tuning table {self.target} ({entry.run}), entry {entry.cls.key()}: {entry.summary(self.measured)}"
 
     def to_dict(self) -> dict:
         return {

@@ -266,23 +266,31 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
     return ring
 
 
-# `mmaflow tune`'s candidates on NVIDIA: workgroup tiles (M x N, warps M x N) from 64x64 to 128x256,
+# `mmaflow tune`'s candidates: workgroup tiles (M x N, waves M x N) from 64x64 to 128x256; on NVIDIA
 # K staged 32 deep in a 4-stage ring or 64 deep in 3 (the ring sizes the heuristic picks from).
 TUNING_TILES = ((64, 64, 2, 2), (64, 128, 2, 4), (128, 64, 4, 2), (128, 128, 2, 4), (128, 256, 2, 4))
 TUNING_DEPTHS = ((32, 4), (64, 3))  # (tile_k for 16-bit inputs, stages); twice as deep for 8-bit
+# AMD (no GPU here: the static choice): one stage, as the heuristic (``_amd_ring``), 32 or 64 deep.
+AMD_TUNING_DEPTHS = ((32, 1), (64, 1))
 
 
 def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
-    """The configs `mmaflow tune` times (``--config`` overrides): NVIDIA only, where a GPU can time
-    them; tiles no larger than the problem's power-of-two bucket (a tile past it only masks)."""
-    if target.vendor is not Vendor.NVIDIA or problem.m is None or problem.n is None:
+    """The configs `mmaflow tune` tries (``--config`` overrides): tiles no larger than the problem's
+    power-of-two bucket (a tile past it only masks). NVIDIA: timed on a GPU, each tile K staged 32
+    deep in a 4-stage ring or 64 deep in 3. AMD: chosen statically (``runtime/static_cost.py``),
+    each tile K staged 32 or 64 deep without a ring, and with gfx950's 2-stage ring."""
+    if problem.m is None or problem.n is None:
         return []
     scale = 16 // TYPE_BITS[problem.a_type] if TYPE_BITS[problem.a_type] < 16 else 1
+    if target.vendor is Vendor.NVIDIA:
+        depths = TUNING_DEPTHS
+    else:
+        depths = AMD_TUNING_DEPTHS + ((32, 2),) * (target.family is Family.CDNA4)
     out = []
     for tm, tn, wm, wn in TUNING_TILES:
         if tm > max(64, 2 * problem.m) or tn > max(64, 2 * problem.n):
             continue
-        for tk, stages in TUNING_DEPTHS:
+        for tk, stages in depths:
             out.append(
                 {"tile_m": tm, "tile_n": tn, "tile_k": tk * scale, "waves_m": wm, "waves_n": wn, "stages": stages}
             )
