@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mmaflow.compiler.core.errors import ToolchainError, UnsupportedError
 from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
-from mmaflow.compiler.target.isa import IsaReport, parse_ptx, parse_rocmasm
+from mmaflow.compiler.target.isa import IsaReport, k_loop_global_loads, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
 from mmaflow.compiler.target.targets import Target, get_target
 
@@ -279,16 +279,14 @@ def survey_row(target: Target, row, check: int, seed: int = 0) -> dict:
     rep = res.reports[exe.name]
     if not target.is_amd:
         rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, exe.facts.config.workgroup_size))
-    loop = rep.loop_counts if rep.loop_counts.get("matrix") else rep.counts  # (K unrolled: the kernel's)
-    narrower = ("global_load_b96", "global_load_b64", "global_load_b32", "global_load_narrow")
-    narrow = sum(loop.get(k, 0) for k in narrower)
+    full, narrow = k_loop_global_loads(rep)
     out |= {
         "kernel": exe.facts.config.describe(),
         "vgprs": rep.vgprs,
         "spills": (rep.vgpr_spills or 0) + (rep.sgpr_spills or 0) + (rep.scratch_bytes or 0),
         "lds_bytes": rep.lds_bytes,
         "waves": rep.waves_per_simd,
-        "loads_b128": loop.get("global_load_b128", 0) + loop.get("async_copy_b128", 0),
+        "loads_b128": full,
         "loads_narrower": narrow,
     }
     if check:

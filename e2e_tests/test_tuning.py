@@ -193,7 +193,10 @@ def test_every_shipped_entry_still_builds_the_config_it_measured():
     tables = _shipped()
     for t in tables:
         target = get_target(t.target)
-        assert t.measured and t.gpu and t.command.startswith("mmaflow tune"), t.target
+        # NVIDIA tables are timed on a GPU; AMD ones are the static choice and say so
+        assert t.measured == (not target.is_amd) and t.gpu and t.command.startswith("mmaflow tune"), t.target
+        if target.is_amd:
+            assert t.gpu.startswith("static estimate for "), t.gpu
         for e in t.entries:
             b, m, n, k = e.shape
             p = Contraction(

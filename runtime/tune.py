@@ -467,16 +467,18 @@ STATIC_MARGIN = 0.10
 
 def static(targets: list[str], suite_name: str, dtypes: list[str], rows: str | None, out_dir: Path) -> dict:
     """The static half of `mmaflow tune` for AMD targets: every candidate of every static row
-    built, its final ISA read (a build that spills is refused), workgroup 0 (a full tile) run on
+    built, its final ISA read (a candidate that spills, or loads narrower than the heuristic's build
+    in its K loop, is refused), workgroup 0 (a full tile) run on
     the lane executor against numpy (a build that fails or races is refused) and its counters
     turned into ``static_cost.estimate`` on the target's reference part. Writes
     ``static_results.json`` (kind "tune-results", ``us`` the estimates) into ``out_dir``."""
     from mmaflow.compiler.core.errors import InputError, MmaflowError
     from mmaflow.compiler.core.mlir import new_context, parse_module
     from mmaflow.compiler.target.chips import chip
+    from mmaflow.compiler.target.isa import k_loop_global_loads
     from mmaflow.compiler.target.targets import get_target
+    from mmaflow.runtime import simulate
     from mmaflow.runtime.bench_common import config_line
-    from mmaflow.runtime.simulate import check_matmul
 
     static_rows = _static_rows(suite_name, dtypes, rows)
     chosen = [get_target(name) for name in targets]
@@ -494,17 +496,27 @@ def static(targets: list[str], suite_name: str, dtypes: list[str], rows: str | N
             builds, refused = _builds(t, row, stem)
             if builds is None:
                 continue
-            cands = []
+            cands, base_narrow = [], 0
             for over, res in builds:
                 (exe,) = res.taken
                 rep = res.reports[exe.name]
                 spills = (rep.vgpr_spills or 0) + (rep.sgpr_spills or 0) + (rep.scratch_bytes or 0)
-                if spills:
+                full, narrow = k_loop_global_loads(rep)
+                if not over:  # the baseline, whatever it does (what compiles without a table)
+                    base_narrow = narrow
+                elif spills:
                     refused.append(f"{over}: spills ({spills})")
                     continue
+                elif narrow > base_narrow:  # full-width loads wherever the heuristic's build has them
+                    refused.append(
+                        f"{over}: {narrow} K-loop global loads under 128 bits (the heuristic's: {base_narrow})"
+                    )
+                    continue
                 try:
-                    sim = check_matmul(parse_module(exe.text, new_context()), seed=0, workgroups=[0])
+                    sim = simulate.check_matmul(parse_module(exe.text, new_context()), seed=0, workgroups=[0])
                 except MmaflowError as e:
+                    if not over:  # no baseline to weigh the candidates against
+                        raise
                     refused.append(f"{over}: the executor: {str(e).splitlines()[0]}")
                     continue
                 if not sim.check.passed or sim.stats.races:
@@ -525,6 +537,8 @@ def static(targets: list[str], suite_name: str, dtypes: list[str], rows: str | N
                         "waves_per_simd": rep.waves_per_simd,
                         "lds_bytes": rep.lds_bytes,
                         "behind_lds_wait": rep.matrix_behind_lds_wait,
+                        "loads_b128": full,
+                        "loads_narrower": narrow,
                     }
                 )
             best = min(cands, key=lambda c: c["us"])

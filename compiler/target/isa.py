@@ -220,6 +220,17 @@ _AMD_BARRIER = re.compile(r"^s_barrier(_wait)?\b")
 _PTX_BARRIER = _PTX_CATEGORIES[[c for c, _ in _PTX_CATEGORIES].index("barrier")][1]
 
 
+_NARROWER = ("global_load_b96", "global_load_b64", "global_load_b32", "global_load_narrow")
+
+
+def k_loop_global_loads(report: IsaReport) -> tuple[int, int]:
+    """(128-bit, narrower) global loads of the K loop -- the whole kernel's where K is unrolled
+    (no loop holds matrix instructions); cp.async's 128-bit copies count as 128-bit loads."""
+    loop = report.loop_counts if report.loop_counts.get("matrix") else report.counts
+    full = loop.get("global_load_b128", 0) + loop.get("async_copy_b128", 0)
+    return full, sum(loop.get(k, 0) for k in _NARROWER)
+
+
 def loop_barriers(report: IsaReport) -> int:
     """Workgroup barriers in the K loop's body (gfx12's signal/wait pair counted once)."""
     pat = _AMD_BARRIER if report.isa == "amdgcn" else _PTX_BARRIER
