@@ -42,7 +42,7 @@ def unpack(layout, regs, shape):
 
 
 def operands(intr, rng, *, c_big=False):
-    at, ct = np_dtype(intr.a_type), np_dtype(intr.c_type)
+    at, bt, ct = np_dtype(intr.a_type), np_dtype(intr.b_type), np_dtype(intr.c_type)
     if intr.a_type == "i8":
         lo, hi = (0, 256) if intr.unsigned_a else (-128, 128)
         a = rng.integers(lo, hi, (intr.m, intr.k)).astype(np.uint8 if intr.unsigned_a else np.int8)
@@ -53,7 +53,7 @@ def operands(intr, rng, *, c_big=False):
         ref = ((ref + 2**31) % 2**32 - 2**31).astype(np.int32)  # the accumulator's wraparound
         return a, b, c, ref
     a = rng.uniform(-2, 2, (intr.m, intr.k)).astype(at)  # rounded to fp8/f16/bf16 here
-    b = rng.uniform(-2, 2, (intr.k, intr.n)).astype(at)
+    b = rng.uniform(-2, 2, (intr.k, intr.n)).astype(bt)  # (fp8 x bf8: B in its own format)
     c = rng.uniform(-2, 2, (intr.m, intr.n)).astype(ct)
     # One rounding of the exact result to the accumulator type (f16 accumulation included).
     ref = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(ct)
@@ -106,6 +106,30 @@ def test_swapped_lane_fails(target, name):
         assert "replicated lanes must hold equal data" in str(e)
         return
     got = unpack(lc, d, (intr.m, intr.n))
+    assert not np.array_equal(got.astype(np.float64), ref.astype(np.float64))
+
+
+MIXED = [c for c in CASES if TARGETS[c[0]].intrinsic(c[1]).a_type != TARGETS[c[0]].intrinsic(c[1]).b_type]
+
+
+@pytest.mark.parametrize("target,name", MIXED)
+def test_mixed_fp8_reads_each_operand_in_its_own_format(target, name):
+    """fp8 x bf8 (and bf8 x fp8): B's bytes handed over in A's format are refused, and the same
+    bytes read as A's format by the same-format instruction give another product -- so a kernel
+    that picked the wrong instruction, or packed B in the wrong format, fails its check."""
+    intr = TARGETS[target].intrinsic(name)
+    assert len(MIXED) == 10 and intr.a_type != intr.b_type
+    la, lb, lc = intr.codegen_layouts()
+    a, b, c, ref = operands(intr, np.random.default_rng(11))
+    as_a = pack(lb, b, b.dtype).view(a.dtype)  # B's bytes, typed as A's format
+    with pytest.raises(IsaError, match="operand B registers"):
+        execute(intr.isa_key, pack(la, a, a.dtype), as_a, pack(lc, c, c.dtype))
+    same = next(
+        i
+        for i in TARGETS[target].intrinsics()
+        if (i.a_type, i.b_type, i.m, i.k) == (intr.a_type, intr.a_type, intr.m, intr.k)
+    )
+    got = unpack(lc, execute(same.isa_key, pack(la, a, a.dtype), as_a, pack(lc, c, c.dtype)), (intr.m, intr.n))
     assert not np.array_equal(got.astype(np.float64), ref.astype(np.float64))
 
 

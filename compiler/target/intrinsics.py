@@ -290,9 +290,23 @@ _RDNA4 = [
     _rdna4(BF16, BF16, BF16, "v_wmma_bf16_16x16x16_bf16", "WMMA_BF16_16x16x16_BF16"),
     _rdna4(F8E4M3FN, F8E4M3FN, F32, "v_wmma_f32_16x16x16_fp8_fp8", "WMMA_F32_16x16x16_F8E4M3FN"),
     _rdna4(F8E5M2, F8E5M2, F32, "v_wmma_f32_16x16x16_bf8_bf8", "WMMA_F32_16x16x16_F8E5M2"),
+    # A and B in different 8-bit formats: the same lanes and registers, each read in its own
+    _rdna4(F8E4M3FN, F8E5M2, F32, "v_wmma_f32_16x16x16_fp8_bf8", "WMMA_F32_16x16x16_F8E4M3FN_F8E5M2"),
+    _rdna4(F8E5M2, F8E4M3FN, F32, "v_wmma_f32_16x16x16_bf8_fp8", "WMMA_F32_16x16x16_F8E5M2_F8E4M3FN"),
     _rdna4(I8, I8, I32, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_I8"),
     _rdna4(I8, I8, I32, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_U8", unsigned=True),
 ]
+
+
+def _mfma_mixed(fp8, bf8):
+    """A and B in different 8-bit formats, fp8 x bf8 and bf8 x fp8 (A's first in the mnemonic),
+    at both sizes: the same lanes and registers, each operand read in its own format."""
+    return [
+        _mfma(m, m, k, a, F32, f"v_mfma_f32_{m}x{m}x{k}_{an}_{bn}", f"MFMA_F32_{m}x{m}x{k}_{a.upper()}_{b.upper()}", b)
+        for m, k in ((16, 32), (32, 16))
+        for (a, an), (b, bn) in (((fp8, "fp8"), (bf8, "bf8")), ((bf8, "bf8"), (fp8, "fp8")))
+    ]
+
 
 _CDNA3 = [
     _mfma(16, 16, 16, F16, F32, "v_mfma_f32_16x16x16_f16", "MFMA_F32_16x16x16_F16"),
@@ -305,6 +319,7 @@ _CDNA3 = [
     _mfma(16, 16, 32, F8E5M2FNUZ, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2FNUZ"),
     _mfma(32, 32, 16, F8E4M3FNUZ, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FNUZ"),
     _mfma(32, 32, 16, F8E5M2FNUZ, F32, "v_mfma_f32_32x32x16_bf8_bf8", "MFMA_F32_32x32x16_F8E5M2FNUZ"),
+    *_mfma_mixed(F8E4M3FNUZ, F8E5M2FNUZ),
     # f32 x f32 -> f32, one f32 of A and of B per lane (CDNA3 and CDNA4 alike)
     _mfma(16, 16, 4, F32, F32, "v_mfma_f32_16x16x4_f32", "MFMA_F32_16x16x4_F32"),
     _mfma(32, 32, 2, F32, F32, "v_mfma_f32_32x32x2_f32", "MFMA_F32_32x32x2_F32"),
@@ -321,6 +336,7 @@ _CDNA4_EXTRA = [
     _mfma(16, 16, 32, F8E5M2, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2"),
     _mfma(32, 32, 16, F8E4M3FN, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FN"),
     _mfma(32, 32, 16, F8E5M2, F32, "v_mfma_f32_32x32x16_bf8_bf8", "MFMA_F32_32x32x16_F8E5M2"),
+    *_mfma_mixed(F8E4M3FN, F8E5M2),
 ]
 
 _NV = [

@@ -1,4 +1,4 @@
-// C = A x B^T, A f8E4M3FN, B f8E5M2 stored N x K: a mixed fp8 pair (lit_tests/distribute/wgmma_fp8.test).
+// C = A x B^T, A f8E4M3FN, B f8E5M2 stored N x K: a mixed fp8 pair (lit_tests/distribute/wgmma_fp8.test, lit_tests/isa/fp8_mixed.test).
 func.func @mm(%a: tensor<256x512xf8E4M3FN>, %b: tensor<512x512xf8E5M2>) -> tensor<256x512xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<256x512xf32>

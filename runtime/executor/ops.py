@@ -1105,13 +1105,15 @@ def _h_mma(k, op):
     a_id, b_id, c_id = k._ins(op)[:3]
     a_type, c_t = op.operands[0].type, ir.VectorType(op.operands[2].type)
     # (amdgpu.mfma takes f32 / f64 operands as scalars: one element a lane)
-    a_elem = str(ir.VectorType(a_type).element_type if isinstance(a_type, ir.VectorType) else a_type)
+    a_elem, b_elem = (
+        str(ir.VectorType(t).element_type if isinstance(t, ir.VectorType) else t) for t in (a_type, op.operands[1].type)
+    )
     c_elem = str(c_t.element_type)
     if op.name == "nvgpu.mma.sync":
         mnk = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["mmaShape"]))
     else:
         mnk = tuple(ir.IntegerAttr(op.attributes[d]).value for d in ("m", "n", "k"))
-    key = decode(op.name, k.arch, k.wave_size, mnk, a_elem, c_elem)
+    key = decode(op.name, k.arch, k.wave_size, mnk, a_elem, c_elem, b_elem)
     unsigned_a = "unsignedA" in op.attributes
     unsigned_b = "unsignedB" in op.attributes
     if (

@@ -22,18 +22,23 @@ _FP8 = {"f8E4M3FNUZ": "fp8", "f8E4M3FN": "fp8", "f8E5M2FNUZ": "bf8", "f8E5M2": "
 _TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8", "f32": "f32", "f64": "f64"}
 
 
-def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem: str, c_elem: str) -> str:
-    """Return the ISA-model key for one matrix op instance."""
+def decode(
+    op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem: str, c_elem: str, b_elem: str | None = None
+) -> str:
+    """Return the ISA-model key for one matrix op instance (``b_elem``: B's element type, where
+    it may differ from A's: the fp8 x bf8 forms)."""
     fam = arch_family(arch)
     m, n, k = mnk
+    b_elem = b_elem or a_elem
+    if b_elem != a_elem and not (a_elem in _FP8 and b_elem in _FP8):
+        raise IsaError(f"{op_name} with {a_elem} x {b_elem} inputs does not exist (only fp8 x bf8 pairs mix)")
     if op_name == "amdgpu.wmma":
         if fam not in ("rdna3", "rdna4") or (m, n, k) != (16, 16, 16):
             raise IsaError(f"amdgpu.wmma {m}x{n}x{k} does not exist on {arch}")
         if a_elem in _FP8:
-            if fam != "rdna4" or a_elem not in ("f8E4M3FN", "f8E5M2"):
-                raise IsaError(f"wmma with {a_elem} inputs does not exist on {arch}")
-            src = _FP8[a_elem]
-            mnemonic = f"v_wmma_f32_16x16x16_{src}_{src}"
+            if fam != "rdna4" or {a_elem, b_elem} - {"f8E4M3FN", "f8E5M2"}:
+                raise IsaError(f"wmma with {a_elem} x {b_elem} inputs does not exist on {arch}")
+            mnemonic = f"v_wmma_f32_16x16x16_{_FP8[a_elem]}_{_FP8[b_elem]}"
         elif a_elem == "i8":
             mnemonic = "v_wmma_i32_16x16x16_iu8"
         else:
@@ -43,14 +48,13 @@ def decode(op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem
         if fam != "cdna" or wave != 64:
             raise IsaError(f"amdgpu.mfma does not exist on {arch}")
         if a_elem in _FP8:
-            ocp = a_elem in ("f8E4M3FN", "f8E5M2")
-            if ocp != arch.startswith("gfx95"):
-                raise IsaError(
-                    f"mfma with {a_elem} inputs does not exist on {arch} "
-                    f"({'OCP' if arch.startswith('gfx95') else 'FNUZ'} fp8 only)"
-                )
-            src = _FP8[a_elem]
-            mnemonic = f"v_mfma_f32_{m}x{n}x{k}_{src}_{src}"
+            for elem in (a_elem, b_elem):
+                if (elem in ("f8E4M3FN", "f8E5M2")) != arch.startswith("gfx95"):
+                    raise IsaError(
+                        f"mfma with {elem} inputs does not exist on {arch} "
+                        f"({'OCP' if arch.startswith('gfx95') else 'FNUZ'} fp8 only)"
+                    )
+            mnemonic = f"v_mfma_f32_{m}x{n}x{k}_{_FP8[a_elem]}_{_FP8[b_elem]}"
         elif a_elem in _TYPE_NAME:
             mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_{_TYPE_NAME[a_elem]}"
         else:

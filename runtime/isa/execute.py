@@ -138,7 +138,7 @@ def execute(
     except KeyError:
         raise IsaError(f"the ISA model has no instruction {key!r}") from None
     check_dtype(instr, "A", a_regs, instr.a_type)
-    check_dtype(instr, "B", b_regs, instr.a_type)
+    check_dtype(instr, "B", b_regs, getattr(instr, "b_elem", instr.a_type))
     check_dtype(instr, "C", c_regs, instr.c_type)
     a = gather_operand(instr, "A", a_regs, (instr.m, instr.k))
     b = gather_operand(instr, "B", b_regs, (instr.k, instr.n))

@@ -26,6 +26,7 @@ Documents:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -48,6 +49,11 @@ class IsaInstruction:
     b_place: Place
     c_place: Place
     saturate: bool = False  # integer results clamp to the s32 range (PTX .satfinite) instead of wrapping
+    b_type: str = ""  # B's element type where it differs from A's (fp8 x bf8); "" = a_type
+
+    @property
+    def b_elem(self) -> str:
+        return self.b_type or self.a_type
 
 
 # ------------------------------------------------------------------------------------------
@@ -196,17 +202,24 @@ def _build() -> dict[str, IsaInstruction]:
                     _r3_c(wave, half),
                 )
             )
-    for mn, a_t, c_t in (
-        ("v_wmma_f32_16x16x16_f16", "f16", "f32"),
-        ("v_wmma_f32_16x16x16_bf16", "bf16", "f32"),
-        ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
-        ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
-        ("v_wmma_f32_16x16x16_fp8_fp8", "f8E4M3FN", "f32"),
-        ("v_wmma_f32_16x16x16_bf8_bf8", "f8E5M2", "f32"),
-        ("v_wmma_i32_16x16x16_iu8", "i8", "i32"),
+    for mn, a_t, b_t, c_t in (
+        ("v_wmma_f32_16x16x16_f16", "f16", "", "f32"),
+        ("v_wmma_f32_16x16x16_bf16", "bf16", "", "f32"),
+        ("v_wmma_f16_16x16x16_f16", "f16", "", "f16"),
+        ("v_wmma_bf16_16x16x16_bf16", "bf16", "", "bf16"),
+        ("v_wmma_f32_16x16x16_fp8_fp8", "f8E4M3FN", "", "f32"),
+        ("v_wmma_f32_16x16x16_bf8_bf8", "f8E5M2", "", "f32"),
+        # [R4] the mixed forms: A and B in the same registers and lanes, each read in its own format
+        ("v_wmma_f32_16x16x16_fp8_bf8", "f8E4M3FN", "f8E5M2", "f32"),
+        ("v_wmma_f32_16x16x16_bf8_fp8", "f8E5M2", "f8E4M3FN", "f32"),
+        ("v_wmma_i32_16x16x16_iu8", "i8", "", "i32"),
     ):
         bits = 16 if a_t in ("f16", "bf16") else 8
-        out.append(IsaInstruction(f"rdna4.{mn}", 16, 16, 16, 32, a_t, c_t, 8, 8, 8, _r4_a(bits), _r4_b(bits), _r4_c))
+        out.append(
+            IsaInstruction(
+                f"rdna4.{mn}", 16, 16, 16, 32, a_t, c_t, 8, 8, 8, _r4_a(bits), _r4_b(bits), _r4_c, b_type=b_t
+            )
+        )
     for mn, m, k, a_t, c_t in (
         ("v_mfma_f32_16x16x16_f16", 16, 16, "f16", "f32"),
         ("v_mfma_f32_32x32x8_f16", 32, 8, "f16", "f32"),
@@ -218,6 +231,11 @@ def _build() -> dict[str, IsaInstruction]:
         ("v_mfma_f32_16x16x32_bf8_bf8", 16, 32, "bf8", "f32"),
         ("v_mfma_f32_32x32x16_fp8_fp8", 32, 16, "fp8", "f32"),
         ("v_mfma_f32_32x32x16_bf8_bf8", 32, 16, "bf8", "f32"),
+        # [C3] the mixed forms (A's format first in the mnemonic), same lanes and slots
+        ("v_mfma_f32_16x16x32_fp8_bf8", 16, 32, "fp8", "f32"),
+        ("v_mfma_f32_16x16x32_bf8_fp8", 16, 32, "bf8", "f32"),
+        ("v_mfma_f32_32x32x16_fp8_bf8", 32, 16, "fp8", "f32"),
+        ("v_mfma_f32_32x32x16_bf8_fp8", 32, 16, "bf8", "f32"),
         ("v_mfma_f32_16x16x32_f16", 16, 32, "f16", "f32"),
         ("v_mfma_f32_32x32x16_f16", 32, 16, "f16", "f32"),
         ("v_mfma_f32_16x16x32_bf16", 16, 32, "bf16", "f32"),
@@ -229,6 +247,7 @@ def _build() -> dict[str, IsaInstruction]:
         kpl = k * m // 64
         # fp8/bf8 MFMA read FNUZ encodings on gfx942 and OCP encodings on gfx950: the element
         # type is a property of the architecture, given by the caller at execution time.
+        mixed = re.search(r"_(fp8|bf8)_(fp8|bf8)$", mn)
         out.append(
             IsaInstruction(
                 f"cdna.{mn}",
@@ -244,6 +263,7 @@ def _build() -> dict[str, IsaInstruction]:
                 _mfma_a(m, kpl),
                 _mfma_b(m, kpl),
                 _mfma_c(m),
+                b_type=mixed.group(2) if mixed and mixed.group(1) != mixed.group(2) else "",
             )
         )
     for mn, k, a_t, c_t in (
