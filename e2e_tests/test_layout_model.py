@@ -19,6 +19,7 @@ import pytest
 from mmaflow.compiler.target.intrinsics import CATALOGUE
 from mmaflow.compiler.target.targets import TARGETS
 from mmaflow.runtime.isa import INSTRUCTIONS, IsaError, execute, np_dtype
+from mmaflow.runtime.isa.execute import to_xf32
 
 CASES = [(t.name, i.name) for t in TARGETS.values() if t.name != "sm_90a" for i in t.intrinsics()]
 
@@ -55,9 +56,17 @@ def operands(intr, rng, *, c_big=False):
     a = rng.uniform(-2, 2, (intr.m, intr.k)).astype(at)  # rounded to fp8/f16/bf16 here
     b = rng.uniform(-2, 2, (intr.k, intr.n)).astype(bt)  # (fp8 x bf8: B in its own format)
     c = rng.uniform(-2, 2, (intr.m, intr.n)).astype(ct)
+    ar, br = (xf32_nearest(x) for x in (a, b)) if intr.reduced_precision else (a, b)
     # One rounding of the exact result to the accumulator type (f16 accumulation included).
-    ref = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(ct)
+    ref = (ar.astype(np.float64) @ br.astype(np.float64) + c.astype(np.float64)).astype(ct)
     return a, b, c, ref
+
+
+def xf32_nearest(x: np.ndarray) -> np.ndarray:
+    """f32 rounded to 10 mantissa bits, to nearest even: written here from frexp, independently of
+    the ISA model's bit arithmetic (``runtime/isa/execute.to_xf32``)."""
+    m, e = np.frexp(x.astype(np.float64))  # |m| in [0.5, 1): 1 + 10 bits is 11 bits after the point
+    return np.ldexp(np.round(m * 2.0**11) / 2.0**11, e).astype(np.float32)
 
 
 def run(intr, layouts, a, b, c):
@@ -107,6 +116,27 @@ def test_swapped_lane_fails(target, name):
         return
     got = unpack(lc, d, (intr.m, intr.n))
     assert not np.array_equal(got.astype(np.float64), ref.astype(np.float64))
+
+
+def test_xf32_rounds_its_inputs_to_nearest_even():
+    """xf32 instructions round A and B (ties to even, as ``xf32_nearest``); the same data through
+    the plain f32 instruction does not, and the two products differ."""
+    rng = np.random.default_rng(3)
+    ties = np.array([1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11), 2**-126 * (1 + 2**-11)], np.float32)
+    np.testing.assert_array_equal(to_xf32(ties), xf32_nearest(ties))
+    x = rng.standard_normal(4096).astype(np.float32) * np.float32(1e3)
+    np.testing.assert_array_equal(to_xf32(x), xf32_nearest(x))
+    assert np.isinf(to_xf32(np.array([3.4028235e38], np.float32)))[0]
+    assert np.isnan(to_xf32(np.array([np.nan], np.float32)))[0]
+    cdna3 = TARGETS["gfx942"]
+    for name in ("MFMA_F32_16x16x8_XF32", "MFMA_F32_32x32x4_XF32"):
+        intr = cdna3.intrinsic(name)
+        a, b, c, ref = operands(intr, rng)
+        got = run(intr, intr.codegen_layouts(), a, b, c)
+        np.testing.assert_array_equal(got, ref)
+        unrounded = (a.astype(np.float64) @ b.astype(np.float64) + c).astype(np.float32)
+        assert np.abs(got - unrounded).max() > 1e-4, name  # the rounding shows at 10 bits
+    assert not any(i.reduced_precision for i in TARGETS["gfx950"].intrinsics())  # (CDNA4 dropped xf32)
 
 
 MIXED = [c for c in CASES if TARGETS[c[0]].intrinsic(c[1]).a_type != TARGETS[c[0]].intrinsic(c[1]).b_type]

@@ -10,14 +10,18 @@ reference errs as much), the tiled kernel (partial tiles, B stored N x K, a batc
 instructions) and the decode kernel (small M, a dynamic M versioned on its size); and the final
 ISA (the instruction, 128-bit global and LDS loads, no spills). RDNA and NVIDIA have neither:
 refused by name. IREE demotes f64 to f32 by default (an f64 matmul arrives as f32 and runs on
-the f32 MFMA); ``--iree-input-demote-f64-to-f32=false`` keeps it f64."""
+the f32 MFMA); ``--iree-input-demote-f64-to-f32=false`` keeps it f64.
+
+gfx942's xf32 MFMA (``v_mfma_f32_16x16x8_xf32``, ``32x32x4``) rounds f32 inputs to 10 mantissa
+bits: taken only when a user names it (``--config intrinsic=MFMA_F32_16x16x8_XF32``), checked
+within the tolerance of inputs rounded by 2^-10 (``numerics.XF32_INPUT_ROUNDOFF``)."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import dynamic_module, simulate, spread
 
-from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
@@ -137,3 +141,38 @@ def test_final_isa(target, intr, t):
 def test_targets_without_the_instruction_refuse_by_name(target, t):
     with pytest.raises(UnsupportedError, match=f"no matrix instruction on {target} computes {t} x {t} -> {t}"):
         codegen_module(matmul_module(128, 128, 128, t, t), target, extra_flags=KEEP_F64)
+
+
+XF16, XF32 = "MFMA_F32_16x16x8_XF32", "MFMA_F32_32x32x4_XF32"
+
+
+@pytest.mark.parametrize(
+    "m,n,k,kw,intr",
+    [
+        (128, 128, 64, {}, XF16),
+        (96, 160, 72, {"transpose_b": True}, XF32),
+        pytest.param(64, 96, 40, {"batch": 2}, XF16, marks=pytest.mark.exhaustive),
+        (8, 512, 256, {"transpose_b": True}, XF16),  # the decode kernel
+    ],
+    ids=["tiled", "partial-nk", "batch", "decode"],
+)
+def test_xf32_when_asked_rounds_inputs_within_its_bound(m, n, k, kw, intr):
+    """Asked by name, xf32 runs (tiled and decode kernels) and is right within the bound of its
+    rounded inputs, and visibly less exact than the f32 instruction on the same data."""
+    src = matmul_module(m, n, k, "f32", "f32", **kw)
+    r = simulate(src, "gfx942", {"intrinsic": intr}, seed=k)
+    assert r.config.intrinsic == intr and r.check.passed, r.check.line()
+    plain = simulate(src, "gfx942", seed=k)  # the default: the f32 MFMA, never xf32
+    assert not plain.config.intrinsic.endswith("XF32") and plain.check.passed
+    err, err_f32 = (float(abs(x.out.astype("f8") - x.ref).max()) for x in (r, plain))
+    assert err > 100 * err_f32, (err, err_f32)
+
+
+def test_xf32_only_on_gfx942_and_only_f32():
+    asked = CodegenOptions(overrides={"intrinsic": XF16})
+    with pytest.raises(UnsupportedError, match="gfx950 has no intrinsic 'MFMA_F32_16x16x8_XF32'"):
+        codegen_module(matmul_module(64, 64, 64, "f32", "f32"), "gfx950", options=asked)  # (CDNA4 dropped it)
+    with pytest.raises(UnsupportedError, match="no matrix instruction on gfx1100 computes f32 x f32"):
+        codegen_module(matmul_module(64, 64, 64, "f32", "f32"), "gfx1100", options=asked)
+    with pytest.raises(ConfigError, match="MFMA_F32_16x16x8_XF32 computes f32xf32->f32"):
+        codegen_module(matmul_module(64, 64, 64, "f16", "f32"), "gfx942", options=asked)

@@ -33,6 +33,9 @@ DTYPES = {
     "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
 }
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
+# xf32 (gfx942's reduced-precision f32 MFMA) keeps 10 mantissa bits: 2^-11 rounding to nearest, 2^-10
+# truncating. The ISA guide does not say which its conversion does; the tolerance takes the larger.
+XF32_INPUT_ROUNDOFF = 2.0**-10
 
 
 def random_matrix(
@@ -78,10 +81,13 @@ def matmul_reference(
     unsigned_a: bool = False,
     unsigned_b: bool = False,
     fp8_k_tile: int = 0,
+    input_roundoff: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(reference, per-element tolerance) for C = A @ B (batched over leading axes);
     ``fp8_k_tile``: the result of Hopper's fp8 wgmma kernel promoting every K tile of that many
-    k, whose tolerance also holds the tensor cores' fp8 accumulation (``fp8_tensor_core_bound``)."""
+    k, whose tolerance also holds the tensor cores' fp8 accumulation (``fp8_tensor_core_bound``);
+    ``input_roundoff``: an instruction that rounds A and B first (xf32) errs in each product by at
+    most (1 + u)^2 - 1 of it."""
     a64, b64 = as_exact(a, unsigned=unsigned_a), as_exact(b, unsigned=unsigned_b)
     ref = a64 @ b64
     if out_type == "i32":
@@ -97,6 +103,8 @@ def matmul_reference(
         tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref)
     if fp8_k_tile:
         tol = tol + fp8_tensor_core_bound(a, b, fp8_k_tile)
+    if input_roundoff:
+        tol = tol + (2 * input_roundoff + input_roundoff**2) * bound
     # The stored result itself is rounded once to the output type.
     tol = tol + UNIT_ROUNDOFF[out_type] * np.abs(ref) + np.finfo(np.float32).tiny
     return ref, tol

@@ -374,7 +374,16 @@ def check_matmul(
     c = Memory.read(buffers, c_region)
     a_log = np.swapaxes(a, -1, -2) if problem.a_transposed else a
     b_log = np.swapaxes(b, -1, -2) if problem.b_transposed else b
-    ref, tol = num.matmul_reference(a_log, b_log, acc_t, unsigned_a=problem.unsigned_a, unsigned_b=problem.unsigned_b)
+    # (read from the kernel's IR, not the compiler's records: an MFMA that rounds its inputs to xf32)
+    xf32 = any("reducePrecision" in op.attributes for op in ops_named(d.func, "amdgpu.mfma"))
+    ref, tol = num.matmul_reference(
+        a_log,
+        b_log,
+        acc_t,
+        unsigned_a=problem.unsigned_a,
+        unsigned_b=problem.unsigned_b,
+        input_roundoff=num.XF32_INPUT_ROUNDOFF if xf32 else 0.0,
+    )
     hw_ref = None
     if fp8_tensor_core(cfg, problem):
         # Hopper's fp8 wgmma does not accumulate in f32 (runtime/isa/wgmma.py, measured): the kernel

@@ -71,6 +71,9 @@ class Intrinsic:
     # Codegen may use another K order inside a lane if A and B use the same one (the sum over K
     # is unchanged); None means codegen uses the hardware order.
     codegen_k_order: tuple[str, ...] | None = None
+    # xf32 (gfx942): the instruction rounds its f32 inputs to 10 mantissa bits (``reducePrecision``).
+    # Opt-in: no heuristic picks it; a user asks by name (--config intrinsic=...).
+    reduced_precision: bool = False
 
     def __post_init__(self):
         assert (self.a.rows, self.a.cols) == (self.m, self.k), f"{self.name}: A is not MxK"
@@ -203,7 +206,7 @@ def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
     )
 
 
-def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None):
+def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None, reduced_precision=False):
     b_t = b_t or a_t
     kpl = k * m // 64  # K elements per lane: 16x16x16 -> 4, 32x32x8 -> 4, 16x16x32 -> 8
     groups = 64 // m  # lane groups along K
@@ -234,6 +237,7 @@ def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None):
         (kpl,),
         (kpl,),
         (c_len,),
+        reduced_precision=reduced_precision,
     )
 
 
@@ -325,6 +329,10 @@ _CDNA3 = [
     _mfma(32, 32, 2, F32, F32, "v_mfma_f32_32x32x2_f32", "MFMA_F32_32x32x2_F32"),
     # f64 x f64 -> f64: one f64 of A and of B per lane, D 4 f64 a lane as 16x16 f32's
     _mfma(16, 16, 4, F64, F64, "v_mfma_f64_16x16x4_f64", "MFMA_F64_16x16x4_F64"),
+    # xf32 (CDNA3 only; gfx950 dropped it): f32 inputs, two a lane, rounded to 10 mantissa bits by
+    # the instruction; twice f32's K per instruction. Opt-in (``reduced_precision``).
+    _mfma(16, 16, 8, F32, F32, "v_mfma_f32_16x16x8_xf32", "MFMA_F32_16x16x8_XF32", reduced_precision=True),
+    _mfma(32, 32, 4, F32, F32, "v_mfma_f32_32x32x4_xf32", "MFMA_F32_32x32x4_XF32", reduced_precision=True),
 ]
 
 _CDNA4_EXTRA = [
@@ -352,7 +360,7 @@ CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {
     "rdna3": tuple(_rdna3_set(32) + _rdna3_set(64)),
     "rdna4": tuple(_RDNA4),
     "cdna3": tuple(_CDNA3),
-    "cdna4": tuple(i for i in _CDNA3 if "FNUZ" not in i.name) + tuple(_CDNA4_EXTRA),
+    "cdna4": tuple(i for i in _CDNA3 if "FNUZ" not in i.name and not i.reduced_precision) + tuple(_CDNA4_EXTRA),
     "nvidia": tuple(_NV),
 }
 

@@ -1113,7 +1113,7 @@ def _h_mma(k, op):
         mnk = tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["mmaShape"]))
     else:
         mnk = tuple(ir.IntegerAttr(op.attributes[d]).value for d in ("m", "n", "k"))
-    key = decode(op.name, k.arch, k.wave_size, mnk, a_elem, c_elem, b_elem)
+    key = decode(op.name, k.arch, k.wave_size, mnk, a_elem, c_elem, b_elem, "reducePrecision" in op.attributes)
     unsigned_a = "unsignedA" in op.attributes
     unsigned_b = "unsignedB" in op.attributes
     if (

@@ -23,10 +23,18 @@ _TYPE_NAME = {"f16": "f16", "bf16": "bf16", "i8": "i8", "f32": "f32", "f64": "f6
 
 
 def decode(
-    op_name: str, arch: str, wave: int, mnk: tuple[int, int, int], a_elem: str, c_elem: str, b_elem: str | None = None
+    op_name: str,
+    arch: str,
+    wave: int,
+    mnk: tuple[int, int, int],
+    a_elem: str,
+    c_elem: str,
+    b_elem: str | None = None,
+    reduce_precision: bool = False,
 ) -> str:
     """Return the ISA-model key for one matrix op instance (``b_elem``: B's element type, where
-    it may differ from A's: the fp8 x bf8 forms)."""
+    it may differ from A's: the fp8 x bf8 forms; ``reduce_precision``: ``amdgpu.mfma``'s
+    reducePrecision, xf32 for f32 inputs on gfx94x)."""
     fam = arch_family(arch)
     m, n, k = mnk
     b_elem = b_elem or a_elem
@@ -55,6 +63,10 @@ def decode(
                         f"({'OCP' if arch.startswith('gfx95') else 'FNUZ'} fp8 only)"
                     )
             mnemonic = f"v_mfma_f32_{m}x{n}x{k}_{_FP8[a_elem]}_{_FP8[b_elem]}"
+        elif reduce_precision:
+            if a_elem != "f32" or not arch.startswith("gfx94"):
+                raise IsaError(f"mfma with reducePrecision ({a_elem} inputs) does not exist on {arch}")
+            mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_xf32"
         elif a_elem in _TYPE_NAME:
             mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_{_TYPE_NAME[a_elem]}"
         else:

@@ -46,6 +46,25 @@ _ACCEPTS = {
 }
 
 
+XF32_MANTISSA = 10  # [C3] xf32: f32's sign and 8 exponent bits, 10 of its 23 mantissa bits
+
+
+def to_xf32(x: np.ndarray) -> np.ndarray:
+    """f32 values rounded to xf32, to nearest with ties to even, as f32. The ISA guide names the
+    format, not its rounding: this model rounds to nearest (as TF32's conversions do); the
+    numerics' tolerance for xf32 kernels (``numerics.XF32_INPUT_ROUNDOFF``) covers truncation as
+    well. NaN and infinity pass unchanged; a value that rounds past f32's largest becomes
+    infinity, as any f32 overflow."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    drop = 23 - XF32_MANTISSA
+    half = np.uint64(1 << (drop - 1))
+    lsb = (bits >> np.uint64(drop)) & np.uint64(1)
+    rounded = ((bits + half - np.uint64(1) + lsb) >> np.uint64(drop)) << np.uint64(drop)
+    special = (bits & np.uint64(0x7F800000)) == np.uint64(0x7F800000)
+    out = np.where(special, bits, rounded).astype(np.uint32).view(np.float32)
+    return out.reshape(np.shape(x))
+
+
 def np_dtype(name: str) -> np.dtype:
     return _NP_TYPES[name]
 
@@ -152,6 +171,8 @@ def execute(
         else:
             d = ((d + 2**31) % 2**32 - 2**31).astype(np.int32)
     else:
+        if getattr(instr, "round_inputs", "") == "xf32":
+            a, b = to_xf32(a), to_xf32(b)
         d = (a.astype(np.float64) @ b.astype(np.float64) + c.astype(np.float64)).astype(c_regs.dtype)
     p = placement(instr, "C")
     out = c_regs.copy()

@@ -50,6 +50,9 @@ class IsaInstruction:
     c_place: Place
     saturate: bool = False  # integer results clamp to the s32 range (PTX .satfinite) instead of wrapping
     b_type: str = ""  # B's element type where it differs from A's (fp8 x bf8); "" = a_type
+    # The instruction rounds its inputs to this narrower format before multiplying: "xf32" [C3] (f32's
+    # sign and exponent, 10 mantissa bits; ``execute.to_xf32``); "" = none
+    round_inputs: str = ""
 
     @property
     def b_elem(self) -> str:
@@ -243,6 +246,8 @@ def _build() -> dict[str, IsaInstruction]:
         ("v_mfma_f32_16x16x4_f32", 16, 4, "f32", "f32"),
         ("v_mfma_f32_32x32x2_f32", 32, 2, "f32", "f32"),
         ("v_mfma_f64_16x16x4_f64", 16, 4, "f64", "f64"),
+        ("v_mfma_f32_16x16x8_xf32", 16, 8, "f32", "f32"),
+        ("v_mfma_f32_32x32x4_xf32", 32, 4, "f32", "f32"),
     ):
         kpl = k * m // 64
         # fp8/bf8 MFMA read FNUZ encodings on gfx942 and OCP encodings on gfx950: the element
@@ -264,6 +269,7 @@ def _build() -> dict[str, IsaInstruction]:
                 _mfma_b(m, kpl),
                 _mfma_c(m),
                 b_type=mixed.group(2) if mixed and mixed.group(1) != mixed.group(2) else "",
+                round_inputs="xf32" if mn.endswith("_xf32") else "",
             )
         )
     for mn, k, a_t, c_t in (

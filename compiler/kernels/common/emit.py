@@ -408,6 +408,7 @@ class Emitter:
                     cbsz=0,
                     abid=0,
                     blgp=ir.Attribute.parse("#rocdl.mfma_perm_b<none>"),
+                    reducePrecision=intr.reduced_precision or None,
                 ).result
             assert intr.op == "nvgpu.mma.sync", intr.op
             shape = ir.ArrayAttr.get(

@@ -11,9 +11,15 @@ from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
 from mmaflow.compiler.target.targets import Target, Vendor
 
 
-def matching_intrinsics(target: Target, problem: Contraction, wave_size: int | None = None) -> list[Intrinsic]:
+def matching_intrinsics(
+    target: Target, problem: Contraction, wave_size: int | None = None, *, opt_in: bool = True
+) -> list[Intrinsic]:
+    """The target's instructions that compute ``problem``'s types; ``opt_in=False`` (what a
+    heuristic chooses from): without those a user must name (xf32's rounded inputs)."""
     out = []
     for intr in target.intrinsics(wave_size):
+        if intr.reduced_precision and not opt_in:
+            continue
         if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
             continue
         if intr.a_type == "i8" and (intr.unsigned_a, intr.unsigned_b) != (problem.unsigned_a, problem.unsigned_b):

@@ -33,7 +33,7 @@ def _instruction(target: Target, problem: Contraction, overrides: dict):
     if name is not None:
         return target.intrinsic(name)
     wave = overrides.get("wave_size") or target.default_wave_size
-    cands = matching_intrinsics(target, problem, wave)
+    cands = matching_intrinsics(target, problem, wave, opt_in=False)
     fits = [i for i in cands if i.m >= problem.m]
     if fits:
         return min(fits, key=lambda i: i.m)
@@ -56,7 +56,11 @@ def reach(target: Target, problem: Contraction) -> int:
     static = replace(problem, dynamic=tuple(d for d in problem.dynamic if d.dim != "m"))
     best = 0
     for m in sorted(
-        {i.m * t for i in matching_intrinsics(target, problem) for t in range(1, max_row_tiles(target) + 1)}
+        {
+            i.m * t
+            for i in matching_intrinsics(target, problem, opt_in=False)
+            for t in range(1, max_row_tiles(target) + 1)
+        }
     ):
         probe = replace(static, m=m)
         intr = _instruction(target, probe, {})

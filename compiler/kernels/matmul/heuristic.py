@@ -47,7 +47,7 @@ def default_config(
     why = why if why is not None else []
     require_intrinsic(target, problem)
     wave = wave_size or target.default_wave_size
-    candidates = matching_intrinsics(target, problem, wave)
+    candidates = matching_intrinsics(target, problem, wave, opt_in=False)
     if not candidates:
         raise UnsupportedError(f"{target.name} has no wave{wave} instruction for {problem.describe()}")
     intr = candidates[0] if intrinsic is None else target.intrinsic(intrinsic)
