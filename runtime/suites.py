@@ -149,6 +149,22 @@ MODELS = {
             classes=1000,
             patch=16,
         ),
+        Model(
+            "tinyllama-1.1b",
+            "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T config.json: hidden_size 2048, "
+            "intermediate_size 5632, num_attention_heads 32, num_key_value_heads 4 (head dim 64), vocab_size "
+            "32000, max_position_embeddings 2048; its MLP is the model corpus's llama_mlp (e2e_tests/models)",
+            2048,
+            5632,
+            32,
+            4,
+            64,
+            32000,
+            "swiglu",
+            "separate",
+            prefill_tokens=(128, 512, 2048),
+            decode_batches=DECODE_BATCHES,
+        ),
     )
 }
 
