@@ -873,8 +873,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--suite",
         metavar="NAME",
-        help="the GEMMs of real models (runtime/suites.py: llama3-8b, llama3-70b-tp8, mistral-7b, gpt2, tinyllama-1.1b, "
-        "bert-base, vit-b16, decode, prefill, all, smoke) with mmaflow, IREE's default and torch; "
+        help="the GEMMs of real models (runtime/suites.py: llama3-8b, llama3-70b-tp8, mistral-7b, gpt2, "
+        "tinyllama-1.1b, bert-base, vit-b16, decode, prefill, all, smoke) with mmaflow, IREE's default and torch; "
         "--dtype f16,bf16",
     )
     b.add_argument(

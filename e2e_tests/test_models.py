@@ -505,3 +505,32 @@ def test_the_unmasked_sdpa_model_through_both_routes(tmp_path):
     assert v.returncode == 0, v.stdout + v.stderr[-3000:]
     assert "mmaflow: verified main$async_dispatch_6 in stock.vmfb: " in v.stderr, v.stderr[-3000:]
     assert "holds mmaflow's verified kernels for 5 dispatches" in v.stdout, v.stdout
+
+
+def test_verify_reads_every_linked_ptx_module(tmp_path):
+    """The Llama MLP on sm_90a: its down projection runs split-K in a cluster (the tuning table's
+    entry), whose variant IREE links apart from the other two kernels' -- two CUDA executables in
+    one .vmfb. `mmaflow verify` finds each kernel's PTX in whichever holds it."""
+    import subprocess
+    import sys
+
+    from mmaflow.compiler.driver.vmfb import executables
+
+    bindir = Path(sys.executable).parent
+    src = str(MODELS / "llama_mlp_f16.mlir")
+    flags = subprocess.run(
+        [str(bindir / "mmaflow"), "flags", "--target", "sm_90a"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    out = tmp_path / "stock.vmfb"
+    stock = subprocess.run([str(bindir / "iree-compile"), src, *flags, "-o", str(out)], capture_output=True, text=True)
+    assert stock.returncode == 0, stock.stderr[-3000:]
+    assert "K split 2 ways by a cluster" in stock.stderr, stock.stderr[-3000:]
+    assert len([n for n in executables(out.read_bytes()) if "_cuda_" in n]) == 2
+    v = subprocess.run(
+        [str(bindir / "mmaflow"), "verify", str(out), "--source", src, "--target", "sm_90a"],
+        capture_output=True,
+        text=True,
+    )
+    assert v.returncode == 0, v.stdout + v.stderr[-3000:]
+    assert v.stderr.count("mmaflow: verified main$async_dispatch_") == 3, v.stderr[-3000:]
+    assert "(byte-identical executables, PTX checked in the file)" in v.stdout, v.stdout

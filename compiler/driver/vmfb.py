@@ -118,13 +118,16 @@ def verify_command(args, source: str) -> int:
             hint="build and verify with the same iree-compile flags (pass yours to verify with --iree-flag)",
         )
     ptx = None
-    if target.vendor.isa == "ptx":
-        (blob,) = executables(user).values()
-        ptx = ptx_text(blob)
+    if target.vendor.isa == "ptx":  # one PTX module per linked executable (a cluster kernel's variant links apart)
+        ptx = [ptx_text(blob) for blob in executables(user).values()]
+
+    def in_ptx(export: str) -> list[str]:
+        return [t for text in ptx for t in (extract_kernel(text, n, "ptx") for n in kernel_names(export, target)) if t]
+
     for exe in res.taken:
         if exe.facts.is_attention:
             if ptx is not None:  # the user's own PTX, checked directly
-                found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]
+                found = in_ptx(exe.export)
                 if len(found) != 1:
                     raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
                 check_attention_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts.expect)
@@ -138,7 +141,7 @@ def verify_command(args, source: str) -> int:
             continue
         intr = target.intrinsic(exe.facts.config.intrinsic)
         if ptx is not None:  # the user's own PTX, checked directly
-            found = [t for t in (extract_kernel(ptx, n, "ptx") for n in kernel_names(exe.export, target)) if t]
+            found = in_ptx(exe.export)
             if len(found) != 1:
                 raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
             check_dispatch_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)

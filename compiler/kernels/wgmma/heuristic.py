@@ -342,6 +342,9 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     if not target.warpgroup_mma or problem.a_type not in ("f16", "bf16") or problem.m is None or problem.n is None:
         return []
     out = []
+    for n, tm in _wave_fitted_shapes(target, problem):
+        base = {"intrinsic": f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}", "tile_m": tm}
+        out += [base] + ([{**base, "copy": "tma-wide", "producer": 1}] if tm == PRODUCER_TILE_M else [])
     for n, tm in TUNING_SHAPES:
         if tm > max(64, 2 * problem.m) or n > max(64, 2 * problem.n):
             continue
@@ -356,6 +359,25 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
             out.append({**base, "persistent": w})
             if tm == PRODUCER_TILE_M:
                 out.append({**base, "copy": "tma-wide", "producer": 1, "persistent": w})
+    return out
+
+
+def _wave_fitted_shapes(target: Target, problem: Contraction) -> list[tuple[int, int]]:
+    """(instruction N, tile_m) beside TUNING_SHAPES' powers of two: the narrowest N (64..256, a
+    multiple of 16 per warpgroup) whose tiles fill one or two waves of the SMs without a mostly idle
+    last wave -- TinyLlama's 512x5632 gate in 128x256 tiles is 88 workgroups on 132 SMs, in 128x192
+    tiles 120."""
+    out = []
+    for tm in (64, 128):
+        rows = -(-problem.m // tm) * max(problem.batch or 1, 1)
+        for waves in (1, 2):
+            cols = waves * target.compute_units // rows
+            if cols < 1:
+                continue
+            step = 16 * (tm // 64)  # (B's 64-deep K tile in whole 16-byte chunks per thread: 128 per warpgroup)
+            n = -(-problem.n // (cols * step)) * step
+            if 64 <= n <= 256 and (n, tm) not in TUNING_SHAPES and (n, tm) not in out and tm <= max(64, 2 * problem.m):
+                out.append((n, tm))
     return out
 
 
