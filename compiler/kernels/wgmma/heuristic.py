@@ -12,6 +12,7 @@ from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
 from mmaflow.compiler.kernels.wgmma.plan import (
     MAX_SPLIT_K,
     output_tiles,
+    overhangs,
     persistent_refusal,
     tma_refusal,
     warpgroup_config,
@@ -246,7 +247,7 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
     tiles = output_tiles(cfg, problem)
     if tiles < PERSISTENT_MIN_WAVES * target.compute_units:
         return cfg
-    if (problem.batch or 1) > 1 and (problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % cfg.tile_k):
+    if (problem.batch or 1) > 1 and overhangs(cfg, problem):
         why.append(
             "one tile per workgroup: a batch whose items' tiles overhang walks no persistent grid by default (H200, "
             "kernel-only: vit-b16's 384x197x197x64 93.3 us persistent and warp-specialized against 84.9 without; "

@@ -294,6 +294,11 @@ def output_tiles(cfg: KernelConfig, problem: Contraction) -> int:
     return -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n) * (problem.batch or 1)
 
 
+def overhangs(cfg: KernelConfig, problem: Contraction) -> bool:
+    """Whether the problem's last tiles are partial in M, N or K (the config's K tile: ``tile_k``)."""
+    return bool(problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % cfg.tile_k)
+
+
 def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupIntrinsic) -> str | None:
     """Why the persistent grid (``cfg.persistent`` tiles per workgroup) cannot serve, or None.
     It loops over static tiles, a batch's items one after the other (tile t of item t / (tiles of
@@ -303,11 +308,9 @@ def persistent_refusal(cfg: KernelConfig, problem: Contraction, intr: WarpgroupI
     ones (the copies are zero-filled past the extents, the epilogue's stores bounded per tile)."""
     if problem.is_dynamic:
         return "the persistent grid takes static sizes (the tile count must divide by it at compile time)"
-    tk = tile_k(intr.a_type)
-    partial = problem.m % cfg.tile_m or problem.n % cfg.tile_n or problem.k % tk
-    if partial and not cfg.producer:  # (its TMA copies' zero fill bounds them; validation: producer => TMA)
+    if overhangs(cfg, problem) and not cfg.producer:  # (its TMA copies' zero fill bounds them; producer => TMA)
         return (
-            f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{tk} tiles (the next "
+            f"{problem.m}x{problem.n}x{problem.k} is not whole {cfg.tile_m}x{cfg.tile_n}x{cfg.tile_k} tiles (the next "
             f"tile's cp.async copies are issued unbounded; the warp-specialized TMA ring takes them)"
         )
     if cfg.stages < 2 or (cfg.copy is not None and not cfg.producer):
