@@ -61,13 +61,11 @@ from mmaflow.compiler.kernels.common.contraction import (
     raster_tile,
     workgroup_id_ops,
 )
+from mmaflow.compiler.kernels.common.descriptors import shared_start, swizzled_offset, wgmma_attributes
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
-from mmaflow.compiler.kernels.wgmma.plan import ALIGN, CHUNK_BYTES, PARTIAL_CHUNK, WgmmaOperand, WgmmaPlan
+from mmaflow.compiler.kernels.wgmma.plan import CHUNK_BYTES, PARTIAL_CHUNK, WgmmaOperand, WgmmaPlan
 from mmaflow.compiler.kernels.wgmma.tma import TmaRing
-from mmaflow.compiler.target.smem_layout import Major
-
-_SHARED_FIELD = 0x3FFFF  # matrix-descriptor-encode keeps address bits 17..4
 
 
 class WgmmaRewriter(Rewriter):
@@ -95,11 +93,6 @@ class WgmmaRewriter(Rewriter):
         with em.loc, em.ip:
             return arith.ConstantOp(ir.IntegerType.get_signless(64), value).result
 
-    @staticmethod
-    def _xor(em: Emitter, a: ir.Value, b: ir.Value) -> ir.Value:
-        with em.loc, em.ip:
-            return arith.XOrIOp(a, b).result
-
     # ---- the kernel --------------------------------------------------------------------------------
     def run(self) -> None:
         m, plan = self.m, self.plan
@@ -114,15 +107,11 @@ class WgmmaRewriter(Rewriter):
             ebytes = plan.operands[i].smem.element_bytes
             smem = top.alloc_lds([plan.allocation_bytes(i) // ebytes], elem)
             # The allocation's address rounded up to 1024 (IREE aligns dynamic shared memory to 16 only).
-            ptr = self._op(top, "memref.extract_aligned_pointer_as_index", [smem], [top.index]).result
-            pad = top.rem(top.sub(top.const(ALIGN), top.rem(ptr, ALIGN)), ALIGN)
+            address, pad, start = shared_start(top, smem)
             shared.append((smem, top.div(pad, ebytes)))
             if i == 0:  # (split-K's partial sums go over the first allocation's slots)
-                self._smem_address = top.add(ptr, pad)
-            with top.loc, top.ip:
-                base64 = arith.IndexCastOp(i64, top.add(ptr, pad)).result
-                masked = arith.AndIOp(base64, self._i64(top, _SHARED_FIELD)).result
-                starts.append(arith.ShRUIOp(masked, self._i64(top, 4)).result)
+                self._smem_address = address
+            starts.append(start)
         warpgroup = top.div(tid, 128)
         desc = {}
         for op_plan in plan.operands:
@@ -374,19 +363,8 @@ class WgmmaRewriter(Rewriter):
                         shifts[o.slot_stride] = arith.IndexCastOp(i64, em.mul(slot, o.slot_stride >> 4)).result
                 desc = {o.name: arith.AddIOp(desc[o.name], shifts[o.slot_stride]).result for o in plan.operands}
         a0, b0 = plan.descriptor("A", 0, 0).start_address, plan.descriptor("B", 0, 0).start_address
-        mma_attrs = {
-            "shape": f"#nvvm.shape<m = 64, n = {intr.n}, k = {intr.k}>",
-            "typeA": f"#nvvm.wgmma_type<{intr.ptx_type('A')}>",
-            "typeB": f"#nvvm.wgmma_type<{intr.ptx_type('B')}>",
-            "typeD": "#nvvm.wgmma_type<f32>",
-            "scaleD": "#nvvm.wgmma_scale_out<one>",
-            "scaleA": "#nvvm.wgmma_scale_in<one>",
-            "scaleB": "#nvvm.wgmma_scale_in<one>",
-            # K-major A is row-major M x K; K-major B is column-major K x N (imm-trans 0; the only
-            # form 8-bit types have: wgmma.plan.refuse_fp8_forms)
-            "layoutA": f"#nvvm.mma_layout<{'row' if plan.a.k_innermost else 'col'}>",
-            "layoutB": f"#nvvm.mma_layout<{'col' if plan.b.k_innermost else 'row'}>",
-        }
+        mma_attrs = wgmma_attributes(intr, plan.a.k_innermost, plan.b.k_innermost)
+        zero_attrs = wgmma_attributes(intr, plan.a.k_innermost, plan.b.k_innermost, zero_d=True)
         for s in range(plan.k_steps):
             ops = []
             for name, first in (("A", a0), ("B", b0)):
@@ -396,7 +374,7 @@ class WgmmaRewriter(Rewriter):
                         ops.append(arith.AddIOp(desc[name], self._i64(em, delta)).result)
                 else:
                     ops.append(desc[name])
-            step_attrs = dict(mma_attrs, scaleD="#nvvm.wgmma_scale_out<zero>") if fresh and s == 0 else mma_attrs
+            step_attrs = zero_attrs if fresh and s == 0 else mma_attrs
             acc = self._op(em, "nvvm.wgmma.mma_async", [acc] + ops, [struct_t], step_attrs).result
         return acc
 
@@ -659,19 +637,8 @@ class WgmmaRewriter(Rewriter):
         return tokens
 
     def _offset(self, em: Emitter, lay, mn, k):
-        """``SmemLayout.offset(mn, k)`` as index arithmetic, for a chunk-aligned element: atom
-        (M/N-atoms fastest), line, and the 16-byte chunk XOR the swizzle of the line."""
-        line_e, s = lay.line_elements, lay.swizzle.chunks
-        per_chunk = CHUNK_BYTES // lay.element_bytes
-        if lay.major is Major.K:
-            atom = em.add(em.mul(em.div(k, line_e), lay.mn_atoms), em.div(mn, 8))
-            line, chunk = em.rem(mn, 8), em.div(em.rem(k, line_e), per_chunk)
-        else:
-            atom = em.add(em.mul(em.div(k, 8), lay.mn_atoms), em.div(mn, line_e))
-            line, chunk = em.rem(k, 8), em.div(em.rem(mn, line_e), per_chunk)
-        if s > 1:
-            chunk = self._xor(em, chunk, em.rem(em.div(line, 8 // s), s))
-        return em.add(em.mul(atom, lay.swizzle.atom_bytes), em.mul(line, lay.swizzle.width), em.mul(chunk, 16))
+        """``SmemLayout.offset(mn, k)`` as index arithmetic, for a chunk-aligned element."""
+        return swizzled_offset(em, lay, mn, k)
 
     # ---- the persistent grid ---------------------------------------------------------------------
 
