@@ -215,6 +215,7 @@ _ARITH = {
     "arith.index_castui": (None, "cast"),
     "arith.extf": (None, "cast"),
     "arith.truncf": (None, "cast"),
+    "llvm.fptrunc": (None, "cast"),  # LLVM's fptrunc: round to nearest even, as arith.truncf
     "arith.extsi": (None, "cast"),
     "arith.extui": (None, "cast"),
     "arith.trunci": (None, "cast"),

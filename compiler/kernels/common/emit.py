@@ -11,7 +11,7 @@ One place decides which op a memory access or a matrix multiply becomes on each 
 from __future__ import annotations
 
 from iree.compiler import ir
-from iree.compiler.dialects import amdgpu, arith, gpu, scf, vector
+from iree.compiler.dialects import amdgpu, arith, gpu, llvm, scf, vector
 from iree.compiler.dialects import memref as memref_d
 
 from mmaflow.compiler.target.intrinsics import Intrinsic
@@ -190,6 +190,11 @@ class Emitter:
         with self.loc, self.ip:
             if sf and tf:
                 wide = ir.FloatType(src).width < ir.FloatType(to).width
+                if not wide and self.vendor is Vendor.NVIDIA and isinstance(to, ir.BF16Type):
+                    # IREE 3.13 expands arith.truncf to bf16 into integer rounding (about seven
+                    # instructions an element, PTX); llvm.fptrunc (round to nearest even, as
+                    # arith.truncf) is left to the NVPTX backend: one cvt.rn.bf16x2.f32 a pair.
+                    return llvm.FPTruncOp(out_t, v).result
                 return (arith.ExtFOp if wide else arith.TruncFOp)(out_t, v).result
             if not sf and not tf:
                 wide = ir.IntegerType(src).width < ir.IntegerType(to).width
