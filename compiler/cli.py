@@ -132,7 +132,7 @@ def cmd_compile(args) -> int:
             continue
         if exe.facts.is_attention:
             print(
-                f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} mma.sync "
+                f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} {expect.instruction} "
                 f"({expect.mma_per_key_tile} per warp and key tile), "
                 f"{rep.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local "
                 f"memory, {reg}",

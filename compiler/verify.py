@@ -55,8 +55,10 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
     if len(configs) != 1:
         raise VerificationError(f"{name}: expected one iree_codegen.dispatch_config, found {len(configs)}")
     if attrs.ATTENTION in func.attributes:  # the flash-attention kernel: matrix instructions, no attention op left
-        if not ops_named(func, "nvgpu.mma.sync", "amdgpu.mfma", "amdgpu.wmma"):
-            raise VerificationError(f"{name}: the attention kernel has no nvgpu.mma.sync / amdgpu.mfma / amdgpu.wmma")
+        if not ops_named(func, "nvgpu.mma.sync", "nvvm.wgmma.mma_async", "amdgpu.mfma", "amdgpu.wmma"):
+            raise VerificationError(
+                f"{name}: the attention kernel has no nvgpu.mma.sync / nvvm.wgmma.mma_async / amdgpu.mfma / amdgpu.wmma"
+            )
         if ops_named(func, "iree_linalg_ext.attention"):
             raise VerificationError(f"{name}: an iree_linalg_ext.attention is left in the kernel")
         return
@@ -194,7 +196,7 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
 
     amd = report.isa == "amdgcn"
     if report.counts.get("matrix", 0) == 0:
-        problems.append("no v_mfma / v_wmma in the ISA" if amd else "no mma.sync in the PTX")
+        problems.append("no v_mfma / v_wmma in the ISA" if amd else f"no {expect.instruction} in the PTX")
     if amd:
         if not has("v_exp_f32"):
             problems.append("no v_exp_f32 (exp2 of the online softmax)")
@@ -214,7 +216,7 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
         problems.append("no 16-byte cp.async although K and V are planned through a cp.async ring")
     if report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although K and V tiles are shared in LDS")
-    mma = "matrix instructions" if amd else "mma.sync"
+    mma = "matrix instructions" if amd else expect.instruction
     if expect.key_tiles > 1:
         in_loop = report.loop_counts.get("matrix", 0)
         if not report.has_loop:

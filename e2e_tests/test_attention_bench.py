@@ -91,8 +91,10 @@ def test_prepare_takes_the_attention_dispatch(tmp_path):
         ("mmaflow sm_80", "sm_80"),
         ("iree-default", "sm_80"),
     ]
-    for e in case["entries"][:2]:  # the plan's config line: the dispatch was taken (and its PTX verified)
-        assert e["config"].startswith("flash attention f16: batch 32, 128 queries x 128 keys, head dim 64"), e
+    # the plan's config line: the dispatch was taken (and its PTX verified), by sm_90a's wgmma kernel
+    hopper, ampere = (e["config"] for e in case["entries"][:2])
+    assert hopper.startswith("flash attention f16 (wgmma): batch 32, 128 queries x 128 keys, head dim 64"), hopper
+    assert ampere.startswith("flash attention f16: batch 32, 128 queries x 128 keys, head dim 64"), ampere
     assert all((tmp_path / e["file"]).stat().st_size > 0 for e in case["entries"])
 
 

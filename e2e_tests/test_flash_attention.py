@@ -74,7 +74,7 @@ def _layout(k_bytes):
     }
 
 
-def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, stages=2, target="sm_80"):
+def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, stages=2, target="sm_80", **plan_options):
     dt = _DT[elem]
     rng = np.random.default_rng(seed)
     # Normal inputs; Q scaled so that scores (scale * q.k, variance ~ 0.8^2) spread softmax's
@@ -90,7 +90,7 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     before = {b: buf.copy() for b, buf in bufs.items()}
 
     plan = plan_flash_attention(
-        _attention(batch, m, k2, d, elem, scale=scale), target=target, causal=causal, stages=stages
+        _attention(batch, m, k2, d, elem, scale=scale), target=target, causal=causal, stages=stages, **plan_options
     )
     ctx = new_context()
     module, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=ctx)
@@ -354,7 +354,12 @@ def test_ptxas_reports_no_spills(tmp_path, d, elem, causal, target):
 
     assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
     module, plan = _handed_back(tmp_path, 1, 128, 200, d, elem, causal, target)
-    attention_ptx_without_spills(tmp_path, str(module), get_target(target).iree_arch, plan.workgroup_size)
+    mnemonic = "wgmma.mma_async.sync.aligned.m64n" if target == "sm_90a" else "mma.sync.aligned.m16n8k16"
+    text = attention_ptx_without_spills(
+        tmp_path, str(module), get_target(target).iree_arch, plan.workgroup_size, mnemonic
+    )
+    if target == "sm_90a":  # the wgmma kernel; never the mma.sync one
+        assert "mma.sync" not in text
 
 
 @pytest.mark.parametrize(

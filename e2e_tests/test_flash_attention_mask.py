@@ -79,10 +79,11 @@ def bool_bytes(x: np.ndarray, kind: str, rng) -> np.ndarray:
     return (rng.integers(0, 128, x.shape) * 2 + x).astype(np.uint8)
 
 
-def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", causal=False):
+def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", causal=False, **plan_options):
     """Run the kernel with an additive ``kind`` mask (a "bool..." kind: a boolean i1 mask, stored
     one byte per element) stored in ``order`` (over (batch..., queries, keys); None: that order,
-    all batch dims), with the kernel's causal option if ``causal``; returns the plan."""
+    all batch dims), with the kernel's causal option if ``causal`` (``plan_options``: the rest of
+    ``plan_flash_attention``'s); returns the plan."""
     boolean = kind.startswith("bool")
     dt = _DT[elem]
     rng = np.random.default_rng(seed)
@@ -114,7 +115,7 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", 
     bufs, _ = place({"q": q, "k": k, "v": v, "o": o, "mask": np.ascontiguousarray(stored)}, layout)
     before = {b: buf.copy() for b, buf in bufs.items()}
     plan = plan_flash_attention(
-        _attention(bdims, m, k2, d, elem, "i1" if boolean else elem), target=target, causal=causal
+        _attention(bdims, m, k2, d, elem, "i1" if boolean else elem), target=target, causal=causal, **plan_options
     )
     pl = layout
     if nb > 1 or order != tuple(range(nb + 2)):  # per-dim addressing: Q, K, V, O (batch..., rows, d)
@@ -124,7 +125,8 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", 
     module, fn = standalone_module(plan, q=pl["q"], k=pl["k"], v=pl["v"], o=pl["o"], mask=pl["mask"], ctx=new_context())
     assert module.operation.verify()
     kernel = Kernel(fn, arch=target, grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
-    stats = kernel.run(bufs, max_lanes=1 << 14)
+    # Causal: the key loop's bound depends on the workgroup (uniform bounds: one workgroup a batch).
+    stats = kernel.run(bufs, max_lanes=plan.workgroup_size if causal else 1 << 14)
     assert not stats.races, stats.races[:3]
     ob, oo = layout["o"].binding, layout["o"].offset
     for b in bufs:
@@ -326,4 +328,5 @@ def test_masked_kernel_ptxas_reports_no_spills(tmp_path, d, elem, target):
         grid=constant_grid(plan.grid),
     )
     assert module.operation.verify()
-    attention_ptx_without_spills(tmp_path, str(module), arch, plan.workgroup_size)
+    mnemonic = "wgmma.mma_async.sync.aligned.m64n" if target == "sm_90a" else "mma.sync.aligned.m16n8k16"
+    attention_ptx_without_spills(tmp_path, str(module), arch, plan.workgroup_size, mnemonic)

@@ -214,10 +214,11 @@ class AttentionExpectations:
     """What the lowered flash-attention kernel must show (``verify.check_attention_isa``),
     recorded by the `flash-attention` stage from its plan."""
 
-    mma_per_key_tile: int  # mma.sync per warp and key tile: S = Q K^T plus O += P V
+    mma_per_key_tile: int  # matrix instructions per warp and key tile: S = Q K^T plus O += P V
     key_tiles: int  # key tiles the loop runs
     async_copies: bool  # K and V reach LDS by cp.async (a ring), not through registers
     barriers_per_key_tile: int
+    instruction: str = "mma.sync"  # NVIDIA's: "mma.sync", or "wgmma.mma_async" (sm_90a's wgmma kernel)
 
 
 def read_attention(func: ir.Operation):

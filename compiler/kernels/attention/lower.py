@@ -16,24 +16,30 @@ from iree.compiler import ir
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import ops_named, str_attr
+from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan
 from mmaflow.compiler.kernels.attention.nvidia import BLOCK_N, FlashAttentionPlan, rewrite_dispatch
 from mmaflow.compiler.target.targets import read_target
 
 NAME = "build"  # the pipeline stage that runs it
 
 
-def expectations(plan: FlashAttentionPlan) -> attrs.AttentionExpectations:
+def expectations(plan: FlashAttentionPlan | HopperAttentionPlan) -> attrs.AttentionExpectations:
     """What the lowered kernel shows per warp and key tile: S = Q K^T is (keys / n) x (head dim / k)
-    mma.sync, O += P V (head dim / n) x (keys / k); AMD: S^T = K Q^T (keys / m) x (head dim / k),
+    mma.sync, O += P V (head dim / n) x (keys / k); sm_90a's wgmma kernel: head dim / 16 + keys / 16
+    wgmma; AMD: S^T = K Q^T (keys / m) x (head dim / k),
     O^T += V^T P^T (head dim / m) x (keys / k)."""
     intr = plan.intrinsic
-    rows = intr.m if plan.transposed else intr.n  # the instruction dim the keys (S) and head dim (O) take
-    per_tile = (BLOCK_N // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (BLOCK_N // intr.k)
+    if isinstance(plan, HopperAttentionPlan):  # per warpgroup: S's head dim / 16 K steps, P V's keys / 16
+        per_tile = plan.head_dim // intr.k + plan.block_n // intr.k
+    else:
+        rows = intr.m if plan.transposed else intr.n  # the instruction dim the keys (S) and head dim (O) take
+        per_tile = (BLOCK_N // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (BLOCK_N // intr.k)
     return attrs.AttentionExpectations(
         mma_per_key_tile=per_tile,
         key_tiles=plan.key_tiles,
         async_copies=plan.stages > 1,
         barriers_per_key_tile=plan.barriers_per_tile,
+        instruction="wgmma.mma_async" if isinstance(plan, HopperAttentionPlan) else "mma.sync",
     )
 
 

@@ -85,6 +85,7 @@ from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_con
 from mmaflow.compiler.core.mlir import walk as walk_ops
 from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
 from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
+from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, HopperKernel, plan_hopper
 from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
 from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
@@ -148,6 +149,14 @@ class FlashAttentionPlan:
         return self.intrinsic.wave_size
 
     @property
+    def block_m(self) -> int:
+        return BLOCK_M
+
+    @property
+    def block_n(self) -> int:
+        return BLOCK_N
+
+    @property
     def workgroup_size(self) -> int:
         return WARPS * self.wave_size
 
@@ -190,16 +199,39 @@ class FlashAttentionPlan:
         )
 
 
+KERNELS = ("wgmma", "mma.sync")  # NVIDIA's two: ``hopper.py`` on warpgroup-MMA targets (the default), this one
+
+
 def plan_flash_attention(
-    attn: Attention, *, target: str = "sm_80", causal: bool = False, stages: int | None = None
-) -> FlashAttentionPlan:
+    attn: Attention,
+    *,
+    target: str = "sm_80",
+    causal: bool = False,
+    stages: int | None = None,
+    kernel: str | None = None,
+    block_n: int | None = None,
+    warpgroups: int | None = None,
+) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
-    ``stages`` (NVIDIA): 2 (the default) streams K and V through a two-slot LDS ring filled by
-    cp.async, the next tile in flight while this one is computed, one barrier per tile; 1 copies
-    each tile through registers between two barriers. AMD (``kernels/attention/amd.py``) copies
-    through registers (1, its default): its targets have no asynchronous global -> LDS copy here."""
+    ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
+    filled by cp.async, the next tile in flight while this one is computed, one barrier per tile; 1
+    copies each tile through registers between two barriers. AMD (``kernels/attention/amd.py``)
+    copies through registers (1, its default): its targets have no asynchronous global -> LDS copy
+    here. ``kernel``: on a warpgroup-MMA target (sm_90a) "wgmma" (the default: ``hopper.py``, a
+    two-slot ring, ``block_n`` keys per tile, ``warpgroups`` of 64 queries) or "mma.sync" (this
+    kernel, as sm_80 runs it)."""
     tgt = get_target(target)
     amd = tgt.vendor is Vendor.AMD
+    if kernel is None:
+        kernel = "wgmma" if tgt.warpgroup_mma else "mma.sync" if tgt.vendor is Vendor.NVIDIA else None
+    if kernel is not None and (kernel not in KERNELS or amd or (kernel == "wgmma" and not tgt.warpgroup_mma)):
+        raise UnsupportedError(
+            f"kernel {kernel!r} on {target}: NVIDIA's attention kernels are {KERNELS}, wgmma on sm_90a only"
+        )
+    if kernel == "wgmma" and stages not in (None, 2):
+        raise UnsupportedError(f"stages = {stages}: the wgmma attention kernel has a two-slot cp.async ring (2)")
+    if (block_n is not None or warpgroups is not None) and kernel != "wgmma":
+        raise UnsupportedError("block_n and warpgroups: only the wgmma attention kernel takes them")
     if stages is None:
         stages = 1 if amd else 2
     if stages not in (1, 2):
@@ -277,6 +309,8 @@ def plan_flash_attention(
         if plan.lds_bytes > tgt.lds_bytes:
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
         return plan
+    if kernel == "wgmma":
+        return plan_hopper(tgt, attn, causal=causal, mask=mask, block_n=block_n, warpgroups=warpgroups)
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
     if conv.plan.chosen != "registers" or conv.plan.registers.permutes:
@@ -437,7 +471,7 @@ class _Kernel:
 
     def mask_bounds(self) -> list:
         p = self.p
-        logical = [None] * len(self.bdims) + [p.m if p.m % BLOCK_M else None, p.k2 if p.k2 % BLOCK_N else None]
+        logical = [None] * len(self.bdims) + [p.m if p.m % p.block_m else None, p.k2 if p.k2 % p.block_n else None]
         return [logical[i] for i in self.mask_order]
 
     def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
@@ -901,6 +935,8 @@ def emit_flash_attention(
         kernel = _Kernel(plan, em, bdims, orders, mask_order)
         if plan.transposed:
             kernel = AmdKernel(kernel)
+        elif isinstance(plan, HopperAttentionPlan):
+            kernel = HopperKernel(kernel)
         kernel.build(*mems)
     with loc, body_ip:
         func.ReturnOp([])

@@ -1,0 +1,587 @@
+"""Flash attention on Hopper warpgroup MMA (sm_90a; docs/kernels/flash_attention.md, "Hopper: wgmma"):
+O = softmax(Q K^T * scale + mask) V with both products on ``wgmma.mma_async``, every operand read
+from shared memory through matrix descriptors.
+
+Work split. One workgroup per (block of 64 W queries, batch entry): grid (ceil(M / 64 W), B, 1),
+W = 1 or 2 warpgroups of 128 threads (2 when the 128-query blocks still give every SM a workgroup,
+else 1), warpgroup w owning queries 64 w .. 64 w + 63 of the block (one m64 instruction row).
+Shared memory (one allocation, its address rounded up to 1024 at run time; every tile
+128B-swizzled, ``SmemLayout``):
+
+    Q      64 W x d    K-major (A of S = Q K^T)             copied once
+    K[2]   n x d       K-major (B of S: B = K^T, K = d)     a two-slot cp.async ring
+    V[2]   n x d       MN-major (B of O += P V: K = keys)   a two-slot ring, V as stored
+    P[W]   64 x n      K-major (A of P V), one per warpgroup
+
+with n = ``block_n`` keys per tile (``BLOCK_N``: 64 at head dim 64, 128 at 128). Per key tile t:
+
+1. ``cp.async.wait_group 0`` (tile t, this thread's chunks), ``fence.proxy.async.shared::cta``
+   (cp.async writes through the generic proxy, wgmma reads through the async one), barrier: tile t
+   published to both warpgroups, and every warpgroup's wgmmas of tile t - 1 completed (each waited
+   for them before this barrier), so slot (t + 1) % 2 is free;
+2. the copies of tile t + 1 into that slot (zero-filled past K2 and past the loop), one group;
+3. S = Q K^T: d / 16 wgmma m64 n k16, the first with scale-d 0; commit; wait 0;
+4. the online softmax on S's accumulator layout (``WarpgroupIntrinsic.c``: per warp, mma.sync's
+   C layout repeated along N; a lane holds two rows, shared with the lanes xor 1 and 2), in f32 with
+   exp2 (``ex2.approx.ftz``) and log2(e) folded into the scale, keys past K2 / past the query (causal)
+   set to -inf in a warp-uniform branch taken by the tiles that hold them, an additive or boolean
+   mask read from global memory at each lane's elements; O's accumulator scaled by alpha;
+5. P converted to the inputs' type and stored into the warpgroup's P tile, two keys (4 bytes) per
+   store at the swizzled address; each 8-lane row group writes 8 different 16-byte chunks, so the
+   stores are free of bank conflicts; ``fence.proxy.async``, barrier (every thread's P stored);
+6. O += P V: n / 16 wgmma m64 d k16, A = P (descriptor), B = V MN-major (imm-trans 1); commit;
+   wait 0.
+
+After the loop: l summed across the row's lanes, O / l, converted and stored from the accumulator
+layout, two columns per store; rows past M are not stored.
+
+The lane executor (``runtime/executor/wgmma.py``) models every piece: the descriptors, the groups
+and their waits, the proxy fences, and that a wgmma's shared-memory reads are ordered before the
+next write of the same bytes. P goes through shared memory because IREE 3.13's
+``nvvm.wgmma.mma_async`` takes A by descriptor only (FlashAttention-3 keeps P in registers, the
+register-A form); the two warpgroups meet at the two barriers of each tile.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, hal, scf
+
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.kernels.common.descriptors import (
+    ALIGN,
+    CHUNK_BYTES,
+    shared_start,
+    swizzled_offset,
+    wgmma_attributes,
+)
+from mmaflow.compiler.kernels.common.emit import Emitter
+from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
+from mmaflow.compiler.target.layout import COL, ROW, Layout
+from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
+
+WARPGROUP = 128  # threads; each warpgroup owns 64 queries (one m64 instruction row)
+BLOCK_NS = (64, 128)  # keys per tile
+# Keys per tile, per head dim: 64 at head dim 64 (66.5 KB of shared memory with two warpgroups,
+# 1.43 against 1.63 ms with 128-key tiles at seq 8192 on the H200), 128 at head dim 128 (193 KB,
+# one CTA per SM; 2.37 against 2.69 ms with 64-key tiles).
+BLOCK_N = {64: 64, 128: 128}
+SMEM_LIMIT = 227 * 1024  # sm_90's shared memory per block
+LOG2E = 1.4426950408889634
+_INTRINSIC = "WGMMA_F32_64x{n}x16_{t}"
+
+
+@dataclass(frozen=True)
+class HopperAttentionPlan:
+    """The wgmma kernel's plan: the instructions, tiles and shared-memory layout, as data."""
+
+    target: str
+    intrinsic: WarpgroupIntrinsic  # S = Q K^T: m64 n(block_n) k16
+    pv_intrinsic: WarpgroupIntrinsic  # O += P V: m64 n(head dim) k16
+    batch: int
+    m: int
+    k2: int
+    head_dim: int
+    elem: str
+    scale: float
+    causal: bool
+    block_n: int = 128
+    warpgroups: int = 2  # 64 queries each: a workgroup's block is 64 * warpgroups queries
+    batch_dims: tuple[int, ...] = ()
+    mask: str | None = None
+    stages: int = 2  # K and V: a two-slot cp.async ring
+    transposed: bool = False  # (S = Q K^T, as the mma.sync kernel)
+
+    @property
+    def wave_size(self) -> int:
+        return 32  # the softmax's shuffles are per warp
+
+    @property
+    def workgroup_size(self) -> int:
+        return self.warpgroups * WARPGROUP
+
+    @property
+    def block_m(self) -> int:
+        return self.warpgroups * WARPGROUP // 2
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (math.ceil(self.m / self.block_m), self.batch, 1)
+
+    @property
+    def key_tiles(self) -> int:
+        return math.ceil(self.k2 / self.block_n)
+
+    @property
+    def barriers_per_tile(self) -> int:
+        return 2
+
+    # ---- shared memory ---------------------------------------------------------------------------
+    @property
+    def q_layout(self) -> SmemLayout:
+        return SmemLayout(Major.K, Swizzle.B128, 16, self.block_m, self.head_dim)
+
+    @property
+    def k_layout(self) -> SmemLayout:
+        return SmemLayout(Major.K, Swizzle.B128, 16, self.block_n, self.head_dim)
+
+    @property
+    def v_layout(self) -> SmemLayout:
+        return SmemLayout(Major.MN, Swizzle.B128, 16, self.head_dim, self.block_n)
+
+    @property
+    def p_layout(self) -> SmemLayout:
+        return SmemLayout(Major.K, Swizzle.B128, 16, WARPGROUP // 2, self.block_n)
+
+    @property
+    def offsets(self) -> dict[str, int]:
+        """Byte offsets from the 1024-aligned base: Q, K slot 0, V slot 0, P of warpgroup 0 (the
+        slots and the warpgroups' P tiles follow at their tile's size)."""
+        q, k, v = self.q_layout.bytes, self.k_layout.bytes, self.v_layout.bytes
+        return {"Q": 0, "K": q, "V": q + self.stages * k, "P": q + self.stages * (k + v)}
+
+    @property
+    def lds_bytes(self) -> int:
+        return self.offsets["P"] + self.warpgroups * self.p_layout.bytes + ALIGN
+
+    def describe(self) -> str:
+        mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
+        return (
+            f"flash attention {self.elem} (wgmma): batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
+            f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}{mask}; "
+            f"{self.intrinsic.name} (S) and {self.pv_intrinsic.name} (P V), grid {self.grid}, "
+            f"{self.workgroup_size} threads ({self.warpgroups} warpgroup(s) of 64 queries), "
+            f"{self.key_tiles} key tiles of {self.block_n}, {self.lds_bytes} shared bytes: Q, two-slot cp.async "
+            f"rings of K and V, P per warpgroup (128B-swizzled, descriptors)"
+        )
+
+
+def plan_hopper(
+    tgt, attn, *, causal: bool, mask: str | None, block_n: int | None = None, warpgroups: int | None = None
+) -> HopperAttentionPlan:
+    """The wgmma kernel's plan for a checked attention (``nvidia.plan_flash_attention`` checked
+    types, head dims, scale and sizes); UnsupportedError naming why it cannot be built. By default
+    two warpgroups (128 queries) a workgroup when that still makes a workgroup per SM, else one
+    (GPT-2's 24 x 256 queries: 96 workgroups of 64 queries, not 48 of 128)."""
+    block_n = BLOCK_N[attn.k1] if block_n is None else block_n
+    if warpgroups is None:
+        blocks = math.ceil(attn.m / WARPGROUP) * math.prod(attn.batch)  # of 128 queries (two warpgroups' 64)
+        warpgroups = 2 if blocks >= tgt.compute_units else 1
+    if warpgroups not in (1, 2):
+        raise UnsupportedError(
+            f"warpgroups = {warpgroups}: the wgmma attention kernel takes one or two warpgroups (64 queries each)"
+        )
+    if block_n not in BLOCK_NS:
+        raise UnsupportedError(f"block_n = {block_n}: the wgmma attention kernel takes tiles of {BLOCK_NS} keys")
+    t = attn.q_type.upper()
+    s_intr = tgt.intrinsic(_INTRINSIC.format(n=block_n, t=t))
+    pv_intr = tgt.intrinsic(_INTRINSIC.format(n=attn.k1, t=t))
+    plan = HopperAttentionPlan(
+        tgt.name,
+        s_intr,
+        pv_intr,
+        math.prod(attn.batch),
+        attn.m,
+        attn.k2,
+        attn.k1,
+        attn.q_type,
+        float(attn.scale),
+        causal,
+        block_n,
+        warpgroups,
+        tuple(attn.batch),
+        mask,
+    )
+    if plan.lds_bytes > SMEM_LIMIT:
+        raise UnsupportedError(f"{attn.describe()}: {plan.lds_bytes} bytes of shared memory, sm_90a has {SMEM_LIMIT}")
+    return plan
+
+
+def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
+    terms = [
+        em.mul(em.rem(em.div(lane, div), size), stride)
+        for _, div, size, ax, stride in layout.lane_terms()
+        if ax == axis
+    ]
+    return em.add(*terms) if terms else em.const(0)
+
+
+class HopperKernel:
+    """Builds the wgmma kernel body (``nvidia._Kernel`` provides addressing, masks and the softmax's
+    scalar helpers); one instance per emission."""
+
+    # Mutation hooks for the tests (e2e_tests/test_flash_attention_hopper.py): False leaves out the
+    # barrier between P's stores and the P V wgmma / stores P unswizzled; _slot_skew copies the next
+    # tile into the slot of tile + 1 + _slot_skew (1: the slot this tile's wgmmas read).
+    _p_barrier = True
+    _p_swizzled = True
+    _slot_skew = 0
+
+    def __init__(self, base):
+        self.b = base
+        self.p, self.em = base.p, base.em
+        self.t, self.f32 = base.t, base.f32
+        self.i64 = ir.IntegerType.get_signless(64)
+        c = self.p.intrinsic.c
+        self.rows = sorted({r for r, _ in c.element_offsets()})  # row offsets a lane holds
+        self.row_of = [self.rows.index(r) for r, _ in c.element_offsets()]
+
+    # ---- small emitters ----------------------------------------------------------------------------
+    def _op(self, em: Emitter, name: str, operands=(), results=(), attributes=None) -> ir.Operation:
+        with em.loc, em.ip:
+            return ir.Operation.create(
+                name,
+                results=list(results),
+                operands=list(operands),
+                attributes={
+                    k: (ir.Attribute.parse(v) if isinstance(v, str) else v) for k, v in (attributes or {}).items()
+                },
+            )
+
+    def _i64(self, em: Emitter, value: int) -> ir.Value:
+        with em.loc, em.ip:
+            return arith.ConstantOp(self.i64, value).result
+
+    def _add64(self, em: Emitter, a: ir.Value, b) -> ir.Value:
+        """a + b, i64; b an int or an index value."""
+        with em.loc, em.ip:
+            b = self._i64(em, b) if isinstance(b, int) else arith.IndexCastOp(self.i64, b).result
+            return arith.AddIOp(a, b).result
+
+    def _struct_t(self, n: int) -> ir.Type:
+        return ir.Type.parse("!llvm.struct<(" + ", ".join(["f32"] * (n // 2)) + ")>")
+
+    def _fields(self, em: Emitter, acc: ir.Value, n: int) -> list[ir.Value]:
+        return [
+            self._op(em, "llvm.extractvalue", [acc], [self.f32], {"position": ir.DenseI64ArrayAttr.get([i])}).result
+            for i in range(n // 2)
+        ]
+
+    def _struct(self, em: Emitter, values: list[ir.Value], n: int) -> ir.Value:
+        st = self._op(em, "llvm.mlir.undef", [], [self._struct_t(n)]).result
+        for i, v in enumerate(values):
+            st = self._op(
+                em, "llvm.insertvalue", [st, v], [st.type], {"position": ir.DenseI64ArrayAttr.get([i])}
+            ).result
+        return st
+
+    def _proxy_fence(self, em: Emitter) -> None:
+        self._op(
+            em,
+            "nvvm.fence.proxy",
+            attributes={"kind": "#nvvm.proxy_kind<async.shared>", "space": "#nvvm.shared_space<cta>"},
+        )
+
+    def _wgmma_chain(self, em, intr, acc, a_desc, a_lay, a_steps, b_desc, b_lay, zero_first: bool):
+        """``wgmma.fence``, one wgmma per K step (descriptors advanced by each step's static
+        offset), ``commit_group``, ``wait_group 0``; returns the accumulator."""
+        self._op(em, "nvvm.wgmma.fence.aligned")
+        a_k, b_k = a_lay.major is Major.K, b_lay.major is Major.K
+        base_a = a_lay.descriptor(0, 0, 0, 64, 16).start_address
+        base_b = b_lay.descriptor(0, 0, 0, intr.n, 16).start_address
+        for s in range(a_steps):
+            da = (a_lay.descriptor(0, 0, 16 * s, 64, 16).start_address - base_a) >> 4
+            db = (b_lay.descriptor(0, 0, 16 * s, intr.n, 16).start_address - base_b) >> 4
+            ops = [
+                self._add64(em, a_desc, da) if da else a_desc,
+                self._add64(em, b_desc, db) if db else b_desc,
+            ]
+            acc = self._op(
+                em,
+                "nvvm.wgmma.mma_async",
+                [acc] + ops,
+                [self._struct_t(intr.n)],
+                wgmma_attributes(intr, a_k, b_k, zero_d=zero_first and s == 0),
+            ).result
+        self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+        with em.loc:
+            group = ir.IntegerAttr.get(self.i64, 0)
+        self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
+        return acc
+
+    # ---- the kernel --------------------------------------------------------------------------------
+    def build(self, q_mem, k_mem, v_mem, o_mem, mask_mem=None) -> None:
+        p, em, b = self.p, self.em, self.b
+        d, n = p.head_dim, p.block_n
+        tid = em.thread_id()
+        with em.loc, em.ip:
+            block, batch_y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+        batch = b.batch_index(em, batch_y)
+        wg, lane128 = em.div(tid, WARPGROUP), em.rem(tid, WARPGROUP)
+        q0 = em.mul(block, p.block_m)
+        q_base = em.add(q0, em.mul(wg, WARPGROUP // 2))  # the warpgroup's first query
+
+        smem = em.named("smem").alloc_lds([p.lds_bytes // 2], self.t)
+        _, pad, start = shared_start(em.named("smem"), smem)
+        self.smem, self.pad_e = smem, em.div(pad, 2)
+        off = p.offsets
+        # Descriptors (i64) of each operand's first instruction: base field + the tile's encoded fields.
+        enc = {
+            "Q": p.q_layout.descriptor(off["Q"], 0, 0, 64, 16).encode(),
+            "K": p.k_layout.descriptor(off["K"], 0, 0, n, 16).encode(),
+            "V": p.v_layout.descriptor(off["V"], 0, 0, d, 16).encode(),
+            "P": p.p_layout.descriptor(off["P"], 0, 0, 64, 16).encode(),
+        }
+        with em.loc, em.ip:
+            desc = {k: arith.AddIOp(start, self._i64(em, v)).result for k, v in enc.items()}  # no carry: < 2^18
+        if p.warpgroups > 1:  # warpgroup 1's rows of Q, and its P tile
+            q_step = p.q_layout.linear_offset(WARPGROUP // 2, 0)
+            desc["Q"] = self._add64(em, desc["Q"], em.mul(wg, q_step >> 4))
+            desc["P"] = self._add64(em, desc["P"], em.mul(wg, p.p_layout.bytes >> 4))
+        self.desc = desc
+
+        # Q and key tile 0, one group.
+        tiles = em.const(p.key_tiles)
+        if p.causal:  # tiles holding a key <= this block's last query
+            tiles = em.min_index(em.div(em.add(q0, p.block_m + n - 1), n), tiles)
+        self.tiles = tiles
+        self.mems = {"K": k_mem, "V": v_mem}
+        self.batch, self.tid, self.wg, self.q_base = batch, tid, wg, q_base
+        tokens = self.copy_q(em.named("copy_q"), q_mem, batch, q0, tid)
+        tokens += self.copy_tile(em, "K", em.const(0), em.const(0), None)
+        tokens += self.copy_tile(em, "V", em.const(0), em.const(0), None)
+        self.group = em.async_group(tokens)
+
+        neg_inf, zero = b.fconst(-math.inf), b.fconst(0.0)
+        r = len(self.rows)
+        o_t = ir.VectorType.get([d // 2], self.f32)
+        with em.loc, em.ip:
+            loop = scf.ForOp(em.const(0), tiles, em.const(1), [neg_inf] * r + [zero] * r + [em.zero_vector(o_t)])
+        body = em.at(ir.InsertionPoint(loop.body))
+        carried = list(loop.inner_iter_args)
+        out = self.step(body, loop.induction_variable, carried[:r], carried[r : 2 * r], carried[2 * r], mask_mem)
+        with body.loc, body.ip:
+            scf.YieldOp(out)
+        em.async_wait(self.group, 0)  # the last iteration's (empty) prefetch
+        res = list(loop.results)
+        self.store(em, res[r : 2 * r], res[2 * r], batch, q_base, lane128, o_mem)
+
+    def scores(self, em: Emitter, kt) -> ir.Value:
+        """S = Q K^T of key tile ``kt`` (its K in slot kt % 2), waited for."""
+        p = self.p
+        s_em = em.named("s")
+        k_desc = self._add64(s_em, self.desc["K"], s_em.mul(s_em.rem(kt, 2), p.k_layout.bytes >> 4))
+        undef = self._op(s_em, "llvm.mlir.undef", [], [self._struct_t(p.block_n)]).result
+        q_steps = p.head_dim // 16
+        return self._wgmma_chain(
+            s_em, p.intrinsic, undef, self.desc["Q"], p.q_layout, q_steps, k_desc, p.k_layout, zero_first=True
+        )
+
+    def _smem_index(self, em: Emitter, byte_offset) -> ir.Value:
+        """The allocation's element index of a byte offset from the aligned base."""
+        return em.add(self.pad_e, em.div(byte_offset, 2))
+
+    def copy_q(self, em: Emitter, q_mem, batch, q0, tid) -> list:
+        """The block's 128 x d queries into Q's tile by cp.async (16 bytes a chunk); rows past M
+        zero-filled without a read."""
+        p, b = self.p, self.b
+        per_chunk = CHUNK_BYTES // 2
+        per_row = p.head_dim // per_chunk
+        tokens = []
+        for i in range(p.block_m * per_row // p.workgroup_size):
+            cid = em.add(tid, i * p.workgroup_size)
+            row, col = em.div(cid, per_row), em.mul(em.rem(cid, per_row), per_chunk)
+            query = em.add(q0, row)
+            ok = em.lt(query, p.m) if p.m % p.block_m else None
+            dst = self._smem_index(em, em.add(p.offsets["Q"], swizzled_offset(em, p.q_layout, row, col)))
+            src = b.at(0, batch, query, col)
+            tokens.append(em.async_copy(q_mem, src, self.smem, [dst], per_chunk, ok, bypass_l1=True))
+        return tokens
+
+    def copy_tile(self, em: Emitter, what: str, kt, slot, valid) -> list:
+        """Key tile ``kt`` of K or V (``what``) into its ring slot ``slot`` by cp.async; keys past
+        K2, and all where ``valid`` (an i1, or None) is false, zero-filled without a read. Returns
+        the copies' tokens."""
+        p, b = self.p, self.b
+        n = p.block_n
+        per_chunk = CHUNK_BYTES // 2
+        per_row = p.head_dim // per_chunk
+        lay = p.k_layout if what == "K" else p.v_layout
+        c_em = em.named(f"copy_{what.lower()}")
+        key0 = c_em.mul(kt, n)
+        base = c_em.add(p.offsets[what], c_em.mul(slot, lay.bytes))
+        tokens = []
+        for i in range(n * per_row // p.workgroup_size):
+            cid = c_em.add(self.tid, i * p.workgroup_size)
+            row, col = c_em.div(cid, per_row), c_em.mul(c_em.rem(cid, per_row), per_chunk)
+            key = c_em.add(key0, row)
+            ok = c_em.lt(key, p.k2) if p.k2 % n else None
+            if valid is not None:
+                ok = valid if ok is None else c_em.and_(ok, valid)
+            # K: M/N = key, K = head dim; V (MN-major): M/N = head dim, K = key.
+            at = swizzled_offset(c_em, lay, row, col) if what == "K" else swizzled_offset(c_em, lay, col, row)
+            dst = self._smem_index(c_em, c_em.add(base, at))
+            src = b.at(1 if what == "K" else 2, self.batch, key, col)
+            tokens.append(c_em.async_copy(self.mems[what], src, self.smem, [dst], per_chunk, ok, bypass_l1=True))
+        return tokens
+
+    def step(self, em: Emitter, kt, m_old, l_old, o_old, mask_mem) -> list:
+        """Key tile ``kt``: steps 1-6 of the module's docstring; returns m, l and O."""
+        p, b = self.p, self.b
+        d, n = p.head_dim, p.block_n
+        intr = p.intrinsic
+        c = intr.c
+        batch, q_base, wg = self.batch, self.q_base, self.wg
+        lane128 = em.rem(self.tid, WARPGROUP)
+        key0 = em.mul(kt, n)
+        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane128) if p.mask else None
+        # 1. Tile kt landed and published; every warpgroup's wgmmas of tile kt - 1 are complete.
+        em.async_wait(self.group, 0)
+        self._proxy_fence(em)
+        em.barrier()
+        # 2. Tile kt + 1 into the other slots (zero-filled past the loop).
+        nxt = em.add(kt, 1)
+        ok = em.lt(nxt, self.tiles)
+        into = em.rem(em.add(nxt, self._slot_skew), 2)
+        tokens = self.copy_tile(em, "K", nxt, into, ok) + self.copy_tile(em, "V", nxt, into, ok)
+        em.async_group(tokens)
+        # 3. S = Q K^T.
+        s_acc = self.scores(em, kt)
+        slot = em.rem(kt, 2)
+        # 4. Online softmax on the accumulator layout.
+        sm = em.named("softmax")
+        b.em = sm
+        c_row, c_col = _lane_part(sm, c, lane128, ROW), _lane_part(sm, c, lane128, COL)
+        factor = b.fconst(p.scale * LOG2E)
+        log2e = b.fconst(LOG2E) if p.mask else None
+        neg_inf = b.fconst(-math.inf)
+        scores = []
+        for e, s in enumerate(self._fields(sm, s_acc, n)):
+            s = b.f(arith.MulFOp, s, factor)
+            if mask_vals is not None:
+                with sm.loc, sm.ip:
+                    mv = arith.ExtFOp(self.f32, mask_vals[e]).result
+                s = b.f(arith.AddFOp, s, b.f(arith.MulFOp, mv, log2e))
+            scores.append(s)
+        needs = None
+        warp_q = sm.add(q_base, sm.mul(sm.div(lane128, 32), 16))  # this warp's first query
+        if p.k2 % n:
+            needs = sm.lt(sm.const(p.k2), sm.add(key0, n))
+        if p.causal:
+            diag = sm.lt(warp_q, sm.add(key0, n - 1))
+            needs = diag if needs is None else b.f(arith.OrIOp, needs, diag)
+        if needs is not None:
+            with sm.loc, sm.ip:
+                branch = scf.IfOp(needs, [self.f32] * len(scores), has_else=True)
+            with sm.loc, ir.InsertionPoint(branch.else_block):
+                scf.YieldOp(scores)
+            masked = sm.at(ir.InsertionPoint(branch.then_block))
+            b.em = masked
+            out = []
+            for (ro, co), s in zip(c.element_offsets(), scores):
+                key = masked.add(key0, c_col, co)
+                valid = masked.lt(key, p.k2) if p.k2 % n else None
+                if p.causal:
+                    ok = masked.lt(key, masked.add(q_base, c_row, ro + 1))  # key <= query
+                    valid = ok if valid is None else masked.and_(valid, ok)
+                out.append(masked.select(valid, s, neg_inf))
+            with sm.loc, ir.InsertionPoint(branch.then_block):
+                scf.YieldOp(out)
+            b.em = sm
+            scores = list(branch.results)
+        m_new, m_sub, alpha = [], [], []
+        for ri in range(len(self.rows)):
+            mine = [s for e, s in enumerate(scores) if self.row_of[e] == ri]
+            mx = mine[0]
+            for s in mine[1:]:
+                mx = b.f(arith.MaximumFOp, mx, s)
+            mx = self.row_reduce(mx, arith.MaximumFOp)
+            mn = b.f(arith.MaximumFOp, m_old[ri], mx)
+            m_new.append(mn)
+            sub = mn
+            if p.mask:  # a row masked at every key so far: subtract 0 (exp2(-inf) = 0, no NaN)
+                with sm.loc, sm.ip:
+                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
+                sub = sm.select(dead, b.fconst(0.0), mn)
+            m_sub.append(sub)
+            alpha.append(b.exp2(b.f(arith.SubFOp, m_old[ri], sub)))
+        probs = [b.exp2(b.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(scores)]
+        l_new = []
+        for ri in range(len(self.rows)):
+            acc = b.f(arith.MulFOp, l_old[ri], alpha[ri])
+            for e, pv in enumerate(probs):
+                if self.row_of[e] == ri:
+                    acc = b.f(arith.AddFOp, acc, pv)
+            l_new.append(acc)
+        o_c = p.pv_intrinsic.c
+        o_rows = [self.rows.index(r) for r, _ in o_c.element_offsets()]
+        alpha_vec = sm.from_elements(o_old.type, [alpha[o_rows[e]] for e in range(o_c.elements)])
+        o_scaled = b.f(arith.MulFOp, o_old, alpha_vec)
+        # 5. P, converted, into the warpgroup's P tile: each run of two keys one 4-byte store.
+        st = em.named("store_p")
+        p_base = st.add(p.offsets["P"], st.mul(wg, p.p_layout.bytes))
+        pair_t = ir.VectorType.get([2], self.f32)
+        for run in c.runs(COL):
+            assert run.length == 2 and run.col % 8 == 0
+            vals = st.convert(st.from_elements(pair_t, probs[run.first : run.first + 2]), self.t)
+            row = st.add(c_row, run.row)
+            chunk = swizzled_offset(st, p.p_layout, row, run.col, swizzle=self._p_swizzled)
+            st.lds_store(vals, self.smem, [self._smem_index(st, st.add(p_base, chunk, st.mul(c_col, 2)))])
+        self._proxy_fence(st)
+        if self._p_barrier:
+            st.barrier()
+        # 6. O += P V.
+        pv = em.named("pv")
+        v_desc = self._add64(pv, self.desc["V"], pv.mul(slot, p.v_layout.bytes >> 4))
+        o_struct = self._struct(pv, [pv.extract(o_scaled, i) for i in range(d // 2)], d)
+        o_acc = self._wgmma_chain(
+            pv, p.pv_intrinsic, o_struct, self.desc["P"], p.p_layout, n // 16, v_desc, p.v_layout, zero_first=False
+        )
+        o_new = pv.from_elements(o_old.type, self._fields(pv, o_acc, d))
+        b.em = self.em
+        return m_new + l_new + [o_new]
+
+    def row_reduce(self, value: ir.Value, op) -> ir.Value:
+        """Across the lanes holding the same rows: the accumulator's column lane dims (xor 1, 2)."""
+        b = self.b
+        for _, div, size, axis, _ in self.p.intrinsic.c.lane_terms():
+            if axis == COL:
+                for bit in range(size.bit_length() - 1):
+                    value = b.f(op, value, b.shuffle_xor(value, div << bit))
+        return value
+
+    def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane128) -> list[ir.Value]:
+        """The mask at this lane's S elements of the tile (16-bit additive values; an i1 mask's
+        bytes turned into 0 / -inf), straight from global memory; queries past M and keys past K2
+        read 0 (those scores are never stored or are -inf). With the keys innermost and K2 even,
+        each run of two keys is one load."""
+        p, b, c = self.p, self.b, self.p.intrinsic.c
+        em = em.named("load_mask")
+        row0 = em.add(q_base, _lane_part(em, c, lane128, ROW))
+        col0 = em.add(key0, _lane_part(em, c, lane128, COL))
+        pairs = b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0
+        runs = c.runs(COL) if pairs else None
+        bounds = b.mask_bounds()
+        vals = [None] * c.elements
+        if runs is None:
+            for e, (ro, co) in enumerate(c.element_offsets()):
+                idx = b.mask_at(batch, em.add(row0, ro), em.add(col0, co))
+                v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([1], b.mask_t), bounds)
+                vals[e] = b.mask_value(em, v, 0)
+            return vals
+        for run in runs:
+            idx = b.mask_at(batch, em.add(row0, run.row), em.add(col0, run.col))
+            v = em.bounded_global_load(mask_mem, idx, ir.VectorType.get([run.length], b.mask_t), bounds)
+            for i in range(run.length):
+                vals[run.first + i] = b.mask_value(em, v, i)
+        return vals
+
+    def store(self, em: Emitter, l_lane, o, batch, q_base, lane128, o_mem) -> None:
+        """O / l, converted, stored from the accumulator layout; rows past M dropped."""
+        p, b = self.p, self.b
+        em = em.named("store_o")
+        b.em = em
+        c = p.pv_intrinsic.c
+        c_row, c_col = _lane_part(em, c, lane128, ROW), _lane_part(em, c, lane128, COL)
+        inv = [b.f(arith.DivFOp, b.fconst(1.0), self.row_reduce(l, arith.AddFOp)) for l in l_lane]
+        rows = [self.rows.index(r) for r, _ in c.element_offsets()]
+        inv_vec = em.from_elements(o.type, [inv[rows[e]] for e in range(c.elements)])
+        out = em.convert(b.f(arith.MulFOp, o, inv_vec), self.t)
+        row0 = em.add(q_base, c_row)
+        for run in c.runs(COL):
+            piece = em.extract_slice(out, c.op_index(run.first), run.length)
+            idx = b.at(3, batch, em.add(row0, run.row), em.add(c_col, run.col))
+            em.bounded_global_store(piece, o_mem, idx, b.bounds(3, p.m if p.m % p.block_m else None))

@@ -1,0 +1,177 @@
+"""sm_90a's wgmma flash-attention kernel (``compiler/kernels/attention/hopper.py``) on the lane
+executor, against a float64 numpy softmax(Q K^T * scale [+ mask]) V, with the harnesses of
+``test_flash_attention.py`` (every tensor at a non-zero byte offset, sentinel bytes around each,
+O written in full and nothing else) and ``test_flash_attention_mask.py``.
+
+The executor models what the kernel relies on (``runtime/executor/wgmma.py``): the descriptors'
+128B-swizzled addressing of Q, K, V (MN-major) and P, the wgmma groups and their waits, the proxy
+fence between generic-proxy writes (cp.async, P's stores) and wgmma reads, and the barrier between
+one warpgroup's P stores and the wgmma that reads them. The mutation tests take each away.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import attention_ptx_without_spills
+from test_flash_attention import _attention, _handed_back, run_case
+from test_flash_attention_mask import BOOL_CASES, CASES, run_masked
+
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, HopperKernel
+from mmaflow.compiler.kernels.attention.nvidia import FlashAttentionPlan, plan_flash_attention
+from mmaflow.runtime.executor import ExecutorError
+
+# (batch, M, K2, head dim, type, causal, warpgroups, keys per tile): whole and partial query
+# blocks and key tiles, M != K2, both head dims, types, tile widths and warpgroup counts.
+DEFAULT = [
+    (1, 128, 128, 64, "f16", False, 2, 64),
+    (2, 100, 520, 128, "bf16", False, 2, 128),
+    (1, 256, 700, 64, "f16", True, 2, 64),
+    (3, 70, 200, 128, "f16", True, 1, 128),
+    (2, 64, 300, 64, "bf16", False, 1, 128),
+]
+EXHAUSTIVE = [
+    (b, m, k2, d, e, c, w, n)
+    for i, (b, m, k2, d, e, c, w, n) in enumerate(
+        (b, m, k2, d, e, c, w, n)
+        for b in (1, 3)
+        for m in (16, 100, 200)
+        for k2 in (64, 130, 333)
+        for d in (64, 128)
+        for e in ("f16", "bf16")
+        for c in (False, True)
+        for w in (1, 2)
+        for n in (64, 128)
+    )
+    if i % 13 == 0
+]
+
+
+def _id(c):
+    b, m, k2, d, e, causal, w, n = c
+    return f"b{b}-m{m}-k{k2}-d{d}-{e}{'-causal' if causal else ''}-wg{w}-n{n}"
+
+
+@pytest.mark.parametrize("case", DEFAULT + [pytest.param(c, marks=pytest.mark.exhaustive) for c in EXHAUSTIVE], ids=_id)
+def test_wgmma_attention_on_the_executor(case):
+    batch, m, k2, d, elem, causal, warpgroups, block_n = case
+    plan, stats, _ = run_case(batch, m, k2, d, elem, causal, target="sm_90a", warpgroups=warpgroups, block_n=block_n)
+    assert isinstance(plan, HopperAttentionPlan) and plan.workgroup_size == 128 * warpgroups
+    blocks = plan.grid[0]
+    # Key tiles per workgroup (causal: those at or below the block's last query).
+    tiles = [
+        min(plan.key_tiles, -(-(i + 1) * plan.block_m // block_n)) if causal else plan.key_tiles for i in range(blocks)
+    ]
+    # wgmmas per warpgroup and tile: S's K steps and P V's.
+    assert stats.matrix_ops == sum(tiles) * batch * warpgroups * (d // 16 + block_n // 16)
+    # Barriers, counted once per batch of lanes run together: every workgroup at once, or (causal)
+    # one at a time; two per tile.
+    assert stats.barriers == 2 * (sum(tiles) * batch if causal else plan.key_tiles)
+    # cp.async: Q once, every tile's K and V and one zero-filled prefetch after the last, per workgroup.
+    workgroups = blocks * batch
+    kv = (sum(tiles) * batch + workgroups) * 2 * block_n * d * 2
+    assert stats.async_copy_bytes == workgroups * plan.block_m * d * 2 + kv
+    assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)  # P's 4-byte stores too
+
+
+@pytest.mark.parametrize("case", CASES[:4] + [pytest.param(c, marks=pytest.mark.exhaustive) for c in CASES[4:]])
+def test_masked_wgmma_attention_on_the_executor(case):
+    """The additive masks of the mma.sync kernel's tests, read at the wgmma accumulator's elements."""
+    bdims, m, k2, d, elem, kind, order = case
+    plan = run_masked(bdims, m, k2, d, elem, kind, order, target="sm_90a")
+    assert isinstance(plan, HopperAttentionPlan) and plan.mask == elem
+
+
+@pytest.mark.parametrize(
+    "case", BOOL_CASES[2:5] + [pytest.param(c, marks=pytest.mark.exhaustive) for c in BOOL_CASES[:2] + BOOL_CASES[5:]]
+)
+def test_bool_masked_wgmma_attention_on_the_executor(case):
+    *args, causal = case
+    plan = run_masked(*args, target="sm_90a", causal=causal, warpgroups=1)
+    assert isinstance(plan, HopperAttentionPlan) and plan.mask == "i1"
+
+
+def test_the_plan_by_shape():
+    """Keys per tile by head dim (64 / 128); two warpgroups when 128-query blocks still fill the
+    SMs, else one (GPT-2's SDPA: 24 x 256 queries); the mma.sync kernel on request."""
+    big = plan_flash_attention(_attention(32, 2048, 2048, 64, "f16"), target="sm_90a")
+    assert (big.block_n, big.warpgroups, big.grid) == (64, 2, (16, 32, 1))
+    gpt2 = plan_flash_attention(_attention(24, 256, 256, 64, "bf16"), target="sm_90a")
+    assert (gpt2.block_n, gpt2.warpgroups, gpt2.grid) == (64, 1, (4, 24, 1))
+    wide = plan_flash_attention(_attention(32, 4096, 4096, 128, "bf16"), target="sm_90a")
+    assert (wide.block_n, wide.warpgroups) == (128, 2) and wide.lds_bytes <= 227 * 1024
+    assert wide.intrinsic.name == "WGMMA_F32_64x128x16_BF16" and wide.pv_intrinsic.n == 128
+    old = plan_flash_attention(_attention(32, 2048, 2048, 64, "f16"), target="sm_90a", kernel="mma.sync")
+    assert isinstance(old, FlashAttentionPlan) and "(wgmma)" not in old.describe()
+    assert isinstance(plan_flash_attention(_attention(1, 64, 64, 64, "f16"), target="sm_80"), FlashAttentionPlan)
+
+
+@pytest.mark.parametrize(
+    "options,target,why",
+    [
+        ({"kernel": "wgmma"}, "sm_80", "wgmma on sm_90a only"),
+        ({"kernel": "tensor-core"}, "sm_90a", "NVIDIA's attention kernels are"),
+        ({"stages": 1}, "sm_90a", "two-slot cp.async ring"),
+        ({"block_n": 32}, "sm_90a", r"tiles of \(64, 128\) keys"),
+        ({"warpgroups": 3}, "sm_90a", "one or two warpgroups"),
+        ({"block_n": 64}, "sm_80", "only the wgmma attention kernel"),
+    ],
+)
+def test_bad_options_are_refused_by_name(options, target, why):
+    with pytest.raises(UnsupportedError, match=why):
+        plan_flash_attention(_attention(1, 64, 64, 64, "f16"), target=target, **options)
+
+
+def test_mma_sync_kernel_on_sm90a_still_right():
+    plan, _, _ = run_case(2, 100, 200, 64, "f16", True, target="sm_90a", kernel="mma.sync")
+    assert isinstance(plan, FlashAttentionPlan)
+
+
+# ---- mutations: the executor must fail each --------------------------------------------------
+
+
+def test_missing_proxy_fence_is_caught(monkeypatch):
+    monkeypatch.setattr(HopperKernel, "_proxy_fence", lambda self, em: None)
+    with pytest.raises(ExecutorError, match="fence.proxy"):
+        run_case(1, 128, 200, 64, "f16", False, target="sm_90a")
+
+
+def test_missing_p_barrier_is_caught(monkeypatch):
+    """Without the barrier after P's stores, a warpgroup's wgmma reads P bytes its other warps
+    stored in the same barrier epoch."""
+    monkeypatch.setattr(HopperKernel, "_p_barrier", False)
+    with pytest.raises(AssertionError, match="LDS race .* wgmma.mma_async reads thread"):
+        run_case(1, 128, 200, 64, "f16", False, target="sm_90a")
+
+
+def test_unswizzled_p_gives_wrong_numbers(monkeypatch):
+    """P stored at its unswizzled offsets: the P V descriptor (128B swizzle) reads other keys'
+    probabilities, and the check against numpy fails."""
+    monkeypatch.setattr(HopperKernel, "_p_swizzled", False)
+    with pytest.raises(AssertionError, match="max error"):
+        run_case(1, 128, 200, 64, "f16", False, target="sm_90a")
+
+
+def test_copy_into_the_slot_being_read_is_caught(monkeypatch):
+    """The next tile's K and V copied into this tile's slots: the copies land in bytes this tile's
+    wgmmas read."""
+    monkeypatch.setattr(HopperKernel, "_slot_skew", 1)
+    with pytest.raises((ExecutorError, AssertionError)):
+        run_case(1, 128, 400, 64, "f16", False, target="sm_90a")
+
+
+# ---- the lowered kernel --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("d,elem,causal", [(64, "bf16", True)])
+def test_ptxas_wgmma_kernel(tmp_path, d, elem, causal):
+    """Through IREE and ptxas: wgmma.mma_async, no mma.sync, no spills; a bf16 P converted by
+    cvt.rn.bf16x2.f32 (not IREE's integer rounding of arith.truncf)."""
+    from mmaflow.compiler.report import ptxas_path
+
+    assert ptxas_path() is not None
+    module, plan = _handed_back(tmp_path, 1, 128, 200, d, elem, causal, "sm_90a")
+    text = attention_ptx_without_spills(
+        tmp_path, str(module), "sm_90a", plan.workgroup_size, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16"
+    )
+    assert "mma.sync" not in text and "cvt.rn.bf16x2.f32" in text and "setp.nan" not in text
