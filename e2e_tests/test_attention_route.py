@@ -52,16 +52,30 @@ def test_select_takes_a_supported_attention(target, elem, d):
         f"mmaflow: taken {exe.name}: attention: {what} on {target} (Q: binding 0 @ 0, K: binding 0 "
         f"@ {k_offset}, V: binding 1 @ 0, O: binding 2 @ 0)"
     ), exe.log[0]
+    kernel = " (wgmma)" if target == "sm_90a" else ""  # sm_90a's wgmma kernel (compiler/kernels/attention/hopper.py)
     assert exe.log[1].startswith(
-        f"mmaflow: config {exe.name}: flash attention {elem}: batch 2, 100 queries x 200 keys, head dim {d}"
+        f"mmaflow: config {exe.name}: flash attention {elem}{kernel}: batch 2, 100 queries x 200 keys, head dim {d}"
     ), exe.log[1]
+    if target.startswith("sm_"):  # the PTX mnemonic verify counts
+        assert exe.facts.expect.instruction == ("wgmma.mma_async" if target == "sm_90a" else "mma.sync")
     facts = exe.facts
     assert facts.kind == "attention" and facts.config is None and facts.problem.describe() == what
     assert facts.problem.k.offset == k_offset
     assert DispatchFacts.from_wire(facts.to_wire()) == facts
     assert ExecutableResult.from_wire(exe.to_wire()).facts == facts
     assert "iree_linalg_ext.attention <" not in exe.text
-    if target.startswith("sm_"):
+    if target == "sm_90a":
+        # per warpgroup and key tile (64 keys at head dim 64, 128 at 128): S = Q K^T (d/16 wgmma) and
+        # O += P V (keys/16), two barriers
+        keys = 64 if d == 64 else 128
+        assert (
+            facts.expect.mma_per_key_tile,
+            facts.expect.key_tiles,
+            facts.expect.async_copies,
+            facts.expect.barriers_per_key_tile,
+        ) == (d // 16 + keys // 16, -(-200 // keys), True, 2)
+        assert "nvvm.wgmma.mma_async" in exe.text and "nvgpu.mma.sync" not in exe.text
+    elif target.startswith("sm_"):
         # per warp and 64-key tile: S = Q K^T (8 x d/16 mma.sync) and O += P V (d/8 x 4)
         assert (facts.expect.mma_per_key_tile, facts.expect.key_tiles, facts.expect.async_copies) == (
             8 * d // 16 + d // 8 * 4,

@@ -212,15 +212,6 @@ def lds_bytes(head_dim: int, pad: int) -> int:
     return (BLOCK_N * (head_dim + pad) + head_dim * (BLOCK_N + pad)) * 2
 
 
-def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
-    terms = [
-        em.mul(em.rem(em.div(lane, div), size), stride)
-        for _, div, size, ax, stride in layout.lane_terms()
-        if ax == axis
-    ]
-    return em.add(*terms) if terms else em.const(0)
-
-
 def _col_sharers(layout: Layout) -> list[int]:
     """Lane XOR masks reaching every lane that holds the same columns: the row lane dims' bits."""
     masks = []
@@ -294,7 +285,7 @@ class AmdKernel:
 
         # 1. Q^T in B fragments (rows: head dim, cols: queries), for the whole loop.
         bl = intr.b
-        b_row, b_col = _lane_part(em, bl, lane, ROW), _lane_part(em, bl, lane, COL)
+        b_row, b_col = em.lane_part(bl, lane, ROW), em.lane_part(bl, lane, COL)
         q_col0 = em.add(q_base, b_col)
         self._q = []
         for kk in range(d // intr.k):
@@ -423,8 +414,8 @@ class AmdKernel:
         is even, else one load per element. Out-of-range queries and keys read 0."""
         p, intr, c, b = self.p, self.intr, self.intr.c, self.b
         em = em.named("load_mask")
-        key_lane = em.add(key0, _lane_part(em, c, lane, ROW))
-        query_lane = em.add(q_base, _lane_part(em, c, lane, COL))
+        key_lane = em.add(key0, em.lane_part(c, lane, ROW))
+        query_lane = em.add(q_base, em.lane_part(c, lane, COL))
         runs = (
             _widest(c.runs(ROW), ROW)
             if b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0
@@ -476,7 +467,7 @@ class AmdKernel:
         # 4. Online softmax on S^T's C layout (keys along rows, the lane's query along columns).
         sm = em.named("softmax")
         self.em = sm
-        c_row, c_col = _lane_part(sm, c, lane, ROW), _lane_part(sm, c, lane, COL)
+        c_row, c_col = sm.lane_part(c, lane, ROW), sm.lane_part(c, lane, COL)
         factor = self.fconst(p.scale * 1.4426950408889634)
         log2e = self.fconst(1.4426950408889634) if p.mask else None
         neg_inf = self.fconst(-math.inf)
@@ -583,7 +574,7 @@ class AmdKernel:
         em = self.em.named("store_o")
         self.em = em
         c = intr.c
-        c_row, c_col = _lane_part(em, c, lane, ROW), _lane_part(em, c, lane, COL)
+        c_row, c_col = em.lane_part(c, lane, ROW), em.lane_part(c, lane, COL)
         inv = [self.f(arith.DivFOp, self.fconst(1.0), self.col_reduce(l, arith.AddFOp)) for l in l_lane]
         inv_vec = self.per_element(inv)
         query0 = em.add(q_base, c_col)

@@ -60,12 +60,12 @@ from mmaflow.compiler.kernels.common.descriptors import (
 )
 from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
-from mmaflow.compiler.target.layout import COL, ROW, Layout
+from mmaflow.compiler.target.layout import COL, ROW
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 
 WARPGROUP = 128  # threads; each warpgroup owns 64 queries (one m64 instruction row)
 BLOCK_NS = (64, 128)  # keys per tile
-# Keys per tile, per head dim: 64 at head dim 64 (66.5 KB of shared memory with two warpgroups,
+# Keys per tile, per head dim: 64 at head dim 64 (65 KB of shared memory with two warpgroups,
 # 1.43 against 1.63 ms with 128-key tiles at seq 8192 on the H200), 128 at head dim 128 (193 KB,
 # one CTA per SM; 2.37 against 2.69 ms with 64-key tiles).
 BLOCK_N = {64: 64, 128: 128}
@@ -198,15 +198,6 @@ def plan_hopper(
     if plan.lds_bytes > SMEM_LIMIT:
         raise UnsupportedError(f"{attn.describe()}: {plan.lds_bytes} bytes of shared memory, sm_90a has {SMEM_LIMIT}")
     return plan
-
-
-def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
-    terms = [
-        em.mul(em.rem(em.div(lane, div), size), stride)
-        for _, div, size, ax, stride in layout.lane_terms()
-        if ax == axis
-    ]
-    return em.add(*terms) if terms else em.const(0)
 
 
 class HopperKernel:
@@ -444,7 +435,7 @@ class HopperKernel:
         # 4. Online softmax on the accumulator layout.
         sm = em.named("softmax")
         b.em = sm
-        c_row, c_col = _lane_part(sm, c, lane128, ROW), _lane_part(sm, c, lane128, COL)
+        c_row, c_col = sm.lane_part(c, lane128, ROW), sm.lane_part(c, lane128, COL)
         factor = b.fconst(p.scale * LOG2E)
         log2e = b.fconst(LOG2E) if p.mask else None
         neg_inf = b.fconst(-math.inf)
@@ -550,8 +541,8 @@ class HopperKernel:
         each run of two keys is one load."""
         p, b, c = self.p, self.b, self.p.intrinsic.c
         em = em.named("load_mask")
-        row0 = em.add(q_base, _lane_part(em, c, lane128, ROW))
-        col0 = em.add(key0, _lane_part(em, c, lane128, COL))
+        row0 = em.add(q_base, em.lane_part(c, lane128, ROW))
+        col0 = em.add(key0, em.lane_part(c, lane128, COL))
         pairs = b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0
         runs = c.runs(COL) if pairs else None
         bounds = b.mask_bounds()
@@ -575,7 +566,7 @@ class HopperKernel:
         em = em.named("store_o")
         b.em = em
         c = p.pv_intrinsic.c
-        c_row, c_col = _lane_part(em, c, lane128, ROW), _lane_part(em, c, lane128, COL)
+        c_row, c_col = em.lane_part(c, lane128, ROW), em.lane_part(c, lane128, COL)
         inv = [b.f(arith.DivFOp, b.fconst(1.0), self.row_reduce(l, arith.AddFOp)) for l in l_lane]
         rows = [self.rows.index(r) for r, _ in c.element_offsets()]
         inv_vec = em.from_elements(o.type, [inv[rows[e]] for e in range(c.elements)])

@@ -359,16 +359,6 @@ def plan_flash_attention(
 # Per-lane coordinates from a layout.
 
 
-def _lane_part(em: Emitter, layout: Layout, lane: ir.Value, axis: str) -> ir.Value:
-    """The lane-dependent part of a row (or column) index: the layout's lane terms on ``axis``."""
-    terms = [
-        em.mul(em.rem(em.div(lane, div), size), stride)
-        for _, div, size, ax, stride in layout.lane_terms()
-        if ax == axis
-    ]
-    return em.add(*terms) if terms else em.const(0)
-
-
 @dataclass(frozen=True)
 class _Run1:
     """One C element as a run of length 1 (``Layout.runs``' fields)."""
@@ -482,8 +472,8 @@ class _Kernel:
         even key, even row stride); otherwise one load per element."""
         p, intr, c = self.p, self.intr, self.intr.c
         em = em.named("load_mask")
-        row0 = em.add(q_base, _lane_part(em, c, lane, ROW))
-        col0 = em.add(key0, _lane_part(em, c, lane, COL))
+        row0 = em.add(q_base, em.lane_part(c, lane, ROW))
+        col0 = em.add(key0, em.lane_part(c, lane, COL))
         runs = (
             c.runs(COL)
             if self.mask_order[-1] == len(self.bdims) + 1 and p.k2 % 2 == 0
@@ -537,7 +527,7 @@ class _Kernel:
 
         # 1. Q in A fragments, for the whole loop.
         a = intr.a
-        a_row, a_col = _lane_part(em, a, lane, ROW), _lane_part(em, a, lane, COL)
+        a_row, a_col = em.lane_part(a, lane, ROW), em.lane_part(a, lane, COL)
         q_row0 = em.add(q_base, a_row)
         q_frags = []
         for kk in range(d // intr.k):
@@ -689,7 +679,7 @@ class _Kernel:
         # 4. Online softmax on C, f32, exp2 with log2(e) folded into the scale.
         sm = em.named("softmax")
         self.em = sm
-        c_row, c_col = _lane_part(sm, c, lane, ROW), _lane_part(sm, c, lane, COL)
+        c_row, c_col = sm.lane_part(c, lane, ROW), sm.lane_part(c, lane, COL)
         factor = self.fconst(p.scale * LOG2E)
         log2e = self.fconst(LOG2E) if p.mask else None
         neg_inf = self.fconst(-math.inf)
@@ -812,7 +802,7 @@ class _Kernel:
         em = self.em.named("store_o")
         self.em = em
         c = intr.c
-        c_row, c_col = _lane_part(em, c, lane, ROW), _lane_part(em, c, lane, COL)
+        c_row, c_col = em.lane_part(c, lane, ROW), em.lane_part(c, lane, COL)
         inv = [self.f(arith.DivFOp, self.fconst(1.0), self.row_reduce(l, arith.AddFOp)) for l in l_lane]
         inv_vec = em.from_elements(self.c_t, [inv[self.row_of[self._element_at(i)]] for i in range(c.op_vector_length)])
         row0 = em.add(q_base, c_row)

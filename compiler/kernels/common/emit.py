@@ -82,6 +82,16 @@ class Emitter:
         with self.loc, self.ip:
             return arith.IndexCastOp(ir.IntegerType.get_signless(32), a).result
 
+    def lane_part(self, layout, lane: ir.Value, axis: str) -> ir.Value:
+        """The lane-dependent part of a row (``axis`` ROW) or column index of ``layout`` (a
+        ``target.layout.Layout``) for lane ``lane``: the sum of its lane terms on that axis."""
+        terms = [
+            self.mul(self.rem(self.div(lane, div), size), stride)
+            for _, div, size, ax, stride in layout.lane_terms()
+            if ax == axis
+        ]
+        return self.add(*terms) if terms else self.const(0)
+
     def sub(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self._bin(arith.SubIOp, a, b)
 
