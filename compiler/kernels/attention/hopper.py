@@ -479,7 +479,7 @@ class HopperKernel:
             mx = mine[0]
             for s in mine[1:]:
                 mx = b.f(arith.MaximumFOp, mx, s)
-            mx = self.row_reduce(mx, arith.MaximumFOp)
+            mx = b.row_reduce(mx, arith.MaximumFOp)
             mn = b.f(arith.MaximumFOp, m_old[ri], mx)
             m_new.append(mn)
             sub = mn
@@ -525,15 +525,6 @@ class HopperKernel:
         b.em = self.em
         return m_new + l_new + [o_new]
 
-    def row_reduce(self, value: ir.Value, op) -> ir.Value:
-        """Across the lanes holding the same rows: the accumulator's column lane dims (xor 1, 2)."""
-        b = self.b
-        for _, div, size, axis, _ in self.p.intrinsic.c.lane_terms():
-            if axis == COL:
-                for bit in range(size.bit_length() - 1):
-                    value = b.f(op, value, b.shuffle_xor(value, div << bit))
-        return value
-
     def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane128) -> list[ir.Value]:
         """The mask at this lane's S elements of the tile (16-bit additive values; an i1 mask's
         bytes turned into 0 / -inf), straight from global memory; queries past M and keys past K2
@@ -567,7 +558,7 @@ class HopperKernel:
         b.em = em
         c = p.pv_intrinsic.c
         c_row, c_col = em.lane_part(c, lane128, ROW), em.lane_part(c, lane128, COL)
-        inv = [b.f(arith.DivFOp, b.fconst(1.0), self.row_reduce(l, arith.AddFOp)) for l in l_lane]
+        inv = [b.f(arith.DivFOp, b.fconst(1.0), b.row_reduce(l, arith.AddFOp)) for l in l_lane]
         rows = [self.rows.index(r) for r, _ in c.element_offsets()]
         inv_vec = em.from_elements(o.type, [inv[rows[e]] for e in range(c.elements)])
         out = em.convert(b.f(arith.MulFOp, o, inv_vec), self.t)
