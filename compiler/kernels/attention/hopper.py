@@ -366,7 +366,7 @@ class HopperKernel:
         return em.add(self.pad_e, em.div(byte_offset, 2))
 
     def copy_q(self, em: Emitter, q_mem, batch, q0, tid) -> list:
-        """The block's 128 x d queries into Q's tile by cp.async (16 bytes a chunk); rows past M
+        """The block's 64 W x d queries into Q's tile by cp.async (16 bytes a chunk); rows past M
         zero-filled without a read."""
         p, b = self.p, self.b
         per_chunk = CHUNK_BYTES // 2
