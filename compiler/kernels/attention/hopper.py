@@ -473,30 +473,9 @@ class HopperKernel:
                 scf.YieldOp(out)
             b.em = sm
             scores = list(branch.results)
-        m_new, m_sub, alpha = [], [], []
-        for ri in range(len(self.rows)):
-            mine = [s for e, s in enumerate(scores) if self.row_of[e] == ri]
-            mx = mine[0]
-            for s in mine[1:]:
-                mx = b.f(arith.MaximumFOp, mx, s)
-            mx = b.row_reduce(mx, arith.MaximumFOp)
-            mn = b.f(arith.MaximumFOp, m_old[ri], mx)
-            m_new.append(mn)
-            sub = mn
-            if p.mask:  # a row masked at every key so far: subtract 0 (exp2(-inf) = 0, no NaN)
-                with sm.loc, sm.ip:
-                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
-                sub = sm.select(dead, b.fconst(0.0), mn)
-            m_sub.append(sub)
-            alpha.append(b.exp2(b.f(arith.SubFOp, m_old[ri], sub)))
+        m_new, m_sub, alpha = b.online_max(b.by_row([[scores]]), m_old)
         probs = [b.exp2(b.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(scores)]
-        l_new = []
-        for ri in range(len(self.rows)):
-            acc = b.f(arith.MulFOp, l_old[ri], alpha[ri])
-            for e, pv in enumerate(probs):
-                if self.row_of[e] == ri:
-                    acc = b.f(arith.AddFOp, acc, pv)
-            l_new.append(acc)
+        l_new = b.running_sums(b.by_row([[probs]]), l_old, alpha)
         o_c = p.pv_intrinsic.c
         o_rows = [self.rows.index(r) for r, _ in o_c.element_offsets()]
         alpha_vec = sm.from_elements(o_old.type, [alpha[o_rows[e]] for e in range(o_c.elements)])

@@ -446,6 +446,46 @@ class _Kernel:
             value = self.f(op, value, self.shuffle_xor(value, mask))
         return value
 
+    # ---- the online softmax's statistics, per query row a lane holds -------------------------------
+    def by_row(self, tiles: list) -> list[list[ir.Value]]:
+        """Per row a lane holds (``self.rows``), its values of ``tiles`` ([...][instruction][C
+        element]; an instruction's elements in C-layout order), in order."""
+        return [
+            [v for tile in tiles for inst in tile for e, v in enumerate(inst) if self.row_of[e] == ri]
+            for ri in range(len(self.rows))
+        ]
+
+    def online_max(self, rows: list[list[ir.Value]], m_old: list) -> tuple[list, list, list]:
+        """From each row's scores (this lane's) and running max: the new max (the lane's, then
+        across the row's lanes), the value to subtract (the max; 0 while a masked row's max is
+        still -inf, so that exp2 gives 0, not NaN) and alpha = exp2(m_old - that)."""
+        em, neg_inf = self.em, self.fconst(-math.inf)
+        m_new, m_sub, alpha = [], [], []
+        for ri, mine in enumerate(rows):
+            mx = mine[0]
+            for s in mine[1:]:
+                mx = self.f(arith.MaximumFOp, mx, s)
+            mn = self.f(arith.MaximumFOp, m_old[ri], self.row_reduce(mx, arith.MaximumFOp))
+            m_new.append(mn)
+            sub = mn
+            if self.p.mask:
+                with em.loc, em.ip:
+                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
+                sub = em.select(dead, self.fconst(0.0), mn)
+            m_sub.append(sub)
+            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], sub)))
+        return m_new, m_sub, alpha
+
+    def running_sums(self, rows: list[list[ir.Value]], l_old: list, alpha: list) -> list:
+        """Each row's partial sum of P (this lane's): alpha * l + its P values, in order."""
+        out = []
+        for ri, mine in enumerate(rows):
+            acc = self.f(arith.MulFOp, l_old[ri], alpha[ri])
+            for pv in mine:
+                acc = self.f(arith.AddFOp, acc, pv)
+            out.append(acc)
+        return out
+
     # ---- global addressing: logical (batch..., row, col) -> the tensor's storage order ----------
     def at(self, which: int, bidx: list, row, col) -> list:
         logical = list(bidx) + [row, col]
@@ -729,33 +769,11 @@ class _Kernel:
             self.em = sm
             res = list(branch.results)
             scores = [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
-        m_new, m_sub, alpha = [], [], []
-        for ri in range(len(self.rows)):
-            mine = [s for inst in scores for e, s in enumerate(inst) if self.row_of[e] == ri]
-            mx = mine[0]
-            for s in mine[1:]:
-                mx = self.f(arith.MaximumFOp, mx, s)
-            mx = self.row_reduce(mx, arith.MaximumFOp)
-            mn = self.f(arith.MaximumFOp, m_old[ri], mx)
-            m_new.append(mn)
-            sub = mn
-            if p.mask:  # a row whose every key so far is masked: subtract 0, not -inf (exp2 gives 0, not NaN)
-                with sm.loc, sm.ip:
-                    dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
-                sub = sm.select(dead, self.fconst(0.0), mn)
-            m_sub.append(sub)
-            alpha.append(self.exp2(self.f(arith.SubFOp, m_old[ri], sub)))
+        m_new, m_sub, alpha = self.online_max(self.by_row([scores]), m_old)
         probs = [
             [self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)] for inst in scores
         ]
-        l_new = []
-        for ri in range(len(self.rows)):
-            acc = self.f(arith.MulFOp, l_old[ri], alpha[ri])
-            for inst in probs:
-                for e, pv in enumerate(inst):
-                    if self.row_of[e] == ri:
-                        acc = self.f(arith.AddFOp, acc, pv)
-            l_new.append(acc)
+        l_new = self.running_sums(self.by_row([probs]), l_old, alpha)
         alpha_vec = sm.from_elements(
             self.c_t, [alpha[self.row_of[self._element_at(i)]] for i in range(c.op_vector_length)]
         )
