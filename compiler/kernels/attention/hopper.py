@@ -438,7 +438,6 @@ class HopperKernel:
         c_row, c_col = sm.lane_part(c, lane128, ROW), sm.lane_part(c, lane128, COL)
         factor = b.fconst(p.scale * LOG2E)
         log2e = b.fconst(LOG2E) if p.mask else None
-        neg_inf = b.fconst(-math.inf)
         scores = []
         for e, s in enumerate(self._fields(sm, s_acc, n)):
             s = b.f(arith.MulFOp, s, factor)
@@ -447,32 +446,8 @@ class HopperKernel:
                     mv = arith.ExtFOp(self.f32, mask_vals[e]).result
                 s = b.f(arith.AddFOp, s, b.f(arith.MulFOp, mv, log2e))
             scores.append(s)
-        needs = None
         warp_q = sm.add(q_base, sm.mul(sm.div(lane128, 32), 16))  # this warp's first query
-        if p.k2 % n:
-            needs = sm.lt(sm.const(p.k2), sm.add(key0, n))
-        if p.causal:
-            diag = sm.lt(warp_q, sm.add(key0, n - 1))
-            needs = diag if needs is None else b.f(arith.OrIOp, needs, diag)
-        if needs is not None:
-            with sm.loc, sm.ip:
-                branch = scf.IfOp(needs, [self.f32] * len(scores), has_else=True)
-            with sm.loc, ir.InsertionPoint(branch.else_block):
-                scf.YieldOp(scores)
-            masked = sm.at(ir.InsertionPoint(branch.then_block))
-            b.em = masked
-            out = []
-            for (ro, co), s in zip(c.element_offsets(), scores):
-                key = masked.add(key0, c_col, co)
-                valid = masked.lt(key, p.k2) if p.k2 % n else None
-                if p.causal:
-                    ok = masked.lt(key, masked.add(q_base, c_row, ro + 1))  # key <= query
-                    valid = ok if valid is None else masked.and_(valid, ok)
-                out.append(masked.select(valid, s, neg_inf))
-            with sm.loc, ir.InsertionPoint(branch.then_block):
-                scf.YieldOp(out)
-            b.em = sm
-            scores = list(branch.results)
+        (scores,) = b.mask_keys(sm, [scores], key0, warp_q, sm.add(q_base, c_row), sm.add(key0, c_col), n)
         m_new, m_sub, alpha = b.online_max(b.by_row([[scores]]), m_old)
         probs = [b.exp2(b.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(scores)]
         l_new = b.running_sums(b.by_row([[probs]]), l_old, alpha)

@@ -446,6 +446,42 @@ class _Kernel:
             value = self.f(op, value, self.shuffle_xor(value, mask))
         return value
 
+    def mask_keys(self, sm: Emitter, scores: list, key0, q_first, row0, col0, block_n: int) -> list:
+        """``scores`` ([instruction][C element], instruction j's keys from j * n) with keys past K2
+        and (causal) keys past their query set to -inf, in a branch uniform across the warp and taken
+        only by the tiles that hold such keys: K2 inside the tile of ``block_n`` keys from ``key0``,
+        or a key past ``q_first``, the warp's first query. ``row0`` / ``col0``: the lane's first query
+        and key (the C layout's lane parts added). Elsewhere the scores pass as they are."""
+        p, c = self.p, self.intr.c
+        needs = None
+        if p.k2 % block_n:
+            needs = sm.lt(sm.const(p.k2), sm.add(key0, block_n))
+        if p.causal:
+            diag = sm.lt(q_first, sm.add(key0, block_n - 1))
+            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
+        if needs is None:
+            return scores
+        neg_inf = self.fconst(-math.inf)
+        flat = [s for row in scores for s in row]
+        with sm.loc, sm.ip:
+            branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
+        with sm.loc, ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(flat)
+        masked = sm.at(ir.InsertionPoint(branch.then_block))
+        out = []
+        for j, row in enumerate(scores):
+            for (ro, co), s in zip(c.element_offsets(), row):
+                key = masked.add(col0, j * self.intr.n + co)
+                valid = masked.lt(key, p.k2) if p.k2 % block_n else None
+                if p.causal:
+                    ok = masked.lt(key, masked.add(row0, ro + 1))  # key <= query
+                    valid = ok if valid is None else masked.and_(valid, ok)
+                out.append(masked.select(valid, s, neg_inf))
+        with sm.loc, ir.InsertionPoint(branch.then_block):
+            scf.YieldOp(out)
+        res = list(branch.results)
+        return [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
+
     # ---- the online softmax's statistics, per query row a lane holds -------------------------------
     def by_row(self, tiles: list) -> list[list[ir.Value]]:
         """Per row a lane holds (``self.rows``), its values of ``tiles`` ([...][instruction][C
@@ -722,7 +758,6 @@ class _Kernel:
         c_row, c_col = sm.lane_part(c, lane, ROW), sm.lane_part(c, lane, COL)
         factor = self.fconst(p.scale * LOG2E)
         log2e = self.fconst(LOG2E) if p.mask else None
-        neg_inf = self.fconst(-math.inf)
         scores = []  # [instruction][element] f32 scalars
         for j, acc in enumerate(s_acc):
             row = []
@@ -738,37 +773,7 @@ class _Kernel:
                     s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
                 row.append(s)
             scores.append(row)
-        # Masks (keys past K2; causal: keys past the query) only where a tile needs them: the
-        # last tile when K2 is not a multiple of BLOCK_N, and tiles reaching past the warp's first
-        # query. Elsewhere the scores pass as they are (the branch is uniform across a warp).
-        needs = None
-        if p.k2 % BLOCK_N:
-            needs = sm.lt(em.const(p.k2), sm.add(key0, BLOCK_N))
-        if p.causal:
-            diag = sm.lt(q_base, sm.add(key0, BLOCK_N - 1))
-            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
-        if needs is not None:
-            flat = [s for row in scores for s in row]
-            with sm.loc, sm.ip:
-                branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
-            with sm.loc, ir.InsertionPoint(branch.else_block):
-                scf.YieldOp(flat)
-            masked = sm.at(ir.InsertionPoint(branch.then_block))
-            self.em = masked
-            out = []
-            for j, row in enumerate(scores):
-                for e, ((ro, co), s) in enumerate(zip(c.element_offsets(), row)):
-                    key = masked.add(key0, c_col, j * intr.n + co)
-                    valid = masked.lt(key, p.k2) if p.k2 % BLOCK_N else None
-                    if p.causal:
-                        ok = masked.lt(key, masked.add(q_base, c_row, ro + 1))  # key <= query
-                        valid = ok if valid is None else masked.and_(valid, ok)
-                    out.append(masked.select(valid, s, neg_inf))
-            with sm.loc, ir.InsertionPoint(branch.then_block):
-                scf.YieldOp(out)
-            self.em = sm
-            res = list(branch.results)
-            scores = [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
+        scores = self.mask_keys(sm, scores, key0, q_base, sm.add(q_base, c_row), sm.add(key0, c_col), BLOCK_N)
         m_new, m_sub, alpha = self.online_max(self.by_row([scores]), m_old)
         probs = [
             [self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)] for inst in scores
