@@ -216,21 +216,11 @@ class HopperKernel:
         self.p, self.em = base.p, base.em
         self.t, self.f32 = base.t, base.f32
         self.i64 = ir.IntegerType.get_signless(64)
-        c = self.p.intrinsic.c
-        self.rows = sorted({r for r, _ in c.element_offsets()})  # row offsets a lane holds
-        self.row_of = [self.rows.index(r) for r, _ in c.element_offsets()]
+        self.rows, self.row_of = base.rows, base.row_of  # the accumulator's rows a lane holds (S's C layout)
 
     # ---- small emitters ----------------------------------------------------------------------------
     def _op(self, em: Emitter, name: str, operands=(), results=(), attributes=None) -> ir.Operation:
-        with em.loc, em.ip:
-            return ir.Operation.create(
-                name,
-                results=list(results),
-                operands=list(operands),
-                attributes={
-                    k: (ir.Attribute.parse(v) if isinstance(v, str) else v) for k, v in (attributes or {}).items()
-                },
-            )
+        return em.create(name, operands, results, attributes)
 
     def _i64(self, em: Emitter, value: int) -> ir.Value:
         with em.loc, em.ip:

@@ -44,6 +44,18 @@ class Emitter:
             loc = ir.Location.name(f"mmaflow.{tag}", childLoc=self.source)
         return Emitter(self.ip, loc, self.vendor, source=self.source)
 
+    def create(self, name: str, operands=(), results=(), attributes=None) -> ir.Operation:
+        """A generic op by name (NVVM / LLVM ops without Python builders); string attributes are parsed."""
+        with self.loc, self.ip:
+            return ir.Operation.create(
+                name,
+                results=list(results),
+                operands=list(operands),
+                attributes={
+                    k: (ir.Attribute.parse(v) if isinstance(v, str) else v) for k, v in (attributes or {}).items()
+                },
+            )
+
     # ---- scalars -----------------------------------------------------------------------------
     def const(self, value: int) -> ir.Value:
         with self.loc, self.ip:

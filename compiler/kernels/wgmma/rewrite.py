@@ -78,15 +78,7 @@ class WgmmaRewriter(Rewriter):
 
     # ---- small emitters ----------------------------------------------------------------------------
     def _op(self, em: Emitter, name: str, operands=(), results=(), attributes=None) -> ir.Operation:
-        with em.loc, em.ip:
-            return ir.Operation.create(
-                name,
-                results=list(results),
-                operands=list(operands),
-                attributes={
-                    k: (ir.Attribute.parse(v) if isinstance(v, str) else v) for k, v in (attributes or {}).items()
-                },
-            )
+        return em.create(name, operands, results, attributes)
 
     @staticmethod
     def _i64(em: Emitter, value: int) -> ir.Value:
