@@ -165,6 +165,13 @@ def report_command(args, source: str, options) -> int:
             f"report covers matmul kernels only so far",
             hint="mmaflow compile verifies its PTX; mmaflow run --device sim checks it on the lane executor",
         )
+    weight_only = [e.name for e in res.taken if e.facts.is_weight_only]
+    if weight_only:
+        raise UnsupportedError(
+            f"{args.input}: {', '.join(weight_only)} is mmaflow's weight-only decode kernel; mmaflow report "
+            f"covers matmul kernels only so far",
+            hint="mmaflow compile prints its plan and verifies its ISA (matrix instructions, 128-bit loads, no spills)",
+        )
     mine = {}
     for exe in res.taken:
         rep = res.reports[exe.name]

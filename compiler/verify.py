@@ -62,6 +62,12 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         if ops_named(func, "iree_linalg_ext.attention"):
             raise VerificationError(f"{name}: an iree_linalg_ext.attention is left in the kernel")
         return
+    if attrs.WEIGHT_ONLY in func.attributes:  # the weight-only kernel: matrix instructions, no linalg left
+        if not ops_named(func, "nvgpu.mma.sync", "amdgpu.mfma", "amdgpu.wmma"):
+            raise VerificationError(f"{name}: the weight-only kernel has no nvgpu.mma.sync / amdgpu.mfma / amdgpu.wmma")
+        if ops_named(func, "linalg.generic"):
+            raise VerificationError(f"{name}: a linalg.generic is left in the weight-only kernel")
+        return
     target = read_target(func)
     for cfg in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]:
         intr = target.intrinsic(cfg.intrinsic)
@@ -179,6 +185,19 @@ def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
         check_isa(rep, what, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1, expect=expect)
         if intr.mnemonic not in text:
             raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
+
+
+def check_weight_only_isa(report: IsaReport, text: str, name: str, facts) -> None:
+    """``check_isa`` for the weight-only decode kernel (``results.DispatchFacts`` of kind
+    "weight_only"): matrix instructions, 128-bit global loads of the packed weights, the partial
+    sums' barrier, and no spilled registers (it has no config to trade them for)."""
+    check_isa(report, name, "matrix", facts.target.vendor, expect_barrier=True, expect=facts.expect)
+    local = any(line.strip().startswith(("ld.local", "st.local")) for line in text.splitlines())
+    if report.vgpr_spills or report.sgpr_spills or report.counts.get("scratch", 0) or local:
+        raise VerificationError(
+            f"{name}: the weight-only kernel spills ({report.vgpr_spills} VGPRs, {report.sgpr_spills} SGPRs, "
+            f"{report.counts.get('scratch', 0)} scratch instructions{', PTX local memory' if local else ''})"
+        )
 
 
 def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.AttentionExpectations) -> None:

@@ -304,3 +304,100 @@ EPILOGUES = {
         body="%fl = arith.sitofp %acc : i32 to f32\n%res = arith.mulf %fl, %x0 : f32",
     ),
 }
+
+
+def weight_only_module(
+    m: int,
+    n: int,
+    k: int,
+    group: int,
+    *,
+    q_type: str = "i4",
+    act: str = "f16",
+    signed: bool = False,
+    zero_point: bool = True,
+    acc: str = "f32",
+    as_bytes: bool = True,
+    unit_m: bool = False,
+) -> str:
+    """``@weight_only(x, w, scale[, zero]) -> x @ dequant(w)^T``: a weight-only quantized linear layer
+    as IREE's own dequant-matmul tests write it. ``w`` (N x K/G x G, ``q_type``) turns into ``act``
+    by ``(w - zero) * scale`` (``w * scale`` without ``zero_point``), per row and group of G along K
+    (``uitofp`` / ``sitofp`` as ``signed`` says); the contraction accumulates in ``acc`` (f32:
+    extended operands). ``as_bytes``: ``w`` arrives as i8 bytes (N x K/G x G*bits/8) bitcast to
+    ``q_type`` (sub-byte tensors at the module boundary, as IREE's tests pass them); ``unit_m``: x
+    is K alone (IREE then drops M = 1 from the dispatch)."""
+    bits = {"i4": 4, "i8": 8}[q_type]
+    gs = k // group
+    w_t = f"tensor<{n}x{gs}x{group}x{q_type}>"
+    d_t = f"tensor<{n}x{gs}x{group}x{act}>"
+    p_t = f"tensor<{n}x{gs}x{act}>"
+    x_t = f"tensor<{k}x{act}>" if unit_m else f"tensor<{m}x{k}x{act}>"
+    a_t = f"tensor<{gs}x{group}x{act}>" if unit_m else f"tensor<{m}x{gs}x{group}x{act}>"
+    o_t = f"tensor<{n}x{acc}>" if unit_m else f"tensor<{m}x{n}x{acc}>"
+    w_arg = f"%wb: tensor<{n}x{gs}x{group * bits // 8}xi8>" if as_bytes else f"%w: {w_t}"
+    lines = [
+        f"func.func @weight_only(%x: {x_t}, {w_arg}, %s: {p_t}"
+        + (f", %z: {p_t}" if zero_point else "")
+        + f") -> {o_t} {{"
+    ]
+    if as_bytes:
+        lines.append(f"  %w = flow.tensor.bitcast %wb : tensor<{n}x{gs}x{group * bits // 8}xi8> -> {w_t}")
+    ins = "%w, %s, %z" if zero_point else "%w, %s"
+    tys = f"{w_t}, {p_t}, {p_t}" if zero_point else f"{w_t}, {p_t}"
+    pmap = "affine_map<(n, g, k) -> (n, g)>"
+    maps = (
+        ["affine_map<(n, g, k) -> (n, g, k)>", pmap]
+        + ([pmap] if zero_point else [])
+        + ["affine_map<(n, g, k) -> (n, g, k)>"]
+    )
+    conv = "sitofp" if signed else "uitofp"
+    body = [f"    %f = arith.{conv} %q : {q_type} to {act}"]
+    body += (
+        [f"    %c = arith.subf %f, %zp : {act}", f"    %d = arith.mulf %c, %sc : {act}"]
+        if zero_point
+        else [f"    %d = arith.mulf %f, %sc : {act}"]
+    )
+    lines += [
+        f"  %e = tensor.empty() : {d_t}",
+        f'  %deq = linalg.generic {{indexing_maps = [{", ".join(maps)}], iterator_types = ["parallel", "parallel", '
+        f'"parallel"]}} ins({ins} : {tys}) outs(%e : {d_t}) {{',
+        f"  ^bb0(%q: {q_type}, %sc: {act}" + (f", %zp: {act}" if zero_point else "") + f", %o: {act}):",
+        *body,
+        f"    linalg.yield %d : {act}",
+        f"  }} -> {d_t}",
+    ]
+    if unit_m:
+        lines.append(f"  %a = tensor.expand_shape %x [[0, 1]] output_shape [{gs}, {group}] : {x_t} into {a_t}")
+        lmaps = ["(n, g, k) -> (g, k)", "(n, g, k) -> (n, g, k)", "(n, g, k) -> (n)"]
+        iters = '"parallel", "reduction", "reduction"'
+    else:
+        lines.append(
+            f"  %a = tensor.expand_shape %x [[0], [1, 2]] output_shape [{m}, {gs}, {group}] : {x_t} into {a_t}"
+        )
+        lmaps = ["(m, n, g, k) -> (m, g, k)", "(m, n, g, k) -> (n, g, k)", "(m, n, g, k) -> (m, n)"]
+        iters = '"parallel", "parallel", "reduction", "reduction"'
+    ext = acc != act
+    lines += [
+        f"  %zero = arith.constant 0.0 : {acc}",
+        f"  %e2 = tensor.empty() : {o_t}",
+        f"  %init = linalg.fill ins(%zero : {acc}) outs(%e2 : {o_t}) -> {o_t}",
+        f"  %r = linalg.generic {{indexing_maps = [{', '.join(f'affine_map<{x}>' for x in lmaps)}], iterator_types = "
+        f"[{iters}]}} ins(%a, %deq : {a_t}, {d_t}) outs(%init : {o_t}) {{",
+        f"  ^bb0(%av: {act}, %bv: {act}, %ov: {acc}):",
+        *(
+            [
+                f"    %ae = arith.extf %av : {act} to {acc}",
+                f"    %be = arith.extf %bv : {act} to {acc}",
+                f"    %p = arith.mulf %ae, %be : {acc}",
+            ]
+            if ext
+            else [f"    %p = arith.mulf %av, %bv : {acc}"]
+        ),
+        f"    %t = arith.addf %ov, %p : {acc}",
+        f"    linalg.yield %t : {acc}",
+        f"  }} -> {o_t}",
+        f"  return %r : {o_t}",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -44,6 +44,7 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import walk
 from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 
 DISPATCH = "mmaflow.dispatch"
 CONTRACTION = "mmaflow.contraction"
@@ -56,6 +57,7 @@ EXPECT = "mmaflow.expect"
 RING = "mmaflow.ring"
 ATTENTION = "mmaflow.attention"
 ATTENTION_EXPECT = "mmaflow.attention_expect"
+WEIGHT_ONLY = "mmaflow.weight_only"  # a weight-only quantized matmul select took (``quantized.WeightOnlyMatmul``)
 VERSION = "mmaflow.version"
 VERSIONS = "mmaflow.versions"
 CLUSTER_DIM = "nvvm.cluster_dim"
@@ -74,6 +76,7 @@ ALL = (
     RING,
     ATTENTION,
     ATTENTION_EXPECT,
+    WEIGHT_ONLY,
     VERSION,
     VERSIONS,
 )
@@ -228,6 +231,24 @@ def read_attention(func: ir.Operation):
 def write_attention(func: ir.Operation, dispatch) -> None:
     with func.context:
         func.attributes[ATTENTION] = to_attr(dispatch.to_dict())
+
+
+def read_weight_only(func: ir.Operation) -> WeightOnlyMatmul:
+    return WeightOnlyMatmul.from_dict(from_attr(_get(func, WEIGHT_ONLY)))
+
+
+def write_weight_only(func: ir.Operation, record) -> None:
+    with func.context:
+        func.attributes[WEIGHT_ONLY] = to_attr(record.to_dict())
+
+
+def direct_kind(func: ir.Operation) -> str | None:
+    """Which direct family builds the tagged dispatch (``"attention"``, ``"weight_only"``), None
+    where the transform script's families do."""
+    for kind, name in (("attention", ATTENTION), ("weight_only", WEIGHT_ONLY)):
+        if name in func.attributes:
+            return kind
+    return None
 
 
 def read_attention_expect(func: ir.Operation) -> AttentionExpectations:

@@ -16,6 +16,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.attention.family import FAMILY as FLASH_ATTENTION
 from mmaflow.compiler.kernels.common.tiles import require_intrinsic
 from mmaflow.compiler.kernels.decode.family import FAMILY as DECODE
+from mmaflow.compiler.kernels.decode.family import WEIGHT_ONLY
 from mmaflow.compiler.kernels.family import ContractionFamily, DirectFamily
 from mmaflow.compiler.kernels.matmul.family import FAMILY as MATMUL
 from mmaflow.compiler.kernels.wgmma.family import FAMILY as WGMMA
@@ -27,7 +28,7 @@ from mmaflow.compiler.target import tuning
 # problem the catalogue computes.
 CONTRACTION: tuple[ContractionFamily, ...] = (DECODE, WGMMA, MATMUL)
 # Direct families by the dispatch they take (``select`` tags it).
-DIRECT: dict[str, DirectFamily] = {"attention": FLASH_ATTENTION}
+DIRECT: dict[str, DirectFamily] = {"attention": FLASH_ATTENTION, "weight_only": WEIGHT_ONLY}
 
 
 def families() -> list:
@@ -155,5 +156,5 @@ def small_m(target, problem: Contraction) -> int:
 
 
 def direct_family(kind: str) -> DirectFamily:
-    """The direct family that takes dispatches of ``kind`` (``"attention"``)."""
+    """The direct family that takes dispatches of ``kind`` (``"attention"``, ``"weight_only"``)."""
     return DIRECT[kind]

@@ -37,9 +37,9 @@ __all__ = [
 
 def _route(module: ir.Module) -> str:
     """Which stages a dispatch goes through after select: "direct" for a dispatch a direct family
-    builds (an attention dispatch select took: ``mmaflow.attention``), else "script"."""
+    builds (select tagged it ``mmaflow.attention`` or ``mmaflow.weight_only``), else "script"."""
     func = attrs.dispatch_func(module.operation)
-    return "direct" if func is not None and attrs.ATTENTION in func.attributes else "script"
+    return "direct" if func is not None and attrs.direct_kind(func) else "script"
 
 
 def _select(unit: Unit) -> None:
@@ -51,8 +51,8 @@ def _select(unit: Unit) -> None:
 
 
 def _build(unit: Unit) -> None:
-    family = registry.direct_family("attention")
     func = _func(unit)
+    family = registry.direct_family(attrs.direct_kind(func))
     target = read_target(func)
     kernel, plan = family.lower(func)
     hand_back.install(
@@ -151,18 +151,20 @@ def _hand_back(unit: Unit) -> None:
 
 
 # A stage with a route runs only on dispatches of that route (``_route``): a contraction goes select,
-# version ... hand-back (the script-based families); a dispatch a direct family builds (attention)
-# goes select, build.
+# version ... hand-back (the script-based families); a dispatch a direct family builds (attention,
+# weight-only matmuls) goes select, build.
 STAGES: list[Stage] = [
     Stage(
         "select",
         _select,
-        "find the matmul-like contraction or a supported attention; tag it, or leave the dispatch to IREE",
+        "find the matmul-like contraction, a supported attention or weight-only matmul; tag it, or leave the "
+        "dispatch to IREE",
     ),
     Stage(
         "build",
         _build,
-        "a direct family (flash attention): plan its kernel, replace the dispatch by it, hand it back (constant grid)",
+        "a direct family (flash attention, weight-only decode): plan its kernel, replace the dispatch by it, hand it "
+        "back (constant grid)",
         route="direct",
     ),
     Stage(

@@ -31,18 +31,23 @@ class DispatchFacts:
     ``kind`` "matmul": ``problem`` is a ``problem.Contraction``, ``config`` a ``KernelConfig``,
     ``expect`` ``attrs.Expectations``. ``kind`` "attention": ``problem`` is an
     ``attention.AttentionDispatch``, ``config`` None (the kernel has no config), ``expect``
-    ``attrs.AttentionExpectations``."""
+    ``attrs.AttentionExpectations``. ``kind`` "weight_only": ``problem`` is a
+    ``quantized.WeightOnlyMatmul``, ``config`` None, ``expect`` ``attrs.Expectations``."""
 
     target: object  # targets.Target
-    problem: object  # problem.Contraction | attention.AttentionDispatch
+    problem: object  # problem.Contraction | attention.AttentionDispatch | quantized.WeightOnlyMatmul
     config: object | None  # config.KernelConfig (None if the pipeline stopped before configure; attention)
     expect: object | None  # attrs.Expectations | attrs.AttentionExpectations; None before distribute
-    kind: str = "matmul"  # "matmul" | "attention"
+    kind: str = "matmul"  # "matmul" | "attention" | "weight_only"
     versions: tuple = ()  # a versioned matmul's other kernels (``attrs.Version``: condition, problem, config, expect)
 
     @property
     def is_attention(self) -> bool:
         return self.kind == "attention"
+
+    @property
+    def is_weight_only(self) -> bool:
+        return self.kind == "weight_only"
 
     @staticmethod
     def of(func: ir.Operation) -> "DispatchFacts":
@@ -53,6 +58,14 @@ class DispatchFacts:
                 None,
                 attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes else None,
                 "attention",
+            )
+        if attrs.WEIGHT_ONLY in func.attributes:
+            return DispatchFacts(
+                read_target(func),
+                attrs.read_weight_only(func),
+                None,
+                attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
+                "weight_only",
             )
         return DispatchFacts(
             read_target(func),
@@ -88,6 +101,16 @@ class DispatchFacts:
                 None,
                 attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None,
                 "attention",
+            )
+        if d["kind"] == "weight_only":
+            from mmaflow.compiler.core.quantized import WeightOnlyMatmul
+
+            return DispatchFacts(
+                get_target(d["target"]),
+                WeightOnlyMatmul.from_dict(d["problem"]),
+                None,
+                attrs.Expectations(**d["expect"]) if d["expect"] else None,
+                "weight_only",
             )
         from mmaflow.compiler.core.config import KernelConfig
         from mmaflow.compiler.core.problem import Contraction

@@ -518,6 +518,21 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
     return Decision(name, True, f"attention: {what} on {target.name} ({record.where()})")
 
 
+def _select_weight_only(name: str, func: ir.Operation, family, target: Target) -> Decision:
+    """Take a dequantization feeding a matmul (a weight-only quantized linear layer) the weight-only
+    kernel supports on ``target``; leave every other one to IREE with the reason."""
+    try:
+        with func.location:
+            record = family.placements(func)
+            family.plan(record, target)
+    except UnsupportedError as e:
+        return Decision(name, False, f"a dequantization feeding a matmul: {e.message}; IREE compiles it")
+    attrs.mark(func, attrs.DISPATCH)
+    attrs.write_target(func, target)
+    attrs.write_weight_only(func, record)
+    return Decision(name, True, f"{record.describe()} on {target.name} ({record.where()})")
+
+
 def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Decision:
     funcs = ops_named(variant, "func.func")
     if len(funcs) != 1:
@@ -532,6 +547,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     attention = [o for o in linalg_ops if o.name in ATTENTION_OPS]
     if attention:  # named with what it computes, not as "no matmul-like contraction"
         return _select_attention(name, func, attention[0], linalg_ops, target)
+    weight_only = registry.direct_family("weight_only")
+    if weight_only.claims(func):
+        return _select_weight_only(name, func, weight_only, target)
     found, why_not = [], []
     for op in linalg_ops:
         fields, why = match_contraction(op)

@@ -163,3 +163,21 @@ DECODE_AMD = DecodeSeeds(
     unroll=Seed(4, "unmeasured: the NVIDIA seed's 4 chunks (64 bytes of B per lane and column in flight)"),
     row_tiles=Seed(2, "unmeasured: the NVIDIA seed's (the same A to B traffic ratio)"),
 )
+
+# The weight-only decode kernel (kernels/decode/weight_only.py): the decode kernel's seeds but for the
+# columns per workgroup. Measured on the H200 (mmaflow bench --weight-only, M 1 and 16, N = K = 4096,
+# u4 in groups of 128; 10 configs of waves x columns x chunks).
+WEIGHT_ONLY_NVIDIA = DecodeSeeds(
+    waves_k=Seed(
+        8, "H200 int4 M 1 / 16: 8 warps x 32 columns 6.9 / 8.0 us; 4 warps 7.3-16.0 / 9.0-15.3, 16 8.6 / 11.7"
+    ),
+    columns=Seed(32, "the same H200 run: 32 columns 6.9 / 8.0 us, 16 (the f16 seed) 7.0 / 9.8, 64 10.6 / 10.8"),
+    unroll=Seed(4, "the same H200 run, 8 warps x 32 columns: 4 chunks of 128 6.9 / 8.0 us, 2 chunks 7.4 / 9.2"),
+    row_tiles=Seed(1, "the weight-only kernel takes M within one instruction row tile"),
+)
+WEIGHT_ONLY_AMD = DecodeSeeds(
+    waves_k=DECODE_AMD.waves_k,
+    columns=DECODE_AMD.columns,
+    unroll=DECODE_AMD.unroll,
+    row_tiles=Seed(1, "the weight-only kernel takes M within one instruction row tile"),
+)

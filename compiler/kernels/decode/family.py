@@ -9,11 +9,13 @@ from iree.compiler import ir
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.problem import Contraction
+from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 from mmaflow.compiler.kernels.common.contraction import finalize, operand_facts, output_extents, prepare
 from mmaflow.compiler.kernels.common.plan import plan_kernel
 from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes, reach, tuning_candidates
 from mmaflow.compiler.kernels.decode.plan import plan_decode
 from mmaflow.compiler.kernels.decode.rewrite import DecodeRewriter
+from mmaflow.compiler.kernels.decode.weight_only import claims, lower_weight_only, match_weight_only, plan_weight_only
 from mmaflow.compiler.target.targets import read_target
 
 
@@ -69,3 +71,28 @@ class DecodeFamily:
 
 
 FAMILY = DecodeFamily()
+
+
+class WeightOnlyFamily:
+    """The weight-only decode kernel (``weight_only.py``): a direct family, built without the
+    transform script, for a dequantization feeding a decode-sized matmul in one dispatch."""
+
+    name = "weight-only"
+    title = "the weight-only decode kernel"
+
+    def claims(self, func: ir.Operation) -> bool:
+        """Whether ``func`` is a dequantization feeding a contraction (this family's form at all)."""
+        return claims(func)
+
+    def plan(self, record, target):
+        return plan_weight_only(record, target)
+
+    def placements(self, func: ir.Operation) -> WeightOnlyMatmul:
+        """The dispatch's record (``UnsupportedError``: not this form, or not one the kernel takes)."""
+        return match_weight_only(func).record
+
+    def lower(self, func: ir.Operation) -> tuple:
+        return lower_weight_only(func)
+
+
+WEIGHT_ONLY = WeightOnlyFamily()

@@ -170,10 +170,13 @@ def _progression(values: list[int]) -> int | None:
     return d if vs == list(range(0, d * len(vs), d)) else None
 
 
-def plan_k_order(intr: Intrinsic) -> KOrder:
-    """The chunk's K order from B's codegen layout (``UnsupportedError`` where it has none)."""
+def plan_k_order(intr: Intrinsic, stored_bits: int | None = None, value_order: tuple[int, ...] | None = None) -> KOrder:
+    """The chunk's K order from B's codegen layout (``UnsupportedError`` where it has none).
+    ``stored_bits``: B's bits per element in memory where it is stored narrower than the
+    instruction reads it (packed weights, ``weight_only.py``); ``value_order``: the lane's run as
+    the registers hold it, value i being the run's element ``value_order[i]`` in memory."""
     _, lb, _ = intr.codegen_layouts()
-    bits = TYPE_BITS[intr.b_type]
+    bits = stored_bits or TYPE_BITS[intr.b_type]
     offsets = lb.element_offsets()  # (k, n) offset of each element
     if any(c != 0 for _, c in offsets):
         raise UnsupportedError(f"{intr.name}: a lane holds several B columns per instruction")
@@ -188,12 +191,15 @@ def plan_k_order(intr: Intrinsic) -> KOrder:
         if j > 8:
             raise UnsupportedError(f"{intr.name}: no chunk gives a lane 128 contiguous bits of B")
     run = j * e_count
+    order = value_order or tuple(range(run))
+    if sorted(order) != list(range(run)):
+        raise UnsupportedError(f"{intr.name}: the run's value order {order} is not a permutation of {run} elements")
     mem = [[-1] * intr.k for _ in range(j)]
     for p in sorted(set(parts)):
         for e, (dk, _) in enumerate(offsets):
             k = p + dk
             for jj in range(j):
-                mem[jj][k] = (p // step) * run + jj * e_count + e
+                mem[jj][k] = (p // step) * run + order[jj * e_count + e]
     flat = sorted(x for row in mem for x in row)
     if flat != list(range(j * intr.k)):
         raise UnsupportedError(f"{intr.name}: the K order is not a permutation of the chunk")

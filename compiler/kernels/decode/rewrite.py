@@ -33,6 +33,14 @@ from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, DecodePlan, LaneAffi
 from mmaflow.compiler.target.layout import COL, ROW
 
 
+def lane_affine(em: Emitter, lanes: LaneIndex, layouts: dict, f: LaneAffine):
+    """``f``'s value for this lane (an int where the lane does not enter it)."""
+    part = lanes.part(layouts[f.layout], f.axis)
+    if isinstance(part, int):
+        return f.at(part)
+    return em.mul(em.div(part, f.step), f.scale) if f.scale else 0
+
+
 class DecodeRewriter(Rewriter):
     """Rewrites one matched dispatch as its ``DecodePlan`` says."""
 
@@ -41,10 +49,7 @@ class DecodeRewriter(Rewriter):
         self.layouts = dict(zip("ABC", plan.intrinsic.codegen_layouts()))
 
     def _affine(self, lanes: LaneIndex, em: Emitter, f: LaneAffine):
-        part = lanes.part(self.layouts[f.layout], f.axis)
-        if isinstance(part, int):
-            return f.at(part)
-        return em.mul(em.div(part, f.step), f.scale) if f.scale else 0
+        return lane_affine(em, lanes, self.layouts, f)
 
     def run(self) -> None:
         m, plan = self.m, self.plan

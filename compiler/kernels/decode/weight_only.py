@@ -1,0 +1,743 @@
+"""The weight-only decode kernel: a matmul whose weights are stored as 4- or 8-bit integers with
+per-group parameters (``core/quantized.py``), for the decode shapes (M within one instruction row
+tile), where the cost is reading the weights once.
+
+It is the decode kernel (``plan.py``) with B read packed. Each lane loads 128 bits of its B column
+per chunk (32 i4 or 16 i8 weights, one contiguous run of K), unpacks them in registers to the
+activation type and applies the dispatch's own dequantization body to them, then feeds them to the
+matrix instruction as its B operand; K is split across the workgroup's waves, partial sums added
+through LDS by wave 0, which stores the outputs. No dequantized copy of the weights exists anywhere.
+
+Unpacking (exact, a few integer operations per pair): a 16-bit float whose bits are
+``magic | v`` is ``base + v`` for a small integer v (f16 0x6400 = 1024: v < 1024; bf16 0x4300 = 128:
+v < 128), so ``((word >> s) & 0x000F000F) | 0x64006400`` reinterpreted as two f16 and minus 1024
+gives two 4-bit weights at once. Signed weights are biased first (``xor`` of each field's sign bit)
+and the bias subtracted with the base. 8-bit weights to bf16 go through f32 (``0x4B000000 | v`` is
+2^23 + v) and a truncation, exact for |v| < 256. The unpacked order is not memory order: value i of
+the run is weight ``unpack_order()[i]``; the K order (``plan.plan_k_order``) gives the instruction's
+K positions in value order and A reads the same positions, so the sum over K is the same.
+
+The dequantization body runs elementwise on the unpacked vector: the dispatch's ``linalg.generic``
+body after the integer's conversion to float, cloned with vector types, its per-group operands
+loaded once per lane and run (a run never crosses a group: the group is a multiple of the run).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from iree.compiler import ir
+from iree.compiler.dialects import arith, func, hal, scf, vector
+
+from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.core.mlir import defining_op, op_attributes, subspan_binding, subspan_constant_offset, user_of
+from mmaflow.compiler.core.problem import Binding
+from mmaflow.compiler.core.quantized import WeightOnlyMatmul
+from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
+from mmaflow.compiler.kernels.common.fragments import LaneIndex
+from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, KOrder, LaneAffine, plan_a_loads, plan_k_order
+from mmaflow.compiler.kernels.decode.rewrite import lane_affine
+from mmaflow.compiler.target.intrinsics import Intrinsic, WarpgroupIntrinsic
+from mmaflow.compiler.target.layout import COL, ROW
+from mmaflow.compiler.target.seeds import WEIGHT_ONLY_AMD, WEIGHT_ONLY_NVIDIA
+from mmaflow.compiler.target.targets import Target, Vendor, get_target, read_target
+
+_READ_ONLY, _INDIRECT = 1, 2  # hal.interface.binding.subspan descriptor_flags bits (IREE's HAL)
+Q_BITS = {"i4": 4, "i8": 8}
+ACT_TYPES = ("f16", "bf16")
+# Elementwise ops the dequantization body may hold after the integer's conversion (cloned on vectors).
+BODY_OPS = frozenset(
+    {
+        "arith.addf",
+        "arith.subf",
+        "arith.mulf",
+        "arith.divf",
+        "arith.negf",
+        "arith.extf",
+        "arith.truncf",
+        "arith.maximumf",
+        "arith.minimumf",
+        "arith.maxnumf",
+        "arith.minnumf",
+        "math.fma",
+        "arith.constant",
+    }
+)
+
+
+# ---- the dispatch ---------------------------------------------------------------------------------
+
+
+def _dims(attr: ir.Attribute) -> list[int]:
+    out = []
+    for e in ir.AffineMapAttr(attr).value.results:
+        if not isinstance(e, ir.AffineDimExpr):
+            raise UnsupportedError(f"indexing map {attr}: not a projection of loops")
+        out.append(ir.AffineDimExpr(e).position)
+    return out
+
+
+def _elem(v: ir.Value) -> str:
+    return str(ir.ShapedType(v.type).element_type)
+
+
+def _shape(v: ir.Value) -> list[int]:
+    t = ir.ShapedType(v.type)
+    if not t.has_static_shape:
+        raise UnsupportedError("dynamic sizes (the weight-only kernel is planned for static ones)")
+    return list(t.shape)
+
+
+def _whole_load(v: ir.Value, what: str) -> ir.Operation:
+    """The subspan ``v`` is loaded whole from (``UnsupportedError`` otherwise)."""
+    load = defining_op(v)
+    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
+        raise UnsupportedError(f"{what} is not loaded from a binding (computed in the dispatch?)")
+    _check_whole(load, v.type, what)
+    return defining_op(load.operands[0])
+
+
+def _check_whole(access: ir.Operation, tensor: ir.Type, what: str) -> None:
+    def arr(name):
+        return list(ir.DenseI64ArrayAttr(access.attributes[name]))
+
+    full = list(ir.RankedTensorType(tensor).shape)
+    if any(arr("static_offsets")) or arr("static_sizes") != full or any(s != 1 for s in arr("static_strides")):
+        raise UnsupportedError(f"{what} is a slice of its binding, not the whole tensor")
+
+
+def _binding(sub: ir.Operation, what: str) -> Binding:
+    if sub is None or sub.name != "hal.interface.binding.subspan":
+        raise UnsupportedError(f"{what} does not come from a binding")
+    offset = subspan_constant_offset(sub)
+    if offset is None:
+        raise UnsupportedError(f"{what} is at a run-time byte offset (constants only)")
+    return Binding(subspan_binding(sub), offset)
+
+
+@dataclass
+class Match:
+    """A weight-only dispatch as read from its IR: the record, and what the kernel clones."""
+
+    record: WeightOnlyMatmul
+    dequant: ir.Operation  # the linalg.generic turning W into act_type
+    q_index: int  # which of its inputs is W
+    convert: ir.Operation  # the body's integer -> float conversion (uitofp / sitofp)
+    layout: ir.Attribute  # the bindings' pipeline layout
+    store: ir.Operation
+
+
+def _body(op: ir.Operation) -> list[ir.Operation]:
+    return [x.operation for x in op.regions[0].blocks[0].operations]
+
+
+def _contraction_body(op: ir.Operation, act: str) -> str:
+    """The accumulator type of ``acc + a * b`` (a, b of ``act``, extended or not)."""
+    block = op.regions[0].blocks[0]
+    ops = _body(op)
+    names = [o.name for o in ops]
+    acc = block.arguments[2]
+    if names[-3:] != ["arith.mulf", "arith.addf", "linalg.yield"] or any(n != "arith.extf" for n in names[:-3]):
+        raise UnsupportedError(f"the contraction's body {names} is not acc + a * b")
+    add = ops[-2]
+    if acc not in list(add.operands) or ops[-1].operands[0] != add.results[0]:
+        raise UnsupportedError("the contraction's body does not accumulate into its output")
+    return str(acc.type)
+
+
+def claims(fn: ir.Operation) -> bool:
+    """Whether the dispatch is the weight-only form at all: an all-parallel generic reading an i4 /
+    i8 tensor whose result a contraction (a generic with reductions) reads."""
+    ops = [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "linalg.generic"]
+    for op in ops:
+        iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+        if len(op.results) != 1 or not all("parallel" in t for t in iters):
+            continue
+        if not any(_elem(v) in Q_BITS for v in list(op.operands)[:-1] if isinstance(v.type, ir.ShapedType)):
+            continue
+        for use in op.results[0].uses:
+            user = user_of(use)
+            if user.name == "linalg.generic" and any(
+                "reduction" in str(t) for t in ir.ArrayAttr(user.attributes["iterator_types"])
+            ):
+                return True
+    return False
+
+
+def match_weight_only(fn: ir.Operation) -> Match:
+    """Read a dispatch holding a dequantization generic feeding a contraction; ``UnsupportedError``
+    naming what differs from that form."""
+    ops = [o.operation for o in fn.regions[0].blocks[0].operations]
+    generics = [o for o in ops if o.name == "linalg.generic"]
+    others = [o.name for o in ops if o.name.startswith(("linalg.", "iree_linalg_ext.")) and o.name != "linalg.generic"]
+    if len(generics) != 2 or [n for n in others if n != "linalg.fill"]:
+        raise UnsupportedError("not a dequantization generic feeding one contraction")
+
+    def iters(o):
+        return [str(t) for t in ir.ArrayAttr(o.attributes["iterator_types"])]
+
+    contr = [g for g in generics if any("reduction" in t for t in iters(g))]
+    deq = [g for g in generics if all("parallel" in t for t in iters(g))]
+    if len(contr) != 1 or len(deq) != 1:
+        raise UnsupportedError("not a dequantization generic feeding one contraction")
+    contr, deq = contr[0], deq[0]
+    c_in = list(contr.operands)[:-1]
+    if len(c_in) != 2 or len(deq.results) != 1 or deq.results[0] not in c_in:
+        raise UnsupportedError("the dequantization's result is not an operand of the contraction")
+    w_pos = c_in.index(deq.results[0])
+    a_val = c_in[1 - w_pos]
+    act = _elem(deq.results[0])
+    if act not in ACT_TYPES or _elem(a_val) != act:
+        raise UnsupportedError(f"activations {_elem(a_val)} and dequantized weights {act}: f16 or bf16 both")
+    maps = [_dims(m) for m in ir.ArrayAttr(contr.attributes["indexing_maps"])]
+    amap, wmap, omap = maps[1 - w_pos], maps[w_pos], maps[2]
+    loops = range(len(iters(contr)))
+    n_l = [d for d in loops if d in wmap and d in omap and d not in amap]
+    m_l = [d for d in loops if d in amap and d in omap and d not in wmap]
+    k_l = [d for d in loops if d in amap and d in wmap and d not in omap]
+    if len(n_l) != 1 or len(m_l) > 1 or not k_l or len(n_l) + len(m_l) + len(k_l) != len(loops):
+        raise UnsupportedError(f"contraction maps {maps}: not (M, K) x (N, K) -> (M, N) (batched?)")
+    if any("reduction" not in iters(contr)[d] for d in k_l):
+        raise UnsupportedError("the contraction's K loops are not reductions")
+    if wmap != n_l + k_l or amap != m_l + k_l or omap != m_l + n_l:
+        raise UnsupportedError(
+            f"contraction maps {maps}: the weights stored N x K and the activations M x K, K innermost "
+            "and in one order, the output M x N"
+        )
+    acc = _contraction_body(contr, act)
+    init = defining_op(list(contr.operands)[2])
+    if init is None or init.name != "linalg.fill" or not _is_zero(init.operands[0]):
+        raise UnsupportedError("the contraction's accumulator does not start at zero")
+    # The dequantization: W and per-group parameters, its output laid out as the weights.
+    w_shape = _shape(deq.results[0])
+    dmaps = [_dims(m) for m in ir.ArrayAttr(deq.attributes["indexing_maps"])]
+    rank = len(w_shape)
+    ident = list(range(rank))
+    if dmaps[-1] != ident:
+        raise UnsupportedError("the dequantization does not write the weights in its loop order")
+    d_in = list(deq.operands)[: len(dmaps) - 1]
+    q_index = [i for i, v in enumerate(d_in) if _elem(v) in Q_BITS]
+    if len(q_index) != 1 or dmaps[q_index[0]] != ident:
+        raise UnsupportedError("the dequantization does not read one i4 / i8 weight tensor elementwise")
+    q_index = q_index[0]
+    q_type = _elem(d_in[q_index])
+    group = w_shape[-1] if rank > 2 else math.prod(w_shape[1:])
+    param_types, params = [], []
+    for i, v in enumerate(d_in):
+        if i == q_index:
+            continue
+        if dmaps[i] != ident[:-1]:
+            raise UnsupportedError(
+                f"dequantization operand {i} (map {dmaps[i]}) is not one value per row and group (the weights' "
+                "dims but the innermost)"
+            )
+        if not _elem(v).startswith(("f", "bf")):
+            raise UnsupportedError(f"dequantization operand {i} is {_elem(v)}: the kernel takes float parameters")
+        param_types.append(_elem(v))
+        params.append(_binding(_whole_load(v, f"dequantization operand {i}"), f"dequantization operand {i}"))
+    convert, signed = _conversion(deq, q_index)
+    out = contr.results[0]
+    users = [user_of(u) for u in out.uses]
+    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store":
+        raise UnsupportedError("the contraction's output is not stored to a binding (a fused epilogue?)")
+    store = users[0]
+    _check_whole(store, out.type, "the output")
+    a_shape = _shape(a_val)
+    m = a_shape[0] if m_l else 1
+    n, k = w_shape[0], math.prod(w_shape[1:])
+    if math.prod(a_shape) != m * k:
+        raise UnsupportedError(f"activations {a_shape} do not hold M x K = {m} x {k}")
+    q_sub = _whole_load(d_in[q_index], "the weights")
+    record = WeightOnlyMatmul(
+        m=m,
+        n=n,
+        k=k,
+        group=group,
+        q_type=q_type,
+        signed=signed,
+        act_type=act,
+        acc_type=acc,
+        param_types=tuple(param_types),
+        a=_binding(_whole_load(a_val, "the activations"), "the activations"),
+        w=_binding(q_sub, "the weights"),
+        out=_binding(defining_op(store.operands[1]), "the output"),
+        params=tuple(params),
+    )
+    return Match(record, deq, q_index, convert, q_sub.attributes["layout"], store)
+
+
+def _is_zero(v: ir.Value) -> bool:
+    op = defining_op(v)
+    if op is None or op.name != "arith.constant":
+        return False
+    attr = op.attributes["value"]
+    try:
+        return ir.FloatAttr(attr).value == 0
+    except ValueError:
+        return ir.IntegerAttr(attr).value == 0
+
+
+def _conversion(deq: ir.Operation, q_index: int) -> tuple[ir.Operation, bool]:
+    """The body's integer -> float conversion of the weight (an optional ``extui`` / ``extsi``,
+    then ``uitofp`` / ``sitofp``) and whether it reads the weight signed."""
+    block = deq.regions[0].blocks[0]
+    v = block.arguments[q_index]
+    ext = None
+    uses = [user_of(u) for u in v.uses]
+    if len(uses) == 1 and uses[0].name in ("arith.extui", "arith.extsi"):
+        ext = uses[0]
+        uses = [user_of(u) for u in ext.results[0].uses]
+    if len(uses) != 1 or uses[0].name not in ("arith.uitofp", "arith.sitofp"):
+        raise UnsupportedError(
+            "the dequantization does not start with the weight's conversion to float "
+            "([arith.extui | arith.extsi] then arith.uitofp | arith.sitofp)"
+        )
+    conv = uses[0]
+    signed = conv.name == "arith.sitofp" and (ext is None or ext.name == "arith.extsi")
+    if str(conv.results[0].type) not in ("f16", "bf16", "f32"):
+        raise UnsupportedError(f"the weight converts to {conv.results[0].type}: f16, bf16 or f32")
+    return conv, signed
+
+
+# ---- the plan ---------------------------------------------------------------------------------------
+
+
+def unpack_order(bits: int, slot_bits: int) -> tuple[int, ...]:
+    """Which weight of a 128-bit run (memory order) each unpacked value is: the run's 32-bit
+    words w, each shifted by ``bits * s`` and masked to one field per ``slot_bits``-wide slot h,
+    values in order (s, w, h)."""
+    words, per, shifts = LOAD_BITS // 32, 32 // slot_bits, slot_bits // bits
+    return tuple(
+        w * (32 // bits) + h * (slot_bits // bits) + s for s in range(shifts) for w in range(words) for h in range(per)
+    )
+
+
+def slot_bits(q_type: str, float_type: str) -> int:
+    """The float width the weights are unpacked through: 16 when the type's base holds every
+    value exactly (f16 1024 + v for v < 1024; bf16 128 + v for v < 128), else 32."""
+    if float_type == "f16" or (float_type == "bf16" and Q_BITS[q_type] == 4):
+        return 16
+    return 32
+
+
+@dataclass(frozen=True)
+class WeightOnlyPlan:
+    record: WeightOnlyMatmul
+    target: str
+    intrinsic: Intrinsic
+    vendor: Vendor
+    wave_size: int
+    waves_k: int
+    n_tiles: int
+    unroll: int
+    k_order: KOrder
+    a_start: LaneAffine
+    a_loads: tuple
+    a_zero_rows: tuple
+    convert_type: str  # what the body converts the weight to
+    slot_bits: int
+
+    @property
+    def bits(self) -> int:
+        return Q_BITS[self.record.q_type]
+
+    @property
+    def tile_k(self) -> int:
+        return self.unroll * self.k_order.chunk
+
+    @property
+    def k_tiles(self) -> int:
+        return self.record.k // self.tile_k
+
+    @property
+    def tile_n(self) -> int:
+        return self.n_tiles * self.intrinsic.n
+
+    @property
+    def workgroup_size(self) -> int:
+        return self.waves_k * self.wave_size
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        return (-(-self.record.n // self.tile_n), 1, 1)
+
+    @property
+    def lds_bytes(self) -> int:
+        return self.waves_k * self.n_tiles * self.wave_size * self.intrinsic.c.op_vector_length * 4
+
+    def describe(self) -> str:
+        r, intr, ko = self.record, self.intrinsic, self.k_order
+        return (
+            f"{r.describe()}: weight-only decode kernel, {intr.name} wave{self.wave_size}; {self.waves_k} waves "
+            f"split K in tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk}); {self.tile_n} columns per "
+            f"workgroup ({self.grid[0]} workgroups); B: {LOAD_BITS}-bit loads of {ko.run} {r.q_type} per lane and "
+            f"chunk unpacked through {'f16' if self.slot_bits == 16 else 'f32'}, the dequantization in registers"
+        )
+
+
+def _instruction(target: Target, rec: WeightOnlyMatmul) -> Intrinsic:
+    wave = target.default_wave_size
+    cands = [
+        i
+        for i in target.intrinsics()
+        if not isinstance(i, WarpgroupIntrinsic)
+        and i.a_type == i.b_type == rec.act_type
+        and i.c_type == rec.acc_type
+        and i.wave_size == wave
+        and not getattr(i, "reduced_precision", False)
+        and i.m >= rec.m
+    ]
+    if not cands:
+        raise UnsupportedError(
+            f"{rec.describe()}: no {target.name} instruction computes {rec.act_type} x {rec.act_type} -> "
+            f"{rec.acc_type} with {rec.m} rows in one tile (the weight-only kernel takes M within one)"
+        )
+    return min(cands, key=lambda i: (i.m, -i.n))
+
+
+def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | None = None) -> WeightOnlyPlan:
+    what = rec.describe()
+    if rec.act_type not in ACT_TYPES:
+        raise UnsupportedError(f"{what}: activations f16 or bf16")
+    intr = _instruction(target, rec)
+    convert_type = convert_type or rec.act_type
+    sb = slot_bits(rec.q_type, convert_type)
+    bits = Q_BITS[rec.q_type]
+    ko = plan_k_order(intr, stored_bits=bits, value_order=unpack_order(bits, sb))
+    if ko.run != LOAD_BITS // bits:
+        raise UnsupportedError(f"{what}: {intr.name}'s lanes take {ko.run} weights per chunk, not one 128-bit run")
+    if rec.group % ko.run:
+        raise UnsupportedError(f"{what}: groups of {rec.group} split a lane's run of {ko.run} weights")
+    if rec.k % ko.chunk:
+        raise UnsupportedError(f"{what}: K is not a multiple of the {ko.chunk}-deep chunk")
+    if rec.k * 16 % LOAD_BITS:
+        raise UnsupportedError(f"{what}: activation rows are not whole 16-byte loads")
+    for name, at in (("activations", rec.a), ("weights", rec.w)):
+        if at.offset % (LOAD_BITS // 8):
+            raise UnsupportedError(f"{what}: the {name} are not at a 16-byte aligned byte offset ({at.describe()})")
+    s = WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD
+    chunks = rec.k // ko.chunk
+    waves = max((w for w in range(1, s.waves_k.value + 1) if chunks % w == 0))
+    unroll = max(u for u in range(1, s.unroll.value + 1) if (chunks // waves) % u == 0)
+    n_tiles = max(1, s.columns.value // intr.n)
+    start, loads, zeros = plan_a_loads(intr, ko, rec.m)
+    plan = WeightOnlyPlan(
+        record=rec,
+        target=target.name,
+        intrinsic=intr,
+        vendor=target.vendor,
+        wave_size=intr.wave_size,
+        waves_k=waves,
+        n_tiles=n_tiles,
+        unroll=unroll,
+        k_order=ko,
+        a_start=start,
+        a_loads=loads,
+        a_zero_rows=zeros,
+        convert_type=convert_type,
+        slot_bits=sb,
+    )
+    if plan.lds_bytes > target.lds_bytes:
+        raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS for the partial sums")
+    return plan
+
+
+# ---- the kernel -------------------------------------------------------------------------------------
+
+
+def _memref(shape: list[int], elem: ir.Type) -> ir.MemRefType:
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    layout = ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>")
+    return ir.MemRefType.get(shape, elem, layout=layout, memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+
+
+class _Builder:
+    def __init__(self, plan: WeightOnlyPlan, match: Match, em: Emitter):
+        self.plan, self.match, self.em = plan, match, em
+        self.layouts = dict(zip("ABC", plan.intrinsic.codegen_layouts()))
+
+    def unpack(self, em: Emitter, words: ir.Value) -> ir.Value:
+        """The run's weights as ``convert_type`` values (``unpack_order``), exactly as the body's
+        ``uitofp`` / ``sitofp`` gives them."""
+        p, rec = self.plan, self.plan.record
+        bits, sb = p.bits, p.slot_bits
+        i32 = ir.IntegerType.get_signless(32)
+        wt = vector_type([LOAD_BITS // 32], i32)
+        fields = 32 // bits
+        field = (1 << bits) - 1
+
+        def rep(v: int, width: int) -> int:  # v in every ``width``-bit slot of a word
+            return sum(v << (width * i) for i in range(32 // width)) & 0xFFFFFFFF
+
+        def splat(v: int) -> ir.Value:
+            return em.splat_const(wt, ir.IntegerAttr.get(i32, v - (1 << 32) if v >= 1 << 31 else v))
+
+        bias = 0
+        with em.loc, em.ip:
+            if rec.signed:  # two's complement -> offset binary: v + 2^(bits-1), unsigned
+                words = arith.XOrIOp(words, splat(rep(1 << (bits - 1), bits))).result
+                bias = 1 << (bits - 1)
+            if sb == 16:
+                slot_t = ir.F16Type.get() if p.convert_type == "f16" else ir.BF16Type.get()
+                magic, base = (0x6400, 1024.0) if p.convert_type == "f16" else (0x4300, 128.0)
+            else:
+                slot_t, magic, base = ir.F32Type.get(), 0x4B000000, float(1 << 23)
+            mask, orr = splat(rep(field, sb)), splat(rep(magic, sb))
+            parts = []
+            for s in range(sb // bits):
+                w = arith.ShRUIOp(words, splat(bits * s)).result if s else words
+                w = arith.OrIOp(arith.AndIOp(w, mask).result, orr).result
+                parts.append(vector.BitCastOp(vector_type([LOAD_BITS // sb], slot_t), w).result)
+            vals = em.concat(parts)
+            vt = ir.VectorType(vals.type)
+            vals = arith.SubFOp(vals, em.splat_const(vt, ir.FloatAttr.get(slot_t, base + bias))).result
+            want = ir.Type.parse(p.convert_type)
+            if slot_t != want:  # (f32 slots: the integers are exact in any float type the body converts to)
+                vals = arith.TruncFOp(vector_type([fields * LOAD_BITS // 32], want), vals).result
+        return vals
+
+    def dequantize(self, em: Emitter, vals: ir.Value, params: list[ir.Value]) -> ir.Value:
+        """The dispatch's dequantization body on the unpacked run: every op after the conversion,
+        elementwise on vectors, the per-group operands broadcast."""
+        deq, m = self.match.dequant, self.match
+        block = deq.regions[0].blocks[0]
+        n = ir.VectorType(vals.type).shape[0]
+        args = list(block.arguments)
+        env: dict = {}
+        params = iter(params)
+        for i, a in enumerate(args[:-1]):
+            if i != m.q_index:
+                env[a] = em.broadcast(next(params), vector_type([n], a.type))
+        env[m.convert.results[0]] = vals
+        started = False
+        for op in [x.operation for x in block.operations]:
+            if op == m.convert:
+                started = True
+                continue
+            if not started:
+                continue
+            if op.name == "linalg.yield":
+                return env[op.operands[0]]
+            if op.name not in BODY_OPS:
+                raise UnsupportedError(
+                    f"the dequantization body holds {op.name} (the kernel clones {sorted(BODY_OPS)})"
+                )
+            if op.name == "arith.constant":
+                t = op.results[0].type
+                env[op.results[0]] = em.splat_const(vector_type([n], t), op.attributes["value"])
+                continue
+            operands = []
+            for v in op.operands:
+                if v not in env:
+                    outer = defining_op(v)
+                    if outer is None or outer.name != "arith.constant":
+                        raise UnsupportedError("the dequantization body reads a value other than its operands")
+                    env[v] = em.splat_const(vector_type([n], v.type), outer.attributes["value"])
+                operands.append(env[v])
+            attrs = op_attributes(op)
+            with em.loc, em.ip:
+                new = ir.Operation.create(
+                    op.name,
+                    results=[vector_type([n], r.type) for r in op.results],
+                    operands=operands,
+                    attributes=attrs,
+                )
+            env[op.results[0]] = new.results[0]
+        raise UnsupportedError("the dequantization body does not yield")
+
+    def build(self, mems: dict) -> None:
+        p, em = self.plan, self.em
+        rec, intr, ko = p.record, p.intrinsic, p.k_order
+        act = ir.Type.parse(rec.act_type)
+        tid = em.thread_id()
+        lane, wave = em.rem(tid, p.wave_size), em.div(tid, p.wave_size)
+        lanes = LaneIndex(em, lane, p.wave_size)
+        la, lb = self.layouts["A"], self.layouts["B"]
+        with em.loc, em.ip:
+            n0 = em.mul(hal.interface_workgroup_id(0), p.tile_n)
+        b_col = lanes.part(lb, COL)
+        b_start = lane_affine(em, lanes, self.layouts, ko.b_start)
+        a_row = lanes.part(la, ROW)
+        a_start = lane_affine(em, lanes, self.layouts, p.a_start)
+        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
+        init = em.zero_vector(acc_t)
+        words_per_run = LOAD_BITS // 32
+        n_limit = rec.n if rec.n % p.tile_n else None
+        with em.loc, em.ip:
+            loop = scf.ForOp(em.const(0), em.const(p.k_tiles // p.waves_k), em.const(1), [init] * p.n_tiles)
+        body = Emitter(ir.InsertionPoint(loop.body), em.loc, p.vendor).named("weight_only")
+        k_tile = body.mul(body.add(body.mul(loop.induction_variable, p.waves_k), wave), p.tile_k)
+        a_ops, b_ops = [], []
+        for u in range(p.unroll):
+            k0 = body.add(k_tile, u * ko.chunk)
+            k_run = body.add(k0, b_start)
+            word = body.div(body.mul(k_run, p.bits), 32)
+            group = body.div(k_run, rec.group)
+            runs = []
+            for t in range(p.n_tiles):
+                col = body.add(n0, b_col, t * intr.n)
+                lim = [n_limit, None]
+                words = body.bounded_global_load(
+                    mems["W"], [col, word], vector_type([words_per_run], ir.IntegerType.get_signless(32)), lim
+                )
+                params = [
+                    body.extract(
+                        body.bounded_global_load(mems[f"P{i}"], [col, group], vector_type([1], ir.Type.parse(t_)), lim),
+                        0,
+                    )
+                    for i, t_ in enumerate(rec.param_types)
+                ]
+                runs.append((words, params))
+            b_ops.append(runs)
+            a_ops.append(self._a_operands(body, mems["A"], a_row, body.add(k0, a_start), act))
+        accs = list(loop.inner_iter_args)
+        mma = body.named("mma")
+        e_count = lb.elements
+        for u in range(p.unroll):
+            for t in range(p.n_tiles):
+                words, params = b_ops[u][t]
+                deq = self.dequantize(body, self.unpack(body, words), params)
+                for j in range(ko.j):
+                    b_op = body.shape_cast(body.extract_slice(deq, j * e_count, e_count), list(intr.b_shape))
+                    accs[t] = mma.mma(intr, a_ops[u][j], b_op, accs[t])
+        with em.loc, ir.InsertionPoint(loop.body):
+            scf.YieldOp(accs)
+        self._reduce_and_store(mems["O"], [loop.results[t] for t in range(p.n_tiles)], lanes, wave, lane, n0, acc_t)
+
+    def _a_operands(self, em: Emitter, mem, a_row, k0, elem) -> list:
+        """The chunk's A operands, one per instruction, in the K order (rows past M: zeros)."""
+        p, intr = self.plan, self.plan.intrinsic
+        la = self.layouts["A"]
+        zero = em.extract(em.zero_vector(vector_type([1], elem)), 0)
+        limit = p.record.m if any(ld.row + intr.m > p.record.m for ld in p.a_loads) else None
+        slots = {}
+        for ld in p.a_loads:
+            vec = em.bounded_global_load(
+                mem,
+                [em.add(a_row, ld.row), em.add(k0, ld.first)],
+                vector_type([ld.length], elem),
+                [limit, None],
+            )
+            for i, (j, e) in enumerate(ld.feeds):
+                slots[(j, e)] = (vec, i)
+        out = []
+        offsets = la.element_offsets()
+        for j in range(p.k_order.j):
+            elems = [
+                zero if offsets[e][0] in p.a_zero_rows else em.extract(slots[(j, e)][0], slots[(j, e)][1])
+                for e in range(la.elements)
+            ]
+            out.append(em.shape_cast(em.from_elements(vector_type([la.elements], elem), elems), list(intr.a_shape)))
+        return out
+
+    def _reduce_and_store(self, out, accs, lanes, wave, lane, n0, acc_t) -> None:
+        """Partial sums through LDS; wave 0 adds them in wave order (deterministic) and stores the
+        rows below M, columns below N."""
+        p, em, intr = self.plan, self.em.named("weight_only.reduce"), self.plan.intrinsic
+        lc = self.layouts["C"]
+        c_len = intr.c.op_vector_length
+        part = em.alloc_lds([p.waves_k, p.n_tiles, p.wave_size, c_len], acc_t.element_type)
+        for t, acc in enumerate(accs):
+            em.lds_store(em.shape_cast(acc, [c_len]), part, [wave, em.const(t), lane, em.const(0)])
+        em.barrier()
+        row, col = lanes.part(lc, ROW), lanes.part(lc, COL)
+        first = em.if_then(em.and_(em.eq(wave, 0), em.lt(lane, lc.lanes_used)))
+        out_t = ir.MemRefType(out.type).element_type
+        offsets = lc.element_offsets()
+        for t in range(p.n_tiles):
+            total = None
+            for w in range(p.waves_k):
+                v = first.lds_load(
+                    part,
+                    [first.const(w), first.const(t), lane, first.const(0)],
+                    vector_type([c_len], acc_t.element_type),
+                )
+                total = v if total is None else first.add_values(total, v)
+            for e, (dr, dc) in enumerate(offsets):
+                r = first.add(row, dr)
+                c = first.add(n0, col, t * intr.n + dc)
+                at = e * lc.vector_stride + lc.vector_offset  # (RDNA3's 16-bit C: every other slot)
+                val = first.convert(first.extract_slice(total, at, 1), out_t)
+                first.bounded_global_store(
+                    val, out, [r, c], [p.record.m, p.record.n if p.record.n % p.tile_n else None]
+                )
+
+
+def emit_weight_only(plan: WeightOnlyPlan, match: Match, *, name: str, ip: ir.InsertionPoint, loc: ir.Location):
+    """The kernel as ``func.func @name()`` at ``ip``, reading the bindings at the record's byte offsets."""
+    rec = plan.record
+    with loc, ip:
+        fn = func.FuncOp(name, ir.FunctionType.get([], []))
+    entry = fn.add_entry_block()
+    body_ip = ir.InsertionPoint(entry)
+    em = Emitter(body_ip, loc, plan.vendor)
+    i32 = ir.IntegerType.get_signless(32)
+    groups = rec.k // rec.group
+    types = {
+        "A": (rec.a, [rec.m, rec.k], ir.Type.parse(rec.act_type)),
+        "W": (rec.w, [rec.n, rec.k * plan.bits // 32], i32),
+        "O": (rec.out, [rec.m, rec.n], ir.Type.parse(rec.acc_type)),
+    }
+    for i, (b, t) in enumerate(zip(rec.params, rec.param_types)):
+        types[f"P{i}"] = (b, [rec.n, groups], ir.Type.parse(t))
+    mems = {}
+    for key, (b, shape, elem) in types.items():
+        flags = _INDIRECT | (0 if key == "O" else _READ_ONLY)
+        with loc, body_ip:
+            mems[key] = hal.InterfaceBindingSubspanOp(
+                _memref(shape, elem),
+                match.layout,
+                b.binding,
+                [],
+                byte_offset=em.const(b.offset),
+                alignment=64,
+                descriptor_flags=ir.IntegerAttr.get(i32, flags),
+            ).result
+    with loc:
+        _Builder(plan, match, em).build(mems)
+    with loc, body_ip:
+        func.ReturnOp([])
+    return fn.operation
+
+
+def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
+    """Replace the dispatch function by the kernel (same name); returns the plan."""
+    match = match_weight_only(fn)
+    plan = plan_weight_only(match.record, get_target(target), str(match.convert.results[0].type))
+    name = ir.StringAttr(fn.attributes["sym_name"]).value
+    with fn.context:
+        emit_weight_only(
+            plan,
+            match,
+            name=name,
+            ip=ir.InsertionPoint(fn),
+            loc=ir.Location.name("mmaflow.weight_only", childLoc=fn.location),
+        )
+    fn.erase()
+    return plan
+
+
+def expectations(plan: WeightOnlyPlan):
+    """What verify demands of the lowered kernel: 128-bit global loads, the plan's matrix
+    instructions per wave and K tile."""
+    return attrs.Expectations(
+        global_load_bits=LOAD_BITS,
+        k_tiles=plan.k_tiles // plan.waves_k,
+        mma_per_k_tile=plan.unroll * plan.k_order.j * plan.n_tiles,
+    )
+
+
+def lower_weight_only(func: ir.Operation) -> tuple[ir.Operation, WeightOnlyPlan]:
+    """Replace the tagged dispatch ``func`` by the kernel; returns the new function and the plan."""
+    target, record = read_target(func), attrs.read_weight_only(func)
+    name, inner = str(ir.StringAttr(func.attributes["sym_name"]).value), func.parent
+    plan = rewrite_dispatch(func, target.name)
+    found = [f for f in inner.regions[0].blocks[0].operations if f.operation.name == "func.func"]
+    kernel = next(f.operation for f in found if ir.StringAttr(f.operation.attributes["sym_name"]).value == name)
+    attrs.mark(kernel, attrs.DISPATCH)
+    attrs.write_target(kernel, target)
+    attrs.write_weight_only(kernel, record)
+    attrs.write_expect(kernel, expectations(plan))
+    return kernel, plan
