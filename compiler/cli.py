@@ -871,6 +871,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(a comma-separated list), IREE's default and torch SDPA, each checked against float64",
     )
     b.add_argument(
+        "--weight-only",
+        action="store_true",
+        help="int4 weight-only decode (M = --sizes, default 1,16; N = K = 4096, groups of 128, f16 scale and zero "
+        "point): mmaflow's weight-only kernel, IREE's default, mmaflow's f16-weight decode, torch F.linear and "
+        "torch's int4 kernel, each checked against float64",
+    )
+    b.add_argument(
         "--suite",
         metavar="NAME",
         help="the GEMMs of real models (runtime/suites.py: llama3-8b, llama3-70b-tp8, mistral-7b, gpt2, "

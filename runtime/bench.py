@@ -35,7 +35,9 @@ worst rows (summary.json):
 
 ``--attention`` (``runtime/attention_bench.py``, manifest kind "attention"): mmaflow's
 flash-attention kernel against IREE default's attention dispatch and torch's
-scaled_dot_product_attention, the same prepare and run halves and options.
+scaled_dot_product_attention, the same prepare and run halves and options. ``--weight-only``
+(``runtime/weight_only_bench.py``, kind "weight_only"): the int4 weight-only decode kernel against
+IREE's default, mmaflow's f16-weight decode kernel, torch ``F.linear`` and torch's int4 kernel.
 
 fp8 (``--dtype e4m3`` / ``e5m2``, i.e. f8E4M3FN / f8E5M2 -> f32): the module is A (M x K) @ B^T
 with B stored N x K, the form the wgmma kernel takes (fp8 wgmma reads K-major operands only) and
@@ -709,7 +711,7 @@ def positive_ints(text: str, option: str) -> list[int]:
     return values
 
 
-MODES = ("compile_time", "models", "checks", "variants", "attention", "suite")
+MODES = ("compile_time", "models", "checks", "variants", "attention", "suite", "weight_only")
 
 
 def bench_command(args) -> int:
@@ -758,6 +760,15 @@ def bench_command(args) -> int:
             positive_ints(args.head_dims or attention_bench.DEFAULT_HEAD_DIMS, "--head-dims"),
             args.dtype.split(","),
             prep_dir,
+        )
+        driver = manifest["driver"]
+    elif args.weight_only:
+        from mmaflow.runtime import weight_only_bench
+
+        if args.config or "," in args.target:
+            raise InputError("bench --weight-only takes one --target and no --config (the kernel has none)")
+        manifest = weight_only_bench.prepare(
+            args.target, positive_ints(args.sizes or weight_only_bench.DEFAULT_MS, "--sizes"), prep_dir
         )
         driver = manifest["driver"]
     elif args.suite:
@@ -824,6 +835,11 @@ def run_prepared(manifest_dir: Path, driver: str, out_dir: Path, *, repeat: int,
 
         rows = attention_bench.run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
         attention_bench.print_table(rows)
+    elif kind == "weight_only":
+        from mmaflow.runtime import weight_only_bench
+
+        rows = weight_only_bench.run(manifest_dir, driver, out_dir, repeat=repeat, kernel=kernel)
+        weight_only_bench.print_table(rows)
     elif kind == "suite":
         from mmaflow.runtime import suite_bench
 
@@ -875,6 +891,10 @@ def main(argv: list[str] | None = None) -> int:
             from mmaflow.runtime.attention_bench import profile_one as profile_attention
 
             profile_attention(from_dir, *args.profile_one, args.driver)
+        elif kind == "weight_only":
+            from mmaflow.runtime.weight_only_bench import profile_one as profile_weight_only
+
+            profile_weight_only(from_dir, *args.profile_one, args.driver)
         elif kind == "suite":
             from mmaflow.runtime.suite_bench import profile_one as profile_suite_row
 
