@@ -4,7 +4,7 @@ the same module, mmaflow's and torch's f16-weight matmuls of the same shape, and
 weight-only kernel, on a GPU. The halves of `mmaflow bench` (``runtime/bench.py`` hands a manifest of
 kind "weight_only" to this module):
 
-    prepare  for every M: ``modules.weight_only_module`` (activations M x K f16, weights N x K as
+    prepare  for every M and shape (``SHAPES``): ``modules.weight_only_module`` (activations M x K f16, weights N x K as
              bytes of two u4 each, bitcast to i4, groups of 128 along K with an f16 scale and zero
              point: ``(w - zero) * scale``, f32 out) compiled with mmaflow (its dispatch must be
              taken: the prepare fails otherwise) and with IREE's default pipeline, and the f16
@@ -34,17 +34,20 @@ import numpy as np
 from mmaflow.runtime import bench_common
 from mmaflow.runtime.modules import matmul_module, weight_only_module
 
-N = K = 4096
 GROUP = 128
 DEFAULT_MS = "1,16"
+# (N, K): a 4096 x 4096 projection (its 8.9 MB of int4 stay in the GPU's L2 between calls, as every
+# decode figure's weights up to ~32 MB do), Llama-3-8B's gate (29 MB int4; 117 MB as f16), and its
+# LM head (262 MB int4: HBM-bound, the bandwidth figure)
+SHAPES = ((4096, 4096), (14336, 4096), (128256, 4096))
 FUNCTION = "weight_only"
 IREE_DEFAULT = "iree-default"
 TORCH_F16 = "torch"  # bench_common.TORCH: F.linear on f16 weights
 TORCH_INT4 = "torch-int4"
 
 
-def cases(ms: list[int], *, n: int = N, k: int = K, group: int = GROUP) -> list[dict]:
-    return [{"key": f"m{m}_n{n}_k{k}_g{group}", "m": m, "n": n, "k": k, "group": group} for m in ms]
+def cases(ms: list[int], shapes=SHAPES, *, group: int = GROUP) -> list[dict]:
+    return [{"key": f"m{m}_n{n}_k{k}_g{group}", "m": m, "n": n, "k": k, "group": group} for n, k in shapes for m in ms]
 
 
 def weight_bytes(case: dict) -> int:
@@ -56,7 +59,7 @@ def weight_bytes(case: dict) -> int:
 # ---- prepare (needs the compiler) -------------------------------------------------------------
 
 
-def prepare(target: str, ms: list[int], out_dir: Path) -> dict:
+def prepare(target: str, ms: list[int], out_dir: Path, shapes=SHAPES) -> dict:
     from iree.compiler import compile_str
 
     from mmaflow.compiler.core.errors import VerificationError
@@ -67,7 +70,7 @@ def prepare(target: str, ms: list[int], out_dir: Path) -> dict:
     flags, base_target = bench_common.iree_default(t)
     out_dir.mkdir(parents=True, exist_ok=True)
     prepared = []
-    for case in cases(ms):
+    for case in cases(ms, shapes):
         m, n, k, g = case["m"], case["n"], case["k"], case["group"]
         src = weight_only_module(m, n, k, g)
         name = f"mmaflow_{t.name}_{case['key']}"
