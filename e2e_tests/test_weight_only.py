@@ -4,7 +4,7 @@ forms it, built as one kernel that unpacks the packed weights in registers.
 
 On the lane executor against numpy, every target: u4 / s4 / u8 / s8 weights, f16 and bf16
 activations, with and without a zero point, f32 and f16 accumulation, M = 1 (IREE drops the unit
-dim) up to a whole 16-row tile, a partial column tile, groups of 32 to 128; the tensors at non-zero
+dim) up to two whole 16-row instruction tiles, a partial column tile, groups of 32 to 128; the tensors at non-zero
 byte offsets of their bindings with sentinel bytes around them (``simulate.Memory``). The reference
 dequantizes in the activation type, rounding each op as the dispatch does, and multiplies in
 float64: the f32-accumulating kernel is within K * 2^-24 of the sum of |products| (f32
@@ -39,6 +39,8 @@ FORMS = [
     (16, 32, 512, 32, "i8", "f16", True, False, "f32"),
     (8, 64, 512, 128, "i8", "bf16", False, True, "f32"),
     (3, 48, 128, 32, "i4", "f16", False, True, "f16"),  # exact data (see _data)
+    (24, 40, 512, 128, "i4", "f16", False, True, "f32"),  # two row tiles (the second partial)
+    (32, 64, 1024, 64, "i4", "bf16", True, True, "f32"),  # two whole row tiles of 16 (CDNA: one 32-row tile)
 ]
 # Byte offsets of A, W, the parameters and the output in their bindings (A and W 16-byte aligned).
 OFFSETS = {"A": 256, "W": 4160, "P": 34, "O": 80}
@@ -112,9 +114,9 @@ def _data(form, seed: int):
     return x, packed, params, deq
 
 
-def _run(res, form, seed: int = 0):
-    """Run on the executor with the tensors where the dispatch's subspans put them; (out, ref,
-    bound, bytes changed outside the output)."""
+def _run(res, form, seed: int = 0, workgroups=None):
+    """Run on the executor with the tensors where the dispatch's subspans put them (all workgroups,
+    or those of ``workgroups``); (out, ref, bound, bytes changed outside the output)."""
     m, n, k, g, q, act, signed, zp, acc = form
     exe = res
     rec = exe.facts.problem
@@ -130,7 +132,7 @@ def _run(res, form, seed: int = 0):
     mem.place(out_r)
     bufs = mem.buffers()
     before = {b: v.copy() for b, v in bufs.items()}
-    run_dispatch(d, bufs)
+    run_dispatch(d, bufs, workgroups=workgroups)
     out = Memory.read(bufs, out_r).astype(np.float64)
     ref = x.astype(np.float64) @ deq.astype(np.float64).T
     absum = np.abs(x.astype(np.float64)) @ np.abs(deq.astype(np.float64)).T
@@ -150,6 +152,19 @@ def test_numerics(target, form):
     assert (err <= bound).all(), f"worst {float((err / bound).max()):.3g} of the bound"
     # and not trivially: the bound is far below the data
     assert float(bound.max()) < 1e-3 * float(np.abs(ref).max())
+
+
+def test_wide_shape():
+    """Many rows of large weights (M >= 9, N x K >= 2^25 on NVIDIA: the seeds' 4 waves x 8 chunks, K
+    tiles of 1024): sampled workgroups, first, middle and last, against numpy."""
+    form = (16, 8192, 4096, 128, "i4", "f16", False, True, "f32")
+    exe = _build("sm_90a", form, offsets=False)
+    assert any("4 waves split K in tiles of 1024 (8 chunks of 128)" in x for x in exe.log), exe.log
+    picked = [0, 100, 255]  # 32 columns each
+    out, ref, bound, changed = _run(exe, form, workgroups=picked)
+    assert not changed, changed
+    cols = np.concatenate([np.arange(32 * w, 32 * w + 32) for w in picked])
+    assert (np.abs(out[:, cols] - ref[:, cols]) <= bound[:, cols]).all()
 
 
 def test_unpack_order_mutation_caught(monkeypatch):
@@ -182,7 +197,7 @@ def test_k_order_with_unpacking_is_a_permutation():
     [
         ("sm_90a", dict(group=16), "groups of 16 split a lane's run of 32 weights"),
         ("gfx942", dict(acc="f16"), "no gfx942 instruction computes f16 x f16 -> f16"),
-        ("sm_80", dict(m=24), "with 24 rows in one tile"),
+        ("sm_80", dict(m=40), "with 40 rows in 2 row tiles"),
     ],
 )
 def test_refusals(target, kwargs, why):

@@ -79,6 +79,17 @@ class DecodeSeeds(SeedTable):
     row_tiles: Seed  # instruction row tiles (M up to row_tiles x the instruction's rows)
 
 
+@dataclass(frozen=True)
+class WeightOnlySeeds(DecodeSeeds):
+    """The weight-only decode kernel's (``kernels/decode/weight_only.py``): the decode kernel's, and a
+    second shape for many rows of large weights."""
+
+    wide_rows: Seed  # from this many rows (M) ...
+    wide_elements: Seed  # ... and this many weights (N x K) ...
+    wide_waves_k: Seed  # ... these waves ...
+    wide_unroll: Seed  # ... each with this many chunks
+
+
 NVIDIA_MMA = NvidiaMmaSeeds(
     ring_stages=Seed(4, "H100 2048^3: 2/3/4 stages 167/265/284 TFLOP/s; deeper not tried"),
     ring_bytes=Seed(112 * 1024, "H100 4096^3: 3 stages in 87.5 KB 295 TFLOP/s, 4 stages in 114 KB 273"),
@@ -165,19 +176,36 @@ DECODE_AMD = DecodeSeeds(
 )
 
 # The weight-only decode kernel (kernels/decode/weight_only.py): the decode kernel's seeds but for the
-# columns per workgroup. Measured on the H200 (mmaflow bench --weight-only, M 1 and 16, N = K = 4096,
-# u4 in groups of 128; 10 configs of waves x columns x chunks).
-WEIGHT_ONLY_NVIDIA = DecodeSeeds(
+# columns per workgroup, and fewer, longer waves for many rows of large weights. Measured on the H200
+# (mmaflow bench --weight-only and configs around it: u4 in groups of 128, f16 scale and zero point).
+WEIGHT_ONLY_NVIDIA = WeightOnlySeeds(
     waves_k=Seed(
         8, "H200 int4 M 1 / 16: 8 warps x 32 columns 6.9 / 8.0 us; 4 warps 7.3-16.0 / 9.0-15.3, 16 8.6 / 11.7"
     ),
     columns=Seed(32, "the same H200 run: 32 columns 6.9 / 8.0 us, 16 (the f16 seed) 7.0 / 9.8, 64 10.6 / 10.8"),
     unroll=Seed(4, "the same H200 run, 8 warps x 32 columns: 4 chunks of 128 6.9 / 8.0 us, 2 chunks 7.4 / 9.2"),
-    row_tiles=Seed(1, "the weight-only kernel takes M within one instruction row tile"),
+    row_tiles=Seed(
+        2, "the f16 decode kernel's (DECODE_NVIDIA): every workgroup re-reads A, M / columns of its traffic"
+    ),
+    wide_rows=Seed(9, "H200 int4 M 16 / 32 (156 registers at M 16: one 8-warp workgroup per SM); M 1 not (127.2 us)"),
+    wide_elements=Seed(
+        1 << 25,
+        "H200 int4 N x K 4096^2 M 16 / 32: 8 warps x 4 chunks 8.0 / 11.1 us, 4 x 8 9.3 / 11.4; 14336 x 4096 below",
+    ),
+    wide_waves_k=Seed(
+        4,
+        "H200 int4 M 16 / 32: 4 warps x 8 chunks, gate 14336 x 4096 21.6 / 31.5 us against 25.5 / 35.2, LM head "
+        "128256 x 4096 149.2 / 252.5 against 211.9 / 281.9",
+    ),
+    wide_unroll=Seed(8, "the same H200 run (4 warps x 8 chunks)"),
 )
-WEIGHT_ONLY_AMD = DecodeSeeds(
+WEIGHT_ONLY_AMD = WeightOnlySeeds(
     waves_k=DECODE_AMD.waves_k,
     columns=DECODE_AMD.columns,
     unroll=DECODE_AMD.unroll,
-    row_tiles=Seed(1, "the weight-only kernel takes M within one instruction row tile"),
+    row_tiles=DECODE_AMD.row_tiles,
+    wide_rows=Seed(1 << 30, "unmeasured (no AMD GPU here): the wide shape is not taken"),
+    wide_elements=Seed(1 << 62, "unmeasured: not taken"),
+    wide_waves_k=DECODE_AMD.waves_k,
+    wide_unroll=DECODE_AMD.unroll,
 )

@@ -334,8 +334,8 @@ class WeightOnlyPlan:
     unroll: int
     k_order: KOrder
     a_start: LaneAffine
-    a_loads: tuple
-    a_zero_rows: tuple
+    a_loads: tuple  # per instruction row tile i (rows i * the instruction's M ..): A's loads
+    a_zero_rows: tuple  # per row tile: the lane rows past M (zeros, no load)
     convert_type: str  # what the body converts the weight to
     slot_bits: int
 
@@ -352,6 +352,10 @@ class WeightOnlyPlan:
         return self.record.k // self.tile_k
 
     @property
+    def m_tiles(self) -> int:
+        return len(self.a_loads)
+
+    @property
     def tile_n(self) -> int:
         return self.n_tiles * self.intrinsic.n
 
@@ -365,7 +369,7 @@ class WeightOnlyPlan:
 
     @property
     def lds_bytes(self) -> int:
-        return self.waves_k * self.n_tiles * self.wave_size * self.intrinsic.c.op_vector_length * 4
+        return self.waves_k * self.m_tiles * self.n_tiles * self.wave_size * self.intrinsic.c.op_vector_length * 4
 
     def describe(self) -> str:
         r, intr, ko = self.record, self.intrinsic, self.k_order
@@ -377,7 +381,9 @@ class WeightOnlyPlan:
         )
 
 
-def _instruction(target: Target, rec: WeightOnlyMatmul) -> Intrinsic:
+def _instruction(target: Target, rec: WeightOnlyMatmul, row_tiles: int) -> Intrinsic:
+    """The target's instruction for the types at its default wave size whose rows hold M in one row
+    tile (the fewest rows), else in the fewest tiles up to ``row_tiles``."""
     wave = target.default_wave_size
     cands = [
         i
@@ -387,21 +393,22 @@ def _instruction(target: Target, rec: WeightOnlyMatmul) -> Intrinsic:
         and i.c_type == rec.acc_type
         and i.wave_size == wave
         and not getattr(i, "reduced_precision", False)
-        and i.m >= rec.m
+        and -(-rec.m // i.m) <= row_tiles
     ]
     if not cands:
         raise UnsupportedError(
             f"{rec.describe()}: no {target.name} instruction computes {rec.act_type} x {rec.act_type} -> "
-            f"{rec.acc_type} with {rec.m} rows in one tile (the weight-only kernel takes M within one)"
+            f"{rec.acc_type} with {rec.m} rows in {row_tiles} row tiles (the weight-only kernel's limit)"
         )
-    return min(cands, key=lambda i: (i.m, -i.n))
+    return min(cands, key=lambda i: (-(-rec.m // i.m), i.m, -i.n))
 
 
 def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | None = None) -> WeightOnlyPlan:
     what = rec.describe()
     if rec.act_type not in ACT_TYPES:
         raise UnsupportedError(f"{what}: activations f16 or bf16")
-    intr = _instruction(target, rec)
+    s = WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD
+    intr = _instruction(target, rec, s.row_tiles.value)
     convert_type = convert_type or rec.act_type
     sb = slot_bits(rec.q_type, convert_type)
     bits = Q_BITS[rec.q_type]
@@ -417,12 +424,14 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     for name, at in (("activations", rec.a), ("weights", rec.w)):
         if at.offset % (LOAD_BITS // 8):
             raise UnsupportedError(f"{what}: the {name} are not at a 16-byte aligned byte offset ({at.describe()})")
-    s = WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD
     chunks = rec.k // ko.chunk
-    waves = max((w for w in range(1, s.waves_k.value + 1) if chunks % w == 0))
-    unroll = max(u for u in range(1, s.unroll.value + 1) if (chunks // waves) % u == 0)
+    wide = rec.m >= s.wide_rows.value and rec.n * rec.k >= s.wide_elements.value
+    waves_seed, unroll_seed = (s.wide_waves_k, s.wide_unroll) if wide else (s.waves_k, s.unroll)
+    waves = max((w for w in range(1, waves_seed.value + 1) if chunks % w == 0))
+    unroll = max(u for u in range(1, unroll_seed.value + 1) if (chunks // waves) % u == 0)
     n_tiles = max(1, s.columns.value // intr.n)
-    start, loads, zeros = plan_a_loads(intr, ko, rec.m)
+    m_tiles = -(-rec.m // intr.m)
+    tiles = [plan_a_loads(intr, ko, rec.m - i * intr.m) for i in range(m_tiles)]
     plan = WeightOnlyPlan(
         record=rec,
         target=target.name,
@@ -433,9 +442,9 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
         n_tiles=n_tiles,
         unroll=unroll,
         k_order=ko,
-        a_start=start,
-        a_loads=loads,
-        a_zero_rows=zeros,
+        a_start=tiles[0][0],
+        a_loads=tuple(t[1] for t in tiles),
+        a_zero_rows=tuple(t[2] for t in tiles),
         convert_type=convert_type,
         slot_bits=sb,
     )
@@ -566,7 +575,9 @@ class _Builder:
         words_per_run = LOAD_BITS // 32
         n_limit = rec.n if rec.n % p.tile_n else None
         with em.loc, em.ip:
-            loop = scf.ForOp(em.const(0), em.const(p.k_tiles // p.waves_k), em.const(1), [init] * p.n_tiles)
+            loop = scf.ForOp(
+                em.const(0), em.const(p.k_tiles // p.waves_k), em.const(1), [init] * (p.m_tiles * p.n_tiles)
+            )
         body = Emitter(ir.InsertionPoint(loop.body), em.loc, p.vendor).named("weight_only")
         k_tile = body.mul(body.add(body.mul(loop.induction_variable, p.waves_k), wave), p.tile_k)
         a_ops, b_ops = [], []
@@ -591,8 +602,10 @@ class _Builder:
                 ]
                 runs.append((words, params))
             b_ops.append(runs)
-            a_ops.append(self._a_operands(body, mems["A"], a_row, body.add(k0, a_start), act))
-        accs = list(loop.inner_iter_args)
+            a_ops.append(
+                [self._a_operands(body, mems["A"], a_row, body.add(k0, a_start), act, i) for i in range(p.m_tiles)]
+            )
+        accs = list(loop.inner_iter_args)  # row tile-major: (i, t) at i * n_tiles + t
         mma = body.named("mma")
         e_count = lb.elements
         for u in range(p.unroll):
@@ -601,22 +614,27 @@ class _Builder:
                 deq = self.dequantize(body, self.unpack(body, words), params)
                 for j in range(ko.j):
                     b_op = body.shape_cast(body.extract_slice(deq, j * e_count, e_count), list(intr.b_shape))
-                    accs[t] = mma.mma(intr, a_ops[u][j], b_op, accs[t])
+                    for i in range(p.m_tiles):
+                        at = i * p.n_tiles + t
+                        accs[at] = mma.mma(intr, a_ops[u][i][j], b_op, accs[at])
         with em.loc, ir.InsertionPoint(loop.body):
             scf.YieldOp(accs)
-        self._reduce_and_store(mems["O"], [loop.results[t] for t in range(p.n_tiles)], lanes, wave, lane, n0, acc_t)
+        self._reduce_and_store(mems["O"], list(loop.results), lanes, wave, lane, n0, acc_t)
 
-    def _a_operands(self, em: Emitter, mem, a_row, k0, elem) -> list:
-        """The chunk's A operands, one per instruction, in the K order (rows past M: zeros)."""
+    def _a_operands(self, em: Emitter, mem, a_row, k0, elem, tile: int) -> list:
+        """Row tile ``tile``'s A operands for the chunk, one per instruction, in the K order (rows
+        past M: zeros)."""
         p, intr = self.plan, self.plan.intrinsic
         la = self.layouts["A"]
         zero = em.extract(em.zero_vector(vector_type([1], elem)), 0)
-        limit = p.record.m if any(ld.row + intr.m > p.record.m for ld in p.a_loads) else None
+        row0 = tile * intr.m
+        loads, zero_rows = p.a_loads[tile], p.a_zero_rows[tile]
+        limit = p.record.m if row0 + intr.m > p.record.m else None
         slots = {}
-        for ld in p.a_loads:
+        for ld in loads:
             vec = em.bounded_global_load(
                 mem,
-                [em.add(a_row, ld.row), em.add(k0, ld.first)],
+                [em.add(a_row, row0 + ld.row), em.add(k0, ld.first)],
                 vector_type([ld.length], elem),
                 [limit, None],
             )
@@ -626,7 +644,7 @@ class _Builder:
         offsets = la.element_offsets()
         for j in range(p.k_order.j):
             elems = [
-                zero if offsets[e][0] in p.a_zero_rows else em.extract(slots[(j, e)][0], slots[(j, e)][1])
+                zero if offsets[e][0] in zero_rows else em.extract(slots[(j, e)][0], slots[(j, e)][1])
                 for e in range(la.elements)
             ]
             out.append(em.shape_cast(em.from_elements(vector_type([la.elements], elem), elems), list(intr.a_shape)))
@@ -638,7 +656,8 @@ class _Builder:
         p, em, intr = self.plan, self.em.named("weight_only.reduce"), self.plan.intrinsic
         lc = self.layouts["C"]
         c_len = intr.c.op_vector_length
-        part = em.alloc_lds([p.waves_k, p.n_tiles, p.wave_size, c_len], acc_t.element_type)
+        tiles = p.m_tiles * p.n_tiles
+        part = em.alloc_lds([p.waves_k, tiles, p.wave_size, c_len], acc_t.element_type)
         for t, acc in enumerate(accs):
             em.lds_store(em.shape_cast(acc, [c_len]), part, [wave, em.const(t), lane, em.const(0)])
         em.barrier()
@@ -646,7 +665,8 @@ class _Builder:
         first = em.if_then(em.and_(em.eq(wave, 0), em.lt(lane, lc.lanes_used)))
         out_t = ir.MemRefType(out.type).element_type
         offsets = lc.element_offsets()
-        for t in range(p.n_tiles):
+        for t in range(tiles):
+            i, tn = divmod(t, p.n_tiles)  # row tile, column tile
             total = None
             for w in range(p.waves_k):
                 v = first.lds_load(
@@ -656,8 +676,8 @@ class _Builder:
                 )
                 total = v if total is None else first.add_values(total, v)
             for e, (dr, dc) in enumerate(offsets):
-                r = first.add(row, dr)
-                c = first.add(n0, col, t * intr.n + dc)
+                r = first.add(row, i * intr.m + dr)
+                c = first.add(n0, col, tn * intr.n + dc)
                 at = e * lc.vector_stride + lc.vector_offset  # (RDNA3's 16-bit C: every other slot)
                 val = first.convert(first.extract_slice(total, at, 1), out_t)
                 first.bounded_global_store(
@@ -725,7 +745,7 @@ def expectations(plan: WeightOnlyPlan):
     return attrs.Expectations(
         global_load_bits=LOAD_BITS,
         k_tiles=plan.k_tiles // plan.waves_k,
-        mma_per_k_tile=plan.unroll * plan.k_order.j * plan.n_tiles,
+        mma_per_k_tile=plan.unroll * plan.k_order.j * plan.m_tiles * plan.n_tiles,
     )
 
 
