@@ -15,7 +15,7 @@ kind "weight_only" to this module):
              ``--kernel-time`` adds Nsight Compute's kernel-only time. ``GB/s``: the bytes of the
              weights and their parameters over the time.
 
-    mmaflow bench --weight-only --target sm_90a --sizes 1,16 --prepare-only DIR
+    mmaflow bench --weight-only --target sm_90a --sizes 1,16,32 --prepare-only DIR
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT --kernel-time
 
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
@@ -35,7 +35,7 @@ from mmaflow.runtime import bench_common
 from mmaflow.runtime.modules import matmul_module, weight_only_module
 
 GROUP = 128
-DEFAULT_MS = "1,16"
+DEFAULT_MS = "1,16,32"
 # (N, K): a 4096 x 4096 projection (its 8.9 MB of int4 stay in the GPU's L2 between calls, as every
 # decode figure's weights up to ~32 MB do), Llama-3-8B's gate (29 MB int4; 117 MB as f16), and its
 # LM head (262 MB int4: HBM-bound, the bandwidth figure)
