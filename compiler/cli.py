@@ -873,9 +873,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument(
         "--weight-only",
         action="store_true",
-        help="int4 weight-only decode (M = --sizes, default 1,16,32; N x K 4096x4096, 14336x4096, 128256x4096; groups of "
-        "128, f16 scale and zero "
-        "point): mmaflow's weight-only kernel, IREE's default, mmaflow's f16-weight decode, torch F.linear and "
+        help="int4 weight-only decode (M = --sizes, default 1,16,32; N x K 4096x4096, 14336x4096, 128256x4096; "
+        "groups of 128, f16 scale and zero point): mmaflow's weight-only kernel, IREE's default, mmaflow's "
+        "f16-weight decode, torch F.linear and "
         "torch's int4 kernel, each checked against float64",
     )
     b.add_argument(

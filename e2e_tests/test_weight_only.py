@@ -235,3 +235,35 @@ def test_module_boundary_bytes_form():
     res = compile_module(weight_only_module(16, 256, 1024, 128), "sm_90a", require_matmul=False)
     assert [e for e in res.taken if e.facts.is_weight_only]
     assert any("verified" in x for x in res.log) or res.vmfb
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942", "gfx1201"])
+def test_mmaflow_run_on_the_executor(tmp_path, target):
+    """`mmaflow run --device sim` checks a weight-only module's dispatch against the reference
+    interpreter's evaluation of the dispatch's own IR (i4 unpacked from IREE's two-per-byte
+    storage: ``model_check.unpack_i4``); other devices say they do not run it."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "wo.mlir"
+    src.write_text(weight_only_module(5, 300, 512, 64, signed=True, act="bf16"))
+    mmaflow = str(Path(sys.executable).parent / "mmaflow")
+    out = subprocess.run(
+        [mmaflow, "run", str(src), "--target", target, "--device", "sim", "--json"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = [r for r in json.loads(out.stdout)["dispatches"] if r["taken"]]
+    assert [(r["kind"], r["passed"]) for r in rows] == [("weight_only", True)]
+    out = subprocess.run(
+        [mmaflow, "run", str(src), "--target", target, "--device", "local-task"], capture_output=True, text=True
+    )
+    assert out.returncode == 3 and "weight-only quantized matmul" in out.stderr, out.stderr[-2000:]
+
+
+def test_unpack_i4():
+    from mmaflow.runtime.model_check import unpack_i4
+
+    packed = np.array([[0x21, 0xF8, 0x7E]], np.uint8)
+    assert unpack_i4(packed).tolist() == [[1, 2, -8, -1, -2, 7]]

@@ -77,6 +77,12 @@ class Artifact:
                 f"kernel); running and checking through this API is defined for single-matmul "
                 f"modules (mmaflow run --device sim checks attention)"
             )
+        if self.executables[0].facts.is_weight_only:
+            raise UnsupportedError(
+                f"{self.executables[0].name} is a weight-only quantized matmul (mmaflow's weight-only decode "
+                f"kernel); running and checking through this API is defined for single-matmul modules (mmaflow "
+                f"run --device sim checks it on the lane executor; mmaflow bench --weight-only times it on a GPU)"
+            )
         return self.executables[0].facts.problem
 
     @functools.cached_property

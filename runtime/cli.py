@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from mmaflow.compiler.core.errors import Exit, InputError, UnsupportedError, plural
+from mmaflow.compiler.core.errors import Exit, InputError, plural
 from mmaflow.runtime import numerics
 from mmaflow.runtime.api import compile_module, resolve_device, run_module
 from mmaflow.runtime.simulate import fp8_tensor_core
@@ -187,19 +187,12 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     for line in res.log:
         if not line.startswith(("mmaflow: taken", "mmaflow: left")):
             print(line, file=sys.stderr)
-    weight_only = [e.name for e in res.taken if e.facts.is_weight_only]
-    if weight_only:
-        raise UnsupportedError(
-            f"{', '.join(weight_only)}: mmaflow's weight-only decode kernel; mmaflow run does not generate "
-            "packed 4- / 8-bit weights and their parameters yet",
-            hint="e2e_tests/test_weight_only.py checks it on the lane executor; mmaflow bench --weight-only on a GPU",
-        )
     sample = getattr(args, "sample", 0) or 0
     taken = res.taken
     dims = getattr(args, "dims", None)
     run_sizes = {}  # each taken dispatch's run-time sizes, checked before anything is printed or run
     for exe in taken:
-        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
+        if exe.facts.is_attention or exe.facts.is_weight_only:  # static only: check_sizes refuses --dims by name
             run_sizes[exe.name] = {"dims": dims} if dims else None
             check_sizes(exe, run_sizes[exe.name])
         else:

@@ -164,7 +164,12 @@ class FrontDispatch:
                 tt = ir.RankedTensorType(t)
                 dyn = iter(dims)
                 shape = tuple(next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in tt.shape)
-                region = Region(binding, offset, np_dtype(tt.element_type), shape, f"binding {binding} @ {offset}")
+                if str(tt.element_type) == "i4":  # IREE packs i4 two to a byte, element 2i in the low nibble
+                    if shape[-1] % 2:
+                        raise InterpretError(f"binding {binding}: an i4 tensor with an odd innermost size {shape[-1]}")
+                    region = Region(binding, offset, np.dtype(np.uint8), shape[:-1] + (shape[-1] // 2,), PACKED_I4)
+                else:
+                    region = Region(binding, offset, np_dtype(tt.element_type), shape, f"binding {binding} @ {offset}")
                 side.append((sub.results[0], region))
         return out
 
@@ -193,6 +198,8 @@ class FrontDispatch:
                 region = regions[op.operands[0]]
                 t = str(ir.RankedTensorType(op.results[0].type).element_type)
                 whole = Memory.read(buffers, region)
+                if t == "i4":
+                    whole = unpack_i4(whole)
                 env[op.results[0]] = Val.exact(
                     _slice(op, whole).astype(np.float64 if t.startswith(("f", "bf")) else np.int64), t
                 )
@@ -219,6 +226,16 @@ class FrontDispatch:
             else:
                 raise InterpretError(f"the reference interpreter does not evaluate {name}")
         return outputs
+
+
+PACKED_I4 = "i4 (two per byte)"  # the name of a packed i4 tensor's Region
+
+
+def unpack_i4(packed: np.ndarray) -> np.ndarray:
+    """Bytes of two i4 each (element 2i in the low nibble) -> the elements, sign-extended (signless
+    i4: ``arith.uitofp`` reads them back unsigned)."""
+    nib = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(packed.shape[:-1] + (packed.shape[-1] * 2,))
+    return np.where(nib >= 8, nib.astype(np.int64) - 16, nib.astype(np.int64))
 
 
 def _slice(op: ir.Operation, whole: np.ndarray) -> np.ndarray:
@@ -262,6 +279,8 @@ class SiteCheck:
 
 
 def random_inputs(rng: np.random.Generator, region: Region) -> np.ndarray:
+    if region.name == PACKED_I4:  # every byte value: both nibbles uniform over 0..15
+        return rng.integers(0, 256, size=region.shape, dtype=np.uint8)
     name = {v: k for k, v in numerics.DTYPES.items()}.get(region.dtype)
     if name is None:
         raise InterpretError(f"no random data for {region.dtype}")
@@ -291,14 +310,21 @@ def check_site(
         mem.place(region)
     buffers = mem.buffers()
     before = {b: buf.copy() for b, buf in buffers.items()}
-    cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
-    fp8 = fp8_tensor_core(cfg, exe.facts.problem)
+    if exe.facts.is_weight_only:  # (a direct family: no config; its plan's column tiles, all M rows)
+        from mmaflow.compiler.kernels.decode.weight_only import plan_weight_only
+
+        plan = plan_weight_only(exe.facts.problem, exe.facts.target)
+        tile_m, tile_n, split_k, fp8 = exe.facts.problem.m, plan.tile_n, 1, False
+    else:
+        cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
+        tile_m, tile_n, split_k = cfg.tile_m, cfg.tile_n, cfg.split_k
+        fp8 = fp8_tensor_core(cfg, exe.facts.problem)
     reference = front.evaluate(
         {b: buf.copy() for b, buf in buffers.items()},
         constants,
         lay,
         fp8_k_tile=cfg.tile_k if fp8 else 0,
-        fp8_split=cfg.split_k,
+        fp8_split=split_k,
     )
     d = load_dispatch(handed)
     workload = [w for w in lay.workload]
@@ -312,7 +338,7 @@ def check_site(
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
     for region in {r: None for _, r in lay.outputs}:
         got = Memory.read(buffers, region)
-        owned = tile_mask(got.shape, grid, chosen, cfg.tile_m, cfg.tile_n, cfg.split_k)
+        owned = tile_mask(got.shape, grid, chosen, tile_m, tile_n, split_k)
         res = compare(got, reference[region], owned)
         wmask = written_elements(written, region)
         unwritten, stray = int((owned & ~wmask).sum()), int((wmask & ~owned).sum())
@@ -516,6 +542,13 @@ def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
             macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
         return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem
+    if exe.facts.is_weight_only:  # static; its workgroups split N
+        from mmaflow.compiler.kernels.decode.weight_only import plan_weight_only
+
+        macs = p.m * p.n * p.k
+        if sample:
+            macs = macs * min(1.0, sample / max(plan_weight_only(p, exe.facts.target).grid[0], 1))
+        return macs / EXECUTOR_MACS_PER_SECOND
 
     def size(d, unknown):
         given = (sizes or {}).get(d, getattr(p, d))
@@ -534,6 +567,8 @@ def check_sizes(exe, sizes: dict | None) -> None:
     """Refuse run-time sizes a dispatch cannot take (before anything runs)."""
     if exe.facts.is_attention and sizes:
         raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
+    if exe.facts.is_weight_only and sizes:
+        raise InterpretError(f"{exe.name}: a weight-only dispatch has static sizes only (--dims does not apply)")
 
 
 def check_executable(
@@ -551,7 +586,7 @@ def check_executable(
             )
             for i, constants in enumerate(sites)
         ]
-    sites = call_sites(front.func, sizes, exe.facts.problem)
+    sites = call_sites(front.func) if exe.facts.is_weight_only else call_sites(front.func, sizes, exe.facts.problem)
     return [
         check_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample, progress=progress)
         for i, constants in enumerate(sites)

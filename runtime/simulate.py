@@ -273,6 +273,8 @@ def tile_mask(
     split-K: ``split_k`` workgroups per tile along x, a cluster, storing it together)."""
     if workgroups is None:
         return np.ones(shape, bool)
+    if len(shape) == 1:  # a unit M IREE dropped: one row
+        return tile_mask((1,) + tuple(shape), grid, workgroups, tile_m, tile_n, split_k).reshape(shape)
     gx, gy, _ = grid
     mask = np.zeros(shape, bool)
     view = mask.reshape((-1,) + tuple(shape[-2:]))
