@@ -267,3 +267,28 @@ def test_unpack_i4():
 
     packed = np.array([[0x21, 0xF8, 0x7E]], np.uint8)
     assert unpack_i4(packed).tolist() == [[1, 2, -8, -1, -2, 7]]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(m=4, per_channel=True, q_type="i8", signed=True),  # int8 per-channel, the common int8 form
+        dict(m=1, per_channel=True, q_type="i8", signed=True, unit_m=True, zero_point=False),
+        dict(m=4, param_type="f32"),  # f32 parameters: the weight unpacked through f32, the result truncated
+        dict(m=6, param_type="f32", act="bf16", q_type="i8", group=64),
+    ],
+    ids=["per-channel-i8", "per-channel-unit-m", "f32-params", "f32-params-bf16-i8"],
+)
+def test_other_forms_against_the_reference_interpreter(target, kwargs):
+    """Per-channel parameters (W N x K, one scale per row) and f32 parameters, checked as `mmaflow
+    run --device sim` checks a dispatch: against the reference interpreter's evaluation of the
+    dispatch's own IR, every workgroup, sentinels around every tensor."""
+    from mmaflow.runtime.model_check import check_executable
+
+    args = dict(kwargs)
+    m, group = args.pop("m"), args.pop("group", 128)
+    (exe,) = codegen_module(weight_only_module(m, 96, 512, group, as_bytes=False, **args), target).taken
+    assert exe.facts.is_weight_only
+    (check,) = check_executable(exe)
+    assert check.passed, check.detail

@@ -319,6 +319,8 @@ def weight_only_module(
     acc: str = "f32",
     as_bytes: bool = True,
     unit_m: bool = False,
+    param_type: str | None = None,
+    per_channel: bool = False,
 ) -> str:
     """``@weight_only(x, w, scale[, zero]) -> x @ dequant(w)^T``: a weight-only quantized linear layer
     as IREE's own dequant-matmul tests write it. ``w`` (N x K/G x G, ``q_type``) turns into ``act``
@@ -326,74 +328,84 @@ def weight_only_module(
     (``uitofp`` / ``sitofp`` as ``signed`` says); the contraction accumulates in ``acc`` (f32:
     extended operands). ``as_bytes``: ``w`` arrives as i8 bytes (N x K/G x G*bits/8) bitcast to
     ``q_type`` (sub-byte tensors at the module boundary, as IREE's tests pass them); ``unit_m``: x
-    is K alone (IREE then drops M = 1 from the dispatch)."""
+    is K alone (IREE then drops M = 1 from the dispatch); ``param_type``: the parameters' type when
+    not ``act`` (f32: the weight converts to f32, the result is truncated to ``act``);
+    ``per_channel``: one group per row (``w`` N x K, parameters N; ``group`` is ignored)."""
     bits = {"i4": 4, "i8": 8}[q_type]
-    gs = k // group
-    w_t = f"tensor<{n}x{gs}x{group}x{q_type}>"
-    d_t = f"tensor<{n}x{gs}x{group}x{act}>"
-    p_t = f"tensor<{n}x{gs}x{act}>"
+    pt = param_type or act
+    if per_channel:
+        wdims, pdims, group = [n, k], [n], k
+        loops, wmap, pmap = "(n, k)", "(n, k)", "(n)"
+    else:
+        wdims, pdims = [n, k // group, group], [n, k // group]
+        loops, wmap, pmap = "(n, g, k)", "(n, g, k)", "(n, g)"
+    shape = "x".join(map(str, wdims))
+    w_t, d_t, p_t = f"tensor<{shape}x{q_type}>", f"tensor<{shape}x{act}>", f"tensor<{'x'.join(map(str, pdims))}x{pt}>"
+    a_dims = wdims[1:] if unit_m else [m] + wdims[1:]
     x_t = f"tensor<{k}x{act}>" if unit_m else f"tensor<{m}x{k}x{act}>"
-    a_t = f"tensor<{gs}x{group}x{act}>" if unit_m else f"tensor<{m}x{gs}x{group}x{act}>"
+    a_t = f"tensor<{'x'.join(map(str, a_dims))}x{act}>"
     o_t = f"tensor<{n}x{acc}>" if unit_m else f"tensor<{m}x{n}x{acc}>"
-    w_arg = f"%wb: tensor<{n}x{gs}x{group * bits // 8}xi8>" if as_bytes else f"%w: {w_t}"
-    lines = [
-        f"func.func @weight_only(%x: {x_t}, {w_arg}, %s: {p_t}"
-        + (f", %z: {p_t}" if zero_point else "")
-        + f") -> {o_t} {{"
-    ]
+    byte_shape = "x".join(map(str, wdims[:-1] + [wdims[-1] * bits // 8]))
+    w_arg = f"%wb: tensor<{byte_shape}xi8>" if as_bytes else f"%w: {w_t}"
+    params = ", %s: " + p_t + (f", %z: {p_t}" if zero_point else "")
+    lines = [f"func.func @weight_only(%x: {x_t}, {w_arg}{params}) -> {o_t} {{"]
     if as_bytes:
-        lines.append(f"  %w = flow.tensor.bitcast %wb : tensor<{n}x{gs}x{group * bits // 8}xi8> -> {w_t}")
-    ins = "%w, %s, %z" if zero_point else "%w, %s"
-    tys = f"{w_t}, {p_t}, {p_t}" if zero_point else f"{w_t}, {p_t}"
-    pmap = "affine_map<(n, g, k) -> (n, g)>"
-    maps = (
-        ["affine_map<(n, g, k) -> (n, g, k)>", pmap]
-        + ([pmap] if zero_point else [])
-        + ["affine_map<(n, g, k) -> (n, g, k)>"]
-    )
+        lines.append(f"  %w = flow.tensor.bitcast %wb : tensor<{byte_shape}xi8> -> {w_t}")
+    ins, tys = ("%w, %s, %z", f"{w_t}, {p_t}, {p_t}") if zero_point else ("%w, %s", f"{w_t}, {p_t}")
+    maps = [wmap, pmap] + ([pmap] if zero_point else []) + [wmap]
+    iters = ", ".join(['"parallel"'] * len(wdims))
     conv = "sitofp" if signed else "uitofp"
-    body = [f"    %f = arith.{conv} %q : {q_type} to {act}"]
-    body += (
-        [f"    %c = arith.subf %f, %zp : {act}", f"    %d = arith.mulf %c, %sc : {act}"]
-        if zero_point
-        else [f"    %d = arith.mulf %f, %sc : {act}"]
-    )
+    last = "%d" if pt == act else "%d0"
+    body = [f"    %f = arith.{conv} %q : {q_type} to {pt}"]
+    if zero_point:
+        body += [f"    %c = arith.subf %f, %zp : {pt}", f"    {last} = arith.mulf %c, %sc : {pt}"]
+    else:
+        body += [f"    {last} = arith.mulf %f, %sc : {pt}"]
+    if pt != act:
+        body.append(f"    %d = arith.truncf %d0 : {pt} to {act}")
     lines += [
         f"  %e = tensor.empty() : {d_t}",
-        f'  %deq = linalg.generic {{indexing_maps = [{", ".join(maps)}], iterator_types = ["parallel", "parallel", '
-        f'"parallel"]}} ins({ins} : {tys}) outs(%e : {d_t}) {{',
-        f"  ^bb0(%q: {q_type}, %sc: {act}" + (f", %zp: {act}" if zero_point else "") + f", %o: {act}):",
+        f"  %deq = linalg.generic {{indexing_maps = [{', '.join(f'affine_map<{loops} -> {x}>' for x in maps)}], "
+        f"iterator_types = [{iters}]}} ins({ins} : {tys}) outs(%e : {d_t}) {{",
+        f"  ^bb0(%q: {q_type}, %sc: {pt}" + (f", %zp: {pt}" if zero_point else "") + f", %o: {act}):",
         *body,
-        f"    linalg.yield %d : {act}",
+        "    linalg.yield %d : " + act,
         f"  }} -> {d_t}",
     ]
-    if unit_m:
-        lines.append(f"  %a = tensor.expand_shape %x [[0, 1]] output_shape [{gs}, {group}] : {x_t} into {a_t}")
-        lmaps = ["(n, g, k) -> (g, k)", "(n, g, k) -> (n, g, k)", "(n, g, k) -> (n)"]
-        iters = '"parallel", "reduction", "reduction"'
-    else:
+    if per_channel:  # A is x itself, K in one loop
+        a_val, a_t, kl = "%x", x_t, "k"
+    else:  # A expanded to (M,) K/G x G, as the weights
+        a_val, kl = "%a", "g, k"
         lines.append(
-            f"  %a = tensor.expand_shape %x [[0], [1, 2]] output_shape [{m}, {gs}, {group}] : {x_t} into {a_t}"
+            f"  %a = tensor.expand_shape %x [[0, 1]] output_shape [{k // group}, {group}] : {x_t} into {a_t}"
+            if unit_m
+            else f"  %a = tensor.expand_shape %x [[0], [1, 2]] output_shape [{m}, {k // group}, {group}] : "
+            f"{x_t} into {a_t}"
         )
-        lmaps = ["(m, n, g, k) -> (m, g, k)", "(m, n, g, k) -> (n, g, k)", "(m, n, g, k) -> (m, n)"]
-        iters = '"parallel", "parallel", "reduction", "reduction"'
-    ext = acc != act
+    reductions = ['"reduction"'] * len(kl.split(", "))
+    if unit_m:
+        lmaps = [f"(n, {kl}) -> ({kl})", f"(n, {kl}) -> (n, {kl})", f"(n, {kl}) -> (n)"]
+        citers = ", ".join(['"parallel"'] + reductions)
+    else:
+        lmaps = [f"(m, n, {kl}) -> (m, {kl})", f"(m, n, {kl}) -> (n, {kl})", f"(m, n, {kl}) -> (m, n)"]
+        citers = ", ".join(['"parallel"', '"parallel"'] + reductions)
+    mul = (
+        [
+            f"    %ae = arith.extf %av : {act} to {acc}",
+            f"    %be = arith.extf %bv : {act} to {acc}",
+            f"    %p = arith.mulf %ae, %be : {acc}",
+        ]
+        if acc != act
+        else [f"    %p = arith.mulf %av, %bv : {acc}"]
+    )
     lines += [
         f"  %zero = arith.constant 0.0 : {acc}",
         f"  %e2 = tensor.empty() : {o_t}",
         f"  %init = linalg.fill ins(%zero : {acc}) outs(%e2 : {o_t}) -> {o_t}",
         f"  %r = linalg.generic {{indexing_maps = [{', '.join(f'affine_map<{x}>' for x in lmaps)}], iterator_types = "
-        f"[{iters}]}} ins(%a, %deq : {a_t}, {d_t}) outs(%init : {o_t}) {{",
+        f"[{citers}]}} ins({a_val}, %deq : {a_t}, {d_t}) outs(%init : {o_t}) {{",
         f"  ^bb0(%av: {act}, %bv: {act}, %ov: {acc}):",
-        *(
-            [
-                f"    %ae = arith.extf %av : {act} to {acc}",
-                f"    %be = arith.extf %bv : {act} to {acc}",
-                f"    %p = arith.mulf %ae, %be : {acc}",
-            ]
-            if ext
-            else [f"    %p = arith.mulf %av, %bv : {acc}"]
-        ),
+        *mul,
         f"    %t = arith.addf %ov, %p : {acc}",
         f"    linalg.yield %t : {acc}",
         f"  }} -> {o_t}",
