@@ -292,3 +292,29 @@ def test_other_forms_against_the_reference_interpreter(target, kwargs):
     assert exe.facts.is_weight_only
     (check,) = check_executable(exe)
     assert check.passed, check.detail
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_dynamic_m(target):
+    """A dynamic M (a serving step's batch): planned at two row tiles, the run-time M read from the
+    push constants; past the bound the kernel loops over row blocks (NVIDIA: blocks of 32). Each
+    size against the reference interpreter, every workgroup."""
+    from mmaflow.runtime.model_check import check_executable
+
+    (exe,) = codegen_module(weight_only_module(0, 96, 512, 64, dynamic_m=True, act="bf16", signed=True), target).taken
+    assert exe.facts.problem.m is None and [d.dim for d in exe.facts.problem.dynamic] == ["m"]
+    assert any("dynamic M: row blocks of" in x for x in exe.log), exe.log
+    for m in (1, 13, 32, 45, 70):
+        (check,) = check_executable(exe, sizes={"m": m})
+        assert check.passed, f"M = {m}: {check.detail}"
+
+
+def test_dynamic_m_row_block_barrier_mutation(monkeypatch):
+    """Without the barrier between row blocks, the next block's partial sums overwrite LDS wave 0 is
+    still reading: the executor reports the race."""
+    from mmaflow.runtime.model_check import check_executable
+
+    monkeypatch.setattr(weight_only._Builder, "_row_block_barrier", False)
+    (exe,) = codegen_module(weight_only_module(0, 64, 512, 128, dynamic_m=True), "sm_80").taken
+    (check,) = check_executable(exe, sizes={"m": 40})
+    assert not check.passed and "LDS race" in check.detail, check.detail

@@ -192,7 +192,7 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     dims = getattr(args, "dims", None)
     run_sizes = {}  # each taken dispatch's run-time sizes, checked before anything is printed or run
     for exe in taken:
-        if exe.facts.is_attention or exe.facts.is_weight_only:  # static only: check_sizes refuses --dims by name
+        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
             run_sizes[exe.name] = {"dims": dims} if dims else None
             check_sizes(exe, run_sizes[exe.name])
         else:

@@ -545,7 +545,7 @@ def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
     if exe.facts.is_weight_only:  # static; its workgroups split N
         from mmaflow.compiler.kernels.decode.weight_only import plan_weight_only
 
-        macs = p.m * p.n * p.k
+        macs = (p.m if p.m is not None else (sizes or {}).get("m", 32)) * p.n * p.k
         if sample:
             macs = macs * min(1.0, sample / max(plan_weight_only(p, exe.facts.target).grid[0], 1))
         return macs / EXECUTOR_MACS_PER_SECOND
@@ -567,8 +567,6 @@ def check_sizes(exe, sizes: dict | None) -> None:
     """Refuse run-time sizes a dispatch cannot take (before anything runs)."""
     if exe.facts.is_attention and sizes:
         raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
-    if exe.facts.is_weight_only and sizes:
-        raise InterpretError(f"{exe.name}: a weight-only dispatch has static sizes only (--dims does not apply)")
 
 
 def check_executable(
@@ -586,7 +584,7 @@ def check_executable(
             )
             for i, constants in enumerate(sites)
         ]
-    sites = call_sites(front.func) if exe.facts.is_weight_only else call_sites(front.func, sizes, exe.facts.problem)
+    sites = call_sites(front.func, sizes, exe.facts.problem)
     return [
         check_site(exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample, progress=progress)
         for i, constants in enumerate(sites)

@@ -321,6 +321,7 @@ def weight_only_module(
     unit_m: bool = False,
     param_type: str | None = None,
     per_channel: bool = False,
+    dynamic_m: bool = False,
 ) -> str:
     """``@weight_only(x, w, scale[, zero]) -> x @ dequant(w)^T``: a weight-only quantized linear layer
     as IREE's own dequant-matmul tests write it. ``w`` (N x K/G x G, ``q_type``) turns into ``act``
@@ -330,7 +331,8 @@ def weight_only_module(
     ``q_type`` (sub-byte tensors at the module boundary, as IREE's tests pass them); ``unit_m``: x
     is K alone (IREE then drops M = 1 from the dispatch); ``param_type``: the parameters' type when
     not ``act`` (f32: the weight converts to f32, the result is truncated to ``act``);
-    ``per_channel``: one group per row (``w`` N x K, parameters N; ``group`` is ignored)."""
+    ``per_channel``: one group per row (``w`` N x K, parameters N; ``group`` is ignored);
+    ``dynamic_m``: M a run-time size (the batch of a serving step; ``m`` is ignored)."""
     bits = {"i4": 4, "i8": 8}[q_type]
     pt = param_type or act
     if per_channel:
@@ -341,14 +343,17 @@ def weight_only_module(
         loops, wmap, pmap = "(n, g, k)", "(n, g, k)", "(n, g)"
     shape = "x".join(map(str, wdims))
     w_t, d_t, p_t = f"tensor<{shape}x{q_type}>", f"tensor<{shape}x{act}>", f"tensor<{'x'.join(map(str, pdims))}x{pt}>"
-    a_dims = wdims[1:] if unit_m else [m] + wdims[1:]
-    x_t = f"tensor<{k}x{act}>" if unit_m else f"tensor<{m}x{k}x{act}>"
+    a_dims = wdims[1:] if unit_m else ["?" if dynamic_m else m] + wdims[1:]
+    ms = "?" if dynamic_m else m
+    x_t = f"tensor<{k}x{act}>" if unit_m else f"tensor<{ms}x{k}x{act}>"
     a_t = f"tensor<{'x'.join(map(str, a_dims))}x{act}>"
-    o_t = f"tensor<{n}x{acc}>" if unit_m else f"tensor<{m}x{n}x{acc}>"
+    o_t = f"tensor<{n}x{acc}>" if unit_m else f"tensor<{ms}x{n}x{acc}>"
     byte_shape = "x".join(map(str, wdims[:-1] + [wdims[-1] * bits // 8]))
     w_arg = f"%wb: tensor<{byte_shape}xi8>" if as_bytes else f"%w: {w_t}"
     params = ", %s: " + p_t + (f", %z: {p_t}" if zero_point else "")
     lines = [f"func.func @weight_only(%x: {x_t}, {w_arg}{params}) -> {o_t} {{"]
+    if dynamic_m:
+        lines += ["  %c0 = arith.constant 0 : index", f"  %m = tensor.dim %x, %c0 : {x_t}"]
     if as_bytes:
         lines.append(f"  %w = flow.tensor.bitcast %wb : tensor<{byte_shape}xi8> -> {w_t}")
     ins, tys = ("%w, %s, %z", f"{w_t}, {p_t}, {p_t}") if zero_point else ("%w, %s", f"{w_t}, {p_t}")
@@ -379,7 +384,7 @@ def weight_only_module(
         lines.append(
             f"  %a = tensor.expand_shape %x [[0, 1]] output_shape [{k // group}, {group}] : {x_t} into {a_t}"
             if unit_m
-            else f"  %a = tensor.expand_shape %x [[0], [1, 2]] output_shape [{m}, {k // group}, {group}] : "
+            else f"  %a = tensor.expand_shape %x [[0], [1, 2]] output_shape [{'%m' if dynamic_m else m}, {k // group}, {group}] : "
             f"{x_t} into {a_t}"
         )
     reductions = ['"reduction"'] * len(kl.split(", "))
@@ -400,7 +405,7 @@ def weight_only_module(
     )
     lines += [
         f"  %zero = arith.constant 0.0 : {acc}",
-        f"  %e2 = tensor.empty() : {o_t}",
+        f"  %e2 = tensor.empty({'%m' if dynamic_m else ''}) : {o_t}",
         f"  %init = linalg.fill ins(%zero : {acc}) outs(%e2 : {o_t}) -> {o_t}",
         f"  %r = linalg.generic {{indexing_maps = [{', '.join(f'affine_map<{x}>' for x in lmaps)}], iterator_types = "
         f"[{citers}]}} ins({a_val}, %deq : {a_t}, {d_t}) outs(%init : {o_t}) {{",

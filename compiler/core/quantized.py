@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from mmaflow.compiler.core.problem import Binding
+from mmaflow.compiler.core.problem import Binding, DynamicDim
 
 
 @dataclass(frozen=True)
 class WeightOnlyMatmul:
-    m: int  # activation rows (1 where IREE dropped the unit dim)
+    m: int | None  # activation rows (1 where IREE dropped the unit dim; None: dynamic, see ``dynamic``)
     n: int
     k: int
     group: int  # K elements sharing one set of parameters
@@ -33,11 +33,13 @@ class WeightOnlyMatmul:
     w: Binding
     out: Binding
     params: tuple[Binding, ...]
+    dynamic: tuple[DynamicDim, ...] = ()  # a dynamic M: its workload ordinal and push constants
 
     def describe(self) -> str:
         q = ("s" if self.signed else "u") + self.q_type[1:]
+        m = "?" if self.m is None else self.m
         return (
-            f"weight-only {self.m}x{self.n}x{self.k} {self.act_type} x {q} (groups of {self.group}, "
+            f"weight-only {m}x{self.n}x{self.k} {self.act_type} x {q} (groups of {self.group}, "
             f"{len(self.params)} parameter(s) per group) -> {self.acc_type}"
         )
 
@@ -56,4 +58,15 @@ class WeightOnlyMatmul:
             d[name] = Binding(**d[name])
         d["params"] = tuple(Binding(**p) for p in d["params"])
         d["param_types"] = tuple(d["param_types"])
+        d["dynamic"] = tuple(
+            DynamicDim(
+                x["dim"],
+                tuple(x["ordinals"]),
+                tuple(tuple(c) for c in x["constants"]),
+                x.get("divisor", 1),
+                x.get("at_most"),
+            )
+            for x in d.get("dynamic", ())
+        )
+        d.setdefault("m", None)
         return WeightOnlyMatmul(**d)

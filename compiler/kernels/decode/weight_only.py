@@ -25,12 +25,12 @@ loaded once per lane and run (a run never crosses a group: the group is a multip
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, func, hal, scf, vector
 
-from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.mlir import defining_op, op_attributes, subspan_binding, subspan_constant_offset, user_of
 from mmaflow.compiler.core.problem import Binding
@@ -244,11 +244,22 @@ def match_weight_only(fn: ir.Operation) -> Match:
         raise UnsupportedError("the contraction's output is not stored to a binding (a fused epilogue?)")
     store = users[0]
     _check_whole(store, out.type, "the output")
-    a_shape = _shape(a_val)
-    m = a_shape[0] if m_l else 1
+    a_type = ir.RankedTensorType(a_val.type)
+    a_shape = list(a_type.shape)
     n, k = w_shape[0], math.prod(w_shape[1:])
-    if math.prod(a_shape) != m * k:
-        raise UnsupportedError(f"activations {a_shape} do not hold M x K = {m} x {k}")
+    a_sub = _whole_load(a_val, "the activations")
+    dyn = ()
+    if m_l and a_type.is_dynamic_dim(0):  # a dynamic M (the batch of a serving step): its push constants
+        if any(a_type.is_dynamic_dim(i) for i in range(1, a_type.rank)) or ir.RankedTensorType(out.type).rank != 2:
+            raise UnsupportedError("dynamic sizes other than M (the weight-only kernel takes a dynamic M only)")
+        m, dyn = None, (dynamic.trace("m", _dynamic_dims(a_sub)[0]),)
+        if math.prod(a_shape[1:]) != k:
+            raise UnsupportedError(f"activations {a_shape} do not hold M x K, K = {k}")
+    else:
+        a_shape = _shape(a_val)
+        m = a_shape[0] if m_l else 1
+        if math.prod(a_shape) != m * k:
+            raise UnsupportedError(f"activations {a_shape} do not hold M x K = {m} x {k}")
     q_sub = _whole_load(d_in[q_index], "the weights")
     record = WeightOnlyMatmul(
         m=m,
@@ -260,12 +271,19 @@ def match_weight_only(fn: ir.Operation) -> Match:
         act_type=act,
         acc_type=acc,
         param_types=tuple(param_types),
-        a=_binding(_whole_load(a_val, "the activations"), "the activations"),
+        a=_binding(a_sub, "the activations"),
         w=_binding(q_sub, "the weights"),
         out=_binding(defining_op(store.operands[1]), "the output"),
         params=tuple(params),
+        dynamic=dyn,
     )
     return Match(record, deq, q_index, convert, q_sub.attributes["layout"], store)
+
+
+def _dynamic_dims(sub: ir.Operation) -> list[ir.Value]:
+    """A binding subspan's dynamic dim operands (after its byte offset, if any)."""
+    n_offset = list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))[0]
+    return list(sub.operands)[n_offset:]
 
 
 def _is_zero(v: ir.Value) -> bool:
@@ -338,6 +356,9 @@ class WeightOnlyPlan:
     a_zero_rows: tuple  # per row tile: the lane rows past M (zeros, no load)
     convert_type: str  # what the body converts the weight to
     slot_bits: int
+    # A dynamic M: ``record.m`` is the bound one pass takes; the kernel loops over row blocks of it
+    # up to the run-time M, every A load and output store bounded by that M.
+    dynamic_m: bool = False
 
     @property
     def bits(self) -> int:
@@ -373,8 +394,10 @@ class WeightOnlyPlan:
 
     def describe(self) -> str:
         r, intr, ko = self.record, self.intrinsic, self.k_order
+        rows = f" (dynamic M: row blocks of {r.m})" if self.dynamic_m else ""
         return (
-            f"{r.describe()}: weight-only decode kernel, {intr.name} wave{self.wave_size}; {self.waves_k} waves "
+            f"{r.describe() if not self.dynamic_m else replace(r, m=None).describe()}{rows}: weight-only decode "
+            f"kernel, {intr.name} wave{self.wave_size}; {self.waves_k} waves "
             f"split K in tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk}); {self.tile_n} columns per "
             f"workgroup ({self.grid[0]} workgroups); B: {LOAD_BITS}-bit loads of {ko.run} {r.q_type} per lane and "
             f"chunk unpacked through {'f16' if self.slot_bits == 16 else 'f32'}, the dequantization in registers"
@@ -403,11 +426,22 @@ def _instruction(target: Target, rec: WeightOnlyMatmul, row_tiles: int) -> Intri
     return min(cands, key=lambda i: (-(-rec.m // i.m), i.m, -i.n))
 
 
+def m_bound(target: Target, rec: WeightOnlyMatmul) -> int:
+    """The rows one pass of the kernel takes for a dynamic M (a run-time M past it loops over row
+    blocks of this many): the seeds' row tiles of the target's shortest instruction for the types."""
+    s = WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD
+    intr = _instruction(target, replace(rec, m=1), 1)
+    return intr.m * s.row_tiles.value
+
+
 def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | None = None) -> WeightOnlyPlan:
     what = rec.describe()
     if rec.act_type not in ACT_TYPES:
         raise UnsupportedError(f"{what}: activations f16 or bf16")
     s = WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD
+    dynamic_m = rec.m is None
+    if dynamic_m:  # planned at the bound; the loads and stores are bounded by the run-time M
+        rec = replace(rec, m=m_bound(target, rec))
     intr = _instruction(target, rec, s.row_tiles.value)
     convert_type = convert_type or rec.act_type
     sb = slot_bits(rec.q_type, convert_type)
@@ -434,6 +468,7 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     tiles = [plan_a_loads(intr, ko, rec.m - i * intr.m) for i in range(m_tiles)]
     plan = WeightOnlyPlan(
         record=rec,
+        dynamic_m=dynamic_m,
         target=target.name,
         intrinsic=intr,
         vendor=target.vendor,
@@ -456,13 +491,20 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
 # ---- the kernel -------------------------------------------------------------------------------------
 
 
-def _memref(shape: list[int], elem: ir.Type) -> ir.MemRefType:
+def _memref(shape: list, elem: ir.Type) -> ir.MemRefType:
+    """Row-major global memref with a run-time offset; a None first dim is dynamic."""
+    dyn = ir.ShapedType.get_dynamic_size()
     strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
     layout = ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>")
-    return ir.MemRefType.get(shape, elem, layout=layout, memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+    dims = [dyn if d is None else d for d in shape]
+    return ir.MemRefType.get(dims, elem, layout=layout, memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
 
 
 class _Builder:
+    # Mutation hook for the tests (the executor must find the LDS race without it): the barrier
+    # between a dynamic M's row blocks.
+    _row_block_barrier = True
+
     def __init__(self, plan: WeightOnlyPlan, match: Match, em: Emitter):
         self.plan, self.match, self.em = plan, match, em
         self.layouts = dict(zip("ABC", plan.intrinsic.codegen_layouts()))
@@ -556,21 +598,54 @@ class _Builder:
             env[op.results[0]] = new.results[0]
         raise UnsupportedError("the dequantization body does not yield")
 
-    def build(self, mems: dict) -> None:
+    def build(self, mems: dict, m_value: ir.Value | None = None) -> None:
+        """The kernel at ``self.em``; ``m_value``: the run-time M of a dynamic-M plan (row blocks of
+        ``record.m`` in a loop, every A load and store bounded by it)."""
         p, em = self.plan, self.em
-        rec, intr, ko = p.record, p.intrinsic, p.k_order
-        act = ir.Type.parse(rec.act_type)
+        intr = p.intrinsic
         tid = em.thread_id()
         lane, wave = em.rem(tid, p.wave_size), em.div(tid, p.wave_size)
         lanes = LaneIndex(em, lane, p.wave_size)
-        la, lb = self.layouts["A"], self.layouts["B"]
+        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
+        c_len = intr.c.op_vector_length
+        part = em.alloc_lds([p.waves_k, p.m_tiles * p.n_tiles, p.wave_size, c_len], acc_t.element_type)
         with em.loc, em.ip:
             n0 = em.mul(hal.interface_workgroup_id(0), p.tile_n)
+        # Every lane-dependent value at the top, before any loop (LaneIndex emits at the top).
+        la, lb, lc = self.layouts["A"], self.layouts["B"], self.layouts["C"]
+        for lay, axis in ((la, ROW), (lb, COL), (lc, ROW), (lc, COL)):
+            lanes.part(lay, axis)
+        starts = (
+            lane_affine(em, lanes, self.layouts, p.k_order.b_start),
+            lane_affine(em, lanes, self.layouts, p.a_start),
+        )
+        ctx = dict(mems=mems, lanes=lanes, lane=lane, wave=wave, n0=n0, acc_t=acc_t, part=part, starts=starts)
+        if m_value is None:
+            self.rows = p.record.m
+            self._pass(em, 0, **ctx)
+            return
+        self.rows = m_value
+        bound = p.record.m
+        blocks = em.div(em.add(m_value, bound - 1), bound)
+        with em.loc, em.ip:
+            rb = scf.ForOp(em.const(0), blocks, em.const(1), [])
+        inner = Emitter(ir.InsertionPoint(rb.body), em.loc, p.vendor).named("weight_only.rows")
+        self._pass(inner, inner.mul(rb.induction_variable, bound), **ctx)
+        if self._row_block_barrier:  # wave 0 has read the partial sums before the next block's waves store theirs
+            inner.barrier()
+        with em.loc, ir.InsertionPoint(rb.body):
+            scf.YieldOp([])
+
+    def _pass(self, em: Emitter, row_base, *, mems, lanes, lane, wave, n0, acc_t, part, starts) -> None:
+        """One pass over K for the rows ``row_base`` .. + ``record.m``: loads, unpacking, the
+        matrix instructions, the partial sums' reduction and the stores."""
+        p = self.plan
+        rec, intr, ko = p.record, p.intrinsic, p.k_order
+        act = ir.Type.parse(rec.act_type)
+        la, lb = self.layouts["A"], self.layouts["B"]
         b_col = lanes.part(lb, COL)
-        b_start = lane_affine(em, lanes, self.layouts, ko.b_start)
-        a_row = lanes.part(la, ROW)
-        a_start = lane_affine(em, lanes, self.layouts, p.a_start)
-        acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
+        b_start, a_start = starts
+        a_row = em.add(row_base, lanes.part(la, ROW)) if row_base else lanes.part(la, ROW)
         init = em.zero_vector(acc_t)
         words_per_run = LOAD_BITS // 32
         n_limit = rec.n if rec.n % p.tile_n else None
@@ -619,7 +694,7 @@ class _Builder:
                         accs[at] = mma.mma(intr, a_ops[u][i][j], b_op, accs[at])
         with em.loc, ir.InsertionPoint(loop.body):
             scf.YieldOp(accs)
-        self._reduce_and_store(mems["O"], list(loop.results), lanes, wave, lane, n0, acc_t)
+        self._reduce_and_store(em, mems["O"], list(loop.results), lanes, wave, lane, n0, acc_t, part, row_base)
 
     def _a_operands(self, em: Emitter, mem, a_row, k0, elem, tile: int) -> list:
         """Row tile ``tile``'s A operands for the chunk, one per instruction, in the K order (rows
@@ -629,7 +704,7 @@ class _Builder:
         zero = em.extract(em.zero_vector(vector_type([1], elem)), 0)
         row0 = tile * intr.m
         loads, zero_rows = p.a_loads[tile], p.a_zero_rows[tile]
-        limit = p.record.m if row0 + intr.m > p.record.m else None
+        limit = self.rows if p.dynamic_m or row0 + intr.m > p.record.m else None
         slots = {}
         for ld in loads:
             vec = em.bounded_global_load(
@@ -637,6 +712,7 @@ class _Builder:
                 [em.add(a_row, row0 + ld.row), em.add(k0, ld.first)],
                 vector_type([ld.length], elem),
                 [limit, None],
+                extent0=self.rows if p.dynamic_m else None,  # (AMD: the run-time M, past which loads read 0)
             )
             for i, (j, e) in enumerate(ld.feeds):
                 slots[(j, e)] = (vec, i)
@@ -650,14 +726,13 @@ class _Builder:
             out.append(em.shape_cast(em.from_elements(vector_type([la.elements], elem), elems), list(intr.a_shape)))
         return out
 
-    def _reduce_and_store(self, out, accs, lanes, wave, lane, n0, acc_t) -> None:
+    def _reduce_and_store(self, em, out, accs, lanes, wave, lane, n0, acc_t, part, row_base) -> None:
         """Partial sums through LDS; wave 0 adds them in wave order (deterministic) and stores the
         rows below M, columns below N."""
-        p, em, intr = self.plan, self.em.named("weight_only.reduce"), self.plan.intrinsic
+        p, em, intr = self.plan, em.named("weight_only.reduce"), self.plan.intrinsic
         lc = self.layouts["C"]
         c_len = intr.c.op_vector_length
         tiles = p.m_tiles * p.n_tiles
-        part = em.alloc_lds([p.waves_k, tiles, p.wave_size, c_len], acc_t.element_type)
         for t, acc in enumerate(accs):
             em.lds_store(em.shape_cast(acc, [c_len]), part, [wave, em.const(t), lane, em.const(0)])
         em.barrier()
@@ -676,18 +751,45 @@ class _Builder:
                 )
                 total = v if total is None else first.add_values(total, v)
             for e, (dr, dc) in enumerate(offsets):
-                r = first.add(row, i * intr.m + dr)
+                r = first.add(row_base, row, i * intr.m + dr) if row_base else first.add(row, i * intr.m + dr)
                 c = first.add(n0, col, tn * intr.n + dc)
                 at = e * lc.vector_stride + lc.vector_offset  # (RDNA3's 16-bit C: every other slot)
                 val = first.convert(first.extract_slice(total, at, 1), out_t)
-                first.bounded_global_store(
-                    val, out, [r, c], [p.record.m, p.record.n if p.record.n % p.tile_n else None]
-                )
+                limits = [self.rows, p.record.n if p.record.n % p.tile_n else None]
+                first.bounded_global_store(val, out, [r, c], limits, extent0=self.rows if p.dynamic_m else None)
 
 
-def emit_weight_only(plan: WeightOnlyPlan, match: Match, *, name: str, ip: ir.InsertionPoint, loc: ir.Location):
-    """The kernel as ``func.func @name()`` at ``ip``, reading the bindings at the record's byte offsets."""
+# The ops a dispatch computes its dynamic sizes with (push constants and scalar arithmetic), moved into
+# the kernel ahead of it.
+_SCALAR_OPS = ("hal.interface.constant.load", "iree_tensor_ext.dispatch.workload.ordinal", "util.assume.int")
+
+
+def _scalar_prologue(fn: ir.Operation) -> list[ir.Operation]:
+    """The dispatch's scalar ops (its dynamic sizes' definitions), in order."""
+    out = []
+    for op in (o.operation for o in fn.regions[0].blocks[0].operations):
+        scalar = bool(op.results) and all(not isinstance(r.type, ir.ShapedType) for r in op.results)
+        if op.name in _SCALAR_OPS or (op.name.startswith("arith.") and scalar):
+            out.append(op)
+    return out
+
+
+def emit_weight_only(
+    plan: WeightOnlyPlan,
+    match: Match,
+    *,
+    name: str,
+    ip: ir.InsertionPoint,
+    loc: ir.Location,
+    prologue: list[ir.Operation] = (),
+    m_value: ir.Value | None = None,
+):
+    """The kernel as ``func.func @name()`` at ``ip``, reading the bindings at the record's byte
+    offsets. A dynamic-M plan: ``prologue`` (the dispatch's scalar ops, moved into the kernel)
+    defines ``m_value``, the run-time M, which sizes A and the output."""
     rec = plan.record
+    if plan.dynamic_m and m_value is None:
+        raise UnsupportedError(f"{rec.describe()}: a dynamic-M plan needs the run-time M")
     with loc, ip:
         fn = func.FuncOp(name, ir.FunctionType.get([], []))
     entry = fn.add_entry_block()
@@ -695,10 +797,11 @@ def emit_weight_only(plan: WeightOnlyPlan, match: Match, *, name: str, ip: ir.In
     em = Emitter(body_ip, loc, plan.vendor)
     i32 = ir.IntegerType.get_signless(32)
     groups = rec.k // rec.group
+    rows = None if plan.dynamic_m else rec.m  # (None: a dynamic first dim, sized by m_value)
     types = {
-        "A": (rec.a, [rec.m, rec.k], ir.Type.parse(rec.act_type)),
+        "A": (rec.a, [rows, rec.k], ir.Type.parse(rec.act_type)),
         "W": (rec.w, [rec.n, rec.k * plan.bits // 32], i32),
-        "O": (rec.out, [rec.m, rec.n], ir.Type.parse(rec.acc_type)),
+        "O": (rec.out, [rows, rec.n], ir.Type.parse(rec.acc_type)),
     }
     for i, (b, t) in enumerate(zip(rec.params, rec.param_types)):
         types[f"P{i}"] = (b, [rec.n, groups], ir.Type.parse(t))
@@ -710,15 +813,18 @@ def emit_weight_only(plan: WeightOnlyPlan, match: Match, *, name: str, ip: ir.In
                 _memref(shape, elem),
                 match.layout,
                 b.binding,
-                [],
+                [m_value] if shape[0] is None else [],
                 byte_offset=em.const(b.offset),
                 alignment=64,
                 descriptor_flags=ir.IntegerAttr.get(i32, flags),
             ).result
     with loc:
-        _Builder(plan, match, em).build(mems)
+        _Builder(plan, match, em).build(mems, m_value if plan.dynamic_m else None)
     with loc, body_ip:
         func.ReturnOp([])
+    anchor = entry.operations[0]
+    for op in prologue:  # ahead of everything, in their order (they define m_value)
+        op.move_before(anchor)
     return fn.operation
 
 
@@ -727,6 +833,17 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
     match = match_weight_only(fn)
     plan = plan_weight_only(match.record, get_target(target), str(match.convert.results[0].type))
     name = ir.StringAttr(fn.attributes["sym_name"]).value
+    extra = {}
+    if plan.dynamic_m:  # the run-time M: A's subspan's dynamic dim, defined by the moved scalar ops
+        rec = match.record
+        a_sub = next(
+            op
+            for op in (o.operation for o in fn.regions[0].blocks[0].operations)
+            if op.name == "hal.interface.binding.subspan"
+            and (subspan_binding(op), subspan_constant_offset(op)) == (rec.a.binding, rec.a.offset)
+            and _dynamic_dims(op)
+        )
+        extra = dict(prologue=_scalar_prologue(fn), m_value=_dynamic_dims(a_sub)[0])
     with fn.context:
         emit_weight_only(
             plan,
@@ -734,6 +851,7 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
             name=name,
             ip=ir.InsertionPoint(fn),
             loc=ir.Location.name("mmaflow.weight_only", childLoc=fn.location),
+            **extra,
         )
     fn.erase()
     return plan
