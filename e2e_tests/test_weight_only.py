@@ -318,3 +318,37 @@ def test_dynamic_m_row_block_barrier_mutation(monkeypatch):
     (exe,) = codegen_module(weight_only_module(0, 64, 512, 128, dynamic_m=True), "sm_80").taken
     (check,) = check_executable(exe, sizes={"m": 40})
     assert not check.passed and "LDS race" in check.detail, check.detail
+
+
+@pytest.mark.parametrize(
+    "old,new,why",
+    [
+        (
+            "arith.uitofp %in : i4 to f16",
+            "arith.extsi %in : i4 to i32\n%V = arith.uitofp %V.x : i32 to f16",
+            "sign-extended and then converted as unsigned",
+        ),
+        (
+            "arith.mulf %15, %in_0 : f16",
+            "arith.mulf %15, %in_0 : f16\n%V = math.absf %V.x : f16",
+            "the dequantization body holds math.absf",
+        ),
+        ("arith.mulf %14, %15 : f32", "arith.mulf %14, %14 : f32", "does not multiply its two inputs"),
+    ],
+    ids=["extsi-uitofp", "absf-in-body", "a-times-a"],
+)
+def test_forms_refused(old, new, why):
+    """Dispatches the kernel would compute differently are left to IREE at select with the reason,
+    never miscompiled. IREE fuses only dequantization-like bodies, so these are written into the
+    dispatch as IREE hands it over (``%V``: the edited op's result; ``%V.x``: the new op between)."""
+    (exe,) = codegen_module(weight_only_module(4, 64, 512, 128, as_bytes=False), "sm_90a").taken
+    lines = exe.source.splitlines()
+    (at,) = [i for i, line in enumerate(lines) if f"= {old} loc(" in line]
+    indent, result = re.match(r"(\s*)(%\w+) = ", lines[at]).groups()
+    first, *rest = new.replace("%V.x", "%edited").split("\n")
+    lines[at : at + 1] = [f"{indent}{'%edited' if rest else result} = {first}"] + [
+        indent + r.replace("%V", result) for r in rest
+    ]
+    res = codegen_executable_text("\n".join(lines), CodegenOptions(target="sm_90a"))
+    assert not res.taken
+    assert any(why in x for x in res.log), res.log

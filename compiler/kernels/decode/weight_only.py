@@ -141,9 +141,22 @@ def _contraction_body(op: ir.Operation, act: str) -> str:
     acc = block.arguments[2]
     if names[-3:] != ["arith.mulf", "arith.addf", "linalg.yield"] or any(n != "arith.extf" for n in names[:-3]):
         raise UnsupportedError(f"the contraction's body {names} is not acc + a * b")
-    add = ops[-2]
-    if acc not in list(add.operands) or ops[-1].operands[0] != add.results[0]:
+    add, mul = ops[-2], ops[-3]
+    if (
+        acc not in list(add.operands)
+        or ops[-1].operands[0] != add.results[0]
+        or mul.results[0] not in list(add.operands)
+    ):
         raise UnsupportedError("the contraction's body does not accumulate into its output")
+
+    def source(v):  # through the operand's extension, the block argument it reads
+        op = defining_op(v)
+        return op.operands[0] if op is not None and op.name == "arith.extf" else v
+
+    inputs = list(block.arguments)[:2]
+    srcs = [source(v) for v in mul.operands]
+    if not (srcs[0] in inputs and srcs[1] in inputs and srcs[0] != srcs[1]):
+        raise UnsupportedError("the contraction's body does not multiply its two inputs")
     return str(acc.type)
 
 
@@ -238,6 +251,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
         param_types.append(_elem(v))
         params.append(_binding(_whole_load(v, f"dequantization operand {i}"), f"dequantization operand {i}"))
     convert, signed = _conversion(deq, q_index)
+    _check_body(deq, q_index, convert)
     out = contr.results[0]
     users = [user_of(u) for u in out.uses]
     if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store":
@@ -297,6 +311,34 @@ def _is_zero(v: ir.Value) -> bool:
         return ir.IntegerAttr(attr).value == 0
 
 
+def _check_body(deq: ir.Operation, q_index: int, convert: ir.Operation) -> None:
+    """The body the kernel clones: before the conversion only the weight's extension, after it only
+    ``BODY_OPS`` reading the parameters, constants and earlier results (``_Builder.dequantize``)."""
+    block = deq.regions[0].blocks[0]
+    args = list(block.arguments)
+    known = {a for i, a in enumerate(args[:-1]) if i != q_index} | {convert.results[0]}
+    ops = [o.operation for o in block.operations]
+    at = ops.index(convert)
+    if any(o.name not in ("arith.extui", "arith.extsi") for o in ops[:at]) or len(ops[:at]) > 1:
+        raise UnsupportedError(
+            f"the dequantization computes {[o.name for o in ops[:at]]} before the weight's conversion"
+        )
+    for op in ops[at + 1 :]:
+        if op.name == "linalg.yield":
+            if op.operands[0] not in known:
+                raise UnsupportedError("the dequantization yields a value it does not compute from the weight")
+            return
+        if op.name not in BODY_OPS:
+            raise UnsupportedError(
+                f"the dequantization body holds {op.name}; the kernel clones {', '.join(sorted(BODY_OPS))}"
+            )
+        for v in op.operands:
+            outer = defining_op(v)
+            if v not in known and not (outer is not None and outer.name == "arith.constant"):
+                raise UnsupportedError("the dequantization body reads a value other than its parameters and constants")
+        known |= set(op.results)
+
+
 def _conversion(deq: ir.Operation, q_index: int) -> tuple[ir.Operation, bool]:
     """The body's integer -> float conversion of the weight (an optional ``extui`` / ``extsi``,
     then ``uitofp`` / ``sitofp``) and whether it reads the weight signed."""
@@ -313,6 +355,8 @@ def _conversion(deq: ir.Operation, q_index: int) -> tuple[ir.Operation, bool]:
             "([arith.extui | arith.extsi] then arith.uitofp | arith.sitofp)"
         )
     conv = uses[0]
+    if ext is not None and ext.name == "arith.extsi" and conv.name == "arith.uitofp":
+        raise UnsupportedError("the weight is sign-extended and then converted as unsigned (extsi, uitofp)")
     signed = conv.name == "arith.sitofp" and (ext is None or ext.name == "arith.extsi")
     if str(conv.results[0].type) not in ("f16", "bf16", "f32"):
         raise UnsupportedError(f"the weight converts to {conv.results[0].type}: f16, bf16 or f32")
