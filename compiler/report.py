@@ -165,17 +165,29 @@ def report_command(args, source: str, options) -> int:
             f"report covers matmul kernels only so far",
             hint="mmaflow compile verifies its PTX; mmaflow run --device sim checks it on the lane executor",
         )
-    weight_only = [e.name for e in res.taken if e.facts.is_weight_only]
-    if weight_only:
+    from mmaflow.compiler.kernels import registry
+
+    weight_only = {
+        e.name: registry.direct_family("weight_only").plan(e.facts.problem, target)
+        for e in res.taken
+        if e.facts.is_weight_only
+    }
+    if weight_only and getattr(args, "html", None):
         raise UnsupportedError(
-            f"{args.input}: {', '.join(weight_only)} is mmaflow's weight-only decode kernel; mmaflow report "
-            f"covers matmul kernels only so far",
-            hint="mmaflow compile prints its plan and verifies its ISA (matrix instructions, 128-bit loads, no spills)",
+            f"{args.input}: {', '.join(weight_only)} is mmaflow's weight-only decode kernel; the HTML report covers "
+            "matmul kernels only so far",
+            hint="mmaflow report without --html prints its plan and ISA counts",
         )
     mine = {}
     for exe in res.taken:
         rep = res.reports[exe.name]
-        if not target.is_amd:
+        if exe.name in weight_only:  # a direct family: its plan in place of a config
+            plan = weight_only[exe.name]
+            if not target.is_amd:
+                rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, plan.workgroup_size))
+            if rep.lds_bytes is None:
+                rep.lds_bytes = plan.lds_bytes
+        elif not target.is_amd:
             from mmaflow.compiler.kernels import registry
 
             cfg = exe.facts.config
@@ -221,9 +233,12 @@ def report_command(args, source: str, options) -> int:
         other = base.get(kernel)
         print(f"{kernel} on {target.name}")
         exe = next(e for e in res.taken if e.export == kernel)
-        print(f"  config: {exe.facts.config.describe()}")
-        for why in _reasons(target, exe, options.overrides):
-            print(f"    {why}")
+        if exe.name in weight_only:
+            print(f"  kernel: {weight_only[exe.name].describe()}")
+        else:
+            print(f"  config: {exe.facts.config.describe()}")
+            for why in _reasons(target, exe, options.overrides):
+                print(f"    {why}")
         for v in exe.facts.versions:  # counts below are the whole function's: both kernels
             print(
                 f"  versioned: {v.condition}: {v.config.intrinsic} | else {exe.facts.config.intrinsic} "

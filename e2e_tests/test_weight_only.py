@@ -352,3 +352,24 @@ def test_forms_refused(old, new, why):
     res = codegen_executable_text("\n".join(lines), CodegenOptions(target="sm_90a"))
     assert not res.taken
     assert any(why in x for x in res.log), res.log
+
+
+def test_mmaflow_report(tmp_path):
+    """`mmaflow report` prints the weight-only kernel's plan and its ISA's counts; the HTML report
+    says it does not cover it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "wo.mlir"
+    src.write_text(weight_only_module(16, 256, 1024, 128))
+    mmaflow = str(Path(sys.executable).parent / "mmaflow")
+    out = subprocess.run([mmaflow, "report", str(src), "--target", "gfx942"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "kernel: weight-only 16x256x1024 f16 x u4" in out.stdout and "VGPR spills" in out.stdout, out.stdout
+    html = subprocess.run(
+        [mmaflow, "report", str(src), "--target", "gfx942", "--html", str(tmp_path / "r.html")],
+        capture_output=True,
+        text=True,
+    )
+    assert html.returncode == 3 and "weight-only decode kernel" in html.stderr, html.stderr[-2000:]
