@@ -165,36 +165,52 @@ class DecodeRewriter(Rewriter):
         return em.shape_cast(whole, list(intr.b_shape))
 
     def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int, limits: dict) -> list:
-        """Row tile ``tile``'s A operands for the chunk, one per instruction: each element from the
-        load that brought its K position (``plan.a_loads``), zeros for rows past M in every lane;
-        ``limits["A"]``: M where the row tiles overhang it (None: they do not: no load is bounded)."""
-        plan, intr = self.plan, self.plan.intrinsic
-        e_count = self.layouts["A"].elements
-        zero = em.zero_vector(vector_type([1], elem))
-        slots = {}
-        for ld in plan.a_loads[tile]:
-            row = em.add(row0, a_row, ld.row)
-            vec = em.bounded_global_load(
-                mem,
-                [row, em.add(k0, ld.first)],
-                vector_type([ld.length], elem),
-                [limits["A"], None],
-                extent0=self.extent("m"),
-            )
-            for i, (j, e) in enumerate(ld.feeds):
-                slots[(j, e)] = (vec, i)
-        out = []
-        offsets = self.layouts["A"].element_offsets()
-        for j in range(plan.k_order.j):
-            elems = []
-            for e in range(e_count):
-                if offsets[e][0] in plan.a_zero_rows[tile]:
-                    elems.append(em.extract(zero, 0))
-                else:
-                    vec, i = slots[(j, e)]
-                    elems.append(em.extract(vec, i))
-            out.append(em.shape_cast(em.from_elements(vector_type([e_count], elem), elems), list(intr.a_shape)))
-        return out
+        """Row tile ``tile``'s A operands for the chunk (``a_operands``); ``limits["A"]``: M where
+        the row tiles overhang it (None: they do not: no load is bounded)."""
+        plan = self.plan
+        return a_operands(
+            em,
+            plan.intrinsic,
+            self.layouts["A"],
+            plan.k_order.j,
+            plan.a_loads[tile],
+            plan.a_zero_rows[tile],
+            mem,
+            em.add(row0, a_row),
+            k0,
+            elem,
+            limits["A"],
+            self.extent("m"),
+        )
+
+
+def a_operands(em: Emitter, intr, layout, j_count: int, loads, zero_rows, mem, row, k0, elem, limit, extent0=None):
+    """One row tile's A operands for a chunk, one per instruction: each element from the load
+    (``plan.ALoad``, at the lane's ``row`` + its row and ``k0`` + its first position) that brought
+    its K position, zeros for the rows past M in every lane (``zero_rows``); the loads bounded by
+    ``limit`` (M, or None) along the rows (``extent0``: the memref's first extent where dynamic)."""
+    e_count = layout.elements
+    zero = em.extract(em.zero_vector(vector_type([1], elem)), 0)
+    slots = {}
+    for ld in loads:
+        vec = em.bounded_global_load(
+            mem,
+            [em.add(row, ld.row), em.add(k0, ld.first)],
+            vector_type([ld.length], elem),
+            [limit, None],
+            extent0=extent0,
+        )
+        for i, (j, e) in enumerate(ld.feeds):
+            slots[(j, e)] = (vec, i)
+    out = []
+    offsets = layout.element_offsets()
+    for j in range(j_count):
+        elems = [
+            zero if offsets[e][0] in zero_rows else em.extract(slots[(j, e)][0], slots[(j, e)][1])
+            for e in range(e_count)
+        ]
+        out.append(em.shape_cast(em.from_elements(vector_type([e_count], elem), elems), list(intr.a_shape)))
+    return out
 
 
 def _yield_of(emitter: Emitter) -> ir.Operation:

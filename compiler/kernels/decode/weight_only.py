@@ -38,7 +38,7 @@ from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
 from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, KOrder, LaneAffine, plan_a_loads, plan_k_order
-from mmaflow.compiler.kernels.decode.rewrite import lane_affine
+from mmaflow.compiler.kernels.decode.rewrite import a_operands, lane_affine
 from mmaflow.compiler.target.intrinsics import Intrinsic, WarpgroupIntrinsic
 from mmaflow.compiler.target.layout import COL, ROW
 from mmaflow.compiler.target.seeds import WEIGHT_ONLY_AMD, WEIGHT_ONLY_NVIDIA
@@ -741,34 +741,24 @@ class _Builder:
         self._reduce_and_store(em, mems["O"], list(loop.results), lanes, wave, lane, n0, acc_t, part, row_base)
 
     def _a_operands(self, em: Emitter, mem, a_row, k0, elem, tile: int) -> list:
-        """Row tile ``tile``'s A operands for the chunk, one per instruction, in the K order (rows
-        past M: zeros)."""
+        """Row tile ``tile``'s A operands for the chunk (``rewrite.a_operands``), rows past M zeros."""
         p, intr = self.plan, self.plan.intrinsic
-        la = self.layouts["A"]
-        zero = em.extract(em.zero_vector(vector_type([1], elem)), 0)
         row0 = tile * intr.m
-        loads, zero_rows = p.a_loads[tile], p.a_zero_rows[tile]
         limit = self.rows if p.dynamic_m or row0 + intr.m > p.record.m else None
-        slots = {}
-        for ld in loads:
-            vec = em.bounded_global_load(
-                mem,
-                [em.add(a_row, row0 + ld.row), em.add(k0, ld.first)],
-                vector_type([ld.length], elem),
-                [limit, None],
-                extent0=self.rows if p.dynamic_m else None,  # (AMD: the run-time M, past which loads read 0)
-            )
-            for i, (j, e) in enumerate(ld.feeds):
-                slots[(j, e)] = (vec, i)
-        out = []
-        offsets = la.element_offsets()
-        for j in range(p.k_order.j):
-            elems = [
-                zero if offsets[e][0] in zero_rows else em.extract(slots[(j, e)][0], slots[(j, e)][1])
-                for e in range(la.elements)
-            ]
-            out.append(em.shape_cast(em.from_elements(vector_type([la.elements], elem), elems), list(intr.a_shape)))
-        return out
+        return a_operands(
+            em,
+            intr,
+            self.layouts["A"],
+            p.k_order.j,
+            p.a_loads[tile],
+            p.a_zero_rows[tile],
+            mem,
+            em.add(a_row, row0),
+            k0,
+            elem,
+            limit,
+            self.rows if p.dynamic_m else None,  # (AMD: the run-time M, past which loads read 0)
+        )
 
     def _reduce_and_store(self, em, out, accs, lanes, wave, lane, n0, acc_t, part, row_base) -> None:
         """Partial sums through LDS; wave 0 adds them in wave order (deterministic) and stores the
