@@ -373,3 +373,30 @@ def test_mmaflow_report(tmp_path):
         text=True,
     )
     assert html.returncode == 3 and "weight-only decode kernel" in html.stderr, html.stderr[-2000:]
+
+
+def test_stock_route_verify(tmp_path):
+    """`iree-compile $(mmaflow flags ...)` builds the weight-only kernel through the hook, and `mmaflow
+    verify` finds it in the .vmfb (byte-identical to mmaflow compile's, PTX checked)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "wo.mlir"
+    src.write_text(weight_only_module(8, 128, 1024, 128))
+    bin_ = Path(sys.executable).parent
+    flags = subprocess.run(
+        [str(bin_ / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    vmfb = tmp_path / "wo.vmfb"
+    built = subprocess.run(
+        [str(bin_ / "iree-compile"), str(src), *flags, "-o", str(vmfb)], capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    out = subprocess.run(
+        [str(bin_ / "mmaflow"), "verify", str(vmfb), "--source", str(src), "--target", "sm_80"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "verified weight_only_dispatch_0" in out.stderr and "PTX checked in the file" in out.stdout, out

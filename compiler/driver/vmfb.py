@@ -88,7 +88,7 @@ def verify_command(args, source: str) -> int:
     from mmaflow.compiler.pipeline.results import CodegenOptions
     from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
     from mmaflow.compiler.target.targets import get_target
-    from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa
+    from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa, check_weight_only_isa
 
     target = get_target(args.target)
     path = Path(args.vmfb)
@@ -136,6 +136,19 @@ def verify_command(args, source: str) -> int:
             print(
                 f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {matrix}, flash "
                 f"attention: {exe.facts.problem.describe()}",
+                file=sys.stderr,
+            )
+            continue
+        if exe.facts.is_weight_only:
+            if ptx is not None:  # the user's own PTX, checked directly
+                found = in_ptx(exe.export)
+                if len(found) != 1:
+                    raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
+                check_weight_only_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)
+            rep = res.reports[exe.name]
+            print(
+                f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
+                f"{exe.facts.problem.describe()}",
                 file=sys.stderr,
             )
             continue
