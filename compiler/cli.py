@@ -892,6 +892,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--head-dims", metavar="D,..", help="with --attention: head dims, comma-separated (default 64,128)")
     b.add_argument(
+        "--fa3-shapes",
+        action="store_true",
+        help="with --attention: the FlashAttention-3 paper's shapes, batch x seq = 16k tokens and heads x head dim "
+        "= 2048 (--sizes: the sequence lengths)",
+    )
+    b.add_argument(
         "--compile-time",
         nargs="+",
         metavar="MODULE",

@@ -10,6 +10,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -322,3 +323,62 @@ def test_models_manifest_points_to_its_runner(tmp_path, capsys):
     (tmp_path / "manifest.json").write_text(json.dumps({"kind": "models", "entries": []}))
     assert bench.main(["--from-dir", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
     assert "python3 -m mmaflow.runtime.model_bench" in capsys.readouterr().err
+
+
+def test_fa3_shapes():
+    """--fa3-shapes: the FlashAttention-3 paper's batch (16k tokens / seq) and heads (2048 / d); sizes
+    that do not divide them are refused before anything is built."""
+    cs = attention_bench.cases([2048, 16384], [64, 128], ["f16"], fa3=True)
+    assert [(c["batch"], c["heads"], c["seq"], c["head_dim"]) for c in cs] == [
+        (8, 32, 2048, 64),
+        (8, 16, 2048, 128),
+        (1, 32, 16384, 64),
+        (1, 16, 16384, 128),
+    ]
+    from mmaflow.compiler.core.errors import InputError
+
+    with pytest.raises(InputError, match="--fa3-shapes: .* 3000 does not divide"):
+        attention_bench.prepare(["sm_90a"], [3000], [64], ["f16"], Path("/nonexistent"), fa3=True)
+
+
+def test_torch_backends(capsys):
+    """torch's SDPA under its own choice and each forced backend (``torch.nn.attention.sdpa_kernel``),
+    each checked and timed; a backend that refuses (or a torch without them) is said, not timed."""
+    import contextlib
+    import types
+
+    from conftest import FakeTensor, fake_cuda_torch
+
+    chosen = []
+
+    @contextlib.contextmanager
+    def sdpa_kernel(backend):
+        if backend == "FLASH_ATTENTION":
+            raise RuntimeError("No available kernel")
+        chosen.append(backend)
+        yield
+
+    def sdpa(q, k, v):
+        ref = attention_reference(q.x.astype(np.float64), k.x.astype(np.float64), v.x.astype(np.float64), 0.125, False)
+        return FakeTensor(ref.astype(np.float16))
+
+    backends = types.SimpleNamespace(
+        CUDNN_ATTENTION="CUDNN_ATTENTION", FLASH_ATTENTION="FLASH_ATTENTION", EFFICIENT_ATTENTION="EFFICIENT_ATTENTION"
+    )
+    nn = types.SimpleNamespace(
+        functional=types.SimpleNamespace(scaled_dot_product_attention=sdpa),
+        attention=types.SimpleNamespace(sdpa_kernel=sdpa_kernel, SDPBackend=backends),
+    )
+    torch = fake_cuda_torch(nn=nn, from_numpy=FakeTensor)
+    (case,) = attention_bench.cases([64], [64], ["f16"], batch=1, heads=2)
+    q, k, v = (x.reshape(2, 64, 64) for x in attention_bench.inputs(case))
+    ref, bound = attention_bench.reference(q[None], k[None], v[None], "f16")
+    rows, outs = attention_bench.torch_rows(torch, case, q, k, v, ref[0], bound[0], warmup=1, repeat=2)
+    assert [r["variant"] for r in rows] == ["torch SDPA", "torch cuDNN", "torch EFFICIENT"]
+    assert all(r["check"] == "PASS" for r in rows) and set(outs) == {"torch", "torch-cudnn", "torch-efficient"}
+    assert chosen == ["CUDNN_ATTENTION", "EFFICIENT_ATTENTION"]
+    assert "torch FLASH: not run: RuntimeError: No available kernel" in capsys.readouterr().out
+    bare = fake_cuda_torch(nn=types.SimpleNamespace(functional=nn.functional), from_numpy=FakeTensor)
+    rows, _ = attention_bench.torch_rows(bare, case, q, k, v, ref[0], bound[0], warmup=1, repeat=2)
+    assert [r["variant"] for r in rows] == ["torch SDPA"]
+    assert "no torch.nn.attention.sdpa_kernel" in capsys.readouterr().out

@@ -9,12 +9,14 @@ dispatch and torch's scaled_dot_product_attention on a GPU. The halves and optio
              otherwise) and once with IREE's default pipeline (sm_80 code for sm_90a,
              ``bench_common.iree_default``); the .vmfb files and manifest.json
     run      random normal Q, K, V (seeded per case, rounded to the dtype); every module through
-             IREE's runtime and torch SDPA on the same inputs, each checked against the float64
+             IREE's runtime and torch SDPA (its own choice, and forced onto cuDNN, FLASH and EFFICIENT:
+             ``BACKENDS``, each where it exists) on the same inputs, each checked against the float64
              reference within ``runtime/attention_reference.py``'s bound, then timed: the median
              of synchronous calls (torch: of CUDA events); ``--kernel-time`` adds Nsight
              Compute's kernel-only time of each (``runtime/ncu.py``); results.csv, results.json
 
     mmaflow bench --attention --target sm_90a,sm_80 --sizes 2048 --head-dims 64,128 --prepare-only DIR
+    mmaflow bench --attention --target sm_90a --fa3-shapes --sizes 512,1024,2048,4096,8192,16384 --prepare-only DIR
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT [--kernel-time]
 
 TFLOP/s count 4 * batch * heads * seq_q * seq_k * head_dim FLOPs per call (the two matmuls,
@@ -26,6 +28,7 @@ The run half imports no IREE compiler code (only iree.runtime, numpy, optionally
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import time
@@ -39,31 +42,44 @@ from mmaflow.runtime.attention_reference import attention_bound, attention_refer
 from mmaflow.runtime.modules import attention_module
 
 BATCH, HEADS = 2, 16
+# The FlashAttention-3 paper's shapes (--fa3-shapes): batch x seq = 16k tokens, hidden 2048 (heads = 2048 / d).
+FA3_TOKENS, FA3_HIDDEN = 16384, 2048
 DEFAULT_SEQS, DEFAULT_HEAD_DIMS = "2048", "64,128"
 DTYPES = ("f16", "bf16")
 FUNCTION = "attention"
 FLOPS = "4 * batch * heads * seq_q * seq_k * head_dim"
 IREE_DEFAULT = "iree-default"
 TORCH_VARIANT = "torch SDPA"
+# torch's SDPA timed with its own choice of kernel and forced onto each backend (torch.nn.attention.
+# sdpa_kernel), each where this torch and GPU have it: (variant, SDPBackend name, the row's "file")
+BACKENDS = (
+    (TORCH_VARIANT, None, bench_common.TORCH),
+    ("torch cuDNN", "CUDNN_ATTENTION", "torch-cudnn"),
+    ("torch FLASH", "FLASH_ATTENTION", "torch-flash"),
+    ("torch EFFICIENT", "EFFICIENT_ATTENTION", "torch-efficient"),
+)
 
 
 def cases(
-    seqs: list[int], head_dims: list[int], dtypes: list[str], *, batch: int = BATCH, heads: int = HEADS
+    seqs: list[int],
+    head_dims: list[int],
+    dtypes: list[str],
+    *,
+    batch: int = BATCH,
+    heads: int = HEADS,
+    fa3: bool = False,
 ) -> list[dict]:
-    """One case per dtype, sequence length and head dim (queries and keys of the same length)."""
-    return [
-        {
-            "key": f"{dt}_b{batch}h{heads}_s{s}_d{d}",
-            "dtype": dt,
-            "batch": batch,
-            "heads": heads,
-            "seq": s,
-            "head_dim": d,
-        }
-        for dt in dtypes
-        for s in seqs
-        for d in head_dims
-    ]
+    """One case per dtype, sequence length and head dim (queries and keys of the same length);
+    ``fa3``: each at the FlashAttention-3 paper's batch (16k tokens / seq) and heads (2048 / d)."""
+    out = []
+    for dt in dtypes:
+        for s in seqs:
+            for d in head_dims:
+                b, h = (FA3_TOKENS // s, FA3_HIDDEN // d) if fa3 else (batch, heads)
+                out.append(
+                    {"key": f"{dt}_b{b}h{h}_s{s}_d{d}", "dtype": dt, "batch": b, "heads": h, "seq": s, "head_dim": d}
+                )
+    return out
 
 
 def flops(case: dict) -> float:
@@ -82,6 +98,7 @@ def prepare(
     *,
     batch: int = BATCH,
     heads: int = HEADS,
+    fa3: bool = False,
 ) -> dict:
     """Compile every case with mmaflow for each target and once per IREE target with IREE's
     default pipeline; write the .vmfb files and manifest.json."""
@@ -104,6 +121,13 @@ def prepare(
             f"--head-dims {','.join(map(str, bad))}: mmaflow's flash-attention kernel takes head dims "
             f"{' and '.join(map(str, HEAD_DIMS))}"
         )
+    if fa3:
+        bad = [s for s in seqs if FA3_TOKENS % s] + [d for d in head_dims if FA3_HIDDEN % d]
+        if bad:
+            raise InputError(
+                f"--fa3-shapes: batch x seq = {FA3_TOKENS} tokens and heads x head dim = {FA3_HIDDEN}; "
+                f"{', '.join(map(str, bad))} does not divide them"
+            )
     bad = [dt for dt in dtypes if dt not in DTYPES]
     if bad:
         raise InputError(f"bench --attention times {' and '.join(DTYPES)} attention, not {', '.join(bad)}")
@@ -113,7 +137,7 @@ def prepare(
         defaults.setdefault(base_target, flags)
     out_dir.mkdir(parents=True, exist_ok=True)
     prepared = []
-    for case in cases(seqs, head_dims, dtypes, batch=batch, heads=heads):
+    for case in cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3):
         src = attention_module(batch, heads, case["seq"], case["head_dim"], case["dtype"])
         entries = []
         for t in ts:
@@ -205,6 +229,47 @@ def _sdpa(torch, q, k, v):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v)
 
 
+def _backend(torch, name: str | None):
+    """A context running SDPA on backend ``name`` (``SDPBackend``'s; None: torch's own choice)."""
+    if name is None:
+        return contextlib.nullcontext()
+    attention = getattr(getattr(torch, "nn", None), "attention", None)
+    if attention is None or not hasattr(attention, "sdpa_kernel"):
+        raise RuntimeError("this torch has no torch.nn.attention.sdpa_kernel")
+    return attention.sdpa_kernel(getattr(attention.SDPBackend, name))
+
+
+def torch_rows(torch, case: dict, q, k, v, ref, bound, *, warmup: int, repeat: int) -> tuple[list[dict], dict]:
+    """torch's SDPA on the case under each of ``BACKENDS``, checked against the reference and timed
+    (CUDA events); a backend this torch or GPU lacks, or that refuses the shape, is said and
+    skipped. Returns the rows and each one's output (by its "file")."""
+    tq, tk, tv = (bench_common.to_torch(torch, x) for x in (q, k, v))
+    rows, outs = [], {}
+    for variant, backend, file in BACKENDS:
+        try:
+            with _backend(torch, backend):
+                out = _sdpa(torch, tq, tk, tv).float().cpu().numpy()
+                t = statistics.median(
+                    bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat)
+                )
+        except Exception as e:  # (not in this torch, not for this GPU, dtype or shape)
+            print(f"bench: attention {case['key']} {variant}: not run: {type(e).__name__}: {e}", flush=True)
+            continue
+        outs[file] = out
+        rows.append(
+            _row(
+                case,
+                variant,
+                torch.cuda.get_device_name(),
+                t,
+                check(out, ref, bound, case["dtype"]),
+                f"torch {torch.__version__}",
+                file,
+            )
+        )
+    return rows, outs
+
+
 def _row(case: dict, variant: str, target: str, seconds: float, result: dict, config: str, file: str) -> dict:
     return {
         "key": case["key"],
@@ -254,26 +319,14 @@ def run(
             )
             del mod
         if torch is not None:
-            tq, tk, tv = (bench_common.to_torch(torch, x) for x in (q, k, v))
-            outs[bench_common.TORCH] = _sdpa(torch, tq, tk, tv).float().cpu().numpy()
-            t = statistics.median(
-                bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat)
-            )
-            case_rows.append(
-                _row(
-                    case,
-                    TORCH_VARIANT,
-                    torch.cuda.get_device_name(),
-                    t,
-                    check(outs[bench_common.TORCH], ref, bound, case["dtype"]),
-                    f"torch {torch.__version__}",
-                    bench_common.TORCH,
-                )
-            )
-            for r in case_rows:  # numerics against torch's own result
-                r["max_abs_vs_torch"] = float(
-                    np.abs(outs[r["file"]].astype(np.float64) - outs[bench_common.TORCH]).max()
-                )
+            t_rows, t_outs = torch_rows(torch, case, q, k, v, ref, bound, warmup=warmup, repeat=repeat)
+            case_rows += t_rows
+            outs.update(t_outs)
+            if bench_common.TORCH in outs:
+                for r in case_rows:  # numerics against torch's own default result
+                    r["max_abs_vs_torch"] = float(
+                        np.abs(outs[r["file"]].astype(np.float64) - outs[bench_common.TORCH]).max()
+                    )
         rows += case_rows
         for r in case_rows:
             print(
@@ -309,6 +362,16 @@ def profile_one(manifest_dir: Path, file: str, key: str, driver: str) -> None:
     bench_common.TORCH) on case ``key``."""
     manifest = json.loads((manifest_dir / bench_common.MANIFEST).read_text())
     (case,) = [c for c in manifest["cases"] if c["key"] == key]
+    backend = {f: b for _, b, f in BACKENDS}
+    if file in backend and file != bench_common.TORCH:  # a forced backend: torch's calls under its context
+        import torch
+
+        args = [bench_common.to_torch(torch, x) for x in inputs(case)]
+        with _backend(torch, backend[file]):
+            for _ in range(1 + bench_common.PROFILED_CALLS):
+                _sdpa(torch, *args)
+                torch.cuda.synchronize()
+        return
     bench_common.profile_calls(manifest_dir, file, driver, FUNCTION, inputs(case), _sdpa)
 
 

@@ -724,8 +724,8 @@ def bench_command(args) -> int:
     modes = [m for m in MODES if getattr(args, m)]
     if len(modes) > 1:
         raise InputError("bench does one of " + ", ".join("--" + m.replace("_", "-") for m in modes) + " at a time")
-    if args.head_dims and not args.attention:
-        raise InputError("--head-dims is an option of bench --attention")
+    if (args.head_dims or args.fa3_shapes) and not args.attention:
+        raise InputError(f"--{'head-dims' if args.head_dims else 'fa3-shapes'} is an option of bench --attention")
     if args.compile_time:
         from mmaflow.runtime.compile_time import compile_time_command
 
@@ -760,6 +760,7 @@ def bench_command(args) -> int:
             positive_ints(args.head_dims or attention_bench.DEFAULT_HEAD_DIMS, "--head-dims"),
             args.dtype.split(","),
             prep_dir,
+            fa3=args.fa3_shapes,
         )
         driver = manifest["driver"]
     elif args.weight_only:
