@@ -1,6 +1,6 @@
 """The weight-only decode kernel: a matmul whose weights are stored as 4- or 8-bit integers with
-per-group parameters (``core/quantized.py``), for the decode shapes (M within one instruction row
-tile), where the cost is reading the weights once.
+per-group parameters (``core/quantized.py``), for the decode shapes (M up to two instruction row
+tiles, or a dynamic M in blocks of that), where the cost is reading the weights once.
 
 It is the decode kernel (``plan.py``) with B read packed. Each lane loads 128 bits of its B column
 per chunk (32 i4 or 16 i8 weights, one contiguous run of K), unpacks them in registers to the
@@ -560,7 +560,6 @@ class _Builder:
         bits, sb = p.bits, p.slot_bits
         i32 = ir.IntegerType.get_signless(32)
         wt = vector_type([LOAD_BITS // 32], i32)
-        fields = 32 // bits
         field = (1 << bits) - 1
 
         def rep(v: int, width: int) -> int:  # v in every ``width``-bit slot of a word
@@ -588,9 +587,9 @@ class _Builder:
             vals = em.concat(parts)
             vt = ir.VectorType(vals.type)
             vals = arith.SubFOp(vals, em.splat_const(vt, ir.FloatAttr.get(slot_t, base + bias))).result
-            want = ir.Type.parse(p.convert_type)
-            if slot_t != want:  # (f32 slots: the integers are exact in any float type the body converts to)
-                vals = arith.TruncFOp(vector_type([fields * LOAD_BITS // 32], want), vals).result
+        want = ir.Type.parse(p.convert_type)
+        if slot_t != want:  # (f32 slots: the integers are exact in any float type the body converts to)
+            vals = em.convert(vals, want)  # (NVIDIA bf16: one cvt per pair, Emitter.convert)
         return vals
 
     def dequantize(self, em: Emitter, vals: ir.Value, params: list[ir.Value]) -> ir.Value:
@@ -622,6 +621,10 @@ class _Builder:
             if op.name == "arith.constant":
                 t = op.results[0].type
                 env[op.results[0]] = em.splat_const(vector_type([n], t), op.attributes["value"])
+                continue
+            if op.name == "arith.truncf" and "roundingmode" not in op.attributes and op.operands[0] in env:
+                # to nearest even, as Emitter.convert emits it (NVIDIA bf16: one cvt per pair)
+                env[op.results[0]] = em.convert(env[op.operands[0]], op.results[0].type)
                 continue
             operands = []
             for v in op.operands:
