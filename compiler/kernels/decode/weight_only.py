@@ -161,13 +161,17 @@ def _contraction_body(op: ir.Operation, act: str) -> str:
 
 
 def claims(fn: ir.Operation) -> bool:
-    """Whether the dispatch is the weight-only form at all: an all-parallel generic reading an i4 /
-    i8 tensor whose result a contraction (a generic with reductions) reads."""
+    """Whether the dispatch is the weight-only form at all: an all-parallel generic turning an i4 /
+    i8 tensor into floats, whose result a contraction (a generic with reductions) reads."""
     ops = [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "linalg.generic"]
     for op in ops:
         iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
-        if len(op.results) != 1 or not all("parallel" in t for t in iters):
-            continue
+        if (
+            len(op.results) != 1
+            or not all("parallel" in t for t in iters)
+            or not _elem(op.results[0]).startswith(("f", "bf"))
+        ):
+            continue  # (an integer extension feeding an integer matmul is not a dequantization)
         if not any(_elem(v) in Q_BITS for v in list(op.operands)[:-1] if isinstance(v.type, ir.ShapedType)):
             continue
         for use in op.results[0].uses:
