@@ -197,7 +197,7 @@ def test_k_order_with_unpacking_is_a_permutation():
     [
         ("sm_90a", dict(group=16), "groups of 16 split a lane's run of 32 weights"),
         ("gfx942", dict(acc="f16"), "no gfx942 instruction computes f16 x f16 -> f16"),
-        ("sm_80", dict(m=40), "with 40 rows in 2 row tiles"),
+        ("sm_80", dict(m=200), "M = 200 is past 128 rows"),
     ],
 )
 def test_refusals(target, kwargs, why):
@@ -303,7 +303,7 @@ def test_dynamic_m(target):
 
     (exe,) = codegen_module(weight_only_module(0, 96, 512, 64, dynamic_m=True, act="bf16", signed=True), target).taken
     assert exe.facts.problem.m is None and [d.dim for d in exe.facts.problem.dynamic] == ["m"]
-    assert any("dynamic M: row blocks of" in x for x in exe.log), exe.log
+    assert any("dynamic M in row blocks of" in x for x in exe.log), exe.log
     for m in (1, 13, 32, 45, 70):
         (check,) = check_executable(exe, sizes={"m": m})
         assert check.passed, f"M = {m}: {check.detail}"
@@ -400,3 +400,17 @@ def test_stock_route_verify(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "verified weight_only_dispatch_0" in out.stderr and "PTX checked in the file" in out.stdout, out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("m", [45, 128])
+def test_static_row_blocks(target, m):
+    """A static M past two row tiles, up to the seeds' 128 rows: row blocks of 32 (CDNA: one 32-row
+    MFMA pass up to 64 rows), the last one partial, against the reference interpreter."""
+    from mmaflow.runtime.model_check import check_executable
+
+    (exe,) = codegen_module(weight_only_module(m, 64, 512, 128, as_bytes=False, signed=True), target).taken
+    blocks = any("M in row blocks of 32" in x for x in exe.log)
+    assert blocks == (m > (64 if target in ("gfx942", "gfx950") else 32)), exe.log
+    (check,) = check_executable(exe)
+    assert check.passed, check.detail

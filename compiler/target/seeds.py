@@ -88,6 +88,7 @@ class WeightOnlySeeds(DecodeSeeds):
     wide_elements: Seed  # ... and this many weights (N x K) ...
     wide_waves_k: Seed  # ... these waves ...
     wide_unroll: Seed  # ... each with this many chunks
+    max_rows: Seed  # a static M past one pass (two row tiles) in row blocks, up to this many rows
 
 
 NVIDIA_MMA = NvidiaMmaSeeds(
@@ -198,6 +199,10 @@ WEIGHT_ONLY_NVIDIA = WeightOnlySeeds(
         "128256 x 4096 149.2 / 252.5 against 211.9 / 281.9",
     ),
     wide_unroll=Seed(8, "the same H200 run (4 warps x 8 chunks)"),
+    max_rows=Seed(
+        128,
+        "unmeasured: 4 passes of 32 rows; IREE's default ran this dispatch 85.0 us at M 16 on the H200 (10.6x ours)",
+    ),
 )
 WEIGHT_ONLY_AMD = WeightOnlySeeds(
     waves_k=DECODE_AMD.waves_k,
@@ -208,4 +213,5 @@ WEIGHT_ONLY_AMD = WeightOnlySeeds(
     wide_elements=Seed(1 << 62, "unmeasured: not taken"),
     wide_waves_k=DECODE_AMD.waves_k,
     wide_unroll=DECODE_AMD.unroll,
+    max_rows=Seed(128, "unmeasured (no AMD GPU here): the NVIDIA seed's"),
 )

@@ -407,6 +407,13 @@ class WeightOnlyPlan:
     # A dynamic M: ``record.m`` is the bound one pass takes; the kernel loops over row blocks of it
     # up to the run-time M, every A load and output store bounded by that M.
     dynamic_m: bool = False
+    # A static M past one pass (``record.m`` rows): the M the row blocks cover (None: one pass).
+    total_m: int | None = None
+
+    @property
+    def row_blocks(self) -> bool:
+        """Whether the kernel loops over row blocks of ``record.m`` (a dynamic M, or a larger static one)."""
+        return self.dynamic_m or self.total_m is not None
 
     @property
     def bits(self) -> int:
@@ -442,9 +449,10 @@ class WeightOnlyPlan:
 
     def describe(self) -> str:
         r, intr, ko = self.record, self.intrinsic, self.k_order
-        rows = f" (dynamic M: row blocks of {r.m})" if self.dynamic_m else ""
+        shown = replace(r, m=None if self.dynamic_m else (self.total_m or r.m))
+        rows = f" ({'dynamic ' if self.dynamic_m else ''}M in row blocks of {r.m})" if self.row_blocks else ""
         return (
-            f"{r.describe() if not self.dynamic_m else replace(r, m=None).describe()}{rows}: weight-only decode "
+            f"{shown.describe()}{rows}: weight-only decode "
             f"kernel, {intr.name} wave{self.wave_size}; {self.waves_k} waves "
             f"split K in tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk}); {self.tile_n} columns per "
             f"workgroup ({self.grid[0]} workgroups); B: {LOAD_BITS}-bit loads of {ko.run} {r.q_type} per lane and "
@@ -474,6 +482,16 @@ def _instruction(target: Target, rec: WeightOnlyMatmul, row_tiles: int) -> Intri
     return min(cands, key=lambda i: (-(-rec.m // i.m), i.m, -i.n))
 
 
+def _one_pass(target: Target, rec: WeightOnlyMatmul, row_tiles: int) -> bool:
+    """Whether an instruction holds M in ``row_tiles`` row tiles (else: row blocks)."""
+    m_bound(target, rec)  # (raises where no instruction computes the types at all)
+    try:
+        _instruction(target, rec, row_tiles)
+    except UnsupportedError:
+        return False
+    return True
+
+
 def m_bound(target: Target, rec: WeightOnlyMatmul) -> int:
     """The rows one pass of the kernel takes for a dynamic M (a run-time M past it loops over row
     blocks of this many): the seeds' row tiles of the target's shortest instruction for the types."""
@@ -487,9 +505,16 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     if rec.act_type not in ACT_TYPES:
         raise UnsupportedError(f"{what}: activations f16 or bf16")
     s = WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD
-    dynamic_m = rec.m is None
+    dynamic_m, total_m = rec.m is None, None
     if dynamic_m:  # planned at the bound; the loads and stores are bounded by the run-time M
         rec = replace(rec, m=m_bound(target, rec))
+    elif not _one_pass(target, rec, s.row_tiles.value):  # row blocks of the bound, up to the seeds' limit
+        if rec.m > s.max_rows.value:
+            raise UnsupportedError(
+                f"{what}: M = {rec.m} is past {s.max_rows.value} rows (the weight-only kernel re-reads the weights "
+                f"once per {m_bound(target, rec)} rows)"
+            )
+        rec, total_m = replace(rec, m=m_bound(target, rec)), rec.m
     intr = _instruction(target, rec, s.row_tiles.value)
     convert_type = convert_type or rec.act_type
     sb = slot_bits(rec.q_type, convert_type)
@@ -517,6 +542,7 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     plan = WeightOnlyPlan(
         record=rec,
         dynamic_m=dynamic_m,
+        total_m=total_m,
         target=target.name,
         intrinsic=intr,
         vendor=target.vendor,
@@ -671,13 +697,17 @@ class _Builder:
             lane_affine(em, lanes, self.layouts, p.a_start),
         )
         ctx = dict(mems=mems, lanes=lanes, lane=lane, wave=wave, n0=n0, acc_t=acc_t, part=part, starts=starts)
-        if m_value is None:
+        if not p.row_blocks:
             self.rows = p.record.m
             self._pass(em, 0, **ctx)
             return
-        self.rows = m_value
         bound = p.record.m
-        blocks = em.div(em.add(m_value, bound - 1), bound)
+        if p.dynamic_m:
+            self.rows = m_value
+            blocks = em.div(em.add(m_value, bound - 1), bound)
+        else:
+            self.rows = p.total_m
+            blocks = em.const(-(-p.total_m // bound))
         with em.loc, em.ip:
             rb = scf.ForOp(em.const(0), blocks, em.const(1), [])
         inner = Emitter(ir.InsertionPoint(rb.body), em.loc, p.vendor).named("weight_only.rows")
@@ -751,7 +781,7 @@ class _Builder:
         """Row tile ``tile``'s A operands for the chunk (``rewrite.a_operands``), rows past M zeros."""
         p, intr = self.plan, self.plan.intrinsic
         row0 = tile * intr.m
-        limit = self.rows if p.dynamic_m or row0 + intr.m > p.record.m else None
+        limit = self.rows if p.row_blocks or row0 + intr.m > p.record.m else None
         return a_operands(
             em,
             intr,
@@ -838,7 +868,7 @@ def emit_weight_only(
     em = Emitter(body_ip, loc, plan.vendor)
     i32 = ir.IntegerType.get_signless(32)
     groups = rec.k // rec.group
-    rows = None if plan.dynamic_m else rec.m  # (None: a dynamic first dim, sized by m_value)
+    rows = None if plan.dynamic_m else (plan.total_m or rec.m)  # (None: a dynamic first dim, sized by m_value)
     types = {
         "A": (rec.a, [rows, rec.k], ir.Type.parse(rec.act_type)),
         "W": (rec.w, [rec.n, rec.k * plan.bits // 32], i32),
