@@ -50,6 +50,16 @@ class DynamicDim:
         """The workload entry the grid is computed from."""
         return self.ordinals[0]
 
+    @staticmethod
+    def from_dict(x: dict) -> "DynamicDim":
+        return DynamicDim(
+            x["dim"],
+            tuple(x["ordinals"]),
+            tuple(tuple(c) for c in x["constants"]),
+            x.get("divisor", 1),
+            x.get("at_most"),
+        )
+
 
 @dataclass(frozen=True)
 class Contraction:
@@ -118,16 +128,7 @@ class Contraction:
             for e in d.get("epilogue", ())
         )
         d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
-        d["dynamic"] = tuple(
-            DynamicDim(
-                x["dim"],
-                tuple(x["ordinals"]),
-                tuple(tuple(c) for c in x["constants"]),
-                x.get("divisor", 1),
-                x.get("at_most"),
-            )
-            for x in d.get("dynamic", ())
-        )
+        d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         return Contraction(**d)
 
     def describe(self) -> str:

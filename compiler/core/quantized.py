@@ -58,15 +58,6 @@ class WeightOnlyMatmul:
             d[name] = Binding(**d[name])
         d["params"] = tuple(Binding(**p) for p in d["params"])
         d["param_types"] = tuple(d["param_types"])
-        d["dynamic"] = tuple(
-            DynamicDim(
-                x["dim"],
-                tuple(x["ordinals"]),
-                tuple(tuple(c) for c in x["constants"]),
-                x.get("divisor", 1),
-                x.get("at_most"),
-            )
-            for x in d.get("dynamic", ())
-        )
+        d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         d.setdefault("m", None)
         return WeightOnlyMatmul(**d)

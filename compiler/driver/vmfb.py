@@ -121,16 +121,22 @@ def verify_command(args, source: str) -> int:
     if target.vendor.isa == "ptx":  # one PTX module per linked executable (a cluster kernel's variant links apart)
         ptx = [ptx_text(blob) for blob in executables(user).values()]
 
-    def in_ptx(export: str) -> list[str]:
-        return [t for text in ptx for t in (extract_kernel(text, n, "ptx") for n in kernel_names(export, target)) if t]
+    def user_ptx(exe):
+        """(report, text) of ``exe``'s kernel in the user's own PTX (None on AMD: the bytes are compared)."""
+        if ptx is None:
+            return None
+        found = [
+            t for text in ptx for t in (extract_kernel(text, n, "ptx") for n in kernel_names(exe.export, target)) if t
+        ]
+        if len(found) != 1:
+            raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
+        return parse_ptx(found[0], exe.export, target), found[0]
 
     for exe in res.taken:
         if exe.facts.is_attention:
-            if ptx is not None:  # the user's own PTX, checked directly
-                found = in_ptx(exe.export)
-                if len(found) != 1:
-                    raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
-                check_attention_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts.expect)
+            own = user_ptx(exe)  # the user's own PTX, checked directly
+            if own is not None:
+                check_attention_isa(*own, exe.name, exe.facts.expect)
             rep = res.reports[exe.name]
             matrix = "matrix instructions" if rep.isa == "amdgcn" else "mma.sync"
             print(
@@ -140,11 +146,9 @@ def verify_command(args, source: str) -> int:
             )
             continue
         if exe.facts.is_weight_only:
-            if ptx is not None:  # the user's own PTX, checked directly
-                found = in_ptx(exe.export)
-                if len(found) != 1:
-                    raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
-                check_weight_only_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)
+            own = user_ptx(exe)
+            if own is not None:
+                check_weight_only_isa(*own, exe.name, exe.facts)
             rep = res.reports[exe.name]
             print(
                 f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
@@ -153,11 +157,9 @@ def verify_command(args, source: str) -> int:
             )
             continue
         intr = target.intrinsic(exe.facts.config.intrinsic)
-        if ptx is not None:  # the user's own PTX, checked directly
-            found = in_ptx(exe.export)
-            if len(found) != 1:
-                raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
-            check_dispatch_isa(parse_ptx(found[0], exe.export, target), found[0], exe.name, exe.facts)
+        own = user_ptx(exe)
+        if own is not None:
+            check_dispatch_isa(*own, exe.name, exe.facts)
         rep = res.reports[exe.name]
         print(
             f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "

@@ -485,32 +485,10 @@ class AmdKernel:
                     s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
                 row.append(s)
             scores.append(row)
-        needs = None
-        if p.k2 % BLOCK_N:
-            needs = sm.lt(em.const(p.k2), sm.add(key0, BLOCK_N))
-        if p.causal:
-            diag = sm.lt(q_base, sm.add(key0, BLOCK_N - 1))
-            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
-        if needs is not None:
-            flat = [s for row in scores for s in row]
-            with sm.loc, sm.ip:
-                branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
-            with sm.loc, ir.InsertionPoint(branch.else_block):
-                scf.YieldOp(flat)
-            masked = sm.at(ir.InsertionPoint(branch.then_block))
-            out = []
-            for j, row in enumerate(scores):
-                for e, ((ro, co), s) in enumerate(zip(c.element_offsets(), row)):
-                    key = masked.add(key0, c_row, j * intr.m + ro)
-                    valid = masked.lt(key, p.k2) if p.k2 % BLOCK_N else None
-                    if p.causal:
-                        ok = masked.lt(key, masked.add(q_base, c_col, co + 1))  # key <= query
-                        valid = ok if valid is None else masked.and_(valid, ok)
-                    out.append(masked.select(valid, s, neg_inf))
-            with sm.loc, ir.InsertionPoint(branch.then_block):
-                scf.YieldOp(out)
-            res = list(branch.results)
-            scores = [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
+        if p.k2 % BLOCK_N or p.causal:  # (S^T: keys on C's rows, queries on its columns)
+            scores = self.b.mask_keys(
+                sm, scores, key0, q_base, sm.add(key0, c_row), sm.add(q_base, c_col), BLOCK_N, keys_on_rows=True
+            )
         m_new, m_sub, alpha = [], [], []
         for ci in range(len(self.cols)):
             mine = [s for inst in scores for e, s in enumerate(inst) if self.col_of[e] == ci]

@@ -446,22 +446,27 @@ class _Kernel:
             value = self.f(op, value, self.shuffle_xor(value, mask))
         return value
 
-    def mask_keys(self, sm: Emitter, scores: list, key0, q_first, row0, col0, block_n: int) -> list:
+    def mask_keys(
+        self, sm: Emitter, scores: list, key0, q_first, row0, col0, block_n: int, keys_on_rows: bool = False
+    ) -> list:
         """``scores`` ([instruction][C element], instruction j's keys from j * n) with keys past K2
         and (causal) keys past their query set to -inf, in a branch uniform across the warp and taken
         only by the tiles that hold such keys: K2 inside the tile of ``block_n`` keys from ``key0``,
-        or a key past ``q_first``, the warp's first query. ``row0`` / ``col0``: the lane's first query
-        and key (the C layout's lane parts added). Elsewhere the scores pass as they are."""
+        or a key past ``q_first``, the warp's first query. ``row0`` / ``col0``: the lane's first C row
+        and column (the C layout's lane parts added): queries and keys, or with ``keys_on_rows`` (the
+        AMD kernel's S^T, instruction j's keys from j * m) keys and queries. Elsewhere the scores pass
+        as they are."""
         p, c = self.p, self.intr.c
         needs = None
         if p.k2 % block_n:
             needs = sm.lt(sm.const(p.k2), sm.add(key0, block_n))
         if p.causal:
             diag = sm.lt(q_first, sm.add(key0, block_n - 1))
-            needs = diag if needs is None else self.f(arith.OrIOp, needs, diag)
+            needs = diag if needs is None else sm.or_(needs, diag)
         if needs is None:
             return scores
-        neg_inf = self.fconst(-math.inf)
+        with sm.loc, sm.ip:  # (at sm, not the kernel's current emitter: the AMD kernel keeps its own)
+            neg_inf = arith.ConstantOp(self.f32, ir.FloatAttr.get(self.f32, -math.inf)).result
         flat = [s for row in scores for s in row]
         with sm.loc, sm.ip:
             branch = scf.IfOp(needs, [self.f32] * len(flat), has_else=True)
@@ -471,10 +476,13 @@ class _Kernel:
         out = []
         for j, row in enumerate(scores):
             for (ro, co), s in zip(c.element_offsets(), row):
-                key = masked.add(col0, j * self.intr.n + co)
+                if keys_on_rows:
+                    key, past_query = masked.add(row0, j * self.intr.m + ro), (col0, co + 1)
+                else:
+                    key, past_query = masked.add(col0, j * self.intr.n + co), (row0, ro + 1)
                 valid = masked.lt(key, p.k2) if p.k2 % block_n else None
                 if p.causal:
-                    ok = masked.lt(key, masked.add(row0, ro + 1))  # key <= query
+                    ok = masked.lt(key, masked.add(*past_query))  # key <= query
                     valid = ok if valid is None else masked.and_(valid, ok)
                 out.append(masked.select(valid, s, neg_inf))
         with sm.loc, ir.InsertionPoint(branch.then_block):

@@ -141,6 +141,9 @@ class Emitter:
     def and_(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self._bin(arith.AndIOp, a, b)
 
+    def or_(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._bin(arith.OrIOp, a, b)
+
     # ---- vectors -----------------------------------------------------------------------------
     def splat_const(self, vtype: ir.VectorType, attr: ir.Attribute) -> ir.Value:
         with self.loc, self.ip:

@@ -32,7 +32,14 @@ from iree.compiler.dialects import arith, func, hal, scf, vector
 
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.core.mlir import defining_op, op_attributes, subspan_binding, subspan_constant_offset, user_of
+from mmaflow.compiler.core.mlir import (
+    defining_op,
+    op_attributes,
+    segments,
+    subspan_binding,
+    subspan_constant_offset,
+    user_of,
+)
 from mmaflow.compiler.core.problem import Binding
 from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
@@ -126,7 +133,6 @@ class Match:
     q_index: int  # which of its inputs is W
     convert: ir.Operation  # the body's integer -> float conversion (uitofp / sitofp)
     layout: ir.Attribute  # the bindings' pipeline layout
-    store: ir.Operation
 
 
 def _body(op: ir.Operation) -> list[ir.Operation]:
@@ -270,7 +276,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
     if m_l and a_type.is_dynamic_dim(0):  # a dynamic M (the batch of a serving step): its push constants
         if any(a_type.is_dynamic_dim(i) for i in range(1, a_type.rank)) or ir.RankedTensorType(out.type).rank != 2:
             raise UnsupportedError("dynamic sizes other than M (the weight-only kernel takes a dynamic M only)")
-        m, dyn = None, (dynamic.trace("m", _dynamic_dims(a_sub)[0]),)
+        m, dyn = None, (dynamic.trace("m", segments(a_sub)[1][0]),)
         if math.prod(a_shape[1:]) != k:
             raise UnsupportedError(f"activations {a_shape} do not hold M x K, K = {k}")
     else:
@@ -295,13 +301,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
         params=tuple(params),
         dynamic=dyn,
     )
-    return Match(record, deq, q_index, convert, q_sub.attributes["layout"], store)
-
-
-def _dynamic_dims(sub: ir.Operation) -> list[ir.Value]:
-    """A binding subspan's dynamic dim operands (after its byte offset, if any)."""
-    n_offset = list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))[0]
-    return list(sub.operands)[n_offset:]
+    return Match(record, deq, q_index, convert, q_sub.attributes["layout"])
 
 
 def _is_zero(v: ir.Value) -> bool:
@@ -912,9 +912,9 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
             for op in (o.operation for o in fn.regions[0].blocks[0].operations)
             if op.name == "hal.interface.binding.subspan"
             and (subspan_binding(op), subspan_constant_offset(op)) == (rec.a.binding, rec.a.offset)
-            and _dynamic_dims(op)
+            and segments(op)[1]
         )
-        extra = dict(prologue=_scalar_prologue(fn), m_value=_dynamic_dims(a_sub)[0])
+        extra = dict(prologue=_scalar_prologue(fn), m_value=segments(a_sub)[1][0])
     with fn.context:
         emit_weight_only(
             plan,
