@@ -236,9 +236,11 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
     if report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although K and V tiles are shared in LDS")
     mma = "matrix instructions" if amd else expect.instruction
-    if expect.key_tiles > 1:
+    if expect.key_tiles is None or expect.key_tiles > 1:  # (None: a run-time key length)
         in_loop = report.loop_counts.get("matrix", 0)
-        if not report.has_loop:
+        if not report.has_loop and expect.key_tiles is None:
+            problems.append("no key loop although the key length is a run-time value")
+        elif not report.has_loop:
             if report.counts.get("matrix", 0) != expect.key_tiles * expect.mma_per_key_tile:
                 problems.append(
                     f"no key loop, and not the {expect.key_tiles * expect.mma_per_key_tile} {mma} of "

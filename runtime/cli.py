@@ -33,8 +33,11 @@ def _parse_dims(text: str | None, prob) -> dict:
             continue
         key, _, value = item.partition("=")
         key = key.strip().lower()
-        if key not in ("batch", "m", "n", "k") or not value.strip().isdigit():
-            raise InputError(f"--dims takes DIM=SIZE pairs with DIM one of batch, m, n, k; got {item!r}")
+        if key not in ("batch", "m", "n", "k", "k2") or not value.strip().isdigit():
+            raise InputError(
+                f"--dims takes DIM=SIZE pairs with DIM one of batch, m, n, k (an attention's key length: k2); "
+                f"got {item!r}"
+            )
         sizes[key] = int(value)
     extra = [d for d in sizes if d not in dynamic]
     if extra:
@@ -192,11 +195,8 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     dims = getattr(args, "dims", None)
     run_sizes = {}  # each taken dispatch's run-time sizes, checked before anything is printed or run
     for exe in taken:
-        if exe.facts.is_attention:  # static sizes only: check_executable refuses --dims for it by name
-            run_sizes[exe.name] = {"dims": dims} if dims else None
-            check_sizes(exe, run_sizes[exe.name])
-        else:
-            run_sizes[exe.name] = _parse_dims(dims, exe.facts.problem)
+        run_sizes[exe.name] = _parse_dims(dims, exe.facts.problem)
+        check_sizes(exe, run_sizes[exe.name])
     total_estimate = sum(estimate_seconds(e, sample, run_sizes[e.name]) for e in taken)
     if total_estimate > 60 and not sample:
         print(

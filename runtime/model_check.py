@@ -27,7 +27,7 @@ Dispatches left to IREE are listed with the reason select gave.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from iree.compiler import ir
@@ -426,6 +426,11 @@ def check_attention_site(
         return found[0]
 
     q_r, k_r, v_r, o_r = region(rec.q), region(rec.k), region(rec.v), region(rec.o, outputs=True)
+    if attn.k2 is None:  # a run-time key length: the size this call site gives, as K's region holds it
+        key_dim = (rec.orders[1] if rec.orders is not None else tuple(range(len(attn.batch) + 2))).index(
+            len(attn.batch)
+        )
+        attn = replace(attn, k2=k_r.shape[key_dim])
     rng = np.random.default_rng(seed + site)
     batch = int(np.prod(attn.batch))
     # Q scaled so that the scores (variance ~ 0.8^2 with scale 1/sqrt(D)) spread softmax's weights:
@@ -533,12 +538,13 @@ def check_attention_site(
 def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
     """A full run's executor time from the problem size (or the sample's share of it); a
     dynamic dimension's size from ``sizes`` (``--dims``: the run-time size), else 4096."""
-    if exe.facts.is_attention:  # QK^T and PV: two products of batch x M x K2 x D multiply-adds
-        a = exe.facts.problem.attention
-        macs = 2 * int(np.prod(a.batch)) * a.m * a.k2 * a.k1
-        if sample:
-            from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
+    if exe.facts.is_attention:  # QK^T and PV: two products of batch x rows x K2 x D multiply-adds
+        from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
 
+        a = exe.facts.problem.attention
+        k2 = a.k2 if a.k2 is not None else (sizes or {}).get("k2", 4096)
+        macs = 2 * int(np.prod(a.batch)) * -(-a.m // BLOCK_M) * BLOCK_M * k2 * a.k1  # whole blocks of queries run
+        if sample:
             macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
         return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem
@@ -565,8 +571,11 @@ def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
 
 def check_sizes(exe, sizes: dict | None) -> None:
     """Refuse run-time sizes a dispatch cannot take (before anything runs)."""
-    if exe.facts.is_attention and sizes:
-        raise InterpretError(f"{exe.name}: an attention dispatch has static sizes only (--dims does not apply)")
+    if exe.facts.is_attention and sizes and (set(sizes) != {"k2"} or not exe.facts.problem.dynamic):
+        dyn = " ".join(d.dim for d in exe.facts.problem.dynamic) or "none"
+        raise InterpretError(
+            f"{exe.name}: {', '.join(sorted(sizes))} given; the attention dispatch's run-time sizes: {dyn}"
+        )
 
 
 def check_executable(
@@ -577,7 +586,7 @@ def check_executable(
     front = FrontDispatch(parse_module(exe.source, new_context(), source=exe.name))
     handed = parse_module(exe.text, new_context(), source=exe.name)
     if exe.facts.is_attention:
-        sites = call_sites(front.func)
+        sites = call_sites(front.func, sizes, exe.facts.problem)
         return [
             check_attention_site(
                 exe, handed, front, constants, site=i, sites=len(sites), seed=seed, sample=sample, progress=progress

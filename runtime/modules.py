@@ -265,6 +265,79 @@ def attention_module(
     )
 
 
+def decode_attention_module(
+    batch: int,
+    kv_heads: int,
+    group: int,
+    head_dim: int,
+    dtype: str = "f16",
+    *,
+    q_len: int = 1,
+    kv_seq: int | None = None,
+    mask: str | None = None,
+) -> str:
+    """``@decode_attention(Q, K, V[, mask]) -> O``: a decoder step's attention against its KV cache,
+    spelled as IREE 3.13's torch input conversion lowers PyTorch's ``scaled_dot_product_attention(q,
+    k, v, enable_gqa=True)`` (``e2e_tests/test_decode_attention.py`` compares the two): Q ``(batch,
+    kv_heads * group, q_len, head_dim)``, K and V ``(batch, kv_heads, kv_seq, head_dim)`` broadcast
+    to every query head of their group, batch and heads collapsed, the scale 1/sqrt(head_dim).
+    IREE's dispatch formation then folds the broadcast away: the ``group`` query heads sharing a KV
+    head become the attention's query rows. ``kv_seq`` None: the cache's length is a run-time size
+    (``?``), as a serving step has it. ``mask``: None, "additive" (of ``dtype``) or "boolean" (i1),
+    ``(batch, kv_heads * group, q_len, kv_seq)``."""
+    s = "?" if kv_seq is None else str(kv_seq)
+    hq, bh = kv_heads * group, batch * kv_heads * group
+    q_t, kv_t = f"tensor<{batch}x{hq}x{q_len}x{head_dim}x{dtype}>", f"tensor<{batch}x{kv_heads}x{s}x{head_dim}x{dtype}>"
+    wide_t = f"tensor<{batch}x{kv_heads}x{group}x{s}x{head_dim}x{dtype}>"
+    all_t = f"tensor<{batch}x{hq}x{s}x{head_dim}x{dtype}>"
+    fq_t, fkv_t = f"tensor<{bh}x{q_len}x{head_dim}x{dtype}>", f"tensor<{bh}x{s}x{head_dim}x{dtype}>"
+    m_elem = {"additive": dtype, "boolean": "i1", None: None}[mask]
+    m_t, fm_t = f"tensor<{batch}x{hq}x{q_len}x{s}x{m_elem}>", f"tensor<{bh}x{q_len}x{s}x{m_elem}>"
+    dims = "(b, m, n, k1, k2)"
+    parts = ["b, m, k1", "b, k2, k1", "b, k2, n", ""] + (["b, m, k2"] if mask else []) + ["b, m, n"]
+    maps = ", ".join(f"affine_map<{dims} -> ({r})>" for r in parts)
+    args = f"%q: {q_t}, %k: {kv_t}, %v: {kv_t}" + (f", %mask: {m_t}" if mask else "")
+    lines = [
+        f"func.func @decode_attention({args}) -> {q_t} {{",
+        f"  %scale = arith.constant {1.0 / head_dim**0.5!r} : f32",
+        "  %c2 = arith.constant 2 : index",
+    ]
+    for x in ("k", "v"):  # each KV head broadcast to its group of query heads, as torch's enable_gqa does
+        size = f"%{x}_len" if kv_seq is None else ""
+        if kv_seq is None:
+            lines.append(f"  %{x}_len = tensor.dim %{x}, %c2 : {kv_t}")
+        lines += [
+            f"  %{x}_e = tensor.empty({size}) : {wide_t}",
+            f"  %{x}_b = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, "
+            "affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2, d3, d4)>], iterator_types = "
+            '["parallel", "parallel", "parallel", "parallel", "parallel"]} '
+            f"ins(%{x} : {kv_t}) outs(%{x}_e : {wide_t}) {{",
+            f"  ^bb0(%in: {dtype}, %out: {dtype}):",
+            f"    linalg.yield %in : {dtype}",
+            f"  }} -> {wide_t}",
+            f"  %{x}_h = tensor.collapse_shape %{x}_b [[0], [1, 2], [3], [4]] : {wide_t} into {all_t}",
+            f"  %{x}1 = tensor.collapse_shape %{x}_h [[0, 1], [2], [3]] : {all_t} into {fkv_t}",
+        ]
+    lines.append(f"  %q1 = tensor.collapse_shape %q [[0, 1], [2], [3]] : {q_t} into {fq_t}")
+    if mask:
+        lines.append(f"  %mask1 = tensor.collapse_shape %mask [[0, 1], [2], [3]] : {m_t} into {fm_t}")
+    ins = "%q1, %k1, %v1, %scale" + (", %mask1" if mask else "")
+    types = f"{fq_t}, {fkv_t}, {fkv_t}, f32" + (f", {fm_t}" if mask else "")
+    lines += [
+        f"  %e = tensor.empty() : {fq_t}",
+        f"  %o = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>",
+        f"       ins({ins} : {types}) outs(%e : {fq_t}) {{",
+        "  ^bb0(%x: f32):",
+        "    iree_linalg_ext.yield %x : f32",
+        f"  }} -> {fq_t}",
+        f"  %r = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [{batch}, {hq}, {q_len}, {head_dim}] "
+        f": {fq_t} into {q_t}",
+        f"  return %r : {q_t}",
+        "}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 # Named epilogues, for `mmaflow bench --checks` (the module side here, the numpy side in
 # EPILOGUE_REFERENCES: both halves of a check must agree on the name only).
 EPILOGUES = {

@@ -28,7 +28,7 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core.errors import InputError
 from mmaflow.compiler.core.mlir import defining_op, location_of
-from mmaflow.compiler.core.problem import Binding
+from mmaflow.compiler.core.problem import Binding, DynamicDim
 
 ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
 
@@ -84,6 +84,9 @@ class AttentionDispatch:
     # along it).
     mask: Binding | None = None
     mask_order: tuple[int, ...] | None = None
+    # A run-time key length (a decoder step's KV cache): K2 as K's, V's and the mask's subspans carry it,
+    # each its own workload entry (``core/dynamic.py``); empty when K2 is static.
+    dynamic: tuple[DynamicDim, ...] = ()
 
     def describe(self) -> str:
         return self.attention.describe()
@@ -126,6 +129,7 @@ class AttentionDispatch:
             orders=tuple(tuple(x) for x in orders) if orders is not None else None,
             mask=Binding(**mask) if mask is not None else None,
             mask_order=tuple(mask_order) if mask_order is not None else None,
+            dynamic=tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ())),
         )
 
 

@@ -218,7 +218,7 @@ class AttentionExpectations:
     recorded by the `flash-attention` stage from its plan."""
 
     mma_per_key_tile: int  # matrix instructions per warp and key tile: S = Q K^T plus O += P V
-    key_tiles: int  # key tiles the loop runs
+    key_tiles: int | None  # key tiles the loop runs (None: a run-time key length's)
     async_copies: bool  # K and V reach LDS by cp.async (a ring), not through registers
     barriers_per_key_tile: int
     instruction: str = "mma.sync"  # NVIDIA's: "mma.sync", or "wgmma.mma_async" (sm_90a's wgmma kernel)
@@ -252,7 +252,7 @@ def direct_kind(func: ir.Operation) -> str | None:
 
 
 def read_attention_expect(func: ir.Operation) -> AttentionExpectations:
-    return AttentionExpectations(**from_attr(_get(func, ATTENTION_EXPECT)))
+    return AttentionExpectations(**_fill_optional(AttentionExpectations, from_attr(_get(func, ATTENTION_EXPECT))))
 
 
 def write_attention_expect(func: ir.Operation, expect: AttentionExpectations) -> None:

@@ -492,6 +492,8 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
             family = registry.direct_family("attention")
             family.plan(attn, target)
             placements, _, _, consumers = family.placements(op)
+            lengths = family.key_lengths(op)  # a run-time key length: where each tensor gets it
+            dyn = (dynamic.merge([dynamic.trace("k2", v) for v in lengths.values()]),) if lengths else ()
     except UnsupportedError as e:  # the message starts with the description where it is about the sizes
         why = e.message.removeprefix(f"{what}: ")
         return Decision(name, False, f"{what}: {why}; IREE compiles it")
@@ -511,6 +513,7 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
         orders=None if all(p.order is None for p in pls) else tuple(p.order for p in pls),
         mask=Binding(mask.binding, mask.offset) if mask is not None else None,
         mask_order=mask.order if mask is not None else None,
+        dynamic=dyn,
     )
     attrs.mark(func, attrs.DISPATCH)
     attrs.write_target(func, target)

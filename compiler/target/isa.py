@@ -293,8 +293,10 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None)
             instrs.append(("instr", line))
     lines = [t for k, t in instrs if k == "instr"]
     # A wgmma kernel's K loop holds mbarrier wait loops (the TMA rings) and may sit in a loop over
-    # tiles (the persistent grid): the K loop is the innermost loop holding its matrix instructions.
-    within = matrix or ("wgmma.mma_async" if any(t.startswith("wgmma.mma_async") for t in lines) else None)
+    # tiles (the persistent grid), and LLVM may unswitch a loop on a warp-uniform condition (the
+    # decode attention's warps past M copy without computing: a second loop with no matrix
+    # instruction): the K loop is the innermost loop holding its matrix instructions.
+    within = matrix or next((m for m in ("wgmma.mma_async", "mma.sync") if any(t.startswith(m) for t in lines)), None)
     body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"), within)
     if matrix is not None:  # the other kernel's matrix instructions are not this one's
         lines = [t for t in lines if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]

@@ -112,6 +112,10 @@ class Target:
     ptx_version: int = 0  # NVIDIA: the +ptxNN feature the variant target needs
     # Hopper's warpgroup MMA (``target/intrinsics.py``): the warpgroup kernel of ``kernels/wgmma/plan.py``.
     warpgroup_mma: bool = False
+    # The most CTAs a thread block cluster may hold portably (sm_90: 8, CUDA Programming Guide, "Thread
+    # Block Clusters"; 1: no clusters). The kernels that reduce across a cluster's distributed shared memory
+    # (split-K, split-KV attention) stay within it.
+    max_cluster: int = 1
 
     def __post_init__(self):
         assert isinstance(self.vendor, Vendor) and isinstance(self.family, Family)
@@ -287,6 +291,7 @@ TARGETS: dict[str, Target] = {
             ptx_version=83,
             compute_units=132,
             warpgroup_mma=True,
+            max_cluster=8,
             **_NV,
         ),
     ]

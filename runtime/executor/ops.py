@@ -437,6 +437,21 @@ def _h_constant_load(k, op):
     return run
 
 
+def _h_memref_dim(k, op):
+    """memref.dim: a memref's extent along a (uniform) dimension, its run-time one when dynamic."""
+    (out,) = k._outs(op)
+    ins = k._ins(op)
+
+    def run(st):
+        mem = st.env[ins[0]]
+        i = _uniform(st.env[ins[1]], "memref.dim index", op)
+        if not 0 <= i < len(mem.shape):
+            raise ExecutorError(f"{op_loc(op)}: memref.dim {i} of a rank-{len(mem.shape)} memref")
+        st.env[out] = np.asarray([mem.shape[i]], np.int64)
+
+    return run
+
+
 def _h_alloc(k, op):
     (out,) = k._outs(op)
     mt = ir.MemRefType(op.results[0].type)
@@ -959,6 +974,18 @@ def _h_extract_strided(k, op):
 # -- warp-collective loads --------------------------------------------------------------------------
 
 
+def _active_waves(st, wave: int, op, what: str) -> np.ndarray | None:
+    """The lanes running a warp-wide op: every lane (None) or whole waves only. A wave that skips a
+    uniform branch issues nothing; one with some lanes active and some not is refused (the matrix
+    instructions and ldmatrix are undefined under divergence within a warp)."""
+    if st.mask is None or st.mask.all():
+        return None
+    waves = np.asarray(st.mask).reshape(-1, wave)
+    if not np.all(waves.all(axis=1) | ~waves.any(axis=1)):
+        raise ExecutorError(f"{op_loc(op)}: {what} under control flow divergent within a wave")
+    return np.asarray(st.mask)
+
+
 def _h_ldmatrix(k, op):
     """PTX ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].shared.b16.
 
@@ -978,8 +1005,7 @@ def _h_ldmatrix(k, op):
     W = k.wave_size
 
     def run(st):
-        if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{op_loc(op)}: nvgpu.ldmatrix under divergent control flow")
+        lanes = _active_waves(st, W, op, "nvgpu.ldmatrix")
         mem = st.env[mem_id]
         if mem.space != "lds":
             raise ExecutorError(f"{op_loc(op)}: ldmatrix reads shared memory only")
@@ -995,16 +1021,19 @@ def _h_ldmatrix(k, op):
             src_lane = 8 * np.arange(n)[None, :] + (t // 4)[:, None]  # (W, n): lane that gave the row
             elems = rows[:, src_lane][..., None] + (per * (t % 4))[None, :, None, None] + np.arange(per)
         elems = elems.reshape(st.L, n * per)
+        act = np.ones(elems.shape, bool) if lanes is None else np.repeat(lanes[:, None], n * per, axis=1)
         inb = (elems >= 0) & (elems < mem.numel)
-        if not inb.all():
+        if not inb[act].all():
             raise ExecutorError(f"{op_loc(op)}: ldmatrix reads outside {mem.name}")
-        act = np.ones(elems.shape, bool)
+        elems = np.where(act, elems, 0)  # (a skipping wave's lanes read nothing; their values are not used)
         race_check(k, st, op, mem, elems, act, write=False)
         _in_flight_check(st, op, mem, elems, act)
         # Bank conflicts: each matrix is served as one phase of its 8 row reads (16 bytes each).
         for i in range(n):
             row_lanes = np.zeros(st.L, bool)
             row_lanes.reshape(nw, W)[:, 8 * i : 8 * i + 8] = True
+            if lanes is not None:
+                row_lanes &= lanes
             _bank_conflicts(k, st, op, mem, np.where(row_lanes, lin, 0), 16 // mem.elem_bytes, row_lanes)
         st.env[out] = mem.data[st.wg_local[:, None], elems].reshape((st.L,) + tuple(vt.shape))
 
@@ -1134,8 +1163,7 @@ def _h_mma(k, op):
         return v.reshape(L // W, W, -1)
 
     def run(st):
-        if st.mask is not None and not st.mask.all():
-            raise ExecutorError(f"{op_loc(op)}: {op.name} under divergent control flow")
+        lanes = _active_waves(st, W, op, op.name)
         c = st.env[c_id]
         try:
             d = isa_execute(
@@ -1149,7 +1177,7 @@ def _h_mma(k, op):
         except IsaError as e:
             raise ExecutorError(f"{op_loc(op)}: {e}") from None
         st.env[out] = d.reshape((st.L,) + tuple(c_t.shape))
-        k.stats.matrix_ops += st.L // W
+        k.stats.matrix_ops += st.L // W if lanes is None else int(lanes.sum()) // W
 
     return run
 
@@ -1426,6 +1454,7 @@ HANDLERS = {
     "amdgpu.sched_barrier": lambda k, op: lambda st: None,
     "vector.load": _h_vector_load,
     "vector.store": _h_vector_store,
+    "memref.dim": _h_memref_dim,
     "memref.load": _h_memref_load,
     "memref.store": _h_memref_store,
     "amdgpu.raw_buffer_load": _h_raw_buffer_load,

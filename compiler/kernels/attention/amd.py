@@ -308,7 +308,7 @@ class AmdKernel:
         self.k_at, self.v_at = self.chunk_coords(em, tid)
         if p.prefetch:  # tile 0's K and V chunks in registers before the loop
             inits += self.load_tile(em, (k_mem, v_mem), batch, em.const(0))
-        tiles = em.const(p.key_tiles)
+        tiles = self.b.key_tiles(em)
         if p.causal:  # tiles holding a key <= this block's last query
             tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
         with em.loc, em.ip:
@@ -366,7 +366,7 @@ class AmdKernel:
     def load_tile(self, em: Emitter, mems, batch, key0) -> list[ir.Value]:
         """This thread's chunks of K's and V's tile at ``key0`` (``amdgpu.raw_buffer_load``, 128-bit;
         keys past K2 read 0), K's first."""
-        p, b = self.p, self.b
+        b = self.b
         vt = ir.VectorType.get([8], self.t)
         out = []
         for which, mem, coords, what in ((1, mems[0], self.k_at, "copy_k"), (2, mems[1], self.v_at, "copy_v")):
@@ -377,7 +377,7 @@ class AmdKernel:
                         mem,
                         b.at(which, batch, c_em.add(key0, row), col),
                         vt,
-                        b.bounds(which, p.k2 if p.k2 % BLOCK_N else None),
+                        b.bounds(which, b.key_bound()),
                     )
                 )
         return out
@@ -412,13 +412,13 @@ class AmdKernel:
         """The additive mask at this lane's S^T elements of tile ``key0`` ([row block][C element],
         16-bit scalars), from global memory; runs along the keys when they are innermost and K2
         is even, else one load per element. Out-of-range queries and keys read 0."""
-        p, intr, c, b = self.p, self.intr, self.intr.c, self.b
+        intr, c, b = self.intr, self.intr.c, self.b
         em = em.named("load_mask")
         key_lane = em.add(key0, em.lane_part(c, lane, ROW))
         query_lane = em.add(q_base, em.lane_part(c, lane, COL))
         runs = (
             _widest(c.runs(ROW), ROW)
-            if b.mask_order[-1] == len(b.bdims) + 1 and p.k2 % 2 == 0
+            if b.mask_order[-1] == len(b.bdims) + 1 and b.keys_even()
             else [Run(e, 1, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
         )
         bounds = b.mask_bounds()
@@ -485,7 +485,7 @@ class AmdKernel:
                     s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
                 row.append(s)
             scores.append(row)
-        if p.k2 % BLOCK_N or p.causal:  # (S^T: keys on C's rows, queries on its columns)
+        if self.b.key_bound() is not None or p.causal:  # (S^T: keys on C's rows, queries on its columns)
             scores = self.b.mask_keys(
                 sm, scores, key0, q_base, sm.add(key0, c_row), sm.add(q_base, c_col), BLOCK_N, keys_on_rows=True
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 from iree.compiler import ir
 
 from mmaflow.compiler.kernels.attention.lower import lower_attention
-from mmaflow.compiler.kernels.attention.nvidia import attention_placements, plan_flash_attention
+from mmaflow.compiler.kernels.attention.nvidia import attention_placements, key_lengths, plan_flash_attention
 
 
 class FlashAttentionFamily:
@@ -18,6 +18,9 @@ class FlashAttentionFamily:
 
     def placements(self, op: ir.Operation) -> tuple:
         return attention_placements(op)
+
+    def key_lengths(self, op: ir.Operation) -> dict:
+        return key_lengths(op)
 
     def lower(self, func: ir.Operation) -> tuple:
         return lower_attention(func)

@@ -17,7 +17,7 @@ from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import ops_named, str_attr
 from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan
-from mmaflow.compiler.kernels.attention.nvidia import BLOCK_N, FlashAttentionPlan, rewrite_dispatch
+from mmaflow.compiler.kernels.attention.nvidia import FlashAttentionPlan, rewrite_dispatch
 from mmaflow.compiler.target.targets import read_target
 
 NAME = "build"  # the pipeline stage that runs it
@@ -33,7 +33,8 @@ def expectations(plan: FlashAttentionPlan | HopperAttentionPlan) -> attrs.Attent
         per_tile = plan.head_dim // intr.k + plan.block_n // intr.k
     else:
         rows = intr.m if plan.transposed else intr.n  # the instruction dim the keys (S) and head dim (O) take
-        per_tile = (BLOCK_N // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (BLOCK_N // intr.k)
+        keys = plan.tile_keys  # (decode: each warp its share of a tile)
+        per_tile = (keys // rows) * (plan.head_dim // intr.k) + (plan.head_dim // rows) * (keys // intr.k)
     return attrs.AttentionExpectations(
         mma_per_key_tile=per_tile,
         key_tiles=plan.key_tiles,

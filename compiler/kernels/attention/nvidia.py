@@ -74,14 +74,15 @@ function at an insertion point;
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, func, gpu, hal, nvvm, scf, vector
+from iree.compiler.dialects import arith, func, gpu, hal, llvm, nvvm, scf, vector
 
+from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.attention import Attention, describe_attention
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_constant_offset, user_of
+from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_constant_offset, subspan_dims, user_of
 from mmaflow.compiler.core.mlir import walk as walk_ops
 from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
 from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
@@ -89,6 +90,7 @@ from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, Hoppe
 from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
 from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
+from mmaflow.compiler.kernels.common.prologue import buffer_type, scalar_prologue
 from mmaflow.compiler.target.convert import AttentionConversion, attention_conversion, hardware_keys
 from mmaflow.compiler.target.intrinsics import Intrinsic
 from mmaflow.compiler.target.layout import COL, ROW, Layout
@@ -98,6 +100,8 @@ BLOCK_M = 64  # queries per workgroup
 BLOCK_N = 64  # keys per iteration
 WARPS = 4
 LDS_PAD = 8  # elements after each LDS row (16 bytes)
+DECODE_STAGES = 4  # cp.async ring slots of a split-KV (decode) kernel, LDS permitting
+WARP_KEYS = 16  # keys of a key tile each warp computes on in the decode form (``warp_keys``)
 CHUNK_BYTES = 16  # global -> LDS copy width per thread
 HEAD_DIMS = (64, 128)
 LOG2E = 1.4426950408889634
@@ -125,7 +129,7 @@ class FlashAttentionPlan:
     conversion: AttentionConversion  # P's C -> A plan (S = Q K^T)
     batch: int  # all batch dims flattened (batch x heads)
     m: int
-    k2: int
+    k2: int | None  # None: a run-time key length (a decoder step's KV cache), read from the push constants
     head_dim: int  # K1 = N
     elem: str  # "f16" | "bf16", inputs and output
     scale: float
@@ -143,6 +147,13 @@ class FlashAttentionPlan:
     lds_pad: int = LDS_PAD  # elements after each LDS row
     k_copy: tuple[int, int, int] = ()  # AMD: the K copy's thread order (``flash_attention_amd.k_copy_order``)
     prefetch: bool = False  # AMD: the next tile's K and V loaded into registers during this one
+    # Split-KV (flash-decoding, NVIDIA mma.sync on cluster targets): each block of queries is run by a thread
+    # block cluster of ``split_kv`` workgroups along x, each over its share of the key tiles, their partial
+    # softmax statistics and outputs combined through distributed shared memory (``_Kernel.combine``).
+    split_kv: int = 1
+    # Decode (a run-time key length, every query in one warp's row tile): each warp takes its own
+    # WARP_KEYS keys of every key tile, with its own softmax statistics, combined at the end.
+    warp_keys: bool = False
 
     @property
     def wave_size(self) -> int:
@@ -162,11 +173,16 @@ class FlashAttentionPlan:
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        return (math.ceil(self.m / BLOCK_M), self.batch, 1)
+        return (math.ceil(self.m / BLOCK_M) * self.split_kv, self.batch, 1)
 
     @property
-    def key_tiles(self) -> int:
-        return math.ceil(self.k2 / BLOCK_N)
+    def key_tiles(self) -> int | None:
+        return None if self.k2 is None else math.ceil(self.k2 / BLOCK_N)
+
+    @property
+    def ragged(self) -> bool:
+        """Whether the last key tile may be partial (a run-time K2, or a static one not whole tiles)."""
+        return self.k2 is None or self.k2 % BLOCK_N != 0
 
     @property
     def lds_row(self) -> int:
@@ -176,11 +192,30 @@ class FlashAttentionPlan:
     def lds_bytes(self) -> int:
         if self.transposed:
             return amd_lds_bytes(self.head_dim, self.lds_pad)
-        return self.stages * 2 * BLOCK_N * self.lds_row * 2  # K and V tiles (per slot), 16-bit
+        # K and V tiles (per slot), 16-bit; the partial results a split-KV cluster combines
+        return self.stages * 2 * BLOCK_N * self.lds_row * 2 + self.partial_bytes
 
     @property
     def barriers_per_tile(self) -> int:
         return 2 if self.stages == 1 else 1
+
+    @property
+    def partial_chunks(self) -> int:
+        """16-byte chunks of one thread's partial results under split-KV: per row it holds, the running
+        max and its partial sum, then its O accumulators (f32)."""
+        c = self.intrinsic.c
+        rows = len({r for r, _ in c.element_offsets()})
+        return math.ceil(2 * rows / 4) + (self.head_dim // self.intrinsic.n) * c.elements // 4
+
+    @property
+    def partial_bytes(self) -> int:
+        """Shared memory for the partial results the warps or a split-KV cluster combine (0 without)."""
+        return self.partial_chunks * 16 * self.workgroup_size if self.split_kv > 1 or self.warp_keys else 0
+
+    @property
+    def tile_keys(self) -> int:
+        """Keys of each key tile one warp computes on: all, or with ``warp_keys`` its share."""
+        return WARP_KEYS if self.warp_keys else BLOCK_N
 
     def describe(self) -> str:
         copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
@@ -189,11 +224,20 @@ class FlashAttentionPlan:
                 ", the next tile prefetched into registers" if self.prefetch else ""
             ) + ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
         mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
+        if self.warp_keys:
+            copies += f", each warp {WARP_KEYS} keys of every tile (its own statistics, combined at the end)"
+        if self.split_kv > 1:
+            copies += (
+                f", keys split across a cluster of {self.split_kv} workgroups (partials combined through "
+                f"distributed shared memory)"
+            )
+        keys = "a run-time number of" if self.k2 is None else self.k2
+        tiles = "run-time" if self.k2 is None else self.key_tiles
         return (
-            f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
+            f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {keys} keys, head dim "
             f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
             f"{mask}; {self.intrinsic.name}, "
-            f"grid {self.grid}, {self.workgroup_size} threads, {self.key_tiles} key tiles of {BLOCK_N}, "
+            f"grid {self.grid}, {self.workgroup_size} threads, {tiles} key tiles of {BLOCK_N}, "
             f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
             f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}"
         )
@@ -211,6 +255,7 @@ def plan_flash_attention(
     kernel: str | None = None,
     block_n: int | None = None,
     warpgroups: int | None = None,
+    split_kv: int | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
@@ -219,11 +264,13 @@ def plan_flash_attention(
     copies through registers (1, its default): its targets have no asynchronous global -> LDS copy
     here. ``kernel``: on a warpgroup-MMA target (sm_90a) "wgmma" (the default: ``hopper.py``, a
     two-slot ring, ``block_n`` keys per tile, ``warpgroups`` of 64 queries) or "mma.sync" (this
-    kernel, as sm_80 runs it)."""
+    kernel, as sm_80 runs it). ``split_kv`` (mma.sync on a target with thread block clusters):
+    workgroups sharing each block of queries' keys, one cluster (``_split_kv``: by default, for a
+    run-time key length, enough to fill the SMs)."""
     tgt = get_target(target)
     amd = tgt.vendor is Vendor.AMD
-    if kernel is None:
-        kernel = "wgmma" if tgt.warpgroup_mma else "mma.sync" if tgt.vendor is Vendor.NVIDIA else None
+    if kernel is None:  # a run-time key length (decode) runs on mma.sync: the wgmma kernel is planned for static ones
+        kernel = "wgmma" if tgt.warpgroup_mma and attn.k2 is not None else "mma.sync" if not amd else None
     if kernel is not None and (kernel not in KERNELS or amd or (kernel == "wgmma" and not tgt.warpgroup_mma)):
         raise UnsupportedError(
             f"kernel {kernel!r} on {target}: NVIDIA's attention kernels are {KERNELS}, wgmma on sm_90a only"
@@ -232,11 +279,12 @@ def plan_flash_attention(
         raise UnsupportedError(f"stages = {stages}: the wgmma attention kernel has a two-slot cp.async ring (2)")
     if (block_n is not None or warpgroups is not None) and kernel != "wgmma":
         raise UnsupportedError("block_n and warpgroups: only the wgmma attention kernel takes them")
+    asked_stages = stages
     if stages is None:
         stages = 1 if amd else 2
-    if stages not in (1, 2):
+    if stages not in (1, 2, 3, 4):
         raise UnsupportedError(
-            f"stages = {stages}: the kernel has a synchronous copy (1) or a two-slot cp.async ring (2)"
+            f"stages = {stages}: the kernel has a synchronous copy (1) or a cp.async ring of 2 to 4 slots"
         )
     if amd and stages != 1:
         raise UnsupportedError(
@@ -248,8 +296,17 @@ def plan_flash_attention(
         )
     what = attn.describe()
     sizes = {"batch": attn.batch, "M": attn.m, "K1": attn.k1, "K2": attn.k2, "N": attn.n}
-    if any(s is None for s in attn.batch) or any(sizes[d] is None for d in ("M", "K1", "K2", "N")):
-        raise UnsupportedError(f"{what}: dynamic sizes are not supported (static shapes only)")
+    if any(s is None for s in attn.batch) or any(sizes[d] is None for d in ("M", "K1", "N")):
+        raise UnsupportedError(
+            f"{what}: dynamic sizes other than the key length are not supported (a run-time K2 is; batch, "
+            f"queries and head dims static)"
+        )
+    if attn.k2 is None and kernel == "wgmma":
+        raise UnsupportedError(
+            f"{what}: the wgmma attention kernel takes a static key length (mma.sync a run-time one)"
+        )
+    if attn.k2 is None and causal:
+        raise UnsupportedError(f"{what}: causal with a run-time key length (IREE gives causal SDPA as a mask)")
     mask = None
     if attn.mask != "no mask":
         mask_type = attn.mask_type or ("i1" if attn.mask.startswith("boolean") else None)
@@ -272,7 +329,7 @@ def plan_flash_attention(
         raise UnsupportedError(f"{what}: Q, K, V and O must all be f16 or all bf16")
     if attn.k1 != attn.n or attn.k1 not in HEAD_DIMS:
         raise UnsupportedError(f"{what}: head dims {attn.k1} -> {attn.n}; the kernel takes K1 = N in {HEAD_DIMS}")
-    if attn.m < 1 or attn.k2 < 1:
+    if attn.m < 1 or (attn.k2 is not None and attn.k2 < 1):
         raise UnsupportedError(f"{what}: empty attention")
     if amd and mask is not None and attn.k1 == 128 and tgt.family is Family.RDNA4:
         # RDNA4's kernel at head dim 128 sits at ~250 of 256 VGPRs without a mask; with one, LLVM
@@ -282,6 +339,9 @@ def plan_flash_attention(
             f"{what}: on {target} (RDNA4) a masked attention at head dim 128 needs more than "
             f"its 256 VGPRs (LLVM spills 10-14); head dim 64, or no mask, is taken"
         )
+    split = _split_kv(tgt, attn, causal, split_kv, what)
+    if split > 1 and kernel == "wgmma":
+        raise UnsupportedError(f"{what}: split_kv is the mma.sync kernel's (kernel='mma.sync')")
     if amd:
         intr, conv, k_frags, v_frags, columns, pad, k_copy, prefetch = plan_parts(tgt, attn.q_type, attn.k1)
         plan = FlashAttentionPlan(
@@ -349,10 +409,41 @@ def plan_flash_attention(
         v_frags,
         tuple(attn.batch),
         mask,
+        split_kv=split,
+        # decode: one row tile of queries, a run-time key length and fewer workgroups than SMs -- the
+        # warps split every tile's keys (H200: batch 1 at 4k keys 17.7 -> 14.2 us, batch 8 at 32k 306 ->
+        # 247; at batch 32, 256 workgroups, the partials' shared memory cost a workgroup an SM: 126 -> 143)
+        warp_keys=attn.k2 is None and attn.m <= intr.m and math.prod(attn.batch) * split < tgt.compute_units,
     )
+    if asked_stages is None and split > 1:
+        # A split-KV cluster's workgroups are few (about one an SM) and each streams its share of the
+        # keys alone: a deeper ring keeps more of them in flight (measured: DECODE_STAGES).
+        for deeper in range(DECODE_STAGES, stages, -1):
+            if replace(plan, stages=deeper).lds_bytes <= tgt.lds_bytes:
+                plan = replace(plan, stages=deeper)
+                break
     if plan.lds_bytes > tgt.lds_bytes:
         raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
     return plan
+
+
+def _split_kv(tgt, attn: Attention, causal: bool, asked: int | None, what: str) -> int:
+    """Workgroups per block of queries (a cluster along x, each over a share of the key tiles): the
+    asked number (checked), else for a run-time key length (a decoder step: few blocks of queries,
+    many keys) as many as fill the SMs once, up to the cluster limit; 1 otherwise."""
+    blocks = math.ceil(attn.m / BLOCK_M) * math.prod(attn.batch)
+    if asked is None:
+        if attn.k2 is not None or causal or tgt.max_cluster < 2:
+            return 1
+        return max(1, min(tgt.max_cluster, tgt.compute_units // blocks))
+    if asked != 1 and not 2 <= asked <= tgt.max_cluster:
+        raise UnsupportedError(
+            f"{what}: split_kv = {asked}; {tgt.name} takes 1"
+            + (f" to {tgt.max_cluster} (one thread block cluster)" if tgt.max_cluster > 1 else " (no clusters)")
+        )
+    if asked > 1 and causal:
+        raise UnsupportedError(f"{what}: split_kv with a causal kernel (its key range ends at the block's queries)")
+    return asked
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,6 +509,25 @@ class _Kernel:
         c = intr.c
         self.rows = sorted({r for r, _ in c.element_offsets()})  # row offsets a lane holds per instruction
         self.row_of = [self.rows.index(r) for r, _ in c.element_offsets()]
+        # K2: the plan's, or (a run-time key length) the index value emit gives, defined ahead of the kernel
+        self.k2: int | ir.Value = plan.k2
+
+    def key_bound(self, block_n: int = BLOCK_N):
+        """The bound keys are checked against (K2, an int or a run-time value) where the last tile of
+        ``block_n`` keys may be partial; None where every tile is whole."""
+        p = self.p
+        split = getattr(p, "split_kv", 1) > 1  # (a rank's last tiles may lie past K2)
+        return self.k2 if p.k2 is None or p.k2 % block_n or split else None
+
+    def key_tiles(self, em: Emitter, block_n: int = BLOCK_N) -> ir.Value:
+        """The number of key tiles: the plan's, or ceil(K2 / block_n) of the run-time K2."""
+        if self.p.k2 is not None:
+            return em.const(math.ceil(self.p.k2 / block_n))
+        return em.div(em.add(self.k2, block_n - 1), block_n)
+
+    def keys_even(self) -> bool:
+        """K2 is known to be even (the mask's rows then start at even elements: 2-element loads)."""
+        return self.p.k2 is not None and self.p.k2 % 2 == 0
 
     # ---- scalar float helpers ---------------------------------------------------------------
     def fconst(self, value: float) -> ir.Value:
@@ -457,9 +567,9 @@ class _Kernel:
         AMD kernel's S^T, instruction j's keys from j * m) keys and queries. Elsewhere the scores pass
         as they are."""
         p, c = self.p, self.intr.c
-        needs = None
-        if p.k2 % block_n:
-            needs = sm.lt(sm.const(p.k2), sm.add(key0, block_n))
+        needs, bound = None, self.key_bound(block_n)
+        if bound is not None:
+            needs = sm.lt(sm.as_index(bound), sm.add(key0, block_n))
         if p.causal:
             diag = sm.lt(q_first, sm.add(key0, block_n - 1))
             needs = diag if needs is None else sm.or_(needs, diag)
@@ -480,7 +590,7 @@ class _Kernel:
                     key, past_query = masked.add(row0, j * self.intr.m + ro), (col0, co + 1)
                 else:
                     key, past_query = masked.add(col0, j * self.intr.n + co), (row0, ro + 1)
-                valid = masked.lt(key, p.k2) if p.k2 % block_n else None
+                valid = masked.lt(key, bound) if bound is not None else None
                 if p.causal:
                     ok = masked.lt(key, masked.add(*past_query))  # key <= query
                     valid = ok if valid is None else masked.and_(valid, ok)
@@ -512,7 +622,8 @@ class _Kernel:
             mn = self.f(arith.MaximumFOp, m_old[ri], self.row_reduce(mx, arith.MaximumFOp))
             m_new.append(mn)
             sub = mn
-            if self.p.mask:
+            # (a split rank's tiles, or a warp's share of them, may all lie past K2)
+            if self.p.mask or getattr(self.p, "split_kv", 1) > 1 or getattr(self.p, "warp_keys", False):
                 with em.loc, em.ip:
                     dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mn, neg_inf).result
                 sub = em.select(dead, self.fconst(0.0), mn)
@@ -545,7 +656,7 @@ class _Kernel:
 
     def mask_bounds(self) -> list:
         p = self.p
-        logical = [None] * len(self.bdims) + [p.m if p.m % p.block_m else None, p.k2 if p.k2 % p.block_n else None]
+        logical = [None] * len(self.bdims) + [p.m if p.m % p.block_m else None, self.key_bound(p.block_n)]
         return [logical[i] for i in self.mask_order]
 
     def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
@@ -560,12 +671,12 @@ class _Kernel:
         col0 = em.add(key0, em.lane_part(c, lane, COL))
         runs = (
             c.runs(COL)
-            if self.mask_order[-1] == len(self.bdims) + 1 and p.k2 % 2 == 0
+            if self.mask_order[-1] == len(self.bdims) + 1 and self.keys_even()
             else [_Run1(e, ro, co) for e, (ro, co) in enumerate(c.element_offsets())]
         )
         bounds = self.mask_bounds()
         out = []
-        for j in range(BLOCK_N // intr.n):
+        for j in range(p.tile_keys // intr.n):
             vals = [None] * c.elements
             for run in runs:
                 idx = self.mask_at(batch, em.add(row0, run.row), em.add(col0, j * intr.n + run.col))
@@ -605,9 +716,14 @@ class _Kernel:
         tid = em.thread_id()
         with em.loc, em.ip:
             block, batch_y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+        rank = None
+        if p.split_kv > 1:  # x = block * split_kv + rank: the cluster spans x, rank is %cluster_ctarank
+            block, rank = em.div(block, p.split_kv), em.rem(block, p.split_kv)
         batch = self.batch_index(em, batch_y)
         warp, lane = em.div(tid, p.wave_size), em.rem(tid, p.wave_size)
-        q_base = em.add(em.mul(block, BLOCK_M), em.mul(warp, intr.m))  # the warp's first query row
+        # the warp's first query row (with warp_keys every warp holds the same queries, the only ones)
+        q_base = em.mul(block, BLOCK_M) if p.warp_keys else em.add(em.mul(block, BLOCK_M), em.mul(warp, intr.m))
+        self.warp = warp
 
         # 1. Q in A fragments, for the whole loop.
         a = intr.a
@@ -634,17 +750,37 @@ class _Kernel:
         zero = self.fconst(0.0)
         n_o = d // intr.n
         inits = [neg_inf] * len(self.rows) + [zero] * len(self.rows) + [em.zero_vector(self.c_t)] * n_o
-        tiles = em.const(p.key_tiles)
+        tiles = self.key_tiles(em)
         if p.causal:  # tiles holding a key <= this block's last query
             tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
-        self.tiles = tiles
+        first, trips = None, tiles
+        if rank is not None:
+            # This rank's share: C = ceil(T / S) tiles from rank * C (the last ranks' may lie past K2,
+            # masked whole). Every workgroup loops C times, so the loop's bounds are uniform.
+            trips = em.div(em.add(tiles, p.split_kv - 1), p.split_kv)
+            first = em.mul(rank, trips)
+            tiles = em.add(first, trips)
+        self.tiles = tiles  # the first tile past this workgroup's share
         tid = em.thread_id()
-        if p.stages > 1:  # the first tile's copies, in flight before the loop
+        if p.stages > 1:  # the first stages - 1 tiles' copies, in flight before the loop
+            start = em.const(0) if first is None else first
             self.first_group = self.issue_tile(
-                em, em.const(0), em.const(0), None, batch, tid, k_mem, v_mem, k_lds, v_lds
+                em,
+                start,
+                em.rem(start, p.stages) if first is not None else start,
+                None,
+                batch,
+                tid,
+                k_mem,
+                v_mem,
+                k_lds,
+                v_lds,
             )
+            for j in range(1, p.stages - 1):
+                kt = em.add(start, j)
+                self.issue_tile(em, kt, em.rem(kt, p.stages), em.lt(kt, tiles), batch, tid, k_mem, v_mem, k_lds, v_lds)
         with em.loc, em.ip:
-            loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
+            loop = scf.ForOp(em.const(0), trips, em.const(1), inits)
         # Fragment loaders for K and V (``kernels/common/fragments.py``: ldmatrix, .trans for V's K-outer
         # tile); their lane addresses are computed once, before the loop.
         lanes = LaneIndex(em.at(ir.InsertionPoint(loop.operation)), lane, p.wave_size)
@@ -654,8 +790,9 @@ class _Kernel:
         self.em = body
         carried = list(loop.inner_iter_args)
         r = len(self.rows)
+        kt = loop.induction_variable if first is None else body.add(first, loop.induction_variable)
         m_new, l_new, o_new = self.step(
-            loop.induction_variable,
+            kt,
             carried[:r],
             carried[r : 2 * r],
             carried[2 * r :],
@@ -674,7 +811,153 @@ class _Kernel:
         if p.stages > 1:  # the last iteration's (empty) prefetch
             em.async_wait(self.first_group, 0)
         results = list(loop.results)
-        self.store(results[r : 2 * r], results[2 * r :], batch, q_base, lane, o_mem)
+        if rank is None and not p.warp_keys:
+            self.store(results[r : 2 * r], results[2 * r :], batch, q_base, lane, o_mem)
+        else:
+            self.combine(results[:r], results[r : 2 * r], results[2 * r :], rank, warp, tid, batch, q_base, lane, o_mem)
+
+    # Mutation hooks for the tests (e2e_tests/test_decode_attention.py): False leaves out a cluster barrier.
+    _combine_syncs = (True, True)
+    _combine_warp_barrier = True  # (the barrier before warp 0 reads the other warps' partials)
+
+    def combine(self, m_lane, l_lane, o_acc, rank, warp, tid, batch, q_base, lane, o_mem) -> None:
+        """Partial results over disjoint keys combined, and O stored: with ``warp_keys`` first the W
+        warps' (each its share of every key tile; all hold the same queries), then with split-KV the
+        cluster's S ranks' (each its share of the key tiles):
+
+            LDS partial [(c * threads + t) * 16] <- thread t's chunk c: its rows' max m and sum l, its O
+            warp_keys: barrier; warp 0 merges the W warps' chunks (its lanes' own) and, split, stores
+                       the result at its own threads' chunks
+            split:     barrier.cluster.arrive; barrier.cluster.wait  (every rank's partial stored)
+                       the owners (warp 0 of rank 0 with warp_keys; else warp w of rank w % S, its
+                       queries below M) merge the S ranks' chunks (ld.shared::cluster via mapa)
+            the owners store O / l as without a split
+            split:     barrier.cluster.arrive; barrier.cluster.wait  (no rank exits while read)
+
+        A merge: M = max_i m_i, w_i = exp2(m_i - M) (0 for a share with no key: m_i = -inf),
+        l = sum_i w_i l_i, O = sum_i w_i O_i, in a fixed order (warps, ranks), so every run gives the
+        same bits. The scores were scaled by log2(e): exp2 of a difference of maxima rescales."""
+        p, em = self.p, self.em.named("split_kv")
+        s, threads, wave = p.split_kv, p.workgroup_size, p.wave_size
+        part = em.alloc_lds([p.partial_chunks * threads * 4], self.f32)
+        chunk_t = ir.VectorType.get([4], self.f32)
+
+        def at(e, thread, i):  # element index of thread's chunk i
+            return e.mul(e.add(thread, i * threads), 4)
+
+        for i, chunk in enumerate(self._pack(em, m_lane, l_lane, o_acc)):
+            em.lds_store(chunk, part, [at(em, tid, i)])
+        mine = (m_lane, l_lane, o_acc)
+        if p.warp_keys:
+            if self._combine_warp_barrier:
+                em.barrier()
+            first = em.if_then(em.eq(warp, 0))
+            shares = []
+            for w in range(threads // wave):
+                thread = first.add(lane, w * wave)
+                shares.append(
+                    self._unpack(
+                        first,
+                        [first.lds_load(part, [at(first, thread, i)], chunk_t) for i in range(p.partial_chunks)],
+                        len(m_lane),
+                    )
+                )
+            self.em = first
+            merged = self._merge(first, shares)
+            if s == 1:
+                self.store(merged[1], merged[2], batch, q_base, lane, o_mem)
+                self.em = em
+                return
+            for i, chunk in enumerate(self._pack(first, *merged)):  # (its own lanes' chunks: read above)
+                first.lds_store(chunk, part, [at(first, tid, i)])
+            self.em = em
+        i64 = ir.IntegerType.get_signless(64)
+        p3, p7 = ir.Type.parse("!llvm.ptr<3>"), ir.Type.parse("!llvm.ptr<7>")
+        with em.loc, em.ip:
+            base = ir.Operation.create("memref.extract_aligned_pointer_as_index", results=[em.index], operands=[part])
+        if self._combine_syncs[0]:
+            em.cluster_sync()
+        if p.warp_keys:
+            owner = em.and_(em.eq(warp, 0), em.eq(rank, 0))
+        else:
+            owner = em.and_(em.eq(em.rem(warp, s), rank), em.lt(q_base, p.m))
+        inside = em.if_then(owner)
+        self.em = inside
+        shares = []
+        for r in range(s):
+            chunks = []
+            for i in range(p.partial_chunks):
+                addr = inside.add(base.result, inside.mul(inside.add(tid, i * threads), 16))
+                with inside.loc, inside.ip:
+                    ptr = llvm.IntToPtrOp(p3, arith.IndexCastOp(i64, addr).result).result
+                    peer = arith.ConstantOp(self.i32, r).result
+                    chunks.append(llvm.LoadOp(chunk_t, nvvm.MapaOp(p7, ptr, peer).result).result)
+            shares.append(self._unpack(inside, chunks, len(mine[0])))
+        _, l_out, o_out = self._merge(inside, shares)
+        self.store(l_out, o_out, batch, q_base, lane, o_mem)
+        self.em = em
+        if self._combine_syncs[1]:
+            em.cluster_sync()
+
+    def _pack(self, em: Emitter, m_lane, l_lane, o_acc) -> list[ir.Value]:
+        """A thread's partial as 16-byte chunks: its rows' maxima and sums (padded), then its O."""
+        c = self.intr.c
+        chunk_t = ir.VectorType.get([4], self.f32)
+        stats = list(m_lane) + list(l_lane)
+        stats += [self.fconst(0.0)] * (-len(stats) % 4)
+        chunks = [em.from_elements(chunk_t, stats[i : i + 4]) for i in range(0, len(stats), 4)]
+        for o in o_acc:
+            flat = em.shape_cast(o, [c.elements])
+            chunks += [em.extract_slice(flat, i, 4) for i in range(0, c.elements, 4)]
+        assert len(chunks) == self.p.partial_chunks
+        return chunks
+
+    def _unpack(self, em: Emitter, chunks: list[ir.Value], rows: int) -> tuple[list, list, list]:
+        """``_pack``'s inverse: (maxima, sums, O accumulators)."""
+        c = self.intr.c
+        first = math.ceil(2 * rows / 4)
+        stats = [em.extract(ch, j) for ch in chunks[:first] for j in range(4)]
+        per = c.elements // 4
+        o = [
+            em.shape_cast(em.concat(chunks[first + dn * per : first + (dn + 1) * per]), list(self.c_t.shape))
+            for dn in range((len(chunks) - first) // per)
+        ]
+        return stats[:rows], stats[rows : 2 * rows], o
+
+    def _merge(self, em: Emitter, shares: list) -> tuple[list, list, list]:
+        """Partials (maxima, sums, O) over disjoint keys merged, in the given order."""
+        self.em = em
+        c = self.intr.c
+        rows = len(shares[0][0])
+        neg_inf = self.fconst(-math.inf)
+        maxima, subtract = [], []
+        for ri in range(rows):
+            mx = shares[0][0][ri]
+            for share in shares[1:]:
+                mx = self.f(arith.MaximumFOp, mx, share[0][ri])
+            maxima.append(mx)
+            with em.loc, em.ip:  # a row no share saw a key of (every one masked): subtract 0, not -inf
+                dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mx, neg_inf).result
+            subtract.append(em.select(dead, self.fconst(0.0), mx))
+        weights = [[self.exp2(self.f(arith.SubFOp, sh[0][ri], subtract[ri])) for ri in range(rows)] for sh in shares]
+        sums = []
+        for ri in range(rows):
+            acc = None
+            for w, sh in zip(weights, shares):
+                term = self.f(arith.MulFOp, w[ri], sh[1][ri])
+                acc = term if acc is None else self.f(arith.AddFOp, acc, term)
+            sums.append(acc)
+        flat_t = ir.VectorType.get([c.elements], self.f32)
+        outs = []
+        for dn in range(len(shares[0][2])):
+            acc = None
+            for w, sh in zip(weights, shares):
+                vec = em.shape_cast(sh[2][dn], [c.elements])
+                scale = em.from_elements(flat_t, [w[self.row_of[self._element_at(i)]] for i in range(c.elements)])
+                term = self.f(arith.MulFOp, scale, vec)
+                acc = term if acc is None else self.f(arith.AddFOp, acc, term)
+            outs.append(em.shape_cast(acc, list(self.c_t.shape)))
+        return maxima, sums, outs
 
     def copy_tile(self, em: Emitter, src, which, dst, batch, key0, tid) -> None:
         """Keys key0 .. key0 + BLOCK_N of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
@@ -692,7 +975,7 @@ class _Kernel:
                 src,
                 self.at(which, batch, em.add(key0, row), col),
                 vt,
-                self.bounds(which, p.k2 if p.k2 % BLOCK_N else None),
+                self.bounds(which, self.key_bound()),
             )
             em.lds_store(val, dst, [row, col])
 
@@ -712,7 +995,7 @@ class _Kernel:
                 cid = c_em.add(tid, i * p.workgroup_size)
                 row, col = c_em.div(cid, chunks_per_row), c_em.mul(c_em.rem(cid, chunks_per_row), per_chunk)
                 key = c_em.add(key0, row)
-                ok = c_em.lt(key, p.k2) if p.k2 % BLOCK_N else None
+                ok = c_em.lt(key, self.key_bound()) if self.key_bound() is not None else None
                 if valid is not None:
                     ok = valid if ok is None else c_em.and_(ok, valid)
                 tokens.append(
@@ -721,14 +1004,14 @@ class _Kernel:
         return em.async_group(tokens)
 
     def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem=None):
-        p, em, intr = self.p, self.em, self.intr
-        d = p.head_dim
+        """Key tile ``kt``: its copies (or the ring's wait, barrier and next issue), then ``compute``."""
+        p, em = self.p, self.em
         key0 = em.mul(kt, BLOCK_N)
         tid = em.thread_id()
         slot = None
         # The additive mask's elements for this tile, loaded first: in flight during the copies'
         # wait and S's mma.sync.
-        mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane) if p.mask else None
+        mask_vals = self.load_mask(em, mask_mem, batch, q_base, self.warp_key0(em, kt)[0], lane) if p.mask else None
         if p.stages == 1:
             # 2. K and V tiles into LDS (the barrier first: the previous tile's reads are done).
             em.barrier()
@@ -739,19 +1022,44 @@ class _Kernel:
             # 2. This thread's copies of tile kt have landed; after the one barrier every
             # thread's have, and every thread is done reading the other slot (tile kt - 1), so
             # tile kt + 1 goes there now, in flight while this tile is computed.
-            em.async_wait(self.first_group, 0)
+            # With more slots, tiles kt + 1 .. kt + stages - 2 stay in flight and kt + stages - 1
+            # goes into the slot tile kt - 1 held.
+            em.async_wait(self.first_group, p.stages - 2)
             em.barrier()
             slot = em.rem(kt, p.stages)
-            nxt = em.add(kt, 1)
+            nxt = em.add(kt, p.stages - 1)
             self.issue_tile(
                 em, nxt, em.rem(nxt, p.stages), em.lt(nxt, self.tiles), batch, tid, k_mem, v_mem, k_lds, v_lds
             )
+        if p.m % BLOCK_M == 0 or p.warp_keys:
+            return self.compute(kt, slot, mask_vals, m_old, l_old, o_old, q_base, lane)
+        # A warp whose queries all lie past M (a decoder step's few queries) computes nothing: it only
+        # copies and meets the barriers. (Uniform per warp.)
+        carried = list(m_old) + list(l_old) + list(o_old)
+        with em.loc, em.ip:
+            branch = scf.IfOp(em.lt(q_base, p.m), [x.type for x in carried], has_else=True)
+        with em.loc, ir.InsertionPoint(branch.else_block):
+            scf.YieldOp(carried)
+        inside = em.at(ir.InsertionPoint(branch.then_block))
+        self.em = inside
+        m_new, l_new, o_new = self.compute(kt, slot, mask_vals, m_old, l_old, o_old, q_base, lane)
+        with inside.loc, inside.ip:
+            scf.YieldOp(list(m_new) + list(l_new) + list(o_new))
+        self.em = em
+        res, r = list(branch.results), len(m_old)
+        return res[:r], res[r : 2 * r], res[2 * r :]
+
+    def compute(self, kt, slot, mask_vals, m_old, l_old, o_old, q_base, lane):
+        """One key tile's S = Q K^T, online softmax and O += P V for this warp (K and V in LDS ``slot``)."""
+        p, em, intr = self.p, self.em, self.intr
+        d = p.head_dim
+        key0, first = self.warp_key0(em, kt)  # this warp's first key: in the tile, and in K2
 
         # 3. S = Q K^T: B = K^T (rows: head dim, cols: keys) read from K's LDS rows.
         c = intr.c
-        n_s = BLOCK_N // intr.n
+        n_s = p.tile_keys // intr.n
         k_steps = d // intr.k
-        origin = {ROW: em.const(0), COL: em.const(0)}
+        origin = {ROW: em.const(0), COL: first}
         frags = self.k_loader.load_each(em, origin, [(kk, j) for j in range(n_s) for kk in range(k_steps)], slot)
         s_acc = []
         for j in range(n_s):
@@ -781,7 +1089,7 @@ class _Kernel:
                     s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
                 row.append(s)
             scores.append(row)
-        scores = self.mask_keys(sm, scores, key0, q_base, sm.add(q_base, c_row), sm.add(key0, c_col), BLOCK_N)
+        scores = self.mask_keys(sm, scores, key0, q_base, sm.add(q_base, c_row), sm.add(key0, c_col), p.tile_keys)
         m_new, m_sub, alpha = self.online_max(self.by_row([scores]), m_old)
         probs = [
             [self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)] for inst in scores
@@ -813,6 +1121,7 @@ class _Kernel:
         pv = em.named("pv")
         self.em = pv
         n_g = len(p_frags)
+        origin = {ROW: first, COL: pv.const(0)}
         frags = self.v_loader.load_each(pv, origin, [(g, dn) for g in range(n_g) for dn in range(len(o_scaled))], slot)
         o_new = []
         for dn, o in enumerate(o_scaled):
@@ -821,6 +1130,15 @@ class _Kernel:
             o_new.append(o)
         self.em = em
         return m_new, l_new, o_new
+
+    def warp_key0(self, em: Emitter, kt) -> tuple[ir.Value, ir.Value]:
+        """(the first key this warp computes on in tile ``kt``, its offset in the tile): the tile's
+        first, or with ``warp_keys`` its share's."""
+        key0 = em.mul(kt, BLOCK_N)
+        if not self.p.warp_keys:
+            return key0, em.const(0)
+        first = em.mul(self.warp, WARP_KEYS)
+        return em.add(key0, first), first
 
     def _element_at(self, pos: int) -> int:
         """The C layout's logical element at op-vector position ``pos``."""
@@ -846,14 +1164,11 @@ class _Kernel:
 
 
 def _global_type(
-    plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[int, ...], rows: int, elem: ir.Type
+    plan: FlashAttentionPlan, bdims: tuple[int, ...], order: tuple[int, ...], rows: int | None, elem: ir.Type
 ) -> ir.MemRefType:
     """The tensor as stored: logical (batch..., rows, head dim) in ``order``, row-major."""
     logical = list(bdims) + [rows, plan.head_dim]
-    shape = [logical[i] for i in order]
-    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    layout = ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>")
-    return ir.MemRefType.get(shape, elem, layout=layout, memory_space=ir.Attribute.parse("#gpu.address_space<global>"))
+    return buffer_type([logical[i] for i in order], elem)
 
 
 def emit_flash_attention(
@@ -868,12 +1183,24 @@ def emit_flash_attention(
     ip: ir.InsertionPoint,
     loc: ir.Location,
     mask: Placement | None = None,
+    key_lengths: dict[str, ir.Value] | None = None,
+    prologue: list[ir.Operation] = (),
 ) -> ir.Operation:
     """The kernel as ``func.func @name()`` at ``ip``: bindings through
     ``hal.interface.binding.subspan`` of ``layout`` at the placements' byte offsets (kept as
     the subspans' offset operands; the memrefs' layout offsets are dynamic, as IREE's
     bufferization types them). ``mask``: where the additive mask lives (the plan has one), its
-    order over (batch..., queries, keys), batch dims possibly missing (broadcast)."""
+    order over (batch..., queries, keys), batch dims possibly missing (broadcast). A plan with a
+    run-time key length: ``key_lengths`` gives K2 as K's, V's (and the mask's) subspans carry it
+    (index values the ``prologue`` ops, the dispatch's own, define; moved ahead of the kernel); the
+    kernel runs to the smallest, so that no read passes any of the three tensors' ends."""
+    if (plan.k2 is None) != bool(key_lengths) or (
+        key_lengths and set(key_lengths) != {"K", "V"} | ({"mask"} if mask is not None else set())
+    ):
+        raise UnsupportedError(
+            "a run-time key length needs K2's value for K, V and the mask (and a static one none): "
+            f"given {sorted(key_lengths or ())}"
+        )
     if (mask is None) != (plan.mask is None):
         raise UnsupportedError(
             f"the plan has {'an additive mask' if plan.mask else 'no mask'}, the placements "
@@ -902,7 +1229,8 @@ def emit_flash_attention(
                 f"rows, head dim) with the head dim innermost"
             )
     mems = []
-    for pl, order, rows in zip((q, k, v, o), orders, (plan.m, plan.k2, plan.k2, plan.m)):
+    lengths = key_lengths or {}
+    for pl, order, rows, what in zip((q, k, v, o), orders, (plan.m, plan.k2, plan.k2, plan.m), "QKVO"):
         flags = _INDIRECT | (0 if pl.binding in written else _READ_ONLY)
         with loc, body_ip:
             mems.append(
@@ -910,7 +1238,7 @@ def emit_flash_attention(
                     _global_type(plan, bdims, order, rows, elem),
                     layout,
                     pl.binding,
-                    [],
+                    [lengths[what]] if what in lengths else [],
                     byte_offset=em.const(pl.offset),
                     alignment=64,
                     descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags),
@@ -930,23 +1258,16 @@ def emit_flash_attention(
                 f"mask stored in order {mask_order}: the kernel reads (batch..., queries, keys) "
                 f"in any order, batch dims possibly broadcast, queries and keys present"
             )
-        logical = list(bdims) + [plan.m, plan.k2]
-        shape = [logical[i] for i in mask_order]
-        strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
         with loc, body_ip:
             m_elem = ir.IntegerType.get_signless(8) if plan.mask == "i1" else elem  # i1: one byte each
-            mtype = ir.MemRefType.get(
-                shape,
-                m_elem,
-                layout=ir.Attribute.parse(f"strided<[{', '.join(map(str, strides))}], offset: ?>"),
-                memory_space=ir.Attribute.parse("#gpu.address_space<global>"),
-            )
+            logical = list(bdims) + [plan.m, plan.k2]
+            mtype = buffer_type([logical[i] for i in mask_order], m_elem)
             mems.append(
                 hal.InterfaceBindingSubspanOp(
                     mtype,
                     layout,
                     mask.binding,
-                    [],
+                    [lengths["mask"]] if "mask" in lengths else [],
                     byte_offset=em.const(mask.offset),
                     alignment=64,
                     descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY),
@@ -954,6 +1275,11 @@ def emit_flash_attention(
             )
     with loc:
         kernel = _Kernel(plan, em, bdims, orders, mask_order)
+        if lengths:  # the smallest of the lengths the tensors carry (IREE gives each its own)
+            values = [lengths[w] for w in ("K", "V", "mask") if w in lengths]
+            kernel.k2 = values[0]
+            for x in values[1:]:
+                kernel.k2 = em.min_index(kernel.k2, x)
         if plan.transposed:
             kernel = AmdKernel(kernel)
         elif isinstance(plan, HopperAttentionPlan):
@@ -961,17 +1287,38 @@ def emit_flash_attention(
         kernel.build(*mems)
     with loc, body_ip:
         func.ReturnOp([])
+    if getattr(plan, "split_kv", 1) > 1:  # the cluster the partials are combined in
+        attrs.write_cluster_dim(fn.operation, (plan.split_kv, 1, 1))
+    anchor = entry.operations[0]
+    for op in prologue:  # ahead of everything, in their order (they define the key lengths)
+        op.move_before(anchor)
     return fn.operation
 
 
-def pipeline_layout(placements: list[Placement], output: Placement) -> ir.Attribute:
+def pipeline_layout(placements: list[Placement], output: Placement, constants: int = 0) -> ir.Attribute:
     """``#hal.pipeline.layout`` with one storage-buffer binding per binding number used (the
-    output's writable, the others read-only), as IREE gives a dispatch."""
+    output's writable, the others read-only), and ``constants`` push constants, as IREE gives a dispatch."""
     n = max(pl.binding for pl in placements) + 1
     flags = ['"ReadOnly|Indirect"'] * n
     flags[output.binding] = "Indirect"
     bindings = ", ".join(f"#hal.pipeline.binding<storage_buffer, {f}>" for f in flags)
-    return ir.Attribute.parse(f"#hal.pipeline.layout<bindings = [{bindings}], flags = Indirect>")
+    pushed = f"constants = {constants}, " if constants else ""
+    return ir.Attribute.parse(f"#hal.pipeline.layout<{pushed}bindings = [{bindings}], flags = Indirect>")
+
+
+def _key_length_prologue(module: ir.Module, layout: ir.Attribute, names: list[str]) -> tuple[dict, list, ir.Operation]:
+    """A run-time key length as IREE passes it: push constant i (one 32-bit value) for each of
+    ``names`` (K, V, the mask), cast to index. Built in a scratch function (its ops are moved into
+    the kernel, which then erases it): (the values by name, the ops, the scratch function)."""
+    i32, index = ir.IntegerType.get_signless(32), ir.IndexType.get()
+    scratch = func.FuncOp("key_length_prologue", ir.FunctionType.get([], []))
+    with ir.InsertionPoint(scratch.add_entry_block()):
+        values = {}
+        for i, name in enumerate(names):
+            raw = hal.InterfaceConstantLoadOp(i32, layout, ir.IntegerAttr.get(ir.IndexType.get(), i)).result
+            values[name] = arith.IndexCastUIOp(index, raw).result
+    ops = [o.operation for o in scratch.regions[0].blocks[0].operations]
+    return values, ops, scratch
 
 
 def standalone_module(
@@ -985,10 +1332,19 @@ def standalone_module(
     name: str = "flash_attention",
     mask: Placement | None = None,
 ) -> tuple[ir.Module, ir.Operation]:
-    """A module holding only the kernel function (what the lane executor runs)."""
+    """A module holding only the kernel function (what the lane executor runs). A plan with a
+    run-time key length reads it from push constants 0 (K's), 1 (V's) and 2 (the mask's), as IREE
+    gives each tensor its own."""
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         loc = ir.Location.name("mmaflow.flash_attention", childLoc=ir.Location.unknown())
+        names = [] if plan.k2 is not None else ["K", "V"] + (["mask"] if mask else [])
+        layout = pipeline_layout([q, k, v, o] + ([mask] if mask else []), o, constants=len(names))
+        extra, scratch = {}, None
+        if names:
+            with ir.InsertionPoint(module.body):
+                lengths, ops, scratch = _key_length_prologue(module, layout, names)
+            extra = dict(key_lengths=lengths, prologue=ops)
         fn = emit_flash_attention(
             plan,
             name=name,
@@ -996,11 +1352,14 @@ def standalone_module(
             k=k,
             v=v,
             o=o,
-            layout=pipeline_layout([q, k, v, o] + ([mask] if mask else []), o),
+            layout=layout,
             ip=ir.InsertionPoint(module.body),
             loc=loc,
             mask=mask,
+            **extra,
         )
+        if scratch is not None:
+            scratch.erase()
     return module, fn
 
 
@@ -1185,6 +1544,35 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     return placements, subspans["Q"].attributes["layout"], users[0], consumers
 
 
+def key_lengths(op: ir.Operation) -> dict[str, ir.Value]:
+    """A run-time key length as the dispatch gives it: for K, V and the mask (when it has one), the
+    dynamic size its binding subspan carries, which must be K2 (IREE gives each tensor its own
+    workload entry; a decoder step's KV cache). Empty when K2 is static; UnsupportedError for any
+    other dynamic size."""
+    maps = [_dims(m) for m in ir.ArrayAttr(op.attributes["indexing_maps"])]
+    has_mask = len(op.operands) == 6
+    k_loop = next(d for d in maps[1] if d in maps[2] and d not in maps[0])  # in K and V, not in Q
+    found = {}
+    for what, index in (("K", 1), ("V", 2)) + ((("mask", 4),) if has_mask else ()):
+        value = op.operands[index]
+        t = ir.ShapedType(value.type)
+        dyn = [i for i in range(t.rank) if t.is_dynamic_dim(i)]
+        if not dyn:
+            continue
+        if dyn != [maps[index].index(k_loop)]:
+            raise UnsupportedError(f"attention's {what} has a run-time size other than the key length")
+        load = defining_op(value)
+        if load is not None and load.name == "arith.trunci":  # an i1 mask: its i8 bytes' load
+            load = defining_op(load.operands[0])
+        sub = defining_op(load.operands[0]) if load is not None else None
+        if sub is None or sub.name != "hal.interface.binding.subspan" or len(subspan_dims(sub)) != 1:
+            raise UnsupportedError(f"attention's {what}: its run-time key length is not its binding's one dynamic size")
+        found[what] = subspan_dims(sub)[0]
+    if found and set(found) != {"K", "V"} | ({"mask"} if has_mask else set()):
+        raise UnsupportedError(f"attention's key length is run-time for {sorted(found)} only")
+    return found
+
+
 def rewrite_dispatch(
     fn: ir.Operation, *, target: str = "sm_80", causal: bool = False, stages: int | None = None
 ) -> FlashAttentionPlan:
@@ -1199,6 +1587,8 @@ def rewrite_dispatch(
     op = found[0]
     plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages)
     placements, layout, _, _ = attention_placements(op)
+    lengths = key_lengths(op)
+    extra = dict(key_lengths=lengths, prologue=scalar_prologue(fn)) if lengths else {}
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     with fn.context:
         emit_flash_attention(
@@ -1212,6 +1602,7 @@ def rewrite_dispatch(
             layout=layout,
             ip=ir.InsertionPoint(fn),
             loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location),
+            **extra,
         )
     fn.erase()
     return plan

@@ -11,7 +11,7 @@ One place decides which op a memory access or a matrix multiply becomes on each 
 from __future__ import annotations
 
 from iree.compiler import ir
-from iree.compiler.dialects import amdgpu, arith, gpu, llvm, scf, vector
+from iree.compiler.dialects import amdgpu, arith, gpu, llvm, nvvm, scf, vector
 from iree.compiler.dialects import memref as memref_d
 
 from mmaflow.compiler.target.intrinsics import Intrinsic
@@ -266,13 +266,15 @@ class Emitter:
                 valid = ok if valid is None else self.and_(valid, ok)
         return valid
 
-    @staticmethod
-    def _extent0(mem: ir.Value, extent0):
+    def _extent0(self, mem: ir.Value, extent0):
+        """The first dim's extent: ``extent0`` when given, else the memref's (``memref.dim`` when it is
+        dynamic: a run-time key length stored outermost)."""
         if extent0 is not None:
             return extent0
         size = ir.MemRefType(mem.type).shape[0]
         if ir.ShapedType.is_dynamic_size(size):
-            raise ValueError("a bounded access to a dynamically shaped memref needs its first extent")
+            with self.loc, self.ip:
+                return memref_d.DimOp(mem, self.const(0)).result
         return size
 
     def bounded_global_load(
@@ -406,6 +408,12 @@ class Emitter:
     def thread_id(self) -> ir.Value:
         with self.loc, self.ip:
             return gpu.ThreadIdOp(gpu.Dimension.x).result
+
+    def cluster_sync(self) -> None:
+        """``barrier.cluster.arrive`` + ``wait`` by every thread (release / acquire at cluster scope)."""
+        with self.loc, self.ip:
+            nvvm.ClusterArriveOp(aligned=True)
+            nvvm.ClusterWaitOp(aligned=True)
 
     def if_then(self, cond: ir.Value) -> "Emitter":
         """Emit scf.if without results; return an emitter inside its then-block."""

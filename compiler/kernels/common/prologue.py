@@ -125,3 +125,18 @@ def inline_prologue(func: ir.Operation, ip: ir.InsertionPoint, problem: Contract
         )
     pfunc.erase()
     return dict(zip(dims, out[: len(dims)])), out[len(dims) :]
+
+
+# The ops a dispatch computes its dynamic sizes with (push constants and scalar arithmetic); a direct
+# family's kernel (weight-only, attention) moves them ahead of itself.
+_SCALAR_OPS = ("hal.interface.constant.load", "iree_tensor_ext.dispatch.workload.ordinal", "util.assume.int")
+
+
+def scalar_prologue(fn: ir.Operation) -> list[ir.Operation]:
+    """The dispatch's scalar ops (its dynamic sizes' definitions), in order."""
+    out = []
+    for op in (o.operation for o in fn.regions[0].blocks[0].operations):
+        scalar = bool(op.results) and all(not isinstance(r.type, ir.ShapedType) for r in op.results)
+        if op.name in _SCALAR_OPS or (op.name.startswith("arith.") and scalar):
+            out.append(op)
+    return out

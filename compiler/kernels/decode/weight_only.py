@@ -44,6 +44,7 @@ from mmaflow.compiler.core.problem import Binding
 from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
+from mmaflow.compiler.kernels.common.prologue import scalar_prologue
 from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, KOrder, LaneAffine, plan_a_loads, plan_k_order
 from mmaflow.compiler.kernels.decode.rewrite import a_operands, lane_affine
 from mmaflow.compiler.target.intrinsics import Intrinsic, WarpgroupIntrinsic
@@ -830,21 +831,6 @@ class _Builder:
                 first.bounded_global_store(val, out, [r, c], limits, extent0=self.rows if p.dynamic_m else None)
 
 
-# The ops a dispatch computes its dynamic sizes with (push constants and scalar arithmetic), moved into
-# the kernel ahead of it.
-_SCALAR_OPS = ("hal.interface.constant.load", "iree_tensor_ext.dispatch.workload.ordinal", "util.assume.int")
-
-
-def _scalar_prologue(fn: ir.Operation) -> list[ir.Operation]:
-    """The dispatch's scalar ops (its dynamic sizes' definitions), in order."""
-    out = []
-    for op in (o.operation for o in fn.regions[0].blocks[0].operations):
-        scalar = bool(op.results) and all(not isinstance(r.type, ir.ShapedType) for r in op.results)
-        if op.name in _SCALAR_OPS or (op.name.startswith("arith.") and scalar):
-            out.append(op)
-    return out
-
-
 def emit_weight_only(
     plan: WeightOnlyPlan,
     match: Match,
@@ -914,7 +900,7 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
             and (subspan_binding(op), subspan_constant_offset(op)) == (rec.a.binding, rec.a.offset)
             and segments(op)[1]
         )
-        extra = dict(prologue=_scalar_prologue(fn), m_value=segments(a_sub)[1][0])
+        extra = dict(prologue=scalar_prologue(fn), m_value=segments(a_sub)[1][0])
     with fn.context:
         emit_weight_only(
             plan,

@@ -294,7 +294,7 @@ class WgmmaRewriter(Rewriter):
                 llvm.StoreOp(red.extract_slice(vec, c * per, per), ptr)
             ptrs.append(ptr)
         if self._split_k_syncs[0]:
-            self._cluster_sync(red)
+            red.cluster_sync()
         owner = red.eq(red.rem(red.div(tid, 32), s), self.rank) if self._split_k_spread else red.eq(self.rank, 0)
         with red.loc, red.ip:
             first = scf.IfOp(owner, [vec.type], has_else=True)
@@ -313,20 +313,13 @@ class WgmmaRewriter(Rewriter):
         with red.loc, ir.InsertionPoint(first.else_block):
             scf.YieldOp([vec])
         if self._split_k_syncs[1]:
-            self._cluster_sync(red)
+            red.cluster_sync()
         with red.loc, red.ip:
             store = scf.IfOp(owner)
         with red.loc, ir.InsertionPoint(store.then_block):
             y = scf.YieldOp([])
         self.m.out_write.move_before(y)  # the epilogue's stores are emitted at the old write
         return first.results[0]
-
-    @staticmethod
-    def _cluster_sync(em: Emitter) -> None:
-        """``barrier.cluster.arrive`` + ``wait`` by every thread (release / acquire, cluster scope)."""
-        with em.loc, em.ip:
-            nvvm.ClusterArriveOp(aligned=True)
-            nvvm.ClusterWaitOp(aligned=True)
 
     def _k_tiles(self, em: Emitter):
         """The K tiles: an int for a static K (the script's loop, ``plan.k_tiles``: with split-K this
