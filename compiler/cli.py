@@ -898,6 +898,13 @@ def build_parser() -> argparse.ArgumentParser:
         "= 2048 (--sizes: the sequence lengths)",
     )
     b.add_argument(
+        "--decode",
+        metavar="B,..",
+        help="with --attention: decode attention instead, a decoder step against a KV cache of a run-time length "
+        "(one query per sequence, 32 query heads sharing 8 KV heads as Llama-3-8B's) at these batch sizes "
+        "(--sizes: the KV lengths, default 4096,32768)",
+    )
+    b.add_argument(
         "--compile-time",
         nargs="+",
         metavar="MODULE",

@@ -203,6 +203,10 @@ class FakeTensor:
 
     cpu = cuda
 
+    @property
+    def shape(self):
+        return self.x.shape
+
     def float(self):
         return FakeTensor(self.x.astype(np.float32))
 

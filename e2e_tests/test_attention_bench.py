@@ -263,8 +263,8 @@ def test_run_half_checks_times_and_writes(cpu_manifest, tmp_path, capsys, monkey
     assert wrong["err_over_bound"] > 1 >= base["err_over_bound"]
     assert base["kernel_ms"] == pytest.approx(0.101) and base["kernels"] == ["attention_kernel"]
     assert base["x_iree"] == 1.0 and base["tflops"] == pytest.approx(4 * 2 * 64 * 64 * 64 / (base["ms"] * 1e-3) / 1e12)
-    assert (out / "results.csv").read_text().splitlines()[0].startswith("key,dtype,batch,heads,seq,head_dim,variant")
-    assert "kernel ms" in text and "x IREE" in text and re.search(r"bf16 +2 +64 +64 iree-default .* PASS", text), text
+    assert (out / "results.csv").read_text().splitlines()[0].startswith("key,dtype,batch,heads,kv_heads,q_len,seq,head_dim,variant")
+    assert "kernel ms" in text and "x IREE" in text and re.search(r"bf16 +2 +64 +64 +64 iree-default .* PASS", text), text
 
 
 def test_run_half_needs_no_iree_compiler(cpu_manifest, tmp_path):
@@ -382,3 +382,47 @@ def test_torch_backends(capsys):
     rows, _ = attention_bench.torch_rows(bare, case, q, k, v, ref[0], bound[0], warmup=1, repeat=2)
     assert [r["variant"] for r in rows] == ["torch SDPA"]
     assert "no torch.nn.attention.sdpa_kernel" in capsys.readouterr().out
+
+
+def test_decode_cases_and_reference():
+    """--decode: one query per sequence, 32 query heads over 8 KV heads; the chunked reference reads KV
+    head h // 4 for query head h (torch's enable_gqa), the bytes of K and V count once per KV head."""
+    (c,) = attention_bench.decode_cases([2], [48], [64], ["f16"])
+    assert (c["batch"], c["heads"], c["kv_heads"], c["q_len"], c["seq"]) == (2, 32, 8, 1, 48)
+    q, k, v = attention_bench.inputs(c)
+    assert q.shape == (2, 32, 1, 64) and k.shape == v.shape == (2, 8, 48, 64)
+    ref, bound = attention_bench.reference(q, k, v, "f16", chunk=3)
+    kr, vr = (np.repeat(x, 4, axis=1).reshape(64, 48, 64) for x in (k, v))
+    whole = attention_reference(q.reshape(64, 1, 64), kr, vr, 0.125, False)
+    np.testing.assert_array_equal(ref.reshape(64, 1, 64), whole)
+    np.testing.assert_array_equal(bound.reshape(64, 1, 64), attention_bound(whole, vr, "f16"))
+    assert attention_bench.flops(c) == 4 * 2 * 32 * 1 * 48 * 64
+    assert attention_bench.kv_bytes(c) == 2 * 2 * 2 * 8 * 48 * 64
+    shifted = attention_bench.reference(q, np.roll(k, 1, axis=1), np.roll(v, 1, axis=1), "f16")[0]
+    assert attention_bench.check(shifted.astype(np.float16), ref, bound, "f16")["check"] == "FAIL"
+
+
+def test_decode_run_half_on_cpu(tmp_path):
+    """A decode manifest's module (the KV length dynamic) runs through the run half: checked against
+    the GQA reference, timed, with GB/s of K and V."""
+    from iree.compiler import compile_str
+
+    from mmaflow.runtime.modules import decode_attention_module
+
+    (case,) = attention_bench.decode_cases([1], [80], [64], ["f16"])
+    name = f"iree_{case['key']}.vmfb"
+    (tmp_path / name).write_bytes(compile_str(decode_attention_module(1, 8, 4, 64, "f16"), extra_args=CPU_FLAGS))
+    entry = {"variant": "iree-default", "file": name, "target": "llvm-cpu", "config": "test"}
+    manifest = {
+        "kind": "attention",
+        "targets": ["llvm-cpu"],
+        "driver": "local-task",
+        "function": "attention",
+        "flops": attention_bench.FLOPS,
+        "cases": [{**case, "entries": [entry]}],
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    rows = attention_bench.run(tmp_path, "local-task", tmp_path / "out", repeat=2, warmup=1)
+    (row,) = rows
+    assert row["check"] == "PASS" and row["q_len"] == 1 and row["kv_heads"] == 8
+    assert row["gbps"] == pytest.approx(attention_bench.kv_bytes(case) / (row["ms"] * 1e-3) / 1e9)

@@ -17,11 +17,18 @@ dispatch and torch's scaled_dot_product_attention on a GPU. The halves and optio
 
     mmaflow bench --attention --target sm_90a,sm_80 --sizes 2048 --head-dims 64,128 --prepare-only DIR
     mmaflow bench --attention --target sm_90a --fa3-shapes --sizes 512,1024,2048,4096,8192,16384 --prepare-only DIR
+    mmaflow bench --attention --target sm_90a --decode 1,8,32 --sizes 4096,32768 --head-dims 128 --prepare-only DIR
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT [--kernel-time]
 
+``--decode``: a decoder step's attention instead (``modules.decode_attention_module``: one query per
+sequence, 32 query heads sharing 8 KV heads, the KV cache's length a run-time size), torch's SDPA with
+``enable_gqa=True``. IREE 3.13's default pipeline prints "error: Padding OnlineAttention without existing
+mask is not yet supported" for it and then compiles it by another route (the build succeeds).
+
 TFLOP/s count 4 * batch * heads * seq_q * seq_k * head_dim FLOPs per call (the two matmuls,
-S = Q K^T and O = P V; the softmax is not counted), as FlashAttention reports. "x IREE" is IREE
-default's time over the row's (kernel-only when measured).
+S = Q K^T and O = P V; the softmax is not counted), as FlashAttention reports; decode rows also give
+GB/s, the bytes of K and V over the time. "x IREE" is IREE default's time over the row's (kernel-only
+when measured).
 
 The run half imports no IREE compiler code (only iree.runtime, numpy, optionally torch).
 """
@@ -39,9 +46,12 @@ import numpy as np
 
 from mmaflow.runtime import bench_common
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
-from mmaflow.runtime.modules import attention_module
+from mmaflow.runtime.modules import attention_module, decode_attention_module
 
 BATCH, HEADS = 2, 16
+# --decode: Llama-3-8B's attention heads (32 query heads, 8 KV heads), one query per sequence.
+DECODE_HEADS, DECODE_KV_HEADS = 32, 8
+DEFAULT_KV = "4096,32768"
 # The FlashAttention-3 paper's shapes (--fa3-shapes): batch x seq = 16k tokens, hidden 2048 (heads = 2048 / d).
 FA3_TOKENS, FA3_HIDDEN = 16384, 2048
 DEFAULT_SEQS, DEFAULT_HEAD_DIMS = "2048", "64,128"
@@ -82,8 +92,38 @@ def cases(
     return out
 
 
+def decode_cases(batches: list[int], kv_seqs: list[int], head_dims: list[int], dtypes: list[str]) -> list[dict]:
+    """One case per dtype, batch, KV length and head dim of a decoder step (``--decode``)."""
+    return [
+        {
+            "key": f"{dt}_decode_b{b}_kv{s}_d{d}",
+            "dtype": dt,
+            "batch": b,
+            "heads": DECODE_HEADS,
+            "kv_heads": DECODE_KV_HEADS,
+            "q_len": 1,
+            "seq": s,
+            "head_dim": d,
+            "function": "decode_attention",
+        }
+        for dt in dtypes
+        for b in batches
+        for s in kv_seqs
+        for d in head_dims
+    ]
+
+
+def _q_len(case: dict) -> int:
+    return case.get("q_len", case["seq"])
+
+
 def flops(case: dict) -> float:
-    return 4.0 * case["batch"] * case["heads"] * case["seq"] * case["seq"] * case["head_dim"]
+    return 4.0 * case["batch"] * case["heads"] * _q_len(case) * case["seq"] * case["head_dim"]
+
+
+def kv_bytes(case: dict) -> float:
+    """The bytes of K and V a call reads (16-bit elements)."""
+    return 2 * 2.0 * case["batch"] * case.get("kv_heads", case["heads"]) * case["seq"] * case["head_dim"]
 
 
 # ---- prepare (needs the compiler) -------------------------------------------------------------
@@ -99,9 +139,11 @@ def prepare(
     batch: int = BATCH,
     heads: int = HEADS,
     fa3: bool = False,
+    decode: list[int] | None = None,
 ) -> dict:
     """Compile every case with mmaflow for each target and once per IREE target with IREE's
-    default pipeline; write the .vmfb files and manifest.json."""
+    default pipeline; write the .vmfb files and manifest.json. ``decode``: decode cases at these
+    batch sizes (``seqs``: the KV lengths) instead."""
     from iree.compiler import compile_str
 
     from mmaflow.compiler.core.errors import InputError, VerificationError
@@ -137,8 +179,18 @@ def prepare(
         defaults.setdefault(base_target, flags)
     out_dir.mkdir(parents=True, exist_ok=True)
     prepared = []
-    for case in cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3):
-        src = attention_module(batch, heads, case["seq"], case["head_dim"], case["dtype"])
+    todo = (
+        decode_cases(decode, seqs, head_dims, dtypes)
+        if decode
+        else cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3)
+    )
+    for case in todo:
+        if decode:
+            src = decode_attention_module(
+                case["batch"], case["kv_heads"], case["heads"] // case["kv_heads"], case["head_dim"], case["dtype"]
+            )
+        else:
+            src = attention_module(case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"])
         entries = []
         for t in ts:
             name = f"mmaflow_{t.name}_{case['key']}"
@@ -192,24 +244,33 @@ def inputs(case: dict) -> list[np.ndarray]:
     from mmaflow.runtime.numerics import DTYPES as NP_DTYPES
 
     rng = np.random.default_rng(zlib.crc32(case["key"].encode()))
-    shape = (case["batch"], case["heads"], case["seq"], case["head_dim"])
-    return [rng.standard_normal(shape, dtype=np.float32).astype(NP_DTYPES[case["dtype"]]) for _ in range(3)]
+    q_shape = (case["batch"], case["heads"], _q_len(case), case["head_dim"])
+    kv_shape = (case["batch"], case.get("kv_heads", case["heads"]), case["seq"], case["head_dim"])
+    return [
+        rng.standard_normal(shape, dtype=np.float32).astype(NP_DTYPES[case["dtype"]])
+        for shape in (q_shape, kv_shape, kv_shape)
+    ]
 
 
 def reference(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, dtype: str, *, chunk: int = 4
 ) -> tuple[np.ndarray, np.ndarray]:
     """The float64 softmax(Q K^T / sqrt(head dim)) V of (batch, heads, seq, head dim) inputs and
-    its error bound (``attention_reference``), ``chunk`` (batch, head) pairs at a time."""
+    its error bound (``attention_reference``), ``chunk`` (batch, head) pairs at a time. Fewer K / V
+    heads than Q's (GQA): query head h reads KV head h // (its share), as torch's ``enable_gqa``."""
+    heads, kv_heads = q.shape[1], k.shape[1]
+    group = heads // kv_heads
     q3, k3, v3 = (x.reshape(-1, *x.shape[-2:]) for x in (q, k, v))
+    pairs = np.arange(len(q3))
+    kv_of = (pairs // heads) * kv_heads + (pairs % heads) // group  # each (batch, query head)'s K / V
     scale = 1.0 / np.sqrt(q.shape[-1])
-    ref = np.concatenate(
-        [
-            attention_reference(q3[i : i + chunk], k3[i : i + chunk], v3[i : i + chunk], scale, False)
-            for i in range(0, len(q3), chunk)
-        ]
-    )
-    return ref.reshape(q.shape), attention_bound(ref, v3, dtype).reshape(q.shape)
+    refs, bounds = [], []
+    for i in range(0, len(q3), chunk):
+        kv = kv_of[i : i + chunk]
+        ref = attention_reference(q3[i : i + chunk], k3[kv], v3[kv], scale, False)
+        refs.append(ref)
+        bounds.append(attention_bound(ref, v3[kv], dtype))
+    return np.concatenate(refs).reshape(q.shape), np.concatenate(bounds).reshape(q.shape)
 
 
 def check(out: np.ndarray, ref: np.ndarray, bound: np.ndarray, dtype: str) -> dict:
@@ -226,7 +287,8 @@ def check(out: np.ndarray, ref: np.ndarray, bound: np.ndarray, dtype: str) -> di
 
 
 def _sdpa(torch, q, k, v):
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **gqa)
 
 
 def _backend(torch, name: str | None):
@@ -276,12 +338,15 @@ def _row(case: dict, variant: str, target: str, seconds: float, result: dict, co
         "dtype": case["dtype"],
         "batch": case["batch"],
         "heads": case["heads"],
+        "kv_heads": case.get("kv_heads", case["heads"]),
+        "q_len": _q_len(case),
         "seq": case["seq"],
         "head_dim": case["head_dim"],
         "variant": variant,
         "target": target,
         "ms": seconds * 1e3,
         "tflops": flops(case) / seconds / 1e12,
+        "gbps": kv_bytes(case) / seconds / 1e9,
         **result,
         "config": config,
         "file": file,
@@ -302,10 +367,11 @@ def run(
         q, k, v = inputs(case)
         ref, bound = reference(q, k, v, case["dtype"])
         outs, case_rows = {}, []
+        function = case.get("function", FUNCTION)
         for e in case["entries"]:
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
-            outs[e["file"]] = mod(FUNCTION, q, k, v)
-            t = statistics.median(mod.time(FUNCTION, q, k, v, warmup=warmup, repeat=repeat))
+            outs[e["file"]] = mod(function, q, k, v)
+            t = statistics.median(mod.time(function, q, k, v, warmup=warmup, repeat=repeat))
             case_rows.append(
                 _row(
                     case,
@@ -338,9 +404,11 @@ def run(
         for r in rows:
             k = bench_common.kernel_time_of(manifest_dir, r["file"], r["key"], driver)
             r.update(k, kernel_tflops=flops(r) / (k["kernel_ms"] * 1e-3) / 1e12)
+            r["kernel_gbps"] = kv_bytes(r) / (k["kernel_ms"] * 1e-3) / 1e9
             print(
                 f"bench: attention {r['key']} {r['variant']}: {k['kernel_ms']:.4f} ms kernel-only "
-                f"({r['kernel_tflops']:.1f} TFLOP/s; {', '.join(k['kernels'])})",
+                f"({r['kernel_tflops']:.1f} TFLOP/s, {r['kernel_gbps']:.0f} GB/s of K and V; "
+                f"{', '.join(k['kernels'])})",
                 flush=True,
             )
     speedups(rows)
@@ -372,21 +440,22 @@ def profile_one(manifest_dir: Path, file: str, key: str, driver: str) -> None:
                 _sdpa(torch, *args)
                 torch.cuda.synchronize()
         return
-    bench_common.profile_calls(manifest_dir, file, driver, FUNCTION, inputs(case), _sdpa)
+    bench_common.profile_calls(manifest_dir, file, driver, case.get("function", FUNCTION), inputs(case), _sdpa)
 
 
 def print_table(rows: list[dict]) -> None:
     """Synchronous call time and, when measured, kernel-only time; "x IREE" compares the latter."""
     kernel = any("kernel_ms" in r for r in rows)
-    extra = f" {'kernel ms':>9} {'TFLOP/s':>8}" if kernel else ""
+    extra = f" {'kernel ms':>9} {'TFLOP/s':>8} {'GB/s':>6}" if kernel else ""
     print(
-        f"{'dtype':<5} {'BxH':>5} {'seq':>6} {'d':>4} {'variant':<16} {'target':<10} {'call ms':>9} {'TFLOP/s':>8}"
-        f"{extra} {'x IREE':>6} {'err/bound':>9} check"
+        f"{'dtype':<5} {'BxH':>5} {'q':>5} {'seq':>6} {'d':>4} {'variant':<16} {'target':<10} {'call ms':>9} "
+        f"{'TFLOP/s':>8}{extra} {'x IREE':>6} {'err/bound':>9} check"
     )
     for r in rows:
-        k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>8.2f}" if kernel else ""
+        k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>8.2f} {r['kernel_gbps']:>6.0f}" if kernel else ""
         print(
-            f"{r['dtype']:<5} {r['batch'] * r['heads']:>5} {r['seq']:>6} {r['head_dim']:>4} {r['variant'][:16]:<16} "
+            f"{r['dtype']:<5} {r['batch'] * r['heads']:>5} {r['q_len']:>5} {r['seq']:>6} {r['head_dim']:>4} "
+            f"{r['variant'][:16]:<16} "
             f"{r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>8.2f}{k} {r['x_iree']:>6.2f} "
             f"{r['err_over_bound']:>9.3g} {r['check']}"
         )

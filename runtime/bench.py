@@ -724,8 +724,15 @@ def bench_command(args) -> int:
     modes = [m for m in MODES if getattr(args, m)]
     if len(modes) > 1:
         raise InputError("bench does one of " + ", ".join("--" + m.replace("_", "-") for m in modes) + " at a time")
-    if (args.head_dims or args.fa3_shapes) and not args.attention:
-        raise InputError(f"--{'head-dims' if args.head_dims else 'fa3-shapes'} is an option of bench --attention")
+    for given, name in (
+        (args.head_dims, "head-dims"),
+        (args.fa3_shapes, "fa3-shapes"),
+        (getattr(args, "decode", None), "decode"),
+    ):
+        if given and not args.attention:
+            raise InputError(f"--{name} is an option of bench --attention")
+    if getattr(args, "decode", None) and args.fa3_shapes:
+        raise InputError("--decode and --fa3-shapes: one set of shapes at a time")
     if args.compile_time:
         from mmaflow.runtime.compile_time import compile_time_command
 
@@ -754,13 +761,15 @@ def bench_command(args) -> int:
 
         if args.config:
             raise InputError("--config configures matmul kernels; the flash-attention kernel has no config")
+        default_sizes = attention_bench.DEFAULT_KV if getattr(args, "decode", None) else attention_bench.DEFAULT_SEQS
         manifest = attention_bench.prepare(
             args.target.split(","),
-            positive_ints(args.sizes or attention_bench.DEFAULT_SEQS, "--sizes"),
+            positive_ints(args.sizes or default_sizes, "--sizes"),
             positive_ints(args.head_dims or attention_bench.DEFAULT_HEAD_DIMS, "--head-dims"),
             args.dtype.split(","),
             prep_dir,
             fa3=args.fa3_shapes,
+            decode=positive_ints(args.decode, "--decode") if getattr(args, "decode", None) else None,
         )
         driver = manifest["driver"]
     elif args.weight_only:
