@@ -263,8 +263,15 @@ def test_run_half_checks_times_and_writes(cpu_manifest, tmp_path, capsys, monkey
     assert wrong["err_over_bound"] > 1 >= base["err_over_bound"]
     assert base["kernel_ms"] == pytest.approx(0.101) and base["kernels"] == ["attention_kernel"]
     assert base["x_iree"] == 1.0 and base["tflops"] == pytest.approx(4 * 2 * 64 * 64 * 64 / (base["ms"] * 1e-3) / 1e12)
-    assert (out / "results.csv").read_text().splitlines()[0].startswith("key,dtype,batch,heads,kv_heads,q_len,seq,head_dim,variant")
-    assert "kernel ms" in text and "x IREE" in text and re.search(r"bf16 +2 +64 +64 +64 iree-default .* PASS", text), text
+    assert (
+        (out / "results.csv")
+        .read_text()
+        .splitlines()[0]
+        .startswith("key,dtype,batch,heads,kv_heads,q_len,seq,head_dim,variant")
+    )
+    assert "kernel ms" in text and "x IREE" in text and re.search(r"bf16 +2 +64 +64 +64 iree-default .* PASS", text), (
+        text
+    )
 
 
 def test_run_half_needs_no_iree_compiler(cpu_manifest, tmp_path):

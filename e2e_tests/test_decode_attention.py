@@ -227,7 +227,8 @@ def _dispatch_attention(source: str) -> list[str]:
 @pytest.mark.parametrize("mask", [None, "additive"])
 def test_module_is_what_iree_makes_of_torch_gqa_sdpa(mask):
     """``decode_attention_module`` gives the dispatch IREE forms from torch's SDPA with ``enable_gqa``
-    and a dynamic cache length (as iree-turbine exports it: e2e_tests/models' llama_decode_attention):
+    and a dynamic cache length, the cache passed in whole (torch-dialect SDPA as iree-turbine emits the op;
+    a whole decoder step that first appends to the cache is another form: e2e_tests/models' llama_decode):
     the same attention op over the same bindings, the KV broadcast folded into 4 query rows."""
     q, kv, m = (
         "!torch.vtensor<[2,32,1,128],f16>",

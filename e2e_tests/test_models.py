@@ -58,6 +58,11 @@ TAKEN = {
         "10": "32x256x64x256 {dt} x {dt} -> f32",
         "12": "512x1024x1024 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n]: truncf addf) -> {dt}",
     },
+    "llama_decode": {
+        "0": "2x1024x1024 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",
+        "1": "2x256x1024 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",  # K and V: into the grown cache
+        "10": "2x1024x1024 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n]: truncf addf) -> {dt}",
+    },
     "bert_layer": {
         "0": "256x768x768 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",
         "6": "24x128x128x64 {dt} x {dt} -> f32, epilogue(f32: truncf) -> {dt}",
@@ -90,9 +95,19 @@ def taken_expected(model: str, target: str) -> dict:
     return {**TAKEN[model], **TAKEN_ATTENTION.get(model, {})}
 
 
+# The decoder step's attention as IREE forms it from iree-turbine's export: no query loop (one query,
+# folded away), V stored head dim outer (32 x 64 x ?), K and V at run-time offsets of the cache IREE
+# grows and broadcasts in dispatches of its own. Not taken yet (docs/kernels/flash_attention.md).
+_DECODE_LEFT = (
+    "iree_linalg_ext.attention (iree_linalg_ext.attention: no loop plays the role of M: the query length 1 "
+    "folded away (a decoder step as IREE forms it from iree-turbine's export); the flash-attention kernel "
+    "takes a query loop): IREE compiles it"
+)
+
+
 def left_attention(model: str, target: str) -> dict:
-    """Attention dispatches left to IREE: none in the corpus on any target."""
-    return {}
+    """Attention dispatches left to IREE: the decoder step's, on every target."""
+    return {"9": _DECODE_LEFT} if model == "llama_decode" else {}
 
 
 CORPUS = [(m, dt) for m in TAKEN for dt in DTYPES]
@@ -259,9 +274,16 @@ def test_a_kernel_reading_the_wrong_tensor_fails_the_check():
 
 
 # ---- both routes, every model, every target --------------------------------------------------------
+# IREE 3.13's own build of llama_decode's attention dispatch (left to IREE, built by its fallback after
+# "Padding OnlineAttention without existing mask is not yet supported") takes 2-4 minutes a target on a
+# 2-core machine (gfx942 119 s, gfx1201 218 s, plain iree-compile): its routes are not built here; what
+# mmaflow takes from it is checked above, on the executor too.
+ROUTES = [(m, dt) for m, dt in CORPUS if m != "llama_decode"]
+
+
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("target", ALL_TARGETS)
-@pytest.mark.parametrize("model,dtype", CORPUS, ids=[f"{m}-{dt}" for m, dt in CORPUS])
+@pytest.mark.parametrize("model,dtype", ROUTES, ids=[f"{m}-{dt}" for m, dt in ROUTES])
 def test_both_routes_build_the_same_file(model, dtype, target, tmp_path):
     """`iree-compile $(mmaflow flags ...)` and `mmaflow compile` (which verifies every taken
     kernel's ISA) give byte-identical .vmfb files, and the stock route names every taken dispatch

@@ -192,6 +192,12 @@ def describe_attention(op: ir.Operation) -> Attention:
 
     batch = role(q & k & v & o)
     m, k1, k2, n = role((q & o) - k), role((q & k) - o), role((k & v) - q), role((v & o) - q)
+    if not m:
+        raise InputError(
+            f"{op.name}: no loop plays the role of M: the query length 1 folded away (a decoder step as "
+            f"IREE forms it from iree-turbine's export); the flash-attention kernel takes a query loop",
+            location=location_of(op),
+        )
     for what, found in (("M", m), ("K1", k1), ("K2", k2), ("N", n)):
         if len(found) != 1:
             raise InputError(

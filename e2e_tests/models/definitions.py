@@ -203,6 +203,32 @@ class LlamaAttentionBlock(nn.Module):
         return residual + self.o_proj(attn_output)
 
 
+class LlamaDecodeStep(nn.Module):
+    """One decoder step of Llama attention against its KV cache: x [B, 1, hidden], the cache [B, kv
+    heads, S, head dim] with S a run-time size; the new token's k and v appended to the cache, SDPA
+    with enable_gqa (query heads sharing KV heads, as HF Llama reaches torch's kernel), o_proj and
+    the residual. RoPE is left out: it does not change the attention's form."""
+
+    def __init__(self, hidden_size: int = 1024, num_heads: int = 16, num_kv_heads: int = 4):
+        super().__init__()
+        self.num_heads, self.num_kv_heads = num_heads, num_kv_heads
+        self.head_dim = hidden_size // num_heads
+        self.q_proj = nn.Linear(hidden_size, num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden_size, num_kv_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden_size, num_kv_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, hidden_size, bias=False)
+
+    def forward(self, x, k_cache, v_cache):
+        B, T, C = x.shape
+        q = self.q_proj(x).view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.num_kv_heads, self.head_dim).transpose(1, 2)
+        k = torch.cat([k_cache, k], dim=2)
+        v = torch.cat([v_cache, v], dim=2)
+        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+        return x + self.o_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
 # ---------------------------------------------------------------------------------------------
 # BERT encoder layer (post-LayerNorm, HF BertLayer structure)
 # ---------------------------------------------------------------------------------------------
@@ -297,6 +323,9 @@ class ModelSpec:
     kwargs: dict = field(default_factory=dict)
     input_shapes: tuple = ()  # one shape per positional input
     description: str = ""
+    # Run-time sizes of the export: {input index: {dim: (name, min, max)}} (torch.export.Dim); the
+    # example inputs' sizes are the ones the references are computed at.
+    dynamic: dict = field(default_factory=dict)
 
     def make(self) -> nn.Module:
         return self.factory(**self.kwargs)
@@ -339,6 +368,15 @@ MODELS: dict[str, ModelSpec] = {
         ((2, 256, 1024),),
         "Llama attention block: RMSNorm, q/k/v/o without bias, GQA 16q/4kv heads x 64, RoPE "
         "(rotate_half), explicit causal matmul+softmax(f32), residual",
+    ),
+    "llama_decode": ModelSpec(
+        "llama_decode",
+        LlamaDecodeStep,
+        dict(hidden_size=1024, num_heads=16, num_kv_heads=4),
+        ((2, 1, 1024), (2, 4, 255, 64), (2, 4, 255, 64)),
+        "Llama decoder step: q/k/v of one new token, appended to a KV cache of run-time length (255 in "
+        "the example), SDPA with enable_gqa (16 q / 4 kv heads x 64), o_proj, residual",
+        dynamic={1: {2: ("cache", 1, 131071)}, 2: {2: ("cache", 1, 131071)}},
     ),
     "bert_layer": ModelSpec(
         "bert_layer",

@@ -75,7 +75,18 @@ def export_mlir(name: str, dtype: str, seed: int = D.DEFAULT_SEED) -> tuple[str,
     with torch.no_grad():
         out = model(*inputs)
     aot.externalize_module_parameters(model, external_scope=D.PARAMETER_SCOPE)
-    exported = aot.export(model, args=inputs)
+    spec = D.MODELS[name]
+    dims = {}  # one torch.export.Dim per name, shared by every input dim that carries it
+    dynamic = None
+    if spec.dynamic:
+        dynamic = []
+        for i in range(len(inputs)):
+            per = {}
+            for dim, (dim_name, lo, hi) in spec.dynamic.get(i, {}).items():
+                per[dim] = dims.setdefault(dim_name, torch.export.Dim(dim_name, min=lo, max=hi))
+            dynamic.append(per)
+        dynamic = tuple(dynamic)
+    exported = aot.export(model, args=inputs, dynamic_shapes=dynamic)
     buf = io.BytesIO()
     # No debug info: no source locations (and hence no absolute or temp paths) end up in the file.
     exported.mlir_module.print(file=buf, binary=True)
@@ -109,6 +120,11 @@ def export_mlir(name: str, dtype: str, seed: int = D.DEFAULT_SEED) -> tuple[str,
         "module": "module",
         "parameter_scope": D.PARAMETER_SCOPE,
         "inputs": [{"shape": list(x.shape), "dtype": _torch_dtype_name(x.dtype)} for x in inputs],
+        **(
+            {"dynamic": {str(i): {str(d): v[0] for d, v in per.items()} for i, per in spec.dynamic.items()}}
+            if spec.dynamic
+            else {}
+        ),
         "outputs": [{"shape": list(out.shape), "dtype": _torch_dtype_name(out.dtype)}],
         "parameters": [
             {"name": k, "shape": list(params[k].shape), "dtype": _torch_dtype_name(params[k].dtype)}
