@@ -309,3 +309,24 @@ def test_ldmatrix_runs_under_a_branch_whole_warps_take():
     _, _m2, fn = _ldmatrix_under(16)
     with pytest.raises(ExecutorError, match="nvgpu.ldmatrix under control flow divergent within a wave"):
         Kernel(fn.operation, arch="sm_80", grid=(1, 1, 1), workgroup_size=64, wave_size=32).run({})
+
+
+def test_a_sample_of_split_workgroups_owns_its_queries():
+    """A sampled check (whole clusters) of a split kernel with two blocks of queries (4 heads x 20
+    queries = 80 rows): each cluster's workgroups own their block's rows, no other."""
+    from mmaflow.runtime.model_check import check_executable
+
+    (exe,) = codegen_module(decode_attention_module(4, 2, 4, 64, "bf16", q_len=20), "sm_90a").taken
+    assert any("cluster of 8" in x for x in exe.log), exe.log
+    (check,) = check_executable(exe, sizes={"k2": 300}, sample=1)
+    assert check.passed and check.workgroups < check.grid_size, check.line()
+
+
+def test_split_workgroups_own_their_block_of_queries():
+    """The check's ownership map: the 8 workgroups of a cluster along x share one block of 64 queries."""
+    from mmaflow.runtime.model_check import _attention_owned
+
+    owned = _attention_owned((8, 80, 64), (16, 8, 1), list(range(8)), 64, split=8)
+    assert owned[0, :64].all() and not owned[0, 64:].any() and not owned[1:].any()
+    owned = _attention_owned((8, 80, 64), (16, 8, 1), [8], 64, split=8)
+    assert owned[0, 64:].all() and not owned[0, :64].any()

@@ -379,15 +379,18 @@ def check_site(
     )
 
 
-def _attention_owned(shape: tuple, grid: tuple, workgroups: list[int] | None, block_m: int) -> np.ndarray:
+def _attention_owned(
+    shape: tuple, grid: tuple, workgroups: list[int] | None, block_m: int, split: int = 1
+) -> np.ndarray:
     """Which elements of O (batch, M, N) the workgroups own: workgroup (x, y) writes rows
-    x*block_m.. of batch entry y."""
+    (x / split)*block_m.. of batch entry y (``split``: a split-KV cluster's workgroups along x
+    share a block of queries)."""
     if workgroups is None:
         return np.ones(shape, bool)
     gx, gy, _ = grid
     mask = np.zeros(shape, bool)
     for w in workgroups:
-        x, y = w % gx, (w // gx) % gy
+        x, y = (w % gx) // split, (w // gx) % gy
         mask[y, x * block_m : (x + 1) * block_m] = True
     return mask
 
@@ -494,7 +497,7 @@ def check_attention_site(
     )
     bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
     got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)
-    owned = _attention_owned(got.shape, grid, chosen, BLOCK_M)
+    owned = _attention_owned(got.shape, grid, chosen, BLOCK_M, cluster_shape(d.func)[0])
     wmask = flat(written_elements(written, o_r), 3, attn.m)
     err = np.where(owned, np.abs(got - ref), 0.0)
     err = np.where(np.isnan(err), np.inf, err)
