@@ -157,6 +157,7 @@ def test_mmaflow_run_passes_every_dispatch():
     assert "PASS attn_dispatch_2: " in r.stdout and "mmaflow run: PASS: 1 of 1 checks passed" in r.stdout, r.stdout
 
 
+@pytest.mark.exhaustive
 def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
     """`mmaflow compile` (which verifies the kernel's PTX) and `iree-compile $(mmaflow flags)` give
     the same .vmfb; `mmaflow verify` accepts the stock build and checks the PTX in it."""
@@ -187,6 +188,7 @@ def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
     assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v.stderr and "flash attention" in v.stderr, v.stderr
 
 
+@pytest.mark.exhaustive
 def test_both_routes_build_the_amd_kernel_and_verify_accepts_it(tmp_path):
     """gfx1100: `iree-compile $(mmaflow flags)` (the preprocess hook) and `mmaflow compile` give the
     same .vmfb with the AMD kernel; `mmaflow verify` accepts it and names its matrix instructions."""
@@ -346,6 +348,7 @@ def test_a_head_dim_that_is_not_innermost_is_left_by_name():
     assert "attention's V is stored with its head dim not innermost" in line and line.endswith("IREE compiles it"), line
 
 
+@pytest.mark.exhaustive
 def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_none():
     """`--config` configures a module's matmul kernels; the taken attention dispatch is compiled
     as without it, and its log says the options do not apply to it (never silently)."""

@@ -119,6 +119,7 @@ def test_module_with_k0_is_refused_before_iree_runs(tmp_path):
         compile_module(src.read_text(), "gfx942", lower=False, source_name="my.mlir")
 
 
+@pytest.mark.exhaustive
 def test_dynamic_m0_and_k0_at_run_time(tmp_path):
     """Run-time sizes of 0 are legal: no workgroups (M = 0) or an all-zero result (K = 0)."""
     src = tmp_path / "dyn.mlir"
@@ -129,6 +130,7 @@ def test_dynamic_m0_and_k0_at_run_time(tmp_path):
             assert r.returncode == 0 and "PASS" in r.stdout, (dims, target, r.stdout, r.stderr)
 
 
+@pytest.mark.exhaustive
 def test_run_estimates_a_dynamic_module_from_its_run_time_sizes(tmp_path):
     """The lane executor's time estimate of a dynamic module: from --dims' sizes (not 4096 for
     every dynamic dimension: 'about 1145 s' for a 0.2 s run), and never printed before an error
@@ -259,6 +261,7 @@ def test_every_option_has_help():
 
 
 # ---- spills, local-task, messages ---------------------------------------------------------------------
+@pytest.mark.exhaustive
 def test_spilling_config_warns(tmp_path):
     src = tmp_path / "mm.mlir"
     src.write_text(matmul_source(256, 256, 256, "f16", "f32"))
@@ -401,6 +404,7 @@ def test_plural():
     assert plural(1, "kernel") == "1 kernel" and plural(3, "kernel") == "3 kernels"
 
 
+@pytest.mark.exhaustive
 def test_verify_names_the_target_a_vmfb_was_built_for(tmp_path):
     """A .vmfb built for another GPU: `mmaflow verify` names the one it was built for (read from
     its executables) instead of 'differs (N bytes...)'; the right target verifies it."""

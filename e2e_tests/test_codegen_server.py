@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from mmaflow.compiler.driver import codegen_client
 
 REPO = Path(__file__).resolve().parents[1]
@@ -159,6 +161,7 @@ def _shared_log(tmp_path: Path, env: dict, flags: str) -> str:
     return log.read_text()
 
 
+@pytest.mark.exhaustive
 def test_the_stock_routes_lines_survive_a_log_file_shared_with_the_shell(tmp_path):
     """``sh -c '...; iree-compile ... $(mmaflow flags ...); ...' > log 2>&1``: the hook writes its
     lines into the file the shell and iree-compile share, and what the shell writes afterwards

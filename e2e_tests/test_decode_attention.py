@@ -164,6 +164,7 @@ def test_split_sizes(split):
     run_decode("sm_90a", 1, 4, 64, "f16", 250, split_kv=split)
 
 
+@pytest.mark.exhaustive
 def test_many_workgroups_keep_the_warps_on_queries():
     """With as many workgroups as SMs, the warps do not split the keys (their partials' shared memory
     would cost a workgroup an SM); the cluster still combines its ranks'."""

@@ -219,6 +219,7 @@ def test_refused_for_mma_sync_and_dynamic():
         )
 
 
+@pytest.mark.exhaustive
 def test_prefetching_without_the_barrier_is_caught():
     """With K tiles not a multiple of the slots (kt = 10, 4 slots), the next tile's first copies go
     into slots whose last wgmmas (tiles 8 and 9) completed after the K loop's last barrier: without

@@ -57,6 +57,7 @@ def _mmaflow(*args):
     return subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("target, mnemonic", [("gfx942", "v_mfma_f32_16x16x16"), ("sm_80", "mma.sync")])
 def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
     src = tmp_path / "mm.mlir"
@@ -106,6 +107,7 @@ def test_html_and_json_are_exclusive(tmp_path):
     assert r.returncode == 2 and "choose one" in r.stderr
 
 
+@pytest.mark.exhaustive
 def test_html_report_says_when_k_is_unrolled_shows_every_lane_and_how_to_read(tmp_path):
     """100x200x64 on gfx942: IREE unrolls K (its one loop is a store loop, no matrix instruction),
     so the page says so instead of listing that loop as "the K loop"; the register grids show all

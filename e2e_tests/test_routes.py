@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 EXAMPLE = REPO / "examples" / "matmul_256_f16.mlir"
@@ -20,6 +22,7 @@ def _run(*cmd, env=None):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, env=env)
 
 
+@pytest.mark.exhaustive
 def test_the_users_own_dump_flag_is_honoured(tmp_path):
     """`--iree-flag=--iree-hal-dump-executable-files-to=DIR`: IREE dumps there, and mmaflow still
     finds and verifies the ISA (it reads it from the user's directory)."""
@@ -51,6 +54,7 @@ def test_the_users_own_dump_flag_is_honoured(tmp_path):
     assert list((tmp_path / "bins").glob("*.hsaco"))
 
 
+@pytest.mark.exhaustive
 def test_flags_work_from_a_shell_without_the_environment(tmp_path):
     """IREE finds a preprocess tool only by bare name: `mmaflow flags` hands IREE `env
     /abs/python -I -S /abs/codegen_client.py` (through a response file), which works when mmaflow's
@@ -78,6 +82,7 @@ def test_merged_executables_are_checked_at_every_call_site():
     assert "outputs binding 2 @ 49152" in r.stdout, r.stdout
 
 
+@pytest.mark.exhaustive
 def test_the_hook_without_its_server_gives_the_same_bytes(tmp_path):
     flags = _run(BIN / "mmaflow", "flags", "--target", "sm_80").stdout.split()
     a = _run(BIN / "iree-compile", TWO, *flags, "-o", tmp_path / "a.vmfb")
@@ -89,6 +94,7 @@ def test_the_hook_without_its_server_gives_the_same_bytes(tmp_path):
     assert "mmaflow: taken two_dispatch_0" in a.stderr and "mmaflow: taken two_dispatch_0" in b.stderr
 
 
+@pytest.mark.exhaustive
 def test_amd_resources_are_read_for_kernels_with_quoted_names(tmp_path):
     """iree-turbine's entry points hold a `$`, which YAML quotes in the .amdgpu_metadata
     ('main$async_dispatch_2_...'): registers, spills and LDS are still read for every kernel."""
@@ -105,6 +111,7 @@ def test_amd_resources_are_read_for_kernels_with_quoted_names(tmp_path):
         ), line
 
 
+@pytest.mark.exhaustive
 def test_the_baseline_report_finds_kernels_with_quoted_names():
     """`mmaflow report --baseline iree` on an iree-turbine model (AMD kernel labels hold a `$`):
     IREE's default pipeline is reported for each dispatch mmaflow takes, with its resources."""

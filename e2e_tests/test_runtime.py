@@ -61,6 +61,7 @@ def test_compile_module_and_run_module():
     np.testing.assert_allclose(out, a.astype(np.float32) @ b.astype(np.float32), rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.exhaustive
 def test_run_cli_sim_passes_and_reports_counters():
     r = _mmaflow("run", str(EXAMPLE), "--target", "gfx1201", "--device", "sim", "--json")
     assert r.returncode == 0, r.stderr
@@ -78,6 +79,7 @@ def test_run_cli_sim_passes_and_reports_counters():
 DYNAMIC = Path(__file__).resolve().parents[1] / "lit_tests" / "Inputs" / "matmul_dynamic_nohint_f16.mlir"
 
 
+@pytest.mark.exhaustive
 def test_run_cli_dynamic_module_needs_and_uses_dims():
     r = _mmaflow("run", str(DYNAMIC), "--target", "gfx942", "--device", "sim")
     assert r.returncode == 2 and "give the run-time sizes with --dims m=SIZE,n=SIZE,k=SIZE" in r.stderr, r.stderr

@@ -109,6 +109,7 @@ def table_dir(tmp_path, monkeypatch):
 ROW = r"^gpt2/o_proj/decode 1x768x768 f16 B:kn$"  # the matmul family: 5 builds, each a few K tiles
 
 
+@pytest.mark.exhaustive
 def test_a_static_run_checks_every_candidate_and_writes_an_unmeasured_table(table_dir, tmp_path, monkeypatch):
     real = simulate.check_matmul
 

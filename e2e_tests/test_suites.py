@@ -100,6 +100,7 @@ def _mmaflow(*args):
     return subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", *args], capture_output=True, text=True)
 
 
+@pytest.mark.exhaustive
 def test_bench_suite_smoke_prepares_every_row_with_both_builds(tmp_path):
     r = _mmaflow(
         "bench", "--suite", "smoke", "--target", "sm_80", "--dtype", "f16,bf16", "--prepare-only", str(tmp_path)
@@ -117,6 +118,7 @@ def test_bench_suite_smoke_prepares_every_row_with_both_builds(tmp_path):
     assert r.returncode == 2 and "--suite takes its shapes from the suite" in r.stderr
 
 
+@pytest.mark.exhaustive
 def test_bench_suite_rows_selects_by_name(tmp_path):
     """``--rows REGEX`` keeps the rows whose name matches, and says so when none does."""
     pattern = r"decode.* 1x[0-9]+x[0-9]+ f16 B:kn$"
@@ -190,6 +192,7 @@ def test_suite_run_half_checks_times_and_ranks_against_torch(tmp_path, monkeypat
     assert "geomean over 2 rows" in out and "worst 2 rows against torch" in out and "not built: " in out
 
 
+@pytest.mark.exhaustive
 def test_report_suite_surveys_every_row_on_amd():
     """``mmaflow report --suite``: each row compiled for each target (verified), its registers,
     spills, LDS and the K loop's global loads by width from the .rocmasm, and one sampled

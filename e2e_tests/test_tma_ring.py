@@ -109,6 +109,7 @@ def test_tma_ring_dynamic_sizes():
         assert r.check.passed, (sizes, r.check.line())
 
 
+@pytest.mark.exhaustive
 def test_tma_ring_at_iree_binding_offsets(monkeypatch):
     """GPT-2's dispatches with the default switched to TMA (``wgmma.plan.default_copy``, the one-line
     heuristic): Q and K of QK^T in one binding at different byte offsets, bias and GELU epilogues;

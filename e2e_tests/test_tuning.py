@@ -355,6 +355,7 @@ def test_tune_cli_refuses_what_it_cannot_do(tmp_path):
     assert r.returncode == 2 and "not a `mmaflow tune --prepare-only` directory" in r.stderr, r.stderr
 
 
+@pytest.mark.exhaustive
 def test_prepare_builds_the_heuristic_and_distinct_valid_candidates(tmp_path):
     m = tune.prepare(["sm_80"], "llama3-8b", ["f16"], tmp_path, r"^llama3-8b/k_proj/.* 32x1024x4096 f16 B:nk$")
     (row,) = m["rows"]

@@ -41,6 +41,7 @@ BRANCHES = [
 ]  # empty K: the accumulator stays 0
 
 
+@pytest.mark.exhaustive
 def test_each_branch_matches_numpy():
     src = dynamic_module()
     for sizes, kernel in BRANCHES:
@@ -73,6 +74,7 @@ def test_bias_epilogue_on_both_branches():
         assert r.check.passed, (sizes, r.check.line())
 
 
+@pytest.mark.exhaustive
 def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     from mmaflow.compiler.report import ptxas_path
 
@@ -188,6 +190,7 @@ def test_version_record_round_trips():
     assert attrs.VERSIONS in exe.text
 
 
+@pytest.mark.exhaustive
 def test_model_check_takes_the_kernel_of_the_call(tmp_path):
     """`mmaflow run --device sim` (model_check, against IREE's own dispatch IR) at sizes taking
     each branch: the tiles it checks are those of the kernel the push constants choose."""
