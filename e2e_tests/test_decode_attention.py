@@ -23,6 +23,7 @@ import re
 import ml_dtypes
 import numpy as np
 import pytest
+from test_flash_attention import place
 
 from mmaflow.compiler.core.attention import Attention
 from mmaflow.compiler.core.errors import UnsupportedError
@@ -36,7 +37,6 @@ from mmaflow.runtime.modules import decode_attention_module
 
 TARGETS = ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1100", "gfx1201"]
 DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
-SENTINEL = 0xA5
 
 
 def _attention(batch, m, d, elem, mask="no mask", mask_type=None):
@@ -74,13 +74,7 @@ def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=Non
         ref_mask, kind = bool_mask_additive(tensors["mask"]), "boolean i1 mask"
     if mask:
         layout["mask"] = Placement(3, 48 * 16)
-    ends = {}
-    for name, pl in layout.items():
-        ends[pl.binding] = max(ends.get(pl.binding, 0), pl.offset + tensors[name].nbytes)
-    bufs = {b: np.full(end + 64, SENTINEL, np.uint8) for b, end in ends.items()}
-    for name, pl in layout.items():
-        raw = tensors[name].view(np.uint8).reshape(-1)
-        bufs[pl.binding][pl.offset : pl.offset + raw.size] = raw
+    bufs, _ = place(tensors, layout)  # sentinel bytes everywhere but the tensors
     before = {b: x.copy() for b, x in bufs.items()}
 
     mask_type = {"additive": elem, "boolean": "i1", None: None}[mask]

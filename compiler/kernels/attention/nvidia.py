@@ -1302,7 +1302,7 @@ def pipeline_layout(placements: list[Placement], output: Placement, constants: i
     return ir.Attribute.parse(f"#hal.pipeline.layout<{pushed}bindings = [{bindings}], flags = Indirect>")
 
 
-def _key_length_prologue(module: ir.Module, layout: ir.Attribute, names: list[str]) -> tuple[dict, list, ir.Operation]:
+def _key_length_prologue(layout: ir.Attribute, names: list[str]) -> tuple[dict, list, ir.Operation]:
     """A run-time key length as IREE passes it: push constant i (one 32-bit value) for each of
     ``names`` (K, V, the mask), cast to index. Built in a scratch function (its ops are moved into
     the kernel, which then erases it): (the values by name, the ops, the scratch function)."""
@@ -1339,7 +1339,7 @@ def standalone_module(
         extra, scratch = {}, None
         if names:
             with ir.InsertionPoint(module.body):
-                lengths, ops, scratch = _key_length_prologue(module, layout, names)
+                lengths, ops, scratch = _key_length_prologue(layout, names)
             extra = dict(key_lengths=lengths, prologue=ops)
         fn = emit_flash_attention(
             plan,
