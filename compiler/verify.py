@@ -19,12 +19,15 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 
 from __future__ import annotations
 
+import re
+
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import VerificationError
 from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.target.intrinsics import F8F6F4_FORMATS
 from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_isa
 from mmaflow.compiler.target.targets import Vendor, read_target
 
@@ -185,6 +188,22 @@ def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
         check_isa(rep, what, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1, expect=expect)
         if intr.mnemonic not in text:
             raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
+        if intr.mnemonic.endswith("_f8f6f4"):
+            check_f8f6f4_formats(text, what, intr)
+
+
+def check_f8f6f4_formats(text: str, what: str, intr) -> None:
+    """Every f8f6f4 MFMA of the kernel reads A and B in the formats the plan chose: the format
+    codes are the instruction's cbsz (A) and blgp (B) fields, which the ISA prints when not 0."""
+    want = (F8F6F4_FORMATS[intr.a_type], F8F6F4_FORMATS[intr.b_type])
+    lines = [ln for ln in text.splitlines() if ln.strip().startswith(intr.mnemonic)]
+    for ln in lines:
+        got = tuple(int(m.group(1)) if (m := re.search(rf"\b{f}:(\d+)", ln)) else 0 for f in ("cbsz", "blgp"))
+        if got != want:
+            raise VerificationError(
+                f"{what}: {ln.strip()!r} reads A and B as formats {got} (cbsz, blgp); the plan's "
+                f"{intr.a_type} x {intr.b_type} are {want}"
+            )
 
 
 def check_weight_only_isa(report: IsaReport, text: str, name: str, facts) -> None:

@@ -320,7 +320,10 @@ def test_decode_at_byte_offsets(target, overrides, b_first):
 
 
 # ---- the K order ----------------------------------------------------------------------------------------
-INTRINSICS = [pytest.param(i, id=f"{fam}-{i.name}") for fam, intrs in CATALOGUE.items() for i in intrs]
+# (gfx950's 4- and 6-bit f8f6f4 records: no kernel loads such data yet, plan_k_order refuses them)
+INTRINSICS = [
+    pytest.param(i, id=f"{fam}-{i.name}") for fam, intrs in CATALOGUE.items() for i in intrs if not i.sub_byte
+]
 
 
 def test_every_catalogue_family_has_a_k_order():
@@ -350,7 +353,9 @@ def test_k_order_b_runs(intr):
     assert ko.chunk == ko.j * intr.k and len(ko.mem) == ko.j and all(len(row) == intr.k for row in ko.mem)
     assert sorted(x for row in ko.mem for x in row) == list(range(ko.chunk))
     assert ko.run == ko.j * e_count
-    wide = 2 * LOAD_BITS if intr.family == "wmma_rdna3" and bits == 16 else LOAD_BITS
+    # one load's 128 bits, or one instruction's operand where it is wider (two loads: RDNA3's 16-bit
+    # instructions, 16 elements a lane; gfx950's 8-bit f8f6f4, 32)
+    wide = max(LOAD_BITS, e_count * bits)
     assert ko.run * bits == wide, (ko.run, bits)
     k0 = lb.element_offsets()[0][0]
     cover = defaultdict(list)

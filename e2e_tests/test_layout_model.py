@@ -22,6 +22,30 @@ from mmaflow.runtime.isa import INSTRUCTIONS, IsaError, execute, np_dtype
 from mmaflow.runtime.isa.execute import to_xf32
 
 CASES = [(t.name, i.name) for t in TARGETS.values() if t.name != "sm_90a" for i in t.intrinsics()]
+# gfx950's f8f6f4 MFMA has 50 records (5 x 5 formats, two sizes); the default set checks these
+# and the exhaustive set all of them (each case 0.1-0.2 s)
+F8F6F4_SAMPLE = {
+    *(f"MFMA_F32_16x16x128_{t}" for t in ("F8E4M3FN", "F8E5M2", "F6E2M3FN", "F6E3M2FN", "F4E2M1FN")),
+    "MFMA_F32_32x32x64_F8E4M3FN",
+    "MFMA_F32_32x32x64_F4E2M1FN",
+    "MFMA_F32_16x16x128_F8E4M3FN_F4E2M1FN",
+    "MFMA_F32_16x16x128_F6E2M3FN_F8E5M2",
+    "MFMA_F32_32x32x64_F4E2M1FN_F8E5M2",
+    "MFMA_F32_32x32x64_F8E4M3FN_F6E3M2FN",
+}
+
+
+def sampled(cases):
+    """pytest params: f8f6f4 records outside ``F8F6F4_SAMPLE`` marked exhaustive."""
+    return [
+        pytest.param(
+            *c,
+            marks=pytest.mark.exhaustive
+            if TARGETS[c[0]].intrinsic(c[1]).mnemonic.endswith("_f8f6f4") and c[1] not in F8F6F4_SAMPLE
+            else (),
+        )
+        for c in cases
+    ]
 
 
 def pack(layout, matrix, dtype):
@@ -82,7 +106,7 @@ def run(intr, layouts, a, b, c):
     return unpack(lc, d, (intr.m, intr.n))
 
 
-@pytest.mark.parametrize("target,name", CASES)
+@pytest.mark.parametrize("target,name", sampled(CASES))
 @pytest.mark.parametrize("which", ["hardware", "codegen"])
 def test_layout_agrees_with_isa_model(target, name, which):
     intr = TARGETS[target].intrinsic(name)
@@ -93,7 +117,7 @@ def test_layout_agrees_with_isa_model(target, name, which):
     np.testing.assert_array_equal(got.astype(np.float64), ref.astype(np.float64))
 
 
-@pytest.mark.parametrize("target,name", CASES)
+@pytest.mark.parametrize("target,name", sampled(CASES))
 def test_swapped_lane_fails(target, name):
     """Exchange the A data of two lanes that hold different elements: the product must change."""
     intr = TARGETS[target].intrinsic(name)
@@ -139,7 +163,19 @@ def test_xf32_rounds_its_inputs_to_nearest_even():
     assert not any(i.reduced_precision for i in TARGETS["gfx950"].intrinsics())  # (CDNA4 dropped xf32)
 
 
-MIXED = [c for c in CASES if TARGETS[c[0]].intrinsic(c[1]).a_type != TARGETS[c[0]].intrinsic(c[1]).b_type]
+MIXED = [
+    c
+    for c in CASES
+    if TARGETS[c[0]].intrinsic(c[1]).a_type != TARGETS[c[0]].intrinsic(c[1]).b_type
+    and not TARGETS[c[0]].intrinsic(c[1]).mnemonic.endswith("_f8f6f4")
+]
+F8F6F4_MIXED = [
+    c
+    for c in CASES
+    if c[0] == "gfx950"
+    and TARGETS[c[0]].intrinsic(c[1]).mnemonic.endswith("_f8f6f4")
+    and TARGETS[c[0]].intrinsic(c[1]).a_type != TARGETS[c[0]].intrinsic(c[1]).b_type
+]
 
 
 @pytest.mark.parametrize("target,name", MIXED)
@@ -161,6 +197,26 @@ def test_mixed_fp8_reads_each_operand_in_its_own_format(target, name):
     )
     got = unpack(lc, execute(same.isa_key, pack(la, a, a.dtype), as_a, pack(lc, c, c.dtype)), (intr.m, intr.n))
     assert not np.array_equal(got.astype(np.float64), ref.astype(np.float64))
+
+
+@pytest.mark.parametrize("target,name", sampled(F8F6F4_MIXED))
+def test_f8f6f4_reads_each_operand_in_its_own_format_and_width(target, name):
+    """gfx950's f8f6f4 MFMA with A and B in different formats (40 pairs at two sizes): B's
+    registers typed as A's format are refused, and where the widths differ (8-bit data split in
+    two 16-element halves, 4/6-bit data 32 consecutive K) B packed in A's K order gives another
+    product -- a kernel that laid one operand out by the other's width fails its check."""
+    intr = TARGETS[target].intrinsic(name)
+    assert len(F8F6F4_MIXED) == 40
+    la, lb, lc = intr.codegen_layouts()
+    a, b, c, ref = operands(intr, np.random.default_rng(13))
+    regs_a, regs_c = pack(la, a, a.dtype), pack(lc, c, c.dtype)
+    with pytest.raises(IsaError, match="operand B registers"):
+        execute(intr.isa_key, regs_a, pack(lb, b, b.dtype).astype(a.dtype), regs_c)
+    same_order = (intr.a_type[:2] == "f8") == (intr.b_type[:2] == "f8")  # 8-bit split, or 4/6-bit consecutive
+    mirrored = TARGETS[target].intrinsic(name.rsplit("_", 2)[0] + "_" + intr.a_type.upper())  # A's format both sides
+    b_in_a_order = pack(mirrored.b, b, b.dtype)
+    got = unpack(lc, execute(intr.isa_key, regs_a, b_in_a_order, regs_c), (intr.m, intr.n))
+    assert np.array_equal(got, ref) == same_order, (intr.a_type, intr.b_type)
 
 
 @pytest.mark.parametrize("target,name", [c for c in CASES if "I8" in c[1] or "U8" in c[1]])
@@ -191,7 +247,18 @@ def test_rdna4_logical_k_order_is_a_permutation_shared_by_a_and_b():
     assert not np.allclose(got, ref)
 
 
-@pytest.mark.parametrize("target,name", CASES[::5])
+# f8f6f4's 50 records have four A/B layouts a size (8-bit or not, each side): one record of each
+# size, with both kinds, stands for them (each takes 1-3 s here)
+_F8F6F4_LAYOUTS = [
+    ("gfx950", "MFMA_F32_16x16x128_F8E4M3FN_F4E2M1FN"),
+    ("gfx950", "MFMA_F32_32x32x64_F4E2M1FN_F8E4M3FN"),
+]
+
+
+@pytest.mark.parametrize(
+    "target,name",
+    [c for c in CASES if not TARGETS[c[0]].intrinsic(c[1]).mnemonic.endswith("_f8f6f4")][::5] + _F8F6F4_LAYOUTS,
+)
 def test_coords_and_owners_are_inverse(target, name):
     intr = TARGETS[target].intrinsic(name)
     for lay in (intr.a, intr.b, intr.c, intr.a.compose(2, 3), intr.c.compose(3, 2)):

@@ -56,6 +56,7 @@ from mmaflow.compiler.core.mlir import (
 )
 from mmaflow.compiler.core.problem import Binding, Contraction, EpilogueInput, operand_dims
 from mmaflow.compiler.kernels import registry
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.targets import Target, get_target, target_for_arch
 
 NAME = "select"
@@ -590,6 +591,14 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
             f"compiles a matmul and its elementwise epilogue",
             stage=NAME,
             location=location_of(others[0]),
+        )
+    narrow = [t for t in (fields["a_type"], fields["b_type"]) if TYPE_BITS.get(t, 8) < 8]
+    if narrow:  # (bytes bit-cast in the dispatch: 4/6-bit tensors cannot cross the HAL boundary)
+        return Decision(
+            name,
+            False,
+            f"{narrow[0]} operands: gfx950's f8f6f4 MFMA computes 4- and 6-bit formats (`mmaflow layout gfx950`), "
+            f"but mmaflow's matmul kernels do not load 4- or 6-bit data yet",
         )
     subs = {"A": _loaded_from(op.operands[0]), "B": _loaded_from(op.operands[1]), "C": _stored_to(store)}
     sliced = [role for role, sub in subs.items() if sub is None]

@@ -42,8 +42,27 @@ from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 F32, F16, BF16, I32, I8 = "f32", "f16", "bf16", "i32", "i8"
 F64 = "f64"
 F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2 = "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3FN", "f8E5M2"
+# The OCP sub-byte formats CDNA4's f8f6f4 MFMA reads (MLIR: f6E2M3FN, f6E3M2FN, f4E2M1FN)
+F6E2M3FN, F6E3M2FN, F4E2M1FN = "f6E2M3FN", "f6E3M2FN", "f4E2M1FN"
 
-TYPE_BITS = {F64: 64, F32: 32, I32: 32, F16: 16, BF16: 16, I8: 8, F8E4M3FNUZ: 8, F8E5M2FNUZ: 8, F8E4M3FN: 8, F8E5M2: 8}
+TYPE_BITS = {
+    F64: 64,
+    F32: 32,
+    I32: 32,
+    F16: 16,
+    BF16: 16,
+    I8: 8,
+    F8E4M3FNUZ: 8,
+    F8E5M2FNUZ: 8,
+    F8E4M3FN: 8,
+    F8E5M2: 8,
+    F6E2M3FN: 6,
+    F6E3M2FN: 6,
+    F4E2M1FN: 4,
+}
+# f8f6f4 MFMA's A and B formats (gfx950): any of these for either operand, the format code in
+# the instruction's cbsz (A) and blgp (B) fields, as the final ISA prints it.
+F8F6F4_FORMATS = {F8E4M3FN: 0, F8E5M2: 1, F6E2M3FN: 2, F6E3M2FN: 3, F4E2M1FN: 4}
 
 
 @dataclass(frozen=True)
@@ -90,6 +109,12 @@ class Intrinsic:
             assert sorted(self.codegen_k_order) == sorted(self.b.row_order)
 
     # ---- derived facts -----------------------------------------------------------------------
+    @property
+    def sub_byte(self) -> bool:
+        """A 4- or 6-bit operand (gfx950's f8f6f4): in the catalogue and the ISA model, but no
+        kernel loads such data yet (select refuses those matmuls with a line that says so)."""
+        return TYPE_BITS[self.a_type] < 8 or TYPE_BITS[self.b_type] < 8
+
     def operand(self, which: str) -> Layout:
         return {"A": self.a, "B": self.b, "C": self.c}[which]
 
@@ -312,6 +337,62 @@ def _mfma_mixed(fp8, bf8):
     ]
 
 
+def _f8f6f4(m, a_t, b_t):
+    """CDNA4's ``v_mfma_f32_{16x16x128,32x32x64}_f8f6f4``: A and B each any OCP 8/6/4-bit format,
+    32 elements of each a lane. Which K a lane holds depends on the width: 4- and 6-bit data
+    hold 32 consecutive K (lane group g: K 32g..32g+31); 8-bit data fill each 128-bit half of the
+    lane's 256 bits with 16 consecutive K, the second half K/2 further: K = 16g + VectorX +
+    (K/2)*VectorY. The formats are the instruction's cbsz / blgp fields (``F8F6F4_FORMATS``)."""
+    k = 128 if m == 16 else 64
+    groups = 64 // m
+    if TYPE_BITS[a_t] == 8:
+        a_cols = [("VectorX", 16), ("LaneY", groups), ("VectorY", 2)]
+    else:
+        a_cols = [("VectorX", 32), ("LaneY", groups)]
+    if TYPE_BITS[b_t] == 8:
+        b_rows = [("VectorX", 16), ("LaneY", groups), ("VectorY", 2)]
+    else:
+        b_rows = [("VectorX", 32), ("LaneY", groups)]
+    a = make_layout("A", 64, rows=[("LaneX", m)], cols=a_cols)
+    b = make_layout("B", 64, rows=b_rows, cols=[("LaneX", m)])
+    if m == 16:
+        c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 4)], cols=[("LaneX", 16)])
+    else:
+        c = make_layout("C", 64, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 4)], cols=[("LaneX", 32)])
+    mnemonic = f"v_mfma_f32_{m}x{m}x{k}_f8f6f4"
+    suffix = a_t.upper() if a_t == b_t else f"{a_t.upper()}_{b_t.upper()}"
+    return Intrinsic(
+        f"MFMA_F32_{m}x{m}x{k}_{suffix}",
+        "mfma",
+        m,
+        m,
+        k,
+        a_t,
+        b_t,
+        F32,
+        64,
+        "amdgpu.mfma",
+        mnemonic,
+        f"cdna.{mnemonic}.{F8F6F4_FORMATS[a_t]}.{F8F6F4_FORMATS[b_t]}",
+        a,
+        b,
+        c,
+        (32,),
+        (32,),
+        (4 if m == 16 else 16,),
+    )
+
+
+# gfx950's f8f6f4 MFMA, every format pair at both sizes. Sources: AMD's "Matrix Core Programming
+# on AMD CDNA3 and CDNA4 architecture" (ROCm blogs, 2025), figures 9 and 10: the 8-bit and 4-bit
+# lane layouts of 32x32x64; Triton's gfx950 scaled-MFMA linear layouts (test/TritonGPU/amd,
+# mxfp4: 16 bytes of consecutive K a lane) agree. 16x16x128 is taken to split 8-bit data as
+# 32x32x64 does (at K/2), and 6-bit data to lie as 4-bit data (IREE 3.13's ScaledMMA layout, 32
+# consecutive K a lane): no document at hand draws those two. A same-format product does not
+# depend on the K order inside a lane (A and B share it); a mixed-width pair does.
+_F8F6F4 = [_f8f6f4(m, a, b) for m in (16, 32) for a in F8F6F4_FORMATS for b in F8F6F4_FORMATS]
+
+
 _CDNA3 = [
     _mfma(16, 16, 16, F16, F32, "v_mfma_f32_16x16x16_f16", "MFMA_F32_16x16x16_F16"),
     _mfma(32, 32, 8, F16, F32, "v_mfma_f32_32x32x8_f16", "MFMA_F32_32x32x8_F16"),
@@ -340,11 +421,16 @@ _CDNA4_EXTRA = [
     _mfma(32, 32, 16, F16, F32, "v_mfma_f32_32x32x16_f16", "MFMA_F32_32x32x16_F16"),
     _mfma(16, 16, 32, BF16, F32, "v_mfma_f32_16x16x32_bf16", "MFMA_F32_16x16x32_BF16"),
     _mfma(32, 32, 16, BF16, F32, "v_mfma_f32_32x32x16_bf16", "MFMA_F32_32x32x16_BF16"),
+    # OCP fp8 / bf8 first through f8f6f4: 16x16x128 in 32 cycles against 16x16x32 in 16, twice the
+    # rate ([C4]'s cycle table: "larger cycle count if either matrix A or B is FP8"); IREE 3.13's
+    # gfx950 target lists its MMAs in the same order (MFMA_F32_16x16x128_F8E4M3FN before 16x16x32)
+    *(i for i in _F8F6F4 if TYPE_BITS[i.a_type] == TYPE_BITS[i.b_type] == 8),
     _mfma(16, 16, 32, F8E4M3FN, F32, "v_mfma_f32_16x16x32_fp8_fp8", "MFMA_F32_16x16x32_F8E4M3FN"),
     _mfma(16, 16, 32, F8E5M2, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2"),
     _mfma(32, 32, 16, F8E4M3FN, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FN"),
     _mfma(32, 32, 16, F8E5M2, F32, "v_mfma_f32_32x32x16_bf8_bf8", "MFMA_F32_32x32x16_F8E5M2"),
     *_mfma_mixed(F8E4M3FN, F8E5M2),
+    *(i for i in _F8F6F4 if not TYPE_BITS[i.a_type] == TYPE_BITS[i.b_type] == 8),
 ]
 
 _NV = [

@@ -38,6 +38,9 @@ _NP_TYPES = {
     "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
     "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
     "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "f6E2M3FN": np.dtype(ml_dtypes.float6_e2m3fn),
+    "f6E3M2FN": np.dtype(ml_dtypes.float6_e3m2fn),
+    "f4E2M1FN": np.dtype(ml_dtypes.float4_e2m1fn),
 }
 # Which register dtypes an instruction accepts for A/B (CDNA fp8 depends on the architecture).
 _ACCEPTS = {

@@ -18,6 +18,9 @@ Documents:
         RDNA 4 architecture GPUs" (2025).
   [C3]  AMD CDNA3/CDNA4 ISA Reference Guides, 7.1 "Dependent ... MFMA" register layouts; ROCm
         blog "Matrix Core Programming on AMD GPUs" (2025).
+  [C4]  AMD CDNA4 ISA Reference Guide, 7 "Matrix Arithmetic Instructions" (f8f6f4 format codes);
+        ROCm blog "Matrix Core Programming on AMD CDNA3 and CDNA4 architecture" (2025), figures
+        9 and 10 (v_mfma_scale_f32_32x32x64_f8f6f4 lane layouts for fp8 and fp4 data).
   [PTX] NVIDIA PTX ISA, 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16" and .m16n8k32.
   [PTX-WG] NVIDIA PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate"
         (wgmma.mma_async, sm_90a): register fragments here, shared-memory layouts and the
@@ -40,7 +43,7 @@ class IsaInstruction:
     n: int
     k: int
     wave: int
-    a_type: str  # "f16" "bf16" "i8" "f8E4M3FNUZ" "f8E5M2FNUZ" "f8E4M3FN" "f8E5M2"
+    a_type: str  # "f16" "bf16" "i8" "f8E4M3FNUZ" "f8E5M2FNUZ" "f8E4M3FN" "f8E5M2" "f6E2M3FN" "f6E3M2FN" "f4E2M1FN"
     c_type: str  # "f32" "f16" "bf16" "i32"
     a_slots: int
     b_slots: int
@@ -134,6 +137,39 @@ def _mfma_c(m):
     if m == 16:
         return lambda lane, slot: (4 * (lane // 16) + slot, lane % 16)
     return lambda lane, slot: (8 * (slot // 4) + 4 * (lane // 32) + slot % 4, lane % 32)
+
+
+# CDNA4 f8f6f4 MFMA [C4], v_mfma_f32_16x16x128_f8f6f4 and v_mfma_f32_32x32x64_f8f6f4: A and B
+# each in any of five formats, cbsz (A) / blgp (B) codes 0 fp8 E4M3, 1 bf8 E5M2, 2 fp6 E2M3,
+# 3 bf6 E3M2, 4 fp4 E2M1; 32 elements a lane (8, 6 or 4 VGPRs). With B = 64/M lane blocks:
+# 4- and 6-bit: lane l holds K = 32*(l / M) + i.  8-bit: VGPRs 0-3 hold K = 16*(l / M) + byte
+# (i < 16), VGPRs 4-7 the same K/2 further. [C4] figures 9 (fp8) and 10 (fp4), 32x32x64;
+# 16x16x128's 8-bit halves at K/2 = 64 and the 6-bit layout are inferred (see the catalogue).
+F8F6F4_FORMATS = {0: "f8E4M3FN", 1: "f8E5M2", 2: "f6E2M3FN", 3: "f6E3M2FN", 4: "f4E2M1FN"}
+
+
+def _f8f6f4_k(m, k, bits):
+    blocks = 64 // m
+
+    def kk(lane, slot):
+        group = lane // m
+        if bits == 8:
+            half, byte = divmod(slot, 16)
+            return half * (k // 2) + 16 * group + byte
+        return 32 * group + slot
+
+    assert blocks * 32 == k
+    return kk
+
+
+def _f8f6f4_a(m, k, bits):
+    kk = _f8f6f4_k(m, k, bits)
+    return lambda lane, slot: (lane % m, kk(lane, slot))
+
+
+def _f8f6f4_b(m, k, bits):
+    kk = _f8f6f4_k(m, k, bits)
+    return lambda lane, slot: (kk(lane, slot), lane % m)
 
 
 # ------------------------------------------------------------------------------------------
@@ -272,6 +308,29 @@ def _build() -> dict[str, IsaInstruction]:
                 round_inputs="xf32" if mn.endswith("_xf32") else "",
             )
         )
+    for m, k in ((16, 128), (32, 64)):
+        mn = f"v_mfma_f32_{m}x{m}x{k}_f8f6f4"
+        for ca, a_t in F8F6F4_FORMATS.items():
+            for cb, b_t in F8F6F4_FORMATS.items():
+                bits_a, bits_b = (8 if ca < 2 else 6 if ca < 4 else 4), (8 if cb < 2 else 6 if cb < 4 else 4)
+                out.append(
+                    IsaInstruction(
+                        f"cdna.{mn}.{ca}.{cb}",
+                        m,
+                        m,
+                        k,
+                        64,
+                        a_t,
+                        "f32",
+                        32,
+                        32,
+                        4 if m == 16 else 16,
+                        _f8f6f4_a(m, k, bits_a),
+                        _f8f6f4_b(m, k, bits_b),
+                        _mfma_c(m),
+                        b_type=b_t,
+                    )
+                )
     for mn, k, a_t, c_t in (
         ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, "f16", "f32"),
         ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, "bf16", "f32"),

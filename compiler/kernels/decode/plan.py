@@ -175,6 +175,8 @@ def plan_k_order(intr: Intrinsic, stored_bits: int | None = None, value_order: t
     ``stored_bits``: B's bits per element in memory where it is stored narrower than the
     instruction reads it (packed weights, ``weight_only.py``); ``value_order``: the lane's run as
     the registers hold it, value i being the run's element ``value_order[i]`` in memory."""
+    if intr.sub_byte:
+        raise UnsupportedError(f"{intr.name}: 4- and 6-bit operands are not loaded by any kernel yet")
     _, lb, _ = intr.codegen_layouts()
     bits = stored_bits or TYPE_BITS[intr.b_type]
     offsets = lb.element_offsets()  # (k, n) offset of each element
