@@ -68,6 +68,44 @@ def test_the_matrix_term_is_the_busiest_units_flops_at_its_share_of_the_peak():
     assert _est(waves_per_workgroup=1).us == pytest.approx(4 * one.us, rel=1e-3)
 
 
+def test_the_matrix_term_from_the_instructions_cycles():
+    """With a cycle count (CDNA), the matrix term is instructions x cycles / (4 SIMDs x clock): for
+    gfx942's 16x16x16 f16 (16 cycles) the peak-based figure to the digit; on gfx950 the CDNA3-shaped
+    16x16x16 f16 takes twice as long per FLOP as its 16x16x32 (both 16 cycles), which the peak-based
+    term cannot tell apart."""
+    by_peak, by_cycles = _est(), _est(cycles_per_matrix_op=16)
+    assert by_cycles.us == pytest.approx(by_peak.us, rel=2e-3)  # MI300X: 2.1 GHz, 304 CUs, 1307.4 TF
+    gfx950 = get_target("gfx950")
+    narrow, wide = gfx950.intrinsic("MFMA_F32_16x16x16_F16"), gfx950.intrinsic("MFMA_F32_16x16x32_F16")
+    assert (narrow.cycles, wide.cycles) == (16, 16) and gfx950.intrinsics()[0] is wide  # the default
+    mi355x = chip("gfx950")
+
+    def on_950(intr, ops):
+        return estimate(
+            mi355x,
+            a_type="f16",
+            out_bits=32,
+            m=256,
+            n=256,
+            k=256,
+            batch=1,
+            flops_per_matrix_op=2 * 16 * 16 * intr.k,
+            cycles_per_matrix_op=intr.cycles,
+            wave_size=64,
+            waves_per_workgroup=4,
+            waves_per_simd=2,
+            lds_bytes=16384,
+            behind_lds_wait=0,
+            k_iterations=128,
+            workgroups=256,
+            counters={"matrix_ops": ops, "lds_cycles": 100.0, "global_load_bytes": 64.0},
+        )
+
+    # the same FLOPs: 2000 narrow instructions or 1000 wide ones
+    assert on_950(narrow, 2000.0).parts["matrix"] == pytest.approx(2 * on_950(wide, 1000.0).parts["matrix"], rel=1e-3)
+    assert on_950(wide, 1000.0).parts["matrix"] == pytest.approx(1000 * 16 / (4 * 2.4e9) * 1e6, rel=1e-3)
+
+
 def test_lds_l2_and_hbm_terms_and_occupancy():
     clock = MI300X.clock_ghz * 1e9
     lds = _est(counters={"matrix_ops": 1.0, "lds_cycles": 21000.0, "global_load_bytes": 0.0})

@@ -7,7 +7,9 @@ bank conflicts, global bytes loaded).
 The busiest unit (CU or WGP) runs ``ceil(workgroups / units)`` workgroups, ``resident`` at a time
 (registers, LDS). Its time is the largest of four demands, plus the LDS latency the ISA exposes:
 
-    matrix  workgroups x matrix FLOPs / (the part's peak / units), over the SIMDs its waves fill
+    matrix  workgroups x matrix instructions x the instruction's cycles / (SIMDs x clock), over the
+            SIMDs its waves fill; without a cycle count (RDNA), matrix FLOPs / (the part's peak /
+            units) -- which credits every instruction with the type's fastest rate
     lds     workgroups x the executor's LDS cycles (conflicts included) / clock
     l2      workgroups x global bytes loaded / (``l2_bytes_per_clock`` x clock)
     hbm     the unique bytes of A, B and C / the part's HBM bandwidth (the whole kernel)
@@ -52,6 +54,7 @@ def estimate(
     k: int,
     batch: int,
     flops_per_matrix_op: int,
+    cycles_per_matrix_op: int | None = None,
     wave_size: int,
     waves_per_workgroup: int,
     waves_per_simd: int,
@@ -62,7 +65,9 @@ def estimate(
     counters: dict,
 ) -> Estimate:
     """``counters``: one full workgroup's executor counters (``matrix_ops``, ``lds_cycles``,
-    ``global_load_bytes``); the rest from the problem, the config and the final ISA."""
+    ``global_load_bytes``); the rest from the problem, the config and the final ISA.
+    ``cycles_per_matrix_op``: the instruction's cycles on one SIMD (``Intrinsic.cycles``), where
+    known: gfx950's 16x16x16 f16 MFMA runs at half the part's f16 peak, its 16x16x32 at all of it."""
     per_unit = -(-workgroups // chip.units)
     by_regs = max(1, waves_per_simd * chip.simds // max(1, waves_per_workgroup))
     by_lds = max(1, chip.lds_bytes // lds_bytes) if lds_bytes else by_regs
@@ -70,7 +75,10 @@ def estimate(
     simds_busy = min(chip.simds, resident * waves_per_workgroup) / chip.simds
     clock = chip.clock_ghz * 1e9
     unit_flops = chip.peak_flops(a_type) / chip.units
-    matrix = per_unit * counters["matrix_ops"] * flops_per_matrix_op / unit_flops / simds_busy
+    if cycles_per_matrix_op:
+        matrix = per_unit * counters["matrix_ops"] * cycles_per_matrix_op / (chip.simds * clock) / simds_busy
+    else:
+        matrix = per_unit * counters["matrix_ops"] * flops_per_matrix_op / unit_flops / simds_busy
     lds = per_unit * counters["lds_cycles"] / clock
     l2 = per_unit * counters["global_load_bytes"] / (chip.l2_bytes_per_clock * clock)
     bits = TYPE_BITS[a_type]

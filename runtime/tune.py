@@ -582,6 +582,7 @@ def _estimate(part, t, problem, sim, rep):
         k=problem.k,
         batch=max(problem.batch or 1, 1),
         flops_per_matrix_op=2 * intr.m * intr.n * intr.k,
+        cycles_per_matrix_op=intr.cycles,
         wave_size=cfg.wave_size,
         waves_per_workgroup=cfg.workgroup_size // cfg.wave_size,
         waves_per_simd=rep.waves_per_simd or 1,

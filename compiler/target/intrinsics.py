@@ -93,6 +93,9 @@ class Intrinsic:
     # xf32 (gfx942): the instruction rounds its f32 inputs to 10 mantissa bits (``reducePrecision``).
     # Opt-in: no heuristic picks it; a user asks by name (--config intrinsic=...).
     reduced_precision: bool = False
+    # Cycles one SIMD spends on one instruction (``MFMA_CYCLES``, CDNA only; None: the static cost
+    # model falls back to the part's peak for the operand type)
+    cycles: int | None = None
 
     def __post_init__(self):
         assert (self.a.rows, self.a.cols) == (self.m, self.k), f"{self.name}: A is not MxK"
@@ -231,6 +234,44 @@ def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
     )
 
 
+# Cycles per MFMA on one SIMD, CDNA3 and CDNA4 alike ([C4]'s table: "Matrix Core Programming on
+# AMD CDNA3 and CDNA4 architecture", ROCm blogs 2025; peak = 2*M*N*K * SIMDs * clock / cycles
+# reproduces MI325X's 1307 TFLOP/s f16 and MI355X's 2.5 PF f16 / 5 PF fp8 / 10 PF fp4). i8 as the
+# same-shape fp8 (CDNA3: 2615 TOP/s = fp8's; gfx950's 16x16x64 at 16 gives MI355X's 5 POP/s), xf32
+# from MI300X's 653.7 TFLOP/s. Keyed by (M, K, operand class).
+MFMA_CYCLES = {
+    (16, 4, "f64"): 64,
+    (16, 4, "f32"): 32,
+    (32, 2, "f32"): 64,
+    (16, 8, "xf32"): 16,
+    (32, 4, "xf32"): 32,
+    (16, 16, "16"): 16,
+    (32, 8, "16"): 32,
+    (16, 32, "16"): 16,  # gfx950: twice 16x16x16's K in the same cycles
+    (32, 16, "16"): 32,
+    (16, 32, "8"): 16,
+    (32, 16, "8"): 32,
+    (16, 64, "8"): 16,  # gfx950 i8
+    (32, 32, "8"): 32,
+    (16, 128, "f8f6f4-8"): 32,  # "larger cycle count if either matrix A or B is FP8"
+    (32, 64, "f8f6f4-8"): 64,
+    (16, 128, "f8f6f4"): 16,
+    (32, 64, "f8f6f4"): 32,
+}
+
+
+def _mfma_cycles(m, k, a_t, b_t, mnemonic, reduced_precision=False) -> int:
+    if mnemonic.endswith("_f8f6f4"):
+        cls = "f8f6f4-8" if 8 in (TYPE_BITS[a_t], TYPE_BITS[b_t]) else "f8f6f4"
+    elif reduced_precision:
+        cls = "xf32"
+    elif a_t in (F64, F32):
+        cls = a_t
+    else:
+        cls = str(TYPE_BITS[a_t])
+    return MFMA_CYCLES[m, k, cls]
+
+
 def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None, reduced_precision=False):
     b_t = b_t or a_t
     kpl = k * m // 64  # K elements per lane: 16x16x16 -> 4, 32x32x8 -> 4, 16x16x32 -> 8
@@ -263,6 +304,7 @@ def _mfma(m, n, k, a_t, c_t, mnemonic, name, b_t=None, reduced_precision=False):
         (kpl,),
         (c_len,),
         reduced_precision=reduced_precision,
+        cycles=_mfma_cycles(m, k, a_t, b_t, mnemonic, reduced_precision),
     )
 
 
@@ -380,6 +422,7 @@ def _f8f6f4(m, a_t, b_t):
         (32,),
         (32,),
         (4 if m == 16 else 16,),
+        cycles=_mfma_cycles(m, k, a_t, b_t, mnemonic),
     )
 
 
@@ -416,15 +459,21 @@ _CDNA3 = [
     _mfma(32, 32, 4, F32, F32, "v_mfma_f32_32x32x4_xf32", "MFMA_F32_32x32x4_XF32", reduced_precision=True),
 ]
 
-_CDNA4_EXTRA = [
+# gfx950's double-rate instructions come first in its catalogue, so that the heuristic's first
+# match is the fastest (``MFMA_CYCLES``: twice the K of CDNA3's shapes in the same cycles; OCP fp8 /
+# bf8 through f8f6f4, 16x16x128 in 32 cycles against 16x16x32's quarter of the K in 16). IREE
+# 3.13's gfx950 target lists its MMAs in the same order.
+_CDNA4_FIRST = [
     _mfma(16, 16, 32, F16, F32, "v_mfma_f32_16x16x32_f16", "MFMA_F32_16x16x32_F16"),
     _mfma(32, 32, 16, F16, F32, "v_mfma_f32_32x32x16_f16", "MFMA_F32_32x32x16_F16"),
     _mfma(16, 16, 32, BF16, F32, "v_mfma_f32_16x16x32_bf16", "MFMA_F32_16x16x32_BF16"),
     _mfma(32, 32, 16, BF16, F32, "v_mfma_f32_32x32x16_bf16", "MFMA_F32_32x32x16_BF16"),
-    # OCP fp8 / bf8 first through f8f6f4: 16x16x128 in 32 cycles against 16x16x32 in 16, twice the
-    # rate ([C4]'s cycle table: "larger cycle count if either matrix A or B is FP8"); IREE 3.13's
-    # gfx950 target lists its MMAs in the same order (MFMA_F32_16x16x128_F8E4M3FN before 16x16x32)
+    _mfma(16, 16, 64, I8, I32, "v_mfma_i32_16x16x64_i8", "MFMA_I32_16x16x64_I8"),
+    _mfma(32, 32, 32, I8, I32, "v_mfma_i32_32x32x32_i8", "MFMA_I32_32x32x32_I8"),
     *(i for i in _F8F6F4 if TYPE_BITS[i.a_type] == TYPE_BITS[i.b_type] == 8),
+]
+
+_CDNA4_EXTRA = [
     _mfma(16, 16, 32, F8E4M3FN, F32, "v_mfma_f32_16x16x32_fp8_fp8", "MFMA_F32_16x16x32_F8E4M3FN"),
     _mfma(16, 16, 32, F8E5M2, F32, "v_mfma_f32_16x16x32_bf8_bf8", "MFMA_F32_16x16x32_F8E5M2"),
     _mfma(32, 32, 16, F8E4M3FN, F32, "v_mfma_f32_32x32x16_fp8_fp8", "MFMA_F32_32x32x16_F8E4M3FN"),
@@ -446,7 +495,9 @@ CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {
     "rdna3": tuple(_rdna3_set(32) + _rdna3_set(64)),
     "rdna4": tuple(_RDNA4),
     "cdna3": tuple(_CDNA3),
-    "cdna4": tuple(i for i in _CDNA3 if "FNUZ" not in i.name and not i.reduced_precision) + tuple(_CDNA4_EXTRA),
+    "cdna4": tuple(_CDNA4_FIRST)
+    + tuple(i for i in _CDNA3 if "FNUZ" not in i.name and not i.reduced_precision)
+    + tuple(_CDNA4_EXTRA),
     "nvidia": tuple(_NV),
 }
 

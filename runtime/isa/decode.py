@@ -78,6 +78,10 @@ def decode(
                 raise IsaError(f"mfma with reducePrecision ({a_elem} inputs) does not exist on {arch}")
             mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_xf32"
         elif a_elem in _TYPE_NAME:
+            # CDNA4's double-K shapes ([C4]): f16/bf16 16x16x32 and 32x32x16, i8 16x16x64 and 32x32x32
+            doubled = {"f16": ((16, 32), (32, 16)), "bf16": ((16, 32), (32, 16)), "i8": ((16, 64), (32, 32))}
+            if (m, k) in doubled.get(a_elem, ()) and not arch.startswith("gfx95"):
+                raise IsaError(f"mfma {m}x{n}x{k} with {a_elem} inputs does not exist on {arch} (gfx950 only)")
             mnemonic = f"v_mfma_{c_elem}_{m}x{n}x{k}_{_TYPE_NAME[a_elem]}"
         else:
             raise IsaError(f"mfma with {a_elem} inputs is not in the ISA model")

@@ -275,6 +275,8 @@ def _build() -> dict[str, IsaInstruction]:
         ("v_mfma_f32_16x16x32_bf8_fp8", 16, 32, "bf8", "f32"),
         ("v_mfma_f32_32x32x16_fp8_bf8", 32, 16, "fp8", "f32"),
         ("v_mfma_f32_32x32x16_bf8_fp8", 32, 16, "bf8", "f32"),
+        ("v_mfma_i32_16x16x64_i8", 16, 64, "i8", "i32"),  # [C4] (gfx950)
+        ("v_mfma_i32_32x32x32_i8", 32, 32, "i8", "i32"),
         ("v_mfma_f32_16x16x32_f16", 16, 32, "f16", "f32"),
         ("v_mfma_f32_32x32x16_f16", 32, 16, "f16", "f32"),
         ("v_mfma_f32_16x16x32_bf16", 16, 32, "bf16", "f32"),
