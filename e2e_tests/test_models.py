@@ -172,6 +172,11 @@ def test_what_mmaflow_takes(model, dtype, target):
         if "attention" in line
     }
     assert attention == {k: v.format(dt=dtype) for k, v in left_attention(model, target).items()}
+    if model == "llama_mlp_wq":  # the int4 layers' dequantization (one executable, gate and up), named so
+        assert left["main$async_dispatch_1"].endswith(
+            f"a dequantization (i8 -> {dtype}) without a matmul: IREE formed it as a dispatch of its own; the "
+            "weight-only kernel takes a dequantization and the matmul reading it in one dispatch"
+        ), left
     # Tensors packed into shared buffers: some taken dispatch reads or writes at a non-zero offset.
     offsets = [
         b.offset
@@ -299,7 +304,7 @@ def test_a_kernel_reading_the_wrong_tensor_fails_the_check():
 # llama_mlp_wq's int4 unpacking shifts by a constant tensor, which the export holds as a dense_resource:
 # IREE 3.13 hands executables to --iree-hal-preprocess-executables-with without the resource's data, so
 # the stock route fails in IREE's LLVM translation ("resource does not exist") even with `tee` as the
-# tool; `mmaflow compile` keeps IREE's own executables in process and builds it.
+# tool; `mmaflow compile` gives the re-parsed executables their original constants back and builds it.
 ROUTES = [(m, dt) for m, dt in CORPUS if m not in ("llama_decode", "llama_mlp_wq")]
 
 
@@ -362,8 +367,8 @@ def test_both_routes_build_the_same_file(model, dtype, target, tmp_path):
 @pytest.mark.parametrize("target", ALL_TARGETS)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_the_quantized_mlp_builds_in_process(dtype, target, tmp_path):
-    """`mmaflow compile` builds llama_mlp_wq (IREE's own executables, the int4 unpacking's
-    dense_resource shifts among them, stay in process) and verifies the weight-only kernel's ISA."""
+    """`mmaflow compile` builds llama_mlp_wq (the int4 unpacking's dense_resource shifts keep their
+    data through the executables' round trip as text) and verifies the weight-only kernel's ISA."""
     import subprocess
     import sys
 
@@ -372,6 +377,32 @@ def test_the_quantized_mlp_builds_in_process(dtype, target, tmp_path):
     r = subprocess.run(cli + ["-o", str(tmp_path / "out.vmfb")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "mmaflow: verified main$async_dispatch_6:" in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.exhaustive
+def test_the_stock_route_names_what_it_cannot_build(tmp_path):
+    """Through iree-compile's preprocess hook the int4 unpacking's executables arrive without their
+    dense_resource data: mmaflow's tool refuses each with one line that says why and what builds it,
+    instead of IREE's 'resource does not exist' after the fact."""
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "mmaflow.compiler.cli"]
+    flags = subprocess.run(
+        cli + ["flags", "--target", "gfx942", "--rsp", str(tmp_path / "hook.rsp")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    iree_compile = str(Path(sys.executable).parent / "iree-compile")
+    src = str(MODELS / "llama_mlp_wq_f16.mlir")
+    r = subprocess.run([iree_compile, src, *flags, "-o", str(tmp_path / "x.vmfb")], capture_output=True, text=True)
+    assert r.returncode != 0
+    refusals = [line for line in r.stderr.splitlines() if line.startswith("mmaflow-codegen: error:")]
+    assert refusals and all(
+        "dense_resource<torch_tensor_2_torch.uint8" in line and "build this module with `mmaflow compile`" in line
+        for line in refusals
+    ), r.stderr[-3000:]
 
 
 # IREE's own lowering gives different bytes from run to run for these (the same executables and the

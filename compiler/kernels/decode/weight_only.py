@@ -170,21 +170,39 @@ def _contraction_body(op: ir.Operation, act: str) -> str:
 def claims(fn: ir.Operation) -> bool:
     """Whether the dispatch is the weight-only form at all: an all-parallel generic turning an i4 /
     i8 tensor into floats, whose result a contraction (a generic with reductions) reads."""
-    ops = [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "linalg.generic"]
-    for op in ops:
-        iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
-        if (
-            len(op.results) != 1
-            or not all("parallel" in t for t in iters)
-            or not _elem(op.results[0]).startswith(("f", "bf"))
-        ):
-            continue  # (an integer extension feeding an integer matmul is not a dequantization)
-        if not any(_elem(v) in Q_BITS for v in list(op.operands)[:-1] if isinstance(v.type, ir.ShapedType)):
-            continue
-        for use in op.results[0].uses:
-            if _is_contraction(user_of(use)):
-                return True
+    for op in fn.regions[0].blocks[0].operations:
+        if is_dequantization(op.operation):
+            for use in op.operation.results[0].uses:
+                if _is_contraction(user_of(use)):
+                    return True
     return False
+
+
+def lone_dequantization(fn: ir.Operation) -> str | None:
+    """``"i8 -> f16"`` (stored -> produced type) for a dispatch holding a dequantization generic whose
+    result no contraction reads (IREE formed it apart from its matmul), else None."""
+    if claims(fn):
+        return None
+    for op in fn.regions[0].blocks[0].operations:
+        if is_dequantization(op.operation):
+            q = next(
+                v for v in list(op.operation.operands)[:-1] if isinstance(v.type, ir.ShapedType) and _elem(v) in Q_BITS
+            )
+            return f"{_elem(q)} -> {_elem(op.operation.results[0])}"
+    return None
+
+
+def is_dequantization(op: ir.Operation) -> bool:
+    """An all-parallel generic turning an i4 / i8 tensor into floats (an integer extension feeding
+    an integer matmul is not one)."""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return (
+        all("parallel" in t for t in iters)
+        and _elem(op.results[0]).startswith(("f", "bf"))
+        and any(_elem(v) in Q_BITS for v in list(op.operands)[:-1] if isinstance(v.type, ir.ShapedType))
+    )
 
 
 # Named contractions IREE keeps as such in a dispatch (a torch ``F.linear`` on dequantized weights
