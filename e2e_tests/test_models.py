@@ -63,6 +63,14 @@ TAKEN = {
         "1": "2x256x1024 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",  # K and V: into the grown cache
         "10": "2x1024x1024 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n]: truncf addf) -> {dt}",
     },
+    # gate / up: IREE unpacks the int4 bytes (shifts, masks) and dequantizes them in dispatches of their
+    # own (left: no contraction), the matmuls read f16 / bf16 weights; down: the int8 per-channel
+    # dequantization in the matmul's dispatch (linalg.matmul, truncf to the model dtype), weight-only.
+    "llama_mlp_wq": {
+        "4": "2x2816x1024 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",
+        "5": "2x2816x1024 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n]: truncf negf exp addf divf mulf mulf) -> {dt}",
+        "6": "weight-only 2x1024x2816 {dt} x s8 (groups of 2816, 1 parameter(s) per group) -> f32, stored {dt}",
+    },
     "bert_layer": {
         "0": "256x768x768 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",
         "6": "24x128x128x64 {dt} x {dt} -> f32, epilogue(f32: truncf) -> {dt}",
@@ -164,12 +172,23 @@ def test_what_mmaflow_takes(model, dtype, target):
         if "attention" in line
     }
     assert attention == {k: v.format(dt=dtype) for k, v in left_attention(model, target).items()}
+    if model == "llama_mlp_wq":  # the int4 layers' dequantization (one executable, gate and up), named so
+        assert left["main$async_dispatch_1"].endswith(
+            f"a dequantization (i8 -> {dtype}) without a matmul: IREE formed it as a dispatch of its own; the "
+            "weight-only kernel takes a dequantization and the matmul reading it in one dispatch"
+        ), left
     # Tensors packed into shared buffers: some taken dispatch reads or writes at a non-zero offset.
     offsets = [
         b.offset
         for e in taken.values()
-        if not e.facts.is_attention
+        if not e.facts.is_attention and not e.facts.is_weight_only
         for b in (e.facts.problem.a, e.facts.problem.b, e.facts.problem.c)
+    ]
+    offsets += [
+        b.offset
+        for e in taken.values()
+        if e.facts.is_weight_only
+        for b in (e.facts.problem.a, e.facts.problem.w, e.facts.problem.out, *e.facts.problem.params)
     ]
     offsets += [
         b.offset
@@ -192,16 +211,18 @@ def _check_model(model, dtype, target, sample):
     return lines
 
 
-# Llama attention (one executable, two call sites) on RDNA wave32; the rest, GPT-2 (the model that
-# returned NaN) on CDNA included, with `-m exhaustive` (and every model on every target there, below).
+# The weight-only quantized MLP on RDNA wave32 (its int8 projection through the weight-only kernel,
+# the activations at a byte offset); the rest, Llama attention (one executable, two call sites) and
+# GPT-2 (the model that returned NaN) on CDNA included, with `-m exhaustive` (and every model on every
+# target there, below).
 OFFSET_CASES = [
     pytest.param(
         m,
         t,
         id=f"{m}-{t}",
-        marks=() if (m, t) == ("llama_attention", "gfx1100") else pytest.mark.exhaustive,
+        marks=() if (m, t) == ("llama_mlp_wq", "gfx1100") else pytest.mark.exhaustive,
     )
-    for m in ("gpt2_block", "llama_attention", "bert_layer")
+    for m in ("gpt2_block", "llama_attention", "bert_layer", "llama_mlp_wq")
     for t in ("gfx1100", "gfx942")
 ]
 
@@ -215,6 +236,8 @@ def test_taken_dispatches_at_their_offsets(model, target):
     lines = _check_model(model, "f16", target, sample=2)
     if model == "llama_attention":  # K and V projections: one executable, two call sites
         assert any("(call 2 of 2)" in line for line in lines), lines
+    if model == "llama_mlp_wq":  # the down projection: the weight-only kernel, stored at the model's dtype
+        assert any(line.startswith("PASS main$async_dispatch_6:") for line in lines), lines
 
 
 @pytest.mark.exhaustive
@@ -278,7 +301,11 @@ def test_a_kernel_reading_the_wrong_tensor_fails_the_check():
 # "Padding OnlineAttention without existing mask is not yet supported") takes 2-4 minutes a target on a
 # 2-core machine (gfx942 119 s, gfx1201 218 s, plain iree-compile): its routes are not built here; what
 # mmaflow takes from it is checked above, on the executor too.
-ROUTES = [(m, dt) for m, dt in CORPUS if m != "llama_decode"]
+# llama_mlp_wq's int4 unpacking shifts by a constant tensor, which the export holds as a dense_resource:
+# IREE 3.13 hands executables to --iree-hal-preprocess-executables-with without the resource's data, so
+# the stock route fails in IREE's LLVM translation ("resource does not exist") even with `tee` as the
+# tool; `mmaflow compile` gives the re-parsed executables their original constants back and builds it.
+ROUTES = [(m, dt) for m, dt in CORPUS if m not in ("llama_decode", "llama_mlp_wq")]
 
 
 @pytest.mark.exhaustive
@@ -334,6 +361,47 @@ def test_both_routes_build_the_same_file(model, dtype, target, tmp_path):
     if (model, dtype, target) in LOWERING_NOT_REPRODUCIBLE:
         return  # the executables above are identical; IREE's lowering of them is not reproducible
     assert same, "same executables, different .vmfb: is IREE's lowering of this module reproducible?"
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("target", ALL_TARGETS)
+def test_the_quantized_mlp_builds_in_process(target, tmp_path, dtype="f16"):
+    """`mmaflow compile` builds llama_mlp_wq (the int4 unpacking's dense_resource shifts keep their
+    data through the executables' round trip as text) and verifies the weight-only kernel's ISA."""
+    import subprocess
+    import sys
+
+    src = str((MODELS / f"llama_mlp_wq_{dtype}.mlir").resolve())
+    cli = [sys.executable, "-m", "mmaflow.compiler.cli", "compile", src, "--target", target]
+    r = subprocess.run(cli + ["-o", str(tmp_path / "out.vmfb")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "mmaflow: verified main$async_dispatch_6:" in r.stderr, r.stderr[-3000:]
+
+
+@pytest.mark.exhaustive
+def test_the_stock_route_names_what_it_cannot_build(tmp_path):
+    """Through iree-compile's preprocess hook the int4 unpacking's executables arrive without their
+    dense_resource data: mmaflow's tool refuses each with one line that says why and what builds it,
+    instead of IREE's 'resource does not exist' after the fact."""
+    import subprocess
+    import sys
+
+    cli = [sys.executable, "-m", "mmaflow.compiler.cli"]
+    flags = subprocess.run(
+        cli + ["flags", "--target", "gfx942", "--rsp", str(tmp_path / "hook.rsp")],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    iree_compile = str(Path(sys.executable).parent / "iree-compile")
+    src = str(MODELS / "llama_mlp_wq_f16.mlir")
+    r = subprocess.run([iree_compile, src, *flags, "-o", str(tmp_path / "x.vmfb")], capture_output=True, text=True)
+    assert r.returncode != 0
+    refusals = [line for line in r.stderr.splitlines() if line.startswith("mmaflow-codegen: error:")]
+    assert refusals and all(
+        "dense_resource<torch_tensor_2_torch.uint8" in line and "build this module with `mmaflow compile`" in line
+        for line in refusals
+    ), r.stderr[-3000:]
 
 
 # IREE's own lowering gives different bytes from run to run for these (the same executables and the

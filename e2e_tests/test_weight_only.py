@@ -294,6 +294,54 @@ def test_other_forms_against_the_reference_interpreter(target, kwargs):
     assert check.passed, check.detail
 
 
+# Round-to-nearest relative error of the stored type (half an ulp at 1)
+UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8}
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("act", ["f16", "bf16"])
+@pytest.mark.parametrize("target", TARGETS)
+def test_linear_form_against_float64(target, act):
+    """The form an iree-turbine export of ``F.linear(x, q.to(dt) * scale)`` reaches (int8 per channel):
+    ``linalg.matmul`` with B's map transposed, its f32 result truncated to the activations' type before
+    the store. Taken, stored in that type, and within the f32 bound plus the final rounding of a
+    float64 reference (|err| <= u |ref| + (1 + u) K 2^-24 sum |products| + the smallest subnormal's
+    half, u the stored type's unit roundoff) on every workgroup, nothing outside the output touched."""
+    m, n, k = 5, 96, 512
+    src = weight_only_module(
+        m, n, k, k, q_type="i8", act=act, signed=True, zero_point=False, as_bytes=False, per_channel=True, linear=True
+    )
+    (exe,) = codegen_module(src, target).taken
+    rec = exe.facts.problem
+    assert exe.facts.is_weight_only and rec.out_type == act and rec.acc_type == "f32", rec
+    dt = NP[act]
+    rng = np.random.default_rng(3)
+    q = rng.integers(-127, 128, size=(n, k)).astype(np.int8)
+    scale = (rng.random(n) * 0.02 + 0.01).astype(dt)
+    x = rng.standard_normal((m, k)).astype(dt)
+    deq = (q.astype(dt) * scale[:, None]).astype(dt)  # the dispatch's dequantization, rounded in act
+    mem = Memory()
+    mem.place(Region(rec.a.binding, rec.a.offset, x.dtype, x.shape, "A"), x)
+    mem.place(Region(rec.w.binding, rec.w.offset, q.dtype, q.shape, "W"), q)
+    (p,) = rec.params
+    mem.place(Region(p.binding, p.offset, scale.dtype, scale.shape, "P0"), scale)
+    out_r = Region(rec.out.binding, rec.out.offset, np.dtype(dt), (m, n), "O")
+    mem.place(out_r)
+    bufs = mem.buffers()
+    before = {b: v.copy() for b, v in bufs.items()}
+    mod = parse_module(exe.text, new_context(), source="linear")  # (kept alive: the dispatch's ops live in it)
+    run_dispatch(load_dispatch(mod), bufs)
+    out = Memory.read(bufs, out_r).astype(np.float64)
+    ref = x.astype(np.float64) @ deq.astype(np.float64).T
+    absum = np.abs(x.astype(np.float64)) @ np.abs(deq.astype(np.float64)).T
+    u = UNIT_ROUNDOFF[act]
+    bound = u * np.abs(ref) + (1 + u) * k * 2.0**-24 * absum + 2.0**-25
+    err = np.abs(out - ref)
+    assert (err <= bound).all(), f"worst {float((err / bound).max()):.3g} of the bound"
+    assert float(err.max()) > 0 or act == "f16"  # bf16's rounding shows: the output is the truncated type
+    assert not Memory.changed_outside(before, bufs, [out_r])
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_dynamic_m(target):
     """A dynamic M (a serving step's batch): planned at two row tiles, the run-time M read from the

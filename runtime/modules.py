@@ -395,6 +395,7 @@ def weight_only_module(
     param_type: str | None = None,
     per_channel: bool = False,
     dynamic_m: bool = False,
+    linear: bool = False,
 ) -> str:
     """``@weight_only(x, w, scale[, zero]) -> x @ dequant(w)^T``: a weight-only quantized linear layer
     as IREE's own dequant-matmul tests write it. ``w`` (N x K/G x G, ``q_type``) turns into ``act``
@@ -405,7 +406,12 @@ def weight_only_module(
     is K alone (IREE then drops M = 1 from the dispatch); ``param_type``: the parameters' type when
     not ``act`` (f32: the weight converts to f32, the result is truncated to ``act``);
     ``per_channel``: one group per row (``w`` N x K, parameters N; ``group`` is ignored);
-    ``dynamic_m``: M a run-time size (the batch of a serving step; ``m`` is ignored)."""
+    ``dynamic_m``: M a run-time size (the batch of a serving step; ``m`` is ignored); ``linear``: the
+    contraction as torch's ``F.linear`` on dequantized weights reaches IREE (an iree-turbine export): a
+    ``linalg.matmul`` with B's map transposed, its f32 result truncated to ``act`` (per channel, M x K
+    activations)."""
+    if linear and (not per_channel or unit_m or dynamic_m or acc != "f32" or act == "f32"):
+        raise ValueError("linear: per_channel weights, a static M x K x and f32 accumulation of f16 / bf16")
     bits = {"i4": 4, "i8": 8}[q_type]
     pt = param_type or act
     if per_channel:
@@ -476,6 +482,27 @@ def weight_only_module(
         if acc != act
         else [f"    %p = arith.mulf %av, %bv : {acc}"]
     )
+    if linear:
+        y_t = f"tensor<{m}x{n}x{act}>"
+        ident = "affine_map<(m, n) -> (m, n)>"
+        lines[0] = lines[0].replace(f"-> {o_t} {{", f"-> {y_t} {{")
+        lines += [
+            f"  %zero = arith.constant 0.0 : {acc}",
+            f"  %e2 = tensor.empty() : {o_t}",
+            f"  %init = linalg.fill ins(%zero : {acc}) outs(%e2 : {o_t}) -> {o_t}",
+            "  %r = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, "
+            f"affine_map<(m, n, k) -> (m, n)>] ins(%x, %deq : {x_t}, {d_t}) outs(%init : {o_t}) -> {o_t}",
+            f"  %e3 = tensor.empty() : {y_t}",
+            f'  %y = linalg.generic {{indexing_maps = [{ident}, {ident}], iterator_types = ["parallel", "parallel"]}} '
+            f"ins(%r : {o_t}) outs(%e3 : {y_t}) {{",
+            f"  ^bb0(%rv: {acc}, %yv: {act}):",
+            f"    %t = arith.truncf %rv : {acc} to {act}",
+            f"    linalg.yield %t : {act}",
+            f"  }} -> {y_t}",
+            f"  return %y : {y_t}",
+            "}",
+        ]
+        return "\n".join(lines) + "\n"
     lines += [
         f"  %zero = arith.constant 0.0 : {acc}",
         f"  %e2 = tensor.empty({'%m' if dynamic_m else ''}) : {o_t}",

@@ -34,6 +34,7 @@ class WeightOnlyMatmul:
     out: Binding
     params: tuple[Binding, ...]
     dynamic: tuple[DynamicDim, ...] = ()  # a dynamic M: its workload ordinal and push constants
+    out_type: str | None = None  # the stored type when a truncf follows the contraction (else acc_type)
 
     def describe(self) -> str:
         q = ("s" if self.signed else "u") + self.q_type[1:]
@@ -41,6 +42,7 @@ class WeightOnlyMatmul:
         return (
             f"weight-only {m}x{self.n}x{self.k} {self.act_type} x {q} (groups of {self.group}, "
             f"{len(self.params)} parameter(s) per group) -> {self.acc_type}"
+            + (f", stored {self.out_type}" if self.out_type else "")
         )
 
     def where(self) -> str:
@@ -60,4 +62,5 @@ class WeightOnlyMatmul:
         d["param_types"] = tuple(d["param_types"])
         d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         d.setdefault("m", None)
+        d.setdefault("out_type", None)
         return WeightOnlyMatmul(**d)

@@ -25,7 +25,7 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
-from mmaflow.compiler.core.errors import InputError, ToolchainError
+from mmaflow.compiler.core.errors import CodegenError, InputError, ToolchainError
 from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
@@ -212,6 +212,7 @@ def _front_and_codegen(
         result.log += res.log
         new = parse_module(res.text, session.context, source=res.name)
         (new_exe,) = ops_named(new.operation, "hal.executable")
+        _keep_resources(exe, new_exe, res.name)
         ir.InsertionPoint(exe).insert(new_exe.detach_from_parent())
         exe.erase()
     if require_matmul and not result.taken:
@@ -221,6 +222,30 @@ def _front_and_codegen(
             hint="mmaflow compiles linalg.matmul / batch_matmul (or equivalent linalg.generic) dispatches",
         )
     return module
+
+
+def _resource_constants(op) -> list:
+    return [
+        o for o in walk(op) if o.name == "arith.constant" and str(o.attributes["value"]).startswith("dense_resource<")
+    ]
+
+
+def _keep_resources(old, new, name: str) -> None:
+    """An executable's text carries no dense_resource data (the module's resource section is not
+    printed with it), so its re-parsed constants would name blobs that do not exist (IREE's LLVM
+    translation: 'resource does not exist'). They get the original constants' attributes back, in
+    order; a handed-back executable that holds such constants but not the original's is refused."""
+    before, after = _resource_constants(old), _resource_constants(new)
+    if not after:
+        return
+    if len(before) != len(after):
+        raise CodegenError(
+            f"the handed-back executable holds {len(after)} dense_resource constants, the original "
+            f"{len(before)}: their data cannot be carried over",
+            location=name,
+        )
+    for a, b in zip(before, after):
+        b.attributes["value"] = a.attributes["value"]
 
 
 def codegen_module(

@@ -279,6 +279,19 @@ def share_stderr_appending() -> None:
         pass
 
 
+def missing_resource(text: str) -> str | None:
+    """The first ``dense_resource`` an executable's text names without carrying its data (no
+    ``dialect_resources`` section), or None. IREE 3.13 prints an executable for the preprocess hook
+    without the module's resource blobs (an exported torch tensor constant is one), so whatever
+    comes back names data that no longer exists."""
+    import re
+
+    if "dialect_resources" in text:
+        return None
+    found = re.search(r"dense_resource<([^>]+)>", text)
+    return found.group(1) if found else None
+
+
 def _in_process(argv: list[str], text: str | None = None) -> int:
     """Become the full tool, running the pipeline in this process: on stdin, or on ``text``
     (stdin already read) through a temporary file."""
@@ -300,8 +313,21 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["--stop"]:
         print("mmaflow-codegen: server stopped" if stop_server() else "mmaflow-codegen: no server was running")
         return 0
-    if not server_enabled() or "-h" in argv or "--help" in argv:
+    if "-h" in argv or "--help" in argv:
         return _in_process(argv)
+    text = sys.stdin.read()
+    missing = missing_resource(text)
+    if missing is not None:
+        line = (
+            f"mmaflow-codegen: error: the executable uses dense_resource<{missing}>, whose data IREE does not "
+            "hand to --iree-hal-preprocess-executables-with (its own lowering then fails with 'resource does not "
+            "exist', whatever the tool returns); build this module with `mmaflow compile`"
+        )
+        announce([line], False)
+        print(line, file=sys.stderr)
+        return 1
+    if not server_enabled():
+        return _in_process(argv, text)
     quiet = "--quiet" in argv
     sock = reach_server()
     if sock is None:
@@ -312,8 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
             quiet,
         )
-        return _in_process(argv)
-    text = sys.stdin.read()
+        return _in_process(argv, text)
     response = ask(argv, text, sock=sock)
     if response is None:  # the worker died (a crash in the bindings): say so, and run it here
         announce(

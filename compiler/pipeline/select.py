@@ -562,6 +562,14 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         else:
             found.append((op, fields))
     if not found:
+        lone = weight_only.lone_dequantization(func)
+        if lone is not None:  # named for what it is: the weight-only kernel takes it with its matmul only
+            return Decision(
+                name,
+                False,
+                f"a dequantization ({lone}) without a matmul: IREE formed it as a dispatch of its own; the "
+                "weight-only kernel takes a dequantization and the matmul reading it in one dispatch",
+            )
         reason = "no matmul-like contraction" + (f": {'; '.join(why_not)}" if why_not else " (no linalg op: a copy)")
         return Decision(name, False, reason)
     if len(found) > 1:

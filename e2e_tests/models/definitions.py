@@ -230,6 +230,88 @@ class LlamaDecodeStep(nn.Module):
 
 
 # ---------------------------------------------------------------------------------------------
+# Weight-only quantized Llama MLP (int4 GPTQ-style groups, int8 per channel)
+# ---------------------------------------------------------------------------------------------
+
+
+class Int4GroupLinear(nn.Module):
+    """A linear layer whose weight is stored as unsigned 4-bit integers, two a byte (``qweight`` N x
+    K/2 uint8, element 2j in the low nibble of byte j, 2j+1 in the high one), with one float scale and
+    zero point per row and group of ``group`` along K (``scales`` / ``zeros`` N x K/G, the model dtype):
+    ``w = (q - zero) * scale``. The weight is unpacked in forward with shifts and masks, as GPTQ / AWQ
+    loaders write it (``bitwise_right_shift`` of the bytes by [0, 4], ``& 0xF``), dequantized in the
+    activations' dtype and multiplied by ``F.linear``. No bias."""
+
+    def __init__(self, in_features: int, out_features: int, group: int = 128):
+        super().__init__()
+        assert in_features % group == 0 and group % 2 == 0
+        self.in_features, self.out_features, self.group = in_features, out_features, group
+        self.register_buffer("qweight", torch.zeros(out_features, in_features // 2, dtype=torch.uint8))
+        self.register_buffer("scales", torch.ones(out_features, in_features // group))
+        self.register_buffer("zeros", torch.zeros(out_features, in_features // group))
+
+    def forward(self, x):
+        n, k, g = self.out_features, self.in_features, self.group
+        shifts = torch.tensor([0, 4], dtype=torch.uint8, device=x.device)
+        q = torch.bitwise_and(torch.bitwise_right_shift(self.qweight.unsqueeze(-1), shifts), 0xF)
+        q = q.view(n, k // g, g).to(x.dtype)
+        w = (q - self.zeros.unsqueeze(-1)) * self.scales.unsqueeze(-1)
+        return F.linear(x, w.view(n, k))
+
+    def quantize_(self, w: np.ndarray, dtype: torch.dtype) -> None:
+        """Fill the buffers from a float32 N x K weight: per group, asymmetric min/max to 0..15 with the
+        scale rounded to ``dtype`` first (the integers are computed against the stored scale)."""
+        n, k, g = self.out_features, self.in_features, self.group
+        wg = w.reshape(n, k // g, g).astype(np.float32)
+        lo, hi = wg.min(-1), wg.max(-1)
+        scale = _round_to((hi - lo) / 15.0, dtype).float().numpy()
+        zero = np.clip(np.round(-lo / scale), 0, 15).astype(np.float32)
+        q = np.clip(np.round(wg / scale[..., None] + zero[..., None]), 0, 15).astype(np.uint8).reshape(n, k)
+        self.qweight = torch.from_numpy(q[:, 0::2] | (q[:, 1::2] << 4))
+        self.scales = _round_to(scale, dtype)
+        self.zeros = _round_to(zero, dtype)
+
+
+class Int8ChannelLinear(nn.Module):
+    """A linear layer whose weight is stored as signed 8-bit integers (``qweight`` N x K int8) with one
+    float scale per row (``scales`` N x 1, the model dtype), symmetric: ``w = q * scale``, dequantized
+    in forward and multiplied by ``F.linear``. No bias."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer("qweight", torch.zeros(out_features, in_features, dtype=torch.int8))
+        self.register_buffer("scales", torch.ones(out_features, 1))
+
+    def forward(self, x):
+        return F.linear(x, self.qweight.to(x.dtype) * self.scales)
+
+    def quantize_(self, w: np.ndarray, dtype: torch.dtype) -> None:
+        """Fill the buffers from a float32 N x K weight: per row, max |w| to 127."""
+        scale = _round_to(np.abs(w).max(-1, keepdims=True) / 127.0, dtype).float().numpy()
+        self.qweight = torch.from_numpy(np.clip(np.round(w / scale), -127, 127).astype(np.int8))
+        self.scales = _round_to(scale, dtype)
+
+
+QUANTIZED = (Int4GroupLinear, Int8ChannelLinear)
+
+
+class QuantizedLlamaMLP(nn.Module):
+    """Llama's SwiGLU MLP with weight-only quantized projections, as deployed for decoding: gate and
+    up in int4 groups (GPTQ-style, with zero points), down in int8 per channel (the projection often
+    kept at 8 bits)."""
+
+    def __init__(self, hidden_size: int = 1024, intermediate_size: int = 2816, group: int = 128):
+        super().__init__()
+        self.gate_proj = Int4GroupLinear(hidden_size, intermediate_size, group)
+        self.up_proj = Int4GroupLinear(hidden_size, intermediate_size, group)
+        self.down_proj = Int8ChannelLinear(intermediate_size, hidden_size)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+# ---------------------------------------------------------------------------------------------
 # BERT encoder layer (post-LayerNorm, HF BertLayer structure)
 # ---------------------------------------------------------------------------------------------
 
@@ -378,6 +460,15 @@ MODELS: dict[str, ModelSpec] = {
         "the example), SDPA with enable_gqa (16 q / 4 kv heads x 64), o_proj, residual",
         dynamic={1: {2: ("cache", 1, 131071)}, 2: {2: ("cache", 1, 131071)}},
     ),
+    "llama_mlp_wq": ModelSpec(
+        "llama_mlp_wq",
+        QuantizedLlamaMLP,
+        dict(hidden_size=1024, intermediate_size=2816, group=128),
+        ((2, 1, 1024),),
+        "Llama SwiGLU MLP with weight-only quantized projections, one decode token x 2: gate/up int4 "
+        "(two a byte, unpacked by shifts and masks, groups of 128 with scales and zero points), down int8 "
+        "per channel; 1024 -> 2816 -> 1024",
+    ),
     "bert_layer": ModelSpec(
         "bert_layer",
         BertLayer,
@@ -429,6 +520,14 @@ def init_weights(model: nn.Module, seed: int = DEFAULT_SEED, dtype: torch.dtype 
     for name, value in values.items():
         target = params[name]
         target.data = _round_to(value, dtype or target.dtype)
+    # Quantized layers: a float weight drawn as a Linear's (normal(0, 0.02), after the parameters, in
+    # sorted module order), quantized into the layer's integer and float buffers.
+    rng = np.random.default_rng([seed, 2])
+    quantized = {n: m for n, m in model.named_modules() if isinstance(m, QUANTIZED)}
+    for name in sorted(quantized):
+        m = quantized[name]
+        w = rng.normal(0.0, 0.02, size=(m.out_features, m.in_features)).astype(np.float32)
+        m.quantize_(w, dtype or torch.float32)
     if dtype is not None:
         model.to(dtype)
     return model

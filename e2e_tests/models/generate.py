@@ -40,7 +40,6 @@ import runner  # noqa: E402
 # torch 2.13's pytree warns about LeafSpec inside torch.export; not ours to fix.
 warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
 
-DTYPE_NAMES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32"}
 MANIFEST = "manifest.json"
 
 
@@ -54,7 +53,13 @@ def entries(only: str | None = None, dtypes=None):
 
 
 def _torch_dtype_name(t) -> str:
-    return {"torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float32": "f32"}[str(t)]
+    return {
+        "torch.float16": "f16",
+        "torch.bfloat16": "bf16",
+        "torch.float32": "f32",
+        "torch.uint8": "u8",  # quantized weights (llama_mlp_wq)
+        "torch.int8": "i8",
+    }[str(t)]
 
 
 def _sha256(data: bytes) -> str:
@@ -218,7 +223,8 @@ def write_parameters(name: str, dtype: str, seed: int = D.DEFAULT_SEED, out_dir=
         # Raw bytes + the metadata iree-turbine's ParameterArchiveBuilder writes ("PYTORCH:" json),
         # which both turbine's ParameterArchive and iree.runtime.parameter_index_entry_as_numpy_ndarray
         # read back. (iree.runtime.parameter_index_add_numpy_ndarray would refuse bf16 in 3.13.0.)
-        meta = {"type": "Tensor", "dtype": DTYPE_NAMES[dtype], "shape": list(arr.shape)}
+        # numpy's dtype names are turbine's: float16, bfloat16 (ml_dtypes), uint8, int8
+        meta = {"type": "Tensor", "dtype": arr.dtype.name, "shape": list(arr.shape)}
         index.add_buffer(
             key, np.ascontiguousarray(arr).reshape(-1).view(np.uint8), metadata="PYTORCH:" + json.dumps(meta)
         )

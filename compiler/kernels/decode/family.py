@@ -15,7 +15,13 @@ from mmaflow.compiler.kernels.common.plan import plan_kernel
 from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes, reach, tuning_candidates
 from mmaflow.compiler.kernels.decode.plan import plan_decode
 from mmaflow.compiler.kernels.decode.rewrite import DecodeRewriter
-from mmaflow.compiler.kernels.decode.weight_only import claims, lower_weight_only, match_weight_only, plan_weight_only
+from mmaflow.compiler.kernels.decode.weight_only import (
+    claims,
+    lone_dequantization,
+    lower_weight_only,
+    match_weight_only,
+    plan_weight_only,
+)
 from mmaflow.compiler.target.targets import read_target
 
 
@@ -83,6 +89,10 @@ class WeightOnlyFamily:
     def claims(self, func: ir.Operation) -> bool:
         """Whether ``func`` is a dequantization feeding a contraction (this family's form at all)."""
         return claims(func)
+
+    def lone_dequantization(self, func: ir.Operation) -> str | None:
+        """``"i8 -> f16"`` for a dispatch holding a dequantization without the matmul reading it."""
+        return lone_dequantization(func)
 
     def plan(self, record, target):
         return plan_weight_only(record, target)

@@ -170,43 +170,97 @@ def _contraction_body(op: ir.Operation, act: str) -> str:
 def claims(fn: ir.Operation) -> bool:
     """Whether the dispatch is the weight-only form at all: an all-parallel generic turning an i4 /
     i8 tensor into floats, whose result a contraction (a generic with reductions) reads."""
-    ops = [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "linalg.generic"]
-    for op in ops:
-        iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
-        if (
-            len(op.results) != 1
-            or not all("parallel" in t for t in iters)
-            or not _elem(op.results[0]).startswith(("f", "bf"))
-        ):
-            continue  # (an integer extension feeding an integer matmul is not a dequantization)
-        if not any(_elem(v) in Q_BITS for v in list(op.operands)[:-1] if isinstance(v.type, ir.ShapedType)):
-            continue
-        for use in op.results[0].uses:
-            user = user_of(use)
-            if user.name == "linalg.generic" and any(
-                "reduction" in str(t) for t in ir.ArrayAttr(user.attributes["iterator_types"])
-            ):
-                return True
+    for op in fn.regions[0].blocks[0].operations:
+        if is_dequantization(op.operation):
+            for use in op.operation.results[0].uses:
+                if _is_contraction(user_of(use)):
+                    return True
     return False
+
+
+def lone_dequantization(fn: ir.Operation) -> str | None:
+    """``"i8 -> f16"`` (stored -> produced type) for a dispatch holding a dequantization generic whose
+    result no contraction reads (IREE formed it apart from its matmul), else None."""
+    if claims(fn):
+        return None
+    for op in fn.regions[0].blocks[0].operations:
+        if is_dequantization(op.operation):
+            q = next(
+                v for v in list(op.operation.operands)[:-1] if isinstance(v.type, ir.ShapedType) and _elem(v) in Q_BITS
+            )
+            return f"{_elem(q)} -> {_elem(op.operation.results[0])}"
+    return None
+
+
+def is_dequantization(op: ir.Operation) -> bool:
+    """An all-parallel generic turning an i4 / i8 tensor into floats (an integer extension feeding
+    an integer matmul is not one)."""
+    if op.name != "linalg.generic" or len(op.results) != 1:
+        return False
+    iters = [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+    return (
+        all("parallel" in t for t in iters)
+        and _elem(op.results[0]).startswith(("f", "bf"))
+        and any(_elem(v) in Q_BITS for v in list(op.operands)[:-1] if isinstance(v.type, ir.ShapedType))
+    )
+
+
+# Named contractions IREE keeps as such in a dispatch (a torch ``F.linear`` on dequantized weights
+# arrives as ``linalg.matmul`` with B's map transposed), with their loops' kinds.
+NAMED_CONTRACTIONS = {"linalg.matmul": ["parallel", "parallel", "reduction"]}
+
+
+def _iterators(op: ir.Operation) -> list[str]:
+    if op.name in NAMED_CONTRACTIONS:
+        return NAMED_CONTRACTIONS[op.name]
+    return [str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+
+
+def _is_contraction(op: ir.Operation) -> bool:
+    return op.name in NAMED_CONTRACTIONS or (
+        op.name == "linalg.generic" and any("reduction" in t for t in _iterators(op))
+    )
+
+
+def _truncation(out: ir.Value) -> ir.Operation | None:
+    """The generic truncating the contraction's result to a narrower float before its store (IREE's
+    form of an f32-accumulated matmul with f16 / bf16 results), or None."""
+    users = [user_of(u) for u in out.uses]
+    if len(users) != 1 or users[0].name != "linalg.generic":
+        return None
+    g = users[0]
+    names = [o.name for o in _body(g)]
+    if (
+        names != ["arith.truncf", "linalg.yield"]
+        or list(g.operands)[0] != out
+        or len(g.operands) != 2
+        or not all("parallel" in t for t in _iterators(g))
+        or any(_dims(m) != list(range(len(_iterators(g)))) for m in ir.ArrayAttr(g.attributes["indexing_maps"]))
+    ):
+        return None
+    return g
 
 
 def match_weight_only(fn: ir.Operation) -> Match:
     """Read a dispatch holding a dequantization generic feeding a contraction; ``UnsupportedError``
     naming what differs from that form."""
     ops = [o.operation for o in fn.regions[0].blocks[0].operations]
-    generics = [o for o in ops if o.name == "linalg.generic"]
-    others = [o.name for o in ops if o.name.startswith(("linalg.", "iree_linalg_ext.")) and o.name != "linalg.generic"]
-    if len(generics) != 2 or [n for n in others if n != "linalg.fill"]:
+    structured = [o for o in ops if o.name.startswith(("linalg.", "iree_linalg_ext.")) and o.name != "linalg.fill"]
+    if [o.name for o in structured if o.name not in ("linalg.generic", *NAMED_CONTRACTIONS)]:
         raise UnsupportedError("not a dequantization generic feeding one contraction")
-
-    def iters(o):
-        return [str(t) for t in ir.ArrayAttr(o.attributes["iterator_types"])]
-
-    contr = [g for g in generics if any("reduction" in t for t in iters(g))]
-    deq = [g for g in generics if all("parallel" in t for t in iters(g))]
-    if len(contr) != 1 or len(deq) != 1:
+    iters = _iterators
+    contr = [g for g in structured if _is_contraction(g)]
+    if len(contr) != 1:
         raise UnsupportedError("not a dequantization generic feeding one contraction")
-    contr, deq = contr[0], deq[0]
+    contr = contr[0]
+    trunc = _truncation(contr.results[0])
+    claimed = [contr] + ([trunc] if trunc is not None else [])
+    deq = [g for g in structured if g not in claimed and all("parallel" in t for t in iters(g))]
+    if len(deq) != 1 or len(structured) != 2 + (trunc is not None):
+        raise UnsupportedError(
+            "not a dequantization generic feeding one contraction (whose result is stored, or truncated and stored)"
+        )
+    deq = deq[0]
     c_in = list(contr.operands)[:-1]
     if len(c_in) != 2 or len(deq.results) != 1 or deq.results[0] not in c_in:
         raise UnsupportedError("the dequantization's result is not an operand of the contraction")
@@ -263,7 +317,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
         params.append(_binding(_whole_load(v, f"dequantization operand {i}"), f"dequantization operand {i}"))
     convert, signed = _conversion(deq, q_index)
     _check_body(deq, q_index, convert)
-    out = contr.results[0]
+    out = (trunc or contr).results[0]
     users = [user_of(u) for u in out.uses]
     if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store":
         raise UnsupportedError("the contraction's output is not stored to a binding (a fused epilogue?)")
@@ -295,6 +349,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
         signed=signed,
         act_type=act,
         acc_type=acc,
+        out_type=_elem(out) if trunc is not None else None,
         param_types=tuple(param_types),
         a=_binding(a_sub, "the activations"),
         w=_binding(q_sub, "the weights"),
@@ -858,7 +913,7 @@ def emit_weight_only(
     types = {
         "A": (rec.a, [rows, rec.k], ir.Type.parse(rec.act_type)),
         "W": (rec.w, [rec.n, rec.k * plan.bits // 32], i32),
-        "O": (rec.out, [rows, rec.n], ir.Type.parse(rec.acc_type)),
+        "O": (rec.out, [rows, rec.n], ir.Type.parse(rec.out_type or rec.acc_type)),
     }
     for i, (b, t) in enumerate(zip(rec.params, rec.param_types)):
         types[f"P{i}"] = (b, [rec.n, groups], ir.Type.parse(t))
