@@ -306,6 +306,7 @@ THIN = {
     "test_persistent.py": 3,
     "test_mfma_f32_f64.py": 2,
     "test_store_pairs.py": 2,
+    "test_weight_only.py": 2,
 }
 
 

@@ -40,7 +40,7 @@ def _suffix(a: str, b: str) -> str:
 # small integers for fp8 x fp8 and fp8 x bf8, random data for the other two
 EXACT = {(E4M3, E4M3): True, (E4M3, E5M2): True, (E5M2, E5M2): False, (E5M2, E4M3): False}
 # the default set's cases (each 2-4 s); every other pair runs in the exhaustive set
-DEFAULT = {(1, E4M3, E5M2, 16), (2, E5M2, E5M2, 32), (3, E4M3, E4M3, 16)}
+DEFAULT = {(1, E4M3, E5M2, 16), (2, E5M2, E5M2, 32)}
 
 
 @pytest.mark.parametrize(

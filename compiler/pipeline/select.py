@@ -605,8 +605,8 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         return Decision(
             name,
             False,
-            f"{narrow[0]} operands: gfx950's f8f6f4 MFMA computes 4- and 6-bit formats (`mmaflow layout gfx950`), "
-            f"but mmaflow's matmul kernels do not load 4- or 6-bit data yet",
+            f"{narrow[0]} operands: the 4- and 6-bit matrix instructions are catalogued (gfx950's f8f6f4 MFMA, "
+            f"RDNA3's iu4 WMMA: `mmaflow layout T`), but mmaflow's matmul kernels do not load 4- or 6-bit data yet",
         )
     subs = {"A": _loaded_from(op.operands[0]), "B": _loaded_from(op.operands[1]), "C": _stored_to(store)}
     sliced = [role for role, sub in subs.items() if sub is None]

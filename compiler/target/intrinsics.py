@@ -40,6 +40,7 @@ from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 
 # Element types, as MLIR spells them.
 F32, F16, BF16, I32, I8 = "f32", "f16", "bf16", "i32", "i8"
+I4 = "i4"  # RDNA3's iu4 WMMA (packed eight to a VGPR; signedness from unsignedA/B, as iu8)
 F64 = "f64"
 F8E4M3FNUZ, F8E5M2FNUZ, F8E4M3FN, F8E5M2 = "f8E4M3FNUZ", "f8E5M2FNUZ", "f8E4M3FN", "f8E5M2"
 # The OCP sub-byte formats CDNA4's f8f6f4 MFMA reads (MLIR: f6E2M3FN, f6E3M2FN, f4E2M1FN)
@@ -52,6 +53,7 @@ TYPE_BITS = {
     F16: 16,
     BF16: 16,
     I8: 8,
+    I4: 4,
     F8E4M3FNUZ: 8,
     F8E5M2FNUZ: 8,
     F8E4M3FN: 8,
@@ -154,7 +156,7 @@ class Intrinsic:
 
     def describe(self) -> str:
         sign = ""
-        if self.a_type == I8:
+        if self.a_type in (I8, I4):
             sign = (
                 f" ({'unsigned' if self.unsigned_a else 'signed'} A, {'unsigned' if self.unsigned_b else 'signed'} B)"
             )
@@ -234,7 +236,7 @@ def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
     )
 
 
-# Cycles per MFMA on one SIMD, CDNA3 and CDNA4 alike ([C4]'s table: "Matrix Core Programming on
+# Cycles per MFMA on one SIMD, CDNA3 and CDNA4 alike (the cycle table of "Matrix Core Programming on
 # AMD CDNA3 and CDNA4 architecture", ROCm blogs 2025; peak = 2*M*N*K * SIMDs * clock / cycles
 # reproduces MI325X's 1307 TFLOP/s f16 and MI355X's 2.5 PF f16 / 5 PF fp8 / 10 PF fp4). i8 as the
 # same-shape fp8 (CDNA3: 2615 TOP/s = fp8's; gfx950's 16x16x64 at 16 gives MI355X's 5 POP/s), xf32
@@ -351,6 +353,10 @@ def _rdna3_set(wave):
         _rdna3(BF16, BF16, BF16, wave, "v_wmma_bf16_16x16x16_bf16", "WMMA_BF16_16x16x16_BF16" + sfx),
         _rdna3(I8, I8, I32, wave, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_I8" + sfx),
         _rdna3(I8, I8, I32, wave, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_U8" + sfx, unsigned=True),
+        # iu4 ([R3] 7.9: "one row of A, 16 K values" a lane, as iu8, packed eight to a VGPR: two VGPRs;
+        # IREE 3.13 lowers amdgpu.wmma 16x16x16 on vector<16xi4> to it, its own codegen never does)
+        _rdna3(I4, I4, I32, wave, "v_wmma_i32_16x16x16_iu4", "WMMA_I32_16x16x16_I4" + sfx),
+        _rdna3(I4, I4, I32, wave, "v_wmma_i32_16x16x16_iu4", "WMMA_I32_16x16x16_U4" + sfx, unsigned=True),
     ]
 
 

@@ -346,12 +346,18 @@ class Layout:
                 by_slot[(self.op_index(e), lane)] = f"{self.operand}{r}_{c}"
         width = max(len(v) for v in by_slot.values())
         header_label = "lane"
-        label_w = len(f"V{(slots - 1) // per_reg}[31:16]") + 1
+        label_w = len(f"V{(slots - 1) // per_reg}[31:16]") + (9 if 32 % element_bits else 1)
         out = [header_label.ljust(label_w) + "|" + "|".join(str(l).rjust(width) for l in lanes)]
         for s in range(slots):
             reg, part = divmod(s, per_reg)
             if per_reg == 1:
                 label = f"V{reg}"
+            elif 32 % element_bits:  # 6-bit data packed densely: an element may straddle two registers
+                lo, hi = s * element_bits, (s + 1) * element_bits - 1
+                if lo // 32 == hi // 32:
+                    label = f"V{lo // 32}[{hi % 32}:{lo % 32}]"
+                else:
+                    label = f"V{lo // 32}[31:{lo % 32}]+V{hi // 32}[{hi % 32}:0]"
             else:
                 lo = part * element_bits
                 label = f"V{reg}[{lo + element_bits - 1}:{lo}]"

@@ -59,6 +59,10 @@ def decode(
             mnemonic = f"v_wmma_f32_16x16x16_{_FP8[a_elem]}_{_FP8[b_elem]}"
         elif a_elem == "i8":
             mnemonic = "v_wmma_i32_16x16x16_iu8"
+        elif a_elem == "i4":
+            if fam != "rdna3":  # (RDNA4's iu4 forms are not in the model)
+                raise IsaError(f"wmma 16x16x16 with i4 inputs is not in the ISA model on {arch}")
+            mnemonic = "v_wmma_i32_16x16x16_iu4"
         else:
             mnemonic = f"v_wmma_{c_elem}_16x16x16_{a_elem}"
         return f"rdna3.{mnemonic}.w{wave}" if fam == "rdna3" else f"rdna4.{mnemonic}"

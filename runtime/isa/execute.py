@@ -7,7 +7,7 @@ Numerics (what the ISA guides specify, modelled conservatively):
 - floating-point inputs are widened exactly (f16, bf16 and fp8 are exact in float64); products
   and the sum over K plus C are formed in float64 and rounded once to the result type
   (f32, f16 or bf16, round-to-nearest-even);
-- 8-bit integer inputs are sign- or zero-extended per the instruction's signedness, the dot
+- 8- and 4-bit integer inputs are sign- or zero-extended per the instruction's signedness, the dot
   product plus C is formed exactly and wrapped to 32 bits (two's complement), as AMD's 32-bit
   integer accumulators do, or clamped to the s32 range for PTX .satfinite instructions;
 - lanes that the instruction reads as replicas (RDNA3 A/B) must hold identical data: the
@@ -34,6 +34,7 @@ _NP_TYPES = {
     "i32": np.dtype(np.int32),
     "bf16": np.dtype(ml_dtypes.bfloat16),
     "i8": np.dtype(np.int8),
+    "i4": np.dtype(ml_dtypes.int4),
     "f8E4M3FNUZ": np.dtype(ml_dtypes.float8_e4m3fnuz),
     "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
     "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
@@ -114,6 +115,8 @@ def check_dtype(instr, operand: str, regs: np.ndarray, expected: str):
     names = {n for n, d in _NP_TYPES.items() if d == regs.dtype}
     if operand in "AB" and expected == "i8" and regs.dtype == np.uint8:
         return
+    if operand in "AB" and expected == "i4" and regs.dtype == np.dtype(ml_dtypes.uint4):
+        return
     if not names & allowed:
         raise IsaError(
             f"{instr.key}: operand {operand} registers are {regs.dtype}, expected {' or '.join(sorted(allowed))}"
@@ -165,7 +168,15 @@ def execute(
     a = gather_operand(instr, "A", a_regs, (instr.m, instr.k))
     b = gather_operand(instr, "B", b_regs, (instr.k, instr.n))
     c = gather_operand(instr, "C", c_regs, (instr.m, instr.n))
-    if instr.c_type == "i32":
+    if instr.c_type == "i32" and instr.a_type == "i4":
+        # iu4: each 4-bit value read as unsigned (0..15) or two's complement (-8..7) per unsignedA/B
+        a64, b64 = (
+            (x.astype(np.int64) & 0xF) if unsigned else ((x.astype(np.int64) & 0xF) ^ 8) - 8
+            for x, unsigned in ((a, unsigned_a), (b, unsigned_b))
+        )
+        d = a64 @ b64 + c.astype(np.int64)
+        d = ((d + 2**31) % 2**32 - 2**31).astype(np.int32)
+    elif instr.c_type == "i32":
         a64 = (a.view(np.uint8) if unsigned_a else a.view(np.int8)).astype(np.int64)
         b64 = (b.view(np.uint8) if unsigned_b else b.view(np.int8)).astype(np.int64)
         d = a64 @ b64 + c.astype(np.int64)

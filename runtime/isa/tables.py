@@ -222,6 +222,8 @@ def _build() -> dict[str, IsaInstruction]:
             ("v_wmma_f16_16x16x16_f16", "f16", "f16"),
             ("v_wmma_bf16_16x16x16_bf16", "bf16", "bf16"),
             ("v_wmma_i32_16x16x16_iu8", "i8", "i32"),
+            # [R3] iu4: the same lanes and K order as iu8, eight values a VGPR (two VGPRs a lane)
+            ("v_wmma_i32_16x16x16_iu4", "i4", "i32"),
         ):
             half = c_t in ("f16", "bf16")
             out.append(
