@@ -24,7 +24,7 @@ MI300X = chip("gfx942")
 FLOPS = 2 * 16 * 16 * 16  # one MFMA_F32_16x16x16_F16
 
 
-def _est(**kw):
+def _est(part=MI300X, **kw):
     base = dict(
         a_type="f16",
         out_bits=32,
@@ -42,7 +42,7 @@ def _est(**kw):
         workgroups=304,
         counters={"matrix_ops": 1000.0, "lds_cycles": 100.0, "global_load_bytes": 64.0},
     )
-    return estimate(MI300X, **(base | kw))
+    return estimate(part, **(base | kw))
 
 
 def test_every_amd_target_has_a_reference_part_with_its_provenance():
@@ -81,22 +81,10 @@ def test_the_matrix_term_from_the_instructions_cycles():
     mi355x = chip("gfx950")
 
     def on_950(intr, ops):
-        return estimate(
+        return _est(
             mi355x,
-            a_type="f16",
-            out_bits=32,
-            m=256,
-            n=256,
-            k=256,
-            batch=1,
             flops_per_matrix_op=2 * 16 * 16 * intr.k,
             cycles_per_matrix_op=intr.cycles,
-            wave_size=64,
-            waves_per_workgroup=4,
-            waves_per_simd=2,
-            lds_bytes=16384,
-            behind_lds_wait=0,
-            k_iterations=128,
             workgroups=256,
             counters={"matrix_ops": ops, "lds_cycles": 100.0, "global_load_bytes": 64.0},
         )
