@@ -190,6 +190,8 @@ def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
             raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
         if intr.mnemonic.endswith("_f8f6f4"):
             check_f8f6f4_formats(text, what, intr)
+        if intr.mnemonic.startswith("v_wmma_i32_"):
+            check_wmma_signedness(text, what, intr)
 
 
 def check_f8f6f4_formats(text: str, what: str, intr) -> None:
@@ -204,6 +206,25 @@ def check_f8f6f4_formats(text: str, what: str, intr) -> None:
                 f"{what}: {ln.strip()!r} reads A and B as formats {got} (cbsz, blgp); the plan's "
                 f"{intr.a_type} x {intr.b_type} are {want}"
             )
+
+
+def check_wmma_signedness(text: str, what: str, intr) -> None:
+    """Every integer WMMA (iu8 / iu4) of the kernel reads A and B with the plan's signedness: the
+    instruction's neg_lo bits 0 (A) and 1 (B) mark a signed operand (the RDNA3 ISA guide's
+    V_WMMA_I32_16X16X16_IU8 / IU4: "NEG[0] = A is signed, NEG[1] = B is signed"); the ISA prints
+    ``neg_lo:[a,b,0]`` only when one is set."""
+    want = (int(not intr.unsigned_a), int(not intr.unsigned_b))
+    for ln in (ln for ln in text.splitlines() if ln.strip().startswith(intr.mnemonic)):
+        m = re.search(r"neg_lo:\[(\d),(\d),\d\]", ln)
+        got = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+        if got != want:
+            raise VerificationError(
+                f"{what}: {ln.strip()!r} reads A and B as {_signs(got)}; the plan's {intr.name} is {_signs(want)}"
+            )
+
+
+def _signs(flags: tuple) -> str:
+    return " x ".join("signed" if f else "unsigned" for f in flags)
 
 
 def check_weight_only_isa(report: IsaReport, text: str, name: str, facts) -> None:

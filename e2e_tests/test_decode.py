@@ -320,7 +320,8 @@ def test_decode_at_byte_offsets(target, overrides, b_first):
 
 
 # ---- the K order ----------------------------------------------------------------------------------------
-# (gfx950's 4- and 6-bit f8f6f4 records: no kernel loads such data yet, plan_k_order refuses them)
+# (gfx950's 4- and 6-bit f8f6f4 records and RDNA3's iu4: the decode kernel does not stream them,
+# plan_k_order refuses them; the matmul kernel takes 4-bit operands)
 INTRINSICS = [
     pytest.param(i, id=f"{fam}-{i.name}") for fam, intrs in CATALOGUE.items() for i in intrs if not i.sub_byte
 ]

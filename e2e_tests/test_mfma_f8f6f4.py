@@ -7,16 +7,14 @@ the independent ISA model, every one of the 25 format pairs at each size, are
 ``test_layout_model.py``'s; the final ISA is ``lit_tests/isa/fp8_mixed.test``'s.
 
 The format codes the final ISA carries (cbsz for A, blgp for B) are checked by verify, and that
-check bites; 4- and 6-bit operands, which the catalogue and the ISA model hold but no kernel
-loads yet, are refused with a line that says so."""
+check bites. fp4 operands (and fp8 x fp4) are ``test_packed_operands.py``'s."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import simulate
 
-from mmaflow.compiler.core.errors import InputError, VerificationError
-from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.core.errors import VerificationError
 from mmaflow.compiler.target.targets import TARGETS
 from mmaflow.compiler.verify import check_f8f6f4_formats
 from mmaflow.runtime.modules import matmul_module
@@ -83,25 +81,3 @@ def test_format_codes_are_verified():
     with pytest.raises(VerificationError, match=r"formats \(0, 0\)"):
         check_f8f6f4_formats(ok.replace("16x16x128", "32x32x64").replace(" cbsz:1", ""), "k", fp4)
     check_f8f6f4_formats("\tv_mfma_f32_32x32x64_f8f6f4 v[0:15], v[16:19], v[20:23], v[0:15] cbsz:4 blgp:4\n", "k", fp4)
-
-
-F4_MODULE = """
-func.func @main(%a: tensor<64x64xi8>, %b: tensor<64x64xi8>) -> tensor<64x64xf32> {
-  %af = flow.tensor.bitcast %a : tensor<64x64xi8> -> tensor<64x128xf4E2M1FN>
-  %bf = flow.tensor.bitcast %b : tensor<64x64xi8> -> tensor<64x128xf4E2M1FN>
-  %c0 = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<64x64xf32>
-  %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<64x64xf32>) -> tensor<64x64xf32>
-  %r = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>,
-                                      affine_map<(m, n, k) -> (m, n)>]
-      ins(%af, %bf : tensor<64x128xf4E2M1FN>, tensor<64x128xf4E2M1FN>) outs(%z : tensor<64x64xf32>) -> tensor<64x64xf32>
-  return %r : tensor<64x64xf32>
-}
-"""
-
-
-def test_four_bit_operands_are_refused_by_name():
-    """f4 data reaches a dispatch as bytes bit-cast to f4E2M1FN (IREE passes no 4-bit tensor
-    across the HAL boundary); the matmul kernels load no 4- or 6-bit data yet: one line says so."""
-    with pytest.raises(InputError, match="f4E2M1FN operands: .* do not load 4- or 6-bit data yet"):
-        codegen_module(F4_MODULE, "gfx950")

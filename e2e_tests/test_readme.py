@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mmaflow.compiler.target.intrinsics import all_wgmma
+from mmaflow.compiler.target.intrinsics import TYPE_BITS, all_wgmma
 from mmaflow.compiler.target.targets import TARGETS, get_target
 
 README = Path(__file__).parent.parent / "README.md"
@@ -42,7 +42,7 @@ def _listed() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
 
 
 def _name(t: str, unsigned: bool) -> str:
-    return "u8" if t == "i8" and unsigned else t
+    return {"i8": "u8", "i4": "u4"}.get(t, t) if unsigned else t
 
 
 def _catalogue() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
@@ -52,7 +52,7 @@ def _catalogue() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
         out[(name, "codegen")] = {
             (_name(i.a_type, i.unsigned_a), _name(i.b_type, i.unsigned_b), i.c_type)
             for i in target.intrinsics()
-            if not i.sub_byte  # (catalogued, not compiled: README's matrix lists what codegen takes)
+            if 6 not in (TYPE_BITS[i.a_type], TYPE_BITS[i.b_type])  # (fp6: catalogued, not compiled)
         }
         if target.warpgroup_mma:
             out[(name, "wgmma")] = {(w.a_type, w.b_type, w.c_type) for w in all_wgmma()}

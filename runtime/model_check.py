@@ -29,6 +29,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
+import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
@@ -203,6 +204,8 @@ class FrontDispatch:
                 env[op.results[0]] = Val.exact(
                     _slice(op, whole).astype(np.float64 if t.startswith(("f", "bf")) else np.int64), t
                 )
+            elif name == "iree_tensor_ext.bitcast":
+                env[op.results[0]] = bitcast_bytes(op, env[op.operands[0]])
             elif name == "tensor.empty":
                 tt = ir.RankedTensorType(op.results[0].type)
                 dyn = iter(int(env[v].v) for v in op.operands)
@@ -236,6 +239,37 @@ def unpack_i4(packed: np.ndarray) -> np.ndarray:
     i4: ``arith.uitofp`` reads them back unsigned)."""
     nib = np.stack([packed & 0xF, packed >> 4], axis=-1).reshape(packed.shape[:-1] + (packed.shape[-1] * 2,))
     return np.where(nib >= 8, nib.astype(np.int64) - 16, nib.astype(np.int64))
+
+
+# 4- and 6-bit types as ml_dtypes holds them: one code a byte, in its low bits.
+_PACKED = {
+    "f4E2M1FN": (4, ml_dtypes.float4_e2m1fn),
+    "f6E2M3FN": (6, ml_dtypes.float6_e2m3fn),
+    "f6E3M2FN": (6, ml_dtypes.float6_e3m2fn),
+    "i4": (4, ml_dtypes.int4),
+}
+
+
+def unpack_codes(packed: np.ndarray, bits: int) -> np.ndarray:
+    """Bytes (last axis) -> the ``bits``-wide codes they hold, element i in bits [i*bits,
+    (i+1)*bits) of the little-endian bit string (LLVM's vector bitcast: two fp4 a byte, element
+    2i in the low nibble; four fp6 in three bytes)."""
+    b = np.unpackbits(np.asarray(packed, np.uint8)[..., None], axis=-1, bitorder="little")
+    b = b.reshape(packed.shape[:-1] + (packed.shape[-1] * 8 // bits, bits)).astype(np.uint8)
+    return (b << np.arange(bits, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
+
+
+def bitcast_bytes(op: ir.Operation, src: "Val") -> "Val":
+    """``iree_tensor_ext.bitcast`` of i8 bytes to a 4- or 6-bit type (how IREE passes such data
+    into a dispatch): the values the codes stand for."""
+    s_t, d_t = (ir.RankedTensorType(v.type) for v in (op.operands[0], op.results[0]))
+    t = str(d_t.element_type)
+    if str(s_t.element_type) != "i8" or t not in _PACKED:
+        raise InterpretError(f"a bitcast of {s_t} to {d_t} is not modelled (i8 to a 4/6-bit type only)")
+    bits, dtype = _PACKED[t]
+    codes = unpack_codes(np.asarray(src.v).astype(np.int64) & 0xFF, bits)
+    vals = codes.view(dtype)
+    return Val.exact(vals.astype(np.float64 if t.startswith("f") else np.int64), t)
 
 
 def _slice(op: ir.Operation, whole: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ matmul_source      linalg.matmul, static shapes
 matmul_module      + transposed operands, batch, unsigned i8, A @ A^T (as linalg.generic)
 epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
 dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
+packed_module      A @ B^T of 4-bit operands (fp4 / i4) passed as bytes, optionally at byte offsets
 attention_module   iree_linalg_ext.attention as IREE makes it of torch's scaled_dot_product_attention
 """
 
@@ -20,6 +21,62 @@ def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = 
         f"  %c = linalg.matmul ins(%a, %b : tensor<{m}x{k}x{in_type}>, tensor<{k}x{n}x{in_type}>) "
         f"outs(%acc : tensor<{m}x{n}x{out_type}>) -> tensor<{m}x{n}x{out_type}>\n"
         f"  return %c : tensor<{m}x{n}x{out_type}>\n}}\n"
+    )
+
+
+PACKED_BITS = {"f4E2M1FN": 4, "i4": 4}
+
+
+def packed_module(
+    m: int, n: int, k: int, a_type: str = "f4E2M1FN", b_type: str | None = None, *, unsigned=False, offsets=False
+) -> str:
+    """C = A @ B^T (A M x K, B N x K: packed along K) of 4-bit operands (or fp8 x fp4), passed as
+    IREE takes them: bytes (``tensor<MxK/2xi8>``, element 2i in the low nibble) bit-cast to
+    ``tensor<MxKxf4E2M1FN>`` with ``flow.tensor.bitcast`` (IREE passes no 4/6-bit float tensor
+    across the HAL boundary; an i4 argument it packs itself, so i4 is passed as such). The result
+    is f32, or i32 for i4 (``unsigned``: zero-extended, ``cast_unsigned``). ``offsets``: each
+    operand's bytes are first computed by a dispatch of their own (the bytes xor 0x5A), so IREE
+    places them in one transient binding, B at a non-zero byte offset."""
+    b_type = b_type or a_type
+    out = "i32" if a_type == "i4" else "f32"
+    zero = "0" if out == "i32" else "0.0"
+    args, ops, names = [], [], []
+    for name, rows, t in (("a", m, a_type), ("b", n, b_type)):
+        bits = PACKED_BITS.get(t, 8)
+        val = f"tensor<{rows}x{k}x{t}>"
+        raw = f"tensor<{rows}x{k * bits // 8}xi8>" if bits < 8 and (t != "i4" or offsets) else val
+        elem = raw[raw.rindex("x") + 1 : -1]
+        args.append(f"%{name}0: {raw}")
+        src = f"%{name}0"
+        if offsets:
+            ident = "affine_map<(i, j) -> (i, j)>"
+            ops.append(
+                f"  %{name}k = arith.constant dense<90> : {raw}\n"
+                f"  %{name}e = tensor.empty() : {raw}\n"
+                f"  %{name}1 = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], "
+                f'iterator_types = ["parallel", "parallel"]}} ins({src}, %{name}k : {raw}, {raw}) outs(%{name}e : {raw}) {{\n'
+                f"  ^bb0(%v: {elem}, %w: {elem}, %o: {elem}):\n"
+                f"    %s = arith.xori %v, %w : {elem}\n"
+                f"    linalg.yield %s : {elem}\n"
+                f"  }} -> {raw}\n"
+            )
+            src = f"%{name}1"
+        if raw != val:
+            ops.append(f"  %{name}2 = flow.tensor.bitcast {src} : {raw} -> {val}\n")
+            src = f"%{name}2"
+        names.append((src, val))
+    c = f"tensor<{m}x{n}x{out}>"
+    cast = " {cast = #linalg.type_fn<cast_unsigned>}" if unsigned else ""
+    return (
+        f"func.func @packed({', '.join(args)}) -> {c} {{\n"
+        + "".join(ops)
+        + f"  %zero = arith.constant {zero} : {out}\n"
+        f"  %e = tensor.empty() : {c}\n"
+        f"  %f0 = linalg.fill ins(%zero : {out}) outs(%e : {c}) -> {c}\n"
+        "  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
+        f"affine_map<(d0, d1, d2) -> (d0, d1)>]{cast} "
+        f"ins({names[0][0]}, {names[1][0]} : {names[0][1]}, {names[1][1]}) outs(%f0 : {c}) -> {c}\n"
+        f"  return %r : {c}\n}}\n"
     )
 
 

@@ -389,8 +389,10 @@ def _contraction(
         value = init.v + total
         radius = init.r + k * UNIT_ROUNDOFF[t] * (bound + np.abs(init.v)) + UNIT_ROUNDOFF[t] * np.abs(value)
         return Val(round_to(value, t), radius, t)
-    av = a.v.astype(np.int64) & 0xFF if unsigned[0] else a.v.astype(np.int64)
-    bv = b.v.astype(np.int64) & 0xFF if unsigned[1] else b.v.astype(np.int64)
+    av, bv = (  # (extui reads an i8 or i4 value's bits unsigned)
+        x.v.astype(np.int64) & ((1 << int(x.t[1:])) - 1) if u else x.v.astype(np.int64)
+        for x, u in ((a, unsigned[0]), (b, unsigned[1]))
+    )
     return Val.exact(round_to(init.v.astype(np.int64) + np.einsum(spec, av, bv), t), t)
 
 

@@ -50,3 +50,25 @@ def folded_fill(op: ir.Operation) -> FoldedFill | None:
         ):
             return FoldedFill(other, last, v)
     return None
+
+
+def element_bits(t: ir.Type) -> int | None:
+    """The width of an integer or float element type (None for any other type)."""
+    for cls in (ir.IntegerType, ir.FloatType):
+        try:
+            return cls(t).width
+        except ValueError:
+            pass
+    return None
+
+
+def packed_bitcast(value: ir.Value) -> ir.Operation | None:
+    """The ``iree_tensor_ext.bitcast`` that makes ``value`` a 4- or 6-bit tensor out of bytes, or
+    None. It is the only way IREE passes such data (no 4/6-bit tensor crosses the HAL boundary):
+    ``tensor<MxK/2xi8>`` bit-cast to ``tensor<MxKxf4E2M1FN>`` inside the dispatch."""
+    op = defining_op(value)
+    if op is None or op.name != "iree_tensor_ext.bitcast":
+        return None
+    src, dst = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.results[0].type)
+    bits = element_bits(dst.element_type)
+    return op if bits is not None and bits < 8 and str(src.element_type) == "i8" else None

@@ -20,7 +20,12 @@ start at any offset of its binding), the contraction keeps its maps and body.
   stored`` (tagged ``mmaflow.epilogue``); the subspans of its inputs move to the prologue. The
   result's subspan holds the accumulator type until `distribute` stores the epilogue's type.
 
-Aligned static dispatches without an epilogue pass through untouched.
+- 4- and 6-bit operands (bytes bit-cast in the dispatch, ``linalg_forms.packed_bitcast``): the
+  bitcast is folded into the binding, whose subspan and load take the 4/6-bit tensor type (the
+  same bytes, the same offset). The script then tiles and promotes them as any operand;
+  `distribute` moves them as bytes.
+
+Aligned static dispatches without an epilogue or packed operands pass through untouched.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from iree.compiler.dialects import iree_tensor_ext, tensor
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.dynamic import DIM_ORDER
 from mmaflow.compiler.core.errors import CodegenError
-from mmaflow.compiler.core.linalg_forms import folded_fill
+from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast
 from mmaflow.compiler.core.mlir import (
     clone_into,
     defining_op,
@@ -313,6 +318,7 @@ class _Rewriter:
 def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
     """Rewrite ``func`` in place into the script's form if it needs it; return what was done."""
     problem, cfg = attrs.read_problem(func), attrs.read_config(func)
+    folded = _fold_packed_bitcasts(module, func)
     done = []
     unaligned = [
         d
@@ -327,7 +333,7 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         names = ", ".join(d.dim for d in problem.dynamic)
         done.append(f"dynamic {names}: the script sees two tiles each; the sizes moved into the prologue")
     if not done:
-        return done
+        return folded
     with module.context, func.location:
         rw = _Rewriter(func, problem)
         if rw.restore_fill():
@@ -348,6 +354,37 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         prologue.build(func, problem, prologue.Prologue(sizes, buffers))
         if unaligned or problem.is_dynamic or problem.has_epilogue:
             rw.to_static(padded_problem(problem, cfg))
+    return folded + done
+
+
+def _fold_packed_bitcasts(module: ir.Module, func: ir.Operation) -> list[str]:
+    """Each bitcast of loaded bytes to a 4/6-bit type (``packed_bitcast``) folded into its binding:
+    the subspan and the load take the bitcast's type, the bitcast goes. The byte offset, flags
+    and dynamic sizes stay (select accepts a packed dimension only where it is static)."""
+    casts = [o for o in walk(func) if o.name == "iree_tensor_ext.bitcast" and packed_bitcast(o.results[0]) is o]
+    done = []
+    with module.context, func.location:
+        for cast in casts:
+            load = defining_op(cast.operands[0])
+            sub = defining_op(load.operands[0]) if load is not None else None
+            if load is None or sub is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
+                raise CodegenError("a 4/6-bit bitcast not of a loaded binding", stage=NAME, location=location_of(cast))
+            users = {user_of(u) for u in sub.results[0].uses} | {user_of(u) for u in load.results[0].uses}
+            if users - {load, cast}:
+                raise CodegenError(
+                    "a 4/6-bit operand's bytes are read elsewhere in the dispatch too",
+                    stage=NAME,
+                    location=location_of(cast),
+                )
+            packed_t = ir.RankedTensorType(cast.results[0].type)
+            access = dispatch_tensor_access(sub.results[0].type, load.results[0].type)
+            sub.results[0].set_type(dispatch_tensor_type(access, packed_t))
+            load.results[0].set_type(packed_t)
+            load.attributes["static_sizes"] = ir.DenseI64ArrayAttr.get(list(packed_t.shape))
+            cast.results[0].replace_all_uses_with(load.results[0])
+            cast.erase()
+            binding = ir.IntegerAttr(sub.attributes["binding"]).value
+            done.append(f"{packed_t.element_type} bytes of binding {binding} typed as {packed_t}")
     return done
 
 

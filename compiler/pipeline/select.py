@@ -31,6 +31,7 @@ left to IREE with its description and the reason (an f32 mask with f16 inputs, h
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from iree.compiler import ir
@@ -38,7 +39,7 @@ from iree.compiler import ir
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.attention import ATTENTION_OPS, AttentionDispatch, describe_attention
 from mmaflow.compiler.core.errors import InputError, UnsupportedError
-from mmaflow.compiler.core.linalg_forms import folded_fill
+from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast
 from mmaflow.compiler.core.mlir import (
     defining_op,
     dispatch_tensor_access,
@@ -176,7 +177,11 @@ def _subspan(value: ir.Value) -> ir.Operation | None:
 
 
 def _loaded_from(value: ir.Value) -> ir.Operation | None:
-    """The subspan a tensor was loaded from, whole (through iree_tensor_ext.dispatch.tensor.load)."""
+    """The subspan a tensor was loaded from, whole (through iree_tensor_ext.dispatch.tensor.load,
+    and a bitcast of bytes to a 4/6-bit type: ``packed_bitcast``)."""
+    cast = packed_bitcast(value)
+    if cast is not None:
+        value = cast.operands[0]
     load = defining_op(value)
     if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
         return None
@@ -479,6 +484,42 @@ def _loaded_type(sub: ir.Operation) -> ir.Type:
     )
 
 
+def _packed_refusal(fields: dict) -> str | None:
+    """Why a matmul of 4- or 6-bit operands cannot be taken (None: it can). Each such operand
+    arrives packed along the tensor's last dimension (two fp4 or i4 a byte, four fp6 in three):
+    as bytes bit-cast in the dispatch (the 4/6-bit floats: IREE passes them as i8) or as a
+    binding of that type (i4, which IREE packs so itself): the kernels move whole 16-byte chunks of K (stage
+    `normalize` folds the bitcast into the binding's type), so that dimension must be K, static,
+    and every row must start on a 16-byte boundary."""
+    for role, t, k_last in (
+        ("A", fields["a_type"], not fields["a_transposed"]),
+        ("B", fields["b_type"], fields["b_transposed"]),
+    ):
+        bits = TYPE_BITS.get(t, 8)
+        if bits >= 8:
+            continue
+        if not k_last:
+            return (
+                f"operand {role} ({t}) is packed along {'M' if role == 'A' else 'N'} (stored "
+                f"{'K x M' if role == 'A' else 'K x N'}): mmaflow loads 4- and 6-bit operands packed along K "
+                f"only (A stored M x K, B stored N x K)"
+            )
+        if bits == 6:
+            return (
+                f"operand {role} ({t}): a lane's 32 fp6 values are 24 bytes, and mmaflow's copies and LDS "
+                f"fragments move whole elements in 16-byte chunks; 6-bit operands are catalogued, not compiled "
+                f"(fp4 and i4 are)"
+            )
+        if fields["k"] is None:
+            return f"operand {role} ({t}) with a dynamic K: 4- and 6-bit operands need a static K"
+        if fields["k"] * bits % 128:
+            return (
+                f"operand {role} ({t}): K = {fields['k']} is not a whole number of 16-byte chunks "
+                f"({128 // math.gcd(128, bits)} {t} values); mmaflow loads 4- and 6-bit rows in 16-byte chunks"
+            )
+    return None
+
+
 def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_ops: list, target: Target) -> Decision:
     """Take an attention dispatch the flash-attention kernel supports on ``target``
     (``nvidia.plan_flash_attention`` decides, and names why not); leave every other one
@@ -600,14 +641,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
             stage=NAME,
             location=location_of(others[0]),
         )
-    narrow = [t for t in (fields["a_type"], fields["b_type"]) if TYPE_BITS.get(t, 8) < 8]
-    if narrow:  # (bytes bit-cast in the dispatch: 4/6-bit tensors cannot cross the HAL boundary)
-        return Decision(
-            name,
-            False,
-            f"{narrow[0]} operands: the 4- and 6-bit matrix instructions are catalogued (gfx950's f8f6f4 MFMA, "
-            f"RDNA3's iu4 WMMA: `mmaflow layout T`), but mmaflow's matmul kernels do not load 4- or 6-bit data yet",
-        )
+    refusal = _packed_refusal(fields)
+    if refusal is not None:
+        return Decision(name, False, refusal)
     subs = {"A": _loaded_from(op.operands[0]), "B": _loaded_from(op.operands[1]), "C": _stored_to(store)}
     sliced = [role for role, sub in subs.items() if sub is None]
     if sliced:

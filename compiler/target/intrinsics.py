@@ -116,8 +116,9 @@ class Intrinsic:
     # ---- derived facts -----------------------------------------------------------------------
     @property
     def sub_byte(self) -> bool:
-        """A 4- or 6-bit operand (gfx950's f8f6f4): in the catalogue and the ISA model, but no
-        kernel loads such data yet (select refuses those matmuls with a line that says so)."""
+        """A 4- or 6-bit operand (gfx950's f8f6f4, RDNA3's iu4): the matmul kernel moves such data
+        as bytes (4-bit only; select refuses 6-bit with a line that says so), the decode kernel
+        does not stream it."""
         return TYPE_BITS[self.a_type] < 8 or TYPE_BITS[self.b_type] < 8
 
     def operand(self, which: str) -> Layout:

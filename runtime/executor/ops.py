@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
@@ -903,12 +904,58 @@ def _h_vector_bitcast(k, op):
     (out,) = k._outs(op)
     (src,) = k._ins(op)
     src_t, dst_t = ir.VectorType(op.operands[0].type), ir.VectorType(op.results[0].type)
-    src_dt, dst_dt = np_dtype(src_t.element_type), np_dtype(dst_t.element_type)
     _, shape = _vec_len(dst_t)
+    if str(src_t.element_type) in _SUB_BYTE or str(dst_t.element_type) in _SUB_BYTE:
+        return _sub_byte_bitcast(op, out, src, src_t, dst_t, shape)
+    src_dt, dst_dt = np_dtype(src_t.element_type), np_dtype(dst_t.element_type)
 
     def run(st):
         v = np.ascontiguousarray(np.asarray(st.env[src]).astype(src_dt, copy=False))
         st.env[out] = v.view(dst_dt).reshape((v.shape[0],) + shape)
+
+    return run
+
+
+# 4- and 6-bit register values, as the ISA model's matrix instructions take them (ml_dtypes:
+# one code a byte, in its low bits). They exist only in registers: memory holds their bytes.
+_SUB_BYTE = {
+    "f4E2M1FN": (4, ml_dtypes.float4_e2m1fn),
+    "f6E2M3FN": (6, ml_dtypes.float6_e2m3fn),
+    "f6E3M2FN": (6, ml_dtypes.float6_e3m2fn),
+    "i4": (4, ml_dtypes.int4),
+}
+
+
+def _bit_string(v: np.ndarray, t: ir.Type) -> np.ndarray:
+    """Each lane's vector as its little-endian bit string (lanes, bits): element i in bits
+    [i*w, (i+1)*w) of a ``w``-bit type, low bit first."""
+    name = str(t)
+    if name in _SUB_BYTE:
+        w, dt = _SUB_BYTE[name]
+        codes = np.ascontiguousarray(v.astype(dt, copy=False)).view(np.uint8) & ((1 << w) - 1)
+    else:  # its little-endian bytes
+        codes, w = np.ascontiguousarray(v.astype(np_dtype(t), copy=False)).view(np.uint8), 8
+    bits = np.unpackbits(codes.reshape(codes.shape[0], -1)[..., None], axis=-1, bitorder="little")
+    return bits[..., :w].reshape(codes.shape[0], -1)
+
+
+def _sub_byte_bitcast(op, out, src, src_t, dst_t, shape):
+    """vector.bitcast to or from a 4- or 6-bit element type: the bits of each lane's vector
+    regrouped (LLVM's order: element 0 in the low bits of byte 0, fp6 straddling bytes)."""
+    d_name = str(dst_t.element_type)
+
+    def run(st):
+        v = np.asarray(st.env[src])
+        bits = _bit_string(v, src_t.element_type)
+        if d_name in _SUB_BYTE:
+            w, dt = _SUB_BYTE[d_name]
+            fields = bits.reshape(bits.shape[0], -1, w).astype(np.uint8)
+            codes = (fields << np.arange(w, dtype=np.uint8)).sum(axis=-1, dtype=np.uint8)
+            st.env[out] = codes.view(dt).reshape((v.shape[0],) + shape)
+        else:
+            raw = np.packbits(bits.reshape(bits.shape[0], -1, 8), axis=-1, bitorder="little")
+            words = raw.reshape(bits.shape[0], -1).view(np_dtype(dst_t.element_type))
+            st.env[out] = words.reshape((v.shape[0],) + shape)
 
     return run
 

@@ -65,7 +65,7 @@ from mmaflow.compiler.core.mlir import (
     user_of,
     walk,
 )
-from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
+from mmaflow.compiler.kernels.common.emit import Emitter, packed_bits, packed_memref_type, type_bits, vector_type
 from mmaflow.compiler.kernels.common.epilogue import Epilogue, epilogue_function
 from mmaflow.compiler.kernels.common.fragments import FragmentLoader, LaneIndex
 from mmaflow.compiler.kernels.common.lds_copy import Copy
@@ -121,9 +121,9 @@ def global_subspan(sub: ir.Operation, shape: list, elem: ir.Type, space: ir.Attr
     old_t = ir.MemRefType(sub.results[0].type)
     strides, offset = old_t.get_strides_and_offset()
     byte_offset = subspan_constant_offset(sub)
-    elem_bytes = TYPE_BITS[str(old_t.element_type)] // 8
+    bits = TYPE_BITS[str(old_t.element_type)]
     dyn_off = ir.ShapedType.get_dynamic_stride_or_offset()
-    if offset != dyn_off and byte_offset is not None and offset * elem_bytes != byte_offset:
+    if offset != dyn_off and byte_offset is not None and offset * bits != byte_offset * 8:
         raise _fail(
             f"binding {ir.IntegerAttr(sub.attributes['binding']).value}: the memref's offset ({offset} "
             f"elements) disagrees with the subspan's byte offset {byte_offset}",
@@ -132,6 +132,10 @@ def global_subspan(sub: ir.Operation, shape: list, elem: ir.Type, space: ir.Attr
     if offset != dyn_off and byte_offset is None:
         raise _fail("a run-time byte offset with a static memref offset", sub)
     dyn = [d for d in shape if not isinstance(d, int)]
+    if packed_bits(elem) is not None:  # 4/6-bit data: the bytes (select: a static last dimension)
+        shape = list(shape[:-1]) + [packed_memref_type(shape[-1:], elem).shape[-1]]
+        elem = ir.IntegerType.get_signless(8)
+        offset = offset if offset == dyn_off else offset * bits // 8
     mtype = buffer_type(
         [d if isinstance(d, int) else None for d in shape], elem, offset_known=None if offset == dyn_off else offset
     )

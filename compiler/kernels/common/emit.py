@@ -4,6 +4,9 @@ One place decides which op a memory access or a matrix multiply becomes on each 
 
     global load/store  AMD: amdgpu.raw_buffer_load/store (boundsCheck)   NVIDIA: vector.load/store
     LDS load/store     vector.load/store on memref<..., #gpu.address_space<workgroup>>
+    4/6-bit data       held in i8 memrefs (``packed_memref_type``: no sub-byte memref reaches
+                       IREE's lowering); an access names elements, moves whole bytes and
+                       ``vector.bitcast``s them (element 0 in the low bits)
     matrix multiply    amdgpu.wmma | amdgpu.mfma | nvgpu.mma.sync (from the intrinsic record)
     barrier            AMD: amdgpu.lds_barrier                            NVIDIA: gpu.barrier
 """
@@ -24,6 +27,27 @@ def element_type(name: str) -> ir.Type:
 
 def vector_type(shape, elem: ir.Type) -> ir.VectorType:
     return ir.VectorType.get(list(shape), elem)
+
+
+def packed_bits(t: ir.Type) -> int | None:
+    """The width of a 4- or 6-bit element type, None for any wider one."""
+    bits = type_bits(t)
+    return bits if bits < 8 else None
+
+
+def packed_memref_type(shape, elem: ir.Type, **kw) -> ir.MemRefType:
+    """The memref holding ``shape`` elements of ``elem``: itself, or for a 4/6-bit ``elem`` the i8
+    memref of the same bytes (the last dimension packed: two fp4 or i4 a byte, four fp6 in three).
+    ``kw`` goes to ``MemRefType.get`` (layout, memory_space)."""
+    bits = packed_bits(elem)
+    if bits is None:
+        return ir.MemRefType.get(list(shape), elem, **kw)
+    last = shape[-1]
+    if not ir.ShapedType.is_dynamic_size(last):
+        if last * bits % 8:
+            raise ValueError(f"{last} {elem} values are not a whole number of bytes")
+        last = last * bits // 8
+    return ir.MemRefType.get(list(shape[:-1]) + [last], ir.IntegerType.get_signless(8), **kw)
 
 
 class Emitter:
@@ -243,13 +267,44 @@ class Emitter:
             align *= 2
         return align
 
+    def _bytes(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType):
+        """An access of ``vtype`` at element indices ``idx`` as the access of ``mem``'s own type:
+        unchanged, or for 4/6-bit elements in an i8 memref the bytes they occupy (the last index
+        scaled; the callers' runs start on whole bytes) and their count."""
+        vtype = ir.VectorType(vtype)
+        bits = packed_bits(vtype.element_type)
+        if bits is None or ir.MemRefType(mem.type).element_type == vtype.element_type:
+            return idx, vtype
+        n = vtype.shape[-1] * bits
+        if len(vtype.shape) != 1 or n % 8:
+            raise ValueError(f"{vtype} is not a whole number of bytes")
+        last = self.div(self.mul(idx[-1], bits), 8) if bits != 4 else self.div(idx[-1], 2)
+        return list(idx[:-1]) + [last], vector_type([n // 8], ir.IntegerType.get_signless(8))
+
+    def _unpack(self, raw: ir.Value, vtype: ir.VectorType) -> ir.Value:
+        if raw.type == vtype:
+            return raw
+        with self.loc, self.ip:
+            return vector.BitCastOp(vtype, raw).result
+
+    def _pack(self, val: ir.Value, btype: ir.VectorType) -> ir.Value:
+        if val.type == btype:
+            return val
+        with self.loc, self.ip:
+            return vector.BitCastOp(btype, val).result
+
     def global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
+        idx, btype = self._bytes(mem, idx, vtype)
         with self.loc, self.ip:
             if self.vendor is Vendor.AMD:
-                return amdgpu.RawBufferLoadOp(vtype, mem, [self.i32(i) for i in idx], boundsCheck=True).result
-            return vector.LoadOp(vtype, mem, idx, alignment=self._align(vtype)).result
+                raw = amdgpu.RawBufferLoadOp(btype, mem, [self.i32(i) for i in idx], boundsCheck=True).result
+            else:
+                raw = vector.LoadOp(btype, mem, idx, alignment=self._align(btype)).result
+        return self._unpack(raw, vtype)
 
     def global_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> None:
+        idx, btype = self._bytes(mem, idx, val.type)
+        val = self._pack(val, btype)
         with self.loc, self.ip:
             if self.vendor is Vendor.AMD:
                 amdgpu.RawBufferStoreOp(val, mem, [self.i32(i) for i in idx], boundsCheck=True)
@@ -308,10 +363,14 @@ class Emitter:
             self.if_then(valid).global_store(val, mem, idx)
 
     def lds_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
+        idx, btype = self._bytes(mem, idx, vtype)
         with self.loc, self.ip:
-            return vector.LoadOp(vtype, mem, idx, alignment=self._align(vtype)).result
+            raw = vector.LoadOp(btype, mem, idx, alignment=self._align(btype)).result
+        return self._unpack(raw, vtype)
 
     def lds_store(self, val: ir.Value, mem: ir.Value, idx: list[ir.Value]) -> ir.Operation:
+        idx, btype = self._bytes(mem, idx, val.type)
+        val = self._pack(val, btype)
         with self.loc, self.ip:
             return vector.StoreOp(val, mem, idx, alignment=self._align(ir.VectorType(val.type))).operation
 
@@ -388,7 +447,7 @@ class Emitter:
 
     def alloc_lds(self, shape, elem: ir.Type) -> ir.Value:
         space = ir.Attribute.parse("#gpu.address_space<workgroup>")
-        mtype = ir.MemRefType.get(list(shape), elem, memory_space=space)
+        mtype = packed_memref_type(list(shape), elem, memory_space=space)
         with self.loc, self.ip:
             return memref_d.AllocOp(mtype, [], [], alignment=16).result
 
@@ -428,7 +487,7 @@ class Emitter:
         with self.loc, self.ip:
             if intr.op == "amdgpu.wmma":
                 kwargs = {}
-                if intr.a_type == "i8":
+                if intr.a_type in ("i8", "i4"):
                     kwargs = dict(unsignedA=intr.unsigned_a, unsignedB=intr.unsigned_b)
                 if intr.family == "wmma_rdna3" and intr.c_type in ("f16", "bf16"):
                     kwargs["subwordOffset"] = 0

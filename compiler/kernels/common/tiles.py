@@ -22,7 +22,10 @@ def matching_intrinsics(
             continue
         if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
             continue
-        if intr.a_type == "i8" and (intr.unsigned_a, intr.unsigned_b) != (problem.unsigned_a, problem.unsigned_b):
+        if intr.a_type in ("i8", "i4") and (intr.unsigned_a, intr.unsigned_b) != (
+            problem.unsigned_a,
+            problem.unsigned_b,
+        ):
             continue
         out.append(intr)
     return out
@@ -32,7 +35,7 @@ def require_intrinsic(target: Target, problem: Contraction) -> None:
     if not matching_intrinsics(target, problem):
         have = sorted({f"{i.a_type}x{i.b_type}->{i.c_type}" for i in target.intrinsics()})
         sign = ""
-        if problem.a_type == "i8":
+        if problem.a_type in ("i8", "i4"):
             a, b = ("unsigned" if u else "signed" for u in (problem.unsigned_a, problem.unsigned_b))
             sign = f" ({a} x {b})"
         raise UnsupportedError(

@@ -61,6 +61,7 @@ def default_config(
         )
     )
     bits = TYPE_BITS[problem.a_type]
+    narrow = min(bits, TYPE_BITS[problem.b_type])  # (fp8 x fp4: K tiles and padding in whole fp4 bytes)
     if target.vendor is Vendor.NVIDIA:
         # Measured on the H100: 64x64 warp tiles beat 64x32 ones by 1.3x at 4096^3, once there are
         # >= 2 256x128 workgroups per SM; with the LDS ring, in a 128x256 tile (2x4 warps) rather
@@ -104,7 +105,7 @@ def default_config(
     tile_k = max(intr.k, 32 * 16 // bits)
     # K tiles in whole 16-byte chunks (an LDS row of 128-bit accesses) and whole instructions: f32's
     # k of 2 or 4 would otherwise fit K = 40 with tiles of 10 (40-byte rows)
-    k_quantum = max(intr.k, 128 // bits)
+    k_quantum = max(intr.k, 128 // narrow)
     why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies")
     tm = fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
@@ -126,7 +127,7 @@ def default_config(
     wn = waves_for(tn, waves_n, intr.n, wt_n)
     if (wm, wn) != (waves_m, waves_n):
         why.append(f"{wm}x{wn} waves: the smaller tile splits into no more")
-    pad = 128 // bits  # one 16-byte chunk per row: staggers rows across banks
+    pad = 128 // narrow  # one 16-byte chunk per row (of the narrower operand): staggers rows across banks
     why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.AMD:
