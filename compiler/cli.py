@@ -293,6 +293,23 @@ def cmd_layout(args) -> int:
                     for i in items
                 ],
             }
+            if target.scaled_intrinsics():
+                out["scaled_intrinsics"] = [
+                    {
+                        "name": i.name,
+                        "m": i.m,
+                        "n": i.n,
+                        "k": i.k,
+                        "a": i.a_type,
+                        "b": i.b_type,
+                        "c": i.c_type,
+                        "scale_block": i.scale_block,
+                        "op": i.op,
+                        "isa": i.mnemonic,
+                        "codegen": False,
+                    }
+                    for i in target.scaled_intrinsics()
+                ]
             if warpgroup:
                 out["warpgroup_intrinsics"] = [
                     {
@@ -317,6 +334,12 @@ def cmd_layout(args) -> int:
             print(f"{target.name}: {target.description}")
             for i in items:
                 print("  " + i.describe())
+            if target.scaled_intrinsics():
+                print(
+                    "block-scaled (one E8M0 scale a lane for A and for B; in the ISA model, issued by no kernel yet):"
+                )
+                for i in target.scaled_intrinsics():
+                    print("  " + i.describe())
             if warpgroup:
                 print(
                     "warpgroup MMA (128 threads; the warpgroup kernel: the heuristic's choice on sm_90a where it fits, "

@@ -27,6 +27,8 @@ CASES = [(t.name, i.name) for t in TARGETS.values() if t.name != "sm_90a" for i 
 # and the exhaustive set all of them (each case 0.1-0.2 s)
 F8F6F4_SAMPLE = {
     *(f"MFMA_F32_16x16x128_{t}" for t in ("F8E4M3FN", "F6E3M2FN", "F4E2M1FN")),
+    "MFMA_SCALE_F32_16x16x128_F4E2M1FN",
+    "MFMA_SCALE_F32_32x32x64_F8E4M3FN_F8E5M2",
     "MFMA_F32_32x32x64_F8E5M2",
     "MFMA_F32_16x16x128_F8E4M3FN_F4E2M1FN",
     "MFMA_F32_32x32x64_F6E2M3FN_F8E5M2",
@@ -99,6 +101,14 @@ def xf32_nearest(x: np.ndarray) -> np.ndarray:
     return np.ldexp(np.round(m * 2.0**11) / 2.0**11, e).astype(np.float32)
 
 
+def unit_scales(intr) -> dict:
+    """A block-scaled instruction's scales, all 1.0 (E8M0 127): the plain product."""
+    if not intr.scale_block:
+        return {}
+    one = np.full(intr.wave_size, 1.0, ml_dtypes.float8_e8m0fnu)
+    return {"scales_a": one, "scales_b": one}
+
+
 def run(intr, layouts, a, b, c):
     la, lb, lc = layouts
     d = execute(
@@ -108,6 +118,7 @@ def run(intr, layouts, a, b, c):
         pack(lc, c, c.dtype),
         unsigned_a=intr.unsigned_a,
         unsigned_b=intr.unsigned_b,
+        **unit_scales(intr),
     )
     return unpack(lc, d, (intr.m, intr.n))
 
@@ -140,6 +151,7 @@ def test_swapped_lane_fails(target, name):
             pack(lc, c, c.dtype),
             unsigned_a=intr.unsigned_a,
             unsigned_b=intr.unsigned_b,
+            **unit_scales(intr),
         )
     except IsaError as e:  # replicated layouts: the copies now disagree
         assert "replicated lanes must hold equal data" in str(e)
@@ -179,6 +191,7 @@ F8F6F4_MIXED = [
     c
     for c in CASES
     if c[0] == "gfx950"
+    and TARGETS[c[0]].intrinsic(c[1]).mnemonic.startswith("v_mfma_f32_")
     and TARGETS[c[0]].intrinsic(c[1]).mnemonic.endswith("_f8f6f4")
     and TARGETS[c[0]].intrinsic(c[1]).a_type != TARGETS[c[0]].intrinsic(c[1]).b_type
 ]
@@ -240,6 +253,70 @@ def test_iu4_reads_its_signedness(wave):
     np.testing.assert_array_equal(unpack(signed.c, d, (16, 16)), ref)
     d_u = execute(unsigned.isa_key, *regs, unsigned_a=True, unsigned_b=True)
     assert not np.array_equal(unpack(signed.c, d_u, (16, 16)), ref)
+
+
+SCALED = [(t.name, i.name) for t in TARGETS.values() for i in t.scaled_intrinsics()]
+
+
+def _scaled_case(intr, rng):
+    """Random A, B, C and random E8M0 scales of every MX block (2^-6 .. 2^6), and the reference
+    sum_k (a[m,k] * sa[m, k // 32]) * (b[k,n] * sb[k // 32, n]) + c in float64, rounded once to
+    f32; K in the logical (codegen) order, blocks of 32 consecutive K."""
+    a, b, c, _ = operands(intr, rng)
+    blocks = intr.k // intr.scale_block
+    sa = rng.integers(121, 134, (intr.m, blocks)).astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    sb = rng.integers(121, 134, (blocks, intr.n)).astype(np.uint8).view(ml_dtypes.float8_e8m0fnu)
+    a_s = a.astype(np.float64) * np.repeat(sa.astype(np.float64), intr.scale_block, axis=1)
+    b_s = b.astype(np.float64) * np.repeat(sb.astype(np.float64), intr.scale_block, axis=0)
+    ref = (a_s @ b_s + c.astype(np.float64)).astype(np.float32)
+    return a, b, c, sa, sb, ref
+
+
+def _lane_scales(layout, scales):
+    """One scale a lane, from the scale layout (one element a lane)."""
+    return pack(layout, scales, scales.dtype)[:, 0]
+
+
+@pytest.mark.parametrize("target,name", sampled(SCALED))
+def test_block_scales_agree_with_isa_model(target, name):
+    """The catalogue's scale layouts (lane l: row l % M, MX block l / M of the codegen K order)
+    against the ISA model, which scales each value by the scale of the lane holding it."""
+    intr = TARGETS[target].intrinsic(name)
+    la, lb, lc = intr.codegen_layouts()
+    rng = np.random.default_rng(11)
+    a, b, c, sa, sb, ref = _scaled_case(intr, rng)
+    d = execute(
+        intr.isa_key,
+        pack(la, a, a.dtype),
+        pack(lb, b, b.dtype),
+        pack(lc, c, c.dtype),
+        scales_a=_lane_scales(intr.scale_a, sa),
+        scales_b=_lane_scales(intr.scale_b, sb),
+    )
+    np.testing.assert_array_equal(unpack(lc, d, (intr.m, intr.n)), ref)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["MFMA_SCALE_F32_16x16x128_F4E2M1FN", "MFMA_SCALE_F32_32x32x64_F8E4M3FN", "MFMA_SCALE_F32_16x16x128_F6E2M3FN"],
+)
+def test_misplaced_scale_fails(name):
+    """The A scales of two lanes of one row but different blocks exchanged, or B's scales given
+    in A's place: the product changes. Without scales, the instruction is refused."""
+    intr = TARGETS["gfx950"].intrinsic(name)
+    la, lb, lc = intr.codegen_layouts()
+    a, b, c, sa, sb, ref = _scaled_case(intr, np.random.default_rng(3))
+    regs = (pack(la, a, a.dtype), pack(lb, b, b.dtype), pack(lc, c, c.dtype))
+    lane_a, lane_b = _lane_scales(intr.scale_a, sa), _lane_scales(intr.scale_b, sb)
+    swapped = lane_a.copy()
+    swapped[[0, intr.m]] = swapped[[intr.m, 0]]  # row 0, blocks 0 and 1
+    for bad_a, bad_b in ((swapped, lane_b), (lane_b, lane_a)):
+        if np.array_equal(bad_a.view(np.uint8), lane_a.view(np.uint8)):
+            continue  # (the two lanes' scales happen to be equal: nothing was exchanged)
+        d = execute(intr.isa_key, *regs, scales_a=bad_a, scales_b=bad_b)
+        assert not np.array_equal(unpack(lc, d, (intr.m, intr.n)), ref)
+    with pytest.raises(IsaError, match="without A scales"):
+        execute(intr.isa_key, *regs)
 
 
 @pytest.mark.parametrize("target,name", [c for c in CASES if "I8" in c[1] or "U8" in c[1]])

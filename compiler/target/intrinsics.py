@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.target.layout import COL, ROW, Layout, make_layout
@@ -98,6 +98,12 @@ class Intrinsic:
     # Cycles one SIMD spends on one instruction (``MFMA_CYCLES``, CDNA only; None: the static cost
     # model falls back to the part's peak for the operand type)
     cycles: int | None = None
+    # Block-scaled (CDNA4's v_mfma_scale_*, ``amdgpu.scaled_mfma``): the K values one E8M0 scale
+    # covers (32: an OCP MX block; 0: not scaled), and where each lane's scale of A and of B sits:
+    # an M x K/32 (K/32 x N) matrix of scales, one element a lane (``scaled_f8f6f4``)
+    scale_block: int = 0
+    scale_a: Layout | None = None
+    scale_b: Layout | None = None
 
     def __post_init__(self):
         assert (self.a.rows, self.a.cols) == (self.m, self.k), f"{self.name}: A is not MxK"
@@ -443,6 +449,38 @@ def _f8f6f4(m, a_t, b_t):
 _F8F6F4 = [_f8f6f4(m, a, b) for m in (16, 32) for a in F8F6F4_FORMATS for b in F8F6F4_FORMATS]
 
 
+def scaled_f8f6f4(plain: Intrinsic) -> Intrinsic:
+    """The block-scaled form of an f8f6f4 record (``v_mfma_scale_f32_*_f8f6f4``): the same lanes,
+    and each lane's E8M0 scale (byte 0 of a scale VGPR, op_sel 0) multiplies the 32 values that
+    lane holds -- one MX block of 32 consecutive K in the 4/6-bit layouts, so the scale of lane l
+    is that of row l % M (column l % N for B), block l / M. For 8-bit data, whose two 16-value
+    halves lie K/2 apart in the hardware's order, the record's codegen K order (VectorX, VectorY,
+    LaneY) makes a lane's 32 values consecutive again; a dot product does not depend on a K order
+    A and B share. Mixed 8-bit x 4/6-bit pairs have no common order: not catalogued scaled.
+    Sources: the ISA model's ``tables`` notes (Modular's MXFP4 kernel, IREE's ScaledMMA)."""
+    groups = 64 // plain.m
+    eight = TYPE_BITS[plain.a_type] == 8
+    assert eight == (TYPE_BITS[plain.b_type] == 8), plain.name
+    scale_a = make_layout("A", 64, rows=[("LaneX", plain.m)], cols=[("LaneY", groups)])
+    scale_b = make_layout("B", 64, rows=[("LaneY", groups)], cols=[("LaneX", plain.n)])
+    return replace(
+        plain,
+        name=plain.name.replace("MFMA_F32_", "MFMA_SCALE_F32_"),
+        op="amdgpu.scaled_mfma",
+        mnemonic=plain.mnemonic.replace("v_mfma_f32_", "v_mfma_scale_f32_"),
+        isa_key=plain.isa_key.replace("v_mfma_f32_", "v_mfma_scale_f32_"),
+        codegen_k_order=("VectorX", "VectorY", "LaneY") if eight else None,
+        scale_block=32,
+        scale_a=scale_a,
+        scale_b=scale_b,
+    )
+
+
+# gfx950's block-scaled MFMA (MXFP8 / MXFP6 / MXFP4): the same-width pairs of the f8f6f4 records
+# (4- and 6-bit data share a layout). In the catalogue and the ISA model; no kernel issues them yet.
+_SCALED_F8F6F4 = [scaled_f8f6f4(i) for i in _F8F6F4 if (TYPE_BITS[i.a_type] == 8) == (TYPE_BITS[i.b_type] == 8)]
+
+
 _CDNA3 = [
     _mfma(16, 16, 16, F16, F32, "v_mfma_f32_16x16x16_f16", "MFMA_F32_16x16x16_F16"),
     _mfma(32, 32, 8, F16, F32, "v_mfma_f32_32x32x8_f16", "MFMA_F32_32x32x8_F16"),
@@ -496,6 +534,10 @@ _NV = [
     # nvgpu.mma.sync lowers integer MMAs with .satfinite: the s32 accumulator saturates on overflow.
     _mma_sync(32, I8, I32, "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32", "MMA_SYNC_I32_16x8x32_I8"),
 ]
+
+# Per architecture family: the block-scaled instructions (``Target.scaled_intrinsics``): catalogued and
+# in the ISA model, apart from what the heuristics choose from (no kernel issues them yet).
+SCALED_CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {"cdna4": tuple(_SCALED_F8F6F4)}
 
 # Per architecture family: the instructions mmaflow may select.
 CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {

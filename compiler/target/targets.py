@@ -14,7 +14,14 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.target.intrinsics import CATALOGUE, WGMMA_CATALOGUE, Intrinsic, WarpgroupIntrinsic, all_wgmma
+from mmaflow.compiler.target.intrinsics import (
+    CATALOGUE,
+    SCALED_CATALOGUE,
+    WGMMA_CATALOGUE,
+    Intrinsic,
+    WarpgroupIntrinsic,
+    all_wgmma,
+)
 
 
 class Vendor(str, Enum):
@@ -177,11 +184,16 @@ class Target:
             items = tuple(i for i in items if i.wave_size == wave_size)
         return items
 
+    def scaled_intrinsics(self) -> tuple[Intrinsic, ...]:
+        """The block-scaled instructions (CDNA4's ``v_mfma_scale_*``): catalogued, in the ISA model and
+        in ``mmaflow layout``, not among ``intrinsics()`` (no kernel issues them yet)."""
+        return SCALED_CATALOGUE.get(self.family.value, ())
+
     def intrinsic(self, name: str) -> Intrinsic | WarpgroupIntrinsic:
-        """A codegen instruction by name. On a warpgroup-MMA target, a wgmma by name
-        (``WGMMA_F32_64x<N>x16_F16``, ``WGMMA_F32_64x<N>x32_F8E4M3FN``: the warpgroup kernel of
-        ``kernels/wgmma/plan.py``)."""
-        for i in CATALOGUE[self.family.value]:
+        """A codegen instruction by name, or a block-scaled one. On a warpgroup-MMA target, a wgmma
+        by name (``WGMMA_F32_64x<N>x16_F16``, ``WGMMA_F32_64x<N>x32_F8E4M3FN``: the warpgroup kernel
+        of ``kernels/wgmma/plan.py``)."""
+        for i in CATALOGUE[self.family.value] + self.scaled_intrinsics():
             if i.name == name:
                 return i
         if self.warpgroup_mma:

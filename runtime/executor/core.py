@@ -47,6 +47,7 @@ _DTYPES = {
     "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
     "f8E4M3FN": ml_dtypes.float8_e4m3fn,
     "f8E5M2": ml_dtypes.float8_e5m2,
+    "f8E8M0FNU": ml_dtypes.float8_e8m0fnu,  # MX block scales (2^(e-127), 0xFF NaN)
     "i1": np.bool_,
     "i8": np.int8,
     "i16": np.int16,

@@ -1204,10 +1204,25 @@ def _h_mma(k, op):
             if attr in op.attributes and ir.IntegerAttr(op.attributes[attr]).value:
                 raise ExecutorError(f"{op_loc(op)}: mfma broadcast controls ({attr}) are not modelled")
     W = k.wave_size
+    scale_ids = k._ins(op)[3:5] if op.name == "amdgpu.scaled_mfma" else ()
+    # each scale operand: a scalar E8M0, or vector<4xf8E8M0FNU> of which scalesIdxA/B picks a byte
+    scale_idx = [
+        ir.IntegerAttr(op.attributes[f"scalesIdx{x}"]).value
+        if isinstance(op.operands[3 + i].type, ir.VectorType)
+        else None
+        for i, x in list(enumerate("AB"))[: len(scale_ids)]
+    ]
 
     def regs(v, L):
         v = per_lane(v, L)
         return v.reshape(L // W, W, -1)
+
+    def scales(st):
+        out = {}
+        for name, sid, idx in zip(("scales_a", "scales_b"), scale_ids, scale_idx):
+            v = per_lane(st.env[sid], st.L).reshape(st.L // W, W, -1)
+            out[name] = v[..., 0 if idx is None else idx]
+        return out
 
     def run(st):
         lanes = _active_waves(st, W, op, op.name)
@@ -1220,6 +1235,7 @@ def _h_mma(k, op):
                 regs(c, st.L),
                 unsigned_a=unsigned_a,
                 unsigned_b=unsigned_b,
+                **scales(st),
             )
         except IsaError as e:
             raise ExecutorError(f"{op_loc(op)}: {e}") from None
@@ -1516,6 +1532,7 @@ HANDLERS = {
     "vector.extract_strided_slice": _h_extract_strided,
     "amdgpu.wmma": _h_mma,
     "amdgpu.mfma": _h_mma,
+    "amdgpu.scaled_mfma": _h_mma,
     "nvgpu.mma.sync": _h_mma,
     "nvgpu.ldmatrix": _h_ldmatrix,
     "nvgpu.device_async_copy": _h_async_copy,

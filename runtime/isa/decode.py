@@ -39,15 +39,19 @@ def decode(
     fam = arch_family(arch)
     m, n, k = mnk
     b_elem = b_elem or a_elem
-    if op_name == "amdgpu.mfma" and (m, n, k) in ((16, 16, 128), (32, 32, 64)):
-        # CDNA4's f8f6f4: any OCP 8/6/4-bit format on either side, the codes in cbsz / blgp
+    if op_name == "amdgpu.scaled_mfma" and (m, n, k) not in ((16, 16, 128), (32, 32, 64)):
+        raise IsaError(f"amdgpu.scaled_mfma {m}x{n}x{k} does not exist (16x16x128 and 32x32x64 do)")
+    if op_name in ("amdgpu.mfma", "amdgpu.scaled_mfma") and (m, n, k) in ((16, 16, 128), (32, 32, 64)):
+        # CDNA4's f8f6f4: any OCP 8/6/4-bit format on either side, the codes in cbsz / blgp; the
+        # block-scaled form (v_mfma_scale_*) too
         if not arch.startswith("gfx95") or wave != 64:
-            raise IsaError(f"amdgpu.mfma {m}x{n}x{k} (f8f6f4) does not exist on {arch}")
+            raise IsaError(f"{op_name} {m}x{n}x{k} (f8f6f4) does not exist on {arch}")
         codes = {t: c for c, t in F8F6F4_FORMATS.items()}
         for elem in (a_elem, b_elem):
             if elem not in codes:
                 raise IsaError(f"mfma {m}x{n}x{k} f8f6f4 does not read {elem} (fp8, bf8, fp6, bf6, fp4 in OCP formats)")
-        return f"cdna.v_mfma_f32_{m}x{n}x{k}_f8f6f4.{codes[a_elem]}.{codes[b_elem]}"
+        scale = "scale_" if op_name == "amdgpu.scaled_mfma" else ""
+        return f"cdna.v_mfma_{scale}f32_{m}x{n}x{k}_f8f6f4.{codes[a_elem]}.{codes[b_elem]}"
     if b_elem != a_elem and not (a_elem in _FP8 and b_elem in _FP8):
         raise IsaError(f"{op_name} with {a_elem} x {b_elem} inputs does not exist (only fp8 x bf8 pairs mix)")
     if op_name == "amdgpu.wmma":

@@ -148,6 +148,19 @@ def gather_operand(instr, operand: str, regs: np.ndarray, shape: tuple[int, int]
     return out
 
 
+def _scales(instr, operand: str, scales, shape: tuple[int, int]) -> np.ndarray:
+    """A block-scaled instruction's per-lane E8M0 scales (..., wave) as the factor of each element
+    of A (B): lane l's scale multiplies every value lane l holds."""
+    if scales is None:
+        raise IsaError(f"{instr.key}: a block-scaled instruction without {operand} scales")
+    scales = np.asarray(scales)
+    if scales.dtype != np.dtype(ml_dtypes.float8_e8m0fnu) or scales.shape[-1] != instr.wave:
+        raise IsaError(f"{instr.key}: {operand} scales must be one f8E8M0FNU a lane, not {scales.dtype} {scales.shape}")
+    slots = _operand_fields(instr, operand)[1]
+    per_slot = np.repeat(scales[..., :, None], slots, axis=-1).astype(np.float64)  # 2^(e-127); NaN at 0xFF
+    return gather_operand(instr, operand, per_slot, shape)
+
+
 def execute(
     key: str,
     a_regs: np.ndarray,
@@ -156,18 +169,26 @@ def execute(
     *,
     unsigned_a: bool = False,
     unsigned_b: bool = False,
+    scales_a: np.ndarray | None = None,
+    scales_b: np.ndarray | None = None,
 ) -> np.ndarray:
-    """D = A x B + C for instruction ``key``; returns D registers shaped like ``c_regs``."""
+    """D = A x B + C for instruction ``key``; returns D registers shaped like ``c_regs``.
+    ``scales_a`` / ``scales_b``: a block-scaled instruction's E8M0 scale of each lane (..., wave)."""
     try:
         instr = INSTRUCTIONS[key]
     except KeyError:
         raise IsaError(f"the ISA model has no instruction {key!r}") from None
+    if (scales_a is not None or scales_b is not None) and not instr.scaled:
+        raise IsaError(f"{key} takes no scales")
     check_dtype(instr, "A", a_regs, instr.a_type)
     check_dtype(instr, "B", b_regs, getattr(instr, "b_elem", instr.a_type))
     check_dtype(instr, "C", c_regs, instr.c_type)
     a = gather_operand(instr, "A", a_regs, (instr.m, instr.k))
     b = gather_operand(instr, "B", b_regs, (instr.k, instr.n))
     c = gather_operand(instr, "C", c_regs, (instr.m, instr.n))
+    if instr.scaled:  # exact in float64: E8M0 scales are powers of two, the values few-bit floats
+        a = a.astype(np.float64) * _scales(instr, "A", scales_a, (instr.m, instr.k))
+        b = b.astype(np.float64) * _scales(instr, "B", scales_b, (instr.k, instr.n))
     if instr.c_type == "i32" and instr.a_type == "i4":
         # iu4: each 4-bit value read as unsigned (0..15) or two's complement (-8..7) per unsignedA/B
         a64, b64 = (

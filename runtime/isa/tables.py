@@ -56,6 +56,10 @@ class IsaInstruction:
     # The instruction rounds its inputs to this narrower format before multiplying: "xf32" [C3] (f32's
     # sign and exponent, 10 mantissa bits; ``execute.to_xf32``); "" = none
     round_inputs: str = ""
+    # Block-scaled (CDNA4's v_mfma_scale_*): every lane brings one E8M0 scale for A and one for B,
+    # which multiply the A (B) values that lane holds ([C4] scaled MFMA: one scale per lane's 32
+    # values, an MX block for the 4/6-bit formats)
+    scaled: bool = False
 
     @property
     def b_elem(self) -> str:
@@ -139,6 +143,13 @@ def _mfma_c(m):
     return lambda lane, slot: (8 * (slot // 4) + 4 * (lane // 32) + slot % 4, lane % 32)
 
 
+# CDNA4 block-scaled MFMA [C4], v_mfma_scale_f32_16x16x128_f8f6f4 / _32x32x64_f8f6f4: the f8f6f4
+# lanes below, and two 32-bit scale VGPRs; op_sel picks a byte of each, an E8M0 scale (2^(e - 127),
+# 0xFF NaN) for the A (B) values that lane holds: a lane's 32 values of one row of A (column of
+# B), 32 consecutive K for the 4/6-bit formats -- one OCP MX block. Modular's MXFP4 kernel
+# (BlockScaledMmaOp: "each lane holds 32 FP4 elements and one E8M0 scale byte ... lane_row = lane %
+# 16, lane_k_group = lane / 16") and IREE 3.13's ScaledMMA layouts agree.
+#
 # CDNA4 f8f6f4 MFMA [C4], v_mfma_f32_16x16x128_f8f6f4 and v_mfma_f32_32x32x64_f8f6f4: A and B
 # each in any of five formats, cbsz (A) / blgp (B) codes 0 fp8 E4M3, 1 bf8 E5M2, 2 fp6 E2M3,
 # 3 bf6 E3M2, 4 fp4 E2M1; 32 elements a lane (8, 6 or 4 VGPRs). With B = 64/M lane blocks:
@@ -335,6 +346,13 @@ def _build() -> dict[str, IsaInstruction]:
                         b_type=b_t,
                     )
                 )
+    # CDNA4's block-scaled f8f6f4 MFMA: the same lanes, plus a scale a lane for A and for B
+    scaled = [
+        IsaInstruction(**{**i.__dict__, "key": i.key.replace("v_mfma_f32_", "v_mfma_scale_f32_"), "scaled": True})
+        for i in out
+        if "_f8f6f4." in i.key
+    ]
+    out += scaled
     for mn, k, a_t, c_t in (
         ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", 16, "f16", "f32"),
         ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", 16, "bf16", "f32"),

@@ -127,6 +127,11 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         )
     if intr.wave_size != cfg.wave_size:
         raise ConfigError(f"intrinsic {intr.name} runs at wave{intr.wave_size}, config says wave_size={cfg.wave_size}")
+    if intr.scale_block:
+        raise ConfigError(
+            f"intrinsic {intr.name} is block-scaled (E8M0 scales a 32-value block); the matmul has no "
+            f"scales, and no mmaflow kernel issues block-scaled instructions yet"
+        )
     if intr not in matching_intrinsics(target, problem, cfg.wave_size):
         raise ConfigError(
             f"intrinsic {intr.name} computes {intr.a_type}x{intr.b_type}->{intr.c_type}, "

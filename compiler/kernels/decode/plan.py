@@ -176,7 +176,9 @@ def plan_k_order(intr: Intrinsic, stored_bits: int | None = None, value_order: t
     instruction reads it (packed weights, ``weight_only.py``); ``value_order``: the lane's run as
     the registers hold it, value i being the run's element ``value_order[i]`` in memory."""
     if intr.sub_byte:
-        raise UnsupportedError(f"{intr.name}: the decode kernel does not stream 4- or 6-bit B (the matmul kernel takes it)")
+        raise UnsupportedError(
+            f"{intr.name}: the decode kernel does not stream 4- or 6-bit B (the matmul kernel takes it)"
+        )
     _, lb, _ = intr.codegen_layouts()
     bits = stored_bits or TYPE_BITS[intr.b_type]
     offsets = lb.element_offsets()  # (k, n) offset of each element
