@@ -5,6 +5,7 @@ matmul_module      + transposed operands, batch, unsigned i8, A @ A^T (as linalg
 epilogue_module    + one elementwise consumer that IREE fuses into the matmul's dispatch
 dynamic_module     linalg.matmul on tensor<?x?x...>, optionally with util.assume.int divisibility
 packed_module      A @ B^T of 4-bit operands (fp4 / i4) passed as bytes, optionally at byte offsets
+scaled_module      MXFP4 A @ B^T in IREE's scaled-matmul form (E8M0 scales a 32-value block)
 attention_module   iree_linalg_ext.attention as IREE makes it of torch's scaled_dot_product_attention
 """
 
@@ -76,6 +77,75 @@ def packed_module(
         "  %r = linalg.matmul indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d1, d2)>, "
         f"affine_map<(d0, d1, d2) -> (d0, d1)>]{cast} "
         f"ins({names[0][0]}, {names[1][0]} : {names[0][1]}, {names[1][1]}) outs(%f0 : {c}) -> {c}\n"
+        f"  return %r : {c}\n}}\n"
+    )
+
+
+def scaled_module(m: int, n: int, k: int, *, order: str = "ab", offsets: bool = False) -> str:
+    """MXFP4 C = A @ B^T in IREE's scaled-matmul form (``linalg_forms.scaled_matmul``): A
+    ``[M, K/32, 32]`` and B ``[N, K/32, 32]`` fp4 (passed as bytes and bit-cast), their E8M0 scales
+    ``[M, K/32]`` and ``[N, K/32]``, body ``arith.scaling_extf`` of each with its scale, multiply,
+    add. ``order``: the generic's inputs as (A, B, A-scales, B-scales) ("ab", IREE's own codegen
+    takes only this one) or (A, A-scales, B, B-scales) ("asbs"). ``offsets``: the A bytes and B's
+    scales computed by dispatches of their own (xor 0x5A), so they live in transient bindings."""
+    kb = k // 32
+    a_raw, b_raw = f"tensor<{m}x{kb}x16xi8>", f"tensor<{n}x{kb}x16xi8>"
+    a_t, b_t = f"tensor<{m}x{kb}x32xf4E2M1FN>", f"tensor<{n}x{kb}x32xf4E2M1FN>"
+    sa_t, sb_t = f"tensor<{m}x{kb}xf8E8M0FNU>", f"tensor<{n}x{kb}xf8E8M0FNU>"
+    c = f"tensor<{m}x{n}xf32>"
+    ops = []
+    a_src, sb_src = "%a0", "%sb"
+    if offsets:
+        ident3 = "affine_map<(i, j, l) -> (i, j, l)>"
+        ident2 = "affine_map<(i, j) -> (i, j)>"
+        ops.append(
+            f"  %ak = arith.constant dense<90> : {a_raw}\n  %ae = tensor.empty() : {a_raw}\n"
+            f"  %a1 = linalg.generic {{indexing_maps = [{ident3}, {ident3}, {ident3}], iterator_types = "
+            f'["parallel", "parallel", "parallel"]}} ins(%a0, %ak : {a_raw}, {a_raw}) outs(%ae : {a_raw}) {{\n'
+            "  ^bb0(%v: i8, %w: i8, %o: i8):\n    %s = arith.xori %v, %w : i8\n    linalg.yield %s : i8\n"
+            f"  }} -> {a_raw}\n"
+            f"  %sbe = tensor.empty() : {sb_t}\n"
+            f"  %sb1 = linalg.generic {{indexing_maps = [{ident2}, {ident2}], iterator_types = "
+            f'["parallel", "parallel"]}} ins(%sb : {sb_t}) outs(%sbe : {sb_t}) {{\n'
+            "  ^bb0(%v: f8E8M0FNU, %o: f8E8M0FNU):\n    %i = arith.bitcast %v : f8E8M0FNU to i8\n"
+            "    %one = arith.constant 1 : i8\n    %j = arith.addi %i, %one : i8\n"
+            "    %s = arith.bitcast %j : i8 to f8E8M0FNU\n    linalg.yield %s : f8E8M0FNU\n"
+            f"  }} -> {sb_t}\n"
+        )
+        a_src, sb_src = "%a1", "%sb1"
+    ops.append(f"  %a = flow.tensor.bitcast {a_src} : {a_raw} -> {a_t}\n")
+    ops.append(f"  %b = flow.tensor.bitcast %b0 : {b_raw} -> {b_t}\n")
+    dims = "(d0, d1, d2, d3)"
+    maps = {
+        "a": f"affine_map<{dims} -> (d0, d2, d3)>",
+        "b": f"affine_map<{dims} -> (d1, d2, d3)>",
+        "sa": f"affine_map<{dims} -> (d0, d2)>",
+        "sb": f"affine_map<{dims} -> (d1, d2)>",
+    }
+    vals = {
+        "a": ("%a", a_t, "f4E2M1FN"),
+        "b": ("%b", b_t, "f4E2M1FN"),
+        "sa": ("%sa", sa_t, "f8E8M0FNU"),
+        "sb": (sb_src, sb_t, "f8E8M0FNU"),
+    }
+    seq = ["a", "b", "sa", "sb"] if order == "ab" else ["a", "sa", "b", "sb"]
+    bargs = ", ".join(f"%x{r}: {vals[r][2]}" for r in seq)
+    return (
+        f"func.func @mx(%a0: {a_raw}, %b0: {b_raw}, %sa: {sa_t}, %sb: {sb_t}) -> {c} {{\n"
+        + "".join(ops)
+        + "  %zero = arith.constant 0.0 : f32\n"
+        f"  %e = tensor.empty() : {c}\n"
+        f"  %f = linalg.fill ins(%zero : f32) outs(%e : {c}) -> {c}\n"
+        f"  %r = linalg.generic {{indexing_maps = [{', '.join(maps[r] for r in seq)}, affine_map<{dims} -> (d0, d1)>], "
+        'iterator_types = ["parallel", "parallel", "reduction", "reduction"]}\n'
+        f"      ins({', '.join(vals[r][0] for r in seq)} : {', '.join(vals[r][1] for r in seq)}) outs(%f : {c}) {{\n"
+        f"  ^bb0({bargs}, %acc: f32):\n"
+        "    %xs = arith.scaling_extf %xa, %xsa : f4E2M1FN, f8E8M0FNU to f32\n"
+        "    %ys = arith.scaling_extf %xb, %xsb : f4E2M1FN, f8E8M0FNU to f32\n"
+        "    %p = arith.mulf %xs, %ys : f32\n"
+        "    %s = arith.addf %acc, %p : f32\n"
+        "    linalg.yield %s : f32\n"
+        f"  }} -> {c}\n"
         f"  return %r : {c}\n}}\n"
     )
 

@@ -31,6 +31,7 @@ DTYPES = {
     "f8E5M2FNUZ": np.dtype(ml_dtypes.float8_e5m2fnuz),
     "f8E4M3FN": np.dtype(ml_dtypes.float8_e4m3fn),
     "f8E5M2": np.dtype(ml_dtypes.float8_e5m2),
+    "f8E8M0FNU": np.dtype(ml_dtypes.float8_e8m0fnu),  # MX block scales
 }
 UNIT_ROUNDOFF = {"f64": 2.0**-53, "f32": 2.0**-24, "f16": 2.0**-11, "bf16": 2.0**-8}
 # xf32 (gfx942's reduced-precision f32 MFMA) keeps 10 mantissa bits: 2^-11 rounding to nearest, 2^-10
@@ -49,6 +50,8 @@ def random_matrix(
     single misplaced element is caught no matter how large K is.
     """
     dt = DTYPES[dtype]
+    if dtype == "f8E8M0FNU":  # block scales: powers of two 2^-8 .. 2^8 (codes 119 .. 135), never NaN
+        return rng.integers(119, 136, shape).astype(np.uint8).view(dt)
     if dtype == "i8":
         if unsigned:
             return rng.integers(0, 256, shape).astype(np.uint8).view(np.int8)

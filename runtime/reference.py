@@ -44,6 +44,7 @@ _NP = {
     "f8E5M2FNUZ": ml_dtypes.float8_e5m2fnuz,
     "f8E4M3FN": ml_dtypes.float8_e4m3fn,
     "f8E5M2": ml_dtypes.float8_e5m2,
+    "f8E8M0FNU": ml_dtypes.float8_e8m0fnu,  # MX block scales: 2^(e - 127), 0xFF NaN
     "i1": np.bool_,
     "i8": np.int8,
     "i16": np.int16,
@@ -354,7 +355,12 @@ def linalg_op(op: ir.Operation, ins: list[Val], init: Val, *, fp8_k_tile: int = 
 def _contraction(
     op, ins: list[Val], init: Val, maps, body, args, t: str, fp8_k_tile: int = 0, fp8_split: int = 1
 ) -> Val:
-    """out = init + sum over the reduction loops of cast(a) * cast(b)."""
+    """out = init + sum over the reduction loops of cast(a) * cast(b) (or of scaled a and b:
+    ``_scaled_operands``)."""
+    names = [o.name for o in body]
+    if "arith.scaling_extf" in names:
+        ins, maps = _scaled_operands(op, ins, maps, body, args)
+        body = [o for o in body if o.name != "arith.scaling_extf"]
     if len(ins) != 2:
         raise InterpretError(f"{op.name}: a contraction of {len(ins)} inputs is not modelled")
     names = [o.name for o in body]
@@ -394,6 +400,29 @@ def _contraction(
         for x, u in ((a, unsigned[0]), (b, unsigned[1]))
     )
     return Val.exact(round_to(init.v.astype(np.int64) + np.einsum(spec, av, bv), t), t)
+
+
+def _scaled_operands(op, ins: list, maps: list, body, args) -> tuple[list, list]:
+    """A block-scaled contraction's body (IREE's scaled-matmul form): each factor is
+    ``arith.scaling_extf(x, s)`` = x * s of an input and its scale input (an E8M0 power of two,
+    already its value here; NaN at 0xFF), the scale's loops a subset of the input's. Returns the
+    two scaled inputs (exact in float64) and their maps."""
+    out_ins, out_maps = [], []
+    for o in body:
+        if o.name != "arith.scaling_extf":
+            continue
+        x, s = (list(args).index(v) for v in o.operands)
+        dx, ds = maps[x], maps[s]
+        if not set(ds) <= set(dx):
+            raise InterpretError(f"{op.name}: a scale indexed by loops its operand does not have")
+        order = [ds.index(d) for d in dx if d in ds]
+        shape = [ins[s].v.shape[ds.index(d)] if d in ds else 1 for d in dx]
+        factor = np.transpose(ins[s].v, order).reshape(shape)
+        out_ins.append(Val.exact(ins[x].v.astype(np.float64) * factor, "f64"))
+        out_maps.append(dx)
+    if len(out_ins) != 2:
+        raise InterpretError(f"{op.name}: {len(out_ins)} scaled factors (a block-scaled matmul has two)")
+    return out_ins, out_maps + [maps[-1]]
 
 
 def _fp8_tensor_core(

@@ -49,6 +49,7 @@ from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 DISPATCH = "mmaflow.dispatch"
 CONTRACTION = "mmaflow.contraction"
 EPILOGUE = "mmaflow.epilogue"
+SCALED = "mmaflow.scaled"  # the plain contraction normalize made of a block-scaled one (scales in the problem)
 TARGET = "mmaflow.target"
 PROBLEM = "mmaflow.problem"
 CONFIG = "mmaflow.config"
@@ -167,6 +168,8 @@ def _problem(d: dict):
     for role in ("a", "b", "c"):
         d[role] = {"offset": None, **d[role]}
     d["epilogue"] = tuple({**e, "at": {"offset": None, **e["at"]}} for e in d.get("epilogue", ()))
+    if d.get("scales"):
+        d["scales"] = {**d["scales"], **{r: {"offset": None, **d["scales"][r]} for r in ("a", "b")}}
     return Contraction.from_dict(_fill_optional(Contraction, d))
 
 

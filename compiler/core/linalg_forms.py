@@ -72,3 +72,79 @@ def packed_bitcast(value: ir.Value) -> ir.Operation | None:
     src, dst = ir.RankedTensorType(op.operands[0].type), ir.RankedTensorType(op.results[0].type)
     bits = element_bits(dst.element_type)
     return op if bits is not None and bits < 8 and str(src.element_type) == "i8" else None
+
+
+@dataclass(frozen=True)
+class ScaledMatmul:
+    """IREE's scaled-matmul form (OCP MX block scaling): a ``linalg.generic`` over A ``[M, K/B, B]``,
+    B ``[N, K/B, B]``, A-scales ``[M, K/B]`` and B-scales ``[N, K/B]``, iterators (parallel,
+    parallel, reduction, reduction), body ``arith.scaling_extf`` of each operand with its scale,
+    multiply, add. The inputs may come in either order IREE writes: (A, B, A-scales, B-scales) or
+    (A, A-scales, B, B-scales); ``inputs`` gives the operand index of each."""
+
+    a: int
+    b: int
+    a_scales: int
+    b_scales: int
+    m: int | None
+    n: int | None
+    blocks: int | None  # K / block
+    block: int | None
+
+
+def scaled_matmul(op: ir.Operation) -> tuple[ScaledMatmul | None, str]:
+    """``op`` as IREE's scaled-matmul form, or (None, why not)."""
+    if op.name != "linalg.generic" or len(op.results) != 1 or len(op.operands) != 5:
+        return None, "not a generic of four inputs"
+    maps = []
+    for a in ir.ArrayAttr(op.attributes["indexing_maps"]):
+        amap = ir.AffineMapAttr(a).value
+        if not all(isinstance(e, ir.AffineDimExpr) for e in amap.results):
+            return None, "an indexing map that is not a permutation of loops"
+        maps.append([e.position for e in amap.results])
+    iters = ["reduction" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
+    if len(iters) != 4 or sum(iters) != 2:
+        return None, "not two parallel and two reduction loops"
+    block = op.regions[0].blocks[0]
+    body = [o.operation for o in block.operations]
+    args = list(block.arguments)
+    names = [o.name for o in body]
+    if sorted(names) != sorted(
+        ["arith.scaling_extf", "arith.scaling_extf", "arith.mulf", "arith.addf", "linalg.yield"]
+    ):
+        return None, f"the body {names} is not scaling_extf x2, mulf, addf"
+    add = defining_op(body[-1].operands[0])
+    if add is None or add.name != "arith.addf" or args[4] not in list(add.operands):
+        return None, "the body does not accumulate into its output"
+    mul = defining_op([v for v in add.operands if v != args[4]][0])
+    if mul is None or mul.name != "arith.mulf":
+        return None, "the accumulated value is not a product"
+    pairs = []
+    for v in mul.operands:
+        ext = defining_op(v)
+        if ext is None or ext.name != "arith.scaling_extf" or not all(x in args[:4] for x in ext.operands):
+            return None, "a factor is not a scaling_extf of two inputs"
+        pairs.append((args.index(ext.operands[0]), args.index(ext.operands[1])))
+    out = maps[4]
+    if len(out) != 2:
+        return None, "a result that is not 2-D"
+    dm, dn = out
+    red = [d for d in range(4) if iters[d]]
+    (x, sx), (y, sy) = pairs
+    if dm not in maps[x]:  # A is the operand whose map holds M
+        (x, sx), (y, sy) = (y, sy), (x, sx)
+    kb = [d for d in red if d in maps[sx]]
+    if len(kb) != 1:
+        return None, "the scales do not follow one K dimension"
+    ki = [d for d in red if d != kb[0]][0]
+    if maps[x] != [dm, kb[0], ki] or maps[y] != [dn, kb[0], ki] or maps[sx] != [dm, kb[0]] or maps[sy] != [dn, kb[0]]:
+        return None, "indexing maps not A [M, K/B, B], B [N, K/B, B], scales [M, K/B] and [N, K/B]"
+    a_shape = ir.RankedTensorType(op.operands[x].type).shape
+    b_shape = ir.RankedTensorType(op.operands[y].type).shape
+
+    def static(v):
+        return None if ir.ShapedType.is_dynamic_size(v) else v
+
+    return ScaledMatmul(
+        x, y, sx, sy, static(a_shape[0]), static(b_shape[0]), static(a_shape[1]), static(a_shape[2])
+    ), ""

@@ -36,6 +36,17 @@ class EpilogueInput:
 
 
 @dataclass(frozen=True)
+class BlockScales:
+    """Block scales of A and B (OCP MX, IREE's scaled-matmul form): one E8M0 value a ``block``
+    consecutive K of each row of A ([M, K/block]) and of each column of B ([N, K/block])."""
+
+    a: Binding
+    b: Binding
+    type: str  # "f8E8M0FNU"
+    block: int  # K values a scale covers (32)
+
+
+@dataclass(frozen=True)
 class DynamicDim:
     """A dimension known only at run time, and how the kernel gets it."""
 
@@ -84,6 +95,7 @@ class Contraction:
     epilogue: tuple = ()  # EpilogueInput of every extra tensor the epilogue reads
     epilogue_ops: tuple = ()  # the epilogue's ops in order (for logs; the body itself stays in the IR)
     dynamic: tuple = ()  # DynamicDim of every dimension that is None above
+    scales: BlockScales | None = None  # block-scaled (MXFP): A and B's E8M0 scales
 
     # Configuring a dynamic dimension as if it were this large (tiles for big problems).
     DYNAMIC_ESTIMATE = 4096
@@ -129,6 +141,9 @@ class Contraction:
         )
         d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
         d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
+        if d.get("scales"):
+            sc = d["scales"]
+            d["scales"] = BlockScales(Binding(**sc["a"]), Binding(**sc["b"]), sc["type"], sc["block"])
         return Contraction(**d)
 
     def describe(self) -> str:
@@ -141,6 +156,8 @@ class Contraction:
         text = (
             f"{lead}{show(self.m)}x{show(self.n)}x{show(self.k)} {self.a_type}{ta} x {self.b_type}{tb} -> {self.c_type}"
         )
+        if self.scales is not None:
+            text += f", {self.scales.type} scales a {self.scales.block}-value block"
         if self.has_epilogue:
             ins = "".join(f", {e.type}[{','.join(e.dims)}]" for e in self.epilogue)
             ops = " ".join(o.split(".", 1)[-1] for o in self.epilogue_ops)

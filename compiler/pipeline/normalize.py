@@ -31,13 +31,13 @@ Aligned static dispatches without an epilogue or packed operands pass through un
 from __future__ import annotations
 
 from iree.compiler import ir
+from iree.compiler.dialects import arith, iree_tensor_ext, tensor
 from iree.compiler.dialects import func as func_d
-from iree.compiler.dialects import iree_tensor_ext, tensor
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.dynamic import DIM_ORDER
 from mmaflow.compiler.core.errors import CodegenError
-from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast
+from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast, scaled_matmul
 from mmaflow.compiler.core.mlir import (
     clone_into,
     defining_op,
@@ -319,7 +319,10 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
     """Rewrite ``func`` in place into the script's form if it needs it; return what was done."""
     problem, cfg = attrs.read_problem(func), attrs.read_config(func)
     folded = _fold_packed_bitcasts(module, func)
+    scale_subs = _unscale(module, func, problem) if problem.scales is not None else []
     done = []
+    if scale_subs:
+        done.append("the block scales moved out of the contraction (distribute puts them into each instruction)")
     unaligned = [
         d
         for d, t in (("m", cfg.tile_m), ("n", cfg.tile_n), ("k", cfg.tile_k))
@@ -342,7 +345,7 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         if n_loops < 3 + problem.batched:
             unit = [d.upper() for d in ("m", "n", "k") if getattr(problem, d) == 1]
             done.append(f"the unit dimension IREE dropped ({', '.join(unit)} = 1) restored: full matmul maps")
-        buffers = rw.detach_epilogue() if problem.has_epilogue else []
+        buffers = (rw.detach_epilogue() if problem.has_epilogue else []) + scale_subs
         sizes = []
         if problem.is_dynamic:
             ordinals = {
@@ -355,6 +358,69 @@ def normalize(module: ir.Module, func: ir.Operation) -> list[str]:
         if unaligned or problem.is_dynamic or problem.has_epilogue:
             rw.to_static(padded_problem(problem, cfg))
     return folded + done
+
+
+def _unscale(module: ir.Module, func: ir.Operation, problem: Contraction) -> list[ir.Operation]:
+    """A block-scaled contraction (select: IREE's scaled-matmul form, ``linalg_forms.scaled_matmul``)
+    as the plain A @ B^T the script tiles: A and B typed ``[M, K]`` / ``[N, K]`` (the same bytes:
+    ``[M, K/32, 32]`` is row-major), a two-input generic (extf, mulf, addf) tagged
+    ``mmaflow.scaled`` in its place. The scales leave the tensor program: their subspans, typed as
+    the buffers `distribute` reads, are returned for the prologue, and `distribute` puts each lane's
+    scale into every instruction (``amdgpu.scaled_mfma``)."""
+    from iree.compiler.dialects import linalg  # (its import builds every named op: 0.3 s)
+
+    op = next(o for o in walk(func) if attrs.marked(o, attrs.CONTRACTION))
+    sm, why = scaled_matmul(op)
+    if sm is None:
+        raise CodegenError(f"the block-scaled contraction is not in IREE's scaled form: {why}", stage=NAME)
+    operands = list(op.operands)
+    with module.context, op.location:
+        flat = []
+        for i, rows in ((sm.a, problem.m), (sm.b, problem.n)):
+            load = defining_op(operands[i])
+            sub = defining_op(load.operands[0])
+            t = ir.RankedTensorType.get([rows, problem.k], ir.RankedTensorType(operands[i].type).element_type)
+            sub.results[0].set_type(
+                dispatch_tensor_type(dispatch_tensor_access(sub.results[0].type, load.results[0].type), t)
+            )
+            load.results[0].set_type(t)
+            for name, val in (("static_offsets", 0), ("static_sizes", None), ("static_strides", 1)):
+                load.attributes[name] = ir.DenseI64ArrayAttr.get(list(t.shape) if val is None else [val, val])
+            flat.append(load.results[0])
+        d = [ir.AffineDimExpr.get(i) for i in range(3)]
+        maps = [ir.AffineMap.get(3, 0, r) for r in ([d[0], d[2]], [d[1], d[2]], [d[0], d[1]])]
+        kinds = [linalg.IteratorType.parallel] * 2 + [linalg.IteratorType.reduction]
+        out_t = op.results[0].type
+        with ir.InsertionPoint(op):
+            gen = linalg.GenericOp(
+                [out_t],
+                flat,
+                [operands[4]],
+                ir.ArrayAttr.get([ir.AffineMapAttr.get(m) for m in maps]),
+                ir.AttrBuilder.get("IteratorTypeArrayAttr")(kinds, op.context),
+            )
+        f32 = ir.RankedTensorType(out_t).element_type
+        block = gen.regions[0].blocks.append(*(ir.RankedTensorType(v.type).element_type for v in flat), f32)
+        with ir.InsertionPoint(block):
+            x, y = (arith.ExtFOp(f32, v).result for v in list(block.arguments)[:2])
+            linalg.YieldOp([arith.AddFOp(list(block.arguments)[2], arith.MulFOp(x, y).result).result])
+        attrs.mark(gen.operation, attrs.CONTRACTION)
+        attrs.mark(gen.operation, attrs.SCALED)
+        op.results[0].replace_all_uses_with(gen.results[0])
+        op.erase()
+        subs = []
+        for i, at, rows in ((sm.a_scales, problem.scales.a, problem.m), (sm.b_scales, problem.scales.b, problem.n)):
+            load = defining_op(operands[i])
+            sub = defining_op(load.operands[0])
+            load.erase()
+            # (bytes: distribute loads them as i8 and bit-casts each to f8E8M0FNU)
+            sub.results[0].set_type(
+                prologue.buffer_type(
+                    [rows, problem.k // problem.scales.block], ir.IntegerType.get_signless(8), offset_known=at.offset
+                )
+            )
+            subs.append(sub)
+    return subs
 
 
 def _fold_packed_bitcasts(module: ir.Module, func: ir.Operation) -> list[str]:

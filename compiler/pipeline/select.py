@@ -39,7 +39,7 @@ from iree.compiler import ir
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.attention import ATTENTION_OPS, AttentionDispatch, describe_attention
 from mmaflow.compiler.core.errors import InputError, UnsupportedError
-from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast
+from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast, scaled_matmul
 from mmaflow.compiler.core.mlir import (
     defining_op,
     dispatch_tensor_access,
@@ -55,7 +55,7 @@ from mmaflow.compiler.core.mlir import (
     user_of,
     walk,
 )
-from mmaflow.compiler.core.problem import Binding, Contraction, EpilogueInput, operand_dims
+from mmaflow.compiler.core.problem import Binding, BlockScales, Contraction, EpilogueInput, operand_dims
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.targets import Target, get_target, target_for_arch
@@ -520,6 +520,85 @@ def _packed_refusal(fields: dict) -> str | None:
     return None
 
 
+def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_ops: list, target: Target) -> Decision:
+    """IREE's scaled-matmul form (``linalg_forms.scaled_matmul``: OCP MX block scaling), either
+    operand order: the problem is A @ B^T over K = blocks x block, with its E8M0 scales."""
+    operands = list(op.operands)
+    a_t, b_t, sa_t, sb_t = (
+        str(ir.ShapedType(operands[i].type).element_type) for i in (sm.a, sm.b, sm.a_scales, sm.b_scales)
+    )
+    what = f"a block-scaled matmul ({a_t} x {b_t}, {sa_t} scales)"
+    others = [o for o in linalg_ops if o != op]
+    if others:
+        return Decision(
+            name, False, f"{what} with {others[0].name} in its dispatch: mmaflow takes the scaled matmul alone"
+        )
+    if None in (sm.m, sm.n, sm.blocks):
+        return Decision(name, False, f"{what} of dynamic sizes: mmaflow takes static block-scaled matmuls")
+    if sm.block != 32 or sa_t != "f8E8M0FNU" or sb_t != "f8E8M0FNU":
+        return Decision(name, False, f"{what} with blocks of {sm.block}: OCP MX scales are f8E8M0FNU, one a 32 K")
+    if (a_t, b_t) != ("f4E2M1FN", "f4E2M1FN"):
+        return Decision(
+            name,
+            False,
+            f"{what}: mmaflow's kernels take MXFP4 (f4E2M1FN x f4E2M1FN); MXFP6 / MXFP8 and mixed pairs are "
+            f"in the catalogue and the ISA model, not compiled",
+        )
+    subs = {
+        r: _loaded_from(operands[i]) for r, i in (("A", sm.a), ("B", sm.b), ("SA", sm.a_scales), ("SB", sm.b_scales))
+    }
+    store = next((user_of(u) for u in op.results[0].uses), None)
+    subs["C"] = (
+        _stored_to(store) if store is not None and store.name == "iree_tensor_ext.dispatch.tensor.store" else None
+    )
+    missing = [r for r, sub in subs.items() if sub is None]
+    if missing:
+        return Decision(name, False, f"{what}: {missing[0]} is not a whole tensor of a binding")
+    init = defining_op(operands[4])
+    if init is None or init.name != "linalg.fill":
+        raise UnsupportedError(
+            "the matmul accumulates into an existing tensor (C += A*B); mmaflow needs a zero-filled init (linalg.fill)",
+            stage=NAME,
+            location=location_of(op),
+        )
+    problem = Contraction(
+        m=sm.m,
+        n=sm.n,
+        k=sm.blocks * sm.block,
+        batch=1,
+        a_type=a_t,
+        b_type=b_t,
+        c_type=str(ir.ShapedType(op.results[0].type).element_type),
+        a=_binding(subs["A"]),
+        b=_binding(subs["B"]),
+        c=_binding(subs["C"]),
+        b_transposed=True,
+        scales=BlockScales(_binding(subs["SA"]), _binding(subs["SB"]), sa_t, sm.block),
+    )
+    if problem.k * 4 % 128:
+        return Decision(name, False, f"{what}: K = {problem.k} is not a whole number of 16-byte chunks (32 values)")
+    try:
+        registry.require_instruction(target, problem)
+    except UnsupportedError as e:
+        e.stage, e.location = NAME, location_of(op)
+        raise
+    attrs.mark(op, attrs.CONTRACTION)
+    attrs.mark(func, attrs.DISPATCH)
+    attrs.write_target(func, target)
+    attrs.write_problem(func, problem)
+    where = ", ".join(
+        f"{r}: {b.describe()}"
+        for r, b in (
+            ("A", problem.a),
+            ("B", problem.b),
+            ("C", problem.c),
+            ("A-scales", problem.scales.a),
+            ("B-scales", problem.scales.b),
+        )
+    )
+    return Decision(name, True, f"{problem.describe()} on {target.name} ({where})")
+
+
 def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_ops: list, target: Target) -> Decision:
     """Take an attention dispatch the flash-attention kernel supports on ``target``
     (``nvidia.plan_flash_attention`` decides, and names why not); leave every other one
@@ -599,6 +678,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     for op in linalg_ops:
         fields, why = match_contraction(op)
         if fields is None:
+            scaled, _ = scaled_matmul(op)
+            if scaled is not None:
+                return _select_scaled(name, func, op, scaled, linalg_ops, target)
             why_not.append(why)
         else:
             found.append((op, fields))

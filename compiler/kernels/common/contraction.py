@@ -365,14 +365,17 @@ class Rewriter:
             ir.InsertionPoint([o.operation for o in entry.operations][0]), m.contract.location, self.vendor
         )
         self.sizes: dict = {}  # dynamic problem dimension -> index value (from the inlined prologue)
-        self.epilogue_buffers: dict = {}
+        self.epilogue_buffers: list = []
+        self.scale_buffers: list = []  # a block-scaled problem's A and B scales (i8 bytes, [rows, K/32])
         self.global_of: dict = {}  # the script's global memref -> (its subspan, the retyped subspan's value)
         self.erase: list[ir.Operation] = []
 
     def kernel_prologue(self) -> None:
         """What every kernel does first: the inlined prologue (dynamic sizes, epilogue buffers),
         rastered workgroup ids, the bindings retyped, the script's barriers noted."""
-        self.sizes, self.epilogue_buffers = inline_prologue(self.func, self.top.ip, self.problem)
+        self.sizes, buffers = inline_prologue(self.func, self.top.ip, self.problem)
+        n_ep = len(self.problem.epilogue)
+        self.epilogue_buffers, self.scale_buffers = buffers[:n_ep], buffers[n_ep:]
         raster = attrs.read_config(self.func).raster
         if raster > 1 and not getattr(self.plan, "persistent", None):  # (a persistent grid rasters its own tiles)
             self._raster_workgroups(raster)
@@ -383,7 +386,8 @@ class Rewriter:
         m, plan = self.m, self.plan
         self.kernel_prologue()
         tid = self.top.thread_id()
-        lanes = LaneIndex(self.top, self.top.rem(tid, plan.wave_size), plan.wave_size)
+        self.lane_id = self.top.rem(tid, plan.wave_size)
+        lanes = LaneIndex(self.top, self.lane_id, plan.wave_size)
         ring = plan.loop.stages > 1
         copies, frags = {}, {}
         for opd, op_plan in zip(m.operands, plan.operands):
@@ -435,7 +439,7 @@ class Rewriter:
         accumulator)."""
         space = ir.Attribute.parse("#gpu.address_space<global>")
         for sub in ops_named(self.func, "hal.interface.binding.subspan"):
-            if sub.results[0] in self.epilogue_buffers:  # from the prologue, typed already
+            if sub.results[0] in self.epilogue_buffers + self.scale_buffers:  # from the prologue, typed already
                 continue
             if sub.results[0] not in self.mem_extents:
                 raise _fail(f"binding {ir.IntegerAttr(sub.attributes['binding']).value} is none of A, B, C", sub)
@@ -744,11 +748,13 @@ class Rewriter:
             acc = {(i, j): args[i * bn + j] for i in range(bm) for j in range(bn)}
 
             def mmas(steps: tuple, cur: list) -> None:
-                for s in range(len(steps)):
+                for s, kk in enumerate(steps):
                     a_f, b_f = cur[s * (bm + bn) : s * (bm + bn) + bm], cur[s * (bm + bn) + bm : (s + 1) * (bm + bn)]
+                    sa, sb = self._block_scales(mma_em, iv, kk, bm, bn)
                     for i in range(bm):
                         for j in range(bn):
-                            acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)])
+                            scales = (sa[i], sb[j]) if sa else None
+                            acc[(i, j)] = mma_em.mma(intr, a_f[i], b_f[j], acc[(i, j)], scales)
                 if amd:
                     em.sched_barrier()
 
@@ -836,13 +842,48 @@ class Rewriter:
             if self.vendor is Vendor.AMD and (kk == 0 or nxt is not None):
                 em.sched_barrier()
             a_frags, b_frags = cur
+            sa, sb = self._block_scales(mma_em, loop.op.induction_variable, kk, bm, bn)
             for i in range(bm):
                 for j in range(bn):
-                    acc[(i, j)] = mma_em.mma(self.plan.intrinsic, a_frags[i], b_frags[j], acc[(i, j)])
+                    scales = (sa[i], sb[j]) if sa else None
+                    acc[(i, j)] = mma_em.mma(self.plan.intrinsic, a_frags[i], b_frags[j], acc[(i, j)], scales)
             cur = nxt
         with loop.new_yield.location, ir.InsertionPoint(loop.new_yield):
             scf.YieldOp([acc[(i, j)] for i in range(bm) for j in range(bn)] + loop.next_tile)
         self.erase.append(loop.new_yield)
+
+    def _block_scales(self, em: Emitter, k_origin: ir.Value, kk: int, bm: int, bn: int) -> tuple[list, list]:
+        """A block-scaled problem's scales for K step ``kk`` of the K tile at ``k_origin``: per A
+        row tile i, each lane's E8M0 scale of its row and MX block (the instruction's scale layout:
+        row o_m + i*M + lane part, block (k_origin + kk*K)/32 + lane part), per B column tile j
+        the same by column; ([], []) for any other problem. Each is a byte load from the scale
+        buffer (L1/L2-resident: 1/16 of A's bytes), 0 past the true rows or blocks."""
+        if self.problem.scales is None:
+            return [], []
+        intr, block = self.plan.intrinsic, self.problem.scales.block
+        _, idx, _ = _transfer_parts(self.m.out_write)
+        o_m, o_n = idx[-2], idx[-1]  # the wave tile's origin in C: its rows of A, its columns of B
+        blocks0 = em.div(em.add(k_origin, kk * intr.k), block)
+        e8m0 = ir.Type.parse(self.problem.scales.type)
+        out = []
+        for buf, lay, origin, tiles, step, along in (
+            (self.scale_buffers[0], intr.scale_a, o_m, bm, intr.m, ROW),
+            (self.scale_buffers[1], intr.scale_b, o_n, bn, intr.n, COL),
+        ):
+            across = COL if along == ROW else ROW
+            blk = em.add(blocks0, em.lane_part(lay, self.lane_id, across))
+            lane_rc = em.lane_part(lay, self.lane_id, along)
+            rows, nblocks = ir.MemRefType(buf.type).shape
+            vals = []
+            for t in range(tiles):
+                rc = em.add(origin, t * step, lane_rc)
+                raw = em.bounded_global_load(
+                    buf, [rc, blk], vector_type([1], ir.IntegerType.get_signless(8)), (rows, nblocks)
+                )
+                with em.loc, em.ip:
+                    vals.append(vector.ExtractOp(vector.BitCastOp(vector_type([1], e8m0), raw).result, [], [0]).result)
+            out.append(vals)
+        return out[0], out[1]
 
     def _distribute_epilogue(self, loop: KLoop, lanes: LaneIndex) -> None:
         self._store_accumulators(list(loop.op.results), lanes)

@@ -483,8 +483,13 @@ class Emitter:
         return self.at(ir.InsertionPoint(yield_op))  # insert before the yield
 
     # ---- matrix instructions -----------------------------------------------------------------
-    def mma(self, intr: Intrinsic, a: ir.Value, b: ir.Value, c: ir.Value) -> ir.Value:
+    def mma(self, intr: Intrinsic, a: ir.Value, b: ir.Value, c: ir.Value, scales=None) -> ir.Value:
+        """D = A x B + C with ``intr``; a block-scaled one (``amdgpu.scaled_mfma``) takes
+        ``scales``: each lane's E8M0 scale of A and of B (scalars, byte 0)."""
         with self.loc, self.ip:
+            if intr.op == "amdgpu.scaled_mfma":
+                sa, sb = scales
+                return amdgpu.ScaledMFMAOp(intr.m, intr.n, intr.k, a, b, c, sa, sb, 0, 0).result
             if intr.op == "amdgpu.wmma":
                 kwargs = {}
                 if intr.a_type in ("i8", "i4"):

@@ -7,7 +7,8 @@ values then have no use left in the function the script transforms, and canonica
 erase them:
 
 - the dynamic sizes (push constants, ``util.assume.int``, workload ordinals; ``core/dynamic.py``);
-- the bindings of the epilogue's extra inputs (a bias, a residual): IREE's own
+- the bindings of the epilogue's extra inputs (a bias, a residual) and of a block-scaled
+  matmul's scales (read in the K loop, not through the script's tiles): IREE's own
   ``hal.interface.binding.subspan`` ops, moved here unchanged (binding, byte offset, alignment,
   descriptor flags, layout, dynamic dims) and typed as the buffers `distribute` reads
   (``memref<shape, strided<[...], offset: ?>, #gpu.address_space<global>>``: the byte offset
@@ -15,7 +16,7 @@ erase them:
 
 So `normalize` puts them into a private function ``@<dispatch>_prologue`` (tagged
 ``mmaflow.prologue``) that returns, in order, the problem's dynamic sizes (``dynamic.DIM_ORDER``)
-and the epilogue inputs' buffers (``Contraction.epilogue`` order); the ops computing them are
+the epilogue inputs' buffers (``Contraction.epilogue`` order) and the A and B scale buffers; the ops computing them are
 cloned along. `distribute` inlines it at the top of the kernel (``inline_prologue``).
 """
 
@@ -103,15 +104,17 @@ def build(func: ir.Operation, problem: Contraction, pro: Prologue) -> ir.Operati
 
 def inline_prologue(func: ir.Operation, ip: ir.InsertionPoint, problem: Contraction) -> tuple[dict, list]:
     """Clone the prologue's body at ``ip`` and erase it; return (dim -> size value, epilogue
-    input buffers in order). Empty when the dispatch has no prologue."""
+    input buffers in order, then a block-scaled problem's A and B scale buffers). Empty when
+    the dispatch has no prologue."""
     pfunc = attrs.marked_func(func.parent, attrs.PROLOGUE)
     dims = [d for d in DIM_ORDER if problem.dynamic_dim(d) is not None]
-    want = len(dims) + len(problem.epilogue)
+    scales = 2 if problem.scales is not None else 0
+    want = len(dims) + len(problem.epilogue) + scales
     if pfunc is None:
         if want:
             raise CodegenError(
-                f"the problem has {len(dims)} dynamic sizes and {len(problem.epilogue)} epilogue "
-                f"inputs but the module has no prologue function"
+                f"the problem has {len(dims)} dynamic sizes, {len(problem.epilogue)} epilogue "
+                f"inputs and {scales} scale buffers but the module has no prologue function"
             )
         return {}, []
     body = [o.operation for o in pfunc.regions[0].blocks[0].operations]
@@ -120,8 +123,8 @@ def inline_prologue(func: ir.Operation, ip: ir.InsertionPoint, problem: Contract
     out = [mapping[v] for v in ret.operands]
     if len(out) != want:
         raise CodegenError(
-            f"the prologue returns {len(out)} values; the problem needs {len(dims)} sizes and "
-            f"{len(problem.epilogue)} epilogue inputs"
+            f"the prologue returns {len(out)} values; the problem needs {len(dims)} sizes, "
+            f"{len(problem.epilogue)} epilogue inputs and {scales} scale buffers"
         )
     pfunc.erase()
     return dict(zip(dims, out[: len(dims)])), out[len(dims) :]

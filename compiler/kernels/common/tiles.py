@@ -17,7 +17,14 @@ def matching_intrinsics(
     """The target's instructions that compute ``problem``'s types; ``opt_in=False`` (what a
     heuristic chooses from): without those a user must name (xf32's rounded inputs)."""
     out = []
-    for intr in target.intrinsics(wave_size):
+    # a block-scaled problem (MX): the block-scaled instructions, which no other problem takes
+    scaled = problem.scales is not None
+    pool = target.scaled_intrinsics() if scaled else target.intrinsics(wave_size)
+    for intr in pool:
+        if wave_size is not None and intr.wave_size != wave_size:
+            continue
+        if scaled and intr.scale_block != problem.scales.block:
+            continue
         if intr.reduced_precision and not opt_in:
             continue
         if (intr.a_type, intr.b_type, intr.c_type) != (problem.a_type, problem.b_type, problem.c_type):
@@ -32,6 +39,12 @@ def matching_intrinsics(
 
 
 def require_intrinsic(target: Target, problem: Contraction) -> None:
+    if not matching_intrinsics(target, problem) and problem.scales is not None:
+        have = sorted({f"{i.a_type}x{i.b_type}->{i.c_type}" for i in target.scaled_intrinsics()})
+        raise UnsupportedError(
+            f"no block-scaled matrix instruction on {target.name} computes {problem.a_type} x {problem.b_type} -> "
+            f"{problem.c_type} with {problem.scales.type} scales; {target.name} has: {', '.join(have) or 'none'}"
+        )
     if not matching_intrinsics(target, problem):
         have = sorted({f"{i.a_type}x{i.b_type}->{i.c_type}" for i in target.intrinsics()})
         sign = ""
@@ -127,10 +140,11 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
         )
     if intr.wave_size != cfg.wave_size:
         raise ConfigError(f"intrinsic {intr.name} runs at wave{intr.wave_size}, config says wave_size={cfg.wave_size}")
-    if intr.scale_block:
+    if bool(intr.scale_block) != (problem.scales is not None):
         raise ConfigError(
-            f"intrinsic {intr.name} is block-scaled (E8M0 scales a 32-value block); the matmul has no "
-            f"scales, and no mmaflow kernel issues block-scaled instructions yet"
+            f"intrinsic {intr.name} is block-scaled (E8M0 scales a 32-value block); the matmul has no scales"
+            if intr.scale_block
+            else f"intrinsic {intr.name} takes no scales; the matmul is block-scaled (an MFMA_SCALE_* instruction)"
         )
     if intr not in matching_intrinsics(target, problem, cfg.wave_size):
         raise ConfigError(
