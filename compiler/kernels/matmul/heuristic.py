@@ -96,6 +96,15 @@ def default_config(
             "2x4 waves of 64x32: 8 WMMA accumulators (64 VGPRs) per wave32 leave room for fragments "
             "and prefetched tiles in 256 VGPRs"
         )
+    elif narrow == 4 and intr.family == "mfma":
+        # fp4 (MXFP4 too): a 16x16x128 MFMA reads 16 bytes of A and of B a lane; 128x64 wave tiles
+        # read 12 fragments for 32 MFMAs (6 bytes a lane per MFMA, IREE 3.13's own MXFP4 kernel's
+        # figure at 4096^3) where 64x64 read 8 for 16 (8 bytes): 238 VGPRs, 2 waves/SIMD as IREE's.
+        waves_m, waves_n, wt_m, wt_n = 2, 2, 128, 64
+        why.append(
+            "2x2 waves of 128x64: 4-bit operands' 16-byte fragments, 12 LDS reads for 32 MFMAs a K step "
+            "(64x64: 8 for 16), IREE's own MXFP4 kernel's LDS bytes per MFMA"
+        )
     else:
         waves_m, waves_n, wt_m, wt_n = 2, 2, 64, 64
         why.append(
@@ -253,16 +262,19 @@ def _amd_ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list
     if problem.k <= cfg.tile_k:
         why.append("stages 1: one K tile, nothing to pipeline")
         return cfg
-    if AMD_RING_WORKGROUPS * lds_bytes(ring, problem, target) > target.lds_bytes:
+    # A wave tile past 64x64 (4-bit operands' 128x64: 32 accumulators, 128 VGPRs before fragments)
+    # leaves room for 2 waves a SIMD: 2 workgroups of 4 waves a CU need LDS, not 4.
+    workgroups = AMD_RING_WORKGROUPS if cfg.wave_tile_m * cfg.wave_tile_n <= 64 * 64 else AMD_RING_WORKGROUPS // 2
+    if workgroups * lds_bytes(ring, problem, target) > target.lds_bytes:
         why.append(
             f"stages 1: a 2-stage LDS ring needs {lds_bytes(ring, problem, target)} bytes, more than a "
-            f"{AMD_RING_WORKGROUPS}th of {target.lds_bytes}"
+            f"{workgroups}th of {target.lds_bytes}"
         )
         return cfg
     why.append(
-        f"2-stage LDS ring: A and B are K-innermost (direct copies), measured 128 VGPRs instead of 142 "
-        f"(4 waves/SIMD instead of 3) and one barrier per K tile instead of two "
-        f"({lds_bytes(ring, problem, target)} bytes of LDS: {AMD_RING_WORKGROUPS} workgroups per CU)"
+        "2-stage LDS ring: A and B are K-innermost (direct copies), one barrier per K tile instead of two"
+        + (" (f16 4096^3: measured 128 VGPRs instead of 142, 4 waves/SIMD instead of 3)" if workgroups == 4 else "")
+        + f" ({lds_bytes(ring, problem, target)} bytes of LDS: {workgroups} workgroups per CU)"
     )
     return ring
 
