@@ -1,4 +1,4 @@
-"""MXFP4 matmuls on gfx950: IREE's scaled-matmul form (fp4 A [M, K/32, 32] and B [N, K/32, 32],
+"""MXFP4 (and MXFP6, MXFP8) matmuls on gfx950: IREE's scaled-matmul form (fp4 A [M, K/32, 32] and B [N, K/32, 32],
 E8M0 scales [M, K/32] and [N, K/32], ``arith.scaling_extf`` of each) compiled to the block-scaled
 MFMA (``amdgpu.scaled_mfma`` -> ``v_mfma_scale_f32_16x16x128_f8f6f4``).
 
@@ -21,9 +21,9 @@ from mmaflow.runtime.model_check import check_executable
 from mmaflow.runtime.modules import scaled_module
 
 
-def _run(source: str):
+def _run(source: str, intrinsic: str = "MFMA_SCALE_F32_16x16x128_F4E2M1FN"):
     (exe,) = codegen_module(source, "gfx950").taken
-    assert exe.facts.config.intrinsic == "MFMA_SCALE_F32_16x16x128_F4E2M1FN", exe.facts.config.intrinsic
+    assert exe.facts.config.intrinsic == intrinsic, exe.facts.config.intrinsic
     assert exe.facts.problem.scales is not None and exe.facts.problem.scales.block == 32
     (check,) = check_executable(exe)
     return exe, check
@@ -49,6 +49,24 @@ def test_mxfp4_on_the_executor(m, n, k, kw):
         assert p.scales.b.binding == p.a.binding and p.scales.b.offset == m * k // 2, (p.a, p.scales)
 
 
+@pytest.mark.parametrize(
+    "a,b,intrinsic",
+    [
+        ("f8E4M3FN", "f8E4M3FN", "MFMA_SCALE_F32_16x16x128_F8E4M3FN"),
+        ("f8E4M3FN", "f8E5M2", "MFMA_SCALE_F32_16x16x128_F8E4M3FN_F8E5M2"),
+        ("f6E2M3FN", "f6E3M2FN", "MFMA_SCALE_F32_16x16x128_F6E2M3FN_F6E3M2FN"),
+        ("f6E3M2FN", "f4E2M1FN", "MFMA_SCALE_F32_16x16x128_F6E3M2FN_F4E2M1FN"),
+    ],
+    ids=["e4m3", "e4m3xe5m2", "e2m3xe3m2", "e3m2xe2m1"],
+)
+def test_mxfp8_and_mxfp6_on_the_executor(a, b, intrinsic):
+    """MXFP8: the same kernel with 8-bit data, whose scaled records read each lane's 32 values as
+    one block through their codegen K order (a lane's two 16-value halves made consecutive).
+    MXFP6 (alone or against fp4): 24 bytes a lane's block."""
+    exe, check = _run(scaled_module(128, 96, 320, a_type=a, b_type=b), intrinsic)
+    assert exe.facts.problem.scales is not None and check.passed, check.detail
+
+
 def test_scales_are_what_is_checked(monkeypatch):
     """The kernel with A's and B's scale buffers exchanged (each lane then reads the other
     operand's scale of the same position) fails the same check."""
@@ -67,13 +85,11 @@ def test_scales_are_what_is_checked(monkeypatch):
 
 
 def test_other_targets_and_formats_are_refused():
-    """No block-scaled instruction but on gfx950 (one line, naming what the target has); MXFP8 is
-    catalogued, not compiled (left to IREE with the reason)."""
+    """No block-scaled instruction but on gfx950 (one line, naming what the target has); a pair of
+    different widths (fp8 x fp4) is catalogued, not compiled (left to IREE with the reason)."""
     with pytest.raises(UnsupportedError, match="no block-scaled matrix instruction on gfx942 computes f4E2M1FN"):
         codegen_module(scaled_module(64, 64, 256), "gfx942")
-    mxfp8 = scaled_module(64, 64, 256).replace("x16xi8>", "x32xi8>").replace("f4E2M1FN", "f8E4M3FN")
-    res = codegen_module(mxfp8, "gfx950", require_matmul=False)
+    mixed = scaled_module(64, 64, 256, a_type="f8E4M3FN")
+    res = codegen_module(mixed, "gfx950", require_matmul=False)
     assert not res.taken
-    assert any(
-        "MXFP6 / MXFP8 and mixed pairs are in the catalogue and the ISA model, not compiled" in x for x in res.log
-    ), res.log
+    assert any("8-bit x 4/6-bit pairs share no K order" in x for x in res.log), res.log

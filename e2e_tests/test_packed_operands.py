@@ -1,5 +1,6 @@
-"""4-bit operands in the matmul kernel: gfx950's f8f6f4 MFMA reading fp4 (E2M1), alone or against
-fp8, and RDNA3's iu4 WMMA, signed and unsigned, wave32 and wave64.
+"""4- and 6-bit operands in the matmul kernel: gfx950's f8f6f4 MFMA reading fp4 (E2M1) and fp6
+(E2M3, E3M2), alone or against each other or fp8, and RDNA3's iu4 WMMA, signed and unsigned,
+wave32 and wave64.
 
 The data reaches the dispatch as IREE passes it: fp4 as bytes bit-cast inside the dispatch
 (``tensor<MxK/2xi8>`` -> ``tensor<MxKxf4E2M1FN>``), i4 as a binding IREE packs two to a byte.
@@ -10,7 +11,8 @@ interpreter's evaluation of the dispatch as IREE formed it, sentinel bytes aroun
 on random bytes (every fp4 and i4 code). fp4 products are multiples of 1/4 of magnitude at most
 36, so for K <= 2^16 every partial sum is exact in f32: the result must match exactly, and the
 tests say so (``max_abs_err == 0``; fp8 operands against fp4 are random E4M3 / E5M2 values in
-[-2, 2], exact for E4M3 at these K, within the f32 bound for E5M2). The instructions' lane layouts against the independent ISA
+[-2, 2], exact for E4M3 at these K, within the f32 bound for E5M2; fp6's products are multiples of
+2^-6 (E2M3) or 2^-5 (E3M2 x fp4) below 2^8, exact in f32 at these K too). The instructions' lane layouts against the independent ISA
 model are ``test_layout_model.py``'s; the final ISA (format codes, neg_lo signedness, 16-byte
 loads, no spills) is ``lit_tests/isa/packed_operands.test``'s."""
 
@@ -24,7 +26,7 @@ from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.runtime.model_check import check_executable
 from mmaflow.runtime.modules import packed_module
 
-FP4, E4M3, E5M2 = "f4E2M1FN", "f8E4M3FN", "f8E5M2"
+FP4, E4M3, E5M2, F6, BF6 = "f4E2M1FN", "f8E4M3FN", "f8E5M2", "f6E2M3FN", "f6E3M2FN"
 
 
 def _check(source: str, target: str, overrides: dict | None = None, *, intrinsic: str):
@@ -52,10 +54,13 @@ def _check(source: str, target: str, overrides: dict | None = None, *, intrinsic
         (128, 96, 256, {"b_type": FP4, "a_type": E4M3}, {}, "MFMA_F32_16x16x128_F8E4M3FN_F4E2M1FN"),
         # fp4 (bytes) x bf8 (E5M2, loaded as is): random bf8 data, within the f32 bound
         (64, 96, 256, {"b_type": E5M2}, {}, "MFMA_F32_16x16x128_F4E2M1FN_F8E5M2"),
+        # fp6: 24 bytes a lane's run, rows of 3K/4 bytes copied in 16-byte chunks that split values
+        (128, 128, 256, {"a_type": F6, "b_type": F6}, {}, "MFMA_F32_16x16x128_F6E2M3FN"),
+        (96, 160, 320, {"a_type": BF6, "b_type": FP4}, {}, "MFMA_F32_16x16x128_F6E3M2FN_F4E2M1FN"),
     ],
-    ids=["whole", "partial", "32x32x64", "offsets", "fp8xfp4", "fp4xbf8"],
+    ids=["whole", "partial", "32x32x64", "offsets", "fp8xfp4", "fp4xbf8", "fp6", "bf6xfp4"],
 )
-def test_fp4_on_gfx950(m, n, k, kw, overrides, intrinsic):
+def test_fp4_and_fp6_on_gfx950(m, n, k, kw, overrides, intrinsic):
     kw = dict(kw)
     a_type = kw.pop("a_type", FP4)
     exe, checks = _check(packed_module(m, n, k, a_type, **kw), "gfx950", overrides, intrinsic=intrinsic)
@@ -115,9 +120,9 @@ def test_nibble_order_is_what_is_checked(monkeypatch):
     "source,target,match",
     [
         (
-            packed_module(64, 64, 128).replace("f4E2M1FN", "f6E2M3FN").replace("64x64xi8", "64x96xi8"),
+            packed_module(64, 64, 96, F6, F6),
             "gfx950",
-            r"operand A \(f6E2M3FN\): a lane's 32 fp6 values are 24 bytes.*6-bit operands are catalogued, not compiled",
+            r"operand A \(f6E2M3FN\): K = 96 is not a whole number of 16-byte chunks \(64 f6E2M3FN values\)",
         ),
         (
             packed_module(64, 64, 80),
@@ -141,7 +146,7 @@ def test_nibble_order_is_what_is_checked(monkeypatch):
             r"packed along K only",
         ),
     ],
-    ids=["fp6", "k-not-16-bytes", "b-packed-along-n"],
+    ids=["fp6-k-not-16-bytes", "k-not-16-bytes", "b-packed-along-n"],
 )
 def test_refused_with_one_line(source, target, match):
     with pytest.raises(InputError, match=match):

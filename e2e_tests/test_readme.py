@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mmaflow.compiler.target.intrinsics import TYPE_BITS, all_wgmma
+from mmaflow.compiler.target.intrinsics import all_wgmma
 from mmaflow.compiler.target.targets import TARGETS, get_target
 
 README = Path(__file__).parent.parent / "README.md"
 MAX_LINES = 150
 PAIR = re.compile(r"^(\w+?)(?:×(\w+))?→(\w+)$")  # `A→C` or `A×B→C`
+SQUARE = re.compile(r"^\{([\w,]+)\}²→(\w+)$")  # `{X,Y,Z}²→C`: every A x B of them
 
 
 def _matrix_rows() -> list[list[str]]:
@@ -32,6 +33,11 @@ def _listed() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
         kind = "wgmma" if cells[2] == "wgmma" else "codegen"
         pairs = set()
         for item in re.findall(r"`([^`]+)`", cells[3]):
+            sq = SQUARE.match(item)
+            if sq:
+                types = sq.group(1).split(",")
+                pairs.update((a, b, sq.group(2)) for a in types for b in types)
+                continue
             m = PAIR.match(item)
             assert m, f"{target}: {item!r} is not A→C or A×B→C"
             a, b, c = m.groups()
@@ -52,7 +58,6 @@ def _catalogue() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
         out[(name, "codegen")] = {
             (_name(i.a_type, i.unsigned_a), _name(i.b_type, i.unsigned_b), i.c_type)
             for i in target.intrinsics()
-            if 6 not in (TYPE_BITS[i.a_type], TYPE_BITS[i.b_type])  # (fp6: catalogued, not compiled)
         }
         if target.warpgroup_mma:
             out[(name, "wgmma")] = {(w.a_type, w.b_type, w.c_type) for w in all_wgmma()}

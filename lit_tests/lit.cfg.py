@@ -37,6 +37,7 @@ LONG = (
     "config.test",
     "per_target.test",
     "fp8_mixed.test",
+    "packed_formats.test",
 )
 SET = lit_config.params.get("set", "default")
 if SET == "exhaustive":

@@ -25,7 +25,7 @@ def matmul_source(m: int, n: int, k: int, in_type: str = "f16", out_type: str = 
     )
 
 
-PACKED_BITS = {"f4E2M1FN": 4, "i4": 4}
+PACKED_BITS = {"f4E2M1FN": 4, "f6E2M3FN": 6, "f6E3M2FN": 6, "i4": 4}
 
 
 def packed_module(
@@ -81,16 +81,32 @@ def packed_module(
     )
 
 
-def scaled_module(m: int, n: int, k: int, *, order: str = "ab", offsets: bool = False) -> str:
-    """MXFP4 C = A @ B^T in IREE's scaled-matmul form (``linalg_forms.scaled_matmul``): A
-    ``[M, K/32, 32]`` and B ``[N, K/32, 32]`` fp4 (passed as bytes and bit-cast), their E8M0 scales
-    ``[M, K/32]`` and ``[N, K/32]``, body ``arith.scaling_extf`` of each with its scale, multiply,
-    add. ``order``: the generic's inputs as (A, B, A-scales, B-scales) ("ab", IREE's own codegen
-    takes only this one) or (A, A-scales, B, B-scales) ("asbs"). ``offsets``: the A bytes and B's
-    scales computed by dispatches of their own (xor 0x5A), so they live in transient bindings."""
+def scaled_module(
+    m: int,
+    n: int,
+    k: int,
+    *,
+    order: str = "ab",
+    offsets: bool = False,
+    a_type: str = "f4E2M1FN",
+    b_type: str = "f4E2M1FN",
+) -> str:
+    """MXFP4 (MXFP6, MXFP8: ``a_type`` / ``b_type`` f6E2M3FN ..., f8E4M3FN, f8E5M2) C = A @ B^T in IREE's
+    scaled-matmul form (``linalg_forms.scaled_matmul``): A ``[M, K/32, 32]`` and B ``[N, K/32, 32]``
+    (fp4 / fp6 passed as bytes and bit-cast, as IREE takes them), their E8M0 scales ``[M, K/32]`` and
+    ``[N, K/32]``, body ``arith.scaling_extf`` of each with its scale, multiply, add. ``order``:
+    the generic's inputs as (A, B, A-scales, B-scales) ("ab", IREE's own codegen takes only this
+    one) or (A, A-scales, B, B-scales) ("asbs"). ``offsets``: the A bytes and B's scales computed
+    by dispatches of their own (xor 0x5A), so they live in transient bindings."""
     kb = k // 32
-    a_raw, b_raw = f"tensor<{m}x{kb}x16xi8>", f"tensor<{n}x{kb}x16xi8>"
-    a_t, b_t = f"tensor<{m}x{kb}x32xf4E2M1FN>", f"tensor<{n}x{kb}x32xf4E2M1FN>"
+    if offsets and a_type not in PACKED_BITS:
+        raise ValueError("offsets: A is passed as fp4 bytes")
+    a_t, b_t = f"tensor<{m}x{kb}x32x{a_type}>", f"tensor<{n}x{kb}x32x{b_type}>"
+    # fp4 / fp6 are passed as bytes (16 / 24 a block) and bit-cast; fp8 as itself
+    a_raw, b_raw = (
+        f"tensor<{rows}x{kb}x{4 * PACKED_BITS[t]}xi8>" if t in PACKED_BITS else whole
+        for rows, t, whole in ((m, a_type, a_t), (n, b_type, b_t))
+    )
     sa_t, sb_t = f"tensor<{m}x{kb}xf8E8M0FNU>", f"tensor<{n}x{kb}xf8E8M0FNU>"
     c = f"tensor<{m}x{n}xf32>"
     ops = []
@@ -113,8 +129,11 @@ def scaled_module(m: int, n: int, k: int, *, order: str = "ab", offsets: bool = 
             f"  }} -> {sb_t}\n"
         )
         a_src, sb_src = "%a1", "%sb1"
-    ops.append(f"  %a = flow.tensor.bitcast {a_src} : {a_raw} -> {a_t}\n")
-    ops.append(f"  %b = flow.tensor.bitcast %b0 : {b_raw} -> {b_t}\n")
+    names = {}
+    for name, src, raw, t in (("a", a_src, a_raw, a_t), ("b", "%b0", b_raw, b_t)):
+        if raw != t:
+            ops.append(f"  %{name} = flow.tensor.bitcast {src} : {raw} -> {t}\n")
+        names[name] = f"%{name}" if raw != t else src
     dims = "(d0, d1, d2, d3)"
     maps = {
         "a": f"affine_map<{dims} -> (d0, d2, d3)>",
@@ -123,8 +142,8 @@ def scaled_module(m: int, n: int, k: int, *, order: str = "ab", offsets: bool = 
         "sb": f"affine_map<{dims} -> (d1, d2)>",
     }
     vals = {
-        "a": ("%a", a_t, "f4E2M1FN"),
-        "b": ("%b", b_t, "f4E2M1FN"),
+        "a": (names["a"], a_t, a_type),
+        "b": (names["b"], b_t, b_type),
         "sa": ("%sa", sa_t, "f8E8M0FNU"),
         "sb": (sb_src, sb_t, "f8E8M0FNU"),
     }
@@ -140,8 +159,8 @@ def scaled_module(m: int, n: int, k: int, *, order: str = "ab", offsets: bool = 
         'iterator_types = ["parallel", "parallel", "reduction", "reduction"]}\n'
         f"      ins({', '.join(vals[r][0] for r in seq)} : {', '.join(vals[r][1] for r in seq)}) outs(%f : {c}) {{\n"
         f"  ^bb0({bargs}, %acc: f32):\n"
-        "    %xs = arith.scaling_extf %xa, %xsa : f4E2M1FN, f8E8M0FNU to f32\n"
-        "    %ys = arith.scaling_extf %xb, %xsb : f4E2M1FN, f8E8M0FNU to f32\n"
+        f"    %xs = arith.scaling_extf %xa, %xsa : {a_type}, f8E8M0FNU to f32\n"
+        f"    %ys = arith.scaling_extf %xb, %xsb : {b_type}, f8E8M0FNU to f32\n"
         "    %p = arith.mulf %xs, %ys : f32\n"
         "    %s = arith.addf %acc, %p : f32\n"
         "    linalg.yield %s : f32\n"

@@ -504,12 +504,6 @@ def _packed_refusal(fields: dict) -> str | None:
                 f"{'K x M' if role == 'A' else 'K x N'}): mmaflow loads 4- and 6-bit operands packed along K "
                 f"only (A stored M x K, B stored N x K)"
             )
-        if bits == 6:
-            return (
-                f"operand {role} ({t}): a lane's 32 fp6 values are 24 bytes, and mmaflow's copies and LDS "
-                f"fragments move whole elements in 16-byte chunks; 6-bit operands are catalogued, not compiled "
-                f"(fp4 and i4 are)"
-            )
         if fields["k"] is None:
             return f"operand {role} ({t}) with a dynamic K: 4- and 6-bit operands need a static K"
         if fields["k"] * bits % 128:
@@ -537,12 +531,13 @@ def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_o
         return Decision(name, False, f"{what} of dynamic sizes: mmaflow takes static block-scaled matmuls")
     if sm.block != 32 or sa_t != "f8E8M0FNU" or sb_t != "f8E8M0FNU":
         return Decision(name, False, f"{what} with blocks of {sm.block}: OCP MX scales are f8E8M0FNU, one a 32 K")
-    if (a_t, b_t) != ("f4E2M1FN", "f4E2M1FN"):
+    fp8, narrow = ("f8E4M3FN", "f8E5M2"), ("f4E2M1FN", "f6E2M3FN", "f6E3M2FN")
+    if not ({a_t, b_t} <= set(fp8) or {a_t, b_t} <= set(narrow)):
         return Decision(
             name,
             False,
-            f"{what}: mmaflow's kernels take MXFP4 (f4E2M1FN x f4E2M1FN); MXFP6 / MXFP8 and mixed pairs are "
-            f"in the catalogue and the ISA model, not compiled",
+            f"{what}: a block-scaled MFMA reads 8-bit A and B, or 4/6-bit A and B (a lane's 32 values one "
+            f"block); 8-bit x 4/6-bit pairs share no K order: left to IREE",
         )
     subs = {
         r: _loaded_from(operands[i]) for r, i in (("A", sm.a), ("B", sm.b), ("SA", sm.a_scales), ("SB", sm.b_scales))
@@ -575,7 +570,7 @@ def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_o
         b_transposed=True,
         scales=BlockScales(_binding(subs["SA"]), _binding(subs["SB"]), sa_t, sm.block),
     )
-    if problem.k * 4 % 128:
+    if problem.k * TYPE_BITS[a_t] % 128:
         return Decision(name, False, f"{what}: K = {problem.k} is not a whole number of 16-byte chunks (32 values)")
     try:
         registry.require_instruction(target, problem)

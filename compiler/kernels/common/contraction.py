@@ -460,6 +460,13 @@ class Rewriter:
         src_mem, src_idx, _ = _transfer_parts(opd.copy_read)
         _, dst_idx, _ = _transfer_parts(opd.copy_write)
         ext = self.mem_extents[src_mem][1]
+        limits = tuple(self._limits(ext)[-2:])
+        bits = packed_bits(elem) or 8
+        if bits < 8:  # 4/6-bit data, packed along K (the last axis): copied as its bytes
+            elem, lim = ir.IntegerType.get_signless(8), limits[-1]
+            if lim is not None:  # (select: a packed K is static)
+                lim = lim * bits // 8 if isinstance(lim, int) else self.top.div(self.top.mul(lim, bits), 8)
+            limits = (limits[0], lim)
         return Copy(
             op_plan.copy,
             elem,
@@ -467,9 +474,10 @@ class Rewriter:
             src_idx[:-2],
             storage,
             tuple(dst_idx[-2:]),
-            limits=tuple(self._limits(ext)[-2:]),
+            limits=limits,
             extent0=self.extent(ext.names[0]),
             k_axis=op_plan.k_dim,
+            col_bits=bits,
         )
 
     def _clone_slice(self, values: list[ir.Value], body, mapping: dict, ip: ir.InsertionPoint) -> list[ir.Value]:

@@ -218,13 +218,23 @@ class Copy:
         extent0=None,
         *,
         k_axis: int,
+        col_bits: int = 8,
     ):
         """``lead``: leading (batch) indices of the global access; ``dst``: logical LDS origin
         (d0, d1); ``limits``: true extents (int or index value) of the global rows / cols where
-        the tile overhangs them; ``extent0``: true extent of the access's first index;
-        ``k_axis``: which of the two (0: rows, 1: cols) runs along K."""
+        the tile overhangs them (cols in bytes for packed data); ``extent0``: true extent of the
+        access's first index; ``k_axis``: which of the two (0: rows, 1: cols) runs along K;
+        ``col_bits``: 4 or 6 where the tile's columns are the bytes of packed 4/6-bit values
+        (``elem`` i8, the shape planned in bytes): column origins, given in values, are scaled."""
         self.shape, self.elem, self.src, self.lead, self.storage = shape, elem, src, lead, storage
         self.dst, self.limits, self.extent0, self.k_axis = dst, limits, extent0, k_axis
+        self.col_bits = col_bits
+
+    def _col_bytes(self, em: Emitter, c: ir.Value) -> ir.Value:
+        """A column origin in values as the byte it starts (packed data; else itself)."""
+        if self.col_bits >= 8:
+            return c
+        return em.div(em.mul(c, self.col_bits), 8)
 
     @property
     def chunk_type(self) -> ir.VectorType:
@@ -263,6 +273,7 @@ class Copy:
     def loads(self, em: Emitter, tid: ir.Value, g0: ir.Value, g1: ir.Value) -> list[ir.Value]:
         """Global loads of this thread's chunks of the tile whose origin is (g0, g1)."""
         em = em.named(f"copy.{self.shape.operand}.global_load")
+        g1 = self._col_bytes(em, g1)
         out = []
         for i in range(self.shape.rounds):
             row, col = self._item(em, tid, i)
@@ -331,6 +342,7 @@ class Copy:
         s = self.shape
         em = em.named(f"copy.{s.operand}.lds_store")
         d0, d1 = self.dst
+        d1 = self._col_bytes(em, d1)
         lead = [] if slot is None else [slot]
 
         def store(s_em: Emitter, val: ir.Value, idx: list) -> None:

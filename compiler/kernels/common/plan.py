@@ -394,21 +394,24 @@ def plan_kernel(
         ext = facts.extents
         k_outer = ring and facts.k_dim == 0  # async copies store the tile as it is in global memory
         lds_shape = (k, nonk + cfg.lds_pad) if k_outer else (nonk, k + cfg.lds_pad)
+        # 4/6-bit data (packed along K, the rows' last dimension): copied as the bytes they are, in
+        # 16-byte chunks that need not hold whole values (a row of 128 fp6 is 96 bytes)
+        cbits, per_byte = (8, bits) if bits < 8 else (bits, 8)
         copy = CopyShape.plan(
             facts.name,
             facts.copy_rows,
-            facts.copy_cols,
-            bits,
+            facts.copy_cols * per_byte // 8,
+            cbits,
             facts.k_dim == 0 and not ring,
             cfg.workgroup_size,
-            row_length=ext.multiple(-1),
-            lds_row=lds_shape[1],
+            row_length=ext.multiple(-1) * per_byte // 8 if ext.multiple(-1) * per_byte % 8 == 0 else 0,
+            lds_row=lds_shape[1] * per_byte // 8,
             # (NVIDIA's register-staged copies keep the plain row order, as measured)
             banks=target.lds_banks if vendor is Vendor.AMD or ring else 0,
             wave=cfg.wave_size,
             asynchronous=ring,
         )
-        if ext.multiple(-1) * bits % 128:
+        if ext.multiple(-1) * bits % 128:  # (select refuses packed rows not of whole 16-byte chunks)
             notes.append(
                 f"{facts.name}'s rows are {ext.describe(-1)} elements long: its global loads are "
                 f"{copy.v * bits} bits wide, not 128"

@@ -6,6 +6,7 @@ are seeds with their provenance (``target/seeds.py``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from mmaflow.compiler.core.config import KernelConfig
@@ -114,7 +115,9 @@ def default_config(
     tile_k = max(intr.k, 32 * 16 // bits)
     # K tiles in whole 16-byte chunks (an LDS row of 128-bit accesses) and whole instructions: f32's
     # k of 2 or 4 would otherwise fit K = 40 with tiles of 10 (40-byte rows)
-    k_quantum = max(intr.k, 128 // narrow)
+    # values in a whole number of 16-byte chunks of either operand (fp6: 64 in 48 bytes)
+    chunk = math.lcm(*(128 // math.gcd(128, TYPE_BITS[t]) for t in (problem.a_type, problem.b_type)))
+    k_quantum = max(intr.k, chunk)
     why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies")
     tm = fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
@@ -136,8 +139,8 @@ def default_config(
     wn = waves_for(tn, waves_n, intr.n, wt_n)
     if (wm, wn) != (waves_m, waves_n):
         why.append(f"{wm}x{wn} waves: the smaller tile splits into no more")
-    pad = 128 // narrow  # one 16-byte chunk per row (of the narrower operand): staggers rows across banks
-    why.append(f"lds_pad {pad}: one 16-byte chunk per LDS row staggers rows across banks")
+    pad = chunk  # one 16-byte chunk per row (of the narrower operand; fp6: three): staggers rows across banks
+    why.append(f"lds_pad {pad}: {pad * narrow // 8} bytes per LDS row stagger rows across banks")
     cfg = KernelConfig(intr.name, wave, tm, tn, tk, wm, wn, pad)
     if target.vendor is Vendor.AMD:
         cfg = _amd_ring(cfg, target, problem, why)
