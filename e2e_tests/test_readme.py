@@ -56,8 +56,7 @@ def _catalogue() -> dict[tuple[str, str], set[tuple[str, str, str]]]:
     for name in TARGETS:
         target = get_target(name)
         out[(name, "codegen")] = {
-            (_name(i.a_type, i.unsigned_a), _name(i.b_type, i.unsigned_b), i.c_type)
-            for i in target.intrinsics()
+            (_name(i.a_type, i.unsigned_a), _name(i.b_type, i.unsigned_b), i.c_type) for i in target.intrinsics()
         }
         if target.warpgroup_mma:
             out[(name, "wgmma")] = {(w.a_type, w.b_type, w.c_type) for w in all_wgmma()}
