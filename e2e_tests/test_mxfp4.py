@@ -89,6 +89,12 @@ def test_other_targets_and_formats_are_refused():
     different widths (fp8 x fp4) is catalogued, not compiled (left to IREE with the reason)."""
     with pytest.raises(UnsupportedError, match="no block-scaled matrix instruction on gfx942 computes f4E2M1FN"):
         codegen_module(scaled_module(64, 64, 256), "gfx942")
+    narrow_b = scaled_module(64, 64, 96, b_type="f6E2M3FN")  # A's 48-byte rows fit; B's 72-byte ones do not
+    res = codegen_module(narrow_b, "gfx950", require_matmul=False)
+    assert not res.taken and any(
+        "operand B (f6E2M3FN): K = 96 is not a whole number of 16-byte chunks (64 f6E2M3FN values)" in x
+        for x in res.log
+    ), res.log
     mixed = scaled_module(64, 64, 256, a_type="f8E4M3FN")
     res = codegen_module(mixed, "gfx950", require_matmul=False)
     assert not res.taken

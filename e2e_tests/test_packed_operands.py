@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmaflow.compiler.core.errors import InputError
+from mmaflow.compiler.core.errors import ConfigError, InputError
 from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.runtime.model_check import check_executable
@@ -57,8 +57,17 @@ def _check(source: str, target: str, overrides: dict | None = None, *, intrinsic
         # fp6: 24 bytes a lane's run, rows of 3K/4 bytes copied in 16-byte chunks that split values
         (128, 128, 256, {"a_type": F6, "b_type": F6}, {}, "MFMA_F32_16x16x128_F6E2M3FN"),
         (96, 160, 320, {"a_type": BF6, "b_type": FP4}, {}, "MFMA_F32_16x16x128_F6E3M2FN_F4E2M1FN"),
+        # fp6 on 32x32x64: the K tile a whole number of the instruction's K and of fp6's 48-byte chunk
+        (
+            128,
+            128,
+            256,
+            {"a_type": F6, "b_type": F6},
+            {"intrinsic": "MFMA_F32_32x32x64_F6E2M3FN"},
+            "MFMA_F32_32x32x64_F6E2M3FN",
+        ),
     ],
-    ids=["whole", "partial", "32x32x64", "offsets", "fp8xfp4", "fp4xbf8", "fp6", "bf6xfp4"],
+    ids=["whole", "partial", "32x32x64", "offsets", "fp8xfp4", "fp4xbf8", "fp6", "bf6xfp4", "fp6-32x32x64"],
 )
 def test_fp4_and_fp6_on_gfx950(m, n, k, kw, overrides, intrinsic):
     kw = dict(kw)
@@ -151,3 +160,13 @@ def test_nibble_order_is_what_is_checked(monkeypatch):
 def test_refused_with_one_line(source, target, match):
     with pytest.raises(InputError, match=match):
         codegen_module(source, target)
+
+
+def test_a_padding_that_splits_bytes_or_chunks_is_refused():
+    """An LDS padding that leaves a row of packed data short of a whole byte (129 fp4) or of a
+    16-byte chunk (136 fp4: 68 bytes) is a config error, named."""
+    for pad, row in ((1, "64.5"), (8, "68")):
+        with pytest.raises(
+            ConfigError, match=rf"an LDS row of A \({128 + pad} elements with lds_pad={pad}\) is {row} bytes"
+        ):
+            codegen_module(packed_module(64, 64, 128), "gfx950", options=CodegenOptions(overrides={"lds_pad": pad}))

@@ -6,7 +6,7 @@ catalogue's layouts (A, B, C and the scale layouts of ``intrinsics.scaled_f8f6f4
 must be numpy's sum over MX blocks of 32 K of (a * 2^(sa - 127)) (b * 2^(sb - 127)), exactly
 (fp4 values times powers of two, few enough terms to be exact in f32). The instruction's
 semantics are the independent ISA model's (``runtime/isa``); ``test_layout_model.py`` checks
-every scaled record's layouts against it. No kernel issues the instruction yet."""
+every scaled record's layouts against it; the MXFP matmuls that issue it are test_mxfp4.py's."""
 
 from __future__ import annotations
 

@@ -570,8 +570,11 @@ def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_o
         b_transposed=True,
         scales=BlockScales(_binding(subs["SA"]), _binding(subs["SB"]), sa_t, sm.block),
     )
-    if problem.k * TYPE_BITS[a_t] % 128:
-        return Decision(name, False, f"{what}: K = {problem.k} is not a whole number of 16-byte chunks (32 values)")
+    refusal = _packed_refusal(
+        {"a_type": a_t, "b_type": b_t, "a_transposed": False, "b_transposed": True, "k": problem.k}
+    )
+    if refusal is not None:
+        return Decision(name, False, f"{what}: {refusal}")
     try:
         registry.require_instruction(target, problem)
     except UnsupportedError as e:

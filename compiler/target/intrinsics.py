@@ -123,8 +123,7 @@ class Intrinsic:
     @property
     def sub_byte(self) -> bool:
         """A 4- or 6-bit operand (gfx950's f8f6f4, RDNA3's iu4): the matmul kernel moves such data
-        as bytes (4-bit only; select refuses 6-bit with a line that says so), the decode kernel
-        does not stream it."""
+        as bytes, the decode kernel does not stream it."""
         return TYPE_BITS[self.a_type] < 8 or TYPE_BITS[self.b_type] < 8
 
     def operand(self, which: str) -> Layout:
@@ -477,7 +476,7 @@ def scaled_f8f6f4(plain: Intrinsic) -> Intrinsic:
 
 
 # gfx950's block-scaled MFMA (MXFP8 / MXFP6 / MXFP4): the same-width pairs of the f8f6f4 records
-# (4- and 6-bit data share a layout). In the catalogue and the ISA model; no kernel issues them yet.
+# (4- and 6-bit data share a layout). The matmul kernel issues them for block-scaled (MXFP) matmuls.
 _SCALED_F8F6F4 = [scaled_f8f6f4(i) for i in _F8F6F4 if (TYPE_BITS[i.a_type] == 8) == (TYPE_BITS[i.b_type] == 8)]
 
 
@@ -536,7 +535,7 @@ _NV = [
 ]
 
 # Per architecture family: the block-scaled instructions (``Target.scaled_intrinsics``): catalogued and
-# in the ISA model, apart from what the heuristics choose from (no kernel issues them yet).
+# in the ISA model, apart from what plain matmuls choose from (block-scaled problems take them only).
 SCALED_CATALOGUE: dict[str, tuple[Intrinsic, ...]] = {"cdna4": tuple(_SCALED_F8F6F4)}
 
 # Per architecture family: the instructions mmaflow may select.

@@ -186,7 +186,7 @@ class Target:
 
     def scaled_intrinsics(self) -> tuple[Intrinsic, ...]:
         """The block-scaled instructions (CDNA4's ``v_mfma_scale_*``): catalogued, in the ISA model and
-        in ``mmaflow layout``, not among ``intrinsics()`` (no kernel issues them yet)."""
+        in ``mmaflow layout``, not among ``intrinsics()``: only block-scaled (MXFP) problems take them."""
         return SCALED_CATALOGUE.get(self.family.value, ())
 
     def intrinsic(self, name: str) -> Intrinsic | WarpgroupIntrinsic:

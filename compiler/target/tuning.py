@@ -59,7 +59,7 @@ def shape_class(problem: Contraction) -> ShapeClass | None:
     if problem.is_dynamic or None in (problem.m, problem.n, problem.k):
         return None
     return ShapeClass(
-        types=f"{problem.a_type}x{problem.b_type}->{problem.c_type}",
+        types=f"{problem.a_type}x{problem.b_type}->{problem.c_type}" + (" scaled" if problem.scales else ""),
         a="km" if problem.a_transposed else "mk",
         b="nk" if problem.b_transposed else "kn",
         batched=problem.batched and (problem.batch or 1) > 1,

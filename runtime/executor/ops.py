@@ -1212,6 +1212,10 @@ def _h_mma(k, op):
         else None
         for i, x in list(enumerate("AB"))[: len(scale_ids)]
     ]
+    for x, idx in zip("AB", scale_idx):
+        if idx is None and ir.IntegerAttr(op.attributes[f"scalesIdx{x}"]).value:
+            # (a scalar scale sits in byte 0 of the scale VGPR; op_sel would pick another, unmodelled)
+            raise ExecutorError(f"{op_loc(op)}: a scalar scale of {x} with scalesIdx{x} != 0 is not modelled")
 
     def regs(v, L):
         v = per_lane(v, L)

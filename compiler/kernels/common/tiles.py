@@ -222,10 +222,10 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
             raise ConfigError(f"stages={cfg.stages}: {why}")
     for op, t in (("A", problem.a_type), ("B", problem.b_type)):
         row = lds_tile(cfg, problem, op, target)[1]
-        row_bytes = row * TYPE_BITS[t] // 8
-        if row_bytes % 16:
+        row_bytes = row * TYPE_BITS[t] / 8  # (4/6-bit data: possibly not a whole number of bytes)
+        if row * TYPE_BITS[t] % 128:
             raise ConfigError(
-                f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes} "
+                f"an LDS row of {op} ({row} elements with lds_pad={cfg.lds_pad}) is {row_bytes:g} "
                 f"bytes; it must be a multiple of 16 so 128-bit LDS accesses stay aligned"
             )
     need = lds_bytes(cfg, problem, target)

@@ -112,12 +112,12 @@ def default_config(
             f"2x2 waves of 64x64: {(64 // intr.m) * (64 // intr.n)} instructions' accumulators per wave "
             f"within the register budget"
         )
-    tile_k = max(intr.k, 32 * 16 // bits)
     # K tiles in whole 16-byte chunks (an LDS row of 128-bit accesses) and whole instructions: f32's
     # k of 2 or 4 would otherwise fit K = 40 with tiles of 10 (40-byte rows)
     # values in a whole number of 16-byte chunks of either operand (fp6: 64 in 48 bytes)
     chunk = math.lcm(*(128 // math.gcd(128, TYPE_BITS[t]) for t in (problem.a_type, problem.b_type)))
     k_quantum = max(intr.k, chunk)
+    tile_k = -(-max(intr.k, 32 * 16 // bits) // k_quantum) * k_quantum  # (fp6: 85 -> 128)
     why.append(f"K staged {tile_k} deep: {tile_k * bits // 8} bytes per LDS row, 128-bit copies")
     tm = fit_tile(problem.m, waves_m * wt_m, waves_m * intr.m, intr.m)
     tn = fit_tile(problem.n, waves_n * wt_n, waves_n * intr.n, intr.n)
