@@ -334,6 +334,36 @@ def test_integer_accumulator_overflow(target, name):
         np.testing.assert_array_equal(got, wrapped)
 
 
+# Points of AMD's Matrix Instruction Calculator (github.com/ROCm/amd_matrix_instruction_calculator,
+# `-a gfx1201 -i INSTR -A -R`): A[m][k] -> (lane, VGPR, low bit). The whole A and B tables of these
+# instructions (and of RDNA3's iu4 and f16, CDNA3's f16, i8 and fp8 MFMAs) agreed with the ISA model
+# when checked against the tool; these points pin the ones an earlier reading of the RDNA4 guide had
+# interleaved (8-bit data: lanes 0-15 hold K 0-7 in two VGPRs, not K 0-3 and 8-11).
+CALCULATOR_POINTS = [
+    ("rdna4.v_wmma_f32_16x16x16_f16", (0, 4), (16, 0, 0)),
+    ("rdna4.v_wmma_i32_16x16x16_iu8", (0, 4), (0, 1, 0)),
+    ("rdna4.v_wmma_i32_16x16x16_iu8", (5, 9), (21, 0, 8)),
+    ("rdna4.v_wmma_f32_16x16x16_fp8_bf8", (0, 7), (0, 1, 24)),
+    ("rdna4.v_wmma_i32_16x16x16_iu4", (3, 9), (19, 0, 4)),
+    ("rdna4.v_wmma_i32_16x16x32_iu4", (0, 8), (0, 1, 0)),
+    ("rdna4.v_wmma_i32_16x16x32_iu4", (2, 17), (18, 0, 4)),
+]
+
+
+@pytest.mark.parametrize("key,mk,where", CALCULATOR_POINTS)
+def test_isa_model_places_a_as_amds_calculator_does(key, mk, where):
+    instr = INSTRUCTIONS[key]
+    bits = {"f16": 16, "i8": 8, "f8E4M3FN": 8, "i4": 4}[instr.a_type]
+    per = 32 // bits
+    held = [
+        (lane, slot // per, (slot % per) * bits)
+        for lane in range(instr.wave)
+        for slot in range(instr.a_slots)
+        if instr.a_place(lane, slot) == mk
+    ]
+    assert held == [where], (key, mk, held)
+
+
 def test_rdna4_logical_k_order_is_a_permutation_shared_by_a_and_b():
     intr = TARGETS["gfx1201"].intrinsic("WMMA_F32_16x16x16_F16")
     la, lb, _ = intr.codegen_layouts()

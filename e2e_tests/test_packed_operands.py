@@ -1,6 +1,6 @@
 """4- and 6-bit operands in the matmul kernel: gfx950's f8f6f4 MFMA reading fp4 (E2M1) and fp6
-(E2M3, E3M2), alone or against each other or fp8, and RDNA3's iu4 WMMA, signed and unsigned,
-wave32 and wave64.
+(E2M3, E3M2), alone or against each other or fp8, RDNA3's iu4 WMMA, signed and unsigned, wave32
+and wave64, and RDNA4's (16x16x32 and 16x16x16).
 
 The data reaches the dispatch as IREE passes it: fp4 as bytes bit-cast inside the dispatch
 (``tensor<MxK/2xi8>`` -> ``tensor<MxKxf4E2M1FN>``), i4 as a binding IREE packs two to a byte.
@@ -99,6 +99,18 @@ def test_i4_on_gfx1100(unsigned, wave, offsets):
         intrinsic=name,
     )
     assert exe.facts.problem.unsigned_a is unsigned and exe.facts.problem.unsigned_b is unsigned
+
+
+@pytest.mark.parametrize(
+    "unsigned,overrides,name",
+    [(False, {}, "WMMA_I32_16x16x32_I4"), (True, {"intrinsic": "WMMA_I32_16x16x16_U4"}, "WMMA_I32_16x16x16_U4")],
+    ids=["signed-16x16x32", "unsigned-16x16x16"],
+)
+def test_i4_on_gfx1201(unsigned, overrides, name):
+    """RDNA4's iu4 WMMA: 16x16x32 by default (twice 16x16x16's K in the same cycles), 16x16x16 by
+    name; lanes 0-15 hold the first half of K, lanes 16-31 the second (AMD's calculator)."""
+    exe, _ = _check(packed_module(96, 128, 256, "i4", unsigned=unsigned), "gfx1201", overrides, intrinsic=name)
+    assert exe.facts.problem.unsigned_a is unsigned
 
 
 def test_nibble_order_is_what_is_checked(monkeypatch):

@@ -211,17 +211,25 @@ def _rdna3(a_t, b_t, c_t, wave, mnemonic, name, unsigned=False):
     )
 
 
-def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
-    # K inside a lane (hardware): k = VectorX(4) + 4*LaneY(2) + 8*VectorY(2).
-    a = make_layout("A", 32, rows=[("LaneX", 16)], cols=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)])
-    b = make_layout("B", 32, rows=[("VectorX", 4), ("LaneY", 2), ("VectorY", 2)], cols=[("LaneX", 16)])
+def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False, k=16):
+    if TYPE_BITS[a_t] == 16:
+        # K inside a lane (hardware): k = VectorX(4) + 4*LaneY(2) + 8*VectorY(2).
+        k_dims = [("VectorX", 4), ("LaneY", 2), ("VectorY", 2)]
+        # Logical order: 8 consecutive K per lane (one 128-bit load for 16-bit data).
+        codegen = ("VectorX", "VectorY", "LaneY")
+    else:
+        # 8- and 4-bit data: lanes 0-15 hold the first half of K, consecutive, lanes 16-31 the
+        # second (the AMD Matrix Instruction Calculator's RDNA4 tables; runtime/isa/tables.py [R4C])
+        k_dims, codegen = [("VectorX", k // 2), ("LaneY", 2)], None
+    a = make_layout("A", 32, rows=[("LaneX", 16)], cols=k_dims)
+    b = make_layout("B", 32, rows=k_dims, cols=[("LaneX", 16)])
     c = make_layout("C", 32, rows=[("VectorX", 8), ("LaneY", 2)], cols=[("LaneX", 16)])
     return Intrinsic(
         name,
         "wmma_rdna4",
         16,
         16,
-        16,
+        k,
         a_t,
         b_t,
         c_t,
@@ -232,13 +240,12 @@ def _rdna4(a_t, b_t, c_t, mnemonic, name, unsigned=False):
         a,
         b,
         c,
-        (8,),
-        (8,),
+        (k // 2,),
+        (k // 2,),
         (8,),
         unsigned,
         unsigned,
-        # Logical order: 8 consecutive K per lane (one 128-bit load for 16-bit data).
-        codegen_k_order=("VectorX", "VectorY", "LaneY"),
+        codegen_k_order=codegen,
     )
 
 
@@ -378,6 +385,12 @@ _RDNA4 = [
     _rdna4(F8E5M2, F8E4M3FN, F32, "v_wmma_f32_16x16x16_bf8_fp8", "WMMA_F32_16x16x16_F8E5M2_F8E4M3FN"),
     _rdna4(I8, I8, I32, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_I8"),
     _rdna4(I8, I8, I32, "v_wmma_i32_16x16x16_iu8", "WMMA_I32_16x16x16_U8", unsigned=True),
+    # iu4: 16x16x32 first (twice 16x16x16's K in the same 8 cycles: the calculator's -d), signed
+    # or unsigned per the NEG bits as iu8
+    _rdna4(I4, I4, I32, "v_wmma_i32_16x16x32_iu4", "WMMA_I32_16x16x32_I4", k=32),
+    _rdna4(I4, I4, I32, "v_wmma_i32_16x16x32_iu4", "WMMA_I32_16x16x32_U4", unsigned=True, k=32),
+    _rdna4(I4, I4, I32, "v_wmma_i32_16x16x16_iu4", "WMMA_I32_16x16x16_I4"),
+    _rdna4(I4, I4, I32, "v_wmma_i32_16x16x16_iu4", "WMMA_I32_16x16x16_U4", unsigned=True),
 ]
 
 

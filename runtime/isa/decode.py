@@ -55,6 +55,8 @@ def decode(
     if b_elem != a_elem and not (a_elem in _FP8 and b_elem in _FP8):
         raise IsaError(f"{op_name} with {a_elem} x {b_elem} inputs does not exist (only fp8 x bf8 pairs mix)")
     if op_name == "amdgpu.wmma":
+        if (m, n, k) == (16, 16, 32) and fam == "rdna4" and a_elem == "i4":
+            return "rdna4.v_wmma_i32_16x16x32_iu4"
         if fam not in ("rdna3", "rdna4") or (m, n, k) != (16, 16, 16):
             raise IsaError(f"amdgpu.wmma {m}x{n}x{k} does not exist on {arch}")
         if a_elem in _FP8:
@@ -64,8 +66,6 @@ def decode(
         elif a_elem == "i8":
             mnemonic = "v_wmma_i32_16x16x16_iu8"
         elif a_elem == "i4":
-            if fam != "rdna3":  # (RDNA4's iu4 forms are not in the model)
-                raise IsaError(f"wmma 16x16x16 with i4 inputs is not in the ISA model on {arch}")
             mnemonic = "v_wmma_i32_16x16x16_iu4"
         else:
             mnemonic = f"v_wmma_{c_elem}_16x16x16_{a_elem}"

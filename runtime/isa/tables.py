@@ -97,25 +97,29 @@ def _r3_c(wave, half_regs):
 # ------------------------------------------------------------------------------------------
 # RDNA4 WMMA [R4]. No replication. A, 16-bit: VGPR g (0-3) of lanes 0-15 holds K = 2g, 2g+1 for
 # g in {0,1} and K = 8+2(g-2), 9+2(g-2) for g in {2,3}; lanes 16-31 hold the same pattern shifted
-# by 4 (K = 4..7 and 12..15). A, 8-bit: VGPR g (0-1) lanes 0-15 hold K = 8g..8g+3, lanes 16-31
-# K = 8g+4..8g+7. B mirrors A with N for M. C/D: VGPR g of lane l is D[g + 8*(l/16)][l%16];
-# 16-bit C/D are packed two per VGPR in row order.
+# by 4 (K = 4..7 and 12..15). 8- and 4-bit data do not interleave so [R4C]: lanes 0-15 hold K
+# 0..n-1 of the instruction's 2n, lanes 16-31 K n..2n-1, in VGPR order, the low byte (nibble)
+# first (iu8 / fp8 16x16x16: 8 a lane in 2 VGPRs; iu4 16x16x16: 8 in 1; iu4 16x16x32: 16 in 2).
+# B mirrors A with N for M. C/D: VGPR g of lane l is D[g + 8*(l/16)][l%16]; 16-bit C/D are packed
+# two per VGPR in row order.
+# [R4C] AMD Matrix Instruction Calculator (github.com/ROCm/amd_matrix_instruction_calculator),
+#       RDNA4 register layouts (-a gfx1201 -i v_wmma_i32_16x16x16_iu8 / _iu4 / 16x16x32_iu4 -A -B -R):
+#       e.g. A[0][4] is VGPR 1 of lane 0 for iu8 and fp8, where 16-bit data put K 4 in lane 16.
 
 
-def _r4_k(lane, slot, bits):
+def _r4_k(lane, slot, bits, k=16):
     if bits == 16:
         g, h = divmod(slot, 2)
         return 8 * (g // 2) + 4 * (lane // 16) + 2 * (g % 2) + h
-    g, byte = divmod(slot, 4)
-    return 8 * g + 4 * (lane // 16) + byte
+    return (k // 2) * (lane // 16) + slot
 
 
-def _r4_a(bits):
-    return lambda lane, slot: (lane % 16, _r4_k(lane, slot, bits))
+def _r4_a(bits, k=16):
+    return lambda lane, slot: (lane % 16, _r4_k(lane, slot, bits, k))
 
 
-def _r4_b(bits):
-    return lambda lane, slot: (_r4_k(lane, slot, bits), lane % 16)
+def _r4_b(bits, k=16):
+    return lambda lane, slot: (_r4_k(lane, slot, bits, k), lane % 16)
 
 
 def _r4_c(lane, slot):
@@ -270,6 +274,26 @@ def _build() -> dict[str, IsaInstruction]:
         out.append(
             IsaInstruction(
                 f"rdna4.{mn}", 16, 16, 16, 32, a_t, c_t, 8, 8, 8, _r4_a(bits), _r4_b(bits), _r4_c, b_type=b_t
+            )
+        )
+    # [R4C] iu4: 8 values a lane at 16x16x16 (one VGPR), 16 at 16x16x32 (two); signedness per
+    # unsignedA/B (the NEG bits), as RDNA3's iu4 and iu8
+    for k in (16, 32):
+        out.append(
+            IsaInstruction(
+                f"rdna4.v_wmma_i32_16x16x{k}_iu4",
+                16,
+                16,
+                k,
+                32,
+                "i4",
+                "i32",
+                k // 2,
+                k // 2,
+                8,
+                _r4_a(4, k),
+                _r4_b(4, k),
+                _r4_c,
             )
         )
     for mn, m, k, a_t, c_t in (
