@@ -166,8 +166,23 @@ def test_nibble_order_is_what_is_checked(monkeypatch):
             r"operand B \(f4E2M1FN\) is packed along N \(stored K x N\): mmaflow loads 4- and 6-bit operands "
             r"packed along K only",
         ),
+        (
+            packed_module(64, 96, 128)
+            .replace("%a0: tensor<64x64xi8>", "%a0: tensor<?x64xi8>, %m: index")
+            .replace(
+                "%a0 : tensor<64x64xi8> -> tensor<64x128xf4E2M1FN>",
+                "%a0 : tensor<?x64xi8>{%m} -> tensor<?x128xf4E2M1FN>{%m}",
+            )
+            .replace("tensor.empty() : tensor<64x96xf32>", "tensor.empty(%m) : tensor<?x96xf32>")
+            .replace("tensor<64x96xf32>", "tensor<?x96xf32>")
+            .replace(
+                "tensor<64x128xf4E2M1FN>, tensor<96x128xf4E2M1FN>", "tensor<?x128xf4E2M1FN>, tensor<96x128xf4E2M1FN>"
+            ),
+            "gfx950",
+            r"operand A \(f4E2M1FN\) in a matmul of dynamic sizes: mmaflow takes 4- and 6-bit operands in static",
+        ),
     ],
-    ids=["fp6-k-not-16-bytes", "k-not-16-bytes", "b-packed-along-n"],
+    ids=["fp6-k-not-16-bytes", "k-not-16-bytes", "b-packed-along-n", "dynamic-m"],
 )
 def test_refused_with_one_line(source, target, match):
     with pytest.raises(InputError, match=match):

@@ -504,8 +504,11 @@ def _packed_refusal(fields: dict) -> str | None:
                 f"{'K x M' if role == 'A' else 'K x N'}): mmaflow loads 4- and 6-bit operands packed along K "
                 f"only (A stored M x K, B stored N x K)"
             )
-        if fields["k"] is None:
-            return f"operand {role} ({t}) with a dynamic K: 4- and 6-bit operands need a static K"
+        if None in (fields["k"], fields["m"], fields["n"]):
+            return (
+                f"operand {role} ({t}) in a matmul of dynamic sizes: mmaflow takes 4- and 6-bit operands in "
+                f"static matmuls (IREE sizes their bitcast with workload ordinals of its own)"
+            )
         if fields["k"] * bits % 128:
             return (
                 f"operand {role} ({t}): K = {fields['k']} is not a whole number of 16-byte chunks "
