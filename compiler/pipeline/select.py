@@ -574,7 +574,15 @@ def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_o
         scales=BlockScales(_binding(subs["SA"]), _binding(subs["SB"]), sa_t, sm.block),
     )
     refusal = _packed_refusal(
-        {"a_type": a_t, "b_type": b_t, "a_transposed": False, "b_transposed": True, "k": problem.k}
+        {
+            "a_type": a_t,
+            "b_type": b_t,
+            "a_transposed": False,
+            "b_transposed": True,
+            "k": problem.k,
+            "m": sm.m,
+            "n": sm.n,
+        }
     )
     if refusal is not None:
         return Decision(name, False, f"{what}: {refusal}")
