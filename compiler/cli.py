@@ -275,55 +275,24 @@ def cmd_layout(args) -> int:
         items = target.intrinsics()
         warpgroup = target.warpgroup_intrinsics()
         if args.json:
+
+            def record(i, **extra) -> dict:
+                base = {"name": i.name, "m": i.m, "n": i.n, "k": i.k, "a": i.a_type, "b": i.b_type, "c": i.c_type}
+                return {**base, **extra, "op": i.op, "isa": i.mnemonic}
+
             out = {
                 "target": target.name,
-                "intrinsics": [
-                    {
-                        "name": i.name,
-                        "m": i.m,
-                        "n": i.n,
-                        "k": i.k,
-                        "a": i.a_type,
-                        "b": i.b_type,
-                        "c": i.c_type,
-                        "wave_size": i.wave_size,
-                        "op": i.op,
-                        "isa": i.mnemonic,
-                    }
-                    for i in items
-                ],
+                "intrinsics": [record(i, wave_size=i.wave_size) for i in items],
             }
             if target.scaled_intrinsics():
                 out["scaled_intrinsics"] = [
-                    {
-                        "name": i.name,
-                        "m": i.m,
-                        "n": i.n,
-                        "k": i.k,
-                        "a": i.a_type,
-                        "b": i.b_type,
-                        "c": i.c_type,
-                        "scale_block": i.scale_block,
-                        "op": i.op,
-                        "isa": i.mnemonic,
-                        "codegen": "block-scaled matmuls (MXFP)",
-                    }
+                    {**record(i, scale_block=i.scale_block), "codegen": "block-scaled matmuls (MXFP)"}
                     for i in target.scaled_intrinsics()
                 ]
             if warpgroup:
                 out["warpgroup_intrinsics"] = [
                     {
-                        "name": i.name,
-                        "family": i.family,
-                        "m": i.m,
-                        "n": i.n,
-                        "k": i.k,
-                        "a": i.a_type,
-                        "b": i.b_type,
-                        "c": i.c_type,
-                        "wave_size": i.wave_size,
-                        "op": i.op,
-                        "isa": i.mnemonic,
+                        **record(i, family=i.family, wave_size=i.wave_size),
                         "codegen": False,
                         "shared_majors": [m.value for m in i.majors],
                     }

@@ -311,8 +311,7 @@ def test_misplaced_scale_fails(name):
     swapped = lane_a.copy()
     swapped[[0, intr.m]] = swapped[[intr.m, 0]]  # row 0, blocks 0 and 1
     for bad_a, bad_b in ((swapped, lane_b), (lane_b, lane_a)):
-        if np.array_equal(bad_a.view(np.uint8), lane_a.view(np.uint8)):
-            continue  # (the two lanes' scales happen to be equal: nothing was exchanged)
+        assert not np.array_equal(bad_a.view(np.uint8), lane_a.view(np.uint8))  # (a real exchange)
         d = execute(intr.isa_key, *regs, scales_a=bad_a, scales_b=bad_b)
         assert not np.array_equal(unpack(lc, d, (intr.m, intr.n)), ref)
     with pytest.raises(IsaError, match="without A scales"):

@@ -1205,17 +1205,16 @@ def _h_mma(k, op):
                 raise ExecutorError(f"{op_loc(op)}: mfma broadcast controls ({attr}) are not modelled")
     W = k.wave_size
     scale_ids = k._ins(op)[3:5] if op.name == "amdgpu.scaled_mfma" else ()
-    # each scale operand: a scalar E8M0, or vector<4xf8E8M0FNU> of which scalesIdxA/B picks a byte
-    scale_idx = [
-        ir.IntegerAttr(op.attributes[f"scalesIdx{x}"]).value
-        if isinstance(op.operands[3 + i].type, ir.VectorType)
-        else None
-        for i, x in list(enumerate("AB"))[: len(scale_ids)]
-    ]
-    for x, idx in zip("AB", scale_idx):
-        if idx is None and ir.IntegerAttr(op.attributes[f"scalesIdx{x}"]).value:
-            # (a scalar scale sits in byte 0 of the scale VGPR; op_sel would pick another, unmodelled)
-            raise ExecutorError(f"{op_loc(op)}: a scalar scale of {x} with scalesIdx{x} != 0 is not modelled")
+    # each scale operand: a vector<4xf8E8M0FNU> of which scalesIdxA/B picks a byte (None), or a
+    # scalar E8M0 in byte 0 of its VGPR (0): op_sel picking another byte of it is not modelled
+    scale_idx = []
+    for i, x in enumerate("AB"[: len(scale_ids)]):
+        idx = ir.IntegerAttr(op.attributes[f"scalesIdx{x}"]).value
+        if not isinstance(op.operands[3 + i].type, ir.VectorType):
+            if idx:
+                raise ExecutorError(f"{op_loc(op)}: a scalar scale of {x} with scalesIdx{x} != 0 is not modelled")
+            idx = None
+        scale_idx.append(idx)
 
     def regs(v, L):
         v = per_lane(v, L)

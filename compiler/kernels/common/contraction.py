@@ -464,9 +464,7 @@ class Rewriter:
         bits = packed_bits(elem) or 8
         if bits < 8:  # 4/6-bit data, packed along K (the last axis): copied as its bytes
             elem, lim = ir.IntegerType.get_signless(8), limits[-1]
-            if lim is not None:  # (select: a packed K is static)
-                lim = lim * bits // 8 if isinstance(lim, int) else self.top.div(self.top.mul(lim, bits), 8)
-            limits = (limits[0], lim)
+            limits = (limits[0], None if lim is None else self.top.byte_of(lim, bits))
         return Copy(
             op_plan.copy,
             elem,

@@ -267,6 +267,13 @@ class Emitter:
             align *= 2
         return align
 
+    def byte_of(self, v, bits: int):
+        """The byte at which packed value ``v`` (an index value or int) of a ``bits``-wide type
+        starts: v * bits / 8 (the callers' values start on whole bytes)."""
+        if isinstance(v, int):
+            return v * bits // 8
+        return self.div(v, 8 // bits) if 8 % bits == 0 else self.div(self.mul(v, bits), 8)
+
     def _bytes(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType):
         """An access of ``vtype`` at element indices ``idx`` as the access of ``mem``'s own type:
         unchanged, or for 4/6-bit elements in an i8 memref the bytes they occupy (the last index
@@ -278,8 +285,7 @@ class Emitter:
         n = vtype.shape[-1] * bits
         if len(vtype.shape) != 1 or n % 8:
             raise ValueError(f"{vtype} is not a whole number of bytes")
-        last = self.div(self.mul(idx[-1], bits), 8) if bits != 4 else self.div(idx[-1], 2)
-        return list(idx[:-1]) + [last], vector_type([n // 8], ir.IntegerType.get_signless(8))
+        return list(idx[:-1]) + [self.byte_of(idx[-1], bits)], vector_type([n // 8], ir.IntegerType.get_signless(8))
 
     def _unpack(self, raw: ir.Value, vtype: ir.VectorType) -> ir.Value:
         if raw.type == vtype:

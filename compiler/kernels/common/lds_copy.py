@@ -232,9 +232,7 @@ class Copy:
 
     def _col_bytes(self, em: Emitter, c: ir.Value) -> ir.Value:
         """A column origin in values as the byte it starts (packed data; else itself)."""
-        if self.col_bits >= 8:
-            return c
-        return em.div(em.mul(c, self.col_bits), 8)
+        return c if self.col_bits >= 8 else em.byte_of(c, self.col_bits)
 
     @property
     def chunk_type(self) -> ir.VectorType:
