@@ -166,11 +166,43 @@ def test_sm90a_heuristic_rasterizes_from_two_waves_of_tiles():
         cfg, intr = resolve(t, replace(F16_PROBLEM, m=n, n=n, k=n))
         assert intr.family == "wgmma" and cfg.raster == raster, (n, cfg)
     assert any("groups of 8 tile rows" in w for w in explain(t, F16_PROBLEM))
-    assert resolve(t, replace(F16_PROBLEM, m=1024, n=8192))[0].raster == 1  # 8 tile rows: nothing to group
     dynamic = replace(F16_PROBLEM, dynamic=(DynamicDim("m", (0,), ((0, -1),), 8),))
     cfg, intr = resolve(t, dynamic)
     assert intr.family == "wgmma" and cfg.raster == 1
     assert resolve(t, F16_PROBLEM, {"intrinsic": "WGMMA_F32_64x256x16_F16"})[0].raster == 1
+
+
+@pytest.mark.parametrize(
+    "m,n,raster",
+    [
+        (512, 128256, 4),  # Llama-3's LM head at 512 tokens: 4 x 501 tiles (1134.0 -> 812.4 us on the H200)
+        (512, 14336, 4),  # its gate projection: 224 tiles, under two waves (111.7 -> 101.7 us)
+        (1024, 8192, 8),  # 8 tile rows, 256 tiles
+        (512, 2048, 1),  # 128 tiles of 64x128: one wave, every workgroup at once; nothing to order
+        (128, 128256, 1),  # one tile row: B is read once in any order
+    ],
+)
+def test_sm90a_heuristic_walks_few_tile_rows_column_by_column(m, n, raster):
+    """A grid of RASTER tile rows or fewer past one wave: workgroups column by column (``raster`` =
+    all its rows), so the workgroups running together read each B tile from memory once, not once
+    per tile row: an LM head's 1 GB of B outgrows the H200's L2 four times over."""
+    t = get_target("sm_90a")
+    problem = replace(F16_PROBLEM, m=m, n=n)
+    cfg, intr = resolve(t, problem)
+    assert intr.family == "wgmma" and cfg.raster == raster, cfg
+    assert n < 14336 or (cfg.tile_m, cfg.tile_n) == (128, 256)
+    column = [w for w in explain(t, problem) if "column by column" in w]
+    assert bool(column) == (raster > 1), explain(t, problem)
+
+
+def test_mma_sync_walks_few_tile_rows_column_by_column():
+    """The mma.sync kernel too (its grouping rule: 8+ tiles per SM): Llama-3's LM head at 512 tokens
+    on sm_80 in 128x256 tiles, 4 tile rows (1321.7 -> 1248.6 us on the H200); 4096^3 (3.9 tiles per
+    SM) keeps IREE's order."""
+    problem = replace(F16_PROBLEM, m=512, n=128256)
+    cfg = default_config(get_target("sm_80"), problem, 32)
+    assert (cfg.tile_m, cfg.tile_n, cfg.raster) == (128, 256, 4)
+    assert default_config(get_target("sm_80"), F16_PROBLEM, 32).raster == 1
 
 
 def test_asking_for_wgmma_by_name():

@@ -8,7 +8,10 @@ from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.target.intrinsics import TYPE_BITS, Intrinsic
+from mmaflow.compiler.target.seeds import NVIDIA_MMA
 from mmaflow.compiler.target.targets import Target, Vendor
+
+RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group (seed: target/seeds.py)
 
 
 def matching_intrinsics(
@@ -232,6 +235,27 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     if need > target.lds_bytes:
         raise ConfigError(f"the config needs {need} bytes of LDS, {target.name} has {target.lds_bytes}")
     return intr
+
+
+def grouped_rows(rows: int) -> int:
+    """``KernelConfig.raster`` for a grid of ``rows`` tile rows that the NVIDIA kernels group:
+    RASTER rows a group, or all of them where there are fewer. Then the workgroups walk the tiles
+    column by column, and those running together read each B tile from memory once instead of
+    once per tile row (a wide-N matmul whose B outgrows L2: an LM head at M 512)."""
+    return min(RASTER, rows) if rows >= NVIDIA_MMA.column_order.value else 1
+
+
+def group_reason(group: int, rows: int, tiles: int, many: str) -> str:
+    """The heuristic's line for grouping ``rows`` tile rows by ``group`` (``grouped_rows``)."""
+    if group < rows:
+        return (
+            f"workgroups in groups of {group} tile rows: with {tiles} tiles ({many}) those running together "
+            f"share A and B tiles in L2 (1.05x at 8192^3)"
+        )
+    return (
+        f"workgroups column by column over the {rows} tile rows: with {tiles} tiles ({many}) those running "
+        f"together read each B tile from memory once, not once per tile row ({NVIDIA_MMA.column_order.source})"
+    )
 
 
 def waves_for(tile: int, waves: int, quantum: int, wave_tile: int) -> int | None:

@@ -14,6 +14,8 @@ from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import (
     fit_tile,
+    group_reason,
+    grouped_rows,
     k_outer,
     lds_bytes,
     matching_intrinsics,
@@ -188,16 +190,14 @@ def default_config(
                 cfg, tile_m=tm, tile_n=tn, waves_m=waves_for(tm, 4, intr.m, 64), waves_n=waves_for(tn, 2, intr.n, 64)
             )
             why.append(f"no LDS ring: tile {tm}x{tn} (4x2 warps) instead, measured faster without one")
-        tiles = -(-problem.m // cfg.tile_m) * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
+        rows = -(-problem.m // cfg.tile_m)
+        tiles = rows * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
         grouped = tiles >= NVIDIA_MMA.raster_tiles_per_sm.value * target.compute_units
-        if not problem.dynamic and grouped and -(-problem.m // cfg.tile_m) > RASTER:
+        if not problem.dynamic and grouped and grouped_rows(rows) > 1:
             # seed: target/seeds.py (H100 8192^3); 4096^3 the same either way, 2048^3 279 vs 288
             # TFLOP/s without. Not measured on AMD: IREE's order there.
-            cfg = replace(cfg, raster=RASTER)
-            why.append(
-                f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles (8+ per SM) those "
-                f"running together share A and B tiles in L2 (1.05x at 8192^3)"
-            )
+            cfg = replace(cfg, raster=grouped_rows(rows))
+            why.append(group_reason(cfg.raster, rows, tiles, "8+ per SM"))
         if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= NVIDIA_MMA.deep_k.value:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep. With the ring,
             # 32 deep in 3 stages is faster (371 vs 287).
@@ -211,7 +211,6 @@ def default_config(
 # H100 8192^3 in 256x128x64 tiles: 2 stages (106 KB) 346 TFLOP/s, 3 (159 KB) 309).
 RING_STAGES = NVIDIA_MMA.ring_stages.value
 RING_BYTES = NVIDIA_MMA.ring_bytes.value
-RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, for grids with more tile rows than that
 
 
 def _ring(cfg: KernelConfig, target: Target, problem: Contraction, why: list) -> KernelConfig:
@@ -293,7 +292,8 @@ AMD_TUNING_DEPTHS = ((32, 1), (64, 1))
 def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     """The configs `mmaflow tune` tries (``--config`` overrides): tiles no larger than the problem's
     power-of-two bucket (a tile past it only masks). NVIDIA: timed on a GPU, each tile K staged 32
-    deep in a 4-stage ring or 64 deep in 3. AMD: chosen statically (``runtime/static_cost.py``),
+    deep in a 4-stage ring or 64 deep in 3, in IREE's order and in grouped tile rows past a wave of
+    tiles. AMD: chosen statically (``runtime/static_cost.py``),
     each tile K staged 32 or 64 deep without a ring, and with gfx950's 2-stage ring."""
     if problem.m is None or problem.n is None:
         return []
@@ -306,8 +306,12 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     for tm, tn, wm, wn in TUNING_TILES:
         if tm > max(64, 2 * problem.m) or tn > max(64, 2 * problem.n):
             continue
+        rows = -(-problem.m // tm)
+        tiles = rows * -(-problem.n // tn)
+        # NVIDIA grids past a wave: IREE's order and grouped tile rows both (the heuristic's order
+        # otherwise, which it chose for its own tile)
+        orders = (1, grouped_rows(rows)) if target.vendor is Vendor.NVIDIA and tiles > target.compute_units else ()
         for tk, stages in depths:
-            out.append(
-                {"tile_m": tm, "tile_n": tn, "tile_k": tk * scale, "waves_m": wm, "waves_n": wn, "stages": stages}
-            )
+            cand = {"tile_m": tm, "tile_n": tn, "tile_k": tk * scale, "waves_m": wm, "waves_n": wn, "stages": stages}
+            out += [{**cand, "raster": r} for r in sorted(set(orders))] or [cand]
     return out

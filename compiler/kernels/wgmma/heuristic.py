@@ -8,7 +8,7 @@ from dataclasses import replace
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
-from mmaflow.compiler.kernels.common.tiles import matching_intrinsics
+from mmaflow.compiler.kernels.common.tiles import group_reason, grouped_rows, matching_intrinsics
 from mmaflow.compiler.kernels.wgmma.plan import (
     MAX_SPLIT_K,
     output_tiles,
@@ -18,17 +18,14 @@ from mmaflow.compiler.kernels.wgmma.plan import (
     warpgroup_config,
 )
 from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
-from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
+from mmaflow.compiler.target.seeds import HOPPER_WGMMA
 from mmaflow.compiler.target.targets import Target
-
-RASTER = NVIDIA_MMA.raster.value  # tile rows per workgroup group, as the mma.sync kernel's
-
 
 # Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it measured faster than mma.sync on the
 # H100: the first shape that gives one tile per two SMs, mma.sync below that (seed: target/seeds.py).
 WARPGROUP_SHAPES = HOPPER_WGMMA.shapes.value  # (N of the instruction = tile_n, tile_m), preferred first
 WARPGROUP_MIN_TILES_PER_SM = HOPPER_WGMMA.min_tiles_per_sm.value
-# Workgroups in groups of RASTER tile rows from two waves of tiles on (seed: target/seeds.py).
+# Workgroups grouped by tile rows (common.tiles.grouped_rows) from two waves of tiles on (seed: target/seeds.py).
 WARPGROUP_RASTER_WAVES = HOPPER_WGMMA.raster_waves.value
 # fp8: N 128 at most (wgmma.plan.FP8_MAX_N: accumulator plus two K tiles' partials in 255 registers),
 # 128x128 tiles where they give one tile per two SMs, else 64x128 (seed: target/seeds.py).
@@ -274,17 +271,17 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
 
 
 def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
-    """Workgroups in groups of RASTER tile rows from WARPGROUP_RASTER_WAVES waves of tiles on
+    """Workgroups in groups of RASTER tile rows from WARPGROUP_RASTER_WAVES waves of tiles on; a
+    grid of fewer tile rows (``grouped_rows``: all of them) column by column from more than one wave
     (static sizes: a dynamic one's tile count is only an estimate)."""
     rows = -(-problem.m // cfg.tile_m) if problem.m is not None else 0
     tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
-    if problem.dynamic or tiles < WARPGROUP_RASTER_WAVES * target.compute_units or rows <= RASTER:
+    group = grouped_rows(rows)
+    waves = WARPGROUP_RASTER_WAVES if group < rows else 1
+    if problem.dynamic or group == 1 or tiles < waves * target.compute_units + (waves == 1):
         return cfg
-    why.append(
-        f"workgroups in groups of {RASTER} tile rows: with {tiles} tiles ({WARPGROUP_RASTER_WAVES}+ waves) "
-        f"those running together share A and B tiles in L2 (1.05x at 8192^3 on the H200)"
-    )
-    return replace(cfg, raster=RASTER)
+    why.append(group_reason(group, rows, tiles, f"{waves}+ waves" if waves > 1 else "more than a wave"))
+    return replace(cfg, raster=group)
 
 
 def _warpgroup_fp8(
@@ -333,7 +330,8 @@ def _warpgroup_fp8(
 
 
 # `mmaflow tune`'s candidates: (instruction N = tile_n, tile_m), each on the cp.async ring and, for
-# 128-row tiles, warp-specialized on the tma-wide ring; a persistent grid where it can serve.
+# 128-row tiles, warp-specialized on the tma-wide ring; split-K under a wave of tiles, grouped tile
+# rows past one wave, a persistent grid where it can serve.
 TUNING_SHAPES = ((64, 64), (128, 64), (128, 128), (256, 64), (256, 128))
 
 
@@ -355,6 +353,9 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
             out.append({**base, "copy": "tma-wide", "producer": 1})
         tiles = -(-problem.m // tm) * -(-problem.n // n) * (problem.batch or 1)
         out += [{**base, "split_k": s} for s in _split_k_candidates(target, problem, tiles)]
+        group = grouped_rows(-(-problem.m // tm))
+        if group > 1 and tiles > target.compute_units:
+            out.append({**base, "raster": group})
         w = -(-tiles // target.compute_units)
         if tiles >= PERSISTENT_MIN_WAVES * target.compute_units and tiles % w == 0:
             out.append({**base, "persistent": w})
