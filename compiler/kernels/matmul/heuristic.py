@@ -293,8 +293,8 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     """The configs `mmaflow tune` tries (``--config`` overrides): tiles no larger than the problem's
     power-of-two bucket (a tile past it only masks). NVIDIA: timed on a GPU, each tile K staged 32
     deep in a 4-stage ring or 64 deep in 3, in IREE's order and in grouped tile rows past a wave of
-    tiles. AMD: chosen statically (``runtime/static_cost.py``),
-    each tile K staged 32 or 64 deep without a ring, and with gfx950's 2-stage ring."""
+    tiles. AMD: chosen statically (``runtime/static_cost.py``), each tile K staged 32 or 64 deep
+    without a ring, and with gfx950's 2-stage ring."""
     if problem.m is None or problem.n is None:
         return []
     scale = 16 // TYPE_BITS[problem.a_type] if TYPE_BITS[problem.a_type] < 16 else 1

@@ -277,10 +277,13 @@ def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, w
     rows = -(-problem.m // cfg.tile_m) if problem.m is not None else 0
     tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
     group = grouped_rows(rows)
-    waves = WARPGROUP_RASTER_WAVES if group < rows else 1
-    if problem.dynamic or group == 1 or tiles < waves * target.compute_units + (waves == 1):
+    if group < rows:  # groups of RASTER rows
+        enough, many = tiles >= WARPGROUP_RASTER_WAVES * target.compute_units, f"{WARPGROUP_RASTER_WAVES}+ waves"
+    else:  # column by column
+        enough, many = tiles > target.compute_units, "more than a wave"
+    if problem.dynamic or group == 1 or not enough:
         return cfg
-    why.append(group_reason(group, rows, tiles, f"{waves}+ waves" if waves > 1 else "more than a wave"))
+    why.append(group_reason(group, rows, tiles, many))
     return replace(cfg, raster=group)
 
 
