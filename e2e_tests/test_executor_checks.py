@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import handed_back, matmul_module
+from conftest import dynamic_module, handed_back, matmul_module, simulate
 from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs
@@ -293,6 +293,17 @@ def test_rastered_workgroups_cover_the_grid_once(target, raster):
     assert len(ops_named(func, "hal.interface.workgroup.count")) == 2
     r = check_matmul(module, exact=True)
     assert r.check.passed and r.check.unwritten == 0 and not r.stats.races
+
+
+@pytest.mark.parametrize("m", [130, 600])
+def test_rastered_dynamic_rows_cover_the_grid_once(m):
+    """A dynamic M in groups of 8 tile rows (the wgmma heuristic's choice for a dynamic M over more
+    than a wave of tile columns): the kernel sizes the groups at run time. 130 rows are 3 tile rows
+    (one short group: column by column), 600 are 10 (a group of 8 and one of 2). Every element
+    written once, exactly."""
+    over = {"intrinsic": "WGMMA_F32_64x64x16_F16", "tile_m": 64, "raster": 8}
+    r = simulate(dynamic_module(m=None, n=192, k=64), "sm_90a", over, sizes=dict(m=m), seed=m, exact=True)
+    assert r.check.passed and r.check.unwritten == 0 and not r.stats.races, r.check.line()
 
 
 def _ring_loops(module):

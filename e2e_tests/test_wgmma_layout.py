@@ -195,6 +195,21 @@ def test_sm90a_heuristic_walks_few_tile_rows_column_by_column(m, n, raster):
     assert bool(column) == (raster > 1), explain(t, problem)
 
 
+def test_sm90a_heuristic_groups_a_dynamic_m_over_many_tile_columns():
+    """A dynamic M (an LM head's tokens) over more than a wave of static tile columns: groups of 8
+    tile rows, sized at run time (fewer rows: column by column), as the static rule at any M;
+    over one wave of columns or fewer, or with N dynamic too, IREE's order."""
+    t = get_target("sm_90a")
+    dyn_m = (DynamicDim("m", (0,), ((0, -1),), 8),)
+    head = replace(F16_PROBLEM, m=None, n=128256, dynamic=dyn_m)
+    cfg, intr = resolve(t, head)
+    assert intr.family == "wgmma" and cfg.raster == 8, cfg
+    assert any("M is dynamic" in w for w in explain(t, head)), explain(t, head)
+    assert resolve(t, replace(head, n=4096))[0].raster == 1
+    dyn_mn = dyn_m + (DynamicDim("n", (1,), ((1, -1),), 8),)
+    assert resolve(t, replace(head, n=None, dynamic=dyn_mn))[0].raster == 1
+
+
 def test_mma_sync_walks_few_tile_rows_column_by_column():
     """The mma.sync kernel too (its grouping rule: 8+ tiles per SM): Llama-3's LM head at 512 tokens
     on sm_80 in 128x256 tiles, 4 tile rows (1321.7 -> 1248.6 us on the H200); 4096^3 (3.9 tiles per

@@ -8,7 +8,7 @@ from dataclasses import replace
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
-from mmaflow.compiler.kernels.common.tiles import group_reason, grouped_rows, matching_intrinsics
+from mmaflow.compiler.kernels.common.tiles import RASTER, group_reason, grouped_rows, matching_intrinsics
 from mmaflow.compiler.kernels.wgmma.plan import (
     MAX_SPLIT_K,
     output_tiles,
@@ -18,7 +18,7 @@ from mmaflow.compiler.kernels.wgmma.plan import (
     warpgroup_config,
 )
 from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
-from mmaflow.compiler.target.seeds import HOPPER_WGMMA
+from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
 from mmaflow.compiler.target.targets import Target
 
 # Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it measured faster than mma.sync on the
@@ -272,8 +272,19 @@ def _warpgroup_persistent(target: Target, problem: Contraction, cfg: KernelConfi
 
 def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
     """Workgroups in groups of RASTER tile rows from WARPGROUP_RASTER_WAVES waves of tiles on; a
-    grid of fewer tile rows (``grouped_rows``: all of them) column by column from more than one wave
-    (static sizes: a dynamic one's tile count is only an estimate)."""
+    grid of fewer tile rows (``grouped_rows``: all of them) column by column from more than one wave.
+    Of dynamic sizes, only a dynamic M over more than a wave of static tile columns is grouped: any
+    two tile rows then pass a wave, and the kernel sizes the last group at run time (fewer than
+    RASTER rows: column by column), which is the static rule at every M."""
+    if problem.dynamic:
+        cols = -(-problem.n // cfg.tile_n) if problem.n is not None else 0
+        if {d.dim for d in problem.dynamic} != {"m"} or cols <= target.compute_units or RASTER == 1:
+            return cfg
+        why.append(
+            f"workgroups in groups of up to {RASTER} tile rows (column by column over fewer): M is dynamic, and "
+            f"{cols} tile columns alone fill more than a wave ({NVIDIA_MMA.column_order.source})"
+        )
+        return replace(cfg, raster=RASTER)
     rows = -(-problem.m // cfg.tile_m) if problem.m is not None else 0
     tiles = rows * -(-problem.n // cfg.tile_n) if problem.n is not None else 0
     group = grouped_rows(rows)
@@ -281,7 +292,7 @@ def _warpgroup_raster(target: Target, problem: Contraction, cfg: KernelConfig, w
         enough, many = tiles >= WARPGROUP_RASTER_WAVES * target.compute_units, f"{WARPGROUP_RASTER_WAVES}+ waves"
     else:  # column by column
         enough, many = tiles > target.compute_units, "more than a wave"
-    if problem.dynamic or group == 1 or not enough:
+    if group == 1 or not enough:
         return cfg
     why.append(group_reason(group, rows, tiles, many))
     return replace(cfg, raster=group)
