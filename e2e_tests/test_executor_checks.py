@@ -293,6 +293,9 @@ def test_rastered_workgroups_cover_the_grid_once(target, raster):
     assert len(ops_named(func, "hal.interface.workgroup.count")) == 2
     r = check_matmul(module, exact=True)
     assert r.check.passed and r.check.unwritten == 0 and not r.stats.races
+    # a sample of workgroups is checked on the tiles the raster gives them (simulate.tile_mask)
+    r = check_matmul(module, exact=True, sample=3)
+    assert r.workgroups < r.grid[0] * r.grid[1] and r.check.passed and r.check.unwritten == 0, r.check.line()
 
 
 @pytest.mark.parametrize("m", [130, 600])

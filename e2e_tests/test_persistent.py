@@ -84,6 +84,23 @@ def test_persistent_grid_walks_a_batch(batch, m, n, k, over):
     assert r.grid == (tiles // over["persistent"], 1, 1)
 
 
+@pytest.mark.parametrize(
+    "batch,m,over",
+    [
+        (1, 512, dict(intrinsic=N256, persistent=2, raster=2)),  # 8 tiles in 2 groups of tile rows
+        (2, 256, dict(intrinsic=N128, persistent=2, copy="tma-wide", producer=1, cluster=2)),  # clusters of 2 rows
+    ],
+    ids=["rastered", "cluster-2"],
+)
+def test_a_sample_of_persistent_workgroups_owns_the_tiles_it_walks(batch, m, over):
+    """Checking a sample of a persistent grid (as `mmaflow check` samples a model's dispatches):
+    each sampled workgroup is held to the W tiles it walks (``simulate.tile_mask``), in the raster's
+    or the clusters' order, nothing else written."""
+    text = handed_back(matmul_module(m, 512, 128, "f16", batch=batch), "sm_90a", tuple(sorted(over.items())))
+    r = check_matmul(parse_module(text, new_context()), seed=5, sample=1)
+    assert r.workgroups < r.grid[0] and r.check.passed and r.check.unwritten == 0, r.check.line()
+
+
 def test_a_batch_not_walked_fails():
     from mmaflow.compiler.kernels.wgmma.rewrite import WgmmaRewriter
 

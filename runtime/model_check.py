@@ -44,6 +44,7 @@ from mmaflow.runtime.simulate import (
     Region,
     fp8_tensor_core,
     load_dispatch,
+    ownership,
     run_dispatch,
     sample_workgroups,
     tile_mask,
@@ -348,17 +349,16 @@ def check_site(
         from mmaflow.compiler.kernels.decode.weight_only import plan_weight_only
 
         plan = plan_weight_only(exe.facts.problem, exe.facts.target)
-        tile_m, tile_n, split_k, fp8 = exe.facts.problem.m, plan.tile_n, 1, False
+        owns, fp8 = (exe.facts.problem.m, plan.tile_n), False
     else:
         cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
-        tile_m, tile_n, split_k = cfg.tile_m, cfg.tile_n, cfg.split_k
-        fp8 = fp8_tensor_core(cfg, exe.facts.problem)
+        owns, fp8 = ownership(cfg), fp8_tensor_core(cfg, exe.facts.problem)
     reference = front.evaluate(
         {b: buf.copy() for b, buf in buffers.items()},
         constants,
         lay,
         fp8_k_tile=cfg.tile_k if fp8 else 0,
-        fp8_split=split_k,
+        fp8_split=cfg.split_k if fp8 else 1,
     )
     d = load_dispatch(handed)
     workload = [w for w in lay.workload]
@@ -372,7 +372,7 @@ def check_site(
     problems, worst_abs, worst_ratio = [], 0.0, 0.0
     for region in {r: None for _, r in lay.outputs}:
         got = Memory.read(buffers, region)
-        owned = tile_mask(got.shape, grid, chosen, tile_m, tile_n, split_k)
+        owned = tile_mask(got.shape, grid, chosen, *owns)
         res = compare(got, reference[region], owned)
         wmask = written_elements(written, region)
         unwritten, stray = int((owned & ~wmask).sum()), int((wmask & ~owned).sum())

@@ -266,22 +266,59 @@ class SimResult:
 
 
 def tile_mask(
-    shape: tuple, grid: tuple, workgroups: list[int] | None, tile_m: int, tile_n: int, split_k: int = 1
+    shape: tuple,
+    grid: tuple,
+    workgroups: list[int] | None,
+    tile_m: int,
+    tile_n: int,
+    split_k: int = 1,
+    raster: int = 1,
+    persistent: int | None = None,
+    cluster: int = 1,
 ) -> np.ndarray:
-    """Which output elements the workgroups ``workgroups`` own (all when None): workgroup (x, y,
-    z) writes rows y*tile_m.., columns (x // split_k)*tile_n.. of batch z (hand-back's grid;
-    split-K: ``split_k`` workgroups per tile along x, a cluster, storing it together)."""
+    """Which output elements the workgroups ``workgroups`` own (all when None), as the kernel maps
+    its workgroup ids to tiles (written here from the kernels' documented order, not imported):
+    workgroup (x, y, z) takes tile column x // split_k (split-K: ``split_k`` workgroups per tile
+    along x, a cluster storing it together), tile row y, batch item z; ``raster`` > 1 walks the
+    tiles in groups of that many tile rows, column by column within a group (the last group may be
+    short); ``persistent`` W: workgroup x runs tiles x, x + G, ... (W of them, G workgroups), each
+    tile index split into batch item and tile, in clusters of ``cluster`` tile rows of one column."""
     if workgroups is None:
         return np.ones(shape, bool)
     if len(shape) == 1:  # a unit M IREE dropped: one row
-        return tile_mask((1,) + tuple(shape), grid, workgroups, tile_m, tile_n, split_k).reshape(shape)
+        return tile_mask((1,) + tuple(shape), grid, workgroups, tile_m, tile_n, split_k, raster, persistent, cluster)[0]
     gx, gy, _ = grid
     mask = np.zeros(shape, bool)
     view = mask.reshape((-1,) + tuple(shape[-2:]))
+
+    def rastered(lin: int, cols: int, rows: int) -> tuple[int, int]:  # (tile row, tile column)
+        first = lin // (cols * raster) * raster
+        size = min(rows - first, raster)
+        within = lin % (cols * raster)
+        return first + within % size, within // size
+
+    def own(z: int, row: int, col: int) -> None:
+        view[z if view.shape[0] > 1 else 0, row * tile_m : (row + 1) * tile_m, col * tile_n : (col + 1) * tile_n] = True
+
+    if persistent:
+        cols, rows = -(-shape[-1] // tile_n), -(-shape[-2] // tile_m)
+        for w in workgroups:
+            for j in range(persistent):
+                z, t = divmod(w + j * gx, cols * rows)
+                q, col = rastered(t // cluster, cols, rows // cluster)
+                own(z, q * cluster + t % cluster, col)
+        return mask
+    cols = gx // split_k
     for w in workgroups:
         x, y, z = w % gx // split_k, (w // gx) % gy, w // (gx * gy)
-        view[z if view.shape[0] > 1 else 0, y * tile_m : (y + 1) * tile_m, x * tile_n : (x + 1) * tile_n] = True
+        row, col = rastered(y * cols + x, cols, gy) if raster > 1 else (y, x)
+        own(z, row, col)
     return mask
+
+
+def ownership(cfg) -> tuple:
+    """``tile_mask``'s arguments after the grid and workgroups, from a kernel's config."""
+    return cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.raster, cfg.persistent, cfg.cluster
 
 
 def check_matmul(
@@ -392,7 +429,7 @@ def check_matmul(
         # promotes each K tile's partial to f32, and the executor must reproduce that arithmetic
         # exactly (a kernel that promotes otherwise, or not at all, differs by far more than f32 ulps).
         hw_ref = num.fp8_tensor_core_reference(a_log, b_log, cfg.tile_k, split=cfg.split_k).astype(np.float64)
-    owned = tile_mask(c.shape, grid, chosen, cfg.tile_m, cfg.tile_n, cfg.split_k)
+    owned = tile_mask(c.shape, grid, chosen, *ownership(cfg))
     wmask = written_elements(written, c_region)
     checks = []
     for r, t in [(ref, tol)] if hw_ref is None else [(ref, tol), (hw_ref, np.zeros_like(tol))]:
