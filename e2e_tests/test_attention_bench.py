@@ -433,3 +433,20 @@ def test_decode_run_half_on_cpu(tmp_path):
     (row,) = rows
     assert row["check"] == "PASS" and row["q_len"] == 1 and row["kv_heads"] == 8
     assert row["gbps"] == pytest.approx(attention_bench.kv_bytes(case) / (row["ms"] * 1e-3) / 1e9)
+
+
+@pytest.mark.exhaustive
+def test_models_prepare_builds_the_module_the_stock_route_cannot(tmp_path, monkeypatch, capsys):
+    """llama_mlp_wq's executables hold dense_resource constants, which IREE 3.13 does not hand the
+    stock route's hook: `mmaflow bench --models` builds it with `mmaflow compile`, says so and
+    records the route (it stopped with an internal error before)."""
+    from mmaflow.runtime import model_bench
+
+    monkeypatch.setattr(model_bench, "BUILDS", ("mmaflow_sm_80",))
+    result = model_bench.prepare(tmp_path, models=["llama_mlp_wq"])
+    assert [e["key"] for e in result["entries"]] == ["llama_mlp_wq_f16", "llama_mlp_wq_bf16"]
+    for e in result["entries"]:
+        build = e["builds"]["mmaflow_sm_80"]
+        assert build["route"].startswith("mmaflow compile") and (tmp_path / build["file"]).stat().st_size > 0
+        assert build["verify"], e["key"]
+    assert capsys.readouterr().out.count("built with mmaflow compile") == 2
