@@ -42,14 +42,10 @@ BUILDS = ("mmaflow_sm_80", "mmaflow_sm_90a", "iree_sm_80")
 ERROR_CLASS = 2.0  # mmaflow's relative error may be at most this times IREE default's
 
 
-# What the stock route's hook says of an executable whose dense_resource data IREE did not hand it
-# (compiler/driver/codegen_client.py).
-STOCK_ROUTE_CANNOT = "whose data IREE does not hand to --iree-hal-preprocess-executables-with"
-
-
 def prepare(out_dir: Path, models: list[str] | None = None) -> dict:
     """Build every corpus model three ways and verify the mmaflow builds."""
     from mmaflow.compiler.core.errors import ToolchainError
+    from mmaflow.compiler.driver.codegen_client import MISSING_RESOURCE
 
     manifest = json.loads((MODELS_DIR / "manifest.json").read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -74,7 +70,7 @@ def prepare(out_dir: Path, models: list[str] | None = None) -> dict:
                 [str(bindir / "iree-compile"), str(src), *flags, "-o", str(out)], capture_output=True, text=True
             )
             route = "iree-compile $(mmaflow flags)" if build.startswith("mmaflow") else "iree-compile"
-            if r.returncode != 0 and build.startswith("mmaflow") and STOCK_ROUTE_CANNOT in r.stderr:
+            if r.returncode != 0 and build.startswith("mmaflow") and MISSING_RESOURCE in r.stderr:
                 # (llama_mlp_wq: its int4 shifts are dense_resource constants, which IREE 3.13 hands the
                 # hook without their data; `mmaflow compile` builds it and verifies every kernel's ISA)
                 route = "mmaflow compile (the stock route drops the executables' dense_resource data)"

@@ -311,8 +311,7 @@ def tile_mask(
     cols = gx // split_k
     for w in workgroups:
         x, y, z = w % gx // split_k, (w // gx) % gy, w // (gx * gy)
-        row, col = rastered(y * cols + x, cols, gy) if raster > 1 else (y, x)
-        own(z, row, col)
+        own(z, *rastered(y * cols + x, cols, gy))  # (raster 1: row y, column x)
     return mask
 
 

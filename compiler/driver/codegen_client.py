@@ -36,6 +36,9 @@ SERVER_ENV = "MMAFLOW_CODEGEN_SERVER"
 LOG_ENV = "MMAFLOW_CODEGEN_LOG"
 IDLE_SECONDS = 30.0  # a server with no request for this long exits
 START_SECONDS = 60.0  # how long a client waits for a new server to come up
+# What the hook says of an executable whose dense_resource data IREE did not hand it (`mmaflow bench
+# --models` recognizes the refusal by it and builds such a module with `mmaflow compile`).
+MISSING_RESOURCE = "whose data IREE does not hand to --iree-hal-preprocess-executables-with"
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package directory (mmaflow.compiler)
 
 
@@ -319,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = missing_resource(text)
     if missing is not None:
         line = (
-            f"mmaflow-codegen: error: the executable uses dense_resource<{missing}>, whose data IREE does not "
-            "hand to --iree-hal-preprocess-executables-with (its own lowering then fails with 'resource does not "
-            "exist', whatever the tool returns); build this module with `mmaflow compile`"
+            f"mmaflow-codegen: error: the executable uses dense_resource<{missing}>, {MISSING_RESOURCE} (its own "
+            "lowering then fails with 'resource does not exist', whatever the tool returns); build this module "
+            "with `mmaflow compile`"
         )
         announce([line], False)
         print(line, file=sys.stderr)

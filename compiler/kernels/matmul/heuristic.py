@@ -193,11 +193,12 @@ def default_config(
         rows = -(-problem.m // cfg.tile_m)
         tiles = rows * -(-problem.n // cfg.tile_n)  # per batch: grouping is within one
         grouped = tiles >= NVIDIA_MMA.raster_tiles_per_sm.value * target.compute_units
-        if not problem.dynamic and grouped and grouped_rows(rows) > 1:
+        group = grouped_rows(rows)
+        if not problem.dynamic and grouped and group > 1:
             # seed: target/seeds.py (H100 8192^3); 4096^3 the same either way, 2048^3 279 vs 288
             # TFLOP/s without. Not measured on AMD: IREE's order there.
-            cfg = replace(cfg, raster=grouped_rows(rows))
-            why.append(group_reason(cfg.raster, rows, tiles, "8+ per SM"))
+            cfg = replace(cfg, raster=group)
+            why.append(group_reason(group, rows, tiles, "8+ per SM"))
         if cfg.stages == 1 and cfg.waves_m == 4 and problem.k >= NVIDIA_MMA.deep_k.value:
             # H100, 8192^3 without a ring: 234 vs 194 TFLOP/s with K staged 64 deep. With the ring,
             # 32 deep in 3 stages is faster (371 vs 287).
