@@ -44,7 +44,8 @@ def _sim(src, overrides, exact=False, seed=0, sample=0, epilogue=None):
 
 
 # (M, N, K, type, instruction N, tile_m, S, other overrides, B stored N x K): power-of-two and odd
-# S, 64- and 128-row tiles, partial M tiles, both rings (cp.async, tma-wide), two slots.
+# S, 64- and 128-row tiles, partial M tiles, both rings (cp.async, tma-wide), two slots, and the deep rings
+# `mmaflow tune` tries under a wave of tiles (7 and 8 slots, each reused within a rank's share).
 CASES = [
     (128, 256, 1024, "f16", 128, 128, 4, {}, False),
     (64, 128, 512, "bf16", 64, 64, 2, {}, True),
@@ -52,6 +53,8 @@ CASES = [
     (96, 128, 1024, "f16", 64, 64, 8, {}, True),
     (100, 256, 640, "bf16", 128, 128, 2, {"copy": "tma-wide"}, False),
     (128, 128, 512, "f16", 128, 128, 2, {"stages": 2}, True),
+    (128, 128, 1024, "f16", 128, 128, 2, {"stages": 7}, True),
+    (64, 128, 2048, "bf16", 128, 64, 2, {"stages": 8, "copy": "tma-wide"}, False),
 ]
 
 
@@ -251,12 +254,51 @@ def test_heuristic_splits_k_below_the_wgmma_tile_count():
         assert pick(*short)[0].intrinsic.startswith("MMA_SYNC")
 
 
+def test_heuristic_deepens_the_ring_for_one_wave_of_long_k_loops():
+    """Without a table entry: a grid of 64-row tiles (N <= 128) within one wave whose workgroups each run
+    32 K tiles or more takes the deepest ring that fits (``wgmma.heuristic._deep_ring``, seed
+    ``deep_ring_min_k_tiles``), split or not; shorter shares, grids past a wave, 128-row tiles and dynamic
+    sizes keep the 4-slot ring; the reasons say which."""
+    from mmaflow.compiler.core.problem import Contraction, DynamicDim
+    from mmaflow.compiler.kernels.registry import choose, explain
+    from mmaflow.compiler.target.targets import get_target
+
+    sm90 = get_target("sm_90a")
+
+    def pick(m, n, k, **kw):
+        p = Contraction(m, n, k, 1, "f16", "f16", "f32", b_transposed=True, **kw)
+        return choose(sm90, p, {}, tuned=False)[0], p
+
+    cfg, p = pick(128, 2048, 4096)  # 64 tiles of 64x64, 2 shares of 32 K tiles: 128 workgroups
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.stages) == (64, 64, 2, 8)
+    assert re.search(
+        r"a ring of 8 slots, not 4 \(128 workgroups for 132 SMs, 32 K tiles each", "\n".join(explain(sm90, p))
+    )
+    cfg, _ = pick(64, 14336, 4096)  # 112 tiles of 64x128 (no split), 64 K tiles each
+    assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.stages) == (64, 128, 1, 8)
+    assert pick(128, 1024, 4096)[0].stages == 4  # 4 shares of 16 K tiles
+    assert pick(128, 14336, 4096)[0].stages == 4  # 224 tiles: past a wave
+    assert pick(2048, 4096, 4096)[0].stages == 4  # 128x256 tiles
+    dyn = pick(None, 14336, 4096, dynamic=(DynamicDim("m", (0,), ((0, -1),)),))[0]
+    assert dyn.intrinsic.startswith("WGMMA") and dyn.stages == 4, dyn.describe()
+
+
 def test_heuristic_split_k_kernel_is_right():
     """The heuristic's split-K kernel for a shape no table entry covers, on the executor (random
     data, the f32 accumulation bound; every workgroup)."""
     text = handed_back(matmul_module(64, 192, 2048, "bf16", transpose_b=True), "sm_90a")
     assert "split_k = 2" in text  # 3 tiles of 64x64, 32 K tiles: 2 shares of 16
     r = check_matmul(parse_module(text, new_context()), seed=4)
+    assert r.check.passed, r.check.detail
+    assert not r.stats.races
+
+
+def test_heuristic_deep_ring_kernel_is_right():
+    """The heuristic's 8-slot split-K kernel (128x2048x4096: 128 workgroups of 32 K tiles) on the
+    executor, sampled (random data, the f32 accumulation bound)."""
+    text = handed_back(matmul_module(128, 2048, 4096, "f16", transpose_b=True), "sm_90a")
+    assert "split_k = 2" in text and "stages = 8" in text
+    r = check_matmul(parse_module(text, new_context()), seed=5, sample=3)
     assert r.check.passed, r.check.detail
     assert not r.stats.races
 

@@ -215,7 +215,7 @@ def test_plan_and_defaults():
 
 def test_refusals():
     p = Contraction(m=256, n=256, k=256, batch=1, a_type="f16", b_type="f16", c_type="f32")
-    with pytest.raises(ConfigError, match="copy=tma feeds a ring of 2 to 4 slots"):
+    with pytest.raises(ConfigError, match="copy=tma feeds a ring of 2 to 8 slots"):
         resolve(SM90, p, {"intrinsic": _wg(128), "stages": 1, "copy": "tma"})
     with pytest.raises(ConfigError, match="TMA copies feed the warpgroup-MMA kernel only"):
         resolve(SM90, p, {"intrinsic": "MMA_SYNC_F32_16x8x16_F16", "copy": "tma"})

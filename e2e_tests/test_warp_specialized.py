@@ -405,7 +405,7 @@ def test_f16_bf16_default_keeps_the_ring_it_had_elsewhere(problem, copy, persist
     [
         (dict(producer=1, copy=None), "producer=1 issues TMA copies into mbarrier-guarded slots"),
         (dict(producer=2), "producer=2; 0 .* or 1"),
-        (dict(producer=1, stages=1), "producer=1 feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel"),
+        (dict(producer=1, stages=1), "producer=1 feeds a ring of 2 to 8 slots; stages=1 is the synchronous kernel"),
         (dict(producer=1, persistent=3), "4 output tiles are not a whole number of 3 per workgroup"),
     ],
 )

@@ -93,7 +93,7 @@ def test_one_warpgroup_tile_and_batch(stages):
     assert r.stats.matrix_ops == 2 * 2 * 4
 
 
-# ---- the cp.async ring (stages 2..4) -------------------------------------------------------------
+# ---- the cp.async ring (stages 2..8) -------------------------------------------------------------
 
 _RING = {
     ("f16", 256, 128, 512): "f16-n256-k8tiles",
@@ -149,27 +149,31 @@ def _run_text(text):
     return check_matmul(parse_module(text, new_context()), exact=True)
 
 
-@pytest.mark.parametrize("stages", [2, 3, 4])
-def test_ring_unmutated_passes(stages):
-    r = _run_text(_ring_text(stages))
+# (7 slots, the deepest ring of 128x128 tiles: K of 16 tiles, so that the mutated copy lands in a slot still in use)
+RINGS = [(2, 512), (3, 512), (4, 512), (7, 1024)]
+
+
+@pytest.mark.parametrize("stages,k", RINGS)
+def test_ring_unmutated_passes(stages, k):
+    r = _run_text(_ring_text(stages, k))
     assert r.check.passed, r.check.detail
     assert not r.stats.races
 
 
-@pytest.mark.parametrize("stages", [2, 3, 4])
-def test_slot_reused_one_stage_early_fails(stages):
+@pytest.mark.parametrize("stages,k", RINGS)
+def test_slot_reused_one_stage_early_fails(stages, k):
     """Mutation: the copy of tile t+A goes into the slot of tile t+A+1 -- the slot of the wgmma
     group the previous wait_group left running (3+ stages) or of the group just committed (2)."""
     with pytest.raises(ExecutorError, match="that a wgmma.mma_async still reads"):
-        _run_text(_ring_text(stages, skew=1))
+        _run_text(_ring_text(stages, k, skew=1))
 
 
-@pytest.mark.parametrize("stages", [2, 3, 4])
-def test_wgmma_wait_one_group_too_lax_fails(stages):
+@pytest.mark.parametrize("stages,k", RINGS)
+def test_wgmma_wait_one_group_too_lax_fails(stages, k):
     """Mutation: wait_group L+1 in the loop leaves the group of the slot the next copy overwrites
     running."""
     lag = 1 if stages >= 3 else 0
-    text = _ring_text(stages)
+    text = _ring_text(stages, k)
     old, new = f"nvvm.wgmma.wait.group.sync.aligned {lag} ", f"nvvm.wgmma.wait.group.sync.aligned {lag + 1} "
     assert text.count(old) == 2 + (lag == 0)  # main loop, drain (and after the loops, for lag 0)
     if lag == 0:  # keep the final wait 0 after the loops
@@ -252,7 +256,7 @@ def test_heuristic_never_chooses_wgmma():
         ),
         (P, {"tile_m": 256}, "tile_m 64 .one warpgroup. or 128"),
         (P, {"tile_n": 64}, "tile_n=64 cannot be set"),
-        (P, {"stages": 5}, "stages=5; the warpgroup-MMA kernel has 1"),
+        (P, {"stages": 9}, "stages=9; the warpgroup-MMA kernel has 1"),
         (P, {"stages": 0}, "stages=0; the warpgroup-MMA kernel has 1"),
         (
             Contraction(m=256, n=256, k=128, batch=1, a_type="bf16", b_type="bf16", c_type="f32"),

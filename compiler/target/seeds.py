@@ -68,6 +68,7 @@ class HopperWgmmaSeeds(SeedTable):
     persistent_min_waves: Seed  # a persistent grid from this many waves of whole tiles
     small_grid_wide_tiles: Seed  # below min_tiles_per_sm: 64x128 tiles from this many per SM, else 64x64
     split_k_min_k_tiles: Seed  # split-K: K tiles of 64 per share at least
+    deep_ring_min_k_tiles: Seed  # one wave of 64-row tiles: the deepest ring from this many K tiles per workgroup
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,12 @@ HOPPER_WGMMA = HopperWgmmaSeeds(
         16,
         "H200 f16 tune at 22896ca: k M 128 in 64x128 tiles 4 shares of 16 K tiles 9.3 us, 8 of 8 14.7; q M 64 "
         "64x128 2 of 32 12.8, 4 of 16 14.4",
+    ),
+    deep_ring_min_k_tiles=Seed(
+        32,
+        "H200 tune at c2a76e6+changes, Llama-3-8B M 64-512: 64x64/64x128 tiles in one wave, 8 slots against 4, "
+        "1.00-2.10x from 32 K tiles per workgroup (q M 128 26.4 -> 13.7 us, down M 64 split 2 56.4 -> 36.8); "
+        "0.73-1.09x at 8-16",
     ),
 )
 

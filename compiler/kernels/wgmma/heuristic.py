@@ -10,11 +10,14 @@ from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.tiles import RASTER, group_reason, grouped_rows, matching_intrinsics
 from mmaflow.compiler.kernels.wgmma.plan import (
+    DEFAULT_STAGES,
     MAX_SPLIT_K,
+    MAX_STAGES,
     output_tiles,
     overhangs,
     persistent_refusal,
     tma_refusal,
+    validate_warpgroup,
     warpgroup_config,
 )
 from mmaflow.compiler.target.intrinsics import FP8, WarpgroupIntrinsic, wgmma
@@ -130,7 +133,8 @@ def warpgroup_default(
         specialized = _warpgroup_specialized(target, problem, cfg, why)
         if specialized is not None:
             return specialized, target.intrinsic(name)
-    return _warpgroup_persistent(target, problem, cfg, why), target.intrinsic(name)
+    cfg = _warpgroup_persistent(target, problem, cfg, why)
+    return (cfg if copy else _deep_ring(target, problem, cfg, why)), target.intrinsic(name)
 
 
 def fitted_shapes(shapes: tuple, est: Contraction) -> list[tuple[int, int]]:
@@ -154,6 +158,9 @@ def fitted_shapes(shapes: tuple, est: Contraction) -> list[tuple[int, int]]:
 # (seeds: target/seeds.py).
 SMALL_GRID_WIDE_TILES = HOPPER_WGMMA.small_grid_wide_tiles.value
 SPLIT_K_MIN_K_TILES = HOPPER_WGMMA.split_k_min_k_tiles.value
+# One wave of 64-row tiles (N <= 128) whose workgroups each run DEEP_RING_MIN_K_TILES K tiles or more: the
+# deepest ring that fits (8 slots of 16-24 KiB) instead of 4 (seed: target/seeds.py).
+DEEP_RING_MIN_K_TILES = HOPPER_WGMMA.deep_ring_min_k_tiles.value
 
 
 def _small_grid(
@@ -190,7 +197,31 @@ def _small_grid(
         f"a cluster of {split} workgroups per tile ({tiles} tiles, {tiles * split} workgroups for {sms} SMs: under "
         f"one tile per two SMs; measured 2.3-4.2x the mma.sync kernel on such grids on the H200)"
     )
-    return cfg, target.intrinsic(name)
+    return _deep_ring(target, problem, cfg, why), target.intrinsic(name)
+
+
+def _deep_ring(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
+    """``cfg`` on the deepest cp.async ring that fits where its static grid of 64-row tiles (N <= 128) fills
+    one wave at most and each workgroup runs DEEP_RING_MIN_K_TILES K tiles or more: one workgroup per SM, a
+    long K loop whose 4-slot ring leaves HBM's latency exposed. Else ``cfg``."""
+    if problem.is_dynamic or cfg.producer or cfg.persistent or cfg.tile_m != 64 or cfg.tile_n > 128:
+        return cfg
+    workgroups = output_tiles(cfg, problem) * cfg.split_k
+    k_tiles = -(-problem.k // cfg.tile_k) // cfg.split_k
+    if workgroups > target.compute_units or k_tiles < DEEP_RING_MIN_K_TILES or cfg.stages < max(DEFAULT_STAGES):
+        return cfg
+    for s in range(MAX_STAGES, cfg.stages, -1):
+        deep = replace(cfg, stages=s)
+        try:
+            validate_warpgroup(deep, target, problem, target.intrinsic(cfg.intrinsic))
+        except (UnsupportedError, ConfigError):
+            continue
+        why.append(
+            f"{cfg.intrinsic}: a ring of {s} slots, not {cfg.stages} ({workgroups} workgroups for "
+            f"{target.compute_units} SMs, {k_tiles} K tiles each: measured 1.00-2.10x on such grids on the H200)"
+        )
+        return deep
+    return cfg
 
 
 # f16/bf16: the warp-specialized kernel (producer=1, copy=tma-wide) where its persistent grid has 2 to
@@ -366,7 +397,10 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
         if tm == PRODUCER_TILE_M:
             out.append({**base, "copy": "tma-wide", "producer": 1})
         tiles = -(-problem.m // tm) * -(-problem.n // n) * (problem.batch or 1)
-        out += [{**base, "split_k": s} for s in _split_k_candidates(target, problem, tiles)]
+        split = [{**base, "split_k": s} for s in _split_k_candidates(target, problem, tiles)]
+        out += split
+        if tiles < target.compute_units:  # under a wave: short K loops, the ring's depth hides HBM's latency
+            out += [c for c in (_deepest_ring(target, problem, c) for c in [base, *split]) if c is not None]
         group = grouped_rows(-(-problem.m // tm))
         if group > 1 and tiles > target.compute_units:
             out.append({**base, "raster": group})
@@ -376,6 +410,18 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
             if tm == PRODUCER_TILE_M:
                 out.append({**base, "copy": "tma-wide", "producer": 1, "persistent": w})
     return out
+
+
+def _deepest_ring(target: Target, problem: Contraction, over: dict) -> dict | None:
+    """``over`` on the deepest cp.async ring of more than the default 4 slots that fits in shared
+    memory (wgmma.tma.MAX_STAGES at most), or None where none does."""
+    for s in range(MAX_STAGES, max(DEFAULT_STAGES), -1):
+        try:
+            warpgroup_config(target, problem, target.intrinsic(over["intrinsic"]), {**over, "stages": s})
+        except (UnsupportedError, ConfigError):
+            continue
+        return {**over, "stages": s}
+    return None
 
 
 def _wave_fitted_shapes(target: Target, problem: Contraction) -> list[tuple[int, int]]:

@@ -44,9 +44,10 @@ for A / B^T, M for A^T, N for B) needs a divisibility promise of 8 elements
 Refused (``UnsupportedError`` / ``ConfigError`` naming why): other targets, fp8 operands whose
 global rows run along M/N (a K x N B, an A^T), operand rows not
 whole 16-byte chunks (static, or dynamic without that promise), other tile shapes, ``stages``
-outside 1..4 or more than the shared memory holds.
+outside 1..8 (``MAX_STAGES``) or more than the shared memory holds.
 
-``stages`` 2..4 (default: 4, the deepest that fits in 227 KB) replaces the stores with a ring of
+``stages`` 2..8 (default: 4, or 3 where 4 does not fit in 227 KB; `mmaflow tune` tries the deepest
+that fits for grids under a wave) replaces the stores with a ring of
 ``stages`` slots filled by cp.async (see ``WgmmaPlan.copy_ahead`` / ``wgmma_lag`` and
 ``kernels/wgmma/rewrite.py``); ``stages`` = 1 is the synchronous kernel above.
 """
@@ -62,6 +63,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs
 from mmaflow.compiler.kernels.wgmma.tma import (
     MAP_BYTES,
+    MAX_STAGES,
     ONE_BLOCK_PER_SM,
     TmaPlan,
     operand_boxes,
@@ -87,7 +89,7 @@ CLUSTERS = (1, 2)  # workgroups per thread block cluster (2: B multicast to the 
 # is the portable size, "Cluster of Cooperative Thread Arrays")
 MAX_SPLIT_K = 8
 PARTIAL_CHUNK = 16  # split-K partial sums: 16-byte chunks (4 f32), chunk c of thread t at (c * threads + t) * 16
-STAGES = (1, 2, 3, 4)  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2..4: the cp.async ring
+STAGES = tuple(range(1, MAX_STAGES + 1))  # 1: one slot, synchronous stores, wait 0 (the first kernel); 2+: the ring
 DEFAULT_STAGES = (4, 3)  # the deepest ring that fits in shared memory
 REGISTERS = THREAD_REGISTERS  # per thread (sm_90a)
 # fp8 promotes each K tile's partial to f32 (``WgmmaPlan.promotes``): a thread holds the f32
@@ -170,7 +172,7 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
             f"{intr.name}: {bad} cannot be set; a warpgroup-MMA kernel takes only "
             f"{', '.join(OVERRIDABLE)} (tile_m 64 or 128); the rest follows from the intrinsic "
             f"(tile_n = N = {intr.n}, tile_k = {tile_k(intr.a_type)}, warps of 32, waves_m = tile_m / 16, "
-            f"stages 1 to 4)"
+            f"stages 1 to {MAX_STAGES})"
         )
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in OVERRIDABLE})
     if "copy" not in overrides and cfg.stages > 1:
@@ -206,7 +208,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     if cfg.stages not in STAGES:
         raise ConfigError(
             f"{intr.name}: stages={cfg.stages}; the warpgroup-MMA kernel has 1 (synchronous stores, "
-            f"wait 0 per K tile) or a cp.async ring of 2 to 4 shared-memory slots"
+            f"wait 0 per K tile) or a cp.async ring of 2 to {MAX_STAGES} shared-memory slots"
         )
     if cfg.tile_m not in TILE_M:
         raise ConfigError(
@@ -264,7 +266,9 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
             f"producer warpgroup issues them: warp-specialized)"
         )
     if cfg.producer and cfg.stages < 2:
-        raise ConfigError(f"{intr.name}: producer=1 feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
+        raise ConfigError(
+            f"{intr.name}: producer=1 feeds a ring of 2 to {MAX_STAGES} slots; stages=1 is the synchronous kernel"
+        )
     if cfg.producer and cfg.copy not in TMA_COPIES:
         raise ConfigError(
             f"{intr.name}: producer=1 issues TMA copies into mbarrier-guarded slots; with "

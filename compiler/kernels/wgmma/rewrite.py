@@ -20,7 +20,7 @@ not):
         nvvm.wgmma.commit.group.sync.aligned; nvvm.wgmma.wait.group.sync.aligned 0
     accumulator -> vector<N/2 x f32> -> the epilogue's stores (per warp: ``warp_c_layout``)
 
-That is ``stages`` = 1. With ``stages`` = 2..4 the copies fill a ring of slots by cp.async and
+That is ``stages`` = 1. With ``stages`` = 2..8 the copies fill a ring of slots by cp.async and
 the loop keeps ``wgmma_lag`` groups running (``WgmmaRewriter._ring_loop``):
 
     prologue: cp.async tiles 0 .. A-1 -> slots; commit each

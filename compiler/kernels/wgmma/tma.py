@@ -80,6 +80,9 @@ MAPS_GLOBAL = "mmaflow_tma_maps"
 # (``target/limits.py``: shared memory per SM and reserved per block).
 RESERVED_PER_BLOCK = SHARED_RESERVED_PER_BLOCK
 ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
+# The ring's slots at most (cp.async or TMA; shared memory bounds it first for tiles over 64x128):
+# `mmaflow tune` tries the deepest that fits for short split-K loops, where a 4-slot ring leaves HBM latency exposed.
+MAX_STAGES = 8
 WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
 WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (each suspends at most WAIT_TICKS_NS)
 # #nvvm.tensormap_elemtype<...>: fp8 travels as bytes (the copy moves bits; no fp8 elemtype exists)
@@ -235,7 +238,9 @@ def validate_tma(cfg, target: Target, problem, intr, *, fp8_pair_tiles: bool = F
     """Refuse ``copy=tma`` where the TMA ring cannot serve, saying why (``fp8_pair_tiles``: the
     cp.async ring's variant ``WgmmaPlan.fp8_pair_tiles`` is on)."""
     if cfg.stages < 2:
-        raise ConfigError(f"{intr.name}: copy=tma feeds a ring of 2 to 4 slots; stages=1 is the synchronous kernel")
+        raise ConfigError(
+            f"{intr.name}: copy=tma feeds a ring of 2 to {MAX_STAGES} slots; stages=1 is the synchronous kernel"
+        )
     if intr.a_type not in ELEMTYPES:
         raise UnsupportedError(f"{intr.name}: TMA copies are implemented for f16/bf16/fp8 operands, not {intr.a_type}")
     if intr.b_type != intr.a_type:
