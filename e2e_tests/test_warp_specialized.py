@@ -60,8 +60,9 @@ def _sim(src, overrides, exact=False, **kw):
         (200, 136, 104, "f16", 128, 128, 4, "tma-wide", False, False, True),  # partial M, N, K
         (128, 129, 320, "f16", 128, 128, 4, "tma", False, True, True),  # B^T, N odd
         (136, 120, 72, "f16", 128, 128, 3, "tma", True, False, True),  # A^T (MN-major A)
+        (128, 128, 1024, "f16", 128, 128, 7, "tma-wide", False, True, True),  # the deepest ring, slots reused
     ],
-    ids=["f16-n256", "bf16-wide-s3", "s2", "bf16-m64", "one-tile", "partial-mnk", "Bt-n129", "At-partial"],
+    ids=["f16-n256", "bf16-wide-s3", "s2", "bf16-m64", "one-tile", "partial-mnk", "Bt-n129", "At-partial", "deep-s7"],
 )
 def test_matches_numpy(m, n, k, t, wn, tile_m, stages, copy, ta, tb, exact):
     r = _sim(
