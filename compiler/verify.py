@@ -98,7 +98,9 @@ def check_isa(
     global loads at the width the copies were planned with (128 bits unless the problem's row length forbids it),
     barriers when waves share LDS, the plan's barriers per K tile in the K loop, a K loop when there are several K
     tiles (or, when LLVM unrolled it fully, exactly the unrolled count of matrix instructions), and on AMD no cache
-    invalidates inside the loop."""
+    invalidates inside the loop. Matrix instructions count per K tile either all the plan's or only its live ones
+    (``Expectations.live_mma_per_k_tile``: LLVM drops the blocks past a static M or N, whose results no workgroup
+    stores)."""
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
@@ -153,19 +155,22 @@ def check_isa(
         problems.append(f"{report.loop_counts['cache_invalidate']} cache invalidates inside the K loop")
     if expect_barrier and report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although LDS is shared between waves")
+    # per K tile: every instruction block's, or only those whose results some workgroup stores (LLVM drops the rest)
+    per_tile = [expect.mma_per_k_tile] + ([expect.live_mma_per_k_tile] if expect.live_mma_per_k_tile else [])
     if expect_barrier and expect.k_loop_barriers and report.has_loop and report.loop_counts.get("matrix", 0):
-        # per K tile: the loop body may hold several K tiles (LLVM unrolls some loops by 2)
-        tiles, left = divmod(report.loop_counts["matrix"], expect.mma_per_k_tile)
+        # the loop body may hold several K tiles (LLVM unrolls some loops by 2)
         found = loop_barriers(report)
-        if left or found != tiles * expect.k_loop_barriers:
+        counts = [divmod(report.loop_counts["matrix"], n) for n in per_tile]
+        if not any(not left and found == tiles * expect.k_loop_barriers for tiles, left in counts):
             problems.append(
                 f"{found} barriers in a K loop of {report.loop_counts['matrix']} matrix instructions "
-                f"({expect.mma_per_k_tile} per K tile); the plan has {expect.k_loop_barriers} per K tile"
+                f"({' or '.join(map(str, per_tile))} per K tile); the plan has {expect.k_loop_barriers} per K tile"
             )
-    unrolled = expect.k_tiles * expect.mma_per_k_tile
-    if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) != unrolled:
+    unrolled = [expect.k_tiles * n for n in per_tile]
+    if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) not in unrolled:
         problems.append(
-            f"no K loop in the ISA, and not the {unrolled} matrix instructions of its {expect.k_tiles} K tiles unrolled"
+            f"no K loop in the ISA, and not the {' or '.join(map(str, unrolled))} matrix instructions of its "
+            f"{expect.k_tiles} K tiles unrolled"
         )
     if problems:
         raise VerificationError(

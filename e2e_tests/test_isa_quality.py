@@ -280,6 +280,51 @@ def test_verify_demands_the_planned_barriers_per_k_tile():
         check_isa(report(one), "k", "v_wmma", Vendor.AMD, True, Expectations(128, 8, 4, False, 2))
 
 
+def test_verify_takes_a_loop_without_the_blocks_no_workgroup_stores():
+    """A static M (or N) under a wave tile's instruction blocks: the blocks starting past it are never
+    stored, and LLVM drops them (M = 1 in 32-row wave tiles: 8 of 16 mma.sync per K tile). The plan
+    records the live count; verify takes either count, and no other (the decode P V batch on sm_80 and
+    gfx942, which verify refused before, is right on the executor)."""
+    from conftest import simulate
+
+    from mmaflow.compiler.core.attrs import Expectations
+    from mmaflow.compiler.core.errors import VerificationError
+    from mmaflow.compiler.kernels.common.plan import live_blocks
+    from mmaflow.compiler.target.isa import IsaReport
+    from mmaflow.compiler.target.targets import Vendor
+    from mmaflow.compiler.verify import check_isa
+
+    assert [live_blocks(2, 16, m) for m in (1, 16, 17, 100, None)] == [1, 1, 2, 2, 2]
+    mma = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+
+    def report(n):
+        body = [mma] * n + ["bar.sync 0;"]
+        return IsaReport(
+            "k",
+            "ptx",
+            counts={"matrix": n, "async_copy_b128": 4, "async_wait": 1, "barrier": 2},
+            has_loop=True,
+            loop_counts={"matrix": n},
+            loop_listing=body,
+        )
+
+    live = Expectations(128, 8, 16, True, 1, live_mma_per_k_tile=8)
+    check_isa(report(16), "k", "mma.sync", Vendor.NVIDIA, True, live)
+    check_isa(report(8), "k", "mma.sync", Vendor.NVIDIA, True, live)
+    with pytest.raises(VerificationError, match="1 barriers in a K loop of 8 matrix instructions \\(16 per K tile\\)"):
+        check_isa(report(8), "k", "mma.sync", Vendor.NVIDIA, True, Expectations(128, 8, 16, True, 1))
+    with pytest.raises(VerificationError, match="K loop of 12 matrix instructions \\(16 or 8 per K tile\\)"):
+        check_isa(report(12), "k", "mma.sync", Vendor.NVIDIA, True, live)
+    src = matmul_module(1, 128, 512, "f16", batch=2)
+    over = {"tile_m": 64, "tile_n": 64, "tile_k": 32, "waves_m": 2, "waves_n": 2}
+    for target in ("sm_80", "gfx942"):
+        res = compile_module(src, target, options=CodegenOptions(overrides=over))  # verified: no VerificationError
+        (exe,) = res.taken
+        assert exe.facts.expect.live_mma_per_k_tile == exe.facts.expect.mma_per_k_tile // 2, target
+        r = simulate(src, target, over, seed=3)
+        assert r.check.passed and not r.stats.races, r.check.detail
+
+
 def test_gfx950_ring_default_where_it_was_measured_better():
     """The heuristic builds AMD's LDS ring only on gfx950 with both operands K-innermost
     (config._amd_ring): there the ring's kernel holds more waves than one stage's (128 vs 142

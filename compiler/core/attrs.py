@@ -199,6 +199,9 @@ class Expectations:
     tma: bool | None = None  # the ring is filled by cp.async.bulk.tensor (TMA), not cp.async (None: no)
     cluster: int | None = None  # workgroups per thread block cluster, B multicast between them (None: no clusters)
     split_k: int | None = None  # workgroups per cluster splitting K, partials added over DSMEM (None: no split-K)
+    # matrix instructions per K tile without the blocks whose results no workgroup stores (a static M or N under the
+    # wave tile: LLVM may drop them); None: every block stores
+    live_mma_per_k_tile: int | None = None
 
 
 def write_cluster_dim(func: ir.Operation, dims: tuple[int, int, int]) -> None:

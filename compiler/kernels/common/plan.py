@@ -139,11 +139,21 @@ class LoopPlan:
     asynchronous: bool = False  # the ring is filled by async copies (NVIDIA); else through registers (AMD)
     slots: int = 1  # K tiles in LDS (config.ring_slots)
     unroll: int = 1  # K tiles per iteration of the K loop (AMD's ring of 3+ stages: its tiles in flight)
+    # per K tile, the M x N instruction blocks of a wave's tile whose first row / column lies within a static M / N:
+    # the others' results are never stored in any workgroup, and LLVM may drop them (M = 1 in 32-row wave tiles)
+    live: tuple[int, int] | None = None
 
     @property
     def mma_per_k_tile(self) -> int:
         m, n, k = self.instructions
         return m * n * k
+
+    @property
+    def live_mma_per_k_tile(self) -> int:
+        """``mma_per_k_tile`` counting only the ``live`` instruction blocks."""
+        m, n, k = self.instructions
+        lm, ln = self.live or (m, n)
+        return lm * ln * k
 
     @property
     def barriers_per_k_tile(self) -> int:
@@ -274,12 +284,14 @@ class KernelPlan:
         """What the ISA must show (``verify.check_isa``): the widest global load (or async copy)
         of the copies, the K tiles (0: dynamic) and the matrix instructions per K tile."""
         bits = max(o.copy.v * o.copy.bits for o in self.operands)
+        live = self.loop.live_mma_per_k_tile
         return attrs.Expectations(
             bits,
             self.loop.k_tiles or 0,
             self.loop.mma_per_k_tile,
             self.loop.asynchronous,
             self.loop.barriers_per_k_tile,
+            live_mma_per_k_tile=live if live != self.loop.mma_per_k_tile else None,
         )
 
     def describe(self) -> list[str]:
@@ -362,6 +374,13 @@ def interleave_k(intr: Intrinsic, vendor: Vendor, bits: int, a: Layout, b: Layou
             if ai.coords(lane_a, el_a, (0, kk))[1] != bi.coords(lane_b, el_b, (kk, 0))[0]:
                 return False
     return True
+
+
+def live_blocks(blocks: int, size: int, extent: int | None) -> int:
+    """Of a wave tile's ``blocks`` instruction blocks of ``size`` rows (or columns), block i
+    starting at i * size, those that can hold a row below a static ``extent`` in some workgroup
+    (all of them when the extent is dynamic)."""
+    return blocks if extent is None else min(blocks, -(-extent // size))
 
 
 def plan_kernel(
@@ -448,6 +467,7 @@ def plan_kernel(
         ring,
         ring_slots(cfg, target),
         cfg.stages - 1 if cfg.stages > 2 and vendor is Vendor.AMD else 1,
+        (live_blocks(bm, intr.m, problem.m), live_blocks(bn, intr.n, problem.n)),
     )
     c_bounded = c_extents.bounded()[-2:]
     runs = c_lay.runs(COL)
