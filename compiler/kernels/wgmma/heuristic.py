@@ -134,7 +134,7 @@ def warpgroup_default(
         if specialized is not None:
             return specialized, target.intrinsic(name)
     cfg = _warpgroup_persistent(target, problem, cfg, why)
-    return (cfg if copy else _deep_ring(target, problem, cfg, why)), target.intrinsic(name)
+    return _deep_ring(target, problem, cfg, why), target.intrinsic(name)
 
 
 def fitted_shapes(shapes: tuple, est: Contraction) -> list[tuple[int, int]]:
@@ -203,8 +203,12 @@ def _small_grid(
 def _deep_ring(target: Target, problem: Contraction, cfg: KernelConfig, why: list) -> KernelConfig:
     """``cfg`` on the deepest cp.async ring that fits where its static grid of 64-row tiles (N <= 128) fills
     one wave at most and each workgroup runs DEEP_RING_MIN_K_TILES K tiles or more: one workgroup per SM, a
-    long K loop whose 4-slot ring leaves HBM's latency exposed. Else ``cfg``."""
-    if problem.is_dynamic or cfg.producer or cfg.persistent or cfg.tile_m != 64 or cfg.tile_n > 128:
+    long K loop whose 4-slot ring leaves HBM's latency exposed. Else ``cfg``: TMA copies, the warp-specialized
+    kernel, persistent grids and B-multicast clusters keep their ring (not measured deeper, or slower: the
+    producer's 7-slot ring, docs/kernels/hopper_wgmma.md)."""
+    if problem.is_dynamic or cfg.copy or cfg.producer or cfg.persistent or cfg.cluster != 1:
+        return cfg
+    if cfg.tile_m != 64 or cfg.tile_n > 128:
         return cfg
     workgroups = output_tiles(cfg, problem) * cfg.split_k
     k_tiles = -(-problem.k // cfg.tile_k) // cfg.split_k
@@ -413,8 +417,8 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
 
 
 def _deepest_ring(target: Target, problem: Contraction, over: dict) -> dict | None:
-    """``over`` on the deepest cp.async ring of more than the default 4 slots that fits in shared
-    memory (wgmma.tma.MAX_STAGES at most), or None where none does."""
+    """``over`` on the deepest ring of more than the default 4 slots that fits in shared memory
+    (wgmma.tma.MAX_STAGES at most), or None where none does."""
     for s in range(MAX_STAGES, max(DEFAULT_STAGES), -1):
         try:
             warpgroup_config(target, problem, target.intrinsic(over["intrinsic"]), {**over, "stages": s})

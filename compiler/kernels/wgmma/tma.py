@@ -80,8 +80,9 @@ MAPS_GLOBAL = "mmaflow_tma_maps"
 # (``target/limits.py``: shared memory per SM and reserved per block).
 RESERVED_PER_BLOCK = SHARED_RESERVED_PER_BLOCK
 ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
-# The ring's slots at most (cp.async or TMA; shared memory bounds it first for tiles over 64x128):
-# `mmaflow tune` tries the deepest that fits for short split-K loops, where a 4-slot ring leaves HBM latency exposed.
+# The ring's slots at most (cp.async or TMA; shared memory bounds it first for tiles over 64x128). The heuristic
+# and `mmaflow tune` take the deepest that fits for grids under a wave, whose long K loops a 4-slot ring leaves
+# exposed to HBM's latency (kernels/wgmma/heuristic.py, _deep_ring).
 MAX_STAGES = 8
 WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
 WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (each suspends at most WAIT_TICKS_NS)
