@@ -257,8 +257,8 @@ def test_heuristic_splits_k_below_the_wgmma_tile_count():
 def test_heuristic_deepens_the_ring_for_one_wave_of_long_k_loops():
     """Without a table entry: a grid of 64-row tiles (N <= 128) within one wave whose workgroups each run
     32 K tiles or more takes the deepest ring that fits (``wgmma.heuristic._deep_ring``, seed
-    ``deep_ring_min_k_tiles``), split or not; shorter shares, grids past a wave, 128-row tiles and dynamic
-    sizes keep the 4-slot ring; the reasons say which."""
+    ``deep_ring_min_k_tiles``), split or not; shorter shares, grids past a wave and dynamic
+    sizes keep the 4-slot ring, and so do split-K clusters of more than 2 over half the SMs; the reasons say which."""
     from mmaflow.compiler.core.problem import Contraction, DynamicDim
     from mmaflow.compiler.kernels.registry import choose, explain
     from mmaflow.compiler.target.targets import get_target
@@ -278,7 +278,12 @@ def test_heuristic_deepens_the_ring_for_one_wave_of_long_k_loops():
     assert (cfg.tile_m, cfg.tile_n, cfg.split_k, cfg.stages) == (64, 128, 1, 8)
     assert pick(128, 1024, 4096)[0].stages == 4  # 4 shares of 16 K tiles
     assert pick(128, 14336, 4096)[0].stages == 4  # 224 tiles: past a wave
-    assert pick(2048, 4096, 4096)[0].stages == 4  # 128x256 tiles
+    assert pick(2048, 4096, 4096)[0].stages == 4  # 256 tiles of 128x256: past a wave (48 KiB slots: 4 fit)
+    # 32 tiles of 64x64, 4 shares of 32 K tiles: 128 workgroups in clusters of 4, more than fit one to an SM (120 on
+    # the H200), so the 4-slot ring; 2 shares (64 workgroups, 64 K tiles) deepen
+    assert (pick(64, 2048, 8192)[0].split_k, pick(64, 2048, 8192)[0].stages) == (4, 4)
+    cfg = choose(sm90, Contraction(64, 2048, 8192, 1, "f16", "f16", "f32", b_transposed=True), {"split_k": 2})[0]
+    assert (cfg.split_k, cfg.stages) == (2, 8)
     dyn = pick(None, 14336, 4096, dynamic=(DynamicDim("m", (0,), ((0, -1),)),))[0]
     assert dyn.intrinsic.startswith("WGMMA") and dyn.stages == 4, dyn.describe()
 

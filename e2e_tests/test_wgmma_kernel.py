@@ -693,3 +693,12 @@ def test_heuristic_fits_tiles_to_the_problem(shape, tile):
     cfg, intr = resolve(get_target("sm_90a"), p, {})
     assert (cfg.tile_m, cfg.tile_n) == tile and intr.n == tile[1], cfg
     assert any(f"{tile[0]}x{tile[1]}x64 tiles" in w for w in explain(get_target("sm_90a"), p, {}))
+
+
+def test_a_deep_ring_without_the_wgmma_intrinsic_says_how_to_ask():
+    """``--config stages=8`` alone configures the mma.sync kernel (1 to 4 slots); on sm_90a its refusal names the
+    warpgroup kernel's ``intrinsic``, on sm_80 it does not."""
+    with pytest.raises(MmaflowError, match=r"got 8 \(sm_90a's warpgroup-MMA kernel takes up to 8: --config intrinsic="):
+        handed_back(matmul_module(128, 128, 256, "f16"), "sm_90a", (("stages", 8),))
+    with pytest.raises(MmaflowError, match=r"stages must be 1 to 4 \(K tiles in LDS at once\), got 8$"):
+        handed_back(matmul_module(128, 128, 256, "f16"), "sm_80", (("stages", 8),))

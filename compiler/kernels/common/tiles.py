@@ -188,7 +188,12 @@ def validate(cfg: KernelConfig, target: Target, problem: Contraction) -> Intrins
     if not 1 <= cfg.raster <= 64:
         raise ConfigError(f"raster must be 1 to 64 (tile rows per workgroup group), got {cfg.raster}")
     if not 1 <= cfg.stages <= 4:
-        raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}")
+        wgmma = (
+            " (sm_90a's warpgroup-MMA kernel takes up to 8: --config intrinsic=WGMMA_...)"
+            if target.warpgroup_mma
+            else ""
+        )
+        raise ConfigError(f"stages must be 1 to 4 (K tiles in LDS at once), got {cfg.stages}{wgmma}")
     if cfg.persistent is not None:
         raise ConfigError(
             f"persistent={cfg.persistent}: the persistent grid is the warpgroup-MMA kernel's only (sm_90a, "

@@ -212,7 +212,11 @@ def _deep_ring(target: Target, problem: Contraction, cfg: KernelConfig, why: lis
         return cfg
     workgroups = output_tiles(cfg, problem) * cfg.split_k
     k_tiles = -(-problem.k // cfg.tile_k) // cfg.split_k
-    if workgroups > target.compute_units or k_tiles < DEEP_RING_MIN_K_TILES or cfg.stages < max(DEFAULT_STAGES):
+    # A deep ring leaves one workgroup per SM, and a split-K cluster of S > 2 must then find S free SMs in one
+    # GPC: cuOccupancyMaxActiveClusters on the H200 gives 102-120 co-resident workgroups for clusters of 3-8 (132
+    # for 1-2). Past that the grid runs a second wave, so such clusters take the deep ring within half the SMs.
+    wave = target.compute_units if cfg.split_k <= 2 else target.compute_units // 2
+    if workgroups > wave or k_tiles < DEEP_RING_MIN_K_TILES or cfg.stages < max(DEFAULT_STAGES):
         return cfg
     for s in range(MAX_STAGES, cfg.stages, -1):
         deep = replace(cfg, stages=s)

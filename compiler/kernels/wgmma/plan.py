@@ -46,8 +46,8 @@ global rows run along M/N (a K x N B, an A^T), operand rows not
 whole 16-byte chunks (static, or dynamic without that promise), other tile shapes, ``stages``
 outside 1..8 (``MAX_STAGES``) or more than the shared memory holds.
 
-``stages`` 2..8 (default: 4, or 3 where 4 does not fit in 227 KB; `mmaflow tune` tries the deepest
-that fits for grids under a wave) replaces the stores with a ring of
+``stages`` 2..8 (default: 4, or 3 where 4 does not fit in 227 KB; the deepest that fits for one wave of
+long K loops, ``heuristic._deep_ring``, which `mmaflow tune` tries under a wave) replaces the stores with a ring of
 ``stages`` slots filled by cp.async (see ``WgmmaPlan.copy_ahead`` / ``wgmma_lag`` and
 ``kernels/wgmma/rewrite.py``); ``stages`` = 1 is the synchronous kernel above.
 """
@@ -553,7 +553,7 @@ class WgmmaPlan:
         one 128-k tile). 16-bit inputs accumulate in f32 in the instruction and carry the one accumulator."""
         return self.intrinsic.a_type in FP8
 
-    # fp8 with 3-4 stages: False (default) waits for each K tile's group before promoting its
+    # fp8 with 3+ stages: False (default) waits for each K tile's group before promoting its
     # partial (wgmma_lag 0, as CUTLASS's GmmaFP8Accumulation::promote_core); True runs the K loop
     # two tiles per iteration, the second tile's wgmmas issued while the first's run (wait_group 1
     # then 0, two partials: ``WgmmaRewriter._pair_loop``; 246 registers instead of 186). Not yet
