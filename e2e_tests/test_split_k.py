@@ -281,7 +281,8 @@ def test_heuristic_deepens_the_ring_for_one_wave_of_long_k_loops():
     assert pick(2048, 4096, 4096)[0].stages == 4  # 256 tiles of 128x256: past a wave (48 KiB slots: 4 fit)
     # 32 tiles of 64x64, 4 shares of 32 K tiles: 128 workgroups in clusters of 4, more than fit one to an SM (120 on
     # the H200), so the 4-slot ring; 2 shares (64 workgroups, 64 K tiles) deepen
-    assert (pick(64, 2048, 8192)[0].split_k, pick(64, 2048, 8192)[0].stages) == (4, 4)
+    cfg, _ = pick(64, 2048, 8192)
+    assert (cfg.split_k, cfg.stages) == (4, 4)
     cfg = choose(sm90, Contraction(64, 2048, 8192, 1, "f16", "f16", "f32", b_transposed=True), {"split_k": 2})[0]
     assert (cfg.split_k, cfg.stages) == (2, 8)
     dyn = pick(None, 14336, 4096, dynamic=(DynamicDim("m", (0,), ((0, -1),)),))[0]

@@ -12,7 +12,8 @@ from mmaflow.compiler.kernels.common.tiles import RASTER, group_reason, grouped_
 from mmaflow.compiler.kernels.wgmma.plan import (
     DEFAULT_STAGES,
     MAX_SPLIT_K,
-    MAX_STAGES,
+    STAGES,
+    deepest_stages,
     output_tiles,
     overhangs,
     persistent_refusal,
@@ -218,18 +219,17 @@ def _deep_ring(target: Target, problem: Contraction, cfg: KernelConfig, why: lis
     wave = target.compute_units if cfg.split_k <= 2 else target.compute_units // 2
     if workgroups > wave or k_tiles < DEEP_RING_MIN_K_TILES or cfg.stages < max(DEFAULT_STAGES):
         return cfg
-    for s in range(MAX_STAGES, cfg.stages, -1):
-        deep = replace(cfg, stages=s)
-        try:
-            validate_warpgroup(deep, target, problem, target.intrinsic(cfg.intrinsic))
-        except (UnsupportedError, ConfigError):
-            continue
-        why.append(
-            f"{cfg.intrinsic}: a ring of {s} slots, not {cfg.stages} ({workgroups} workgroups for "
-            f"{target.compute_units} SMs, {k_tiles} K tiles each: measured 1.00-2.10x on such grids on the H200)"
-        )
-        return deep
-    return cfg
+    intr = target.intrinsic(cfg.intrinsic)
+    s = deepest_stages(cfg, target, intr, STAGES)
+    if s is None or s <= cfg.stages:
+        return cfg
+    deep = replace(cfg, stages=s)
+    validate_warpgroup(deep, target, problem, intr)  # (shared memory is the only bound a deeper ring meets)
+    why.append(
+        f"{cfg.intrinsic}: a ring of {s} slots, not {cfg.stages} ({workgroups} workgroups for "
+        f"{target.compute_units} SMs, {k_tiles} K tiles each: measured 1.00-2.10x on such grids on the H200)"
+    )
+    return deep
 
 
 # f16/bf16: the warp-specialized kernel (producer=1, copy=tma-wide) where its persistent grid has 2 to
@@ -422,14 +422,15 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
 
 def _deepest_ring(target: Target, problem: Contraction, over: dict) -> dict | None:
     """``over`` on the deepest ring of more than the default 4 slots that fits in shared memory
-    (wgmma.tma.MAX_STAGES at most), or None where none does."""
-    for s in range(MAX_STAGES, max(DEFAULT_STAGES), -1):
-        try:
-            warpgroup_config(target, problem, target.intrinsic(over["intrinsic"]), {**over, "stages": s})
-        except (UnsupportedError, ConfigError):
-            continue
-        return {**over, "stages": s}
-    return None
+    (wgmma.tma.MAX_STAGES at most), or None where none does or the kernel refuses ``over`` itself
+    (`mmaflow tune` reports that refusal for ``over``'s own candidate)."""
+    intr = target.intrinsic(over["intrinsic"])
+    try:
+        cfg = warpgroup_config(target, problem, intr, over)
+    except (UnsupportedError, ConfigError):
+        return None
+    s = deepest_stages(cfg, target, intr, STAGES)
+    return {**over, "stages": s} if s is not None and s > max(DEFAULT_STAGES) else None
 
 
 def _wave_fitted_shapes(target: Target, problem: Contraction) -> list[tuple[int, int]]:

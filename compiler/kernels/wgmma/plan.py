@@ -157,14 +157,9 @@ def warpgroup_config(target: Target, problem: Contraction, intr: WarpgroupIntrin
         stages=1,
         raster=1,
     )
-    if "stages" not in overrides:  # the deepest ring within the target's shared memory
-        fits = [
-            s
-            for s in DEFAULT_STAGES
-            if tile_m in TILE_M
-            and plan_bytes(replace(cfg, stages=s), intr.a_type, allocations(intr)) <= target.lds_bytes
-        ]
-        cfg = replace(cfg, stages=fits[0] if fits else DEFAULT_STAGES[-1])  # (refused below)
+    if "stages" not in overrides:  # the deepest default ring within the target's shared memory
+        deepest = deepest_stages(cfg, target, intr, DEFAULT_STAGES) if tile_m in TILE_M else None
+        cfg = replace(cfg, stages=deepest or DEFAULT_STAGES[-1])  # (refused below)
     fixed = {k: v for k, v in overrides.items() if k not in OVERRIDABLE}
     if any(getattr(cfg, k) != v for k, v in fixed.items()):
         bad = ", ".join(f"{k}={v}" for k, v in sorted(fixed.items()) if getattr(cfg, k) != v)
@@ -460,6 +455,13 @@ def allocations(intr: WarpgroupIntrinsic) -> int:
     slots, B's slots) when A and B differ in element type (mixed fp8 pairs): a cp.async copies
     between memrefs of one element type."""
     return 1 if intr.a_type == intr.b_type else 2
+
+
+def deepest_stages(cfg: KernelConfig, target: Target, intr: WarpgroupIntrinsic, stages) -> int | None:
+    """The largest of ``stages`` whose ring of ``cfg``'s slots (its copies' maps and barriers included)
+    fits in the target's shared memory, or None. Shared memory is the only bound a deeper ring meets."""
+    fits = [s for s in stages if plan_bytes(replace(cfg, stages=s), intr.a_type, allocations(intr)) <= target.lds_bytes]
+    return max(fits, default=None)
 
 
 def plan_bytes(cfg: KernelConfig, elem: str, allocations: int = 1) -> int:
