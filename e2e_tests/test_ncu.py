@@ -67,6 +67,7 @@ def test_kernel_time_sums_each_call_and_takes_the_median(tmp_path, monkeypatch):
     assert kt.calls == [4.0, 3.0, 6.0]
     assert kt.ms == 4.0
     assert kt.kernels == ("matmul", "bias")
+    assert kt.per_kernel == (3.0, 1.0)  # each kernel's median over the calls, launch order
 
 
 def test_kernel_time_without_ncu_names_it(monkeypatch, tmp_path):
@@ -83,7 +84,7 @@ def test_one_run_splits_at_the_marker_kernels():
     b = [(n, t) for t in (5.0, 4.0, 4.5, 6.0) for n in ("gemm", "reduce")]
     times = split_at_markers([("init", 1.0), mk, *a, mk, *b], 2, 3, "test")
     assert [t.ms for t in times] == [2.0, 9.0] and times[0].calls == [1.0, 2.0, 3.0]
-    assert times[1].kernels == ("gemm", "reduce")
+    assert times[1].kernels == ("gemm", "reduce") and times[1].per_kernel == (4.5, 4.5)
     with pytest.raises(NcuError, match="2 marker kernels for 3 items"):
         split_at_markers([mk, *a, mk, *b], 3, 3, "test")
     with pytest.raises(NcuError):  # an item whose calls differ

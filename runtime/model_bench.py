@@ -305,6 +305,8 @@ def kernel_times(from_dir: Path, out_dir: Path, only: list[str] | None = None) -
             result.setdefault(entry["key"], {})[build] = {
                 "kernel_ms": round(kt.calls[-1], 4),
                 "kernels": len(kt.kernels),
+                # where the time goes: each kernel of the call, launch order, median over the calls
+                "per_kernel": [[name, round(ms, 5)] for name, ms in zip(kt.kernels, kt.per_kernel, strict=True)],
             }
             print(
                 f"bench: {entry['key']} {build}: {len(kt.kernels)} kernels, {kt.calls[-1]:.4f} ms kernel-only",

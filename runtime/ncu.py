@@ -42,12 +42,14 @@ class KernelTime:
     ms: float  # median over the profiled calls of the per-call sum
     calls: list[float]  # per profiled call, ms
     kernels: tuple[str, ...]  # one call's kernel names, in launch order
+    per_kernel: tuple[float, ...] = ()  # each of those kernels' median ms over the profiled calls
 
     def as_dict(self) -> dict:
         return {
             "kernel_ms": round(self.ms, 5),
             "kernel_calls_ms": [round(x, 5) for x in self.calls],
             "kernels": list(self.kernels),
+            "per_kernel_ms": [round(x, 5) for x in self.per_kernel],
         }
 
 
@@ -98,7 +100,8 @@ def _last_calls(kernels: list[tuple[str, float]], calls: int) -> KernelTime:
     p = per_call([k for k, _ in kernels], calls)
     last = kernels[len(kernels) - p * calls :]
     per = [sum(ms for _, ms in last[i * p : (i + 1) * p]) for i in range(calls)]
-    return KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p]))
+    each = tuple(statistics.median(last[i * p + j][1] for i in range(calls)) for j in range(p))
+    return KernelTime(statistics.median(per), per, tuple(k for k, _ in last[:p]), each)
 
 
 def kernel_time(child: list[str], calls: int, what: str) -> KernelTime:
