@@ -118,6 +118,9 @@ CASES = {
         EpilogueReference(lambda acc, b: _gelu_erf(acc + b[None, :]), 1.13, 10),
         False,
     ),
+    # SwiGLU: silu(gate) * up, up an M x N f16 input; in f32, and in f16 as iree-turbine exports it
+    "silu_mul-f16": (EPILOGUES["silu_mul_f16"], EPILOGUE_REFERENCES["silu_mul_f16"], False),
+    "silu_mul-f16math": (EPILOGUES["silu_mul_f16math"], EPILOGUE_REFERENCES["silu_mul_f16math"], False),
     # two inputs: per-column scale and per-row shift
     "scale_n-shift_m": (
         dict(

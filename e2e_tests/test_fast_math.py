@@ -264,7 +264,8 @@ def test_gelu_epilogue_ptx_has_no_division(tmp_path):
     from mmaflow.compiler.report import ptxas_info
 
     src = tmp_path / "gelu.mlir"
-    src.write_text(_gelu_module())
+    # N whole tiles of 64: no bounded bias loads, whose selects would count below
+    src.write_text(epilogue_module(64, 128, 64, **EPILOGUES["bias_n_gelu_f16"]))
     mmaflow = Path(sys.executable).parent / "mmaflow"
     subprocess.run(
         [
@@ -409,3 +410,63 @@ def test_gelu_kernel_negative_tail(target):
     t2, out2 = _gelu_on_the_executor(target, _two_piece_text(target), seed=21)
     bad2, _ = _gelu_tail_check(t2, out2)
     assert bad2.any() and (bad2 & ~tail).sum() == 0
+
+
+# ---- exp (fast_math.emit_exp) ----------------------------------------------------------------
+# MLIR's polynomial exp, which IREE 3.13 emits for math.exp on NVIDIA (Cephes' expf: clamps, a
+# Cody-Waite reduction, a degree-6 polynomial, 2^k by exponent bits), mirrored from its PTX on the
+# grid below: relative error up to 3.15e-7 (5 ulp).
+IREE_EXP_REL_ERROR = 3.2e-7
+# ex2.approx.ftz.f32's relative error, by its specification
+EX2_APPROX_REL_ERROR = 2.0**-22
+
+
+def _exp_grid() -> np.ndarray:
+    dense = np.linspace(-87.3, 88.72, 2_000_001)
+    near0 = np.linspace(-1.0, 1.0, 400_001)
+    return np.concatenate([dense, near0, [0.0, -0.0, 1e-30, -1e-30, 1e-8, -1e-8, 88.7, -87.0]]).astype(np.float32)
+
+
+def _exp_rel_error(x: np.ndarray) -> np.ndarray:
+    ref = np.exp(x.astype(np.float64))
+    return np.abs(fast_math.exp_reference_f32(x).astype(np.float64) - ref) / ref
+
+
+def test_exp_is_as_accurate_as_irees_lowering():
+    """Within one f32 ulp of exp with a correctly rounded 2^t; with ex2.approx's specified error
+    added, still within IREE's own polynomial's."""
+    x = _exp_grid()
+    rel = _exp_rel_error(x)
+    assert rel.max() <= 1.2e-7, (rel.max(), x[rel.argmax()])
+    assert rel.max() + EX2_APPROX_REL_ERROR <= 3.6e-7 and EX2_APPROX_REL_ERROR < IREE_EXP_REL_ERROR
+    assert np.all(fast_math.exp_reference_f32(x) > 0)
+
+
+def test_exp_special_values():
+    """+inf, -inf, NaN; overflow past ln(FLT_MAX) to +inf, as f32 exp; results below 2^-126
+    flushed to 0 (ex2.approx.ftz), where exp is subnormal."""
+    x = np.array([np.inf, -np.inf, np.nan, 0.0, 88.8, 100.0, 3e38, -3e38, -87.5, -120.0], np.float32)
+    with np.errstate(invalid="ignore"):
+        got = fast_math.exp_reference_f32(x)
+    assert got[0] == np.inf and got[1] == 0 and np.isnan(got[2]) and got[3] == 1
+    assert np.all(got[4:7] == np.inf) and np.all(got[7:] == 0)
+
+
+def test_a_dropped_exp_correction_is_caught(monkeypatch):
+    """The accuracy check above can fail: 2^t alone (the product's rounding error not carried)
+    is off by up to 2^-17 * ln 2 relative where t is large."""
+    monkeypatch.setattr(fast_math, "LN2", 0.0)
+    assert _exp_rel_error(_exp_grid()).max() > 1e-6
+
+
+def test_exp_is_expanded_on_nvidia_only():
+    """math.exp in an epilogue, f32 and f16 (SwiGLU as iree-turbine exports it: silu in f16):
+    on NVIDIA one ex2 per element and no math.exp left; AMD keeps math.exp (ROCDL's device
+    library)."""
+    for name in ("silu_mul-f16", "silu_mul-f16math"):
+        src = epilogue_module(64, 96, 64, **EPILOGUES[name.replace("-", "_")])
+        for target in ("sm_80", "sm_90a", "gfx942"):
+            text = handed_back(src, target)
+            nvidia = target.startswith("sm_")
+            assert ("= math.exp " not in text) == nvidia, (name, target)
+            assert ("= nvvm.ex2 " in text) == nvidia, (name, target)

@@ -516,6 +516,22 @@ EPILOGUES = {
     "erf_scaled": dict(
         out_type="f32", body="%c = arith.constant 0.125 : f32\n%s = arith.mulf %acc, %c : f32\n%res = math.erf %s : f32"
     ),
+    # SwiGLU's silu(gate) * up fused into the gate projection (an M x N f16 input), in f32
+    "silu_mul_f16": dict(
+        out_type="f16",
+        inputs=[("f16", ("m", "n"))],
+        body="%ng = arith.negf %acc : f32\n%ex = math.exp %ng : f32\n%one = arith.constant 1.0 : f32\n"
+        "%d = arith.addf %ex, %one : f32\n%s = arith.divf %acc, %d : f32\n%w = arith.extf %x0 : f16 to f32\n"
+        "%v = arith.mulf %s, %w : f32\n%res = arith.truncf %v : f32 to f16",
+    ),
+    # the same as iree-turbine exports a Llama MLP in f16 (e2e_tests/models' llama_mlp): silu in f16
+    "silu_mul_f16math": dict(
+        out_type="f16",
+        inputs=[("f16", ("m", "n"))],
+        body="%t = arith.truncf %acc : f32 to f16\n%ng = arith.negf %t : f16\n%ex = math.exp %ng : f16\n"
+        "%one = arith.constant 1.0 : f16\n%d = arith.addf %ex, %one : f16\n%s = arith.divf %t, %d : f16\n"
+        "%res = arith.mulf %s, %x0 : f16",
+    ),
     # i32 accumulator -> f32, scaled per column (dequantization)
     "dequant_n": dict(
         out_type="f32",

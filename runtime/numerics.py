@@ -297,6 +297,10 @@ EPILOGUE_REFERENCES = {
         lambda acc, b: 0.5 * (acc + b[..., None, :]) * (1 + _erf((acc + b[..., None, :]) * 0.7071067812)), 1.13, 10
     ),
     "dequant_n": EpilogueReference(lambda acc, s: acc * s[..., None, :], 1.0, 2),
+    # silu's slope is at most 1.1, the f16 input at most 1 in magnitude (random_matrix)
+    "silu_mul_f16": EpilogueReference(lambda acc, u: acc / (1 + np.exp(-acc)) * u, 1.1, 10),
+    # computed in f16: six f16 roundings (2^13 f32 unit roundoffs each) before the stored one
+    "silu_mul_f16math": EpilogueReference(lambda acc, u: acc / (1 + np.exp(-acc)) * u, 1.1, 6 * 2**13),
     "erf_scaled": EpilogueReference(lambda acc: _erf(acc * 0.125), 1.13 * 0.125, 4),
 }
 

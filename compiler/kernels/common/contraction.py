@@ -77,6 +77,10 @@ from mmaflow.compiler.target.targets import Vendor, read_target
 
 NAME = "distribute"
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
+# How far ahead of the run it stores the epilogue loads its inputs, in bytes per lane (32
+# registers): TinyLlama's up projection with silu(gate) * up fused (a f16 [m, n] input) waited out
+# one load per 4-element store (docs/kernels/matmul.md, "Fused epilogues").
+PREFETCH_BYTES = 128
 
 
 def _fail(msg: str, op: ir.Operation | None = None) -> CodegenError:
@@ -924,20 +928,48 @@ class Rewriter:
             )
         flats = [em.shape_cast(acc, [lay.op_vector_length]) for acc in accs]
         bounds = [None] * len(lead) + list(limits)
+        places: dict = {}
+
+        def place(i: int, j: int, run) -> tuple:
+            """(row, column, coords, key) of ``run`` of instruction tile (i, j)."""
+            at = (i, j, run.first)
+            if at not in places:
+                r = em.add(o0, row_l, i * im + run.row)
+                cidx = em.add(o1, col_l, j * inn + run.col)
+                coords = {"b": lead[0] if lead else None, "m": r, "n": cidx}
+                places[at] = (r, cidx, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
+            return places[at]
+
+        # the runs in store order; their epilogue inputs are loaded PREFETCH_BYTES per lane ahead
+        order = (
+            [x for pair in ep.pairs for x in pair] + list(ep.singles)
+            if ep.lane_pairs
+            else [(i, j, run) for i in range(br) for j in range(bc) for run in ep.runs]
+        )
+        ahead = 0
+        if epi is not None and order:
+            per_run = max(1, epi.load_bytes(order[0][2].length))
+            ahead = max(1, min(len(order), PREFETCH_BYTES // per_run))
+        fetched = 0
 
         def stored(i: int, j: int, run):
             """(value, row, column) of ``run`` of instruction tile (i, j): epilogue applied, converted."""
+            nonlocal fetched
             flat = flats[i * bc + j]
             if lay.vector_stride == 1:
                 val = flat if run.length == lay.op_vector_length else em.extract_slice(flat, run.first, run.length)
             else:
                 elems = [em.extract(flat, lay.op_index(e)) for e in range(run.first, run.first + run.length)]
                 val = em.from_elements(vector_type([run.length], ir.VectorType(flat.type).element_type), elems)
-            r = em.add(o0, row_l, i * im + run.row)
-            cidx = em.add(o1, col_l, j * inn + run.col)
+            r, cidx, coords, key = place(i, j, run)
             if epi is not None:
-                coords = {"b": lead[0] if lead else None, "m": r, "n": cidx}
-                val = epi.apply(em, val, coords, {"b": 0, "m": i * im + run.row, "n": j * inn + run.col})
+                done = order.index((i, j, run))
+                while fetched < min(len(order), done + 1 + ahead):
+                    fi, fj, frun = order[fetched]
+                    _, _, fcoords, fkey = place(fi, fj, frun)
+                    epi.prefetch(em, fcoords, fkey, frun.length)
+                    fetched += 1
+                val = epi.apply(em, val, coords, key)
             return em.convert(val, out_elem, signed=not intr.unsigned_a), r, cidx
 
         if ep.lane_pairs:  # 8-column-apart runs merged across lanes l, l ^ 1 (plan.store_pairs)

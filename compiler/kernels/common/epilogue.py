@@ -81,9 +81,15 @@ class Epilogue:
                 mapping[op.results[0]] = emit_one_plus_erf(em, mapping[self._one_plus_erf[op.results[0]]])
                 continue
             expand = NVIDIA_EXPANSIONS.get(op.name) if em.vendor == Vendor.NVIDIA else None
-            if expand and str(op.results[0].type) == "f32":
+            elem = op.results[0].type
+            if expand and str(elem) == "f32":
                 # cheaper than IREE's lowering of the op, as accurate (kernels/common/fast_math.py)
                 mapping[op.results[0]] = expand(em, mapping[op.operands[0]])
+                continue
+            if expand and str(elem) in ("f16", "bf16"):
+                # as IREE evaluates a 16-bit one: in f32, then truncated
+                wide = em.convert(mapping[op.operands[0]], ir.F32Type.get())
+                mapping[op.results[0]] = em.convert(expand(em, wide), elem)
                 continue
             with em.loc, em.ip:
                 new = ir.Operation.create(
@@ -96,12 +102,38 @@ class Epilogue:
                 mapping[old] = res
         raise CodegenError("the epilogue function has no return")
 
-    def _input(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict, length: int) -> ir.Value:
+    def load_bytes(self, length: int) -> int:
+        """The bytes of input one run of ``length`` elements loads (an input without n: one element)."""
+        return sum(
+            (length if "n" in desc.dims else 1) * max(8, type_bits(ir.Type.parse(desc.type))) // 8
+            for desc, _ in self.inputs
+        )
+
+    def prefetch(self, em: Emitter, coords: dict, key: dict, length: int) -> None:
+        """Issue the loads of a run's inputs now (``apply`` then finds them). The caller issues
+        them runs ahead of the runs it computes and stores: on NVIDIA each bounded store is its
+        own basic block (``bounded_global_store``), across which ptxas does not hoist a load, so
+        loads issued with their run wait out a global load's latency once per run."""
+        for desc, mem in self.inputs:
+            self._input(em, desc, mem, coords, key, length, broadcast=False)
+
+    def _input(
+        self,
+        em: Emitter,
+        desc: EpilogueInput,
+        mem: ir.Value,
+        coords: dict,
+        key: dict,
+        length: int,
+        broadcast: bool = True,
+    ) -> ir.Value | None:
         elem = ir.Type.parse(desc.type)
         along_n = "n" in desc.dims
         cache_key = (id(mem), tuple(key[d] for d in desc.dims), length if along_n else 1)
         if cache_key not in self._loaded:
             self._loaded[cache_key] = self._load(em, desc, mem, coords, length if along_n else 1, elem)
+        if not broadcast:
+            return None
         val = self._loaded[cache_key]
         if not along_n and length > 1:
             val = em.broadcast(em.extract(val, 0), vector_type([length], elem))
