@@ -229,8 +229,8 @@ def test_split_k_ptx_verifies_and_assembles(tmp_path, s, wn, tm):
 def test_heuristic_splits_k_below_the_wgmma_tile_count():
     """Without a table entry or --config: a static grid under one tile per two SMs with a long K
     takes 64-row wgmma tiles and split-K (``wgmma.heuristic._small_grid``, seeds
-    ``small_grid_wide_tiles`` / ``split_k_min_k_tiles``); a short K, or a dynamic size, keeps the
-    mma.sync kernel; the reasons say which."""
+    ``small_grid_wide_tiles`` / ``split_k_min_k_tiles``); a short K the 64-row tiles unsplit; a
+    dynamic size keeps the mma.sync kernel; the reasons say which."""
     from mmaflow.compiler.core.problem import Contraction
     from mmaflow.compiler.kernels.registry import choose, explain
     from mmaflow.compiler.target.targets import get_target
@@ -250,8 +250,10 @@ def test_heuristic_splits_k_below_the_wgmma_tile_count():
     assert re.search(r"64x64 tiles, K split 2 ways \(32 K tiles each\).*64 tiles, 128 workgroups for 132 SMs", why)
     cfg, _, _ = pick(128, 4096, 4096)  # 64 tiles of 64x128 (a quarter of the SMs or more): 2 shares
     assert (cfg.tile_n, cfg.split_k) == (128, 2)
-    for short in ((128, 768, 768), (256, 256, 256)):  # under two shares of 16 K tiles: mma.sync, as before
-        assert pick(*short)[0].intrinsic.startswith("MMA_SYNC")
+    for short in ((256, 768, 768), (256, 256, 256)):  # under two shares of 16 K tiles: unsplit 64x64 tiles
+        cfg, source, p = pick(*short)
+        assert (cfg.intrinsic, cfg.tile_m, cfg.tile_n, cfg.split_k) == ("WGMMA_F32_64x64x16_F16", 64, 64, 1)
+        assert "heuristic" in source and "too few to split into shares of 16" in "\n".join(explain(sm90, p))
 
 
 def test_heuristic_deepens_the_ring_for_one_wave_of_long_k_loops():

@@ -236,9 +236,13 @@ SM90 = get_target("sm_90a")
 P = Contraction(m=256, n=256, k=128, batch=1, a_type="f16", b_type="f16", c_type="f32")
 
 
-def test_heuristic_never_chooses_wgmma():
+def test_heuristic_small_grids():
+    """A static grid under one tile per two SMs with a K too short to split: 64x64 wgmma tiles
+    (``wgmma.heuristic._small_grid``); batched, the mma.sync kernel (a tuning table decides)."""
     cfg, intr = resolve(SM90, P)
-    assert intr.family == "mma_sync"
+    assert (intr.family, cfg.tile_m, cfg.tile_n, cfg.split_k) == ("wgmma", 64, 64, 1)
+    batched = Contraction(m=128, n=128, k=64, batch=12, a_type="f16", b_type="f16", c_type="f32", batched=True)
+    assert resolve(SM90, batched)[1].family == "mma_sync"
 
 
 @pytest.mark.parametrize(

@@ -123,7 +123,8 @@ F16_PROBLEM = Contraction(m=4096, n=4096, k=4096, batch=1, a_type="f16", b_type=
 
 def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_elsewhere():
     """compiler/core/config.py warpgroup_default: f16/bf16 -> f32, static, >= one 128x256 tile per two
-    SMs; everything else keeps mma.sync with the reason in explain()."""
+    SMs; a smaller static grid in 64-row tiles (not batched); everything else keeps mma.sync with the
+    reason in explain()."""
     t = get_target("sm_90a")
     assert all(i.family == "mma_sync" for i in t.intrinsics())  # the mma.sync catalogue is unchanged
     assert default_config(t, F16_PROBLEM).intrinsic == "MMA_SYNC_F32_16x8x16_F16"
@@ -141,8 +142,12 @@ def test_sm90a_heuristic_picks_wgmma_where_measured_faster_and_says_why_not_else
     assert resolve(t, at_2048)[1].family == "wgmma"
     cfg, intr = resolve(t, replace(F16_PROBLEM, m=1024, n=1024, k=1024))  # 128 64x128 tiles: 227.5 vs 170.7
     assert intr.name == "WGMMA_F32_64x128x16_F16" and (cfg.tile_m, cfg.tile_n, cfg.stages) == (64, 128, 4)
+    small = replace(F16_PROBLEM, m=512, n=512, k=512)  # under one tile per two SMs, K too short to split
+    cfg, intr = resolve(t, small)
+    assert intr.name == "WGMMA_F32_64x64x16_F16" and (cfg.tile_m, cfg.tile_n, cfg.split_k) == (64, 64, 1)
+    assert any("64 tiles for 132 SMs" in w for w in explain(t, small)), explain(t, small)
     keeps = [  # (problem, the reason explain() gives for mma.sync)
-        (replace(F16_PROBLEM, m=512, n=512, k=512), "8 tiles of 128x256 or 32 tiles of 64x128 for 132 SMs"),
+        (replace(small, batched=True), "8 tiles of 128x256 or 32 tiles of 64x128 for 132 SMs"),
         (replace(F16_PROBLEM, c_type="f16"), "takes f16/bf16 -> f32"),
         (replace(F16_PROBLEM, k=4095), "not a multiple of 8"),
     ]

@@ -170,10 +170,13 @@ def _small_grid(
     """The warpgroup kernel with split-K for a static grid of fewer tiles than the heuristic's
     shapes need and a K long enough for two shares of SPLIT_K_MIN_K_TILES: one MMA warpgroup per
     64-row tile, S workgroups per tile (``split_k_refusal``), as many as fill one wave; None
-    (mma.sync) for dynamic sizes, a short K, or where the kernel refuses. Measured
+    (mma.sync) for dynamic sizes, a batch with a short K, or where the kernel refuses. Measured
     against the mma.sync kernel (H200, `mmaflow tune` at 22896ca, the configs this rule gives): Llama-3-8B
     k/v at M 128 38.9 -> 9.9 us, down at M 128 132.3 -> 58.6, q at M 64 39.2 -> 12.3, BERT-base down at
-    M 128 29.6 -> 7.0."""
+    M 128 29.6 -> 7.0. A K too short to split keeps the 64-row tiles unsplit (not batched): BERT-base's
+    q / up at M 128 (128x768x768, 128x3072x768, both B orders) 4.7-5.1 us against mma.sync's 9.0-9.9 (H200,
+    `mmaflow tune` at ac048f2; BERT at batch 2 x 128 tokens, M 256, had taken mma.sync's 24 tiles of 64x128:
+    9.8 us against cuBLAS's 4.4)."""
     if problem.is_dynamic or set(overrides) - {"split_k"}:
         return None
     sms = target.compute_units
@@ -182,7 +185,7 @@ def _small_grid(
     k_tiles = -(-problem.k // 64)
     fits = [s for s in range(1, MAX_SPLIT_K + 1) if k_tiles % s == 0 and tiles * s <= sms]
     split = overrides.get("split_k", max([s for s in fits if k_tiles // s >= SPLIT_K_MIN_K_TILES], default=1))
-    if split == 1:  # (short K: 64-row tiles alone measured 1.9-2.1x mma.sync on BERT-base's q, up; not a default)
+    if split == 1 and problem.batched:  # (batched: measured either way, `mmaflow tune`'s table decides)
         return None
     name = f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}"
     over = {"tile_m": 64} | ({"split_k": split} if split > 1 else {})
@@ -193,11 +196,18 @@ def _small_grid(
             raise
         why.append(f"mma.sync, not wgmma: {str(e).removeprefix(f'{name}: ')}")
         return None
-    why.append(
-        f"{name}: the warpgroup-MMA kernel in 64x{n} tiles, K split {split} ways ({k_tiles // split} K tiles each) by "
-        f"a cluster of {split} workgroups per tile ({tiles} tiles, {tiles * split} workgroups for {sms} SMs: under "
-        f"one tile per two SMs; measured 2.3-4.2x the mma.sync kernel on such grids on the H200)"
-    )
+    if split == 1:
+        why.append(
+            f"{name}: the warpgroup-MMA kernel in 64x{n} tiles ({tiles} tiles for {sms} SMs: under one tile per two "
+            f"SMs; {k_tiles} K tiles, too few to split into shares of {SPLIT_K_MIN_K_TILES}; measured 1.8-2.1x the "
+            f"mma.sync kernel on such grids on the H200)"
+        )
+    else:
+        why.append(
+            f"{name}: the warpgroup-MMA kernel in 64x{n} tiles, K split {split} ways ({k_tiles // split} K tiles each) "
+            f"by a cluster of {split} workgroups per tile ({tiles} tiles, {tiles * split} workgroups for {sms} SMs: "
+            f"under one tile per two SMs; measured 2.3-4.2x the mma.sync kernel on such grids on the H200)"
+        )
     return _deep_ring(target, problem, cfg, why), target.intrinsic(name)
 
 
