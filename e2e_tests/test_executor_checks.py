@@ -354,3 +354,44 @@ def test_ring_main_loop_and_drain(m, n, k, whole):
     assert all(k_index_selected(c) for c in drain_copies)
     r = check_matmul(module, exact=True)
     assert r.check.passed and not r.stats.races, r.check.line()
+
+
+NESTED_IF = """
+func.func @k() {
+  %c0 = arith.constant 0 : index
+  %out = hal.interface.binding.subspan layout(<bindings = [#hal.pipeline.binding<storage_buffer>]>) binding(0) alignment(64) offset(%c0) : memref<16xf32, #gpu.address_space<global>>
+  %tid = gpu.thread_id x
+  %c4 = arith.constant 4 : index
+  %c8 = arith.constant 8 : index
+  %one = arith.constant 1.0 : f32
+  %three = arith.constant 3.0 : f32
+  %low = arith.cmpi ult, %tid, %c8 : index
+  %r = scf.if %low -> (f32) {
+    scf.yield %one : f32
+  } else {
+    %lowest = arith.cmpi ult, %tid, %c4 : index
+    %v = scf.if %lowest -> (f32) {
+      %x = arith.addf %one, %one : f32
+      scf.yield %x : f32
+    } else {
+      scf.yield %three : f32
+    }
+    scf.yield %v : f32
+  }
+  %i = arith.index_cast %tid : index to i32
+  %rv = vector.broadcast %r : f32 to vector<1xf32>
+  amdgpu.raw_buffer_store boundsCheck(true) %rv -> %out[%i] : vector<1xf32> -> memref<16xf32, #gpu.address_space<global>>, i32
+  return
+}
+"""
+
+
+def test_a_nested_if_side_no_active_lane_takes():
+    """Lanes 8-15 take the outer else; there lanes 0-3 (masked off) would take the inner then,
+    the active ones none: that side does not run and its results (defined in it) are not read --
+    no lane took it (the executor had looked them up and failed)."""
+    module = parse_module(NESTED_IF, new_context())
+    (func,) = ops_named(module.operation, "func.func")
+    out = np.full(16, -1.0, np.float32)
+    Kernel(func, arch="gfx942", grid=(1, 1, 1), workgroup_size=16, wave_size=16).run({0: out})
+    np.testing.assert_array_equal(out, [1.0] * 8 + [3.0] * 8)

@@ -1469,17 +1469,23 @@ def _h_if(k, op):
             for o, tv, ev in zip(outs, [st.env[y] for y in then_yield], [st.env[y] for y in else_yield]):
                 st.env[o] = _merge(c, tv, ev, st.L)
             return
+        # A side no active lane takes (its condition true only on lanes masked off further out)
+        # does not run, and its results are the other side's: no lane that reads them took it.
         st.mask = base & c
+        t_vals = e_vals = None
         if st.mask.any():
             run_block(then_body[:-1], st)
-        t_vals = [st.env[y] for y in then_yield]
-        e_vals = t_vals
+            t_vals = [st.env[y] for y in then_yield]
         if has_else:
             st.mask = base & ~c
             if st.mask.any():
                 run_block(else_body[:-1], st)
-            e_vals = [st.env[y] for y in else_yield]
+                e_vals = [st.env[y] for y in else_yield]
+        t_vals = e_vals if t_vals is None else t_vals
+        e_vals = t_vals if e_vals is None else e_vals
         st.mask = saved
+        if t_vals is None:  # (no results: an scf.if without else, no lane taking it)
+            return
         for o, tv, ev in zip(outs, t_vals, e_vals):
             st.env[o] = _select(c, tv, ev, None, 0)
 
