@@ -26,7 +26,8 @@ from mmaflow.compiler.target.seeds import HOPPER_WGMMA, NVIDIA_MMA
 from mmaflow.compiler.target.targets import Target
 
 # Hopper: the warpgroup-MMA kernel (kernels/wgmma/plan.py) where it measured faster than mma.sync on the
-# H100: the first shape that gives one tile per two SMs, mma.sync below that (seed: target/seeds.py).
+# H100: the first shape that gives one tile per two SMs; below that 64-row tiles for a static grid that is not
+# batched (_small_grid), mma.sync otherwise (seed: target/seeds.py).
 WARPGROUP_SHAPES = HOPPER_WGMMA.shapes.value  # (N of the instruction = tile_n, tile_m), preferred first
 WARPGROUP_MIN_TILES_PER_SM = HOPPER_WGMMA.min_tiles_per_sm.value
 # Workgroups grouped by tile rows (common.tiles.grouped_rows) from two waves of tiles on (seed: target/seeds.py).

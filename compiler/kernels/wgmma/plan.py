@@ -2,7 +2,7 @@
 
 Asked for with ``--config intrinsic=WGMMA_F32_64x<N>x16_F16`` (or ``_BF16``, or
 ``WGMMA_F32_64x<N>x32_F8E4M3FN`` / ``_F8E5M2``) on sm_90a, and the heuristic's choice for f16/bf16
--> f32 problems of enough tiles and for every fp8 -> f32 problem it takes
+-> f32 problems of enough tiles (or a small static grid) and for every fp8 -> f32 problem it takes
 (``wgmma.heuristic.warpgroup_default``; ``Target.intrinsics()`` does not list warpgroup MMAs). The kernel:
 
 - a workgroup tile of ``tile_m`` x N x ``tile_k`` (tile_m 128: two warpgroups, 256 threads; 64:
