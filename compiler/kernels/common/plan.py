@@ -383,6 +383,14 @@ def live_blocks(blocks: int, size: int, extent: int | None) -> int:
     return blocks if extent is None else min(blocks, -(-extent // size))
 
 
+def same_tensor_note(problem: Contraction) -> str:
+    """The log's note for A @ A (or A @ A^T): one binding read into both operands' tiles."""
+    return (
+        f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
+        "operand gets its own copy into LDS, in its own layout"
+    )
+
+
 def plan_kernel(
     problem: Contraction, cfg: KernelConfig, target: Target, a: OperandFacts, b: OperandFacts, c_extents: Extents
 ) -> KernelPlan:
@@ -398,12 +406,7 @@ def plan_kernel(
     if interleaved:
         a_lay, b_lay = a_lay.interleave_batch(COL), b_lay.interleave_batch(ROW)
     c_lay = lc.compose(wm // intr.m, wn // intr.n)
-    notes = []
-    if problem.same_ab:
-        notes.append(
-            f"A and B are the same tensor ({problem.a.describe()}), needed in two layouts: each "
-            "operand gets its own copy into LDS, in its own layout"
-        )
+    notes = [same_tensor_note(problem)] if problem.same_ab else []
     ring = cfg.stages > 1 and vendor is Vendor.NVIDIA  # filled by async copies (AMD's ring: through registers)
     ops = []
     for facts, layout, k_axis, op_shape in ((a, a_lay, COL, intr.a_shape), (b, b_lay, ROW, intr.b_shape)):

@@ -60,7 +60,7 @@ from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
-from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs
+from mmaflow.compiler.kernels.common.plan import EpiloguePlan, Extents, lane_pairs, same_tensor_note
 from mmaflow.compiler.kernels.wgmma.tma import (
     MAP_BYTES,
     MAX_STAGES,
@@ -881,6 +881,9 @@ def plan_wgmma(
             cfg.compute_threads if cfg.producer else None,
             cfg.cluster,
         )
+    notes = (f"{intr.name}: the warpgroup-MMA kernel ({kind})",)
+    if problem.same_ab:
+        notes += (same_tensor_note(problem),)
     return WgmmaPlan(
         intr,
         target.vendor,
@@ -894,7 +897,7 @@ def plan_wgmma(
         None if problem.k is None else -(-problem.k // tk) // cfg.split_k,
         plan_bytes(cfg, intr.a_type, allocations(intr)),
         epi,
-        (f"{intr.name}: the warpgroup-MMA kernel ({kind})",),
+        notes,
         cfg.stages,
         slot_bytes(cfg, intr.a_type),
         dynamic=tuple(dynamic),
