@@ -77,7 +77,7 @@ from mmaflow.compiler.target.targets import Vendor, read_target
 
 NAME = "distribute"
 _EXT_OPS = ("arith.extf", "arith.extsi", "arith.extui")
-# How far ahead of the run it stores the epilogue loads its inputs, in bytes per lane (32
+# How far ahead of the run it stores the epilogue loads its inputs on NVIDIA, in bytes per lane (32
 # registers): TinyLlama's up projection with silu(gate) * up fused (a f16 [m, n] input) waited out
 # one load per 4-element store (docs/kernels/matmul.md, "Fused epilogues").
 PREFETCH_BYTES = 128
@@ -947,7 +947,7 @@ class Rewriter:
             else [(i, j, run) for i in range(br) for j in range(bc) for run in ep.runs]
         )
         ahead = 0
-        if epi is not None and order:
+        if epi is not None and order and self.vendor is Vendor.NVIDIA:  # (AMD's bounded stores do not branch)
             per_run = max(1, epi.load_bytes(order[0][2].length))
             ahead = max(1, min(len(order), PREFETCH_BYTES // per_run))
         fetched = 0
