@@ -82,12 +82,9 @@ class Epilogue:
                 continue
             expand = NVIDIA_EXPANSIONS.get(op.name) if em.vendor == Vendor.NVIDIA else None
             elem = op.results[0].type
-            if expand and str(elem) == "f32":
-                # cheaper than IREE's lowering of the op, as accurate (kernels/common/fast_math.py)
-                mapping[op.results[0]] = expand(em, mapping[op.operands[0]])
-                continue
-            if expand and str(elem) in ("f16", "bf16"):
-                # as IREE evaluates a 16-bit one: in f32, then truncated
+            if expand and str(elem) in ("f32", "f16", "bf16"):
+                # cheaper than IREE's lowering of the op, as accurate (kernels/common/fast_math.py); a
+                # 16-bit one as IREE evaluates it, in f32, then truncated (convert: none for f32)
                 wide = em.convert(mapping[op.operands[0]], ir.F32Type.get())
                 mapping[op.results[0]] = em.convert(expand(em, wide), elem)
                 continue
@@ -115,26 +112,21 @@ class Epilogue:
         own basic block (``bounded_global_store``), across which ptxas does not hoist a load, so
         loads issued with their run wait out a global load's latency once per run."""
         for desc, mem in self.inputs:
-            self._input(em, desc, mem, coords, key, length, broadcast=False)
+            self._cached(em, desc, mem, coords, key, length)
 
-    def _input(
-        self,
-        em: Emitter,
-        desc: EpilogueInput,
-        mem: ir.Value,
-        coords: dict,
-        key: dict,
-        length: int,
-        broadcast: bool = True,
-    ) -> ir.Value | None:
-        elem = ir.Type.parse(desc.type)
+    def _cached(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict, length: int):
+        """The input's elements for a run: loaded once per distinct set of elements."""
         along_n = "n" in desc.dims
         cache_key = (id(mem), tuple(key[d] for d in desc.dims), length if along_n else 1)
         if cache_key not in self._loaded:
+            elem = ir.Type.parse(desc.type)
             self._loaded[cache_key] = self._load(em, desc, mem, coords, length if along_n else 1, elem)
-        if not broadcast:
-            return None
-        val = self._loaded[cache_key]
+        return self._loaded[cache_key]
+
+    def _input(self, em: Emitter, desc: EpilogueInput, mem: ir.Value, coords: dict, key: dict, length: int) -> ir.Value:
+        elem = ir.Type.parse(desc.type)
+        along_n = "n" in desc.dims
+        val = self._cached(em, desc, mem, coords, key, length)
         if not along_n and length > 1:
             val = em.broadcast(em.extract(val, 0), vector_type([length], elem))
         return val
