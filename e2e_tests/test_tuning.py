@@ -241,6 +241,21 @@ def test_warpgroup_candidates_add_the_deepest_ring_under_a_wave():
     assert not [c for c in tuning_candidates(SM90, _problem(2048, 4096, 4096)) if "stages" in c]
 
 
+def test_warpgroup_candidates_fit_a_wave_with_tma_only_widths():
+    """TinyLlama's 512x5632 gate: 128x192 tiles (whole 16-byte chunks for 256 copying threads) make
+    120 workgroups on 132 SMs, 128x176 ones 128, which only TMA boxes copy: that width is a candidate
+    of the warp-specialized kernel alone, and only where B is K-major (176 columns are not whole
+    64-column swizzle atoms of an MN-major tile)."""
+    from mmaflow.compiler.kernels.wgmma.heuristic import tuning_candidates
+
+    w176 = {"intrinsic": "WGMMA_F32_64x176x16_F16", "tile_m": 128}
+    nk = tuning_candidates(SM90, Contraction(512, 5632, 2048, 1, "f16", "f16", "f32", b_transposed=True))
+    assert {"intrinsic": "WGMMA_F32_64x192x16_F16", "tile_m": 128} in nk
+    assert [c for c in nk if {k: c.get(k) for k in w176} == w176] == [{**w176, "copy": "tma-wide", "producer": 1}]
+    kn = tuning_candidates(SM90, Contraction(512, 5632, 2048, 1, "f16", "f16", "f32"))
+    assert not [c for c in kn if {k: c.get(k) for k in w176} == w176]
+
+
 # ---- mmaflow tune: the run's split and the table --------------------------------------------
 
 

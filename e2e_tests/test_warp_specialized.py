@@ -61,8 +61,21 @@ def _sim(src, overrides, exact=False, **kw):
         (128, 129, 320, "f16", 128, 128, 4, "tma", False, True, True),  # B^T, N odd
         (136, 120, 72, "f16", 128, 128, 3, "tma", True, False, True),  # A^T (MN-major A)
         (128, 128, 1024, "f16", 128, 128, 7, "tma-wide", False, True, True),  # the deepest ring, slots reused
+        # N 176: B's tile is 1408 16-byte chunks, no whole number per thread (cp.async refuses it; TMA boxes take it)
+        (128, 300, 192, "f16", 176, 128, 3, "tma-wide", False, True, True),
     ],
-    ids=["f16-n256", "bf16-wide-s3", "s2", "bf16-m64", "one-tile", "partial-mnk", "Bt-n129", "At-partial", "deep-s7"],
+    ids=[
+        "f16-n256",
+        "bf16-wide-s3",
+        "s2",
+        "bf16-m64",
+        "one-tile",
+        "partial-mnk",
+        "Bt-n129",
+        "At-partial",
+        "deep-s7",
+        "n176-partial",
+    ],
 )
 def test_matches_numpy(m, n, k, t, wn, tile_m, stages, copy, ta, tb, exact):
     r = _sim(
@@ -414,6 +427,18 @@ def test_refusals(over, match):
     p = Contraction(m=256, n=512, k=512, a_type="f16", b_type="f16", c_type="f32", batch=1)
     with pytest.raises(MmaflowError, match=match):
         resolve(SM90, p, {"intrinsic": "WGMMA_F32_64x256x16_F16", **over})
+
+
+def test_tile_widths_that_are_not_whole_chunks_per_thread_need_tma():
+    """N 176 (TinyLlama's 5632 columns in 32 tiles), B stored N x K: B's 176 x 64 f16 tile is 1408 16-byte chunks,
+    not a whole number for each of 256 copying threads; TMA boxes copy it whole."""
+    p = Contraction(m=512, n=5632, k=2048, a_type="f16", b_type="f16", c_type="f32", batch=1, b_transposed=True)
+    over = {"intrinsic": "WGMMA_F32_64x176x16_F16", "tile_m": 128}
+    with pytest.raises(UnsupportedError, match="B's tile is 1408 16-byte chunks, not a whole number per thread of 256"):
+        resolve(SM90, p, over)
+    for copy in ({"copy": "tma-wide"}, {"copy": "tma-wide", "producer": 1}):
+        cfg, _ = resolve(SM90, p, {**over, **copy})
+        assert (cfg.tile_m, cfg.tile_n, cfg.copy) == (128, 176, "tma-wide")
 
 
 def test_mma_sync_refuses_a_producer():

@@ -405,9 +405,13 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     if not target.warpgroup_mma or problem.a_type not in ("f16", "bf16") or problem.m is None or problem.n is None:
         return []
     out = []
-    for n, tm in _wave_fitted_shapes(target, problem):
+    for n, tm, tma_only in _wave_fitted_shapes(target, problem):
         base = {"intrinsic": f"WGMMA_F32_64x{n}x16_{problem.a_type.upper()}", "tile_m": tm}
-        out += [base] + ([{**base, "copy": "tma-wide", "producer": 1}] if tm == PRODUCER_TILE_M else [])
+        specialized = {**base, "copy": "tma-wide", "producer": 1}
+        if not tma_only:
+            out += [base] + ([specialized] if tm == PRODUCER_TILE_M else [])
+        elif _configures(target, problem, specialized):
+            out.append(specialized)
     for n, tm in TUNING_SHAPES:
         if tm > max(64, 2 * problem.m) or n > max(64, 2 * problem.n):
             continue
@@ -444,23 +448,38 @@ def _deepest_ring(target: Target, problem: Contraction, over: dict) -> dict | No
     return {**over, "stages": s} if s is not None and s > max(DEFAULT_STAGES) else None
 
 
-def _wave_fitted_shapes(target: Target, problem: Contraction) -> list[tuple[int, int]]:
-    """(instruction N, tile_m) beside TUNING_SHAPES' powers of two: the narrowest N (64..256, a
-    multiple of 16 per warpgroup) whose tiles fill one or two waves of the SMs without a mostly idle
-    last wave -- TinyLlama's 512x5632 gate in 128x256 tiles is 88 workgroups on 132 SMs, in 128x192
-    tiles 120."""
-    out = []
+def _wave_fitted_shapes(target: Target, problem: Contraction) -> list[tuple[int, int, bool]]:
+    """(instruction N, tile_m, TMA only) beside TUNING_SHAPES' powers of two: the narrowest N (64..256)
+    whose tiles fill one or two waves of the SMs without a mostly idle last wave -- TinyLlama's
+    512x5632 gate in 128x256 tiles is 88 workgroups on 132 SMs, in 128x192 tiles 120. N is a
+    multiple of 16 per warpgroup, so that the cp.async ring's threads copy whole 16-byte chunks of
+    B's 64-deep K tile; a narrower multiple of 16 that only TMA boxes copy is a third element True
+    (128x176: 128 workgroups, 21.9 against 128x192's 22.7 us on the H200, docs/PERFORMANCE.md)."""
+    out: list[tuple[int, int, bool]] = []
     for tm in (64, 128):
         rows = -(-problem.m // tm) * max(problem.batch or 1, 1)
         for waves in (1, 2):
             cols = waves * target.compute_units // rows
-            if cols < 1:
+            if cols < 1 or tm > max(64, 2 * problem.m):
                 continue
             step = 16 * (tm // 64)  # (B's 64-deep K tile in whole 16-byte chunks per thread: 128 per warpgroup)
-            n = -(-problem.n // (cols * step)) * step
-            if 64 <= n <= 256 and (n, tm) not in TUNING_SHAPES and (n, tm) not in out and tm <= max(64, 2 * problem.m):
-                out.append((n, tm))
+            for n, tma_only in (
+                (-(-problem.n // (cols * step)) * step, False),
+                (-(-problem.n // (cols * 16)) * 16, True),
+            ):
+                if 64 <= n <= 256 and (n, tm) not in TUNING_SHAPES and all((n, tm) != o[:2] for o in out):
+                    out.append((n, tm, tma_only))
     return out
+
+
+def _configures(target: Target, problem: Contraction, over: dict) -> bool:
+    """Whether the kernel takes ``over`` (a candidate it refuses is not one: an MN-major B tile of
+    176 columns is not whole 64-column swizzle atoms)."""
+    try:
+        warpgroup_config(target, problem, target.intrinsic(over["intrinsic"]), over)
+    except (UnsupportedError, ConfigError):
+        return False
+    return True
 
 
 def _split_k_candidates(target: Target, problem: Contraction, tiles: int) -> list[int]:

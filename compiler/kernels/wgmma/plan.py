@@ -244,7 +244,7 @@ def validate_warpgroup(cfg: KernelConfig, target: Target, problem: Contraction, 
     threads = cfg.compute_threads
     for name, mn in (("A", cfg.tile_m), ("B", cfg.tile_n)):
         chunks = mn * tk * TYPE_BITS[intr.a_type] // 8 // CHUNK_BYTES
-        if chunks % threads:
+        if chunks % threads and cfg.copy not in TMA_COPIES:
             raise UnsupportedError(
                 f"{intr.name}: {name}'s tile is {chunks} 16-byte chunks, not a whole number per thread of {threads}"
             )
