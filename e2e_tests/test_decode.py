@@ -460,7 +460,7 @@ REFUSED = {
     "k-one-chunk": (matmul_module(5, 264, 32, transpose_b=True), "K = 32 is one chunk: nothing to split across waves"),
     "k-rows-not-16-bytes": (
         matmul_module(5, 264, 36, transpose_b=True),
-        "K = 36 rows are not a whole number of 16-byte loads",
+        "K = 36 f16 values (A's rows) are not a whole number of 16-byte loads",
     ),
     "m-past-32": (matmul_module(33, 264, 512, transpose_b=True), "no instruction for the types holds M rows"),
     "A-is-B": (matmul_module(5, 5, 512, transpose_b=True, shared=True), "A and B are one tensor"),  # A @ A^T

@@ -90,6 +90,7 @@ class ScaledMatmul:
     n: int | None
     blocks: int | None  # K / block
     block: int | None
+    unit_m: bool = False  # M = 1 dropped by IREE: A [K/B, B], A-scales [K/B], the result [N]
 
 
 def scaled_matmul(op: ir.Operation) -> tuple[ScaledMatmul | None, str]:
@@ -103,8 +104,8 @@ def scaled_matmul(op: ir.Operation) -> tuple[ScaledMatmul | None, str]:
             return None, "an indexing map that is not a permutation of loops"
         maps.append([e.position for e in amap.results])
     iters = ["reduction" in str(t) for t in ir.ArrayAttr(op.attributes["iterator_types"])]
-    if len(iters) != 4 or sum(iters) != 2:
-        return None, "not two parallel and two reduction loops"
+    if len(iters) not in (3, 4) or sum(iters) != 2:
+        return None, "not two parallel (or N alone: M = 1 dropped) and two reduction loops"
     block = op.regions[0].blocks[0]
     body = [o.operation for o in block.operations]
     args = list(block.arguments)
@@ -126,25 +127,32 @@ def scaled_matmul(op: ir.Operation) -> tuple[ScaledMatmul | None, str]:
             return None, "a factor is not a scaling_extf of two inputs"
         pairs.append((args.index(ext.operands[0]), args.index(ext.operands[1])))
     out = maps[4]
-    if len(out) != 2:
-        return None, "a result that is not 2-D"
-    dm, dn = out
-    red = [d for d in range(4) if iters[d]]
+    if len(out) != len(iters) - 2:
+        return None, "a result that is not 2-D (1-D where IREE dropped M = 1)"
+    unit_m = len(out) == 1
+    dm, dn = (None, out[0]) if unit_m else out
+    red = [d for d in range(len(iters)) if iters[d]]
     (x, sx), (y, sy) = pairs
-    if dm not in maps[x]:  # A is the operand whose map holds M
+    if (dn in maps[x]) if unit_m else (dm not in maps[x]):  # A is the operand whose map holds M (not N)
         (x, sx), (y, sy) = (y, sy), (x, sx)
     kb = [d for d in red if d in maps[sx]]
     if len(kb) != 1:
         return None, "the scales do not follow one K dimension"
     ki = [d for d in red if d != kb[0]][0]
-    if maps[x] != [dm, kb[0], ki] or maps[y] != [dn, kb[0], ki] or maps[sx] != [dm, kb[0]] or maps[sy] != [dn, kb[0]]:
+    rows = [] if unit_m else [dm]
+    if (
+        maps[x] != rows + [kb[0], ki]
+        or maps[y] != [dn, kb[0], ki]
+        or maps[sx] != rows + [kb[0]]
+        or maps[sy] != [dn, kb[0]]
+    ):
         return None, "indexing maps not A [M, K/B, B], B [N, K/B, B], scales [M, K/B] and [N, K/B]"
-    a_shape = ir.RankedTensorType(op.operands[x].type).shape
+    a_shape = ([1] if unit_m else []) + list(ir.RankedTensorType(op.operands[x].type).shape)
     b_shape = ir.RankedTensorType(op.operands[y].type).shape
 
     def static(v):
         return None if ir.ShapedType.is_dynamic_size(v) else v
 
     return ScaledMatmul(
-        x, y, sx, sy, static(a_shape[0]), static(b_shape[0]), static(a_shape[1]), static(a_shape[2])
+        x, y, sx, sy, static(a_shape[0]), static(b_shape[0]), static(a_shape[1]), static(a_shape[2]), unit_m
     ), ""

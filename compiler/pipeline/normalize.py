@@ -376,20 +376,25 @@ def _unscale(module: ir.Module, func: ir.Operation, problem: Contraction) -> lis
     operands = list(op.operands)
     with module.context, op.location:
         flat = []
-        for i, rows in ((sm.a, problem.m), (sm.b, problem.n)):
+        for i, rows in ((sm.a, None if sm.unit_m else problem.m), (sm.b, problem.n)):
             load = defining_op(operands[i])
             sub = defining_op(load.operands[0])
-            t = ir.RankedTensorType.get([rows, problem.k], ir.RankedTensorType(operands[i].type).element_type)
+            shape = [problem.k] if rows is None else [rows, problem.k]
+            t = ir.RankedTensorType.get(shape, ir.RankedTensorType(operands[i].type).element_type)
             sub.results[0].set_type(
                 dispatch_tensor_type(dispatch_tensor_access(sub.results[0].type, load.results[0].type), t)
             )
             load.results[0].set_type(t)
             for name, val in (("static_offsets", 0), ("static_sizes", None), ("static_strides", 1)):
-                load.attributes[name] = ir.DenseI64ArrayAttr.get(list(t.shape) if val is None else [val, val])
+                load.attributes[name] = ir.DenseI64ArrayAttr.get(list(shape) if val is None else [val] * len(shape))
             flat.append(load.results[0])
-        d = [ir.AffineDimExpr.get(i) for i in range(3)]
-        maps = [ir.AffineMap.get(3, 0, r) for r in ([d[0], d[2]], [d[1], d[2]], [d[0], d[1]])]
-        kinds = [linalg.IteratorType.parallel] * 2 + [linalg.IteratorType.reduction]
+        # M = 1 dropped (``sm.unit_m``): the matvec IREE forms for a plain one-row matmul (A [K], C [N]),
+        # whose unit dimension ``_restore_unit_dims`` gives back as for any other
+        n_loops = 2 if sm.unit_m else 3
+        d = [ir.AffineDimExpr.get(i) for i in range(n_loops)]
+        rows = ([d[1]], [d[0], d[1]], [d[0]]) if sm.unit_m else ([d[0], d[2]], [d[1], d[2]], [d[0], d[1]])
+        maps = [ir.AffineMap.get(n_loops, 0, r) for r in rows]
+        kinds = [linalg.IteratorType.parallel] * (n_loops - 1) + [linalg.IteratorType.reduction]
         out_t = op.results[0].type
         with ir.InsertionPoint(op):
             gen = linalg.GenericOp(

@@ -107,6 +107,10 @@ class DecodePlan:
     m: int
     epilogue: object  # the tiled kernel's epilogue plan (``common/plan.py``): the stores are the same
     notes: tuple[str, ...] = ()
+    # Block-scaled (MX) problems: per instruction j of a chunk, the chunk position of the MX block
+    # the lane's A / B values come from, past its lane start (``plan_scale_blocks``); () otherwise.
+    a_blocks: tuple[int, ...] = ()
+    b_blocks: tuple[int, ...] = ()
 
     workgroup_size: int = 0
 
@@ -144,7 +148,14 @@ class DecodePlan:
             ),
             f"partial sums: LDS[{self.waves_k}][{self.m_tiles * self.n_tiles}][{self.wave_size}][{self.c_elements}] "
             f"x {intr.c_type}, added by wave 0 in wave order, then the epilogue's stores",
-        ]
+        ] + (
+            [
+                "block scales: per instruction, each lane's E8M0 scale of its A row and of its B column for "
+                "the MX block its values come from, a byte load each"
+            ]
+            if self.b_blocks
+            else []
+        )
 
 
 def _lane_parts(lay: Layout, axis: str) -> list[int]:
@@ -175,10 +186,6 @@ def plan_k_order(intr: Intrinsic, stored_bits: int | None = None, value_order: t
     ``stored_bits``: B's bits per element in memory where it is stored narrower than the
     instruction reads it (packed weights, ``weight_only.py``); ``value_order``: the lane's run as
     the registers hold it, value i being the run's element ``value_order[i]`` in memory."""
-    if intr.sub_byte:
-        raise UnsupportedError(
-            f"{intr.name}: the decode kernel does not stream 4- or 6-bit B (the matmul kernel takes it)"
-        )
     _, lb, _ = intr.codegen_layouts()
     bits = stored_bits or TYPE_BITS[intr.b_type]
     offsets = lb.element_offsets()  # (k, n) offset of each element
@@ -240,7 +247,8 @@ def plan_a_loads(intr: Intrinsic, ko: KOrder, m: int) -> tuple[LaneAffine, tuple
     by_row: dict = {}
     for (jj, e), b in base.items():
         by_row.setdefault(offsets[e][0], []).append((b, jj, e))
-    elems = LOAD_BITS // bits
+    # 4/6-bit A: one load per instruction of the lane's values, as bytes (``packed_a_refusal``)
+    elems = la.elements if bits < 8 else LOAD_BITS // bits
     for row in sorted(by_row):
         if row >= m:  # the lowest lane's row is past M: no lane reads real data
             zero_rows.append(row)
@@ -259,6 +267,47 @@ def plan_a_loads(intr: Intrinsic, ko: KOrder, m: int) -> tuple[LaneAffine, tuple
             loads.append(ALoad(row, first, length, tuple((jj, e) for _, jj, e in items[i : i + length])))
             i += length
     return start, tuple(loads), tuple(zero_rows)
+
+
+def packed_a_refusal(intr: Intrinsic, loads) -> str | None:
+    """Why 4/6-bit A cannot be read as the decode kernel reads packed operands -- each instruction's
+    values of a lane one run of memory, in the order the operand holds them, loaded as bytes and
+    bit-cast whole -- or None."""
+    e = intr.codegen_layouts()[0].elements
+    for ld in loads:
+        if ld.length != e or [x[1] for x in ld.feeds] != list(range(e)) or len({x[0] for x in ld.feeds}) != 1:
+            return (
+                f"{intr.name}: a lane's 4/6-bit A values of one instruction are not one run of memory in operand order"
+            )
+    return None
+
+
+def plan_scale_blocks(
+    intr: Intrinsic, ko: KOrder, a_start: LaneAffine, a_loads
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A block-scaled instruction's MX blocks: per instruction j of a chunk, where the lane's 32
+    values of A and of B start in the chunk's memory order past the lane's start (A: past
+    ``a_start``, B: past ``b_start``). Each must be one whole 32-value block, 32-aligned, for a lane's
+    one scale to be the scale of all its values (``UnsupportedError`` otherwise)."""
+    block = 32
+    e = intr.codegen_layouts()[1].elements
+    if e != block or ko.run % block or ko.b_start.scale % block:
+        raise UnsupportedError(f"{intr.name}: a lane's B values of one instruction are not one {block}-value block")
+    b_blocks = tuple(j * e for j in range(ko.j))
+    if a_start.scale % block:
+        raise UnsupportedError(f"{intr.name}: the lanes' A runs do not start on {block}-value blocks")
+    pos = {f: ld.first + i for ld in a_loads for i, f in enumerate(ld.feeds)}
+    a_blocks = []
+    for j in range(ko.j):
+        first = pos.get((j, 0))
+        if (
+            first is None
+            or first % block
+            or sorted(pos.get((j, x), -1) for x in range(e)) != list(range(first, first + e))
+        ):
+            raise UnsupportedError(f"{intr.name}: a lane's A values of one instruction are not one {block}-value block")
+        a_blocks.append(first)
+    return tuple(a_blocks), b_blocks
 
 
 def open_dims(problem: Contraction) -> list[str]:
@@ -281,9 +330,9 @@ def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None)
         return "B is not stored N x K with A M x K (the decode kernel reads both K-innermost)"
     if problem.same_ab:
         return "A and B are one tensor"
-    bits = TYPE_BITS[problem.a_type]
-    if problem.k * bits % LOAD_BITS:
-        return f"K = {problem.k} rows are not a whole number of 16-byte loads"
+    for name, t in (("A", problem.a_type), ("B", problem.b_type)):
+        if problem.k * TYPE_BITS[t] % LOAD_BITS:
+            return f"K = {problem.k} {t} values ({name}'s rows) are not a whole number of 16-byte loads"
     for name, at in (("A", problem.a), ("B", problem.b)):
         if at.offset is None or at.offset % (LOAD_BITS // 8):
             return f"{name} is not at a 16-byte aligned constant byte offset ({at.describe()})"
@@ -295,6 +344,16 @@ def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None)
         return f"K = {problem.k} is not a multiple of the {ko.chunk}-deep chunk"
     if problem.k // ko.chunk < 2:
         return f"K = {problem.k} is one chunk: nothing to split across waves"
+    if TYPE_BITS[problem.a_type] < 8 or problem.scales is not None:
+        start, loads, _ = plan_a_loads(intr, ko, min(problem.m, intr.m))
+        why = packed_a_refusal(intr, loads) if TYPE_BITS[problem.a_type] < 8 else None
+        if why is not None:
+            return why
+        if problem.scales is not None:
+            try:
+                plan_scale_blocks(intr, ko, start, loads)
+            except UnsupportedError as e:
+                return str(e)
     return None
 
 
@@ -308,6 +367,7 @@ def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogu
     ko = plan_k_order(intr)
     tiles = [plan_a_loads(intr, ko, problem.m - i * intr.m) for i in range(cfg.tile_m // intr.m)]
     a_start = tiles[0][0]
+    a_blocks, b_blocks = plan_scale_blocks(intr, ko, a_start, tiles[0][1]) if problem.scales is not None else ((), ())
     return DecodePlan(
         intrinsic=intr,
         vendor=target.vendor,
@@ -324,4 +384,6 @@ def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogu
         m=problem.m,
         epilogue=epilogue,
         workgroup_size=cfg.workgroup_size,
+        a_blocks=a_blocks,
+        b_blocks=b_blocks,
     )

@@ -23,13 +23,16 @@ B's rows past N are bounded like every overhanging access (``Emitter.bounded_glo
 
 from __future__ import annotations
 
+import math
+
 from iree.compiler import ir
-from iree.compiler.dialects import scf
+from iree.compiler.dialects import scf, vector
 
 from mmaflow.compiler.kernels.common.contraction import Match, Rewriter, _fail, _transfer_parts
 from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
 from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, DecodePlan, LaneAffine
+from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.layout import COL, ROW
 
 
@@ -80,7 +83,11 @@ class DecodeRewriter(Rewriter):
         a_start = self._affine(lanes, top, plan.a_start)
         elem_a = ir.MemRefType(mems["A"].type).element_type
         elem_b = ir.MemRefType(mems["B"].type).element_type
-        b_piece = min(ko.run, LOAD_BITS // type_bits(elem_b))
+        # 4/6-bit operands live in i8 memrefs (``global_subspan``): their runs are loaded as bytes
+        # and bit-cast to the instruction's type right before it (``_packed_b`` / ``_packed_a``)
+        packed_a, packed_b = TYPE_BITS[intr.a_type] < 8, TYPE_BITS[intr.b_type] < 8
+        b_piece = LOAD_BITS // 8 if packed_b else min(ko.run, LOAD_BITS // type_bits(elem_b))
+        b_count = ko.run * TYPE_BITS[intr.b_type] // 8 if packed_b else ko.run
 
         mt, nt = plan.m_tiles, plan.n_tiles
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
@@ -95,34 +102,41 @@ class DecodeRewriter(Rewriter):
         for u in range(plan.unroll):
             k0 = em.add(k_tile, u * ko.chunk)
             runs = []
+            b_k = em.add(k0, b_start)
+            if packed_b:
+                b_k = em.byte_of(b_k, TYPE_BITS[intr.b_type])
             for t in range(nt):
                 row = em.add(origins["B"], b_col, t * intr.n)
                 pieces = [
                     em.bounded_global_load(
                         mems["B"],
-                        [row, em.add(k0, b_start, p)],
+                        [row, em.add(b_k, p)],
                         vector_type([b_piece], elem_b),
                         [limits["B"], None],
                         extent0=self.extent("n"),
                     )
-                    for p in range(0, ko.run, b_piece)
+                    for p in range(0, b_count, b_piece)
                 ]
                 runs.append(pieces)
             b_runs.append(runs)
             a_k = em.add(k0, a_start)
             a_ops.append(
                 [
-                    self._a_operands(em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i, limits)
+                    (self._packed_a if packed_a else self._a_operands)(
+                        em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i, limits
+                    )
                     for i in range(mt)
                 ]
             )
+        scales = self._scales(em, mems, origins, limits, lanes, b_start, a_start, k_tile) if plan.b_blocks else None
         accs = list(loop.inner_iter_args)  # row tile-major: (i, t) at i * nt + t, as the epilogue's stores take them
         for u in range(plan.unroll):
             for j in range(ko.j):
                 for t in range(nt):
-                    b_op = self._b_operand(em, b_runs[u][t], j)
+                    b_op = (self._packed_b if packed_b else self._b_operand)(em, b_runs[u][t], j)
                     for i in range(mt):
-                        accs[i * nt + t] = mma_em.mma(intr, a_ops[u][i][j], b_op, accs[i * nt + t])
+                        sc = (scales[u][j][0][i], scales[u][j][1][t]) if scales else None
+                        accs[i * nt + t] = mma_em.mma(intr, a_ops[u][i][j], b_op, accs[i * nt + t], sc)
         with m.loop.location, ir.InsertionPoint(loop.body):
             scf.YieldOp(accs)
 
@@ -163,6 +177,101 @@ class DecodeRewriter(Rewriter):
                 parts.append(vec if t - s == size else em.extract_slice(vec, s - p * size, t - s))
         whole = parts[0] if len(parts) == 1 else em.concat(parts)
         return em.shape_cast(whole, list(intr.b_shape))
+
+    def _packed_b(self, em: Emitter, pieces: list, j: int):
+        """Instruction ``j``'s 4/6-bit B operand: its bytes of the lane's run, bit-cast."""
+        intr = self.plan.intrinsic
+        e = self.layouts["B"].elements
+        width = e * TYPE_BITS[intr.b_type] // 8
+        run = pieces[0] if len(pieces) == 1 else em.concat(pieces)
+        raw = run if width == ir.VectorType(run.type).shape[0] else em.extract_slice(run, j * width, width)
+        with em.loc, em.ip:
+            typed = vector.BitCastOp(vector_type([e], ir.Type.parse(intr.b_type)), raw).result
+        return em.shape_cast(typed, list(intr.b_shape))
+
+    def _packed_a(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int, limits: dict) -> list:
+        """Row tile ``tile``'s 4/6-bit A operands for the chunk: each instruction's values of the
+        lane one run of memory (``plan.packed_a_refusal``), loaded as bytes in the widest pieces
+        its alignment allows and bit-cast; zeros for rows past M in every lane."""
+        plan = self.plan
+        intr, e = plan.intrinsic, self.layouts["A"].elements
+        bits = TYPE_BITS[intr.a_type]
+        typed_t = vector_type([e], ir.Type.parse(intr.a_type))
+        width = e * bits // 8
+        ops: dict = {}
+        for ld in plan.a_loads[tile]:
+            align = math.gcd(LOAD_BITS // 8, width, ld.first * bits // 8, plan.a_start.scale * bits // 8)
+            start = em.byte_of(em.add(k0, ld.first), bits)
+            row = em.add(row0, a_row, ld.row)
+            pieces = [
+                em.bounded_global_load(
+                    mem,
+                    [row, em.add(start, p)],
+                    vector_type([align], elem),
+                    [limits["A"], None],
+                    extent0=self.extent("m"),
+                )
+                for p in range(0, width, align)
+            ]
+            raw = pieces[0] if len(pieces) == 1 else em.concat(pieces)
+            with em.loc, em.ip:
+                ops[ld.feeds[0][0]] = vector.BitCastOp(typed_t, raw).result
+        return [
+            em.shape_cast(ops[j] if j in ops else em.zero_vector(typed_t), list(intr.a_shape))
+            for j in range(plan.k_order.j)
+        ]
+
+    def _scales(self, em: Emitter, mems, origins, limits, lanes, b_start, a_start, k_tile) -> list:
+        """A block-scaled problem's scales, per chunk u and instruction j: ([per row tile], [per
+        column tile]) of each lane's E8M0 scale of its A row / B column and the MX block its values
+        come from (``plan.a_blocks`` / ``b_blocks``): one byte load each from the scale buffers
+        ([rows, K/32] bytes), 0 past the true rows where the tiles overhang them."""
+        plan = self.plan
+        intr, ko = plan.intrinsic, plan.k_order
+        block = self.problem.scales.block
+        e8m0, i8 = ir.Type.parse(self.problem.scales.type), ir.IntegerType.get_signless(8)
+        a_row = lanes.part(self.layouts["A"], ROW)
+        b_col = lanes.part(self.layouts["B"], COL)
+        out = []
+        for u in range(plan.unroll):
+            k0 = em.add(k_tile, u * ko.chunk)
+            per_j = []
+            for j in range(ko.j):
+                pair = []
+                for buf, first, blk0, count, step, lane_rc, lim in (
+                    (
+                        self.scale_buffers[0],
+                        origins["A"],
+                        em.add(k0, a_start, plan.a_blocks[j]),
+                        plan.m_tiles,
+                        intr.m,
+                        a_row,
+                        limits["A"],
+                    ),
+                    (
+                        self.scale_buffers[1],
+                        origins["B"],
+                        em.add(k0, b_start, plan.b_blocks[j]),
+                        plan.n_tiles,
+                        intr.n,
+                        b_col,
+                        limits["B"],
+                    ),
+                ):
+                    blk = em.div(blk0, block)  # (K is whole chunks: every block exists)
+                    vals = []
+                    for x in range(count):
+                        raw = em.bounded_global_load(
+                            buf, [em.add(first, x * step, lane_rc), blk], vector_type([1], i8), (lim, None)
+                        )
+                        with em.loc, em.ip:
+                            vals.append(
+                                vector.ExtractOp(vector.BitCastOp(vector_type([1], e8m0), raw).result, [], [0]).result
+                            )
+                    pair.append(vals)
+                per_j.append(pair)
+            out.append(per_j)
+        return out
 
     def _a_operands(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int, limits: dict) -> list:
         """Row tile ``tile``'s A operands for the chunk (``a_operands``); ``limits["A"]``: M where
