@@ -16,8 +16,10 @@ from __future__ import annotations
 import pytest
 
 from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.decode import plan as decode_plan
 from mmaflow.compiler.kernels.decode import rewrite
+from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.model_check import check_executable
 from mmaflow.runtime.modules import packed_module, scaled_module
 
@@ -33,28 +35,43 @@ def _decode(source: str, target: str, intrinsic: str):
 
 
 @pytest.mark.parametrize(
-    "target,m,n,a,b,kw,intrinsic",
+    "target,m,n,a,b,kw,intrinsic,run_bytes",
     [
-        ("gfx950", 4, 40, "f4E2M1FN", None, {}, "MFMA_F32_16x16x128_F4E2M1FN"),  # 3 workgroups, the last 8 columns past N
-        ("gfx950", 1, 32, "f4E2M1FN", None, {}, "MFMA_F32_16x16x128_F4E2M1FN"),  # M = 1 (IREE's matvec)
-        ("gfx950", 16, 32, "f8E4M3FN", "f4E2M1FN", {}, "MFMA_F32_16x16x128_F8E4M3FN_F4E2M1FN"),
-        ("gfx950", 3, 32, "f6E2M3FN", None, {}, "MFMA_F32_16x16x128_F6E2M3FN"),  # 48-byte runs, 24 an instruction
-        ("gfx950", 8, 32, "f4E2M1FN", None, {"offsets": True}, "MFMA_F32_16x16x128_F4E2M1FN"),  # B at a byte offset
-        ("gfx1100", 4, 32, "i4", None, {}, "WMMA_I32_16x16x16_I4"),
-        ("gfx1100", 16, 32, "i4", None, {"unsigned": True}, "WMMA_I32_16x16x16_U4"),
-        ("gfx1201", 4, 32, "i4", None, {}, "WMMA_I32_16x16x32_I4"),
+        # 3 workgroups, the last 8 columns past N; a lane's B run per chunk: one instruction's 32 fp4
+        ("gfx950", 4, 40, "f4E2M1FN", None, {}, "MFMA_F32_16x16x128_F4E2M1FN", 16),
+        ("gfx950", 1, 32, "f4E2M1FN", None, {}, "MFMA_F32_16x16x128_F4E2M1FN", 16),  # M = 1 (IREE's matvec)
+        ("gfx950", 16, 32, "f8E4M3FN", "f4E2M1FN", {}, "MFMA_F32_16x16x128_F8E4M3FN_F4E2M1FN", 16),
+        ("gfx950", 3, 32, "f6E2M3FN", None, {}, "MFMA_F32_16x16x128_F6E2M3FN", 48),  # two instructions' 24 bytes
+        ("gfx950", 8, 32, "f4E2M1FN", None, {"offsets": True}, "MFMA_F32_16x16x128_F4E2M1FN", 16),  # B at an offset
+        ("gfx1100", 4, 32, "i4", None, {}, "WMMA_I32_16x16x16_I4", 16),  # two instructions' 16 i4
+        ("gfx1100", 16, 32, "i4", None, {"unsigned": True}, "WMMA_I32_16x16x16_U4", 16),
+        ("gfx1201", 4, 32, "i4", None, {}, "WMMA_I32_16x16x32_I4", 16),
     ],
     ids=["fp4", "fp4-m1", "fp8xfp4", "fp6", "fp4-offsets", "iu4-rdna3", "u4-rdna3", "iu4-rdna4"],
 )
-def test_packed_operands_are_exact(target, m, n, a, b, kw, intrinsic):
+def test_packed_operands_are_exact(target, m, n, a, b, kw, intrinsic, run_bytes):
     exe, check = _decode(packed_module(m, n, 2048, a, b, **kw), target, intrinsic)
     assert check.passed and check.max_abs_err == 0, check.line()
     assert not check.stats.races, check.stats.races[:3]
-    bits = {"f4E2M1FN": 4, "i4": 4, "f6E2M3FN": 6}[b or a]
     lines = exe.run.headers["distribute"]
-    run = next(x for x in lines if x.startswith("B: straight to registers"))
-    elements = int(run.split(", ")[1].split()[0])
-    assert f"({elements * bits // 8} bytes)" in run and (elements * bits // 8) % 16 == 0, lines
+    assert any(x.startswith("B: straight to registers") and f"({run_bytes} bytes), no LDS" in x for x in lines), lines
+
+
+@pytest.mark.parametrize(
+    "m,a,b",
+    [(16, "f4E2M1FN", "f8E5M2"), (1, "f8E4M3FN", "f6E2M3FN")],
+    ids=["fp4xbf8-m16", "fp8xfp6-m1"],
+)
+def test_mixed_widths_the_kernel_cannot_read_go_to_the_tiled_kernel(m, a, b):
+    """A 4/6-bit A against 8-bit B (and the reverse) on 16x16x128: in the chunk's K order A's positions
+    are not affine in the lane, so the decode kernel declines with the reason and the tiled kernel
+    computes it (random bf8 / fp8 data: within the f32 bound)."""
+    (exe,) = codegen_module(packed_module(m, 32, 1024, a, b), "gfx950").taken
+    assert exe.facts.config.waves_k <= 1, exe.facts.config.describe()
+    reasons = registry.explain(get_target("gfx950"), exe.facts.problem)
+    assert any("not the decode kernel" in x and "not affine in the lane" in x for x in reasons), reasons
+    (check,) = check_executable(exe)
+    assert check.passed, check.line()
 
 
 @pytest.mark.parametrize(
@@ -104,6 +121,20 @@ def test_a_misplaced_block_is_caught(monkeypatch):
 
     monkeypatch.setattr(decode_plan, "plan_scale_blocks", shifted)
     _, check = _decode(scaled_module(4, 32, 2048), "gfx950", "MFMA_SCALE_F32_16x16x128_F4E2M1FN")
+    assert not check.passed and "outside the bound" in check.detail, check.line()
+
+
+def test_a_misplaced_a_block_is_caught(monkeypatch):
+    """A's scales read one MX block further on fail too (MXFP6: two instructions a chunk, blocks 0 and 32)."""
+    real = decode_plan.plan_scale_blocks
+
+    def shifted(*args):
+        a_blocks, b_blocks = real(*args)
+        return tuple(x + 32 for x in a_blocks), b_blocks
+
+    monkeypatch.setattr(decode_plan, "plan_scale_blocks", shifted)
+    src = scaled_module(3, 32, 2048, a_type="f6E2M3FN", b_type="f6E3M2FN")
+    _, check = _decode(src, "gfx950", "MFMA_SCALE_F32_16x16x128_F6E2M3FN_F6E3M2FN")
     assert not check.passed and "outside the bound" in check.detail, check.line()
 
 

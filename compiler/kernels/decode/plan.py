@@ -344,17 +344,13 @@ def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None)
         return f"K = {problem.k} is not a multiple of the {ko.chunk}-deep chunk"
     if problem.k // ko.chunk < 2:
         return f"K = {problem.k} is one chunk: nothing to split across waves"
-    if TYPE_BITS[problem.a_type] < 8 or problem.scales is not None:
+    try:  # (A's K positions in the chunk's order: a mixed-width pair's may not be affine in the lane)
         start, loads, _ = plan_a_loads(intr, ko, min(problem.m, intr.m))
-        why = packed_a_refusal(intr, loads) if TYPE_BITS[problem.a_type] < 8 else None
-        if why is not None:
-            return why
         if problem.scales is not None:
-            try:
-                plan_scale_blocks(intr, ko, start, loads)
-            except UnsupportedError as e:
-                return str(e)
-    return None
+            plan_scale_blocks(intr, ko, start, loads)
+    except UnsupportedError as e:
+        return str(e)
+    return packed_a_refusal(intr, loads) if TYPE_BITS[problem.a_type] < 8 else None
 
 
 def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogue) -> DecodePlan:

@@ -817,6 +817,8 @@ def plan_wgmma(
         )
         rows, cols = (mn, smem.k) if smem.major is Major.K else (smem.k, mn)
         chunks = smem.bytes // CHUNK_BYTES
+        if chunks % threads and cfg.copy not in TMA_COPIES:  # (validate_warpgroup refuses it: TMA boxes only)
+            raise UnsupportedError(f"{intr.name}: {name}'s tile is not a whole number of 16-byte chunks per thread")
         ops.append(
             WgmmaOperand(
                 name,
