@@ -84,6 +84,21 @@ def mutant(cls, attr: str, value, source: str, target: str = "sm_90a", overrides
         setattr(cls, attr, old)
 
 
+def swap_scale_buffers(monkeypatch, owner, method: str) -> None:
+    """Mutation: ``owner.method`` (a rewriter's scale loads) runs with the A and B scale buffers
+    exchanged, so that each lane reads the other operand's scale of its position."""
+    real = getattr(owner, method)
+
+    def swapped(self, *args):
+        self.scale_buffers = self.scale_buffers[::-1]
+        try:
+            return real(self, *args)
+        finally:
+            self.scale_buffers = self.scale_buffers[::-1]
+
+    monkeypatch.setattr(owner, method, swapped)
+
+
 def simulate(
     source: str,
     target: str,

@@ -14,6 +14,7 @@ the scaled ones (scales 2^-8 .. 2^8). The final ISA of MXFP4 at M = 1 is
 from __future__ import annotations
 
 import pytest
+from conftest import swap_scale_buffers
 
 from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.kernels import registry
@@ -97,44 +98,35 @@ def test_block_scaled_operands(m, n, a, b, intrinsic):
 def test_the_scales_are_what_is_checked(monkeypatch):
     """A and B's scale buffers exchanged (each lane reads the other operand's scale of its
     position) fails the same check, by far."""
-    real = rewrite.DecodeRewriter._scales
-
-    def swapped(self, *args):
-        self.scale_buffers = self.scale_buffers[::-1]
-        try:
-            return real(self, *args)
-        finally:
-            self.scale_buffers = self.scale_buffers[::-1]
-
-    monkeypatch.setattr(rewrite.DecodeRewriter, "_scales", swapped)
+    swap_scale_buffers(monkeypatch, rewrite.DecodeRewriter, "_scales")
     _, check = _decode(scaled_module(16, 32, 2048), "gfx950", "MFMA_SCALE_F32_16x16x128_F4E2M1FN")
     assert not check.passed and "outside the bound" in check.detail, check.line()
 
 
-def test_a_misplaced_block_is_caught(monkeypatch):
-    """B's scales read one MX block further on (the block of the next lane group) fail."""
+@pytest.mark.parametrize(
+    "operand,src,intrinsic",
+    [
+        ("B", scaled_module(4, 32, 2048), "MFMA_SCALE_F32_16x16x128_F4E2M1FN"),
+        # (MXFP6: two instructions a chunk, A's blocks at 0 and 32)
+        (
+            "A",
+            scaled_module(3, 32, 2048, a_type="f6E2M3FN", b_type="f6E3M2FN"),
+            "MFMA_SCALE_F32_16x16x128_F6E2M3FN_F6E3M2FN",
+        ),
+    ],
+    ids=["B", "A"],
+)
+def test_a_misplaced_block_is_caught(monkeypatch, operand, src, intrinsic):
+    """One operand's scales read one MX block further on (the block of the next lane group) fail."""
     real = decode_plan.plan_scale_blocks
 
     def shifted(*args):
-        a_blocks, b_blocks = real(*args)
-        return a_blocks, tuple(x + 32 for x in b_blocks)
+        blocks = dict(zip("AB", real(*args)))
+        blocks[operand] = tuple(x + 32 for x in blocks[operand])
+        return blocks["A"], blocks["B"]
 
     monkeypatch.setattr(decode_plan, "plan_scale_blocks", shifted)
-    _, check = _decode(scaled_module(4, 32, 2048), "gfx950", "MFMA_SCALE_F32_16x16x128_F4E2M1FN")
-    assert not check.passed and "outside the bound" in check.detail, check.line()
-
-
-def test_a_misplaced_a_block_is_caught(monkeypatch):
-    """A's scales read one MX block further on fail too (MXFP6: two instructions a chunk, blocks 0 and 32)."""
-    real = decode_plan.plan_scale_blocks
-
-    def shifted(*args):
-        a_blocks, b_blocks = real(*args)
-        return tuple(x + 32 for x in a_blocks), b_blocks
-
-    monkeypatch.setattr(decode_plan, "plan_scale_blocks", shifted)
-    src = scaled_module(3, 32, 2048, a_type="f6E2M3FN", b_type="f6E3M2FN")
-    _, check = _decode(src, "gfx950", "MFMA_SCALE_F32_16x16x128_F6E2M3FN_F6E3M2FN")
+    _, check = _decode(src, "gfx950", intrinsic)
     assert not check.passed and "outside the bound" in check.detail, check.line()
 
 

@@ -13,6 +13,7 @@ within the f32 accumulation bound. The final ISA is ``lit_tests/isa/packed_opera
 from __future__ import annotations
 
 import pytest
+from conftest import swap_scale_buffers
 
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.driver.bridge import codegen_module
@@ -70,16 +71,7 @@ def test_mxfp8_and_mxfp6_on_the_executor(a, b, intrinsic):
 def test_scales_are_what_is_checked(monkeypatch):
     """The kernel with A's and B's scale buffers exchanged (each lane then reads the other
     operand's scale of the same position) fails the same check."""
-    real = contraction.Rewriter._block_scales
-
-    def swapped(self, *args):
-        self.scale_buffers = self.scale_buffers[::-1]
-        try:
-            return real(self, *args)
-        finally:
-            self.scale_buffers = self.scale_buffers[::-1]
-
-    monkeypatch.setattr(contraction.Rewriter, "_block_scales", swapped)
+    swap_scale_buffers(monkeypatch, contraction.Rewriter, "_block_scales")
     _, check = _run(scaled_module(80, 64, 256))  # (M past the decode kernel's 64: the tiled kernel)
     assert not check.passed and "outside the bound" in check.detail, check.line()
 
