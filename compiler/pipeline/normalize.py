@@ -392,8 +392,8 @@ def _unscale(module: ir.Module, func: ir.Operation, problem: Contraction) -> lis
         # whose unit dimension ``_restore_unit_dims`` gives back as for any other
         n_loops = 2 if sm.unit_m else 3
         d = [ir.AffineDimExpr.get(i) for i in range(n_loops)]
-        rows = ([d[1]], [d[0], d[1]], [d[0]]) if sm.unit_m else ([d[0], d[2]], [d[1], d[2]], [d[0], d[1]])
-        maps = [ir.AffineMap.get(n_loops, 0, r) for r in rows]
+        exprs = ([d[1]], [d[0], d[1]], [d[0]]) if sm.unit_m else ([d[0], d[2]], [d[1], d[2]], [d[0], d[1]])
+        maps = [ir.AffineMap.get(n_loops, 0, r) for r in exprs]
         kinds = [linalg.IteratorType.parallel] * (n_loops - 1) + [linalg.IteratorType.reduction]
         out_t = op.results[0].type
         with ir.InsertionPoint(op):
