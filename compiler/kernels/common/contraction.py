@@ -874,7 +874,6 @@ class Rewriter:
         _, idx, _ = _transfer_parts(self.m.out_write)
         o_m, o_n = idx[-2], idx[-1]  # the wave tile's origin in C: its rows of A, its columns of B
         blocks0 = em.div(em.add(k_origin, kk * intr.k), block)
-        e8m0 = ir.Type.parse(self.problem.scales.type)
         out = []
         for buf, lay, origin, tiles, step, along in (
             (self.scale_buffers[0], intr.scale_a, o_m, bm, intr.m, ROW),
@@ -884,16 +883,20 @@ class Rewriter:
             blk = em.add(blocks0, em.lane_part(lay, self.lane_id, across))
             lane_rc = em.lane_part(lay, self.lane_id, along)
             rows, nblocks = ir.MemRefType(buf.type).shape
-            vals = []
-            for t in range(tiles):
-                rc = em.add(origin, t * step, lane_rc)
-                raw = em.bounded_global_load(
-                    buf, [rc, blk], vector_type([1], ir.IntegerType.get_signless(8)), (rows, nblocks)
-                )
-                with em.loc, em.ip:
-                    vals.append(vector.ExtractOp(vector.BitCastOp(vector_type([1], e8m0), raw).result, [], [0]).result)
-            out.append(vals)
+            out.append(
+                [
+                    self._scale_at(em, buf, [em.add(origin, t * step, lane_rc), blk], (rows, nblocks))
+                    for t in range(tiles)
+                ]
+            )
         return out[0], out[1]
+
+    def _scale_at(self, em: Emitter, buf: ir.Value, idx: list, limits) -> ir.Value:
+        """One E8M0 scale of a block-scaled problem: the byte at ``idx`` ([row or column, block]) of
+        scale buffer ``buf``, 0 at or past ``limits``, as the scalar the scaled MFMA takes."""
+        raw = em.bounded_global_load(buf, idx, vector_type([1], ir.IntegerType.get_signless(8)), limits)
+        e8m0 = em.bitcast(raw, vector_type([1], ir.Type.parse(self.problem.scales.type)))
+        return em.extract(e8m0, 0)
 
     def _distribute_epilogue(self, loop: KLoop, lanes: LaneIndex) -> None:
         self._store_accumulators(list(loop.op.results), lanes)

@@ -287,17 +287,18 @@ class Emitter:
             raise ValueError(f"{vtype} is not a whole number of bytes")
         return list(idx[:-1]) + [self.byte_of(idx[-1], bits)], vector_type([n // 8], ir.IntegerType.get_signless(8))
 
-    def _unpack(self, raw: ir.Value, vtype: ir.VectorType) -> ir.Value:
-        if raw.type == vtype:
-            return raw
-        with self.loc, self.ip:
-            return vector.BitCastOp(vtype, raw).result
-
-    def _pack(self, val: ir.Value, btype: ir.VectorType) -> ir.Value:
-        if val.type == btype:
+    def bitcast(self, val: ir.Value, vtype: ir.VectorType) -> ir.Value:
+        """``val``'s bits as ``vtype`` (``vector.bitcast``; ``val`` itself where it has that type)."""
+        if val.type == vtype:
             return val
         with self.loc, self.ip:
-            return vector.BitCastOp(btype, val).result
+            return vector.BitCastOp(vtype, val).result
+
+    def _unpack(self, raw: ir.Value, vtype: ir.VectorType) -> ir.Value:
+        return self.bitcast(raw, vtype)
+
+    def _pack(self, val: ir.Value, btype: ir.VectorType) -> ir.Value:
+        return self.bitcast(val, btype)
 
     def global_load(self, mem: ir.Value, idx: list[ir.Value], vtype: ir.VectorType) -> ir.Value:
         idx, btype = self._bytes(mem, idx, vtype)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 
 from iree.compiler import ir
-from iree.compiler.dialects import scf, vector
+from iree.compiler.dialects import scf
 
 from mmaflow.compiler.kernels.common.contraction import Match, Rewriter, _fail, _transfer_parts
 from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
@@ -128,7 +128,7 @@ class DecodeRewriter(Rewriter):
                     for i in range(mt)
                 ]
             )
-        scales = self._scales(em, mems, origins, limits, lanes, b_start, a_start, k_tile) if plan.b_blocks else None
+        scales = self._scales(em, origins, limits, lanes, b_start, a_start, k_tile) if plan.b_blocks else None
         accs = list(loop.inner_iter_args)  # row tile-major: (i, t) at i * nt + t, as the epilogue's stores take them
         for u in range(plan.unroll):
             for j in range(ko.j):
@@ -185,9 +185,7 @@ class DecodeRewriter(Rewriter):
         width = e * TYPE_BITS[intr.b_type] // 8
         run = pieces[0] if len(pieces) == 1 else em.concat(pieces)
         raw = run if width == ir.VectorType(run.type).shape[0] else em.extract_slice(run, j * width, width)
-        with em.loc, em.ip:
-            typed = vector.BitCastOp(vector_type([e], ir.Type.parse(intr.b_type)), raw).result
-        return em.shape_cast(typed, list(intr.b_shape))
+        return em.shape_cast(em.bitcast(raw, vector_type([e], ir.Type.parse(intr.b_type))), list(intr.b_shape))
 
     def _packed_a(self, em: Emitter, mem, row0, a_row, k0, elem, tile: int, limits: dict) -> list:
         """Row tile ``tile``'s 4/6-bit A operands for the chunk: each instruction's values of the
@@ -213,62 +211,39 @@ class DecodeRewriter(Rewriter):
                 )
                 for p in range(0, width, align)
             ]
-            raw = pieces[0] if len(pieces) == 1 else em.concat(pieces)
-            with em.loc, em.ip:
-                ops[ld.feeds[0][0]] = vector.BitCastOp(typed_t, raw).result
+            ops[ld.feeds[0][0]] = em.bitcast(pieces[0] if len(pieces) == 1 else em.concat(pieces), typed_t)
         return [
             em.shape_cast(ops[j] if j in ops else em.zero_vector(typed_t), list(intr.a_shape))
             for j in range(plan.k_order.j)
         ]
 
-    def _scales(self, em: Emitter, mems, origins, limits, lanes, b_start, a_start, k_tile) -> list:
+    def _scales(self, em: Emitter, origins, limits, lanes, b_start, a_start, k_tile) -> list:
         """A block-scaled problem's scales, per chunk u and instruction j: ([per row tile], [per
         column tile]) of each lane's E8M0 scale of its A row / B column and the MX block its values
         come from (``plan.a_blocks`` / ``b_blocks``): one byte load each from the scale buffers
-        ([rows, K/32] bytes), 0 past the true rows where the tiles overhang them."""
+        ([rows, K/32] bytes, ``_scale_at``), 0 past the true rows where the tiles overhang them."""
         plan = self.plan
         intr, ko = plan.intrinsic, plan.k_order
         block = self.problem.scales.block
-        e8m0, i8 = ir.Type.parse(self.problem.scales.type), ir.IntegerType.get_signless(8)
-        a_row = lanes.part(self.layouts["A"], ROW)
-        b_col = lanes.part(self.layouts["B"], COL)
+        operands = (  # (scale buffer, tile origin, lane start in K, blocks, tiles, rows a tile, lane's row, limit)
+            (self.scale_buffers[0], origins["A"], a_start, plan.a_blocks, plan.m_tiles, intr.m, ROW, "A"),
+            (self.scale_buffers[1], origins["B"], b_start, plan.b_blocks, plan.n_tiles, intr.n, COL, "B"),
+        )
         out = []
         for u in range(plan.unroll):
             k0 = em.add(k_tile, u * ko.chunk)
             per_j = []
             for j in range(ko.j):
                 pair = []
-                for buf, first, blk0, count, step, lane_rc, lim in (
-                    (
-                        self.scale_buffers[0],
-                        origins["A"],
-                        em.add(k0, a_start, plan.a_blocks[j]),
-                        plan.m_tiles,
-                        intr.m,
-                        a_row,
-                        limits["A"],
-                    ),
-                    (
-                        self.scale_buffers[1],
-                        origins["B"],
-                        em.add(k0, b_start, plan.b_blocks[j]),
-                        plan.n_tiles,
-                        intr.n,
-                        b_col,
-                        limits["B"],
-                    ),
-                ):
-                    blk = em.div(blk0, block)  # (K is whole chunks: every block exists)
-                    vals = []
-                    for x in range(count):
-                        raw = em.bounded_global_load(
-                            buf, [em.add(first, x * step, lane_rc), blk], vector_type([1], i8), (lim, None)
-                        )
-                        with em.loc, em.ip:
-                            vals.append(
-                                vector.ExtractOp(vector.BitCastOp(vector_type([1], e8m0), raw).result, [], [0]).result
-                            )
-                    pair.append(vals)
+                for buf, first, start, blocks, count, step, axis, name in operands:
+                    blk = em.div(em.add(k0, start, blocks[j]), block)  # (K is whole chunks: every block exists)
+                    lane_rc = lanes.part(self.layouts[name], axis)
+                    pair.append(
+                        [
+                            self._scale_at(em, buf, [em.add(first, x * step, lane_rc), blk], (limits[name], None))
+                            for x in range(count)
+                        ]
+                    )
                 per_j.append(pair)
             out.append(per_j)
         return out

@@ -454,7 +454,7 @@ def _wave_fitted_shapes(target: Target, problem: Contraction) -> list[tuple[int,
     512x5632 gate in 128x256 tiles is 88 workgroups on 132 SMs, in 128x192 tiles 120. N is a
     multiple of 16 per warpgroup, so that the cp.async ring's threads copy whole 16-byte chunks of
     B's 64-deep K tile; a narrower multiple of 16 that only TMA boxes copy is a third element True
-    (128x176: 128 workgroups, 21.9 against 128x192's 22.7 us on the H200, docs/PERFORMANCE.md)."""
+    (128x176: 128 workgroups, 22.05 against 128x192's 22.85 us on the H200, `mmaflow tune`: docs/PERFORMANCE.md)."""
     out: list[tuple[int, int, bool]] = []
     for tm in (64, 128):
         rows = -(-problem.m // tm) * max(problem.batch or 1, 1)
