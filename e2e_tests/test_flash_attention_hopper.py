@@ -4,9 +4,10 @@ executor, against a float64 numpy softmax(Q K^T * scale [+ mask]) V, with the ha
 O written in full and nothing else) and ``test_flash_attention_mask.py``.
 
 The executor models what the kernel relies on (``runtime/executor/wgmma.py``): the descriptors'
-128B-swizzled addressing of Q, K, V (MN-major) and P, the wgmma groups and their waits, the proxy
-fence between generic-proxy writes (cp.async, P's stores) and wgmma reads, and the barrier between
-one warpgroup's P stores and the wgmma that reads them. The mutation tests take each away.
+128B-swizzled addressing of Q, K and V (MN-major), the register-A wgmma that reads P from
+registers (inline assembly) and the wgmma.fence before it, the wgmma groups and their waits, and
+the proxy fence between cp.async's generic-proxy writes and wgmma reads. The mutation tests take
+each away.
 """
 
 from __future__ import annotations
@@ -65,8 +66,8 @@ def test_wgmma_attention_on_the_executor(case):
     # wgmmas per warpgroup and tile: S's K steps and P V's.
     assert stats.matrix_ops == sum(tiles) * batch * warpgroups * (d // 16 + block_n // 16)
     # Barriers, counted once per batch of lanes run together: every workgroup at once, or (causal)
-    # one at a time; two per tile.
-    assert stats.barriers == 2 * (sum(tiles) * batch if causal else plan.key_tiles)
+    # one at a time; one per tile (P stays in registers: no P tile to publish).
+    assert stats.barriers == (sum(tiles) * batch if causal else plan.key_tiles)
     # cp.async: Q once, every tile's K and V and one zero-filled prefetch after the last, per workgroup.
     workgroups = blocks * batch
     kv = (sum(tiles) * batch + workgroups) * 2 * block_n * d * 2
@@ -136,20 +137,66 @@ def test_missing_proxy_fence_is_caught(monkeypatch):
         run_case(1, 128, 200, 64, "f16", False, target="sm_90a")
 
 
-def test_missing_p_barrier_is_caught(monkeypatch):
-    """Without the barrier after P's stores, a warpgroup's wgmma reads P bytes its other warps
-    stored in the same barrier epoch."""
-    monkeypatch.setattr(HopperKernel, "_p_barrier", False)
-    with pytest.raises(AssertionError, match="LDS race .* wgmma.mma_async reads thread"):
+def test_missing_wgmma_fence_before_register_p_is_caught(monkeypatch):
+    """P's registers (and O's, scaled by alpha) are written by ordinary instructions right before
+    the register-A wgmma: without a wgmma.fence between, the executor refuses the kernel."""
+    monkeypatch.setattr(HopperKernel, "_p_fence", False)
+    with pytest.raises(ExecutorError, match="wgmma.fence"):
         run_case(1, 128, 200, 64, "f16", False, target="sm_90a")
 
 
-def test_unswizzled_p_gives_wrong_numbers(monkeypatch):
-    """P stored at its unswizzled offsets: the P V descriptor (128B swizzle) reads other keys'
-    probabilities, and the check against numpy fails."""
-    monkeypatch.setattr(HopperKernel, "_p_swizzled", False)
+def test_register_a_result_read_before_its_wait_is_caught(monkeypatch):
+    """P V's wait leaving its own group running: O's fields are read while the inline-assembly
+    wgmma may still write them."""
+    monkeypatch.setattr(HopperKernel, "_pv_pending", 1)
+    with pytest.raises(ExecutorError, match="before wgmma.wait_group"):
+        run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
+
+
+@pytest.mark.parametrize(
+    "edit,why",
+    [
+        (lambda code: code.replace("setp.ne.b32", "setp.eq.b32"), "not '{ .reg .pred p"),
+        (lambda code: code.replace("p, 1, 1, 1;", "p, 1, 1, 0;", 1), None),
+        (lambda code: code.replace(".f32.f16.f16", ".f32.f16.bf16", 1), "A and B types differ"),
+        (lambda code: code.replace("{$0, ", "{$1, ", 1), "the accumulator must be"),
+    ],
+    ids=["predicate", "trans-b", "types", "accumulator"],
+)
+def test_unmodelled_inline_assembly_is_refused(monkeypatch, edit, why):
+    """The executor models the one register-A form the kernel writes; other assembly is refused by
+    name, and a changed transpose bit (V read as K-major) gives wrong numbers."""
+    monkeypatch.setattr(HopperKernel, "_pv_asm_edit", staticmethod(edit))
+    if why is None:
+        with pytest.raises(AssertionError, match="max error"):
+            run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
+        return
+    with pytest.raises(ExecutorError, match="llvm.inline_asm is modelled only as a register-A wgmma chain: .*" + why):
+        run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_misplaced_p_registers_give_wrong_numbers(monkeypatch, d):
+    """Each K step of P V fed the next step's probabilities: the check against numpy fails."""
+    monkeypatch.setattr(HopperKernel, "_p_rotate", 1)
     with pytest.raises(AssertionError, match="max error"):
-        run_case(1, 128, 200, 64, "f16", False, target="sm_90a")
+        run_case(1, 128, 200, d, "bf16", False, target="sm_90a", block_n=64)
+
+
+def test_p_registers_are_in_lane():
+    """P V's register-A fragments are S's own accumulator elements, lane by lane (the layouts
+    decide). An fp8 A (four bytes of a row per register) is not: refused by name."""
+    from mmaflow.compiler.kernels.attention.hopper import p_in_lane
+    from mmaflow.compiler.target.targets import get_target
+
+    tgt = get_target("sm_90a")
+    for t in ("F16", "BF16"):
+        for n in (64, 128):
+            steps = p_in_lane(tgt.intrinsic(f"WGMMA_F32_64x{n}x16_{t}"), tgt.intrinsic(f"WGMMA_F32_64x64x16_{t}"))
+            # S's fields run 8 per 16 keys (two 8-column groups of 4), in A's register order.
+            assert steps == tuple(tuple(range(8 * s, 8 * s + 8)) for s in range(n // 16))
+    with pytest.raises(UnsupportedError, match="not in-lane"):
+        p_in_lane(tgt.intrinsic("WGMMA_F32_64x64x16_F16"), tgt.intrinsic("WGMMA_F32_64x64x32_F8E4M3FN"))
 
 
 def test_copy_into_the_slot_being_read_is_caught(monkeypatch):

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
@@ -354,6 +355,43 @@ def _attr_word(op, name: str) -> str:
     return m.group(1)
 
 
+def _smem_image(st, wg) -> np.ndarray:
+    """Every workgroup row's shared memory as one byte array (G, bytes)."""
+    smem = np.zeros((st.G, wg.bytes), np.uint8)
+    for mem in st.lds.values():
+        smem[:, mem.base : mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
+    return smem
+
+
+def _operand_bytes(op, desc: int, k_major: bool, ebits: int, mn: np.ndarray, kk: np.ndarray) -> np.ndarray:
+    """The shared-memory byte addresses of one descriptor operand's elements."""
+    try:
+        addr = operand_address(decode_descriptor(desc), k_major=k_major, element_bits=ebits, mn=mn, k=kk)
+    except IsaError as e:
+        raise ExecutorError(f"{op_loc(op)}: {e}") from None
+    return (addr[..., None] + np.arange(ebits // 8)).reshape(-1)
+
+
+def _record_reads(st, op, wg, g: int, w: int, read: np.ndarray) -> None:
+    """A wgmma of warpgroup ``w`` of row ``g`` reads bytes ``read``: in bounds, visible to the
+    async proxy, and from now on pending in the open group."""
+    if read.min() < 0 or read.max() >= wg.bytes:
+        raise ExecutorError(
+            f"{op_loc(op)}: a descriptor addresses shared-memory bytes "
+            f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated"
+        )
+    _check_reads(st, op, wg, g, w, read)
+    wg.open.reads[g, read] = True
+    wg.open.wreads.append((g, w, read))
+
+
+def _uniform_descriptor(op, v, st, lanes, what) -> int:
+    d = np.asarray(per_lane(v, st.L))[lanes].astype(np.uint64)
+    if not np.all(d == d[0]):
+        raise ExecutorError(f"{op_loc(op)}: the {what} descriptor differs between the warpgroup's threads")
+    return int(d[0])
+
+
 def _h_wgmma_mma(k, op):
     c_id, a_id, b_id = k._ins(op)  # (inouts, descriptorA, descriptorB)
     k.uses_wgmma = True  # shared-memory writes are tracked from the kernel's start
@@ -383,12 +421,6 @@ def _h_wgmma_mma(k, op):
     kk = np.arange(shape["k"])[None, :]
     ncol = np.arange(shape["n"])[:, None]
 
-    def descriptor(v, st, lanes, what):
-        d = np.asarray(per_lane(v, st.L))[lanes].astype(np.uint64)
-        if not np.all(d == d[0]):
-            raise ExecutorError(f"{op_loc(op)}: the {what} descriptor differs between the warpgroup's threads")
-        return int(d[0])
-
     def run(st):
         warpgroups = _collective_warpgroups(st, op, "wgmma.mma_async")
         if st.T % WARPGROUP:
@@ -402,32 +434,21 @@ def _h_wgmma_mma(k, op):
                 f"{op_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
                 f"instructions with no wgmma.fence since"
             )
-        smem = np.zeros((st.G, wg.bytes), np.uint8)
-        for mem in st.lds.values():
-            smem[:, mem.base : mem.base + mem.numel * mem.elem_bytes] = mem.data.reshape(st.G, -1).view(np.uint8)
+        smem = _smem_image(st, wg)
         cd = np.asarray(per_lane(c.data, st.L), np.float32)
         d = cd.copy()  # (the lanes of warpgroups that do not run it keep theirs)
         for g in range(st.G):
             for w in warpgroups:
                 lanes = np.arange(WARPGROUP) + g * st.T + w * WARPGROUP
-                da = descriptor(st.env[a_id], st, lanes, "A")
-                db = descriptor(st.env[b_id], st, lanes, "B")
-                read = []
-                for desc, kmajor, mn in ((da, not trans_a, rows), (db, not trans_b, ncol)):
-                    try:
-                        addr = operand_address(decode_descriptor(desc), k_major=kmajor, element_bits=ebits, mn=mn, k=kk)
-                    except IsaError as e:
-                        raise ExecutorError(f"{op_loc(op)}: {e}") from None
-                    read.append((addr[..., None] + np.arange(ebits // 8)).reshape(-1))
-                read = np.concatenate(read)
-                if read.min() < 0 or read.max() >= wg.bytes:
-                    raise ExecutorError(
-                        f"{op_loc(op)}: a descriptor addresses shared-memory bytes "
-                        f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated"
-                    )
-                _check_reads(st, op, wg, g, w, read)
-                wg.open.reads[g, read] = True
-                wg.open.wreads.append((g, w, read))
+                da = _uniform_descriptor(op, st.env[a_id], st, lanes, "A")
+                db = _uniform_descriptor(op, st.env[b_id], st, lanes, "B")
+                read = np.concatenate(
+                    [
+                        _operand_bytes(op, da, not trans_a, ebits, rows, kk),
+                        _operand_bytes(op, db, not trans_b, ebits, ncol, kk),
+                    ]
+                )
+                _record_reads(st, op, wg, g, w, read)
                 try:
                     d[lanes] = execute_wgmma(
                         key,
@@ -444,6 +465,159 @@ def _h_wgmma_mma(k, op):
                 except IsaError as e:
                     raise ExecutorError(f"{op_loc(op)}: {e}") from None
         k.stats.matrix_ops += st.G * len(warpgroups)
+        st.env[out] = Accumulator(d, wg.open, wg.fences)
+
+    return run
+
+
+# ---- the register-A form, as inline assembly --------------------------------------------------
+#
+# IREE 3.13's nvvm.wgmma.mma_async takes A by descriptor only, so a kernel that feeds A from
+# registers (flash attention's P) writes the instruction as ``llvm.inline_asm`` (MLIR lowers
+# nvvm.wgmma.mma_async to inline PTX itself). The one form modelled: a chain of K steps into one
+# accumulator,
+#
+#     { .reg .pred p; setp.ne.b32 p, $S, 0;
+#       wgmma.mma_async.sync.aligned.m64nNk16.f32.T.T {$0, ..., $F-1}, {$a, $b, $c, $d}, $B, p, SA, SB, TB;
+#       ... one line per K step ... }
+#
+# with constraints "=f" x F (the accumulator: the op's !llvm.struct of F f32), then the inputs: "r"
+# (A's four .b32 registers per step, two 16-bit elements each, element 0 in the low half), "l"
+# (B's descriptor per step), "r" (scale-d), and F inputs tied to the outputs ("0" .. "F-1": C).
+# Every step reads the same accumulator registers, as the PTX ISA allows for a chain of one shape.
+# [PTX-WG 9.7.15.5.2] A wgmma.fence must order the registers' writes before the instruction:
+# every register input made in the asm's block must be made before a nvvm.wgmma.fence.aligned
+# that precedes the asm there (checked when the kernel is loaded).
+
+_RS_FORM = re.compile(r"^\{\s*\.reg \.pred p;\s*setp\.ne\.b32 p, \$(\d+), 0;(.*)\}$", re.S)
+_RS_STEP = re.compile(
+    r"^wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(f16|bf16)\.(f16|bf16)\s+"
+    r"\{([^}]*)\},\s*\{([^}]*)\},\s*\$(\d+),\s*p,\s*(-?1),\s*(-?1),\s*([01])$"
+)
+
+
+def _placeholders(text: str) -> list[int]:
+    items = [x.strip() for x in text.split(",")]
+    if not all(re.fullmatch(r"\$\d+", x) for x in items):
+        raise ValueError(f"operand list {{{text}}} is not $N placeholders")
+    return [int(x[1:]) for x in items]
+
+
+def _parse_rs(op):
+    """The register-A wgmma chain of an ``llvm.inline_asm``: (steps, scale input, tied inputs),
+    each step (key, A's four input indices, B's input index, scale-a, scale-b, trans-b); a
+    ValueError naming what is not the modelled form."""
+    code = ir.StringAttr(op.attributes["asm_string"]).value.strip()
+    cons = ir.StringAttr(op.attributes["constraints"]).value.split(",")
+    outs = [c for c in cons if c.startswith("=")]
+    ins = cons[len(outs) :]
+    if not outs or any(c != "=f" for c in outs) or any(c.startswith("=") for c in ins):
+        raise ValueError(f"constraints {','.join(cons)!r}: the outputs must come first, all '=f'")
+    f = len(outs)
+    if f != _struct_fields(op.results[0].type, op) or len(ins) != len(op.operands):
+        raise ValueError("the outputs are not the result struct's fields, or the inputs not the operands")
+    tied = {}
+    for i, c in enumerate(ins):
+        if c.isdigit():
+            tied[int(c)] = i
+    if sorted(tied) != list(range(f)):
+        raise ValueError("every accumulator output must be tied to one input (its C)")
+    m = _RS_FORM.match(code)
+    if not m:
+        raise ValueError("not '{ .reg .pred p; setp.ne.b32 p, $S, 0; wgmma... }'")
+    scale_in = int(m.group(1)) - f
+
+    def input_of(n: int, want: str) -> int:
+        i = n - f
+        if not 0 <= i < len(ins) or ins[i] != want:
+            raise ValueError(f"${n} is not an input with constraint {want!r}")
+        return i
+
+    input_of(int(m.group(1)), "r")
+    steps = []
+    for line in [x.strip() for x in m.group(2).split(";") if x.strip()]:
+        sm = _RS_STEP.match(line)
+        if not sm:
+            raise ValueError(f"{line!r} is not a register-A wgmma of the modelled form")
+        n, a_t, b_t, d_list, a_list, b_ph, sa, sb, tb = sm.groups()
+        if a_t != b_t:
+            raise ValueError(f"{line!r}: A and B types differ")
+        if _placeholders(d_list) != list(range(f)) or f != int(n) // 2:
+            raise ValueError(f"{line!r}: the accumulator must be $0 .. ${f - 1}, the asm's outputs, in order")
+        a_regs = [input_of(x, "r") for x in _placeholders(a_list)]
+        if len(a_regs) != 4:
+            raise ValueError(f"{line!r}: a 16-bit A is four .b32 registers")
+        key = wgmma_key(int(n), WGMMA_PTX_TYPES[a_t], WGMMA_PTX_TYPES[b_t], "f32")
+        steps.append((key, a_t, a_regs, input_of(int(b_ph), "l"), int(sa), int(sb), tb == "1"))
+    if not steps:
+        raise ValueError("no wgmma in the asm")
+    return steps, scale_in, [tied[j] for j in range(f)]
+
+
+def _fenced_inputs(op) -> None:
+    """The static wgmma.fence check of the register-A form (above)."""
+    ops = [o.operation for o in op.operation.block.operations]
+    at = next(i for i, o in enumerate(ops) if o == op.operation)
+    fences = [i for i, o in enumerate(ops[:at]) if o.name == "nvvm.wgmma.fence.aligned"]
+    if not fences:
+        raise ValueError("no nvvm.wgmma.fence.aligned precedes it in its block")
+    after = ops[fences[-1] + 1 : at]
+    for v in op.operands:
+        owner = v.owner
+        if not isinstance(owner, ir.Block) and any(o == owner.operation for o in after):
+            raise ValueError(f"an input is made by {owner.name} after the last wgmma.fence before it")
+
+
+def _h_inline_asm(k, op):
+    try:
+        steps, scale_in, tied = _parse_rs(op)
+        _fenced_inputs(op)
+    except ValueError as e:
+        raise ExecutorError(
+            f"{op_loc(op)}: llvm.inline_asm is modelled only as a register-A wgmma chain: {e}"
+        ) from None
+    k.uses_wgmma = True
+    ins, (out,) = k._ins(op), k._outs(op)
+    kk = np.arange(16)[None, :]
+    ncol = {s[0]: np.arange(int(re.search(r"m64n(\d+)", s[0]).group(1)))[:, None] for s in steps}
+
+    def run(st):
+        warpgroups = _collective_warpgroups(st, op, "wgmma.mma_async")
+        wg = warpgroup_state(st)
+        smem = _smem_image(st, wg)
+        cd = np.stack([np.asarray(per_lane(st.env[ins[i]], st.L), np.float32).reshape(st.L) for i in tied], axis=1)
+        scale = np.asarray(per_lane(st.env[ins[scale_in]], st.L)).reshape(st.L)
+        d = cd.copy()
+        for g in range(st.G):
+            for w in warpgroups:
+                lanes = np.arange(WARPGROUP) + g * st.T + w * WARPGROUP
+                if not np.all(scale[lanes] == scale[lanes[0]]):
+                    raise ExecutorError(f"{op_loc(op)}: scale-d differs between the warpgroup's threads")
+                acc = d[lanes]
+                for key, a_t, a_ids, b_id, sa, sb, tb in steps:
+                    words = np.stack(
+                        [np.asarray(per_lane(st.env[ins[i]], st.L)).reshape(st.L)[lanes] for i in a_ids], axis=1
+                    ).astype(np.uint32)
+                    halves = words.astype("<u4").view("<u2").reshape(WARPGROUP, 8)  # element 0 in the low half
+                    a = halves.view(ml_dtypes.bfloat16 if a_t == "bf16" else np.float16)
+                    db = _uniform_descriptor(op, st.env[ins[b_id]], st, lanes, "B")
+                    _record_reads(st, op, wg, g, w, _operand_bytes(op, db, not tb, 16, ncol[key], kk))
+                    try:
+                        acc = execute_wgmma(
+                            key,
+                            acc,
+                            db,
+                            smem[g],
+                            a_regs=a,
+                            trans_b=tb,
+                            scale_d=bool(scale[lanes[0]]),
+                            scale_a=sa,
+                            scale_b=sb,
+                        )
+                    except IsaError as e:
+                        raise ExecutorError(f"{op_loc(op)}: {e}") from None
+                d[lanes] = acc
+        k.stats.matrix_ops += st.G * len(warpgroups) * len(steps)
         st.env[out] = Accumulator(d, wg.open, wg.fences)
 
     return run
@@ -501,4 +675,5 @@ HANDLERS = {
     "nvvm.wgmma.commit.group.sync.aligned": _h_wgmma_commit,
     "nvvm.wgmma.wait.group.sync.aligned": _h_wgmma_wait,
     "nvvm.wgmma.mma_async": _h_wgmma_mma,
+    "llvm.inline_asm": _h_inline_asm,
 }

@@ -1,6 +1,6 @@
 """Flash attention on Hopper warpgroup MMA (sm_90a; docs/kernels/flash_attention.md, "Hopper: wgmma"):
-O = softmax(Q K^T * scale + mask) V with both products on ``wgmma.mma_async``, every operand read
-from shared memory through matrix descriptors.
+O = softmax(Q K^T * scale + mask) V with both products on ``wgmma.mma_async``: Q, K and V read from
+shared memory through matrix descriptors, P from registers (the register-A form).
 
 Work split. One workgroup per (block of 64 W queries, batch entry): grid (ceil(M / 64 W), B, 1),
 W = 1 or 2 warpgroups of 128 threads (2 when the 128-query blocks still give every SM a workgroup,
@@ -11,7 +11,6 @@ Shared memory (one allocation, its address rounded up to 1024 at run time; every
     Q      64 W x d    K-major (A of S = Q K^T)             copied once
     K[2]   n x d       K-major (B of S: B = K^T, K = d)     a two-slot cp.async ring
     V[2]   n x d       MN-major (B of O += P V: K = keys)   a two-slot ring, V as stored
-    P[W]   64 x n      K-major (A of P V), one per warpgroup
 
 with n = ``block_n`` keys per tile (``BLOCK_N``: 64 at head dim 64, 128 at 128). Per key tile t:
 
@@ -26,20 +25,18 @@ with n = ``block_n`` keys per tile (``BLOCK_N``: 64 at head dim 64, 128 at 128).
    exp2 (``ex2.approx.ftz``) and log2(e) folded into the scale, keys past K2 / past the query (causal)
    set to -inf in a warp-uniform branch taken by the tiles that hold them, an additive or boolean
    mask read from global memory at each lane's elements; O's accumulator scaled by alpha;
-5. P converted to the inputs' type and stored into the warpgroup's P tile, two keys (4 bytes) per
-   store at the swizzled address; each 8-lane row group writes 8 different 16-byte chunks, so the
-   stores are free of bank conflicts; ``fence.proxy.async``, barrier (every thread's P stored);
-6. O += P V: n / 16 wgmma m64 d k16, A = P (descriptor), B = V MN-major (imm-trans 1); commit;
-   wait 0.
+5. O += P V: n / 16 wgmma m64 d k16, A = P from registers: per K step four .b32 registers, each
+   two of S's own accumulator elements converted to the inputs' type (``p_in_lane``: in-lane, no
+   shuffle), B = V MN-major (imm-trans 1); ``wgmma.fence`` before, commit, wait 0.
 
 After the loop: l summed across the row's lanes, O / l, converted and stored from the accumulator
 layout, two columns per store; rows past M are not stored.
 
-The lane executor (``runtime/executor/wgmma.py``) models every piece: the descriptors, the groups
-and their waits, the proxy fences, and that a wgmma's shared-memory reads are ordered before the
-next write of the same bytes. P goes through shared memory because IREE 3.13's
-``nvvm.wgmma.mma_async`` takes A by descriptor only (FlashAttention-3 keeps P in registers, the
-register-A form); the two warpgroups meet at the two barriers of each tile.
+The lane executor (``runtime/executor/wgmma.py``) models every piece: the descriptors, the
+register-A form, the groups and their waits, the fences, and that a wgmma's shared-memory reads are
+ordered before the next write of the same bytes. IREE 3.13's ``nvvm.wgmma.mma_async`` takes A by
+descriptor only, so P V is written as ``llvm.inline_asm`` (``pv_wgmma``), the one form of it the
+executor models. The two warpgroups meet at the one barrier of each tile.
 """
 
 from __future__ import annotations
@@ -48,7 +45,7 @@ import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, hal, scf
+from iree.compiler.dialects import arith, hal, llvm, scf
 
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.kernels.common.descriptors import (
@@ -117,7 +114,13 @@ class HopperAttentionPlan:
 
     @property
     def barriers_per_tile(self) -> int:
-        return 2
+        return 1
+
+    @property
+    def p_fragments(self) -> tuple[tuple[int, ...], ...]:
+        """P's register-A fragments, in-lane (``p_in_lane``): per K step of P V, the S elements
+        of its A registers in their order."""
+        return p_in_lane(self.intrinsic, self.pv_intrinsic)
 
     # ---- shared memory ---------------------------------------------------------------------------
     @property
@@ -133,19 +136,15 @@ class HopperAttentionPlan:
         return SmemLayout(Major.MN, Swizzle.B128, 16, self.head_dim, self.block_n)
 
     @property
-    def p_layout(self) -> SmemLayout:
-        return SmemLayout(Major.K, Swizzle.B128, 16, WARPGROUP // 2, self.block_n)
-
-    @property
     def offsets(self) -> dict[str, int]:
-        """Byte offsets from the 1024-aligned base: Q, K slot 0, V slot 0, P of warpgroup 0 (the
-        slots and the warpgroups' P tiles follow at their tile's size)."""
+        """Byte offsets from the 1024-aligned base: Q, K slot 0, V slot 0 (the slots follow at
+        their tile's size), and the end."""
         q, k, v = self.q_layout.bytes, self.k_layout.bytes, self.v_layout.bytes
-        return {"Q": 0, "K": q, "V": q + self.stages * k, "P": q + self.stages * (k + v)}
+        return {"Q": 0, "K": q, "V": q + self.stages * k, "end": q + self.stages * (k + v)}
 
     @property
     def lds_bytes(self) -> int:
-        return self.offsets["P"] + self.warpgroups * self.p_layout.bytes + ALIGN
+        return self.offsets["end"] + ALIGN
 
     def describe(self) -> str:
         mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
@@ -155,8 +154,31 @@ class HopperAttentionPlan:
             f"{self.intrinsic.name} (S) and {self.pv_intrinsic.name} (P V), grid {self.grid}, "
             f"{self.workgroup_size} threads ({self.warpgroups} warpgroup(s) of 64 queries), "
             f"{self.key_tiles} key tiles of {self.block_n}, {self.lds_bytes} shared bytes: Q, two-slot cp.async "
-            f"rings of K and V, P per warpgroup (128B-swizzled, descriptors)"
+            f"rings of K and V (128B-swizzled, descriptors); P in registers (register-A wgmma)"
         )
+
+
+def p_in_lane(s_intr: WarpgroupIntrinsic, pv_intr: WarpgroupIntrinsic) -> tuple[tuple[int, ...], ...]:
+    """Where each register of P V's A operand finds its probability in S's accumulator: per K step
+    t of P V (keys 16 t .. 16 t + 15), the S element index of each A element in A's register order.
+    The layouts decide (``Layout.coords``), lane by lane: every lane must hold, for each A element at
+    (row, key), the S element at (row, 16 t + key) itself. UnsupportedError where a lane would need
+    another lane's value (a cross-lane conversion this kernel does not emit)."""
+    c, a = s_intr.c, pv_intr.a
+    lanes = range(c.wave_size)
+    s_at = [{c.coords(lane, e): e for e in range(c.elements)} for lane in lanes]
+    steps = []
+    for t in range(s_intr.n // pv_intr.k):
+        order = [None] * a.elements
+        for j in range(a.elements):
+            found = {s_at[lane].get((r, col + pv_intr.k * t)) for lane in lanes for r, col in [a.coords(lane, j)]}
+            if len(found) != 1 or None in found:
+                raise UnsupportedError(
+                    f"{pv_intr.name}'s A element {j} is not in-lane with {s_intr.name}'s accumulator at key step {t}"
+                )
+            order[a.op_index(j)] = found.pop()
+        steps.append(tuple(order))
+    return tuple(steps)
 
 
 def plan_hopper(
@@ -204,12 +226,16 @@ class HopperKernel:
     """Builds the wgmma kernel body (``nvidia._Kernel`` provides addressing, masks and the softmax's
     scalar helpers); one instance per emission."""
 
-    # Mutation hooks for the tests (e2e_tests/test_flash_attention_hopper.py): False leaves out the
-    # barrier between P's stores and the P V wgmma / stores P unswizzled; _slot_skew copies the next
-    # tile into the slot of tile + 1 + _slot_skew (1: the slot this tile's wgmmas read).
-    _p_barrier = True
-    _p_swizzled = True
+    # Mutation hooks for the tests (e2e_tests/test_flash_attention_hopper.py): _slot_skew copies the
+    # next tile into the slot of tile + 1 + _slot_skew (1: the slot this tile's wgmmas read);
+    # _p_fence False leaves out the wgmma.fence between P's registers and the P V wgmma;
+    # _p_rotate feeds each K step of P V the next step's probabilities; _pv_pending is the number of
+    # groups P V's wait leaves running (1: its own); _pv_asm_edit rewrites P V's assembly text.
     _slot_skew = 0
+    _p_fence = True
+    _p_rotate = 0
+    _pv_pending = 0
+    _pv_asm_edit = None
 
     def __init__(self, base):
         self.b = base
@@ -304,14 +330,12 @@ class HopperKernel:
             "Q": p.q_layout.descriptor(off["Q"], 0, 0, 64, 16).encode(),
             "K": p.k_layout.descriptor(off["K"], 0, 0, n, 16).encode(),
             "V": p.v_layout.descriptor(off["V"], 0, 0, d, 16).encode(),
-            "P": p.p_layout.descriptor(off["P"], 0, 0, 64, 16).encode(),
         }
         with em.loc, em.ip:
             desc = {k: arith.AddIOp(start, self._i64(em, v)).result for k, v in enc.items()}  # no carry: < 2^18
-        if p.warpgroups > 1:  # warpgroup 1's rows of Q, and its P tile
+        if p.warpgroups > 1:  # warpgroup 1's rows of Q
             q_step = p.q_layout.linear_offset(WARPGROUP // 2, 0)
             desc["Q"] = self._add64(em, desc["Q"], em.mul(wg, q_step >> 4))
-            desc["P"] = self._add64(em, desc["P"], em.mul(wg, p.p_layout.bytes >> 4))
         self.desc = desc
 
         # Q and key tile 0, one group.
@@ -400,12 +424,12 @@ class HopperKernel:
         return tokens
 
     def step(self, em: Emitter, kt, m_old, l_old, o_old, mask_mem) -> list:
-        """Key tile ``kt``: steps 1-6 of the module's docstring; returns m, l and O."""
+        """Key tile ``kt``: steps 1-5 of the module's docstring; returns m, l and O."""
         p, b = self.p, self.b
-        d, n = p.head_dim, p.block_n
+        n = p.block_n
         intr = p.intrinsic
         c = intr.c
-        batch, q_base, wg = self.batch, self.q_base, self.wg
+        batch, q_base = self.batch, self.q_base
         lane128 = em.rem(self.tid, WARPGROUP)
         key0 = em.mul(kt, n)
         mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane128) if p.mask else None
@@ -445,29 +469,65 @@ class HopperKernel:
         o_rows = [self.rows.index(r) for r, _ in o_c.element_offsets()]
         alpha_vec = sm.from_elements(o_old.type, [alpha[o_rows[e]] for e in range(o_c.elements)])
         o_scaled = b.f(arith.MulFOp, o_old, alpha_vec)
-        # 5. P, converted, into the warpgroup's P tile: each run of two keys one 4-byte store.
-        st = em.named("store_p")
-        p_base = st.add(p.offsets["P"], st.mul(wg, p.p_layout.bytes))
-        pair_t = ir.VectorType.get([2], self.f32)
-        for run in c.runs(COL):
-            assert run.length == 2 and run.col % 8 == 0
-            vals = st.convert(st.from_elements(pair_t, probs[run.first : run.first + 2]), self.t)
-            row = st.add(c_row, run.row)
-            chunk = swizzled_offset(st, p.p_layout, row, run.col, swizzle=self._p_swizzled)
-            st.lds_store(vals, self.smem, [self._smem_index(st, st.add(p_base, chunk, st.mul(c_col, 2)))])
-        self._proxy_fence(st)
-        if self._p_barrier:
-            st.barrier()
-        # 6. O += P V.
+        # 5. O += P V, P in registers: the register-A wgmma (``pv_wgmma``).
         pv = em.named("pv")
+        b.em = pv
         v_desc = self._add64(pv, self.desc["V"], pv.mul(slot, p.v_layout.bytes >> 4))
-        o_struct = self._struct(pv, [pv.extract(o_scaled, i) for i in range(d // 2)], d)
-        o_acc = self._wgmma_chain(
-            pv, p.pv_intrinsic, o_struct, self.desc["P"], p.p_layout, n // 16, v_desc, p.v_layout, zero_first=False
-        )
-        o_new = pv.from_elements(o_old.type, self._fields(pv, o_acc, d))
+        o_new = self.pv_wgmma(pv, probs, o_scaled, v_desc)
         b.em = self.em
         return m_new + l_new + [o_new]
+
+    def pv_wgmma(self, em: Emitter, probs: list[ir.Value], o: ir.Value, v_desc: ir.Value) -> ir.Value:
+        """O += P V with A = P from registers, waited for; returns O (a vector of the accumulator's
+        fields). IREE 3.13's ``nvvm.wgmma.mma_async`` takes A by descriptor only, so the K steps are
+        one ``llvm.inline_asm`` (the form ``runtime/executor/wgmma.py`` models): per step, four .b32
+        registers of P (``HopperAttentionPlan.p_fragments``: S's own elements, converted to the
+        inputs' type two by two) and V's descriptor advanced to the step's keys; O's fields tied
+        in and out. A ``wgmma.fence`` orders the registers' writes before it."""
+        p = self.p
+        intr, lay = p.pv_intrinsic, p.v_layout
+        steps = len(p.p_fragments)
+        i32 = ir.IntegerType.get_signless(32)
+        regs_t = ir.VectorType.get([4], i32)
+        half_t = ir.VectorType.get([8], self.f32)
+        a_regs = []
+        for t in range(steps):
+            frag = p.p_fragments[(t + self._p_rotate) % steps]
+            packed = em.bitcast(em.convert(em.from_elements(half_t, [probs[e] for e in frag]), self.t), regs_t)
+            a_regs += [em.extract(packed, i) for i in range(4)]
+        base = lay.descriptor(0, 0, 0, intr.n, 16).start_address
+        descs = []
+        for t in range(steps):
+            step = (lay.descriptor(0, 0, 16 * t, intr.n, 16).start_address - base) >> 4
+            descs.append(self._add64(em, v_desc, step) if step else v_desc)
+        f = intr.n // 2
+        c_fields = [em.extract(o, i) for i in range(f)]
+        with em.loc, em.ip:
+            one = arith.ConstantOp(i32, 1).result
+        if self._p_fence:
+            self._op(em, "nvvm.wgmma.fence.aligned")
+        t_ptx = {"f16": "f16", "bf16": "bf16"}[p.elem]
+        outs = ", ".join(f"${i}" for i in range(f))
+        lines = []
+        for t in range(steps):
+            a = ", ".join(f"${f + 4 * t + i}" for i in range(4))
+            lines.append(
+                f"wgmma.mma_async.sync.aligned.m64n{intr.n}k16.f32.{t_ptx}.{t_ptx} "
+                f"{{{outs}}}, {{{a}}}, ${f + 4 * steps + t}, p, 1, 1, 1;"
+            )
+        code = "{ .reg .pred p; setp.ne.b32 p, $%d, 0;\n%s\n}" % (f + 5 * steps, "\n".join(lines))
+        if self._pv_asm_edit is not None:
+            code = self._pv_asm_edit(code)
+        constraints = ",".join(["=f"] * f + ["r"] * (4 * steps) + ["l"] * steps + ["r"] + [str(i) for i in range(f)])
+        with em.loc, em.ip:
+            acc = llvm.InlineAsmOp(
+                self._struct_t(intr.n), a_regs + descs + [one] + c_fields, code, constraints, has_side_effects=True
+            ).result
+        self._op(em, "nvvm.wgmma.commit.group.sync.aligned")
+        with em.loc:
+            group = ir.IntegerAttr.get(self.i64, self._pv_pending)
+        self._op(em, "nvvm.wgmma.wait.group.sync.aligned", [], [], {"group": group})
+        return em.from_elements(o.type, self._fields(em, acc, intr.n))
 
     def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane128) -> list[ir.Value]:
         """The mask at this lane's S elements of the tile (16-bit additive values; an i1 mask's
