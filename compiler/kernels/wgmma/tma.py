@@ -59,36 +59,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, llvm, memref, nvvm, scf
+from iree.compiler.dialects import arith, nvvm, scf
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.kernels.common.contraction import KLoop, _transfer_parts
 from mmaflow.compiler.kernels.common.emit import Emitter
+from mmaflow.compiler.kernels.common.tma import (
+    ADDRESS_ALIGN,
+    BOX_LIMIT,
+    ELEMTYPES,
+    MAP_BYTES,
+    MAP_SLOTS,
+    ONE_BLOCK_PER_SM,
+    STRIDE_LIMIT,
+    TMA_TARGET_PTX,
+    WAIT_LIMIT,
+    WAIT_TICKS_NS,
+    TmaEmitter,
+    _ptr,
+    consumer_share,
+    launch_registers,
+)
 from mmaflow.compiler.target.intrinsics import FP8, TYPE_BITS
-from mmaflow.compiler.target.limits import REGISTER_GRANULE, SHARED_RESERVED_PER_BLOCK, SM_REGISTERS, SM_SHARED_BYTES
+from mmaflow.compiler.target.limits import SHARED_RESERVED_PER_BLOCK
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
 from mmaflow.compiler.target.targets import Target
 
-BOX_LIMIT = 256  # cuTensorMapEncodeTiled: boxDim[i] <= 256 (PTX ISA "Tensor-map": bounding box)
-STRIDE_LIMIT = 1 << 40  # globalStrides[i] < 2^40 bytes, multiples of 16
-ADDRESS_ALIGN = 16  # the global address of a non-interleaved map: 16-byte aligned
-MAP_BYTES = 128  # a tensor map (CUtensorMap) is 128 bytes, 64-byte aligned; the kernel uses 128
-MAP_SLOTS = 1024  # per-SM slots of @mmaflow_tma_maps (%smid < 1024 on every Hopper part)
-MAPS_GLOBAL = "mmaflow_tma_maps"
-# A block of more than half of (228 KB - 2 x 1 KB) cannot share an SM with another such
-# (``target/limits.py``: shared memory per SM and reserved per block).
-RESERVED_PER_BLOCK = SHARED_RESERVED_PER_BLOCK
-ONE_BLOCK_PER_SM = (SM_SHARED_BYTES // 2 - RESERVED_PER_BLOCK) + 16
 # The ring's slots at most (cp.async or TMA; shared memory bounds it first for tiles over 64x128). The heuristic
 # and `mmaflow tune` take the deepest that fits for grids under a wave, whose long K loops a 4-slot ring leaves
 # exposed to HBM's latency (kernels/wgmma/heuristic.py, _deep_ring).
 MAX_STAGES = 8
-WAIT_TICKS_NS = 1000  # mbarrier.try_wait suspend-time hint per attempt
-WAIT_LIMIT = 1 << 22  # attempts before the kernel traps instead of hanging (each suspends at most WAIT_TICKS_NS)
-# #nvvm.tensormap_elemtype<...>: fp8 travels as bytes (the copy moves bits; no fp8 elemtype exists)
-ELEMTYPES = {"f16": "f16", "bf16": "bf16", "f8E4M3FN": "u8", "f8E5M2": "u8"}
-TMA_TARGET_PTX = 83  # tensormap.replace, fence.proxy.tensormap: PTX ISA 8.3
+MAPS_GLOBAL = "mmaflow_tma_maps"
+RESERVED_PER_BLOCK = SHARED_RESERVED_PER_BLOCK
 
 
 @dataclass(frozen=True)
@@ -300,11 +303,7 @@ def plan_tma(
 # ---- the kernel ----------------------------------------------------------------------------------
 
 
-def _ptr(space: int | None) -> ir.Type:
-    return ir.Type.parse("!llvm.ptr" if space is None else f"!llvm.ptr<{space}>")
-
-
-class TmaRing:
+class TmaRing(TmaEmitter):
     """Emits the TMA ring for a ``WgmmaRewriter`` (``rw``) whose plan has ``tma``."""
 
     # Mutation hooks for the tests (e2e_tests/test_tma_ring.py): wait on the other phase parity,
@@ -336,99 +335,31 @@ class TmaRing:
     _wait_ticks = WAIT_TICKS_NS
 
     def __init__(self, rw):
+        super().__init__()
         self.rw, self.plan, self.tma = rw, rw.plan, rw.plan.tma
-        self.i32 = ir.IntegerType.get_signless(32)
-        self.i64 = ir.IntegerType.get_signless(64)
-
-    # small builders (at an Emitter's insertion point)
-    def c32(self, em, v):
-        with em.loc, em.ip:
-            return arith.ConstantOp(self.i32, v).result
-
-    def c64(self, em, v):
-        with em.loc, em.ip:
-            return arith.ConstantOp(self.i64, v).result
-
-    def to64(self, em, v):
-        with em.loc, em.ip:
-            return arith.IndexCastOp(self.i64, v).result
-
-    def to32(self, em, v):
-        with em.loc, em.ip:
-            return arith.IndexCastOp(self.i32, v).result
-
-    def add64(self, em, a, b):
-        with em.loc, em.ip:
-            return arith.AddIOp(a, b if isinstance(b, ir.Value) else self.c64(em, b)).result
-
-    def ptr(self, em, addr64, space):
-        with em.loc, em.ip:
-            p = llvm.IntToPtrOp(_ptr(1 if space == "generic" else space), addr64).result
-            if space == "generic":  # a global address is its own generic address
-                p = llvm.AddrSpaceCastOp(_ptr(None), p).result
-            elif space == 7:
-                p = llvm.IntToPtrOp(_ptr(3), addr64).result
-                p = llvm.AddrSpaceCastOp(_ptr(7), p).result
-            return p
 
     def _maps_global(self) -> ir.Value:
-        """memref.get_global of the module's map slots (declared once in the inner module)."""
-        func = self.rw.func
-        inner = func.parent
-        n = MAP_SLOTS * 2 * MAP_BYTES // 8 + MAP_BYTES // 8  # + slack to round the address up to 128
-        space = ir.Attribute.parse("#gpu.address_space<global>")
-        mtype = ir.MemRefType.get([n], self.i64, memory_space=space)
-        block = inner.regions[0].blocks[0]
-        if not any(
-            o.operation.name == "memref.global"
-            and ir.StringAttr(o.operation.attributes["sym_name"]).value == MAPS_GLOBAL
-            for o in block.operations
-        ):
-            with func.location, ir.InsertionPoint.at_block_begin(block):
-                memref.GlobalOp(
-                    MAPS_GLOBAL, mtype, sym_visibility="private", initial_value=ir.UnitAttr.get(), alignment=MAP_BYTES
-                )
-        top = self.rw.top
-        with top.loc, top.ip:
-            return memref.GetGlobalOp(mtype, MAPS_GLOBAL).result
-
-    def _trap_unless(self, em, ok):
-        """``llvm.intr.trap`` where ``ok`` (i1) is false: a loud error instead of a wrong result."""
-        with em.loc, em.ip:
-            bad = arith.XOrIOp(ok, arith.ConstantOp(ir.IntegerType.get_signless(1), 1).result).result
-            op = scf.IfOp(bad)
-            with ir.InsertionPoint(op.then_block):
-                llvm.Trap()
-                scf.YieldOp([])
+        """memref.get_global of the module's map slots (A's map, B's map per SM)."""
+        return self.maps_global(self.rw.func, self.rw.top, MAPS_GLOBAL, 2)
 
     def setup(self, em, tid, smem_base64, operands) -> dict:
         """Kernel start: maps in shared memory, copied to this SM's global slot, acquired;
         mbarriers initialised. ``operands``: per operand (global memref, element type name)."""
         tma = self.tma
-        rw = self.rw
         maps_sh = [self.add64(em, smem_base64, tma.maps_offset + MAP_BYTES * i) for i in range(2)]
         bars0 = self.add64(em, smem_base64, tma.barriers_offset)
         empty0 = self.add64(em, smem_base64, tma.empty_offset) if tma.specialized else None
         # this SM's slot in @mmaflow_tma_maps, its address rounded up to 128
         gmem = self._maps_global()
-        with em.loc, em.ip:
-            gp = rw._op(em, "memref.extract_aligned_pointer_as_index", [gmem], [em.index]).result
-            g = arith.IndexCastOp(self.i64, gp).result
-            g = arith.AndIOp(arith.AddIOp(g, self.c64(em, MAP_BYTES - 1)).result, self.c64(em, -MAP_BYTES)).result
-            smid = nvvm.read_ptx_sreg_smid(results=[self.i32])
-            smid64 = arith.ExtUIOp(self.i64, smid).result
-            slot = arith.MulIOp(smid64, self.c64(em, 2 * MAP_BYTES)).result
-            gslot = arith.AddIOp(g, slot).result
+        gslot, smid = self.sm_slot(em, gmem, 2)
         gmaps = [self.add64(em, gslot, MAP_BYTES * i) for i in range(2)]
         first = em.eq(tid, 0)
         t0 = em.if_then(first)
         with t0.loc, t0.ip:
             self._trap_unless(t0, arith.CmpIOp(arith.CmpIPredicate.ult, smid, self.c32(t0, MAP_SLOTS)).result)
-            zero = self.c64(t0, 0)
-            for i in range(2 * MAP_BYTES // 8):
-                llvm.StoreOp(zero, self.ptr(t0, self.add64(t0, maps_sh[0], 8 * i), 3))
+        self.zero_maps(t0, maps_sh[0], 2)
         for (mem, elem), o, msh in zip(operands, tma.operands, maps_sh):
-            self._build_map(t0, mem, elem, o, self.ptr(t0, msh, 3))
+            self.build_map(t0, mem, elem, o.box, o.name, self.ptr(t0, msh, 3))
         with t0.loc, t0.ip:
             for s in range(tma.stages):
                 nvvm.MBarrierInitOp(self.ptr(t0, self.add64(t0, bars0, 8 * s), 3), self.c32(t0, tma.issuers))
@@ -443,24 +374,10 @@ class TmaRing:
             self.cluster_barrier(em)
             with em.loc, em.ip:
                 rank = arith.IndexCastOp(em.index, nvvm.read_ptx_sreg_cluster_ctarank(results=[self.i32])).result
-        w0 = em.if_then(em.lt(tid, 32))
-        with w0.loc, w0.ip:
-            for gm, msh in zip(gmaps, maps_sh):
-                nvvm.InlinePtxOp(
-                    [],
-                    [self.ptr(w0, gm, 1), self.ptr(w0, msh, 3)],
-                    [],
-                    "tensormap.cp_fenceproxy.global.shared::cta.tensormap::generic.release.gpu"
-                    ".sync.aligned [$0], [$1], 128;",
-                    memoryClobber=True,
-                )
+        self.publish_maps(em.if_then(em.lt(tid, 32)), gmaps, maps_sh)
         attrs.mark(em.barrier(), attrs.RING)
-        iss = em.if_then(self.is_issuer(em, tid))
-        with iss.loc, iss.ip:
-            for gm in gmaps if not self._skip_acquire else ():
-                nvvm.FenceProxyAcquireOp(
-                    ir.Attribute.parse("#nvvm.mem_scope<gpu>"), self.ptr(iss, gm, "generic"), self.c32(iss, MAP_BYTES)
-                )
+        if not self._skip_acquire:
+            self.acquire_maps(em.if_then(self.is_issuer(em, tid)), gmaps)
         return {"gmaps": gmaps, "bars0": bars0, "empty0": empty0, "rank": rank}
 
     def cluster_barrier(self, em, at_exit: bool = False) -> None:
@@ -478,53 +395,9 @@ class TmaRing:
         inside = em.lt(tid, first + self.tma.issuers)
         return em.and_(em.lt(em.const(first - 1), tid), inside) if first else inside
 
-    def _build_map(self, em, mem, elem: str, o: TmaOperand, mp) -> None:
-        """tensormap.replace of every field of operand ``o``'s map at shared pointer ``mp``."""
-        rank = ir.MemRefType(mem.type).rank
-        if not 2 <= rank <= 5:
-            raise UnsupportedError(f"{o.name}: a tensor map has rank 2 to 5, the operand's memref has {rank}")
-        eb = o.element_bytes
-        with em.loc, em.ip:
-            md = memref.ExtractStridedMetadataOp(mem)
-            base = self.rw._op(em, "memref.extract_aligned_pointer_as_index", [mem], [em.index]).result
-            addr = arith.AddIOp(
-                arith.IndexCastOp(self.i64, base).result,
-                arith.IndexCastOp(self.i64, arith.MulIOp(md.offset, em.const(eb)).result).result,
-            ).result
-            self._trap_unless(
-                em,
-                arith.CmpIOp(
-                    arith.CmpIPredicate.eq, arith.AndIOp(addr, self.c64(em, ADDRESS_ALIGN - 1)).result, self.c64(em, 0)
-                ).result,
-            )
-            sizes, strides = list(md.sizes)[::-1], list(md.strides)[::-1]  # innermost first
-
-            def rep(field, value=None, ord=None, attr=None):
-                nvvm.TensormapReplaceOp(
-                    ir.Attribute.parse(f"#nvvm.tensormap_field<{field}>"),
-                    mp,
-                    new_value=value,
-                    ord=ord,
-                    new_value_attr=ir.Attribute.parse(attr) if attr else None,
-                )
-
-            rep("global_address", addr)
-            rep("rank", self.c32(em, rank - 1))  # zero-based
-            box = list(o.box) + [1] * (rank - 2)
-            for d in range(rank):
-                rep("box_dim", self.c32(em, box[d]), ord=d)
-                rep("global_dim", arith.IndexCastOp(self.i32, sizes[d]).result, ord=d)
-                rep("element_stride", self.c32(em, 1), ord=d)
-            for d in range(1, rank):  # global_stride[d-1]: bytes between steps of dimension d
-                rep(
-                    "global_stride",
-                    arith.IndexCastOp(self.i64, arith.MulIOp(strides[d], em.const(eb)).result).result,
-                    ord=d - 1,
-                )
-            rep("elemtype", attr=f"#nvvm.tensormap_elemtype<{ELEMTYPES[elem]}>")
-            rep("interleave_layout", attr="#nvvm.tensormap_interleave_layout<no_interleave>")
-            rep("swizzle_mode", attr="#nvvm.tensormap_swizzle_mode<b128>")
-            rep("fill_mode", attr="#nvvm.tensormap_fill_mode<zero>")
+    def _wait_phase(self, em, bar, parity) -> None:
+        """``TmaEmitter.wait_phase``, the loop marked as the ring's."""
+        attrs.mark(self.wait_phase(em, bar, parity).operation, attrs.RING)
 
     def bar_ptr(self, em, bars0, slot):
         """The mbarrier of ring slot ``slot`` (an index value)."""
@@ -612,30 +485,6 @@ class TmaRing:
                 remote = nvvm.MapaOp(_ptr(7), bar, self.to32(e, peer)).result
                 scope = ir.Attribute.parse(f"#nvvm.mem_scope<{self._remote_scope}>") if self._remote_scope else None
                 nvvm.MBarrierArriveOp(remote, scope=scope)
-
-    def _wait_phase(self, em, bar, parity) -> None:
-        """``mbarrier.try_wait.parity`` on ``bar`` until the phase of parity ``parity`` (an index
-        value) completed, bounded (then trap)."""
-        ph = self.to32(em, parity)
-        i1 = ir.IntegerType.get_signless(1)
-        with em.loc, em.ip:
-            loop = scf.WhileOp([self.i32, i1], [self.c32(em, 0), arith.ConstantOp(i1, 0).result])
-            before = loop.before.blocks.append(self.i32, i1)
-            with ir.InsertionPoint(before):
-                n, done = before.arguments
-                go = arith.AndIOp(
-                    arith.CmpIOp(arith.CmpIPredicate.ult, n, arith.ConstantOp(self.i32, WAIT_LIMIT).result).result,
-                    arith.XOrIOp(done, arith.ConstantOp(i1, 1).result).result,
-                ).result
-                scf.ConditionOp(go, [n, done])
-            after = loop.after.blocks.append(self.i32, i1)
-            with ir.InsertionPoint(after):
-                n, _ = after.arguments
-                ticks = arith.ConstantOp(self.i32, self._wait_ticks).result if self._wait_ticks else None
-                ok = nvvm.MBarrierTryWaitOp(bar, ph, ticks=ticks, results=[i1]).result
-                scf.YieldOp([arith.AddIOp(n, arith.ConstantOp(self.i32, 1).result).result, ok])
-        attrs.mark(loop.operation, attrs.RING)
-        self._trap_unless(em, loop.results[1])
 
     def loop(self, tid, shared: list, desc: dict, acc0, struct_t):
         """The K loop over the ring, copies by TMA:
@@ -879,24 +728,25 @@ class TmaRing:
 PRODUCER_REGISTERS = 40
 
 
-def launch_registers(threads: int) -> int:
-    """Per-thread registers a CTA of ``threads`` gets at launch when its MMA warpgroups ask for
-    at least that many (ptxas's count from .maxntid, allocated in multiples of 8: at most 256,
-    ptxas's 255 included)."""
-    return min(256, SM_REGISTERS // threads) // REGISTER_GRANULE * REGISTER_GRANULE
-
-
 def consumer_registers(warpgroups: int) -> int:
-    threads = 128 * (warpgroups + 1)
-    launch = launch_registers(threads)
-    per = (threads * launch - 128 * PRODUCER_REGISTERS) // (128 * warpgroups)
-    per = min(256, per // REGISTER_GRANULE * REGISTER_GRANULE)
-    if per < launch:  # ptxas would then launch with a count of its own choosing: the pool is not known
-        raise UnsupportedError(
-            f"{warpgroups} MMA warpgroups: their register share, {per} per thread, is below the "
-            f"{launch} every thread launches with: the setmaxnreg split does not apply"
-        )
-    return per
+    return consumer_share(warpgroups, PRODUCER_REGISTERS)
 
 
-__all__ = ["TmaPlan", "TmaOperand", "TmaRing", "plan_tma", "validate_tma", "ONE_BLOCK_PER_SM", "TMA_TARGET_PTX"]
+__all__ = [
+    "TmaPlan",
+    "TmaOperand",
+    "TmaRing",
+    "plan_tma",
+    "validate_tma",
+    "launch_registers",
+    "ADDRESS_ALIGN",
+    "BOX_LIMIT",
+    "ELEMTYPES",
+    "MAP_BYTES",
+    "MAP_SLOTS",
+    "ONE_BLOCK_PER_SM",
+    "STRIDE_LIMIT",
+    "TMA_TARGET_PTX",
+    "WAIT_LIMIT",
+    "WAIT_TICKS_NS",
+]
