@@ -278,6 +278,8 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
             problems.append("local memory (ld.local / st.local): registers spilled")
     if expect.async_copies and report.counts.get("async_copy_b128", 0) == 0:
         problems.append("no 16-byte cp.async although K and V are planned through a cp.async ring")
+    if expect.tma_copies and not has("cp.async.bulk.tensor"):
+        problems.append("no cp.async.bulk.tensor although a producer warpgroup copies K and V by TMA")
     if report.counts.get("barrier", 0) == 0:
         problems.append("no workgroup barrier although K and V tiles are shared in LDS")
     mma = "matrix instructions" if amd else expect.instruction

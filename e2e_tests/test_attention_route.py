@@ -66,14 +66,16 @@ def test_select_takes_a_supported_attention(target, elem, d):
     assert "iree_linalg_ext.attention <" not in exe.text
     if target == "sm_90a":
         # per warpgroup and key tile (64 keys at head dim 64, 128 at 128): S = Q K^T (d/16 wgmma) and
-        # O += P V (keys/16, P from registers), one barrier
+        # O += P V (keys/16, P from registers); at head dim 64 cp.async and one barrier, at 128 a TMA
+        # producer and none
         keys = 64 if d == 64 else 128
         assert (
             facts.expect.mma_per_key_tile,
             facts.expect.key_tiles,
             facts.expect.async_copies,
+            facts.expect.tma_copies,
             facts.expect.barriers_per_key_tile,
-        ) == (d // 16 + keys // 16, -(-200 // keys), True, 1)
+        ) == (d // 16 + keys // 16, -(-200 // keys), d == 64, d == 128, 1 if d == 64 else 0)
         assert "nvvm.wgmma.mma_async" in exe.text and "nvgpu.mma.sync" not in exe.text
     elif target.startswith("sm_"):
         # per warp and 64-key tile: S = Q K^T (8 x d/16 mma.sync) and O += P V (d/8 x 4)

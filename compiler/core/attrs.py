@@ -228,6 +228,7 @@ class AttentionExpectations:
     async_copies: bool  # K and V reach LDS by cp.async (a ring), not through registers
     barriers_per_key_tile: int
     instruction: str = "mma.sync"  # NVIDIA's: "mma.sync", or "wgmma.mma_async" (sm_90a's wgmma kernel)
+    tma_copies: bool = False  # K and V reach shared memory by cp.async.bulk.tensor (a producer warpgroup)
 
 
 def read_attention(func: ir.Operation):

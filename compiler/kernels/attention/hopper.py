@@ -9,8 +9,8 @@ Shared memory (one allocation, its address rounded up to 1024 at run time; every
 128B-swizzled, ``SmemLayout``):
 
     Q      64 W x d    K-major (A of S = Q K^T)             copied once
-    K[2]   n x d       K-major (B of S: B = K^T, K = d)     a two-slot cp.async ring
-    V[2]   n x d       MN-major (B of O += P V: K = keys)   a two-slot ring, V as stored
+    K[S]   n x d       K-major (B of S: B = K^T, K = d)     a ring: two cp.async slots, or S TMA ones
+    V[S]   n x d       MN-major (B of O += P V: K = keys)   a ring, V as stored
 
 with n = ``block_n`` keys per tile (``BLOCK_N``: 64 at head dim 64, 128 at 128). Per key tile t:
 
@@ -32,6 +32,22 @@ with n = ``block_n`` keys per tile (``BLOCK_N``: 64 at head dim 64, 128 at 128).
 After the loop: l summed across the row's lanes, O / l, converted and stored from the accumulator
 layout, two columns per store; rows past M are not stored.
 
+Producer (``producer``: the default at head dim 128, ``PRODUCER_BY_HEAD_DIM``). A third warpgroup,
+W, copies Q, K and V by TMA (``_AttentionRing``), and the computing warpgroups never meet at a CTA
+barrier: each runs its own loop as fast as its tiles land, so one's softmax runs while another's
+wgmmas do. Shared memory gains three tensor maps (Q, K, V: the head dim innermost, then the rows,
+then the batch dims, whatever the storage order) and mbarriers: Q's, and per slot a "full" (one
+arrival, the producer's, expecting the tile's bytes) and an "empty" (every computing thread's).
+V's tile is laid K-atoms fastest (``SmemLayout.k_atoms_fastest``) so that each 64-column atom of
+either tile is one box of 64 columns x rows. The producer's one issuing thread acquires the maps,
+copies Q, then per key tile t waits for slot t % S's "empty" phase t / S - 1 (the first S pass),
+expects the tile's bytes on its "full" mbarrier and issues K's and V's boxes; keys past K2 and
+queries past M read 0 (zero fill). The computing warpgroups wait for Q, then per tile for its
+"full" phase (parity (t / S) % 2) instead of steps 1-2, and after P V's wait every thread arrives on
+"empty". ``setmaxnreg``: the producer drops to PRODUCER_REGISTERS, the computing warpgroups take
+the rest of the launch pool (``common.tma.consumer_share``). The maps live in per-SM slots of a
+module global, so the allocation is padded to ``ONE_BLOCK_PER_SM`` (``kernels/common/tma.py``).
+
 The lane executor (``runtime/executor/wgmma.py``) models every piece: the descriptors, the
 register-A form, the groups and their waits, the fences, and that a wgmma's shared-memory reads are
 ordered before the next write of the same bytes. IREE 3.13's ``nvvm.wgmma.mma_async`` takes A by
@@ -45,7 +61,7 @@ import math
 from dataclasses import dataclass
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, hal, llvm, scf
+from iree.compiler.dialects import arith, hal, llvm, nvvm, scf
 
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.kernels.common.descriptors import (
@@ -56,6 +72,7 @@ from mmaflow.compiler.kernels.common.descriptors import (
     wgmma_attributes,
 )
 from mmaflow.compiler.kernels.common.emit import Emitter
+from mmaflow.compiler.kernels.common.tma import MAP_BYTES, MAP_SLOTS, ONE_BLOCK_PER_SM, TmaEmitter, consumer_share
 from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 from mmaflow.compiler.target.layout import COL, ROW
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
@@ -69,6 +86,13 @@ BLOCK_N = {64: 64, 128: 128}
 SMEM_LIMIT = 227 * 1024  # sm_90's shared memory per block
 LOG2E = 1.4426950408889634
 _INTRINSIC = "WGMMA_F32_64x{n}x16_{t}"
+ATTENTION_MAPS = "mmaflow_attention_maps"  # the module global of the per-SM map slots (Q, K, V)
+PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warpgroup (as the matmul's: kernels/wgmma/tma.py)
+# A producer warpgroup by head dim (H200, f16, seq 2048 / 4096: docs/PERFORMANCE.md, "Flash attention"): at 128
+# 0.530 / 0.972 ms against the cp.async form's 0.619 / 1.158; at 64 slower, 0.870 / 1.636 against 0.704 / 1.357.
+PRODUCER_BY_HEAD_DIM = {64: False, 128: True}
+PRODUCER_STAGES = {64: 4, 128: 2}  # the producer's ring slots per head dim (shared memory bounds 128 to 2-3)
+MAP_RANK = 5  # a tensor map's dimensions at most: head dim, rows and up to three batch dims
 
 
 @dataclass(frozen=True)
@@ -89,8 +113,10 @@ class HopperAttentionPlan:
     warpgroups: int = 2  # 64 queries each: a workgroup's block is 64 * warpgroups queries
     batch_dims: tuple[int, ...] = ()
     mask: str | None = None
-    stages: int = 2  # K and V: a two-slot cp.async ring
+    stages: int = 2  # K and V: ring slots (cp.async: two)
     transposed: bool = False  # (S = Q K^T, as the mma.sync kernel)
+    producer: bool = False  # a producer warpgroup copies Q, K and V by TMA ("Producer" in the module docstring)
+    copy_note: str = ""  # why the producer was not taken, where it was asked for
 
     @property
     def wave_size(self) -> int:
@@ -98,7 +124,7 @@ class HopperAttentionPlan:
 
     @property
     def workgroup_size(self) -> int:
-        return self.warpgroups * WARPGROUP
+        return (self.warpgroups + self.producer) * WARPGROUP
 
     @property
     def block_m(self) -> int:
@@ -114,7 +140,7 @@ class HopperAttentionPlan:
 
     @property
     def barriers_per_tile(self) -> int:
-        return 1
+        return 0 if self.producer else 1  # (the producer's roles meet at mbarriers only)
 
     @property
     def p_fragments(self) -> tuple[tuple[int, ...], ...]:
@@ -133,18 +159,32 @@ class HopperAttentionPlan:
 
     @property
     def v_layout(self) -> SmemLayout:
-        return SmemLayout(Major.MN, Swizzle.B128, 16, self.head_dim, self.block_n)
+        # With TMA copies each 64-column atom's key lines are contiguous: one box per atom.
+        return SmemLayout(Major.MN, Swizzle.B128, 16, self.head_dim, self.block_n, k_atoms_fastest=self.producer)
 
     @property
     def offsets(self) -> dict[str, int]:
         """Byte offsets from the 1024-aligned base: Q, K slot 0, V slot 0 (the slots follow at
-        their tile's size), and the end."""
+        their tile's size); with a producer the three tensor maps, Q's mbarrier, the slots' "full"
+        and "empty" mbarriers; and the end."""
         q, k, v = self.q_layout.bytes, self.k_layout.bytes, self.v_layout.bytes
-        return {"Q": 0, "K": q, "V": q + self.stages * k, "end": q + self.stages * (k + v)}
+        out = {"Q": 0, "K": q, "V": q + self.stages * k, "end": q + self.stages * (k + v)}
+        if self.producer:
+            maps = -(-out["end"] // MAP_BYTES) * MAP_BYTES
+            bars = maps + 3 * MAP_BYTES
+            out.update(maps=maps, q_full=bars, full=bars + 8, empty=bars + 8 + 8 * self.stages)
+            out["end"] = bars + 8 + 16 * self.stages
+        return out
 
     @property
     def lds_bytes(self) -> int:
-        return self.offsets["end"] + ALIGN
+        used = self.offsets["end"] + ALIGN
+        return max(used, ONE_BLOCK_PER_SM) if self.producer else used  # (per-SM map slots: one block an SM)
+
+    @property
+    def tx_bytes(self) -> dict[str, int]:
+        """Bytes the TMA boxes of Q and of one key tile (K and V) deliver."""
+        return {"Q": self.q_layout.bytes, "KV": self.k_layout.bytes + self.v_layout.bytes}
 
     def describe(self) -> str:
         mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
@@ -152,9 +192,16 @@ class HopperAttentionPlan:
             f"flash attention {self.elem} (wgmma): batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
             f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}{mask}; "
             f"{self.intrinsic.name} (S) and {self.pv_intrinsic.name} (P V), grid {self.grid}, "
-            f"{self.workgroup_size} threads ({self.warpgroups} warpgroup(s) of 64 queries), "
-            f"{self.key_tiles} key tiles of {self.block_n}, {self.lds_bytes} shared bytes: Q, two-slot cp.async "
-            f"rings of K and V (128B-swizzled, descriptors); P in registers (register-A wgmma)"
+            f"{self.workgroup_size} threads ({self.warpgroups} warpgroup(s) of 64 queries"
+            f"{' and a producer' if self.producer else ''}), "
+            f"{self.key_tiles} key tiles of {self.block_n}, {self.lds_bytes} shared bytes: Q, "
+            + (
+                f"{self.stages}-slot TMA rings of K and V filled by a producer warpgroup (mbarriers)"
+                if self.producer
+                else "two-slot cp.async rings of K and V"
+            )
+            + " (128B-swizzled, descriptors); P in registers (register-A wgmma)"
+            + (f"; {self.copy_note}" if self.copy_note else "")
         )
 
 
@@ -182,7 +229,15 @@ def p_in_lane(s_intr: WarpgroupIntrinsic, pv_intr: WarpgroupIntrinsic) -> tuple[
 
 
 def plan_hopper(
-    tgt, attn, *, causal: bool, mask: str | None, block_n: int | None = None, warpgroups: int | None = None
+    tgt,
+    attn,
+    *,
+    causal: bool,
+    mask: str | None,
+    block_n: int | None = None,
+    warpgroups: int | None = None,
+    producer: bool | None = None,
+    stages: int | None = None,
 ) -> HopperAttentionPlan:
     """The wgmma kernel's plan for a checked attention (``nvidia.plan_flash_attention`` checked
     types, head dims, scale and sizes); UnsupportedError naming why it cannot be built. By default
@@ -201,6 +256,20 @@ def plan_hopper(
     t = attn.q_type.upper()
     s_intr = tgt.intrinsic(_INTRINSIC.format(n=block_n, t=t))
     pv_intr = tgt.intrinsic(_INTRINSIC.format(n=attn.k1, t=t))
+    asked, note = producer, ""
+    if producer is None:
+        producer = PRODUCER_BY_HEAD_DIM[attn.k1]
+    if producer and len(attn.batch) > MAP_RANK - 2:
+        note = f"cp.async copies: {len(attn.batch)} batch dims, a tensor map has at most {MAP_RANK - 2}"
+        if asked:
+            raise UnsupportedError(f"producer: {note}")
+        producer = False
+    if stages is None:
+        stages = PRODUCER_STAGES[attn.k1] if producer else 2
+    if not producer and stages != 2:
+        raise UnsupportedError(
+            f"stages = {stages}: without a producer the wgmma attention kernel has a two-slot cp.async ring"
+        )
     plan = HopperAttentionPlan(
         tgt.name,
         s_intr,
@@ -216,7 +285,12 @@ def plan_hopper(
         warpgroups,
         tuple(attn.batch),
         mask,
+        stages,
+        producer=producer,
+        copy_note=note,
     )
+    if producer and not 2 <= stages <= 8:
+        raise UnsupportedError(f"stages = {stages}: the producer's TMA ring takes 2 to 8 slots")
     if plan.lds_bytes > SMEM_LIMIT:
         raise UnsupportedError(f"{attn.describe()}: {plan.lds_bytes} bytes of shared memory, sm_90a has {SMEM_LIMIT}")
     return plan
@@ -322,8 +396,8 @@ class HopperKernel:
         q_base = em.add(q0, em.mul(wg, WARPGROUP // 2))  # the warpgroup's first query
 
         smem = em.named("smem").alloc_lds([p.lds_bytes // 2], self.t)
-        _, pad, start = shared_start(em.named("smem"), smem)
-        self.smem, self.pad_e = smem, em.div(pad, 2)
+        address, pad, start = shared_start(em.named("smem"), smem)
+        self.smem, self.pad_e, self.address = smem, em.div(pad, 2), address
         off = p.offsets
         # Descriptors (i64) of each operand's first instruction: base field + the tile's encoded fields.
         enc = {
@@ -338,13 +412,16 @@ class HopperKernel:
             desc["Q"] = self._add64(em, desc["Q"], em.mul(wg, q_step >> 4))
         self.desc = desc
 
-        # Q and key tile 0, one group.
         tiles = em.const(p.key_tiles)
         if p.causal:  # tiles holding a key <= this block's last query
             tiles = em.min_index(em.div(em.add(q0, p.block_m + n - 1), n), tiles)
         self.tiles = tiles
         self.mems = {"K": k_mem, "V": v_mem}
         self.batch, self.tid, self.wg, self.q_base = batch, tid, wg, q_base
+        if p.producer:
+            self.build_specialized(em, start, q_mem, k_mem, v_mem, o_mem, mask_mem, q0)
+            return
+        # Q and key tile 0, one group.
         tokens = self.copy_q(em.named("copy_q"), q_mem, batch, q0, tid)
         tokens += self.copy_tile(em, "K", em.const(0), em.const(0), None)
         tokens += self.copy_tile(em, "V", em.const(0), em.const(0), None)
@@ -364,11 +441,49 @@ class HopperKernel:
         res = list(loop.results)
         self.store(em, res[r : 2 * r], res[2 * r], batch, q_base, lane128, o_mem)
 
+    def build_specialized(self, em: Emitter, start, q_mem, k_mem, v_mem, o_mem, mask_mem, q0) -> None:
+        """The producer form ("Producer" in the module docstring): the maps and mbarriers, then the
+        roles: warpgroups 0 .. W-1 compute (their loop as the cp.async form's, waiting on each
+        tile's "full" mbarrier and releasing its slot on "empty"), warpgroup W copies."""
+        p, b = self.p, self.b
+        d, r = p.head_dim, len(self.rows)
+        ring = self.ring = _AttentionRing(self, em)
+        ring.setup(em, [q_mem, k_mem, v_mem])
+        consumer = em.lt(self.tid, p.warpgroups * WARPGROUP)
+        with em.loc, em.ip:
+            role = scf.IfOp(consumer, [], has_else=True)
+        mma = em.at(ir.InsertionPoint(role.then_block)).named("consumer")
+        with mma.loc, mma.ip:
+            nvvm.SetMaxRegisterOp(consumer_share(p.warpgroups, PRODUCER_REGISTERS), "increase")
+        ring.wait_q(mma)
+        b.em = mma
+        neg_inf, zero = b.fconst(-math.inf), b.fconst(0.0)
+        o_t = ir.VectorType.get([d // 2], self.f32)
+        init = [neg_inf] * r + [zero] * r + [mma.zero_vector(o_t)]
+        with mma.loc, mma.ip:
+            loop = scf.ForOp(mma.const(0), self.tiles, mma.const(1), init)
+        body = mma.at(ir.InsertionPoint(loop.body))
+        carried = list(loop.inner_iter_args)
+        out = self.step(body, loop.induction_variable, carried[:r], carried[r : 2 * r], carried[2 * r], mask_mem)
+        with body.loc, body.ip:
+            scf.YieldOp(out)
+        res = list(loop.results)
+        self.store(mma, res[r : 2 * r], res[2 * r], self.batch, self.q_base, mma.rem(self.tid, WARPGROUP), o_mem)
+        b.em = self.em
+        with mma.loc, mma.ip:
+            scf.YieldOp([])
+        prod = em.at(ir.InsertionPoint(role.else_block)).named("producer")
+        with prod.loc, prod.ip:
+            nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, "decrease")
+        ring.produce(prod.if_then(prod.eq(self.tid, p.warpgroups * WARPGROUP)), q0)
+        with prod.loc, prod.ip:
+            scf.YieldOp([])
+
     def scores(self, em: Emitter, kt) -> ir.Value:
-        """S = Q K^T of key tile ``kt`` (its K in slot kt % 2), waited for."""
+        """S = Q K^T of key tile ``kt`` (its K in slot kt % stages), waited for."""
         p = self.p
         s_em = em.named("s")
-        k_desc = self._add64(s_em, self.desc["K"], s_em.mul(s_em.rem(kt, 2), p.k_layout.bytes >> 4))
+        k_desc = self._add64(s_em, self.desc["K"], s_em.mul(s_em.rem(kt, p.stages), p.k_layout.bytes >> 4))
         undef = self._op(s_em, "llvm.mlir.undef", [], [self._struct_t(p.block_n)]).result
         q_steps = p.head_dim // 16
         return self._wgmma_chain(
@@ -433,19 +548,22 @@ class HopperKernel:
         lane128 = em.rem(self.tid, WARPGROUP)
         key0 = em.mul(kt, n)
         mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane128) if p.mask else None
-        # 1. Tile kt landed and published; every warpgroup's wgmmas of tile kt - 1 are complete.
-        em.async_wait(self.group, 0)
-        self._proxy_fence(em)
-        em.barrier()
-        # 2. Tile kt + 1 into the other slots (zero-filled past the loop).
-        nxt = em.add(kt, 1)
-        ok = em.lt(nxt, self.tiles)
-        into = em.rem(em.add(nxt, self._slot_skew), 2)
-        tokens = self.copy_tile(em, "K", nxt, into, ok) + self.copy_tile(em, "V", nxt, into, ok)
-        em.async_group(tokens)
+        if p.producer:  # tile kt's K and V landed (its "full" phase)
+            self.ring.wait_full(em, kt)
+        else:
+            # 1. Tile kt landed and published; every warpgroup's wgmmas of tile kt - 1 are complete.
+            em.async_wait(self.group, 0)
+            self._proxy_fence(em)
+            em.barrier()
+            # 2. Tile kt + 1 into the other slots (zero-filled past the loop).
+            nxt = em.add(kt, 1)
+            ok = em.lt(nxt, self.tiles)
+            into = em.rem(em.add(nxt, self._slot_skew), 2)
+            tokens = self.copy_tile(em, "K", nxt, into, ok) + self.copy_tile(em, "V", nxt, into, ok)
+            em.async_group(tokens)
         # 3. S = Q K^T.
         s_acc = self.scores(em, kt)
-        slot = em.rem(kt, 2)
+        slot = em.rem(kt, p.stages)
         # 4. Online softmax on the accumulator layout.
         sm = em.named("softmax")
         b.em = sm
@@ -474,6 +592,8 @@ class HopperKernel:
         b.em = pv
         v_desc = self._add64(pv, self.desc["V"], pv.mul(slot, p.v_layout.bytes >> 4))
         o_new = self.pv_wgmma(pv, probs, o_scaled, v_desc)
+        if p.producer:  # this warpgroup's wgmmas on the slot completed: the producer may refill it
+            self.ring.release(pv, kt)
         b.em = self.em
         return m_new + l_new + [o_new]
 
@@ -571,3 +691,114 @@ class HopperKernel:
             piece = em.extract_slice(out, c.op_index(run.first), run.length)
             idx = b.at(3, batch, em.add(row0, run.row), em.add(c_col, run.col))
             em.bounded_global_store(piece, o_mem, idx, b.bounds(3, p.m if p.m % p.block_m else None))
+
+
+class _AttentionRing(TmaEmitter):
+    """The producer form's copies (``HopperKernel.build_specialized``): three tensor maps (Q, K,
+    V: the head dim innermost, then the rows, then the batch dims), one box of 64 head-dim
+    columns x rows per 64-column atom (``box_images`` checks where each lands), Q's mbarrier and
+    each slot's "full" and "empty" mbarriers."""
+
+    # Mutation hooks (e2e_tests/test_flash_attention_hopper.py): the producer skips its wait for
+    # the slot's release / a warpgroup never releases; the consumers wait on the wrong parity.
+    _skip_empty_wait = False
+    _skip_release = False
+    _flip_parity = False
+
+    def __init__(self, kernel: "HopperKernel", em: Emitter):
+        super().__init__()
+        self.k, self.p = kernel, kernel.p
+        self.base = self.to64(em, kernel.address)
+
+    def bar(self, em, name: str, slot=None):
+        off = self.p.offsets[name]
+        addr = self.add64(em, self.base, off)
+        if slot is not None:
+            addr = self.add64(em, addr, self.to64(em, em.mul(slot, 8)))
+        return self.ptr(em, addr, 3)
+
+    def setup(self, em, mems: list) -> None:
+        """Thread 0: the maps (tensormap.replace on zero bytes) and the mbarriers (Q's: one
+        arrival; "full": one, the producer's; "empty": every computing thread's); barrier; warp 0
+        publishes the maps to this SM's slot; barrier. The producer acquires them (``produce``)."""
+        p, k = self.p, self.k
+        maps_sh = [self.add64(em, self.base, p.offsets["maps"] + MAP_BYTES * i) for i in range(3)]
+        gslot, smid = self.sm_slot(em, self.maps_global(k.b.fn.operation, em, ATTENTION_MAPS, 3), 3)
+        self.gmaps = [self.add64(em, gslot, MAP_BYTES * i) for i in range(3)]
+        t0 = em.if_then(em.eq(k.tid, 0))
+        with t0.loc, t0.ip:
+            self._trap_unless(t0, arith.CmpIOp(arith.CmpIPredicate.ult, smid, self.c32(t0, MAP_SLOTS)).result)
+        self.zero_maps(t0, maps_sh[0], 3)
+        nb = len(k.b.bdims)
+        for w, (mem, msh, rows) in enumerate(zip(mems, maps_sh, (p.block_m, p.block_n, p.block_n))):
+            order = list(k.b.orders[w])
+            dims = [order.index(nb + 1), order.index(nb)] + [order.index(i) for i in reversed(range(nb))]
+            self.build_map(t0, mem, p.elem, (64, rows), "QKV"[w], self.ptr(t0, msh, 3), order=dims)
+        with t0.loc, t0.ip:
+            nvvm.MBarrierInitOp(self.bar(t0, "q_full"), self.c32(t0, 1))
+            for s in range(p.stages):
+                nvvm.MBarrierInitOp(self.bar(t0, "full", t0.const(s)), self.c32(t0, 1))
+                nvvm.MBarrierInitOp(self.bar(t0, "empty", t0.const(s)), self.c32(t0, p.warpgroups * WARPGROUP))
+            nvvm.FenceMbarrierInitOp()
+        em.barrier()
+        self.publish_maps(em.if_then(em.lt(k.tid, 32)), self.gmaps, maps_sh)
+        em.barrier()
+
+    def _copy(self, em, which: int, dst_off, row, bar) -> None:
+        """Tensor ``which`` (0 Q, 1 K, 2 V)'s box rows from ``row`` into shared offset ``dst_off``
+        (an index value): one box per 64-column atom, box j at j x rows x 128 bytes."""
+        k, p = self.k, self.p
+        rows = p.block_m if which == 0 else p.block_n
+        for j in range(p.head_dim // 64):
+            dst = self.ptr(em, self.add64(em, self.base, self.to64(em, em.add(dst_off, j * rows * 128))), 7)
+            coords = [self.c32(em, 64 * j), self.to32(em, row)] + [self.to32(em, v) for v in reversed(k.batch)]
+            with em.loc, em.ip:
+                nvvm.CpAsyncBulkTensorGlobalToSharedClusterOp(
+                    dst, self.ptr(em, self.gmaps[which], "generic"), coords, bar, []
+                )
+
+    def produce(self, em, q0) -> None:
+        """The producer's one issuing thread: acquire the maps; Q on its mbarrier; then per key
+        tile t: wait for slot t % S's release ("empty" phase t / S - 1: the first S pass), expect
+        the tile's bytes on its "full" mbarrier, and issue K's and V's boxes."""
+        p, k = self.p, self.k
+        self.acquire_maps(em, self.gmaps)
+        with em.loc, em.ip:
+            nvvm.MBarrierArriveExpectTxOp(self.bar(em, "q_full"), self.c32(em, p.tx_bytes["Q"]))
+        self._copy(em, 0, em.const(p.offsets["Q"]), q0, self.bar(em, "q_full"))
+        with em.loc, em.ip:
+            loop = scf.ForOp(em.const(0), k.tiles, em.const(1), [])
+        pe = em.at(ir.InsertionPoint(loop.body))
+        t = loop.induction_variable
+        S = p.stages
+        slot = pe.rem(t, S)
+        if not self._skip_empty_wait:
+            self.wait_phase(pe, self.bar(pe, "empty", slot), pe.rem(pe.add(pe.div(t, S), 1), 2))
+        full = self.bar(pe, "full", slot)
+        with pe.loc, pe.ip:
+            nvvm.MBarrierArriveExpectTxOp(full, self.c32(pe, p.tx_bytes["KV"]))
+        key0 = pe.mul(t, p.block_n)
+        self._copy(pe, 1, pe.add(p.offsets["K"], pe.mul(slot, p.k_layout.bytes)), key0, full)
+        self._copy(pe, 2, pe.add(p.offsets["V"], pe.mul(slot, p.v_layout.bytes)), key0, full)
+        with pe.loc, pe.ip:
+            scf.YieldOp([])
+
+    def wait_q(self, em) -> None:
+        self.wait_phase(em, self.bar(em, "q_full"), em.const(0))
+
+    def wait_full(self, em, kt) -> None:
+        S = self.p.stages
+        parity = em.rem(em.div(kt, S), 2)
+        if self._flip_parity:
+            parity = em.rem(em.add(parity, 1), 2)
+        self.wait_phase(em, self.bar(em, "full", em.rem(kt, S)), parity)
+
+    def release(self, em, kt) -> None:
+        """Every thread of the computing warpgroups, after its warpgroup's wgmma.wait_group covered
+        tile kt's wgmmas: one arrival on the slot's "empty" mbarrier (counting all of them). One
+        arrival per warpgroup, by its thread 0 under a branch, made ptxas spill 8 bytes at head dim
+        128 with two warpgroups."""
+        if self._skip_release:
+            return
+        with em.loc, em.ip:
+            nvvm.MBarrierArriveOp(self.bar(em, "empty", em.rem(kt, self.p.stages)))

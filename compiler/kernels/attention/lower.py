@@ -38,7 +38,8 @@ def expectations(plan: FlashAttentionPlan | HopperAttentionPlan) -> attrs.Attent
     return attrs.AttentionExpectations(
         mma_per_key_tile=per_tile,
         key_tiles=plan.key_tiles,
-        async_copies=plan.stages > 1,
+        async_copies=plan.stages > 1 and not getattr(plan, "producer", False),
+        tma_copies=getattr(plan, "producer", False),
         barriers_per_key_tile=plan.barriers_per_tile,
         instruction="wgmma.mma_async" if isinstance(plan, HopperAttentionPlan) else "mma.sync",
     )

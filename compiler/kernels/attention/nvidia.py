@@ -251,6 +251,7 @@ def plan_flash_attention(
     block_n: int | None = None,
     warpgroups: int | None = None,
     split_kv: int | None = None,
+    producer: bool | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
@@ -270,14 +271,12 @@ def plan_flash_attention(
         raise UnsupportedError(
             f"kernel {kernel!r} on {target}: NVIDIA's attention kernels are {KERNELS}, wgmma on sm_90a only"
         )
-    if kernel == "wgmma" and stages not in (None, 2):
-        raise UnsupportedError(f"stages = {stages}: the wgmma attention kernel has a two-slot cp.async ring (2)")
-    if (block_n is not None or warpgroups is not None) and kernel != "wgmma":
-        raise UnsupportedError("block_n and warpgroups: only the wgmma attention kernel takes them")
+    if (block_n is not None or warpgroups is not None or producer is not None) and kernel != "wgmma":
+        raise UnsupportedError("block_n, warpgroups and producer: only the wgmma attention kernel takes them")
     asked_stages = stages
     if stages is None:
         stages = 1 if amd else 2
-    if stages not in (1, 2, 3, 4):
+    if stages not in (1, 2, 3, 4) and kernel != "wgmma":  # (the wgmma kernel's: plan_hopper)
         raise UnsupportedError(
             f"stages = {stages}: the kernel has a synchronous copy (1) or a cp.async ring of 2 to 4 slots"
         )
@@ -365,7 +364,16 @@ def plan_flash_attention(
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
         return plan
     if kernel == "wgmma":
-        return plan_hopper(tgt, attn, causal=causal, mask=mask, block_n=block_n, warpgroups=warpgroups)
+        return plan_hopper(
+            tgt,
+            attn,
+            causal=causal,
+            mask=mask,
+            block_n=block_n,
+            warpgroups=warpgroups,
+            producer=producer,
+            stages=asked_stages,
+        )
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
     if conv.plan.chosen != "registers" or conv.plan.registers.permutes:
@@ -1271,6 +1279,7 @@ def emit_flash_attention(
             )
     with loc:
         kernel = _Kernel(plan, em, bdims, orders, mask_order)
+        kernel.fn = fn  # (the kernel function: where a module global is declared beside it)
         if lengths:  # the smallest of the lengths the tensors carry (IREE gives each its own)
             values = [lengths[w] for w in ("K", "V", "mask") if w in lengths]
             kernel.k2 = values[0]

@@ -150,11 +150,14 @@ class TmaEmitter:
             for i in range(count * MAP_BYTES // 8):
                 llvm.StoreOp(zero, self.ptr(em, self.add64(em, maps_sh0, 8 * i), 3))
 
-    def build_map(self, em, mem, elem: str, box: tuple[int, int], name: str, mp) -> None:
+    def build_map(
+        self, em, mem, elem: str, box: tuple[int, int], name: str, mp, order: list[int] | None = None
+    ) -> None:
         """tensormap.replace of every field of ``mem``'s map (element type ``elem``, a box of
         ``box`` elements innermost first, 1 in the outer dimensions) at shared pointer ``mp``: the
         memref's aligned pointer plus its offset, its sizes and byte strides, the 128B swizzle,
-        zero fill."""
+        zero fill. ``order``: the memref's dims as the map's, innermost first (default: the
+        memref's own order reversed); the first must be the contiguous one."""
         rank = ir.MemRefType(mem.type).rank
         if not 2 <= rank <= 5:
             raise UnsupportedError(f"{name}: a tensor map has rank 2 to 5, the operand's memref has {rank}")
@@ -172,7 +175,8 @@ class TmaEmitter:
                     arith.CmpIPredicate.eq, arith.AndIOp(addr, self.c64(em, ADDRESS_ALIGN - 1)).result, self.c64(em, 0)
                 ).result,
             )
-            sizes, strides = list(md.sizes)[::-1], list(md.strides)[::-1]  # innermost first
+            order = list(range(rank))[::-1] if order is None else order  # innermost first
+            sizes, strides = [md.sizes[i] for i in order], [md.strides[i] for i in order]
 
             def rep(field, value=None, ord=None, attr=None):
                 nvvm.TensormapReplaceOp(
