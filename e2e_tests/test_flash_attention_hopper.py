@@ -76,7 +76,7 @@ def test_wgmma_attention_on_the_executor(case):
     workgroups = blocks * batch
     kv = (sum(tiles) * batch + workgroups) * 2 * block_n * d * 2
     assert stats.async_copy_bytes == workgroups * plan.block_m * d * 2 + kv
-    assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)  # P's 4-byte stores too
+    assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)
 
 
 # (batch, M, K2, head dim, type, causal, warpgroups, keys per tile, slots): the producer form.
@@ -139,6 +139,88 @@ def test_the_producer_by_head_dim():
     assert not narrow.producer and narrow.workgroup_size == 256
     with pytest.raises(UnsupportedError, match="two-slot cp.async ring"):
         plan_flash_attention(_attention(1, 64, 64, 128, "f16"), target="sm_90a", producer=False, stages=3)
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("rows", [64, 128])
+def test_producer_boxes_are_the_layouts_atoms(d, rows):
+    """Box j of a tile (64 head-dim columns x ``rows``, the 128B swizzle's image: row r at byte
+    r * 128, 16-byte chunk c at c ^ (r % 8)) lands at j * rows * 128, where ``SmemLayout`` puts the
+    elements: Q and K K-major (M/N atoms fastest), V MN-major laid K-atoms fastest."""
+    plan = plan_flash_attention(_attention(1, rows, rows, d, "f16"), target="sm_90a", producer=True, block_n=rows)
+    for j in range(d // 64):
+        for r in range(rows):
+            for c in range(0, 64, 8):
+                image = j * rows * 128 + r * 128 + ((c * 2 // 16) ^ (r % 8)) * 16
+                assert plan.k_layout.offset(r, 64 * j + c) == image
+                assert plan.v_layout.offset(64 * j + c, r) == image
+
+
+@pytest.mark.parametrize(
+    "bdims,order",
+    [((2, 3), (0, 2, 1, 3)), ((2, 3), (2, 0, 1, 3)), ((3, 2), (1, 0, 2, 3)), ((2, 2, 3), (1, 3, 0, 2, 4))],
+    ids=["b-s-h-d", "s-b-h-d", "h-b-s-d", "h-s-b-g-d"],
+)
+def test_producer_reads_any_storage_order(bdims, order):
+    """Q, K and V stored in permuted orders (PyTorch SDPA's (batch, seq, heads, head dim) among
+    them), K and V in one binding at offsets, sentinels around every tensor: the producer's tensor
+    maps (head dim, rows, batch dims) read them right, and nothing but O is written."""
+    import numpy as np
+    from test_flash_attention import _DT, place
+    from test_flash_attention_mask import _attention as _battention
+
+    from mmaflow.compiler.core.mlir import new_context
+    from mmaflow.compiler.kernels.attention.nvidia import Placement, standalone_module
+    from mmaflow.runtime.attention_reference import attention_bound, attention_reference
+    from mmaflow.runtime.executor import Kernel
+
+    m, k2, d, dt = 64, 130, 128, _DT["f16"]
+    rng = np.random.default_rng(1)
+    b, nb = int(np.prod(bdims)), len(bdims)
+    q = (0.8 * rng.standard_normal((b, m, d))).astype(dt)
+    k, v = (rng.standard_normal((b, k2, d)).astype(dt) for _ in range(2))
+
+    def stored(x, rows):
+        return np.ascontiguousarray(np.transpose(x.reshape(tuple(bdims) + (rows, d)), order))
+
+    o = np.zeros((b, m, d), dt)
+    ks = stored(k, k2)
+    layout = {
+        "q": Placement(0, 64, order),
+        "k": Placement(1, 128, order),
+        "v": Placement(1, 128 + ks.nbytes + 192, order),
+        "o": Placement(2, 256, tuple(range(nb + 2))),
+    }
+    bufs, _ = place(
+        {"q": stored(q, m), "k": ks, "v": stored(v, k2), "o": o},
+        {n: Placement(pl.binding, pl.offset) for n, pl in layout.items()},
+    )
+    before = {i: buf.copy() for i, buf in bufs.items()}
+    plan = plan_flash_attention(_battention(bdims, m, k2, d, "f16"), target="sm_90a", producer=True)
+    assert plan.producer
+    _, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=new_context())
+    kernel = Kernel(fn, arch="sm_90a", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
+    stats = kernel.run(bufs)
+    assert not stats.races
+    out = bufs[2][256 : 256 + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
+    ref = attention_reference(q, k, v, plan.scale, False)
+    assert (np.abs(out - ref) <= attention_bound(ref, v, "f16")).all(), np.abs(out - ref).max()
+    for i in (0, 1):
+        assert (bufs[i] == before[i]).all()
+    outside = np.ones(bufs[2].size, bool)
+    outside[256 : 256 + o.nbytes] = False
+    assert (bufs[2][outside] == before[2][outside]).all()
+
+
+def test_register_a_asm_without_side_effects_is_refused(monkeypatch):
+    """An llvm.inline_asm wgmma without has_side_effects may be moved past its commit and wait by
+    LLVM: the executor refuses it by name."""
+    from mmaflow.compiler.kernels.attention import hopper
+
+    real = hopper.llvm.InlineAsmOp
+    monkeypatch.setattr(hopper.llvm, "InlineAsmOp", lambda *a, **kw: real(*a, **{**kw, "has_side_effects": None}))
+    with pytest.raises(ExecutorError, match="lacks has_side_effects"):
+        run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
 
 
 @pytest.mark.parametrize(

@@ -487,7 +487,11 @@ def _h_wgmma_mma(k, op):
 # Every step reads the same accumulator registers, as the PTX ISA allows for a chain of one shape.
 # [PTX-WG 9.7.15.5.2] A wgmma.fence must order the registers' writes before the instruction:
 # every register input made in the asm's block must be made before a nvvm.wgmma.fence.aligned
-# that precedes the asm there (checked when the kernel is loaded).
+# that precedes the asm there (checked when the kernel is loaded), and the asm must have side
+# effects (so that LLVM keeps it between the fence, the commit and the wait). The check is of the
+# MLIR's order: LLVM could still sink a pure input computation below the fence intrinsic, which
+# ptxas answers by serializing the wgmmas (a loss of speed, not of correctness; ptxas reported no
+# serialization for the attention kernels).
 
 _RS_FORM = re.compile(r"^\{\s*\.reg \.pred p;\s*setp\.ne\.b32 p, \$(\d+), 0;(.*)\}$", re.S)
 _RS_STEP = re.compile(
@@ -507,6 +511,8 @@ def _parse_rs(op):
     """The register-A wgmma chain of an ``llvm.inline_asm``: (steps, scale input, tied inputs),
     each step (key, A's four input indices, B's input index, scale-a, scale-b, trans-b); a
     ValueError naming what is not the modelled form."""
+    if "has_side_effects" not in op.attributes:
+        raise ValueError("it lacks has_side_effects, so LLVM may move it past the wgmma commit and wait")
     code = ir.StringAttr(op.attributes["asm_string"]).value.strip()
     cons = ir.StringAttr(op.attributes["constraints"]).value.split(",")
     outs = [c for c in cons if c.startswith("=")]
@@ -522,6 +528,11 @@ def _parse_rs(op):
             tied[int(c)] = i
     if sorted(tied) != list(range(f)):
         raise ValueError("every accumulator output must be tied to one input (its C)")
+    want = {"r": "i32", "l": "i64"}
+    for i, (c, v) in enumerate(zip(ins, op.operands)):
+        t = str(v.type)
+        if (c in want and t != want[c]) or (c.isdigit() and t != "f32"):
+            raise ValueError(f"input {i} ({c!r}) is {t}, not {want.get(c, 'f32')}")
     m = _RS_FORM.match(code)
     if not m:
         raise ValueError("not '{ .reg .pred p; setp.ne.b32 p, $S, 0; wgmma... }'")
@@ -583,6 +594,8 @@ def _h_inline_asm(k, op):
 
     def run(st):
         warpgroups = _collective_warpgroups(st, op, "wgmma.mma_async")
+        if st.T % WARPGROUP:
+            raise ExecutorError(f"{op_loc(op)}: a workgroup of {st.T} threads is not whole warpgroups")
         wg = warpgroup_state(st)
         smem = _smem_image(st, wg)
         cd = np.stack([np.asarray(per_lane(st.env[ins[i]], st.L), np.float32).reshape(st.L) for i in tied], axis=1)

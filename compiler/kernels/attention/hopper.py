@@ -88,8 +88,8 @@ LOG2E = 1.4426950408889634
 _INTRINSIC = "WGMMA_F32_64x{n}x16_{t}"
 ATTENTION_MAPS = "mmaflow_attention_maps"  # the module global of the per-SM map slots (Q, K, V)
 PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warpgroup (as the matmul's: kernels/wgmma/tma.py)
-# A producer warpgroup by head dim (H200, f16, seq 2048 / 4096: docs/PERFORMANCE.md, "Flash attention"): at 128
-# 0.530 / 0.972 ms against the cp.async form's 0.619 / 1.158; at 64 slower, 0.870 / 1.636 against 0.704 / 1.357.
+# A producer warpgroup by head dim (H200, f16, seq 2048 / 4096, one A/B run; docs/PERFORMANCE.md, "Flash attention"):
+# at 128 0.530 / 0.972 ms against the cp.async form's 0.619 / 1.158; at 64 slower, 0.870 / 1.636 against 0.704 / 1.357.
 PRODUCER_BY_HEAD_DIM = {64: False, 128: True}
 PRODUCER_STAGES = {64: 4, 128: 2}  # the producer's ring slots per head dim (shared memory bounds 128 to 2-3)
 MAP_RANK = 5  # a tensor map's dimensions at most: head dim, rows and up to three batch dims
@@ -696,7 +696,8 @@ class HopperKernel:
 class _AttentionRing(TmaEmitter):
     """The producer form's copies (``HopperKernel.build_specialized``): three tensor maps (Q, K,
     V: the head dim innermost, then the rows, then the batch dims), one box of 64 head-dim
-    columns x rows per 64-column atom (``box_images`` checks where each lands), Q's mbarrier and
+    columns x rows per 64-column atom, box j at j x rows x 128 bytes of the tile (where
+    ``SmemLayout`` puts atom j: ``test_producer_boxes_are_the_layouts_atoms``), Q's mbarrier and
     each slot's "full" and "empty" mbarriers."""
 
     # Mutation hooks (e2e_tests/test_flash_attention_hopper.py): the producer skips its wait for

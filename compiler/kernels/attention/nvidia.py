@@ -258,9 +258,10 @@ def plan_flash_attention(
     filled by cp.async, the next tile in flight while this one is computed, one barrier per tile; 1
     copies each tile through registers between two barriers. AMD (``kernels/attention/amd.py``)
     copies through registers (1, its default): its targets have no asynchronous global -> LDS copy
-    here. ``kernel``: on a warpgroup-MMA target (sm_90a) "wgmma" (the default: ``hopper.py``, a
-    two-slot ring, ``block_n`` keys per tile, ``warpgroups`` of 64 queries) or "mma.sync" (this
-    kernel, as sm_80 runs it). ``split_kv`` (mma.sync on a target with thread block clusters):
+    here. ``kernel``: on a warpgroup-MMA target (sm_90a) "wgmma" (the default: ``hopper.py``,
+    ``block_n`` keys per tile, ``warpgroups`` of 64 queries, and ``producer``: a TMA producer
+    warpgroup with a ring of ``stages`` slots, else a two-slot cp.async ring; by default by head
+    dim) or "mma.sync" (this kernel, as sm_80 runs it). ``split_kv`` (mma.sync on a target with thread block clusters):
     workgroups sharing each block of queries' keys, one cluster (``_split_kv``: by default, for a
     run-time key length, enough to fill the SMs)."""
     tgt = get_target(target)

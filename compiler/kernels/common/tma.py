@@ -65,8 +65,8 @@ def _ptr(space: int | None) -> ir.Type:
 
 
 class TmaEmitter:
-    """Builders for TMA kernels, at an ``Emitter``'s insertion point. Subclasses set no state
-    beyond ``i32`` / ``i64`` (made here); ``_wait_ticks`` is the try_wait hint (a test knob)."""
+    """Builders for TMA kernels, at an ``Emitter``'s insertion point (the subclasses keep their
+    kernel's plan and state); ``_wait_ticks`` is the try_wait hint (a test knob)."""
 
     _wait_ticks = WAIT_TICKS_NS
 
