@@ -98,8 +98,10 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     kernel = Kernel(fn, arch=target, grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
     start = time.perf_counter()
     # Causal: the key loop's bound depends on the workgroup (blocks stop at their diagonal), and
-    # the executor needs uniform loop bounds: one workgroup per batch of lanes.
-    stats = kernel.run(bufs, max_lanes=plan.workgroup_size if causal else 1 << 14)
+    # the executor needs uniform loop bounds: one workgroup per batch of lanes. So does a
+    # persistent grid (each workgroup's loop over blocks starts at its own).
+    one_each = causal or getattr(plan, "workers", 0)
+    stats = kernel.run(bufs, max_lanes=plan.workgroup_size if one_each else 1 << 14)
     seconds = time.perf_counter() - start
     assert not stats.races, stats.races[:3]
 

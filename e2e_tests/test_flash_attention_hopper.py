@@ -79,28 +79,33 @@ def test_wgmma_attention_on_the_executor(case):
     assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)
 
 
-# (batch, M, K2, head dim, type, causal, warpgroups, keys per tile, slots): the producer form.
+# (batch, M, K2, head dim, type, causal, warpgroups, keys per tile, slots, persistent): the producer form,
+# one workgroup a block (False) or a persistent grid (True: one an SM, so here one a block; an int: that
+# many workgroups, each looping over several blocks).
 PRODUCER = [
-    (1, 128, 200, 128, "f16", False, 2, 128, 2),
-    (2, 100, 520, 128, "bf16", True, 2, 128, 3),
-    (3, 70, 333, 64, "f16", False, 1, 64, 4),
+    (1, 128, 200, 128, "f16", False, 2, 128, 2, True),
+    (3, 200, 130, 128, "bf16", True, 2, 128, 3, 2),
+    (3, 70, 333, 64, "f16", False, 1, 64, 4, False),
+    (4, 64, 333, 64, "bf16", False, 1, 64, 2, 3),
 ]
 PRODUCER_EXHAUSTIVE = [
-    (1, 256, 700, 64, "bf16", True, 2, 64, 2),
-    (2, 16, 130, 128, "f16", True, 1, 128, 2),
-    (1, 200, 64, 128, "bf16", False, 2, 64, 5),
+    (1, 256, 700, 64, "bf16", True, 2, 64, 2, False),
+    (2, 16, 130, 128, "f16", True, 1, 128, 2, True),
+    (1, 200, 64, 128, "bf16", False, 2, 64, 5, 1),
+    (2, 100, 520, 128, "f16", False, 2, 128, 2, False),
 ]
 
 
 @pytest.mark.parametrize(
     "case",
     PRODUCER + [pytest.param(c, marks=pytest.mark.exhaustive) for c in PRODUCER_EXHAUSTIVE],
-    ids=lambda c: _id(c[:8]) + f"-s{c[8]}",
+    ids=lambda c: _id(c[:8]) + f"-s{c[8]}-p{c[9]}",
 )
 def test_producer_attention_on_the_executor(case):
     """A producer warpgroup copies Q, K and V by TMA into an S-slot ring; the computing warpgroups
-    meet it at mbarriers only (no barrier after the setup's two)."""
-    batch, m, k2, d, elem, causal, warpgroups, block_n, stages = case
+    meet it at mbarriers only (no barrier after the setup's two); a persistent grid's workgroups
+    loop over blocks, the ring's count and Q's tile running on across them."""
+    batch, m, k2, d, elem, causal, warpgroups, block_n, stages, persistent = case
     plan, stats, _ = run_case(
         batch,
         m,
@@ -113,20 +118,23 @@ def test_producer_attention_on_the_executor(case):
         block_n=block_n,
         producer=True,
         stages=stages,
+        persistent=persistent,
     )
     assert isinstance(plan, HopperAttentionPlan) and plan.producer and plan.stages == stages
     assert plan.workgroup_size == 128 * (warpgroups + 1) and plan.lds_bytes >= ONE_BLOCK_PER_SM
+    blocks = -(-m // plan.block_m)
+    workers = 0 if persistent is False else blocks * batch if persistent is True else persistent
+    assert plan.workers == workers and plan.grid == ((workers, 1, 1) if workers else (blocks, batch, 1))
     tiles = [
-        min(plan.key_tiles, -(-(i + 1) * plan.block_m // block_n)) if causal else plan.key_tiles
-        for i in range(plan.grid[0])
+        min(plan.key_tiles, -(-(i + 1) * plan.block_m // block_n)) if causal else plan.key_tiles for i in range(blocks)
     ]
     assert stats.matrix_ops == sum(tiles) * batch * warpgroups * (d // 16 + block_n // 16)
-    runs = sum(1 for _ in tiles) * batch if causal else 1  # batches of lanes run together
-    assert stats.barriers == 2 * runs  # the setup's two: the maps built, then published
-    # The boxes' bytes (zero fill included): Q once per workgroup, K and V per tile; no prefetch past the loop.
-    assert (
-        stats.async_copy_bytes == plan.grid[0] * batch * plan.tx_bytes["Q"] + sum(tiles) * batch * plan.tx_bytes["KV"]
-    )
+    # Batches of lanes run together: all workgroups, or one at a time (causal, persistent); each meets
+    # the setup's two barriers (the maps built, then published).
+    runs = (workers or blocks * batch) if causal or workers else 1
+    assert stats.barriers == 2 * runs
+    # The boxes' bytes (zero fill included): Q once per block, K and V per tile; no prefetch past the loop.
+    assert stats.async_copy_bytes == blocks * batch * plan.tx_bytes["Q"] + sum(tiles) * batch * plan.tx_bytes["KV"]
 
 
 def test_the_producer_by_head_dim():
@@ -134,7 +142,10 @@ def test_the_producer_by_head_dim():
     for where a tensor map cannot address the tensors, refused by name."""
     wide = plan_flash_attention(_attention(32, 4096, 4096, 128, "f16"), target="sm_90a")
     assert wide.producer and wide.stages == 2 and wide.workgroup_size == 384 and wide.lds_bytes <= 227 * 1024
+    assert wide.grid == (132, 1, 1) and wide.items == 1024  # persistent: one workgroup an SM
     assert "TMA rings of K and V filled by a producer warpgroup" in wide.describe()
+    with pytest.raises(UnsupportedError, match="producer form only"):
+        plan_flash_attention(_attention(1, 64, 64, 64, "f16"), target="sm_90a", persistent=True)
     narrow = plan_flash_attention(_attention(32, 4096, 4096, 64, "f16"), target="sm_90a")
     assert not narrow.producer and narrow.workgroup_size == 256
     with pytest.raises(UnsupportedError, match="two-slot cp.async ring"):
@@ -200,7 +211,7 @@ def test_producer_reads_any_storage_order(bdims, order):
     assert plan.producer
     _, fn = standalone_module(plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], ctx=new_context())
     kernel = Kernel(fn, arch="sm_90a", grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
-    stats = kernel.run(bufs)
+    stats = kernel.run(bufs, max_lanes=plan.workgroup_size)  # (a persistent grid: one workgroup at a time)
     assert not stats.races
     out = bufs[2][256 : 256 + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
     ref = attention_reference(q, k, v, plan.scale, False)

@@ -126,7 +126,9 @@ def run_masked(bdims, m, k2, d, elem, kind, order=None, seed=0, target="sm_80", 
     assert module.operation.verify()
     kernel = Kernel(fn, arch=target, grid=plan.grid, workgroup_size=plan.workgroup_size, wave_size=plan.wave_size)
     # Causal: the key loop's bound depends on the workgroup (uniform bounds: one workgroup a batch).
-    stats = kernel.run(bufs, max_lanes=plan.workgroup_size if causal else 1 << 14)
+    # One workgroup per batch of lanes where loop bounds differ between them (causal, a persistent grid).
+    one_each = causal or getattr(plan, "workers", 0)
+    stats = kernel.run(bufs, max_lanes=plan.workgroup_size if one_each else 1 << 14)
     assert not stats.races, stats.races[:3]
     ob, oo = layout["o"].binding, layout["o"].offset
     for b in bufs:

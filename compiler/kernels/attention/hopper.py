@@ -47,6 +47,12 @@ queries past M read 0 (zero fill). The computing warpgroups wait for Q, then per
 "empty". ``setmaxnreg``: the producer drops to PRODUCER_REGISTERS, the computing warpgroups take
 the rest of the launch pool (``common.tma.consumer_share``). The maps live in per-SM slots of a
 module global, so the allocation is padded to ``ONE_BLOCK_PER_SM`` (``kernels/common/tma.py``).
+The grid is persistent (``workers``: one workgroup an SM, ``PERSISTENT``): both roles loop over
+the workgroup's blocks of queries (every workers-th), the ring's count running on across them, so
+the producer copies the next block's Q and first tiles while the computing warpgroups finish this
+one; Q's tile is refilled once every computing thread arrived on Q's "empty" mbarrier after its
+last S (the maps are built once a workgroup, not once a block). H200, head dim 128: 1.05-1.09x the
+grid of one workgroup a block.
 
 The lane executor (``runtime/executor/wgmma.py``) models every piece: the descriptors, the
 register-A form, the groups and their waits, the fences, and that a wgmma's shared-memory reads are
@@ -57,6 +63,7 @@ executor models. The two warpgroups meet at the one barrier of each tile.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -92,6 +99,7 @@ PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warpgroup (as the matmul's
 # at 128 0.530 / 0.972 ms against the cp.async form's 0.619 / 1.158; at 64 slower, 0.870 / 1.636 against 0.704 / 1.357.
 PRODUCER_BY_HEAD_DIM = {64: False, 128: True}
 PRODUCER_STAGES = {64: 4, 128: 2}  # the producer's ring slots per head dim (shared memory bounds 128 to 2-3)
+PERSISTENT = True  # the producer form's grid: one workgroup an SM, looping over blocks
 MAP_RANK = 5  # a tensor map's dimensions at most: head dim, rows and up to three batch dims
 
 
@@ -117,6 +125,7 @@ class HopperAttentionPlan:
     transposed: bool = False  # (S = Q K^T, as the mma.sync kernel)
     producer: bool = False  # a producer warpgroup copies Q, K and V by TMA ("Producer" in the module docstring)
     copy_note: str = ""  # why the producer was not taken, where it was asked for
+    workers: int = 0  # (producer) a persistent grid of this many workgroups, each looping over blocks; 0: one a block
 
     @property
     def wave_size(self) -> int:
@@ -132,7 +141,14 @@ class HopperAttentionPlan:
 
     @property
     def grid(self) -> tuple[int, int, int]:
+        if self.workers:
+            return (self.workers, 1, 1)
         return (math.ceil(self.m / self.block_m), self.batch, 1)
+
+    @property
+    def items(self) -> int:
+        """Blocks of queries (of one batch entry each) the grid computes."""
+        return math.ceil(self.m / self.block_m) * self.batch
 
     @property
     def key_tiles(self) -> int:
@@ -172,8 +188,8 @@ class HopperAttentionPlan:
         if self.producer:
             maps = -(-out["end"] // MAP_BYTES) * MAP_BYTES
             bars = maps + 3 * MAP_BYTES
-            out.update(maps=maps, q_full=bars, full=bars + 8, empty=bars + 8 + 8 * self.stages)
-            out["end"] = bars + 8 + 16 * self.stages
+            out.update(maps=maps, q_full=bars, q_empty=bars + 8, full=bars + 16, empty=bars + 16 + 8 * self.stages)
+            out["end"] = bars + 16 + 16 * self.stages
         return out
 
     @property
@@ -201,6 +217,7 @@ class HopperAttentionPlan:
                 else "two-slot cp.async rings of K and V"
             )
             + " (128B-swizzled, descriptors); P in registers (register-A wgmma)"
+            + (f"; persistent: {self.workers} workgroups loop over {self.items} blocks" if self.workers else "")
             + (f"; {self.copy_note}" if self.copy_note else "")
         )
 
@@ -238,6 +255,7 @@ def plan_hopper(
     warpgroups: int | None = None,
     producer: bool | None = None,
     stages: int | None = None,
+    persistent: bool | int | None = None,
 ) -> HopperAttentionPlan:
     """The wgmma kernel's plan for a checked attention (``nvidia.plan_flash_attention`` checked
     types, head dims, scale and sizes); UnsupportedError naming why it cannot be built. By default
@@ -289,6 +307,12 @@ def plan_hopper(
         producer=producer,
         copy_note=note,
     )
+    if persistent and not producer:
+        raise UnsupportedError("persistent: the workgroups loop over blocks in the producer form only (producer=True)")
+    if producer and (PERSISTENT if persistent is None else persistent):
+        # (an int: that many workgroups, at most one a block; the tests' way to give each several)
+        cap = tgt.compute_units if persistent is None or persistent is True else int(persistent)
+        plan = dataclasses.replace(plan, workers=min(plan.items, cap))
     if producer and not 2 <= stages <= 8:
         raise UnsupportedError(f"stages = {stages}: the producer's TMA ring takes 2 to 8 slots")
     if plan.lds_bytes > SMEM_LIMIT:
@@ -419,7 +443,7 @@ class HopperKernel:
         self.mems = {"K": k_mem, "V": v_mem}
         self.batch, self.tid, self.wg, self.q_base = batch, tid, wg, q_base
         if p.producer:
-            self.build_specialized(em, start, q_mem, k_mem, v_mem, o_mem, mask_mem, q0)
+            self.build_specialized(em, q_mem, k_mem, v_mem, o_mem, mask_mem)
             return
         # Q and key tile 0, one group.
         tokens = self.copy_q(em.named("copy_q"), q_mem, batch, q0, tid)
@@ -441,46 +465,91 @@ class HopperKernel:
         res = list(loop.results)
         self.store(em, res[r : 2 * r], res[2 * r], batch, q_base, lane128, o_mem)
 
-    def build_specialized(self, em: Emitter, start, q_mem, k_mem, v_mem, o_mem, mask_mem, q0) -> None:
+    def block_of(self, em: Emitter, item) -> ir.Value:
+        """Work item ``item`` (a block of queries of one batch entry): sets ``batch``, ``q_base``
+        and ``tiles`` for the emitters that follow; returns the block's first query."""
+        p, n = self.p, self.p.block_n
+        blocks = math.ceil(p.m / p.block_m)
+        q0 = em.mul(em.rem(item, blocks), p.block_m)
+        self.batch = self.b.batch_index(em, em.div(item, blocks))
+        self.q_base = em.add(q0, em.mul(self.wg, WARPGROUP // 2))
+        tiles = em.const(p.key_tiles)
+        if p.causal:  # tiles holding a key <= this block's last query
+            tiles = em.min_index(em.div(em.add(q0, p.block_m + n - 1), n), tiles)
+        self.tiles = tiles
+        return q0
+
+    def _items(self, em: Emitter, first, step: int, name: str):
+        """This workgroup's work items from ``first``: a persistent grid's loop (every ``step``-th,
+        carrying the ring's count), else the one item, straight. (loop or None, the Emitter of its
+        body, the item, the ring's count before it)."""
+        if not self.p.workers:
+            return None, em, first, em.const(0)
+        with em.loc, em.ip:
+            loop = scf.ForOp(first, em.const(self.p.items), em.const(step), [em.const(0)])
+        return loop, em.at(ir.InsertionPoint(loop.body)).named(name), loop.induction_variable, loop.inner_iter_args[0]
+
+    def build_specialized(self, em: Emitter, q_mem, k_mem, v_mem, o_mem, mask_mem) -> None:
         """The producer form ("Producer" in the module docstring): the maps and mbarriers, then the
         roles: warpgroups 0 .. W-1 compute (their loop as the cp.async form's, waiting on each
-        tile's "full" mbarrier and releasing its slot on "empty"), warpgroup W copies."""
+        tile's "full" mbarrier and releasing its slot on "empty"), warpgroup W copies. Both loop
+        over this workgroup's work items (blocks of queries: one, or with ``workers`` every
+        workers-th), the ring's count running on across them; Q's tile is refilled once every
+        computing thread arrived on Q's "empty" mbarrier after its last S."""
         p, b = self.p, self.b
         d, r = p.head_dim, len(self.rows)
         ring = self.ring = _AttentionRing(self, em)
         ring.setup(em, [q_mem, k_mem, v_mem])
+        with em.loc, em.ip:
+            x, y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
+        first = em.add(x, em.mul(y, p.grid[0]))  # this workgroup's first item
+        step = p.grid[0] * p.grid[1]
         consumer = em.lt(self.tid, p.warpgroups * WARPGROUP)
         with em.loc, em.ip:
             role = scf.IfOp(consumer, [], has_else=True)
         mma = em.at(ir.InsertionPoint(role.then_block)).named("consumer")
         with mma.loc, mma.ip:
             nvvm.SetMaxRegisterOp(consumer_share(p.warpgroups, PRODUCER_REGISTERS), "increase")
-        ring.wait_q(mma)
-        b.em = mma
+        items, it, item, base = self._items(mma, first, step, "consumer")
+        self.block_of(it, item)
+        ring.wait_q(it, it.div(it.sub(item, first), step))
+        b.em = it
         neg_inf, zero = b.fconst(-math.inf), b.fconst(0.0)
         o_t = ir.VectorType.get([d // 2], self.f32)
-        init = [neg_inf] * r + [zero] * r + [mma.zero_vector(o_t)]
-        with mma.loc, mma.ip:
-            loop = scf.ForOp(mma.const(0), self.tiles, mma.const(1), init)
-        body = mma.at(ir.InsertionPoint(loop.body))
+        init = [neg_inf] * r + [zero] * r + [it.zero_vector(o_t)]
+        with it.loc, it.ip:
+            loop = scf.ForOp(it.const(0), self.tiles, it.const(1), init)
+        body = it.at(ir.InsertionPoint(loop.body))
         carried = list(loop.inner_iter_args)
-        out = self.step(body, loop.induction_variable, carried[:r], carried[r : 2 * r], carried[2 * r], mask_mem)
+        kt = loop.induction_variable
+        out = self.step(body, kt, carried[:r], carried[r : 2 * r], carried[2 * r], mask_mem, body.add(base, kt))
         with body.loc, body.ip:
             scf.YieldOp(out)
+        ring.release_q(it)  # every S of this item waited for: Q's tile is free
         res = list(loop.results)
-        self.store(mma, res[r : 2 * r], res[2 * r], self.batch, self.q_base, mma.rem(self.tid, WARPGROUP), o_mem)
+        self.store(it, res[r : 2 * r], res[2 * r], self.batch, self.q_base, it.rem(self.tid, WARPGROUP), o_mem)
         b.em = self.em
+        if items is not None:
+            with it.loc, it.ip:
+                scf.YieldOp([it.add(base, self.tiles)])
         with mma.loc, mma.ip:
             scf.YieldOp([])
         prod = em.at(ir.InsertionPoint(role.else_block)).named("producer")
         with prod.loc, prod.ip:
             nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, "decrease")
-        ring.produce(prod.if_then(prod.eq(self.tid, p.warpgroups * WARPGROUP)), q0)
+        one = prod.if_then(prod.eq(self.tid, p.warpgroups * WARPGROUP))
+        ring.acquire_maps(one, ring.gmaps)
+        pitems, pit, item, base = self._items(one, first, step, "producer")
+        q0 = self.block_of(pit, item)
+        ring.produce(pit, q0, pit.div(pit.sub(item, first), step), base)
+        if pitems is not None:
+            with pit.loc, pit.ip:
+                scf.YieldOp([pit.add(base, self.tiles)])
         with prod.loc, prod.ip:
             scf.YieldOp([])
 
     def scores(self, em: Emitter, kt) -> ir.Value:
-        """S = Q K^T of key tile ``kt`` (its K in slot kt % stages), waited for."""
+        """S = Q K^T of the tile in ring slot ``kt`` % stages, waited for."""
         p = self.p
         s_em = em.named("s")
         k_desc = self._add64(s_em, self.desc["K"], s_em.mul(s_em.rem(kt, p.stages), p.k_layout.bytes >> 4))
@@ -538,8 +607,10 @@ class HopperKernel:
             tokens.append(c_em.async_copy(self.mems[what], src, self.smem, [dst], per_chunk, ok, bypass_l1=True))
         return tokens
 
-    def step(self, em: Emitter, kt, m_old, l_old, o_old, mask_mem) -> list:
-        """Key tile ``kt``: steps 1-5 of the module's docstring; returns m, l and O."""
+    def step(self, em: Emitter, kt, m_old, l_old, o_old, mask_mem, ring_n=None) -> list:
+        """Key tile ``kt``: steps 1-5 of the module's docstring; returns m, l and O. ``ring_n``: the
+        producer form's ring count of the tile (slot and phase; default ``kt``)."""
+        ring_n = kt if ring_n is None else ring_n
         p, b = self.p, self.b
         n = p.block_n
         intr = p.intrinsic
@@ -549,7 +620,7 @@ class HopperKernel:
         key0 = em.mul(kt, n)
         mask_vals = self.load_mask(em, mask_mem, batch, q_base, key0, lane128) if p.mask else None
         if p.producer:  # tile kt's K and V landed (its "full" phase)
-            self.ring.wait_full(em, kt)
+            self.ring.wait_full(em, ring_n)
         else:
             # 1. Tile kt landed and published; every warpgroup's wgmmas of tile kt - 1 are complete.
             em.async_wait(self.group, 0)
@@ -562,8 +633,8 @@ class HopperKernel:
             tokens = self.copy_tile(em, "K", nxt, into, ok) + self.copy_tile(em, "V", nxt, into, ok)
             em.async_group(tokens)
         # 3. S = Q K^T.
-        s_acc = self.scores(em, kt)
-        slot = em.rem(kt, p.stages)
+        s_acc = self.scores(em, ring_n)
+        slot = em.rem(ring_n, p.stages)
         # 4. Online softmax on the accumulator layout.
         sm = em.named("softmax")
         b.em = sm
@@ -593,7 +664,7 @@ class HopperKernel:
         v_desc = self._add64(pv, self.desc["V"], pv.mul(slot, p.v_layout.bytes >> 4))
         o_new = self.pv_wgmma(pv, probs, o_scaled, v_desc)
         if p.producer:  # this warpgroup's wgmmas on the slot completed: the producer may refill it
-            self.ring.release(pv, kt)
+            self.ring.release(pv, ring_n)
         b.em = self.em
         return m_new + l_new + [o_new]
 
@@ -737,6 +808,7 @@ class _AttentionRing(TmaEmitter):
             self.build_map(t0, mem, p.elem, (64, rows), "QKV"[w], self.ptr(t0, msh, 3), order=dims)
         with t0.loc, t0.ip:
             nvvm.MBarrierInitOp(self.bar(t0, "q_full"), self.c32(t0, 1))
+            nvvm.MBarrierInitOp(self.bar(t0, "q_empty"), self.c32(t0, p.warpgroups * WARPGROUP))
             for s in range(p.stages):
                 nvvm.MBarrierInitOp(self.bar(t0, "full", t0.const(s)), self.c32(t0, 1))
                 nvvm.MBarrierInitOp(self.bar(t0, "empty", t0.const(s)), self.c32(t0, p.warpgroups * WARPGROUP))
@@ -758,12 +830,15 @@ class _AttentionRing(TmaEmitter):
                     dst, self.ptr(em, self.gmaps[which], "generic"), coords, bar, []
                 )
 
-    def produce(self, em, q0) -> None:
-        """The producer's one issuing thread: acquire the maps; Q on its mbarrier; then per key
-        tile t: wait for slot t % S's release ("empty" phase t / S - 1: the first S pass), expect
-        the tile's bytes on its "full" mbarrier, and issue K's and V's boxes."""
+    def produce(self, em, q0, j, base) -> None:
+        """The producer's issuing thread, for its ``j``-th work item (block from query ``q0``),
+        whose tiles are the ring's ``base`` .. : Q once Q's "empty" phase j - 1 completed (the
+        first passes), on Q's "full" mbarrier; then per key tile t (ring count n = base + t): wait
+        for slot n % S's release ("empty" phase n / S - 1: the first S pass), expect the tile's
+        bytes on its "full" mbarrier, and issue K's and V's boxes."""
         p, k = self.p, self.k
-        self.acquire_maps(em, self.gmaps)
+        if not self._skip_empty_wait:
+            self.wait_phase(em, self.bar(em, "q_empty"), em.rem(em.add(j, 1), 2))
         with em.loc, em.ip:
             nvvm.MBarrierArriveExpectTxOp(self.bar(em, "q_full"), self.c32(em, p.tx_bytes["Q"]))
         self._copy(em, 0, em.const(p.offsets["Q"]), q0, self.bar(em, "q_full"))
@@ -771,10 +846,11 @@ class _AttentionRing(TmaEmitter):
             loop = scf.ForOp(em.const(0), k.tiles, em.const(1), [])
         pe = em.at(ir.InsertionPoint(loop.body))
         t = loop.induction_variable
+        n = pe.add(base, t)
         S = p.stages
-        slot = pe.rem(t, S)
+        slot = pe.rem(n, S)
         if not self._skip_empty_wait:
-            self.wait_phase(pe, self.bar(pe, "empty", slot), pe.rem(pe.add(pe.div(t, S), 1), 2))
+            self.wait_phase(pe, self.bar(pe, "empty", slot), pe.rem(pe.add(pe.div(n, S), 1), 2))
         full = self.bar(pe, "full", slot)
         with pe.loc, pe.ip:
             nvvm.MBarrierArriveExpectTxOp(full, self.c32(pe, p.tx_bytes["KV"]))
@@ -784,8 +860,16 @@ class _AttentionRing(TmaEmitter):
         with pe.loc, pe.ip:
             scf.YieldOp([])
 
-    def wait_q(self, em) -> None:
-        self.wait_phase(em, self.bar(em, "q_full"), em.const(0))
+    def wait_q(self, em, j) -> None:
+        """The computing warpgroups, at their ``j``-th work item: its Q landed (phase j)."""
+        self.wait_phase(em, self.bar(em, "q_full"), em.rem(j, 2))
+
+    def release_q(self, em) -> None:
+        """Every computing thread, after its warpgroup's last S of the item was waited for."""
+        if self._skip_release:
+            return
+        with em.loc, em.ip:
+            nvvm.MBarrierArriveOp(self.bar(em, "q_empty"))
 
     def wait_full(self, em, kt) -> None:
         S = self.p.stages

@@ -252,6 +252,7 @@ def plan_flash_attention(
     warpgroups: int | None = None,
     split_kv: int | None = None,
     producer: bool | None = None,
+    persistent: bool | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
@@ -272,8 +273,8 @@ def plan_flash_attention(
         raise UnsupportedError(
             f"kernel {kernel!r} on {target}: NVIDIA's attention kernels are {KERNELS}, wgmma on sm_90a only"
         )
-    if (block_n is not None or warpgroups is not None or producer is not None) and kernel != "wgmma":
-        raise UnsupportedError("block_n, warpgroups and producer: only the wgmma attention kernel takes them")
+    if (block_n, warpgroups, producer, persistent) != (None,) * 4 and kernel != "wgmma":
+        raise UnsupportedError("block_n, warpgroups, producer, persistent: only the wgmma attention kernel takes them")
     asked_stages = stages
     if stages is None:
         stages = 1 if amd else 2
@@ -374,6 +375,7 @@ def plan_flash_attention(
             warpgroups=warpgroups,
             producer=producer,
             stages=asked_stages,
+            persistent=persistent,
         )
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
