@@ -18,7 +18,7 @@ from test_flash_attention import _attention, _handed_back, run_case
 from test_flash_attention_mask import BOOL_CASES, CASES, run_masked
 
 from mmaflow.compiler.core.errors import UnsupportedError
-from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, HopperKernel
+from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, HopperKernel, persistent_workers
 from mmaflow.compiler.kernels.attention.nvidia import FlashAttentionPlan, plan_flash_attention
 from mmaflow.compiler.kernels.common.tma import ONE_BLOCK_PER_SM
 from mmaflow.runtime.executor import ExecutorError
@@ -123,7 +123,10 @@ def test_producer_attention_on_the_executor(case):
     assert isinstance(plan, HopperAttentionPlan) and plan.producer and plan.stages == stages
     assert plan.workgroup_size == 128 * (warpgroups + 1) and plan.lds_bytes >= ONE_BLOCK_PER_SM
     blocks = -(-m // plan.block_m)
-    workers = 0 if persistent is False else blocks * batch if persistent is True else persistent
+    workers = (
+        0 if persistent is False else persistent_workers(blocks * batch, 132 if persistent is True else persistent)
+    )
+    assert persistent is False or workers > 0
     assert plan.workers == workers and plan.grid == ((workers, 1, 1) if workers else (blocks, batch, 1))
     tiles = [
         min(plan.key_tiles, -(-(i + 1) * plan.block_m // block_n)) if causal else plan.key_tiles for i in range(blocks)
@@ -137,12 +140,26 @@ def test_producer_attention_on_the_executor(case):
     assert stats.async_copy_bytes == blocks * batch * plan.tx_bytes["Q"] + sum(tiles) * batch * plan.tx_bytes["KV"]
 
 
+def test_persistent_workers_divide_the_blocks():
+    """A persistent grid's workgroup count divides the blocks (a uniform loop) in as few rounds as
+    one workgroup an SM would take; none does: a workgroup a block, said in the plan."""
+    assert persistent_workers(2048, 132) == 128 and persistent_workers(1024, 132) == 128
+    assert persistent_workers(100, 132) == 100 and persistent_workers(200, 132) == 100
+    assert persistent_workers(201, 132) == 0  # 3 x 67: 67 workgroups would take 3 rounds, not 2
+    plan = plan_flash_attention(_attention(67, 384, 256, 128, "f16"), target="sm_90a")
+    assert plan.producer and plan.items == 201 and plan.workers == 0 and "a workgroup a block" in plan.describe()
+    with pytest.raises(UnsupportedError, match="divides the 201 blocks"):
+        plan_flash_attention(_attention(67, 384, 256, 128, "f16"), target="sm_90a", persistent=True)
+    with pytest.raises(UnsupportedError, match="at least one workgroup"):
+        plan_flash_attention(_attention(1, 64, 64, 128, "f16"), target="sm_90a", persistent=-1)
+
+
 def test_the_producer_by_head_dim():
     """By default a producer at head dim 128 (measured faster on the H200) and not at 64; asked
     for where a tensor map cannot address the tensors, refused by name."""
     wide = plan_flash_attention(_attention(32, 4096, 4096, 128, "f16"), target="sm_90a")
     assert wide.producer and wide.stages == 2 and wide.workgroup_size == 384 and wide.lds_bytes <= 227 * 1024
-    assert wide.grid == (132, 1, 1) and wide.items == 1024  # persistent: one workgroup an SM
+    assert wide.grid == (128, 1, 1) and wide.items == 1024  # persistent: 8 blocks each
     assert "TMA rings of K and V filled by a producer warpgroup" in wide.describe()
     with pytest.raises(UnsupportedError, match="producer form only"):
         plan_flash_attention(_attention(1, 64, 64, 64, "f16"), target="sm_90a", persistent=True)
@@ -242,16 +259,31 @@ def test_register_a_asm_without_side_effects_is_refused(monkeypatch):
         ("_flip_parity", "while an async copy to it is in flight"),
     ],
 )
-def test_producer_ring_mutations_are_caught(monkeypatch, hook, match):
-    """The producer refilling a slot without waiting for its release (it re-arms the slot's "full"
-    mbarrier within a phase), the computing warpgroups never releasing (the producer waits forever),
-    or waiting on the other phase parity (S reads K's bytes before they land): each fails on the
-    executor."""
+@pytest.mark.parametrize("items", [1, 4], ids=["one-block", "four-blocks-one-workgroup"])
+def test_producer_ring_mutations_are_caught(monkeypatch, hook, match, items):
+    """The producer refilling a slot (or Q's tile) without waiting for its release (it re-arms the
+    "full" mbarrier within a phase), the computing warpgroups never releasing (the producer waits
+    forever), or waiting on the other phase parity (S reads K's bytes before they land): each fails
+    on the executor, in a workgroup of one block and in one looping over four (Q refilled)."""
     from mmaflow.compiler.kernels.attention.hopper import _AttentionRing
 
     monkeypatch.setattr(_AttentionRing, hook, True)
+    batch, m = (1, 128) if items == 1 else (2, 128)
     with pytest.raises(ExecutorError, match=match):
-        run_case(1, 128, 600, 128, "f16", False, target="sm_90a", producer=True, stages=2, block_n=64)
+        run_case(
+            batch,
+            m,
+            600,
+            128,
+            "f16",
+            False,
+            target="sm_90a",
+            producer=True,
+            stages=2,
+            block_n=64,
+            warpgroups=2 if items == 1 else 1,
+            persistent=1,
+        )
 
 
 @pytest.mark.parametrize("case", CASES[:4] + [pytest.param(c, marks=pytest.mark.exhaustive) for c in CASES[4:]])

@@ -51,8 +51,9 @@ The grid is persistent (``workers``: one workgroup an SM, ``PERSISTENT``): both 
 the workgroup's blocks of queries (every workers-th), the ring's count running on across them, so
 the producer copies the next block's Q and first tiles while the computing warpgroups finish this
 one; Q's tile is refilled once every computing thread arrived on Q's "empty" mbarrier after its
-last S (the maps are built once a workgroup, not once a block). H200, head dim 128: 1.05-1.09x the
-grid of one workgroup a block.
+last S (the maps are built once a workgroup, not once a block). The count divides the blocks
+(``persistent_workers``), so every workgroup's loop runs as many times. H200, head dim 128:
+1.05-1.09x the grid of one workgroup a block.
 
 The lane executor (``runtime/executor/wgmma.py``) models every piece: the descriptors, the
 register-A form, the groups and their waits, the fences, and that a wgmma's shared-memory reads are
@@ -245,6 +246,18 @@ def p_in_lane(s_intr: WarpgroupIntrinsic, pv_intr: WarpgroupIntrinsic) -> tuple[
     return tuple(steps)
 
 
+def persistent_workers(items: int, cap: int) -> int:
+    """A persistent grid's workgroups for ``items`` blocks: the most, at most ``cap``, that divide
+    them (every workgroup loops over items / workers blocks: the loop's bounds are uniform), where
+    that takes no more rounds than ``cap`` workgroups would (ceil(items / cap)); 0 where none does
+    (the grid stays one workgroup a block)."""
+    rounds = -(-items // cap)
+    for w in range(min(cap, items), 0, -1):
+        if items % w == 0:
+            return w if items // w == rounds else 0
+    return 0
+
+
 def plan_hopper(
     tgt,
     attn,
@@ -307,12 +320,20 @@ def plan_hopper(
         producer=producer,
         copy_note=note,
     )
+    if persistent is not None and not isinstance(persistent, bool) and persistent < 1:
+        raise UnsupportedError(f"persistent = {persistent}: a persistent grid has at least one workgroup")
     if persistent and not producer:
         raise UnsupportedError("persistent: the workgroups loop over blocks in the producer form only (producer=True)")
     if producer and (PERSISTENT if persistent is None else persistent):
-        # (an int: that many workgroups, at most one a block; the tests' way to give each several)
+        # (an int: at most that many workgroups; the tests' way to give each several blocks)
         cap = tgt.compute_units if persistent is None or persistent is True else int(persistent)
-        plan = dataclasses.replace(plan, workers=min(plan.items, cap))
+        workers = persistent_workers(plan.items, cap)
+        why = f"no count of at most {cap} workgroups divides the {plan.items} blocks in as few rounds"
+        if not workers and persistent:
+            raise UnsupportedError(f"persistent: {why}")
+        plan = dataclasses.replace(
+            plan, workers=workers, copy_note=plan.copy_note or ("" if workers else f"a workgroup a block: {why}")
+        )
     if producer and not 2 <= stages <= 8:
         raise UnsupportedError(f"stages = {stages}: the producer's TMA ring takes 2 to 8 slots")
     if plan.lds_bytes > SMEM_LIMIT:
@@ -480,14 +501,17 @@ class HopperKernel:
         return q0
 
     def _items(self, em: Emitter, first, step: int, name: str):
-        """This workgroup's work items from ``first``: a persistent grid's loop (every ``step``-th,
-        carrying the ring's count), else the one item, straight. (loop or None, the Emitter of its
-        body, the item, the ring's count before it)."""
+        """This workgroup's work items: a persistent grid's loop over j < items / workers (the same
+        count in every workgroup: ``persistent_workers``), item first + j * step, carrying the
+        ring's count; else the one item, straight. (loop or None, the Emitter of its body, the
+        item, j, the ring's count before it)."""
         if not self.p.workers:
-            return None, em, first, em.const(0)
+            return None, em, first, em.const(0), em.const(0)
         with em.loc, em.ip:
-            loop = scf.ForOp(first, em.const(self.p.items), em.const(step), [em.const(0)])
-        return loop, em.at(ir.InsertionPoint(loop.body)).named(name), loop.induction_variable, loop.inner_iter_args[0]
+            loop = scf.ForOp(em.const(0), em.const(self.p.items // step), em.const(1), [em.const(0)])
+        body = em.at(ir.InsertionPoint(loop.body)).named(name)
+        j = loop.induction_variable
+        return loop, body, body.add(first, body.mul(j, step)), j, loop.inner_iter_args[0]
 
     def build_specialized(self, em: Emitter, q_mem, k_mem, v_mem, o_mem, mask_mem) -> None:
         """The producer form ("Producer" in the module docstring): the maps and mbarriers, then the
@@ -510,9 +534,9 @@ class HopperKernel:
         mma = em.at(ir.InsertionPoint(role.then_block)).named("consumer")
         with mma.loc, mma.ip:
             nvvm.SetMaxRegisterOp(consumer_share(p.warpgroups, PRODUCER_REGISTERS), "increase")
-        items, it, item, base = self._items(mma, first, step, "consumer")
+        items, it, item, j, base = self._items(mma, first, step, "consumer")
         self.block_of(it, item)
-        ring.wait_q(it, it.div(it.sub(item, first), step))
+        ring.wait_q(it, j)
         b.em = it
         neg_inf, zero = b.fconst(-math.inf), b.fconst(0.0)
         o_t = ir.VectorType.get([d // 2], self.f32)
@@ -539,9 +563,9 @@ class HopperKernel:
             nvvm.SetMaxRegisterOp(PRODUCER_REGISTERS, "decrease")
         one = prod.if_then(prod.eq(self.tid, p.warpgroups * WARPGROUP))
         ring.acquire_maps(one, ring.gmaps)
-        pitems, pit, item, base = self._items(one, first, step, "producer")
+        pitems, pit, item, j, base = self._items(one, first, step, "producer")
         q0 = self.block_of(pit, item)
-        ring.produce(pit, q0, pit.div(pit.sub(item, first), step), base)
+        ring.produce(pit, q0, j, base)
         if pitems is not None:
             with pit.loc, pit.ip:
                 scf.YieldOp([pit.add(base, self.tiles)])

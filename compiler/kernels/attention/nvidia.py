@@ -252,7 +252,7 @@ def plan_flash_attention(
     warpgroups: int | None = None,
     split_kv: int | None = None,
     producer: bool | None = None,
-    persistent: bool | None = None,
+    persistent: bool | int | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
