@@ -59,7 +59,7 @@ The lane executor (``runtime/executor/wgmma.py``) models every piece: the descri
 register-A form, the groups and their waits, the fences, and that a wgmma's shared-memory reads are
 ordered before the next write of the same bytes. IREE 3.13's ``nvvm.wgmma.mma_async`` takes A by
 descriptor only, so P V is written as ``llvm.inline_asm`` (``pv_wgmma``), the one form of it the
-executor models. The two warpgroups meet at the one barrier of each tile.
+executor models. In the cp.async form the two warpgroups meet at the one barrier of each tile.
 """
 
 from __future__ import annotations
@@ -80,7 +80,14 @@ from mmaflow.compiler.kernels.common.descriptors import (
     wgmma_attributes,
 )
 from mmaflow.compiler.kernels.common.emit import Emitter
-from mmaflow.compiler.kernels.common.tma import MAP_BYTES, MAP_SLOTS, ONE_BLOCK_PER_SM, TmaEmitter, consumer_share
+from mmaflow.compiler.kernels.common.tma import (
+    MAP_BYTES,
+    MAP_SLOTS,
+    ONE_BLOCK_PER_SM,
+    PRODUCER_REGISTERS,
+    TmaEmitter,
+    consumer_share,
+)
 from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 from mmaflow.compiler.target.layout import COL, ROW
 from mmaflow.compiler.target.smem_layout import Major, SmemLayout, Swizzle
@@ -95,7 +102,6 @@ SMEM_LIMIT = 227 * 1024  # sm_90's shared memory per block
 LOG2E = 1.4426950408889634
 _INTRINSIC = "WGMMA_F32_64x{n}x16_{t}"
 ATTENTION_MAPS = "mmaflow_attention_maps"  # the module global of the per-SM map slots (Q, K, V)
-PRODUCER_REGISTERS = 40  # setmaxnreg of the producer warpgroup (as the matmul's: kernels/wgmma/tma.py)
 # A producer warpgroup by head dim (H200, f16, seq 2048 / 4096, one A/B run; docs/PERFORMANCE.md, "Flash attention"):
 # at 128 0.530 / 0.972 ms against the cp.async form's 0.619 / 1.158; at 64 slower, 0.870 / 1.636 against 0.704 / 1.357.
 PRODUCER_BY_HEAD_DIM = {64: False, 128: True}
@@ -386,14 +392,6 @@ class HopperKernel:
             for i in range(n // 2)
         ]
 
-    def _struct(self, em: Emitter, values: list[ir.Value], n: int) -> ir.Value:
-        st = self._op(em, "llvm.mlir.undef", [], [self._struct_t(n)]).result
-        for i, v in enumerate(values):
-            st = self._op(
-                em, "llvm.insertvalue", [st, v], [st.type], {"position": ir.DenseI64ArrayAttr.get([i])}
-            ).result
-        return st
-
     def _proxy_fence(self, em: Emitter) -> None:
         self._op(
             em,
@@ -434,11 +432,9 @@ class HopperKernel:
         d, n = p.head_dim, p.block_n
         tid = em.thread_id()
         with em.loc, em.ip:
-            block, batch_y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
-        batch = b.batch_index(em, batch_y)
+            x, y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
         wg, lane128 = em.div(tid, WARPGROUP), em.rem(tid, WARPGROUP)
-        q0 = em.mul(block, p.block_m)
-        q_base = em.add(q0, em.mul(wg, WARPGROUP // 2))  # the warpgroup's first query
+        self.tid, self.wg = tid, wg
 
         smem = em.named("smem").alloc_lds([p.lds_bytes // 2], self.t)
         address, pad, start = shared_start(em.named("smem"), smem)
@@ -457,15 +453,12 @@ class HopperKernel:
             desc["Q"] = self._add64(em, desc["Q"], em.mul(wg, q_step >> 4))
         self.desc = desc
 
-        tiles = em.const(p.key_tiles)
-        if p.causal:  # tiles holding a key <= this block's last query
-            tiles = em.min_index(em.div(em.add(q0, p.block_m + n - 1), n), tiles)
-        self.tiles = tiles
         self.mems = {"K": k_mem, "V": v_mem}
-        self.batch, self.tid, self.wg, self.q_base = batch, tid, wg, q_base
         if p.producer:
-            self.build_specialized(em, q_mem, k_mem, v_mem, o_mem, mask_mem)
+            self.build_specialized(em, x, y, q_mem, k_mem, v_mem, o_mem, mask_mem)
             return
+        q0 = self.block_of(em, x, y)  # grid (blocks, batch): one block of queries a workgroup
+        batch, q_base, tiles = self.batch, self.q_base, self.tiles
         # Q and key tile 0, one group.
         tokens = self.copy_q(em.named("copy_q"), q_mem, batch, q0, tid)
         tokens += self.copy_tile(em, "K", em.const(0), em.const(0), None)
@@ -486,19 +479,23 @@ class HopperKernel:
         res = list(loop.results)
         self.store(em, res[r : 2 * r], res[2 * r], batch, q_base, lane128, o_mem)
 
-    def block_of(self, em: Emitter, item) -> ir.Value:
-        """Work item ``item`` (a block of queries of one batch entry): sets ``batch``, ``q_base``
-        and ``tiles`` for the emitters that follow; returns the block's first query."""
+    def block_of(self, em: Emitter, block, batch_lin) -> ir.Value:
+        """Block ``block`` of queries of batch entry ``batch_lin`` (linear): sets ``batch``,
+        ``q_base`` and ``tiles`` for the emitters that follow; returns the block's first query."""
         p, n = self.p, self.p.block_n
-        blocks = math.ceil(p.m / p.block_m)
-        q0 = em.mul(em.rem(item, blocks), p.block_m)
-        self.batch = self.b.batch_index(em, em.div(item, blocks))
+        q0 = em.mul(block, p.block_m)
+        self.batch = self.b.batch_index(em, batch_lin)
         self.q_base = em.add(q0, em.mul(self.wg, WARPGROUP // 2))
         tiles = em.const(p.key_tiles)
         if p.causal:  # tiles holding a key <= this block's last query
             tiles = em.min_index(em.div(em.add(q0, p.block_m + n - 1), n), tiles)
         self.tiles = tiles
         return q0
+
+    def item(self, em: Emitter, item) -> ir.Value:
+        """``block_of`` work item ``item`` (blocks of one batch entry consecutive)."""
+        blocks = math.ceil(self.p.m / self.p.block_m)
+        return self.block_of(em, em.rem(item, blocks), em.div(item, blocks))
 
     def _items(self, em: Emitter, first, step: int, name: str):
         """This workgroup's work items: a persistent grid's loop over j < items / workers (the same
@@ -513,7 +510,7 @@ class HopperKernel:
         j = loop.induction_variable
         return loop, body, body.add(first, body.mul(j, step)), j, loop.inner_iter_args[0]
 
-    def build_specialized(self, em: Emitter, q_mem, k_mem, v_mem, o_mem, mask_mem) -> None:
+    def build_specialized(self, em: Emitter, x, y, q_mem, k_mem, v_mem, o_mem, mask_mem) -> None:
         """The producer form ("Producer" in the module docstring): the maps and mbarriers, then the
         roles: warpgroups 0 .. W-1 compute (their loop as the cp.async form's, waiting on each
         tile's "full" mbarrier and releasing its slot on "empty"), warpgroup W copies. Both loop
@@ -524,9 +521,7 @@ class HopperKernel:
         d, r = p.head_dim, len(self.rows)
         ring = self.ring = _AttentionRing(self, em)
         ring.setup(em, [q_mem, k_mem, v_mem])
-        with em.loc, em.ip:
-            x, y = hal.interface_workgroup_id(0), hal.interface_workgroup_id(1)
-        first = em.add(x, em.mul(y, p.grid[0]))  # this workgroup's first item
+        first = em.add(x, em.mul(y, p.grid[0]))  # this workgroup's first item (x, y: its ids)
         step = p.grid[0] * p.grid[1]
         consumer = em.lt(self.tid, p.warpgroups * WARPGROUP)
         with em.loc, em.ip:
@@ -535,7 +530,7 @@ class HopperKernel:
         with mma.loc, mma.ip:
             nvvm.SetMaxRegisterOp(consumer_share(p.warpgroups, PRODUCER_REGISTERS), "increase")
         items, it, item, j, base = self._items(mma, first, step, "consumer")
-        self.block_of(it, item)
+        self.item(it, item)
         ring.wait_q(it, j)
         b.em = it
         neg_inf, zero = b.fconst(-math.inf), b.fconst(0.0)
@@ -564,7 +559,7 @@ class HopperKernel:
         one = prod.if_then(prod.eq(self.tid, p.warpgroups * WARPGROUP))
         ring.acquire_maps(one, ring.gmaps)
         pitems, pit, item, j, base = self._items(one, first, step, "producer")
-        q0 = self.block_of(pit, item)
+        q0 = self.item(pit, item)
         ring.produce(pit, q0, j, base)
         if pitems is not None:
             with pit.loc, pit.ip:
@@ -721,7 +716,7 @@ class HopperKernel:
             one = arith.ConstantOp(i32, 1).result
         if self._p_fence:
             self._op(em, "nvvm.wgmma.fence.aligned")
-        t_ptx = {"f16": "f16", "bf16": "bf16"}[p.elem]
+        t_ptx = intr.ptx_type("A")
         outs = ", ".join(f"${i}" for i in range(f))
         lines = []
         for t in range(steps):

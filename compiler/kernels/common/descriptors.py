@@ -23,11 +23,11 @@ CHUNK_BYTES = 16
 SHARED_FIELD = 0x3FFFF  # matrix-descriptor-encode keeps address bits 17..4
 
 
-def swizzled_offset(em: Emitter, lay: SmemLayout, mn, k, swizzle: bool = True) -> ir.Value:
+def swizzled_offset(em: Emitter, lay: SmemLayout, mn, k) -> ir.Value:
     """``SmemLayout.offset(mn, k)`` in bytes from the tile base, for an element at the start of a
     16-byte chunk (K-major: k a multiple of a chunk's elements; MN-major: mn): atom (M/N-atoms
     fastest: the layouts the cp.async copies and the attention kernel fill), line, and the chunk
-    XOR the swizzle of the line (``swizzle`` False: without it, the linear offset; a test's mutation)."""
+    XOR the swizzle of the line."""
     mn, k = (em.const(x) if isinstance(x, int) else x for x in (mn, k))
     line_e, s = lay.line_elements, lay.swizzle.chunks
     per_chunk = CHUNK_BYTES // lay.element_bytes
@@ -37,7 +37,7 @@ def swizzled_offset(em: Emitter, lay: SmemLayout, mn, k, swizzle: bool = True) -
     else:
         atom = em.add(em.mul(em.div(k, 8), lay.mn_atoms), em.div(mn, line_e))
         line, chunk = em.rem(k, 8), em.div(em.rem(mn, line_e), per_chunk)
-    if s > 1 and swizzle:
+    if s > 1:
         with em.loc, em.ip:
             chunk = arith.XOrIOp(chunk, em.rem(em.div(line, 8 // s), s)).result
     return em.add(em.mul(atom, lay.swizzle.atom_bytes), em.mul(line, lay.swizzle.width), em.mul(chunk, CHUNK_BYTES))

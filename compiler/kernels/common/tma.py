@@ -37,6 +37,19 @@ CP_FENCEPROXY = (
 )
 
 
+# setmaxnreg (PTX ISA "setmaxnreg"): 24..256, multiples of 8. The registers come from a per-CTA
+# pool, what the CTA got at launch: every thread the kernel's register count. With .maxntid and
+# .minnctapersm 1 (hand_back's nvvm.minctasm) ptxas sets it to the most that fits the SM
+# (SM_REGISTERS / threads, in the allocation's multiples of 8: 168 for 384 threads, 96 for 640)
+# when a warpgroup raises its count to at least that; a kernel whose counts all stay below gets
+# a count ptxas chooses (154 for 384 threads with an .inc to 104: never here, since
+# consumer_share refuses a share below the launch count). An .inc blocks until the pool has the
+# registers, so the warpgroups' counts must sum within the pool, not the SM's 64K: 640 threads
+# asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped.
+# The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
+PRODUCER_REGISTERS = 40
+
+
 def launch_registers(threads: int) -> int:
     """Per-thread registers a CTA of ``threads`` gets at launch when its consumer warpgroups ask
     for at least that many (ptxas's count from .maxntid, allocated in multiples of 8: at most 256,
@@ -46,8 +59,8 @@ def launch_registers(threads: int) -> int:
 
 def consumer_share(warpgroups: int, producer: int) -> int:
     """setmaxnreg's count for each of ``warpgroups`` consumer warpgroups beside one producer
-    warpgroup of ``producer`` registers a thread: what the CTA's launch pool leaves them
-    (``kernels/wgmma/tma.py``, at PRODUCER_REGISTERS, says why the pool and not the SM)."""
+    warpgroup of ``producer`` registers a thread: what the CTA's launch pool leaves them (above,
+    at PRODUCER_REGISTERS: why the pool and not the SM)."""
     threads = 128 * (warpgroups + 1)
     launch = launch_registers(threads)
     per = (threads * launch - 128 * producer) // (128 * warpgroups)

@@ -72,6 +72,7 @@ from mmaflow.compiler.kernels.common.tma import (
     MAP_BYTES,
     MAP_SLOTS,
     ONE_BLOCK_PER_SM,
+    PRODUCER_REGISTERS,
     STRIDE_LIMIT,
     TMA_TARGET_PTX,
     WAIT_LIMIT,
@@ -713,19 +714,6 @@ class TmaRing(TmaEmitter):
             y = scf.YieldOp([])
         for o in tail:
             o.move_before(y)
-
-
-# setmaxnreg (PTX ISA "setmaxnreg"): 24..256, multiples of 8. The registers come from a per-CTA
-# pool, what the CTA got at launch: every thread the kernel's register count. With .maxntid and
-# .minnctapersm 1 (hand_back's nvvm.minctasm) ptxas sets it to the most that fits the SM
-# (SM_REGISTERS / threads, in the allocation's multiples of 8: 168 for 384 threads, 96 for 640)
-# when a warpgroup raises its count to at least that; a kernel whose counts all stay below gets
-# a count ptxas chooses (154 for 384 threads with an .inc to 104: never here, since
-# consumer_registers refuses a share below the launch count). An .inc blocks until the pool has the
-# registers, so the warpgroups' counts must sum within the pool, not the SM's 64K: 640 threads
-# asking 4 x 112 + 40 per thread (62464 > 61440) hung on the H100 until the mbarrier waits trapped.
-# The producer keeps PRODUCER_REGISTERS, the MMA warpgroups share the rest.
-PRODUCER_REGISTERS = 40
 
 
 def consumer_registers(warpgroups: int) -> int:
