@@ -168,7 +168,18 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = No
     inner = [(a, b) for a, b in loops if not any(a <= c and d <= b and (c, d) != (a, b) for c, d in loops)]
     if not inner:
         return None
-    best = max(inner, key=lambda ab: ab[1] - ab[0])
+
+    def held(ab) -> int:  # matrix instructions between the label and the branch
+        return (
+            0
+            if within is None
+            else sum(1 for k, t in instrs[ab[0] : ab[1] + 1] if k == "instr" and t.startswith(within))
+        )
+
+    # The most matrix instructions, then the longest: LLVM may lay a rotated K loop out past its
+    # enclosing loop's back branch (the causal attention's masked path placed after the loop's
+    # latch), so that the enclosing loop's span holds only part of the K loop, and a longer one.
+    best = max(inner, key=lambda ab: (held(ab), ab[1] - ab[0]))
     return [t for k, t in instrs[best[0] : best[1] + 1] if k == "instr"]
 
 
