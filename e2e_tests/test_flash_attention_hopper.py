@@ -87,6 +87,7 @@ PRODUCER = [
     (3, 200, 130, 128, "bf16", True, 2, 128, 3, 2),
     (3, 70, 333, 64, "f16", False, 1, 64, 4, False),
     (4, 64, 333, 64, "bf16", False, 1, 64, 2, 3),
+    (2, 130, 200, 64, "f16", True, 1, 64, 2, 2),  # causal, three rounds: the odd one runs backwards
 ]
 PRODUCER_EXHAUSTIVE = [
     (1, 256, 700, 64, "bf16", True, 2, 64, 2, False),

@@ -457,7 +457,7 @@ class HopperKernel:
         if p.producer:
             self.build_specialized(em, x, y, q_mem, k_mem, v_mem, o_mem, mask_mem)
             return
-        q0 = self.block_of(em, x, y)  # grid (blocks, batch): one block of queries a workgroup
+        q0 = self.block_of(em, self._heavy_first(em, x), y)  # grid (blocks, batch): a block of queries a workgroup
         batch, q_base, tiles = self.batch, self.q_base, self.tiles
         # Q and key tile 0, one group.
         tokens = self.copy_q(em.named("copy_q"), q_mem, batch, q0, tid)
@@ -495,7 +495,14 @@ class HopperKernel:
     def item(self, em: Emitter, item) -> ir.Value:
         """``block_of`` work item ``item`` (blocks of one batch entry consecutive)."""
         blocks = math.ceil(self.p.m / self.p.block_m)
-        return self.block_of(em, em.rem(item, blocks), em.div(item, blocks))
+        return self.block_of(em, self._heavy_first(em, em.rem(item, blocks)), em.div(item, blocks))
+
+    def _heavy_first(self, em: Emitter, block) -> ir.Value:
+        """Causal: a batch entry's blocks of queries last to first, so the longest (most key tiles) start
+        first and the short ones fill the tail (FlashAttention-2's order); else ``block``."""
+        if not self.p.causal:
+            return block
+        return em.sub(em.const(math.ceil(self.p.m / self.p.block_m) - 1), block)
 
     def _items(self, em: Emitter, first, step: int, name: str):
         """This workgroup's work items: a persistent grid's loop over j < items / workers (the same
@@ -508,7 +515,14 @@ class HopperKernel:
             loop = scf.ForOp(em.const(0), em.const(self.p.items // step), em.const(1), [em.const(0)])
         body = em.at(ir.InsertionPoint(loop.body)).named(name)
         j = loop.induction_variable
-        return loop, body, body.add(first, body.mul(j, step)), j, loop.inner_iter_args[0]
+        mine = first
+        if self.p.causal:
+            # Causal blocks cost their diagonal: odd rounds run backwards, so a workgroup's short blocks pair with
+            # long ones (blocks of a batch entry consecutive; where the workers are a multiple of them, every
+            # workgroup would otherwise get the same block of each).
+            odd = body.eq(body.rem(j, 2), 1)
+            mine = body.select(odd, body.sub(body.const(step - 1), first), first)
+        return loop, body, body.add(mine, body.mul(j, step)), j, loop.inner_iter_args[0]
 
     def build_specialized(self, em: Emitter, x, y, q_mem, k_mem, v_mem, o_mem, mask_mem) -> None:
         """The producer form ("Producer" in the module docstring): the maps and mbarriers, then the
