@@ -443,7 +443,8 @@ def check_attention_site(
 ) -> SiteCheck:
     """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
     byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random finite values (an i1
-    mask: random bytes 0 / 1, mostly 1, key 0 always 1), sentinels elsewhere; the kernel's O against the float64
+    mask: random bytes 0 / 1, mostly 1, key 0 always 1; a mask proven causal: NaN, and the reference causal),
+    sentinels elsewhere; the kernel's O against the float64
     reference within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
     from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
 
@@ -478,7 +479,12 @@ def check_attention_site(
     placed = [(q_r, q), (k_r, k), (v_r, v)]
     nb = len(attn.batch)
     ref_mask = None
-    if rec.mask is not None:
+    if rec.mask is not None and attn.causal:
+        # Proven causal from the dispatch that writes it (``attn.causal`` names it): the kernel must not read
+        # it. NaN there (an all-ones byte pattern) would reach O through any read.
+        m_r = region(rec.mask)
+        placed.append((m_r, np.full(m_r.shape, np.nan, dtype=m_r.dtype)))
+    elif rec.mask is not None:
         # The additive mask is another dispatch's output: a causal 0 / -inf pattern (every row
         # sees key 0) plus random finite values, in its stored order (a batch dim it lacks is a
         # broadcast).
@@ -515,8 +521,11 @@ def check_attention_site(
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     if chosen is not None:
         chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
+    # Causal: each workgroup's key loop ends at its own diagonal, and the executor needs loop bounds uniform
+    # across the lanes it runs together: one workgroup at a time.
+    lanes = {"max_lanes": d.workgroup_size} if attn.causal else {}
     stats, written = run_dispatch(
-        d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen, progress=progress
+        d, buffers, constants=constants, workload=list(lay.workload), workgroups=chosen, progress=progress, **lanes
     )
 
     def flat(x, which, rows):  # stored -> (batch, rows, head dim), through the recorded storage order
@@ -527,7 +536,12 @@ def check_attention_site(
 
     q64, k64, v64 = (x.astype(np.float64) for x in (q, k, v))
     ref = attention_reference(
-        flat(q64, 0, attn.m), flat(k64, 1, attn.k2), flat(v64, 2, attn.k2), attn.scale, causal=False, mask=ref_mask
+        flat(q64, 0, attn.m),
+        flat(k64, 1, attn.k2),
+        flat(v64, 2, attn.k2),
+        attn.scale,
+        causal=bool(attn.causal),
+        mask=ref_mask,
     )
     bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
     got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)

@@ -411,6 +411,24 @@ def attention_module(
     )
 
 
+def causal_attention_module(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16") -> str:
+    """``@attention(Q, K, V) -> O`` as iree-turbine exports PyTorch's ``scaled_dot_product_attention(q, k, v,
+    is_causal=True)``: the torch dialect op itself (each tensor ``(batch, heads, seq, head_dim)``), which
+    IREE's torch input conversion lowers to an attention reading an additive mask and a dispatch of its
+    own writing that mask (``compiler/core/causal.py``)."""
+    t = f"!torch.vtensor<[{batch},{heads},{seq},{head_dim}],{dtype}>"
+    return (
+        f"func.func @attention(%q: {t}, %k: {t}, %v: {t}) -> {t} {{\n"
+        "  %none = torch.constant.none\n"
+        "  %dropout = torch.constant.float 0.000000e+00\n"
+        "  %causal = torch.constant.bool true\n"
+        "  %gqa = torch.constant.bool false\n"
+        "  %o = torch.aten.scaled_dot_product_attention %q, %k, %v, %none, %dropout, %causal, %none, %gqa : "
+        f"{t}, {t}, {t}, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> {t}\n"
+        f"  return %o : {t}\n}}\n"
+    )
+
+
 def decode_attention_module(
     batch: int,
     kv_heads: int,

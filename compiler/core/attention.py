@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass
 
 from iree.compiler import ir
 
+from mmaflow.compiler.core.causal import CAUSAL_MASK
 from mmaflow.compiler.core.errors import InputError
-from mmaflow.compiler.core.mlir import defining_op, location_of
+from mmaflow.compiler.core.mlir import defining_op, location_of, str_attr
 from mmaflow.compiler.core.problem import Binding, DynamicDim
 
 ATTENTION_OPS = ("iree_linalg_ext.attention", "iree_linalg_ext.online_attention")
@@ -48,6 +49,9 @@ class Attention:
     scale: float | None  # None: a run-time value
     mask: str  # "no mask", "additive f16 mask ...", "boolean i1 mask ..."
     mask_type: str | None = None  # the mask's element type ("f16", "i1", ...); None: no mask
+    # The mask proven causal (key j > query i masked, top-left aligned) from the dispatch that writes it
+    # (``core/causal.py``): which dispatch, and the kernel skips masked tiles instead of reading it; "" otherwise.
+    causal: str = ""
 
     def describe(self) -> str:
         def d(x):
@@ -157,8 +161,9 @@ def _constant_float(value: ir.Value) -> float | None:
     return ir.FloatAttr(op.attributes["value"]).value
 
 
-def describe_attention(op: ir.Operation) -> Attention:
-    """Read an attention op's dimensions, types, scale and mask through the bindings."""
+def _roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
+    """An attention op's indexing-map dims per operand, its operand values by name, and the loops
+    playing each role (batch, M, K1, K2, N)."""
     if op.name not in ATTENTION_OPS:
         raise ValueError(f"{op.name} is not an attention op")
     n_out = len(op.results)
@@ -176,6 +181,44 @@ def describe_attention(op: ir.Operation) -> Attention:
         raise InputError(f"{op.name} has {len(maps)} indexing maps for {len(names)} operands", location=location_of(op))
     dims = {name: _map_dims(maps[i], name, op) for i, name in enumerate(names)}
     values = dict(zip(names, ins + [outs[0]]))
+    q, k, v, o = (set(dims[x]) for x in ("Q", "K", "V", "O"))
+
+    def role(members: set) -> list[int]:
+        found = [d for d in dims["O"] + dims["Q"] + dims["K"] + dims["V"] if d in members]
+        return list(dict.fromkeys(found))
+
+    roles = {
+        "batch": role(q & k & v & o),
+        "M": role((q & o) - k),
+        "K1": role((q & k) - o),
+        "K2": role((k & v) - q),
+        "N": role((v & o) - q),
+    }
+    if not roles["M"]:
+        raise InputError(
+            f"{op.name}: no loop plays the role of M: the query length 1 folded away (a decoder step as "
+            f"IREE forms it from iree-turbine's export); the flash-attention kernel takes a query loop",
+            location=location_of(op),
+        )
+    for what in ("M", "K1", "K2", "N"):
+        if len(roles[what]) != 1:
+            raise InputError(
+                f"{op.name}: {len(roles[what])} loops play the role of {what} in its indexing maps",
+                location=location_of(op),
+            )
+    return dims, values, roles
+
+
+def query_key_loops(op: ir.Operation) -> tuple[int, int]:
+    """The loops of an attention op that are its queries (M) and its keys (K2)."""
+    _, _, roles = _roles(op)
+    return roles["M"][0], roles["K2"][0]
+
+
+def describe_attention(op: ir.Operation) -> Attention:
+    """Read an attention op's dimensions, types, scale and mask through the bindings; a mask proven
+    causal (``core/causal.py``'s attribute on the op) is described so."""
+    dims, values, roles = _roles(op)
     sizes: dict[int, int | None] = {}
     types = {}
     for name in ("Q", "K", "V", "O") + (("mask",) if "mask" in values else ()):
@@ -184,41 +227,26 @@ def describe_attention(op: ir.Operation) -> Attention:
         for loop, size in zip(dims[name], shape):
             if size is not None or loop not in sizes:
                 sizes[loop] = size
-    q, k, v, o = (set(dims[x]) for x in ("Q", "K", "V", "O"))
-
-    def role(members: set) -> list[int]:
-        found = [d for d in dims["O"] + dims["Q"] + dims["K"] + dims["V"] if d in members]
-        return list(dict.fromkeys(found))
-
-    batch = role(q & k & v & o)
-    m, k1, k2, n = role((q & o) - k), role((q & k) - o), role((k & v) - q), role((v & o) - q)
-    if not m:
-        raise InputError(
-            f"{op.name}: no loop plays the role of M: the query length 1 folded away (a decoder step as "
-            f"IREE forms it from iree-turbine's export); the flash-attention kernel takes a query loop",
-            location=location_of(op),
-        )
-    for what, found in (("M", m), ("K1", k1), ("K2", k2), ("N", n)):
-        if len(found) != 1:
-            raise InputError(
-                f"{op.name}: {len(found)} loops play the role of {what} in its indexing maps", location=location_of(op)
-            )
+    batch, (m,), (k1,), (k2,), (n,) = (roles[r] for r in ("batch", "M", "K1", "K2", "N"))
     mask_type = None
     if "mask" in values:
         elem, shape = _shape(values["mask"])
         mask_type = elem
         kind = "boolean" if elem == "i1" else "additive"
         extent = "x".join("?" if s is None else str(s) for s in shape)
-        mask = f"{kind} {elem} mask {extent}, whether causal is in its data"
+        causal = str_attr(op, CAUSAL_MASK) or ""
+        mask = f"{kind} {elem} mask {extent}, " + (
+            f"causal ({causal}): not read" if causal else "whether causal is in its data"
+        )
     else:
-        mask = "no mask"
+        mask, causal = "no mask", ""
     return Attention(
         op.name,
         tuple(sizes[b] for b in batch),
-        sizes[m[0]],
-        sizes[k1[0]],
-        sizes[k2[0]],
-        sizes[n[0]],
+        sizes[m],
+        sizes[k1],
+        sizes[k2],
+        sizes[n],
         types["Q"],
         types["K"],
         types["V"],
@@ -226,4 +254,5 @@ def describe_attention(op: ir.Operation) -> Attention:
         _constant_float(values["scale"]),
         mask,
         mask_type,
+        causal,
     )

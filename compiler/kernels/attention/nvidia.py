@@ -301,10 +301,11 @@ def plan_flash_attention(
         raise UnsupportedError(
             f"{what}: the wgmma attention kernel takes a static key length (mma.sync a run-time one)"
         )
+    causal = causal or bool(attn.causal)  # a mask proven causal: masked tiles skipped, the mask not read
     if attn.k2 is None and causal:
         raise UnsupportedError(f"{what}: causal with a run-time key length (IREE gives causal SDPA as a mask)")
     mask = None
-    if attn.mask != "no mask":
+    if attn.mask != "no mask" and not attn.causal:
         mask_type = attn.mask_type or ("i1" if attn.mask.startswith("boolean") else None)
         if mask_type is None:
             raise UnsupportedError(
@@ -1606,7 +1607,7 @@ def rewrite_dispatch(
             k=placements["K"],
             v=placements["V"],
             o=placements["O"],
-            mask=placements.get("mask"),
+            mask=placements.get("mask") if plan.mask else None,  # (a causal one proven so: not read)
             layout=layout,
             ip=ir.InsertionPoint(fn),
             loc=ir.Location.name("mmaflow.flash_attention", childLoc=fn.location),

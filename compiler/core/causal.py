@@ -1,0 +1,332 @@
+"""Causal masks, read from the dispatch that writes them.
+
+IREE 3.13 lowers PyTorch's ``scaled_dot_product_attention(is_causal=True)`` to an attention op
+that reads an additive mask, and writes that mask in a dispatch of its own, run before the
+attention on every call (GPT-2's SDPA block, at executable-sources)::
+
+    %2 = linalg.generic {indexing_maps = [identity], iterator_types = ["parallel"]}
+         outs(%1 : tensor<1572864xf16>) {
+      %3 = linalg.index 0 : index
+      %4 = arith.remsi %3, %c256 : index                       -- the key
+      %6 = arith.remsi (arith.divsi %3, %c256), %c256 : index  -- the query
+      %7 = arith.cmpi sge, %6, %4 : index
+      %8 = arith.select %7, 0.0, -inf : f16
+    }
+
+From the attention dispatch alone the mask is data. This module reads both ends: what a
+generator dispatch writes, symbolically (``Generator``: each value of its body as a digit of the
+written tensor's row-major element index), and where an attention op's mask lives and which of
+its element index's digits are the query and the key (``MaskSite``). ``Generator.is_causal(site)``
+holds when every element the generator writes is 0 where the key is at or before the query and
+-inf after it (PyTorch's top-left aligned ``is_causal``), over the same element count and type.
+``driver/causal_masks.py`` matches the two through the host program's byte ranges.
+
+Anything outside the small grammar below (an added offset, a bottom-right alignment, a finite
+"minus infinity", a mask loaded through a transpose) is not recognised: the kernel then reads
+the mask, as it reads any other.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from iree.compiler import ir
+
+from mmaflow.compiler.core.mlir import defining_op, walk
+
+# What stamps a proven causal mask on an attention op: a StringAttr naming the writer.
+CAUSAL_MASK = "mmaflow.causal_mask"
+
+_TENSOR = re.compile(r"dispatch\.tensor<(readonly|writeonly|readwrite):tensor<([^>]*)>>")
+
+
+@dataclass(frozen=True)
+class Offset:
+    """A subspan's byte offset: a constant, or push constant ``ordinal`` (its value at each call site)."""
+
+    value: int | None = None
+    ordinal: int | None = None
+
+    def at(self, push: list[int | None]) -> int | None:
+        if self.ordinal is None:
+            return self.value
+        return push[self.ordinal] if self.ordinal < len(push) else None
+
+
+@dataclass(frozen=True)
+class Subspan:
+    """One ``hal.interface.binding.subspan`` of a dispatch function: its binding, offset (None:
+    not readable here), access and size in bytes (None: a dynamic shape)."""
+
+    binding: int
+    offset: Offset | None
+    access: str  # "readonly", "writeonly", "readwrite", or "unknown"
+    nbytes: int | None
+    shape: tuple[int | None, ...] = ()
+    elem: str = ""
+
+    @property
+    def writes(self) -> bool:
+        return self.access != "readonly"
+
+    @property
+    def reads(self) -> bool:
+        return self.access != "writeonly"
+
+
+def _int(value: ir.Value, depth: int = 0) -> Offset | None:
+    """An index value as a constant or a push constant (through casts and ``util.assume.int``)."""
+    op = defining_op(value)
+    if op is None or depth > 8:
+        return None
+    if op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
+        return Offset(value=ir.IntegerAttr(op.attributes["value"]).value)
+    if op.name in ("arith.index_castui", "arith.index_cast", "arith.extui"):
+        return _int(op.operands[0], depth + 1)
+    if op.name == "util.assume.int":
+        i = list(op.results).index(value)
+        return _int(op.operands[i], depth + 1)
+    if op.name == "hal.interface.constant.load":
+        return Offset(ordinal=ir.IntegerAttr(op.attributes["ordinal"]).value)
+    return None
+
+
+def _bits(elem: str) -> int | None:
+    m = re.fullmatch(r"[a-z]*?(\d+)[A-Za-z0-9]*", elem)
+    if m is None:
+        return None
+    bits = int(m.group(1))
+    return 8 if bits == 1 else bits  # i1 is stored a byte per element at a dispatch boundary
+
+
+def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
+    """Every subspan of a dispatch function, by its op."""
+    out = {}
+    for op in walk(func):
+        if op.name != "hal.interface.binding.subspan":
+            continue
+        seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+        offset = _int(op.operands[0]) if seg[0] else Offset(value=0)
+        m = _TENSOR.search(str(op.results[0].type))
+        access, nbytes, shape, elem = "unknown", None, (), ""
+        if m is not None:
+            access = m.group(1)
+            *dims, elem = m.group(2).split("x")
+            shape = tuple(None if d == "?" else int(d) for d in dims)
+            bits = _bits(elem)
+            if bits is not None and None not in shape:
+                nbytes = math.ceil(math.prod(shape) * bits / 8)
+        out[op] = Subspan(ir.IntegerAttr(op.attributes["binding"]).value, offset, access, nbytes, shape, elem)
+    return out
+
+
+def _whole(op: ir.Operation, shape: tuple) -> bool:
+    """A dispatch.tensor load or store of the whole tensor (offsets 0, full sizes, unit strides)."""
+    try:
+        offsets, sizes, strides = (
+            list(ir.DenseI64ArrayAttr(op.attributes[n])) for n in ("static_offsets", "static_sizes", "static_strides")
+        )
+    except (KeyError, ValueError):
+        return False
+    seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
+    return not any(seg[-4:]) and set(offsets) <= {0} and tuple(sizes) == shape and set(strides) <= {1}
+
+
+# ---- the generator's body, symbolically ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Digit:
+    """(L // div) % mod over the written tensor's row-major element index L (mod None: no modulo)."""
+
+    div: int
+    mod: int | None
+
+
+def _digit(div: int, mod: int | None, total: int) -> Digit:
+    if mod is not None and total % div == 0 and mod >= total // div:
+        mod = None  # L // div < total / div already
+    return Digit(div, mod)
+
+
+@dataclass(frozen=True)
+class Compare:
+    pred: int  # arith.cmpi's: eq 0, ne 1, slt 2, sle 3, sgt 4, sge 5, ult 6, ule 7, ugt 8, uge 9
+    lhs: Digit
+    rhs: Digit
+
+
+@dataclass(frozen=True)
+class Select:
+    cond: Compare
+    true: float
+    false: float
+
+
+class _Unreadable(Exception):
+    pass
+
+
+def _body_value(value: ir.Value, env: dict, shape: tuple, total: int):
+    """The symbolic value of ``value`` in the generic's body (Digit, Compare, Select or a constant)."""
+    if value in env:
+        return env[value]
+    op = defining_op(value)
+    if op is None:
+        raise _Unreadable("the body reads its block arguments")
+    args = [_body_value(v, env, shape, total) for v in op.operands]
+    name = op.name
+    if name == "linalg.index":
+        dim = ir.IntegerAttr(op.attributes["dim"]).value
+        out = _digit(math.prod(shape[dim + 1 :]), shape[dim], total)
+    elif name == "arith.constant":
+        attr = op.attributes["value"]
+        if isinstance(attr, ir.IntegerAttr):
+            out = ir.IntegerAttr(attr).value
+        elif isinstance(attr, ir.FloatAttr):
+            out = ir.FloatAttr(attr).value
+        else:
+            raise _Unreadable(f"a constant {attr}")
+    elif name in ("arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi") and isinstance(
+        args[0], Digit
+    ):
+        out = args[0]
+    elif name in ("arith.remsi", "arith.remui", "arith.divsi", "arith.divui") and isinstance(args[0], Digit):
+        x, c = args
+        if not isinstance(c, int) or c < 1:
+            raise _Unreadable(f"{name} by {c}")
+        if name.startswith("arith.rem"):
+            if x.mod is not None and x.mod % c:
+                raise _Unreadable(f"{name}: {c} does not divide {x.mod}")
+            out = _digit(x.div, c, total)
+        else:
+            if x.mod is not None and x.mod % c:
+                raise _Unreadable(f"{name}: {c} does not divide {x.mod}")
+            out = _digit(x.div * c, None if x.mod is None else x.mod // c, total)
+    elif name == "arith.cmpi" and all(isinstance(a, Digit) for a in args):
+        out = Compare(ir.IntegerAttr(op.attributes["predicate"]).value, *args)
+    elif name == "arith.select" and isinstance(args[0], Compare) and all(isinstance(a, float) for a in args[1:]):
+        out = Select(*args)
+    else:
+        raise _Unreadable(f"{name}")
+    env[value] = out
+    return out
+
+
+@dataclass(frozen=True)
+class MaskSite:
+    """Where an attention op's mask lives (a whole-tensor load of ``subspan``) and, over the stored
+    tensor's row-major element index, which digits are the query and the key."""
+
+    subspan: Subspan
+    query: Digit
+    key: Digit
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A dispatch that writes one whole tensor computed from its element indices only."""
+
+    subspan: Subspan
+    value: object  # Select (an additive mask) or Compare (a boolean one)
+    total: int
+
+    def is_causal(self, site: MaskSite) -> bool:
+        """Every element 0 where key <= query and -inf where key > query, over the mask's
+        elements (same count, type and bytes)."""
+        s = self.subspan
+        if (s.elem, s.nbytes, self.total) != (site.subspan.elem, site.subspan.nbytes, math.prod(site.subspan.shape)):
+            return False
+        v = self.value
+        if not isinstance(v, Select) or site.subspan.elem not in ("f16", "bf16", "f32"):
+            return False
+        q, k = site.query, site.key
+        c = v.cond
+        pred = {6: 2, 7: 3, 8: 4, 9: 5}.get(c.pred, c.pred)  # unsigned as signed: indices are >= 0
+        if (c.lhs, c.rhs) == (k, q):  # k <= q as q >= k
+            pred = {2: 4, 3: 5, 4: 2, 5: 3}.get(pred, pred)
+        elif (c.lhs, c.rhs) != (q, k):
+            return False
+        if pred == 5:  # q >= k: kept when true
+            kept, masked = v.true, v.false
+        elif pred == 2:  # q < k: masked when true
+            kept, masked = v.false, v.true
+        else:
+            return False
+        return kept == 0.0 and math.isinf(masked) and masked < 0
+
+
+def generator(func: ir.Operation) -> tuple[Generator | None, str]:
+    """The tensor ``func`` writes if it is a generator (one ``linalg.generic`` without inputs,
+    its body a function of ``linalg.index`` alone, stored whole to the one subspan it writes);
+    else None and why not."""
+    subs = subspans(func)
+    writes = [s for s in subs.values() if s.writes]
+    generics = [o for o in walk(func) if o.name == "linalg.generic"]
+    stores = [o for o in walk(func) if o.name == "iree_tensor_ext.dispatch.tensor.store"]
+    if len(writes) != 1 or len(generics) != 1 or len(stores) != 1 or len(subs) != 1:
+        return None, "not a single generic writing one tensor from nothing"
+    (gen,), (store,) = generics, stores
+    seg = list(ir.DenseI32ArrayAttr(gen.attributes["operandSegmentSizes"]))
+    if seg[0] != 0 or store.operands[0] != gen.results[0]:
+        return None, "the generic reads inputs or is not what it stores"
+    target = defining_op(store.operands[1])
+    sub = subs.get(target)
+    t = ir.RankedTensorType(gen.results[0].type)
+    shape = tuple(t.shape)
+    if sub is None or sub.shape != shape or not _whole(store, shape):
+        return None, "the generic's result is not stored whole into its subspan"
+    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(gen.attributes["indexing_maps"])]
+    if len(maps) != 1 or [e.position if isinstance(e, ir.AffineDimExpr) else None for e in maps[0].results] != list(
+        range(maps[0].n_dims)
+    ):
+        return None, "the generic's output map is not the identity"
+    body = gen.regions[0].blocks[0]
+    (term,) = [o for o in body.operations if o.operation.name == "linalg.yield"]
+    total = math.prod(shape)
+    try:
+        value = _body_value(term.operands[0], {}, shape, total)
+    except _Unreadable as e:
+        return None, f"its body has {e}"
+    return Generator(sub, value, total), ""
+
+
+def mask_site(op: ir.Operation, query_loop: int, key_loop: int) -> MaskSite | None:
+    """An attention op's mask as a whole-tensor load of a subspan, with the digits of its
+    element index that are the query (loop ``query_loop``) and the key (``key_loop``); None
+    when the mask reaches the op any other way."""
+    n_out = len(op.results)
+    ins = list(op.operands)[: len(op.operands) - n_out]
+    if len(ins) != 5:
+        return None
+    load = defining_op(ins[4])
+    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
+        return None
+    sub_op = defining_op(load.operands[0])
+    if sub_op is None:
+        return None
+    sub = subspans(_func_of(sub_op)).get(sub_op)
+    t = ir.RankedTensorType(ins[4].type)
+    shape = tuple(t.shape)
+    if sub is None or t.has_static_shape is False or sub.shape != shape or not _whole(load, shape):
+        return None
+    amap = ir.AffineMapAttr(ir.ArrayAttr(op.attributes["indexing_maps"])[4]).value
+    dims = [e.position if isinstance(e, ir.AffineDimExpr) else None for e in amap.results]
+    if dims.count(query_loop) != 1 or dims.count(key_loop) != 1:
+        return None
+    total = math.prod(shape)
+    qa, ka = dims.index(query_loop), dims.index(key_loop)
+    return MaskSite(
+        sub,
+        _digit(math.prod(shape[qa + 1 :]), shape[qa], total),
+        _digit(math.prod(shape[ka + 1 :]), shape[ka], total),
+    )
+
+
+def _func_of(op: ir.Operation) -> ir.Operation:
+    p = op.parent
+    while p is not None and p.name not in ("func.func", "util.func"):
+        p = p.parent
+    return p
