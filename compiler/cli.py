@@ -888,6 +888,12 @@ def build_parser() -> argparse.ArgumentParser:
         "= 2048 (--sizes: the sequence lengths)",
     )
     b.add_argument(
+        "--causal",
+        action="store_true",
+        help="with --attention: causal attention, as iree-turbine exports scaled_dot_product_attention(is_causal=True) "
+        "(IREE writes a mask in a dispatch of its own; mmaflow proves it causal) against torch's is_causal=True",
+    )
+    b.add_argument(
         "--decode",
         metavar="B,..",
         help="with --attention: decode attention instead, a decoder step against a KV cache of a run-time length "

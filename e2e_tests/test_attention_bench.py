@@ -99,6 +99,31 @@ def test_prepare_takes_the_attention_dispatch(tmp_path):
     assert all((tmp_path / e["file"]).stat().st_size > 0 for e in case["entries"])
 
 
+def test_prepare_causal_builds_the_torch_form_proven(tmp_path):
+    """--causal: scaled_dot_product_attention(is_causal=True) in the torch dialect, its mask proven causal
+    (the kernel's config says causal); FLOPs half the full attention's, as FlashAttention counts them."""
+    argv = ["bench", "--attention", "--causal", "--target", "sm_90a", "--sizes", "256", "--head-dims", "128"]
+    assert cli.main(argv + ["--dtype", "bf16", "--prepare-only", str(tmp_path)]) == 0
+    (case,) = json.loads((tmp_path / "manifest.json").read_text())["cases"]
+    assert case["key"] == "bf16_b2h16_s256_d128_causal" and case["causal"] is True
+    ours = case["entries"][0]
+    assert ours["variant"] == "mmaflow sm_90a" and ", causal;" in ours["config"], ours["config"]
+    assert attention_bench.flops(case) == 4 * 2 * 16 * 256 * 256 * 128 / 2
+
+
+def test_prepare_causal_fails_when_the_mask_is_not_proven(tmp_path, capsys, monkeypatch):
+    """A causal build whose mask mmaflow reads would be timed against torch's is_causal as if it skipped
+    the masked tiles: the prepare stops."""
+    from mmaflow.compiler.driver import causal_masks
+
+    monkeypatch.setattr(causal_masks, "prove", lambda module: [])
+    argv = ["bench", "--attention", "--causal", "--target", "sm_80", "--sizes", "64", "--head-dims", "64"]
+    assert cli.main(argv + ["--prepare-only", str(tmp_path)]) == 6
+    err = capsys.readouterr().err
+    assert "mmaflow did not prove the mask causal" in err, err
+    assert not (tmp_path / "manifest.json").exists()
+
+
 def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monkeypatch):
     """A build whose attention dispatch IREE compiles would time IREE's kernel as mmaflow's (here
     the attention family refuses every attention, as it would one the kernel does not support)."""
@@ -142,6 +167,7 @@ def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monke
         (["--checks"], "bench does one of --checks, --attention at a time"),
         (["--config", "tile_m=64"], "--config configures matmul kernels"),
         (["--target", "sm_80,gfx942"], "bench --attention runs its targets on one device"),
+        (["--causal", "--decode", "1"], "--decode and --causal"),
     ],
 )
 def test_bad_options_are_clear_errors(tmp_path, capsys, args, needle):
@@ -157,9 +183,10 @@ def test_bad_options_are_clear_errors(tmp_path, capsys, args, needle):
     assert not list(tmp_path.iterdir())  # refused before compiling anything
 
 
-def test_head_dims_need_attention(tmp_path, capsys):
-    assert cli.main(["bench", "--target", "sm_80", "--head-dims", "64", "--prepare-only", str(tmp_path)]) == 2
-    assert "--head-dims is an option of bench --attention" in capsys.readouterr().err
+@pytest.mark.parametrize("option", [["--head-dims", "64"], ["--causal"]])
+def test_attention_options_need_attention(tmp_path, capsys, option):
+    assert cli.main(["bench", "--target", "sm_80", *option, "--prepare-only", str(tmp_path)]) == 2
+    assert f"{option[0]} is an option of bench --attention" in capsys.readouterr().err
 
 
 # ---- the run half ------------------------------------------------------------------------------
@@ -267,9 +294,9 @@ def test_run_half_checks_times_and_writes(cpu_manifest, tmp_path, capsys, monkey
         (out / "results.csv")
         .read_text()
         .splitlines()[0]
-        .startswith("key,dtype,batch,heads,kv_heads,q_len,seq,head_dim,variant")
+        .startswith("key,dtype,batch,heads,kv_heads,q_len,seq,head_dim,causal,variant")
     )
-    assert "kernel ms" in text and "x IREE" in text and re.search(r"bf16 +2 +64 +64 +64 iree-default .* PASS", text), (
+    assert "kernel ms" in text and "x IREE" in text and re.search(r"bf16 +2 +64 +64 +64 +iree-default .* PASS", text), (
         text
     )
 
@@ -436,17 +463,19 @@ def test_decode_run_half_on_cpu(tmp_path):
 
 
 @pytest.mark.exhaustive
-def test_models_prepare_builds_the_module_the_stock_route_cannot(tmp_path, monkeypatch, capsys):
-    """llama_mlp_wq's executables hold dense_resource constants, which IREE 3.13 does not hand the
-    stock route's hook: `mmaflow bench --models` builds it with `mmaflow compile`, says so and
-    records the route (it stopped with an internal error before)."""
+def test_models_prepare_builds_with_mmaflow_compile(tmp_path, monkeypatch):
+    """`mmaflow bench --models` builds with `mmaflow compile`, which carries what the stock route cannot:
+    llama_mlp_wq's dense_resource constants (IREE 3.13 does not hand them to the hook) and GPT-2's causal
+    mask proven through the host program (its writer gone from the build). Each build verified."""
     from mmaflow.runtime import model_bench
 
     monkeypatch.setattr(model_bench, "BUILDS", ("mmaflow_sm_80",))
-    result = model_bench.prepare(tmp_path, models=["llama_mlp_wq"])
-    assert [e["key"] for e in result["entries"]] == ["llama_mlp_wq_f16", "llama_mlp_wq_bf16"]
+    result = model_bench.prepare(tmp_path, models=["llama_mlp_wq", "gpt2_sdpa"])
+    keys = [e["key"] for e in result["entries"]]
+    assert sorted(keys) == ["gpt2_sdpa_bf16", "gpt2_sdpa_f16", "llama_mlp_wq_bf16", "llama_mlp_wq_f16"]
     for e in result["entries"]:
         build = e["builds"]["mmaflow_sm_80"]
-        assert build["route"].startswith("mmaflow compile") and (tmp_path / build["file"]).stat().st_size > 0
+        assert build["route"] == "mmaflow compile" and (tmp_path / build["file"]).stat().st_size > 0
         assert build["verify"], e["key"]
-    assert capsys.readouterr().out.count("built with mmaflow compile") == 2
+        if e["model"] == "gpt2_sdpa":
+            assert any("dispatch removed" in line for line in build["log"]), build["log"]

@@ -17,6 +17,7 @@ dispatch and torch's scaled_dot_product_attention on a GPU. The halves and optio
 
     mmaflow bench --attention --target sm_90a,sm_80 --sizes 2048 --head-dims 64,128 --prepare-only DIR
     mmaflow bench --attention --target sm_90a --fa3-shapes --sizes 512,1024,2048,4096,8192,16384 --prepare-only DIR
+    mmaflow bench --attention --target sm_90a --fa3-shapes --causal --sizes 2048,4096 --prepare-only DIR
     mmaflow bench --attention --target sm_90a --decode 1,8,32 --sizes 4096,32768 --head-dims 128 --prepare-only DIR
     python -m mmaflow.runtime.bench --from-dir DIR --driver cuda --out OUT [--kernel-time]
 
@@ -25,8 +26,13 @@ sequence, 32 query heads sharing 8 KV heads, the KV cache's length a run-time si
 ``enable_gqa=True``. IREE 3.13's default pipeline prints "error: Padding OnlineAttention without existing
 mask is not yet supported" for it and then compiles it by another route (the build succeeds).
 
+``--causal``: PyTorch's ``scaled_dot_product_attention(q, k, v, is_causal=True)`` in the torch dialect, as
+iree-turbine exports it (``modules.causal_attention_module``): IREE writes the mask in a dispatch of its own,
+mmaflow must prove it causal (``compiler/driver/causal_masks.py``; the prepare fails otherwise) and removes
+that dispatch; torch runs ``is_causal=True``.
+
 TFLOP/s count 4 * batch * heads * seq_q * seq_k * head_dim FLOPs per call (the two matmuls,
-S = Q K^T and O = P V; the softmax is not counted), as FlashAttention reports; decode rows also give
+S = Q K^T and O = P V; the softmax is not counted; half of it causal), as FlashAttention reports; decode rows also give
 GB/s, the bytes of K and V over the time. "x IREE" is IREE default's time over the row's (kernel-only
 when measured).
 
@@ -36,6 +42,7 @@ The run half imports no IREE compiler code (only iree.runtime, numpy, optionally
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import statistics
 import time
@@ -46,7 +53,7 @@ import numpy as np
 
 from mmaflow.runtime import bench_common
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
-from mmaflow.runtime.modules import attention_module, decode_attention_module
+from mmaflow.runtime.modules import attention_module, causal_attention_module, decode_attention_module
 
 BATCH, HEADS = 2, 16
 # --decode: Llama-3-8B's attention heads (32 query heads, 8 KV heads), one query per sequence.
@@ -78,6 +85,7 @@ def cases(
     batch: int = BATCH,
     heads: int = HEADS,
     fa3: bool = False,
+    causal: bool = False,
 ) -> list[dict]:
     """One case per dtype, sequence length and head dim (queries and keys of the same length);
     ``fa3``: each at the FlashAttention-3 paper's batch (16k tokens / seq) and heads (2048 / d)."""
@@ -86,8 +94,10 @@ def cases(
         for s in seqs:
             for d in head_dims:
                 b, h = (FA3_TOKENS // s, FA3_HIDDEN // d) if fa3 else (batch, heads)
+                key = f"{dt}_b{b}h{h}_s{s}_d{d}" + ("_causal" if causal else "")
                 out.append(
-                    {"key": f"{dt}_b{b}h{h}_s{s}_d{d}", "dtype": dt, "batch": b, "heads": h, "seq": s, "head_dim": d}
+                    {"key": key, "dtype": dt, "batch": b, "heads": h, "seq": s, "head_dim": d}
+                    | ({"causal": True} if causal else {})
                 )
     return out
 
@@ -118,7 +128,8 @@ def _q_len(case: dict) -> int:
 
 
 def flops(case: dict) -> float:
-    return 4.0 * case["batch"] * case["heads"] * _q_len(case) * case["seq"] * case["head_dim"]
+    full = 4.0 * case["batch"] * case["heads"] * _q_len(case) * case["seq"] * case["head_dim"]
+    return full / 2 if case.get("causal") else full
 
 
 def kv_bytes(case: dict) -> float:
@@ -140,6 +151,7 @@ def prepare(
     heads: int = HEADS,
     fa3: bool = False,
     decode: list[int] | None = None,
+    causal: bool = False,
 ) -> dict:
     """Compile every case with mmaflow for each target and once per IREE target with IREE's
     default pipeline; write the .vmfb files and manifest.json. ``decode``: decode cases at these
@@ -182,13 +194,15 @@ def prepare(
     todo = (
         decode_cases(decode, seqs, head_dims, dtypes)
         if decode
-        else cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3)
+        else cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3, causal=causal)
     )
     for case in todo:
         if decode:
             src = decode_attention_module(
                 case["batch"], case["kv_heads"], case["heads"] // case["kv_heads"], case["head_dim"], case["dtype"]
             )
+        elif causal:
+            src = causal_attention_module(case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"])
         else:
             src = attention_module(case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"])
         entries = []
@@ -199,6 +213,11 @@ def prepare(
                 raise VerificationError(
                     f"{name}: mmaflow did not take the attention dispatch, IREE would compile "
                     "it; the benchmark would time IREE's kernel as mmaflow's:\n  " + "\n  ".join(res.log)
+                )
+            if causal and not any("its mask is the causal pattern" in line for line in res.log):
+                raise VerificationError(
+                    f"{name}: mmaflow did not prove the mask causal; the benchmark would time a kernel reading it "
+                    "against torch's is_causal:\n  " + "\n  ".join(res.log)
                 )
             (out_dir / f"{name}.vmfb").write_bytes(res.vmfb)
             entries.append(
@@ -253,7 +272,7 @@ def inputs(case: dict) -> list[np.ndarray]:
 
 
 def reference(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, dtype: str, *, chunk: int = 4
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, dtype: str, *, chunk: int = 4, causal: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
     """The float64 softmax(Q K^T / sqrt(head dim)) V of (batch, heads, seq, head dim) inputs and
     its error bound (``attention_reference``), ``chunk`` (batch, head) pairs at a time. Fewer K / V
@@ -267,7 +286,7 @@ def reference(
     refs, bounds = [], []
     for i in range(0, len(q3), chunk):
         kv = kv_of[i : i + chunk]
-        ref = attention_reference(q3[i : i + chunk], k3[kv], v3[kv], scale, False)
+        ref = attention_reference(q3[i : i + chunk], k3[kv], v3[kv], scale, causal)
         refs.append(ref)
         bounds.append(attention_bound(ref, v3[kv], dtype))
     return np.concatenate(refs).reshape(q.shape), np.concatenate(bounds).reshape(q.shape)
@@ -286,9 +305,9 @@ def check(out: np.ndarray, ref: np.ndarray, bound: np.ndarray, dtype: str) -> di
     }
 
 
-def _sdpa(torch, q, k, v):
+def _sdpa(torch, q, k, v, causal: bool = False):
     gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
-    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **gqa)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, **gqa, **({"is_causal": True} if causal else {}))
 
 
 def _backend(torch, name: str | None):
@@ -306,13 +325,14 @@ def torch_rows(torch, case: dict, q, k, v, ref, bound, *, warmup: int, repeat: i
     (CUDA events); a backend this torch or GPU lacks, or that refuses the shape, is said and
     skipped. Returns the rows and each one's output (by its "file")."""
     tq, tk, tv = (bench_common.to_torch(torch, x) for x in (q, k, v))
+    c = bool(case.get("causal"))
     rows, outs = [], {}
     for variant, backend, file in BACKENDS:
         try:
             with _backend(torch, backend):
-                out = _sdpa(torch, tq, tk, tv).float().cpu().numpy()
+                out = _sdpa(torch, tq, tk, tv, c).float().cpu().numpy()
                 t = statistics.median(
-                    bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv), warmup, repeat)
+                    bench_common.cuda_event_times(torch, lambda: _sdpa(torch, tq, tk, tv, c), warmup, repeat)
                 )
         except Exception as e:  # (not in this torch, not for this GPU, dtype or shape)
             print(f"bench: attention {case['key']} {variant}: not run: {type(e).__name__}: {e}", flush=True)
@@ -342,6 +362,7 @@ def _row(case: dict, variant: str, target: str, seconds: float, result: dict, co
         "q_len": _q_len(case),
         "seq": case["seq"],
         "head_dim": case["head_dim"],
+        "causal": bool(case.get("causal")),
         "variant": variant,
         "target": target,
         "ms": seconds * 1e3,
@@ -365,7 +386,7 @@ def run(
     rows = []
     for case in manifest["cases"]:
         q, k, v = inputs(case)
-        ref, bound = reference(q, k, v, case["dtype"])
+        ref, bound = reference(q, k, v, case["dtype"], causal=bool(case.get("causal")))
         outs, case_rows = {}, []
         function = case.get("function", FUNCTION)
         for e in case["entries"]:
@@ -437,10 +458,17 @@ def profile_one(manifest_dir: Path, file: str, key: str, driver: str) -> None:
         args = [bench_common.to_torch(torch, x) for x in inputs(case)]
         with _backend(torch, backend[file]):
             for _ in range(1 + bench_common.PROFILED_CALLS):
-                _sdpa(torch, *args)
+                _sdpa(torch, *args, bool(case.get("causal")))
                 torch.cuda.synchronize()
         return
-    bench_common.profile_calls(manifest_dir, file, driver, case.get("function", FUNCTION), inputs(case), _sdpa)
+    bench_common.profile_calls(
+        manifest_dir,
+        file,
+        driver,
+        case.get("function", FUNCTION),
+        inputs(case),
+        functools.partial(_sdpa, causal=bool(case.get("causal"))),
+    )
 
 
 def print_table(rows: list[dict]) -> None:
@@ -448,13 +476,14 @@ def print_table(rows: list[dict]) -> None:
     kernel = any("kernel_ms" in r for r in rows)
     extra = f" {'kernel ms':>9} {'TFLOP/s':>8} {'GB/s':>6}" if kernel else ""
     print(
-        f"{'dtype':<5} {'BxH':>5} {'q':>5} {'seq':>6} {'d':>4} {'variant':<16} {'target':<10} {'call ms':>9} "
-        f"{'TFLOP/s':>8}{extra} {'x IREE':>6} {'err/bound':>9} check"
+        f"{'dtype':<5} {'BxH':>5} {'q':>5} {'seq':>6} {'d':>4} {'mask':>6} {'variant':<16} {'target':<10} "
+        f"{'call ms':>9} {'TFLOP/s':>8}{extra} {'x IREE':>6} {'err/bound':>9} check"
     )
     for r in rows:
         k = f" {r['kernel_ms']:>9.4f} {r['kernel_tflops']:>8.2f} {r['kernel_gbps']:>6.0f}" if kernel else ""
         print(
             f"{r['dtype']:<5} {r['batch'] * r['heads']:>5} {r['q_len']:>5} {r['seq']:>6} {r['head_dim']:>4} "
+            f"{'causal' if r.get('causal') else '':>6} "
             f"{r['variant'][:16]:<16} "
             f"{r['target'][:10]:<10} {r['ms']:>9.4f} {r['tflops']:>8.2f}{k} {r['x_iree']:>6.2f} "
             f"{r['err_over_bound']:>9.3g} {r['check']}"

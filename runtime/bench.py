@@ -728,11 +728,14 @@ def bench_command(args) -> int:
         (args.head_dims, "head-dims"),
         (args.fa3_shapes, "fa3-shapes"),
         (getattr(args, "decode", None), "decode"),
+        (getattr(args, "causal", False), "causal"),
     ):
         if given and not args.attention:
             raise InputError(f"--{name} is an option of bench --attention")
     if getattr(args, "decode", None) and args.fa3_shapes:
         raise InputError("--decode and --fa3-shapes: one set of shapes at a time")
+    if getattr(args, "decode", None) and getattr(args, "causal", False):
+        raise InputError("--decode and --causal: a decoder step's one query sees every key (causal is prefill's)")
     if args.compile_time:
         from mmaflow.runtime.compile_time import compile_time_command
 
@@ -770,6 +773,7 @@ def bench_command(args) -> int:
             prep_dir,
             fa3=args.fa3_shapes,
             decode=positive_ints(args.decode, "--decode") if getattr(args, "decode", None) else None,
+            causal=getattr(args, "causal", False),
         )
         driver = manifest["driver"]
     elif args.weight_only:

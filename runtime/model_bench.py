@@ -1,12 +1,14 @@
 """`mmaflow bench --models`: whole exported models on a GPU, three builds each, against torch.
 
     prepare (here)   every corpus model (e2e_tests/models) built three ways for CUDA:
-                       mmaflow_sm_80   iree-compile $(mmaflow flags --target sm_80)   (the stock route)
-                       mmaflow_sm_90a  iree-compile $(mmaflow flags --target sm_90a)
+                       mmaflow_sm_80   mmaflow compile --target sm_80
+                       mmaflow_sm_90a  mmaflow compile --target sm_90a
                        iree_sm_80      plain iree-compile (IREE's own codegen; IREE 3.13 has no sm_90)
-                     each mmaflow build checked with `mmaflow verify` (PTX in the file); manifest.json;
-                     a module the stock route cannot carry (dense_resource constants in an executable:
-                     llama_mlp_wq) built with `mmaflow compile`, which says so and records it
+                     each mmaflow build checked with `mmaflow verify` (PTX in the file); manifest.json.
+                     The stock route (iree-compile $(mmaflow flags)) hands IREE the same executables
+                     (test_models.py), except where only `mmaflow compile` sees what it needs: a causal
+                     mask proven through the host program (gpt2_sdpa), dense_resource constants in an
+                     executable (llama_mlp_wq, which the hook receives without their data)
     run (GPU)        per model: the parameters (numpy-seeded, e2e_tests/models/definitions.py) written
                      as an .irpa, the float32 torch CPU reference from the same rounded weights and
                      inputs, each build run through IREE's CUDA runtime and compared with it, then
@@ -45,7 +47,6 @@ ERROR_CLASS = 2.0  # mmaflow's relative error may be at most this times IREE def
 def prepare(out_dir: Path, models: list[str] | None = None) -> dict:
     """Build every corpus model three ways and verify the mmaflow builds."""
     from mmaflow.compiler.core.errors import ToolchainError
-    from mmaflow.compiler.driver.codegen_client import MISSING_RESOURCE
 
     manifest = json.loads((MODELS_DIR / "manifest.json").read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -59,27 +60,15 @@ def prepare(out_dir: Path, models: list[str] | None = None) -> dict:
         for build in BUILDS:
             out = out_dir / f"{key}.{build}.vmfb"
             target = build.split("_", 1)[1]
-            if build.startswith("mmaflow"):
-                flags = subprocess.run(
-                    [str(bindir / "mmaflow"), "flags", "--target", target], check=True, capture_output=True, text=True
-                ).stdout.split()
-            else:
-                flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
             start = time.perf_counter()
-            r = subprocess.run(
-                [str(bindir / "iree-compile"), str(src), *flags, "-o", str(out)], capture_output=True, text=True
-            )
-            route = "iree-compile $(mmaflow flags)" if build.startswith("mmaflow") else "iree-compile"
-            if r.returncode != 0 and build.startswith("mmaflow") and MISSING_RESOURCE in r.stderr:
-                # (llama_mlp_wq: its int4 shifts are dense_resource constants, which IREE 3.13 hands the
-                # hook without their data; `mmaflow compile` builds it and verifies every kernel's ISA)
-                route = "mmaflow compile (the stock route drops the executables' dense_resource data)"
-                print(f"bench: {key} {build}: built with {route}", flush=True)
-                r = subprocess.run(
-                    [str(bindir / "mmaflow"), "compile", str(src), "--target", target, "-o", str(out)],
-                    capture_output=True,
-                    text=True,
-                )
+            if build.startswith("mmaflow"):
+                route = "mmaflow compile"
+                cmd = [str(bindir / "mmaflow"), "compile", str(src), "--target", target, "-o", str(out)]
+            else:
+                route = "iree-compile"
+                flags = ["--iree-hal-target-device=cuda", f"--iree-cuda-target={target}"]
+                cmd = [str(bindir / "iree-compile"), str(src), *flags, "-o", str(out)]
+            r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode != 0:
                 raise ToolchainError(f"{key} {build}: {route} failed:\n{r.stderr[-3000:]}")
             builds[build] = {
