@@ -116,7 +116,7 @@ def test_prepare_causal_fails_when_the_mask_is_not_proven(tmp_path, capsys, monk
     the masked tiles: the prepare stops."""
     from mmaflow.compiler.driver import causal_masks
 
-    monkeypatch.setattr(causal_masks, "prove", lambda module: [])
+    monkeypatch.setattr(causal_masks, "prove", lambda module: causal_masks.Proof(None, {}, []))
     argv = ["bench", "--attention", "--causal", "--target", "sm_80", "--sizes", "64", "--head-dims", "64"]
     assert cli.main(argv + ["--prepare-only", str(tmp_path)]) == 6
     err = capsys.readouterr().err

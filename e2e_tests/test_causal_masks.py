@@ -19,7 +19,6 @@ from mmaflow.compiler.core.causal import CAUSAL_MASK
 from mmaflow.compiler.core.mlir import new_context, parse_module, walk
 from mmaflow.compiler.driver import causal_masks
 from mmaflow.compiler.driver.bridge import codegen_module
-from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.runtime.model_check import check_executable
 from mmaflow.runtime.modules import causal_attention_module
 
@@ -28,7 +27,9 @@ from mmaflow.runtime.modules import causal_attention_module
 NO_HOIST = ["--iree-opt-const-expr-hoisting=false"]
 
 
-def _module(b=1, h=2, s=130, d=64, dt="f16", cmp="sge", lhs="%i", rhs="%j", neg="0xFC00", extra="", result=False):
+def _module(
+    b=1, h=2, s=130, d=64, dt="f16", cmp="sge", lhs="%i", rhs="%j", neg="0xFC00", extra="", result=False, ctype="index"
+):
     """Attention reading a (b, h, s, s) additive mask a generic writes from its indices alone:
     ``select(cmpi cmp lhs, rhs, 0, neg)``, %i the query and %j the key; ``result``: the mask is
     returned as well."""
@@ -49,7 +50,7 @@ func.func @attention(%q: {t4}, %k: {t4}, %v: {t4}) -> ({rtype}) {{
     %i = linalg.index 2 : index
     %j = linalg.index 3 : index
     {extra}
-    %c = arith.cmpi {cmp}, {lhs}, {rhs} : index
+    %c = arith.cmpi {cmp}, {lhs}, {rhs} : {ctype}
     %z = arith.constant 0.0 : {dt}
     %n = arith.constant {neg} : {dt}
     %r = arith.select %c, %z, %n : {dt}
@@ -91,25 +92,24 @@ def _lines(res, what: str) -> list[str]:
 )
 def test_turbine_causal_sdpa_is_proven_and_its_mask_never_read(target, dtype):
     """``scaled_dot_product_attention(is_causal=True)`` in the torch dialect: IREE writes the mask in a
-    dispatch of its own; mmaflow proves it causal, removes that dispatch from the host program, and the
-    kernel (sampled workgroups, the mask's bytes NaN) matches the causal float64 reference."""
+    dispatch of its own; mmaflow proves it causal, removes that dispatch from the host program once the
+    kernel took the attention, and the kernel (sampled workgroups, the mask's bytes NaN) matches the
+    causal float64 reference."""
     res = codegen_module(
         causal_attention_module(1, 2, 200, 64, dtype),
         target,
         require_matmul=False,
-        options=CodegenOptions(dump_after="front"),
         extra_flags=NO_HOIST,
     )
     exe = _attention(res)
     attn = exe.facts.problem.attention
     assert attn.causal.startswith("written by attention$async_dispatch_0_elementwise_broadcast")
-    assert "causal (written by" in attn.mask and attn.mask.endswith("not read")
+    assert "causal (written by" in attn.mask
+    (config,) = [line for line in res.log if line.startswith(f"mmaflow: config {exe.name}")]
+    assert ", causal;" in config and "mask" not in config.split(";")[0], config  # the plan reads no mask
     assert exe.facts.problem.mask is not None  # (where it lives stays recorded)
     assert len(_lines(res, "its mask is the causal pattern")) == 1
-    assert len(_lines(res, "dispatch removed (only causal attention reads what it writes)")) == 1
-    assert "elementwise_broadcast" not in "\n".join(
-        line for line in res.front_text.splitlines() if "stream.cmd.dispatch" in line
-    )
+    assert len(_lines(res, "dispatch removed (only mmaflow's causal attention reads it)")) == 1
     (c,) = check_executable(exe, seed=3, sample=3)
     assert c.passed, c.line()
 
@@ -139,8 +139,17 @@ def test_a_mask_hoisted_into_an_initializer_is_proven():
             dict(extra="%c1 = arith.constant 1 : index\n    %i1 = arith.addi %i, %c1 : index", lhs="%i1"),
             False,
         ),  # the diagonal shifted by one
+        (
+            dict(
+                extra="%i8 = arith.index_cast %i : index to i8\n    %j8 = arith.index_cast %j : index to i8",
+                lhs="%i8",
+                rhs="%j8",
+                ctype="i8",
+            ),
+            False,
+        ),  # positions compared as i8: rows past 127 wrap
     ],
-    ids=["causal", "key-le-query", "unsigned", "diagonal-masked", "transposed", "finite", "shifted"],
+    ids=["causal", "key-le-query", "unsigned", "diagonal-masked", "transposed", "finite", "shifted", "narrowed"],
 )
 def test_only_the_causal_pattern_is_proven(edit, proven):
     """Per-call generators (hoisting off): the causal pattern and its equivalent spellings are proven,
@@ -213,9 +222,15 @@ def _stamped(module) -> bool:
     return any(CAUSAL_MASK in o.attributes for o in walk(module.operation) if o.name == "iree_linalg_ext.attention")
 
 
+def _prove(module) -> list[str]:
+    """prove, then remove as the bridge does when codegen took every stamped attention."""
+    proof = causal_masks.prove(module)
+    return proof.log + proof.remove({e.split("::")[0] for e in proof.stamped})
+
+
 def test_the_unedited_host_program_is_proven(sources):
     module = parse_module(sources, new_context())
-    log = causal_masks.prove(module)
+    log = _prove(module)
     assert _stamped(module) and any("dispatch removed" in line for line in log), log
 
 
@@ -223,7 +238,7 @@ def test_a_generator_after_the_attention_proves_nothing(sources):
     module = parse_module(sources, new_context())
     gen, att = _dispatches(module)
     gen.move_after(att)
-    log = causal_masks.prove(module)
+    log = _prove(module)
     assert not _stamped(module) and not any("dispatch removed" in line for line in log), log
 
 
@@ -246,5 +261,156 @@ def test_a_write_over_part_of_the_mask_proves_nothing(sources):
         )
         index = list(clone.operands).index(offsets[0])
         clone.operands[index] = shifted.results[0]
-    log = causal_masks.prove(module)
+    log = _prove(module)
     assert not _stamped(module) and not any("dispatch removed" in line for line in log), log
+
+
+# ---- GQA: the query heads sharing a KV head folded into the rows, each head's positions from 0 ------------
+
+
+def _gqa_module(b, hq, hkv, s, d, dt="f16"):
+    """scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True) in the torch dialect."""
+    tq, tk = f"!torch.vtensor<[{b},{hq},{s},{d}],{dt}>", f"!torch.vtensor<[{b},{hkv},{s},{d}],{dt}>"
+    return (
+        f"func.func @attention(%q: {tq}, %k: {tk}, %v: {tk}) -> {tq} {{\n"
+        "  %none = torch.constant.none\n  %dropout = torch.constant.float 0.000000e+00\n"
+        "  %causal = torch.constant.bool true\n  %gqa = torch.constant.bool true\n"
+        "  %o = torch.aten.scaled_dot_product_attention %q, %k, %v, %none, %dropout, %causal, %none, %gqa : "
+        f"{tq}, {tk}, {tk}, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> {tq}\n"
+        f"  return %o : {tq}\n}}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "target,s",
+    [("sm_90a", 128), ("sm_80", 100), pytest.param("gfx942", 128, marks=pytest.mark.exhaustive)],
+)
+def test_gqa_causal_is_proven_with_its_restarting_positions(target, s):
+    """Llama-3's prefill (32 query heads over 8 KV heads, here 4 over 2): IREE folds each KV head's query
+    heads into the attention's rows (M = 2 x seq) and writes the mask comparing (row mod seq) with the key.
+    Proven with positions restarting every seq rows; the kernel (sampled workgroups, the mask NaN) against
+    that reference. Seq 100: a block of 64 rows crosses a restart."""
+    res = codegen_module(_gqa_module(1, 4, 2, s, 64), target, require_matmul=False, extra_flags=NO_HOIST)
+    exe = _attention(res)
+    attn = exe.facts.problem.attention
+    assert attn.m == 2 * s and attn.causal and attn.causal_rows == s, attn
+    assert f"query positions restarting every {s} rows" in attn.mask
+    config = [line for line in res.log if line.startswith(f"mmaflow: config {exe.name}")]
+    assert f"causal (positions restart every {s} rows)" in config[0] and "mask" not in config[0].split(";")[0], config
+    (c,) = check_executable(exe, seed=2, sample=4)
+    assert c.passed, c.line()
+
+
+def test_a_causal_attention_left_to_iree_keeps_its_mask_written():
+    """f32 attention: proven causal, but the kernel takes f16 / bf16 only, so IREE compiles it and its
+    code reads the mask: the writer stays."""
+    res = codegen_module(_module(dt="f32", neg="0xFF800000"), "sm_80", require_matmul=False, extra_flags=NO_HOIST)
+    assert not [e for e in res.taken if e.facts.is_attention]
+    assert _lines(res, "its mask is the causal pattern")
+    assert not _lines(res, "dispatch removed")
+    (kept,) = _lines(res, ": kept (")
+    assert "reads it (left to IREE)" in kept, kept
+
+
+# ---- GPT-2's host program (Q, K, V and the mask in one binding) with a command added ------------------
+
+_ONE = "layout(<bindings = [#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>)"
+_TWO = (
+    'layout(<bindings = [#hal.pipeline.binding<storage_buffer, "ReadOnly|Indirect">, '
+    "#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>)"
+)
+
+
+def _executable(name: str, layout: str, body: str) -> str:
+    return f"""  hal.executable private @{name} {{
+    hal.executable.variant public @cuda_nvptx_fb target(<"cuda", "cuda-nvptx-fb">) {{
+      hal.executable.export public @{name} ordinal(0) {layout.replace("layout(", "layout(#hal.pipeline.layout", 1)}
+          count(%arg0: !hal.device) -> (index, index, index) {{
+        %x, %y, %z = iree_tensor_ext.dispatch.workgroup_count_from_slice()
+        hal.return %x, %y, %z : index, index, index
+      }}
+      builtin.module {{
+        func.func @{name}() {{
+{body}
+          return
+        }}
+      }}
+    }}
+  }}
+"""
+
+
+@pytest.fixture(scope="module")
+def gpt2_sources(tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("gpt2") / "sources.mlir"
+    src = Path(__file__).parent / "models" / "gpt2_sdpa_f16.mlir"
+    iree_compile = str(Path(sys.executable).parent / "iree-compile")
+    args = ["--iree-hal-target-device=cuda", "--iree-cuda-target=sm_90a", "--compile-to=executable-sources"]
+    subprocess.run([iree_compile, str(src), *args, "-o", str(path)], check=True, capture_output=True)
+    return path.read_text()
+
+
+def _with_command(sources: str, exe: str, before: str, command: str) -> str:
+    anchor = "  hal.executable private @main$async_dispatch_7 {"
+    site = f"      stream.cmd.dispatch @main$async_dispatch_{before}::"
+    assert sources.count(anchor) == 1 and sources.count(site) == 1
+    return sources.replace(anchor, exe + anchor).replace(site, command + site)
+
+
+def test_gpt2_host_program_is_proven(gpt2_sources):
+    module = parse_module(gpt2_sources, new_context())
+    log = _prove(module)
+    assert _stamped(module) and any("dispatch removed" in line for line in log), log
+
+
+def test_a_write_through_a_binding_s_other_subspan_proves_nothing(gpt2_sources):
+    """Between the mask's writer and the attention, a dispatch writes 16 values over the mask's first
+    bytes through the first of its two subspans on the binding (the second far from the mask)."""
+    body = f"""          %cst = arith.constant 1.0 : f16
+          %a = arith.constant 4718592 : index
+          %b = arith.constant 0 : index
+          %0 = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%a) flags(Indirect)
+              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
+          %1 = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%b) flags(Indirect)
+              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<32xf16>>
+          %e0 = tensor.empty() : tensor<16xf16>
+          %f0 = linalg.fill ins(%cst : f16) outs(%e0 : tensor<16xf16>) -> tensor<16xf16>
+          iree_tensor_ext.dispatch.tensor.store %f0, %0, offsets = [0], sizes = [16], strides = [1]
+              : tensor<16xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
+          %e1 = tensor.empty() : tensor<32xf16>
+          %f1 = linalg.fill ins(%cst : f16) outs(%e1 : tensor<32xf16>) -> tensor<32xf16>
+          iree_tensor_ext.dispatch.tensor.store %f1, %1, offsets = [0], sizes = [32], strides = [1]
+              : tensor<32xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<32xf16>>"""
+    command = """      stream.cmd.dispatch @X::@cuda_nvptx_fb::@X {
+        wo %arg17[%c0 for %c7864320] : !stream.resource<transient>{%c7864320}
+      }
+"""
+    module = parse_module(_with_command(gpt2_sources, _executable("X", _ONE, body), "7", command), new_context())
+    log = _prove(module)
+    assert not _stamped(module) and not any("dispatch removed" in line for line in log), log
+
+
+def test_a_later_read_through_a_binding_s_other_subspan_keeps_the_writer(gpt2_sources):
+    """After the attention, a dispatch reads the mask's first bytes through the first of its subspans on
+    the binding (out to the function's result): proven, but the writer stays."""
+    body = f"""          %a = arith.constant 4718592 : index
+          %c0 = arith.constant 0 : index
+          %0 = hal.interface.binding.subspan {_TWO} binding(0) alignment(64) offset(%a) flags("ReadOnly|Indirect")
+              : !iree_tensor_ext.dispatch.tensor<readonly:tensor<16xf16>>
+          %1 = hal.interface.binding.subspan {_TWO} binding(0) alignment(64) offset(%c0) flags("ReadOnly|Indirect")
+              : !iree_tensor_ext.dispatch.tensor<readonly:tensor<16xf16>>
+          %2 = hal.interface.binding.subspan {_TWO} binding(1) alignment(64) offset(%c0) flags(Indirect)
+              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
+          %x = iree_tensor_ext.dispatch.tensor.load %0, offsets = [0], sizes = [16], strides = [1]
+              : !iree_tensor_ext.dispatch.tensor<readonly:tensor<16xf16>> -> tensor<16xf16>
+          iree_tensor_ext.dispatch.tensor.store %x, %2, offsets = [0], sizes = [16], strides = [1]
+              : tensor<16xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>"""
+    command = """      stream.cmd.dispatch @Y::@cuda_nvptx_fb::@Y {
+        ro %arg17[%c0 for %c7864320] : !stream.resource<transient>{%c7864320},
+        wo %arg16[%c0 for %c786432] : !stream.resource<external>{%c786432}
+      }
+"""
+    module = parse_module(_with_command(gpt2_sources, _executable("Y", _TWO, body), "8", command), new_context())
+    log = _prove(module)
+    assert _stamped(module), log
+    assert not any("dispatch removed" in line for line in log) and any("Y reads it" in line for line in log), log

@@ -114,7 +114,7 @@ def run_case(batch, m, k2, d, elem, causal, seed=0, inputs=None, scale=None, sta
     assert kernel.written[ob][oo : oo + o.nbytes].all() and kernel.written[ob].sum() == o.nbytes
     out = bufs[ob][oo : oo + o.nbytes].view(dt).reshape(o.shape).astype(np.float64)
 
-    ref = reference(q, k, v, plan.scale, causal)
+    ref = reference(q, k, v, plan.scale, causal, causal_rows=plan.causal_rows)
     bound = attention_bound(ref, v, elem)
     err = np.abs(out - ref)
     assert np.isfinite(out).all()
@@ -190,6 +190,28 @@ def check_case(case, stages):
     # Padded LDS rows: the 16-byte copies and the ldmatrix reads are bank-conflict free.
     assert stats.lds_conflict_cycles == 0, dict(stats.lds_conflicts_by_op)
     assert seconds < 60
+
+
+@pytest.mark.parametrize(
+    "target,m,k2,rows,options",
+    [
+        ("sm_80", 200, 100, 100, {}),  # blocks of 64 rows cross the restarts at 100
+        ("sm_90a", 256, 128, 128, dict(producer=True, persistent=2)),
+        ("sm_90a", 192, 96, 96, dict(producer=False)),
+        pytest.param("gfx942", 192, 96, 96, {}, marks=pytest.mark.exhaustive),
+        pytest.param("gfx1100", 256, 128, 128, {}, marks=pytest.mark.exhaustive),
+    ],
+    ids=["mma.sync", "wgmma-producer", "wgmma-cp.async", "gfx942", "gfx1100"],
+)
+def test_causal_positions_restarting_every_rows(target, m, k2, rows, options):
+    """Causal with query positions restarting every ``rows`` rows (IREE's GQA form: two query heads
+    folded into the rows): key j masked past row i's position i mod rows, on every kernel, against the
+    reference; the plan says so."""
+    stages = None if target.startswith("gfx") else 2
+    plan, stats, _ = run_case(1, m, k2, 64, "f16", True, target=target, stages=stages, causal_rows=rows, **options)
+    assert plan.causal and plan.causal_rows == rows
+    assert f"causal (positions restart every {rows} rows)" in plan.describe()
+    assert not stats.races
 
 
 def test_kernel_ops():

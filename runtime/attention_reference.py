@@ -36,16 +36,24 @@ UNIT_ROUNDOFF = {"f16": 2.0**-11, "bf16": 2.0**-8}
 
 
 def attention_reference(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool, mask: np.ndarray | None = None
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    causal: bool,
+    mask: np.ndarray | None = None,
+    causal_rows: int = 0,
 ) -> np.ndarray:
     """softmax(Q K^T * scale + mask) V in float64; Q (batch, M, D), K and V (batch, K2, D), the
     additive mask (batch, M, K2) or anything that broadcasts to it. Causal: key j > query i
-    masked (PyTorch's is_causal, top-left aligned)."""
+    masked (PyTorch's is_causal, top-left aligned); ``causal_rows``: query i's position is i mod it
+    (GQA's query heads folded into the rows, each from position 0)."""
     s = (q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), 1, 2)) * scale  # BLAS: einsum is ~10x slower
     if mask is not None:
         s = s + mask.astype(np.float64)
     if causal:
-        s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
+        pos = np.arange(q.shape[1]) % (causal_rows or q.shape[1])
+        s = np.where(np.arange(k.shape[1])[None, None, :] > pos[None, :, None], -np.inf, s)
     s = s - s.max(-1, keepdims=True)
     p = np.exp(s)
     return (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)

@@ -542,6 +542,7 @@ def check_attention_site(
         attn.scale,
         causal=bool(attn.causal),
         mask=ref_mask,
+        causal_rows=attn.causal_rows,
     )
     bound = attention_bound(ref, flat(v64, 2, attn.k2), attn.q_type)
     got = flat(Memory.read(buffers, o_r).astype(np.float64), 3, attn.m)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 from iree.compiler import ir
 
-from mmaflow.compiler.core.causal import CAUSAL_MASK
+from mmaflow.compiler.core.causal import CAUSAL_MASK, CAUSAL_ROWS
 from mmaflow.compiler.core.errors import InputError
 from mmaflow.compiler.core.mlir import defining_op, location_of, str_attr
 from mmaflow.compiler.core.problem import Binding, DynamicDim
@@ -52,6 +52,9 @@ class Attention:
     # The mask proven causal (key j > query i masked, top-left aligned) from the dispatch that writes it
     # (``core/causal.py``): which dispatch, and the kernel skips masked tiles instead of reading it; "" otherwise.
     causal: str = ""
+    # With ``causal``: the rows after which the query position restarts (0: it never does, position = row);
+    # IREE's GQA form folds the query heads sharing a KV head into the rows, each head's positions from 0.
+    causal_rows: int = 0
 
     def describe(self) -> str:
         def d(x):
@@ -235,11 +238,13 @@ def describe_attention(op: ir.Operation) -> Attention:
         kind = "boolean" if elem == "i1" else "additive"
         extent = "x".join("?" if s is None else str(s) for s in shape)
         causal = str_attr(op, CAUSAL_MASK) or ""
+        rows = ir.IntegerAttr(op.attributes[CAUSAL_ROWS]).value if causal and CAUSAL_ROWS in op.attributes else 0
+        restart = f", query positions restarting every {rows} rows" if rows else ""
         mask = f"{kind} {elem} mask {extent}, " + (
-            f"causal ({causal}): not read" if causal else "whether causal is in its data"
+            f"causal{restart} ({causal})" if causal else "whether causal is in its data"
         )
     else:
-        mask, causal = "no mask", ""
+        mask, causal, rows = "no mask", "", 0
     return Attention(
         op.name,
         tuple(sizes[b] for b in batch),
@@ -255,4 +260,5 @@ def describe_attention(op: ir.Operation) -> Attention:
         mask,
         mask_type,
         causal,
+        rows,
     )

@@ -16,9 +16,11 @@ attention on every call (GPT-2's SDPA block, at executable-sources)::
 From the attention dispatch alone the mask is data. This module reads both ends: what a
 generator dispatch writes, symbolically (``Generator``: each value of its body as a digit of the
 written tensor's row-major element index), and where an attention op's mask lives and which of
-its element index's digits are the query and the key (``MaskSite``). ``Generator.is_causal(site)``
-holds when every element the generator writes is 0 where the key is at or before the query and
--inf after it (PyTorch's top-left aligned ``is_causal``), over the same element count and type.
+its element index's digits are the query and the key (``MaskSite``). ``Generator.causal_rows(site)``
+says whether every element the generator writes is 0 where the key is at or before the query and
+-inf after it (PyTorch's top-left aligned ``is_causal``), over the same element count and type, and
+after how many rows the query position restarts (the rows themselves; for GQA, where IREE folds the
+query heads sharing a KV head into the rows, each head's sequence).
 ``driver/causal_masks.py`` matches the two through the host program's byte ranges.
 
 Anything outside the small grammar below (an added offset, a bottom-right alignment, a finite
@@ -34,25 +36,32 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from mmaflow.compiler.core.mlir import defining_op, walk
+from mmaflow.compiler.core.mlir import defining_op, user_of, walk
 
-# What stamps a proven causal mask on an attention op: a StringAttr naming the writer.
+# What stamps a proven causal mask on an attention op: a StringAttr naming the writer, and where the query
+# position restarts before the rows end (GQA's folded heads), an IntegerAttr: the rows a position run covers.
 CAUSAL_MASK = "mmaflow.causal_mask"
+CAUSAL_ROWS = "mmaflow.causal_rows"
 
 _TENSOR = re.compile(r"dispatch\.tensor<(readonly|writeonly|readwrite):tensor<([^>]*)>>")
 
 
 @dataclass(frozen=True)
 class Offset:
-    """A subspan's byte offset: a constant, or push constant ``ordinal`` (its value at each call site)."""
+    """A subspan's byte offset: a constant, or push constant ``ordinal`` (its value at each call site,
+    an i32 read unsigned: IREE loads offsets with ``arith.index_castui``)."""
 
     value: int | None = None
     ordinal: int | None = None
+    unsigned: bool = False
 
     def at(self, push: list[int | None]) -> int | None:
         if self.ordinal is None:
             return self.value
-        return push[self.ordinal] if self.ordinal < len(push) else None
+        v = push[self.ordinal] if self.ordinal < len(push) else None
+        if v is not None and v < 0:
+            return v + (1 << 32) if self.unsigned else None
+        return v
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,7 @@ class Subspan:
     nbytes: int | None
     shape: tuple[int | None, ...] = ()
     elem: str = ""
+    stored_whole: bool = False  # written by one whole-tensor store in the function's body (every byte)
 
     @property
     def writes(self) -> bool:
@@ -83,7 +93,10 @@ def _int(value: ir.Value, depth: int = 0) -> Offset | None:
         return None
     if op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
         return Offset(value=ir.IntegerAttr(op.attributes["value"]).value)
-    if op.name in ("arith.index_castui", "arith.index_cast", "arith.extui"):
+    if op.name in ("arith.index_castui", "arith.extui"):
+        inner = _int(op.operands[0], depth + 1)
+        return None if inner is None else Offset(inner.value, inner.ordinal, True)
+    if op.name == "arith.index_cast":
         return _int(op.operands[0], depth + 1)
     if op.name == "util.assume.int":
         i = list(op.results).index(value)
@@ -118,7 +131,16 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
             bits = _bits(elem)
             if bits is not None and None not in shape:
                 nbytes = math.ceil(math.prod(shape) * bits / 8)
-        out[op] = Subspan(ir.IntegerAttr(op.attributes["binding"]).value, offset, access, nbytes, shape, elem)
+        users = [user_of(u) for u in op.results[0].uses]
+        whole = (
+            access == "writeonly"
+            and len(users) == 1
+            and users[0].name == "iree_tensor_ext.dispatch.tensor.store"
+            and users[0].parent == op.parent
+            and None not in shape
+            and _whole(users[0], shape)
+        )
+        out[op] = Subspan(ir.IntegerAttr(op.attributes["binding"]).value, offset, access, nbytes, shape, elem, whole)
     return out
 
 
@@ -192,6 +214,12 @@ def _body_value(value: ir.Value, env: dict, shape: tuple, total: int):
     elif name in ("arith.index_cast", "arith.index_castui", "arith.extui", "arith.extsi") and isinstance(
         args[0], Digit
     ):
+        # Every value the digit takes must fit the result's signed range (a narrowing cast wraps).
+        t = op.results[0].type
+        bits = 64 if str(t) == "index" else ir.IntegerType(t).width
+        top = (total - 1) // args[0].div if args[0].mod is None else args[0].mod - 1
+        if top >= 1 << (bits - 1):
+            raise _Unreadable(f"{name} to {t} of values up to {top}")
         out = args[0]
     elif name in ("arith.remsi", "arith.remui", "arith.divsi", "arith.divui") and isinstance(args[0], Digit):
         x, c = args
@@ -223,6 +251,7 @@ class MaskSite:
     subspan: Subspan
     query: Digit
     key: Digit
+    rows: int = 0  # the query extent (M)
 
 
 @dataclass(frozen=True)
@@ -233,29 +262,37 @@ class Generator:
     value: object  # Select (an additive mask) or Compare (a boolean one)
     total: int
 
-    def is_causal(self, site: MaskSite) -> bool:
-        """Every element 0 where key <= query and -inf where key > query, over the mask's
-        elements (same count, type and bytes)."""
+    def causal_rows(self, site: MaskSite) -> int | None:
+        """Where every element is 0 where key <= query position and -inf where key > it, over the
+        mask's elements (same count, type and bytes): the rows after which the query position
+        restarts (``site.rows``: the query row itself; fewer: IREE's GQA form, the query heads sharing
+        a KV head folded into the rows, each head's positions from 0); None where it is not so."""
         s = self.subspan
         if (s.elem, s.nbytes, self.total) != (site.subspan.elem, site.subspan.nbytes, math.prod(site.subspan.shape)):
-            return False
+            return None
         v = self.value
         if not isinstance(v, Select) or site.subspan.elem not in ("f16", "bf16", "f32"):
-            return False
-        q, k = site.query, site.key
-        c = v.cond
+            return None
+        k, c = site.key, v.cond
         pred = {6: 2, 7: 3, 8: 4, 9: 5}.get(c.pred, c.pred)  # unsigned as signed: indices are >= 0
-        if (c.lhs, c.rhs) == (k, q):  # k <= q as q >= k
-            pred = {2: 4, 3: 5, 4: 2, 5: 3}.get(pred, pred)
-        elif (c.lhs, c.rhs) != (q, k):
-            return False
+        q = c.lhs
+        if c.rhs != k:  # k <= q as q >= k
+            q, pred = c.rhs, {2: 4, 3: 5, 4: 2, 5: 3}.get(pred, pred)
+            if c.lhs != k:
+                return None
+        if q == site.query:
+            rows = site.rows
+        elif q.div == site.query.div and q.mod is not None and site.rows % q.mod == 0:
+            rows = q.mod  # the query digit modulo a divisor of its extent: positions restart every q.mod rows
+        else:
+            return None
         if pred == 5:  # q >= k: kept when true
             kept, masked = v.true, v.false
         elif pred == 2:  # q < k: masked when true
             kept, masked = v.false, v.true
         else:
-            return False
-        return kept == 0.0 and math.isinf(masked) and masked < 0
+            return None
+        return rows if kept == 0.0 and math.isinf(masked) and masked < 0 else None
 
 
 def generator(func: ir.Operation) -> tuple[Generator | None, str]:
@@ -308,6 +345,8 @@ def mask_site(op: ir.Operation, query_loop: int, key_loop: int) -> MaskSite | No
     if sub_op is None:
         return None
     sub = subspans(_func_of(sub_op)).get(sub_op)
+    if [user_of(u) for u in sub_op.results[0].uses] != [load] or [user_of(u) for u in load.results[0].uses] != [op]:
+        return None  # (anything else reading the mask would read what the kernel no longer needs written)
     t = ir.RankedTensorType(ins[4].type)
     shape = tuple(t.shape)
     if sub is None or t.has_static_shape is False or sub.shape != shape or not _whole(load, shape):
@@ -322,6 +361,7 @@ def mask_site(op: ir.Operation, query_loop: int, key_loop: int) -> MaskSite | No
         sub,
         _digit(math.prod(shape[qa + 1 :]), shape[qa], total),
         _digit(math.prod(shape[ka + 1 :]), shape[ka], total),
+        shape[qa],
     )
 
 

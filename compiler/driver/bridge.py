@@ -204,8 +204,9 @@ def _front_and_codegen(
     if not front.inv.execute():
         raise front.fail(f"compile {source_name} to executable-sources")
     module = front.inv.export_module()
-    # -- the host program: attention masks proven causal (stamped on the op; their writers removed where dead)
-    result.log += causal_masks.prove(module)
+    # -- the host program: attention masks proven causal, stamped on the op (their writers removed below)
+    proof = causal_masks.prove(module)
+    result.log += proof.log
     if options.dump_after == "front":
         result.front_text = print_op(module)
     # -- codegen: every executable as text, through the hook tool's server (in parallel)
@@ -219,6 +220,9 @@ def _front_and_codegen(
         _keep_resources(exe, new_exe, res.name)
         ir.InsertionPoint(exe).insert(new_exe.detach_from_parent())
         exe.erase()
+    # -- a proven mask's writer goes where only attention mmaflow took (causal: the mask not read) reads it
+    causal = {e.name for e in result.taken if e.facts.is_attention and e.facts.problem.attention.causal}
+    result.log += proof.remove(causal)
     if require_matmul and not result.taken:
         reasons = "; ".join(line.removeprefix("mmaflow: left  ") for e in result.executables for line in e.log[:1])
         raise InputError(

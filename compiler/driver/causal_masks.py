@@ -1,22 +1,31 @@
 """Causal masks proven through the host program (``mmaflow compile``'s front, at executable-sources).
 
 An attention dispatch whose mask is, on every call, what a causal generator dispatch just wrote
-(``core/causal.py``) gets ``mmaflow.causal_mask`` on its attention op: the kernel then skips the
-masked key tiles and does not read the mask. Where nothing else reads what the generator writes,
-its dispatch is removed from the host program: the mask is never written at all.
+(``core/causal.py``) gets ``mmaflow.causal_mask`` on its attention op (and ``mmaflow.causal_rows``
+where the query position restarts: IREE's GQA form): the kernel then skips the masked key tiles
+and does not read the mask. After codegen, where mmaflow took every attention reading what a
+generator writes, and nothing else reads it, that generator's dispatch is removed from the host
+program: the mask is never written at all. Where IREE compiles the attention (select refused it),
+IREE's code reads the mask, and its writer stays.
+
+Ranges: a dispatch's access through a binding is each of its subspans there (binding offset +
+subspan offset, push constants read at the call site as IREE's ``index_castui`` does, the
+subspan's bytes); a subspan whose offset or size cannot be read covers the whole binding.
 
 The proof, for each ``stream.cmd.dispatch`` of the attention (every one of them, or none gets the
-attribute): in its ``stream.cmd.execute`` region, walking back in program order from the dispatch,
-the first command that writes any byte of the mask's range (resource, binding offset + subspan
-offset, the mask's bytes) is a dispatch of a generator writing exactly that range with the causal
-pattern for this mask's query and key digits. A write whose range cannot be read (a dynamic
-shape, an offset from a non-constant push constant, a copy or fill) counts as overlapping, so it
-ends the proof. The mask reaching the region from outside it proves nothing.
+attribute): the attention op is the dispatch's only one, and its mask a whole-tensor load of a
+subspan nothing else in the dispatch uses and no other subspan of the dispatch overlaps. In its
+``stream.cmd.execute`` region, walking back in program order from the dispatch, the first command
+that writes any byte of the mask's range is a dispatch of a generator writing exactly that range
+with the causal pattern for this mask's query and key digits. A copy, a fill or any other command
+on the resource ends the proof. Nothing in the region writing it, the resource must be an immutable
+constant global's, stored once by an initializer from the one region that writes it there.
 
 The removal, for each dispatch of a generator that proved some mask: walking forward from it,
-every command reading a byte of its range before a command overwrites the whole range is a proven
-attention dispatch, and if the range is still live at the region's end, the resource is a
-transient one that no other op than this region (and its deallocation) uses.
+every command reading a byte of its range before a command overwrites the whole range (a whole
+store of a subspan covering it) is a dispatch of a proven attention mmaflow took, reading it as
+its mask; and if the range is still live at the region's end, the resource is a transient one the
+function allocates and that no other op than this region (and its deallocation) uses.
 
 The hook tool (``mmaflow-codegen`` inside iree-compile) sees one executable at a time, never the
 host program: there the mask is read, as any other.
@@ -29,7 +38,16 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from mmaflow.compiler.core.attention import ATTENTION_OPS, query_key_loops
-from mmaflow.compiler.core.causal import CAUSAL_MASK, Generator, MaskSite, generator, mask_site, subspans
+from mmaflow.compiler.core.causal import (
+    CAUSAL_MASK,
+    CAUSAL_ROWS,
+    Generator,
+    MaskSite,
+    Subspan,
+    generator,
+    mask_site,
+    subspans,
+)
 from mmaflow.compiler.core.errors import InputError
 from mmaflow.compiler.core.mlir import defining_op, str_attr, user_of, walk
 
@@ -38,14 +56,16 @@ READ, WRITE = 1, 2  # stream.cmd.dispatch's resource_accesses bits
 
 @dataclass
 class _Access:
-    resource: ir.Value
+    resource: ir.Value | None  # None: any resource (a dispatch this module cannot read)
     start: int | None  # None: unknown, the whole resource
     end: int | None
     reads: bool
     writes: bool
+    binding: int = -1
+    whole: bool = False  # a write storing every byte of [start, end)
 
     def overlaps(self, resource, start: int, end: int) -> bool:
-        if self.resource is not None and self.resource != resource:  # (None: any resource)
+        if self.resource is not None and self.resource != resource:
             return False
         return self.start is None or (self.start < end and start < self.end)
 
@@ -56,10 +76,26 @@ class _Site:
     export: str  # "exe::variant::export"
     accesses: list[_Access] = field(default_factory=list)
     exports: tuple[str, ...] = ()  # every entry point it names (one per target variant)
+    bases: list = field(default_factory=list)  # per binding: (resource, byte offset or None)
+    push: list = field(default_factory=list)  # the push constants' values (None: not constant)
 
     @property
     def name(self) -> str:
         return self.export.split("::")[-1]
+
+    @property
+    def executable(self) -> str:
+        return self.export.split("::")[0]
+
+    def range_of(self, sub: Subspan) -> tuple[ir.Value, int, int] | None:
+        """Where a subspan of this dispatch's function lies at this call: (resource, start, end)."""
+        if sub.binding >= len(self.bases) or sub.offset is None or sub.nbytes is None:
+            return None
+        resource, base = self.bases[sub.binding]
+        off = sub.offset.at(self.push)
+        if base is None or off is None:
+            return None
+        return resource, base + off, base + off + sub.nbytes
 
 
 def _const(value: ir.Value) -> int | None:
@@ -83,7 +119,7 @@ def _entry(ref: ir.Attribute) -> str:
 
 
 class _Program:
-    """The module's dispatch functions by export, and each execute region's commands."""
+    """The module's dispatch functions by export, and what each call site accesses."""
 
     def __init__(self, module: ir.Module):
         self.funcs: dict[str, ir.Operation] = {}
@@ -97,16 +133,29 @@ class _Program:
                     if f.name == "func.func":
                         key = f"{str_attr(exe, 'sym_name')}::{str_attr(variant, 'sym_name')}::{str_attr(f, 'sym_name')}"
                         self.funcs[key] = f
-        self._subspans: dict[str, dict] = {}
+        self._subspans: dict[str, list[Subspan]] = {}
+        self.sites: dict[ir.Operation, _Site] = {}
+        self.generators: dict[str, Generator | None] = {}
 
-    def subspans_of(self, export: str) -> dict:
+    def subspans_of(self, export: str) -> list[Subspan] | None:
         if export not in self._subspans:
             f = self.funcs.get(export)
-            self._subspans[export] = {} if f is None else {s.binding: s for s in subspans(f).values()}
+            self._subspans[export] = None if f is None else list(subspans(f).values())
         return self._subspans[export]
 
-    def site(self, op: ir.Operation) -> _Site | None:
-        """A dispatch's accesses, one per binding (its subspan's byte range where readable)."""
+    def generator(self, export: str) -> Generator | None:
+        if export not in self.generators:
+            f = self.funcs.get(export)
+            self.generators[export] = None if f is None else generator(f)[0]
+        return self.generators[export]
+
+    def site(self, op: ir.Operation) -> _Site:
+        if op not in self.sites:
+            self.sites[op] = self._site(op)
+        return self.sites[op]
+
+    def _site(self, op: ir.Operation) -> _Site:
+        """A dispatch's accesses: per binding, one per subspan of its function there."""
         exports = tuple(_entry(r) for r in ir.ArrayAttr(op.attributes["entry_points"]))
         if len(exports) != 1:  # (several variants: their bindings' offsets may differ)
             return _Site(op, exports[0] if exports else "", [_Access(None, None, None, True, True)], exports)
@@ -115,33 +164,32 @@ class _Program:
         push = [_const(v) for v in uniforms]
         modes = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["resource_accesses"])]
         subs = self.subspans_of(export)
-        site = _Site(op, export, exports=exports)
+        site = _Site(op, export, exports=exports, push=push)
         for b, (res, off, length, mode) in enumerate(zip(resources, offsets, lengths, modes)):
             base, n = _const(off), _const(length)
-            s = subs.get(b)
-            start = end = None
-            if s is not None and base is not None and s.offset is not None and s.nbytes is not None:
-                sub_off = s.offset.at(push)
-                if sub_off is not None:
-                    start, end = base + sub_off, base + sub_off + s.nbytes
-            elif base is not None and n is not None:
-                start, end = base, base + n
-            site.accesses.append(_Access(res, start, end, bool(mode & READ), bool(mode & WRITE)))
+            site.bases.append((res, base))
+            whole_binding = (base, None if base is None or n is None else base + n)
+            mine = [s for s in (subs or []) if s.binding == b]
+            if subs is None or not mine:  # (nothing read of it: the whole binding, as the host says)
+                mine = [None]
+            for s in mine:
+                start, end = whole_binding
+                r = None if s is None else site.range_of(s)
+                if r is not None:
+                    start, end = r[1], r[2]
+                reads = bool(mode & READ) and (s is None or s.reads)
+                writes = bool(mode & WRITE) and (s is None or s.writes)
+                whole = writes and r is not None and s.stored_whole
+                site.accesses.append(_Access(res, start if end is not None else None, end, reads, writes, b, whole))
         return site
-
-
-def _commands(execute: ir.Operation) -> list[ir.Operation]:
-    """An execute region's commands in program order (inside concurrent / serial blocks too)."""
-    return [o for o in walk(execute) if o.name.startswith("stream.cmd.") and o.name not in _CONTAINERS]
 
 
 _CONTAINERS = ("stream.cmd.execute", "stream.cmd.concurrent", "stream.cmd.serial")
 
 
-def _site(prog: "_Program", cmd: ir.Operation, sites_of: dict) -> "_Site":
-    if cmd not in sites_of:
-        sites_of[cmd] = prog.site(cmd)
-    return sites_of[cmd]
+def _commands(execute: ir.Operation) -> list[ir.Operation]:
+    """An execute region's commands in program order (inside concurrent / serial blocks too)."""
+    return [o for o in walk(execute) if o.name.startswith("stream.cmd.") and o.name not in _CONTAINERS]
 
 
 def _touches(op: ir.Operation, resource: ir.Value) -> bool:
@@ -152,30 +200,64 @@ def _touches(op: ir.Operation, resource: ir.Value) -> bool:
 class _Mask:
     attention: ir.Operation  # the attention op
     site: MaskSite
-    writer: str = ""  # the generator's export, once proven
+    calls: list = field(default_factory=list)  # [(attention call site, generator call site)]
+    refused: str = ""  # why not proven at some call
 
 
-def prove(module: ir.Module) -> list[str]:
-    """Stamp every attention op whose mask is proven causal; remove the generator dispatches only
-    such attention reads. Returns the log lines."""
+class Proof:
+    """What ``prove`` found: the stamped attention executables, and the generator dispatches that
+    ``remove`` may take out once codegen has said which of those attention executables it took."""
+
+    def __init__(self, prog: _Program, masks: dict[str, _Mask], log: list[str]):
+        self.prog, self.masks, self.log = prog, masks, log
+
+    @property
+    def stamped(self) -> dict[str, _Mask]:
+        return {e: m for e, m in self.masks.items() if m.calls and not m.refused}
+
+    def remove(self, taken: set[str]) -> list[str]:
+        """Erase each generator dispatch whose range only attention executables in ``taken`` (mmaflow's,
+        causal, the mask not read) read as their mask; the log lines."""
+        readers = {e: m for e, m in self.stamped.items() if e.split("::")[0] in taken}
+        log, erased, seen = [], [], set()
+        for m in self.stamped.values():
+            for _, gen in m.calls:
+                if gen.op in seen:
+                    continue
+                seen.add(gen.op)
+                execute = gen.op.parent
+                while execute.name != "stream.cmd.execute":
+                    execute = execute.parent
+                cmds = _commands(execute)
+                why = _dead(self.prog, execute, cmds[cmds.index(gen.op) + 1 :], gen, readers, self.stamped)
+                if why:
+                    log.append(f"mmaflow: {gen.name}: kept ({why})")
+                else:
+                    erased.append(gen.op)
+                    log.append(f"mmaflow: {gen.name}: dispatch removed (only mmaflow's causal attention reads it)")
+        for op in erased:
+            op.erase()
+        return log
+
+
+def prove(module: ir.Module) -> Proof:
+    """Stamp every attention op whose mask is proven causal at every call (``Proof.log`` says which);
+    ``Proof.remove`` then takes out the writers nothing else needs."""
     prog = _Program(module)
     masks: dict[str, _Mask] = {}
     log: list[str] = []
     for export, f in prog.funcs.items():
-        for op in walk(f):
-            if op.name not in ATTENTION_OPS:
-                continue
-            try:
-                site = mask_site(op, *query_key_loops(op))
-            except InputError:
-                site = None
-            if site is not None and site.subspan.offset is not None:
-                masks[export] = _Mask(op, site)
+        ops = [op for op in walk(f) if op.name in ATTENTION_OPS]
+        if len(ops) != 1:  # (none, or several: one kernel replaces one attention op)
+            continue
+        try:
+            site = mask_site(ops[0], *query_key_loops(ops[0]))
+        except InputError:
+            site = None
+        if site is not None and site.subspan.offset is not None:
+            masks[export] = _Mask(ops[0], site)
     if not masks:
-        return log
-    generators: dict[str, Generator | None] = {}
-    proven: dict[str, list] = {e: [] for e in masks}  # export -> [(attention site, generator site)] or None
-    sites_of: dict[ir.Operation, _Site] = {}
+        return Proof(prog, masks, log)
     for execute in walk(module.operation):
         if execute.name != "stream.cmd.execute":
             continue
@@ -183,71 +265,68 @@ def prove(module: ir.Module) -> list[str]:
         for i, cmd in enumerate(cmds):
             if cmd.name != "stream.cmd.dispatch":
                 continue
-            site = _site(prog, cmd, sites_of)
+            site = prog.site(cmd)  # (every call site read now: codegen replaces the functions it reads)
             for export in site.exports:
-                if export not in masks or proven[export] is None:
+                m = masks.get(export)
+                if m is None or m.refused:
                     continue
-                writer = None
-                if len(site.exports) == 1:
-                    writer = _proof(prog, execute, cmds[:i], site, masks[export].site, generators, sites_of)
+                writer = _proof(prog, execute, cmds[:i], site, m.site) if len(site.exports) == 1 else None
                 if writer is None:
-                    proven[export] = None
+                    m.refused = "not proven causal at every call"
                 else:
-                    proven[export].append((site, writer))
-    erased: set = set()
-    for export, found in proven.items():
-        if not found:
-            if found is None:
-                log.append(f"mmaflow: {export.split('::')[-1]}: its mask is read (not proven causal at every call)")
+                    m.calls.append((site, writer))
+    for export, m in masks.items():
+        name = export.split("::")[-1]
+        if not m.calls and not m.refused:
             continue
-        writers = sorted({w.export.split("::")[-1] for _, w in found})
-        attention = masks[export].attention
-        with attention.context:
-            attention.attributes[CAUSAL_MASK] = ir.StringAttr.get(f"written by {', '.join(writers)}")
+        rows = {prog.generator(w.export).causal_rows(m.site) for _, w in m.calls}
+        if not m.refused and len(rows) != 1:
+            m.refused = "causal with different periods at different calls"
+        if m.refused:
+            log.append(f"mmaflow: {name}: its mask is read ({m.refused})")
+            continue
+        writers = sorted({w.name for _, w in m.calls})
+        (period,) = rows
+        with m.attention.context:
+            m.attention.attributes[CAUSAL_MASK] = ir.StringAttr.get(f"written by {', '.join(writers)}")
+            if period != m.site.rows:
+                m.attention.attributes[CAUSAL_ROWS] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), period)
+        restart = f", query positions restarting every {period} rows" if period != m.site.rows else ""
         log.append(
-            f"mmaflow: {export.split('::')[-1]}: its mask is the causal pattern {', '.join(writers)} writes: "
-            "masked key tiles skipped, the mask not read"
+            f"mmaflow: {name}: its mask is the causal pattern {', '.join(writers)} writes{restart}: the kernel "
+            "may skip masked key tiles and not read it"
         )
-    stamped = {e for e, found in proven.items() if found}
-    for execute in walk(module.operation):
-        if execute.name != "stream.cmd.execute":
-            continue
-        cmds = _commands(execute)
-        for i, cmd in enumerate(cmds):
-            site = sites_of.get(cmd)
-            if site is None or cmd in erased or not any(w is site for e in stamped for _, w in proven[e]):
-                continue
-            why = _dead(execute, cmds[i + 1 :], site, {e: masks[e].site for e in stamped}, sites_of, prog)
-            name = site.name
-            if why:
-                log.append(f"mmaflow: {name}: kept ({why})")
-                continue
-            erased.add(cmd)
-            log.append(f"mmaflow: {name}: dispatch removed (only causal attention reads what it writes)")
-    for cmd in erased:
-        cmd.erase()
-    return log
+    return Proof(prog, masks, log)
 
 
-def _proof(prog, execute, before, site: _Site, mask: MaskSite, generators, sites_of) -> _Site | None:
+def _proof(prog: _Program, execute, before, site: _Site, mask: MaskSite) -> _Site | None:
     """The generator dispatch that wrote this call's mask, if the walk back proves one: in this
     region, or (nothing in it writes the mask) in the initializer that wrote the immutable global
     the region reads it from."""
-    acc = site.accesses[mask.subspan.binding] if mask.subspan.binding < len(site.accesses) else None
-    if acc is None or acc.start is None:
+    where = site.range_of(mask.subspan)
+    if where is None:
         return None
-    found, writer = _last_writer(prog, before, acc.resource, acc.start, acc.end, mask, generators, sites_of)
+    resource, start, end = where
+    mine = [
+        a
+        for a in site.accesses
+        if a.binding == mask.subspan.binding and (a.start, a.end) == (start, end) and a.reads and not a.writes
+    ]
+    others = [a for a in site.accesses if a.overlaps(resource, start, end)]
+    if len(mine) != 1 or len(others) != 1:  # (another tensor of the dispatch on the mask's bytes)
+        return None
+    found, writer = _last_writer(prog, before, resource, start, end, mask)
     if found:
         return writer
-    init = _initializer_region(execute, acc.resource)
+    init = _initializer_region(execute, resource)
     if init is None:
         return None
     init_execute, inner = init
-    found, writer = _last_writer(prog, _commands(init_execute), inner, acc.start, acc.end, mask, generators, sites_of)
+    found, writer = _last_writer(prog, _commands(init_execute), inner, start, end, mask)
     return writer if found else None
 
 
-def _last_writer(prog, before, resource, start, end, mask, generators, sites_of) -> tuple[bool, _Site | None]:
+def _last_writer(prog: _Program, before, resource, start, end, mask) -> tuple[bool, _Site | None]:
     """Walking back over ``before``: whether a command writes a byte of [start, end) of
     ``resource``, and that command if it is a causal generator writing exactly that range."""
     for cmd in reversed(before):
@@ -255,29 +334,28 @@ def _last_writer(prog, before, resource, start, end, mask, generators, sites_of)
             if _touches(cmd, resource):
                 return True, None
             continue
-        other = _site(prog, cmd, sites_of)
+        other = prog.site(cmd)
         hits = [a for a in other.accesses if a.writes and a.overlaps(resource, start, end)]
         if not hits:
             continue
-        if other.export not in generators:
-            f = prog.funcs.get(other.export)
-            generators[other.export] = None if f is None else generator(f)[0]
-        gen = generators[other.export]
+        gen = prog.generator(other.export)
         if gen is None or len(hits) != 1 or hits[0].resource is None or (hits[0].start, hits[0].end) != (start, end):
             return True, None
-        if any(a.reads for a in other.accesses) or not gen.is_causal(mask):
+        if any(a.reads for a in other.accesses) or gen.causal_rows(mask) is None:
             return True, None
         return True, other
     return False, None
 
 
 def _initializer_region(execute: ir.Operation, resource: ir.Value) -> tuple[ir.Operation, ir.Value] | None:
-    """Where a resource the region reads from an immutable global was written: the one execute region of
-    the one initializer storing that global, and the resource's block argument there. IREE hoists a mask
-    that depends on no input into such a global (computed once, at load)."""
+    """Where a resource the region reads from an immutable constant global was written: the one execute
+    region of the one initializer storing that global, and the resource's block argument there. IREE
+    hoists a mask that depends on no input into such a global (computed once, at load)."""
     outer = _outer(execute, resource)
     load = None if outer is None else defining_op(outer)
     if load is None or load.name != "util.global.load" or "is_immutable" not in load.attributes:
+        return None
+    if "resource<constant>" not in str(outer.type):
         return None
     name = str(load.attributes["global"])
     module = load
@@ -290,6 +368,9 @@ def _initializer_region(execute: ir.Operation, resource: ir.Value) -> tuple[ir.O
     await_op = defining_op(value)
     if await_op is not None and await_op.name == "stream.timepoint.await":
         value = await_op.operands[list(await_op.results).index(value)]
+    alloc = defining_op(value)
+    if alloc is None or alloc.name != "stream.resource.alloca":
+        return None
     users = [user_of(u) for u in value.uses]
     executes = [u for u in users if u.name == "stream.cmd.execute"]
     if len(executes) != 1 or any(u.name not in ("stream.cmd.execute", "stream.timepoint.await") for u in users):
@@ -308,37 +389,43 @@ def _enclosing(op: ir.Operation, name: str) -> ir.Operation | None:
     return p
 
 
-def _dead(execute, after, gen: _Site, stamped: dict, sites_of, prog) -> str:
-    """Why the generator's write must stay ("" if nothing but proven causal attention reads it, as
-    its mask: ``stamped``, each proven export's mask)."""
-    (acc,) = [a for a in gen.accesses if a.writes]
-    resource, start, end = acc.resource, acc.start, acc.end
+def _dead(prog: _Program, execute, after, gen: _Site, readers: dict[str, _Mask], stamped) -> str:
+    """Why the generator's write must stay ("" if nothing but ``readers``' attention reads it, each as
+    its mask; ``stamped``: every proven attention export, taken by mmaflow or not)."""
+    writes = [a for a in gen.accesses if a.writes]
+    if len(writes) != 1 or writes[0].start is None:
+        return "its write is not one known range"
+    resource, start, end = writes[0].resource, writes[0].start, writes[0].end
+    live = [(start, end)]  # the bytes of the range no whole store has overwritten since
     for cmd in after:
         if cmd.name != "stream.cmd.dispatch":
             if _touches(cmd, resource):
                 return f"{cmd.name} uses its resource"
             continue
-        site = _site(prog, cmd, sites_of)
-        reads = [b for b, a in enumerate(site.accesses) if a.reads and a.overlaps(resource, start, end)]
-        if reads and (site.export not in stamped or reads != [stamped[site.export].subspan.binding]):
-            return f"{site.name} reads it"
-        covers = [
-            a
-            for a in site.accesses
-            if a.writes and a.resource == resource and a.start is not None and a.start <= start and end <= a.end
-        ]
-        if covers and not reads:
-            return ""
+        site = prog.site(cmd)
+        reads = [a for a in site.accesses if a.reads and any(a.overlaps(resource, s, e) for s, e in live)]
+        if reads:
+            m = readers.get(site.export)
+            own = None if m is None else site.range_of(m.site.subspan)
+            if own is None or own != (resource, start, end) or len(reads) != 1:
+                return f"{site.name} reads it" + (" (left to IREE)" if m is None and site.export in stamped else "")
+            if (reads[0].start, reads[0].end, reads[0].binding) != (start, end, m.site.subspan.binding):
+                return f"{site.name} reads it"
+            continue
+        for a in site.accesses:  # whole stores over part of it: those bytes hold other data from here on
+            if a.whole and a.resource == resource:
+                cut = ((s, min(e, a.start)) for s, e in live), ((max(s, a.end), e) for s, e in live)
+                live = [piece for pieces in cut for piece in pieces if piece[0] < piece[1]]
+        if not live:
+            return ""  # overwritten whole: what follows reads other data
     outer = _outer(execute, resource)
     if outer is None:
         return "its resource is not one the region captures"
-    if "transient" not in str(outer.type):
-        return f"its resource is {outer.type}"
-    users = {user_of(u).name for u in outer.uses}
-    if (
-        not users <= {"stream.cmd.execute", "stream.resource.dealloca"}
-        or sum(1 for u in outer.uses if user_of(u).name == "stream.cmd.execute") != 1
-    ):
+    alloc = defining_op(outer)
+    if alloc is None or alloc.name != "stream.resource.alloca" or "transient" not in str(outer.type):
+        return f"its resource is {outer.type}, not a transient one the function allocates"
+    users = [user_of(u).name for u in outer.uses]
+    if set(users) - {"stream.cmd.execute", "stream.resource.dealloca"} or users.count("stream.cmd.execute") != 1:
         return "its resource is used beyond this region"
     return ""
 

@@ -310,7 +310,7 @@ class AmdKernel:
             inits += self.load_tile(em, (k_mem, v_mem), batch, em.const(0))
         tiles = self.b.key_tiles(em)
         if p.causal:  # tiles holding a key <= this block's last query
-            tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
+            tiles = self.b.causal_tiles(em, em.mul(block, BLOCK_M), BLOCK_M, BLOCK_N, tiles)
         with em.loc, em.ip:
             loop = scf.ForOp(em.const(0), tiles, em.const(1), inits)
         lanes = LaneIndex(em.at(ir.InsertionPoint(loop.operation)), lane, p.wave_size)

@@ -133,6 +133,7 @@ class HopperAttentionPlan:
     producer: bool = False  # a producer warpgroup copies Q, K and V by TMA ("Producer" in the module docstring)
     copy_note: str = ""  # why the producer was not taken, where it was asked for
     workers: int = 0  # (producer) a persistent grid of this many workgroups, each looping over blocks; 0: one a block
+    causal_rows: int = 0  # causal query positions restart every this many rows (GQA folded); 0: position = row
 
     @property
     def wave_size(self) -> int:
@@ -213,7 +214,7 @@ class HopperAttentionPlan:
         mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
         return (
             f"flash attention {self.elem} (wgmma): batch {self.batch}, {self.m} queries x {self.k2} keys, head dim "
-            f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}{mask}; "
+            f"{self.head_dim}, scale {self.scale:g}{causal_words(self)}{mask}; "
             f"{self.intrinsic.name} (S) and {self.pv_intrinsic.name} (P V), grid {self.grid}, "
             f"{self.workgroup_size} threads ({self.warpgroups} warpgroup(s) of 64 queries"
             f"{' and a producer' if self.producer else ''}), "
@@ -252,6 +253,13 @@ def p_in_lane(s_intr: WarpgroupIntrinsic, pv_intr: WarpgroupIntrinsic) -> tuple[
     return tuple(steps)
 
 
+def causal_words(plan) -> str:
+    """How a plan's describe() names its causal masking ("" when not causal)."""
+    if not plan.causal:
+        return ""
+    return f", causal (positions restart every {plan.causal_rows} rows)" if plan.causal_rows else ", causal"
+
+
 def persistent_workers(items: int, cap: int) -> int:
     """A persistent grid's workgroups for ``items`` blocks: the most, at most ``cap``, that divide
     them (every workgroup loops over items / workers blocks: the loop's bounds are uniform), where
@@ -275,6 +283,7 @@ def plan_hopper(
     producer: bool | None = None,
     stages: int | None = None,
     persistent: bool | int | None = None,
+    causal_rows: int = 0,
 ) -> HopperAttentionPlan:
     """The wgmma kernel's plan for a checked attention (``nvidia.plan_flash_attention`` checked
     types, head dims, scale and sizes); UnsupportedError naming why it cannot be built. By default
@@ -325,6 +334,7 @@ def plan_hopper(
         stages,
         producer=producer,
         copy_note=note,
+        causal_rows=causal_rows,
     )
     if persistent is not None and not isinstance(persistent, bool) and persistent < 1:
         raise UnsupportedError(f"persistent = {persistent}: a persistent grid has at least one workgroup")
@@ -488,7 +498,7 @@ class HopperKernel:
         self.q_base = em.add(q0, em.mul(self.wg, WARPGROUP // 2))
         tiles = em.const(p.key_tiles)
         if p.causal:  # tiles holding a key <= this block's last query
-            tiles = em.min_index(em.div(em.add(q0, p.block_m + n - 1), n), tiles)
+            tiles = self.b.causal_tiles(em, q0, p.block_m, n, tiles)
         self.tiles = tiles
         return q0
 

@@ -86,7 +86,7 @@ from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_con
 from mmaflow.compiler.core.mlir import walk as walk_ops
 from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
 from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
-from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, HopperKernel, plan_hopper
+from mmaflow.compiler.kernels.attention.hopper import HopperAttentionPlan, HopperKernel, causal_words, plan_hopper
 from mmaflow.compiler.kernels.common.convert_emit import emit_register_route
 from mmaflow.compiler.kernels.common.emit import Emitter
 from mmaflow.compiler.kernels.common.fragments import FragmentLoader, FragmentPlan, LaneIndex
@@ -151,6 +151,9 @@ class FlashAttentionPlan:
     # block cluster of ``split_kv`` workgroups along x, each over its share of the key tiles, their partial
     # softmax statistics and outputs combined through distributed shared memory (``_Kernel.combine``).
     split_kv: int = 1
+    # Causal with query positions restarting every ``causal_rows`` rows (IREE's GQA form: the query heads sharing a
+    # KV head folded into the rows, each head's positions from 0); 0: a query's position is its row.
+    causal_rows: int = 0
     # Decode (a run-time key length, every query in one warp's row tile): each warp takes its own
     # WARP_KEYS keys of every key tile, with its own softmax statistics, combined at the end.
     warp_keys: bool = False
@@ -230,7 +233,7 @@ class FlashAttentionPlan:
         tiles = "run-time" if self.k2 is None else self.key_tiles
         return (
             f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {keys} keys, head dim "
-            f"{self.head_dim}, scale {self.scale:g}{', causal' if self.causal else ''}"
+            f"{self.head_dim}, scale {self.scale:g}{causal_words(self)}"
             f"{mask}; {self.intrinsic.name}, "
             f"grid {self.grid}, {self.workgroup_size} threads, {tiles} key tiles of {BLOCK_N}, "
             f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
@@ -253,6 +256,7 @@ def plan_flash_attention(
     split_kv: int | None = None,
     producer: bool | None = None,
     persistent: bool | int | None = None,
+    causal_rows: int | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
@@ -302,6 +306,10 @@ def plan_flash_attention(
             f"{what}: the wgmma attention kernel takes a static key length (mma.sync a run-time one)"
         )
     causal = causal or bool(attn.causal)  # a mask proven causal: masked tiles skipped, the mask not read
+    rows = (attn.causal_rows if attn.causal else 0) if causal_rows is None else causal_rows
+    if rows and (not causal or attn.m is None or rows < 1 or attn.m % rows):
+        raise UnsupportedError(f"{what}: causal_rows = {rows} takes a causal kernel and divides the {attn.m} queries")
+    rows = 0 if rows == attn.m else rows
     if attn.k2 is None and causal:
         raise UnsupportedError(f"{what}: causal with a run-time key length (IREE gives causal SDPA as a mask)")
     mask = None
@@ -362,6 +370,7 @@ def plan_flash_attention(
             lds_pad=pad,
             k_copy=k_copy,
             prefetch=prefetch,
+            causal_rows=rows,
         )
         if plan.lds_bytes > tgt.lds_bytes:
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
@@ -377,6 +386,7 @@ def plan_flash_attention(
             producer=producer,
             stages=asked_stages,
             persistent=persistent,
+            causal_rows=rows,
         )
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
@@ -417,6 +427,7 @@ def plan_flash_attention(
         tuple(attn.batch),
         mask,
         split_kv=split,
+        causal_rows=rows,
         # decode: one row tile of queries, a run-time key length and fewer workgroups than SMs -- the
         # warps split every tile's keys (H200: batch 1 at 4k keys 17.7 -> 14.2 us, batch 8 at 32k 306 ->
         # 247; at batch 32, 256 workgroups, the partials' shared memory cost a workgroup an SM: 126 -> 143)
@@ -579,7 +590,7 @@ class _Kernel:
         if bound is not None:
             needs = sm.lt(sm.as_index(bound), sm.add(key0, block_n))
         if p.causal:
-            diag = sm.lt(q_first, sm.add(key0, block_n - 1))
+            diag = sm.lt(self.first_position(sm, q_first), sm.add(key0, block_n - 1))
             needs = diag if needs is None else sm.or_(needs, diag)
         if needs is None:
             return scores
@@ -600,13 +611,38 @@ class _Kernel:
                     key, past_query = masked.add(col0, j * self.intr.n + co), (row0, ro + 1)
                 valid = masked.lt(key, bound) if bound is not None else None
                 if p.causal:
-                    ok = masked.lt(key, masked.add(*past_query))  # key <= query
+                    query = masked.add(*past_query)
+                    if p.causal_rows:  # its position: (row mod causal_rows) + 1
+                        query = masked.add(masked.rem(masked.add(past_query[0], past_query[1] - 1), p.causal_rows), 1)
+                    ok = masked.lt(key, query)  # key <= query
                     valid = ok if valid is None else masked.and_(valid, ok)
                 out.append(masked.select(valid, s, neg_inf))
         with sm.loc, ir.InsertionPoint(branch.then_block):
             scf.YieldOp(out)
         res = list(branch.results)
         return [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
+
+    def first_position(self, em: Emitter, q_first) -> ir.Value:
+        """A lower bound of the positions of the queries from row ``q_first`` on (a warp's or a block's):
+        the row itself; with ``causal_rows``, its position, or 0 where a block from it would cross a
+        restart (a block of at most ``BLOCK_M`` or the plan's ``block_m`` rows)."""
+        rows = self.p.causal_rows
+        if not rows:
+            return q_first
+        span = self.p.block_m
+        pos = em.rem(q_first, rows)
+        return em.select(em.lt(em.const(rows - span), pos), em.const(0), pos)  # (pos + span > rows: crosses)
+
+    def causal_tiles(self, em: Emitter, q0, rows: int, block_n: int, tiles) -> ir.Value:
+        """``tiles`` capped to those holding a key at or before the last query position of rows
+        [q0, q0 + rows): row q0 + rows - 1 itself, or with ``causal_rows`` the largest position (the
+        run's end where the rows cross a restart)."""
+        period = self.p.causal_rows
+        if period:
+            end = em.min_index(em.add(em.rem(q0, period), rows), period)
+        else:
+            end = em.add(q0, rows)
+        return em.min_index(em.div(em.add(end, block_n - 1), block_n), tiles)
 
     # ---- the online softmax's statistics, per query row a lane holds -------------------------------
     def by_row(self, tiles: list) -> list[list[ir.Value]]:
@@ -760,7 +796,7 @@ class _Kernel:
         inits = [neg_inf] * len(self.rows) + [zero] * len(self.rows) + [em.zero_vector(self.c_t)] * n_o
         tiles = self.key_tiles(em)
         if p.causal:  # tiles holding a key <= this block's last query
-            tiles = em.min_index(em.div(em.add(em.mul(block, BLOCK_M), BLOCK_M + BLOCK_N - 1), BLOCK_N), tiles)
+            tiles = self.causal_tiles(em, em.mul(block, BLOCK_M), BLOCK_M, BLOCK_N, tiles)
         first, trips = None, tiles
         if rank is not None:
             # This rank's share: C = ceil(T / S) tiles from rank * C (the last ranks' may lie past K2,
