@@ -894,6 +894,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(IREE writes a mask in a dispatch of its own; mmaflow proves it causal) against torch's is_causal=True",
     )
     b.add_argument(
+        "--kv-heads",
+        type=int,
+        metavar="N",
+        help="with --attention: K and V of N heads that the query heads share in groups (GQA, torch's "
+        "enable_gqa=True, in the torch dialect as iree-turbine exports it)",
+    )
+    b.add_argument(
         "--decode",
         metavar="B,..",
         help="with --attention: decode attention instead, a decoder step against a KV cache of a run-time length "

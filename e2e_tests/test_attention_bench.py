@@ -111,6 +111,18 @@ def test_prepare_causal_builds_the_torch_form_proven(tmp_path):
     assert attention_bench.flops(case) == 4 * 2 * 16 * 256 * 256 * 128 / 2
 
 
+def test_prepare_gqa_causal_builds_the_torch_form(tmp_path):
+    """--kv-heads with --causal: enable_gqa=True, K and V of 4 heads; IREE folds the query heads sharing one
+    into the rows, and the kernel's positions restart every seq rows."""
+    argv = ["bench", "--attention", "--causal", "--kv-heads", "4", "--target", "sm_80", "--sizes", "128"]
+    assert cli.main(argv + ["--head-dims", "64", "--prepare-only", str(tmp_path)]) == 0
+    (case,) = json.loads((tmp_path / "manifest.json").read_text())["cases"]
+    assert case["key"] == "f16_b2h16kv4_s128_d64_causal" and case["kv_heads"] == 4
+    ours = case["entries"][0]["config"]
+    assert "512 queries x 128 keys" in ours and "causal (positions restart every 128 rows)" in ours, ours
+    assert attention_bench.kv_bytes(case) == 2 * 2 * 2 * 4 * 128 * 64
+
+
 def test_prepare_causal_fails_when_the_mask_is_not_proven(tmp_path, capsys, monkeypatch):
     """A causal build whose mask mmaflow reads would be timed against torch's is_causal as if it skipped
     the masked tiles: the prepare stops."""
@@ -168,6 +180,8 @@ def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monke
         (["--config", "tile_m=64"], "--config configures matmul kernels"),
         (["--target", "sm_80,gfx942"], "bench --attention runs its targets on one device"),
         (["--causal", "--decode", "1"], "--decode and --causal"),
+        (["--kv-heads", "3"], "--kv-heads 3: the query heads (16) share K and V heads in equal groups"),
+        (["--kv-heads", "8", "--decode", "1"], "--kv-heads is prefill's"),
     ],
 )
 def test_bad_options_are_clear_errors(tmp_path, capsys, args, needle):
@@ -183,7 +197,7 @@ def test_bad_options_are_clear_errors(tmp_path, capsys, args, needle):
     assert not list(tmp_path.iterdir())  # refused before compiling anything
 
 
-@pytest.mark.parametrize("option", [["--head-dims", "64"], ["--causal"]])
+@pytest.mark.parametrize("option", [["--head-dims", "64"], ["--causal"], ["--kv-heads", "4"]])
 def test_attention_options_need_attention(tmp_path, capsys, option):
     assert cli.main(["bench", "--target", "sm_80", *option, "--prepare-only", str(tmp_path)]) == 2
     assert f"{option[0]} is an option of bench --attention" in capsys.readouterr().err

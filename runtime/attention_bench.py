@@ -26,10 +26,11 @@ sequence, 32 query heads sharing 8 KV heads, the KV cache's length a run-time si
 ``enable_gqa=True``. IREE 3.13's default pipeline prints "error: Padding OnlineAttention without existing
 mask is not yet supported" for it and then compiles it by another route (the build succeeds).
 
-``--causal``: PyTorch's ``scaled_dot_product_attention(q, k, v, is_causal=True)`` in the torch dialect, as
-iree-turbine exports it (``modules.causal_attention_module``): IREE writes the mask in a dispatch of its own,
-mmaflow must prove it causal (``compiler/driver/causal_masks.py``; the prepare fails otherwise) and removes
-that dispatch; torch runs ``is_causal=True``.
+``--causal``: PyTorch's ``scaled_dot_product_attention(q, k, v, is_causal=True)`` in the torch dialect,
+as iree-turbine exports it (``modules.torch_sdpa_module``): IREE writes the mask in a dispatch of its
+own; mmaflow must prove it causal (``compiler/driver/causal_masks.py``; the prepare fails otherwise)
+and removes that dispatch; torch runs ``is_causal=True``. ``--kv-heads N``: the torch form with
+``enable_gqa=True``, K and V of N heads.
 
 TFLOP/s count 4 * batch * heads * seq_q * seq_k * head_dim FLOPs per call (the two matmuls,
 S = Q K^T and O = P V; the softmax is not counted; half of it causal), as FlashAttention reports; decode rows also give
@@ -53,7 +54,7 @@ import numpy as np
 
 from mmaflow.runtime import bench_common
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference
-from mmaflow.runtime.modules import attention_module, causal_attention_module, decode_attention_module
+from mmaflow.runtime.modules import attention_module, decode_attention_module, torch_sdpa_module
 
 BATCH, HEADS = 2, 16
 # --decode: Llama-3-8B's attention heads (32 query heads, 8 KV heads), one query per sequence.
@@ -86,6 +87,7 @@ def cases(
     heads: int = HEADS,
     fa3: bool = False,
     causal: bool = False,
+    kv_heads: int | None = None,
 ) -> list[dict]:
     """One case per dtype, sequence length and head dim (queries and keys of the same length);
     ``fa3``: each at the FlashAttention-3 paper's batch (16k tokens / seq) and heads (2048 / d)."""
@@ -94,10 +96,12 @@ def cases(
         for s in seqs:
             for d in head_dims:
                 b, h = (FA3_TOKENS // s, FA3_HIDDEN // d) if fa3 else (batch, heads)
-                key = f"{dt}_b{b}h{h}_s{s}_d{d}" + ("_causal" if causal else "")
+                key = f"{dt}_b{b}h{h}" + (f"kv{kv_heads}" if kv_heads else "") + f"_s{s}_d{d}"
                 out.append(
-                    {"key": key, "dtype": dt, "batch": b, "heads": h, "seq": s, "head_dim": d}
+                    {"key": key + ("_causal" if causal else ""), "dtype": dt, "batch": b, "heads": h, "seq": s}
+                    | {"head_dim": d}
                     | ({"causal": True} if causal else {})
+                    | ({"kv_heads": kv_heads} if kv_heads else {})
                 )
     return out
 
@@ -152,6 +156,7 @@ def prepare(
     fa3: bool = False,
     decode: list[int] | None = None,
     causal: bool = False,
+    kv_heads: int | None = None,
 ) -> dict:
     """Compile every case with mmaflow for each target and once per IREE target with IREE's
     default pipeline; write the .vmfb files and manifest.json. ``decode``: decode cases at these
@@ -182,6 +187,13 @@ def prepare(
                 f"--fa3-shapes: batch x seq = {FA3_TOKENS} tokens and heads x head dim = {FA3_HIDDEN}; "
                 f"{', '.join(map(str, bad))} does not divide them"
             )
+    if kv_heads is not None and not decode:
+        hs = {FA3_HIDDEN // d for d in head_dims} if fa3 else {heads}
+        if kv_heads < 1 or any(h % kv_heads for h in hs):
+            raise InputError(
+                f"--kv-heads {kv_heads}: the query heads ({', '.join(map(str, sorted(hs)))}) share K and "
+                "V heads in equal groups: it must divide them"
+            )
     bad = [dt for dt in dtypes if dt not in DTYPES]
     if bad:
         raise InputError(f"bench --attention times {' and '.join(DTYPES)} attention, not {', '.join(bad)}")
@@ -194,15 +206,23 @@ def prepare(
     todo = (
         decode_cases(decode, seqs, head_dims, dtypes)
         if decode
-        else cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3, causal=causal)
+        else cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3, causal=causal, kv_heads=kv_heads)
     )
     for case in todo:
         if decode:
             src = decode_attention_module(
                 case["batch"], case["kv_heads"], case["heads"] // case["kv_heads"], case["head_dim"], case["dtype"]
             )
-        elif causal:
-            src = causal_attention_module(case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"])
+        elif causal or kv_heads:
+            src = torch_sdpa_module(
+                case["batch"],
+                case["heads"],
+                case["seq"],
+                case["head_dim"],
+                case["dtype"],
+                kv_heads=kv_heads,
+                causal=causal,
+            )
         else:
             src = attention_module(case["batch"], case["heads"], case["seq"], case["head_dim"], case["dtype"])
         entries = []

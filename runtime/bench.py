@@ -729,11 +729,14 @@ def bench_command(args) -> int:
         (args.fa3_shapes, "fa3-shapes"),
         (getattr(args, "decode", None), "decode"),
         (getattr(args, "causal", False), "causal"),
+        (getattr(args, "kv_heads", None), "kv-heads"),
     ):
         if given and not args.attention:
             raise InputError(f"--{name} is an option of bench --attention")
     if getattr(args, "decode", None) and args.fa3_shapes:
         raise InputError("--decode and --fa3-shapes: one set of shapes at a time")
+    if getattr(args, "decode", None) and getattr(args, "kv_heads", None):
+        raise InputError("--decode has its own heads (32 query heads over 8 KV heads): --kv-heads is prefill's")
     if getattr(args, "decode", None) and getattr(args, "causal", False):
         raise InputError("--decode and --causal: a decoder step's one query sees every key (causal is prefill's)")
     if args.compile_time:
@@ -774,6 +777,7 @@ def bench_command(args) -> int:
             fa3=args.fa3_shapes,
             decode=positive_ints(args.decode, "--decode") if getattr(args, "decode", None) else None,
             causal=getattr(args, "causal", False),
+            kv_heads=getattr(args, "kv_heads", None),
         )
         driver = manifest["driver"]
     elif args.weight_only:

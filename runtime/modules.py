@@ -411,22 +411,32 @@ def attention_module(
     )
 
 
-def causal_attention_module(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16") -> str:
+def torch_sdpa_module(
+    batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16", *, kv_heads: int | None = None, causal=False
+) -> str:
     """``@attention(Q, K, V) -> O`` as iree-turbine exports PyTorch's ``scaled_dot_product_attention(q, k, v,
-    is_causal=True)``: the torch dialect op itself (each tensor ``(batch, heads, seq, head_dim)``), which
-    IREE's torch input conversion lowers to an attention reading an additive mask and a dispatch of its
-    own writing that mask (``compiler/core/causal.py``)."""
-    t = f"!torch.vtensor<[{batch},{heads},{seq},{head_dim}],{dtype}>"
+    is_causal=causal, enable_gqa=kv_heads is not None)``: the torch dialect op itself, Q ``(batch, heads, seq,
+    head_dim)``, K and V with ``kv_heads`` heads (the query heads sharing them in groups). IREE's torch input
+    conversion lowers is_causal to an attention reading an additive mask and a dispatch of its own writing it
+    (``compiler/core/causal.py``), and folds GQA's groups into the attention's rows."""
+    kv = heads if kv_heads is None else kv_heads
+    tq = f"!torch.vtensor<[{batch},{heads},{seq},{head_dim}],{dtype}>"
+    tk = f"!torch.vtensor<[{batch},{kv},{seq},{head_dim}],{dtype}>"
     return (
-        f"func.func @attention(%q: {t}, %k: {t}, %v: {t}) -> {t} {{\n"
+        f"func.func @attention(%q: {tq}, %k: {tk}, %v: {tk}) -> {tq} {{\n"
         "  %none = torch.constant.none\n"
         "  %dropout = torch.constant.float 0.000000e+00\n"
-        "  %causal = torch.constant.bool true\n"
-        "  %gqa = torch.constant.bool false\n"
+        f"  %causal = torch.constant.bool {'true' if causal else 'false'}\n"
+        f"  %gqa = torch.constant.bool {'false' if kv_heads is None else 'true'}\n"
         "  %o = torch.aten.scaled_dot_product_attention %q, %k, %v, %none, %dropout, %causal, %none, %gqa : "
-        f"{t}, {t}, {t}, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> {t}\n"
-        f"  return %o : {t}\n}}\n"
+        f"{tq}, {tk}, {tk}, !torch.none, !torch.float, !torch.bool, !torch.none, !torch.bool -> {tq}\n"
+        f"  return %o : {tq}\n}}\n"
     )
+
+
+def causal_attention_module(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "f16") -> str:
+    """``torch_sdpa_module`` with ``is_causal=True``, every head its own K and V."""
+    return torch_sdpa_module(batch, heads, seq, head_dim, dtype, causal=True)
 
 
 def decode_attention_module(

@@ -487,7 +487,15 @@ class AmdKernel:
             scores.append(row)
         if self.b.key_bound() is not None or p.causal:  # (S^T: keys on C's rows, queries on its columns)
             scores = self.b.mask_keys(
-                sm, scores, key0, q_base, sm.add(key0, c_row), sm.add(q_base, c_col), BLOCK_N, keys_on_rows=True
+                sm,
+                scores,
+                key0,
+                q_base,
+                sm.add(key0, c_row),
+                sm.add(q_base, c_col),
+                BLOCK_N,
+                keys_on_rows=True,
+                q_span=intr.n,  # (the wave's queries)
             )
         m_new, m_sub, alpha = [], [], []
         for ci in range(len(self.cols)):

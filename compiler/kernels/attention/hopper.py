@@ -693,7 +693,7 @@ class HopperKernel:
                 s = b.f(arith.AddFOp, s, b.f(arith.MulFOp, mv, log2e))
             scores.append(s)
         warp_q = sm.add(q_base, sm.mul(sm.div(lane128, 32), 16))  # this warp's first query
-        (scores,) = b.mask_keys(sm, [scores], key0, warp_q, sm.add(q_base, c_row), sm.add(key0, c_col), n)
+        (scores,) = b.mask_keys(sm, [scores], key0, warp_q, sm.add(q_base, c_row), sm.add(key0, c_col), n, q_span=16)
         m_new, m_sub, alpha = b.online_max(b.by_row([[scores]]), m_old)
         probs = [b.exp2(b.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(scores)]
         l_new = b.running_sums(b.by_row([[probs]]), l_old, alpha)

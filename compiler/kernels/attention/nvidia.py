@@ -576,7 +576,16 @@ class _Kernel:
         return value
 
     def mask_keys(
-        self, sm: Emitter, scores: list, key0, q_first, row0, col0, block_n: int, keys_on_rows: bool = False
+        self,
+        sm: Emitter,
+        scores: list,
+        key0,
+        q_first,
+        row0,
+        col0,
+        block_n: int,
+        keys_on_rows: bool = False,
+        q_span: int | None = None,
     ) -> list:
         """``scores`` ([instruction][C element], instruction j's keys from j * n) with keys past K2
         and (causal) keys past their query set to -inf, in a branch uniform across the warp and taken
@@ -590,7 +599,7 @@ class _Kernel:
         if bound is not None:
             needs = sm.lt(sm.as_index(bound), sm.add(key0, block_n))
         if p.causal:
-            diag = sm.lt(self.first_position(sm, q_first), sm.add(key0, block_n - 1))
+            diag = sm.lt(self.first_position(sm, q_first, q_span or self.p.block_m), sm.add(key0, block_n - 1))
             needs = diag if needs is None else sm.or_(needs, diag)
         if needs is None:
             return scores
@@ -622,14 +631,12 @@ class _Kernel:
         res = list(branch.results)
         return [res[j * c.elements : (j + 1) * c.elements] for j in range(len(scores))]
 
-    def first_position(self, em: Emitter, q_first) -> ir.Value:
-        """A lower bound of the positions of the queries from row ``q_first`` on (a warp's or a block's):
-        the row itself; with ``causal_rows``, its position, or 0 where a block from it would cross a
-        restart (a block of at most ``BLOCK_M`` or the plan's ``block_m`` rows)."""
+    def first_position(self, em: Emitter, q_first, span: int) -> ir.Value:
+        """A lower bound of the positions of the ``span`` queries from row ``q_first`` on (a warp's or a
+        block's): the row itself; with ``causal_rows``, its position, or 0 where they cross a restart."""
         rows = self.p.causal_rows
         if not rows:
             return q_first
-        span = self.p.block_m
         pos = em.rem(q_first, rows)
         return em.select(em.lt(em.const(rows - span), pos), em.const(0), pos)  # (pos + span > rows: crosses)
 
@@ -1133,7 +1140,10 @@ class _Kernel:
                     s = self.f(arith.AddFOp, s, self.f(arith.MulFOp, mv, log2e))
                 row.append(s)
             scores.append(row)
-        scores = self.mask_keys(sm, scores, key0, q_base, sm.add(q_base, c_row), sm.add(key0, c_col), p.tile_keys)
+        span = BLOCK_M if p.warp_keys else intr.m  # the queries from q_base: the block's, or the warp's
+        scores = self.mask_keys(
+            sm, scores, key0, q_base, sm.add(q_base, c_row), sm.add(key0, c_col), p.tile_keys, q_span=span
+        )
         m_new, m_sub, alpha = self.online_max(self.by_row([scores]), m_old)
         probs = [
             [self.exp2(self.f(arith.SubFOp, s, m_sub[self.row_of[e]])) for e, s in enumerate(inst)] for inst in scores
