@@ -414,3 +414,60 @@ def test_a_later_read_through_a_binding_s_other_subspan_keeps_the_writer(gpt2_so
     log = _prove(module)
     assert _stamped(module), log
     assert not any("dispatch removed" in line for line in log) and any("Y reads it" in line for line in log), log
+
+
+def test_a_generator_storing_under_control_flow_proves_nothing(gpt2_sources):
+    """The mask's writer stores under an ``scf.if`` on a push constant (here 1: it never stores): not a
+    generator, the mask is read and the writer stays."""
+    import re
+
+    head, rest = gpt2_sources.split("  hal.executable private @main$async_dispatch_6 {", 1)
+    exe6, tail = rest.split("  hal.executable private @main$async_dispatch_7 {", 1)
+    one = "<bindings = [#hal.pipeline.binding<storage_buffer, Indirect>], flags = Indirect>"
+    exe6 = exe6.replace(one, one.replace("<bindings", "<constants = 1, bindings"))
+    store = re.search(r"( +)(iree_tensor_ext\.dispatch\.tensor\.store %2, %0.*\n)", exe6)
+    ind, layout = store.group(1), one.replace("<bindings", "<constants = 1, bindings")
+    guarded = (
+        f"{ind}%pc = hal.interface.constant.load layout({layout}) ordinal(0) : i32\n"
+        f"{ind}%z = arith.constant 0 : i32\n{ind}%cond = arith.cmpi eq, %pc, %z : i32\n"
+        f"{ind}scf.if %cond {{\n{ind}  {store.group(2)}{ind}}}\n"
+    )
+    exe6 = exe6.replace(store.group(0), guarded)
+    site = "stream.cmd.dispatch @main$async_dispatch_6::@cuda_nvptx_fb::@main$async_dispatch_6_elementwise_broadcast_1572864_f16"
+    text = head + "  hal.executable private @main$async_dispatch_6 {" + exe6
+    text += "  hal.executable private @main$async_dispatch_7 {" + tail
+    text = text.replace(site + " {", site + "(%c1_i32 : i32) {")
+    text = text.replace(
+        "    %c0_i32 = arith.constant 0 : i32\n",
+        "    %c0_i32 = arith.constant 0 : i32\n    %c1_i32 = arith.constant 1 : i32\n",
+        1,
+    )
+    module = parse_module(text, new_context())
+    assert module.operation.verify()
+    log = _prove(module)
+    assert not _stamped(module) and not any("dispatch removed" in line for line in log), log
+
+
+def test_a_write_through_a_second_capture_of_the_resource_proves_nothing(gpt2_sources):
+    """The region captures the mask's resource twice; a dispatch writes over the mask's first bytes through
+    the second name: one resource, so the write is seen."""
+    body = f"""          %cst = arith.constant 1.0 : f16
+          %a = arith.constant 4718592 : index
+          %0 = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%a) flags(Indirect)
+              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
+          %e0 = tensor.empty() : tensor<16xf16>
+          %f0 = linalg.fill ins(%cst : f16) outs(%e0 : tensor<16xf16>) -> tensor<16xf16>
+          iree_tensor_ext.dispatch.tensor.store %f0, %0, offsets = [0], sizes = [16], strides = [1]
+              : tensor<16xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>"""
+    command = """      stream.cmd.dispatch @X::@cuda_nvptx_fb::@X {
+        wo %arg18[%c0 for %c7864320] : !stream.resource<transient>{%c7864320}
+      }
+"""
+    text = _with_command(gpt2_sources, _executable("X", _ONE, body), "7", command)
+    capture = "%result_0 as %arg17: !stream.resource<transient>{%c7864320})"
+    assert text.count(capture) == 1
+    text = text.replace(capture, capture[:-1] + ", %result_0 as %arg18: !stream.resource<transient>{%c7864320})")
+    module = parse_module(text, new_context())
+    assert module.operation.verify()
+    log = _prove(module)
+    assert not _stamped(module) and not any("dispatch removed" in line for line in log), log

@@ -136,12 +136,19 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
             access == "writeonly"
             and len(users) == 1
             and users[0].name == "iree_tensor_ext.dispatch.tensor.store"
-            and users[0].parent == op.parent
+            and _top_level(op)
+            and _top_level(users[0])  # (not under control flow: it stores on every run)
             and None not in shape
             and _whole(users[0], shape)
         )
         out[op] = Subspan(ir.IntegerAttr(op.attributes["binding"]).value, offset, access, nbytes, shape, elem, whole)
     return out
+
+
+def _top_level(op: ir.Operation) -> bool:
+    """``op`` sits directly in its function's body (not inside an ``scf.if`` or a loop)."""
+    parent = op.parent
+    return parent is not None and parent.name in ("func.func", "util.func")
 
 
 def _whole(op: ir.Operation, shape: tuple) -> bool:
@@ -306,6 +313,8 @@ def generator(func: ir.Operation) -> tuple[Generator | None, str]:
     if len(writes) != 1 or len(generics) != 1 or len(stores) != 1 or len(subs) != 1:
         return None, "not a single generic writing one tensor from nothing"
     (gen,), (store,) = generics, stores
+    if not (_top_level(gen) and _top_level(store) and len(func.regions[0].blocks) == 1):
+        return None, "its generic or store is under control flow"
     seg = list(ir.DenseI32ArrayAttr(gen.attributes["operandSegmentSizes"]))
     if seg[0] != 0 or store.operands[0] != gen.results[0]:
         return None, "the generic reads inputs or is not what it stores"

@@ -161,6 +161,7 @@ class _Program:
             return _Site(op, exports[0] if exports else "", [_Access(None, None, None, True, True)], exports)
         export = exports[0]
         _, uniforms, resources, _, offsets, lengths = _segments(op)
+        resources = [_captured(op, r) for r in resources]  # (one resource captured twice is one resource)
         push = [_const(v) for v in uniforms]
         modes = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["resource_accesses"])]
         subs = self.subspans_of(export)
@@ -193,7 +194,17 @@ def _commands(execute: ir.Operation) -> list[ir.Operation]:
 
 
 def _touches(op: ir.Operation, resource: ir.Value) -> bool:
-    return any(v == resource for v in op.operands)
+    return any(_captured(op, v) == resource for v in op.operands)
+
+
+def _captured(op: ir.Operation, value: ir.Value) -> ir.Value:
+    """What an execute region's block argument stands for: the value it captures (``value`` itself
+    when it is not one), so that accesses compare resources, not their names in the region."""
+    execute = _enclosing(op, "stream.cmd.execute")
+    if execute is None:
+        return value
+    outer = _outer(execute, value)
+    return value if outer is None else outer
 
 
 @dataclass
@@ -270,7 +281,7 @@ def prove(module: ir.Module) -> Proof:
                 m = masks.get(export)
                 if m is None or m.refused:
                     continue
-                writer = _proof(prog, execute, cmds[:i], site, m.site) if len(site.exports) == 1 else None
+                writer = _proof(prog, cmds[:i], site, m.site) if len(site.exports) == 1 else None
                 if writer is None:
                     m.refused = "not proven causal at every call"
                 else:
@@ -299,7 +310,7 @@ def prove(module: ir.Module) -> Proof:
     return Proof(prog, masks, log)
 
 
-def _proof(prog: _Program, execute, before, site: _Site, mask: MaskSite) -> _Site | None:
+def _proof(prog: _Program, before, site: _Site, mask: MaskSite) -> _Site | None:
     """The generator dispatch that wrote this call's mask, if the walk back proves one: in this
     region, or (nothing in it writes the mask) in the initializer that wrote the immutable global
     the region reads it from."""
@@ -318,11 +329,11 @@ def _proof(prog: _Program, execute, before, site: _Site, mask: MaskSite) -> _Sit
     found, writer = _last_writer(prog, before, resource, start, end, mask)
     if found:
         return writer
-    init = _initializer_region(execute, resource)
+    init = _initializer_region(resource)
     if init is None:
         return None
-    init_execute, inner = init
-    found, writer = _last_writer(prog, _commands(init_execute), inner, start, end, mask)
+    init_execute, value = init
+    found, writer = _last_writer(prog, _commands(init_execute), value, start, end, mask)
     return writer if found else None
 
 
@@ -347,12 +358,11 @@ def _last_writer(prog: _Program, before, resource, start, end, mask) -> tuple[bo
     return False, None
 
 
-def _initializer_region(execute: ir.Operation, resource: ir.Value) -> tuple[ir.Operation, ir.Value] | None:
-    """Where a resource the region reads from an immutable constant global was written: the one execute
-    region of the one initializer storing that global, and the resource's block argument there. IREE
-    hoists a mask that depends on no input into such a global (computed once, at load)."""
-    outer = _outer(execute, resource)
-    load = None if outer is None else defining_op(outer)
+def _initializer_region(outer: ir.Value) -> tuple[ir.Operation, ir.Value] | None:
+    """Where a resource a region reads from an immutable constant global was written: the one execute
+    region of the one initializer storing that global, and the value it captures there. IREE hoists a
+    mask that depends on no input into such a global (computed once, at load)."""
+    load = defining_op(outer)
     if load is None or load.name != "util.global.load" or "is_immutable" not in load.attributes:
         return None
     if "resource<constant>" not in str(outer.type):
@@ -376,10 +386,9 @@ def _initializer_region(execute: ir.Operation, resource: ir.Value) -> tuple[ir.O
     if len(executes) != 1 or any(u.name not in ("stream.cmd.execute", "stream.timepoint.await") for u in users):
         return None
     (init_execute,) = executes
-    captured = _segments(init_execute)[0]
-    if captured.count(value) != 1:
+    if _segments(init_execute)[0].count(value) != 1:
         return None
-    return init_execute, init_execute.regions[0].blocks[0].arguments[captured.index(value)]
+    return init_execute, value
 
 
 def _enclosing(op: ir.Operation, name: str) -> ir.Operation | None:
@@ -395,6 +404,13 @@ def _dead(prog: _Program, execute, after, gen: _Site, readers: dict[str, _Mask],
     writes = [a for a in gen.accesses if a.writes]
     if len(writes) != 1 or writes[0].start is None:
         return "its write is not one known range"
+    host = execute.parent
+    while host is not None and host.name not in ("util.func", "func.func", "util.initializer"):
+        if host.name.startswith(("scf.", "cf.")):  # (a loop runs the region again: earlier commands read it too)
+            return f"its region runs under {host.name}"
+        host = host.parent
+    if host is None or len(host.regions[0].blocks) != 1:
+        return "its region is not in straight-line host code"
     resource, start, end = writes[0].resource, writes[0].start, writes[0].end
     live = [(start, end)]  # the bytes of the range no whole store has overwritten since
     for cmd in after:
@@ -418,9 +434,7 @@ def _dead(prog: _Program, execute, after, gen: _Site, readers: dict[str, _Mask],
                 live = [piece for pieces in cut for piece in pieces if piece[0] < piece[1]]
         if not live:
             return ""  # overwritten whole: what follows reads other data
-    outer = _outer(execute, resource)
-    if outer is None:
-        return "its resource is not one the region captures"
+    outer = resource
     alloc = defining_op(outer)
     if alloc is None or alloc.name != "stream.resource.alloca" or "transient" not in str(outer.type):
         return f"its resource is {outer.type}, not a transient one the function allocates"

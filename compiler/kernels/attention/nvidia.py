@@ -81,7 +81,7 @@ from iree.compiler.dialects import arith, func, gpu, hal, llvm, nvvm, scf, vecto
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.attention import Attention, describe_attention
-from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.core.errors import CodegenError, UnsupportedError
 from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_constant_offset, subspan_dims, user_of
 from mmaflow.compiler.core.mlir import walk as walk_ops
 from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
@@ -585,7 +585,7 @@ class _Kernel:
         col0,
         block_n: int,
         keys_on_rows: bool = False,
-        q_span: int | None = None,
+        q_span: int = 0,
     ) -> list:
         """``scores`` ([instruction][C element], instruction j's keys from j * n) with keys past K2
         and (causal) keys past their query set to -inf, in a branch uniform across the warp and taken
@@ -593,13 +593,15 @@ class _Kernel:
         or a key past ``q_first``, the warp's first query. ``row0`` / ``col0``: the lane's first C row
         and column (the C layout's lane parts added): queries and keys, or with ``keys_on_rows`` (the
         AMD kernel's S^T, instruction j's keys from j * m) keys and queries. Elsewhere the scores pass
-        as they are."""
+        as they are. ``q_span``: the rows from ``q_first`` the scores hold (needed with ``causal_rows``)."""
         p, c = self.p, self.intr.c
+        if p.causal and p.causal_rows and q_span < 1:
+            raise CodegenError("mask_keys: restarting causal positions need the rows from q_first (q_span)")
         needs, bound = None, self.key_bound(block_n)
         if bound is not None:
             needs = sm.lt(sm.as_index(bound), sm.add(key0, block_n))
         if p.causal:
-            diag = sm.lt(self.first_position(sm, q_first, q_span or self.p.block_m), sm.add(key0, block_n - 1))
+            diag = sm.lt(self.first_position(sm, q_first, q_span), sm.add(key0, block_n - 1))
             needs = diag if needs is None else sm.or_(needs, diag)
         if needs is None:
             return scores
@@ -637,6 +639,8 @@ class _Kernel:
         rows = self.p.causal_rows
         if not rows:
             return q_first
+        if span >= rows:  # (they always reach a restart, or cover several)
+            return em.const(0)
         pos = em.rem(q_first, rows)
         return em.select(em.lt(em.const(rows - span), pos), em.const(0), pos)  # (pos + span > rows: crosses)
 
