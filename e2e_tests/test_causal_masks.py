@@ -471,3 +471,29 @@ def test_a_write_through_a_second_capture_of_the_resource_proves_nothing(gpt2_so
     assert module.operation.verify()
     log = _prove(module)
     assert not _stamped(module) and not any("dispatch removed" in line for line in log), log
+
+
+def test_a_mask_the_attention_dispatch_also_reads_elsewhere_proves_nothing(gpt2_sources):
+    """Inside the attention dispatch the mask's load has a second user: the kernel, which replaces the
+    attention op alone, could not vouch that nothing else needs the mask's bytes."""
+    load = (
+        "          %8 = iree_tensor_ext.dispatch.tensor.load %3, offsets = [0, 0, 0, 0], sizes = [2, 12, 256, 256], "
+        "strides = [1, 1, 1, 1] : !iree_tensor_ext.dispatch.tensor<readonly:tensor<2x12x256x256xf16>> "
+        "-> tensor<2x12x256x256xf16>\n"
+    )
+    assert gpt2_sources.count(load) == 1
+    extra = "          %other = tensor.extract_slice %8[0, 0, 0, 0] [1, 1, 1, 1] [1, 1, 1, 1] : tensor<2x12x256x256xf16> to tensor<1x1x1x1xf16>\n"
+    module = parse_module(gpt2_sources.replace(load, load + extra), new_context())
+    assert module.operation.verify()
+    log = _prove(module)
+    assert not _stamped(module) and not any("dispatch removed" in line for line in log), log
+
+
+def test_push_constant_offsets_read_unsigned():
+    """IREE loads a subspan's offset as an i32 push constant through arith.index_castui: 3e9 bytes is
+    3e9, not the i32's negative value; through a signed cast a negative offset is no offset at all."""
+    from mmaflow.compiler.core.causal import Offset
+
+    assert Offset(ordinal=0, unsigned=True).at([3_000_000_000 - (1 << 32)]) == 3_000_000_000
+    assert Offset(ordinal=0).at([-5]) is None
+    assert Offset(ordinal=1, unsigned=True).at([7, 64]) == 64 and Offset(value=128).at([]) == 128
