@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from mmaflow.compiler.core.causal import CAUSAL_MASK
-from mmaflow.compiler.core.mlir import new_context, parse_module, walk
+from mmaflow.compiler.core.mlir import new_context, parse_module, segments, walk
 from mmaflow.compiler.driver import causal_masks
 from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.runtime.model_check import check_executable
@@ -252,7 +252,7 @@ def test_a_write_over_part_of_the_mask_proves_nothing(sources):
     with module.context, ir.Location.unknown():
         clone = gen.clone(ir.InsertionPoint(gen))
         gen.move_before(clone)
-        offsets = causal_masks._segments(clone)[4]
+        offsets = segments(clone)[4]
         shifted = ir.Operation.create(
             "arith.constant",
             results=[ir.IndexType.get()],
@@ -350,6 +350,17 @@ def gpt2_sources(tmp_path_factory) -> str:
     return path.read_text()
 
 
+def _ones(i: int, offset: int, n: int) -> str:
+    """A dispatch body's lines storing ``n`` f16 ones at byte ``offset`` of binding 0 (its subspan ``i``)."""
+    t, dt = f"tensor<{n}xf16>", f"!iree_tensor_ext.dispatch.tensor<writeonly:tensor<{n}xf16>>"
+    return f"""          %cst{i} = arith.constant 1.0 : f16
+          %off{i} = arith.constant {offset} : index
+          %s{i} = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%off{i}) flags(Indirect) : {dt}
+          %e{i} = tensor.empty() : {t}
+          %f{i} = linalg.fill ins(%cst{i} : f16) outs(%e{i} : {t}) -> {t}
+          iree_tensor_ext.dispatch.tensor.store %f{i}, %s{i}, offsets = [0], sizes = [{n}], strides = [1] : {t} -> {dt}"""
+
+
 def _with_command(sources: str, exe: str, before: str, command: str) -> str:
     anchor = "  hal.executable private @main$async_dispatch_7 {"
     site = f"      stream.cmd.dispatch @main$async_dispatch_{before}::"
@@ -366,21 +377,7 @@ def test_gpt2_host_program_is_proven(gpt2_sources):
 def test_a_write_through_a_binding_s_other_subspan_proves_nothing(gpt2_sources):
     """Between the mask's writer and the attention, a dispatch writes 16 values over the mask's first
     bytes through the first of its two subspans on the binding (the second far from the mask)."""
-    body = f"""          %cst = arith.constant 1.0 : f16
-          %a = arith.constant 4718592 : index
-          %b = arith.constant 0 : index
-          %0 = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%a) flags(Indirect)
-              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
-          %1 = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%b) flags(Indirect)
-              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<32xf16>>
-          %e0 = tensor.empty() : tensor<16xf16>
-          %f0 = linalg.fill ins(%cst : f16) outs(%e0 : tensor<16xf16>) -> tensor<16xf16>
-          iree_tensor_ext.dispatch.tensor.store %f0, %0, offsets = [0], sizes = [16], strides = [1]
-              : tensor<16xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
-          %e1 = tensor.empty() : tensor<32xf16>
-          %f1 = linalg.fill ins(%cst : f16) outs(%e1 : tensor<32xf16>) -> tensor<32xf16>
-          iree_tensor_ext.dispatch.tensor.store %f1, %1, offsets = [0], sizes = [32], strides = [1]
-              : tensor<32xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<32xf16>>"""
+    body = _ones(0, 4718592, 16) + "\n" + _ones(1, 0, 32)
     command = """      stream.cmd.dispatch @X::@cuda_nvptx_fb::@X {
         wo %arg17[%c0 for %c7864320] : !stream.resource<transient>{%c7864320}
       }
@@ -451,14 +448,7 @@ def test_a_generator_storing_under_control_flow_proves_nothing(gpt2_sources):
 def test_a_write_through_a_second_capture_of_the_resource_proves_nothing(gpt2_sources):
     """The region captures the mask's resource twice; a dispatch writes over the mask's first bytes through
     the second name: one resource, so the write is seen."""
-    body = f"""          %cst = arith.constant 1.0 : f16
-          %a = arith.constant 4718592 : index
-          %0 = hal.interface.binding.subspan {_ONE} binding(0) alignment(64) offset(%a) flags(Indirect)
-              : !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>
-          %e0 = tensor.empty() : tensor<16xf16>
-          %f0 = linalg.fill ins(%cst : f16) outs(%e0 : tensor<16xf16>) -> tensor<16xf16>
-          iree_tensor_ext.dispatch.tensor.store %f0, %0, offsets = [0], sizes = [16], strides = [1]
-              : tensor<16xf16> -> !iree_tensor_ext.dispatch.tensor<writeonly:tensor<16xf16>>"""
+    body = _ones(0, 4718592, 16)
     command = """      stream.cmd.dispatch @X::@cuda_nvptx_fb::@X {
         wo %arg18[%c0 for %c7864320] : !stream.resource<transient>{%c7864320}
       }

@@ -36,14 +36,22 @@ from dataclasses import dataclass
 
 from iree.compiler import ir
 
-from mmaflow.compiler.core.mlir import defining_op, user_of, walk
+from mmaflow.compiler.core.mlir import (
+    defining_op,
+    dispatch_tensor_access,
+    parent_named,
+    subspan_binding,
+    subspan_offset,
+    user_of,
+    walk,
+)
 
 # What stamps a proven causal mask on an attention op: a StringAttr naming the writer, and where the query
 # position restarts before the rows end (GQA's folded heads), an IntegerAttr: the rows a position run covers.
 CAUSAL_MASK = "mmaflow.causal_mask"
 CAUSAL_ROWS = "mmaflow.causal_rows"
 
-_TENSOR = re.compile(r"dispatch\.tensor<(readonly|writeonly|readwrite):tensor<([^>]*)>>")
+_TENSOR = re.compile(r"dispatch\.tensor<\w+:(tensor<[^>]*>)>")  # (the bindings have no class for the type)
 
 
 @dataclass(frozen=True)
@@ -106,12 +114,23 @@ def _int(value: ir.Value, depth: int = 0) -> Offset | None:
     return None
 
 
-def _bits(elem: str) -> int | None:
-    m = re.fullmatch(r"[a-z]*?(\d+)[A-Za-z0-9]*", elem)
+def _bits(elem: ir.Type) -> int | None:
+    for kind in (ir.IntegerType, ir.FloatType):
+        if isinstance(elem, kind):
+            bits = kind(elem).width
+            return 8 if bits == 1 else bits  # i1 is stored a byte per element at a dispatch boundary
+    return None
+
+
+def _bound_tensor(dt: ir.Type) -> tuple[str, ir.RankedTensorType] | None:
+    """A dispatch tensor type's access and bound tensor type: the tensor read from its text, the access
+    by comparing types built from it (``mlir.dispatch_tensor_access``); None for anything else."""
+    m = _TENSOR.search(str(dt))
     if m is None:
         return None
-    bits = int(m.group(1))
-    return 8 if bits == 1 else bits  # i1 is stored a byte per element at a dispatch boundary
+    tensor = ir.RankedTensorType(ir.Type.parse(m.group(1), dt.context))
+    access = dispatch_tensor_access(dt, tensor)
+    return None if access is None else (access, tensor)
 
 
 def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
@@ -120,15 +139,14 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
     for op in walk(func):
         if op.name != "hal.interface.binding.subspan":
             continue
-        seg = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-        offset = _int(op.operands[0]) if seg[0] else Offset(value=0)
-        m = _TENSOR.search(str(op.results[0].type))
+        off = subspan_offset(op)
+        offset = Offset(value=0) if off is None else _int(off)
+        bound = _bound_tensor(op.results[0].type)
         access, nbytes, shape, elem = "unknown", None, (), ""
-        if m is not None:
-            access = m.group(1)
-            *dims, elem = m.group(2).split("x")
-            shape = tuple(None if d == "?" else int(d) for d in dims)
-            bits = _bits(elem)
+        if bound is not None:
+            access, t = bound
+            shape = tuple(None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank))
+            elem, bits = str(t.element_type), _bits(t.element_type)
             if bits is not None and None not in shape:
                 nbytes = math.ceil(math.prod(shape) * bits / 8)
         users = [user_of(u) for u in op.results[0].uses]
@@ -141,7 +159,7 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
             and None not in shape
             and _whole(users[0], shape)
         )
-        out[op] = Subspan(ir.IntegerAttr(op.attributes["binding"]).value, offset, access, nbytes, shape, elem, whole)
+        out[op] = Subspan(subspan_binding(op), offset, access, nbytes, shape, elem, whole)
     return out
 
 
@@ -353,7 +371,7 @@ def mask_site(op: ir.Operation, query_loop: int, key_loop: int) -> MaskSite | No
     sub_op = defining_op(load.operands[0])
     if sub_op is None:
         return None
-    sub = subspans(_func_of(sub_op)).get(sub_op)
+    sub = subspans(parent_named(sub_op, "func.func")).get(sub_op)
     if [user_of(u) for u in sub_op.results[0].uses] != [load] or [user_of(u) for u in load.results[0].uses] != [op]:
         return None  # (anything else reading the mask would read what the kernel no longer needs written)
     t = ir.RankedTensorType(ins[4].type)
@@ -372,10 +390,3 @@ def mask_site(op: ir.Operation, query_loop: int, key_loop: int) -> MaskSite | No
         _digit(math.prod(shape[ka + 1 :]), shape[ka], total),
         shape[qa],
     )
-
-
-def _func_of(op: ir.Operation) -> ir.Operation:
-    p = op.parent
-    while p is not None and p.name not in ("func.func", "util.func"):
-        p = p.parent
-    return p

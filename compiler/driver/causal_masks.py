@@ -49,7 +49,7 @@ from mmaflow.compiler.core.causal import (
     subspans,
 )
 from mmaflow.compiler.core.errors import InputError
-from mmaflow.compiler.core.mlir import defining_op, str_attr, user_of, walk
+from mmaflow.compiler.core.mlir import constant_int, defining_op, parent_named, segments, str_attr, user_of, walk
 
 READ, WRITE = 1, 2  # stream.cmd.dispatch's resource_accesses bits
 
@@ -83,10 +83,6 @@ class _Site:
     def name(self) -> str:
         return self.export.split("::")[-1]
 
-    @property
-    def executable(self) -> str:
-        return self.export.split("::")[0]
-
     def range_of(self, sub: Subspan) -> tuple[ir.Value, int, int] | None:
         """Where a subspan of this dispatch's function lies at this call: (resource, start, end)."""
         if sub.binding >= len(self.bases) or sub.offset is None or sub.nbytes is None:
@@ -96,22 +92,6 @@ class _Site:
         if base is None or off is None:
             return None
         return resource, base + off, base + off + sub.nbytes
-
-
-def _const(value: ir.Value) -> int | None:
-    op = defining_op(value)
-    if op is not None and op.name == "arith.constant" and isinstance(op.attributes["value"], ir.IntegerAttr):
-        return ir.IntegerAttr(op.attributes["value"]).value
-    return None
-
-
-def _segments(op: ir.Operation) -> list[list[ir.Value]]:
-    sizes = list(ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]))
-    operands, out, i = list(op.operands), [], 0
-    for n in sizes:
-        out.append(operands[i : i + n])
-        i += n
-    return out
 
 
 def _entry(ref: ir.Attribute) -> str:
@@ -160,14 +140,14 @@ class _Program:
         if len(exports) != 1:  # (several variants: their bindings' offsets may differ)
             return _Site(op, exports[0] if exports else "", [_Access(None, None, None, True, True)], exports)
         export = exports[0]
-        _, uniforms, resources, _, offsets, lengths = _segments(op)
+        _, uniforms, resources, _, offsets, lengths = segments(op)
         resources = [_captured(op, r) for r in resources]  # (one resource captured twice is one resource)
-        push = [_const(v) for v in uniforms]
+        push = [constant_int(v) for v in uniforms]
         modes = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["resource_accesses"])]
         subs = self.subspans_of(export)
         site = _Site(op, export, exports=exports, push=push)
         for b, (res, off, length, mode) in enumerate(zip(resources, offsets, lengths, modes)):
-            base, n = _const(off), _const(length)
+            base, n = constant_int(off), constant_int(length)
             site.bases.append((res, base))
             whole_binding = (base, None if base is None or n is None else base + n)
             mine = [s for s in (subs or []) if s.binding == b]
@@ -200,7 +180,7 @@ def _touches(op: ir.Operation, resource: ir.Value) -> bool:
 def _captured(op: ir.Operation, value: ir.Value) -> ir.Value:
     """What an execute region's block argument stands for: the value it captures (``value`` itself
     when it is not one), so that accesses compare resources, not their names in the region."""
-    execute = _enclosing(op, "stream.cmd.execute")
+    execute = parent_named(op, "stream.cmd.execute")
     if execute is None:
         return value
     outer = _outer(execute, value)
@@ -372,7 +352,7 @@ def _initializer_region(outer: ir.Value) -> tuple[ir.Operation, ir.Value] | None
     while module.parent is not None:
         module = module.parent
     stores = [o for o in walk(module) if o.name == "util.global.store" and str(o.attributes["global"]) == name]
-    if len(stores) != 1 or _enclosing(stores[0], "util.initializer") is None:
+    if len(stores) != 1 or parent_named(stores[0], "util.initializer") is None:
         return None
     value = stores[0].operands[0]
     await_op = defining_op(value)
@@ -386,16 +366,9 @@ def _initializer_region(outer: ir.Value) -> tuple[ir.Operation, ir.Value] | None
     if len(executes) != 1 or any(u.name not in ("stream.cmd.execute", "stream.timepoint.await") for u in users):
         return None
     (init_execute,) = executes
-    if _segments(init_execute)[0].count(value) != 1:
+    if segments(init_execute)[0].count(value) != 1:
         return None
     return init_execute, value
-
-
-def _enclosing(op: ir.Operation, name: str) -> ir.Operation | None:
-    p = op.parent
-    while p is not None and p.name != name:
-        p = p.parent
-    return p
 
 
 def _dead(prog: _Program, execute, after, gen: _Site, readers: dict[str, _Mask], stamped) -> str:
@@ -449,5 +422,5 @@ def _outer(execute: ir.Operation, inner: ir.Value) -> ir.Value | None:
     block = execute.regions[0].blocks[0]
     for i, arg in enumerate(block.arguments):
         if arg == inner:
-            return _segments(execute)[0][i]
+            return segments(execute)[0][i]
     return None
