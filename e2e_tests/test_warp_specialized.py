@@ -176,7 +176,7 @@ def test_never_releasing_deadlocks():
     with pytest.raises(
         ExecutorError,
         match="waits for phase parity 1 of the mbarrier .* cannot yet complete: "
-        "33 of 33 arrivals missing.*so does the other warp role: the kernel "
+        "33 of 33 arrivals missing.*so does every other warp role .*: the kernel "
         "deadlocks",
     ):
         _run(_mutant("_skip_release", True, 3))

@@ -82,6 +82,7 @@ class Stats:
     global_loads: Counter = field(default_factory=Counter)  # bytes per lane -> wave-instructions
     global_stores: Counter = field(default_factory=Counter)
     barriers: int = 0
+    named_arrivals: int = 0  # threads arriving at named barriers (bar.sync / bar.arrive with an id)
     matrix_ops: int = 0
     cross_lane_ops: int = 0  # wave-instructions that read another lane's register (v_permlanex16, shfl)
     async_copy_bytes: int = 0  # landed in LDS through nvgpu.device_async_copy (zero fills included)
@@ -103,6 +104,7 @@ class Stats:
             "global_loads_by_bytes": dict(sorted(self.global_loads.items())),
             "global_stores_by_bytes": dict(sorted(self.global_stores.items())),
             "barriers": self.barriers,
+            "named_arrivals": self.named_arrivals,
             "matrix_ops": self.matrix_ops,
             "cross_lane_ops": self.cross_lane_ops,
             "async_copy_bytes": self.async_copy_bytes,
@@ -171,6 +173,7 @@ class State:
         self.cluster_arrived = np.zeros(self.L, bool)  # arrived at the current barrier.cluster
         self.cluster_ready = np.zeros(self.L, bool)  # its barrier.cluster completed, not yet waited for
         self.env: dict = {}
+        self.named_barriers: dict = {}  # id -> ops._NamedBarrier
         self.mask = None  # None: all lanes active
         self.epoch = 0
         self.lds: dict = {}
@@ -257,6 +260,21 @@ def run_block(body: list, st: State):
 # mbarrier lets the others run. Both waiting with nothing arrived since: the kernel deadlocks
 # (error). Shared memory, mbarriers and wgmma groups are one machine state; each task sees it
 # through a ``_RoleView`` with its own mask.
+#
+# A side that uses named barriers (``bar.sync`` / ``bar.arrive`` with an id: FlashAttention-3's
+# ping-pong of two warpgroups) runs as one task per warpgroup, each with its own values
+# (``_Scope``): the warpgroups meet only where the kernel makes them meet.
+
+
+class _Scope(dict):
+    """A task's values: its own, then (read only) those made before the split."""
+
+    def __init__(self, outer: dict):
+        super().__init__()
+        self.outer = outer
+
+    def __missing__(self, key):
+        return self.outer[key]
 
 
 class _Abort(Exception):
@@ -266,14 +284,16 @@ class _Abort(Exception):
 class _RoleView:
     """A task's view of a ``State``: its own lane mask, everything else shared."""
 
-    def __init__(self, st: "State", mask: np.ndarray, roles: "Roles", index: int):
+    def __init__(self, st: "State", mask: np.ndarray, roles: "Roles", index: int, scoped: bool = False):
         self.__dict__.update(_st=st, mask=mask, roles=roles, role=index)
+        if scoped:
+            self.__dict__["env"] = _Scope(st.env)
 
     def __getattr__(self, name):
         return getattr(self.__dict__["_st"], name)
 
     def __setattr__(self, name, value):
-        if name in ("mask", "roles", "role"):
+        if name in ("mask", "roles", "role") or (name == "env" and "env" in self.__dict__):
             self.__dict__[name] = value
         else:
             setattr(self.__dict__["_st"], name, value)
@@ -291,14 +311,17 @@ class Roles:
         self.turn = 0
         self.done = [False] * n
         self.stamp = [None] * n  # the progress count when the task last handed over (None: running)
+        self.why = [""] * n  # what the task waited for when it last handed over
         self.progress = 0
         self.error: BaseException | None = None
 
-    def _next(self, me: int) -> int | None:
+    def _next(self, me: int, runnable: bool = False) -> int | None:
+        """The next task after ``me`` not done (``runnable``: nor waiting with nothing arrived
+        since it handed over)."""
         n = len(self.done)
         for i in range(1, n + 1):
             j = (me + i) % n
-            if not self.done[j] and j != me:
+            if not self.done[j] and j != me and not (runnable and self.stamp[j] == self.progress):
                 return j
         return None
 
@@ -307,12 +330,14 @@ class Roles:
         then return (the caller tests again); an error if no task can go on."""
         me = st.role
         with self.cv:
-            self.stamp[me] = self.progress
-            nxt = self._next(me)
-            if nxt is None or self.stamp[nxt] == self.progress:
+            self.stamp[me], self.why[me] = self.progress, what
+            nxt = self._next(me, runnable=True)
+            if nxt is None:
+                others = [self.why[j] for j in range(len(self.done)) if j != me and not self.done[j]]
                 raise ExecutorError(
-                    f"{what}, and {'no other warp role runs' if nxt is None else 'so does the other warp role'}"
-                    f": the kernel deadlocks"
+                    f"{what}, and "
+                    + (f"so does every other warp role ({'; '.join(others)})" if others else "no other warp role runs")
+                    + ": the kernel deadlocks"
                 )
             self.turn = nxt
             self.cv.notify_all()
@@ -325,9 +350,10 @@ class Roles:
         if self.error is not None:
             raise _Abort()
 
-    def run(self, st: "State", sides: list) -> None:
-        """Run ``sides`` ((mask, body), ...) as tasks, the first first; re-raise a task's error."""
-        views = [_RoleView(st, mask, self, i) for i, (mask, _) in enumerate(sides)]
+    def run(self, st: "State", sides: list, scoped: tuple[int, ...] = ()) -> None:
+        """Run ``sides`` ((mask, body), ...) as tasks, the first first; re-raise a task's error.
+        The tasks in ``scoped`` keep their values to themselves (several tasks of one body)."""
+        views = [_RoleView(st, mask, self, i, i in scoped) for i, (mask, _) in enumerate(sides)]
 
         def task(i):
             try:

@@ -25,9 +25,10 @@ from mmaflow.runtime.executor.core import (
     np_dtype,
     op_loc,
     per_lane,
+    role_progress,
     run_block,
 )
-from mmaflow.runtime.executor.wgmma import lds_write_check
+from mmaflow.runtime.executor.wgmma import WARPGROUP, lds_write_check
 from mmaflow.runtime.isa import IsaError
 from mmaflow.runtime.isa import execute as isa_execute
 from mmaflow.runtime.isa.decode import decode
@@ -493,6 +494,122 @@ def _h_barrier(k, op):
         _barrier(k, st, op)
 
     return run
+
+
+# -- named barriers ---------------------------------------------------------------------------------
+#
+# ``nvvm.barrier`` with an id and a thread count (``bar.sync id, n``) arrives at barrier ``id`` of
+# the workgroup and waits until n threads arrived; ``nvvm.barrier.arrive`` (``bar.arrive``) only
+# arrives [PTX 9.7.13.1, "bar, barrier"]. Ids 1-15 (0 is the CTA barrier, ``gpu.barrier``), n a
+# multiple of 32, whole warps arriving, every arrival of one completion counting the same n.
+# The race model gives a named barrier no memory ordering: a kernel that orders shared-memory data
+# by one is reported racing (conservative). FlashAttention-3's ping-pong orders only when each
+# warpgroup issues its wgmmas. Arrivals left pending at the kernel's end are allowed (the
+# ping-pong's last hand-over has no one to wait for it). A side of a warp-role split that uses
+# named barriers runs as one task per warpgroup (``core.Roles``), so one warpgroup can wait while
+# another goes on; outside a split every warpgroup runs in lockstep, and a barrier only some of
+# them could complete is a deadlock.
+
+NAMED_BARRIERS = 16
+
+
+class _NamedBarrier:
+    """Per workgroup row: threads arrived, the count they wait for (0: none arrived yet), and
+    completions so far."""
+
+    def __init__(self, G: int):
+        self.arrived = np.zeros(G, np.int64)
+        self.expected = np.zeros(G, np.int64)
+        self.completed = np.zeros(G, np.int64)
+
+
+def _arriving(st, op, vid, act, what: str) -> int:
+    v = np.asarray(per_lane(st.env[vid], st.L)).reshape(st.L)[act]
+    if not np.all(v == v[0]):
+        raise ExecutorError(f"{op_loc(op)}: the {what} differs between the threads that arrive")
+    return int(v[0])
+
+
+def _named_barrier(k, op, bid_id, n_id, wait: bool):
+    what = "bar.sync" if wait else "bar.arrive"
+
+    def run(st):
+        act = st.active()
+        bid = _arriving(st, op, bid_id, act, "barrier id")
+        n = _arriving(st, op, n_id, act, "thread count")
+        if not 1 <= bid < NAMED_BARRIERS:
+            raise ExecutorError(
+                f"{op_loc(op)}: {what} on barrier {bid}: named barriers are 1-{NAMED_BARRIERS - 1} "
+                f"(0 is the CTA barrier, gpu.barrier)"
+            )
+        if n <= 0 or n % 32 or n > st.T:
+            raise ExecutorError(
+                f"{op_loc(op)}: {what} counts {n} threads: a multiple of 32, at most the workgroup's {st.T}"
+            )
+        warps = act.reshape(st.G, -1, 32) if st.T % 32 == 0 else None
+        if warps is None or not np.all(warps.all(axis=2) == warps.any(axis=2)):
+            raise ExecutorError(f"{op_loc(op)}: {what} by part of a warp (whole warps arrive at a named barrier)")
+        bars = st.named_barriers
+        b = bars.setdefault(bid, _NamedBarrier(st.G))
+        count = act.reshape(st.G, st.T).sum(axis=1)
+        rows = count > 0
+        clash = rows & (b.expected > 0) & (b.expected != n)
+        if clash.any():
+            raise ExecutorError(
+                f"{op_loc(op)}: {what} on barrier {bid} counts {n} threads, the arrivals before it "
+                f"{int(b.expected[clash][0])}"
+            )
+        b.expected[rows] = n
+        b.arrived[rows] += count[rows]
+        if (b.arrived > b.expected).any():
+            g = int(np.argmax(b.arrived > b.expected))
+            raise ExecutorError(f"{op_loc(op)}: {int(b.arrived[g])} threads arrive at barrier {bid}, which counts {n}")
+        before = b.completed.copy()
+        full = rows & (b.arrived == b.expected)
+        b.completed[full] += 1
+        b.arrived[full] = 0
+        b.expected[full] = 0
+        k.stats.named_arrivals += int(count.sum())
+        role_progress(st)
+        while wait and not np.all(b.completed[rows] > before[rows]):
+            roles = getattr(st, "roles", None)
+            g = int(np.argmax(rows & (b.completed <= before)))
+            why = (
+                f"{op_loc(op)}: threads of workgroup row {g} wait at barrier {bid} for {n} threads, "
+                f"{int(b.arrived[g])} arrived"
+            )
+            if roles is None:
+                raise ExecutorError(why + " (the warpgroups run in lockstep here, so none can arrive later)")
+            roles.blocked(st, why)
+
+    return run
+
+
+def _h_nvvm_barrier(k, op):
+    if len(op.operands) == 0:
+        return _h_barrier(k, op)
+    if len(op.operands) != 2:
+        raise ExecutorError(f"{op_loc(op)}: nvvm.barrier is modelled with both an id and a thread count, or neither")
+    bid, n = k._ins(op)
+    return _named_barrier(k, op, bid, n, wait=True)
+
+
+def _h_nvvm_barrier_arrive(k, op):
+    if len(op.operands) != 2:
+        raise ExecutorError(f"{op_loc(op)}: nvvm.barrier.arrive is modelled with an id and a thread count")
+    bid, n = k._ins(op)
+    return _named_barrier(k, op, bid, n, wait=False)
+
+
+def _uses_named_barrier(region) -> bool:
+    for block in region.blocks:
+        for o in block.operations:
+            o = o.operation
+            if o.name == "nvvm.barrier.arrive" or (o.name == "nvvm.barrier" and len(o.operands)):
+                return True
+            if any(_uses_named_barrier(r) for r in o.regions):
+                return True
+    return False
 
 
 # -- memory ---------------------------------------------------------------------------------------
@@ -1414,12 +1531,13 @@ def _h_for(k, op):
 def _merge(c, tv, ev, L: int):
     """The value of an scf.if result: per lane, the then side's where ``c``, else the else
     side's (a wgmma accumulator struct keeps the group still writing either side's)."""
-    if hasattr(tv, "group") or hasattr(ev, "group"):
-        if not (hasattr(tv, "group") and hasattr(ev, "group")):
+    if hasattr(tv, "groups") or hasattr(ev, "groups"):
+        if not (hasattr(tv, "groups") and hasattr(ev, "groups")):
             raise ExecutorError("an scf.if yields a wgmma accumulator on one side only")
         data = np.where(np.asarray(c)[:, None], per_lane(tv.data, L), per_lane(ev.data, L))
-        group = tv.group if tv.pending else ev.group if ev.pending else None
-        return type(tv)(data, group, max(tv.fence_seq, ev.fence_seq))
+        groups = {**{w: g for w, g in ev.groups.items() if g.state != "done"}}
+        groups.update({w: g for w, g in tv.groups.items() if g.state != "done"})
+        return type(tv)(data, groups, np.maximum(tv.fence_seq, ev.fence_seq))
     return _select(c, tv, ev, None, 0)
 
 
@@ -1442,7 +1560,10 @@ def _h_if(k, op):
         else_block = op.regions[1].blocks[0]
         else_body = k._compile_block(else_block)
         else_yield = k._ins([o.operation for o in else_block.operations][-1])
-    roles = has_else and any(_contains(r, "nvvm.mbarrier.try_wait") for r in op.regions)
+    # Warp roles (``core.Roles``): the sides of a divergent if that wait on mbarriers, or that use
+    # named barriers (a side that does runs as one task per warpgroup).
+    named = [_uses_named_barrier(r) for r in op.regions]
+    roles = (has_else and any(_contains(r, "nvvm.mbarrier.try_wait") for r in op.regions)) or any(named)
 
     def run(st):
         c = np.asarray(st.env[cond])
@@ -1462,10 +1583,23 @@ def _h_if(k, op):
         saved = st.mask
         base = st.active()
         c = per_lane(c, st.L)
-        if roles and (base & c).any() and (base & ~c).any():
+        sides, scoped = [], []
+        if roles:
+            halves = [(base & c, then_body[:-1], named[0])]
+            if has_else:
+                halves.append((base & ~c, else_body[:-1], named[1]))
+            for m, body, split in halves:
+                for w in range(-(-st.T // WARPGROUP)) if split else [None]:
+                    mw = m if w is None else m & (st.tid // WARPGROUP == w)
+                    if mw.any():
+                        scoped += [len(sides)] if split else []
+                        sides.append((mw, body))
+        if len(sides) > 1:
             if getattr(st, "roles", None) is not None:
                 raise ExecutorError(f"{op_loc(op)}: a warp-role split inside another one")
-            Roles(2).run(st, [(base & c, then_body[:-1]), (base & ~c, else_body[:-1])])
+            if scoped and outs:
+                raise ExecutorError(f"{op_loc(op)}: a warp role that uses named barriers yields values")
+            Roles(len(sides)).run(st, sides, tuple(scoped))
             for o, tv, ev in zip(outs, [st.env[y] for y in then_yield], [st.env[y] for y in else_yield]):
                 st.env[o] = _merge(c, tv, ev, st.L)
             return
@@ -1511,6 +1645,8 @@ HANDLERS = {
     "ub.poison": _h_poison,
     "gpu.thread_id": _h_thread_id,
     "gpu.barrier": _h_barrier,
+    "nvvm.barrier": _h_nvvm_barrier,
+    "nvvm.barrier.arrive": _h_nvvm_barrier_arrive,
     "amdgpu.lds_barrier": _h_barrier,
     "hal.interface.workgroup.id": _h_workgroup_id,
     "hal.interface.workgroup.count": _h_workgroup_count,

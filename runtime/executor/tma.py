@@ -781,7 +781,7 @@ def _pending_reads(st, op, g, addr: np.ndarray, what: str) -> None:
     if wg is None:
         return
     inside = addr[addr < wg.bytes]
-    for grp in [wg.open] + wg.committed:
+    for grp in wg.groups():
         hit = grp.reads[g, inside]
         if hit.any():
             raise ExecutorError(

@@ -27,7 +27,8 @@ memory model, "async proxy"]:
 - a write of shared-memory bytes (a store, a cp.async, a bulk tensor copy) that another
   warpgroup's completed wgmma read needs that completion ordered before it: a barrier since the
   other warpgroup's ``wait_group`` covered the read (a thread's own warpgroup's wait orders its own);
-  the warpgroups run in lockstep here, so without this a missing barrier would read right numbers.
+  the warpgroups mostly run in lockstep here (as tasks only where named barriers split them), so
+  without this a missing barrier would read right numbers.
   What a thread knows is kept per (cluster rank, warpgroup) and travels through mbarrier phases
   (``tma.Barrier``), across the CTAs of a cluster too: a multicast bulk copy into a peer
   CTA's bytes its wgmma read is ordered by a phase carrying that wait_group, or a barrier.cluster
@@ -63,26 +64,37 @@ class Group:
 
 
 class Accumulator:
-    """A wgmma accumulator struct value: (lanes or 1, fields) f32; ``group`` is the wgmma group
-    that writes it (None: made by llvm.* ops), ``fence_seq`` the wgmma.fence count at its making."""
+    """A wgmma accumulator struct value: (lanes or 1, fields) f32; ``groups``: per warpgroup, the
+    wgmma group that writes its lanes (empty: made by llvm.* ops); ``fence_seq``: per warpgroup,
+    the wgmma.fence count at its making."""
 
-    def __init__(self, data: np.ndarray, group: Group | None, fence_seq: int):
-        self.data, self.group, self.fence_seq = data, group, fence_seq
+    def __init__(self, data: np.ndarray, groups: dict[int, Group], fence_seq: np.ndarray):
+        self.data, self.groups, self.fence_seq = data, groups, fence_seq
+
+    def pending_in(self, w: int) -> bool:
+        g = self.groups.get(w)
+        return g is not None and g.state != "done"
 
     @property
     def pending(self) -> bool:
-        return self.group is not None and self.group.state != "done"
+        return any(g.state != "done" for g in self.groups.values())
+
+    def state(self) -> str:
+        return next((g.state for g in self.groups.values() if g.state != "done"), "done")
 
 
 class WarpgroupState:
-    """Per executor ``State``: the fence count, the open and committed groups, and which bytes
-    of shared memory generic-proxy writes left unfenced."""
+    """Per executor ``State``: per warpgroup (wgmma groups and fences are each warpgroup's own,
+    as the warpgroups run as separate tasks where named barriers order them) the fence count and
+    the open and committed groups; and which bytes of shared memory generic-proxy writes left
+    unfenced."""
 
     def __init__(self, st):
         self.bytes = max(st.lds_offset, 16)
-        self.fences = 0
-        self.open = Group((st.G, self.bytes))
-        self.committed: list[Group] = []
+        self.W = max(1, st.T // WARPGROUP)
+        self.fences = np.zeros(self.W, np.int64)
+        self.open = [Group((st.G, self.bytes)) for _ in range(self.W)]
+        self.committed: list[list[Group]] = [[] for _ in range(self.W)]
         self.unfenced = np.zeros((st.G, self.bytes), bool)
         # Happens-before of wgmma reads and later writes of the same bytes: ``clock`` counts
         # completed groups; ``done_time`` / ``done_epoch`` [row, warpgroup, byte]: when the last
@@ -94,7 +106,6 @@ class WarpgroupState:
         # clusters the rank is always 0. With clusters, ``done_cluster`` [row, warpgroup, byte]:
         # the row's barrier.cluster count at that completion (a CTA barrier orders nothing for
         # another CTA's threads; a barrier.cluster since does).
-        self.W = max(1, st.T // WARPGROUP)
         self.R = st.cluster_n
         self.clock = 0
         self.done_time = np.zeros((st.G, self.W, self.bytes), np.int32)
@@ -102,12 +113,16 @@ class WarpgroupState:
         self.done_cluster = np.full((st.G, self.W, self.bytes), -1, np.int32) if self.R > 1 else None
         self.known = np.zeros((st.L, self.R, self.W), np.int32)
 
+    def groups(self) -> list[Group]:
+        """Every warpgroup's open and committed groups."""
+        return [g for w in range(self.W) for g in [self.open[w]] + self.committed[w]]
+
     def fit(self, st) -> None:
         """Grow the byte masks if allocations appeared after the first wgmma op."""
         if st.lds_offset > self.bytes:
             pad = ((0, 0), (0, st.lds_offset - self.bytes))
             self.unfenced = np.pad(self.unfenced, pad)
-            for g in [self.open] + self.committed:
+            for g in self.groups():
                 g.reads = np.pad(g.reads, pad)
             pad3 = ((0, 0), (0, 0), (0, st.lds_offset - self.bytes))
             self.done_time = np.pad(self.done_time, pad3)
@@ -194,7 +209,7 @@ def lds_write_check(st, op, mem, elems: np.ndarray, act: np.ndarray, *, lands: b
     rows = np.broadcast_to((st.wg_local if rows is None else rows)[:, None], elems.shape)[act]
     span = _byte_span(mem, elems[act])  # (writes, bytes)
     r = np.broadcast_to(rows[:, None], span.shape)
-    for g in [wg.open] + wg.committed:
+    for g in wg.groups():
         hit = g.reads[r, span]
         if hit.any():
             i = np.argwhere(hit)[0]
@@ -225,7 +240,7 @@ def _h_llvm_value(fill: float):
         n = _struct_fields(op.results[0].type, op)
 
         def run(st):
-            st.env[out] = Accumulator(np.full((1, n), fill, np.float32), None, warpgroup_state(st).fences)
+            st.env[out] = Accumulator(np.full((1, n), fill, np.float32), {}, warpgroup_state(st).fences.copy())
 
         return run
 
@@ -245,7 +260,7 @@ def _ready(st, acc, op) -> Accumulator:
     if acc.pending:
         raise ExecutorError(
             f"{op_loc(op)}: reads a wgmma accumulator before wgmma.wait_group covers the wgmma "
-            f"that writes it (its group is {acc.group.state})"
+            f"that writes it (its group is {acc.state()})"
         )
     return acc
 
@@ -272,7 +287,7 @@ def _h_insertvalue(k, op):
         v = np.asarray(st.env[val], np.float32).reshape(-1)
         data = np.array(per_lane(acc.data, st.L) if v.shape[0] != acc.data.shape[0] else acc.data)
         data[:, i] = v
-        st.env[out] = Accumulator(data, None, warpgroup_state(st).fences)
+        st.env[out] = Accumulator(data, {}, warpgroup_state(st).fences.copy())
 
     return run
 
@@ -308,19 +323,19 @@ def _collective_warpgroups(st, op, what) -> list[int]:
 
 def _h_wgmma_fence(k, op):
     def run(st):
-        _collective_warpgroups(st, op, "wgmma.fence")
-        warpgroup_state(st).fences += 1
+        ws = _collective_warpgroups(st, op, "wgmma.fence")
+        warpgroup_state(st).fences[ws] += 1
 
     return run
 
 
 def _h_wgmma_commit(k, op):
     def run(st):
-        _collective_warpgroups(st, op, "wgmma.commit_group")
         wg = warpgroup_state(st)
-        wg.open.state = "committed"
-        wg.committed.append(wg.open)
-        wg.open = Group((st.G, wg.bytes))
+        for w in _collective_warpgroups(st, op, "wgmma.commit_group"):
+            wg.open[w].state = "committed"
+            wg.committed[w].append(wg.open[w])
+            wg.open[w] = Group((st.G, wg.bytes))
 
     return run
 
@@ -329,19 +344,21 @@ def _h_wgmma_wait(k, op):
     keep = ir.IntegerAttr(op.attributes["group"]).value
 
     def run(st):
-        _collective_warpgroups(st, op, "wgmma.wait_group")
         wg = warpgroup_state(st)
-        n = max(0, len(wg.committed) - keep)
-        for g in wg.committed[:n]:
-            g.state = "done"
-            wg.clock += 1
-            for row, w, read in g.wreads:
-                wg.done_time[row, w, read] = wg.clock
-                wg.done_epoch[row, w, read] = st.epoch
-                if wg.done_cluster is not None:
-                    wg.done_cluster[row, w, read] = st.cluster_count[row]
-        wg.committed = wg.committed[n:]
-        if n:  # each thread of the waiting warpgroups knows its own warpgroup's completions
+        waited = False
+        for ww in _collective_warpgroups(st, op, "wgmma.wait_group"):
+            n = max(0, len(wg.committed[ww]) - keep)
+            for g in wg.committed[ww][:n]:
+                g.state = "done"
+                wg.clock += 1
+                for row, w, read in g.wreads:
+                    wg.done_time[row, w, read] = wg.clock
+                    wg.done_epoch[row, w, read] = st.epoch
+                    if wg.done_cluster is not None:
+                        wg.done_cluster[row, w, read] = st.cluster_count[row]
+            wg.committed[ww] = wg.committed[ww][n:]
+            waited = waited or n > 0
+        if waited:  # each thread of the waiting warpgroups knows its own warpgroup's completions
             lanes = np.nonzero(st.active())[0]
             wg.known[lanes, st.rank[lanes], st.tid[lanes] // WARPGROUP] = wg.clock
 
@@ -381,8 +398,8 @@ def _record_reads(st, op, wg, g: int, w: int, read: np.ndarray) -> None:
             f"{read.min()}..{read.max()}, outside the {wg.bytes} allocated"
         )
     _check_reads(st, op, wg, g, w, read)
-    wg.open.reads[g, read] = True
-    wg.open.wreads.append((g, w, read))
+    wg.open[w].reads[g, read] = True
+    wg.open[w].wreads.append((g, w, read))
 
 
 def _uniform_descriptor(op, v, st, lanes, what) -> int:
@@ -429,7 +446,7 @@ def _h_wgmma_mma(k, op):
         c = st.env[c_id]
         if not isinstance(c, Accumulator):
             raise ExecutorError(f"{op_loc(op)}: the accumulator is not an !llvm.struct value")
-        if not c.pending and wg.fences <= c.fence_seq:
+        if any(not c.pending_in(w) and wg.fences[w] <= c.fence_seq[w] for w in warpgroups):
             raise ExecutorError(
                 f"{op_loc(op)}: wgmma.mma_async on an accumulator made or read by other "
                 f"instructions with no wgmma.fence since"
@@ -465,7 +482,7 @@ def _h_wgmma_mma(k, op):
                 except IsaError as e:
                     raise ExecutorError(f"{op_loc(op)}: {e}") from None
         k.stats.matrix_ops += st.G * len(warpgroups)
-        st.env[out] = Accumulator(d, wg.open, wg.fences)
+        st.env[out] = Accumulator(d, {**c.groups, **{w: wg.open[w] for w in warpgroups}}, wg.fences.copy())
 
     return run
 
@@ -631,7 +648,7 @@ def _h_inline_asm(k, op):
                         raise ExecutorError(f"{op_loc(op)}: {e}") from None
                 d[lanes] = acc
         k.stats.matrix_ops += st.G * len(warpgroups) * len(steps)
-        st.env[out] = Accumulator(d, wg.open, wg.fences)
+        st.env[out] = Accumulator(d, {w: wg.open[w] for w in warpgroups}, wg.fences.copy())
 
     return run
 
@@ -674,7 +691,7 @@ def _check_reads(st, op, wg, g, w, read):
 def end_check(st) -> None:
     """At the end of a workgroup batch: no wgmma left uncommitted or unwaited."""
     wg = getattr(st, "wgmma", None)
-    if wg is not None and (wg.committed or wg.open.reads.any()):
+    if wg is not None and any(wg.committed[w] or wg.open[w].reads.any() for w in range(wg.W)):
         raise ExecutorError("the kernel ends with wgmma.mma_async groups it never committed or waited for")
 
 
