@@ -137,6 +137,15 @@ def test_producer_attention_on_the_executor(case):
     # the setup's two barriers (the maps built, then published).
     runs = (workers or blocks * batch) if causal or workers else 1
     assert stats.barriers == 2 * runs
+    # Two warpgroups ping-pong: per workgroup warpgroup 0's first turn, then per block and warpgroup a wait
+    # and a hand-over around the loop and one of each per key tile, 128 threads each.
+    assert plan.pingpong == (warpgroups == 2)
+    if plan.pingpong:
+        assert stats.named_arrivals == 128 * (
+            (workers or blocks * batch) + 2 * 2 * (blocks * batch + sum(tiles) * batch)
+        )
+    else:
+        assert stats.named_arrivals == 0
     # The boxes' bytes (zero fill included): Q once per block, K and V per tile; no prefetch past the loop.
     assert stats.async_copy_bytes == blocks * batch * plan.tx_bytes["Q"] + sum(tiles) * batch * plan.tx_bytes["KV"]
 
@@ -250,6 +259,36 @@ def test_register_a_asm_without_side_effects_is_refused(monkeypatch):
     monkeypatch.setattr(hopper.llvm, "InlineAsmOp", lambda *a, **kw: real(*a, **{**kw, "has_side_effects": None}))
     with pytest.raises(ExecutorError, match="lacks has_side_effects"):
         run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
+
+
+def test_two_warpgroups_without_pingpong_on_the_executor():
+    """The producer form's two warpgroups without their ping-pong: right, no named barrier."""
+    plan, stats, _ = run_case(
+        2, 200, 300, 128, "bf16", True, target="sm_90a", producer=True, warpgroups=2, persistent=1, pingpong=False
+    )
+    assert not plan.pingpong and stats.named_arrivals == 0
+    with pytest.raises(UnsupportedError, match="pingpong: two computing warpgroups take turns in the producer form"):
+        plan_flash_attention(
+            _attention(1, 64, 64, 128, "f16"), target="sm_90a", producer=True, warpgroups=1, pingpong=True
+        )
+
+
+@pytest.mark.parametrize("left_out", ["first", "handover", "last"])
+def test_pingpong_mutations_are_caught(monkeypatch, left_out):
+    """The ping-pong's turns left out: warpgroup 0 never given the first turn, a warpgroup never handing the
+    turn over after its S, or after a block's last P V (the next block's first wait never passes): each
+    deadlocks on the executor, which runs each warpgroup of the split as its own task."""
+    monkeypatch.setattr(HopperKernel, "_turns_left_out", frozenset({left_out}))
+    with pytest.raises(ExecutorError, match="wait at barrier [12] for 256 threads, 128 arrived.*the kernel deadlocks"):
+        run_case(2, 128, 300, 128, "f16", False, target="sm_90a", producer=True, warpgroups=2, persistent=1)
+
+
+def test_pingpong_without_waits_is_right_but_unordered(monkeypatch):
+    """The turns' waits left out: the warpgroups only arrive, nothing waits, the numbers stay right (the
+    ping-pong orders when the tensor cores are used, not what they compute)."""
+    monkeypatch.setattr(HopperKernel, "_turns_left_out", frozenset({"wait"}))
+    plan, stats, _ = run_case(1, 128, 300, 128, "f16", False, target="sm_90a", producer=True, warpgroups=2)
+    assert plan.pingpong and stats.named_arrivals > 0
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """Replace an attention dispatch by mmaflow's flash-attention kernel (mma.sync, MFMA, WMMA) and hand it back.
 
     iree-compile attn.mlir --compile-to=executable-sources ... -o src.mlir
-    python lit_tests/Inputs/gen_flash_attention.py src.mlir [--target sm_80] [--causal] [--stages 1|2] > kernel.mlir
+    python lit_tests/Inputs/gen_flash_attention.py src.mlir [--target sm_80] [--causal] [--stages 1|2]
+        [--warpgroups 1|2] > kernel.mlir
 
 The dispatch's one ``iree_linalg_ext.attention`` is replaced by the kernel of
 ``compiler/kernels/attention/nvidia.py`` (``rewrite_dispatch``: Q, K, V and O at their bindings and byte
@@ -25,6 +26,7 @@ def main() -> None:
     parser.add_argument("--target", default="sm_80")
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--stages", type=int, default=None, help="NVIDIA: 2 (default) or 1; AMD: 1")
+    parser.add_argument("--warpgroups", type=int, default=None, help="sm_90a's wgmma kernel: 1 or 2")
     args = parser.parse_args()
     ctx = new_context()
     module = parse_module(Path(args.source).read_text(), ctx, source=args.source)
@@ -32,7 +34,8 @@ def main() -> None:
     (fn,) = funcs
     name = fn.attributes["sym_name"]
     inner = fn.parent
-    plan = rewrite_dispatch(fn, target=args.target, causal=args.causal, stages=args.stages)
+    options = {} if args.warpgroups is None else {"warpgroups": args.warpgroups}
+    plan = rewrite_dispatch(fn, target=args.target, causal=args.causal, stages=args.stages, **options)
     (kernel,) = [f for f in ops_named(inner, "func.func") if f.attributes["sym_name"] == name]
     install(
         kernel,

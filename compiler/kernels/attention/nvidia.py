@@ -257,6 +257,7 @@ def plan_flash_attention(
     producer: bool | None = None,
     persistent: bool | int | None = None,
     causal_rows: int | None = None,
+    pingpong: bool | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
@@ -266,9 +267,10 @@ def plan_flash_attention(
     here. ``kernel``: on a warpgroup-MMA target (sm_90a) "wgmma" (the default: ``hopper.py``,
     ``block_n`` keys per tile, ``warpgroups`` of 64 queries, and ``producer``: a TMA producer
     warpgroup with a ring of ``stages`` slots, else a two-slot cp.async ring; by default by head
-    dim) or "mma.sync" (this kernel, as sm_80 runs it). ``split_kv`` (mma.sync on a target with thread block clusters):
-    workgroups sharing each block of queries' keys, one cluster (``_split_kv``: by default, for a
-    run-time key length, enough to fill the SMs)."""
+    dim; ``pingpong``: two computing warpgroups of the producer form take turns, by default where
+    they can) or "mma.sync" (this kernel, as sm_80 runs it). ``split_kv`` (mma.sync on a target
+    with thread block clusters): workgroups sharing each block of queries' keys, one cluster
+    (``_split_kv``: by default, for a run-time key length, enough to fill the SMs)."""
     tgt = get_target(target)
     amd = tgt.vendor is Vendor.AMD
     if kernel is None:  # a run-time key length (decode) runs on mma.sync: the wgmma kernel is planned for static ones
@@ -277,8 +279,10 @@ def plan_flash_attention(
         raise UnsupportedError(
             f"kernel {kernel!r} on {target}: NVIDIA's attention kernels are {KERNELS}, wgmma on sm_90a only"
         )
-    if (block_n, warpgroups, producer, persistent) != (None,) * 4 and kernel != "wgmma":
-        raise UnsupportedError("block_n, warpgroups, producer, persistent: only the wgmma attention kernel takes them")
+    if (block_n, warpgroups, producer, persistent, pingpong) != (None,) * 5 and kernel != "wgmma":
+        raise UnsupportedError(
+            "block_n, warpgroups, producer, persistent, pingpong: only the wgmma attention kernel takes them"
+        )
     asked_stages = stages
     if stages is None:
         stages = 1 if amd else 2
@@ -387,6 +391,7 @@ def plan_flash_attention(
             stages=asked_stages,
             persistent=persistent,
             causal_rows=rows,
+            pingpong=pingpong,
         )
     intr = tgt.intrinsic(_INTRINSICS[attn.q_type])
     conv = attention_conversion(intr, transposed=False, vendor=tgt.vendor.value, family=tgt.family.value)
@@ -1633,18 +1638,19 @@ def key_lengths(op: ir.Operation) -> dict[str, ir.Value]:
 
 
 def rewrite_dispatch(
-    fn: ir.Operation, *, target: str = "sm_80", causal: bool = False, stages: int | None = None
+    fn: ir.Operation, *, target: str = "sm_80", causal: bool = False, stages: int | None = None, **plan_options
 ) -> FlashAttentionPlan:
     """Replace the dispatch function ``fn`` (IREE's executable-sources IR: one attention op between
-    whole-tensor loads and a store) by the kernel, under the same name; returns the plan. The
-    caller hands it back (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""
+    whole-tensor loads and a store) by the kernel, under the same name; returns the plan
+    (``plan_options``: ``plan_flash_attention``'s). The caller hands it back
+    (``stages.hand_back.install`` with ``constant_grid(plan.grid)``)."""
     found = [x for x in walk_ops(fn) if x.name.startswith("iree_linalg_ext.") and x.name != "iree_linalg_ext.yield"]
     if len(found) != 1 or found[0].name != "iree_linalg_ext.attention":
         raise UnsupportedError(
             f"the dispatch holds {[x.name for x in found]}: the kernel replaces one iree_linalg_ext.attention"
         )
     op = found[0]
-    plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages)
+    plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages, **plan_options)
     placements, layout, _, _ = attention_placements(op)
     lengths = key_lengths(op)
     extra = dict(key_lengths=lengths, prologue=scalar_prologue(fn)) if lengths else {}
