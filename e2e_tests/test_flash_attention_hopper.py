@@ -283,6 +283,15 @@ def test_pingpong_mutations_are_caught(monkeypatch, left_out):
         run_case(2, 128, 300, 128, "f16", False, target="sm_90a", producer=True, warpgroups=2, persistent=1)
 
 
+def test_q_released_before_its_last_s_completes_is_caught(monkeypatch):
+    """Q's tile is released for the next block after the block's last S is waited for; released between
+    that S's issue and its wait, the producer's copy of the next block's Q writes bytes the S reads with
+    nothing ordering the read's completion before it."""
+    monkeypatch.setattr(HopperKernel, "_release_q_unwaited", True)
+    with pytest.raises(ExecutorError, match="bulk tensor copy .*into shared-memory byte .*wgmma.mma_async"):
+        run_case(2, 128, 300, 128, "f16", False, target="sm_90a", producer=True, warpgroups=2, persistent=1)
+
+
 def test_pingpong_without_waits_is_right_but_unordered(monkeypatch):
     """The turns' waits left out: the warpgroups only arrive, nothing waits, the numbers stay right (the
     ping-pong orders when the tensor cores are used, not what they compute)."""

@@ -391,13 +391,15 @@ class HopperKernel:
     # _p_fence False leaves out the wgmma.fence between P's registers and the P V wgmma;
     # _p_rotate feeds each K step of P V the next step's probabilities; _pv_pending is the number of
     # groups P V's wait leaves running (1: its own); _pv_asm_edit rewrites P V's assembly text;
-    # _turns_left_out names ping-pong barriers not emitted ("first", "wait", "handover", "last": ``_turn``).
+    # _turns_left_out names ping-pong barriers not emitted ("first", "wait", "handover", "last": ``_turn``);
+    # _release_q_unwaited releases Q's tile between the block's last S and its wait.
     _slot_skew = 0
     _p_fence = True
     _p_rotate = 0
     _pv_pending = 0
     _pv_asm_edit = None
     _turns_left_out: frozenset = frozenset()
+    _release_q_unwaited = False  # Q's tile released before the block's last S is waited for
 
     def __init__(self, base):
         self.b = base
@@ -623,7 +625,6 @@ class HopperKernel:
             scf.YieldOp(out)
         if p.pingpong:
             self._turn(it, "last")
-        ring.release_q(it)  # every S of this item waited for: Q's tile is free
         res = list(loop.results)
         self.store(it, res[r : 2 * r], res[2 * r], self.batch, self.q_base, it.rem(self.tid, WARPGROUP), o_mem)
         b.em = self.em
@@ -646,17 +647,27 @@ class HopperKernel:
         with prod.loc, prod.ip:
             scf.YieldOp([])
 
-    def scores(self, em: Emitter, kt) -> ir.Value:
-        """S = Q K^T of the tile in ring slot ``kt`` % stages, waited for."""
+    def scores(self, em: Emitter, kt, last=None) -> ir.Value:
+        """S = Q K^T of the tile in ring slot ``kt`` % stages, waited for; where ``last`` (an i1:
+        the block's last tile), Q's tile released after the wait (the producer form)."""
         p = self.p
         s_em = em.named("s")
         k_desc = self._add64(s_em, self.desc["K"], s_em.mul(s_em.rem(kt, p.stages), p.k_layout.bytes >> 4))
         undef = self._op(s_em, "llvm.mlir.undef", [], [self._struct_t(p.block_n)]).result
         q_steps = p.head_dim // 16
-        issued = (lambda e: self._turn(e, "handover")) if p.pingpong else None
-        return self._wgmma_chain(
+
+        def issued(e):
+            if p.pingpong:
+                self._turn(e, "handover")
+            if last is not None and self._release_q_unwaited:
+                self.ring.release_q(e.if_then(last))
+
+        acc = self._wgmma_chain(
             s_em, p.intrinsic, undef, self.desc["Q"], p.q_layout, q_steps, k_desc, p.k_layout, True, issued
         )
+        if last is not None and not self._release_q_unwaited:
+            self.ring.release_q(s_em.if_then(last))
+        return acc
 
     def _smem_index(self, em: Emitter, byte_offset) -> ir.Value:
         """The allocation's element index of a byte offset from the aligned base."""
@@ -732,7 +743,8 @@ class HopperKernel:
             tokens = self.copy_tile(em, "K", nxt, into, ok) + self.copy_tile(em, "V", nxt, into, ok)
             em.async_group(tokens)
         # 3. S = Q K^T.
-        s_acc = self.scores(em, ring_n)
+        # (the producer form: the block's last S waited for, Q's tile is free for the next block's)
+        s_acc = self.scores(em, ring_n, em.eq(em.add(kt, 1), self.tiles) if p.producer else None)
         slot = em.rem(ring_n, p.stages)
         # 4. Online softmax on the accumulator layout.
         sm = em.named("softmax")
