@@ -634,8 +634,12 @@ def _access(
     buffer_checked: bool = False,
     index_offset: int = 0,
     sgpr_ids=(),
+    align: int = 0,
 ):
-    """Read (returns values) or write ``n`` consecutive elements per active lane."""
+    """Read (returns values) or write ``n`` consecutive elements per active lane; a global access
+    that promises ``align`` bytes of alignment (``vector.load`` / ``store``'s ``alignment``) must
+    start on a multiple of it, counted from the binding's start (IREE's bindings are 64-byte
+    aligned), as a misaligned vector access faults on the GPU."""
     active = st.active()
     idx = [per_lane(st.env[i], st.L) for i in idx_ids]
     lin = mem.linear(idx) + index_offset
@@ -665,6 +669,16 @@ def _access(
             return None
         return mem.data[rows, np.clip(elems, 0, mem.numel - 1)] * 1
     # global memory
+    start = getattr(mem, "start", None)
+    if align > 1 and start is not None:
+        addr = start + lin * mem.elem_bytes
+        off = active & (addr % align != 0)
+        if off.any():
+            lane = int(np.argmax(off))
+            raise ExecutorError(
+                f"{op_loc(op)}: a {n * mem.elem_bytes}-byte access promising {align}-byte alignment starts at byte "
+                f"{int(addr[lane])} of binding {mem.binding} (lane {lane % st.T} of workgroup {lane // st.T})"
+            )
     bytes_per_lane = n * mem.elem_bytes
     waves = int(np.ceil(active.sum() / k.wave_size)) if active.any() else 0
     (k.stats.global_stores if write else k.stats.global_loads)[bytes_per_lane] += waves
@@ -847,14 +861,21 @@ def _bank_conflicts(k, st, op, mem, lin, n, active):
             k.stats.lds_conflicts_by_op[where] += cyc - int(live.sum())
 
 
+def _alignment(op) -> int:
+    """The bytes of alignment a vector.load / store promises (0: none)."""
+    return ir.IntegerAttr(op.attributes["alignment"]).value if "alignment" in op.attributes else 0
+
+
 def _h_vector_load(k, op):
     (out,) = k._outs(op)
     ins = k._ins(op)
     n, shape = _vec_len(op.results[0].type)
 
+    align = _alignment(op)
+
     def run(st):
         mem = st.env[ins[0]]
-        v = _access(k, st, op, mem, ins[1:], n, write=False)
+        v = _access(k, st, op, mem, ins[1:], n, write=False, align=align)
         st.env[out] = v.reshape((st.L,) + shape)
 
     return run
@@ -864,8 +885,10 @@ def _h_vector_store(k, op):
     ins = k._ins(op)
     n, _ = _vec_len(op.operands[0].type)
 
+    align = _alignment(op)
+
     def run(st):
-        _access(k, st, op, st.env[ins[1]], ins[2:], n, write=True, values=st.env[ins[0]])
+        _access(k, st, op, st.env[ins[1]], ins[2:], n, write=True, values=st.env[ins[0]], align=align)
 
     return run
 
