@@ -155,15 +155,18 @@ class FrontDispatch:
             seg = list(ir.DenseI32ArrayAttr(sub.attributes["operandSegmentSizes"]))
             offset = int(env[list(sub.operands)[0]].v) if seg[0] else 0
             dims = [int(env[v].v) for v in list(sub.operands)[seg[0] :]]
+            bound = _bound_tensor(sub)  # the binding tensor; a load may read a slice of it
             for use in sub.results[0].uses:
                 user = user_of(use)
                 if user.name == "iree_tensor_ext.dispatch.tensor.load":
-                    t, side = user.results[0].type, out.inputs
+                    side = out.inputs
                 elif user.name == "iree_tensor_ext.dispatch.tensor.store":
-                    t, side = user.operands[0].type, out.outputs
+                    side = out.outputs
+                    if ir.RankedTensorType(user.operands[0].type).shape != bound.shape or _sliced(user):
+                        raise InterpretError(f"binding {binding}: a store of a slice of its tensor is not modelled")
                 else:
                     raise InterpretError(f"binding {binding} is used by {user.name}")
-                tt = ir.RankedTensorType(t)
+                tt = bound
                 dyn = iter(dims)
                 shape = tuple(next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in tt.shape)
                 if str(tt.element_type) == "i4":  # IREE packs i4 two to a byte, element 2i in the low nibble
@@ -273,6 +276,22 @@ def bitcast_bytes(op: ir.Operation, src: "Val") -> "Val":
     return Val.exact(vals.astype(np.float64 if t.startswith("f") else np.int64), t)
 
 
+def _bound_tensor(sub: ir.Operation) -> ir.RankedTensorType:
+    """The tensor type a subspan's ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>`` binds."""
+    text = str(sub.results[0].type)
+    start = text.index("tensor<", text.index(":"))
+    with sub.context:
+        return ir.RankedTensorType(ir.Type.parse(text[start : text.rindex(">")]))
+
+
+def _sliced(op: ir.Operation) -> bool:
+    """Whether a dispatch.tensor load / store touches less than its whole tensor (static offsets
+    not all zero, or strides not all one; its sizes are compared by the caller)."""
+    offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
+    strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
+    return any(o != 0 for o in offsets) or any(s != 1 for s in strides)
+
+
 def _slice(op: ir.Operation, whole: np.ndarray) -> np.ndarray:
     offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
     sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
@@ -350,6 +369,8 @@ def check_site(
 
         plan = plan_weight_only(exe.facts.problem, exe.facts.target)
         owns, fp8 = (exe.facts.problem.m, plan.tile_n), False
+    elif exe.facts.is_copy:  # (a direct family; every workgroup runs: the slice is split in chunks, not tiles)
+        owns, fp8 = (1, 1), False
     else:
         cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
         owns, fp8 = ownership(cfg), fp8_tensor_core(cfg, exe.facts.problem)
@@ -363,7 +384,7 @@ def check_site(
     d = load_dispatch(handed)
     workload = [w for w in lay.workload]
     grid = d.grid(workload)
-    chosen = sample_workgroups(grid, sample, seed + site) if sample else None
+    chosen = sample_workgroups(grid, sample, seed + site) if sample and not exe.facts.is_copy else None
     if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
         chosen = whole_clusters(chosen, grid, cluster_shape(d.func))
     stats, written = run_dispatch(
@@ -600,6 +621,8 @@ def estimate_seconds(exe, sample: int = 0, sizes: dict | None = None) -> float:
             macs = macs * min(1.0, sample / max(-(-a.m // BLOCK_M) * int(np.prod(a.batch)), 1))
         return macs / EXECUTOR_MACS_PER_SECOND
     p = exe.facts.problem
+    if exe.facts.is_copy:  # every element once, no multiply-adds: count each as one
+        return p.elements / EXECUTOR_MACS_PER_SECOND
     if exe.facts.is_weight_only:  # static; its workgroups split N
         from mmaflow.compiler.kernels.decode.weight_only import plan_weight_only
 
