@@ -139,6 +139,15 @@ def cmd_compile(args) -> int:
                 file=sys.stderr,
             )
             continue
+        if exe.facts.is_copy:
+            bits = expect.global_load_bits
+            loads = rep.counts.get(f"global_load_b{bits}" if bits >= 32 else "global_load_narrow", 0)
+            print(
+                f"mmaflow: verified {exe.name}: {exe.facts.problem.describe()}, {loads} {bits}-bit global loads, "
+                f"{rep.counts.get('global_store', 0)} global stores, no spills, {reg}",
+                file=sys.stderr,
+            )
+            continue
         kernels = [("", exe.facts.config, expect)] + [
             (f"{v.condition}: ", v.config, v.expect) for v in exe.facts.versions
         ]

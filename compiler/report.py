@@ -167,15 +167,16 @@ def report_command(args, source: str, options) -> int:
         )
     from mmaflow.compiler.kernels import registry
 
+    # Direct families with a plan in place of a config: the weight-only decode kernel, the copy kernel.
     weight_only = {
-        e.name: registry.direct_family("weight_only").plan(e.facts.problem, target)
+        e.name: registry.direct_family(e.facts.kind).plan(e.facts.problem, target)
         for e in res.taken
-        if e.facts.is_weight_only
+        if e.facts.is_weight_only or e.facts.is_copy
     }
     if weight_only and getattr(args, "html", None):
         raise UnsupportedError(
-            f"{args.input}: {', '.join(weight_only)} is mmaflow's weight-only decode kernel; the HTML report covers "
-            "matmul kernels only so far",
+            f"{args.input}: {', '.join(weight_only)} is mmaflow's weight-only decode or copy kernel; the HTML report "
+            "covers matmul kernels only so far",
             hint="mmaflow report without --html prints its plan and ISA counts",
         )
     mine = {}
@@ -272,7 +273,7 @@ def report_command(args, source: str, options) -> int:
             for who, r in (("mmaflow", rep), ("IREE default", other if args.baseline else None))
             if r is not None and not k_loop(r)
         ]
-        if unrolled:
+        if unrolled and exe.name not in weight_only:  # (a copy has no K loop to speak of)
             print(f"  (in K loop) '-': {' and '.join(unrolled)} unrolled K (no loop holds matrix instructions)")
     if args.baseline and not base:
         print("  (IREE's default pipeline produced no kernel with these names)")

@@ -65,6 +65,12 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         if ops_named(func, "iree_linalg_ext.attention"):
             raise VerificationError(f"{name}: an iree_linalg_ext.attention is left in the kernel")
         return
+    if attrs.COPY in func.attributes:  # the copy kernel: vector loads and stores, no dispatch tensor left
+        if not ops_named(func, "vector.load", "amdgpu.raw_buffer_load"):
+            raise VerificationError(f"{name}: the copy kernel has no vector.load / amdgpu.raw_buffer_load")
+        if ops_named(func, "iree_tensor_ext.dispatch.tensor.load", "iree_tensor_ext.dispatch.tensor.store"):
+            raise VerificationError(f"{name}: a dispatch tensor load or store is left in the copy kernel")
+        return
     if attrs.WEIGHT_ONLY in func.attributes:  # the weight-only kernel: matrix instructions, no linalg left
         if not ops_named(func, "nvgpu.mma.sync", "amdgpu.mfma", "amdgpu.wmma"):
             raise VerificationError(f"{name}: the weight-only kernel has no nvgpu.mma.sync / amdgpu.mfma / amdgpu.wmma")
@@ -243,6 +249,33 @@ def check_weight_only_isa(report: IsaReport, text: str, name: str, facts) -> Non
             f"{name}: the weight-only kernel spills ({report.vgpr_spills} VGPRs, {report.sgpr_spills} SGPRs, "
             f"{report.counts.get('scratch', 0)} scratch instructions{', PTX local memory' if local else ''})"
         )
+
+
+def check_copy_isa(report: IsaReport, text: str, name: str, facts) -> None:
+    """``check_isa`` for the copy kernel (``results.DispatchFacts`` of kind "copy"): global loads
+    of the planned width (none narrower), global stores, and no spilled registers or local memory."""
+    bits = facts.expect.global_load_bits
+    cat = f"global_load_b{bits}" if bits >= 32 else "global_load_narrow"
+    problems = []
+    if report.counts.get(cat, 0) == 0:
+        problems.append(f"no {bits}-bit global loads ({cat})")
+    narrower = [
+        c
+        for c in _LOAD_WIDTHS
+        if c != cat and report.counts.get(c, 0) and _LOAD_WIDTHS.index(c) > _LOAD_WIDTHS.index(cat)
+    ]
+    if narrower:
+        problems.append(f"narrower global loads too ({', '.join(narrower)})")
+    if report.counts.get("global_store", 0) == 0:
+        problems.append("no global stores")
+    local = any(line.strip().startswith(("ld.local", "st.local")) for line in text.splitlines())
+    if report.vgpr_spills or report.sgpr_spills or report.counts.get("scratch", 0) or local:
+        problems.append("registers spilled")
+    if problems:
+        raise VerificationError(f"{name}: the compiled copy kernel is not mmaflow's: " + "; ".join(problems))
+
+
+_LOAD_WIDTHS = ("global_load_b128", "global_load_b96", "global_load_b64", "global_load_b32", "global_load_narrow")
 
 
 def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.AttentionExpectations) -> None:

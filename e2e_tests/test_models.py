@@ -101,10 +101,23 @@ TAKEN_ATTENTION = {
 }
 
 
+# GPT-2's fused QKV projection: IREE copies Q, K and V out of its 2x256x2304 result in three dispatches of
+# their own (slow_memcpy: strided, no DMA); the copy kernel takes them, 16 bytes a thread.
+_QKV_COPY = "copy 2x256x768 {dt} from 2x256x2304 at [0, 0, {at}] to 2x256x768"
+TAKEN_COPY = {
+    m: {
+        "3": _QKV_COPY.format(dt="{dt}", at=0),
+        "4": _QKV_COPY.format(dt="{dt}", at=768),
+        "5": _QKV_COPY.format(dt="{dt}", at=1536),
+    }
+    for m in ("gpt2_block", "gpt2_sdpa", "gpt2_sdpa_nocausal")
+}
+
+
 def taken_expected(model: str, target: str) -> dict:
-    """The dispatches mmaflow takes from ``model`` on ``target``: the matmuls and the attention,
-    on every target."""
-    return {**TAKEN[model], **TAKEN_ATTENTION.get(model, {})}
+    """The dispatches mmaflow takes from ``model`` on ``target``: the matmuls, the attention and the
+    copies, on every target."""
+    return {**TAKEN[model], **TAKEN_ATTENTION.get(model, {}), **TAKEN_COPY.get(model, {})}
 
 
 # The decoder step's attention as IREE forms it from iree-turbine's export: no query loop (one query,
@@ -167,7 +180,14 @@ def test_what_mmaflow_takes(model, dtype, target):
     # Llama's rotary initializer is an f32 outer product (positions x inverse frequencies, K = 1): CDNA's f32
     # MFMA takes it as any standalone outer product with a matrix instruction is taken (select.py)
     rotary = model == "llama_attention" and target in ("gfx942", "gfx950")
-    assert outside == (["_initializer_1_dispatch_0: 256x32x1 f32 x f32 -> f32"] if rotary else []), outside
+    # and its two halves are concatenated (cos, sin tables 256 x 64) by two copies, the copy kernel's on every target
+    halves = [
+        f"_initializer_1_dispatch_{i}: copy 256x32 f32 from 256x32 to 256x64 at [0, {c}]" for i, c in ((1, 0), (2, 32))
+    ]
+    expect = (["_initializer_1_dispatch_0: 256x32x1 f32 x f32 -> f32"] if rotary else []) + (
+        halves if model == "llama_attention" else []
+    )
+    assert outside == expect, outside
     for name, line in left.items():
         assert line.startswith(f"mmaflow: left  {name}: "), line
     attention = {
@@ -185,7 +205,7 @@ def test_what_mmaflow_takes(model, dtype, target):
     offsets = [
         b.offset
         for e in taken.values()
-        if not e.facts.is_attention and not e.facts.is_weight_only
+        if not e.facts.is_attention and not e.facts.is_weight_only and not e.facts.is_copy
         for b in (e.facts.problem.a, e.facts.problem.b, e.facts.problem.c)
     ]
     offsets += [

@@ -77,6 +77,11 @@ class Artifact:
                 f"kernel); running and checking through this API is defined for single-matmul "
                 f"modules (mmaflow run --device sim checks attention)"
             )
+        if self.executables[0].facts.is_copy:
+            raise UnsupportedError(
+                f"{self.executables[0].name} is a copy (mmaflow's copy kernel); running and checking through this "
+                f"API is defined for single-matmul modules (mmaflow run --device sim checks it on the lane executor)"
+            )
         if self.executables[0].facts.is_weight_only:
             raise UnsupportedError(
                 f"{self.executables[0].name} is a weight-only quantized matmul (mmaflow's weight-only decode "

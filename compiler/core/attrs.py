@@ -41,6 +41,7 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core.attention import AttentionDispatch
 from mmaflow.compiler.core.config import KernelConfig
+from mmaflow.compiler.core.copy import CopyDispatch
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import walk
 from mmaflow.compiler.core.problem import Contraction
@@ -59,6 +60,7 @@ RING = "mmaflow.ring"
 ATTENTION = "mmaflow.attention"
 ATTENTION_EXPECT = "mmaflow.attention_expect"
 WEIGHT_ONLY = "mmaflow.weight_only"  # a weight-only quantized matmul select took (``quantized.WeightOnlyMatmul``)
+COPY = "mmaflow.copy"  # a copy dispatch select took (``copy.CopyDispatch``)
 VERSION = "mmaflow.version"
 VERSIONS = "mmaflow.versions"
 CLUSTER_DIM = "nvvm.cluster_dim"
@@ -78,6 +80,7 @@ ALL = (
     ATTENTION,
     ATTENTION_EXPECT,
     WEIGHT_ONLY,
+    COPY,
     VERSION,
     VERSIONS,
 )
@@ -249,10 +252,19 @@ def write_weight_only(func: ir.Operation, record) -> None:
         func.attributes[WEIGHT_ONLY] = to_attr(record.to_dict())
 
 
+def read_copy(func: ir.Operation) -> CopyDispatch:
+    return CopyDispatch.from_dict(from_attr(_get(func, COPY)))
+
+
+def write_copy(func: ir.Operation, record) -> None:
+    with func.context:
+        func.attributes[COPY] = to_attr(record.to_dict())
+
+
 def direct_kind(func: ir.Operation) -> str | None:
-    """Which direct family builds the tagged dispatch (``"attention"``, ``"weight_only"``), None
+    """Which direct family builds the tagged dispatch (``"attention"``, ``"weight_only"``, ``"copy"``), None
     where the transform script's families do."""
-    for kind, name in (("attention", ATTENTION), ("weight_only", WEIGHT_ONLY)):
+    for kind, name in (("attention", ATTENTION), ("weight_only", WEIGHT_ONLY), ("copy", COPY)):
         if name in func.attributes:
             return kind
     return None

@@ -34,7 +34,7 @@ from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
 from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.targets import Target, get_target
-from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa, check_weight_only_isa
+from mmaflow.compiler.verify import check_attention_isa, check_copy_isa, check_dispatch_isa, check_weight_only_isa
 
 _DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
@@ -306,6 +306,10 @@ def _compile(
         if exe.facts.is_weight_only:
             if verify:
                 check_weight_only_isa(report, text, exe.name, exe.facts)
+            continue  # (it refuses spills too)
+        if exe.facts.is_copy:
+            if verify:
+                check_copy_isa(report, text, exe.name, exe.facts)
             continue  # (it refuses spills too)
         if verify:
             check_dispatch_isa(report, text, exe.name, exe.facts)

@@ -88,7 +88,7 @@ def verify_command(args, source: str) -> int:
     from mmaflow.compiler.pipeline.results import CodegenOptions
     from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
     from mmaflow.compiler.target.targets import get_target
-    from mmaflow.compiler.verify import check_attention_isa, check_dispatch_isa, check_weight_only_isa
+    from mmaflow.compiler.verify import check_attention_isa, check_copy_isa, check_dispatch_isa, check_weight_only_isa
 
     target = get_target(args.target)
     path = Path(args.vmfb)
@@ -144,6 +144,12 @@ def verify_command(args, source: str) -> int:
                 f"attention: {exe.facts.problem.describe()}",
                 file=sys.stderr,
             )
+            continue
+        if exe.facts.is_copy:
+            own = user_ptx(exe)
+            if own is not None:
+                check_copy_isa(*own, exe.name, exe.facts)
+            print(f"mmaflow: verified {exe.name} in {path.name}: {exe.facts.problem.describe()}", file=sys.stderr)
             continue
         if exe.facts.is_weight_only:
             own = user_ptx(exe)

@@ -15,6 +15,7 @@ from mmaflow.compiler.core.errors import ConfigError, UnsupportedError
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels.attention.family import FAMILY as FLASH_ATTENTION
 from mmaflow.compiler.kernels.common.tiles import require_intrinsic
+from mmaflow.compiler.kernels.copy.family import FAMILY as COPY
 from mmaflow.compiler.kernels.decode.family import FAMILY as DECODE
 from mmaflow.compiler.kernels.decode.family import WEIGHT_ONLY
 from mmaflow.compiler.kernels.family import ContractionFamily, DirectFamily
@@ -28,7 +29,7 @@ from mmaflow.compiler.target import tuning
 # problem the catalogue computes.
 CONTRACTION: tuple[ContractionFamily, ...] = (DECODE, WGMMA, MATMUL)
 # Direct families by the dispatch they take (``select`` tags it).
-DIRECT: dict[str, DirectFamily] = {"attention": FLASH_ATTENTION, "weight_only": WEIGHT_ONLY}
+DIRECT: dict[str, DirectFamily] = {"attention": FLASH_ATTENTION, "weight_only": WEIGHT_ONLY, "copy": COPY}
 
 
 def families() -> list:
@@ -156,5 +157,5 @@ def small_m(target, problem: Contraction) -> int:
 
 
 def direct_family(kind: str) -> DirectFamily:
-    """The direct family that takes dispatches of ``kind`` (``"attention"``, ``"weight_only"``)."""
+    """The direct family that takes dispatches of ``kind`` (``"attention"``, ``"weight_only"``, ``"copy"``)."""
     return DIRECT[kind]

@@ -32,13 +32,15 @@ class DispatchFacts:
     ``expect`` ``attrs.Expectations``. ``kind`` "attention": ``problem`` is an
     ``attention.AttentionDispatch``, ``config`` None (the kernel has no config), ``expect``
     ``attrs.AttentionExpectations``. ``kind`` "weight_only": ``problem`` is a
-    ``quantized.WeightOnlyMatmul``, ``config`` None, ``expect`` ``attrs.Expectations``."""
+    ``quantized.WeightOnlyMatmul``, ``config`` None, ``expect`` ``attrs.Expectations``. ``kind``
+    "copy": ``problem`` is a ``copy.CopyDispatch``, ``config`` None, ``expect`` ``attrs.Expectations``
+    (its access width)."""
 
     target: object  # targets.Target
     problem: object  # problem.Contraction | attention.AttentionDispatch | quantized.WeightOnlyMatmul
     config: object | None  # config.KernelConfig (None if the pipeline stopped before configure; attention)
     expect: object | None  # attrs.Expectations | attrs.AttentionExpectations; None before distribute
-    kind: str = "matmul"  # "matmul" | "attention" | "weight_only"
+    kind: str = "matmul"  # "matmul" | "attention" | "weight_only" | "copy"
     versions: tuple = ()  # a versioned matmul's other kernels (``attrs.Version``: condition, problem, config, expect)
 
     @property
@@ -48,6 +50,10 @@ class DispatchFacts:
     @property
     def is_weight_only(self) -> bool:
         return self.kind == "weight_only"
+
+    @property
+    def is_copy(self) -> bool:
+        return self.kind == "copy"
 
     @staticmethod
     def of(func: ir.Operation) -> "DispatchFacts":
@@ -66,6 +72,14 @@ class DispatchFacts:
                 None,
                 attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
                 "weight_only",
+            )
+        if attrs.COPY in func.attributes:
+            return DispatchFacts(
+                read_target(func),
+                attrs.read_copy(func),
+                None,
+                attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
+                "copy",
             )
         return DispatchFacts(
             read_target(func),
@@ -111,6 +125,16 @@ class DispatchFacts:
                 None,
                 attrs.Expectations(**d["expect"]) if d["expect"] else None,
                 "weight_only",
+            )
+        if d["kind"] == "copy":
+            from mmaflow.compiler.core.copy import CopyDispatch
+
+            return DispatchFacts(
+                get_target(d["target"]),
+                CopyDispatch.from_dict(d["problem"]),
+                None,
+                attrs.Expectations(**d["expect"]) if d["expect"] else None,
+                "copy",
             )
         from mmaflow.compiler.core.config import KernelConfig
         from mmaflow.compiler.core.problem import Contraction

@@ -666,6 +666,21 @@ def _select_weight_only(name: str, func: ir.Operation, family, target: Target) -
     return Decision(name, True, f"{record.describe()} on {target.name} ({record.where()})")
 
 
+def _select_copy(name: str, func: ir.Operation, family, target: Target) -> Decision:
+    """Take a copy dispatch (IREE's ``slow_memcpy``: a slice of one binding tensor stored into
+    another) the copy kernel supports on ``target``; leave any other to IREE with the reason."""
+    try:
+        with func.location:
+            record = family.placements(func)
+            plan = family.plan(record, target)
+    except UnsupportedError as e:
+        return Decision(name, False, f"a copy: {e.message}; IREE compiles it")
+    attrs.mark(func, attrs.DISPATCH)
+    attrs.write_target(func, target)
+    attrs.write_copy(func, record)
+    return Decision(name, True, f"{record.describe()} ({plan.width}-byte accesses) on {target.name} ({record.where()})")
+
+
 def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Decision:
     funcs = ops_named(variant, "func.func")
     if len(funcs) != 1:
@@ -683,6 +698,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     weight_only = registry.direct_family("weight_only")
     if weight_only.claims(func):
         return _select_weight_only(name, func, weight_only, target)
+    copy = registry.direct_family("copy")
+    if not linalg_ops and copy.claims(func):
+        return _select_copy(name, func, copy, target)
     found, why_not = [], []
     for op in linalg_ops:
         fields, why = match_contraction(op)
