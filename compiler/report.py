@@ -174,8 +174,15 @@ def report_command(args, source: str, options) -> int:
         if e.facts.is_weight_only or e.facts.is_copy
     }
     if weight_only and getattr(args, "html", None):
+        kinds = sorted(
+            {
+                registry.direct_family(e.facts.kind).title.removeprefix("the ")
+                for e in res.taken
+                if e.name in weight_only
+            }
+        )
         raise UnsupportedError(
-            f"{args.input}: {', '.join(weight_only)} is mmaflow's weight-only decode or copy kernel; the HTML report "
+            f"{args.input}: {', '.join(weight_only)} is mmaflow's {' and '.join(kinds)}; the HTML report "
             "covers matmul kernels only so far",
             hint="mmaflow report without --html prints its plan and ISA counts",
         )

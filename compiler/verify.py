@@ -266,8 +266,12 @@ def check_copy_isa(report: IsaReport, text: str, name: str, facts) -> None:
     ]
     if narrower:
         problems.append(f"narrower global loads too ({', '.join(narrower)})")
-    if report.counts.get("global_store", 0) == 0:
+    stores = [line.split()[0] for line in (x.strip() for x in text.splitlines()) if _STORE.match(line)]
+    if not stores:
         problems.append("no global stores")
+    narrow = sorted({op for op in stores if not _STORE_WIDTH[bits].match(op)})
+    if narrow:
+        problems.append(f"stores narrower than {bits} bits ({', '.join(narrow)})")
     local = any(line.strip().startswith(("ld.local", "st.local")) for line in text.splitlines())
     if report.vgpr_spills or report.sgpr_spills or report.counts.get("scratch", 0) or local:
         problems.append("registers spilled")
@@ -275,6 +279,14 @@ def check_copy_isa(report: IsaReport, text: str, name: str, facts) -> None:
         raise VerificationError(f"{name}: the compiled copy kernel is not mmaflow's: " + "; ".join(problems))
 
 
+_STORE = re.compile(r"^(st\.global|(buffer|global)_store_)")
+_STORE_WIDTH = {  # a store instruction of that width, PTX or AMDGPU
+    128: re.compile(r"^(st\.global\.(v4\.(b|u|f)32|v2\.(b|u)64)|(buffer|global)_store_(b128|dwordx4))$"),
+    64: re.compile(r"^(st\.global\.(v2\.(b|u|f)32|(b|u)64)|(buffer|global)_store_(b64|dwordx2))$"),
+    32: re.compile(r"^(st\.global\.(b|u|f)32|(buffer|global)_store_(b32|dword))$"),
+    16: re.compile(r"^(st\.global\.(b|u)16|(buffer|global)_store_(b16|short))$"),
+    8: re.compile(r"^(st\.global\.(b|u)8|(buffer|global)_store_(b8|byte))$"),
+}
 _LOAD_WIDTHS = ("global_load_b128", "global_load_b96", "global_load_b64", "global_load_b32", "global_load_narrow")
 
 

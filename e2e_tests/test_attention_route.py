@@ -365,7 +365,7 @@ def test_config_overrides_configure_the_matmuls_and_the_attention_says_it_has_no
         f"mmaflow: note {exe.name}: --config stages, tile_m applies to matmul dispatches; the "
         "flash-attention kernel has no config" in exe.log
     )
-    matmuls = [e for e in res.taken if not e.facts.is_attention]
+    matmuls = [e for e in res.taken if e.facts.kind == "matmul"]
     assert matmuls and all(e.facts.config.tile_m == 64 and e.facts.config.stages == 2 for e in matmuls)
 
 

@@ -65,6 +65,45 @@ def test_a_copy_with_run_time_sizes_is_left_to_iree_with_its_reason():
     ]
 
 
+REFUSED = [
+    (  # IREE copies within one buffer through one read-write subspan
+        """func.func @main(%t: tensor<8x64xf16>) -> tensor<8x64xf16> {
+  %s = tensor.extract_slice %t[0, 0] [4, 32] [1, 1] : tensor<8x64xf16> to tensor<4x32xf16>
+  %r = tensor.insert_slice %s into %t[2, 16] [4, 32] [1, 1] : tensor<4x32xf16> into tensor<8x64xf16>
+  return %r : tensor<8x64xf16>
+}""",
+        "the copy reads and writes one tensor",
+    ),
+    (  # a concatenation: each half stored into part of the result
+        """func.func @main(%a: tensor<4x32xf16>, %b: tensor<4x32xf16>) -> tensor<4x64xf16> {
+  %c = tensor.concat dim(1) %a, %b : (tensor<4x32xf16>, tensor<4x32xf16>) -> tensor<4x64xf16>
+  return %c : tensor<4x64xf16>
+}""",
+        r"a store into part of a larger tensor \(\[4, 32\] into \[4, 64\] at \[0, (0|32)\]\)",
+    ),
+    (
+        """func.func @main(%a: tensor<4x64xcomplex<f32>>) -> tensor<4x32xcomplex<f32>> {
+  %s = tensor.extract_slice %a[0, 16] [4, 32] [1, 1] : tensor<4x64xcomplex<f32>> to tensor<4x32xcomplex<f32>>
+  return %s : tensor<4x32xcomplex<f32>>
+}""",
+        r"a copy of complex<f32> \(the kernel copies elements of whole bytes",
+    ),
+]
+
+
+@pytest.mark.parametrize("source,why", REFUSED, ids=["in-place", "concat", "complex"])
+def test_copies_the_kernel_does_not_take_are_left_with_the_reason(source, why):
+    """A copy within one buffer (in place: overlapping or not, one subspan), a store into part of a larger
+    tensor (the executor's reference checks whole stores), an element type that is not bytes: left to IREE,
+    named, nothing taken."""
+    import re
+
+    res = codegen_module(source, "sm_90a", require_matmul=False)
+    assert not res.taken, [e.name for e in res.taken]
+    lines = [x for x in res.log if x.startswith("mmaflow: left  ")]
+    assert lines and all(re.search("a copy: " + why + ".*; IREE compiles it", x) for x in lines), res.log
+
+
 def test_what_the_plan_refuses():
     family = registry.direct_family("copy")
     res = codegen_module(_slice_module((2, 8, 96), (0, 0, 32), (2, 8, 32), "f16"), "gfx942", require_matmul=False)
@@ -89,3 +128,24 @@ def test_a_misaligned_access_is_caught(monkeypatch):
     assert exe.facts.expect.global_load_bits == 128
     with pytest.raises(Exception, match="promising 16-byte alignment starts at byte"):
         check_executable(exe, seed=3)
+
+
+def test_verify_refuses_a_copy_of_narrower_accesses():
+    """check_copy_isa: 128-bit loads planned, a 32-bit load or a 64-bit store in the PTX is refused, each named."""
+    from types import SimpleNamespace
+
+    from mmaflow.compiler.core import attrs
+    from mmaflow.compiler.core.errors import VerificationError
+    from mmaflow.compiler.verify import check_copy_isa
+
+    facts = SimpleNamespace(expect=attrs.Expectations(global_load_bits=128, k_tiles=0, mma_per_k_tile=0))
+    good = "ld.global.nc.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];\nst.global.v4.b32 [%rd2], {%r1, %r2, %r3, %r4};"
+    report = SimpleNamespace(counts={"global_load_b128": 1}, vgpr_spills=0, sgpr_spills=0)
+    check_copy_isa(report, good, "k", facts)
+    narrow_load = SimpleNamespace(counts={"global_load_b128": 1, "global_load_b32": 1}, vgpr_spills=0, sgpr_spills=0)
+    with pytest.raises(VerificationError, match=r"narrower global loads too \(global_load_b32\)"):
+        check_copy_isa(narrow_load, good, "k", facts)
+    with pytest.raises(VerificationError, match=r"stores narrower than 128 bits \(st.global.v2.b32\)"):
+        check_copy_isa(report, good + "\nst.global.v2.b32 [%rd3], {%r1, %r2};", "k", facts)
+    with pytest.raises(VerificationError, match="registers spilled"):
+        check_copy_isa(report, good + "\nst.local.b32 [%rd4], %r1;", "k", facts)

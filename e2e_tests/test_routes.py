@@ -102,7 +102,7 @@ def test_amd_resources_are_read_for_kernels_with_quoted_names(tmp_path):
     r = _run(BIN / "mmaflow", "compile", model, "--target", "gfx942", "-o", tmp_path / "out.vmfb")
     assert r.returncode == 0, r.stderr
     verified = [line for line in r.stderr.splitlines() if line.startswith("mmaflow: verified")]
-    assert len(verified) == 6, r.stderr
+    assert len(verified) == 9, r.stderr  # 6 matmuls, 3 copies
     for line in verified:
         assert "None" not in line and re.search(
             r"\d+ VGPRs, \d+ SGPRs, 0 VGPR / 0 SGPR spills, \d+ bytes LDS, "
@@ -121,8 +121,9 @@ def test_the_baseline_report_finds_kernels_with_quoted_names():
     import json
 
     d = json.loads(r.stdout)
-    assert len(d["mmaflow"]) == 6, list(d["mmaflow"])
+    assert len(d["mmaflow"]) == 9, list(d["mmaflow"])  # 6 matmuls, 3 copies
     for kernel, ours in d["mmaflow"].items():
         theirs = d["iree"][kernel]
         assert isinstance(ours["vgprs"], int) and isinstance(theirs["vgprs"], int), (kernel, theirs)
-        assert theirs["counts"].get("matrix", 0) > 0, (kernel, theirs["counts"])
+        if "slow_memcpy" not in kernel:
+            assert theirs["counts"].get("matrix", 0) > 0, (kernel, theirs["counts"])

@@ -126,7 +126,7 @@ def test_tma_ring_at_iree_binding_offsets(monkeypatch):
         lambda target, problem, cfg: "tma" if wgmma_plan.tma_refusal(target, problem, cfg) is None else None,
     )
     res = codegen_module(_source("gpt2_block", "f16"), "sm_90a", require_matmul=False)
-    tma = {e.name.split("dispatch_")[1]: e for e in res.taken if e.facts.config.copy == "tma"}
+    tma = {e.name.split("dispatch_")[1]: e for e in res.taken if e.facts.config and e.facts.config.copy == "tma"}
     assert {"2", "9", "11"} <= set(tma), sorted(tma)
     offsets = [b.offset for k in ("2", "9") for b in (tma[k].facts.problem.a, tma[k].facts.problem.b)]
     assert any(offsets), offsets

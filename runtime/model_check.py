@@ -159,14 +159,14 @@ class FrontDispatch:
             for use in sub.results[0].uses:
                 user = user_of(use)
                 if user.name == "iree_tensor_ext.dispatch.tensor.load":
-                    side = out.inputs
+                    side, tt = out.inputs, bound
                 elif user.name == "iree_tensor_ext.dispatch.tensor.store":
-                    side = out.outputs
-                    if ir.RankedTensorType(user.operands[0].type).shape != bound.shape or _sliced(user):
-                        raise InterpretError(f"binding {binding}: a store of a slice of its tensor is not modelled")
+                    # The stored value's shape (IREE drops unit dims: a rank-reduced store of the whole tensor)
+                    side, tt = out.outputs, ir.RankedTensorType(user.operands[0].type)
+                    if _sliced(user) or _fewer(user, bound):
+                        raise InterpretError(f"binding {binding}: a store into part of its tensor is not modelled")
                 else:
                     raise InterpretError(f"binding {binding} is used by {user.name}")
-                tt = bound
                 dyn = iter(dims)
                 shape = tuple(next(dyn) if ir.ShapedType.is_dynamic_size(s) else s for s in tt.shape)
                 if str(tt.element_type) == "i4":  # IREE packs i4 two to a byte, element 2i in the low nibble
@@ -205,9 +205,11 @@ class FrontDispatch:
                 whole = Memory.read(buffers, region)
                 if t == "i4":
                     whole = unpack_i4(whole)
-                env[op.results[0]] = Val.exact(
-                    _slice(op, whole).astype(np.float64 if t.startswith(("f", "bf")) else np.int64), t
-                )
+                part = _slice(op, whole)
+                want = ir.RankedTensorType(op.results[0].type)
+                if want.has_static_shape and part.shape != tuple(want.shape) and part.size == np.prod(want.shape):
+                    part = part.reshape(want.shape)  # a rank-reducing load (unit dims dropped)
+                env[op.results[0]] = Val.exact(part.astype(np.float64 if t.startswith(("f", "bf")) else np.int64), t)
             elif name == "iree_tensor_ext.bitcast":
                 env[op.results[0]] = bitcast_bytes(op, env[op.operands[0]])
             elif name == "tensor.empty":
@@ -290,6 +292,14 @@ def _sliced(op: ir.Operation) -> bool:
     offsets = list(ir.DenseI64ArrayAttr(op.attributes["static_offsets"]))
     strides = list(ir.DenseI64ArrayAttr(op.attributes["static_strides"]))
     return any(o != 0 for o in offsets) or any(s != 1 for s in strides)
+
+
+def _fewer(op: ir.Operation, bound: ir.RankedTensorType) -> bool:
+    """Whether a store's static sizes cover fewer elements than its (static) bound tensor."""
+    sizes = list(ir.DenseI64ArrayAttr(op.attributes["static_sizes"]))
+    if any(ir.ShapedType.is_dynamic_size(x) for x in sizes) or not bound.has_static_shape:
+        return False
+    return int(np.prod(sizes)) != int(np.prod(bound.shape))
 
 
 def _slice(op: ir.Operation, whole: np.ndarray) -> np.ndarray:

@@ -26,6 +26,9 @@ class CopyDispatch:
     dst: Binding
     dst_shape: tuple[int, ...]
     dst_offsets: tuple[int, ...]
+    src_align: int = 64  # bytes each binding's base is aligned to (the subspans' ``alignment``)
+    dst_align: int = 64
+    dynamic: tuple = ()  # (run-time dimensions: none; the kernel takes static copies)
 
     @property
     def elements(self) -> int:

@@ -62,13 +62,19 @@ def _static(op: ir.Operation, name: str) -> tuple[int, ...] | None:
     return None if any(ir.ShapedType.is_dynamic_size(v) for v in vals) else tuple(vals)
 
 
-def _tensor_shape(sub: ir.Operation) -> tuple[int, ...]:
-    text = str(sub.results[0].type)  # !iree_tensor_ext.dispatch.tensor<readonly:tensor<2x256x2304xf16>>
-    inner = text[text.index("tensor<", text.index(":")) + len("tensor<") : text.rindex(">", 0, -1)]
-    dims = inner.split("x")[:-1]
-    if any(d == "?" for d in dims):
-        raise UnsupportedError(f"a copy of a dynamically shaped tensor ({text})")
-    return tuple(int(d) for d in dims)
+def _bound(sub: ir.Operation) -> ir.RankedTensorType:
+    """The tensor a subspan's ``!iree_tensor_ext.dispatch.tensor<access:tensor<...>>`` binds."""
+    text = str(sub.results[0].type)
+    start = text.index("tensor<", text.index(":"))
+    return ir.RankedTensorType(ir.Type.parse(text[start : text.rindex(">")], sub.context))
+
+
+def _byte_range(shape, offsets, sizes, base: int, eb: int) -> tuple[int, int]:
+    """The first and one-past-last byte a slice of a row-major tensor at ``base`` touches."""
+    strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
+    first = sum(o * s for o, s in zip(offsets, strides))
+    last = sum((o + n - 1) * s for o, n, s in zip(offsets, sizes, strides))
+    return base + first * eb, base + (last + 1) * eb
 
 
 def claims(func: ir.Operation) -> bool:
@@ -111,9 +117,19 @@ def match_copy(func: ir.Operation) -> CopyMatch:
             f"the copy's load takes {list(sizes)} as {loaded}, its store {list(got['store', 'sizes'])}: "
             "the kernel copies one shape, no rank change"
         )
-    src_shape, dst_shape = _tensor_shape(src_sub), _tensor_shape(dst_sub)
+    if src_sub == dst_sub:
+        raise UnsupportedError("the copy reads and writes one tensor (a copy within a buffer, in place)")
+    src_t, dst_t = _bound(src_sub), _bound(dst_sub)
+    if not ir.ShapedType(src_t).has_static_shape or not ir.ShapedType(dst_t).has_static_shape:
+        raise UnsupportedError("a copy of a dynamically shaped tensor")
+    src_shape, dst_shape = tuple(src_t.shape), tuple(dst_t.shape)
     if len(src_shape) != len(sizes) or len(dst_shape) != len(sizes):
         raise UnsupportedError("a rank-changing copy")
+    if dst_shape != sizes:  # (the lane executor's reference models whole stores only)
+        raise UnsupportedError(
+            f"a store into part of a larger tensor ({list(sizes)} into {list(dst_shape)} at "
+            f"{list(got['store', 'offsets'])}): the kernel stores whole tensors"
+        )
     offsets = {}
     for sub, what in ((src_sub, "src"), (dst_sub, "dst")):
         off = subspan_constant_offset(sub)
@@ -123,6 +139,17 @@ def match_copy(func: ir.Operation) -> CopyMatch:
             )
         offsets[what] = Binding(subspan_binding(sub), off)
     elem = str(loaded.element_type)
+    if elem not in COPY_BITS or COPY_BITS[elem] % 8:
+        raise UnsupportedError(f"a copy of {elem} (the kernel copies elements of whole bytes: {', '.join(COPY_BITS)})")
+    eb = COPY_BITS[elem] // 8
+    if offsets["src"].binding == offsets["dst"].binding:  # one buffer: the regions must not overlap
+        a = _byte_range(src_shape, got["load", "offsets"], sizes, offsets["src"].offset, eb)
+        b = _byte_range(dst_shape, got["store", "offsets"], sizes, offsets["dst"].offset, eb)
+        if a[0] < b[1] and b[0] < a[1]:
+            raise UnsupportedError(
+                f"the copy's source (bytes {a[0]}..{a[1]}) and destination ({b[0]}..{b[1]}) overlap in binding "
+                f"{offsets['src'].binding}"
+            )
     record = CopyDispatch(
         elem,
         sizes,
@@ -132,8 +159,15 @@ def match_copy(func: ir.Operation) -> CopyMatch:
         offsets["dst"],
         dst_shape,
         got["store", "offsets"],
+        _alignment(src_sub),
+        _alignment(dst_sub),
     )
     return CopyMatch(record, src_sub, dst_sub, load, store)
+
+
+def _alignment(sub: ir.Operation) -> int:
+    """The subspan's ``alignment`` (the binding's base alignment IREE promises; 1 when absent)."""
+    return ir.IntegerAttr(sub.attributes["alignment"]).value if "alignment" in sub.attributes else 1
 
 
 @dataclass(frozen=True)
@@ -174,10 +208,11 @@ class CopyPlan:
         )
 
 
-def _row_alignment(shape: tuple[int, ...], offsets: tuple[int, ...], base: int, eb: int) -> int:
-    """The largest power of two (bytes, up to 16) every row of the slice starts on."""
+def _row_alignment(shape: tuple[int, ...], offsets: tuple[int, ...], base: int, eb: int, align: int) -> int:
+    """The largest power of two (bytes, up to 16) every row of the slice starts on: the binding's
+    base is ``align``-aligned, the tensor ``base`` bytes into it."""
     strides = [math.prod(shape[i + 1 :]) for i in range(len(shape))]
-    terms = [base, offsets[-1] * eb] + [s * eb for s in strides[:-1]]
+    terms = [align, base, offsets[-1] * eb] + [s * eb for s in strides[:-1]]
     g = 0
     for t in terms:
         g = math.gcd(g, t)
@@ -200,8 +235,8 @@ def plan_copy(record: CopyDispatch, target) -> CopyPlan:
         raise UnsupportedError("an empty copy")
     run = record.sizes[-1] * eb
     align = min(
-        _row_alignment(record.src_shape, record.src_offsets, record.src.offset, eb),
-        _row_alignment(record.dst_shape, record.dst_offsets, record.dst.offset, eb),
+        _row_alignment(record.src_shape, record.src_offsets, record.src.offset, eb, record.src_align),
+        _row_alignment(record.dst_shape, record.dst_offsets, record.dst.offset, eb, record.dst_align),
     )
     width = next(w for w in WIDTHS if w == eb or (w > eb and run % w == 0 and align % w == 0))
     for shape, what in ((record.src_shape, "source"), (record.dst_shape, "destination")):
@@ -249,7 +284,7 @@ def emit_copy(plan: CopyPlan, match: CopyMatch, loc: ir.Location) -> None:
         dst = [body.add(x, o) if o else x for x, o in zip(idx, rec.dst_offsets)]
         val = body.global_load(mems["src"], src, vtype)
         body.global_store(val, mems["dst"], dst)
-    for op in (match.store, match.load, match.src_sub, match.dst_sub):
+    for op in (match.store, match.load, match.src_sub, match.dst_sub):  # (two subspans: match_copy)
         op.erase()
 
 
