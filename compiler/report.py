@@ -168,29 +168,25 @@ def report_command(args, source: str, options) -> int:
     from mmaflow.compiler.kernels import registry
 
     # Direct families with a plan in place of a config: the weight-only decode kernel, the copy kernel.
-    weight_only = {
+    planned = {
         e.name: registry.direct_family(e.facts.kind).plan(e.facts.problem, target)
         for e in res.taken
         if e.facts.is_weight_only or e.facts.is_copy
     }
-    if weight_only and getattr(args, "html", None):
+    if planned and getattr(args, "html", None):
         kinds = sorted(
-            {
-                registry.direct_family(e.facts.kind).title.removeprefix("the ")
-                for e in res.taken
-                if e.name in weight_only
-            }
+            {registry.direct_family(e.facts.kind).title.removeprefix("the ") for e in res.taken if e.name in planned}
         )
         raise UnsupportedError(
-            f"{args.input}: {', '.join(weight_only)} is mmaflow's {' and '.join(kinds)}; the HTML report "
+            f"{args.input}: {', '.join(planned)} is mmaflow's {' and '.join(kinds)}; the HTML report "
             "covers matmul kernels only so far",
             hint="mmaflow report without --html prints its plan and ISA counts",
         )
     mine = {}
     for exe in res.taken:
         rep = res.reports[exe.name]
-        if exe.name in weight_only:  # a direct family: its plan in place of a config
-            plan = weight_only[exe.name]
+        if exe.name in planned:  # a direct family: its plan in place of a config
+            plan = planned[exe.name]
             if not target.is_amd:
                 rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, plan.workgroup_size))
             if rep.lds_bytes is None:
@@ -241,8 +237,8 @@ def report_command(args, source: str, options) -> int:
         other = base.get(kernel)
         print(f"{kernel} on {target.name}")
         exe = next(e for e in res.taken if e.export == kernel)
-        if exe.name in weight_only:
-            print(f"  kernel: {weight_only[exe.name].describe()}")
+        if exe.name in planned:
+            print(f"  kernel: {planned[exe.name].describe()}")
         else:
             print(f"  config: {exe.facts.config.describe()}")
             for why in _reasons(target, exe, options.overrides):
@@ -280,7 +276,7 @@ def report_command(args, source: str, options) -> int:
             for who, r in (("mmaflow", rep), ("IREE default", other if args.baseline else None))
             if r is not None and not k_loop(r)
         ]
-        if unrolled and exe.name not in weight_only:  # (a copy has no K loop to speak of)
+        if unrolled and exe.name not in planned:  # (a copy has no K loop to speak of)
             print(f"  (in K loop) '-': {' and '.join(unrolled)} unrolled K (no loop holds matrix instructions)")
     if args.baseline and not base:
         print("  (IREE's default pipeline produced no kernel with these names)")

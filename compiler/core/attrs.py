@@ -252,19 +252,28 @@ def write_weight_only(func: ir.Operation, record) -> None:
         func.attributes[WEIGHT_ONLY] = to_attr(record.to_dict())
 
 
-def read_copy(func: ir.Operation) -> CopyDispatch:
-    return CopyDispatch.from_dict(from_attr(_get(func, COPY)))
+# The direct families' dispatches: kind -> (the attribute select writes, its record's class).
+DIRECT_RECORDS = {
+    "attention": (ATTENTION, AttentionDispatch),
+    "weight_only": (WEIGHT_ONLY, WeightOnlyMatmul),
+    "copy": (COPY, CopyDispatch),
+}
 
 
-def write_copy(func: ir.Operation, record) -> None:
+def read_direct(func: ir.Operation, kind: str):
+    name, cls = DIRECT_RECORDS[kind]
+    return cls.from_dict(from_attr(_get(func, name)))
+
+
+def write_direct(func: ir.Operation, kind: str, record) -> None:
     with func.context:
-        func.attributes[COPY] = to_attr(record.to_dict())
+        func.attributes[DIRECT_RECORDS[kind][0]] = to_attr(record.to_dict())
 
 
 def direct_kind(func: ir.Operation) -> str | None:
     """Which direct family builds the tagged dispatch (``"attention"``, ``"weight_only"``, ``"copy"``), None
     where the transform script's families do."""
-    for kind, name in (("attention", ATTENTION), ("weight_only", WEIGHT_ONLY), ("copy", COPY)):
+    for kind, (name, _) in DIRECT_RECORDS.items():
         if name in func.attributes:
             return kind
     return None

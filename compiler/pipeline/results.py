@@ -57,29 +57,17 @@ class DispatchFacts:
 
     @staticmethod
     def of(func: ir.Operation) -> "DispatchFacts":
-        if attrs.ATTENTION in func.attributes:
+        kind = attrs.direct_kind(func)
+        if kind is not None:  # a direct family's: its record, no config
+            attention = kind == "attention"
+            name = attrs.ATTENTION_EXPECT if attention else attrs.EXPECT
+            read = attrs.read_attention_expect if attention else attrs.read_expect
             return DispatchFacts(
                 read_target(func),
-                attrs.read_attention(func),
+                attrs.read_direct(func, kind),
                 None,
-                attrs.read_attention_expect(func) if attrs.ATTENTION_EXPECT in func.attributes else None,
-                "attention",
-            )
-        if attrs.WEIGHT_ONLY in func.attributes:
-            return DispatchFacts(
-                read_target(func),
-                attrs.read_weight_only(func),
-                None,
-                attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
-                "weight_only",
-            )
-        if attrs.COPY in func.attributes:
-            return DispatchFacts(
-                read_target(func),
-                attrs.read_copy(func),
-                None,
-                attrs.read_expect(func) if attrs.EXPECT in func.attributes else None,
-                "copy",
+                read(func) if name in func.attributes else None,
+                kind,
             )
         return DispatchFacts(
             read_target(func),
@@ -106,35 +94,15 @@ class DispatchFacts:
 
     @staticmethod
     def from_wire(d: dict) -> "DispatchFacts":
-        if d["kind"] == "attention":
-            from mmaflow.compiler.core.attention import AttentionDispatch
-
+        kind = d["kind"]
+        if kind in attrs.DIRECT_RECORDS:
+            expect = attrs.AttentionExpectations if kind == "attention" else attrs.Expectations
             return DispatchFacts(
                 get_target(d["target"]),
-                AttentionDispatch.from_dict(d["problem"]),
+                attrs.DIRECT_RECORDS[kind][1].from_dict(d["problem"]),
                 None,
-                attrs.AttentionExpectations(**d["expect"]) if d["expect"] else None,
-                "attention",
-            )
-        if d["kind"] == "weight_only":
-            from mmaflow.compiler.core.quantized import WeightOnlyMatmul
-
-            return DispatchFacts(
-                get_target(d["target"]),
-                WeightOnlyMatmul.from_dict(d["problem"]),
-                None,
-                attrs.Expectations(**d["expect"]) if d["expect"] else None,
-                "weight_only",
-            )
-        if d["kind"] == "copy":
-            from mmaflow.compiler.core.copy import CopyDispatch
-
-            return DispatchFacts(
-                get_target(d["target"]),
-                CopyDispatch.from_dict(d["problem"]),
-                None,
-                attrs.Expectations(**d["expect"]) if d["expect"] else None,
-                "copy",
+                expect(**d["expect"]) if d["expect"] else None,
+                kind,
             )
         from mmaflow.compiler.core.config import KernelConfig
         from mmaflow.compiler.core.problem import Contraction

@@ -651,34 +651,23 @@ def _select_attention(name: str, func: ir.Operation, op: ir.Operation, linalg_op
     return Decision(name, True, f"attention: {what} on {target.name} ({record.where()})")
 
 
-def _select_weight_only(name: str, func: ir.Operation, family, target: Target) -> Decision:
-    """Take a dequantization feeding a matmul (a weight-only quantized linear layer) the weight-only
-    kernel supports on ``target``; leave every other one to IREE with the reason."""
-    try:
-        with func.location:
-            record = family.placements(func)
-            family.plan(record, target)
-    except UnsupportedError as e:
-        return Decision(name, False, f"a dequantization feeding a matmul: {e.message}; IREE compiles it")
-    attrs.mark(func, attrs.DISPATCH)
-    attrs.write_target(func, target)
-    attrs.write_weight_only(func, record)
-    return Decision(name, True, f"{record.describe()} on {target.name} ({record.where()})")
-
-
-def _select_copy(name: str, func: ir.Operation, family, target: Target) -> Decision:
-    """Take a copy dispatch (IREE's ``slow_memcpy``: a slice of one binding tensor stored into
-    another) the copy kernel supports on ``target``; leave any other to IREE with the reason."""
+def _select_direct(name: str, func: ir.Operation, kind: str, what: str, target: Target, detail=None) -> Decision:
+    """Take a dispatch of a direct family's form (``kind``: a dequantization feeding a matmul for the
+    weight-only kernel, IREE's ``slow_memcpy`` for the copy kernel) that the family plans on
+    ``target``; leave every other one to IREE with the reason, named as ``what``. ``detail(plan)``:
+    what the decision line adds about the plan."""
+    family = registry.direct_family(kind)
     try:
         with func.location:
             record = family.placements(func)
             plan = family.plan(record, target)
     except UnsupportedError as e:
-        return Decision(name, False, f"a copy: {e.message}; IREE compiles it")
+        return Decision(name, False, f"{what}: {e.message}; IREE compiles it")
     attrs.mark(func, attrs.DISPATCH)
     attrs.write_target(func, target)
-    attrs.write_copy(func, record)
-    return Decision(name, True, f"{record.describe()} ({plan.width}-byte accesses) on {target.name} ({record.where()})")
+    attrs.write_direct(func, kind, record)
+    extra = f" ({detail(plan)})" if detail else ""
+    return Decision(name, True, f"{record.describe()}{extra} on {target.name} ({record.where()})")
 
 
 def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Decision:
@@ -697,10 +686,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         return _select_attention(name, func, attention[0], linalg_ops, target)
     weight_only = registry.direct_family("weight_only")
     if weight_only.claims(func):
-        return _select_weight_only(name, func, weight_only, target)
-    copy = registry.direct_family("copy")
-    if not linalg_ops and copy.claims(func):
-        return _select_copy(name, func, copy, target)
+        return _select_direct(name, func, "weight_only", "a dequantization feeding a matmul", target)
+    if not linalg_ops and registry.direct_family("copy").claims(func):
+        return _select_direct(name, func, "copy", "a copy", target, lambda plan: f"{plan.width}-byte accesses")
     found, why_not = [], []
     for op in linalg_ops:
         fields, why = match_contraction(op)

@@ -389,6 +389,16 @@ class Roles:
             raise self.error
 
 
+def wait_or_fail(st, why: str, alone: str) -> None:
+    """The active lanes cannot go on (``why``): in a warp role, let the others run until something
+    arrived (the caller tests again); outside one nothing else runs, so the kernel deadlocks
+    (``alone`` says why none can arrive)."""
+    roles = getattr(st, "roles", None)
+    if roles is None:
+        raise ExecutorError(f"{why} ({alone})")
+    roles.blocked(st, why)
+
+
 def role_progress(st) -> None:
     """Something happened that a waiting warp role may be waiting for."""
     roles = getattr(st, "roles", None)

@@ -27,6 +27,7 @@ from mmaflow.runtime.executor.core import (
     per_lane,
     role_progress,
     run_block,
+    wait_or_fail,
 )
 from mmaflow.runtime.executor.wgmma import WARPGROUP, lds_write_check
 from mmaflow.runtime.isa import IsaError
@@ -572,15 +573,12 @@ def _named_barrier(k, op, bid_id, n_id, wait: bool):
         k.stats.named_arrivals += int(count.sum())
         role_progress(st)
         while wait and not np.all(b.completed[rows] > before[rows]):
-            roles = getattr(st, "roles", None)
             g = int(np.argmax(rows & (b.completed <= before)))
             why = (
                 f"{op_loc(op)}: threads of workgroup row {g} wait at barrier {bid} for {n} threads, "
                 f"{int(b.arrived[g])} arrived"
             )
-            if roles is None:
-                raise ExecutorError(why + " (the warpgroups run in lockstep here, so none can arrive later)")
-            roles.blocked(st, why)
+            wait_or_fail(st, why, "the warpgroups run in lockstep here, so none can arrive later")
 
     return run
 

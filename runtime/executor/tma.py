@@ -93,7 +93,16 @@ import re
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.runtime.executor.core import ExecutorError, MemRef, np_dtype, op_loc, per_lane, role_progress, run_block
+from mmaflow.runtime.executor.core import (
+    ExecutorError,
+    MemRef,
+    np_dtype,
+    op_loc,
+    per_lane,
+    role_progress,
+    run_block,
+    wait_or_fail,
+)
 from mmaflow.runtime.executor.ops import race_check, remote_lane
 from mmaflow.runtime.executor.wgmma import lds_write_check, ordered_after_reads, warpgroup_state
 
@@ -766,9 +775,7 @@ def _waited(k, st, op, addrs, parity) -> bool:
             f"{a}, which {'can never' if roles is None else 'cannot yet'} complete: {b.pending} of {b.count} "
             f"arrivals missing, {b.expected} bytes expected, {b.delivered} issued on it"
         )
-        if roles is None:
-            raise ExecutorError(why + " (every thread of the workgroup is waiting)")
-        roles.blocked(st, why)
+        wait_or_fail(st, why, "every thread of the workgroup is waiting")
         return False
     return True
 

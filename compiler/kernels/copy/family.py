@@ -38,7 +38,7 @@ class CopyFamily:
 
     def lower(self, func: ir.Operation) -> tuple[ir.Operation, CopyPlan]:
         """The kernel in place of the tagged copy dispatch ``func``; returns it and the plan."""
-        target, record = read_target(func), attrs.read_copy(func)
+        target, record = read_target(func), attrs.read_direct(func, "copy")
         plan = rewrite_dispatch(func, target.name)
         if plan.record != record:
             raise CodegenError(f"@{str_attr(func, 'sym_name')}: the copy changed between select and build", stage=NAME)
