@@ -29,6 +29,7 @@ from mmaflow.compiler.core.mlir import new_context, parse_module
 from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.decode import plan as decode_plan
+from mmaflow.compiler.kernels.decode import rewrite as decode_rewrite
 from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, plan_a_loads, plan_k_order
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.compiler.report import ptxas_info, ptxas_path
@@ -190,6 +191,99 @@ def test_decode_odd_shapes(name, target, overrides):
         assert waves is None or r.config.waves_k == waves, r.config
         assert r.check.passed, r.check.line()
         assert not r.stats.races, r.stats.races[:3]
+
+
+# ---- batched: eager attention's decode scores (one query row per head against the cached keys) --------
+# (batch, M, N, K): a short K of two chunks (a head dimension of 64: the heuristic's K tiles of one
+# chunk, more columns a workgroup), one of four (128), a long one; N with a partial column tile.
+BATCHED = [(3, 1, 40, 64), (2, 5, 264, 128), (2, 12, 40, 1024)]
+
+
+@pytest.mark.parametrize(
+    "target,overrides,shape",
+    [
+        pytest.param(
+            t,
+            ov,
+            shape,
+            id=f"{_id(t, ov)}-{'x'.join(map(str, shape))}",
+            marks=() if (i + j) % 3 == 0 else pytest.mark.exhaustive,
+        )
+        for i, (t, ov) in enumerate(TARGETS)
+        for j, shape in enumerate(BATCHED)
+    ],
+)
+def test_batched_decode_on_executor(target, overrides, shape):
+    """Every batch entry's workgroups read their own A and B rows and store their own C: random
+    data within the rounding bound, small integers exactly (sentinels around every tensor)."""
+    batch, m, n, k = shape
+    src = matmul_module(m, n, k, transpose_b=True, batch=batch)
+    for exact in (False, True):
+        r = simulate(src, target, overrides, seed=batch + n + exact, exact=exact)
+        _assert_decode(r.config, m, overrides)
+        assert n % r.config.tile_n, "the last workgroup's columns should overhang N"
+        assert r.workgroups == batch * -(-n // r.config.tile_n)
+        assert r.check.passed, r.check.line()
+        assert not exact or r.check.max_tol == 0, "the exact check compared with a tolerance"
+        assert not r.stats.races, r.stats.races[:3]
+
+
+def test_batched_decode_reads_each_entrys_rows(monkeypatch):
+    """The batch index mutated to entry 0 for every load: the other entries' results go wrong."""
+    src = matmul_module(1, 40, 64, transpose_b=True, batch=3)
+    good = handed_back(src, "sm_80", ())
+    real = decode_rewrite.DecodeRewriter._load
+
+    def first_entry(self, em, name, mem, row, k, vtype, limits):
+        self.lead[name] = [em.const(0) for _ in self.lead[name]]
+        return real(self, em, name, mem, row, k, vtype, limits)
+
+    monkeypatch.setattr(decode_rewrite.DecodeRewriter, "_load", first_entry)
+    (exe,) = codegen_module(src, "sm_80").taken
+    assert exe.facts.config.waves_k > 1 and exe.text != good
+    r = check_matmul(parse_module(exe.text, new_context()), seed=2)
+    assert not r.check.passed and "outside" in r.check.detail, r.check.line()
+
+
+@pytest.mark.parametrize("target", ["sm_80", pytest.param("gfx942", marks=pytest.mark.exhaustive)])
+def test_batched_decode_epilogue(target):
+    """A per-entry, per-column bias (``b``, ``n``) and a conversion to f16 after a batched decode."""
+    src = epilogue_module(
+        3,
+        40,
+        128,
+        batch=2,
+        transpose_b=True,
+        out_type="f16",
+        inputs=[("f32", ("b", "n"))],
+        body="%t = arith.addf %acc, %x0 : f32\n%res = arith.truncf %t : f32 to f16",
+    )
+    ref = EpilogueReference(lambda acc, bias: acc + bias[:, None, :], 1.0, 2)
+    for exact in (False, True):
+        r = simulate(src, target, seed=6 + exact, exact=exact, epilogue=ref)
+        _assert_decode(r.config, 3, {})
+        assert r.check.passed, r.check.line()
+
+
+def test_short_k_config():
+    """K of two chunks (an attention head of 64): two waves of one chunk each, 64 columns a
+    workgroup (sm_80: no tuning table entry), the reason said."""
+    p = _taken(matmul_module(1, 2048, 64, transpose_b=True, batch=8), "sm_80").facts.problem
+    cfg, _ = registry.resolve(get_target("sm_80"), p)
+    assert (cfg.waves_k, cfg.tile_k, cfg.tile_n) == (2, 32, 64), cfg
+    why = registry.explain(get_target("sm_80"), p)
+    assert any("is short of two K tiles of 4 chunks (the seeds')" in w for w in why), why
+
+
+def test_batched_packed_operands_are_refused():
+    """The packed (4/6-bit) and block-scaled loads have no batch index: a batched problem of them
+    is the tiled kernel's, with the reason."""
+    target = get_target("gfx950")
+    p = _taken(matmul_module(5, 264, 512, transpose_b=True), "gfx950").facts.problem
+    fp4 = dataclasses.replace(p, a_type="f4E2M1FN", b_type="f4E2M1FN", batched=True, batch=2)
+    intr = target.intrinsic("MFMA_F32_16x16x128_F4E2M1FN")
+    assert decode_plan.decode_refusal(target, fp4, intr) == "a batched contraction of 4/6-bit or block-scaled operands"
+    assert decode_plan.decode_refusal(target, dataclasses.replace(fp4, batched=False, batch=1), intr) is None
 
 
 # ---- a fused epilogue --------------------------------------------------------------------------------
@@ -450,7 +544,6 @@ def test_a_missing_barrier_before_the_partial_sums_is_a_race(target, barrier):
 # name -> (module, the reason registry.explain and the ConfigError give)
 REFUSED = {
     "dynamic-n": (dynamic_module(5, None, 512, transpose_b=True), "dynamic sizes"),
-    "batched": (matmul_module(5, 264, 512, transpose_b=True, batch=2), "a batched contraction"),
     "B-KxN": (matmul_module(5, 264, 512), "B is not stored N x K with A M x K"),
     "A-KxM": (matmul_module(5, 264, 512, transpose_a=True, transpose_b=True), "B is not stored N x K with A M x K"),
     "k-not-whole-chunks": (

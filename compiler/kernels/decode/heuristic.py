@@ -1,11 +1,12 @@
 """The decode kernel's config: which problems it takes, and its numbers from the seeds.
 
-It takes a static, unbatched contraction whose M fits two instruction row tiles, B stored N x K and
-A M x K (``plan.decode_refusal`` names what else it needs), unless ``--config`` names keys of the
-tiled kernel. Its config is a ``KernelConfig`` with ``waves_k`` > 1: ``tile_m`` the row tiles'
-rows, ``tile_n`` the columns per workgroup, ``tile_k`` the K one wave takes per K tile, one wave
-grid row and column. The seeds (``target/seeds.py``: ``DECODE_NVIDIA``, ``DECODE_AMD``) give the
-waves, columns and unroll; the K tile shrinks until it divides K, and the waves to the K tiles.
+It takes a static contraction (batched too: one batch entry a workgroup) whose M fits two
+instruction row tiles, B stored N x K and A M x K (``plan.decode_refusal`` names what else it
+needs), unless ``--config`` names keys of the tiled kernel. Its config is a ``KernelConfig``
+with ``waves_k`` > 1: ``tile_m`` the row tiles' rows, ``tile_n`` the columns per workgroup,
+``tile_k`` the K one wave takes per K tile, one wave grid row and column. The seeds
+(``target/seeds.py``: ``DECODE_NVIDIA``, ``DECODE_AMD``) give the waves, columns and unroll; the
+K tile shrinks until it divides K, and the waves to the K tiles.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from mmaflow.compiler.target.targets import Target
 # The keys a decode config has; any other --config key asks for the tiled kernel.
 OWN_KEYS = frozenset({"waves_k", "intrinsic", "wave_size", "tile_n", "tile_k"})
 _LDS_ELEM_BYTES = 4  # the partial sums: f32 / i32
+# The most columns a workgroup takes where K is too short for the seeded K tiles (an attention
+# head's 64 or 128: eager attention's decode scores): 8 mma.sync column tiles of B runs and
+# accumulators, 64 registers a lane. H200 (`mmaflow tune`, 2026-12-01, batched M 1 x 2048 keys):
+# K 128 at 64 columns 5.06 us against 5.15 at 32; K 64 7.55 against 7.01 at 32 (the table's).
+SHORT_K_COLUMNS = 64
 
 
 def _instruction(target: Target, problem: Contraction, overrides: dict):
@@ -108,14 +114,21 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     ko = plan_k_order(intr)
     chunks = problem.k // ko.chunk
     m_tiles = -(-problem.m // intr.m)
-    # each row tile's A operands are loaded for every chunk of a K tile: fewer chunks per row tile
-    unroll = max(u for u in range(1, max(1, s.unroll.value // m_tiles) + 1) if chunks % u == 0)
+    # each row tile's A operands are loaded for every chunk of a K tile: fewer chunks per row tile;
+    # a short K (an attention head's 64 or 128) in K tiles of fewer chunks, two at least for two waves
+    cap = max(1, s.unroll.value // m_tiles)
+    unroll = max(u for u in range(1, cap + 1) if chunks % u == 0 and (chunks // u >= 2 or u == 1))
     k_tiles = chunks // unroll
+    # (A's traffic per column tile as at one row tile)
+    columns = s.columns.value * m_tiles
+    short = chunks < 2 * cap
+    if short:  # as many columns more as the seeded waves x chunks in flight are more than this K has
+        columns *= max(1, min(SHORT_K_COLUMNS // columns, s.waves_k.value * cap // chunks))
     cfg = KernelConfig(
         intrinsic=intr.name,
         wave_size=intr.wave_size,
         tile_m=m_tiles * intr.m,
-        tile_n=max(1, s.columns.value * m_tiles // intr.n) * intr.n,  # (A's traffic per column tile as at one row tile)
+        tile_n=max(1, columns // intr.n) * intr.n,
         tile_k=unroll * ko.chunk,
         waves_m=1,
         waves_n=1,
@@ -133,7 +146,14 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         f"{'s' if m_tiles > 1 else ''}, B is streamed once; "
         f"{cfg.waves_k} waves split K = {problem.k} in K tiles of {cfg.tile_k} ({unroll} chunks of {ko.chunk}: "
         f"seed {s.unroll.value} divided among {m_tiles} row tile(s), {s.unroll.source}); {cfg.tile_n} columns "
-        f"per workgroup ({s.columns.source}; as many per row tile); "
+        f"per workgroup ({s.columns.source}; as many per row tile"
+        + (
+            f"; K = {problem.k} is short of two K tiles of {cap} chunks (the seeds'): up to {SHORT_K_COLUMNS} columns, "
+            "as many more as the seeded waves x chunks in flight exceed K's chunks, unmeasured"
+            if short
+            else ""
+        )
+        + "); "
         f"waves: {s.waves_k.source}"
     )
     validate_decode(cfg, target, problem)
@@ -199,7 +219,22 @@ TUNING_COLUMNS = (16, 32, 64)
 
 def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     """The configs `mmaflow tune` times for the decode kernel (``--config`` overrides), where it
-    takes the problem at all (M within two row tiles, B N x K, ...: ``decode_config``)."""
-    if decode_config(target, problem, {}, []) is None:
+    takes the problem at all (M within two row tiles, B N x K, ...: ``decode_config``). A short K
+    (fewer than 16 K tiles of the heuristic's): every split of its chunks into 2 or more waves, at
+    16 to 128 columns."""
+    chosen = decode_config(target, problem, {}, [])
+    if chosen is None:
         return []
-    return [{"waves_k": w, "tile_n": c} for w in TUNING_WAVES for c in TUNING_COLUMNS]
+    cfg, intr = chosen
+    chunk = plan_k_order(intr).chunk
+    if problem.k // cfg.tile_k >= 16:
+        return [{"waves_k": w, "tile_n": c} for w in TUNING_WAVES for c in TUNING_COLUMNS]
+    chunks = problem.k // chunk
+    return [
+        {"waves_k": w, "tile_k": u * chunk, "tile_n": c}
+        for u in range(1, 5)
+        if chunks % u == 0
+        for w in range(2, 17)
+        if (chunks // u) % w == 0 and (w & (w - 1) == 0 or w == chunks // u)
+        for c in (*TUNING_COLUMNS, 128)
+    ]

@@ -321,8 +321,10 @@ def decode_refusal(target: Target, problem: Contraction, intr: Intrinsic | None)
     unbounded = open_dims(problem)
     if unbounded:  # (a dynamic M bounded by a version's test is planned at its bound)
         return f"dynamic sizes ({', '.join(unbounded)}; the decode kernel is planned for static ones)"
-    if problem.batched:
-        return "a batched contraction"
+    if problem.batched and (
+        problem.scales is not None or TYPE_BITS[problem.a_type] < 8 or TYPE_BITS[problem.b_type] < 8
+    ):
+        return "a batched contraction of 4/6-bit or block-scaled operands"
     most = max_row_tiles(target)
     if problem.m > intr.m * most:
         return f"M = {problem.m} is more than {most} {intr.name} row tiles ({intr.m * most} rows)"

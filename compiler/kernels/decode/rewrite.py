@@ -50,6 +50,8 @@ class DecodeRewriter(Rewriter):
     def __init__(self, func: ir.Operation, m: Match, plan: DecodePlan, mem_extents: dict):
         super().__init__(func, m, plan, mem_extents)
         self.layouts = dict(zip("ABC", plan.intrinsic.codegen_layouts()))
+        self.lead: dict = {}  # per operand: its leading (batch) indices, [] unbatched
+        self.extent0: dict = {}  # per operand: its first axis' true extent
 
     def _affine(self, lanes: LaneIndex, em: Emitter, f: LaneAffine):
         return lane_affine(em, lanes, self.layouts, f)
@@ -70,13 +72,17 @@ class DecodeRewriter(Rewriter):
         pre = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor)
         mems, origins, limits = {}, {}, {}
         for opd in m.operands:
-            src, _, _ = _transfer_parts(opd.copy_read)
-            if self.mem_extents[src][1].names[-1] != "k":
+            src, idx, _ = _transfer_parts(opd.copy_read)
+            ext = self.mem_extents[src][1]
+            if ext.names[-1] != "k":
                 raise _fail(f"the decode kernel reads {opd.name} K-innermost; it is not", opd.copy_read)
             mems[opd.name] = self._global(src)
             origins[opd.name] = self._tile_origin(opd, old_body, {old_iv: lb_}, pre)[0]
-            ext = self.mem_extents[src][1]
-            limits[opd.name] = self._limits(ext)[0]
+            limits[opd.name] = self._limits(ext)[-2]
+            # a batched problem's batch index (the script's: one batch entry a workgroup), the axis
+            # AMD's bounded loads push past the buffer's end
+            self.lead[opd.name] = self._clone_slice(idx[:-2], old_body, {old_iv: lb_}, pre.ip)
+            self.extent0[opd.name] = self.extent(ext.names[0])
         b_col = lanes.part(lb, COL)
         b_start = self._affine(lanes, top, ko.b_start)
         a_row = lanes.part(la, ROW)
@@ -108,13 +114,7 @@ class DecodeRewriter(Rewriter):
             for t in range(nt):
                 row = em.add(origins["B"], b_col, t * intr.n)
                 pieces = [
-                    em.bounded_global_load(
-                        mems["B"],
-                        [row, em.add(b_k, p)],
-                        vector_type([b_piece], elem_b),
-                        [limits["B"], None],
-                        extent0=self.extent("n"),
-                    )
+                    self._load(em, "B", mems["B"], row, em.add(b_k, p), vector_type([b_piece], elem_b), limits)
                     for p in range(0, b_count, b_piece)
                 ]
                 runs.append(pieces)
@@ -164,6 +164,13 @@ class DecodeRewriter(Rewriter):
         self._store_accumulators(sums, lanes)
         self._erase_old()
 
+    def _load(self, em: Emitter, name: str, mem, row, k, vtype, limits: dict):
+        """Operand ``name``'s global load at (its batch index, ``row``, ``k``), 0 past its rows."""
+        lead = self.lead[name]
+        return em.bounded_global_load(
+            mem, [*lead, row, k], vtype, [None] * len(lead) + [limits[name], None], extent0=self.extent0[name]
+        )
+
     def _b_operand(self, em: Emitter, pieces: list, j: int):
         """Instruction ``j``'s B operand: elements [j * E, (j + 1) * E) of the lane's run."""
         intr = self.plan.intrinsic
@@ -202,13 +209,7 @@ class DecodeRewriter(Rewriter):
             start = em.byte_of(em.add(k0, ld.first), bits)
             row = em.add(row0, a_row, ld.row)
             pieces = [
-                em.bounded_global_load(
-                    mem,
-                    [row, em.add(start, p)],
-                    vector_type([align], elem),
-                    [limits["A"], None],
-                    extent0=self.extent("m"),
-                )
+                self._load(em, "A", mem, row, em.add(start, p), vector_type([align], elem), limits)
                 for p in range(0, width, align)
             ]
             ops[ld.feeds[0][0]] = em.bitcast(pieces[0] if len(pieces) == 1 else em.concat(pieces), typed_t)
@@ -264,24 +265,28 @@ class DecodeRewriter(Rewriter):
             k0,
             elem,
             limits["A"],
-            self.extent("m"),
+            self.extent0["A"],
+            self.lead["A"],
         )
 
 
-def a_operands(em: Emitter, intr, layout, j_count: int, loads, zero_rows, mem, row, k0, elem, limit, extent0=None):
+def a_operands(
+    em: Emitter, intr, layout, j_count: int, loads, zero_rows, mem, row, k0, elem, limit, extent0=None, lead=()
+):
     """One row tile's A operands for a chunk, one per instruction: each element from the load
-    (``plan.ALoad``, at the lane's ``row`` + its row and ``k0`` + its first position) that brought
-    its K position, zeros for the rows past M in every lane (``zero_rows``); the loads bounded by
-    ``limit`` (M, or None) along the rows (``extent0``: the memref's first extent where dynamic)."""
+    (``plan.ALoad``, at the lane's ``row`` + its row and ``k0`` + its first position, after the
+    batch index ``lead`` of a batched problem) that brought its K position, zeros for the rows
+    past M in every lane (``zero_rows``); the loads bounded by ``limit`` (M, or None) along the
+    rows (``extent0``: the memref's first extent where dynamic)."""
     e_count = layout.elements
     zero = em.extract(em.zero_vector(vector_type([1], elem)), 0)
     slots = {}
     for ld in loads:
         vec = em.bounded_global_load(
             mem,
-            [em.add(row, ld.row), em.add(k0, ld.first)],
+            [*lead, em.add(row, ld.row), em.add(k0, ld.first)],
             vector_type([ld.length], elem),
-            [limit, None],
+            [None] * len(lead) + [limit, None],
             extent0=extent0,
         )
         for i, (j, e) in enumerate(ld.feeds):
