@@ -142,6 +142,30 @@ def test_an_entry_of_the_heuristic_keeps_its_config(table_dir):
     assert "the heuristic's config measured fastest of 9" in source
 
 
+def test_a_persistent_entry_keeps_its_workgroups_at_another_batch(table_dir):
+    """Tiles per workgroup measured at one batch of a class (4 at 32 x 16 tiles: 128 workgroups)
+    would leave most SMs idle at a smaller one (8 x 16 tiles: 32 workgroups); the entry is fitted
+    to the measured workgroup count, and the source says so."""
+    shape = dict(a_type="f16", b_type="f16", c_type="f32", b_transposed=True, batched=True)
+    measured = Contraction(512, 512, 128, 32, **shape)
+    over = {"intrinsic": "WGMMA_F32_64x128x16_F16", "tile_m": 128, "copy": "tma-wide", "producer": 1, "persistent": 4}
+    e = tuning.Entry(tuning.shape_class(measured), over, (32, 512, 512, 128), 10.0, 12.0, "h", "c", 9, "run")
+    _install(table_dir, _table("sm_90a", e))
+    cfg, _, source = registry.choose(SM90, measured)
+    assert cfg.persistent == 4 and "fitted" not in source
+    for batch, fitted, said in (
+        (8, None, "fitted to 128 tiles: one tile per workgroup (128)"),
+        (12, 2, "fitted to 192 tiles: 96 workgroups of 2 tiles"),
+        (64, 8, "fitted to 1024 tiles: 128 workgroups of 8 tiles"),
+    ):
+        q = Contraction(512, 512, 128, batch, **shape)
+        cfg, _, source = registry.choose(SM90, q)
+        assert tuning.shape_class(q) == e.cls and cfg.persistent == fitted, cfg.describe()
+        assert (cfg.producer, cfg.copy, cfg.tile_m) == (1, "tma-wide", 128)
+        assert "persistent=4 measured at 512 tiles (128 workgroups) " + said in source, source
+        assert said in registry.explain(SM90, q)[0]
+
+
 def test_compile_logs_and_report_name_the_entry(table_dir, tmp_path):
     from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.pipeline.pipeline import CodegenOptions

@@ -81,12 +81,20 @@ def choose(
     entry, source = _table_entry(target, problem, overrides) if tuned else (None, "the heuristic (table not asked)")
     if entry is not None:
         try:
-            cfg, intr = resolve(target, problem, entry.config)
-            return cfg, intr, source
+            asked, note = _fitted(target, problem, entry)
+            cfg, intr = resolve(target, problem, asked)
+            return cfg, intr, source + (f"; {note}" if note else "")
         except (ConfigError, UnsupportedError) as e:
             source = f"the heuristic: {source}; its config does not take {problem.describe()}: {e}"
     cfg, intr = resolve(target, problem, overrides)
     return cfg, intr, source
+
+
+def _fitted(target, problem: Contraction, entry) -> tuple[dict, str | None]:
+    """A table entry's overrides fitted to ``problem`` by the family whose config they resolve to
+    (the entry was measured at one shape of its class: ``entry.shape``), and the note saying how."""
+    cfg, _ = resolve(target, problem, entry.config)
+    return family_of(target, cfg).fit(target, problem, cfg, dict(entry.config), tuple(entry.shape))
 
 
 def _table_entry(target, problem: Contraction, overrides: dict) -> tuple[object, str]:
@@ -112,7 +120,7 @@ def explain(target, problem: Contraction, overrides: dict | None = None) -> list
     overrides = dict(overrides or {})
     _, _, source = choose(target, problem, overrides)
     entry, _ = _table_entry(target, problem, overrides)
-    asked = entry.config if entry is not None and source.startswith("tuning table") else overrides
+    asked = _fitted(target, problem, entry)[0] if entry is not None and source.startswith("tuning table") else overrides
     why: list[str] = []
     for family in CONTRACTION:
         if family.explain(target, problem, dict(asked), why):

@@ -75,6 +75,9 @@ class DecodeFamily:
     def candidates(self, target, problem: Contraction) -> list[dict]:
         return tuning_candidates(target, problem)
 
+    def fit(self, target, problem: Contraction, cfg: KernelConfig, overrides: dict, measured: tuple):
+        return overrides, None  # (its configs hold no count of the problem's tiles)
+
 
 FAMILY = DecodeFamily()
 

@@ -81,5 +81,29 @@ class WgmmaFamily:
     def candidates(self, target, problem: Contraction) -> list[dict]:
         return tuning_candidates(target, problem)
 
+    def fit(self, target, problem: Contraction, cfg: KernelConfig, overrides: dict, measured: tuple):
+        """A persistent grid's tiles per workgroup were measured at another tile count (a batch of
+        another size in the same class): keep the measured workgroup count, so that the grid stays
+        as many waves (fewer tiles a workgroup, one where they would be fewer than two)."""
+        if not cfg.persistent:
+            return overrides, None
+        batch, m, n, k = measured
+        at = output_tiles(cfg, Contraction(m, n, k, batch, problem.a_type, problem.b_type, problem.c_type))
+        tiles = output_tiles(cfg, problem)
+        if tiles == at:
+            return overrides, None
+        workgroups = max(1, at // cfg.persistent)
+        w = -(-tiles // workgroups)
+        while tiles % w:
+            w += 1
+        fitted = {key: v for key, v in overrides.items() if key != "persistent"}
+        if w >= 2:
+            fitted["persistent"] = w
+        grid = f"{tiles // w} workgroups of {w} tiles" if w >= 2 else f"one tile per workgroup ({tiles})"
+        return fitted, (
+            f"persistent={cfg.persistent} measured at {at} tiles ({workgroups} workgroups) fitted to {tiles} "
+            f"tiles: {grid}"
+        )
+
 
 FAMILY = WgmmaFamily()
