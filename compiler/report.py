@@ -158,27 +158,22 @@ def _reasons(target, exe, overrides: dict) -> list[str]:
 def report_command(args, source: str, options) -> int:
     target = get_target(args.target)
     res = compile_module(source, target.name, options=options, source_name=args.input)
-    attention = [e.name for e in res.taken if e.facts.is_attention]
-    if attention:
-        raise UnsupportedError(
-            f"{args.input}: {', '.join(attention)} is mmaflow's flash-attention kernel; mmaflow "
-            f"report covers matmul kernels only so far",
-            hint="mmaflow compile verifies its PTX; mmaflow run --device sim checks it on the lane executor",
-        )
     from mmaflow.compiler.kernels import registry
 
-    # Direct families with a plan in place of a config: the weight-only decode kernel, the copy kernel.
+    # Direct families with a plan in place of a config: flash attention, the weight-only decode
+    # kernel, the copy kernel.
     planned = {
         e.name: registry.direct_family(e.facts.kind).plan(e.facts.problem, target)
         for e in res.taken
-        if e.facts.is_weight_only or e.facts.is_copy
+        if e.facts.is_attention or e.facts.is_weight_only or e.facts.is_copy
     }
     if planned and getattr(args, "html", None):
         kinds = sorted(
             {registry.direct_family(e.facts.kind).title.removeprefix("the ") for e in res.taken if e.name in planned}
         )
         raise UnsupportedError(
-            f"{args.input}: {', '.join(planned)} is mmaflow's {' and '.join(kinds)}; the HTML report "
+            f"{args.input}: {', '.join(planned)} {'is' if len(planned) == 1 else 'are'} mmaflow's "
+            f"{' and '.join(kinds)}; the HTML report "
             "covers matmul kernels only so far",
             hint="mmaflow report without --html prints its plan and ISA counts",
         )

@@ -11,6 +11,7 @@ sits at a non-zero byte offset.
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -322,14 +323,43 @@ def test_rdna4_masked_head_dim_128_is_left_by_name(fixture):
     assert [e for e in codegen_module(d64, "gfx1201", require_matmul=False).taken if e.facts.is_attention]
 
 
-def test_report_says_it_does_not_cover_attention():
+@pytest.mark.parametrize("target", ["sm_80", "sm_90a", "gfx942"])
+def test_report_covers_the_attention_kernel(target):
+    """`mmaflow report` on a module with an attention dispatch: the kernel's plan (as the compile
+    log states it) and its ISA counts, spill-free; JSON too; the HTML page names it as not covered."""
+    from mmaflow.compiler.driver.bridge import compile_module
+
+    res = compile_module(EXAMPLE.read_text(), target, require_matmul=False)
+    plan_line = next(line for line in res.log if "attn_dispatch_2" in line and "flash attention" in line)
     r = subprocess.run(
-        [str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", "sm_80"], capture_output=True, text=True
+        [str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", target], capture_output=True, text=True
     )
-    assert r.returncode != 0 and "Traceback" not in r.stderr
-    assert (
-        "attn_dispatch_2 is mmaflow's flash-attention kernel; mmaflow report covers matmul kernels only" in r.stderr
-    ), r.stderr
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    at = next(
+        i for i, line in enumerate(lines) if line.startswith("main$async_dispatch_2") or "attn_dispatch_2" in line
+    )
+    kernel = lines[at + 1].strip()
+    assert kernel.startswith("kernel: flash attention") and kernel.removeprefix("kernel: ") in plan_line, (
+        kernel,
+        plan_line,
+    )
+    spills = next(line for line in lines[at:] if "spills (NVIDIA: spill bytes)" in line)
+    assert spills.split()[-1] == "0", spills
+    assert any(line.strip().startswith("matrix (in K loop)") for line in lines[at:]), lines[at:]
+    j = subprocess.run(
+        [str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", target, "--json"], capture_output=True, text=True
+    )
+    assert j.returncode == 0, j.stderr
+    (rep,) = [v for k, v in json.loads(j.stdout)["mmaflow"].items() if "attn_dispatch_2" in k]
+    assert rep["vgprs"] and rep["lds_bytes"], rep
+    h = subprocess.run(
+        [str(BIN / "mmaflow"), "report", str(EXAMPLE), "--target", target, "--html", "/dev/null"],
+        capture_output=True,
+        text=True,
+    )
+    assert h.returncode != 0 and "Traceback" not in h.stderr
+    assert "is mmaflow's flash-attention kernel; the HTML report covers matmul kernels only" in h.stderr, h.stderr
 
 
 def test_the_api_says_it_does_not_run_attention():

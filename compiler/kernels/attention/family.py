@@ -14,7 +14,9 @@ class FlashAttentionFamily:
     title = "the flash-attention kernel"
 
     def plan(self, record, target):
-        return plan_flash_attention(record, target=target.name)
+        """The plan of a taken dispatch's record (``AttentionDispatch``) or of what it computes
+        (``Attention``: select plans before the record exists)."""
+        return plan_flash_attention(getattr(record, "attention", record), target=target.name)
 
     def placements(self, op: ir.Operation) -> tuple:
         return attention_placements(op)
