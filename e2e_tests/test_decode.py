@@ -228,17 +228,30 @@ def test_batched_decode_on_executor(target, overrides, shape):
         assert not r.stats.races, r.stats.races[:3]
 
 
-def test_batched_decode_reads_each_entrys_rows(monkeypatch):
-    """The batch index mutated to entry 0 for every load: the other entries' results go wrong."""
-    src = matmul_module(1, 40, 64, transpose_b=True, batch=3)
+@pytest.mark.parametrize("operand", ["A", "B"])
+def test_batched_decode_reads_each_entrys_rows(monkeypatch, operand):
+    """One operand's batch index mutated to entry 0 for every load (A's through ``a_operands``, B's
+    through ``_load``): the other entries' results go wrong."""
+    src = matmul_module(5, 40, 64, transpose_b=True, batch=3)
     good = handed_back(src, "sm_80", ())
-    real = decode_rewrite.DecodeRewriter._load
+    if operand == "B":
+        real_load = decode_rewrite.DecodeRewriter._load
 
-    def first_entry(self, em, name, mem, row, k, vtype, limits):
-        self.lead[name] = [em.const(0) for _ in self.lead[name]]
-        return real(self, em, name, mem, row, k, vtype, limits)
+        def first_entry(self, em, name, mem, row, k, vtype, limits):
+            if name == "B":
+                self.lead[name] = [em.const(0) for _ in self.lead[name]]
+            return real_load(self, em, name, mem, row, k, vtype, limits)
 
-    monkeypatch.setattr(decode_rewrite.DecodeRewriter, "_load", first_entry)
+        monkeypatch.setattr(decode_rewrite.DecodeRewriter, "_load", first_entry)
+    else:
+        real_a = decode_rewrite.a_operands
+
+        def first_entry_a(em, *args):
+            *rest, lead = args
+            assert lead, "A's loads should carry a batch index"
+            return real_a(em, *rest, [em.const(0) for _ in lead])
+
+        monkeypatch.setattr(decode_rewrite, "a_operands", first_entry_a)
     (exe,) = codegen_module(src, "sm_80").taken
     assert exe.facts.config.waves_k > 1 and exe.text != good
     r = check_matmul(parse_module(exe.text, new_context()), seed=2)

@@ -143,26 +143,31 @@ def test_an_entry_of_the_heuristic_keeps_its_config(table_dir):
 
 
 def test_a_persistent_entry_keeps_its_workgroups_at_another_batch(table_dir):
-    """Tiles per workgroup measured at one batch of a class (4 at 32 x 16 tiles: 128 workgroups)
-    would leave most SMs idle at a smaller one (8 x 16 tiles: 32 workgroups); the entry is fitted
-    to the measured workgroup count, and the source says so."""
+    """Tiles per workgroup measured at one batch of a class (3 at 24 x 16 tiles: 128 workgroups)
+    would leave most SMs idle at a smaller batch, or not divide its tiles at all; the entry is
+    fitted to the measured workgroup count before it is validated, and the source says how."""
     shape = dict(a_type="f16", b_type="f16", c_type="f32", b_transposed=True, batched=True)
-    measured = Contraction(512, 512, 128, 32, **shape)
-    over = {"intrinsic": "WGMMA_F32_64x128x16_F16", "tile_m": 128, "copy": "tma-wide", "producer": 1, "persistent": 4}
-    e = tuning.Entry(tuning.shape_class(measured), over, (32, 512, 512, 128), 10.0, 12.0, "h", "c", 9, "run")
+    measured = Contraction(512, 512, 128, 24, **shape)
+    over = {"intrinsic": "WGMMA_F32_64x128x16_F16", "tile_m": 128, "copy": "tma-wide", "producer": 1, "persistent": 3}
+    e = tuning.Entry(tuning.shape_class(measured), over, (24, 512, 512, 128), 10.0, 12.0, "h", "c", 9, "run")
     _install(table_dir, _table("sm_90a", e))
     cfg, _, source = registry.choose(SM90, measured)
-    assert cfg.persistent == 4 and "fitted" not in source
+    assert cfg.persistent == 3 and "fitted" not in source
+    one = "one tile per workgroup: no whole number of the {} tiles a workgroup keeps 128 workgroups or 3/4 of them"
     for batch, fitted, said in (
-        (8, None, "fitted to 128 tiles: one tile per workgroup (128)"),
-        (12, 2, "fitted to 192 tiles: 96 workgroups of 2 tiles"),
-        (64, 8, "fitted to 1024 tiles: 128 workgroups of 8 tiles"),
+        (8, None, "128 tiles: one tile per workgroup (128 workgroups)"),
+        (16, 2, "256 tiles: 128 workgroups of 2 tiles"),  # (3 does not divide 256: refused unfitted)
+        (13, 2, "208 tiles: 104 workgroups of 2 tiles"),
+        (10, None, "160 tiles: " + one.format(160)),  # (80 workgroups of 2: under 3/4 of 128)
+        (41, None, "656 tiles: " + one.format(656)),  # (neither 6 nor 7 divides 656; 8 leaves 82)
+        (64, 8, "1024 tiles: 128 workgroups of 8 tiles"),
     ):
         q = Contraction(512, 512, 128, batch, **shape)
         cfg, _, source = registry.choose(SM90, q)
-        assert tuning.shape_class(q) == e.cls and cfg.persistent == fitted, cfg.describe()
+        assert tuning.shape_class(q) == e.cls and cfg.persistent == fitted, (batch, cfg.describe(), source)
         assert (cfg.producer, cfg.copy, cfg.tile_m) == (1, "tma-wide", 128)
-        assert "persistent=4 measured at 512 tiles (128 workgroups) " + said in source, source
+        assert source.startswith("tuning table sm_90a"), source
+        assert "persistent=3 measured at 384 tiles (128 workgroups) fitted to " + said in source, source
         assert said in registry.explain(SM90, q)[0]
 
 

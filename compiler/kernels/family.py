@@ -23,10 +23,12 @@ A contraction family (a matmul kernel reached through the transform script) answ
     candidates(target, problem)  the configs `mmaflow tune` times for a problem, as --config
                                  overrides ([] where it offers none; each is resolved and
                                  validated before it is built)
-    fit(target, problem, cfg, overrides, measured)
+    fit(target, problem, overrides, measured)
                                  a tuning-table entry's overrides, measured at ``measured``
-                                 (batch, M, N, K) and resolved to ``cfg`` for ``problem``, fitted
-                                 to it: (overrides, a note saying what changed, or None)
+                                 (batch, M, N, K), fitted to ``problem``: (overrides, a note
+                                 saying what changed, or None), or None where they hold nothing
+                                 of this family's to fit (before they are validated: an entry's
+                                 value may not take ``problem`` until fitted)
 
 A direct family (one that builds its kernel without the script) answers:
 
@@ -64,9 +66,7 @@ class ContractionFamily(Protocol):
     def grid(self, cfg: KernelConfig, problem: Contraction) -> tuple[int, int, int] | None: ...
     def min_ptx_version(self, cfg: KernelConfig) -> int: ...
     def candidates(self, target, problem: Contraction) -> list[dict]: ...
-    def fit(
-        self, target, problem: Contraction, cfg: KernelConfig, overrides: dict, measured: tuple
-    ) -> tuple[dict, str | None]: ...
+    def fit(self, target, problem: Contraction, overrides: dict, measured: tuple) -> tuple[dict, str | None] | None: ...
 
 
 class DirectFamily(Protocol):

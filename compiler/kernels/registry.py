@@ -91,10 +91,14 @@ def choose(
 
 
 def _fitted(target, problem: Contraction, entry) -> tuple[dict, str | None]:
-    """A table entry's overrides fitted to ``problem`` by the family whose config they resolve to
-    (the entry was measured at one shape of its class: ``entry.shape``), and the note saying how."""
-    cfg, _ = resolve(target, problem, entry.config)
-    return family_of(target, cfg).fit(target, problem, cfg, dict(entry.config), tuple(entry.shape))
+    """A table entry's overrides fitted to ``problem`` (the entry was measured at one shape of its
+    class: ``entry.shape``) by the first family that fits them (None: not its to fit), and the
+    note saying how; unchanged where none does."""
+    for family in CONTRACTION:
+        fitted = family.fit(target, problem, dict(entry.config), tuple(entry.shape))
+        if fitted is not None:
+            return fitted
+    return dict(entry.config), None
 
 
 def _table_entry(target, problem: Contraction, overrides: dict) -> tuple[object, str]:

@@ -81,28 +81,40 @@ class WgmmaFamily:
     def candidates(self, target, problem: Contraction) -> list[dict]:
         return tuning_candidates(target, problem)
 
-    def fit(self, target, problem: Contraction, cfg: KernelConfig, overrides: dict, measured: tuple):
-        """A persistent grid's tiles per workgroup were measured at another tile count (a batch of
-        another size in the same class): keep the measured workgroup count, so that the grid stays
-        as many waves (fewer tiles a workgroup, one where they would be fewer than two)."""
-        if not cfg.persistent:
-            return overrides, None
+    def fit(self, target, problem: Contraction, overrides: dict, measured: tuple):
+        """A persistent grid's tiles per workgroup (``persistent``) were measured at another tile
+        count (a batch of another size in the same class): keep the measured workgroup count, so
+        that the grid stays as many waves. W, from the fewest tiles a workgroup that keep within
+        that count, must divide the tiles and leave at least 3/4 of it; else one tile a workgroup."""
+        if "persistent" not in overrides or not overrides["persistent"]:
+            return None
+        base = {key: v for key, v in overrides.items() if key != "persistent"}
+        chosen = self.configure(target, problem, base, [])  # (the tiles; validated once fitted)
+        if not chosen:
+            return None
+        cfg, measured_w = chosen[0], int(overrides["persistent"])
         batch, m, n, k = measured
         at = output_tiles(cfg, Contraction(m, n, k, batch, problem.a_type, problem.b_type, problem.c_type))
         tiles = output_tiles(cfg, problem)
         if tiles == at:
-            return overrides, None
-        workgroups = max(1, at // cfg.persistent)
-        w = -(-tiles // workgroups)
-        while tiles % w:
+            return None
+        workgroups = max(1, at // measured_w)
+        fitted = dict(base)
+        w = max(2, -(-tiles // workgroups))
+        while tiles % w and tiles // w >= 3 * workgroups / 4:
             w += 1
-        fitted = {key: v for key, v in overrides.items() if key != "persistent"}
-        if w >= 2:
+        if tiles <= workgroups:
+            grid = f"one tile per workgroup ({tiles} workgroups)"
+        elif not tiles % w and tiles // w >= 3 * workgroups / 4:
             fitted["persistent"] = w
-        grid = f"{tiles // w} workgroups of {w} tiles" if w >= 2 else f"one tile per workgroup ({tiles})"
+            grid = f"{tiles // w} workgroups of {w} tiles"
+        else:
+            grid = (
+                f"one tile per workgroup: no whole number of the {tiles} tiles a workgroup keeps {workgroups} "
+                "workgroups or 3/4 of them"
+            )
         return fitted, (
-            f"persistent={cfg.persistent} measured at {at} tiles ({workgroups} workgroups) fitted to {tiles} "
-            f"tiles: {grid}"
+            f"persistent={measured_w} measured at {at} tiles ({workgroups} workgroups) fitted to {tiles} tiles: {grid}"
         )
 
 
