@@ -681,22 +681,26 @@ def test_heuristic_takes_dynamic_problems_with_whole_chunk_rows():
         ((32, 2048, 128, 128), (128, 128)),  # attention's P V (N = head dim 128): not 128x256 over 128 columns
         ((32, 512, 64, 512), (128, 64)),  # N = head dim 64: 64-wide instructions
         ((12, 512, 64, 512), (64, 64)),  # ... 48 tiles of 128x64 under one per two SMs: 96 of 64x64
-        ((256, 1, 2048, 128), (64, 256)),  # one query row per item: 64-row tiles
+        ((256, 1, 2048, 128), (64, 256)),  # one query row per item: 64-row tiles (the decode kernel's, asked of wgmma)
         ((1, 4096, 4096, 4096), (128, 256)),  # large: the first shape, unchanged
         ((96, 197, 197, 64), (128, 256)),  # N 197 needs the 256-wide instruction
     ],
 )
 def test_heuristic_fits_tiles_to_the_problem(shape, tile):
     """wgmma.heuristic.fitted_shapes: no instruction twice as wide as N, no 128-row tile over
-    M <= 64 (a 128x256 tile over N 128 stages and multiplies twice what it stores)."""
+    M <= 64 (a 128x256 tile over N 128 stages and multiplies twice what it stores). The warpgroup
+    family is asked directly: a one-row problem is the decode kernel's first."""
     from mmaflow.compiler.core.problem import Contraction
-    from mmaflow.compiler.kernels.registry import explain, resolve
+    from mmaflow.compiler.kernels.registry import WGMMA, resolve
 
     b, m, n, k = shape
     p = Contraction(m=m, n=n, k=k, batch=b, a_type="f16", b_type="f16", c_type="f32", b_transposed=True)
-    cfg, intr = resolve(get_target("sm_90a"), p, {})
+    why: list = []
+    cfg, intr = WGMMA.configure(get_target("sm_90a"), p, {}, why)
     assert (cfg.tile_m, cfg.tile_n) == tile and intr.n == tile[1], cfg
-    assert any(f"{tile[0]}x{tile[1]}x64 tiles" in w for w in explain(get_target("sm_90a"), p, {}))
+    assert any(f"{tile[0]}x{tile[1]}x64 tiles" in w for w in why), why
+    if m > 1:  # (M = 1: the decode kernel, first in the registry)
+        assert resolve(get_target("sm_90a"), p, {})[0] == cfg
 
 
 def test_a_deep_ring_without_the_wgmma_intrinsic_says_how_to_ask():
