@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from mmaflow.compiler.core.errors import ToolchainError, UnsupportedError
+from mmaflow.compiler.core.errors import ToolchainError
 from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
 from mmaflow.compiler.target.isa import IsaReport, k_loop_global_loads, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
@@ -167,16 +167,6 @@ def report_command(args, source: str, options) -> int:
         for e in res.taken
         if e.facts.is_attention or e.facts.is_weight_only or e.facts.is_copy
     }
-    if planned and getattr(args, "html", None):
-        kinds = sorted(
-            {registry.direct_family(e.facts.kind).title.removeprefix("the ") for e in res.taken if e.name in planned}
-        )
-        raise UnsupportedError(
-            f"{args.input}: {', '.join(planned)} {'is' if len(planned) == 1 else 'are'} mmaflow's "
-            f"{' and '.join(kinds)}; the HTML report "
-            "covers matmul kernels only so far",
-            hint="mmaflow report without --html prints its plan and ISA counts",
-        )
     mine = {}
     for exe in res.taken:
         rep = res.reports[exe.name]
@@ -207,7 +197,15 @@ def report_command(args, source: str, options) -> int:
         from mmaflow.runtime.report_html import write_report
 
         write_report(
-            Path(html_out), target, args.input, res, base, overrides=options.overrides, rows=ROWS, count_rows=COUNT_ROWS
+            Path(html_out),
+            target,
+            args.input,
+            res,
+            base,
+            overrides=options.overrides,
+            rows=ROWS,
+            count_rows=COUNT_ROWS,
+            planned=planned,
         )
         from mmaflow.compiler.core.errors import plural
 

@@ -139,3 +139,20 @@ def test_html_report_says_when_k_is_unrolled_shows_every_lane_and_how_to_read(tm
         assert 0 < head.count("<th>") <= 32, head
     lanes = {a["title"].split(",")[0] for a, _ in page.cells if a.get("title", "").startswith("lane ")}
     assert lanes == {f"lane {i}" for i in range(64)}
+
+
+def test_html_report_of_a_wgmma_kernel_says_b_has_no_register_layout(tmp_path):
+    """sm_90a's warpgroup kernel reads B through a shared-memory descriptor: the page shows A's and
+    C's register grids and says so for B (it raised before)."""
+    src = tmp_path / "mm.mlir"
+    src.write_text(matmul_source(1024, 1024, 1024, "f16", "f32"))
+    out = tmp_path / "r.html"
+    r = _mmaflow("report", str(src), "--target", "sm_90a", "--html", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert _config_intrinsic(text).startswith("WGMMA_"), _config_intrinsic(text)
+    assert "read from shared memory through a matrix descriptor: no register layout" in text
+    page = Page()
+    page.feed(text)
+    titled = [a["title"] for a, _ in page.cells if a.get("title", "").startswith("lane ")]
+    assert titled, "A's and C's register grids"

@@ -18,7 +18,7 @@ import colorsys
 import html
 from pathlib import Path
 
-from mmaflow.compiler.target.intrinsics import TYPE_BITS
+from mmaflow.compiler.target.intrinsics import TYPE_BITS, WarpgroupIntrinsic
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1b1b;max-width:1500px}
@@ -247,13 +247,25 @@ def _lds_section(exe, stats, target) -> str:
 
 
 def render(
-    target, source_name: str, compiled, baseline: dict, executor: dict, explain: dict, *, rows: list, count_rows: list
+    target,
+    source_name: str,
+    compiled,
+    baseline: dict,
+    executor: dict,
+    explain: dict,
+    *,
+    rows: list,
+    count_rows: list,
+    planned: dict | None = None,
 ) -> str:
     """The page. ``compiled``: bridge.CompileResult; ``baseline``: kernel -> IsaReport of IREE's
     default; ``executor``: executable -> executor Stats (or None); ``explain``: executable ->
     the config's reasons; ``rows`` ((IsaReport field, label), ...) and ``count_rows``
     (instruction classes): the tables' rows, as `mmaflow report` prints them (its ROWS and
-    COUNT_ROWS)."""
+    COUNT_ROWS); ``planned``: executable -> the plan of a direct family's kernel (flash
+    attention, weight-only, copy), which has no contraction config: its plan, resources,
+    instruction mix and main loop are shown."""
+    planned = planned or {}
     out = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>mmaflow report: {_e(source_name)} on "
         f"{_e(target.name)}</title><style>{_CSS}</style></head><body>",
@@ -272,6 +284,9 @@ def render(
     for exe in compiled.taken:
         mine = compiled.reports[exe.name]
         base = baseline.get(exe.export)
+        if exe.name in planned:
+            out.append(_planned_sections(exe, planned[exe.name], mine, base, rows, count_rows))
+            continue
         cfg, problem = exe.facts.config, exe.facts.problem
         intr = target.intrinsic(cfg.intrinsic)
         kid = _e(exe.name)
@@ -292,6 +307,12 @@ def render(
             f"register (16-bit elements: per half); one colour per tile row, lighter along the columns.</div>"
         )
         for op in ("A", "B", "C"):
+            if op == "B" and isinstance(intr, WarpgroupIntrinsic):  # (wgmma reads B through a descriptor)
+                out.append(
+                    f'<h3>B: {intr.k}x{intr.n}</h3><div class="sub">read from shared memory through a '
+                    "matrix descriptor: no register layout (<code>smem_layout.py</code>)</div>"
+                )
+                continue
             lay = intr.operand(op)
             out.append(f"<h3>{op}: {lay.rows}x{lay.cols}</h3>")
             out.append(register_grid(lay, TYPE_BITS[intr.element_type(op)]))
@@ -311,24 +332,49 @@ def render(
             + _mix_table(mine, base, count_rows)
             + "</section>"
         )
-        ours, theirs = k_loop(mine) or [], k_loop(base) or []
-        out.append(
-            f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
-            '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
-            '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
-            f"<div><b>mmaflow</b> ({len(ours)} instructions)"
-            + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow"))
-            + "</div>"
-            f"<div><b>IREE default</b> ({len(theirs)} instructions)"
-            + isa_listing(
-                theirs,
-                f"{kid}-kloop-iree",
-                unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)",
-            )
-            + "</div></div></section>"
-        )
+        out.append(_loop_section(kid, mine, base))
     out.append("</body></html>")
     return "\n".join(out)
+
+
+def _planned_sections(exe, plan, mine, base, rows, count_rows) -> str:
+    """A direct family's kernel: what it computes and its plan, then the sections every kernel has."""
+    kid = _e(exe.name)
+    return "".join(
+        [
+            f'<h2 id="{kid}">{kid}</h2>',
+            f'<section id="{kid}-plan"><h3>Problem and kernel plan</h3><table>'
+            f'<tr><td class="l">problem</td><td class="l">{_e(exe.facts.problem.describe())}</td></tr>'
+            f'<tr><td class="l">kernel</td><td class="l">{_e(plan.describe())}</td></tr></table></section>',
+            f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
+            + _resource_table(mine, base, rows)
+            + "</section>",
+            f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the main loop)</h3>'
+            + _mix_table(mine, base, count_rows)
+            + "</section>",
+            _loop_section(kid, mine, base),
+        ]
+    )
+
+
+def _loop_section(kid: str, mine, base) -> str:
+    """The loop of the final ISA that holds the matrix instructions, mmaflow's beside IREE's."""
+    ours, theirs = k_loop(mine) or [], k_loop(base) or []
+    return (
+        f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
+        '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
+        '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
+        f"<div><b>mmaflow</b> ({len(ours)} instructions)"
+        + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow"))
+        + "</div>"
+        f"<div><b>IREE default</b> ({len(theirs)} instructions)"
+        + isa_listing(
+            theirs,
+            f"{kid}-kloop-iree",
+            unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)",
+        )
+        + "</div></div></section>"
+    )
 
 
 def write_report(
@@ -342,6 +388,7 @@ def write_report(
     rows: list,
     count_rows: list,
     sample: int = 1,
+    planned: dict | None = None,
 ) -> None:
     """Run the lane executor on ``sample`` workgroups of each taken dispatch for its LDS
     counters, gather the config's reasons, and write the page (``rows``, ``count_rows``: see
@@ -350,10 +397,23 @@ def write_report(
     from mmaflow.runtime.model_check import check_executable
 
     executor, reasons = {}, {}
+    planned = planned or {}
     for exe in compiled.taken:
+        if exe.name in planned:  # (a direct family: no config to explain, no LDS tiles of the script's)
+            continue
         reasons[exe.name] = explain(target, exe.facts.problem.estimate(), overrides)
         checks = check_executable(exe, seed=0, sample=sample)
         executor[exe.name] = checks[0].stats if checks else None
     path.write_text(
-        render(target, source_name, compiled, baseline, executor, reasons, rows=rows, count_rows=count_rows)
+        render(
+            target,
+            source_name,
+            compiled,
+            baseline,
+            executor,
+            reasons,
+            rows=rows,
+            count_rows=count_rows,
+            planned=planned,
+        )
     )
