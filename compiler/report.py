@@ -160,12 +160,12 @@ def report_command(args, source: str, options) -> int:
     res = compile_module(source, target.name, options=options, source_name=args.input)
     from mmaflow.compiler.kernels import registry
 
-    # Direct families with a plan in place of a config: flash attention, the weight-only decode
-    # kernel, the copy kernel.
+    # Direct families (flash attention, the weight-only decode kernel, the copy kernel): a plan in
+    # place of a config.
     planned = {
         e.name: registry.direct_family(e.facts.kind).plan(e.facts.problem, target)
         for e in res.taken
-        if e.facts.is_attention or e.facts.is_weight_only or e.facts.is_copy
+        if e.facts.kind in registry.DIRECT
     }
     mine = {}
     for exe in res.taken:

@@ -57,18 +57,24 @@ def _mmaflow(*args):
     return subprocess.run([sys.executable, "-m", "mmaflow.compiler.cli", *args], capture_output=True, text=True)
 
 
-@pytest.mark.exhaustive
-@pytest.mark.parametrize("target, mnemonic", [("gfx942", "v_mfma_f32_16x16x16"), ("sm_80", "mma.sync")])
-def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
+def _html(tmp_path, m: int, n: int, k: int, target: str):
+    """(the source, the page's text, the parsed page) of `mmaflow report --html` on an M x N x K f16 matmul."""
     src = tmp_path / "mm.mlir"
-    src.write_text(matmul_source(256, 256, 256, "f16", "f32"))
+    src.write_text(matmul_source(m, n, k, "f16", "f32"))
     out = tmp_path / "r.html"
     r = _mmaflow("report", str(src), "--target", target, "--html", str(out))
     assert r.returncode == 0, r.stderr
     text = out.read_text()
-    assert "<script" not in text and "http://" not in text and "https://" not in text  # self-contained
     page = Page()
     page.feed(text)
+    return src, text, page
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("target, mnemonic", [("gfx942", "v_mfma_f32_16x16x16"), ("sm_80", "mma.sync")])
+def test_html_report_sections_and_numbers(tmp_path, target, mnemonic):
+    src, text, page = _html(tmp_path, 256, 256, 256, target)
+    assert "<script" not in text and "http://" not in text and "https://" not in text  # self-contained
     k = "matmul_dispatch_0"
     assert page.sections == ["how-to-read"] + [
         f"{k}-{s}" for s in ("config", "layouts", "lds", "resources", "mix", "kloop")
@@ -112,14 +118,7 @@ def test_html_report_says_when_k_is_unrolled_shows_every_lane_and_how_to_read(tm
     """100x200x64 on gfx942: IREE unrolls K (its one loop is a store loop, no matrix instruction),
     so the page says so instead of listing that loop as "the K loop"; the register grids show all
     64 lanes in blocks that fit the page (no sideways scrolling); a how-to-read section first."""
-    src = tmp_path / "mm.mlir"
-    src.write_text(matmul_source(100, 200, 64, "f16", "f32"))
-    out = tmp_path / "r.html"
-    r = _mmaflow("report", str(src), "--target", "gfx942", "--html", str(out))
-    assert r.returncode == 0, r.stderr
-    text = out.read_text()
-    page = Page()
-    page.feed(text)
+    src, text, page = _html(tmp_path, 100, 200, 64, "gfx942")
     k = "matmul_dispatch_0"
     assert page.sections[0] == "how-to-read" and "How to read this page" in text
     js = json.loads(_mmaflow("report", str(src), "--target", "gfx942", "--baseline", "iree", "--json").stdout)
@@ -144,15 +143,8 @@ def test_html_report_says_when_k_is_unrolled_shows_every_lane_and_how_to_read(tm
 def test_html_report_of_a_wgmma_kernel_says_b_has_no_register_layout(tmp_path):
     """sm_90a's warpgroup kernel reads B through a shared-memory descriptor: the page shows A's and
     C's register grids and says so for B (it raised before)."""
-    src = tmp_path / "mm.mlir"
-    src.write_text(matmul_source(1024, 1024, 1024, "f16", "f32"))
-    out = tmp_path / "r.html"
-    r = _mmaflow("report", str(src), "--target", "sm_90a", "--html", str(out))
-    assert r.returncode == 0, r.stderr
-    text = out.read_text()
+    _, text, page = _html(tmp_path, 1024, 1024, 1024, "sm_90a")
     assert _config_intrinsic(text).startswith("WGMMA_"), _config_intrinsic(text)
     assert "read from shared memory through a matrix descriptor: no register layout" in text
-    page = Page()
-    page.feed(text)
     titled = [a["title"] for a, _ in page.cells if a.get("title", "").startswith("lane ")]
     assert titled, "A's and C's register grids"

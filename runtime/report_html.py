@@ -322,17 +322,7 @@ def render(
             + _lds_section(exe, executor.get(exe.name), target)
             + "</section>"
         )
-        out.append(
-            f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
-            + _resource_table(mine, base, rows)
-            + "</section>"
-        )
-        out.append(
-            f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the K loop)</h3>'
-            + _mix_table(mine, base, count_rows)
-            + "</section>"
-        )
-        out.append(_loop_section(kid, mine, base))
+        out.append(_isa_sections(kid, mine, base, rows, count_rows, "the K loop"))
     out.append("</body></html>")
     return "\n".join(out)
 
@@ -340,40 +330,43 @@ def render(
 def _planned_sections(exe, plan, mine, base, rows, count_rows) -> str:
     """A direct family's kernel: what it computes and its plan, then the sections every kernel has."""
     kid = _e(exe.name)
-    return "".join(
+    return "\n".join(
         [
             f'<h2 id="{kid}">{kid}</h2>',
             f'<section id="{kid}-plan"><h3>Problem and kernel plan</h3><table>'
             f'<tr><td class="l">problem</td><td class="l">{_e(exe.facts.problem.describe())}</td></tr>'
             f'<tr><td class="l">kernel</td><td class="l">{_e(plan.describe())}</td></tr></table></section>',
-            f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
-            + _resource_table(mine, base, rows)
-            + "</section>",
-            f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside the main loop)</h3>'
-            + _mix_table(mine, base, count_rows)
-            + "</section>",
-            _loop_section(kid, mine, base),
+            _isa_sections(kid, mine, base, rows, count_rows, "the main loop"),
         ]
     )
 
 
-def _loop_section(kid: str, mine, base) -> str:
-    """The loop of the final ISA that holds the matrix instructions, mmaflow's beside IREE's."""
+def _isa_sections(kid: str, mine, base, rows, count_rows, loop: str) -> str:
+    """Every kernel's sections from its final ISA: resources, instruction mix (whole kernel and
+    inside ``loop``), and the loop that holds the matrix instructions, mmaflow's beside IREE's."""
     ours, theirs = k_loop(mine) or [], k_loop(base) or []
-    return (
-        f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
-        '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
-        '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
-        f"<div><b>mmaflow</b> ({len(ours)} instructions)"
-        + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow"))
-        + "</div>"
-        f"<div><b>IREE default</b> ({len(theirs)} instructions)"
-        + isa_listing(
-            theirs,
-            f"{kid}-kloop-iree",
-            unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)",
-        )
-        + "</div></div></section>"
+    return "\n".join(
+        [
+            f'<section id="{kid}-resources"><h3>Registers, spills, LDS, occupancy</h3>'
+            + _resource_table(mine, base, rows)
+            + "</section>",
+            f'<section id="{kid}-mix"><h3>Instruction mix (whole kernel and inside {loop})</h3>'
+            + _mix_table(mine, base, count_rows)
+            + "</section>",
+            f'<section id="{kid}-kloop"><h3>The K loop of the final ISA</h3><div class="legend">'
+            '<span class="mma">matrix</span><span class="wait">wait</span><span class="bar">barrier</span>'
+            '<span class="glb">global memory</span><span class="lds">LDS</span></div><div class="two">'
+            f"<div><b>mmaflow</b> ({len(ours)} instructions)"
+            + isa_listing(ours, f"{kid}-kloop-mmaflow", unrolled_note(mine, "mmaflow"))
+            + "</div>"
+            f"<div><b>IREE default</b> ({len(theirs)} instructions)"
+            + isa_listing(
+                theirs,
+                f"{kid}-kloop-iree",
+                unrolled_note(base, "IREE") if base else "(IREE's default built no such kernel)",
+            )
+            + "</div></div></section>",
+        ]
     )
 
 
