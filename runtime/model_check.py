@@ -6,7 +6,8 @@ executable, several dispatches, told apart by push constants; ``util.assume.int`
 site's values):
 
 1. the push constants of the site are rebuilt from those records (byte offsets of tensors in
-   shared buffers, sizes);
+   shared buffers, sizes); a byte offset the records leave open (only a divisor promised) is
+   chosen: the tensor after the others of its binding, aligned as promised;
 2. every binding becomes a byte buffer of sentinel bytes (0xFF) with random inputs placed at the
    byte offsets IREE's own dispatch IR computes for them;
 3. the reference (``reference.py``) interprets IREE's dispatch as IREE formed it, before any
@@ -19,13 +20,15 @@ A taken attention dispatch (the flash-attention kernel) is checked the same way,
 float64 softmax(Q K^T * scale + mask) V (``attention_reference.py``, with its error bound) instead
 of the interpreter (which evaluates linalg, not ``iree_linalg_ext.attention``); Q, K, V, O and an
 additive mask are found among the dispatch's regions by the bindings and byte offsets select
-recorded (the mask, another dispatch's output, filled with a causal pattern plus random values).
+recorded, or, at a run-time offset, by the subspan the attention op reads or writes them through
+(the mask, another dispatch's output, filled with a causal pattern plus random values).
 
 Dispatches left to IREE are listed with the reason select gave.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -34,7 +37,16 @@ import numpy as np
 from iree.compiler import ir
 
 from mmaflow.compiler.core import dynamic
-from mmaflow.compiler.core.mlir import int_assumptions, new_context, ops_named, parse_module, user_of
+from mmaflow.compiler.core.errors import UnsupportedError
+from mmaflow.compiler.core.mlir import (
+    defining_op,
+    int_assumptions,
+    new_context,
+    ops_named,
+    parse_module,
+    subspan_offset,
+    user_of,
+)
 from mmaflow.runtime import numerics
 from mmaflow.runtime.attention_reference import attention_bound, attention_reference, bool_mask_additive
 from mmaflow.runtime.executor import cluster_shape, whole_clusters
@@ -67,7 +79,8 @@ def _func(module: ir.Module) -> ir.Operation:
 def call_sites(func: ir.Operation, sizes: dict | None = None, problem=None) -> list[list[int]]:
     """One push-constant vector per call site. Values come from ``util.assume.int`` (IREE
     records every site's value of a run-time offset or size there), dynamic sizes from
-    ``sizes`` through the problem's ``DynamicDim``s. A push constant neither gives is an error."""
+    ``sizes`` through the problem's ``DynamicDim``s; a tensor's run-time byte offset no record
+    pins is chosen here (``_place_offsets``). A push constant none of these gives is an error."""
     loads = ops_named(func, "hal.interface.constant.load")
     count = len({ir.IntegerAttr(o.attributes["ordinal"]).value for o in loads})
     if not loads:
@@ -95,16 +108,141 @@ def call_sites(func: ir.Operation, sizes: dict | None = None, problem=None) -> l
             for i, v in enumerate(consts):
                 if any(i in (lo, hi) for d in problem.dynamic for lo, hi in d.constants):
                     site[i] = v
+    offsets = _offset_subspans(func)
     out = []
     for s, site in enumerate(known):
-        missing = [i for i in range(count) if i not in site]
+        open_offsets = {key: subs for key, subs in offsets.items() if key[0] not in site}
+        free = {i for key in open_offsets for i in key if i >= 0}
+        missing = [i for i in range(count) if i not in site and i not in free]
         if missing:
             raise InterpretError(
                 f"push constant {missing[0]} of call site {s} is not pinned by the dispatch's "
                 f"util.assume.int and is not a dynamic size given with --dims"
             )
+        if open_offsets:
+            _place_offsets(func, site, s, open_offsets, count)
         out.append([site[i] for i in range(count)])
     return out
+
+
+# The ops that make an index of two i32 push constants (the low and high halves of a 64-bit value).
+_OFFSET_ASSEMBLY = ("arith.extui", "arith.shli", "arith.ori", "arith.index_castui", "arith.index_cast")
+
+
+def _assumed(value: ir.Value) -> tuple[ir.Operation | None, int]:
+    """The ``util.assume.int`` that gives ``value`` and the row of its assumptions (None, -1
+    when ``value`` comes from elsewhere)."""
+    op = defining_op(value)
+    if op is None or op.name != "util.assume.int":
+        return None, -1
+    return op, list(op.results).index(value)
+
+
+def _offset_subspans(func: ir.Operation) -> dict[tuple[int, int], list[ir.Operation]]:
+    """The byte offsets the dispatch takes from push constants that feed nothing else: (low,
+    high) push-constant ordinals (high -1 for one 32-bit constant) -> the subspans at that
+    offset, in IR order."""
+    found: dict[tuple[int, int], list[ir.Operation]] = {}
+    for sub in ops_named(func, "hal.interface.binding.subspan"):
+        value = subspan_offset(sub)
+        if value is None:
+            continue
+        assume, row = _assumed(value)
+        try:
+            key = dynamic._push_constants(value if assume is None else assume.operands[row])
+        except UnsupportedError:
+            continue  # a constant offset (no push constant), or one assembled otherwise
+        if all(_feeds_only_offsets(func, i) for i in key if i >= 0):
+            found.setdefault(key, []).append(sub)
+    return found
+
+
+def _feeds_only_offsets(func: ir.Operation, ordinal: int) -> bool:
+    """Whether push constant ``ordinal`` reaches nothing but binding subspans' byte offsets
+    (through the ops that make an index of it, and ``util.assume.int``)."""
+    todo = [
+        load.results[0]
+        for load in ops_named(func, "hal.interface.constant.load")
+        if ir.IntegerAttr(load.attributes["ordinal"]).value == ordinal
+    ]
+    while todo:
+        for use in todo.pop().uses:
+            user = user_of(use)
+            if user.name == "hal.interface.binding.subspan":
+                if use.operand_number != 0 or subspan_offset(user) is None:
+                    return False  # a dynamic size of the tensor
+            elif user.name == "util.assume.int":
+                todo.append(user.results[use.operand_number])
+            elif user.name in _OFFSET_ASSEMBLY:
+                todo.append(user.results[0])
+            else:
+                return False
+    return True
+
+
+def _promise(sub: ir.Operation, site: int) -> dict:
+    """What ``util.assume.int`` promises about a subspan's byte offset at call site ``site``
+    (umin / umax / udiv; empty when nothing)."""
+    assume, row = _assumed(subspan_offset(sub))
+    if assume is None:
+        return {}
+    sites = int_assumptions(assume.attributes["assumptions"])[row]
+    return sites[site] if site < len(sites) else {}
+
+
+def _subspans_binding(subs: list[ir.Operation]) -> int:
+    """The one binding of subspans that share a run-time offset."""
+    bindings = {ir.IntegerAttr(sub.attributes["binding"]).value for sub in subs}
+    if len(bindings) != 1:
+        raise InterpretError(f"one run-time byte offset is given to tensors of bindings {sorted(bindings)}")
+    return bindings.pop()
+
+
+def _place_offsets(
+    func: ir.Operation, site: dict, s: int, open_offsets: dict[tuple[int, int], list], count: int
+) -> None:
+    """Choose the run-time byte offsets of call site ``s`` that no record pins (``open_offsets``:
+    (low, high) push-constant ordinals -> the subspans at that offset) and write them into
+    ``site``. Binding by binding, in IR order, each such tensor goes after every other tensor of
+    its binding (those at fixed offsets and those placed before it), at the first offset that is a
+    multiple of 64 (IREE's binding alignment) and of its promised ``udiv``, and at least its
+    promised ``umin``; InterpretError if that passes its promised ``umax``."""
+    provisional = [site.get(i, 0) for i in range(count)]  # the open offsets at 0: only sizes matter here
+    lay = FrontDispatch(None, func).layout(provisional)
+    placing = {sub.results[0]: key for key, subs in open_offsets.items() for sub in subs}
+    ends: dict[int, int] = {}  # binding -> the end of its tensors so far
+    extent: dict[tuple[int, int], int] = {}  # open offset -> bytes of its largest tensor
+    for value, r in lay.inputs + lay.outputs:
+        if value in placing:
+            extent[placing[value]] = max(extent.get(placing[value], 0), r.nbytes)
+        else:
+            ends[r.binding] = max(ends.get(r.binding, 0), r.end)
+    binding = {key: _subspans_binding(subs) for key, subs in open_offsets.items()}
+    for key in sorted(open_offsets, key=binding.get):  # (sorted is stable: IR order within a binding)
+        lo, hi = key
+        promises = [_promise(sub, s) for sub in open_offsets[key]]
+        at = _aligned_offset(ends.get(binding[key], 0), promises, f"push constant {lo} of call site {s}")
+        if hi < 0 and at >> 32:
+            raise InterpretError(f"push constant {lo} of call site {s}: offset {at} does not fit 32 bits")
+        ends[binding[key]] = at + extent.get(key, 0)
+        site[lo] = at & 0xFFFFFFFF
+        if hi >= 0:
+            site[hi] = at >> 32
+
+
+def _aligned_offset(end: int, promises: list[dict], what: str) -> int:
+    """The first byte offset from ``end`` on that is a multiple of 64 and of every promised
+    ``udiv`` and at least every promised ``umin``; InterpretError past a promised ``umax``."""
+    step = math.lcm(64, *(p.get("udiv", 1) for p in promises))
+    at = max([end] + [p.get("umin", 0) for p in promises])
+    at = -(-at // step) * step
+    umax = min((p["umax"] for p in promises if "umax" in p), default=None)
+    if umax is not None and at > umax:
+        raise InterpretError(
+            f"{what}: the byte offset it gives must be at least {at} (after the binding's other tensors, "
+            f"a multiple of {step}) but the dispatch promises at most {umax}"
+        )
+    return at
 
 
 # ---- IREE's dispatch, interpreted --------------------------------------------------------------
@@ -120,9 +258,9 @@ class Layout:
 class FrontDispatch:
     """A dispatch function as IREE formed it (executable-sources)."""
 
-    def __init__(self, module: ir.Module):
-        self.module = module  # keeps the IR (and its context) alive
-        self.func = _func(module)
+    def __init__(self, module: ir.Module | None, func: ir.Operation | None = None):
+        self.module = module  # keeps the IR (and its context) alive (None: whoever parsed ``func`` does)
+        self.func = func if func is not None else _func(module)
 
     def _scalars(self, constants: list[int]) -> dict:
         """Every scalar (index/integer) value of the function: push constants and arithmetic."""
@@ -460,6 +598,42 @@ def _attention_owned(
     return mask
 
 
+def _attention_subspans(func: ir.Operation) -> dict[str, ir.Value]:
+    """The binding subspan each tensor of the dispatch's one ``iree_linalg_ext.attention`` is
+    loaded from or stored to: "q", "k", "v" (operands 0-2), "mask" (operand 4, when it has one;
+    an i1 mask through ``arith.trunci`` of its i8 bytes) and "o" (its result, through at most one
+    ``linalg.generic`` that permutes it)."""
+    ops = ops_named(func, "iree_linalg_ext.attention")
+    if len(ops) != 1:
+        raise InterpretError(f"expected one iree_linalg_ext.attention, found {len(ops)}")
+    attention = ops[0]
+    operands = list(attention.operands)
+    roles = {"q": 0, "k": 1, "v": 2} | ({"mask": 4} if len(operands) == 6 else {})
+    found = {role: _loaded_from(operands[i], role) for role, i in roles.items()}
+    found["o"] = _stored_to(attention.results[0])
+    return found
+
+
+def _loaded_from(value: ir.Value, role: str) -> ir.Value:
+    """The subspan a tensor is loaded from (an ``arith.trunci`` of the load looked through)."""
+    load = defining_op(value)
+    if load is not None and load.name == "arith.trunci":
+        load = defining_op(load.operands[0])
+    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
+        raise InterpretError(f"the attention's {role} is not loaded from a binding")
+    return load.operands[0]
+
+
+def _stored_to(value: ir.Value) -> ir.Value:
+    """The subspan a tensor is stored to (one ``linalg.generic`` in between looked through)."""
+    users = [user_of(u) for u in value.uses]
+    if len(users) == 1 and users[0].name == "linalg.generic":
+        users = [user_of(u) for u in users[0].results[0].uses]
+    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store":
+        raise InterpretError("the attention's output is not stored to a binding")
+    return users[0].operands[1]
+
+
 def check_attention_site(
     exe,
     handed: ir.Module,
@@ -473,10 +647,11 @@ def check_attention_site(
     progress=None,
 ) -> SiteCheck:
     """One call site of a taken attention dispatch: Q, K, V random at their regions (binding and
-    byte offset from the facts), the additive mask (if any) a causal 0 / -inf pattern plus random finite values (an i1
-    mask: random bytes 0 / 1, mostly 1, key 0 always 1; a mask proven causal: NaN, and the reference causal),
-    sentinels elsewhere; the kernel's O against the float64
-    reference within ``attention_bound``; O written in full (by the workgroups run), nothing else changed."""
+    byte offset from the facts; at a run-time offset, the subspan the attention op reads), the
+    additive mask (if any) a causal 0 / -inf pattern plus random finite values (an i1 mask: random
+    bytes 0 / 1, mostly 1, key 0 always 1; a mask proven causal: NaN, and the reference causal),
+    sentinels elsewhere; the kernel's O against the float64 reference within ``attention_bound``;
+    O written in full (by the workgroups run), nothing else changed."""
     from mmaflow.compiler.kernels.attention.nvidia import BLOCK_M
 
     start = time.perf_counter()
@@ -484,9 +659,15 @@ def check_attention_site(
     attn = rec.attention
     lay = front.layout(constants)
 
-    def region(binding, outputs=False):
+    def region(binding, role, outputs=False):
+        """The region of the attention's ``role`` tensor: by its binding and byte offset, or (a
+        run-time offset) by the subspan the attention op reads it through."""
         side = lay.outputs if outputs else lay.inputs
-        found = [r for _, r in side if r.binding == binding.binding and r.start == binding.offset]
+        if binding.offset is None:
+            value = _attention_subspans(front.func)[role]
+            found = [r for v, r in side if v == value and r.binding == binding.binding]
+        else:
+            found = [r for _, r in side if r.binding == binding.binding and r.start == binding.offset]
         if len(found) != 1:
             raise InterpretError(
                 f"{exe.name}: no single tensor at {binding.describe()} among the dispatch's "
@@ -494,7 +675,8 @@ def check_attention_site(
             )
         return found[0]
 
-    q_r, k_r, v_r, o_r = region(rec.q), region(rec.k), region(rec.v), region(rec.o, outputs=True)
+    q_r, k_r, v_r = region(rec.q, "q"), region(rec.k, "k"), region(rec.v, "v")
+    o_r = region(rec.o, "o", outputs=True)
     if attn.k2 is None:  # a run-time key length: the size this call site gives, as K's region holds it
         key_dim = (rec.orders[1] if rec.orders is not None else tuple(range(len(attn.batch) + 2))).index(
             len(attn.batch)
@@ -513,13 +695,13 @@ def check_attention_site(
     if rec.mask is not None and attn.causal:
         # Proven causal from the dispatch that writes it (``attn.causal`` names it): the kernel must not read
         # it. NaN there (an all-ones byte pattern) would reach O through any read.
-        m_r = region(rec.mask)
+        m_r = region(rec.mask, "mask")
         placed.append((m_r, np.full(m_r.shape, np.nan, dtype=m_r.dtype)))
     elif rec.mask is not None:
         # The additive mask is another dispatch's output: a causal 0 / -inf pattern (every row
         # sees key 0) plus random finite values, in its stored order (a batch dim it lacks is a
         # broadcast).
-        m_r = region(rec.mask)
+        m_r = region(rec.mask, "mask")
         order = rec.mask_order or tuple(range(nb + 2))
         sizes = list(attn.batch) + [attn.m, attn.k2]
         full = [sizes[i] if i in order else 1 for i in range(nb + 2)]
@@ -562,6 +744,8 @@ def check_attention_site(
     def flat(x, which, rows):  # stored -> (batch, rows, head dim), through the recorded storage order
         if rec.orders is not None:
             order = rec.orders[which]
+            logical = list(attn.batch) + [rows, attn.k1 if which < 2 else attn.n]
+            x = x.reshape([logical[i] for i in order])  # (one query: the unit rows dim its tensor lacks)
             x = np.transpose(x, [order.index(axis) for axis in range(len(order))])
         return x.reshape(batch, rows, -1)
 
