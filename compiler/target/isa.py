@@ -263,7 +263,10 @@ def parse_rocmasm(text: str, kernel: str, target: Target, matrix: str | None = N
         elif re.match(r"^[a-z_][a-z0-9_]*\b", line) and not line.endswith(":"):
             instrs.append(("instr", line.split(";")[0].strip()))
     lines = [t for k, t in instrs if k == "instr"]
-    body = _loop_body(instrs, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"), matrix)
+    # The K loop is the innermost loop holding matrix instructions: LLVM lays an if / else inside it
+    # out with backward branches too (the decode attention's V loads versioned on alignment).
+    within = matrix or next((m for m in ("v_mfma", "v_wmma", "v_smfmac") if any(t.startswith(m) for t in lines)), None)
+    body = _loop_body(instrs, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"), within)
     if matrix is not None:  # the other kernel's matrix instructions are not this one's
         mma = _AMD_CATEGORIES[0][1]
         lines = [t for t in lines if t.startswith(matrix) or not mma.search(t)]
