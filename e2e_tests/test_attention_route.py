@@ -377,14 +377,21 @@ def test_the_api_says_it_does_not_run_attention():
         art.problem
 
 
-def test_a_head_dim_that_is_not_innermost_is_left_by_name():
+@pytest.mark.parametrize("target", ["sm_90a", "gfx1201"])
+def test_v_stored_head_dim_outer_is_taken_and_checked(target):
     """V computed by another dispatch: IREE stores it transposed, (batch, head dim, keys) for the
-    attention; the kernel's 16-byte copies read along the head dim, so the dispatch is left."""
+    attention. The kernel reads its tiles along the keys (on sm_90a the mma.sync kernel: the wgmma
+    kernel's TMA boxes run along the head dim); right on the executor."""
+    from mmaflow.runtime.model_check import check_executable
+
     text = EXAMPLE.read_text().replace("ins(%q2, %k2, %v, %scale", "ins(%q2, %k2, %v2, %scale")
-    res = codegen_module(text, "sm_80", require_matmul=False)
-    assert not [e for e in res.taken if e.facts.is_attention]
-    (line,) = [e.log[0] for e in res.executables if "attention" in e.log[0]]
-    assert "attention's V is stored with its head dim not innermost" in line and line.endswith("IREE compiles it"), line
+    res = codegen_module(text, target, require_matmul=False)
+    (exe,) = [e for e in res.taken if e.facts.is_attention]
+    assert exe.facts.problem.attention.v_transposed and exe.facts.problem.orders[2] == (0, 2, 1)
+    (config,) = [x for x in exe.log if "its tiles read along the keys" in x]
+    assert ("MMA_SYNC" in config) == target.startswith("sm_"), config
+    (c,) = check_executable(exe, seed=3, sample=2)
+    assert c.passed, c.line()
 
 
 @pytest.mark.exhaustive

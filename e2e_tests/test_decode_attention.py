@@ -39,26 +39,40 @@ TARGETS = ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1100", "gfx1201"]
 DT = {"f16": np.float16, "bf16": ml_dtypes.bfloat16}
 
 
-def _attention(batch, m, d, elem, mask="no mask", mask_type=None):
+def _attention(batch, m, d, elem, mask="no mask", mask_type=None, v_transposed=False):
     return Attention(
-        "iree_linalg_ext.attention", (batch,), m, d, None, d, elem, elem, elem, elem, d**-0.5, mask, mask_type
+        "iree_linalg_ext.attention",
+        (batch,),
+        m,
+        d,
+        None,
+        d,
+        elem,
+        elem,
+        elem,
+        elem,
+        d**-0.5,
+        mask,
+        mask_type,
+        v_transposed=v_transposed,
     )
 
 
-def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=None):
+def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=None, v_transposed=False):
     """The kernel for a run-time key length on the executor at ``k2`` keys; O checked against the
-    reference, nothing outside O changed, O written once. Returns the plan."""
+    reference, nothing outside O changed, O written once. Returns the plan. ``v_transposed``: V
+    stored (batch, head dim, keys), as IREE lays out a decoder step's broadcast cache."""
     dt = DT[elem]
     rng = np.random.default_rng(seed)
     q = (0.8 * rng.standard_normal((batch, m, d))).astype(dt)
     k = rng.standard_normal((batch, k2, d)).astype(dt)
     v = rng.standard_normal((batch, k2, d)).astype(dt)
     o = np.zeros((batch, m, d), dt)
-    tensors = {"q": q, "k": k, "v": v, "o": o}
+    tensors = {"q": q, "k": k, "v": np.ascontiguousarray(v.transpose(0, 2, 1)) if v_transposed else v, "o": o}
     layout = {
         "q": Placement(0, 64),
         "k": Placement(1, 128),
-        "v": Placement(1, 128 + k.nbytes + 192),
+        "v": Placement(1, 128 + k.nbytes + 192, (0, 2, 1) if v_transposed else None),
         "o": Placement(2, 256),
     }
     ref_mask, kind = None, "no mask"
@@ -78,7 +92,10 @@ def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=Non
     before = {b: x.copy() for b, x in bufs.items()}
 
     mask_type = {"additive": elem, "boolean": "i1", None: None}[mask]
-    plan = plan_flash_attention(_attention(batch, m, d, elem, kind, mask_type), target=target, split_kv=split_kv)
+    plan = plan_flash_attention(
+        _attention(batch, m, d, elem, kind, mask_type, v_transposed), target=target, split_kv=split_kv
+    )
+    assert plan.v_transposed == v_transposed
     module, fn = standalone_module(
         plan, q=layout["q"], k=layout["k"], v=layout["v"], o=layout["o"], mask=layout.get("mask"), ctx=new_context()
     )
@@ -149,6 +166,47 @@ def test_decode_attention_every_form(target, form):
         pytest.skip("refused on gfx1201 (test_refusals)")
     for k2 in KEYS:
         run_decode(target, batch, m, d, elem, k2, mask=mask, seed=k2)
+
+
+# V stored head dim outer (a decoder step's cache as IREE broadcasts it): its tiles read along the keys, 16 bytes
+# a load where K2 is a multiple of 8 (its rows then 16-byte aligned), else one element a load; every target.
+VT_CASES = [
+    ("sm_90a", (2, 4, 128, "f16", None), 1100),  # unaligned rows, more tiles than the cluster's ranks
+    ("sm_90a", (1, 1, 64, "bf16", "additive"), 256),  # aligned
+    ("sm_80", (2, 4, 64, "f16", "boolean"), 77),
+    ("gfx942", (2, 4, 128, "bf16", None), 77),
+    ("gfx1100", (1, 4, 64, "f16", None), 256),
+    ("gfx1201", (1, 4, 64, "f16", "additive"), 77),  # RDNA4: V^T's LDS columns permuted
+]
+
+
+@pytest.mark.parametrize(
+    "target,form,k2", VT_CASES, ids=lambda x: "-".join(map(str, x)) if isinstance(x, tuple) else str(x)
+)
+def test_v_stored_head_dim_outer(target, form, k2):
+    batch, m, d, elem, mask = form
+    plan = run_decode(target, batch, m, d, elem, k2, mask=mask, v_transposed=True)
+    assert "V stored head dim outer" in plan.describe()
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("form", FORMS, ids=lambda f: "-".join(map(str, f)))
+def test_v_stored_head_dim_outer_every_form(target, form):
+    batch, m, d, elem, mask = form
+    if target == "gfx1201" and d == 128 and mask:
+        pytest.skip("refused on gfx1201 (test_refusals)")
+    for k2 in KEYS + [77]:
+        run_decode(target, batch, m, d, elem, k2, mask=mask, seed=k2, v_transposed=True)
+
+
+def test_unaligned_v_rows_need_the_narrow_loads(monkeypatch):
+    """V's rows 16-byte aligned whatever K2 (the alignment test dropped): at K2 = 77 the 16-byte loads
+    start mid-row, and the executor reports the misaligned access, as the GPU would fault."""
+    run_decode("sm_90a", 1, 4, 64, "f16", 77, v_transposed=True)
+    monkeypatch.setattr(nvidia._Kernel, "vt_rows_aligned", lambda self, em, v_mem: True)
+    with pytest.raises(ExecutorError, match="alignment"):
+        run_decode("sm_90a", 1, 4, 64, "f16", 77, v_transposed=True)
 
 
 @pytest.mark.parametrize("split", [1, 2, 5])

@@ -95,10 +95,22 @@ _SDPA = (
 _CAUSAL_MASK = (
     "additive {dt} mask 2x12x256x256, causal (written by main$async_dispatch_6_elementwise_broadcast_1572864_{dt})"
 )
+# The decoder step's attention as IREE forms it from iree-turbine's export: no query loop (one query,
+# folded away), the 16 query heads against the KV heads IREE broadcast to them (dispatches 7 and 8), V
+# stored head dim outer (32 x 64 x ?), K and V at run-time byte offsets (push constants, util.assume.int
+# udiv 1024) of the cache IREE grows in dispatches 3 and 4, the cache's length a run-time size.
+_DECODE = (
+    "iree_linalg_ext.attention batch 32, 1 query (no query loop) x ? keys, head dim 64 -> 64 ({dt} -> {dt}, "
+    "scale 0.125, no mask, V stored head dim outer)"
+)
 TAKEN_ATTENTION = {
     "gpt2_sdpa_nocausal": {"6": _SDPA.format(dt="{dt}", mask="no mask")},
     "gpt2_sdpa": {"7": _SDPA.format(dt="{dt}", mask=_CAUSAL_MASK)},
+    "llama_decode": {"9": _DECODE},
 }
+# The run-time sizes the executor checks a model's dynamic dispatches at: the example's cache of 255
+# entries grown by the step's one.
+RUN_TIME_SIZES = {"llama_decode": {"k2": 256}}
 
 
 # GPT-2's fused QKV projection: IREE copies Q, K and V out of its 2x256x2304 result in three dispatches of
@@ -118,21 +130,6 @@ def taken_expected(model: str, target: str) -> dict:
     """The dispatches mmaflow takes from ``model`` on ``target``: the matmuls, the attention and the
     copies, on every target."""
     return {**TAKEN[model], **TAKEN_ATTENTION.get(model, {}), **TAKEN_COPY.get(model, {})}
-
-
-# The decoder step's attention as IREE forms it from iree-turbine's export: no query loop (one query,
-# folded away), V stored head dim outer (32 x 64 x ?), K and V at run-time offsets of the cache IREE
-# grows and broadcasts in dispatches of its own. Not taken yet (docs/kernels/flash_attention.md).
-_DECODE_LEFT = (
-    "iree_linalg_ext.attention (iree_linalg_ext.attention: no loop plays the role of M: the query length 1 "
-    "folded away (a decoder step as IREE forms it from iree-turbine's export); the flash-attention kernel "
-    "takes a query loop): IREE compiles it"
-)
-
-
-def left_attention(model: str, target: str) -> dict:
-    """Attention dispatches left to IREE: the decoder step's, on every target."""
-    return {"9": _DECODE_LEFT} if model == "llama_decode" else {}
 
 
 CORPUS = [(m, dt) for m in TAKEN for dt in DTYPES]
@@ -188,7 +185,7 @@ def test_what_mmaflow_takes(model, dtype, target):
         for name, line in left.items()
         if "attention" in line
     }
-    assert attention == {k: v.format(dt=dtype) for k, v in left_attention(model, target).items()}
+    assert attention == {}, attention  # (every attention dispatch of the corpus is taken)
     if model == "llama_mlp_wq":  # the int4 layers' dequantization (one executable, gate and up), named so
         assert left["main$async_dispatch_1"].endswith(
             f"a dequantization (i8 -> {dtype}) without a matmul: IREE formed it as a dispatch of its own; the "
@@ -221,7 +218,8 @@ def _check_model(model, dtype, target, sample):
     res, taken, _ = _decisions(model, dtype, target)
     lines = []
     for name, exe in sorted(taken.items(), key=lambda kv: int(kv[0])):
-        for c in check_executable(exe, seed=7, sample=sample):
+        sizes = RUN_TIME_SIZES.get(model) if exe.facts.is_attention and exe.facts.problem.dynamic else None
+        for c in check_executable(exe, seed=7, sample=sample, sizes=sizes):
             lines.append(c.line())
             assert c.passed, c.line()
             assert c.stats is not None and not c.stats.races
@@ -262,6 +260,33 @@ def test_taken_dispatches_at_their_offsets(model, target):
 @pytest.mark.parametrize("model,dtype", CORPUS, ids=[f"{m}-{dt}" for m, dt in CORPUS])
 def test_every_model_every_target_on_the_executor(model, dtype, target):
     _check_model(model, dtype, target, sample=4)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "gfx1201"])
+def test_the_decoder_step_s_attention_on_the_executor(target):
+    """llama_decode's attention (one query, V stored head dim outer, K and V at run-time byte offsets)
+    at cache lengths 1, 77 (V's rows not 16-byte aligned: its loads one element each), 256 and 1000
+    (several key tiles a split rank): K and V placed by the check where IREE may put them (past Q,
+    at the promised 1024-byte multiples), sentinels around every tensor."""
+    _, taken, _ = _decisions("llama_decode", "f16", target)
+    for k2 in (1, 77, 256, 1000):
+        (c,) = check_executable(taken["9"], seed=k2, sizes={"k2": k2})
+        assert c.passed, c.line()
+
+
+def test_a_decoder_step_reading_v_at_k_s_offset_fails_the_check():
+    """The kernel's V subspan given K's run-time offset (V read from where K lies): the check fails."""
+    import re
+
+    _, taken, _ = _decisions("llama_decode", "f16", "sm_90a")
+    exe = taken["9"]
+    k_off = re.search(r"offset\((%[\w#]+)\) flags\(\S+\) : memref<32x\?x64xf16", exe.text).group(1)
+    bad = re.sub(r"offset\(%[\w#]+\)( flags\(\S+\) : memref<32x64x\?xf16)", f"offset({k_off})\\1", exe.text)
+    assert bad != exe.text
+    import dataclasses
+
+    (c,) = check_executable(dataclasses.replace(exe, text=bad), sizes={"k2": 100})
+    assert not c.passed and "outside the bound" in c.detail, c.line()
 
 
 # ---- the checker itself must catch the bug class this corpus exists for ------------------------
@@ -314,10 +339,6 @@ def test_a_kernel_reading_the_wrong_tensor_fails_the_check():
 
 
 # ---- both routes, every model, every target --------------------------------------------------------
-# IREE 3.13's own build of llama_decode's attention dispatch (left to IREE, built by its fallback after
-# "Padding OnlineAttention without existing mask is not yet supported") takes 2-4 minutes a target on a
-# 2-core machine (gfx942 119 s, gfx1201 218 s, plain iree-compile): its routes are not built here; what
-# mmaflow takes from it is checked above, on the executor too.
 # llama_mlp_wq's int4 unpacking shifts by a constant tensor, which the export holds as a dense_resource:
 # IREE 3.13 hands executables to --iree-hal-preprocess-executables-with without the resource's data, so
 # the stock route fails in IREE's LLVM translation ("resource does not exist") even with `tee` as the
@@ -325,7 +346,7 @@ def test_a_kernel_reading_the_wrong_tensor_fails_the_check():
 # Each (model, dtype) on three of the six targets: a model's two dtypes on complementary halves,
 # so that each model builds on every target and each dtype on every target (the whole cross
 # product, 72 builds of both routes, was a quarter of CI's exhaustive hour).
-ROUTES = [(m, dt) for m, dt in CORPUS if m not in ("llama_decode", "llama_mlp_wq")]
+ROUTES = [(m, dt) for m, dt in CORPUS if m != "llama_mlp_wq"]
 _ROUTE_MODELS = list(dict.fromkeys(m for m, _ in ROUTES))
 ROUTE_CASES = [
     (m, dt, ALL_TARGETS[(_ROUTE_MODELS.index(m) + 3 * DTYPES.index(dt) + 2 * j) % len(ALL_TARGETS)])

@@ -55,6 +55,12 @@ class Attention:
     # With ``causal``: the rows after which the query position restarts (0: it never does, position = row);
     # IREE's GQA form folds the query heads sharing a KV head into the rows, each head's positions from 0.
     causal_rows: int = 0
+    # No loop plays M: one query, its loop folded away (Q and O stored (batch..., head dim)), as IREE forms a
+    # decoder step from iree-turbine's export; ``m`` is then 1.
+    one_query: bool = False
+    # V stored with the keys innermost (head dim outer: (batch..., head dim, keys)), as IREE lays out the
+    # decoder step's broadcast cache; False: the head dim innermost.
+    v_transposed: bool = False
 
     def describe(self) -> str:
         def d(x):
@@ -67,9 +73,11 @@ class Attention:
             else f"{self.q_type}/{self.k_type}/{self.v_type}"
         )
         scale = "scale (run-time value)" if self.scale is None else f"scale {self.scale:g}"
+        queries = "1 query (no query loop)" if self.one_query else f"{d(self.m)} queries"
+        stored = ", V stored head dim outer" if self.v_transposed else ""
         return (
-            f"{self.op} batch {batch}, {d(self.m)} queries x {d(self.k2)} keys, head dim {d(self.k1)} -> "
-            f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask})"
+            f"{self.op} batch {batch}, {queries} x {d(self.k2)} keys, head dim {d(self.k1)} -> "
+            f"{d(self.n)} ({types} -> {self.out_type}, {scale}, {self.mask}{stored})"
         )
 
 
@@ -130,11 +138,15 @@ class AttentionDispatch:
             a.setdefault(name, None)
         a.setdefault("mask_type", None)
         orders, mask, mask_order = d.get("orders"), d.get("mask"), d.get("mask_order")
+
+        def binding(b: dict) -> Binding:  # (a run-time offset, None, is left out of the attribute too)
+            return Binding(b["binding"], b.get("offset"))
+
         return AttentionDispatch(
             Attention(**a),
-            *(Binding(**d[r]) for r in ("q", "k", "v", "o")),
+            *(binding(d[r]) for r in ("q", "k", "v", "o")),
             orders=tuple(tuple(x) for x in orders) if orders is not None else None,
-            mask=Binding(**mask) if mask is not None else None,
+            mask=binding(mask) if mask is not None else None,
             mask_order=tuple(mask_order) if mask_order is not None else None,
             dynamic=tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ())),
         )
@@ -197,13 +209,8 @@ def _roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
         "K2": role((k & v) - q),
         "N": role((v & o) - q),
     }
-    if not roles["M"]:
-        raise InputError(
-            f"{op.name}: no loop plays the role of M: the query length 1 folded away (a decoder step as "
-            f"IREE forms it from iree-turbine's export); the flash-attention kernel takes a query loop",
-            location=location_of(op),
-        )
-    for what in ("M", "K1", "K2", "N"):
+    # No M: one query, its loop folded away (a decoder step as IREE forms it from iree-turbine's export).
+    for what in ("M", "K1", "K2", "N")[not roles["M"] :]:
         if len(roles[what]) != 1:
             raise InputError(
                 f"{op.name}: {len(roles[what])} loops play the role of {what} in its indexing maps",
@@ -212,10 +219,10 @@ def _roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
     return dims, values, roles
 
 
-def query_key_loops(op: ir.Operation) -> tuple[int, int]:
-    """The loops of an attention op that are its queries (M) and its keys (K2)."""
+def query_key_loops(op: ir.Operation) -> tuple[int | None, int]:
+    """The loops of an attention op that are its queries (M; None: one query, no loop) and its keys (K2)."""
     _, _, roles = _roles(op)
-    return roles["M"][0], roles["K2"][0]
+    return (roles["M"] or [None])[0], roles["K2"][0]
 
 
 def describe_attention(op: ir.Operation) -> Attention:
@@ -230,7 +237,9 @@ def describe_attention(op: ir.Operation) -> Attention:
         for loop, size in zip(dims[name], shape):
             if size is not None or loop not in sizes:
                 sizes[loop] = size
-    batch, (m,), (k1,), (k2,), (n,) = (roles[r] for r in ("batch", "M", "K1", "K2", "N"))
+    batch, (k1,), (k2,), (n,) = (roles[r] for r in ("batch", "K1", "K2", "N"))
+    m = roles["M"][0] if roles["M"] else None
+    sizes[None] = 1  # (no M loop: one query)
     mask_type = None
     if "mask" in values:
         elem, shape = _shape(values["mask"])
@@ -261,4 +270,6 @@ def describe_attention(op: ir.Operation) -> Attention:
         mask_type,
         causal,
         rows,
+        one_query=m is None,
+        v_transposed=dims["V"][-1] == k2,
     )

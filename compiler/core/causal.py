@@ -357,13 +357,13 @@ def generator(func: ir.Operation) -> tuple[Generator | None, str]:
     return Generator(sub, value, total), ""
 
 
-def mask_site(op: ir.Operation, query_loop: int, key_loop: int) -> MaskSite | None:
+def mask_site(op: ir.Operation, query_loop: int | None, key_loop: int) -> MaskSite | None:
     """An attention op's mask as a whole-tensor load of a subspan, with the digits of its
     element index that are the query (loop ``query_loop``) and the key (``key_loop``); None
-    when the mask reaches the op any other way."""
+    when the mask reaches the op any other way, or there is no query loop (one query: no causal pattern to prove)."""
     n_out = len(op.results)
     ins = list(op.operands)[: len(op.operands) - n_out]
-    if len(ins) != 5:
+    if len(ins) != 5 or query_loop is None:
         return None
     load = defining_op(ins[4])
     if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":

@@ -36,6 +36,15 @@ def _udiv(assume: ir.Operation, index: int) -> int:
     return math.gcd(*(site.get("udiv", 1) for site in rows[index])) if rows[index] else 1
 
 
+def promised_divisor(value: ir.Value) -> int:
+    """The divisor the program promises for a run-time index value (a byte offset or a size): its
+    ``util.assume.int`` udiv (the gcd over the call sites), 1 when it has none."""
+    assume = defining_op(value)
+    if assume is None or assume.name != "util.assume.int":
+        return 1
+    return _udiv(assume, list(assume.results).index(value))
+
+
 def _feeds_shift(load: ir.Operation) -> bool:
     """Does the constant reach an arith.shli within two steps (extui -> shli: the high half)?"""
     for use in load.results[0].uses:

@@ -22,7 +22,10 @@ The kernel does (b). V's 16-byte global chunks (8 head-dim values of one key) ar
 LDS as 8 16-bit stores down a column of the [head dim][keys + pad] tile, each key at the column
 of the hardware K slot that will hold it (``convert.hardware_keys``: the codegen K order and
 any planned renaming; RDNA4's hardware K order is permuted), so V^T's fragments are plain runs;
-a wave's lanes take consecutive keys, so each store writes along one LDS row.
+a wave's lanes take consecutive keys, so each store writes along one LDS row. V stored head dim
+outer (keys innermost: ``v_transposed``) arrives as chunks of 8 keys of one head-dim row
+(``nvidia._Kernel.load_vt``), stored along V^T's rows whole (RDNA4: element by element, to its
+permuted key columns).
 
 LDS without bank conflicts (the executor's model): rows are padded by 8 elements, or by 4 where
 the A fragment reads would conflict at 8 (``read_conflicts``: gfx942's 32 banks; K's 16-byte
@@ -306,6 +309,8 @@ class AmdKernel:
         q_cols = len(self.cols)
         inits = [neg_inf] * q_cols + [zero] * q_cols + [em.zero_vector(self.c_t)] * n_o
         self.k_at, self.v_at = self.chunk_coords(em, tid)
+        if p.v_transposed:  # V stored head dim outer: its chunks are 8 keys of one head-dim row
+            self.b.vt_aligned = self.b.vt_rows_aligned(em, v_mem)
         if p.prefetch:  # tile 0's K and V chunks in registers before the loop
             inits += self.load_tile(em, (k_mem, v_mem), batch, em.const(0))
         tiles = self.b.key_tiles(em)
@@ -360,7 +365,10 @@ class AmdKernel:
             )
             row = em.add(em.mul(block, rows * spacing), em.mul(j, spacing), t)
             k_at.append((row, em.mul(em.add(em.mul(em.rem(q, chunks_per_row // group), group), em.rem(cid, group)), 8)))
-            v_at.append((em.rem(cid, BLOCK_N), em.mul(em.div(cid, BLOCK_N), 8)))
+            if p.v_transposed:  # (head-dim row, first key): consecutive lanes along one V^T row
+                v_at.append((em.div(cid, BLOCK_N // 8), em.mul(em.rem(cid, BLOCK_N // 8), 8)))
+            else:
+                v_at.append((em.rem(cid, BLOCK_N), em.mul(em.div(cid, BLOCK_N), 8)))
         return k_at, v_at
 
     def load_tile(self, em: Emitter, mems, batch, key0) -> list[ir.Value]:
@@ -371,6 +379,9 @@ class AmdKernel:
         out = []
         for which, mem, coords, what in ((1, mems[0], self.k_at, "copy_k"), (2, mems[1], self.v_at, "copy_v")):
             c_em = em.named(what)
+            if which == 2 and self.p.v_transposed:  # (head-dim row, first key) chunks, along the keys
+                out += [b.load_vt(c_em, mem, batch, c_em.add(key0, key), hd) for hd, key in coords]
+                continue
             for row, col in coords:
                 out.append(
                     c_em.bounded_global_load(
@@ -397,16 +408,28 @@ class AmdKernel:
                 k_em.lds_store(piece, k_lds, [row, k_em.add(col, h * part)])
         group = len(p.v_columns)
         identity = p.v_columns == tuple(range(group))
+
+        def column(key):  # the LDS column of the tile's key ``key``: the hardware K slot that holds it
+            if identity:
+                return key
+            return v_em.add(v_em.mul(v_em.div(key, group), group), v_em.table(list(p.v_columns), v_em.rem(key, group)))
+
+        if p.v_transposed:  # 8 keys of one head-dim row: along a V^T row, whole where the columns are the keys
+            for (hd, key), val in zip(self.v_at, values[n:]):
+                if identity:
+                    vsplit = 1 if (BLOCK_N + p.lds_pad) % 8 == 0 else 2  # (V^T's rows 16-byte aligned, or 8)
+                    part = 8 // vsplit
+                    for h in range(vsplit):
+                        piece = val if vsplit == 1 else v_em.extract_slice(val, h * part, part)
+                        v_em.lds_store(piece, vt_lds, [hd, v_em.add(key, h * part)])
+                else:
+                    for e in range(8):
+                        v_em.lds_store(v_em.extract_slice(val, e, 1), vt_lds, [hd, column(v_em.add(key, e))])
+            return
         for (row, col), val in zip(self.v_at, values[n:]):
-            column = (
-                row
-                if identity
-                else v_em.add(
-                    v_em.mul(v_em.div(row, group), group), v_em.table(list(p.v_columns), v_em.rem(row, group))
-                )
-            )
+            at = column(row)
             for e in range(8):
-                v_em.lds_store(v_em.extract_slice(val, e, 1), vt_lds, [v_em.add(col, e), column])
+                v_em.lds_store(v_em.extract_slice(val, e, 1), vt_lds, [v_em.add(col, e), at])
 
     def load_mask(self, em: Emitter, mask_mem, batch, q_base, key0, lane) -> list[list[ir.Value]]:
         """The additive mask at this lane's S^T elements of tile ``key0`` ([row block][C element],

@@ -131,6 +131,7 @@ MAP_RANK = 5  # a tensor map's dimensions at most: head dim, rows and up to thre
 class HopperAttentionPlan:
     """The wgmma kernel's plan: the instructions, tiles and shared-memory layout, as data."""
 
+    v_transposed = False  # (not a field: its TMA boxes read V head dim innermost, ``plan_flash_attention``)
     target: str
     intrinsic: WarpgroupIntrinsic  # S = Q K^T: m64 n(block_n) k16
     pv_intrinsic: WarpgroupIntrinsic  # O += P V: m64 n(head dim) k16

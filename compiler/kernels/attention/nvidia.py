@@ -60,7 +60,11 @@ the float64 reference gives.
 Storage order. Each tensor is read (O written) in its own storage order
 (``Placement.order``): any permutation of (batch..., rows, head dim) with the head dim innermost,
 e.g. PyTorch SDPA's (batch, seq, heads, head dim); the grid's y is delinearized into the batch
-dims and every global index permuted into the tensor's order. ``rewrite_dispatch`` reads the
+dims and every global index permuted into the tensor's order. V may have the keys innermost
+instead (a decoder step's cache as IREE broadcasts it: ``FlashAttentionPlan.v_transposed``, its
+tiles read along the keys into a [head dim][key] LDS tile, ``_Kernel.load_vt``), and Q and O a
+unit rows dim they do not store (one query, no query loop). K and V may sit at run-time byte
+offsets (``Placement.offset_value``). ``rewrite_dispatch`` reads the
 orders from the attention's indexing maps and folds a permuting ``linalg.generic`` on O (the
 transpose IREE fuses into the dispatch) into O's order.
 
@@ -74,15 +78,23 @@ function at an insertion point;
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, func, gpu, hal, llvm, nvvm, scf, vector
+from iree.compiler.dialects import memref as memref_d
 
-from mmaflow.compiler.core import attrs
+from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.attention import Attention, describe_attention
 from mmaflow.compiler.core.errors import CodegenError, UnsupportedError
-from mmaflow.compiler.core.mlir import defining_op, subspan_binding, subspan_constant_offset, subspan_dims, user_of
+from mmaflow.compiler.core.mlir import (
+    defining_op,
+    subspan_binding,
+    subspan_constant_offset,
+    subspan_dims,
+    subspan_offset,
+    user_of,
+)
 from mmaflow.compiler.core.mlir import walk as walk_ops
 from mmaflow.compiler.kernels.attention.amd import AmdKernel, plan_parts
 from mmaflow.compiler.kernels.attention.amd import lds_bytes as amd_lds_bytes
@@ -112,14 +124,17 @@ _INTRINSICS = {"f16": "MMA_SYNC_F32_16x8x16_F16", "bf16": "MMA_SYNC_F32_16x8x16_
 @dataclass(frozen=True)
 class Placement:
     """Where a tensor lives: binding and byte offset (a multiple of 16: the copies are 16-byte
-    loads; IREE aligns its packed tensors to 64)."""
+    loads; IREE aligns its packed tensors to 64). ``offset`` None: known at run time only (IREE
+    passes it as push constants; a decoder step's K and V in the cache it grows), ``offset_value``
+    the dispatch's index value of it, promised a multiple of 16 (``util.assume.int`` udiv)."""
 
     binding: int
-    offset: int = 0
+    offset: int | None = 0
     # The tensor's storage order: for each stored dimension, outermost first, the logical one it
     # holds (0 .. nb - 1: the batch dims, in O's order; nb: rows (queries or keys); nb + 1: the head
-    # dim, which must be innermost). None: stored (batch, rows, head dim), the batch flattened.
+    # dim, innermost but in V stored head dim outer). None: stored (batch, rows, head dim), the batch flattened.
     order: tuple[int, ...] | None = None
+    offset_value: ir.Value | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -157,6 +172,10 @@ class FlashAttentionPlan:
     # Decode (a run-time key length, every query in one warp's row tile): each warp takes its own
     # WARP_KEYS keys of every key tile, with its own softmax statistics, combined at the end.
     warp_keys: bool = False
+    # V stored with the keys innermost (``Attention.v_transposed``): its tiles are read along the keys into
+    # LDS as [head dim][key] (NVIDIA: v_fragments then read it K-innermost, as K's), through registers
+    # (``_Kernel.load_vt``: 16-byte loads where V's rows are 16-byte aligned, else one element each).
+    v_transposed: bool = False
 
     @property
     def wave_size(self) -> int:
@@ -191,7 +210,8 @@ class FlashAttentionPlan:
         if self.transposed:
             return amd_lds_bytes(self.head_dim, self.lds_pad)
         # K and V tiles (per slot), 16-bit; the partial results the warps or a split-KV cluster combine
-        return self.stages * 2 * BLOCK_N * self.lds_row * 2 + self.partial_bytes
+        v_tile = self.head_dim * (BLOCK_N + self.lds_pad) if self.v_transposed else BLOCK_N * self.lds_row
+        return self.stages * (BLOCK_N * self.lds_row + v_tile) * 2 + self.partial_bytes
 
     @property
     def barriers_per_tile(self) -> int:
@@ -224,6 +244,8 @@ class FlashAttentionPlan:
         mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
         if self.warp_keys:
             copies += f", each warp {WARP_KEYS} keys of every tile (its own statistics, combined at the end)"
+        if self.v_transposed:
+            copies += ", V stored head dim outer (its tiles read along the keys through registers)"
         if self.split_kv > 1:
             copies += (
                 f", keys split across a cluster of {self.split_kv} workgroups (partials combined through "
@@ -274,7 +296,9 @@ def plan_flash_attention(
     tgt = get_target(target)
     amd = tgt.vendor is Vendor.AMD
     if kernel is None:  # a run-time key length (decode) runs on mma.sync: the wgmma kernel is planned for static ones
-        kernel = "wgmma" if tgt.warpgroup_mma and attn.k2 is not None else "mma.sync" if not amd else None
+        # (and so does V stored with the keys innermost: the wgmma kernel's TMA boxes run along the head dim)
+        wgmma = tgt.warpgroup_mma and attn.k2 is not None and not attn.v_transposed
+        kernel = "wgmma" if wgmma else "mma.sync" if not amd else None
     if kernel is not None and (kernel not in KERNELS or amd or (kernel == "wgmma" and not tgt.warpgroup_mma)):
         raise UnsupportedError(
             f"kernel {kernel!r} on {target}: NVIDIA's attention kernels are {KERNELS}, wgmma on sm_90a only"
@@ -308,6 +332,10 @@ def plan_flash_attention(
     if attn.k2 is None and kernel == "wgmma":
         raise UnsupportedError(
             f"{what}: the wgmma attention kernel takes a static key length (mma.sync a run-time one)"
+        )
+    if attn.v_transposed and kernel == "wgmma":
+        raise UnsupportedError(
+            f"{what}: the wgmma attention kernel reads V head dim innermost (the mma.sync kernel either way)"
         )
     causal = causal or bool(attn.causal)  # a mask proven causal: masked tiles skipped, the mask not read
     rows = (attn.causal_rows if attn.causal else 0) if causal_rows is None else causal_rows
@@ -375,6 +403,7 @@ def plan_flash_attention(
             k_copy=k_copy,
             prefetch=prefetch,
             causal_rows=rows,
+            v_transposed=attn.v_transposed,
         )
         if plan.lds_bytes > tgt.lds_bytes:
             raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
@@ -411,9 +440,15 @@ def plan_flash_attention(
     k_frags = FragmentPlan.plan(
         intr.b.compose(d // intr.k, BLOCK_N // intr.n), ROW, 16, intr.b_shape, allow_ldmatrix=True
     )
-    # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer.
+    # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer (V stored
+    # head dim outer: its LDS tile is [head dim][key], K-innermost, read as K's is).
     v_frags = FragmentPlan.plan(
-        intr.b.compose(BLOCK_N // intr.k, d // intr.n), ROW, 16, intr.b_shape, allow_ldmatrix=True, k_outer=True
+        intr.b.compose(BLOCK_N // intr.k, d // intr.n),
+        ROW,
+        16,
+        intr.b_shape,
+        allow_ldmatrix=True,
+        k_outer=not attn.v_transposed,
     )
     plan = FlashAttentionPlan(
         target,
@@ -433,6 +468,7 @@ def plan_flash_attention(
         mask,
         split_kv=split,
         causal_rows=rows,
+        v_transposed=attn.v_transposed,
         # decode: one row tile of queries, a run-time key length and fewer workgroups than SMs -- the
         # warps split every tile's keys (H200: batch 1 at 4k keys 17.7 -> 14.2 us, batch 8 at 32k 306 ->
         # 247; at batch 32, 256 workgroups, the partials' shared memory cost a workgroup an SM: 126 -> 143)
@@ -803,7 +839,10 @@ class _Kernel:
 
         ring = [p.stages] if p.stages > 1 else []  # a leading slot dimension for the async ring
         k_lds = em.named("lds_k").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
-        v_lds = em.named("lds_v").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
+        v_tile = [d, BLOCK_N + p.lds_pad] if p.v_transposed else [BLOCK_N, p.lds_row]
+        v_lds = em.named("lds_v").alloc_lds(ring + v_tile, self.t)
+        if p.v_transposed:
+            self.vt_aligned = self.vt_rows_aligned(em, v_mem)
 
         # Loop-carried: per row a lane holds, the running max and the lane's partial sum; O.
         neg_inf = self.fconst(-math.inf)
@@ -1023,6 +1062,9 @@ class _Kernel:
         """Keys key0 .. key0 + BLOCK_N of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
         keys past K2 read 0."""
         p = self.p
+        if which == 2 and p.v_transposed:
+            self.copy_vt(em, src, dst, [], batch, key0, tid, None)
+            return
         per_chunk = CHUNK_BYTES // 2
         chunks_per_row = p.head_dim // per_chunk
         total = BLOCK_N * chunks_per_row
@@ -1051,6 +1093,9 @@ class _Kernel:
         tokens = []
         for src, which, dst, what in ((k_mem, 1, k_lds, "copy_k"), (v_mem, 2, v_lds, "copy_v")):
             c_em = em.named(what)
+            if which == 2 and p.v_transposed:  # through registers, into the same slot
+                self.copy_vt(c_em, src, dst, [slot], batch, key0, tid, valid)
+                continue
             for i in range(total // p.workgroup_size):
                 cid = c_em.add(tid, i * p.workgroup_size)
                 row, col = c_em.div(cid, chunks_per_row), c_em.mul(c_em.rem(cid, chunks_per_row), per_chunk)
@@ -1062,6 +1107,73 @@ class _Kernel:
                     c_em.async_copy(src, self.at(which, batch, key, col), dst, [slot, row, col], per_chunk, ok)
                 )
         return em.async_group(tokens)
+
+    # ---- V stored head dim outer: its tiles along the keys, through registers ---------------------
+    def vt_rows_aligned(self, em: Emitter, v_mem) -> bool | ir.Value:
+        """Whether V's rows (one head-dim index, the keys along them) start 16 bytes apart: K2 (its row
+        length) a multiple of 8 -- known when K2 is static, else an i1 computed once from V's own length."""
+        if self.p.k2 is not None:
+            return self.p.k2 % 8 == 0
+        key_dim = self.orders[2].index(len(self.bdims))
+        with em.loc, em.ip:
+            length = memref_d.DimOp(v_mem, em.const(key_dim)).result
+        return em.eq(em.rem(length, 8), 0)
+
+    def load_vt(self, em: Emitter, v_mem, batch, key, hd) -> ir.Value:
+        """Keys key .. key + 7 of V's head-dim row ``hd`` (``key`` a multiple of 8) as one vector; keys
+        past K2 read 0. One 16-byte load where V's rows are 16-byte aligned (``vt_aligned``), else eight
+        16-bit loads (a run-time K2: an scf.if on the i1, uniform across the workgroup)."""
+        vt8, vt1 = ir.VectorType.get([8], self.t), ir.VectorType.get([1], self.t)
+        bounds = self.bounds(2, self.key_bound())
+        elem_bounds = self.bounds(2, self.k2)  # (each key on its own: the last chunk may straddle K2)
+
+        def wide(e: Emitter) -> ir.Value:
+            return e.bounded_global_load(v_mem, self.at(2, batch, key, hd), vt8, bounds)
+
+        def narrow(e: Emitter) -> ir.Value:
+            parts = [
+                e.bounded_global_load(v_mem, self.at(2, batch, e.add(key, j), hd), vt1, elem_bounds) for j in range(8)
+            ]
+            return e.concat(parts)
+
+        aligned = self.vt_aligned
+        if isinstance(aligned, bool):
+            return wide(em) if aligned else narrow(em)
+        with em.loc, em.ip:
+            branch = scf.IfOp(aligned, [vt8], has_else=True)
+        for block, build in ((branch.then_block, wide), (branch.else_block, narrow)):
+            inner = em.at(ir.InsertionPoint(block))
+            value = build(inner)
+            with inner.loc, inner.ip:
+                scf.YieldOp([value])
+        return branch.results[0]
+
+    def copy_vt(self, em: Emitter, v_mem, v_lds, slot: list, batch, key0, tid, valid) -> None:
+        """V's tile at ``key0`` into its [head dim][key] LDS tile (ring ``slot``, or none): each thread
+        its 16-byte chunks (8 keys of one head-dim row: 8 lanes a row, 128 contiguous bytes), loaded
+        (``load_vt``) and stored. ``valid`` false (an i1, or None): zeros stored, nothing read."""
+        p = self.p
+        per_row = BLOCK_N // 8
+        total = p.head_dim * per_row
+        assert total % p.workgroup_size == 0
+        for i in range(total // p.workgroup_size):
+            cid = em.add(tid, i * p.workgroup_size)
+            hd, col = em.div(cid, per_row), em.mul(em.rem(cid, per_row), 8)
+            if valid is None:
+                val = self.load_vt(em, v_mem, batch, em.add(key0, col), hd)
+            else:
+                with em.loc, em.ip:
+                    branch = scf.IfOp(valid, [ir.VectorType.get([8], self.t)], has_else=True)
+                inner = em.at(ir.InsertionPoint(branch.then_block))
+                loaded = self.load_vt(inner, v_mem, batch, inner.add(key0, col), hd)
+                with inner.loc, inner.ip:
+                    scf.YieldOp([loaded])
+                other = em.at(ir.InsertionPoint(branch.else_block))
+                zeros = other.zero_vector(ir.VectorType.get([8], self.t))
+                with other.loc, other.ip:
+                    scf.YieldOp([zeros])
+                val = branch.results[0]
+            em.lds_store(val, v_lds, list(slot) + [hd, col])
 
     def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem=None):
         """Key tile ``kt``: its copies (or the ring's wait, barrier and next issue), then ``compute``."""
@@ -1270,7 +1382,9 @@ def emit_flash_attention(
             f"{'do not place one' if mask is None else 'place one'}"
         )
     for what, pl in (("Q", q), ("K", k), ("V", v), ("O", o)) + ((("mask", mask),) if mask else ()):
-        if pl.offset % CHUNK_BYTES:
+        if pl.offset is None and pl.offset_value is None:
+            raise UnsupportedError(f"{what} at a run-time byte offset whose value the placement does not give")
+        if pl.offset is not None and pl.offset % CHUNK_BYTES:
             raise UnsupportedError(
                 f"{what} at byte offset {pl.offset}: the kernel's 16-byte copies need a multiple of {CHUNK_BYTES}"
             )
@@ -1286,10 +1400,11 @@ def emit_flash_attention(
     bdims = (plan.batch,) if flat else (plan.batch_dims or (plan.batch,))
     orders = [pl.order or tuple(range(len(bdims) + 2)) for pl in (q, k, v, o)]
     for what, order in zip("QKVO", orders):
-        if sorted(order) != list(range(len(bdims) + 2)) or order[-1] != len(bdims) + 1:
+        inner = len(bdims) if what == "V" and plan.v_transposed else len(bdims) + 1
+        if sorted(order) != list(range(len(bdims) + 2)) or order[-1] != inner:
             raise UnsupportedError(
                 f"{what} stored in order {order}: the kernel reads a permutation of (batch..., "
-                f"rows, head dim) with the head dim innermost"
+                f"rows, head dim) with the head dim innermost (V: the keys, where the plan says so)"
             )
     mems = []
     lengths = key_lengths or {}
@@ -1302,7 +1417,7 @@ def emit_flash_attention(
                     layout,
                     pl.binding,
                     [lengths[what]] if what in lengths else [],
-                    byte_offset=em.const(pl.offset),
+                    byte_offset=em.const(pl.offset) if pl.offset is not None else pl.offset_value,
                     alignment=64,
                     descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), flags),
                 ).result
@@ -1331,7 +1446,7 @@ def emit_flash_attention(
                     layout,
                     mask.binding,
                     [lengths["mask"]] if "mask" in lengths else [],
-                    byte_offset=em.const(mask.offset),
+                    byte_offset=em.const(mask.offset) if mask.offset is not None else mask.offset_value,
                     alignment=64,
                     descriptor_flags=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), _INDIRECT | _READ_ONLY),
                 ).result
@@ -1454,13 +1569,20 @@ def _int_width(t: ir.Type) -> int | None:
     return t.width if isinstance(t, ir.IntegerType) else None
 
 
-def _subspan_placement(sub: ir.Operation | None, what: str) -> Placement:
+def _subspan_placement(sub: ir.Operation | None, what: str, order: tuple[int, ...] | None = None) -> Placement:
     if sub is None or sub.name != "hal.interface.binding.subspan":
         raise UnsupportedError(f"attention's {what} does not come from a binding")
     offset = subspan_constant_offset(sub)
-    if offset is None:
-        raise UnsupportedError(f"attention's {what} is at a run-time byte offset (constants only)")
-    return Placement(subspan_binding(sub), offset)
+    if offset is not None:
+        return Placement(subspan_binding(sub), offset, order)
+    value = subspan_offset(sub)
+    divisor = dynamic.promised_divisor(value)
+    if divisor % CHUNK_BYTES:
+        raise UnsupportedError(
+            f"attention's {what} is at a run-time byte offset promised a multiple of {divisor} "
+            f"(util.assume.int udiv); the kernel's 16-byte accesses need a multiple of {CHUNK_BYTES}"
+        )
+    return Placement(subspan_binding(sub), None, order, offset_value=value)
 
 
 def _permutation_copy(op: ir.Operation) -> tuple[list[int], list[int]] | None:
@@ -1506,22 +1628,31 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
         "K2": [d for d in k if d in vs and d not in qs],
         "N": [d for d in v if d in os_ and d not in qs],
     }
+    roles["M"] = roles["M"] or [None]  # no M loop: one query (Q and O stored without a rows dim)
     if any(len(x) != 1 for x in roles.values()):
         raise UnsupportedError(f"attention indexing maps {maps}: not one loop each for M, K1, K2, N")
     m, k1, k2, n = (roles[r][0] for r in ("M", "K1", "K2", "N"))
     logical = {"Q": batch + [m, k1], "K": batch + [k2, k1], "V": batch + [k2, n], "O": batch + [m, n]}
+    nb = len(batch)
+
+    def with_unit_rows(found: list[int], rows: int, inner: int) -> tuple[int, ...]:
+        """A storage order lacking the one query's rows dim, with it (a unit dim) just outside ``inner``."""
+        if rows not in found:
+            found.insert(found.index(inner), rows)
+        return tuple(found)
 
     def order(what: str, dims: list[int]) -> tuple[int, ...]:
         want = logical[what]
-        if sorted(dims) != sorted(want):
+        present = [x for x in want if x is not None]
+        if sorted(dims) != sorted(present):
             raise UnsupportedError(
                 f"attention's {what} map {dims} is not a permutation of its (batch..., rows, head dim) loops {want}"
             )
-        found = tuple(want.index(x) for x in dims)
-        if found[-1] != len(batch) + 1:
+        found = with_unit_rows([want.index(x) for x in dims], nb, nb + 1)
+        if found[-1] != nb + 1 and not (what == "V" and found[-1] == nb):
             raise UnsupportedError(
                 f"attention's {what} is stored with its head dim not innermost (indexing map "
-                f"{dims}); the kernel's 16-byte copies read along the head dim"
+                f"{dims}); the kernel's 16-byte copies read along the head dim (V's: or along the keys)"
             )
         return found
 
@@ -1568,14 +1699,14 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
         if (
             len(set(mask_dims)) != len(mask_dims)
             or any(x not in mask_logical for x in mask_dims)
-            or m not in mask_dims
+            or (m is not None and m not in mask_dims)
             or k2 not in mask_dims
         ):
             raise UnsupportedError(
                 f"attention's mask map {mask_dims} is not over (batch..., queries, keys) "
                 f"{mask_logical} with the queries and keys"
             )
-        mask_order = tuple(mask_logical.index(x) for x in mask_dims)
+        mask_order = with_unit_rows([mask_logical.index(x) for x in mask_dims], nb, nb + 1)
     result, o_dims, consumers = op.results[0], o, []
     users = [user_of(u) for u in result.uses]
     perm = _permutation_copy(users[0]) if len(users) == 1 else None
@@ -1600,11 +1731,9 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     )
     placements = {}
     for what in "QKVO":
-        pl = _subspan_placement(subspans[what], what)
-        placements[what] = pl if flat else Placement(pl.binding, pl.offset, orders[what])
+        placements[what] = _subspan_placement(subspans[what], what, None if flat else orders[what])
     if has_mask:
-        pl = _subspan_placement(subspans["mask"], "mask")
-        placements["mask"] = pl if flat else Placement(pl.binding, pl.offset, mask_order)
+        placements["mask"] = _subspan_placement(subspans["mask"], "mask", None if flat else mask_order)
     return placements, subspans["Q"].attributes["layout"], users[0], consumers
 
 
@@ -1653,7 +1782,9 @@ def rewrite_dispatch(
     plan = plan_flash_attention(describe_attention(op), target=target, causal=causal, stages=stages, **plan_options)
     placements, layout, _, _ = attention_placements(op)
     lengths = key_lengths(op)
-    extra = dict(key_lengths=lengths, prologue=scalar_prologue(fn)) if lengths else {}
+    extra = dict(key_lengths=lengths) if lengths else {}
+    if lengths or any(pl.offset is None for pl in placements.values()):  # (the values the kernel reads)
+        extra["prologue"] = scalar_prologue(fn)
     name = ir.StringAttr(fn.attributes["sym_name"]).value
     with fn.context:
         emit_flash_attention(
