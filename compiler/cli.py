@@ -917,6 +917,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(--sizes: the KV lengths, default 4096,32768)",
     )
     b.add_argument(
+        "--v-head-dim-outer",
+        action="store_true",
+        help="with --decode: V stored (batch, KV heads, head dim, keys), as IREE lays out the cache it broadcasts "
+        "for a decoder step exported by iree-turbine (torch reads its own (batch, KV heads, keys, head dim))",
+    )
+    b.add_argument(
         "--compile-time",
         nargs="+",
         metavar="MODULE",

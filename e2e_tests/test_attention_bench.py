@@ -182,15 +182,23 @@ def test_prepare_fails_when_mmaflow_leaves_the_attention(tmp_path, capsys, monke
         (["--causal", "--decode", "1"], "--decode and --causal"),
         (["--kv-heads", "3"], "--kv-heads 3: the query heads (16) share K and V heads in equal groups"),
         (["--kv-heads", "8", "--decode", "1"], "--kv-heads is prefill's"),
+        (["--v-head-dim-outer"], "--v-head-dim-outer is an option of bench --attention --decode"),
     ],
 )
 def test_bad_options_are_clear_errors(tmp_path, capsys, args, needle):
     argv = ["bench", "--attention", "--target", "sm_80", "--prepare-only", str(tmp_path)]
-    for i in range(0, len(args), 2):  # replace or add each option
+    flags = {"--v-head-dim-outer"}  # (options without a value)
+    i = 0
+    while i < len(args):  # replace or add each option
+        if args[i] in flags:
+            argv.append(args[i])
+            i += 1
+            continue
         if args[i] in argv:
             argv[argv.index(args[i]) + 1] = args[i + 1]
         else:
             argv += args[i : i + 2]
+        i += 2
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err, err
@@ -450,16 +458,20 @@ def test_decode_cases_and_reference():
     assert attention_bench.check(shifted.astype(np.float16), ref, bound, "f16")["check"] == "FAIL"
 
 
-def test_decode_run_half_on_cpu(tmp_path):
+@pytest.mark.parametrize("v_transposed", [False, True])
+def test_decode_run_half_on_cpu(tmp_path, v_transposed):
     """A decode manifest's module (the KV length dynamic) runs through the run half: checked against
-    the GQA reference, timed, with GB/s of K and V."""
+    the GQA reference, timed, with GB/s of K and V. ``--v-head-dim-outer``: the module takes V stored
+    (batch, KV heads, head dim, keys), handed the same values so (``module_inputs``)."""
     from iree.compiler import compile_str
 
     from mmaflow.runtime.modules import decode_attention_module
 
-    (case,) = attention_bench.decode_cases([1], [80], [64], ["f16"])
+    (case,) = attention_bench.decode_cases([1], [80], [64], ["f16"], v_transposed)
+    assert case["key"].endswith("_vt") == v_transposed
     name = f"iree_{case['key']}.vmfb"
-    (tmp_path / name).write_bytes(compile_str(decode_attention_module(1, 8, 4, 64, "f16"), extra_args=CPU_FLAGS))
+    module = decode_attention_module(1, 8, 4, 64, "f16", v_transposed=v_transposed)
+    (tmp_path / name).write_bytes(compile_str(module, extra_args=CPU_FLAGS))
     entry = {"variant": "iree-default", "file": name, "target": "llvm-cpu", "config": "test"}
     manifest = {
         "kind": "attention",

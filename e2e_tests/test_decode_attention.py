@@ -200,6 +200,21 @@ def test_v_stored_head_dim_outer_every_form(target, form):
         run_decode(target, batch, m, d, elem, k2, mask=mask, seed=k2, v_transposed=True)
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "gfx942"])
+def test_v_head_dim_outer_module_is_taken_and_checked(target):
+    """``decode_attention_module(v_transposed=True)`` (``bench --attention --decode --v-head-dim-outer``):
+    IREE folds the GQA broadcast as for the plain form and keeps V stored head dim outer; taken and
+    right at an unaligned and an aligned key length."""
+    from mmaflow.runtime.model_check import check_executable
+
+    (exe,) = codegen_module(decode_attention_module(1, 8, 4, 128, v_transposed=True), target).taken
+    attn = exe.facts.problem.attention
+    assert attn.v_transposed and attn.m == 4 and exe.facts.problem.orders[2] == (0, 2, 1)
+    for k2 in (77, 256):
+        (c,) = check_executable(exe, sizes={"k2": k2}, sample=3)
+        assert c.passed, f"K2 {k2}: {c.detail}"
+
+
 def test_unaligned_v_rows_need_the_narrow_loads(monkeypatch):
     """V's rows 16-byte aligned whatever K2 (the alignment test dropped): at K2 = 77 the 16-byte loads
     start mid-row, and the executor reports the misaligned access, as the GPU would fault."""

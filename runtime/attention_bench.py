@@ -106,11 +106,14 @@ def cases(
     return out
 
 
-def decode_cases(batches: list[int], kv_seqs: list[int], head_dims: list[int], dtypes: list[str]) -> list[dict]:
-    """One case per dtype, batch, KV length and head dim of a decoder step (``--decode``)."""
+def decode_cases(
+    batches: list[int], kv_seqs: list[int], head_dims: list[int], dtypes: list[str], v_transposed: bool = False
+) -> list[dict]:
+    """One case per dtype, batch, KV length and head dim of a decoder step (``--decode``;
+    ``v_transposed``: the modules' V stored head dim outer, ``--v-head-dim-outer``)."""
     return [
         {
-            "key": f"{dt}_decode_b{b}_kv{s}_d{d}",
+            "key": f"{dt}_decode_b{b}_kv{s}_d{d}" + ("_vt" if v_transposed else ""),
             "dtype": dt,
             "batch": b,
             "heads": DECODE_HEADS,
@@ -120,6 +123,7 @@ def decode_cases(batches: list[int], kv_seqs: list[int], head_dims: list[int], d
             "head_dim": d,
             "function": "decode_attention",
         }
+        | ({"v_transposed": True} if v_transposed else {})
         for dt in dtypes
         for b in batches
         for s in kv_seqs
@@ -157,10 +161,11 @@ def prepare(
     decode: list[int] | None = None,
     causal: bool = False,
     kv_heads: int | None = None,
+    v_transposed: bool = False,
 ) -> dict:
     """Compile every case with mmaflow for each target and once per IREE target with IREE's
     default pipeline; write the .vmfb files and manifest.json. ``decode``: decode cases at these
-    batch sizes (``seqs``: the KV lengths) instead."""
+    batch sizes (``seqs``: the KV lengths) instead, ``v_transposed``: their V stored head dim outer."""
     from iree.compiler import compile_str
 
     from mmaflow.compiler.core.errors import InputError, VerificationError
@@ -204,14 +209,19 @@ def prepare(
     out_dir.mkdir(parents=True, exist_ok=True)
     prepared = []
     todo = (
-        decode_cases(decode, seqs, head_dims, dtypes)
+        decode_cases(decode, seqs, head_dims, dtypes, v_transposed)
         if decode
         else cases(seqs, head_dims, dtypes, batch=batch, heads=heads, fa3=fa3, causal=causal, kv_heads=kv_heads)
     )
     for case in todo:
         if decode:
             src = decode_attention_module(
-                case["batch"], case["kv_heads"], case["heads"] // case["kv_heads"], case["head_dim"], case["dtype"]
+                case["batch"],
+                case["kv_heads"],
+                case["heads"] // case["kv_heads"],
+                case["head_dim"],
+                case["dtype"],
+                v_transposed=v_transposed,
             )
         elif causal or kv_heads:
             src = torch_sdpa_module(
@@ -289,6 +299,12 @@ def inputs(case: dict) -> list[np.ndarray]:
         rng.standard_normal(shape, dtype=np.float32).astype(NP_DTYPES[case["dtype"]])
         for shape in (q_shape, kv_shape, kv_shape)
     ]
+
+
+def module_inputs(case: dict, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> list[np.ndarray]:
+    """``inputs`` as the case's modules take them: V stored head dim outer (``v_transposed``: the
+    same values, (batch, KV heads, head dim, keys) and contiguous), else as torch takes them."""
+    return [q, k, np.ascontiguousarray(np.swapaxes(v, -1, -2)) if case.get("v_transposed") else v]
 
 
 def reference(
@@ -411,8 +427,9 @@ def run(
         function = case.get("function", FUNCTION)
         for e in case["entries"]:
             mod = CompiledModule((manifest_dir / e["file"]).read_bytes(), driver)
-            outs[e["file"]] = mod(function, q, k, v)
-            t = statistics.median(mod.time(function, q, k, v, warmup=warmup, repeat=repeat))
+            args = module_inputs(case, q, k, v)
+            outs[e["file"]] = mod(function, *args)
+            t = statistics.median(mod.time(function, *args, warmup=warmup, repeat=repeat))
             case_rows.append(
                 _row(
                     case,
@@ -486,7 +503,7 @@ def profile_one(manifest_dir: Path, file: str, key: str, driver: str) -> None:
         file,
         driver,
         case.get("function", FUNCTION),
-        inputs(case),
+        inputs(case) if file == bench_common.TORCH else module_inputs(case, *inputs(case)),
         functools.partial(_sdpa, causal=bool(case.get("causal"))),
     )
 

@@ -733,6 +733,8 @@ def bench_command(args) -> int:
     ):
         if given and not args.attention:
             raise InputError(f"--{name} is an option of bench --attention")
+    if getattr(args, "v_head_dim_outer", False) and not getattr(args, "decode", None):
+        raise InputError("--v-head-dim-outer is an option of bench --attention --decode")
     if getattr(args, "decode", None) and args.fa3_shapes:
         raise InputError("--decode and --fa3-shapes: one set of shapes at a time")
     if getattr(args, "decode", None) and getattr(args, "kv_heads", None):
@@ -778,6 +780,7 @@ def bench_command(args) -> int:
             decode=positive_ints(args.decode, "--decode") if getattr(args, "decode", None) else None,
             causal=getattr(args, "causal", False),
             kv_heads=getattr(args, "kv_heads", None),
+            v_transposed=getattr(args, "v_head_dim_outer", False),
         )
         driver = manifest["driver"]
     elif args.weight_only:

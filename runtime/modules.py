@@ -449,6 +449,7 @@ def decode_attention_module(
     q_len: int = 1,
     kv_seq: int | None = None,
     mask: str | None = None,
+    v_transposed: bool = False,
 ) -> str:
     """``@decode_attention(Q, K, V[, mask]) -> O``: a decoder step's attention against its KV cache,
     spelled as IREE 3.13's torch input conversion lowers PyTorch's ``scaled_dot_product_attention(q,
@@ -458,28 +459,46 @@ def decode_attention_module(
     IREE's dispatch formation then folds the broadcast away: the ``group`` query heads sharing a KV
     head become the attention's query rows. ``kv_seq`` None: the cache's length is a run-time size
     (``?``), as a serving step has it. ``mask``: None, "additive" (of ``dtype``) or "boolean" (i1),
-    ``(batch, kv_heads * group, q_len, kv_seq)``."""
+    ``(batch, kv_heads * group, q_len, kv_seq)``. ``v_transposed``: V stored ``(batch, kv_heads,
+    head_dim, kv_seq)`` (the keys innermost), as IREE lays out the cache it broadcasts for a decoder
+    step exported by iree-turbine; the attention reads it so."""
     s = "?" if kv_seq is None else str(kv_seq)
     hq, bh = kv_heads * group, batch * kv_heads * group
     q_t, kv_t = f"tensor<{batch}x{hq}x{q_len}x{head_dim}x{dtype}>", f"tensor<{batch}x{kv_heads}x{s}x{head_dim}x{dtype}>"
     wide_t = f"tensor<{batch}x{kv_heads}x{group}x{s}x{head_dim}x{dtype}>"
     all_t = f"tensor<{batch}x{hq}x{s}x{head_dim}x{dtype}>"
     fq_t, fkv_t = f"tensor<{bh}x{q_len}x{head_dim}x{dtype}>", f"tensor<{bh}x{s}x{head_dim}x{dtype}>"
+    # each of K and V: (its type, broadcast, per query head, flattened, the dim holding the keys)
+    kv = {"k": (kv_t, wide_t, all_t, fkv_t, 2)}
+    kv["v"] = (
+        (
+            f"tensor<{batch}x{kv_heads}x{head_dim}x{s}x{dtype}>",
+            f"tensor<{batch}x{kv_heads}x{group}x{head_dim}x{s}x{dtype}>",
+            f"tensor<{batch}x{hq}x{head_dim}x{s}x{dtype}>",
+            f"tensor<{bh}x{head_dim}x{s}x{dtype}>",
+            3,
+        )
+        if v_transposed
+        else kv["k"]
+    )
     m_elem = {"additive": dtype, "boolean": "i1", None: None}[mask]
     m_t, fm_t = f"tensor<{batch}x{hq}x{q_len}x{s}x{m_elem}>", f"tensor<{bh}x{q_len}x{s}x{m_elem}>"
     dims = "(b, m, n, k1, k2)"
-    parts = ["b, m, k1", "b, k2, k1", "b, k2, n", ""] + (["b, m, k2"] if mask else []) + ["b, m, n"]
+    v_map = "b, n, k2" if v_transposed else "b, k2, n"
+    parts = ["b, m, k1", "b, k2, k1", v_map, ""] + (["b, m, k2"] if mask else []) + ["b, m, n"]
     maps = ", ".join(f"affine_map<{dims} -> ({r})>" for r in parts)
-    args = f"%q: {q_t}, %k: {kv_t}, %v: {kv_t}" + (f", %mask: {m_t}" if mask else "")
+    args = f"%q: {q_t}, %k: {kv['k'][0]}, %v: {kv['v'][0]}" + (f", %mask: {m_t}" if mask else "")
     lines = [
         f"func.func @decode_attention({args}) -> {q_t} {{",
         f"  %scale = arith.constant {1.0 / head_dim**0.5!r} : f32",
         "  %c2 = arith.constant 2 : index",
+        "  %c3 = arith.constant 3 : index",
     ]
     for x in ("k", "v"):  # each KV head broadcast to its group of query heads, as torch's enable_gqa does
+        kv_t, wide_t, all_t, fkv_t, keys_at = kv[x]
         size = f"%{x}_len" if kv_seq is None else ""
         if kv_seq is None:
-            lines.append(f"  %{x}_len = tensor.dim %{x}, %c2 : {kv_t}")
+            lines.append(f"  %{x}_len = tensor.dim %{x}, %c{keys_at} : {kv_t}")
         lines += [
             f"  %{x}_e = tensor.empty({size}) : {wide_t}",
             f"  %{x}_b = linalg.generic {{indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d3, d4)>, "
@@ -496,7 +515,7 @@ def decode_attention_module(
     if mask:
         lines.append(f"  %mask1 = tensor.collapse_shape %mask [[0, 1], [2], [3]] : {m_t} into {fm_t}")
     ins = "%q1, %k1, %v1, %scale" + (", %mask1" if mask else "")
-    types = f"{fq_t}, {fkv_t}, {fkv_t}, f32" + (f", {fm_t}" if mask else "")
+    types = f"{fq_t}, {kv['k'][3]}, {kv['v'][3]}, f32" + (f", {fm_t}" if mask else "")
     lines += [
         f"  %e = tensor.empty() : {fq_t}",
         f"  %o = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>",
