@@ -139,14 +139,11 @@ class AttentionDispatch:
         a.setdefault("mask_type", None)
         orders, mask, mask_order = d.get("orders"), d.get("mask"), d.get("mask_order")
 
-        def binding(b: dict) -> Binding:  # (a run-time offset, None, is left out of the attribute too)
-            return Binding(b["binding"], b.get("offset"))
-
         return AttentionDispatch(
             Attention(**a),
-            *(binding(d[r]) for r in ("q", "k", "v", "o")),
+            *(Binding.from_dict(d[r]) for r in ("q", "k", "v", "o")),
             orders=tuple(tuple(x) for x in orders) if orders is not None else None,
-            mask=binding(mask) if mask is not None else None,
+            mask=Binding.from_dict(mask) if mask is not None else None,
             mask_order=tuple(mask_order) if mask_order is not None else None,
             dynamic=tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ())),
         )

@@ -56,7 +56,7 @@ class CopyDispatch:
     @staticmethod
     def from_dict(d: dict) -> "CopyDispatch":
         d = dict(d)
-        d["src"], d["dst"] = Binding(**d["src"]), Binding(**d["dst"])
+        d["src"], d["dst"] = Binding.from_dict(d["src"]), Binding.from_dict(d["dst"])
         for k in ("sizes", "src_shape", "src_offsets", "dst_shape", "dst_offsets"):
             d[k] = tuple(d[k])
         return CopyDispatch(**d)

@@ -24,6 +24,11 @@ class Binding:
     def describe(self) -> str:
         return f"binding {self.binding} @ {'?' if self.offset is None else self.offset}"
 
+    @staticmethod
+    def from_dict(d: dict) -> "Binding":
+        """From its attribute: a run-time offset (None) is left out of the attribute, not 0."""
+        return Binding(d["binding"], d.get("offset"))
+
 
 @dataclass(frozen=True)
 class EpilogueInput:
@@ -134,16 +139,16 @@ class Contraction:
     def from_dict(d: dict) -> "Contraction":
         d = dict(d)
         for role in ("a", "b", "c"):
-            d[role] = Binding(**d[role])
+            d[role] = Binding.from_dict(d[role])
         d["epilogue"] = tuple(
-            EpilogueInput(Binding(**e["at"]), e["type"], tuple(e["shape"]), tuple(e["dims"]))
+            EpilogueInput(Binding.from_dict(e["at"]), e["type"], tuple(e["shape"]), tuple(e["dims"]))
             for e in d.get("epilogue", ())
         )
         d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
         d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         if d.get("scales"):
             sc = d["scales"]
-            d["scales"] = BlockScales(Binding(**sc["a"]), Binding(**sc["b"]), sc["type"], sc["block"])
+            d["scales"] = BlockScales(Binding.from_dict(sc["a"]), Binding.from_dict(sc["b"]), sc["type"], sc["block"])
         return Contraction(**d)
 
     def describe(self) -> str:

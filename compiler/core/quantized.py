@@ -57,8 +57,8 @@ class WeightOnlyMatmul:
     def from_dict(d: dict) -> "WeightOnlyMatmul":
         d = dict(d)
         for name in ("a", "w", "out"):
-            d[name] = Binding(**d[name])
-        d["params"] = tuple(Binding(**p) for p in d["params"])
+            d[name] = Binding.from_dict(d[name])
+        d["params"] = tuple(Binding.from_dict(p) for p in d["params"])
         d["param_types"] = tuple(d["param_types"])
         d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         d.setdefault("m", None)
