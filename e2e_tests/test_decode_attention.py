@@ -215,6 +215,17 @@ def test_v_head_dim_outer_module_is_taken_and_checked(target):
         assert c.passed, f"K2 {k2}: {c.detail}"
 
 
+def test_one_query_with_a_mask_is_checked_against_many_keys():
+    """The check's additive mask for a decoder step (one query, the keys many): causal bottom-right
+    aligned, so the query sees every key (plus random values), not key 0 alone (top-left aligned, O
+    would be V's key 0 exactly, and no key past it could fail the check)."""
+    from mmaflow.runtime.model_check import check_executable
+
+    (exe,) = codegen_module(decode_attention_module(2, 8, 1, 64, mask="additive", v_transposed=True), "sm_90a").taken
+    (c,) = check_executable(exe, sizes={"k2": 77})
+    assert c.passed and c.max_abs_err > 0, c.line()
+
+
 def test_unaligned_v_rows_need_the_narrow_loads(monkeypatch):
     """V's rows 16-byte aligned whatever K2 (the alignment test dropped): at K2 = 77 the 16-byte loads
     start mid-row, and the executor reports the misaligned access, as the GPU would fault."""

@@ -267,7 +267,8 @@ def test_the_decoder_step_s_attention_on_the_executor(target):
     """llama_decode's attention (one query, V stored head dim outer, K and V at run-time byte offsets)
     at cache lengths 1, 77 (V's rows not 16-byte aligned: its loads one element each), 256 and 1000
     (several key tiles a split rank): K and V placed by the check where IREE may put them (past Q,
-    at the promised 1024-byte multiples), sentinels around every tensor."""
+    at the promised 1024-byte multiples: Q, K and V then packed one after another), sentinel bytes past
+    them and around O."""
     _, taken, _ = _decisions("llama_decode", "f16", target)
     for k2 in (1, 77, 256, 1000):
         (c,) = check_executable(taken["9"], seed=k2, sizes={"k2": k2})

@@ -711,9 +711,11 @@ def check_attention_site(
             logical = rng.random(full) < 0.8
             logical[..., 0] = True
         else:
-            logical = np.where(np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None], -np.inf, 0.0) + rng.uniform(
-                -3.0, 1.0, full
-            )
+            # Causal, bottom-right aligned where the queries are fewer than the keys (a decoder step's last
+            # query sees them all: top-left aligned, one query would see key 0 alone), plus random values.
+            shift = max(0, attn.k2 - attn.m)
+            hidden = np.arange(attn.k2)[None, :] > np.arange(attn.m)[:, None] + shift
+            logical = np.where(hidden, -np.inf, 0.0) + rng.uniform(-3.0, 1.0, full)
         present = [i for i in range(nb + 2) if i in order]
         squeezed = logical.reshape([sizes[i] for i in present])
         mask = np.transpose(squeezed, [present.index(i) for i in order]).astype(m_r.dtype)

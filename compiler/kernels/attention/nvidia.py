@@ -254,8 +254,8 @@ class FlashAttentionPlan:
         keys = "a run-time number of" if self.k2 is None else self.k2
         tiles = "run-time" if self.k2 is None else self.key_tiles
         return (
-            f"flash attention {self.elem}: batch {self.batch}, {self.m} queries x {keys} keys, head dim "
-            f"{self.head_dim}, scale {self.scale:g}{causal_words(self)}"
+            f"flash attention {self.elem}: batch {self.batch}, {self.m} {'query' if self.m == 1 else 'queries'} x "
+            f"{keys} keys, head dim {self.head_dim}, scale {self.scale:g}{causal_words(self)}"
             f"{mask}; {self.intrinsic.name}, "
             f"grid {self.grid}, {self.workgroup_size} threads, {tiles} key tiles of {BLOCK_N}, "
             f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
