@@ -269,3 +269,33 @@ def test_nvidia_tiles_follow_the_number_of_sms():
     raster = {s: default_config(t, Contraction(s, s, s, 1, "f16", "f16", "f32"), 32).raster for s in (4096, 8192)}
     assert raster == {4096: 1, 8192: 8}
     assert default_config(get_target("gfx942"), Contraction(8192, 8192, 8192, 1, "f16", "f16", "f32")).raster == 1
+
+
+def test_a_run_time_offset_survives_the_records_attribute():
+    """A binding at a run-time byte offset (None) reads back as None from the attribute select writes,
+    not 0 (the attribute leaves None out): a matmul's C, an epilogue input and block scales; in
+    llama_decode, the K and V projection's C and the attention's K and V (run-time offsets of one buffer)."""
+    from pathlib import Path
+
+    from mmaflow.compiler.core.problem import Binding, BlockScales, Contraction, EpilogueInput
+
+    problem = Contraction(
+        2,
+        256,
+        1024,
+        1,
+        "f16",
+        "f16",
+        "f32",
+        c=Binding(2, None),
+        epilogue=(EpilogueInput(Binding(3, None), "f16", (2, 256), ("m", "n")),),
+        scales=BlockScales(Binding(4, None), Binding(4, 64), "f8E8M0FNU", 32),
+    )
+    with new_context():
+        back = Contraction.from_dict(attrs.from_attr(attrs.to_attr(problem.to_dict())))
+    assert back == problem
+    model = Path(__file__).parent / "models" / "llama_decode_f16.mlir"
+    res = codegen_module(model.read_text(), "sm_90a", require_matmul=False)
+    taken = {e.name.split("dispatch_")[1]: e.facts.problem for e in res.taken}
+    assert taken["1"].c.offset is None
+    assert taken["9"].k.offset is None and taken["9"].v.offset is None and taken["9"].q.offset == 0
