@@ -264,9 +264,13 @@ def parse_rocmasm(text: str, kernel: str, target: Target, matrix: str | None = N
             instrs.append(("instr", line.split(";")[0].strip()))
     lines = [t for k, t in instrs if k == "instr"]
     # The K loop is the innermost loop holding matrix instructions: LLVM lays an if / else inside it
-    # out with backward branches too (the decode attention's V loads versioned on alignment).
+    # out with backward branches too (the decode attention's V loads versioned on alignment). Where no
+    # loop holds any (K unrolled), the loop there is (a store loop: the report says it is not K's).
+    branch = re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)")
     within = matrix or next((m for m in ("v_mfma", "v_wmma", "v_smfmac") if any(t.startswith(m) for t in lines)), None)
-    body = _loop_body(instrs, re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)"), within)
+    body = _loop_body(instrs, branch, within)
+    if body is None and matrix is None:
+        body = _loop_body(instrs, branch)
     if matrix is not None:  # the other kernel's matrix instructions are not this one's
         mma = _AMD_CATEGORIES[0][1]
         lines = [t for t in lines if t.startswith(matrix) or not mma.search(t)]
