@@ -158,14 +158,16 @@ def test_decode_attention(target, form, k2):
 
 
 @pytest.mark.exhaustive
+@pytest.mark.parametrize("v_transposed", [False, True], ids=["v", "vt"])
 @pytest.mark.parametrize("target", TARGETS)
 @pytest.mark.parametrize("form", FORMS, ids=lambda f: "-".join(map(str, f)))
-def test_decode_attention_every_form(target, form):
+def test_decode_attention_every_form(target, form, v_transposed):
+    """Every form on every target, V stored either way (head dim outer: also at 77 keys, its rows unaligned)."""
     batch, m, d, elem, mask = form
     if target == "gfx1201" and d == 128 and mask:
         pytest.skip("refused on gfx1201 (test_refusals)")
-    for k2 in KEYS:
-        run_decode(target, batch, m, d, elem, k2, mask=mask, seed=k2)
+    for k2 in KEYS + ([77] if v_transposed else []):
+        run_decode(target, batch, m, d, elem, k2, mask=mask, seed=k2, v_transposed=v_transposed)
 
 
 # V stored head dim outer (a decoder step's cache as IREE broadcasts it): its tiles read along the keys, 16 bytes
@@ -187,17 +189,6 @@ def test_v_stored_head_dim_outer(target, form, k2):
     batch, m, d, elem, mask = form
     plan = run_decode(target, batch, m, d, elem, k2, mask=mask, v_transposed=True)
     assert "V stored head dim outer" in plan.describe()
-
-
-@pytest.mark.exhaustive
-@pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("form", FORMS, ids=lambda f: "-".join(map(str, f)))
-def test_v_stored_head_dim_outer_every_form(target, form):
-    batch, m, d, elem, mask = form
-    if target == "gfx1201" and d == 128 and mask:
-        pytest.skip("refused on gfx1201 (test_refusals)")
-    for k2 in KEYS + [77]:
-        run_decode(target, batch, m, d, elem, k2, mask=mask, seed=k2, v_transposed=True)
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "gfx942"])
