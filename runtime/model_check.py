@@ -659,12 +659,19 @@ def check_attention_site(
     attn = rec.attention
     lay = front.layout(constants)
 
+    subspans = (
+        _attention_subspans(front.func)
+        if None in (rec.q.offset, rec.k.offset, rec.v.offset, rec.o.offset)
+        or (rec.mask is not None and rec.mask.offset is None)
+        else {}
+    )
+
     def region(binding, role, outputs=False):
         """The region of the attention's ``role`` tensor: by its binding and byte offset, or (a
         run-time offset) by the subspan the attention op reads it through."""
         side = lay.outputs if outputs else lay.inputs
         if binding.offset is None:
-            value = _attention_subspans(front.func)[role]
+            value = subspans[role]
             found = [r for v, r in side if v == value and r.binding == binding.binding]
         else:
             found = [r for _, r in side if r.binding == binding.binding and r.start == binding.offset]

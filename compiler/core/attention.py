@@ -138,7 +138,6 @@ class AttentionDispatch:
             a.setdefault(name, None)
         a.setdefault("mask_type", None)
         orders, mask, mask_order = d.get("orders"), d.get("mask"), d.get("mask_order")
-
         return AttentionDispatch(
             Attention(**a),
             *(Binding.from_dict(d[r]) for r in ("q", "k", "v", "o")),
@@ -206,8 +205,9 @@ def _roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
         "K2": role((k & v) - q),
         "N": role((v & o) - q),
     }
-    # No M: one query, its loop folded away (a decoder step as IREE forms it from iree-turbine's export).
-    for what in ("M", "K1", "K2", "N")[not roles["M"] :]:
+    for what in ("M", "K1", "K2", "N"):
+        if what == "M" and not roles[what]:
+            continue  # one query, its loop folded away (a decoder step as IREE forms it from iree-turbine's export)
         if len(roles[what]) != 1:
             raise InputError(
                 f"{op.name}: {len(roles[what])} loops play the role of {what} in its indexing maps",

@@ -415,10 +415,10 @@ class AmdKernel:
             return v_em.add(v_em.mul(v_em.div(key, group), group), v_em.table(list(p.v_columns), v_em.rem(key, group)))
 
         if p.v_transposed:  # 8 keys of one head-dim row: along a V^T row, whole where the columns are the keys
+            vsplit = 1 if (BLOCK_N + p.lds_pad) % 8 == 0 else 2  # (V^T's rows 16-byte aligned, or 8)
+            part = 8 // vsplit
             for (hd, key), val in zip(self.v_at, values[n:]):
                 if identity:
-                    vsplit = 1 if (BLOCK_N + p.lds_pad) % 8 == 0 else 2  # (V^T's rows 16-byte aligned, or 8)
-                    part = 8 // vsplit
                     for h in range(vsplit):
                         piece = val if vsplit == 1 else v_em.extract_slice(val, h * part, part)
                         v_em.lds_store(piece, vt_lds, [hd, v_em.add(key, h * part)])

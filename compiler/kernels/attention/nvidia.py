@@ -1635,10 +1635,11 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
     logical = {"Q": batch + [m, k1], "K": batch + [k2, k1], "V": batch + [k2, n], "O": batch + [m, n]}
     nb = len(batch)
 
-    def with_unit_rows(found: list[int], rows: int, inner: int) -> tuple[int, ...]:
-        """A storage order lacking the one query's rows dim, with it (a unit dim) just outside ``inner``."""
-        if rows not in found:
-            found.insert(found.index(inner), rows)
+    def with_unit_rows(found: list[int]) -> tuple[int, ...]:
+        """A storage order lacking the one query's rows dim (nb), with it as a unit dim just outside the
+        innermost logical dim (nb + 1: the head dim, or the mask's keys)."""
+        if nb not in found:
+            found.insert(found.index(nb + 1), nb)
         return tuple(found)
 
     def order(what: str, dims: list[int]) -> tuple[int, ...]:
@@ -1648,7 +1649,7 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
             raise UnsupportedError(
                 f"attention's {what} map {dims} is not a permutation of its (batch..., rows, head dim) loops {want}"
             )
-        found = with_unit_rows([want.index(x) for x in dims], nb, nb + 1)
+        found = with_unit_rows([want.index(x) for x in dims])
         if found[-1] != nb + 1 and not (what == "V" and found[-1] == nb):
             raise UnsupportedError(
                 f"attention's {what} is stored with its head dim not innermost (indexing map "
@@ -1706,7 +1707,7 @@ def attention_placements(op: ir.Operation) -> tuple[dict[str, Placement], ir.Att
                 f"attention's mask map {mask_dims} is not over (batch..., queries, keys) "
                 f"{mask_logical} with the queries and keys"
             )
-        mask_order = with_unit_rows([mask_logical.index(x) for x in mask_dims], nb, nb + 1)
+        mask_order = with_unit_rows([mask_logical.index(x) for x in mask_dims])
     result, o_dims, consumers = op.results[0], o, []
     users = [user_of(u) for u in result.uses]
     perm = _permutation_copy(users[0]) if len(users) == 1 else None
