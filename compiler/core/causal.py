@@ -41,6 +41,7 @@ from mmaflow.compiler.core.mlir import (
     dispatch_tensor_access,
     parent_named,
     subspan_binding,
+    subspan_dims,
     subspan_offset,
     user_of,
     walk,
@@ -56,20 +57,31 @@ _TENSOR = re.compile(r"dispatch\.tensor<\w+:(tensor<[^>]*>)>")  # (the bindings 
 
 @dataclass(frozen=True)
 class Offset:
-    """A subspan's byte offset: a constant, or push constant ``ordinal`` (its value at each call site,
-    an i32 read unsigned: IREE loads offsets with ``arith.index_castui``)."""
+    """A subspan's byte offset (or a dynamic dim): a constant, or push constant ``ordinal`` (its value at
+    each call site, an i32 read unsigned: IREE loads offsets with ``arith.index_castui``), or, where IREE
+    passes a 64-bit value, push constants ``ordinal`` (the low word) and ``high`` joined
+    (``lo | hi << 32``)."""
 
     value: int | None = None
     ordinal: int | None = None
     unsigned: bool = False
+    high: int | None = None
 
     def at(self, push: list[int | None]) -> int | None:
         if self.ordinal is None:
             return self.value
+        if self.high is not None:
+            lo, hi = (push[i] if i < len(push) else None for i in (self.ordinal, self.high))
+            return None if lo is None or hi is None else (lo & 0xFFFFFFFF) | (hi & 0xFFFFFFFF) << 32
         v = push[self.ordinal] if self.ordinal < len(push) else None
         if v is not None and v < 0:
             return v + (1 << 32) if self.unsigned else None
         return v
+
+    @property
+    def ordinals(self) -> tuple[int, ...]:
+        """The push constants it reads."""
+        return tuple(i for i in (self.ordinal, self.high) if i is not None)
 
 
 @dataclass(frozen=True)
@@ -84,6 +96,7 @@ class Subspan:
     shape: tuple[int | None, ...] = ()
     elem: str = ""
     stored_whole: bool = False  # written by one whole-tensor store in the function's body (every byte)
+    dims: tuple[Offset | None, ...] = ()  # its dynamic dims' values, in order (None: not readable here)
 
     @property
     def writes(self) -> bool:
@@ -103,7 +116,7 @@ def _int(value: ir.Value, depth: int = 0) -> Offset | None:
         return Offset(value=ir.IntegerAttr(op.attributes["value"]).value)
     if op.name in ("arith.index_castui", "arith.extui"):
         inner = _int(op.operands[0], depth + 1)
-        return None if inner is None else Offset(inner.value, inner.ordinal, True)
+        return None if inner is None else Offset(inner.value, inner.ordinal, True, inner.high)
     if op.name == "arith.index_cast":
         return _int(op.operands[0], depth + 1)
     if op.name == "util.assume.int":
@@ -111,6 +124,18 @@ def _int(value: ir.Value, depth: int = 0) -> Offset | None:
         return _int(op.operands[i], depth + 1)
     if op.name == "hal.interface.constant.load":
         return Offset(ordinal=ir.IntegerAttr(op.attributes["ordinal"]).value)
+    if op.name == "arith.ori":  # a 64-bit value in two push constants: extui(lo) | shli(extui(hi), 32)
+        lo, shl = _int(op.operands[0], depth + 1), defining_op(op.operands[1])
+        if shl is None or shl.name != "arith.shli":
+            return None
+        hi, amount = _int(shl.operands[0], depth + 1), _int(shl.operands[1], depth + 1)
+        if lo is None or hi is None or amount is None or amount.value != 32:
+            return None
+        if lo.ordinal is None or hi.ordinal is None or lo.high is not None or hi.high is not None:
+            return None
+        return Offset(ordinal=lo.ordinal, unsigned=True, high=hi.ordinal)
+    if op.name == "iree_tensor_ext.dispatch.workload.ordinal":
+        return _int(op.operands[0], depth + 1)
     return None
 
 
@@ -159,7 +184,8 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
             and None not in shape
             and _whole(users[0], shape)
         )
-        out[op] = Subspan(subspan_binding(op), offset, access, nbytes, shape, elem, whole)
+        dims = tuple(_int(v) for v in subspan_dims(op))
+        out[op] = Subspan(subspan_binding(op), offset, access, nbytes, shape, elem, whole, dims)
     return out
 
 

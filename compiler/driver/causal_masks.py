@@ -8,9 +8,9 @@ generator writes, and nothing else reads it, that generator's dispatch is remove
 program: the mask is never written at all. Where IREE compiles the attention (select refused it),
 IREE's code reads the mask, and its writer stays.
 
-Ranges: a dispatch's access through a binding is each of its subspans there (binding offset +
-subspan offset, push constants read at the call site as IREE's ``index_castui`` does, the
-subspan's bytes); a subspan whose offset or size cannot be read covers the whole binding.
+Ranges: a dispatch's access through a binding is each of its subspans there (``host_program.py``:
+binding offset + subspan offset, for the subspan's bytes, constants or linear forms over the host's
+run-time values); a subspan whose offset or size cannot be read covers the whole binding.
 
 The proof, for each ``stream.cmd.dispatch`` of the attention (every one of them, or none gets the
 attribute): the attention op is the dispatch's only one, and its mask a whole-tensor load of a
@@ -38,153 +38,24 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from mmaflow.compiler.core.attention import ATTENTION_OPS, query_key_loops
-from mmaflow.compiler.core.causal import (
-    CAUSAL_MASK,
-    CAUSAL_ROWS,
-    Generator,
-    MaskSite,
-    Subspan,
-    generator,
-    mask_site,
-    subspans,
-)
+from mmaflow.compiler.core.causal import CAUSAL_MASK, CAUSAL_ROWS, Generator, MaskSite, generator, mask_site
 from mmaflow.compiler.core.errors import InputError
-from mmaflow.compiler.core.mlir import constant_int, defining_op, parent_named, segments, str_attr, user_of, walk
-
-READ, WRITE = 1, 2  # stream.cmd.dispatch's resource_accesses bits
-
-
-@dataclass
-class _Access:
-    resource: ir.Value | None  # None: any resource (a dispatch this module cannot read)
-    start: int | None  # None: unknown, the whole resource
-    end: int | None
-    reads: bool
-    writes: bool
-    binding: int = -1
-    whole: bool = False  # a write storing every byte of [start, end)
-
-    def overlaps(self, resource, start: int, end: int) -> bool:
-        if self.resource is not None and self.resource != resource:
-            return False
-        return self.start is None or (self.start < end and start < self.end)
+from mmaflow.compiler.core.mlir import defining_op, parent_named, segments, user_of, walk
+from mmaflow.compiler.driver.host_program import Program, Site, commands, dead_after, execute_of, last_writer
 
 
-@dataclass
-class _Site:
-    op: ir.Operation
-    export: str  # "exe::variant::export"
-    accesses: list[_Access] = field(default_factory=list)
-    exports: tuple[str, ...] = ()  # every entry point it names (one per target variant)
-    bases: list = field(default_factory=list)  # per binding: (resource, byte offset or None)
-    push: list = field(default_factory=list)  # the push constants' values (None: not constant)
-
-    @property
-    def name(self) -> str:
-        return self.export.split("::")[-1]
-
-    def range_of(self, sub: Subspan) -> tuple[ir.Value, int, int] | None:
-        """Where a subspan of this dispatch's function lies at this call: (resource, start, end)."""
-        if sub.binding >= len(self.bases) or sub.offset is None or sub.nbytes is None:
-            return None
-        resource, base = self.bases[sub.binding]
-        off = sub.offset.at(self.push)
-        if base is None or off is None:
-            return None
-        return resource, base + off, base + off + sub.nbytes
-
-
-def _entry(ref: ir.Attribute) -> str:
-    return str(ref).replace("@", "").replace('"', "")
-
-
-class _Program:
-    """The module's dispatch functions by export, and what each call site accesses."""
+class _Program(Program):
+    """The host program's ranges, and the causal generators among its dispatch functions."""
 
     def __init__(self, module: ir.Module):
-        self.funcs: dict[str, ir.Operation] = {}
-        for exe in walk(module.operation):
-            if exe.name != "hal.executable":
-                continue
-            for variant in walk(exe):
-                if variant.name != "hal.executable.variant":
-                    continue
-                for f in walk(variant):
-                    if f.name == "func.func":
-                        key = f"{str_attr(exe, 'sym_name')}::{str_attr(variant, 'sym_name')}::{str_attr(f, 'sym_name')}"
-                        self.funcs[key] = f
-        self._subspans: dict[str, list[Subspan]] = {}
-        self.sites: dict[ir.Operation, _Site] = {}
+        super().__init__(module)
         self.generators: dict[str, Generator | None] = {}
-
-    def subspans_of(self, export: str) -> list[Subspan] | None:
-        if export not in self._subspans:
-            f = self.funcs.get(export)
-            self._subspans[export] = None if f is None else list(subspans(f).values())
-        return self._subspans[export]
 
     def generator(self, export: str) -> Generator | None:
         if export not in self.generators:
             f = self.funcs.get(export)
             self.generators[export] = None if f is None else generator(f)[0]
         return self.generators[export]
-
-    def site(self, op: ir.Operation) -> _Site:
-        if op not in self.sites:
-            self.sites[op] = self._site(op)
-        return self.sites[op]
-
-    def _site(self, op: ir.Operation) -> _Site:
-        """A dispatch's accesses: per binding, one per subspan of its function there."""
-        exports = tuple(_entry(r) for r in ir.ArrayAttr(op.attributes["entry_points"]))
-        if len(exports) != 1:  # (several variants: their bindings' offsets may differ)
-            return _Site(op, exports[0] if exports else "", [_Access(None, None, None, True, True)], exports)
-        export = exports[0]
-        _, uniforms, resources, _, offsets, lengths = segments(op)
-        resources = [_captured(op, r) for r in resources]  # (one resource captured twice is one resource)
-        push = [constant_int(v) for v in uniforms]
-        modes = [ir.IntegerAttr(a).value for a in ir.ArrayAttr(op.attributes["resource_accesses"])]
-        subs = self.subspans_of(export)
-        site = _Site(op, export, exports=exports, push=push)
-        for b, (res, off, length, mode) in enumerate(zip(resources, offsets, lengths, modes)):
-            base, n = constant_int(off), constant_int(length)
-            site.bases.append((res, base))
-            whole_binding = (base, None if base is None or n is None else base + n)
-            mine = [s for s in (subs or []) if s.binding == b]
-            if subs is None or not mine:  # (nothing read of it: the whole binding, as the host says)
-                mine = [None]
-            for s in mine:
-                start, end = whole_binding
-                r = None if s is None else site.range_of(s)
-                if r is not None:
-                    start, end = r[1], r[2]
-                reads = bool(mode & READ) and (s is None or s.reads)
-                writes = bool(mode & WRITE) and (s is None or s.writes)
-                whole = writes and r is not None and s.stored_whole
-                site.accesses.append(_Access(res, start if end is not None else None, end, reads, writes, b, whole))
-        return site
-
-
-_CONTAINERS = ("stream.cmd.execute", "stream.cmd.concurrent", "stream.cmd.serial")
-
-
-def _commands(execute: ir.Operation) -> list[ir.Operation]:
-    """An execute region's commands in program order (inside concurrent / serial blocks too)."""
-    return [o for o in walk(execute) if o.name.startswith("stream.cmd.") and o.name not in _CONTAINERS]
-
-
-def _touches(op: ir.Operation, resource: ir.Value) -> bool:
-    return any(_captured(op, v) == resource for v in op.operands)
-
-
-def _captured(op: ir.Operation, value: ir.Value) -> ir.Value:
-    """What an execute region's block argument stands for: the value it captures (``value`` itself
-    when it is not one), so that accesses compare resources, not their names in the region."""
-    execute = parent_named(op, "stream.cmd.execute")
-    if execute is None:
-        return value
-    outer = _outer(execute, value)
-    return value if outer is None else outer
 
 
 @dataclass
@@ -216,10 +87,8 @@ class Proof:
                 if gen.op in seen:
                     continue
                 seen.add(gen.op)
-                execute = gen.op.parent
-                while execute.name != "stream.cmd.execute":
-                    execute = execute.parent
-                cmds = _commands(execute)
+                execute = execute_of(gen.op)
+                cmds = commands(execute)
                 why = _dead(self.prog, execute, cmds[cmds.index(gen.op) + 1 :], gen, readers, self.stamped)
                 if why:
                     log.append(f"mmaflow: {gen.name}: kept ({why})")
@@ -252,7 +121,7 @@ def prove(module: ir.Module) -> Proof:
     for execute in walk(module.operation):
         if execute.name != "stream.cmd.execute":
             continue
-        cmds = _commands(execute)
+        cmds = commands(execute)
         for i, cmd in enumerate(cmds):
             if cmd.name != "stream.cmd.dispatch":
                 continue
@@ -290,7 +159,7 @@ def prove(module: ir.Module) -> Proof:
     return Proof(prog, masks, log)
 
 
-def _proof(prog: _Program, before, site: _Site, mask: MaskSite) -> _Site | None:
+def _proof(prog: _Program, before, site: Site, mask: MaskSite) -> Site | None:
     """The generator dispatch that wrote this call's mask, if the walk back proves one: in this
     region, or (nothing in it writes the mask) in the initializer that wrote the immutable global
     the region reads it from."""
@@ -313,29 +182,22 @@ def _proof(prog: _Program, before, site: _Site, mask: MaskSite) -> _Site | None:
     if init is None:
         return None
     init_execute, value = init
-    found, writer = _last_writer(prog, _commands(init_execute), value, start, end, mask)
+    found, writer = _last_writer(prog, commands(init_execute), value, start, end, mask)
     return writer if found else None
 
 
-def _last_writer(prog: _Program, before, resource, start, end, mask) -> tuple[bool, _Site | None]:
+def _last_writer(prog: _Program, before, resource, start, end, mask) -> tuple[bool, Site | None]:
     """Walking back over ``before``: whether a command writes a byte of [start, end) of
     ``resource``, and that command if it is a causal generator writing exactly that range."""
-    for cmd in reversed(before):
-        if cmd.name != "stream.cmd.dispatch":
-            if _touches(cmd, resource):
-                return True, None
-            continue
-        other = prog.site(cmd)
-        hits = [a for a in other.accesses if a.writes and a.overlaps(resource, start, end)]
-        if not hits:
-            continue
-        gen = prog.generator(other.export)
-        if gen is None or len(hits) != 1 or hits[0].resource is None or (hits[0].start, hits[0].end) != (start, end):
-            return True, None
-        if any(a.reads for a in other.accesses) or gen.causal_rows(mask) is None:
-            return True, None
-        return True, other
-    return False, None
+    found, other, hit = last_writer(prog, before, resource, start, end)
+    if other is None:
+        return found, None
+    gen = prog.generator(other.export)
+    if gen is None or (hit.start, hit.end) != (start, end):
+        return True, None
+    if any(a.reads for a in other.accesses) or gen.causal_rows(mask) is None:
+        return True, None
+    return True, other
 
 
 def _initializer_region(outer: ir.Value) -> tuple[ir.Operation, ir.Value] | None:
@@ -371,56 +233,21 @@ def _initializer_region(outer: ir.Value) -> tuple[ir.Operation, ir.Value] | None
     return init_execute, value
 
 
-def _dead(prog: _Program, execute, after, gen: _Site, readers: dict[str, _Mask], stamped) -> str:
+def _dead(prog: _Program, execute, after, gen: Site, readers: dict[str, _Mask], stamped) -> str:
     """Why the generator's write must stay ("" if nothing but ``readers``' attention reads it, each as
     its mask; ``stamped``: every proven attention export, taken by mmaflow or not)."""
     writes = [a for a in gen.accesses if a.writes]
     if len(writes) != 1 or writes[0].start is None:
         return "its write is not one known range"
-    host = execute.parent
-    while host is not None and host.name not in ("util.func", "func.func", "util.initializer"):
-        if host.name.startswith(("scf.", "cf.")):  # (a loop runs the region again: earlier commands read it too)
-            return f"its region runs under {host.name}"
-        host = host.parent
-    if host is None or len(host.regions[0].blocks) != 1:
-        return "its region is not in straight-line host code"
-    resource, start, end = writes[0].resource, writes[0].start, writes[0].end
-    live = [(start, end)]  # the bytes of the range no whole store has overwritten since
-    for cmd in after:
-        if cmd.name != "stream.cmd.dispatch":
-            if _touches(cmd, resource):
-                return f"{cmd.name} uses its resource"
-            continue
-        site = prog.site(cmd)
-        reads = [a for a in site.accesses if a.reads and any(a.overlaps(resource, s, e) for s, e in live)]
-        if reads:
-            m = readers.get(site.export)
-            own = None if m is None else site.range_of(m.site.subspan)
-            if own is None or own != (resource, start, end) or len(reads) != 1:
-                return f"{site.name} reads it" + (" (left to IREE)" if m is None and site.export in stamped else "")
-            if (reads[0].start, reads[0].end, reads[0].binding) != (start, end, m.site.subspan.binding):
-                return f"{site.name} reads it"
-            continue
-        for a in site.accesses:  # whole stores over part of it: those bytes hold other data from here on
-            if a.whole and a.resource == resource:
-                cut = ((s, min(e, a.start)) for s, e in live), ((max(s, a.end), e) for s, e in live)
-                live = [piece for pieces in cut for piece in pieces if piece[0] < piece[1]]
-        if not live:
-            return ""  # overwritten whole: what follows reads other data
-    outer = resource
-    alloc = defining_op(outer)
-    if alloc is None or alloc.name != "stream.resource.alloca" or "transient" not in str(outer.type):
-        return f"its resource is {outer.type}, not a transient one the function allocates"
-    users = [user_of(u).name for u in outer.uses]
-    if set(users) - {"stream.cmd.execute", "stream.resource.dealloca"} or users.count("stream.cmd.execute") != 1:
-        return "its resource is used beyond this region"
-    return ""
+    write = writes[0]
 
+    def reader(site: Site, reads) -> str:
+        m = readers.get(site.export)
+        own = None if m is None else site.range_of(m.site.subspan)
+        if own is None or own != (write.resource, write.start, write.end) or len(reads) != 1:
+            return f"{site.name} reads it" + (" (left to IREE)" if m is None and site.export in stamped else "")
+        if (reads[0].start, reads[0].end, reads[0].binding) != (write.start, write.end, m.site.subspan.binding):
+            return f"{site.name} reads it"
+        return ""
 
-def _outer(execute: ir.Operation, inner: ir.Value) -> ir.Value | None:
-    """The value an execute region's block argument captures."""
-    block = execute.regions[0].blocks[0]
-    for i, arg in enumerate(block.arguments):
-        if arg == inner:
-            return segments(execute)[0][i]
-    return None
+    return dead_after(prog, execute, after, write, reader)
