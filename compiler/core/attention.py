@@ -172,7 +172,7 @@ def _constant_float(value: ir.Value) -> float | None:
     return ir.FloatAttr(op.attributes["value"]).value
 
 
-def _roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
+def attention_roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
     """An attention op's indexing-map dims per operand, its operand values by name, and the loops
     playing each role (batch, M, K1, K2, N)."""
     if op.name not in ATTENTION_OPS:
@@ -218,14 +218,14 @@ def _roles(op: ir.Operation) -> tuple[dict, dict, dict[str, list[int]]]:
 
 def query_key_loops(op: ir.Operation) -> tuple[int | None, int]:
     """The loops of an attention op that are its queries (M; None: one query, no loop) and its keys (K2)."""
-    _, _, roles = _roles(op)
+    _, _, roles = attention_roles(op)
     return (roles["M"] or [None])[0], roles["K2"][0]
 
 
 def describe_attention(op: ir.Operation) -> Attention:
     """Read an attention op's dimensions, types, scale and mask through the bindings; a mask proven
     causal (``core/causal.py``'s attribute on the op) is described so."""
-    dims, values, roles = _roles(op)
+    dims, values, roles = attention_roles(op)
     sizes: dict[int, int | None] = {}
     types = {}
     for name in ("Q", "K", "V", "O") + (("mask",) if "mask" in values else ()):

@@ -3,7 +3,9 @@
 In-process, through IREE's compiler API (``iree.compiler.api``, phases set through ctypes):
 
     front   invocation 1: parse, run to the end of the executable-sources phase; the host program
-            read for attention masks that are provably causal (``causal_masks.py``)
+            read for GQA broadcasts an attention can read through (``gqa_broadcasts.py``: the
+            attention rewritten, the broadcasts removed) and attention masks that are provably
+            causal (``causal_masks.py``)
     codegen every hal.executable goes through ``pipeline.codegen_executable_text`` -- the very
             function the `mmaflow-codegen` hook tool runs inside iree-compile -- as text, the
             way IREE hands executables to the tool, so both routes produce the same executable
@@ -28,7 +30,7 @@ from iree.compiler.api import ctypes_dl as api
 
 from mmaflow.compiler.core.errors import CodegenError, InputError, ToolchainError
 from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
-from mmaflow.compiler.driver import causal_masks
+from mmaflow.compiler.driver import causal_masks, gqa_broadcasts
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
@@ -204,7 +206,9 @@ def _front_and_codegen(
     if not front.inv.execute():
         raise front.fail(f"compile {source_name} to executable-sources")
     module = front.inv.export_module()
-    # -- the host program: attention masks proven causal, stamped on the op (their writers removed below)
+    # -- the host program: GQA broadcasts read through; attention masks proven causal, stamped on the op
+    # (their writers removed below)
+    result.log += gqa_broadcasts.fold(module)
     proof = causal_masks.prove(module)
     result.log += proof.log
     if options.dump_after == "front":
