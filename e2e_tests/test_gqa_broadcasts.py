@@ -201,3 +201,17 @@ def test_a_broadcast_that_computes_is_not_read_through(front_text):
     log, after = _fold_text(text)
     assert log == [], log
     assert after == print_op(parse_module(text, new_context()))
+
+
+def test_a_query_sliced_from_a_wider_binding_is_not_folded(front_text):
+    """Q loaded as the first 64 of 128 columns of its binding (as a slice of a fused projection would be): its
+    rows are not contiguous, so it cannot be read as 8 x 4 x 64; nothing is rewritten."""
+    start = front_text.index("hal.executable private @main$async_dispatch_9")
+    end = front_text.index("hal.executable private", start + 10)
+    exe = front_text[start:end]
+    wide = exe.replace("readonly:tensor<32x64xf16>>", "readonly:tensor<32x128xf16>>")
+    assert wide.count("tensor<32x128xf16>") == 2, wide  # (the subspan's type and the load's source)
+    text = front_text[:start] + wide + front_text[end:]
+    log, after = _fold_text(text)
+    assert log == [], log
+    assert after == print_op(parse_module(text, new_context()))

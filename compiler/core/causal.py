@@ -133,6 +133,8 @@ def _int(value: ir.Value, depth: int = 0) -> Offset | None:
             return None
         if lo.ordinal is None or hi.ordinal is None or lo.high is not None or hi.high is not None:
             return None
+        if not lo.unsigned or lo.ordinal == hi.ordinal:  # (the low word zero-extended; two words)
+            return None
         return Offset(ordinal=lo.ordinal, unsigned=True, high=hi.ordinal)
     if op.name == "iree_tensor_ext.dispatch.workload.ordinal":
         return _int(op.operands[0], depth + 1)

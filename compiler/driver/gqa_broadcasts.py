@@ -49,7 +49,7 @@ from iree.compiler import ir
 from mmaflow.compiler.core.attention import ATTENTION_OPS, attention_roles, describe_attention
 from mmaflow.compiler.core.causal import Offset, Subspan, subspans
 from mmaflow.compiler.core.errors import InputError
-from mmaflow.compiler.core.mlir import defining_op, int_assumptions, segments, user_of, walk
+from mmaflow.compiler.core.mlir import defining_op, int_assumptions, segments, subspan_dims, user_of, walk
 from mmaflow.compiler.driver.host_program import (
     Program,
     Site,
@@ -112,8 +112,11 @@ class _Attention:
 
 
 def _whole_access(access: ir.Operation) -> bool:
-    """A dispatch.tensor.load/store of its whole binding tensor: offsets 0, unit strides, every size (a
-    dynamic one passed as the same value as the tensor's dim)."""
+    """A dispatch.tensor.load/store, directly in its function's body, of its subspan's whole binding tensor:
+    offsets 0, unit strides, the binding tensor's every size (a dynamic one passed as the same value as the
+    subspan's dim), the value's type that tensor's."""
+    if access.parent is None or access.parent.name != "func.func":
+        return False
     try:
         offs, sizes, strides = (
             list(ir.DenseI64ArrayAttr(access.attributes[n]))
@@ -123,15 +126,21 @@ def _whole_access(access: ir.Operation) -> bool:
         return False
     groups = segments(access)
     tensor_dims, dyn_offsets, dyn_sizes, dyn_strides = groups[-4:]
-    value = access.results[0] if access.name.endswith(".load") else access.operands[0]
-    t = ir.RankedTensorType(value.type)
+    is_load = access.name.endswith(".load")
+    value = access.results[0] if is_load else access.operands[0]
+    sub = defining_op(access.operands[0] if is_load else access.operands[1])
+    if sub is None or sub.name != "hal.interface.binding.subspan":
+        return False
+    text = str(sub.results[0].type)
+    bound = ir.Type.parse(text[text.index("tensor<", text.index(":")) : text.rindex(">")], sub.context)
     return (
         set(offs) <= {0}
         and set(strides) <= {1}
-        and sizes == list(t.shape)
+        and value.type == bound
+        and sizes == list(ir.RankedTensorType(bound).shape)
         and not dyn_offsets
         and not dyn_strides
-        and list(dyn_sizes) == list(tensor_dims)
+        and list(dyn_sizes) == list(tensor_dims) == list(subspan_dims(sub))
     )
 
 
@@ -168,8 +177,10 @@ def _broadcast(func: ir.Operation) -> _Broadcast | None:
         return None
     subs = subspans(func)
     src_op, dst_op = defining_op(load.operands[0]), defining_op(store.operands[1])
-    if len(subs) != 2 or src_op not in subs or dst_op not in subs:
+    if len(subs) != 2 or src_op not in subs or dst_op not in subs or g.parent.name != "func.func":
         return None
+    if any(len(list(x.results[0].uses)) != 1 for x in (src_op, dst_op)):
+        return None  # (one load of the input, one store of the output: nothing else reads or writes them)
     return _Broadcast(subs[src_op], subs[dst_op], in_dims)
 
 
@@ -208,6 +219,16 @@ def _attention(export: str, func: ir.Operation) -> _Attention | str | None:
         return "its O is not stored whole into a binding tensor"
     o_sub = defining_op(users[0].operands[1])
     found["O"] = (subs_by_op[o_sub], o_sub, users[0])
+    if any(x not in names for w in dims for x in dims[w] if w in ("Q", "K", "V", "O") and x not in batch):
+        return "a loop of its maps plays no role"
+    for what in "QO":
+        if None in found[what][0].shape:
+            return f"its {what} has a run-time size"
+    for what in "KV":  # (only the keys may be a run-time size: the rewrite keeps that one dim's operand)
+        shape = found[what][0].shape
+        at_k2 = len(batch) + dims[what][len(batch) :].index(k2)
+        if any(d is None for i, d in enumerate(shape) if i != at_k2):
+            return f"its {what} has a run-time size besides the keys"
     if len({found[w][1] for w in "QKVO"}) != 4 or any(len(list(found[w][1].results[0].uses)) != 1 for w in "QKVO"):
         return "its tensors' subspans are shared"
     init = defining_op(op.operands[len(op.operands) - 1])
@@ -293,10 +314,14 @@ def _fold(prog: _Program, cmds, i: int, site: Site, att: _Attention, what: str) 
         return None, f"{bsite.name}'s input is not in the resource the attention reads its {what} from", True
     if not (before(base, src[1]) and before(src[2], base + length)):
         return None, f"{bsite.name}'s input is not inside the attention's binding of {what}", True
+    if bsite.range_of(b.dst)[0] == src[0] and not (before(src[2], start) or before(end, src[1])):
+        return None, f"{bsite.name} writes over its own input", True
     peers = cmds[cmds.index(bsite.op) + 1 : i]
     parent = site.op.parent
-    if parent.name == "stream.cmd.concurrent":  # (the attention's peers run beside it)
-        peers += [c for c in commands(parent) if c != site.op]
+    while parent.name != "stream.cmd.execute":  # (a concurrent block's commands run beside the attention)
+        if parent.name == "stream.cmd.concurrent":
+            peers += [c for c in commands(parent) if c != site.op and c not in peers]
+        parent = parent.parent
     writer = written_between(prog, peers, src[0], src[1], src[2])
     if writer or any(a.writes and a.overlaps(src[0], src[1], src[2]) for a in site.accesses):
         return None, f"{writer or 'the attention'} writes {bsite.name}'s input before the attention reads it", True
@@ -317,12 +342,15 @@ def _feeds_only(func: ir.Operation, ordinals: tuple[int, ...], sub_op: ir.Operat
         for use in value.uses:
             user = user_of(use)
             if user == sub_op:
-                if list(user.operands).index(value) != 0 or user.name != "hal.interface.binding.subspan":
+                if use.operand_number != 0:  # (the offset, not one of the subspan's dims)
                     return False
             elif user.name in passing:
                 todo.append(user.results[0])
-            elif user.name == "util.assume.int":
-                todo.append(user.results[use.operand_number])
+            elif user.name == "util.assume.int":  # only the one defining the offset (``_promises`` checks it)
+                result = user.results[use.operand_number]
+                if [(user_of(u), u.operand_number) for u in result.uses] != [(sub_op, 0)]:
+                    return False
+                todo.append(result)
             else:
                 return False
     return bool(loads)

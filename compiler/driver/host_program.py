@@ -86,8 +86,8 @@ def _nonneg_leaf(value: ir.Value) -> bool:
     return False
 
 
-def host_value(value: ir.Value, depth: int = 0) -> Sym | None:
-    """An index (or i64) host value as a linear form; None for a value that is not an integer."""
+def host_value(value: ir.Value, depth: int = 0) -> Sym:
+    """An index (or i64) host value as a linear form (a value the host does not add or scale: a leaf)."""
     if depth > 32:
         return Sym.leaf(value)
     op = defining_op(value)
@@ -145,7 +145,9 @@ def push_value(uniforms: list[ir.Value], off: Offset) -> Sym | None:
     lo = uniforms[off.ordinal]
     if off.high is None:  # one i32, read unsigned: known as a constant only (a run-time value may wrap)
         c = constant_int(lo)
-        return None if c is None else Sym(c & _WORD if off.unsigned else c)
+        if c is None or (c < 0 and not off.unsigned):
+            return None
+        return Sym(c & _WORD)
     hi = uniforms[off.high]
     clo, chi = constant_int(lo), constant_int(hi)
     if clo is not None and chi is not None:
@@ -190,11 +192,6 @@ class Site:
     @property
     def name(self) -> str:
         return self.export.split("::")[-1]
-
-    @property
-    def push(self) -> list[int | None]:
-        """The push constants' constant values (None: a run-time one)."""
-        return [constant_int(v) for v in self.uniforms]
 
     def value(self, off: Offset | None) -> Sym | None:
         return None if off is None else push_value(self.uniforms, off)
