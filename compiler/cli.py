@@ -100,8 +100,7 @@ def cmd_compile(args) -> int:
     if server_enabled():
         start_server()  # before IREE's bindings are imported here: the server's imports overlap them
     from mmaflow.compiler.driver.bridge import compile_module
-    from mmaflow.compiler.target.isa import parse_isa
-    from mmaflow.compiler.verify import load_category
+    from mmaflow.compiler.verify import compiled
 
     source = _read_input(args.input)
     dump_dir = Path(args.dump_dir) if args.dump_dir else None
@@ -121,59 +120,8 @@ def cmd_compile(args) -> int:
     _emit_dumps(args, result)
     for exe in result.taken:
         rep = result.reports[exe.name]
-        reg = _registers(rep)
-        expect = exe.facts.expect
-        if exe.facts.is_attention and rep.isa == "amdgcn":
-            print(
-                f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} matrix instructions "
-                f"({expect.mma_per_key_tile} per wave and key tile), v_exp_f32, no spills or scratch, {reg}",
-                file=sys.stderr,
-            )
-            continue
-        if exe.facts.is_attention:
-            print(
-                f"mmaflow: verified {exe.name}: flash attention, {rep.counts.get('matrix', 0)} {expect.instruction} "
-                f"({expect.mma_per_key_tile} per warp and key tile), "
-                f"{rep.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local "
-                f"memory, {reg}",
-                file=sys.stderr,
-            )
-            continue
-        if exe.facts.is_copy:
-            bits = expect.global_load_bits
-            loads = rep.counts.get(f"global_load_b{bits}" if bits >= 32 else "global_load_narrow", 0)
-            print(
-                f"mmaflow: verified {exe.name}: {exe.facts.problem.describe()}, {loads} {bits}-bit global loads, "
-                f"{rep.counts.get('global_store', 0)} global stores, no spills, {reg}",
-                file=sys.stderr,
-            )
-            continue
-        kernels = [("", exe.facts.config, expect)] + [
-            (f"{v.condition}: ", v.config, v.expect) for v in exe.facts.versions
-        ]
-        parts = []
-        for when, cfg, exp in kernels:  # a versioned dispatch: each kernel's own instructions
-            r = (
-                rep
-                if len(kernels) == 1
-                else parse_isa(
-                    result.isa_text[exe.name],
-                    rep.kernel,
-                    exe.facts.target,
-                    matrix=exe.facts.target.intrinsic(cfg.intrinsic).mnemonic,
-                )
-            )
-            loads = r.counts.get(load_category(exp), 0)
-            parts.append(
-                f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix "
-                + (
-                    f"instructions, {loads} cp.async.bulk.tensor (TMA)"
-                    if exp.tma
-                    else f"instructions, {loads} {exp.global_load_bits}-bit "
-                    f"{'async copies' if exp.async_copies else 'global loads'}"
-                )
-            )
-        print(f"mmaflow: verified {exe.name}: {'; '.join(parts[1:] + parts[:1])}, {reg}", file=sys.stderr)
+        line = compiled(rep, result.isa_text[exe.name], exe.facts)
+        print(f"mmaflow: verified {exe.name}: {line}, {_registers(rep)}", file=sys.stderr)
     return 0
 
 

@@ -15,6 +15,10 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
   instruction, global loads of the planned width, barriers (as many per K tile as planned), a
   K loop, and on AMD no cache invalidates in the K loop.
+
+``check_kernel`` and ``verified`` reach each kind of kernel (``results.DispatchFacts.kind``: the matmul
+families', and each direct family's) through one table, ``KINDS``: the callers (the bridge, ``mmaflow
+verify``, ``mmaflow compile``'s summary) name no kind.
 """
 
 from __future__ import annotations
@@ -345,3 +349,91 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
             f"{name}: the compiled attention kernel is not mmaflow's: " + "; ".join(problems),
             hint="IREE may have fallen back to its own codegen; compare with --dump-after isa",
         )
+
+
+def _matrix(report: IsaReport, facts) -> str:
+    return f"{report.counts.get('matrix', 0)} {facts.target.intrinsic(facts.config.intrinsic).mnemonic}"
+
+
+def _attention_line(report: IsaReport, facts) -> str:
+    if report.isa == "amdgcn":
+        return f"{report.counts.get('matrix', 0)} matrix instructions, flash attention"
+    return f"{report.counts.get('matrix', 0)} mma.sync, flash attention"
+
+
+def _copy_line(report: IsaReport, facts) -> str:
+    bits = facts.expect.global_load_bits
+    loads = report.counts.get(f"global_load_b{bits}" if bits >= 32 else "global_load_narrow", 0)
+    return f"{loads} {bits}-bit global loads, {report.counts.get('global_store', 0)} global stores"
+
+
+def _loads(report: IsaReport, expect) -> str:
+    loads = report.counts.get(load_category(expect), 0)
+    if expect.tma:
+        return f"{loads} cp.async.bulk.tensor (TMA)"
+    return f"{loads} {expect.global_load_bits}-bit {'async copies' if expect.async_copies else 'global loads'}"
+
+
+def _compiled_matmul(report: IsaReport, text: str, facts) -> str:
+    """A matmul kernel's matrix instructions and K-loop loads; a versioned dispatch's, each kernel's own."""
+    kernels = [("", facts.config, facts.expect)] + [(f"{v.condition}: ", v.config, v.expect) for v in facts.versions]
+    parts = []
+    for when, cfg, exp in kernels:
+        r = report
+        if len(kernels) > 1:
+            r = parse_isa(text, report.kernel, facts.target, matrix=facts.target.intrinsic(cfg.intrinsic).mnemonic)
+        parts.append(
+            f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix instructions, "
+            + _loads(r, exp)
+        )
+    return "; ".join(parts[1:] + parts[:1])
+
+
+def _compiled_attention(report: IsaReport, text: str, facts) -> str:
+    expect, n = facts.expect, report.counts.get("matrix", 0)
+    if report.isa == "amdgcn":
+        return (
+            f"flash attention, {n} matrix instructions ({expect.mma_per_key_tile} per wave and key tile), v_exp_f32, "
+            "no spills or scratch"
+        )
+    return (
+        f"flash attention, {n} {expect.instruction} ({expect.mma_per_key_tile} per warp and key tile), "
+        f"{report.counts.get('async_copy_b128', 0)} 16-byte cp.async, shfl.sync.bfly, ex2.approx, no local memory"
+    )
+
+
+def _compiled_copy(report: IsaReport, text: str, facts) -> str:
+    return f"{facts.problem.describe()}, {_copy_line(report, facts)}, no spills"
+
+
+# Per kind of kernel (``results.DispatchFacts.kind``): its ISA check (report, text, dispatch name, facts); what
+# it holds, for ``mmaflow verify``'s line (report, facts); and for ``mmaflow compile``'s (report, ISA text, facts).
+KINDS = {
+    "matmul": (check_dispatch_isa, _matrix, _compiled_matmul),
+    "attention": (
+        lambda rep, text, name, facts: check_attention_isa(rep, text, name, facts.expect),
+        _attention_line,
+        _compiled_attention,
+    ),
+    "weight_only": (
+        check_weight_only_isa,
+        lambda rep, facts: f"{rep.counts.get('matrix', 0)} matrix instructions",
+        _compiled_matmul,
+    ),
+    "copy": (check_copy_isa, _copy_line, _compiled_copy),
+}
+
+
+def check_kernel(report: IsaReport, text: str, name: str, facts) -> None:
+    """Raise unless the lowered ISA is the kernel mmaflow planned for the dispatch (its kind's check)."""
+    KINDS[facts.kind][0](report, text, name, facts)
+
+
+def verified(report: IsaReport, facts) -> str:
+    """What a verified kernel holds, then what it computes (``mmaflow verify``'s line)."""
+    return f"{KINDS[facts.kind][1](report, facts)}: {facts.problem.describe()}"
+
+
+def compiled(report: IsaReport, text: str, facts) -> str:
+    """What a verified kernel holds, in ``mmaflow compile``'s words."""
+    return KINDS[facts.kind][2](report, text, facts)

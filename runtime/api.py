@@ -71,22 +71,16 @@ class Artifact:
                 f"the module has {len(self.executables)} mmaflow dispatches; running and "
                 f"checking is defined for single-matmul modules"
             )
-        if self.executables[0].facts.is_attention:
+        exe = self.executables[0]
+        if exe.facts.kind != "matmul":  # a direct family's dispatch (its title from the registry)
+            from mmaflow.compiler.kernels.registry import direct_family
+
+            title = direct_family(exe.facts.kind).title
+            article = "an" if exe.facts.kind[0] in "aeiou" else "a"
             raise UnsupportedError(
-                f"{self.executables[0].name} is an attention dispatch (mmaflow's flash-attention "
-                f"kernel); running and checking through this API is defined for single-matmul "
-                f"modules (mmaflow run --device sim checks attention)"
-            )
-        if self.executables[0].facts.is_copy:
-            raise UnsupportedError(
-                f"{self.executables[0].name} is a copy (mmaflow's copy kernel); running and checking through this "
-                f"API is defined for single-matmul modules (mmaflow run --device sim checks it on the lane executor)"
-            )
-        if self.executables[0].facts.is_weight_only:
-            raise UnsupportedError(
-                f"{self.executables[0].name} is a weight-only quantized matmul (mmaflow's weight-only decode "
-                f"kernel); running and checking through this API is defined for single-matmul modules (mmaflow "
-                f"run --device sim checks it on the lane executor; mmaflow bench --weight-only times it on a GPU)"
+                f"{exe.name} is {article} {exe.facts.kind.replace('_', '-')} dispatch ({title}); running and checking "
+                "through this API is defined for single-matmul modules (mmaflow run --device sim checks it on the "
+                "lane executor)"
             )
         return self.executables[0].facts.problem
 

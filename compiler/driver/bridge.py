@@ -10,7 +10,7 @@ In-process, through IREE's compiler API (``iree.compiler.api``, phases set throu
             function the `mmaflow-codegen` hook tool runs inside iree-compile -- as text, the
             way IREE hands executables to the tool, so both routes produce the same executable
     lower   invocation 2: resume from executable-sources, produce the .vmfb, dump the ISA
-    verify  every dispatch we took must be ours in the ISA (``verify.check_dispatch_isa``)
+    verify  every dispatch we took must be ours in the ISA (``verify.check_kernel``)
 
 We enter at executable-sources (not executable-configurations) because that is where the
 preprocess hook sees executables: one input form for both routes. IREE keeps a function's own
@@ -36,7 +36,7 @@ from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
 from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.targets import Target, get_target
-from mmaflow.compiler.verify import check_attention_isa, check_copy_isa, check_dispatch_isa, check_weight_only_isa
+from mmaflow.compiler.verify import check_kernel
 
 _DIAG_CB = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p)
 _SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
@@ -303,20 +303,10 @@ def _compile(
         result.isa_text[exe.name] = text
         result.reports[exe.name] = report
         result.expect[exe.name] = exe.facts.expect
-        if exe.facts.is_attention:
-            if verify:
-                check_attention_isa(report, text, exe.name, exe.facts.expect)
-            continue  # no spills: check_attention_isa refuses local memory
-        if exe.facts.is_weight_only:
-            if verify:
-                check_weight_only_isa(report, text, exe.name, exe.facts)
-            continue  # (it refuses spills too)
-        if exe.facts.is_copy:
-            if verify:
-                check_copy_isa(report, text, exe.name, exe.facts)
-            continue  # (it refuses spills too)
         if verify:
-            check_dispatch_isa(report, text, exe.name, exe.facts)
+            check_kernel(report, text, exe.name, exe.facts)
+        if exe.facts.config is None:
+            continue  # (a direct family's kernel: its check refuses spills, there is no config to trade them for)
         if report.vgpr_spills or report.sgpr_spills:
             cfg = exe.facts.config
             result.log.append(

@@ -88,7 +88,7 @@ def verify_command(args, source: str) -> int:
     from mmaflow.compiler.pipeline.results import CodegenOptions
     from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
     from mmaflow.compiler.target.targets import get_target
-    from mmaflow.compiler.verify import check_attention_isa, check_copy_isa, check_dispatch_isa, check_weight_only_isa
+    from mmaflow.compiler.verify import check_kernel, verified
 
     target = get_target(args.target)
     path = Path(args.vmfb)
@@ -133,45 +133,11 @@ def verify_command(args, source: str) -> int:
         return parse_ptx(found[0], exe.export, target), found[0]
 
     for exe in res.taken:
-        if exe.facts.is_attention:
-            own = user_ptx(exe)  # the user's own PTX, checked directly
-            if own is not None:
-                check_attention_isa(*own, exe.name, exe.facts.expect)
-            rep = res.reports[exe.name]
-            matrix = "matrix instructions" if rep.isa == "amdgcn" else "mma.sync"
-            print(
-                f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {matrix}, flash "
-                f"attention: {exe.facts.problem.describe()}",
-                file=sys.stderr,
-            )
-            continue
-        if exe.facts.is_copy:
-            own = user_ptx(exe)
-            if own is not None:
-                check_copy_isa(*own, exe.name, exe.facts)
-            print(f"mmaflow: verified {exe.name} in {path.name}: {exe.facts.problem.describe()}", file=sys.stderr)
-            continue
-        if exe.facts.is_weight_only:
-            own = user_ptx(exe)
-            if own is not None:
-                check_weight_only_isa(*own, exe.name, exe.facts)
-            rep = res.reports[exe.name]
-            print(
-                f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} matrix instructions, "
-                f"{exe.facts.problem.describe()}",
-                file=sys.stderr,
-            )
-            continue
-        intr = target.intrinsic(exe.facts.config.intrinsic)
-        own = user_ptx(exe)
+        own = user_ptx(exe)  # the user's own PTX, checked directly
         if own is not None:
-            check_dispatch_isa(*own, exe.name, exe.facts)
-        rep = res.reports[exe.name]
-        print(
-            f"mmaflow: verified {exe.name} in {path.name}: {rep.counts.get('matrix', 0)} {intr.mnemonic}, "
-            f"{exe.facts.problem.describe()}",
-            file=sys.stderr,
-        )
+            check_kernel(*own, exe.name, exe.facts)
+        line = verified(res.reports[exe.name], exe.facts)
+        print(f"mmaflow: verified {exe.name} in {path.name}: {line}", file=sys.stderr)
     left = [e.name for e in res.executables if not e.taken]
     from mmaflow.compiler.core.errors import plural
 
