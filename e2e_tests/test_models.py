@@ -614,6 +614,28 @@ def test_mmaflow_run_passes_every_dispatch_of_the_causal_sdpa_model():
     assert "mmaflow run: PASS: 8 of 8 checks passed, 3 dispatches left to IREE" in r.stdout, r.stdout  # 3 copies
 
 
+def test_mmaflow_run_checks_the_decoder_step_at_a_cache_length():
+    """`mmaflow run llama_decode_f16.mlir --device sim --dims k2=300`: the cache length goes to the dispatch that
+    has it (the folded attention), the static projections take none; every taken dispatch passes, the copies
+    left to IREE are named."""
+    import subprocess
+    import sys
+
+    cmd = [str(Path(sys.executable).parent / "mmaflow"), "run", str(MODELS / "llama_decode_f16.mlir")]
+    r = subprocess.run(
+        cmd + ["--target", "gfx1201", "--device", "sim", "--dims", "k2=300", "--sample", "1"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "PASS main$async_dispatch_9: " in r.stdout and "GQA folded" in r.stderr, r.stdout + r.stderr[-2000:]
+    assert "mmaflow run: PASS: 5 of 5 checks passed, 2 dispatches left to IREE" in r.stdout, r.stdout
+    r = subprocess.run(
+        cmd + ["--target", "gfx1201", "--device", "sim", "--dims", "k2=300,m=4"], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "--dims gives m, which the module has static" in r.stderr, r.stderr[-2000:]
+
+
 @pytest.mark.exhaustive
 def test_mmaflow_run_passes_every_dispatch_of_the_unmasked_sdpa_model():
     """`mmaflow run gpt2_sdpa_nocausal_f16.mlir --target sm_80 --device sim`: every taken dispatch,

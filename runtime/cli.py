@@ -24,9 +24,8 @@ from mmaflow.runtime.api import compile_module, resolve_device, run_module
 from mmaflow.runtime.simulate import fp8_tensor_core
 
 
-def _parse_dims(text: str | None, prob) -> dict:
-    """--dims m=300,n=200: a size for every dynamic dimension of the problem, and only those."""
-    dynamic = [d.dim for d in prob.dynamic]
+def _given_dims(text: str | None) -> dict:
+    """--dims m=300,n=200 as {dim: size}."""
     sizes = {}
     for item in (text or "").split(","):
         if not item.strip():
@@ -39,6 +38,18 @@ def _parse_dims(text: str | None, prob) -> dict:
                 f"got {item!r}"
             )
         sizes[key] = int(value)
+    return sizes
+
+
+def _parse_dims(text: str | None, prob) -> dict:
+    """--dims m=300,n=200: a size for every dynamic dimension of the problem, and only those."""
+    return _dims_of([prob], _given_dims(text))[0]
+
+
+def _dims_of(probs: list, sizes: dict) -> list[dict]:
+    """Each problem's run-time sizes from ``sizes``, which must give every dynamic dimension of each and only
+    dimensions some problem has dynamic (a model's static dispatches take none of them)."""
+    dynamic = list(dict.fromkeys(d.dim for prob in probs for d in prob.dynamic))
     extra = [d for d in sizes if d not in dynamic]
     if extra:
         raise InputError(f"--dims gives {', '.join(extra)}, which the module has static")
@@ -48,7 +59,7 @@ def _parse_dims(text: str | None, prob) -> dict:
             f"the module has dynamic {', '.join(missing)}: give the run-time sizes with "
             f"--dims {','.join(f'{d}=SIZE' for d in missing)}"
         )
-    return sizes
+    return [{d.dim: sizes[d.dim] for d in prob.dynamic} for prob in probs]
 
 
 def run_command(args, source: str, options, source_name: str = "input.mlir") -> int:
@@ -193,9 +204,10 @@ def _run_on_executor(args, source: str, options, source_name: str) -> int:
     sample = getattr(args, "sample", 0) or 0
     taken = res.taken
     dims = getattr(args, "dims", None)
-    run_sizes = {}  # each taken dispatch's run-time sizes, checked before anything is printed or run
+    # each taken dispatch's run-time sizes (only those it has), checked before anything is printed or run
+    per = _dims_of([exe.facts.problem for exe in taken], _given_dims(dims))
+    run_sizes = {exe.name: sizes for exe, sizes in zip(taken, per)}
     for exe in taken:
-        run_sizes[exe.name] = _parse_dims(dims, exe.facts.problem)
         check_sizes(exe, run_sizes[exe.name])
     total_estimate = sum(estimate_seconds(e, sample, run_sizes[e.name]) for e in taken)
     if total_estimate > 60 and not sample:
