@@ -44,18 +44,9 @@ from mmaflow.compiler.core.mlir import defining_op, parent_named, segments, user
 from mmaflow.compiler.driver.host_program import Program, Site, commands, dead_after, execute_of, last_writer
 
 
-class _Program(Program):
-    """The host program's ranges, and the causal generators among its dispatch functions."""
-
-    def __init__(self, module: ir.Module):
-        super().__init__(module)
-        self.generators: dict[str, Generator | None] = {}
-
-    def generator(self, export: str) -> Generator | None:
-        if export not in self.generators:
-            f = self.funcs.get(export)
-            self.generators[export] = None if f is None else generator(f)[0]
-        return self.generators[export]
+def _generator(func: ir.Operation) -> Generator | None:
+    """The causal generator a dispatch function is (``core/causal.py``), or None."""
+    return generator(func)[0]
 
 
 @dataclass
@@ -70,7 +61,7 @@ class Proof:
     """What ``prove`` found: the stamped attention executables, and the generator dispatches that
     ``remove`` may take out once codegen has said which of those attention executables it took."""
 
-    def __init__(self, prog: _Program, masks: dict[str, _Mask], log: list[str]):
+    def __init__(self, prog: Program, masks: dict[str, _Mask], log: list[str]):
         self.prog, self.masks, self.log = prog, masks, log
 
     @property
@@ -103,7 +94,7 @@ class Proof:
 def prove(module: ir.Module) -> Proof:
     """Stamp every attention op whose mask is proven causal at every call (``Proof.log`` says which);
     ``Proof.remove`` then takes out the writers nothing else needs."""
-    prog = _Program(module)
+    prog = Program(module)
     masks: dict[str, _Mask] = {}
     log: list[str] = []
     for export, f in prog.funcs.items():
@@ -118,28 +109,21 @@ def prove(module: ir.Module) -> Proof:
             masks[export] = _Mask(ops[0], site)
     if not masks:
         return Proof(prog, masks, log)
-    for execute in walk(module.operation):
-        if execute.name != "stream.cmd.execute":
-            continue
-        cmds = commands(execute)
-        for i, cmd in enumerate(cmds):
-            if cmd.name != "stream.cmd.dispatch":
+    for cmds, i, site in prog.calls():  # (every call site read now: codegen replaces the functions it reads)
+        for export in site.exports:
+            m = masks.get(export)
+            if m is None or m.refused:
                 continue
-            site = prog.site(cmd)  # (every call site read now: codegen replaces the functions it reads)
-            for export in site.exports:
-                m = masks.get(export)
-                if m is None or m.refused:
-                    continue
-                writer = _proof(prog, cmds[:i], site, m.site) if len(site.exports) == 1 else None
-                if writer is None:
-                    m.refused = "not proven causal at every call"
-                else:
-                    m.calls.append((site, writer))
+            writer = _proof(prog, cmds[:i], site, m.site) if len(site.exports) == 1 else None
+            if writer is None:
+                m.refused = "not proven causal at every call"
+            else:
+                m.calls.append((site, writer))
     for export, m in masks.items():
         name = export.split("::")[-1]
         if not m.calls and not m.refused:
             continue
-        rows = {prog.generator(w.export).causal_rows(m.site) for _, w in m.calls}
+        rows = {prog.fact(w.export, _generator).causal_rows(m.site) for _, w in m.calls}
         if not m.refused and len(rows) != 1:
             m.refused = "causal with different periods at different calls"
         if m.refused:
@@ -159,7 +143,7 @@ def prove(module: ir.Module) -> Proof:
     return Proof(prog, masks, log)
 
 
-def _proof(prog: _Program, before, site: Site, mask: MaskSite) -> Site | None:
+def _proof(prog: Program, before, site: Site, mask: MaskSite) -> Site | None:
     """The generator dispatch that wrote this call's mask, if the walk back proves one: in this
     region, or (nothing in it writes the mask) in the initializer that wrote the immutable global
     the region reads it from."""
@@ -186,13 +170,13 @@ def _proof(prog: _Program, before, site: Site, mask: MaskSite) -> Site | None:
     return writer if found else None
 
 
-def _last_writer(prog: _Program, before, resource, start, end, mask) -> tuple[bool, Site | None]:
+def _last_writer(prog: Program, before, resource, start, end, mask) -> tuple[bool, Site | None]:
     """Walking back over ``before``: whether a command writes a byte of [start, end) of
     ``resource``, and that command if it is a causal generator writing exactly that range."""
     found, other, hit = last_writer(prog, before, resource, start, end)
     if other is None:
         return found, None
-    gen = prog.generator(other.export)
+    gen = prog.fact(other.export, _generator)
     if gen is None or (hit.start, hit.end) != (start, end):
         return True, None
     if any(a.reads for a in other.accesses) or gen.causal_rows(mask) is None:
@@ -233,7 +217,7 @@ def _initializer_region(outer: ir.Value) -> tuple[ir.Operation, ir.Value] | None
     return init_execute, value
 
 
-def _dead(prog: _Program, execute, after, gen: Site, readers: dict[str, _Mask], stamped) -> str:
+def _dead(prog: Program, execute, after, gen: Site, readers: dict[str, _Mask], stamped) -> str:
     """Why the generator's write must stay ("" if nothing but ``readers``' attention reads it, each as
     its mask; ``stamped``: every proven attention export, taken by mmaflow or not)."""
     writes = [a for a in gen.accesses if a.writes]

@@ -246,18 +246,6 @@ def _attention(export: str, func: ir.Operation) -> _Attention | str | None:
     return _Attention(export, op, func, math.prod(attn.batch), attn.m, attn.k1, attn.n, found, per_batch)
 
 
-class _Program(Program):
-    def __init__(self, module: ir.Module):
-        super().__init__(module)
-        self._broadcasts: dict[str, _Broadcast | None] = {}
-
-    def broadcast(self, export: str) -> _Broadcast | None:
-        if export not in self._broadcasts:
-            f = self.funcs.get(export)
-            self._broadcasts[export] = None if f is None else _broadcast(f)
-        return self._broadcasts[export]
-
-
 def _shape_at(site: Site, sub: Subspan) -> list[Sym] | None:
     """A subspan's shape at a call: its static dims, and its dynamic ones as the call passes them."""
     dyn = iter(sub.dims)
@@ -279,7 +267,7 @@ def _product(xs: list[Sym]) -> Sym | None:
     return (runtime[0] if runtime else Sym(1)) * math.prod(consts)
 
 
-def _fold(prog: _Program, cmds, i: int, site: Site, att: _Attention, what: str) -> tuple[_Fold | None, str, bool]:
+def _fold(prog: Program, cmds, i: int, site: Site, att: _Attention, what: str) -> tuple[_Fold | None, str, bool]:
     """One call's proof for K or V: (the fold or None, why not, whether a broadcast wrote it)."""
     sub = att.subs[what][0]
     where = site.range_of(sub)
@@ -287,7 +275,7 @@ def _fold(prog: _Program, cmds, i: int, site: Site, att: _Attention, what: str) 
         return None, f"its {what}'s bytes at the call cannot be read", False
     resource, start, end = where
     _, bsite, hit = last_writer(prog, cmds[:i], resource, start, end)
-    b = None if bsite is None or len(bsite.exports) != 1 else prog.broadcast(bsite.export)
+    b = None if bsite is None or len(bsite.exports) != 1 else prog.fact(bsite.export, _broadcast)
     if b is None:
         return None, f"no broadcast dispatch is the last to write its {what}", False
     if bsite.range_of(b.dst) != (resource, start, end) or (hit.start, hit.end) != (start, end):
@@ -372,7 +360,7 @@ def _promises(sub_op: ir.Operation, offset: Sym) -> str:
     return ""
 
 
-def _push(prog: _Program, fold: _Fold, off: Offset) -> tuple | str:
+def _push(prog: Program, fold: _Fold, off: Offset) -> tuple | str:
     """The call's new push constants for an offset: two ints (a constant) or the two host values the
     broadcast passes for its input's offset; or why there are none."""
     if off.high is None:
@@ -380,7 +368,7 @@ def _push(prog: _Program, fold: _Fold, off: Offset) -> tuple | str:
     c = fold.offset.constant
     if c is not None:
         return (c & _I32, c >> 32)
-    src_off = prog.broadcast(fold.broadcast.export).src.offset
+    src_off = prog.fact(fold.broadcast.export, _broadcast).src.offset
     if src_off is None or src_off.high is None or fold.broadcast.value(src_off) != fold.offset:
         return "its source's offset is not a value the host passes"
     u = fold.broadcast.uniforms
@@ -390,7 +378,7 @@ def _push(prog: _Program, fold: _Fold, off: Offset) -> tuple | str:
 def fold(module: ir.Module) -> list[str]:
     """Rewrite every attention whose K and V are provably GQA broadcasts of a cache at every call (see the
     module's doc) and remove the broadcasts nothing reads any more; the log lines."""
-    prog = _Program(module)
+    prog = Program(module)
     atts = {}
     for export, f in prog.funcs.items():
         a = _attention(export, f)
@@ -399,18 +387,11 @@ def fold(module: ir.Module) -> list[str]:
     log: list[str] = []
     if not atts:
         return log
-    for execute in walk(module.operation):
-        if execute.name != "stream.cmd.execute":
-            continue
-        cmds = commands(execute)
-        for i, cmd in enumerate(cmds):
-            if cmd.name != "stream.cmd.dispatch":
-                continue
-            site = prog.site(cmd)
-            for export in site.exports:
-                a = atts.get(export)
-                if a is not None and not a.refused:
-                    _prove_call(prog, cmds, i, site, a)
+    for cmds, i, site in prog.calls():
+        for export in site.exports:
+            a = atts.get(export)
+            if a is not None and not a.refused:
+                _prove_call(prog, cmds, i, site, a)
     erase: dict[ir.Operation, Site] = {}
     for a in atts.values():
         name = a.export.split("::")[-1]
@@ -469,7 +450,7 @@ def _drop_unused_executables(module: ir.Module, candidates: set[str]) -> None:
             exe.erase()
 
 
-def _prove_call(prog: _Program, cmds, i: int, site: Site, a: _Attention) -> None:
+def _prove_call(prog: Program, cmds, i: int, site: Site, a: _Attention) -> None:
     """One call of ``a``: its proof appended to ``a.calls``, or ``a.refused`` set (True: no broadcast in
     sight, nothing to say; a str: why not)."""
     if len(site.exports) != 1:
@@ -492,7 +473,7 @@ def _prove_call(prog: _Program, cmds, i: int, site: Site, a: _Attention) -> None
             return
         f.push = push
         folds[what] = f
-    out = [_shape_at(f.broadcast, prog.broadcast(f.broadcast.export).dst)[1].constant for f in folds.values()]
+    out = [_shape_at(f.broadcast, prog.fact(f.broadcast.export, _broadcast).dst)[1].constant for f in folds.values()]
     if len(set(out)) != 1:
         a.refused = "K and V broadcast a different number of times"
         return

@@ -227,6 +227,7 @@ class Program:
     """The module's dispatch functions by export, and what each call site accesses."""
 
     def __init__(self, module: ir.Module):
+        self.module = module
         self.funcs: dict[str, ir.Operation] = {}
         for exe in walk(module.operation):
             if exe.name != "hal.executable":
@@ -239,13 +240,32 @@ class Program:
                         key = f"{str_attr(exe, 'sym_name')}::{str_attr(variant, 'sym_name')}::{str_attr(f, 'sym_name')}"
                         self.funcs[key] = f
         self._subspans: dict[str, list[Subspan] | None] = {}
+        self._facts: dict = {}
         self.sites: dict[ir.Operation, Site] = {}
+
+    def fact(self, export: str, read):
+        """``read(function)`` of the export's dispatch function, computed once (None: no such function)."""
+        if (export, read) not in self._facts:
+            f = self.funcs.get(export)
+            self._facts[export, read] = None if f is None else read(f)
+        return self._facts[export, read]
 
     def subspans_of(self, export: str) -> list[Subspan] | None:
         if export not in self._subspans:
             f = self.funcs.get(export)
             self._subspans[export] = None if f is None else list(subspans(f).values())
         return self._subspans[export]
+
+    def calls(self):
+        """Every dispatch command of the module: (its region's commands in order, its index there, its site),
+        each site read as the walk reaches it."""
+        for execute in walk(self.module.operation):
+            if execute.name != "stream.cmd.execute":
+                continue
+            cmds = commands(execute)
+            for i, cmd in enumerate(cmds):
+                if cmd.name == "stream.cmd.dispatch":
+                    yield cmds, i, self.site(cmd)
 
     def site(self, op: ir.Operation) -> Site:
         if op not in self.sites:
