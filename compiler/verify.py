@@ -352,13 +352,13 @@ def check_attention_isa(report: IsaReport, text: str, name: str, expect: attrs.A
 
 
 def _matrix(report: IsaReport, facts) -> str:
-    return f"{report.counts.get('matrix', 0)} {facts.target.intrinsic(facts.config.intrinsic).mnemonic}"
+    mnemonic = facts.target.intrinsic(facts.config.intrinsic).mnemonic
+    return f"{report.counts.get('matrix', 0)} {mnemonic}, {facts.problem.describe()}"
 
 
 def _attention_line(report: IsaReport, facts) -> str:
-    if report.isa == "amdgcn":
-        return f"{report.counts.get('matrix', 0)} matrix instructions, flash attention"
-    return f"{report.counts.get('matrix', 0)} mma.sync, flash attention"
+    matrix = "matrix instructions" if report.isa == "amdgcn" else "mma.sync"
+    return f"{report.counts.get('matrix', 0)} {matrix}, flash attention: {facts.problem.describe()}"
 
 
 def _copy_line(report: IsaReport, facts) -> str:
@@ -407,7 +407,7 @@ def _compiled_copy(report: IsaReport, text: str, facts) -> str:
 
 
 # Per kind of kernel (``results.DispatchFacts.kind``): its ISA check (report, text, dispatch name, facts); what
-# it holds, for ``mmaflow verify``'s line (report, facts); and for ``mmaflow compile``'s (report, ISA text, facts).
+# it holds and computes, ``mmaflow verify``'s line (report, facts); ``mmaflow compile``'s (report, ISA text, facts).
 KINDS = {
     "matmul": (check_dispatch_isa, _matrix, _compiled_matmul),
     "attention": (
@@ -417,10 +417,10 @@ KINDS = {
     ),
     "weight_only": (
         check_weight_only_isa,
-        lambda rep, facts: f"{rep.counts.get('matrix', 0)} matrix instructions",
+        lambda rep, facts: f"{rep.counts.get('matrix', 0)} matrix instructions, {facts.problem.describe()}",
         _compiled_matmul,
     ),
-    "copy": (check_copy_isa, _copy_line, _compiled_copy),
+    "copy": (check_copy_isa, lambda rep, facts: facts.problem.describe(), _compiled_copy),
 }
 
 
@@ -430,8 +430,8 @@ def check_kernel(report: IsaReport, text: str, name: str, facts) -> None:
 
 
 def verified(report: IsaReport, facts) -> str:
-    """What a verified kernel holds, then what it computes (``mmaflow verify``'s line)."""
-    return f"{KINDS[facts.kind][1](report, facts)}: {facts.problem.describe()}"
+    """What a verified kernel holds and what it computes (``mmaflow verify``'s line)."""
+    return KINDS[facts.kind][1](report, facts)
 
 
 def compiled(report: IsaReport, text: str, facts) -> str:
