@@ -215,3 +215,30 @@ def test_a_query_sliced_from_a_wider_binding_is_not_folded(front_text):
     log, after = _fold_text(text)
     assert log == [], log
     assert after == print_op(parse_module(text, new_context()))
+
+
+def test_keys_stored_among_the_batch_dims_are_refused_not_a_crash():
+    """An attention whose K and V are stored (batch, keys, heads, head dim), PyTorch SDPA's layout: the fold's
+    reading of it declines (not batch outermost) instead of failing on where the keys are."""
+    dims = "(b, h, m, n, k1, k2)"
+    maps = ", ".join(
+        f"affine_map<{dims} -> ({r})>" for r in ("b, h, m, k1", "b, k2, h, k1", "b, k2, h, n", "", "b, h, m, n")
+    )
+    q_t, kv_t = "tensor<2x4x16x64xf16>", "tensor<2x128x4x64xf16>"
+    source = (
+        f"func.func @attention(%q: {q_t}, %k: {kv_t}, %v: {kv_t}) -> {q_t} {{\n"
+        "  %scale = arith.constant 0.125 : f32\n"
+        f"  %e = tensor.empty() : {q_t}\n"
+        f"  %o = iree_linalg_ext.attention <{{indexing_maps = [{maps}]}}>\n"
+        f"       ins(%q, %k, %v, %scale : {q_t}, {kv_t}, {kv_t}, f32) outs(%e : {q_t}) {{\n"
+        "  ^bb0(%s: f32):\n"
+        "    iree_linalg_ext.yield %s : f32\n"
+        f"  }} -> {q_t}\n"
+        f"  return %o : {q_t}\n"
+        "}\n"
+    )
+    module = parse_module(_host(source), new_context())
+    prog = gqa_broadcasts.Program(module)
+    found = [gqa_broadcasts._attention(e, f) for e, f in prog.funcs.items()]
+    assert "its K is not stored batch outermost" in found, found
+    assert gqa_broadcasts.fold(module) == []

@@ -132,6 +132,8 @@ def _whole_access(access: ir.Operation) -> bool:
     if sub is None or sub.name != "hal.interface.binding.subspan":
         return False
     text = str(sub.results[0].type)
+    if ":" not in text or "tensor<" not in text:
+        return False
     bound = ir.Type.parse(text[text.index("tensor<", text.index(":")) : text.rindex(">")], sub.context)
     return (
         set(offs) <= {0}
@@ -221,14 +223,6 @@ def _attention(export: str, func: ir.Operation) -> _Attention | str | None:
     found["O"] = (subs_by_op[o_sub], o_sub, users[0])
     if any(x not in names for w in dims for x in dims[w] if w in ("Q", "K", "V", "O") and x not in batch):
         return "a loop of its maps plays no role"
-    for what in "QO":
-        if None in found[what][0].shape:
-            return f"its {what} has a run-time size"
-    for what in "KV":  # (only the keys may be a run-time size: the rewrite keeps that one dim's operand)
-        shape = found[what][0].shape
-        at_k2 = len(batch) + dims[what][len(batch) :].index(k2)
-        if any(d is None for i, d in enumerate(shape) if i != at_k2):
-            return f"its {what} has a run-time size besides the keys"
     if len({found[w][1] for w in "QKVO"}) != 4 or any(len(list(found[w][1].results[0].uses)) != 1 for w in "QKVO"):
         return "its tensors' subspans are shared"
     init = defining_op(op.operands[len(op.operands) - 1])
@@ -243,6 +237,13 @@ def _attention(export: str, func: ir.Operation) -> _Attention | str | None:
         if what in ("Q", "O") and rest not in ((("m", "k1") if what == "Q" else ("m", "n")), ("k1",), ("n",)):
             return f"its {what} is not stored (batch..., rows, head dim)"
         per_batch[what] = rest
+    for what in "QO":
+        if None in found[what][0].shape:
+            return f"its {what} has a run-time size"
+    for what in "KV":  # (only the keys may be a run-time size: the rewrite keeps that one dim's operand)
+        at_k2 = dims[what].index(k2)  # (a whole load: its map's dims are its binding tensor's)
+        if any(d is None for i, d in enumerate(found[what][0].shape) if i != at_k2):
+            return f"its {what} has a run-time size besides the keys"
     return _Attention(export, op, func, math.prod(attn.batch), attn.m, attn.k1, attn.n, found, per_batch)
 
 

@@ -278,6 +278,7 @@ class Program:
         self.sites.pop(op, None)
         if export is not None:
             self._subspans.pop(export, None)
+            self._facts = {key: fact for key, fact in self._facts.items() if key[0] != export}
 
     def _site(self, op: ir.Operation) -> Site:
         """A dispatch's accesses: per binding, one per subspan of its function there."""
