@@ -37,6 +37,8 @@ def _given_dims(text: str | None) -> dict:
                 f"--dims takes DIM=SIZE pairs with DIM one of batch, m, n, k (an attention's key length: k2); "
                 f"got {item!r}"
             )
+        if key in sizes:
+            raise InputError(f"--dims gives {key} twice")
         sizes[key] = int(value)
     return sizes
 
@@ -52,7 +54,7 @@ def _dims_of(probs: list, sizes: dict) -> list[dict]:
     dynamic = list(dict.fromkeys(d.dim for prob in probs for d in prob.dynamic))
     extra = [d for d in sizes if d not in dynamic]
     if extra:
-        raise InputError(f"--dims gives {', '.join(extra)}, which the module has static")
+        raise InputError(f"--dims gives {', '.join(extra)}, which the module has static (in what mmaflow takes)")
     missing = [d for d in dynamic if d not in sizes]
     if missing:
         raise InputError(
