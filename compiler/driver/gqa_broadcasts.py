@@ -76,16 +76,6 @@ class _Broadcast:
 
 
 @dataclass
-class _Operand:
-    """K or V of an attention function: its subspan, its per-batch stored logical dims, its offset."""
-
-    sub: Subspan
-    sub_op: ir.Operation
-    load: ir.Operation
-    per_batch: tuple[str, ...]  # its stored dims after the batch: ("k2", "k1"), ("n", "k2"), ...
-
-
-@dataclass
 class _Fold:
     """One call's proof for K or V: the broadcast dispatch and the source's order and offset."""
 
@@ -281,6 +271,8 @@ def _fold(prog: Program, cmds, i: int, site: Site, att: _Attention, what: str) -
         return None, f"no broadcast dispatch is the last to write its {what}", False
     if bsite.range_of(b.dst) != (resource, start, end) or (hit.start, hit.end) != (start, end):
         return None, f"{bsite.name} writes other bytes than its {what}'s", True
+    if not b.src.elem == b.dst.elem == sub.elem:
+        return None, f"{bsite.name} copies {b.src.elem} to {b.dst.elem}, the attention reads {sub.elem}", True
     out, inn, mine = _shape_at(bsite, b.dst), _shape_at(bsite, b.src), _shape_at(site, sub)
     if out is None or inn is None or mine is None:
         return None, f"{bsite.name}'s or its {what}'s sizes cannot be read", True
