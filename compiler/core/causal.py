@@ -97,6 +97,7 @@ class Subspan:
     elem: str = ""
     stored_whole: bool = False  # written by one whole-tensor store in the function's body (every byte)
     dims: tuple[Offset | None, ...] = ()  # its dynamic dims' values, in order (None: not readable here)
+    bits: int | None = None  # bits an element takes in memory (i1: a byte)
 
     @property
     def writes(self) -> bool:
@@ -169,7 +170,7 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
         off = subspan_offset(op)
         offset = Offset(value=0) if off is None else _int(off)
         bound = _bound_tensor(op.results[0].type)
-        access, nbytes, shape, elem = "unknown", None, (), ""
+        access, nbytes, shape, elem, bits = "unknown", None, (), "", None
         if bound is not None:
             access, t = bound
             shape = tuple(None if t.is_dynamic_dim(i) else t.get_dim_size(i) for i in range(t.rank))
@@ -187,7 +188,7 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
             and _whole(users[0], shape)
         )
         dims = tuple(_int(v) for v in subspan_dims(op))
-        out[op] = Subspan(subspan_binding(op), offset, access, nbytes, shape, elem, whole, dims)
+        out[op] = Subspan(subspan_binding(op), offset, access, nbytes, shape, elem, whole, dims, bits)
     return out
 
 

@@ -212,11 +212,10 @@ class Site:
             return Sym(sub.nbytes)
         if sub.shape.count(None) != 1 or len(sub.dims) != 1 or sub.dims[0] is None:
             return None
-        bits = {"f16": 16, "bf16": 16, "f32": 32, "i8": 8, "i32": 32, "f64": 64, "i64": 64}.get(sub.elem)
-        n = self.value(sub.dims[0])
-        if bits is None or n is None:
+        n, static = self.value(sub.dims[0]), math.prod(s for s in sub.shape if s is not None)
+        if sub.bits is None or n is None or static * sub.bits % 8:
             return None
-        return n * (math.prod(s for s in sub.shape if s is not None) * bits // 8)
+        return n * (static * sub.bits // 8)
 
 
 def _entry(ref: ir.Attribute) -> str:
