@@ -481,9 +481,21 @@ def test_a_mask_the_attention_dispatch_also_reads_elsewhere_proves_nothing(gpt2_
 
 def test_push_constant_offsets_read_unsigned():
     """IREE loads a subspan's offset as an i32 push constant through arith.index_castui: 3e9 bytes is
-    3e9, not the i32's negative value; through a signed cast a negative offset is no offset at all."""
+    3e9, not the i32's negative value; through a signed cast a negative offset is no offset at all; a 64-bit
+    offset in two push constants is lo | hi << 32."""
     from mmaflow.compiler.core.causal import Offset
+    from mmaflow.compiler.driver.host_program import push_value
 
-    assert Offset(ordinal=0, unsigned=True).at([3_000_000_000 - (1 << 32)]) == 3_000_000_000
-    assert Offset(ordinal=0).at([-5]) is None
-    assert Offset(ordinal=1, unsigned=True).at([7, 64]) == 64 and Offset(value=128).at([]) == 128
+    module = parse_module(
+        "func.func @f() {\n  %a = arith.constant -1294967296 : i32\n  %b = arith.constant -5 : i32\n"
+        "  %c = arith.constant 7 : i32\n  %d = arith.constant 64 : i32\n  %e = arith.constant 1 : i32\n"
+        "  return\n}",
+        new_context(),
+    )
+    (func,) = module.body.operations
+    push = [op.results[0] for op in func.regions[0].blocks[0].operations if op.name == "arith.constant"]
+    assert push_value(push, Offset(ordinal=0, unsigned=True)).constant == 3_000_000_000
+    assert push_value(push, Offset(ordinal=1)) is None
+    assert push_value(push, Offset(ordinal=3, unsigned=True)).constant == 64
+    assert push_value(push, Offset(value=128)).constant == 128
+    assert push_value(push, Offset(ordinal=2, unsigned=True, high=4)).constant == 7 + (1 << 32)

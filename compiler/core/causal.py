@@ -67,17 +67,6 @@ class Offset:
     unsigned: bool = False
     high: int | None = None
 
-    def at(self, push: list[int | None]) -> int | None:
-        if self.ordinal is None:
-            return self.value
-        if self.high is not None:
-            lo, hi = (push[i] if i < len(push) else None for i in (self.ordinal, self.high))
-            return None if lo is None or hi is None else (lo & 0xFFFFFFFF) | (hi & 0xFFFFFFFF) << 32
-        v = push[self.ordinal] if self.ordinal < len(push) else None
-        if v is not None and v < 0:
-            return v + (1 << 32) if self.unsigned else None
-        return v
-
     @property
     def ordinals(self) -> tuple[int, ...]:
         """The push constants it reads."""
@@ -150,7 +139,7 @@ def _bits(elem: ir.Type) -> int | None:
     return None
 
 
-def _bound_tensor(dt: ir.Type) -> tuple[str, ir.RankedTensorType] | None:
+def bound_tensor(dt: ir.Type) -> tuple[str, ir.RankedTensorType] | None:
     """A dispatch tensor type's access and bound tensor type: the tensor read from its text, the access
     by comparing types built from it (``mlir.dispatch_tensor_access``); None for anything else."""
     m = _TENSOR.search(str(dt))
@@ -169,7 +158,7 @@ def subspans(func: ir.Operation) -> dict[ir.Operation, Subspan]:
             continue
         off = subspan_offset(op)
         offset = Offset(value=0) if off is None else _int(off)
-        bound = _bound_tensor(op.results[0].type)
+        bound = bound_tensor(op.results[0].type)
         access, nbytes, shape, elem, bits = "unknown", None, (), "", None
         if bound is not None:
             access, t = bound

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from iree.compiler import ir
 
 from mmaflow.compiler.core.attention import ATTENTION_OPS, attention_roles, describe_attention
-from mmaflow.compiler.core.causal import Offset, Subspan, subspans
+from mmaflow.compiler.core.causal import Offset, Subspan, bound_tensor, subspans
 from mmaflow.compiler.core.errors import InputError
 from mmaflow.compiler.core.mlir import defining_op, int_assumptions, segments, subspan_dims, user_of, walk
 from mmaflow.compiler.driver.host_program import (
@@ -57,6 +57,7 @@ from mmaflow.compiler.driver.host_program import (
     before,
     commands,
     dead_after,
+    entry,
     execute_of,
     last_writer,
     written_between,
@@ -83,6 +84,7 @@ class _Fold:
     write: object  # the broadcast's Access on the attention's range
     order: tuple[str, ...]  # the source's per-batch stored dims
     offset: Sym  # the source's byte offset in the attention's binding
+    group: int  # query heads a KV head: the times the broadcast copies each
     push: tuple = ()  # the call's new push constants for it: (lo, hi) ints, or the broadcast's host values
 
 
@@ -121,15 +123,14 @@ def _whole_access(access: ir.Operation) -> bool:
     sub = defining_op(access.operands[0] if is_load else access.operands[1])
     if sub is None or sub.name != "hal.interface.binding.subspan":
         return False
-    text = str(sub.results[0].type)
-    if ":" not in text or "tensor<" not in text:
+    bound = bound_tensor(sub.results[0].type)
+    if bound is None:
         return False
-    bound = ir.Type.parse(text[text.index("tensor<", text.index(":")) : text.rindex(">")], sub.context)
     return (
         set(offs) <= {0}
         and set(strides) <= {1}
-        and value.type == bound
-        and sizes == list(ir.RankedTensorType(bound).shape)
+        and value.type == bound[1]
+        and sizes == list(bound[1].shape)
         and not dyn_offsets
         and not dyn_strides
         and list(dyn_sizes) == list(tensor_dims) == list(subspan_dims(sub))
@@ -306,7 +307,7 @@ def _fold(prog: Program, cmds, i: int, site: Site, att: _Attention, what: str) -
     writer = written_between(prog, peers, src[0], src[1], src[2])
     if writer or any(a.writes and a.overlaps(src[0], src[1], src[2]) for a in site.accesses):
         return None, f"{writer or 'the attention'} writes {bsite.name}'s input before the attention reads it", True
-    return _Fold(bsite, hit, order, src[1] - base), "", True
+    return _Fold(bsite, hit, order, src[1] - base, group), "", True
 
 
 def _feeds_only(func: ir.Operation, ordinals: tuple[int, ...], sub_op: ir.Operation) -> bool:
@@ -385,7 +386,7 @@ def fold(module: ir.Module) -> list[str]:
             a = atts.get(export)
             if a is not None and not a.refused:
                 _prove_call(prog, cmds, i, site, a)
-    erase: dict[ir.Operation, Site] = {}
+    erase: dict[ir.Operation, _Fold] = {}
     for a in atts.values():
         name = a.export.split("::")[-1]
         if a.refused:
@@ -432,7 +433,7 @@ def fold(module: ir.Module) -> list[str]:
 def _drop_unused_executables(module: ir.Module, candidates: set[str]) -> None:
     """Erase each of the removed broadcasts' ``hal.executable`` that no dispatch names any more."""
     named = {
-        str(ref).split("::")[0].lstrip("@").strip('"')
+        entry(ref).split("::")[0]
         for op in walk(module.operation)
         if op.name == "stream.cmd.dispatch"
         for ref in ir.ArrayAttr(op.attributes["entry_points"])
@@ -466,11 +467,10 @@ def _prove_call(prog: Program, cmds, i: int, site: Site, a: _Attention) -> None:
             return
         f.push = push
         folds[what] = f
-    out = [_shape_at(f.broadcast, prog.fact(f.broadcast.export, _broadcast).dst)[1].constant for f in folds.values()]
-    if len(set(out)) != 1:
+    if folds["K"].group != folds["V"].group:
         a.refused = "K and V broadcast a different number of times"
         return
-    a.calls.append((site, folds, out[0]))
+    a.calls.append((site, folds, folds["K"].group))
 
 
 def _set_push(site: Site, off: Offset, push: tuple) -> None:

@@ -218,7 +218,8 @@ class Site:
         return n * (static * sub.bits // 8)
 
 
-def _entry(ref: ir.Attribute) -> str:
+def entry(ref: ir.Attribute) -> str:
+    """An entry point reference as "exe::variant::export"."""
     return str(ref).replace("@", "").replace('"', "")
 
 
@@ -281,7 +282,7 @@ class Program:
 
     def _site(self, op: ir.Operation) -> Site:
         """A dispatch's accesses: per binding, one per subspan of its function there."""
-        exports = tuple(_entry(r) for r in ir.ArrayAttr(op.attributes["entry_points"]))
+        exports = tuple(entry(r) for r in ir.ArrayAttr(op.attributes["entry_points"]))
         if len(exports) != 1:  # (several variants: their bindings' offsets may differ)
             return Site(op, exports[0] if exports else "", [Access(None, None, None, True, True)], exports)
         export = exports[0]
