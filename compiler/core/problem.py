@@ -39,6 +39,17 @@ class EpilogueInput:
     shape: tuple  # its full shape (None where dynamic)
     dims: tuple  # the output dimension each axis follows: "b", "m" or "n" (bias over columns: ("n",))
 
+    @staticmethod
+    def from_dict(d: dict) -> "EpilogueInput":
+        return EpilogueInput(Binding.from_dict(d["at"]), d["type"], tuple(d["shape"]), tuple(d["dims"]))
+
+    @staticmethod
+    def describe_all(acc_type: str, inputs: tuple, ops: tuple, stored_type: str) -> str:
+        """``epilogue(f32, f16[m,n]: truncf mulf) -> f16``: the accumulator's and inputs' types, the ops."""
+        ins = "".join(f", {e.type}[{','.join(e.dims)}]" for e in inputs)
+        names = " ".join(o.split(".", 1)[-1] for o in ops)
+        return f"epilogue({acc_type}{ins}: {names}) -> {stored_type}"
+
 
 @dataclass(frozen=True)
 class BlockScales:
@@ -140,10 +151,7 @@ class Contraction:
         d = dict(d)
         for role in ("a", "b", "c"):
             d[role] = Binding.from_dict(d[role])
-        d["epilogue"] = tuple(
-            EpilogueInput(Binding.from_dict(e["at"]), e["type"], tuple(e["shape"]), tuple(e["dims"]))
-            for e in d.get("epilogue", ())
-        )
+        d["epilogue"] = tuple(EpilogueInput.from_dict(e) for e in d.get("epilogue", ()))
         d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
         d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         if d.get("scales"):
@@ -164,9 +172,7 @@ class Contraction:
         if self.scales is not None:
             text += f", {self.scales.type} scales a {self.scales.block}-value block"
         if self.has_epilogue:
-            ins = "".join(f", {e.type}[{','.join(e.dims)}]" for e in self.epilogue)
-            ops = " ".join(o.split(".", 1)[-1] for o in self.epilogue_ops)
-            text += f", epilogue({self.c_type}{ins}: {ops}) -> {self.stored_type}"
+            text += ", " + EpilogueInput.describe_all(self.c_type, self.epilogue, self.epilogue_ops, self.stored_type)
         return text
 
 

@@ -32,77 +32,27 @@ from __future__ import annotations
 
 from iree.compiler import ir
 from iree.compiler.dialects import arith, iree_tensor_ext, tensor
-from iree.compiler.dialects import func as func_d
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.dynamic import DIM_ORDER
 from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast, scaled_matmul
 from mmaflow.compiler.core.mlir import (
-    clone_into,
     defining_op,
     dispatch_tensor_access,
     dispatch_tensor_type,
     location_of,
     op_attributes,
     segments,
-    str_attr,
     unique_ops,
     user_of,
     walk,
 )
 from mmaflow.compiler.core.problem import Contraction, operand_shapes, padded_problem
 from mmaflow.compiler.kernels.common import prologue
+from mmaflow.compiler.kernels.common.epilogue import compose_epilogue
 
 NAME = "normalize"
-
-
-def _epilogue_function(
-    func: ir.Operation, problem: Contraction, chain: list, contraction: ir.Operation, input_values: list
-) -> ir.Operation:
-    """The epilogue generics' bodies, composed into ``func.func private @<name>_epilogue``;
-    ``input_values``: the tensors the chain reads besides the accumulator, in problem order."""
-    types = [ir.Type.parse(problem.c_type)] + [ir.Type.parse(e.type) for e in problem.epilogue]
-    ftype = ir.FunctionType.get(types, [ir.Type.parse(problem.stored_type)])
-    with func.location, ir.InsertionPoint(func):
-        efunc = func_d.FuncOp(f"{str_attr(func, 'sym_name')}_epilogue", ftype, visibility="private")
-    attrs.mark(efunc, attrs.EPILOGUE)
-    block = efunc.add_entry_block()
-    ip = ir.InsertionPoint(block)
-    args = list(block.arguments)
-    current, value, nxt = args[0], contraction.results[0], 1
-    constants: dict = {}
-    for gen in chain:
-        gblock = gen.regions[0].blocks[0]
-        local = {}
-        for barg, operand in zip(list(gblock.arguments), list(gen.operands)[:-1]):
-            if operand == value:
-                local[barg] = current
-            else:
-                if nxt > len(input_values) or input_values[nxt - 1] != operand:
-                    raise CodegenError(
-                        "the epilogue reads its inputs in another order than select recorded",
-                        stage=NAME,
-                        location=location_of(gen),
-                    )
-                local[barg] = args[nxt]
-                nxt += 1
-        for o in (o.operation for o in gblock.operations):
-            if o.name == "linalg.yield":
-                current = local[o.operands[0]]
-                break
-            for v in o.operands:
-                if v not in local:  # a constant captured from outside the generic (select checked)
-                    if v not in constants:
-                        constants[v] = defining_op(v).clone(ip).results[0]
-                    local[v] = constants[v]
-            clone_into([o], ip, local)
-        value = gen.results[0]
-    with func.location, ip:
-        func_d.ReturnOp([current])
-    if nxt != len(args):
-        raise CodegenError(f"the epilogue reads {nxt - 1} inputs, select recorded {len(args) - 1}", stage=NAME)
-    return efunc
 
 
 class _Rewriter:
@@ -145,7 +95,17 @@ class _Rewriter:
     def detach_epilogue(self) -> list[ir.Operation]:
         """Move the epilogue into its function; store the accumulator instead. Returns the
         subspans of its inputs (now unused), to go to the prologue."""
-        _epilogue_function(self.func, self.problem, self.chain, self.contraction, self.epilogue_inputs)
+        p = self.problem
+        compose_epilogue(
+            self.func,
+            p.c_type,
+            [e.type for e in p.epilogue],
+            p.stored_type,
+            self.chain,
+            self.contraction.results[0],
+            self.epilogue_inputs,
+            stage=NAME,
+        )
         self.store.operands[0] = self.contraction.results[0]
         for gen in reversed(self.chain):
             outs = defining_op(list(gen.operands)[-1])

@@ -38,15 +38,14 @@ from iree.compiler import ir
 
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.attention import ATTENTION_OPS, AttentionDispatch, describe_attention
+from mmaflow.compiler.core.epilogue_chain import binding_of, element_type, loaded_from, match_epilogue, stored_to
 from mmaflow.compiler.core.errors import InputError, UnsupportedError
-from mmaflow.compiler.core.linalg_forms import folded_fill, packed_bitcast, scaled_matmul
+from mmaflow.compiler.core.linalg_forms import folded_fill, scaled_matmul
 from mmaflow.compiler.core.mlir import (
     defining_op,
-    dispatch_tensor_access,
     executable_target,
     location_of,
     ops_named,
-    segments,
     str_attr,
     subspan_binding,
     subspan_constant_offset,
@@ -55,7 +54,7 @@ from mmaflow.compiler.core.mlir import (
     user_of,
     walk,
 )
-from mmaflow.compiler.core.problem import Binding, BlockScales, Contraction, EpilogueInput, operand_dims
+from mmaflow.compiler.core.problem import Binding, BlockScales, Contraction, operand_dims
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
 from mmaflow.compiler.target.targets import Target, get_target, target_for_arch
@@ -94,11 +93,6 @@ def resolve_target(variant: ir.Operation, requested: str | None) -> Target | Non
             raise InputError(f"the executable was configured for {arch}, not {requested}")
         return target
     return target_for_arch(arch)
-
-
-def _element_type(value: ir.Value) -> tuple[str, list[int]]:
-    t = ir.ShapedType(value.type)
-    return str(t.element_type), [t.get_dim_size(i) if not t.is_dynamic_dim(i) else -1 for i in range(t.rank)]
 
 
 def _map_dims(attr) -> list[list[int]]:
@@ -149,54 +143,6 @@ def _body_casts(op: ir.Operation) -> tuple[str | None, str | None] | None:
     if x == b_arg and y == a_arg:
         return cy, cx
     return None
-
-
-def _whole(op: ir.Operation, sub: ir.Operation, tensor: ir.Type) -> bool:
-    """Does the dispatch.tensor.load/store ``op`` move all of ``sub``'s tensor (offsets 0, full
-    sizes, strides 1, the binding's own dynamic sizes)? ``tensor`` is the loaded/stored type."""
-    if dispatch_tensor_access(sub.results[0].type, tensor) is None:
-        return False
-
-    def arr(name):
-        return list(ir.DenseI64ArrayAttr(op.attributes[name]))
-
-    full = list(ir.RankedTensorType(tensor).shape)
-    if not (
-        all(o == 0 for o in arr("static_offsets"))
-        and arr("static_sizes") == full
-        and all(x == 1 for x in arr("static_strides"))
-    ):
-        return False
-    *_, dims, offsets, sizes, strides = segments(op)
-    return dims == subspan_dims(sub) and sizes == subspan_dims(sub) and not offsets and not strides
-
-
-def _subspan(value: ir.Value) -> ir.Operation | None:
-    op = defining_op(value)
-    return op if op is not None and op.name == "hal.interface.binding.subspan" else None
-
-
-def _loaded_from(value: ir.Value) -> ir.Operation | None:
-    """The subspan a tensor was loaded from, whole (through iree_tensor_ext.dispatch.tensor.load,
-    and a bitcast of bytes to a 4/6-bit type: ``packed_bitcast``)."""
-    cast = packed_bitcast(value)
-    if cast is not None:
-        value = cast.operands[0]
-    load = defining_op(value)
-    if load is None or load.name != "iree_tensor_ext.dispatch.tensor.load":
-        return None
-    sub = _subspan(load.operands[0])
-    return sub if sub is not None and _whole(load, sub, value.type) else None
-
-
-def _stored_to(store: ir.Operation) -> ir.Operation | None:
-    """The subspan a dispatch.tensor.store writes whole."""
-    sub = _subspan(store.operands[1])
-    return sub if sub is not None and _whole(store, sub, store.operands[0].type) else None
-
-
-def _binding(sub: ir.Operation) -> Binding:
-    return Binding(subspan_binding(sub), subspan_constant_offset(sub))
 
 
 def same_tensor(x: ir.Operation, y: ir.Operation) -> bool:
@@ -276,7 +222,7 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
     if casts is None:
         return None, f"{what}: the body is not a multiply-accumulate"
     ins = list(op.operands)
-    (at, ashape), (bt, bshape), (ct, cshape) = (_element_type(v) for v in ins[:3])
+    (at, ashape), (bt, bshape), (ct, cshape) = (element_type(v) for v in ins[:3])
     sizes = {}
     for shape, dims in ((ashape, a_map), (bshape, b_map), (cshape, c_map)):
         for s, d in zip(shape, dims):
@@ -303,114 +249,6 @@ def match_contraction(op: ir.Operation) -> tuple[dict | None, str]:
         unsigned_a=casts[0] == "arith.extui",
         unsigned_b=casts[1] == "arith.extui",
     ), ""
-
-
-_ROLES = ("b", "m", "n")
-
-
-def _consumer_problem(gen: ir.Operation, value: ir.Value, rank: int) -> str | None:
-    """Why ``gen`` is not an elementwise consumer of ``value`` mmaflow can apply in registers
-    (None if it is one)."""
-    if gen.name != "linalg.generic":
-        return "is not a linalg.generic"
-    iters = [str(t) for t in ir.ArrayAttr(gen.attributes["iterator_types"])]
-    if len(iters) != rank or any("parallel" not in t for t in iters):
-        return f"is not elementwise over the {rank}-D result (iterators {iters})"
-    if len(gen.results) != 1:
-        return f"has {len(gen.results)} results"
-    maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(gen.attributes["indexing_maps"])]
-    ins = list(gen.operands)[:-1]
-    identity = ir.AffineMap.get_identity(rank)
-    if maps[-1] != identity:
-        return "writes its result permuted"
-    uses = [i for i, v in enumerate(ins) if v == value]
-    if len(uses) != 1 or maps[uses[0]] != identity:
-        return "does not read the matmul result element by element"
-    for amap in maps[:-1]:
-        dims = [e.position for e in amap.results if isinstance(e, ir.AffineDimExpr)]
-        if len(dims) != len(amap.results) or len(set(dims)) != len(dims):
-            return f"reads an input through {amap}, which is not a broadcast or permutation"
-    block = gen.regions[0].blocks[0]
-    out_arg = list(block.arguments)[-1]
-    if len(list(out_arg.uses)):
-        return "reads its output tensor"
-    inside = {o.operation for o in block.operations}
-    for o in (o.operation for o in block.operations):
-        if o.name == "linalg.yield":
-            continue
-        if o.name == "linalg.index":
-            return "depends on the element's position (linalg.index)"
-        if not o.name.startswith(("arith.", "math.")) or o.regions:
-            return f"computes with {o.name} (mmaflow applies arith and math ops in registers)"
-        for v in o.operands:
-            d = defining_op(v)
-            if d is not None and d not in inside and d.name != "arith.constant":
-                return f"uses {d.name} defined outside its body"
-    return None
-
-
-def match_epilogue(op: ir.Operation, batched: bool):
-    """Follow the contraction's result through fused elementwise consumers to its store.
-
-    Returns (consumer generics in order, the final store, [(input subspan, EpilogueInput)], body
-    op names, stored element type)."""
-    rank = 3 if batched else 2
-    roles = _ROLES[-rank:]
-    chain, inputs, names = [], [], []
-    value = op.results[0]
-    while True:
-        users = [user_of(u) for u in value.uses]
-        what = "the matmul result" if not chain else f"the result of {chain[-1].name}"
-        if len(users) != 1:
-            raise UnsupportedError(
-                f"{what} has {len(users)} users; mmaflow stores exactly one result per dispatch",
-                stage=NAME,
-                location=location_of(op),
-            )
-        user = users[0]
-        if user.name == "iree_tensor_ext.dispatch.tensor.store":
-            return chain, user, inputs, names, str(ir.ShapedType(value.type).element_type)
-        why = _consumer_problem(user, value, rank)
-        if why:
-            raise UnsupportedError(
-                f"the matmul is fused with {user.name}, which {why}; mmaflow fuses elementwise epilogues only",
-                stage=NAME,
-                location=location_of(user),
-            )
-        maps = [ir.AffineMapAttr(a).value for a in ir.ArrayAttr(user.attributes["indexing_maps"])]
-        for operand, amap in zip(list(user.operands)[:-1], maps):
-            if operand == value:
-                continue
-            sub = _loaded_from(operand)
-            if sub is None:
-                src = defining_op(operand)
-                if src is not None and src.name == "tensor.empty":
-                    raise UnsupportedError(
-                        f"the epilogue {user.name} reads an uninitialized tensor (tensor.empty)",
-                        stage=NAME,
-                        location=location_of(user),
-                    )
-                raise UnsupportedError(
-                    f"an epilogue input ({src.name if src else 'a block argument'}) is not a whole tensor "
-                    f"loaded from a binding",
-                    stage=NAME,
-                    location=location_of(user),
-                )
-            elem, shape = _element_type(operand)
-            inputs.append(
-                (
-                    sub,
-                    EpilogueInput(
-                        _binding(sub),
-                        elem,
-                        tuple(None if x == -1 else x for x in shape),
-                        tuple(roles[e.position] for e in amap.results),
-                    ),
-                )
-            )
-        names += [o.operation.name for o in user.regions[0].blocks[0].operations if o.operation.name != "linalg.yield"]
-        chain.append(user)
-        value = user.results[0]
 
 
 def select(module: ir.Module, requested_target: str | None) -> list[Decision]:
@@ -543,11 +381,11 @@ def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_o
             f"block); 8-bit x 4/6-bit pairs share no K order: left to IREE",
         )
     subs = {
-        r: _loaded_from(operands[i]) for r, i in (("A", sm.a), ("B", sm.b), ("SA", sm.a_scales), ("SB", sm.b_scales))
+        r: loaded_from(operands[i]) for r, i in (("A", sm.a), ("B", sm.b), ("SA", sm.a_scales), ("SB", sm.b_scales))
     }
     store = next((user_of(u) for u in op.results[0].uses), None)
     subs["C"] = (
-        _stored_to(store) if store is not None and store.name == "iree_tensor_ext.dispatch.tensor.store" else None
+        stored_to(store) if store is not None and store.name == "iree_tensor_ext.dispatch.tensor.store" else None
     )
     missing = [r for r, sub in subs.items() if sub is None]
     if missing:
@@ -567,11 +405,11 @@ def _select_scaled(name: str, func: ir.Operation, op: ir.Operation, sm, linalg_o
         a_type=a_t,
         b_type=b_t,
         c_type=str(ir.ShapedType(op.results[0].type).element_type),
-        a=_binding(subs["A"]),
-        b=_binding(subs["B"]),
-        c=_binding(subs["C"]),
+        a=binding_of(subs["A"]),
+        b=binding_of(subs["B"]),
+        c=binding_of(subs["C"]),
         b_transposed=True,
-        scales=BlockScales(_binding(subs["SA"]), _binding(subs["SB"]), sa_t, sm.block),
+        scales=BlockScales(binding_of(subs["SA"]), binding_of(subs["SB"]), sa_t, sm.block),
     )
     refusal = _packed_refusal(
         {
@@ -718,7 +556,7 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         )
     op, fields = found[0]
     k_dropped = fields.pop("k_dropped")
-    chain, store, inputs, names, stored = match_epilogue(op, fields["batched"])
+    chain, store, inputs, names, stored = match_epilogue(op, fields["batched"], NAME)
     if chain and ir.ShapedType(op.results[0].type).rank < 2 + fields["batched"]:
         return Decision(
             name,
@@ -741,7 +579,7 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
     refusal = _packed_refusal(fields)
     if refusal is not None:
         return Decision(name, False, refusal)
-    subs = {"A": _loaded_from(op.operands[0]), "B": _loaded_from(op.operands[1]), "C": _stored_to(store)}
+    subs = {"A": loaded_from(op.operands[0]), "B": loaded_from(op.operands[1]), "C": stored_to(store)}
     sliced = [role for role, sub in subs.items() if sub is None]
     if sliced:
         role = sliced[0]
@@ -754,9 +592,9 @@ def _select_in_variant(name: str, variant: ir.Operation, target: Target) -> Deci
         )
     problem = Contraction(
         **fields,
-        a=_binding(subs["A"]),
-        b=_binding(subs["B"]),
-        c=_binding(subs["C"]),
+        a=binding_of(subs["A"]),
+        b=binding_of(subs["B"]),
+        c=binding_of(subs["C"]),
         same_ab=same_tensor(subs["A"], subs["B"]),
         out_type=stored if stored != fields["c_type"] else None,
         epilogue=tuple(e for _, e in inputs),

@@ -924,7 +924,7 @@ class Rewriter:
             extents_ = {"b": self.extent("batch"), "m": self.extent("m"), "n": self.extent("n")}
             epi = Epilogue(
                 efunc,
-                self.problem,
+                self.problem.epilogue,
                 self.epilogue_buffers,
                 {"b": False, "m": limits[0] is not None, "n": limits[1] is not None},
                 extents_,

@@ -21,10 +21,12 @@ of the f32 constant 1.0 and an erf used nowhere else) is evaluated whole as erfc
 from __future__ import annotations
 
 from iree.compiler import ir
+from iree.compiler.dialects import func as func_d
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import CodegenError
-from mmaflow.compiler.core.problem import Contraction, EpilogueInput
+from mmaflow.compiler.core.mlir import clone_into, defining_op, location_of, str_attr
+from mmaflow.compiler.core.problem import EpilogueInput
 from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
 from mmaflow.compiler.kernels.common.fast_math import NVIDIA_EXPANSIONS, emit_one_plus_erf, one_plus_erf
 from mmaflow.compiler.target.targets import Vendor
@@ -34,17 +36,73 @@ def epilogue_function(module_op: ir.Operation) -> ir.Operation | None:
     return attrs.marked_func(module_op, attrs.EPILOGUE)
 
 
+def compose_epilogue(
+    func: ir.Operation,
+    acc_type: str,
+    input_types: list[str],
+    stored_type: str,
+    chain: list,
+    result: ir.Value,
+    input_values: list,
+    *,
+    stage: str,
+) -> ir.Operation:
+    """The epilogue generics' bodies (``chain``, consumers of the contraction's ``result``), composed into
+    ``func.func private @<name>_epilogue(acc, inputs...) -> stored`` before ``func``; ``input_values``:
+    the tensors the chain reads besides the accumulator, in the record's order."""
+    types = [ir.Type.parse(acc_type)] + [ir.Type.parse(t) for t in input_types]
+    ftype = ir.FunctionType.get(types, [ir.Type.parse(stored_type)])
+    with func.location, ir.InsertionPoint(func):
+        efunc = func_d.FuncOp(f"{str_attr(func, 'sym_name')}_epilogue", ftype, visibility="private")
+    attrs.mark(efunc, attrs.EPILOGUE)
+    block = efunc.add_entry_block()
+    ip = ir.InsertionPoint(block)
+    args = list(block.arguments)
+    current, value, nxt = args[0], result, 1
+    constants: dict = {}
+    for gen in chain:
+        gblock = gen.regions[0].blocks[0]
+        local = {}
+        for barg, operand in zip(list(gblock.arguments), list(gen.operands)[:-1]):
+            if operand == value:
+                local[barg] = current
+            else:
+                if nxt > len(input_values) or input_values[nxt - 1] != operand:
+                    raise CodegenError(
+                        "the epilogue reads its inputs in another order than select recorded",
+                        stage=stage,
+                        location=location_of(gen),
+                    )
+                local[barg] = args[nxt]
+                nxt += 1
+        for o in (o.operation for o in gblock.operations):
+            if o.name == "linalg.yield":
+                current = local[o.operands[0]]
+                break
+            for v in o.operands:
+                if v not in local:  # a constant captured from outside the generic (select checked)
+                    if v not in constants:
+                        constants[v] = defining_op(v).clone(ip).results[0]
+                    local[v] = constants[v]
+            clone_into([o], ip, local)
+        value = gen.results[0]
+    with func.location, ip:
+        func_d.ReturnOp([current])
+    if nxt != len(args):
+        raise CodegenError(f"the epilogue reads {nxt - 1} inputs, select recorded {len(args) - 1}", stage=stage)
+    return efunc
+
+
 class Epilogue:
-    """Applies ``efunc`` to runs of accumulator elements.
+    """Applies ``efunc`` to runs of accumulator elements; ``described``: the ``EpilogueInput`` of each
+    of its inputs, ``inputs`` their buffers.
 
     ``overhang``: for each of "b", "m", "n", whether its tiles overhang the true extent (then
     the input loads along it are bounded); ``extents``: the true extents (int or index value)."""
 
-    def __init__(
-        self, efunc: ir.Operation, problem: Contraction, inputs: list[ir.Value], overhang: dict, extents: dict
-    ):
+    def __init__(self, efunc: ir.Operation, described: tuple, inputs: list[ir.Value], overhang: dict, extents: dict):
         self.func = efunc
-        self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(problem.epilogue, inputs))
+        self.inputs: list[tuple[EpilogueInput, ir.Value]] = list(zip(described, inputs))
         self.overhang, self.extents = overhang, extents
         self._loaded: dict = {}
         # 1 + erf(u), the erf used nowhere else: the addf's result -> u, and the erfs it absorbs
