@@ -63,13 +63,15 @@ TAKEN = {
         "1": "2x256x1024 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",  # K and V: into the grown cache
         "10": "2x1024x1024 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n]: truncf addf) -> {dt}",
     },
-    # gate / up: IREE unpacks the int4 bytes (shifts, masks) and dequantizes them in dispatches of their
-    # own (left: no contraction), the matmuls read f16 / bf16 weights; down: the int8 per-channel
-    # dequantization in the matmul's dispatch (linalg.matmul, truncf to the model dtype), weight-only.
+    # gate / up: the int4 bytes unpacked by shifts and masks, dequantized per group and reshaped; mmaflow compile
+    # gives IREE its dequant-matmul form back (driver/packed_weights.py: the bytes read as i4, the matmul per
+    # group), so each layer is one dispatch reading the packed weights, gate's with SiLU(gate) * up fused behind
+    # it; down: the int8 per-channel dequantization in the matmul's dispatch. All three the weight-only kernel.
     "llama_mlp_wq": {
-        "4": "2x2816x1024 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",
-        "5": "2x2816x1024 {dt} x {dt}^T -> f32, epilogue(f32, {dt}[m,n]: truncf negf exp addf divf mulf mulf) -> {dt}",
-        "6": "weight-only 2x1024x2816 {dt} x s8 (groups of 2816, 1 parameter(s) per group) -> f32, stored {dt}",
+        "0": "weight-only 2x2816x1024 {dt} x u4 (groups of 128, 2 parameter(s) per group) -> f32, stored {dt}",
+        "1": "weight-only 2x2816x1024 {dt} x u4 (groups of 128, 2 parameter(s) per group) -> f32, "
+        "epilogue(f32, {dt}[m,n]: truncf negf exp addf divf mulf mulf) -> {dt}",
+        "2": "weight-only 2x1024x2816 {dt} x s8 (groups of 2816, 1 parameter(s) per group) -> f32, stored {dt}",
     },
     "bert_layer": {
         "0": "256x768x768 {dt} x {dt}^T -> f32, epilogue(f32: truncf) -> {dt}",
@@ -188,11 +190,8 @@ def test_what_mmaflow_takes(model, dtype, target):
         if "attention" in line
     }
     assert attention == {}, attention  # (every attention dispatch of the corpus is taken)
-    if model == "llama_mlp_wq":  # the int4 layers' dequantization (one executable, gate and up), named so
-        assert left["main$async_dispatch_1"].endswith(
-            f"a dequantization (i8 -> {dtype}) without a matmul: IREE formed it as a dispatch of its own; the "
-            "weight-only kernel takes a dequantization and the matmul reading it in one dispatch"
-        ), left
+    if model == "llama_mlp_wq":  # nothing left: no unpacking or dequantization of its own
+        assert left == {}, left
     # Tensors packed into shared buffers: some taken dispatch reads or writes at a non-zero offset.
     offsets = [
         b.offset
@@ -253,8 +252,8 @@ def test_taken_dispatches_at_their_offsets(model, target):
     lines = _check_model(model, "f16", target, sample=2)
     if model == "llama_attention":  # K and V projections: one executable, two call sites
         assert any("(call 2 of 2)" in line for line in lines), lines
-    if model == "llama_mlp_wq":  # the down projection: the weight-only kernel, stored at the model's dtype
-        assert any(line.startswith("PASS main$async_dispatch_6:") for line in lines), lines
+    if model == "llama_mlp_wq":  # the three projections: the weight-only kernel, gate's with its epilogue
+        assert sorted(line.split(":")[0] for line in lines) == [f"PASS main$async_dispatch_{i}" for i in range(3)]
 
 
 @pytest.mark.exhaustive
@@ -426,8 +425,9 @@ def test_both_routes_build_the_same_file(model, dtype, target, tmp_path):
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("target", ALL_TARGETS)
 def test_the_quantized_mlp_builds_in_process(target, tmp_path, dtype="f16"):
-    """`mmaflow compile` builds llama_mlp_wq (the int4 unpacking's dense_resource shifts keep their
-    data through the executables' round trip as text) and verifies the weight-only kernel's ISA."""
+    """`mmaflow compile` builds llama_mlp_wq (the int4 unpacking's dense_resource shifts read at
+    global-optimization, the unpacking read packed) and verifies the weight-only kernel's ISA of its three
+    layers."""
     import subprocess
     import sys
 
@@ -435,7 +435,7 @@ def test_the_quantized_mlp_builds_in_process(target, tmp_path, dtype="f16"):
     cli = [sys.executable, "-m", "mmaflow.compiler.cli", "compile", src, "--target", target]
     r = subprocess.run(cli + ["-o", str(tmp_path / "out.vmfb")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "mmaflow: verified main$async_dispatch_6:" in r.stderr, r.stderr[-3000:]
+    assert all(f"mmaflow: verified main$async_dispatch_{i}:" in r.stderr for i in range(3)), r.stderr[-3000:]
 
 
 @pytest.mark.exhaustive

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from mmaflow.compiler.core.problem import Binding, DynamicDim
+from mmaflow.compiler.core.problem import Binding, DynamicDim, EpilogueInput
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,12 @@ class WeightOnlyMatmul:
     out: Binding
     params: tuple[Binding, ...]
     dynamic: tuple[DynamicDim, ...] = ()  # a dynamic M: its workload ordinal and push constants
-    out_type: str | None = None  # the stored type when a truncf follows the contraction (else acc_type)
+    out_type: str | None = None  # the stored type when a truncf or an epilogue follows the contraction (else acc_type)
+    # Fused elementwise consumers of the result (a gated activation's other half, a bias), applied in
+    # registers before the store: the tensors they read besides it, and their ops (for logs; the body
+    # stays in the IR). A lone truncf is ``out_type`` alone, not an epilogue.
+    epilogue: tuple[EpilogueInput, ...] = ()
+    epilogue_ops: tuple[str, ...] = ()
 
     def describe(self) -> str:
         q = ("s" if self.signed else "u") + self.q_type[1:]
@@ -42,12 +47,19 @@ class WeightOnlyMatmul:
         return (
             f"weight-only {m}x{self.n}x{self.k} {self.act_type} x {q} (groups of {self.group}, "
             f"{len(self.params)} parameter(s) per group) -> {self.acc_type}"
-            + (f", stored {self.out_type}" if self.out_type else "")
+            + (
+                ", " + EpilogueInput.describe_all(self.acc_type, self.epilogue, self.epilogue_ops, self.out_type)
+                if self.epilogue_ops
+                else f", stored {self.out_type}"
+                if self.out_type
+                else ""
+            )
         )
 
     def where(self) -> str:
         parts = [f"A: {self.a.describe()}", f"W: {self.w.describe()}"]
         parts += [f"param {i}: {p.describe()}" for i, p in enumerate(self.params)]
+        parts += [f"epilogue input {i}: {e.at.describe()}" for i, e in enumerate(self.epilogue)]
         return ", ".join(parts + [f"out: {self.out.describe()}"])
 
     def to_dict(self) -> dict:
@@ -63,4 +75,6 @@ class WeightOnlyMatmul:
         d["dynamic"] = tuple(DynamicDim.from_dict(x) for x in d.get("dynamic", ()))
         d.setdefault("m", None)
         d.setdefault("out_type", None)
+        d["epilogue"] = tuple(EpilogueInput.from_dict(e) for e in d.get("epilogue", ()))
+        d["epilogue_ops"] = tuple(d.get("epilogue_ops", ()))
         return WeightOnlyMatmul(**d)

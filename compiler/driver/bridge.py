@@ -2,7 +2,9 @@
 
 In-process, through IREE's compiler API (``iree.compiler.api``, phases set through ctypes):
 
-    front   invocation 1: parse, run to the end of the executable-sources phase; the host program
+    front   invocation 1: parse, run to the end of global-optimization; quantized weights unpacked
+            by shifts and masks given IREE's dequant-matmul form (``packed_weights.py``); then on to
+            the end of the executable-sources phase; the host program
             read for GQA broadcasts an attention can read through (``gqa_broadcasts.py``: the
             attention rewritten, the broadcasts removed) and attention masks that are provably
             causal (``causal_masks.py``)
@@ -30,7 +32,7 @@ from iree.compiler.api import ctypes_dl as api
 
 from mmaflow.compiler.core.errors import CodegenError, InputError, ToolchainError
 from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
-from mmaflow.compiler.driver import causal_masks, gqa_broadcasts
+from mmaflow.compiler.driver import causal_masks, gqa_broadcasts, packed_weights
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
@@ -202,10 +204,18 @@ def _front_and_codegen(
     src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
     if not front.inv.parse_source(src):
         raise InputError(f"IREE could not parse {source_name}:\n  " + "\n  ".join(front.diagnostics[:5]))
-    front.phases(to="executable-sources")
+    front.phases(to="global-optimization")
     if not front.inv.execute():
-        raise front.fail(f"compile {source_name} to executable-sources")
+        raise front.fail(f"compile {source_name} to global-optimization")
     module = front.inv.export_module()
+    # -- quantized weights unpacked by shifts and masks read packed, their matmuls per group
+    result.log += packed_weights.fold(module)
+    sources = _Invocation(session)
+    sources.inv.import_module(module)
+    sources.phases(start="global-optimization", to="executable-sources")
+    if not sources.inv.execute():
+        raise sources.fail(f"compile {source_name} to executable-sources")
+    module = sources.inv.export_module()
     # -- the host program: GQA broadcasts read through; attention masks proven causal, stamped on the op
     # (their writers removed below)
     result.log += gqa_broadcasts.fold(module)

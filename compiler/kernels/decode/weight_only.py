@@ -31,6 +31,7 @@ from iree.compiler import ir
 from iree.compiler.dialects import arith, func, hal, scf, vector
 
 from mmaflow.compiler.core import attrs, dynamic
+from mmaflow.compiler.core.epilogue_chain import match_epilogue
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.mlir import (
     defining_op,
@@ -43,6 +44,7 @@ from mmaflow.compiler.core.mlir import (
 from mmaflow.compiler.core.problem import Binding
 from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 from mmaflow.compiler.kernels.common.emit import Emitter, vector_type
+from mmaflow.compiler.kernels.common.epilogue import Epilogue, compose_epilogue
 from mmaflow.compiler.kernels.common.fragments import LaneIndex
 from mmaflow.compiler.kernels.common.prologue import scalar_prologue
 from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, KOrder, LaneAffine, plan_a_loads, plan_k_order
@@ -134,6 +136,9 @@ class Match:
     q_index: int  # which of its inputs is W
     convert: ir.Operation  # the body's integer -> float conversion (uitofp / sitofp)
     layout: ir.Attribute  # the bindings' pipeline layout
+    result: ir.Value | None = None  # the contraction's result (an epilogue's accumulator)
+    epilogue: tuple = ()  # the fused consumers of ``result``, in order (empty: none, or a lone truncf)
+    epilogue_values: tuple = ()  # the tensors they read besides it, in the record's order
 
 
 def _body(op: ir.Operation) -> list[ir.Operation]:
@@ -222,25 +227,6 @@ def _is_contraction(op: ir.Operation) -> bool:
     )
 
 
-def _truncation(out: ir.Value) -> ir.Operation | None:
-    """The generic truncating the contraction's result to a narrower float before its store (IREE's
-    form of an f32-accumulated matmul with f16 / bf16 results), or None."""
-    users = [user_of(u) for u in out.uses]
-    if len(users) != 1 or users[0].name != "linalg.generic":
-        return None
-    g = users[0]
-    names = [o.name for o in _body(g)]
-    if (
-        names != ["arith.truncf", "linalg.yield"]
-        or list(g.operands)[0] != out
-        or len(g.operands) != 2
-        or not all("parallel" in t for t in _iterators(g))
-        or any(_dims(m) != list(range(len(_iterators(g)))) for m in ir.ArrayAttr(g.attributes["indexing_maps"]))
-    ):
-        return None
-    return g
-
-
 def match_weight_only(fn: ir.Operation) -> Match:
     """Read a dispatch holding a dequantization generic feeding a contraction; ``UnsupportedError``
     naming what differs from that form."""
@@ -253,13 +239,19 @@ def match_weight_only(fn: ir.Operation) -> Match:
     if len(contr) != 1:
         raise UnsupportedError("not a dequantization generic feeding one contraction")
     contr = contr[0]
-    trunc = _truncation(contr.results[0])
-    claimed = [contr] + ([trunc] if trunc is not None else [])
+    out_rank = ir.RankedTensorType(contr.results[0].type).rank
+    chain, store, inputs, names, stored = match_epilogue(contr, False, roles=("m", "n")[-out_rank:])
+    claimed = [contr] + chain
     deq = [g for g in structured if g not in claimed and all("parallel" in t for t in iters(g))]
-    if len(deq) != 1 or len(structured) != 2 + (trunc is not None):
-        raise UnsupportedError(
-            "not a dequantization generic feeding one contraction (whose result is stored, or truncated and stored)"
-        )
+    if len(deq) != 1 or len(structured) != 2 + len(chain):
+        raise UnsupportedError("not a dequantization generic feeding one contraction and its elementwise consumers")
+    lone_truncation = names == ["arith.truncf"] and not inputs
+    for _, e in inputs:
+        if e.at.offset is None or any(d is None for d, role in zip(e.shape, e.dims) if role != "m"):
+            raise UnsupportedError(
+                f"an epilogue input ({e.at.describe()}, {e.type}{list(e.shape)}) at a run-time offset or of a "
+                "run-time size other than M"
+            )
     deq = deq[0]
     c_in = list(contr.operands)[:-1]
     if len(c_in) != 2 or len(deq.results) != 1 or deq.results[0] not in c_in:
@@ -317,11 +309,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
         params.append(_binding(_whole_load(v, f"dequantization operand {i}"), f"dequantization operand {i}"))
     convert, signed = _conversion(deq, q_index)
     _check_body(deq, q_index, convert)
-    out = (trunc or contr).results[0]
-    users = [user_of(u) for u in out.uses]
-    if len(users) != 1 or users[0].name != "iree_tensor_ext.dispatch.tensor.store":
-        raise UnsupportedError("the contraction's output is not stored to a binding (a fused epilogue?)")
-    store = users[0]
+    out = (chain[-1] if chain else contr).results[0]
     _check_whole(store, out.type, "the output")
     a_type = ir.RankedTensorType(a_val.type)
     a_shape = list(a_type.shape)
@@ -349,7 +337,9 @@ def match_weight_only(fn: ir.Operation) -> Match:
         signed=signed,
         act_type=act,
         acc_type=acc,
-        out_type=_elem(out) if trunc is not None else None,
+        out_type=stored if chain else None,
+        epilogue=() if lone_truncation else tuple(e for _, e in inputs),
+        epilogue_ops=() if lone_truncation else tuple(names),
         param_types=tuple(param_types),
         a=_binding(a_sub, "the activations"),
         w=_binding(q_sub, "the weights"),
@@ -357,7 +347,19 @@ def match_weight_only(fn: ir.Operation) -> Match:
         params=tuple(params),
         dynamic=dyn,
     )
-    return Match(record, deq, q_index, convert, q_sub.attributes["layout"])
+    values = []
+    for gen in chain:  # (the order match_epilogue recorded the inputs in)
+        values += [v for v in list(gen.operands)[:-1] if v != (claimed[claimed.index(gen) - 1]).results[0]]
+    return Match(
+        record,
+        deq,
+        q_index,
+        convert,
+        q_sub.attributes["layout"],
+        contr.results[0],
+        () if lone_truncation else tuple(chain),
+        () if lone_truncation else tuple(values),
+    )
 
 
 def _is_zero(v: ir.Value) -> bool:
@@ -635,8 +637,8 @@ class _Builder:
     # between a dynamic M's row blocks.
     _row_block_barrier = True
 
-    def __init__(self, plan: WeightOnlyPlan, match: Match, em: Emitter):
-        self.plan, self.match, self.em = plan, match, em
+    def __init__(self, plan: WeightOnlyPlan, match: Match, em: Emitter, efunc: ir.Operation | None = None):
+        self.plan, self.match, self.em, self.efunc = plan, match, em, efunc
         self.layouts = dict(zip("ABC", plan.intrinsic.codegen_layouts()))
 
     def unpack(self, em: Emitter, words: ir.Value) -> ir.Value:
@@ -831,7 +833,7 @@ class _Builder:
                         accs[at] = mma.mma(intr, a_ops[u][i][j], b_op, accs[at])
         with em.loc, ir.InsertionPoint(loop.body):
             scf.YieldOp(accs)
-        self._reduce_and_store(em, mems["O"], list(loop.results), lanes, wave, lane, n0, acc_t, part, row_base)
+        self._reduce_and_store(em, mems, list(loop.results), lanes, wave, lane, n0, acc_t, part, row_base)
 
     def _a_operands(self, em: Emitter, mem, a_row, k0, elem, tile: int) -> list:
         """Row tile ``tile``'s A operands for the chunk (``rewrite.a_operands``), rows past M zeros."""
@@ -853,10 +855,23 @@ class _Builder:
             self.rows if p.dynamic_m else None,  # (AMD: the run-time M, past which loads read 0)
         )
 
-    def _reduce_and_store(self, em, out, accs, lanes, wave, lane, n0, acc_t, part, row_base) -> None:
-        """Partial sums through LDS; wave 0 adds them in wave order (deterministic) and stores the
-        rows below M, columns below N."""
+    def _reduce_and_store(self, em, mems, accs, lanes, wave, lane, n0, acc_t, part, row_base) -> None:
+        """Partial sums through LDS; wave 0 adds them in wave order (deterministic), applies the
+        epilogue and stores the rows below M, columns below N."""
         p, em, intr = self.plan, em.named("weight_only.reduce"), self.plan.intrinsic
+        out, rec = mems["O"], self.plan.record
+        n_over = rec.n % p.tile_n != 0
+        epi = (  # (one per pass: its loads are shared within the pass only)
+            None
+            if self.efunc is None
+            else Epilogue(
+                self.efunc,
+                rec.epilogue,
+                [mems[f"E{i}"] for i in range(len(rec.epilogue))],
+                {"b": False, "m": True, "n": n_over},
+                {"b": None, "m": self.rows, "n": rec.n},
+            )
+        )
         lc = self.layouts["C"]
         c_len = intr.c.op_vector_length
         tiles = p.m_tiles * p.n_tiles
@@ -881,8 +896,12 @@ class _Builder:
                 r = first.add(row_base, row, i * intr.m + dr) if row_base else first.add(row, i * intr.m + dr)
                 c = first.add(n0, col, tn * intr.n + dc)
                 at = e * lc.vector_stride + lc.vector_offset  # (RDNA3's 16-bit C: every other slot)
-                val = first.convert(first.extract_slice(total, at, 1), out_t)
-                limits = [self.rows, p.record.n if p.record.n % p.tile_n else None]
+                val = first.extract_slice(total, at, 1)
+                if epi is not None:
+                    coords = {"b": None, "m": r, "n": c}
+                    val = epi.apply(first, val, coords, {"b": 0, "m": i * intr.m + dr, "n": tn * intr.n + dc})
+                val = first.convert(val, out_t)
+                limits = [self.rows, p.record.n if n_over else None]
                 first.bounded_global_store(val, out, [r, c], limits, extent0=self.rows if p.dynamic_m else None)
 
 
@@ -895,10 +914,14 @@ def emit_weight_only(
     loc: ir.Location,
     prologue: list[ir.Operation] = (),
     m_value: ir.Value | None = None,
+    efunc: ir.Operation | None = None,
 ):
     """The kernel as ``func.func @name()`` at ``ip``, reading the bindings at the record's byte
     offsets. A dynamic-M plan: ``prologue`` (the dispatch's scalar ops, moved into the kernel)
-    defines ``m_value``, the run-time M, which sizes A and the output."""
+    defines ``m_value``, the run-time M, which sizes A and the output. ``efunc``: the epilogue
+    (``compose_epilogue``) of a record that has one, applied to each output before its store."""
+    if bool(plan.record.epilogue_ops) != (efunc is not None):
+        raise UnsupportedError(f"{plan.record.describe()}: the epilogue function and the record disagree")
     rec = plan.record
     if plan.dynamic_m and m_value is None:
         raise UnsupportedError(f"{rec.describe()}: a dynamic-M plan needs the run-time M")
@@ -917,6 +940,8 @@ def emit_weight_only(
     }
     for i, (b, t) in enumerate(zip(rec.params, rec.param_types)):
         types[f"P{i}"] = (b, [rec.n, groups], ir.Type.parse(t))
+    for i, e in enumerate(rec.epilogue):  # (a run-time size is M's: match_weight_only checked)
+        types[f"E{i}"] = (e.at, list(e.shape), ir.Type.parse(e.type))
     mems = {}
     for key, (b, shape, elem) in types.items():
         flags = _INDIRECT | (0 if key == "O" else _READ_ONLY)
@@ -931,7 +956,7 @@ def emit_weight_only(
                 descriptor_flags=ir.IntegerAttr.get(i32, flags),
             ).result
     with loc:
-        _Builder(plan, match, em).build(mems, m_value if plan.dynamic_m else None)
+        _Builder(plan, match, em, efunc).build(mems, m_value if plan.dynamic_m else None)
     with loc, body_ip:
         func.ReturnOp([])
     anchor = entry.operations[0]
@@ -956,7 +981,19 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
             and segments(op)[1]
         )
         extra = dict(prologue=scalar_prologue(fn), m_value=segments(a_sub)[1][0])
-    with fn.context:
+    with fn.context, fn.location:
+        rec = match.record
+        if rec.epilogue_ops:
+            extra["efunc"] = compose_epilogue(
+                fn,
+                rec.acc_type,
+                [e.type for e in rec.epilogue],
+                rec.out_type,
+                list(match.epilogue),
+                match.result,
+                list(match.epilogue_values),
+                stage="build",
+            )
         emit_weight_only(
             plan,
             match,
@@ -965,6 +1002,8 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
             loc=ir.Location.name("mmaflow.weight_only", childLoc=fn.location),
             **extra,
         )
+        if rec.epilogue_ops:  # (applied in registers: nothing calls it)
+            extra["efunc"].erase()
     fn.erase()
     return plan
 
