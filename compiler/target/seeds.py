@@ -91,6 +91,7 @@ class WeightOnlySeeds(DecodeSeeds):
     wide_waves_k: Seed  # ... these waves ...
     wide_unroll: Seed  # ... each with this many chunks
     max_rows: Seed  # a static M past one pass (two row tiles) in row blocks, up to this many rows
+    warps_per_sm: Seed  # columns halved (to the instruction's N) while the grid has fewer warps than this a SM
 
 
 NVIDIA_MMA = NvidiaMmaSeeds(
@@ -216,6 +217,11 @@ WEIGHT_ONLY_NVIDIA = WeightOnlySeeds(
         128,
         "unmeasured: 4 passes of 32 rows; IREE's default ran this dispatch 85.0 us at M 16 on the H200 (10.6x ours)",
     ),
+    warps_per_sm=Seed(
+        4,
+        "H200 llama_mlp_wq M 2: down 1024 x 2816 i8 (4 warps) in 32 / 16 / 8 columns 7.45 / 6.05 / 5.50 us (32 / 64 / "
+        "128 workgroups); gate / up 2816 x 1024 i4 (8 warps, 88 workgroups at 32) 4.4 / 3.8 / 3.6",
+    ),
 )
 WEIGHT_ONLY_AMD = WeightOnlySeeds(
     waves_k=DECODE_AMD.waves_k,
@@ -227,4 +233,5 @@ WEIGHT_ONLY_AMD = WeightOnlySeeds(
     wide_waves_k=DECODE_AMD.waves_k,
     wide_unroll=DECODE_AMD.unroll,
     max_rows=Seed(128, "unmeasured (no AMD GPU here): the NVIDIA seed's"),
+    warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the columns seed's, whatever the grid"),
 )

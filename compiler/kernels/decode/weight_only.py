@@ -595,6 +595,9 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     waves = max((w for w in range(1, waves_seed.value + 1) if chunks % w == 0))
     unroll = max(u for u in range(1, unroll_seed.value + 1) if (chunks // waves) % u == 0)
     n_tiles = max(1, s.columns.value // intr.n)
+    # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them
+    while n_tiles > 1 and -(-rec.n // (n_tiles * intr.n)) * waves < s.warps_per_sm.value * target.compute_units:
+        n_tiles //= 2
     m_tiles = -(-rec.m // intr.m)
     tiles = [plan_a_loads(intr, ko, rec.m - i * intr.m) for i in range(m_tiles)]
     plan = WeightOnlyPlan(
