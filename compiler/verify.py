@@ -176,7 +176,7 @@ def check_isa(
                 f"{found} barriers in a K loop of {report.loop_counts['matrix']} matrix instructions "
                 f"({' or '.join(map(str, per_tile))} per K tile); the plan has {expect.k_loop_barriers} per K tile"
             )
-    unrolled = [expect.k_tiles * n for n in per_tile]
+    unrolled = [expect.k_tiles * n + expect.tail_mma for n in per_tile]
     if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) not in unrolled:
         problems.append(
             f"no K loop in the ISA, and not the {' or '.join(map(str, unrolled))} matrix instructions of its "

@@ -205,6 +205,7 @@ class Expectations:
     # matrix instructions per K tile without the blocks whose results no workgroup stores (a static M or N under the
     # wave tile: LLVM may drop them); None: every block stores
     live_mma_per_k_tile: int | None = None
+    tail_mma: int = 0  # matrix instructions a wave runs after the K loop (a tail shorter than a K tile)
 
 
 def write_cluster_dim(func: ir.Operation, dims: tuple[int, int, int]) -> None:

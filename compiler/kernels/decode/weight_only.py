@@ -482,8 +482,18 @@ class WeightOnlyPlan:
         return self.unroll * self.k_order.chunk
 
     @property
-    def k_tiles(self) -> int:
-        return self.record.k // self.tile_k
+    def chunks_per_wave(self) -> int:
+        return self.record.k // self.k_order.chunk // self.waves_k
+
+    @property
+    def loop_steps(self) -> int:
+        """Iterations of the K loop: whole K tiles (``unroll`` chunks) a wave."""
+        return self.chunks_per_wave // self.unroll
+
+    @property
+    def tail(self) -> int:
+        """A wave's chunks after its whole K tiles, added after the loop (0: none)."""
+        return self.chunks_per_wave % self.unroll
 
     @property
     def m_tiles(self) -> int:
@@ -512,7 +522,9 @@ class WeightOnlyPlan:
         return (
             f"{shown.describe()}{rows}: weight-only decode "
             f"kernel, {intr.name} wave{self.wave_size}; {self.waves_k} waves "
-            f"split K in tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk}); {self.tile_n} columns per "
+            f"split K in tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk})"
+            + (f" and {self.tail} chunk(s) after them" if self.tail else "")
+            + f"; {self.tile_n} columns per "
             f"workgroup ({self.grid[0]} workgroups); B: {LOAD_BITS}-bit loads of {ko.run} {r.q_type} per lane and "
             f"chunk unpacked through {'f16' if self.slot_bits == 16 else 'f32'}, the dequantization in registers"
         )
@@ -593,7 +605,7 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     wide = rec.m >= s.wide_rows.value and rec.n * rec.k >= s.wide_elements.value
     waves_seed, unroll_seed = (s.wide_waves_k, s.wide_unroll) if wide else (s.waves_k, s.unroll)
     waves = max((w for w in range(1, waves_seed.value + 1) if chunks % w == 0))
-    unroll = max(u for u in range(1, unroll_seed.value + 1) if (chunks // waves) % u == 0)
+    unroll = min(unroll_seed.value, chunks // waves)  # (a wave's chunks past whole K tiles: the tail)
     n_tiles = max(1, s.columns.value // intr.n)
     # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them
     while n_tiles > 1 and -(-rec.n // (n_tiles * intr.n)) * waves < s.warps_per_sm.value * target.compute_units:
@@ -782,24 +794,39 @@ class _Builder:
         """One pass over K for the rows ``row_base`` .. + ``record.m``: loads, unpacking, the
         matrix instructions, the partial sums' reduction and the stores."""
         p = self.plan
-        rec, intr, ko = p.record, p.intrinsic, p.k_order
-        act = ir.Type.parse(rec.act_type)
+        ko = p.k_order
         la, lb = self.layouts["A"], self.layouts["B"]
         b_col = lanes.part(lb, COL)
         b_start, a_start = starts
         a_row = em.add(row_base, lanes.part(la, ROW)) if row_base else lanes.part(la, ROW)
         init = em.zero_vector(acc_t)
-        words_per_run = LOAD_BITS // 32
-        n_limit = rec.n if rec.n % p.tile_n else None
         with em.loc, em.ip:
-            loop = scf.ForOp(
-                em.const(0), em.const(p.k_tiles // p.waves_k), em.const(1), [init] * (p.m_tiles * p.n_tiles)
-            )
+            loop = scf.ForOp(em.const(0), em.const(p.loop_steps), em.const(1), [init] * (p.m_tiles * p.n_tiles))
         body = Emitter(ir.InsertionPoint(loop.body), em.loc, p.vendor).named("weight_only")
         k_tile = body.mul(body.add(body.mul(loop.induction_variable, p.waves_k), wave), p.tile_k)
+        step = dict(mems=mems, n0=n0, b_col=b_col, a_row=a_row, b_start=b_start, a_start=a_start)
+        accs = self._chunks(
+            body, [body.add(k_tile, u * ko.chunk) for u in range(p.unroll)], list(loop.inner_iter_args), **step
+        )
+        with em.loc, ir.InsertionPoint(loop.body):
+            scf.YieldOp(accs)
+        accs = list(loop.results)
+        if p.tail:  # the wave's last chunks, fewer than a K tile: after the full tiles, ``tail`` chunks a wave
+            tail = em.named("weight_only.tail")
+            first = tail.add(tail.mul(wave, p.tail * ko.chunk), p.loop_steps * p.waves_k * p.tile_k)
+            accs = self._chunks(tail, [tail.add(first, u * ko.chunk) for u in range(p.tail)], accs, **step)
+        self._reduce_and_store(em, mems, accs, lanes, wave, lane, n0, acc_t, part, row_base)
+
+    def _chunks(self, body: Emitter, k0s: list, accs: list, *, mems, n0, b_col, a_row, b_start, a_start) -> list:
+        """The chunks at K offsets ``k0s`` (each ``k_order.chunk`` deep) added to ``accs`` (row tile-major:
+        (i, t) at i * n_tiles + t): every load first, then the unpacking and the matrix instructions."""
+        p = self.plan
+        rec, intr, ko = p.record, p.intrinsic, p.k_order
+        act = ir.Type.parse(rec.act_type)
+        words_per_run = LOAD_BITS // 32
+        n_limit = rec.n if rec.n % p.tile_n else None
         a_ops, b_ops = [], []
-        for u in range(p.unroll):
-            k0 = body.add(k_tile, u * ko.chunk)
+        for k0 in k0s:
             k_run = body.add(k0, b_start)
             word = body.div(body.mul(k_run, p.bits), 32)
             group = body.div(k_run, rec.group)
@@ -822,10 +849,10 @@ class _Builder:
             a_ops.append(
                 [self._a_operands(body, mems["A"], a_row, body.add(k0, a_start), act, i) for i in range(p.m_tiles)]
             )
-        accs = list(loop.inner_iter_args)  # row tile-major: (i, t) at i * n_tiles + t
+        accs = list(accs)
         mma = body.named("mma")
-        e_count = lb.elements
-        for u in range(p.unroll):
+        e_count = self.layouts["B"].elements
+        for u in range(len(k0s)):
             for t in range(p.n_tiles):
                 words, params = b_ops[u][t]
                 deq = self.dequantize(body, self.unpack(body, words), params)
@@ -834,9 +861,7 @@ class _Builder:
                     for i in range(p.m_tiles):
                         at = i * p.n_tiles + t
                         accs[at] = mma.mma(intr, a_ops[u][i][j], b_op, accs[at])
-        with em.loc, ir.InsertionPoint(loop.body):
-            scf.YieldOp(accs)
-        self._reduce_and_store(em, mems, list(loop.results), lanes, wave, lane, n0, acc_t, part, row_base)
+        return accs
 
     def _a_operands(self, em: Emitter, mem, a_row, k0, elem, tile: int) -> list:
         """Row tile ``tile``'s A operands for the chunk (``rewrite.a_operands``), rows past M zeros."""
@@ -1016,8 +1041,9 @@ def expectations(plan: WeightOnlyPlan):
     instructions per wave and K tile."""
     return attrs.Expectations(
         global_load_bits=LOAD_BITS,
-        k_tiles=plan.k_tiles // plan.waves_k,
+        k_tiles=plan.loop_steps,
         mma_per_k_tile=plan.unroll * plan.k_order.j * plan.m_tiles * plan.n_tiles,
+        tail_mma=plan.tail * plan.k_order.j * plan.m_tiles * plan.n_tiles,
     )
 
 
