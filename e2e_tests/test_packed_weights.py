@@ -29,7 +29,9 @@ TARGETS = ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1100", "gfx1201"]
 M, N, K, G = 3, 48, 256, 64
 
 
-def _layer(*, shifts: str = "dense<[0, 4]>", mask: int = 15, fused: bool = False, epilogue: bool = True) -> str:
+def _layer(
+    *, shifts: str = "dense<[0, 4]>", mask: int = 15, fused: bool = False, epilogue: bool = True, m: int = M, n: int = N
+) -> str:
     """A GPTQ-style int4 layer as torch's lowering writes it: bytes N x K/2 shifted by a [2] constant and
     masked (two generics, or one with ``fused``), collapsed to N x K, viewed per group, ``(q - z) * s`` in
     f16, collapsed back and ``F.linear``'d; with ``epilogue`` the f32 result truncated, SiLU'd and
@@ -40,61 +42,61 @@ def _layer(*, shifts: str = "dense<[0, 4]>", mask: int = 15, fused: bool = False
         else ["%v = arith.shrui %in, %sh : i8", "linalg.yield %v : i8"]
     )
     lines = [
-        f"func.func @layer(%x: tensor<{M}x{K}xf16>, %w: tensor<{N}x{K // 2}xi8>, %s: tensor<{N}x{K // G}xf16>, "
-        f"%z: tensor<{N}x{K // G}xf16>, %u: tensor<{M}x{N}xf16>) -> tensor<{M}x{N}xf16> {{",
+        f"func.func @layer(%x: tensor<{m}x{K}xf16>, %w: tensor<{n}x{K // 2}xi8>, %s: tensor<{n}x{K // G}xf16>, "
+        f"%z: tensor<{n}x{K // G}xf16>, %u: tensor<{m}x{n}xf16>) -> tensor<{m}x{n}xf16> {{",
         f"  %shifts = arith.constant {shifts} : tensor<2xi8>",
         f"  %c{mask} = arith.constant {mask} : i8",
         "  %one = arith.constant 1.0 : f16",
         "  %zero = arith.constant 0.0 : f32",
-        f"  %e0 = tensor.empty() : tensor<{N}x{K // 2}x2xi8>",
+        f"  %e0 = tensor.empty() : tensor<{n}x{K // 2}x2xi8>",
         "  %sh = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (c)>, "
         'affine_map<(a, b, c) -> (a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} '
-        f"ins(%w, %shifts : tensor<{N}x{K // 2}xi8>, tensor<2xi8>) outs(%e0 : tensor<{N}x{K // 2}x2xi8>) {{",
+        f"ins(%w, %shifts : tensor<{n}x{K // 2}xi8>, tensor<2xi8>) outs(%e0 : tensor<{n}x{K // 2}x2xi8>) {{",
         "  ^bb0(%in: i8, %sh: i8, %o: i8):",
         *[f"    {x}" for x in shift_body],
-        f"  }} -> tensor<{N}x{K // 2}x2xi8>",
+        f"  }} -> tensor<{n}x{K // 2}x2xi8>",
     ]
     last = "%sh"
     if not fused:
         lines += [
             "  %q = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> "
             '(a, b, c)>], iterator_types = ["parallel", "parallel", "parallel"]} '
-            f"ins(%sh : tensor<{N}x{K // 2}x2xi8>) outs(%e0 : tensor<{N}x{K // 2}x2xi8>) {{",
+            f"ins(%sh : tensor<{n}x{K // 2}x2xi8>) outs(%e0 : tensor<{n}x{K // 2}x2xi8>) {{",
             "  ^bb0(%in: i8, %o: i8):",
             f"    %m = arith.andi %in, %c{mask} : i8",
             "    linalg.yield %m : i8",
-            f"  }} -> tensor<{N}x{K // 2}x2xi8>",
+            f"  }} -> tensor<{n}x{K // 2}x2xi8>",
         ]
         last = "%q"
     lines += [
-        f"  %qc = tensor.collapse_shape {last} [[0], [1, 2]] : tensor<{N}x{K // 2}x2xi8> into tensor<{N}x{K}xi8>",
-        f"  %qe = tensor.expand_shape %qc [[0], [1, 2]] output_shape [{N}, {K // G}, {G}] : tensor<{N}x{K}xi8> "
-        f"into tensor<{N}x{K // G}x{G}xi8>",
-        f"  %e1 = tensor.empty() : tensor<{N}x{K // G}x{G}xf16>",
+        f"  %qc = tensor.collapse_shape {last} [[0], [1, 2]] : tensor<{n}x{K // 2}x2xi8> into tensor<{n}x{K}xi8>",
+        f"  %qe = tensor.expand_shape %qc [[0], [1, 2]] output_shape [{n}, {K // G}, {G}] : tensor<{n}x{K}xi8> "
+        f"into tensor<{n}x{K // G}x{G}xi8>",
+        f"  %e1 = tensor.empty() : tensor<{n}x{K // G}x{G}xf16>",
         "  %d = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> (a, b)>, "
         "affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = "
-        f'["parallel", "parallel", "parallel"]}} ins(%qe, %z, %s : tensor<{N}x{K // G}x{G}xi8>, '
-        f"tensor<{N}x{K // G}xf16>, tensor<{N}x{K // G}xf16>) outs(%e1 : tensor<{N}x{K // G}x{G}xf16>) {{",
+        f'["parallel", "parallel", "parallel"]}} ins(%qe, %z, %s : tensor<{n}x{K // G}x{G}xi8>, '
+        f"tensor<{n}x{K // G}xf16>, tensor<{n}x{K // G}xf16>) outs(%e1 : tensor<{n}x{K // G}x{G}xf16>) {{",
         "  ^bb0(%qv: i8, %zv: f16, %sv: f16, %o: f16):",
         "    %f = arith.uitofp %qv : i8 to f16",
         "    %c = arith.subf %f, %zv : f16",
         "    %r = arith.mulf %c, %sv : f16",
         "    linalg.yield %r : f16",
-        f"  }} -> tensor<{N}x{K // G}x{G}xf16>",
-        f"  %dc = tensor.collapse_shape %d [[0], [1, 2]] : tensor<{N}x{K // G}x{G}xf16> into tensor<{N}x{K}xf16>",
-        f"  %e2 = tensor.empty() : tensor<{M}x{N}xf32>",
-        f"  %init = linalg.fill ins(%zero : f32) outs(%e2 : tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32>",
+        f"  }} -> tensor<{n}x{K // G}x{G}xf16>",
+        f"  %dc = tensor.collapse_shape %d [[0], [1, 2]] : tensor<{n}x{K // G}x{G}xf16> into tensor<{n}x{K}xf16>",
+        f"  %e2 = tensor.empty() : tensor<{m}x{n}xf32>",
+        f"  %init = linalg.fill ins(%zero : f32) outs(%e2 : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>",
         "  %mm = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, "
-        f"affine_map<(m, n, k) -> (m, n)>] ins(%x, %dc : tensor<{M}x{K}xf16>, tensor<{N}x{K}xf16>) "
-        f"outs(%init : tensor<{M}x{N}xf32>) -> tensor<{M}x{N}xf32>",
-        f"  %e3 = tensor.empty() : tensor<{M}x{N}xf16>",
+        f"affine_map<(m, n, k) -> (m, n)>] ins(%x, %dc : tensor<{m}x{K}xf16>, tensor<{n}x{K}xf16>) "
+        f"outs(%init : tensor<{m}x{n}xf32>) -> tensor<{m}x{n}xf32>",
+        f"  %e3 = tensor.empty() : tensor<{m}x{n}xf16>",
     ]
     ident = "affine_map<(m, n) -> (m, n)>"
     if epilogue:
         lines += [
             f"  %y = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = "
-            f'["parallel", "parallel"]}} ins(%mm, %u : tensor<{M}x{N}xf32>, tensor<{M}x{N}xf16>) '
-            f"outs(%e3 : tensor<{M}x{N}xf16>) {{",
+            f'["parallel", "parallel"]}} ins(%mm, %u : tensor<{m}x{n}xf32>, tensor<{m}x{n}xf16>) '
+            f"outs(%e3 : tensor<{m}x{n}xf16>) {{",
             "  ^bb0(%a: f32, %b: f16, %o: f16):",
             "    %t = arith.truncf %a : f32 to f16",
             "    %n = arith.negf %t : f16",
@@ -108,12 +110,12 @@ def _layer(*, shifts: str = "dense<[0, 4]>", mask: int = 15, fused: bool = False
     else:
         lines += [
             f"  %y = linalg.generic {{indexing_maps = [{ident}, {ident}], iterator_types = "
-            f'["parallel", "parallel"]}} ins(%mm : tensor<{M}x{N}xf32>) outs(%e3 : tensor<{M}x{N}xf16>) {{',
+            f'["parallel", "parallel"]}} ins(%mm : tensor<{m}x{n}xf32>) outs(%e3 : tensor<{m}x{n}xf16>) {{',
             "  ^bb0(%a: f32, %o: f16):",
             "    %t = arith.truncf %a : f32 to f16",
             "    linalg.yield %t : f16",
         ]
-    lines += [f"  }} -> tensor<{M}x{N}xf16>", f"  return %y : tensor<{M}x{N}xf16>", "}"]
+    lines += [f"  }} -> tensor<{m}x{n}xf16>", f"  return %y : tensor<{m}x{n}xf16>", "}"]
     return "\n".join(lines)
 
 
@@ -125,7 +127,7 @@ def _global_opt(session: api.Session, source: str):
     return inv.inv.export_module()
 
 
-def _cpu_build(source: str, rewrite=packed_weights.fold) -> tuple[bytes, list[str], int]:
+def _cpu_build(source: str, rewrite=lambda m: packed_weights.fold(m, 128)) -> tuple[bytes, list[str], int]:
     """The module for llvm-cpu with ``rewrite`` applied at global-optimization; (.vmfb, log, executables)."""
     session = api.Session()
     session.set_flags(*CPU)
@@ -309,3 +311,108 @@ def test_a_lone_truncation_is_no_epilogue():
     assert exe.facts.problem.describe().endswith("-> f32, stored f16"), exe.facts.problem.describe()
     (check,) = check_executable(exe, seed=6)
     assert check.passed, check.line()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_columns_past_n_with_the_epilogue(target):
+    """N = 44: the last workgroup's columns overhang N (8 a workgroup on NVIDIA, 16 on AMD); the epilogue's
+    other input is read bounded there, and nothing past N is stored."""
+    (exe,) = codegen_module(_layer(n=44), target).taken
+    assert exe.facts.problem.n == 44 and exe.facts.is_weight_only
+    (check,) = check_executable(exe, seed=8)
+    assert check.passed, check.line()
+
+
+def _canonical(n: int = 40, k: int = 512, g: int = 128) -> str:
+    """IREE's dequant-matmul form with a run-time M (a serving step's batch) and the gated epilogue: i4
+    weights, their f16 scales and zero points, x and the gate's other half M x ... of run-time M."""
+    ident = "affine_map<(m, n) -> (m, n)>"
+    w, p = f"tensor<{n}x{k // g}x{g}xi4>", f"tensor<{n}x{k // g}xf16>"
+    return "\n".join(
+        [
+            f"func.func @layer(%x: tensor<?x{k}xf16>, %w: {w}, %s: {p}, %z: {p}, %u: tensor<?x{n}xf16>) "
+            f"-> tensor<?x{n}xf16> {{",
+            "  %c0 = arith.constant 0 : index",
+            "  %one = arith.constant 1.0 : f16",
+            "  %zero = arith.constant 0.0 : f32",
+            f"  %m = tensor.dim %x, %c0 : tensor<?x{k}xf16>",
+            f"  %e1 = tensor.empty() : tensor<{n}x{k // g}x{g}xf16>",
+            "  %d = linalg.generic {indexing_maps = [affine_map<(a, b, c) -> (a, b, c)>, affine_map<(a, b, c) -> "
+            "(a, b)>, affine_map<(a, b, c) -> (a, b)>, affine_map<(a, b, c) -> (a, b, c)>], iterator_types = "
+            f'["parallel", "parallel", "parallel"]}} ins(%w, %z, %s : {w}, {p}, {p}) '
+            f"outs(%e1 : tensor<{n}x{k // g}x{g}xf16>) {{",
+            "  ^bb0(%qv: i4, %zv: f16, %sv: f16, %o: f16):",
+            "    %f = arith.uitofp %qv : i4 to f16",
+            "    %c = arith.subf %f, %zv : f16",
+            "    %r = arith.mulf %c, %sv : f16",
+            "    linalg.yield %r : f16",
+            f"  }} -> tensor<{n}x{k // g}x{g}xf16>",
+            f"  %a = tensor.expand_shape %x [[0], [1, 2]] output_shape [%m, {k // g}, {g}] : tensor<?x{k}xf16> "
+            f"into tensor<?x{k // g}x{g}xf16>",
+            f"  %e2 = tensor.empty(%m) : tensor<?x{n}xf32>",
+            f"  %init = linalg.fill ins(%zero : f32) outs(%e2 : tensor<?x{n}xf32>) -> tensor<?x{n}xf32>",
+            "  %mm = linalg.generic {indexing_maps = [affine_map<(m, n, g, k) -> (m, g, k)>, affine_map<(m, n, g, k) "
+            "-> (n, g, k)>, affine_map<(m, n, g, k) -> (m, n)>], iterator_types = "
+            f'["parallel", "parallel", "reduction", "reduction"]}} ins(%a, %d : tensor<?x{k // g}x{g}xf16>, '
+            f"tensor<{n}x{k // g}x{g}xf16>) outs(%init : tensor<?x{n}xf32>) {{",
+            "  ^bb0(%av: f16, %bv: f16, %ov: f32):",
+            "    %ae = arith.extf %av : f16 to f32",
+            "    %be = arith.extf %bv : f16 to f32",
+            "    %pr = arith.mulf %ae, %be : f32",
+            "    %sm = arith.addf %ov, %pr : f32",
+            "    linalg.yield %sm : f32",
+            f"  }} -> tensor<?x{n}xf32>",
+            f"  %e3 = tensor.empty(%m) : tensor<?x{n}xf16>",
+            f'  %y = linalg.generic {{indexing_maps = [{ident}, {ident}, {ident}], iterator_types = ["parallel", '
+            f'"parallel"]}} ins(%mm, %u : tensor<?x{n}xf32>, tensor<?x{n}xf16>) outs(%e3 : tensor<?x{n}xf16>) {{',
+            "  ^bb0(%av: f32, %bv: f16, %o: f16):",
+            "    %t = arith.truncf %av : f32 to f16",
+            "    %ng = arith.negf %t : f16",
+            "    %ex = math.exp %ng : f16",
+            "    %de = arith.addf %ex, %one : f16",
+            "    %sg = arith.divf %one, %de : f16",
+            "    %si = arith.mulf %sg, %t : f16",
+            "    %gt = arith.mulf %si, %bv : f16",
+            "    linalg.yield %gt : f16",
+            f"  }} -> tensor<?x{n}xf16>",
+            f"  return %y : tensor<?x{n}xf16>",
+            "}",
+        ]
+    )
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "gfx942", "gfx1201"])
+def test_a_run_time_m_with_the_epilogue(target):
+    """A run-time M: the epilogue's other input (M x N, M dynamic) bounded by the run-time M, past the planned
+    bound in row blocks (M 45, 70), N 40 overhanging the last workgroup's columns."""
+    (exe,) = codegen_module(_canonical(), target).taken
+    rec = exe.facts.problem
+    assert rec.m is None and rec.epilogue_ops and rec.epilogue[0].shape == (None, 40), rec
+    for m in (1, 13, 45, 70):
+        (check,) = check_executable(exe, seed=m, sizes={"m": m})
+        assert check.passed, f"M = {m}: {check.line()}"
+
+
+def test_prefill_rows_stay_apart():
+    """Past the weight-only kernel's rows (M 200 > 128) the matmul is not read per group: the fused dispatch
+    would go to IREE; the dequantization stays apart and the tiled kernels take the matmul. The bytes are
+    still read as i4 (the unpacking's dispatch gone), and the module still right."""
+    session = api.Session()
+    session.set_flags(*CPU)
+    module = _global_opt(session, _layer(m=200))
+    log = packed_weights.fold(module, 128)
+    assert "read packed" in log[0] and "left as it is: M = 200 is past the weight-only kernel's 128 rows" in log[1]
+    (exe,) = [e for e in codegen_module(_layer(m=200), "sm_90a").taken]
+    assert not exe.facts.is_weight_only and exe.facts.problem.m == 200, exe.facts.problem.describe()
+
+
+def test_a_rank_0_collapse_is_not_an_unpacking():
+    """A rank-0 i8 collapse (it verifies) is left alone, not a crash."""
+    from mmaflow.compiler.core.mlir import new_context, parse_module
+
+    src = (
+        "func.func @f(%a: tensor<i8>) -> tensor<i8> {\n"
+        "  %c = tensor.collapse_shape %a [] : tensor<i8> into tensor<i8>\n  return %c : tensor<i8>\n}"
+    )
+    module = parse_module(src, new_context())
+    assert packed_weights.fold(module, 128) == []

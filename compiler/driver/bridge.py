@@ -35,6 +35,7 @@ from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, pa
 from mmaflow.compiler.driver import causal_masks, gqa_broadcasts, packed_weights
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
+from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
 from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.targets import Target, get_target
@@ -209,7 +210,9 @@ def _front_and_codegen(
         raise front.fail(f"compile {source_name} to global-optimization")
     module = front.inv.export_module()
     # -- quantized weights unpacked by shifts and masks read packed, their matmuls per group
-    result.log += packed_weights.fold(module)
+    result.log += packed_weights.fold(
+        module, registry.direct_family("weight_only").max_rows(get_target(options.target))
+    )
     sources = _Invocation(session)
     sources.inv.import_module(module)
     sources.phases(start="global-optimization", to="executable-sources")

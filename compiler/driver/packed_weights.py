@@ -16,7 +16,8 @@ Two rewrites, each exact, give IREE its own form back (the form its dequant-matm
                    2p + s, IREE's i4 packing (low nibble first)
     matmul per     matmul(A [M, K], collapse(D [N, G, K/G]))  ->  generic(expand(A) [M, G, K/G], D)
     group          reducing over (G, K/G), where D is a dequantization (elementwise from an i4 / i8
-                   tensor) and B is read N x K (``F.linear``)
+                   tensor), B is read N x K (``F.linear``) and M is at most the weight-only kernel's rows
+                   (past them the fused dispatch would go to IREE: the matmul stays apart, for the tiled kernels)
 
 IREE then forms one dispatch per layer: the dequantization (i4, zeros and scales) feeding the
 contraction, the epilogue fused behind it; the weight-only kernel (``kernels/decode/weight_only.py``)
@@ -275,11 +276,12 @@ def _read_as_i4(collapse: ir.Operation, src: ir.Value) -> ir.Operation:
 
 def _unpackings(module: ir.Module) -> list[str]:
     log = []
-    for op in walk(module.operation):
-        if op.name != "tensor.collapse_shape":
-            continue
+    # (collected first: the rewrite erases ops a walk would still visit)
+    for op in [o for o in walk(module.operation) if o.name == "tensor.collapse_shape"]:
         src_t, out_t = _static(op.operands[0].type), _static(op.results[0].type)
-        if src_t is None or out_t is None or str(src_t.element_type) != "i8" or src_t.shape[-1] != 2:
+        if src_t is None or out_t is None or str(src_t.element_type) != "i8" or src_t.rank < 2:
+            continue
+        if src_t.shape[-1] != 2:
             continue
         if _reassociation(op) != [[i] for i in range(src_t.rank - 2)] + [[src_t.rank - 2, src_t.rank - 1]]:
             continue
@@ -332,10 +334,10 @@ def _dequantized(value: ir.Value) -> bool:
     return False
 
 
-def _per_group(module: ir.Module) -> list[str]:
+def _per_group(module: ir.Module, max_rows: int) -> list[str]:
     log = []
-    for op in walk(module.operation):
-        if op.name != "linalg.matmul" or "indexing_maps" not in op.attributes:
+    for op in [o for o in walk(module.operation) if o.name == "linalg.matmul"]:  # (collected first: erased below)
+        if "indexing_maps" not in op.attributes:
             continue
         if [_dims(m) for m in _maps(op)] != [[0, 2], [1, 2], [0, 1]]:
             continue  # (B read N x K: F.linear's weights)
@@ -350,6 +352,12 @@ def _per_group(module: ir.Module) -> list[str]:
         if not _dequantized(d):
             continue
         m, (n, groups, size) = a_t.shape[0], d_t.shape
+        if m > max_rows:  # (the dequantization fused into the matmul's dispatch, which no kernel of ours takes)
+            log.append(
+                f"mmaflow: {location_of(op)}: a {m}x{n}x{groups * size} matmul of dequantized weights left as it "
+                f"is: M = {m} is past the weight-only kernel's {max_rows} rows (the tiled kernels take it apart)"
+            )
+            continue
         with op.location, ir.InsertionPoint(op):
             a3 = ir.Operation.create(
                 "tensor.expand_shape",
@@ -391,7 +399,8 @@ def _per_group(module: ir.Module) -> list[str]:
     return log
 
 
-def fold(module: ir.Module) -> list[str]:
-    """Both rewrites of the module's doc on a module at global-optimization; the log lines."""
+def fold(module: ir.Module, max_rows: int) -> list[str]:
+    """Both rewrites of the module's doc on a module at global-optimization, the matmuls per group only up to
+    ``max_rows`` rows (the weight-only kernel's, on the target); the log lines."""
     with module.context:
-        return _unpackings(module) + _per_group(module)
+        return _unpackings(module) + _per_group(module, max_rows)

@@ -22,7 +22,8 @@ from mmaflow.compiler.kernels.decode.weight_only import (
     match_weight_only,
     plan_weight_only,
 )
-from mmaflow.compiler.target.targets import read_target
+from mmaflow.compiler.target.seeds import WEIGHT_ONLY_AMD, WEIGHT_ONLY_NVIDIA
+from mmaflow.compiler.target.targets import Vendor, read_target
 
 
 class DecodeFamily:
@@ -99,6 +100,11 @@ class WeightOnlyFamily:
 
     def plan(self, record, target):
         return plan_weight_only(record, target)
+
+    def max_rows(self, target) -> int:
+        """The most rows (static M) the kernel takes on ``target``: the front reads a quantized matmul per group
+        only up to them (``driver/packed_weights.py``), past them the tiled kernels take it apart."""
+        return (WEIGHT_ONLY_NVIDIA if target.vendor is Vendor.NVIDIA else WEIGHT_ONLY_AMD).max_rows.value
 
     def placements(self, func: ir.Operation) -> WeightOnlyMatmul:
         """The dispatch's record (``UnsupportedError``: not this form, or not one the kernel takes)."""

@@ -139,6 +139,7 @@ class Match:
     result: ir.Value | None = None  # the contraction's result (an epilogue's accumulator)
     epilogue: tuple = ()  # the fused consumers of ``result``, in order (empty: none, or a lone truncf)
     epilogue_values: tuple = ()  # the tensors they read besides it, in the record's order
+    epilogue_subspans: tuple = ()  # the subspans those are loaded from (a run-time M: their own sizes)
 
 
 def _body(op: ir.Operation) -> list[ir.Operation]:
@@ -246,11 +247,13 @@ def match_weight_only(fn: ir.Operation) -> Match:
     if len(deq) != 1 or len(structured) != 2 + len(chain):
         raise UnsupportedError("not a dequantization generic feeding one contraction and its elementwise consumers")
     lone_truncation = names == ["arith.truncf"] and not inputs
+    if chain and not names:
+        raise UnsupportedError("an elementwise consumer of the contraction that computes nothing (yields an input)")
     for _, e in inputs:
-        if e.at.offset is None or any(d is None for d, role in zip(e.shape, e.dims) if role != "m"):
+        if e.at.offset is None or any(d is None for i, d in enumerate(e.shape) if i or e.dims[0] != "m"):
             raise UnsupportedError(
                 f"an epilogue input ({e.at.describe()}, {e.type}{list(e.shape)}) at a run-time offset or of a "
-                "run-time size other than M"
+                "run-time size other than M stored outermost"
             )
     deq = deq[0]
     c_in = list(contr.operands)[:-1]
@@ -319,7 +322,11 @@ def match_weight_only(fn: ir.Operation) -> Match:
     if m_l and a_type.is_dynamic_dim(0):  # a dynamic M (the batch of a serving step): its push constants
         if any(a_type.is_dynamic_dim(i) for i in range(1, a_type.rank)) or ir.RankedTensorType(out.type).rank != 2:
             raise UnsupportedError("dynamic sizes other than M (the weight-only kernel takes a dynamic M only)")
-        m, dyn = None, (dynamic.trace("m", segments(a_sub)[1][0]),)
+        # M's push constants: A's, and those of the output and the epilogue inputs (stored M outermost)
+        traces = [dynamic.trace("m", segments(a_sub)[1][0])]
+        for sub in [sub for sub, _ in inputs] + [defining_op(store.operands[1])]:
+            traces += [dynamic.trace("m", v) for v in segments(sub)[1]]
+        m, dyn = None, (dynamic.merge(traces),)
         if math.prod(a_shape[1:]) != k:
             raise UnsupportedError(f"activations {a_shape} do not hold M x K, K = {k}")
     else:
@@ -347,6 +354,8 @@ def match_weight_only(fn: ir.Operation) -> Match:
         params=tuple(params),
         dynamic=dyn,
     )
+    if dyn == () and any(segments(sub)[1] for sub, _ in inputs):
+        raise UnsupportedError("an epilogue input of a run-time size in a dispatch of static sizes")
     values = []
     for gen in chain:  # (the order match_epilogue recorded the inputs in)
         values += [v for v in list(gen.operands)[:-1] if v != (claimed[claimed.index(gen) - 1]).results[0]]
@@ -359,6 +368,7 @@ def match_weight_only(fn: ir.Operation) -> Match:
         contr.results[0],
         () if lone_truncation else tuple(chain),
         () if lone_truncation else tuple(values),
+        () if lone_truncation else tuple(sub for sub, _ in inputs),
     )
 
 
@@ -943,6 +953,7 @@ def emit_weight_only(
     prologue: list[ir.Operation] = (),
     m_value: ir.Value | None = None,
     efunc: ir.Operation | None = None,
+    epilogue_dims: tuple = (),
 ):
     """The kernel as ``func.func @name()`` at ``ip``, reading the bindings at the record's byte
     offsets. A dynamic-M plan: ``prologue`` (the dispatch's scalar ops, moved into the kernel)
@@ -973,12 +984,15 @@ def emit_weight_only(
     mems = {}
     for key, (b, shape, elem) in types.items():
         flags = _INDIRECT | (0 if key == "O" else _READ_ONLY)
+        dims = [m_value] if shape[0] is None else []
+        if key.startswith("E") and dims:  # (an epilogue input sized by its own push constants, as IREE's IR has it)
+            dims = list(epilogue_dims[int(key[1:])])
         with loc, body_ip:
             mems[key] = hal.InterfaceBindingSubspanOp(
                 _memref(shape, elem),
                 match.layout,
                 b.binding,
-                [m_value] if shape[0] is None else [],
+                dims,
                 byte_offset=em.const(b.offset),
                 alignment=64,
                 descriptor_flags=ir.IntegerAttr.get(i32, flags),
@@ -1008,7 +1022,11 @@ def rewrite_dispatch(fn: ir.Operation, target: str) -> WeightOnlyPlan:
             and (subspan_binding(op), subspan_constant_offset(op)) == (rec.a.binding, rec.a.offset)
             and segments(op)[1]
         )
-        extra = dict(prologue=scalar_prologue(fn), m_value=segments(a_sub)[1][0])
+        extra = dict(
+            prologue=scalar_prologue(fn),
+            m_value=segments(a_sub)[1][0],
+            epilogue_dims=tuple(tuple(segments(sub)[1]) for sub in match.epilogue_subspans),
+        )
     with fn.context, fn.location:
         rec = match.record
         if rec.epilogue_ops:
