@@ -79,6 +79,7 @@ class DecodeSeeds(SeedTable):
     columns: Seed  # output columns (N) per workgroup
     unroll: Seed  # chunks of K per K tile: 128-bit loads in flight per lane and B column
     row_tiles: Seed  # instruction row tiles (M up to row_tiles x the instruction's rows)
+    warps_per_sm: Seed  # columns halved (to the instruction's N) while the grid has fewer warps than this a SM
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,6 @@ class WeightOnlySeeds(DecodeSeeds):
     wide_waves_k: Seed  # ... these waves ...
     wide_unroll: Seed  # ... each with this many chunks
     max_rows: Seed  # a static M past one pass (two row tiles) in row blocks, up to this many rows
-    warps_per_sm: Seed  # columns halved (to the instruction's N) while the grid has fewer warps than this a SM
 
 
 NVIDIA_MMA = NvidiaMmaSeeds(
@@ -181,6 +181,11 @@ DECODE_NVIDIA = DecodeSeeds(
         "H200 f16 B N x K, q/k/gate/down: M 32 in 2 row tiles 2.6/4.4/1.0/2.8x the tiled kernel (32 columns: gate "
         "37.3 against 16 columns' 45.9 us); M 64 in 4 tiles 2.2/3.8/0.65/2.1x (gate: every workgroup re-reads A)",
     ),
+    warps_per_sm=Seed(
+        4,
+        "H200 f16 B N x K, k/v 1024 x 4096 (8 warps, 64 workgroups at 16 columns), two runs: M 1 / 8 / 16 in 16 "
+        "columns 4.85 / 4.95 / 5.9 us, in 8 columns 4.35 / 4.85 / 6.05",
+    ),
 )
 
 DECODE_AMD = DecodeSeeds(
@@ -188,6 +193,7 @@ DECODE_AMD = DecodeSeeds(
     columns=Seed(16, "unmeasured: one 16-column instruction tile, the NVIDIA seed's N per workgroup"),
     unroll=Seed(4, "unmeasured: the NVIDIA seed's 4 chunks (64 bytes of B per lane and column in flight)"),
     row_tiles=Seed(2, "unmeasured: the NVIDIA seed's (the same A to B traffic ratio)"),
+    warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the columns seed's, whatever the grid"),
 )
 
 # The weight-only decode kernel (kernels/decode/weight_only.py): the decode kernel's seeds but for the

@@ -124,16 +124,30 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     short = chunks < 2 * cap
     if short:  # as many columns more as the seeded waves x chunks in flight are more than this K has
         columns *= max(1, min(SHORT_K_COLUMNS // columns, s.waves_k.value * cap // chunks))
+    waves = max((w for w in range(2, s.waves_k.value + 1) if k_tiles % w == 0), default=0)
+    n_tiles = max(1, columns // intr.n)
+    narrowed = n_tiles
+    # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them, as long
+    # as a workgroup's columns are no fewer than M's rows (each re-reads A: no more of it than of B)
+    # (not for a short K: its columns are widened for the loads in flight a K tile lacks)
+    while (
+        not short
+        and narrowed > 1
+        and (narrowed // 2) * intr.n >= problem.m
+        and (problem.batch or 1) * -(-problem.n // (narrowed * intr.n)) * waves
+        < s.warps_per_sm.value * target.compute_units
+    ):
+        narrowed //= 2
     cfg = KernelConfig(
         intrinsic=intr.name,
         wave_size=intr.wave_size,
         tile_m=m_tiles * intr.m,
-        tile_n=max(1, columns // intr.n) * intr.n,
+        tile_n=narrowed * intr.n,
         tile_k=unroll * ko.chunk,
         waves_m=1,
         waves_n=1,
         lds_pad=0,
-        waves_k=max((w for w in range(2, s.waves_k.value + 1) if k_tiles % w == 0), default=0),
+        waves_k=waves,
     )
     if not cfg.waves_k:
         why.append(
@@ -151,6 +165,13 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
             f"; K = {problem.k} is short of two K tiles of {cap} chunks (the seeds'): up to {SHORT_K_COLUMNS} columns, "
             "as many more as the seeded waves x chunks in flight exceed K's chunks, unmeasured"
             if short
+            else ""
+        )
+        + (
+            f"; narrowed from {n_tiles * intr.n}: {(problem.batch or 1) * -(-problem.n // (n_tiles * intr.n))} "
+            f"workgroups of {waves} waves "
+            f"are fewer than {s.warps_per_sm.value} warps an SM ({s.warps_per_sm.source})"
+            if narrowed != n_tiles
             else ""
         )
         + "); "

@@ -617,8 +617,13 @@ def plan_weight_only(rec: WeightOnlyMatmul, target: Target, convert_type: str | 
     waves = max((w for w in range(1, waves_seed.value + 1) if chunks % w == 0))
     unroll = min(unroll_seed.value, chunks // waves)  # (a wave's chunks past whole K tiles: the tail)
     n_tiles = max(1, s.columns.value // intr.n)
-    # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them
-    while n_tiles > 1 and -(-rec.n // (n_tiles * intr.n)) * waves < s.warps_per_sm.value * target.compute_units:
+    # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them, as long
+    # as a workgroup reads no more bytes of A (M rows, 16-bit) than of its packed weights
+    while (
+        n_tiles > 1
+        and (n_tiles // 2) * intr.n * bits >= rec.m * 16
+        and -(-rec.n // (n_tiles * intr.n)) * waves < s.warps_per_sm.value * target.compute_units
+    ):
         n_tiles //= 2
     m_tiles = -(-rec.m // intr.m)
     tiles = [plan_a_loads(intr, ko, rec.m - i * intr.m) for i in range(m_tiles)]
