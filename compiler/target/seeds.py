@@ -79,7 +79,9 @@ class DecodeSeeds(SeedTable):
     columns: Seed  # output columns (N) per workgroup
     unroll: Seed  # chunks of K per K tile: 128-bit loads in flight per lane and B column
     row_tiles: Seed  # instruction row tiles (M up to row_tiles x the instruction's rows)
-    warps_per_sm: Seed  # columns halved (to the instruction's N) while the grid has fewer warps than this a SM
+    # columns halved (to the instruction's N) while the grid has fewer warps than this a SM, as long as a workgroup
+    # reads no more of A than of B (decode: columns >= M; weight-only: A's bytes <= the packed weights')
+    warps_per_sm: Seed
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,8 @@ DECODE_NVIDIA = DecodeSeeds(
     ),
     warps_per_sm=Seed(
         4,
-        "H200 f16 B N x K, k/v 1024 x 4096 (8 warps, 64 workgroups at 16 columns), two runs: M 1 / 8 / 16 in 16 "
-        "columns 4.85 / 4.95 / 5.9 us, in 8 columns 4.35 / 4.85 / 6.05",
+        "H200 f16 B N x K, k/v 1024 x 4096 (8 warps, 64 workgroups at 16 columns), three runs: M 1 / 8 / 16 in 16 "
+        "columns 4.74-4.85 / 4.95 / 5.8-5.9 us, in 8 columns 4.35-4.42 / 4.85-5.0 / 6.05-6.3 (M 16 not narrowed)",
     ),
 )
 
@@ -226,7 +228,8 @@ WEIGHT_ONLY_NVIDIA = WeightOnlySeeds(
     warps_per_sm=Seed(
         4,
         "H200 llama_mlp_wq M 2: down 1024 x 2816 i8 (4 warps) in 32 / 16 / 8 columns 7.45 / 6.05 / 5.50 us (32 / 64 / "
-        "128 workgroups); gate / up 2816 x 1024 i4 (8 warps, 88 workgroups at 32) 4.4 / 3.8 / 3.6",
+        "128 workgroups); gate / up 2816 x 1024 i4 (8 warps, 88 workgroups at 32) 4.4 / 3.8 / 3.6; the A-bytes "
+        "guard unmeasured (the decode kernel's: M 16 lost 8-13% narrowed)",
     ),
 )
 WEIGHT_ONLY_AMD = WeightOnlySeeds(

@@ -126,23 +126,11 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         columns *= max(1, min(SHORT_K_COLUMNS // columns, s.waves_k.value * cap // chunks))
     waves = max((w for w in range(2, s.waves_k.value + 1) if k_tiles % w == 0), default=0)
     n_tiles = max(1, columns // intr.n)
-    narrowed = n_tiles
-    # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them, as long
-    # as a workgroup's columns are no fewer than M's rows (each re-reads A: no more of it than of B)
-    # (not for a short K: its columns are widened for the loads in flight a K tile lacks)
-    while (
-        not short
-        and narrowed > 1
-        and (narrowed // 2) * intr.n >= problem.m
-        and (problem.batch or 1) * -(-problem.n // (narrowed * intr.n)) * waves
-        < s.warps_per_sm.value * target.compute_units
-    ):
-        narrowed //= 2
     cfg = KernelConfig(
         intrinsic=intr.name,
         wave_size=intr.wave_size,
         tile_m=m_tiles * intr.m,
-        tile_n=narrowed * intr.n,
+        tile_n=n_tiles * intr.n,
         tile_k=unroll * ko.chunk,
         waves_m=1,
         waves_n=1,
@@ -155,6 +143,24 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         )
         return None
     cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in ("waves_k", "tile_n", "tile_k")})
+    # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them, as long
+    # as a workgroup's columns are no fewer than M's rows (each re-reads A: no more of it than of B); not for
+    # a short K (its columns are widened for the loads in flight a K tile lacks) nor for asked columns
+    narrowed = n_tiles
+
+    def warps(tiles: int) -> int:
+        return (problem.batch or 1) * -(-problem.n // (tiles * intr.n)) * cfg.waves_k
+
+    floor = s.warps_per_sm.value * target.compute_units
+    while (
+        "tile_n" not in overrides
+        and not short
+        and narrowed > 1
+        and (narrowed // 2) * intr.n >= problem.m
+        and warps(narrowed) < floor
+    ):
+        narrowed //= 2
+    cfg = replace(cfg, tile_n=cfg.tile_n if "tile_n" in overrides else narrowed * intr.n)
     why.append(
         f"decode kernel ({intr.name}): M = {problem.m} fits {m_tiles} {intr.m}-row instruction tile"
         f"{'s' if m_tiles > 1 else ''}, B is streamed once; "
@@ -168,9 +174,8 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
             else ""
         )
         + (
-            f"; narrowed from {n_tiles * intr.n}: {(problem.batch or 1) * -(-problem.n // (n_tiles * intr.n))} "
-            f"workgroups of {waves} waves "
-            f"are fewer than {s.warps_per_sm.value} warps an SM ({s.warps_per_sm.source})"
+            f"; narrowed from {n_tiles * intr.n}: {warps(n_tiles)} warps are fewer than {s.warps_per_sm.value} a SM "
+            f"x {target.compute_units} SMs = {floor} ({s.warps_per_sm.source})"
             if narrowed != n_tiles
             else ""
         )
