@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import iree_phase, iree_vmfb
 from iree.compiler import api
 
 from mmaflow.compiler.core.mlir import new_context, parse_module, print_op
 from mmaflow.compiler.driver import gqa_broadcasts
-from mmaflow.compiler.driver.bridge import _Invocation
 
 MODELS = Path(__file__).parent / "models"
 CPU = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu"]
@@ -37,11 +37,7 @@ REMOVED = [
 
 
 def _front(session: api.Session, source: str):
-    inv = _Invocation(session)
-    assert inv.inv.parse_source(api.Source.wrap_buffer(session, source.encode(), buffer_name="step.mlir"))
-    inv.phases(to="executable-sources")
-    assert inv.inv.execute(), inv.diagnostics
-    return inv.inv.export_module()
+    return iree_phase(session, source, to="executable-sources", name="step.mlir")
 
 
 def _cpu_build(source: str, rewrite=gqa_broadcasts.fold) -> tuple[bytes, list[str]]:
@@ -50,13 +46,7 @@ def _cpu_build(source: str, rewrite=gqa_broadcasts.fold) -> tuple[bytes, list[st
     session.set_flags(*CPU)
     module = _front(session, source)
     log = rewrite(module)
-    back = _Invocation(session)
-    back.inv.import_module(module)
-    back.phases(start="executable-sources")
-    assert back.inv.execute(), back.diagnostics
-    out = api.Output.open_membuffer()
-    back.inv.output_vm_bytecode(out)
-    return bytes(out.map_memory()), log
+    return iree_vmfb(session, module, start="executable-sources"), log
 
 
 def _weights(rng) -> dict[str, np.ndarray]:

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import iree_phase, iree_vmfb
 from iree.compiler import api
 
 from mmaflow.compiler.core.mlir import ops_named
 from mmaflow.compiler.driver import packed_weights
-from mmaflow.compiler.driver.bridge import _Invocation, codegen_module
+from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.runtime.model_check import check_executable
 
 MODELS = Path(__file__).parent / "models"
@@ -120,11 +121,7 @@ def _layer(
 
 
 def _global_opt(session: api.Session, source: str):
-    inv = _Invocation(session)
-    assert inv.inv.parse_source(api.Source.wrap_buffer(session, source.encode(), buffer_name="layer.mlir"))
-    inv.phases(to="global-optimization")
-    assert inv.inv.execute(), inv.diagnostics
-    return inv.inv.export_module()
+    return iree_phase(session, source, to="global-optimization", name="layer.mlir")
 
 
 def _cpu_build(source: str, rewrite=lambda m: packed_weights.fold(m, 128)) -> tuple[bytes, list[str], int]:
@@ -133,19 +130,9 @@ def _cpu_build(source: str, rewrite=lambda m: packed_weights.fold(m, 128)) -> tu
     session.set_flags(*CPU)
     module = _global_opt(session, source)
     log = rewrite(module)
-    mid = _Invocation(session)
-    mid.inv.import_module(module)
-    mid.phases(start="global-optimization", to="executable-sources")
-    assert mid.inv.execute(), mid.diagnostics
-    module = mid.inv.export_module()
+    module = iree_phase(session, module, start="global-optimization", to="executable-sources")
     executables = len(ops_named(module, "hal.executable"))
-    back = _Invocation(session)
-    back.inv.import_module(module)
-    back.phases(start="executable-sources")
-    assert back.inv.execute(), back.diagnostics
-    out = api.Output.open_membuffer()
-    back.inv.output_vm_bytecode(out)
-    return bytes(out.map_memory()), log, executables
+    return iree_vmfb(session, module, start="executable-sources"), log, executables
 
 
 def _unpack(packed: np.ndarray) -> np.ndarray:
