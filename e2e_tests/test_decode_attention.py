@@ -58,10 +58,11 @@ def _attention(batch, m, d, elem, mask="no mask", mask_type=None, v_transposed=F
     )
 
 
-def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=None, v_transposed=False):
+def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=None, v_transposed=False, **options):
     """The kernel for a run-time key length on the executor at ``k2`` keys; O checked against the
     reference, nothing outside O changed, O written once. Returns the plan. ``v_transposed``: V
-    stored (batch, head dim, keys), as IREE lays out a decoder step's broadcast cache."""
+    stored (batch, head dim, keys), as IREE lays out a decoder step's broadcast cache; ``options``:
+    the plan's (``plan_flash_attention``)."""
     dt = DT[elem]
     rng = np.random.default_rng(seed)
     q = (0.8 * rng.standard_normal((batch, m, d))).astype(dt)
@@ -93,7 +94,7 @@ def run_decode(target, batch, m, d, elem, k2, *, mask=None, seed=0, split_kv=Non
 
     mask_type = {"additive": elem, "boolean": "i1", None: None}[mask]
     plan = plan_flash_attention(
-        _attention(batch, m, d, elem, kind, mask_type, v_transposed), target=target, split_kv=split_kv
+        _attention(batch, m, d, elem, kind, mask_type, v_transposed), target=target, split_kv=split_kv, **options
     )
     assert plan.v_transposed == v_transposed
     module, fn = standalone_module(
@@ -154,7 +155,7 @@ def test_decode_attention(target, form, k2):
     plan = run_decode(target, batch, m, d, elem, k2, mask=mask)
     assert plan.k2 is None and plan.key_tiles is None
     assert plan.split_kv == (8 if target == "sm_90a" else 1)
-    assert plan.warp_keys == (m <= 16 and not target.startswith("gfx"))
+    assert bool(plan.warp_keys) == (m <= 16 and not target.startswith("gfx"))
 
 
 @pytest.mark.exhaustive
@@ -255,6 +256,35 @@ def test_combine_needs_both_cluster_barriers(monkeypatch, which, error):
         run_decode("sm_90a", 1, 4, 64, "f16", 300, split_kv=4)
 
 
+@pytest.mark.parametrize(
+    "target,d,warps,keys,stages,k2",
+    [
+        ("sm_90a", 128, 8, 16, None, 1100),  # 128-key tiles over a cluster of 8, the last ranks' past K2
+        ("sm_90a", 64, 4, 32, None, 300),
+        ("sm_80", 64, 8, 32, None, 77),  # 256-key tiles, one of them partial
+        ("sm_80", 64, 4, 16, 1, 100),  # no ring: the partials in shared memory of their own
+    ],
+)
+def test_warp_shapes(target, d, warps, keys, stages, k2):
+    """Every shape of the warps' key split is right: 4 or 8 warps of 16 or 32 keys a tile, the
+    partials in the K ring where it holds them."""
+    plan = run_decode(target, 2, 4, d, "f16", k2, seed=k2, warps=warps, warp_keys=keys, stages=stages)
+    assert (plan.warps, plan.warp_keys, plan.block_n) == (warps, keys, warps * keys)
+    assert plan.partials_in_ring == (stages is None)
+    assert f"{plan.workgroup_size} threads" in plan.describe() and f"each warp {keys} keys" in plan.describe()
+
+
+def test_partials_in_the_ring_need_its_barrier(monkeypatch):
+    """The partials overwrite the K ring once the loop is over; without the barrier before them a warp
+    stores its partial over keys another warp still reads for the last tile: the executor reports
+    the race."""
+    plan = run_decode("sm_80", 1, 4, 64, "f16", 100)
+    assert plan.partials_in_ring
+    monkeypatch.setattr(nvidia._Kernel, "_combine_ring_barrier", False)
+    with pytest.raises(AssertionError, match="race"):
+        run_decode("sm_80", 1, 4, 64, "f16", 100)
+
+
 def test_warp_merge_needs_its_barrier(monkeypatch):
     """Each warp computes on its own 16 keys of every tile; without the barrier before warp 0 reads
     the other warps' partial results, the executor reports the race."""
@@ -271,6 +301,10 @@ def test_warp_merge_needs_its_barrier(monkeypatch):
         ("gfx942", dict(split_kv=2), "no clusters"),
         ("sm_90a", dict(kernel="wgmma"), "static key length"),
         ("sm_80", dict(causal=True), "causal with a run-time key length"),
+        ("sm_80", dict(warp_keys=24), "16 or 32 keys"),
+        ("sm_80", dict(warp_keys=0, warps=8), "4 warps of 16 queries"),
+        ("sm_90a", dict(kernel="wgmma", warps=8), "mma.sync attention kernel"),
+        ("gfx942", dict(warp_keys=16), "mma.sync attention kernel"),
     ],
 )
 def test_refusals(target, options, why):
@@ -400,3 +434,10 @@ def test_split_workgroups_own_their_block_of_queries():
     assert owned[0, :64].all() and not owned[0, 64:].any() and not owned[1:].any()
     owned = _attention_owned((8, 80, 64), (16, 8, 1), [8], 64, split=8)
     assert owned[0, 64:].all() and not owned[0, :64].any()
+
+
+def test_warp_keys_take_one_row_tile():
+    """The warps split the keys only where they all hold the same queries (one 16-row tile)."""
+    with pytest.raises(UnsupportedError, match="at most 16"):
+        plan_flash_attention(_attention(1, 24, 64, "f16"), target="sm_80", warp_keys=16)
+    assert not plan_flash_attention(_attention(1, 24, 64, "f16"), target="sm_80").warp_keys

@@ -110,10 +110,15 @@ from mmaflow.compiler.target.targets import Family, Vendor, get_target
 
 BLOCK_M = 64  # queries per workgroup
 BLOCK_N = 64  # keys per iteration
-WARPS = 4
+WARPS = 4  # warps of a workgroup, each 16 of its queries (the decode form: ``FlashAttentionPlan.warps``)
 LDS_PAD = 8  # elements after each LDS row (16 bytes)
 DECODE_STAGES = 4  # cp.async ring slots of a split-KV (decode) kernel, LDS permitting
 WARP_KEYS = 16  # keys of a key tile each warp computes on in the decode form (``warp_keys``)
+# Warps of a decode-form workgroup (``warp_keys``) by head dim. H200, batch 1 (a cluster of 8 per KV
+# head), f16, 4 query heads a KV head, kernel us at 4k / 32k keys, 4 warps against 8 in the same run:
+# head dim 64 8.8 / 35.2 against 9.2 / 27.8 (batch 8: 23.1 / 138.8 against 22.3 / 126.7); head dim 128
+# 14.4 / 54.9 against 16.0 / 69.4 (8 warps' 128-key tiles leave LDS for 3 slots, 209 KB).
+DECODE_WARPS = {64: 8, 128: 4}
 CHUNK_BYTES = 16  # global -> LDS copy width per thread
 HEAD_DIMS = (64, 128)
 LOG2E = 1.4426950408889634
@@ -169,9 +174,12 @@ class FlashAttentionPlan:
     # Causal with query positions restarting every ``causal_rows`` rows (IREE's GQA form: the query heads sharing a
     # KV head folded into the rows, each head's positions from 0); 0: a query's position is its row.
     causal_rows: int = 0
-    # Decode (a run-time key length, every query in one warp's row tile): each warp takes its own
-    # WARP_KEYS keys of every key tile, with its own softmax statistics, combined at the end.
-    warp_keys: bool = False
+    # Decode (a run-time key length, every query in one warp's row tile): each of the ``warps`` warps
+    # takes its own ``warp_keys`` keys of every key tile (0: off, every warp all of the tile's keys for
+    # its own 16 queries), with its own softmax statistics, combined at the end; a tile is then
+    # warps x warp_keys keys.
+    warp_keys: int = 0
+    warps: int = WARPS
     # V stored with the keys innermost (``Attention.v_transposed``): its tiles are read along the keys into
     # LDS as [head dim][key] (NVIDIA: v_fragments then read it K-innermost, as K's), through registers
     # (``_Kernel.load_vt``: 16-byte loads where V's rows are 16-byte aligned, else one element each).
@@ -187,11 +195,11 @@ class FlashAttentionPlan:
 
     @property
     def block_n(self) -> int:
-        return BLOCK_N
+        return self.warps * self.warp_keys if self.warp_keys else BLOCK_N
 
     @property
     def workgroup_size(self) -> int:
-        return WARPS * self.wave_size
+        return self.warps * self.wave_size
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -199,7 +207,7 @@ class FlashAttentionPlan:
 
     @property
     def key_tiles(self) -> int | None:
-        return None if self.k2 is None else math.ceil(self.k2 / BLOCK_N)
+        return None if self.k2 is None else math.ceil(self.k2 / self.block_n)
 
     @property
     def lds_row(self) -> int:
@@ -210,8 +218,9 @@ class FlashAttentionPlan:
         if self.transposed:
             return amd_lds_bytes(self.head_dim, self.lds_pad)
         # K and V tiles (per slot), 16-bit; the partial results the warps or a split-KV cluster combine
-        v_tile = self.head_dim * (BLOCK_N + self.lds_pad) if self.v_transposed else BLOCK_N * self.lds_row
-        return self.stages * (BLOCK_N * self.lds_row + v_tile) * 2 + self.partial_bytes
+        v_tile = self.head_dim * (self.block_n + self.lds_pad) if self.v_transposed else self.block_n * self.lds_row
+        partials = 0 if self.partials_in_ring else self.partial_bytes
+        return self.stages * (self.block_n * self.lds_row + v_tile) * 2 + partials
 
     @property
     def barriers_per_tile(self) -> int:
@@ -231,9 +240,18 @@ class FlashAttentionPlan:
         return self.partial_chunks * 16 * self.workgroup_size if self.split_kv > 1 or self.warp_keys else 0
 
     @property
+    def partials_in_ring(self) -> bool:
+        """The partials fit in the K ring (``_Kernel.combine`` writes them there once the loop is over)."""
+        return not self.transposed and self.stages > 1 and 0 < self.partial_bytes <= self.k_ring_bytes
+
+    @property
+    def k_ring_bytes(self) -> int:
+        return self.stages * self.block_n * self.lds_row * 2
+
+    @property
     def tile_keys(self) -> int:
         """Keys of each key tile one warp computes on: all, or with ``warp_keys`` its share."""
-        return WARP_KEYS if self.warp_keys else BLOCK_N
+        return self.warp_keys or BLOCK_N
 
     def describe(self) -> str:
         copies = "K/V copies through registers" if self.stages == 1 else f"a {self.stages}-slot cp.async ring"
@@ -243,7 +261,7 @@ class FlashAttentionPlan:
             ) + ", S^T = K Q^T and O^T = V^T P^T (V stored transposed in LDS)"
         mask = "" if not self.mask else ", boolean i1 mask" if self.mask == "i1" else f", additive {self.mask} mask"
         if self.warp_keys:
-            copies += f", each warp {WARP_KEYS} keys of every tile (its own statistics, combined at the end)"
+            copies += f", each warp {self.warp_keys} keys of every tile (its own statistics, combined at the end)"
         if self.v_transposed:
             copies += ", V stored head dim outer (its tiles read along the keys through registers)"
         if self.split_kv > 1:
@@ -257,7 +275,7 @@ class FlashAttentionPlan:
             f"flash attention {self.elem}: batch {self.batch}, {self.m} {'query' if self.m == 1 else 'queries'} x "
             f"{keys} keys, head dim {self.head_dim}, scale {self.scale:g}{causal_words(self)}"
             f"{mask}; {self.intrinsic.name}, "
-            f"grid {self.grid}, {self.workgroup_size} threads, {tiles} key tiles of {BLOCK_N}, "
+            f"grid {self.grid}, {self.workgroup_size} threads, {tiles} key tiles of {self.block_n}, "
             f"{self.lds_bytes} LDS bytes, {copies}; K fragments {self.k_fragments.kind}, V fragments "
             f"{self.v_fragments.kind}, P conversion {self.conversion.plan.kind}"
         )
@@ -280,6 +298,8 @@ def plan_flash_attention(
     persistent: bool | int | None = None,
     causal_rows: int | None = None,
     pingpong: bool | None = None,
+    warps: int | None = None,
+    warp_keys: int | None = None,
 ) -> FlashAttentionPlan | HopperAttentionPlan:
     """Check that the kernel supports ``attn`` on ``target``; the plan, or UnsupportedError naming why.
     ``stages`` (NVIDIA's mma.sync kernel): 2 (the default) streams K and V through a two-slot LDS ring
@@ -292,7 +312,10 @@ def plan_flash_attention(
     dim; ``pingpong``: two computing warpgroups of the producer form take turns, by default where
     they can) or "mma.sync" (this kernel, as sm_80 runs it). ``split_kv`` (mma.sync on a target
     with thread block clusters): workgroups sharing each block of queries' keys, one cluster
-    (``_split_kv``: by default, for a run-time key length, enough to fill the SMs)."""
+    (``_split_kv``: by default, for a run-time key length, enough to fill the SMs). ``warp_keys``
+    (mma.sync, every query in one warp's 16 rows): each warp computes on its own 16 or 32 keys of
+    every key tile (0: off), ``warps`` (4 or 8) of them; by default on (16 keys, ``DECODE_WARPS`` by
+    head dim) for a run-time key length with fewer workgroups than SMs."""
     tgt = get_target(target)
     amd = tgt.vendor is Vendor.AMD
     if kernel is None:  # a run-time key length (decode) runs on mma.sync: the wgmma kernel is planned for static ones
@@ -307,6 +330,8 @@ def plan_flash_attention(
         raise UnsupportedError(
             "block_n, warpgroups, producer, persistent, pingpong: only the wgmma attention kernel takes them"
         )
+    if (warps, warp_keys) != (None, None) and kernel != "mma.sync":
+        raise UnsupportedError("warps, warp_keys: only NVIDIA's mma.sync attention kernel takes them")
     asked_stages = stages
     if stages is None:
         stages = 1 if amd else 2
@@ -435,15 +460,17 @@ def plan_flash_attention(
         )
     if conv.dest_batch[0] != 1 or intr.m * WARPS != BLOCK_M or BLOCK_N % (conv.dest_batch[1] * intr.k):
         raise UnsupportedError(f"{intr.name}: P tiles {conv.dest_batch} do not fit a warp's 16 x {BLOCK_N} block")
+    warp_keys, warps = _warp_keys(tgt, attn, intr, split, warp_keys, warps, what)
+    block_n = warps * warp_keys if warp_keys else BLOCK_N
     d = attn.k1
     # K^T as S's B operand: rows (K) = head dim, cols = keys; stored [key][head dim], K-innermost.
     k_frags = FragmentPlan.plan(
-        intr.b.compose(d // intr.k, BLOCK_N // intr.n), ROW, 16, intr.b_shape, allow_ldmatrix=True
+        intr.b.compose(d // intr.k, block_n // intr.n), ROW, 16, intr.b_shape, allow_ldmatrix=True
     )
     # V as P V's B operand: rows (K) = keys, cols = head dim; stored [key][head dim]: K-outer (V stored
     # head dim outer: its LDS tile is [head dim][key], K-innermost, read as K's is).
     v_frags = FragmentPlan.plan(
-        intr.b.compose(BLOCK_N // intr.k, d // intr.n),
+        intr.b.compose(block_n // intr.k, d // intr.n),
         ROW,
         16,
         intr.b_shape,
@@ -469,10 +496,8 @@ def plan_flash_attention(
         split_kv=split,
         causal_rows=rows,
         v_transposed=attn.v_transposed,
-        # decode: one row tile of queries, a run-time key length and fewer workgroups than SMs -- the
-        # warps split every tile's keys (H200: batch 1 at 4k keys 17.7 -> 14.2 us, batch 8 at 32k 306 ->
-        # 247; at batch 32, 256 workgroups, the partials' shared memory cost a workgroup an SM: 126 -> 143)
-        warp_keys=attn.k2 is None and attn.m <= intr.m and math.prod(attn.batch) * split < tgt.compute_units,
+        warp_keys=warp_keys,
+        warps=warps,
     )
     if asked_stages is None and split > 1:
         # A split-KV cluster's workgroups are few (about one an SM) and each streams its share of the
@@ -485,6 +510,31 @@ def plan_flash_attention(
     if plan.lds_bytes > tgt.lds_bytes:
         raise UnsupportedError(f"{what}: {plan.lds_bytes} bytes of LDS, {target} has {tgt.lds_bytes}")
     return plan
+
+
+def _warp_keys(tgt, attn: Attention, intr: Intrinsic, split: int, asked: int | None, warps: int | None, what: str):
+    """(keys of each key tile a warp computes on, 0 for off; warps of the workgroup): the asked ones
+    (checked), else for the decode form -- one row tile of queries, a run-time key length and fewer
+    workgroups than SMs -- ``WARP_KEYS`` and ``DECODE_WARPS`` of the head dim, and (0, ``WARPS``) otherwise.
+    (H200: the warps splitting every tile's keys took batch 1 at 4k keys 17.7 -> 14.2 us and batch 8
+    at 32k 306 -> 247; at batch 32, 256 workgroups, the partials' shared memory cost a workgroup an
+    SM: 126 -> 143.)"""
+    if asked is None:
+        decode = attn.k2 is None and attn.m <= intr.m and math.prod(attn.batch) * split < tgt.compute_units
+        asked = WARP_KEYS if decode else 0
+    elif asked not in (0, 16, 32):
+        raise UnsupportedError(f"{what}: warp_keys = {asked}; a warp takes 16 or 32 keys of every tile (0: off)")
+    elif asked and attn.m > intr.m:
+        raise UnsupportedError(
+            f"{what}: warp_keys with {attn.m} queries; every warp holds the same queries, at most {intr.m}"
+        )
+    if warps is None:
+        warps = DECODE_WARPS[attn.k1] if asked else WARPS
+    elif warps not in (4, 8) or (warps != WARPS and not asked):
+        raise UnsupportedError(
+            f"{what}: warps = {warps}; the kernel runs {WARPS} warps of 16 queries, or with warp_keys 4 or 8"
+        )
+    return asked, warps
 
 
 def _split_kv(tgt, attn: Attention, causal: bool, asked: int | None, what: str) -> int:
@@ -572,15 +622,17 @@ class _Kernel:
         # K2: the plan's, or (a run-time key length) the index value emit gives, defined ahead of the kernel
         self.k2: int | ir.Value = plan.k2
 
-    def key_bound(self, block_n: int = BLOCK_N):
+    def key_bound(self, block_n: int | None = None):
         """The bound keys are checked against (K2, an int or a run-time value) where the last tile of
         ``block_n`` keys may be partial; None where every tile is whole."""
         p = self.p
+        block_n = p.block_n if block_n is None else block_n
         split = getattr(p, "split_kv", 1) > 1  # (a rank's last tiles may lie past K2)
         return self.k2 if p.k2 is None or p.k2 % block_n or split else None
 
-    def key_tiles(self, em: Emitter, block_n: int = BLOCK_N) -> ir.Value:
+    def key_tiles(self, em: Emitter, block_n: int | None = None) -> ir.Value:
         """The number of key tiles: the plan's, or ceil(K2 / block_n) of the run-time K2."""
+        block_n = self.p.block_n if block_n is None else block_n
         if self.p.k2 is not None:
             return em.const(math.ceil(self.p.k2 / block_n))
         return em.div(em.add(self.k2, block_n - 1), block_n)
@@ -838,9 +890,10 @@ class _Kernel:
         self._q = q_frags
 
         ring = [p.stages] if p.stages > 1 else []  # a leading slot dimension for the async ring
-        k_lds = em.named("lds_k").alloc_lds(ring + [BLOCK_N, p.lds_row], self.t)
-        v_tile = [d, BLOCK_N + p.lds_pad] if p.v_transposed else [BLOCK_N, p.lds_row]
+        k_lds = em.named("lds_k").alloc_lds(ring + [p.block_n, p.lds_row], self.t)
+        v_tile = [d, p.block_n + p.lds_pad] if p.v_transposed else [p.block_n, p.lds_row]
         v_lds = em.named("lds_v").alloc_lds(ring + v_tile, self.t)
+        self.k_lds = k_lds
         if p.v_transposed:
             self.vt_aligned = self.vt_rows_aligned(em, v_mem)
 
@@ -851,7 +904,7 @@ class _Kernel:
         inits = [neg_inf] * len(self.rows) + [zero] * len(self.rows) + [em.zero_vector(self.c_t)] * n_o
         tiles = self.key_tiles(em)
         if p.causal:  # tiles holding a key <= this block's last query
-            tiles = self.causal_tiles(em, em.mul(block, BLOCK_M), BLOCK_M, BLOCK_N, tiles)
+            tiles = self.causal_tiles(em, em.mul(block, BLOCK_M), BLOCK_M, p.block_n, tiles)
         first, trips = None, tiles
         if rank is not None:
             # This rank's share: C = ceil(T / S) tiles from rank * C (the last ranks' may lie past K2,
@@ -918,12 +971,14 @@ class _Kernel:
     # Mutation hooks for the tests (e2e_tests/test_decode_attention.py): False leaves out a cluster barrier.
     _combine_syncs = (True, True)
     _combine_warp_barrier = True  # (the barrier before warp 0 reads the other warps' partials)
+    _combine_ring_barrier = True  # (the barrier before the partials overwrite the K ring)
 
     def combine(self, m_lane, l_lane, o_acc, rank, warp, tid, batch, q_base, lane, o_mem) -> None:
         """Partial results over disjoint keys combined, and O stored: with ``warp_keys`` first the W
         warps' (each its share of every key tile; all hold the same queries), then with split-KV the
         cluster's S ranks' (each its share of the key tiles):
 
+            (partials in the K ring: barrier, every warp done reading it)
             LDS partial [(c * threads + t) * 16] <- thread t's chunk c: its rows' max m and sum l, its O
             warp_keys: barrier; warp 0 merges the W warps' chunks (its lanes' own) and, split, stores
                        the result at its own threads' chunks
@@ -933,47 +988,56 @@ class _Kernel:
             the owners store O / l as without a split
             split:     barrier.cluster.arrive; barrier.cluster.wait  (no rank exits while read)
 
-        A merge: M = max_i m_i, w_i = exp2(m_i - M) (0 for a share with no key: m_i = -inf),
-        l = sum_i w_i l_i, O = sum_i w_i O_i, in a fixed order (warps, ranks), so every run gives the
-        same bits. The scores were scaled by log2(e): exp2 of a difference of maxima rescales."""
+        The partials live in the K ring where they fit (``FlashAttentionPlan.partials_in_ring``: the
+        loop is over, its copies waited for), else in an allocation of their own; either way they are
+        read and written through shared-memory pointers (``ld.shared`` / ``st.shared``, and a rank's
+        through ``mapa``). A merge: M = max_i m_i, w_i = exp2(m_i - M) (0 for a share with no key:
+        m_i = -inf), l = sum_i w_i l_i, O = sum_i w_i O_i, in a fixed order (warps, ranks), so every
+        run gives the same bits. The scores were scaled by log2(e): exp2 of a difference of maxima
+        rescales."""
         p, em = self.p, self.em.named("split_kv")
         s, threads, wave = p.split_kv, p.workgroup_size, p.wave_size
-        part = em.alloc_lds([p.partial_chunks * threads * 4], self.f32)
-        chunk_t = ir.VectorType.get([4], self.f32)
-
-        def at(e, thread, i):  # element index of thread's chunk i
-            return e.mul(e.add(thread, i * threads), 4)
-
-        for i, chunk in enumerate(self._pack(em, m_lane, l_lane, o_acc)):
-            em.lds_store(chunk, part, [at(em, tid, i)])
-        mine = (m_lane, l_lane, o_acc)
-        if p.warp_keys:
-            if self._combine_warp_barrier:
+        if p.partials_in_ring:
+            part = self.k_lds
+            if self._combine_ring_barrier:
                 em.barrier()
-            first = em.if_then(em.eq(warp, 0))
-            shares = []
-            for w in range(threads // wave):
-                thread = first.add(lane, w * wave)
-                shares.append(
-                    self._unpack(
-                        first,
-                        [first.lds_load(part, [at(first, thread, i)], chunk_t) for i in range(p.partial_chunks)],
-                        len(m_lane),
-                    )
-                )
-            self.em = first
-            merged = self._merge(first, shares)
-            if s == 1:
-                self.store(merged[1], merged[2], batch, q_base, lane, o_mem)
-                self.em = em
-                return
-            for i, chunk in enumerate(self._pack(first, *merged)):  # (its own lanes' chunks: read above)
-                first.lds_store(chunk, part, [at(first, tid, i)])
-            self.em = em
+        else:
+            part = em.alloc_lds([p.partial_chunks * threads * 4], self.f32)
+        chunk_t = ir.VectorType.get([4], self.f32)
         i64 = ir.IntegerType.get_signless(64)
         p3, p7 = ir.Type.parse("!llvm.ptr<3>"), ir.Type.parse("!llvm.ptr<7>")
         with em.loc, em.ip:
             base = ir.Operation.create("memref.extract_aligned_pointer_as_index", results=[em.index], operands=[part])
+
+        def ptr(e: Emitter, thread, i: int) -> ir.Value:  # thread's chunk i, in this CTA's shared memory
+            addr = e.add(base.result, e.mul(e.add(thread, i * threads), 16))
+            with e.loc, e.ip:
+                return llvm.IntToPtrOp(p3, arith.IndexCastOp(i64, addr).result).result
+
+        def load(e: Emitter, thread, i: int) -> ir.Value:
+            with e.loc, e.ip:
+                return llvm.LoadOp(chunk_t, ptr(e, thread, i)).result
+
+        def store(e: Emitter, chunks: list) -> None:
+            for i, chunk in enumerate(chunks):
+                where = ptr(e, tid, i)
+                with e.loc, e.ip:
+                    llvm.StoreOp(chunk, where)
+
+        store(em, self._pack(em, m_lane, l_lane, o_acc))
+        if p.warp_keys:
+            if self._combine_warp_barrier:
+                em.barrier()
+            first = em.if_then(em.eq(warp, 0))
+            self.em = first
+            threads_of = [first.add(lane, w * wave) for w in range(threads // wave)]
+            merged = self._merge(first, lambda e, w, i: load(e, threads_of[w], i), len(threads_of), len(m_lane))
+            if s == 1:
+                self.store(merged[1], merged[2], batch, q_base, lane, o_mem)
+                self.em = em
+                return
+            store(first, self._pack(first, *merged))  # (its own lanes' chunks: read above)
+            self.em = em
         if self._combine_syncs[0]:
             em.cluster_sync()
         if p.warp_keys:
@@ -982,17 +1046,13 @@ class _Kernel:
             owner = em.and_(em.eq(em.rem(warp, s), rank), em.lt(q_base, p.m))
         inside = em.if_then(owner)
         self.em = inside
-        shares = []
-        for r in range(s):
-            chunks = []
-            for i in range(p.partial_chunks):
-                addr = inside.add(base.result, inside.mul(inside.add(tid, i * threads), 16))
-                with inside.loc, inside.ip:
-                    ptr = llvm.IntToPtrOp(p3, arith.IndexCastOp(i64, addr).result).result
-                    peer = arith.ConstantOp(self.i32, r).result
-                    chunks.append(llvm.LoadOp(chunk_t, nvvm.MapaOp(p7, ptr, peer).result).result)
-            shares.append(self._unpack(inside, chunks, len(mine[0])))
-        _, l_out, o_out = self._merge(inside, shares)
+
+        def remote(e: Emitter, r: int, i: int) -> ir.Value:  # rank r's chunk i of this thread
+            with e.loc, e.ip:
+                peer = arith.ConstantOp(self.i32, r).result
+                return llvm.LoadOp(chunk_t, nvvm.MapaOp(p7, ptr(e, tid, i), peer).result).result
+
+        _, l_out, o_out = self._merge(inside, remote, s, len(m_lane))
         self.store(l_out, o_out, batch, q_base, lane, o_mem)
         self.em = em
         if self._combine_syncs[1]:
@@ -1011,55 +1071,53 @@ class _Kernel:
         assert len(chunks) == self.p.partial_chunks
         return chunks
 
-    def _unpack(self, em: Emitter, chunks: list[ir.Value], rows: int) -> tuple[list, list, list]:
-        """``_pack``'s inverse: (maxima, sums, O accumulators)."""
-        c = self.intr.c
-        first = math.ceil(2 * rows / 4)
-        stats = [em.extract(ch, j) for ch in chunks[:first] for j in range(4)]
-        per = c.elements // 4
-        o = [
-            em.shape_cast(em.concat(chunks[first + dn * per : first + (dn + 1) * per]), list(self.c_t.shape))
-            for dn in range((len(chunks) - first) // per)
-        ]
-        return stats[:rows], stats[rows : 2 * rows], o
-
-    def _merge(self, em: Emitter, shares: list) -> tuple[list, list, list]:
-        """Partials (maxima, sums, O) over disjoint keys merged, in the given order."""
+    def _merge(self, em: Emitter, chunk, shares: int, rows: int) -> tuple[list, list, list]:
+        """Partials (maxima, sums, O) over disjoint keys merged, in share order; ``chunk(e, share, i)``
+        loads a share's chunk i (``_pack``'s order) at ``e``. Each O chunk is loaded where it is
+        accumulated. (A loop over the shares, one share's chunks live at a time, took ptxas's spills
+        away at 8 ranks and head dim 128 but was slower: flash_attention.md, "Tried".)"""
         self.em = em
         c = self.intr.c
-        rows = len(shares[0][0])
+        first = math.ceil(2 * rows / 4)
+        stats = []
+        for sh in range(shares):
+            loaded = [chunk(em, sh, i) for i in range(first)]
+            stats.append([em.extract(ch, j) for ch in loaded for j in range(4)])
         neg_inf = self.fconst(-math.inf)
         maxima, subtract = [], []
         for ri in range(rows):
-            mx = shares[0][0][ri]
-            for share in shares[1:]:
-                mx = self.f(arith.MaximumFOp, mx, share[0][ri])
+            mx = stats[0][ri]
+            for st in stats[1:]:
+                mx = self.f(arith.MaximumFOp, mx, st[ri])
             maxima.append(mx)
             with em.loc, em.ip:  # a row no share saw a key of (every one masked): subtract 0, not -inf
                 dead = arith.CmpFOp(arith.CmpFPredicate.OEQ, mx, neg_inf).result
             subtract.append(em.select(dead, self.fconst(0.0), mx))
-        weights = [[self.exp2(self.f(arith.SubFOp, sh[0][ri], subtract[ri])) for ri in range(rows)] for sh in shares]
+        weights = [[self.exp2(self.f(arith.SubFOp, st[ri], subtract[ri])) for ri in range(rows)] for st in stats]
         sums = []
         for ri in range(rows):
             acc = None
-            for w, sh in zip(weights, shares):
-                term = self.f(arith.MulFOp, w[ri], sh[1][ri])
+            for w, st in zip(weights, stats):
+                term = self.f(arith.MulFOp, w[ri], st[rows + ri])
                 acc = term if acc is None else self.f(arith.AddFOp, acc, term)
             sums.append(acc)
-        flat_t = ir.VectorType.get([c.elements], self.f32)
+        chunk_t = ir.VectorType.get([4], self.f32)
+        per = c.elements // 4
         outs = []
-        for dn in range(len(shares[0][2])):
-            acc = None
-            for w, sh in zip(weights, shares):
-                vec = em.shape_cast(sh[2][dn], [c.elements])
-                scale = em.from_elements(flat_t, [w[self.row_of[self._element_at(i)]] for i in range(c.elements)])
-                term = self.f(arith.MulFOp, scale, vec)
-                acc = term if acc is None else self.f(arith.AddFOp, acc, term)
-            outs.append(em.shape_cast(acc, list(self.c_t.shape)))
+        for dn in range(self.p.head_dim // self.intr.n):
+            pieces = []
+            for q in range(per):
+                acc = None
+                for sh, w in enumerate(weights):
+                    scale = em.from_elements(chunk_t, [w[self.row_of[self._element_at(q * 4 + k)]] for k in range(4)])
+                    term = self.f(arith.MulFOp, scale, chunk(em, sh, first + dn * per + q))
+                    acc = term if acc is None else self.f(arith.AddFOp, acc, term)
+                pieces.append(acc)
+            outs.append(em.shape_cast(em.concat(pieces), list(self.c_t.shape)))
         return maxima, sums, outs
 
     def copy_tile(self, em: Emitter, src, which, dst, batch, key0, tid) -> None:
-        """Keys key0 .. key0 + BLOCK_N of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
+        """Keys key0 .. key0 + block_n of ``src`` (global) into ``dst`` (LDS), 16-byte chunks;
         keys past K2 read 0."""
         p = self.p
         if which == 2 and p.v_transposed:
@@ -1067,7 +1125,7 @@ class _Kernel:
             return
         per_chunk = CHUNK_BYTES // 2
         chunks_per_row = p.head_dim // per_chunk
-        total = BLOCK_N * chunks_per_row
+        total = p.block_n * chunks_per_row
         assert total % p.workgroup_size == 0
         vt = ir.VectorType.get([per_chunk], self.t)
         for i in range(total // p.workgroup_size):
@@ -1088,8 +1146,8 @@ class _Kernel:
         p = self.p
         per_chunk = CHUNK_BYTES // 2
         chunks_per_row = p.head_dim // per_chunk
-        total = BLOCK_N * chunks_per_row
-        key0 = em.mul(kt, BLOCK_N)
+        total = p.block_n * chunks_per_row
+        key0 = em.mul(kt, p.block_n)
         tokens = []
         for src, which, dst, what in ((k_mem, 1, k_lds, "copy_k"), (v_mem, 2, v_lds, "copy_v")):
             c_em = em.named(what)
@@ -1153,7 +1211,7 @@ class _Kernel:
         its 16-byte chunks (8 keys of one head-dim row: 8 lanes a row, 128 contiguous bytes), loaded
         (``load_vt``) and stored. ``valid`` false (an i1, or None): zeros stored, nothing read."""
         p = self.p
-        per_row = BLOCK_N // 8
+        per_row = p.block_n // 8
         total = p.head_dim * per_row
         assert total % p.workgroup_size == 0
         for i in range(total // p.workgroup_size):
@@ -1178,7 +1236,7 @@ class _Kernel:
     def step(self, kt, m_old, l_old, o_old, batch, q_base, lane, k_mem, v_mem, k_lds, v_lds, mask_mem=None):
         """Key tile ``kt``: its copies (or the ring's wait, barrier and next issue), then ``compute``."""
         p, em = self.p, self.em
-        key0 = em.mul(kt, BLOCK_N)
+        key0 = em.mul(kt, p.block_n)
         tid = em.thread_id()
         slot = None
         # The additive mask's elements for this tile, loaded first: in flight during the copies'
@@ -1309,10 +1367,10 @@ class _Kernel:
     def warp_key0(self, em: Emitter, kt) -> tuple[ir.Value, ir.Value]:
         """(the first key this warp computes on in tile ``kt``, its offset in the tile): the tile's
         first, or with ``warp_keys`` its share's."""
-        key0 = em.mul(kt, BLOCK_N)
+        key0 = em.mul(kt, self.p.block_n)
         if not self.p.warp_keys:
             return key0, em.const(0)
-        first = em.mul(self.warp, WARP_KEYS)
+        first = em.mul(self.warp, self.p.warp_keys)
         return em.add(key0, first), first
 
     def _element_at(self, pos: int) -> int:
