@@ -438,3 +438,18 @@ def test_prepare_builds_the_heuristic_and_distinct_valid_candidates(tmp_path):
     # the run half splits its one ncu run at the marker module's kernel (ncu.kernel_times, test_ncu.py)
     assert m["marker"] == "marker.vmfb" and (tmp_path / "marker.vmfb").stat().st_size > 0
     assert row["class"] == tuning.shape_class(_problem(32, 1024, 4096)).to_dict()
+
+
+@pytest.mark.parametrize("target,narrowest", [("sm_90a", 8), ("gfx942", 16)])
+def test_decode_candidates_reach_the_narrowed_columns(target, narrowest):
+    """The decode kernel's candidates include the 8 columns its small grids narrow to where the
+    intrinsic's N is 8 (mma.sync), and no column count the intrinsic's N does not divide; each builds."""
+    from mmaflow.compiler.kernels import registry
+    from mmaflow.compiler.kernels.decode.heuristic import tuning_candidates
+
+    t, problem = get_target(target), _problem(1, 1024, 4096)
+    cands = tuning_candidates(t, problem)
+    assert min(c["tile_n"] for c in cands) == narrowest
+    for over in cands:
+        cfg, _ = registry.resolve(t, problem, over)
+        assert cfg.tile_n == over["tile_n"] and cfg.waves_k == over["waves_k"]

@@ -239,22 +239,24 @@ def lds_bytes(cfg: KernelConfig, target: Target) -> int:
 
 # `mmaflow tune`'s candidates: waves splitting K by columns per workgroup (the seeds' neighbours;
 # tile_k is the heuristic's, fitted to the row tiles).
+# 8 columns: the narrowed workgroups of a small grid (``DecodeSeeds.warps_per_sm``), where the intrinsic's N is 8.
 TUNING_WAVES = (4, 8, 16)
-TUNING_COLUMNS = (16, 32, 64)
+TUNING_COLUMNS = (8, 16, 32, 64)
 
 
 def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     """The configs `mmaflow tune` times for the decode kernel (``--config`` overrides), where it
-    takes the problem at all (M within two row tiles, B N x K, ...: ``decode_config``). A short K
-    (fewer than 16 K tiles of the heuristic's): every split of its chunks into 2 or more waves, at
-    16 to 128 columns."""
+    takes the problem at all (M within two row tiles, B N x K, ...: ``decode_config``), at the columns
+    the intrinsic's N divides. A short K (fewer than 16 K tiles of the heuristic's): every split of its
+    chunks into 2 or more waves, at those columns and 128."""
     chosen = decode_config(target, problem, {}, [])
     if chosen is None:
         return []
     cfg, intr = chosen
+    columns = [c for c in TUNING_COLUMNS if c % intr.n == 0]
     chunk = plan_k_order(intr).chunk
     if problem.k // cfg.tile_k >= 16:
-        return [{"waves_k": w, "tile_n": c} for w in TUNING_WAVES for c in TUNING_COLUMNS]
+        return [{"waves_k": w, "tile_n": c} for w in TUNING_WAVES for c in columns]
     chunks = problem.k // chunk
     return [
         {"waves_k": w, "tile_k": u * chunk, "tile_n": c}
@@ -262,5 +264,5 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
         if chunks % u == 0
         for w in range(2, 17)
         if (chunks // u) % w == 0 and (w & (w - 1) == 0 or w == chunks // u)
-        for c in (*TUNING_COLUMNS, 128)
+        for c in (*columns, 128)
     ]
