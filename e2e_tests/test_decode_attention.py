@@ -13,11 +13,13 @@ On the lane executor against the float64 reference (``attention_reference``, wit
 Q, K, V and O at non-zero byte offsets (K and V in one binding) surrounded by sentinel bytes, which
 must stay unchanged, and O written exactly once; key lengths from 1 (one key) through a partial
 last tile to more tiles than the cluster has ranks; every target; additive and boolean masks.
-Removing either cluster barrier of the combine is caught.
+Removing either cluster barrier of the combine, the warps' barrier or the barrier before the
+partials overwrite the K ring is caught.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import ml_dtypes
@@ -236,8 +238,8 @@ def test_split_sizes(split):
 
 @pytest.mark.exhaustive
 def test_many_workgroups_keep_the_warps_on_queries():
-    """With as many workgroups as SMs, the warps do not split the keys (their partials' shared memory
-    would cost a workgroup an SM); the cluster still combines its ranks'."""
+    """With as many workgroups as SMs, the warps do not split the keys (measured when their partials
+    had shared memory of their own: ``nvidia._warp_keys``); the cluster still combines its ranks'."""
     plan = run_decode("sm_90a", 67, 4, 64, "f16", 150, split_kv=2)
     assert plan.split_kv == 2 and not plan.warp_keys
 
@@ -434,6 +436,14 @@ def test_split_workgroups_own_their_block_of_queries():
     assert owned[0, :64].all() and not owned[0, 64:].any() and not owned[1:].any()
     owned = _attention_owned((8, 80, 64), (16, 8, 1), [8], 64, split=8)
     assert owned[0, 64:].all() and not owned[0, :64].any()
+
+
+def test_warp_keys_take_a_run_time_key_length():
+    """The warps' key split is the decode form's: a static key length is refused, not masked wrong."""
+    static = dataclasses.replace(_attention(1, 4, 64, "f16"), k2=48)
+    with pytest.raises(UnsupportedError, match="static key length"):
+        plan_flash_attention(static, target="sm_80", warp_keys=16)
+    assert not plan_flash_attention(static, target="sm_80").warp_keys
 
 
 def test_warp_keys_take_one_row_tile():

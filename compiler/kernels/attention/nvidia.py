@@ -517,8 +517,11 @@ def _warp_keys(tgt, attn: Attention, intr: Intrinsic, split: int, asked: int | N
     (checked), else for the decode form -- one row tile of queries, a run-time key length and fewer
     workgroups than SMs -- ``WARP_KEYS`` and ``DECODE_WARPS`` of the head dim, and (0, ``WARPS``) otherwise.
     (H200: the warps splitting every tile's keys took batch 1 at 4k keys 17.7 -> 14.2 us and batch 8
-    at 32k 306 -> 247; at batch 32, 256 workgroups, the partials' shared memory cost a workgroup an
-    SM: 126 -> 143.)"""
+    at 32k 306 -> 247; at batch 32, 256 workgroups, 126 -> 143, measured while the partials had
+    shared memory of their own, not since they moved into the K ring.) Only for a run-time key
+    length: its masking is the decode form's (every tile's key bound checked)."""
+    if asked and attn.k2 is not None:
+        raise UnsupportedError(f"{what}: warp_keys with a static key length (the decode form: a run-time one)")
     if asked is None:
         decode = attn.k2 is None and attn.m <= intr.m and math.prod(attn.batch) * split < tgt.compute_units
         asked = WARP_KEYS if decode else 0
