@@ -345,36 +345,3 @@ def pytest_collection_modifyitems(config, items):
         if seen[key] % k:
             item.add_marker(pytest.mark.exhaustive)
         seen[key] += 1
-
-
-# ---- IREE's phases, one invocation at a time (the front rewrites' tests run between them) ----------------
-def iree_phase(session, source, *, start: str | None = None, to: str | None = None, name: str = "input.mlir"):
-    """One IREE invocation of ``session``: ``source`` (MLIR text, parsed as ``name``; or a module, imported)
-    from after phase ``start`` to the end of phase ``to``; the module it leaves."""
-    from iree.compiler import api
-
-    from mmaflow.compiler.driver.bridge import _Invocation
-
-    inv = _Invocation(session)
-    if isinstance(source, str):
-        assert inv.inv.parse_source(api.Source.wrap_buffer(session, source.encode(), buffer_name=name))
-    else:
-        inv.inv.import_module(source)
-    inv.phases(start=start, to=to)
-    assert inv.inv.execute(), inv.diagnostics
-    return inv.inv.export_module()
-
-
-def iree_vmfb(session, module, *, start: str) -> bytes:
-    """The .vmfb of ``module`` (at the end of phase ``start``), built by ``session``."""
-    from iree.compiler import api
-
-    from mmaflow.compiler.driver.bridge import _Invocation
-
-    back = _Invocation(session)
-    back.inv.import_module(module)
-    back.phases(start=start)
-    assert back.inv.execute(), back.diagnostics
-    out = api.Output.open_membuffer()
-    back.inv.output_vm_bytecode(out)
-    return bytes(out.map_memory())

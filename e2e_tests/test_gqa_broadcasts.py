@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import iree_phase, iree_vmfb
 from iree.compiler import api
 
 from mmaflow.compiler.core.mlir import new_context, parse_module, print_op
 from mmaflow.compiler.driver import gqa_broadcasts
+from mmaflow.compiler.driver.bridge import lower_to_vmfb, run_phases
 
 MODELS = Path(__file__).parent / "models"
 CPU = ["--iree-hal-target-device=local", "--iree-hal-local-target-device-backends=llvm-cpu"]
@@ -37,7 +37,7 @@ REMOVED = [
 
 
 def _front(session: api.Session, source: str):
-    return iree_phase(session, source, to="executable-sources", name="step.mlir")
+    return run_phases(session, source, to="executable-sources", name="step.mlir")
 
 
 def _cpu_build(source: str, rewrite=gqa_broadcasts.fold) -> tuple[bytes, list[str]]:
@@ -46,7 +46,7 @@ def _cpu_build(source: str, rewrite=gqa_broadcasts.fold) -> tuple[bytes, list[st
     session.set_flags(*CPU)
     module = _front(session, source)
     log = rewrite(module)
-    return iree_vmfb(session, module, start="executable-sources"), log
+    return lower_to_vmfb(session, module, start="executable-sources"), log
 
 
 def _weights(rng) -> dict[str, np.ndarray]:

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import iree_phase, iree_vmfb
 from iree.compiler import api
 
 from mmaflow.compiler.core.mlir import ops_named
 from mmaflow.compiler.driver import packed_weights
-from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.driver.bridge import codegen_module, lower_to_vmfb, run_phases
 from mmaflow.runtime.model_check import check_executable
 
 MODELS = Path(__file__).parent / "models"
@@ -121,7 +120,7 @@ def _layer(
 
 
 def _global_opt(session: api.Session, source: str):
-    return iree_phase(session, source, to="global-optimization", name="layer.mlir")
+    return run_phases(session, source, to="global-optimization", name="layer.mlir")
 
 
 def _cpu_build(source: str, rewrite=lambda m: packed_weights.fold(m, 128)) -> tuple[bytes, list[str], int]:
@@ -130,9 +129,9 @@ def _cpu_build(source: str, rewrite=lambda m: packed_weights.fold(m, 128)) -> tu
     session.set_flags(*CPU)
     module = _global_opt(session, source)
     log = rewrite(module)
-    module = iree_phase(session, module, start="global-optimization", to="executable-sources")
+    module = run_phases(session, module, start="global-optimization", to="executable-sources")
     executables = len(ops_named(module, "hal.executable"))
-    return iree_vmfb(session, module, start="executable-sources"), log, executables
+    return lower_to_vmfb(session, module, start="executable-sources"), log, executables
 
 
 def _unpack(packed: np.ndarray) -> np.ndarray:

@@ -79,6 +79,36 @@ class _Invocation:
         return ToolchainError(f"IREE failed to {what}:\n  " + "\n  ".join(errors[:10] or ["(no diagnostics)"]))
 
 
+def run_phases(
+    session: api.Session, source, *, to: str | None = None, start: str | None = None, name: str = "input.mlir"
+):
+    """One IREE invocation of ``session``: ``source`` (MLIR text, parsed as ``name``; or a module,
+    imported) from after phase ``start`` to the end of phase ``to``; the module it leaves.
+    InputError where the text does not parse, ToolchainError where a phase fails."""
+    inv = _Invocation(session)
+    if isinstance(source, str):
+        if not inv.inv.parse_source(api.Source.wrap_buffer(session, source.encode(), buffer_name=name)):
+            raise InputError(f"IREE could not parse {name}:\n  " + "\n  ".join(inv.diagnostics[:5]))
+    else:
+        inv.inv.import_module(source)
+    inv.phases(start=start, to=to)
+    if not inv.inv.execute():
+        raise inv.fail(f"compile {name} to {to}" if to else f"compile {name}")
+    return inv.inv.export_module()
+
+
+def lower_to_vmfb(session: api.Session, module, *, start: str) -> bytes:
+    """The .vmfb of ``module`` (at the end of phase ``start``), built by ``session``."""
+    back = _Invocation(session)
+    back.inv.import_module(module)
+    back.phases(start=start)
+    if not back.inv.execute():
+        raise back.fail("lower the module to a .vmfb")
+    out = api.Output.open_membuffer()
+    back.inv.output_vm_bytecode(out)
+    return bytes(out.map_memory())
+
+
 @dataclass
 class CompileResult:
     vmfb: bytes
@@ -201,24 +231,12 @@ def _front_and_codegen(
     pipeline (as text, like the hook tool). Returns the module, with executables replaced."""
     if server_enabled():
         start_server()  # if it is not running: its imports overlap with IREE's front phase
-    front = _Invocation(session)
-    src = api.Source.wrap_buffer(session, source.encode(), buffer_name=source_name)
-    if not front.inv.parse_source(src):
-        raise InputError(f"IREE could not parse {source_name}:\n  " + "\n  ".join(front.diagnostics[:5]))
-    front.phases(to="global-optimization")
-    if not front.inv.execute():
-        raise front.fail(f"compile {source_name} to global-optimization")
-    module = front.inv.export_module()
+    module = run_phases(session, source, to="global-optimization", name=source_name)
     # -- quantized weights unpacked by shifts and masks read packed, their matmuls per group
     result.log += packed_weights.fold(
         module, registry.direct_family("weight_only").max_rows(get_target(options.target))
     )
-    sources = _Invocation(session)
-    sources.inv.import_module(module)
-    sources.phases(start="global-optimization", to="executable-sources")
-    if not sources.inv.execute():
-        raise sources.fail(f"compile {source_name} to executable-sources")
-    module = sources.inv.export_module()
+    module = run_phases(session, module, start="global-optimization", to="executable-sources", name=source_name)
     # -- the host program: GQA broadcasts read through; attention masks proven causal, stamped on the op
     # (their writers removed below)
     result.log += gqa_broadcasts.fold(module)
@@ -302,14 +320,7 @@ def _compile(
     result = CompileResult(b"", [])
     module = _front_and_codegen(session, source, source_name, options, result, require_matmul)
     # -- lower
-    back = _Invocation(session)
-    back.inv.import_module(module)
-    back.phases(start="executable-sources")
-    if not back.inv.execute():
-        raise back.fail("lower the module to a .vmfb")
-    out = api.Output.open_membuffer()
-    back.inv.output_vm_bytecode(out)
-    result.vmfb = bytes(out.map_memory())
+    result.vmfb = lower_to_vmfb(session, module, start="executable-sources")
     # -- verify
     for exe in result.taken:
         text, report = read_isa(isa_dirs, exe, target)
