@@ -443,13 +443,16 @@ def test_prepare_builds_the_heuristic_and_distinct_valid_candidates(tmp_path):
 @pytest.mark.parametrize("target,narrowest", [("sm_90a", 8), ("gfx942", 16)])
 def test_decode_candidates_reach_the_narrowed_columns(target, narrowest):
     """The decode kernel's candidates include the 8 columns its small grids narrow to where the
-    intrinsic's N is 8 (mma.sync), and no column count the intrinsic's N does not divide; each builds."""
+    intrinsic's N is 8 (mma.sync), and no column count the intrinsic's N does not divide; 32 waves
+    (the K loop once) where a workgroup holds them, none past the target's workgroup size; each builds."""
     from mmaflow.compiler.kernels import registry
     from mmaflow.compiler.kernels.decode.heuristic import tuning_candidates
 
     t, problem = get_target(target), _problem(1, 1024, 4096)
     cands = tuning_candidates(t, problem)
     assert min(c["tile_n"] for c in cands) == narrowest
+    most = max(c["waves_k"] for c in cands)
+    assert most == (32 if 32 * t.intrinsics()[0].wave_size <= t.max_workgroup_size else 16)
     for over in cands:
         cfg, _ = registry.resolve(t, problem, over)
         assert cfg.tile_n == over["tile_n"] and cfg.waves_k == over["waves_k"]
