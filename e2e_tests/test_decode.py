@@ -153,6 +153,54 @@ def test_decode_asked_waves(target, overrides):
     assert not e.stats.races, e.stats.races[:3]
 
 
+@pytest.mark.parametrize(
+    "target,overrides",
+    [
+        pytest.param(t, ov, id=_id(t, ov), marks=() if t in ("sm_90a", "gfx942", "gfx1201") else pytest.mark.exhaustive)
+        for t, ov in TARGETS
+    ],
+)
+def test_decode_prefetch_on_executor(target, overrides):
+    """``--config stages=2``: each wave's next K tile loaded before the current one's instructions and
+    carried into the next round in registers, the last round after the loop. Random data at K 2048
+    (a wave runs 2 rounds or more: the loop and the peeled round), then exact small integers at 4
+    rounds of one chunk; an M with rows past it in the row tile, N past the last workgroup's columns."""
+    src = matmul_module(12, 44, 2048, transpose_b=True)
+    r = simulate(src, target, dict(overrides, stages=2), seed=7)
+    _assert_decode(r.config, 12, overrides)
+    assert r.config.stages == 2 and "a tile ahead" in r.config.describe(), r.config.describe()
+    assert 2048 // r.config.tile_k // r.config.waves_k >= 2
+    assert r.check.passed, r.check.line()
+    assert not r.stats.races, r.stats.races[:3]
+    small = matmul_module(12, 44, 256, transpose_b=True)
+    ko = plan_k_order(get_target(target).intrinsic(r.config.intrinsic))
+    e = simulate(small, target, dict(overrides, stages=2, waves_k=2, tile_k=ko.chunk), seed=5, exact=True)
+    assert 256 // ko.chunk // 2 >= 4 and e.config.stages == 2, e.config
+    assert e.check.passed and e.check.max_tol == 0, e.check.line()
+    assert not e.stats.races, e.stats.races[:3]
+
+
+def test_decode_prefetch_computes_the_carried_tile(monkeypatch):
+    """The prefetching loop mutated to compute on the loads it has just issued (round r + 1's) instead
+    of the ones it carried in: round 0 is never added, the last twice; the check fails."""
+    src = matmul_module(5, 40, 1024, transpose_b=True)
+    opts = CodegenOptions(overrides={"stages": 2, "waves_k": 2, "tile_k": 32})
+    good = codegen_module(src, "sm_80", options=opts).taken[0]
+    monkeypatch.setattr(decode_rewrite.DecodeRewriter, "_prefetch_carried", False)
+    (exe,) = codegen_module(src, "sm_80", options=opts).taken
+    assert exe.facts.config.stages == 2 and exe.text != good.text
+    assert check_matmul(parse_module(good.text, new_context()), seed=2).check.passed
+    r = check_matmul(parse_module(exe.text, new_context()), seed=2)
+    assert not r.check.passed and "outside" in r.check.detail, r.check.line()
+
+
+def test_decode_stages_are_two_at_most():
+    """The decode kernel has no ring: stages past 2 are refused with the reason."""
+    p = _taken(matmul_module(1, 1024, 4096, transpose_b=True), "sm_90a").facts.problem
+    with pytest.raises(ConfigError, match="stages=3: the decode kernel has no LDS ring"):
+        registry.resolve(get_target("sm_90a"), p, {"waves_k": 8, "stages": 3})
+
+
 # name -> (M, N, K, matmul_module keyword arguments, overrides, the waves_k it must get, vendors)
 ODD = {
     # several instruction tiles per workgroup (3 of 16 columns, 6 of 8), the last workgroup's 4 columns

@@ -20,6 +20,7 @@ from mmaflow.compiler.driver.bridge import codegen_module
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.decode import plan as decode_plan
 from mmaflow.compiler.kernels.decode import rewrite
+from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.model_check import check_executable
 from mmaflow.runtime.modules import packed_module, scaled_module
@@ -93,6 +94,27 @@ def test_block_scaled_operands(m, n, a, b, intrinsic):
     assert check.passed, check.line()
     assert not check.stats.races, check.stats.races[:3]
     assert exe.facts.problem.scales is not None and exe.facts.problem.m == m
+
+
+@pytest.mark.parametrize(
+    "target,source,intrinsic",
+    [
+        ("gfx950", scaled_module(4, 40, 2048), "MFMA_SCALE_F32_16x16x128_F4E2M1FN"),
+        ("gfx1100", packed_module(4, 32, 2048, "i4"), "WMMA_I32_16x16x16_I4"),
+    ],
+    ids=["mxfp4", "iu4-rdna3"],
+)
+def test_loads_issued_a_tile_ahead(target, source, intrinsic):
+    """``--config stages=2`` on packed and block-scaled operands: the next K tile's byte runs and
+    E8M0 scales loaded before the current tile's instructions, carried in registers; same check."""
+    opts = CodegenOptions(overrides={"stages": 2, "waves_k": 2})
+    (exe,) = codegen_module(source, target, options=opts).taken
+    cfg = exe.facts.config
+    assert cfg.intrinsic == intrinsic and cfg.stages == 2 and 2048 // cfg.tile_k // cfg.waves_k >= 2, cfg.describe()
+    assert any("issued before" in x for x in exe.run.headers["distribute"])
+    (check,) = check_executable(exe)
+    assert check.passed, check.line()
+    assert not check.stats.races, check.stats.races[:3]
 
 
 def test_the_scales_are_what_is_checked(monkeypatch):

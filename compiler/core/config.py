@@ -156,7 +156,15 @@ class KernelConfig:
         return (
             f"{head}, tile {self.tile_m}x{self.tile_n}x{self.tile_k}, {grid}, "
             f"{self.workgroup_size} threads, lds_pad {self.lds_pad}"
-            + (f", {self.stages}-stage {'shared-memory' if nvidia else 'LDS'} ring" if self.stages > 1 else "")
+            + (
+                (
+                    ", each K tile's loads issued a tile ahead (in registers)"
+                    if self.waves_k > 1
+                    else f", {self.stages}-stage {'shared-memory' if nvidia else 'LDS'} ring"
+                )
+                if self.stages > 1
+                else ""
+            )
             + (f", workgroups in groups of {self.raster} tile rows" if self.raster > 1 and self.cluster == 1 else "")
             + (
                 f", clusters in groups of {self.raster} pairs of tile rows"

@@ -22,7 +22,7 @@ from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 from mmaflow.compiler.target.targets import Target
 
 # The keys a decode config has; any other --config key asks for the tiled kernel.
-OWN_KEYS = frozenset({"waves_k", "intrinsic", "wave_size", "tile_n", "tile_k"})
+OWN_KEYS = frozenset({"waves_k", "intrinsic", "wave_size", "tile_n", "tile_k", "stages"})
 _LDS_ELEM_BYTES = 4  # the partial sums: f32 / i32
 # The most columns a workgroup takes where K is too short for the seeded K tiles (an attention
 # head's 64 or 128: eager attention's decode scores): 8 mma.sync column tiles of B runs and
@@ -142,7 +142,7 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
             f"not the decode kernel: no 2 to {s.waves_k.value} waves split the {k_tiles} K tiles of {cfg.tile_k}"
         )
         return None
-    cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in ("waves_k", "tile_n", "tile_k")})
+    cfg = replace(cfg, **{k: v for k, v in overrides.items() if k in ("waves_k", "tile_n", "tile_k", "stages")})
     # a grid too small to give each SM its warps (one a scheduler): narrower workgroups, more of them, as long
     # as a workgroup's columns are no fewer than M's rows (each re-reads A: no more of it than of B); not for
     # a short K (its columns are widened for the loads in flight a K tile lacks) nor for asked columns
@@ -212,17 +212,14 @@ def validate_decode(cfg: KernelConfig, target: Target, problem: Contraction) -> 
             f"{cfg.waves_k} waves of {cfg.wave_size} = {cfg.workgroup_size} threads exceed "
             f"{target.name}'s {target.max_workgroup_size}"
         )
-    if (cfg.stages, cfg.raster, cfg.persistent, cfg.producer, cfg.cluster, cfg.copy, cfg.split_k) != (
-        1,
-        1,
-        None,
-        0,
-        1,
-        None,
-        1,
-    ):
+    if cfg.stages not in (1, 2):
         raise ConfigError(
-            "the decode kernel has no LDS ring, raster, persistent grid, producer, clusters, copies or "
+            f"stages={cfg.stages}: the decode kernel has no LDS ring; stages=2 issues a wave's next K tile's "
+            "loads before the current one's instructions (in registers), 1 does not"
+        )
+    if (cfg.raster, cfg.persistent, cfg.producer, cfg.cluster, cfg.copy, cfg.split_k) != (1, None, 0, 1, None, 1):
+        raise ConfigError(
+            "the decode kernel has no raster, persistent grid, producer, clusters, copies or "
             "split_k (its waves split K: waves_k)"
         )
     need = lds_bytes(cfg, target)
@@ -249,20 +246,20 @@ def tuning_candidates(target: Target, problem: Contraction) -> list[dict]:
     """The configs `mmaflow tune` times for the decode kernel (``--config`` overrides), where it
     takes the problem at all (M within two row tiles, B N x K, ...: ``decode_config``), at the columns
     the intrinsic's N divides. A short K (fewer than 16 K tiles of the heuristic's): every split of its
-    chunks into 2 or more waves, at those columns and 128."""
+    chunks into 2 or more waves, at those columns and 128 (loads not issued ahead)."""
     chosen = decode_config(target, problem, {}, [])
     if chosen is None:
         return []
     cfg, intr = chosen
     columns = [c for c in TUNING_COLUMNS if c % intr.n == 0]
     chunk = plan_k_order(intr).chunk
-    if problem.k // cfg.tile_k >= 16:
-        waves = [
-            w
-            for w in TUNING_WAVES
-            if (problem.k // cfg.tile_k) % w == 0 and w * intr.wave_size <= target.max_workgroup_size
+    tiles = problem.k // cfg.tile_k
+    if tiles >= 16:
+        waves = [w for w in TUNING_WAVES if tiles % w == 0 and w * intr.wave_size <= target.max_workgroup_size]
+        # and each with its next K tile's loads issued ahead (stages 2) where a wave runs two K tiles or more
+        return [{"waves_k": w, "tile_n": c} for w in waves for c in columns] + [
+            {"waves_k": w, "tile_n": c, "stages": 2} for w in waves if tiles // w >= 2 for c in columns
         ]
-        return [{"waves_k": w, "tile_n": c} for w in waves for c in columns]
     chunks = problem.k // chunk
     return [
         {"waves_k": w, "tile_k": u * chunk, "tile_n": c}

@@ -113,6 +113,9 @@ class DecodePlan:
     b_blocks: tuple[int, ...] = ()
 
     workgroup_size: int = 0
+    # config stages 2: a wave's loads of its next K tile issued before the matrix instructions of the
+    # current one, carried in registers (the last round peeled); 1: each round loads, then computes
+    prefetch: bool = False
 
     @property
     def m_tiles(self) -> int:
@@ -137,7 +140,10 @@ class DecodePlan:
             f"{intr.name} wave{self.wave_size}, decode: {self.waves_k} waves split K, each the whole "
             f"{intr.m * self.m_tiles}x{intr.n * self.n_tiles} tile; {self.workgroup_size} threads",
             f"K tiles of {self.tile_k} ({self.unroll} chunks of {ko.chunk}: {ko.j} instructions each): "
-            f"{self.k_tiles}, wave w runs tiles w, w + {self.waves_k}, ...",
+            f"{self.k_tiles}, wave w runs tiles w, w + {self.waves_k}, ..."
+            + (
+                "; the next tile's loads issued before this tile's instructions (in registers)" if self.prefetch else ""
+            ),
             f"B: straight to registers, {ko.run} elements per lane, column and chunk "
             f"({ko.run * TYPE_BITS[intr.b_type] // 8} bytes), no LDS",
             f"A: {sum(map(len, self.a_loads))} load(s) per lane and chunk"
@@ -384,4 +390,5 @@ def plan_decode(problem: Contraction, cfg: KernelConfig, target: Target, epilogu
         workgroup_size=cfg.workgroup_size,
         a_blocks=a_blocks,
         b_blocks=b_blocks,
+        prefetch=cfg.stages == 2,
     )

@@ -13,6 +13,9 @@ replaced by:
                k = ... + a_start(lane) + first                    (rows >= M read 0)
         for each chunk u, instruction j, column tile t, row tile i:
             acc[i, t] = mma(A operand (i, j) (from A's loads), B run [j * E, (j + 1) * E), acc[i, t])
+    (stages 2: the loads of round 0 before the loop; round r issues round r + 1's loads, then
+     round r's instructions on the loads it carried in, yielding the new ones; the last round's
+     instructions after the loop)
     LDS partial[wave][t][lane][:] = acc[t]                       (barrier: the `barriers` stage)
     if wave == 0:
         acc[t] = sum over w of partial[w][t][lane][:]            (in wave order: deterministic)
@@ -98,53 +101,83 @@ class DecodeRewriter(Rewriter):
         mt, nt = plan.m_tiles, plan.n_tiles
         acc_t = vector_type(intr.c_shape, ir.Type.parse(intr.c_type))
         init = pre.splat_const(acc_t, m.acc_init)
-        with m.loop.location, ir.InsertionPoint(m.loop):
-            # Rounds of waves_k K tiles (uniform across the workgroup: waves_k divides the K tiles).
-            loop = scf.ForOp(pre.const(0), pre.const(plan.k_tiles // plan.waves_k), pre.const(1), [init] * (mt * nt))
-        em = Emitter(ir.InsertionPoint(loop.body), m.loop.location, self.vendor).named("decode")
-        mma_em = em.named("mma")
-        k_tile = em.mul(em.add(em.mul(loop.induction_variable, plan.waves_k), wave), plan.tile_k)
-        a_ops, b_runs = [], []
-        for u in range(plan.unroll):
-            k0 = em.add(k_tile, u * ko.chunk)
-            runs = []
-            b_k = em.add(k0, b_start)
-            if packed_b:
-                b_k = em.byte_of(b_k, TYPE_BITS[intr.b_type])
-            for t in range(nt):
-                row = em.add(origins["B"], b_col, t * intr.n)
-                pieces = [
-                    self._load(em, "B", mems["B"], row, em.add(b_k, p), vector_type([b_piece], elem_b), limits)
-                    for p in range(0, b_count, b_piece)
-                ]
-                runs.append(pieces)
-            b_runs.append(runs)
-            a_k = em.add(k0, a_start)
-            a_ops.append(
-                [
-                    (self._packed_a if packed_a else self._a_operands)(
-                        em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i, limits
-                    )
-                    for i in range(mt)
-                ]
-            )
-        scales = self._scales(em, origins, limits, lanes, b_start, a_start, k_tile) if plan.b_blocks else None
-        accs = list(loop.inner_iter_args)  # row tile-major: (i, t) at i * nt + t, as the epilogue's stores take them
-        for u in range(plan.unroll):
-            for j in range(ko.j):
+
+        def issue(em: Emitter, k_tile):
+            """Every load of the K tile at ``k_tile`` (A's operands, B's runs, the block scales)."""
+            a_ops, b_runs = [], []
+            for u in range(plan.unroll):
+                k0 = em.add(k_tile, u * ko.chunk)
+                runs = []
+                b_k = em.add(k0, b_start)
+                if packed_b:
+                    b_k = em.byte_of(b_k, TYPE_BITS[intr.b_type])
                 for t in range(nt):
-                    b_op = (self._packed_b if packed_b else self._b_operand)(em, b_runs[u][t], j)
-                    for i in range(mt):
-                        sc = (scales[u][j][0][i], scales[u][j][1][t]) if scales else None
-                        accs[i * nt + t] = mma_em.mma(intr, a_ops[u][i][j], b_op, accs[i * nt + t], sc)
+                    row = em.add(origins["B"], b_col, t * intr.n)
+                    pieces = [
+                        self._load(em, "B", mems["B"], row, em.add(b_k, p), vector_type([b_piece], elem_b), limits)
+                        for p in range(0, b_count, b_piece)
+                    ]
+                    runs.append(pieces)
+                b_runs.append(runs)
+                a_k = em.add(k0, a_start)
+                a_ops.append(
+                    [
+                        (self._packed_a if packed_a else self._a_operands)(
+                            em, mems["A"], em.add(origins["A"], i * intr.m), a_row, a_k, elem_a, i, limits
+                        )
+                        for i in range(mt)
+                    ]
+                )
+            scales = self._scales(em, origins, limits, lanes, b_start, a_start, k_tile) if plan.b_blocks else None
+            return a_ops, b_runs, scales
+
+        def compute(em: Emitter, loaded, accs: list) -> list:
+            """The K tile's matrix instructions on its loads; ``accs`` row tile-major: (i, t) at i * nt + t,
+            as the epilogue's stores take them."""
+            a_ops, b_runs, scales = loaded
+            mma_em, accs = em.named("mma"), list(accs)
+            for u in range(plan.unroll):
+                for j in range(ko.j):
+                    for t in range(nt):
+                        b_op = (self._packed_b if packed_b else self._b_operand)(em, b_runs[u][t], j)
+                        for i in range(mt):
+                            sc = (scales[u][j][0][i], scales[u][j][1][t]) if scales else None
+                            accs[i * nt + t] = mma_em.mma(intr, a_ops[u][i][j], b_op, accs[i * nt + t], sc)
+            return accs
+
+        def k_tile_of(em: Emitter, r):
+            """The wave's K tile in round ``r`` (waves interleaved along K), as a K offset."""
+            return em.mul(em.add(em.mul(r, plan.waves_k), wave), plan.tile_k)
+
+        rounds = plan.k_tiles // plan.waves_k  # (uniform across the workgroup: waves_k divides the K tiles)
+        ahead = plan.prefetch and rounds > 1
+        first = issue(pre, k_tile_of(pre, pre.const(0))) if ahead else None
+        carried = _flatten(first) if ahead else []
+        with m.loop.location, ir.InsertionPoint(m.loop):
+            loop = scf.ForOp(
+                pre.const(0), pre.const(rounds - 1 if ahead else rounds), pre.const(1), [init] * (mt * nt) + carried
+            )
+        em = Emitter(ir.InsertionPoint(loop.body), m.loop.location, self.vendor).named("decode")
+        iters = list(loop.inner_iter_args)
+        if ahead:  # round r + 1's loads issued before round r's instructions, which take the carried ones
+            nxt = issue(em, k_tile_of(em, em.add(loop.induction_variable, 1)))
+            on = _unflatten(first, iters[mt * nt :]) if self._prefetch_carried else nxt
+            accs = compute(em, on, iters[: mt * nt])
+            tail = _flatten(nxt)
+        else:
+            accs, tail = compute(em, issue(em, k_tile_of(em, loop.induction_variable)), iters), []
         with m.loop.location, ir.InsertionPoint(loop.body):
-            scf.YieldOp(accs)
+            scf.YieldOp(accs + tail)
+        results = list(loop.results[: mt * nt])
+        if ahead:  # the last round, on the loads the loop carried out
+            last = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor).named("decode")
+            results = compute(last, _unflatten(first, list(loop.results[mt * nt :])), results)
 
         after = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor).named("decode.reduce")
         c_len = intr.c.op_vector_length
         part = after.alloc_lds([plan.waves_k, mt * nt, plan.wave_size, c_len], acc_t.element_type)
         for t in range(mt * nt):
-            flat = after.shape_cast(loop.results[t], [c_len])
+            flat = after.shape_cast(results[t], [c_len])
             after.lds_store(flat, part, [wave, after.const(t), lane, after.const(0)])
         first = after.if_then(after.eq(wave, 0))
         sums = []
@@ -163,6 +196,10 @@ class DecodeRewriter(Rewriter):
         w.move_before(_yield_of(first))
         self._store_accumulators(sums, lanes)
         self._erase_old()
+
+    # Mutation hook for the tests (e2e_tests/test_decode.py): False has the prefetching loop compute on
+    # the loads it has just issued (round r + 1's) instead of the ones it carried in (round r's).
+    _prefetch_carried = True
 
     def _load(self, em: Emitter, name: str, mem, row, k, vtype, limits: dict):
         """Operand ``name``'s global load at (its batch index, ``row``, ``k``), 0 past its rows."""
@@ -299,6 +336,32 @@ def a_operands(
             for e in range(e_count)
         ]
         out.append(em.shape_cast(em.from_elements(vector_type([e_count], elem), elems), list(intr.a_shape)))
+    return out
+
+
+def _flatten(tree) -> list:
+    """The values of a nest of lists and tuples (None leaves: none), in order."""
+    if tree is None:
+        return []
+    if isinstance(tree, (list, tuple)):
+        return [v for item in tree for v in _flatten(item)]
+    return [tree]
+
+
+def _unflatten(like, values: list):
+    """``values`` (as ``_flatten(like)`` gives them) in the nest of ``like``."""
+    it = iter(values)
+
+    def build(t):
+        if t is None:
+            return None
+        if isinstance(t, (list, tuple)):
+            return type(t)(build(item) for item in t)
+        return next(it)
+
+    out = build(like)
+    if next(it, None) is not None:
+        raise ValueError("more values than the nest holds")
     return out
 
 
