@@ -704,7 +704,7 @@ def test_tiled_config_keys_leave_a_decode_problem_to_the_tiled_kernel(target):
         ({"waves_k": 8}, "waves_k=8 must be 2 or more and divide the 4 K tiles of 128"),
         ({"waves_k": 2, "tile_k": 48}, "tile_k=48 must be a multiple of the 32-deep chunk"),
         ({"waves_k": 2, "tile_n": 12}, "tile_n=12 must be a positive multiple of MMA_SYNC_F32_16x8x16_F16's N=8"),
-        ({"waves_k": 4, "stages": 2}, "waves_k=4 asks for the decode kernel, which has no stages"),
+        ({"waves_k": 4, "stages": 3}, "stages=3: the decode kernel has no LDS ring"),
     ],
 )
 def test_decode_config_errors(overrides, message):
