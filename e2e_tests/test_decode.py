@@ -121,7 +121,11 @@ def test_decode_on_executor(target, overrides, a_type, c_type, m, n):
     cfg = r.config
     _assert_decode(cfg, m, overrides)
     assert n % cfg.tile_n, "the last workgroup's columns should overhang N"
-    assert k // cfg.tile_k // cfg.waves_k >= 2, "each wave should run the K loop more than once"
+    rounds = k // cfg.tile_k // cfg.waves_k
+    if target.startswith("sm_"):  # a grid of a few warps a SM: the waves doubled until a wave holds 1024 threads' worth
+        assert cfg.waves_k * cfg.wave_size == 1024 or rounds == 1, cfg  # or one K tile each
+    else:  # (AMD: never doubled) each wave runs the K loop more than once
+        assert rounds >= 2, cfg
     assert r.workgroups == -(-n // cfg.tile_n)
     assert r.check.passed, r.check.line()
     assert not r.stats.races, r.stats.races[:3]
@@ -163,10 +167,10 @@ def test_decode_asked_waves(target, overrides):
 def test_decode_prefetch_on_executor(target, overrides):
     """``--config stages=2``: each wave's next K tile loaded before the current one's instructions and
     carried into the next round in registers, the last round after the loop. Random data at K 2048
-    (a wave runs 2 rounds or more: the loop and the peeled round), then exact small integers at 4
+    in two waves (each runs 2 rounds or more: the loop and the peeled round), then exact small integers at 4
     rounds of one chunk; an M with rows past it in the row tile, N past the last workgroup's columns."""
     src = matmul_module(12, 44, 2048, transpose_b=True)
-    r = simulate(src, target, dict(overrides, stages=2), seed=7)
+    r = simulate(src, target, dict(overrides, stages=2, waves_k=2), seed=7)
     _assert_decode(r.config, 12, overrides)
     assert r.config.stages == 2 and "a tile ahead" in r.config.describe(), r.config.describe()
     assert 2048 // r.config.tile_k // r.config.waves_k >= 2
@@ -884,3 +888,28 @@ def test_dynamic_m_versions_compile_and_verify_on_amd(target):
         if len(mnemonics) > 1:  # (CDNA: 32-row MFMA for the decode version) each its own instructions
             assert rep.counts["matrix"] < whole
         assert rep.counts.get("global_load_b128", 0) > 0 and not rep.vgpr_spills
+
+
+def test_a_grid_of_few_warps_a_sm_doubles_the_waves():
+    """The heuristic (the tuning table aside): a grid at no more than the seeded 8 warps a SM at the
+    seeded waves gets them doubled while they divide the K tiles and fit a workgroup; a full grid,
+    asked waves and a target seeded 0 (AMD) keep the seed."""
+    from mmaflow.compiler.kernels.decode.heuristic import decode_config
+
+    def config(m, n, k, target, overrides=None):
+        p = _taken(matmul_module(m, n, k, transpose_b=True), target).facts.problem
+        why: list[str] = []
+        cfg, _ = decode_config(get_target(target), p, overrides or {}, why)
+        return cfg, " ".join(why)
+
+    # k/v of Llama-3-8B: 1024 columns in 8-column workgroups x 8 warps = 1024 warps <= 8 x 132
+    cfg, why = config(1, 1024, 4096, "sm_90a")
+    assert cfg.waves_k == 32 and cfg.tile_n == 8, cfg
+    assert "doubled from 8: 1024 warps are no more than 8 a SM x 132 SMs" in why, why
+    # (K 2048: 16 K tiles of 128 hold 16 waves at most)
+    assert config(1, 256, 2048, "sm_90a")[0].waves_k == 16
+    cfg, why = config(1, 4096, 4096, "sm_90a")  # 4096 warps: the seed's 8
+    assert cfg.waves_k == 8 and "doubled" not in why, (cfg, why)
+    assert config(1, 1024, 4096, "sm_90a", {"waves_k": 4})[0].waves_k == 4
+    cfg, why = config(1, 1024, 4096, "gfx942")
+    assert "doubled" not in why and cfg.waves_k <= 8, (cfg, why)

@@ -82,6 +82,9 @@ class DecodeSeeds(SeedTable):
     # columns halved (to the instruction's N) while the grid has fewer warps than this a SM, as long as a workgroup
     # reads no more of A than of B (decode: columns >= M; weight-only: A's bytes <= the packed weights')
     warps_per_sm: Seed
+    # waves doubled (as many as a workgroup holds and the K tiles divide) where the grid gives a SM no more
+    # warps than this at the seeded waves (0: never)
+    idle_warps_per_sm: Seed
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,13 @@ DECODE_NVIDIA = DecodeSeeds(
         "H200 f16 B N x K, k/v 1024 x 4096 (8 warps, 64 workgroups at 16 columns), three runs: M 1 / 8 / 16 in 16 "
         "columns 4.74-4.85 / 4.95 / 5.8-5.9 us, in 8 columns 4.35-4.42 / 4.85-5.0 / 6.05-6.3 (M 16 not narrowed)",
     ),
+    idle_warps_per_sm=Seed(
+        8,
+        "H200 f16 B N x K, 26 decode rows of Llama-3-8B, Llama-3-70B TP8 and TinyLlama at M 1 / 16, every config "
+        "timed: the 8 rows at or below 8 warps a SM gain 4-13% (k/v 1 x 1024 x 4096 4.38 -> 3.81 us, 70B "
+        "TP8's q 5.95 -> 5.28), 1.075x -> 1.050x the per-row best (geomean); halving the waves past 32 warps a SM "
+        "lost 4-7% on 3 of 6 rows (not kept)",
+    ),
 )
 
 DECODE_AMD = DecodeSeeds(
@@ -196,6 +206,7 @@ DECODE_AMD = DecodeSeeds(
     unroll=Seed(4, "unmeasured: the NVIDIA seed's 4 chunks (64 bytes of B per lane and column in flight)"),
     row_tiles=Seed(2, "unmeasured: the NVIDIA seed's (the same A to B traffic ratio)"),
     warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the columns seed's, whatever the grid"),
+    idle_warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the waves seed's, whatever the grid"),
 )
 
 # The weight-only decode kernel (kernels/decode/weight_only.py): the decode kernel's seeds but for the
@@ -231,6 +242,7 @@ WEIGHT_ONLY_NVIDIA = WeightOnlySeeds(
         "128 workgroups); gate / up 2816 x 1024 i4 (8 warps, 88 workgroups at 32) 4.4 / 3.8 / 3.6; the A-bytes "
         "guard unmeasured (the decode kernel's: M 16 lost 8-13% narrowed)",
     ),
+    idle_warps_per_sm=Seed(0, "not doubled: 16 warps measured slower at every int4 shape (waves_k's provenance)"),
 )
 WEIGHT_ONLY_AMD = WeightOnlySeeds(
     waves_k=DECODE_AMD.waves_k,
@@ -243,4 +255,5 @@ WEIGHT_ONLY_AMD = WeightOnlySeeds(
     wide_unroll=DECODE_AMD.unroll,
     max_rows=Seed(128, "unmeasured (no AMD GPU here): the NVIDIA seed's"),
     warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the columns seed's, whatever the grid"),
+    idle_warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the waves seed's"),
 )

@@ -148,8 +148,10 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     # a short K (its columns are widened for the loads in flight a K tile lacks) nor for asked columns
     narrowed = n_tiles
 
+    seeded = cfg.waves_k  # (the seeded or asked waves: the grid's warps are counted at them)
+
     def warps(tiles: int) -> int:
-        return (problem.batch or 1) * -(-problem.n // (tiles * intr.n)) * cfg.waves_k
+        return (problem.batch or 1) * -(-problem.n // (tiles * intr.n)) * seeded
 
     floor = s.warps_per_sm.value * target.compute_units
     while (
@@ -161,6 +163,19 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     ):
         narrowed //= 2
     cfg = replace(cfg, tile_n=cfg.tile_n if "tile_n" in overrides else narrowed * intr.n)
+    # a grid that leaves each SM few warps even so: the waves doubled, as many as a workgroup holds and the K
+    # tiles divide (each wave's loop shorter, more of K in flight at once); not for asked waves nor a short K
+    idle = s.idle_warps_per_sm.value * target.compute_units
+    if "waves_k" not in overrides and not short and idle and warps(narrowed) <= idle:
+        tiles_k = problem.k // cfg.tile_k
+        doubled = seeded
+        while (
+            tiles_k % (doubled * 2) == 0
+            and doubled * 2 * intr.wave_size <= target.max_workgroup_size
+            and lds_bytes(replace(cfg, waves_k=doubled * 2), target) <= target.lds_bytes
+        ):
+            doubled *= 2
+        cfg = replace(cfg, waves_k=doubled)
     why.append(
         f"decode kernel ({intr.name}): M = {problem.m} fits {m_tiles} {intr.m}-row instruction tile"
         f"{'s' if m_tiles > 1 else ''}, B is streamed once; "
@@ -181,6 +196,12 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         )
         + "); "
         f"waves: {s.waves_k.source}"
+        + (
+            f"; doubled from {seeded}: {warps(narrowed)} warps are no "
+            f"more than {s.idle_warps_per_sm.value} a SM x {target.compute_units} SMs ({s.idle_warps_per_sm.source})"
+            if cfg.waves_k != seeded
+            else ""
+        )
     )
     validate_decode(cfg, target, problem)
     return cfg, intr
