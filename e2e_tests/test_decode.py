@@ -34,6 +34,7 @@ from mmaflow.compiler.kernels.decode.plan import LOAD_BITS, plan_a_loads, plan_k
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions
 from mmaflow.compiler.report import ptxas_info, ptxas_path
 from mmaflow.compiler.target.intrinsics import CATALOGUE, TYPE_BITS
+from mmaflow.compiler.target.seeds import DECODE_AMD, DECODE_NVIDIA
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.runtime.numerics import EpilogueReference
 from mmaflow.runtime.simulate import check_matmul
@@ -52,7 +53,8 @@ def _id(target, overrides):
 
 
 def _k(a_type: str) -> int:
-    """K for the random check: 16 or more K tiles, so each of up to 8 waves loops at least twice."""
+    """K for the random check: 16 or more K tiles, so each of the seeded waves (up to 8) loops at least
+    twice; NVIDIA's waves doubled for a small grid of one row tile take one K tile each."""
     return 4096 if TYPE_BITS[a_type] == 8 else 2048
 
 
@@ -122,9 +124,9 @@ def test_decode_on_executor(target, overrides, a_type, c_type, m, n):
     _assert_decode(cfg, m, overrides)
     assert n % cfg.tile_n, "the last workgroup's columns should overhang N"
     rounds = k // cfg.tile_k // cfg.waves_k
-    if target.startswith("sm_"):  # a grid of a few warps a SM: the waves doubled until a wave holds 1024 threads' worth
-        assert cfg.waves_k * cfg.wave_size == 1024 or rounds == 1, cfg  # or one K tile each
-    else:  # (AMD: never doubled) each wave runs the K loop more than once
+    if target.startswith("sm_") and m <= 16:  # one row tile of a grid of few warps a SM: the waves doubled
+        assert cfg.waves_k > DECODE_NVIDIA.waves_k.value and rounds == 1, cfg  # (up to one K tile each here)
+    else:  # (AMD, two row tiles: not doubled) each wave runs the K loop more than once
         assert rounds >= 2, cfg
     assert r.workgroups == -(-n // cfg.tile_n)
     assert r.check.passed, r.check.line()
@@ -890,10 +892,11 @@ def test_dynamic_m_versions_compile_and_verify_on_amd(target):
         assert rep.counts.get("global_load_b128", 0) > 0 and not rep.vgpr_spills
 
 
-def test_a_grid_of_few_warps_a_sm_doubles_the_waves():
-    """The heuristic (the tuning table aside): a grid at no more than the seeded 8 warps a SM at the
-    seeded waves gets them doubled while they divide the K tiles and fit a workgroup; a full grid,
-    asked waves and a target seeded 0 (AMD) keep the seed."""
+def test_a_grid_of_few_warps_a_sm_doubles_the_waves(tmp_path):
+    """The heuristic (the tuning table aside): a grid of one row tile at no more than the seeded 8 warps a
+    SM (at the seeded waves and its columns) gets them doubled while they divide the K tiles and fit a
+    workgroup, half the most threads for more than one column tile; a full grid, two row tiles, asked
+    waves or columns and a target seeded 0 (AMD) keep the seed. The doubled kernels do not spill."""
     from mmaflow.compiler.kernels.decode.heuristic import decode_config
 
     def config(m, n, k, target, overrides=None):
@@ -906,10 +909,31 @@ def test_a_grid_of_few_warps_a_sm_doubles_the_waves():
     cfg, why = config(1, 1024, 4096, "sm_90a")
     assert cfg.waves_k == 32 and cfg.tile_n == 8, cfg
     assert "doubled from 8: 1024 warps are no more than 8 a SM x 132 SMs" in why, why
-    # (K 2048: 16 K tiles of 128 hold 16 waves at most)
-    assert config(1, 256, 2048, "sm_90a")[0].waves_k == 16
-    cfg, why = config(1, 4096, 4096, "sm_90a")  # 4096 warps: the seed's 8
+    assert config(1, 256, 2048, "sm_90a")[0].waves_k == 16  # (16 K tiles of 128 hold 16 waves at most)
+    cfg = config(16, 512, 8192, "sm_90a")[0]  # two column tiles (M 16 keeps 16 columns): 512 threads at most
+    assert (cfg.waves_k, cfg.tile_n) == (16, 16), cfg
+    cfg, why = config(1, 4096, 4096, "sm_90a")  # 256 workgroups of 16 columns x 8 warps = 2048 warps
+    assert cfg.waves_k == 8 and "doubled" not in why, (cfg, why)
+    cfg, why = config(32, 256, 2048, "sm_90a")  # two row tiles: not doubled
     assert cfg.waves_k == 8 and "doubled" not in why, (cfg, why)
     assert config(1, 1024, 4096, "sm_90a", {"waves_k": 4})[0].waves_k == 4
+    # asked columns count: 2048 columns of 8 are 256 workgroups x 8 warps = 2048 warps
+    assert config(1, 2048, 4096, "sm_90a", {"tile_n": 8})[0].waves_k == 8
     cfg, why = config(1, 1024, 4096, "gfx942")
-    assert "doubled" not in why and cfg.waves_k <= 8, (cfg, why)
+    assert "doubled" not in why and cfg.waves_k == DECODE_AMD.waves_k.value, (cfg, why)
+    # ptxas: no spills at the doubled configs (shapes the sm_90a table has no entry for)
+    for m, n, k, waves in ((1, 1024, 8192, 32), (16, 512, 8192, 16)):
+        res = compile_module(matmul_module(m, n, k, transpose_b=True), "sm_90a")
+        (exe,) = res.taken
+        assert exe.facts.config.waves_k == waves, exe.facts.config
+        sm90a_ptxas(tmp_path, res.isa_text[exe.name])
+
+
+def test_stages_without_waves_k_ask_for_the_tiled_kernel():
+    """``--config stages=S`` alone is the tiled kernel's ring depth; with ``waves_k`` it is the decode
+    kernel's loads-ahead, which needs two K tiles a wave."""
+    for stages in (2, 3):
+        cfg = _taken(DECODE_SRC, "sm_80", {"stages": stages}).facts.config
+        assert cfg.waves_k == 1 and cfg.stages == stages, cfg
+    with pytest.raises(ConfigError, match="stages=2 issues a wave's next K tile's loads ahead: 4 waves over 4 K"):
+        _taken(DECODE_SRC, "sm_80", {"waves_k": 4, "stages": 2})

@@ -104,9 +104,10 @@ def test_block_scaled_operands(m, n, a, b, intrinsic):
     ],
     ids=["mxfp4", "iu4-rdna3"],
 )
-def test_loads_issued_a_tile_ahead(target, source, intrinsic):
+def test_loads_issued_a_tile_ahead(monkeypatch, target, source, intrinsic):
     """``--config stages=2`` on packed and block-scaled operands: the next K tile's byte runs and
-    E8M0 scales loaded before the current tile's instructions, carried in registers; same check."""
+    E8M0 scales loaded before the current tile's instructions, carried in registers; same check.
+    The loop mutated to compute on the loads it has just issued instead of the carried ones fails it."""
     opts = CodegenOptions(overrides={"stages": 2, "waves_k": 2})
     (exe,) = codegen_module(source, target, options=opts).taken
     cfg = exe.facts.config
@@ -115,6 +116,11 @@ def test_loads_issued_a_tile_ahead(target, source, intrinsic):
     (check,) = check_executable(exe)
     assert check.passed, check.line()
     assert not check.stats.races, check.stats.races[:3]
+    monkeypatch.setattr(rewrite.DecodeRewriter, "_prefetch_carried", False)
+    (bad,) = codegen_module(source, target, options=opts).taken
+    assert bad.text != exe.text
+    (check,) = check_executable(bad)
+    assert not check.passed, check.line()
 
 
 def test_the_scales_are_what_is_checked(monkeypatch):

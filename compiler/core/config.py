@@ -12,7 +12,9 @@ A config fixes everything the Script and Distribute stages need:
     stages             K tiles in the pipeline: 1 (one LDS tile, the next prefetched in registers)
                        or an LDS ring with one barrier per K tile and S - 1 tiles in flight: in
                        S slots through async copies on NVIDIA (cp.async), in registers on AMD
-                       (two LDS slots: ``ring_slots``)
+                       (two LDS slots: ``ring_slots``). The decode kernel (``waves_k`` > 1) has no
+                       LDS for its operands: 1 issues a wave's K tile's loads right before their
+                       instructions, 2 issues the next K tile's before the current one's (in registers)
     raster             workgroup order: 1 = row by row of output tiles (IREE's grid order);
                        G > 1 = groups of G tile rows walked column by column, so the workgroups
                        running together share A and B tiles in L2

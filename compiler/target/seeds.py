@@ -72,8 +72,8 @@ class HopperWgmmaSeeds(SeedTable):
 
 
 @dataclass(frozen=True)
-class DecodeSeeds(SeedTable):
-    """The decode kernel (M <= one instruction's rows, B streamed once): per vendor."""
+class StreamSeeds(SeedTable):
+    """What the two kernels that stream B once (the decode kernel and the weight-only one) both seed."""
 
     waves_k: Seed  # waves splitting K in a workgroup
     columns: Seed  # output columns (N) per workgroup
@@ -82,13 +82,19 @@ class DecodeSeeds(SeedTable):
     # columns halved (to the instruction's N) while the grid has fewer warps than this a SM, as long as a workgroup
     # reads no more of A than of B (decode: columns >= M; weight-only: A's bytes <= the packed weights')
     warps_per_sm: Seed
+
+
+@dataclass(frozen=True)
+class DecodeSeeds(StreamSeeds):
+    """The decode kernel (M <= one instruction's rows, B streamed once): per vendor."""
+
     # waves doubled (as many as a workgroup holds and the K tiles divide) where the grid gives a SM no more
-    # warps than this at the seeded waves (0: never)
+    # warps than this at the seeded waves (0: never); the weight-only kernel does not (16 warps measured slower)
     idle_warps_per_sm: Seed
 
 
 @dataclass(frozen=True)
-class WeightOnlySeeds(DecodeSeeds):
+class WeightOnlySeeds(StreamSeeds):
     """The weight-only decode kernel's (``kernels/decode/weight_only.py``): the decode kernel's, and a
     second shape for many rows of large weights."""
 
@@ -242,7 +248,6 @@ WEIGHT_ONLY_NVIDIA = WeightOnlySeeds(
         "128 workgroups); gate / up 2816 x 1024 i4 (8 warps, 88 workgroups at 32) 4.4 / 3.8 / 3.6; the A-bytes "
         "guard unmeasured (the decode kernel's: M 16 lost 8-13% narrowed)",
     ),
-    idle_warps_per_sm=Seed(0, "not doubled: 16 warps measured slower at every int4 shape (waves_k's provenance)"),
 )
 WEIGHT_ONLY_AMD = WeightOnlySeeds(
     waves_k=DECODE_AMD.waves_k,
@@ -255,5 +260,4 @@ WEIGHT_ONLY_AMD = WeightOnlySeeds(
     wide_unroll=DECODE_AMD.unroll,
     max_rows=Seed(128, "unmeasured (no AMD GPU here): the NVIDIA seed's"),
     warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the columns seed's, whatever the grid"),
-    idle_warps_per_sm=Seed(0, "unmeasured (no AMD GPU here): the waves seed's"),
 )

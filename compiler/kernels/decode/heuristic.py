@@ -21,7 +21,8 @@ from mmaflow.compiler.kernels.decode.plan import decode_refusal, max_row_tiles, 
 from mmaflow.compiler.target.intrinsics import WarpgroupIntrinsic
 from mmaflow.compiler.target.targets import Target
 
-# The keys a decode config has; any other --config key asks for the tiled kernel.
+# The keys a decode config has; any other --config key asks for the tiled kernel (``stages`` too, without
+# ``waves_k``: the ring depth of the tiled kernel).
 OWN_KEYS = frozenset({"waves_k", "intrinsic", "wave_size", "tile_n", "tile_k", "stages"})
 _LDS_ELEM_BYTES = 4  # the partial sums: f32 / i32
 # The most columns a workgroup takes where K is too short for the seeded K tiles (an attention
@@ -82,7 +83,8 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
     if asked is not None and asked <= 1:
         why.append(f"waves_k = {asked}: the tiled kernel, as asked")
         return None
-    foreign = sorted(set(overrides) - OWN_KEYS)
+    # (``stages`` is the tiled kernel's ring depth too: the decode kernel's only beside ``waves_k``)
+    foreign = sorted(set(overrides) - (OWN_KEYS if asked is not None else OWN_KEYS - {"stages"}))
     if foreign and asked is None:
         why.append(f"not the decode kernel: --config {', '.join(foreign)} configures the tiled kernel")
         return None
@@ -164,14 +166,19 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         narrowed //= 2
     cfg = replace(cfg, tile_n=cfg.tile_n if "tile_n" in overrides else narrowed * intr.n)
     # a grid that leaves each SM few warps even so: the waves doubled, as many as a workgroup holds and the K
-    # tiles divide (each wave's loop shorter, more of K in flight at once); not for asked waves nor a short K
+    # tiles divide (each wave's loop shorter, more of K in flight at once); not for asked waves nor a short K.
+    # Registers: a workgroup of the target's most threads leaves a lane 64 (sm_80 / sm_90a), enough for one
+    # row tile of one column tile (ptxas, 32 waves: 48-54 registers, no spills); two column tiles at 1024
+    # threads spilled 16-24 bytes, two row tiles 16-172: those stop at half the most threads, or do not double.
     idle = s.idle_warps_per_sm.value * target.compute_units
-    if "waves_k" not in overrides and not short and idle and warps(narrowed) <= idle:
+    grid_warps = warps(cfg.tile_n // intr.n)
+    if "waves_k" not in overrides and not short and m_tiles == 1 and idle and grid_warps <= idle:
         tiles_k = problem.k // cfg.tile_k
+        most = target.max_workgroup_size // (1 if cfg.tile_n == intr.n else 2)
         doubled = seeded
         while (
             tiles_k % (doubled * 2) == 0
-            and doubled * 2 * intr.wave_size <= target.max_workgroup_size
+            and doubled * 2 * intr.wave_size <= most
             and lds_bytes(replace(cfg, waves_k=doubled * 2), target) <= target.lds_bytes
         ):
             doubled *= 2
@@ -197,7 +204,7 @@ def decode_config(target: Target, problem: Contraction, overrides: dict, why: li
         + "); "
         f"waves: {s.waves_k.source}"
         + (
-            f"; doubled from {seeded}: {warps(narrowed)} warps are no "
+            f"; doubled from {seeded}: {grid_warps} warps are no "
             f"more than {s.idle_warps_per_sm.value} a SM x {target.compute_units} SMs ({s.idle_warps_per_sm.source})"
             if cfg.waves_k != seeded
             else ""
@@ -237,6 +244,11 @@ def validate_decode(cfg: KernelConfig, target: Target, problem: Contraction) -> 
         raise ConfigError(
             f"stages={cfg.stages}: the decode kernel has no LDS ring; stages=2 issues a wave's next K tile's "
             "loads before the current one's instructions (in registers), 1 does not"
+        )
+    if cfg.stages == 2 and k_tiles // cfg.waves_k < 2:
+        raise ConfigError(
+            f"stages=2 issues a wave's next K tile's loads ahead: {cfg.waves_k} waves over {k_tiles} K tiles of "
+            f"{cfg.tile_k} leave each wave one"
         )
     if (cfg.raster, cfg.persistent, cfg.producer, cfg.cluster, cfg.copy, cfg.split_k) != (1, None, 0, 1, None, 1):
         raise ConfigError(

@@ -150,9 +150,12 @@ class DecodeRewriter(Rewriter):
             return em.mul(em.add(em.mul(r, plan.waves_k), wave), plan.tile_k)
 
         rounds = plan.k_tiles // plan.waves_k  # (uniform across the workgroup: waves_k divides the K tiles)
-        ahead = plan.prefetch and rounds > 1
-        first = issue(pre, k_tile_of(pre, pre.const(0))) if ahead else None
-        carried = _flatten(first) if ahead else []
+        ahead = plan.prefetch
+        if ahead and rounds < 2:  # (validate_decode refuses it: a wave of one round has no next tile)
+            raise _fail(f"stages=2 with {rounds} K tile a wave: nothing to issue ahead", m.loop)
+        named = pre.named("decode")
+        round0 = issue(named, k_tile_of(named, named.const(0))) if ahead else None
+        carried = _flatten(round0) if ahead else []
         with m.loop.location, ir.InsertionPoint(m.loop):
             loop = scf.ForOp(
                 pre.const(0), pre.const(rounds - 1 if ahead else rounds), pre.const(1), [init] * (mt * nt) + carried
@@ -161,7 +164,7 @@ class DecodeRewriter(Rewriter):
         iters = list(loop.inner_iter_args)
         if ahead:  # round r + 1's loads issued before round r's instructions, which take the carried ones
             nxt = issue(em, k_tile_of(em, em.add(loop.induction_variable, 1)))
-            on = _unflatten(first, iters[mt * nt :]) if self._prefetch_carried else nxt
+            on = _unflatten(round0, iters[mt * nt :]) if self._prefetch_carried else nxt
             accs = compute(em, on, iters[: mt * nt])
             tail = _flatten(nxt)
         else:
@@ -171,7 +174,7 @@ class DecodeRewriter(Rewriter):
         results = list(loop.results[: mt * nt])
         if ahead:  # the last round, on the loads the loop carried out
             last = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor).named("decode")
-            results = compute(last, _unflatten(first, list(loop.results[mt * nt :])), results)
+            results = compute(last, _unflatten(round0, list(loop.results[mt * nt :])), results)
 
         after = Emitter(ir.InsertionPoint(m.loop), m.loop.location, self.vendor).named("decode.reduce")
         c_len = intr.c.op_vector_length
