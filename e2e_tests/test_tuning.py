@@ -456,3 +456,22 @@ def test_decode_candidates_reach_the_narrowed_columns(target, narrowest):
     for over in cands:
         cfg, _ = registry.resolve(t, problem, over)
         assert cfg.tile_n == over["tile_n"] and cfg.waves_k == over["waves_k"]
+
+
+def test_prepare_refuses_candidates_that_spill():
+    """A candidate whose PTX spills (32 waves of 32 columns at 16 x 4096 x 4096 on sm_90a: 64 registers
+    a lane, 16 bytes spilled) is refused with a line; the heuristic's build stays the baseline."""
+    from conftest import matmul_module
+
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.pipeline.pipeline import CodegenOptions
+    from mmaflow.compiler.report import ptxas_path
+
+    assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    src = matmul_module(16, 4096, 4096, transpose_b=True)
+    overs = [{}, {"waves_k": 32, "tile_n": 32}, {"waves_k": 16, "tile_n": 16}]
+    builds = [(o, compile_module(src, "sm_90a", options=CodegenOptions(overrides=o, tuned=False))) for o in overs]
+    refused: list[str] = []
+    kept = tune._without_spills(get_target("sm_90a"), builds, refused)
+    assert [o for o, _ in kept] == [overs[0], overs[2]], [o for o, _ in kept]
+    assert refused == ["{'waves_k': 32, 'tile_n': 32}: spills 16 bytes (ptxas)"], refused

@@ -6,7 +6,7 @@ Three steps, as `mmaflow bench`'s halves (the GPU machine needs no compiler):
     prepare  (compiler)  every static row of a suite (``runtime/suites.py``) for each target: the
                          heuristic's build, then each family's candidates (``registry.candidates``:
                          --config overrides), each resolved and validated, one build per distinct
-                         config; manifest kind "tune"
+                         config that ptxas assembles without spills; manifest kind "tune"
     run      (GPU)       every build's output checked on sampled rows against float64 (a failing
                          build never makes a table), then one Nsight Compute process over a child
                          that makes 1 + PROFILED_CALLS calls of each build, the marker module's kernel
@@ -125,6 +125,25 @@ def _builds(t, row, stem: str) -> tuple[list | None, list[str]]:
     return builds, skipped
 
 
+def _without_spills(t, builds: list, refused: list[str]) -> list:
+    """The builds whose PTX ptxas assembles without spilling (the heuristic's own, first, kept whatever
+    it does: the baseline); each refused one a line in ``refused``. All of them where there is no ptxas
+    (``prepare`` says so once)."""
+    from mmaflow.compiler.report import ptxas_info, ptxas_path
+
+    if ptxas_path() is None:
+        return builds
+    kept = builds[:1]
+    for over, res in builds[1:]:
+        (exe,) = res.taken
+        info = ptxas_info(res.isa_text[exe.name], t.iree_arch, exe.facts.config.workgroup_size)
+        if info.get("vgpr_spills"):
+            refused.append(f"{over}: spills {info['vgpr_spills']} bytes (ptxas)")
+            continue
+        kept.append((over, res))
+    return kept
+
+
 def _row_entry(t, row, base) -> dict:
     from mmaflow.compiler.target import tuning
 
@@ -140,6 +159,7 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
     """Build every candidate of every static row matching ``rows``; write the manifest."""
 
     from mmaflow.compiler.core.errors import InputError, ToolchainError
+    from mmaflow.compiler.report import ptxas_path
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.runtime.bench_common import build_marker, config_line
 
@@ -152,6 +172,8 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
             f"`mmaflow tune --suite NAME --target {','.join(other)}` makes their tables statically"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
+    if ptxas_path() is None:
+        print("tune: no ptxas (pip install -e '.[test]'): candidates are not screened for spills", flush=True)
     start, entries, built = time.perf_counter(), [], 0
     for t in chosen:
         for row in static:
@@ -159,6 +181,7 @@ def prepare(targets: list[str], suite_name: str, dtypes: list[str], out_dir: Pat
             builds, skipped = _builds(t, row, stem)
             if builds is None:
                 continue
+            builds = _without_spills(t, builds, skipped)
             cands = []
             for i, (over, res) in enumerate(builds):
                 cand = {"config": over, "file": f"{stem}_{'h' if i == 0 else i}.vmfb", "describe": config_line(res.log)}
