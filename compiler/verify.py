@@ -23,7 +23,9 @@ verify``, ``mmaflow compile``'s summary) name no kind.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections import Counter
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
@@ -102,7 +104,13 @@ def load_category(expect: attrs.Expectations) -> str:
 
 
 def check_isa(
-    report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expect_barrier: bool, expect: attrs.Expectations
+    report: IsaReport,
+    name: str,
+    mnemonic: str,
+    vendor: Vendor,
+    expect_barrier: bool,
+    expect: attrs.Expectations,
+    shared: bool = False,
 ) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
     global loads at the width the copies were planned with (128 bits unless the problem's row length forbids it),
@@ -110,7 +118,8 @@ def check_isa(
     tiles (or, when LLVM unrolled it fully, exactly the unrolled count of matrix instructions), and on AMD no cache
     invalidates inside the loop. Matrix instructions count per K tile either all the plan's or only its live ones
     (``Expectations.live_mma_per_k_tile``: LLVM drops the blocks past a static M or N, whose results no workgroup
-    stores)."""
+    stores). ``shared``: other kernels of the dispatch run the same instruction, so a fully unrolled
+    K loop's instructions are among the function's, not all of them."""
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
@@ -177,7 +186,8 @@ def check_isa(
                 f"({' or '.join(map(str, per_tile))} per K tile); the plan has {expect.k_loop_barriers} per K tile"
             )
     unrolled = [expect.k_tiles * n + expect.tail_mma for n in per_tile]
-    if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) not in unrolled:
+    held = report.counts.get("matrix", 0)
+    if expect.k_tiles > 1 and not report.has_loop and (held < min(unrolled) if shared else held not in unrolled):
         problems.append(
             f"no K loop in the ISA, and not the {' or '.join(map(str, unrolled))} matrix instructions of its "
             f"{expect.k_tiles} K tiles unrolled"
@@ -196,17 +206,51 @@ def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
     must be in ``text``."""
     target = facts.target
     kernels = [(facts.config, facts.expect)] + [(v.config, v.expect) for v in facts.versions]
-    for cfg, expect in kernels:
+    sharing = Counter(target.intrinsic(cfg.intrinsic).mnemonic for cfg, _ in kernels)
+    taken: dict[str, set] = {}  # per mnemonic, the K loops (their rank) kernels sharing it have been matched to
+    for i, (cfg, expect) in enumerate(kernels):
         intr = target.intrinsic(cfg.intrinsic)
-        rep = report if len(kernels) == 1 else parse_isa(text, report.kernel, target, matrix=intr.mnemonic)
-        what = name if len(kernels) == 1 else f"{name} ({intr.name} version)"
-        check_isa(rep, what, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1, expect=expect)
+        what = name if len(kernels) == 1 else f"{name} ({intr.name} version{f' {i}' if i else ''})"
+        check = functools.partial(
+            check_isa, name=what, mnemonic=intr.mnemonic, vendor=target.vendor, expect_barrier=cfg.num_waves > 1
+        )
+        if len(kernels) == 1:
+            check(report, expect=expect)
+        elif sharing[intr.mnemonic] == 1:
+            check(parse_isa(text, report.kernel, target, matrix=intr.mnemonic), expect=expect)
+        else:  # kernels of one instruction: each checked on a K loop holding it no other kernel was matched to
+            check = functools.partial(check, shared=True)
+            _check_on_some_loop(
+                text, report.kernel, target, intr.mnemonic, taken.setdefault(intr.mnemonic, set()), check, expect
+            )
         if intr.mnemonic not in text:
             raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
         if intr.mnemonic.endswith("_f8f6f4"):
             check_f8f6f4_formats(text, what, intr)
         if intr.mnemonic.startswith("v_wmma_i32_"):
             check_wmma_signedness(text, what, intr)
+
+
+def _check_on_some_loop(text: str, kernel: str, target, mnemonic: str, taken: set, check, expect) -> None:
+    """``check`` (``check_isa`` but for the report) passes on the report of one of the loops
+    holding ``mnemonic`` (``parse_isa``'s ``loop`` rank) not in ``taken``, or on none (a K loop
+    unrolled whole), which is then taken; else the first loop's error is raised. (Greedy: the
+    versions' plans differ in tiles and K depth, so a loop matches one kernel's counts.)"""
+    first = None
+    for rank in range(len(taken) + 8):
+        if rank in taken:
+            continue
+        rep = parse_isa(text, kernel, target, matrix=mnemonic, loop=rank)
+        try:
+            check(rep, expect=expect)
+        except VerificationError as e:
+            first = first or e
+            if not rep.has_loop:
+                break
+            continue
+        taken.add(rank)
+        return
+    raise first
 
 
 def check_f8f6f4_formats(text: str, what: str, intr) -> None:

@@ -21,7 +21,7 @@ from mmaflow.compiler.core.errors import VerificationError
 from mmaflow.compiler.core.problem import Contraction, DynamicDim
 from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.pipeline.results import CodegenOptions
-from mmaflow.compiler.pipeline.version import plan_version
+from mmaflow.compiler.pipeline.version import plan_versions
 from mmaflow.compiler.target.isa import parse_ptx
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.compiler.verify import check_dispatch_isa
@@ -162,18 +162,24 @@ def _problem(b_transposed=False, divisors=None):
 def test_plan_names_the_row_dimensions():
     """The promised dims are those the operands' global rows run along and lack the promise."""
     sm90 = get_target("sm_90a")
-    assert plan_version(sm90, _problem(), None).dims == ("k", "n")
-    assert plan_version(sm90, _problem(b_transposed=True), None).dims == ("k",)  # B^T: rows along K
-    assert plan_version(sm90, _problem(divisors=dict(k=8)), None).dims == ("n",)
-    assert plan_version(sm90, _problem(divisors=dict(k=8, n=16)), None) is None
-    assert plan_version(get_target("sm_80"), _problem(), None) is None
+
+    def dims(problem, target=sm90, why=None):
+        plans = plan_versions(target, problem, None, why)
+        assert len(plans) <= 1, plans  # (a divisibility promise: one version at most)
+        return plans[0].dims if plans else None
+
+    assert dims(_problem()) == ("k", "n")
+    assert dims(_problem(b_transposed=True)) == ("k",)  # B^T: rows along K
+    assert dims(_problem(divisors=dict(k=8))) == ("n",)
+    assert dims(_problem(divisors=dict(k=8, n=16))) is None
+    assert dims(_problem(), get_target("sm_80")) is None
     small = replace(_problem(), m=64, n=64, dynamic=_problem().dynamic[2:])  # only K dynamic: 1 tile either way
     why = []
-    assert plan_version(sm90, small, None, why) is None
+    assert dims(small, why=why) is None
     assert why == ["K % 8 == 0 would buy the same kernel (MMA_SYNC_F32_16x8x16_F16)"], why
     res = compile_module(dynamic_module(m=64, n=64, k=None), "sm_90a", verify=False)
     assert any("not versioned: K % 8 == 0 would buy the same kernel" in line for line in res.log), res.log
-    plan = plan_version(sm90, _problem(), None)
+    (plan,) = plan_versions(sm90, _problem(), None)
     assert plan.condition() == "K % 8 == 0 and N % 8 == 0"
     assert (plan.fast.intrinsic, plan.slow.intrinsic) == (FAST, SLOW)
     assert plan.fast.workgroup_size == plan.slow.workgroup_size
