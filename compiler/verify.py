@@ -11,7 +11,7 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
   scratch;
 - ``check_dispatch_isa``: ``check_isa`` for each kernel of a dispatch (a versioned one, stage
   `version`, holds two under ``scf.if``: each is checked against its own matrix instructions and
-  K loop);
+  K loop, two of one instruction each on a loop of its own);
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
   instruction, global loads of the planned width, barriers (as many per K tile as planned), a
   K loop, and on AMD no cache invalidates in the K loop.
@@ -199,43 +199,50 @@ def check_isa(
         )
 
 
-def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
+def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> list:
     """``check_isa`` for each kernel of a matmul dispatch (``results.DispatchFacts``): its own
     config and expectations, then each version's (``mmaflow.versions``), each against a report of
     its own matrix instructions and K loop (``isa.parse_isa(matrix=...)``); the mnemonic of each
-    must be in ``text``."""
+    must be in ``text``. Kernels of one instruction (the decode version beside sm_80's or RDNA's
+    tiled kernel) are each matched to a K loop of its own. Returns, per kernel, the rank of the
+    loop it was checked on where it shares its instruction (``_check_on_some_loop``), else None."""
     target = facts.target
     kernels = [(facts.config, facts.expect)] + [(v.config, v.expect) for v in facts.versions]
     sharing = Counter(target.intrinsic(cfg.intrinsic).mnemonic for cfg, _ in kernels)
     taken: dict[str, set] = {}  # per mnemonic, the K loops (their rank) kernels sharing it have been matched to
+    ranks = []
     for i, (cfg, expect) in enumerate(kernels):
         intr = target.intrinsic(cfg.intrinsic)
         what = name if len(kernels) == 1 else f"{name} ({intr.name} version{f' {i}' if i else ''})"
         check = functools.partial(
             check_isa, name=what, mnemonic=intr.mnemonic, vendor=target.vendor, expect_barrier=cfg.num_waves > 1
         )
+        rank = None
         if len(kernels) == 1:
             check(report, expect=expect)
         elif sharing[intr.mnemonic] == 1:
             check(parse_isa(text, report.kernel, target, matrix=intr.mnemonic), expect=expect)
         else:  # kernels of one instruction: each checked on a K loop holding it no other kernel was matched to
             check = functools.partial(check, shared=True)
-            _check_on_some_loop(
+            rank = _check_on_some_loop(
                 text, report.kernel, target, intr.mnemonic, taken.setdefault(intr.mnemonic, set()), check, expect
             )
+        ranks.append(rank)
         if intr.mnemonic not in text:
             raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
         if intr.mnemonic.endswith("_f8f6f4"):
             check_f8f6f4_formats(text, what, intr)
         if intr.mnemonic.startswith("v_wmma_i32_"):
             check_wmma_signedness(text, what, intr)
+    return ranks
 
 
-def _check_on_some_loop(text: str, kernel: str, target, mnemonic: str, taken: set, check, expect) -> None:
+def _check_on_some_loop(text: str, kernel: str, target, mnemonic: str, taken: set, check, expect) -> int:
     """``check`` (``check_isa`` but for the report) passes on the report of one of the loops
     holding ``mnemonic`` (``parse_isa``'s ``loop`` rank) not in ``taken``, or on none (a K loop
-    unrolled whole), which is then taken; else the first loop's error is raised. (Greedy: the
-    versions' plans differ in tiles and K depth, so a loop matches one kernel's counts.)"""
+    unrolled whole), which is then taken and returned; else the first loop's error is raised.
+    (Greedy, the dispatch's own kernel first: its plan's barriers and instructions per K tile
+    are the strictest counts.)"""
     first = None
     for rank in range(len(taken) + 8):
         if rank in taken:
@@ -249,7 +256,7 @@ def _check_on_some_loop(text: str, kernel: str, target, mnemonic: str, taken: se
                 break
             continue
         taken.add(rank)
-        return
+        return rank
     raise first
 
 

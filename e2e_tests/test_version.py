@@ -21,7 +21,7 @@ from mmaflow.compiler.core.errors import VerificationError
 from mmaflow.compiler.core.problem import Contraction, DynamicDim
 from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.pipeline.results import CodegenOptions
-from mmaflow.compiler.pipeline.version import plan_versions
+from mmaflow.compiler.pipeline.version import plan_version
 from mmaflow.compiler.target.isa import parse_ptx
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.compiler.verify import check_dispatch_isa
@@ -112,6 +112,26 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
         check_dispatch_isa(report, ptx, exe.name, wrong)
 
 
+@pytest.mark.parametrize("target", ["sm_80", "gfx1100"])
+def test_versions_of_one_instruction_are_checked_on_loops_of_their_own(target):
+    """A dynamic M on sm_80 or RDNA: the decode version and the tiled kernel run the same matrix
+    instruction, so an instruction's loops do not tell them apart. Each is checked on a K loop of
+    its own (the tiled kernel first, on the loop its barriers and instructions per K tile fit),
+    and a wrong expectation for the tiled kernel fails on every loop."""
+    res = compile_module(dynamic_module(None, 512, 1024, transpose_b=True), target)  # verify=True
+    (exe,) = res.taken
+    (v,) = exe.facts.versions
+    t = get_target(target)
+    assert t.intrinsic(v.config.intrinsic).mnemonic == t.intrinsic(exe.facts.config.intrinsic).mnemonic
+    assert v.config.waves_k > 1 and exe.facts.config.waves_k == 1
+    report, text = res.reports[exe.name], res.isa_text[exe.name]
+    ranks = check_dispatch_isa(report, text, exe.name, exe.facts)
+    assert None not in ranks and len(set(ranks)) == 2, ranks
+    wrong = replace(exe.facts, expect=replace(exe.facts.expect, k_loop_barriers=3))
+    with pytest.raises(VerificationError, match=r"version\).*3 per K tile"):
+        check_dispatch_isa(report, text, exe.name, wrong)
+
+
 def _ptxas(tmp_path, ptx: str, ptxas: str) -> str:
     src = tmp_path / "k.ptx"
     src.write_text(ptx)
@@ -162,24 +182,18 @@ def _problem(b_transposed=False, divisors=None):
 def test_plan_names_the_row_dimensions():
     """The promised dims are those the operands' global rows run along and lack the promise."""
     sm90 = get_target("sm_90a")
-
-    def dims(problem, target=sm90, why=None):
-        plans = plan_versions(target, problem, None, why)
-        assert len(plans) <= 1, plans  # (a divisibility promise: one version at most)
-        return plans[0].dims if plans else None
-
-    assert dims(_problem()) == ("k", "n")
-    assert dims(_problem(b_transposed=True)) == ("k",)  # B^T: rows along K
-    assert dims(_problem(divisors=dict(k=8))) == ("n",)
-    assert dims(_problem(divisors=dict(k=8, n=16))) is None
-    assert dims(_problem(), get_target("sm_80")) is None
+    assert plan_version(sm90, _problem(), None).dims == ("k", "n")
+    assert plan_version(sm90, _problem(b_transposed=True), None).dims == ("k",)  # B^T: rows along K
+    assert plan_version(sm90, _problem(divisors=dict(k=8)), None).dims == ("n",)
+    assert plan_version(sm90, _problem(divisors=dict(k=8, n=16)), None) is None
+    assert plan_version(get_target("sm_80"), _problem(), None) is None
     small = replace(_problem(), m=64, n=64, dynamic=_problem().dynamic[2:])  # only K dynamic: 1 tile either way
     why = []
-    assert dims(small, why=why) is None
+    assert plan_version(sm90, small, None, why) is None
     assert why == ["K % 8 == 0 would buy the same kernel (MMA_SYNC_F32_16x8x16_F16)"], why
     res = compile_module(dynamic_module(m=64, n=64, k=None), "sm_90a", verify=False)
     assert any("not versioned: K % 8 == 0 would buy the same kernel" in line for line in res.log), res.log
-    (plan,) = plan_versions(sm90, _problem(), None)
+    plan = plan_version(sm90, _problem(), None)
     assert plan.condition() == "K % 8 == 0 and N % 8 == 0"
     assert (plan.fast.intrinsic, plan.slow.intrinsic) == (FAST, SLOW)
     assert plan.fast.workgroup_size == plan.slow.workgroup_size

@@ -70,7 +70,7 @@ class DynamicDim:
     ordinals: tuple  # its indices in the dispatch's workload (A's K and B's K may be two entries)
     constants: tuple  # per workload ordinal, the push constants holding it: (low 32 bits, high 32 bits or -1)
     divisor: int = 1  # a divisor the program promises (util.assume.int udiv), 1 if none
-    at_most: int | None = None  # a bound a kernel version runs under (stage `version`: M <= 16, M <= 32), None if none
+    at_most: int | None = None  # a bound a kernel version runs under (stage `version`: M <= 32), None if none
 
     @property
     def ordinal(self) -> int:

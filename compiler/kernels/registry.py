@@ -162,9 +162,9 @@ def min_ptx_version(target, cfg: KernelConfig) -> int:
     return family_of(target, cfg).min_ptx_version(cfg)
 
 
-def small_m(target, problem: Contraction) -> list[int]:
-    """The bounds of M a family specialises for ``problem``'s types and layout on ``target`` (the
-    decode kernel), ascending, [] where none does: a dynamic M is versioned on each (stage `version`)."""
+def small_m(target, problem: Contraction) -> int:
+    """The largest M a family specialises for ``problem``'s types and layout on ``target`` (the
+    decode kernel), 0 where none does: a dynamic M is versioned on it (stage `version`)."""
     return DECODE.small_m(target, problem)
 
 

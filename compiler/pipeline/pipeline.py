@@ -83,10 +83,11 @@ def _modules(unit: Unit) -> list[ir.Module]:
 def _version(unit: Unit) -> None:
     func = _func(unit)
     why: list[str] = []
-    plans = version.plan_versions(read_target(func), attrs.read_problem(func), unit.options.overrides, why)
-    unit.log += [f"mmaflow: note {unit.name}: not versioned{' further' if plans else ''}: {w}" for w in why]
-    unit.versions = [version.fork(unit.module, plan) for plan in plans]
-    unit.dump_header = [plan.describe() for plan in plans]
+    plan = version.plan_version(read_target(func), attrs.read_problem(func), unit.options.overrides, why)
+    unit.log += [f"mmaflow: note {unit.name}: not versioned: {w}" for w in why]
+    if plan is not None:
+        unit.versions = [version.fork(unit.module, plan)]
+        unit.dump_header = [plan.describe()]
 
 
 def _configure(unit: Unit) -> None:
@@ -96,11 +97,10 @@ def _configure(unit: Unit) -> None:
     ]
     cfgs = [c for c, _ in chosen]
     if unit.versions:
-        arms = [
-            f"{attrs.read_version(attrs.dispatch_func(m.operation)).condition}: {c.describe()}"
-            for m, c in zip(unit.versions, cfgs[1:])
-        ]
-        unit.log.append(f"mmaflow: config {unit.name}: versioned on {' | '.join(arms)} | else {cfgs[0].describe()}")
+        when = attrs.read_version(attrs.dispatch_func(unit.versions[0].operation)).condition
+        unit.log.append(
+            f"mmaflow: config {unit.name}: versioned on {when}: {cfgs[1].describe()} | else {cfgs[0].describe()}"
+        )
     else:
         unit.log.append(f"mmaflow: config {unit.name}: {cfgs[0].describe()}")
     for m, (_, source) in zip(_modules(unit), chosen):
@@ -144,7 +144,7 @@ def _barriers(unit: Unit) -> None:
 def _hand_back(unit: Unit) -> None:
     for m in _modules(unit):
         hand_back.hand_back(attrs.dispatch_func(m.operation))
-    for fast in reversed(unit.versions):  # the widest first: the first version's test is tested first
+    for fast in unit.versions:
         version.merge(unit.module, fast)
         hand_back.retarget(attrs.dispatch_func(unit.module.operation))
     unit.versions = []

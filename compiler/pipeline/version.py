@@ -10,12 +10,9 @@ picks a kernel per call, the dispatch is versioned (``plan_version``):
     else                          { the kernel built today }
 
 A dynamic M (the batch of a decoder's token step) is versioned on its size instead, where a family
-specialises small M (``registry.small_m``: the decode kernel's bounds, one row tile of its smallest
-instruction and its reach, 16 and 32 rows on NVIDIA), one version a bound, the narrowest tested first:
+specialises small M (``registry.small_m``: the decode kernel, up to 32 rows):
 
-    if (M <= 16)      { the decode kernel, M bounded by 16: one row tile }
-    else if (M <= 32) { the decode kernel, M bounded by 32: two row tiles }
-    else              { the kernel built today }
+    if (M <= 32) { the decode kernel, M bounded by 32 }   else { the kernel built today }
 
 This stage decides and forks: ``fork`` copies the executable and, in the copy, strengthens the
 ``util.assume.int`` promises of the promised sizes (``udiv``) and the recorded problem's divisors,
@@ -88,72 +85,44 @@ def bounded(problem: Contraction, dims, at_most: int) -> Contraction:
     return replace(problem, dynamic=tuple(replace(d, at_most=at_most) if d.dim in dims else d for d in problem.dynamic))
 
 
-def _small_m_versions(target: Target, problem: Contraction, why: list) -> list[VersionPlan]:
-    """M the only dynamic size, and a family that specialises M up to some bounds: that family's
-    kernel for M within each bound (narrowest first), each with the other kernel's workgroup size
-    (one dispatch, one size). All the kernels' shared memory must fit side by side: a version that
-    does not is planned again on half its columns (its partial sums' shared memory halves) while
-    it has columns to halve, then dropped with its reason, as a bound without a kernel is."""
-    bounds = registry.small_m(target, problem)
-    if not bounds or {d.dim for d in problem.dynamic} != {"m"}:
-        return []
+def _small_m_version(target: Target, problem: Contraction, why: list) -> VersionPlan | None:
+    """M the only dynamic size, and a family that specialises M up to some bound: that family's
+    kernel for M within it, with the other kernel's workgroup size (one dispatch, one size)."""
+    limit = registry.small_m(target, problem)
+    if not limit or {d.dim for d in problem.dynamic} != {"m"}:
+        return None
+    when = f"M <= {limit}"
     try:
         slow, slow_intr = resolve(target, problem.estimate(), None)
+        waves = slow.workgroup_size // slow.wave_size
+        fast, fast_intr = resolve(target, bounded(problem, ("m",), limit).estimate(), {"waves_k": waves})
     except MmaflowError as e:
-        why.append(f"no kernel for M > {bounds[-1]}: {e}")
-        return []
-    waves = slow.workgroup_size // slow.wave_size
-    plans, lds = [], shared_bytes(slow, slow_intr, problem, target)
-    for limit in bounds:
-        when, asked = f"M <= {limit}", {"waves_k": waves}
-        while True:
-            try:
-                fast, fast_intr = resolve(target, bounded(problem, ("m",), limit).estimate(), asked)
-            except MmaflowError as e:
-                if "tile_k" not in asked and problem.k >= waves and not problem.k % waves:
-                    # the waves must divide the K tiles: one K tile a wave (``mmaflow tune`` may find better)
-                    asked = {**asked, "tile_k": problem.k // waves}
-                    continue
-                why.append(f"no kernel for {when}: {e}")
-                break
-            if (fast.workgroup_size, fast.wave_size) != (slow.workgroup_size, slow.wave_size):
-                why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size}")
-                break
-            more = shared_bytes(fast, fast_intr, problem, target)
-            if lds + more <= target.lds_bytes:
-                lds += more
-                plans.append(VersionPlan(("m",), 1, fast, slow, at_most=limit))
-                break
-            if fast.tile_n // 2 < fast_intr.n or fast.tile_n % (2 * fast_intr.n):
-                why.append(
-                    f"the kernels' shared memory with one for {when} ({lds + more} bytes) exceeds "
-                    f"{target.name}'s {target.lds_bytes}"
-                )
-                break
-            asked = {**asked, "tile_n": fast.tile_n // 2}
-    return plans
+        why.append(f"no kernel for {when}: {e}")
+        return None
+    if (fast.workgroup_size, fast.wave_size) != (slow.workgroup_size, slow.wave_size):
+        why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size}")
+        return None
+    both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
+    if both > target.lds_bytes:
+        why.append(f"both kernels' shared memory ({both} bytes) exceeds {target.name}'s {target.lds_bytes}")
+        return None
+    return VersionPlan(("m",), 1, fast, slow, at_most=limit)
 
 
-def plan_versions(
+def plan_version(
     target: Target, problem: Contraction, overrides: dict | None, why: list | None = None
-) -> list[VersionPlan]:
-    """The versions of ``problem`` beside the kernel built for it anyway, the first one tested
-    first; [] where it stays one kernel: no warpgroup MMA on the target, a static problem,
-    --config overrides, no dynamic row dimension short of whole 16-byte chunks, or the promises
-    buy the same kernel (or a different workgroup size). Where a row dimension lacks the promise
-    but versioning is still declined, the reason goes to ``why`` (the pipeline logs it as a note)."""
+) -> VersionPlan | None:
+    """The versioning of ``problem``, or None where it stays one kernel: no warpgroup MMA on the
+    target, a static problem, --config overrides, no dynamic row dimension short of whole
+    16-byte chunks, or the promises buy the same kernel (or a different workgroup size). Where a
+    row dimension lacks the promise but versioning is still declined, the reason goes to ``why``
+    (the pipeline logs it as a note)."""
     why = why if why is not None else []
     if overrides or not problem.is_dynamic:
-        return []
-    small = _small_m_versions(target, problem, why)
-    if small or not target.warpgroup_mma:
+        return None
+    small = _small_m_version(target, problem, why)
+    if small is not None or not target.warpgroup_mma:
         return small
-    plan = _divisible_version(target, problem, why)
-    return [plan] if plan is not None else []
-
-
-def _divisible_version(target: Target, problem: Contraction, why: list) -> VersionPlan | None:
-    """The warpgroup kernel where the dynamic rows are whole 16-byte chunks, or None."""
     bits = max(TYPE_BITS[problem.a_type], TYPE_BITS[problem.b_type])
     divisor = 128 // bits
     # The dims the operands' global rows run along (A: K unless transposed; B: N unless transposed).
@@ -286,9 +255,8 @@ def _entry(func: ir.Operation) -> ir.Block:
 def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
     """Join the handed-back fast version into ``module``'s handed-back dispatch: its body under
     ``scf.if`` (the push constants' low halves hold the sizes' residues), the grid selected by the
-    same test on the workload. Returns the fast version's record, put first in the function's
-    ``mmaflow.versions``: of several versions the one merged last is tested first (merge the
-    widest first)."""
+    same test on the workload. Returns the fast version's record, written on the function as
+    ``mmaflow.versions``."""
     func, fast = attrs.dispatch_func(module.operation), attrs.dispatch_func(fast_module.operation)
     version = attrs.read_version(fast)
     version = replace(
@@ -330,7 +298,7 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
         op.operation.move_before(then_yield)
     _merge_globals(func, fast)
     _merge_grid(module, fast_module, version)
-    attrs.write_versions(func, [version, *attrs.read_versions(func)])
+    attrs.write_versions(func, [version])
     return version
 
 

@@ -12,7 +12,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.core.quantized import WeightOnlyMatmul
 from mmaflow.compiler.kernels.common.contraction import finalize, operand_facts, output_extents, prepare
 from mmaflow.compiler.kernels.common.plan import plan_kernel
-from mmaflow.compiler.kernels.decode.heuristic import bounds, decode_config, lds_bytes, tuning_candidates
+from mmaflow.compiler.kernels.decode.heuristic import decode_config, lds_bytes, reach, tuning_candidates
 from mmaflow.compiler.kernels.decode.plan import plan_decode
 from mmaflow.compiler.kernels.decode.rewrite import DecodeRewriter
 from mmaflow.compiler.kernels.decode.weight_only import (
@@ -60,9 +60,9 @@ class DecodeFamily:
             finalize(module, func, plan)
         return plan
 
-    def small_m(self, target, problem: Contraction) -> list[int]:
-        """The bounds a dynamic M is versioned on ([]: none; ``heuristic.bounds``)."""
-        return bounds(target, problem)
+    def small_m(self, target, problem: Contraction) -> int:
+        """The largest M it takes for ``problem`` were M static (0: none; ``heuristic.reach``)."""
+        return reach(target, problem)
 
     def shared_bytes(self, cfg: KernelConfig, intrinsic, problem: Contraction, target) -> int:
         return lds_bytes(cfg, target)

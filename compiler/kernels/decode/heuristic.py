@@ -57,19 +57,11 @@ def _no_instruction(target: Target, problem: Contraction) -> str:
     return "no instruction for the types holds M rows"
 
 
-def bounds(target: Target, problem: Contraction) -> list[int]:
-    """The bounds a dynamic M is versioned on for the decode kernel (``pipeline/version.py``),
-    ascending: one row tile of its smallest instruction (a decoder's usual batch, planned without
-    the rows a wider bound adds) and its reach, the largest M it takes; [] where it takes none."""
-    taken = _taken_ms(target, problem)
-    return sorted({taken[0], taken[-1]}) if taken else []
-
-
-def _taken_ms(target: Target, problem: Contraction) -> list[int]:
-    """Every M of a whole number of row tiles (up to ``max_row_tiles``) the decode kernel takes for
-    ``problem`` were M static and that large, ascending."""
+def reach(target: Target, problem: Contraction) -> int:
+    """The largest M the decode kernel takes for ``problem`` (its types, storage, N and K) were M
+    static and that large; 0 where it takes none."""
     static = replace(problem, dynamic=tuple(d for d in problem.dynamic if d.dim != "m"))
-    taken = []
+    best = 0
     for m in sorted(
         {
             i.m * t
@@ -80,8 +72,8 @@ def _taken_ms(target: Target, problem: Contraction) -> list[int]:
         probe = replace(static, m=m)
         intr = _instruction(target, probe, {})
         if intr is not None and decode_refusal(target, probe, intr) is None:
-            taken.append(m)
-    return taken
+            best = m
+    return best
 
 
 def decode_config(target: Target, problem: Contraction, overrides: dict, why: list):
