@@ -19,7 +19,7 @@ from pathlib import Path
 
 from mmaflow.compiler.core.errors import ToolchainError
 from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
-from mmaflow.compiler.target.isa import IsaReport, k_loop_global_loads, parse_ptx, parse_rocmasm
+from mmaflow.compiler.target.isa import IsaReport, k_loop_global_loads, parse_ptx, parse_rocmasm, split_kernels
 from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
 from mmaflow.compiler.target.targets import Target, get_target
 
@@ -76,13 +76,14 @@ def ptxas_path() -> str | None:
 
 
 def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
-    """Registers and spills from ptxas -v, if ptxas is available ({} otherwise)."""
+    """Registers and spills from ptxas -v, if ptxas is available ({} otherwise); of a dispatch's
+    ``join_kernels`` text, its own kernel's."""
     exe = ptxas_path()
     if exe is None:
         return {}
     with tempfile.TemporaryDirectory() as d:
         p = Path(d) / "k.ptx"
-        p.write_text(ptx)
+        p.write_text(split_kernels(ptx)[0])
         r = subprocess.run(
             [exe, f"-arch={arch}", "-v", str(p), "-o", str(Path(d) / "k.cubin")], capture_output=True, text=True
         )
@@ -181,13 +182,6 @@ def report_command(args, source: str, options) -> int:
 
             cfg = exe.facts.config
             rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
-            if rep.lds_bytes is None and exe.facts.versions:  # a versioned dispatch: both allocations
-                from mmaflow.compiler.pipeline.version import shared_bytes
-
-                rep.lds_bytes = sum(
-                    shared_bytes(c, target.intrinsic(c.intrinsic), p, target)
-                    for c, p in [(cfg, exe.facts.problem)] + [(v.config, v.problem) for v in exe.facts.versions]
-                )
             if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's family's
                 rep.lds_bytes = registry.shared_bytes(target, cfg, target.intrinsic(cfg.intrinsic), exe.facts.problem)
         mine[exe.export] = rep
@@ -236,10 +230,10 @@ def report_command(args, source: str, options) -> int:
             print(f"  config: {exe.facts.config.describe()}")
             for why in _reasons(target, exe, options.overrides):
                 print(f"    {why}")
-        for v in exe.facts.versions:  # counts below are the whole function's: both kernels
+        for v in exe.facts.versions:  # (a kernel and export of its own; the counts below are the other's)
             print(
-                f"  versioned: {v.condition}: {v.config.intrinsic} | else {exe.facts.config.intrinsic} "
-                f"(counts below: both kernels)"
+                f"  versioned: {v.condition}: {v.config.intrinsic} (kernel {v.export}) | else "
+                f"{exe.facts.config.intrinsic} (the counts below)"
             )
         header = f"  {'':44} {'mmaflow':>12}" + (f" {'IREE default':>14}" if args.baseline else "")
         print(header)

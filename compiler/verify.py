@@ -10,8 +10,7 @@ dispatch with its own pipeline. mmaflow checks instead of trusting:
   ex2.approx, cp.async when planned, no local memory (spills); AMD: v_exp_f32, no spills or
   scratch;
 - ``check_dispatch_isa``: ``check_isa`` for each kernel of a dispatch (a versioned one, stage
-  `version`, holds two under ``scf.if``: each is checked against its own matrix instructions and
-  K loop, two of one instruction each on a loop of its own);
+  `version`, holds a kernel and export per version: each is checked in its own ISA);
 - ``check_isa``: after IREE lowered it, the dispatch's ISA holds the intended matrix
   instruction, global loads of the planned width, barriers (as many per K tile as planned), a
   K loop, and on AMD no cache invalidates in the K loop.
@@ -23,18 +22,16 @@ verify``, ``mmaflow compile``'s summary) name no kind.
 
 from __future__ import annotations
 
-import functools
 import re
-from collections import Counter
 
 from iree.compiler import ir
 from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import VerificationError
-from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module
+from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, str_attr
 from mmaflow.compiler.target.intrinsics import F8F6F4_FORMATS
-from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_isa
+from mmaflow.compiler.target.isa import IsaReport, loop_barriers, parse_isa, split_kernels
 from mmaflow.compiler.target.targets import Vendor, read_target
 
 
@@ -60,9 +57,20 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
     if handed_back(func) is None:
         ti = func.attributes["translation_info"] if "translation_info" in func.attributes else "none"
         raise VerificationError(f"{name}: the function is not handed back (translation_info: {ti})")
-    configs = ops_named(module.operation, "iree_codegen.dispatch_config")
-    if len(configs) != 1:
-        raise VerificationError(f"{name}: expected one iree_codegen.dispatch_config, found {len(configs)}")
+    versions = attrs.read_versions(func)
+    kernels = {str_attr(func, "sym_name"): func} | {v.export: None for v in versions}
+    for f in ops_named(module.operation, "func.func"):
+        if str_attr(f, "sym_name") in kernels and f is not func:
+            kernels[str_attr(f, "sym_name")] = f
+    configs = [
+        ir.FlatSymbolRefAttr(c.attributes["function_ref"]).value
+        for c in ops_named(module.operation, "iree_codegen.dispatch_config")
+    ]
+    if sorted(configs) != sorted(kernels):
+        raise VerificationError(
+            f"{name}: expected one iree_codegen.dispatch_config of each kernel ({', '.join(kernels)}), "
+            f"found {', '.join(configs) or 'none'}"
+        )
     if attrs.ATTENTION in func.attributes:  # the flash-attention kernel: matrix instructions, no attention op left
         if not ops_named(func, "nvgpu.mma.sync", "nvvm.wgmma.mma_async", "amdgpu.mfma", "amdgpu.wmma"):
             raise VerificationError(
@@ -84,13 +92,15 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
             raise VerificationError(f"{name}: a linalg.generic is left in the weight-only kernel")
         return
     target = read_target(func)
-    for cfg in [attrs.read_config(func)] + [v.config for v in attrs.read_versions(func)]:
+    for (kernel, f), cfg in zip(kernels.items(), [attrs.read_config(func)] + [v.config for v in versions]):
+        if f is None or handed_back(f) is None:
+            raise VerificationError(f"{name}: the kernel {kernel} of a version is missing or not handed back")
         intr = target.intrinsic(cfg.intrinsic)
-        if not ops_named(func, intr.op):
-            raise VerificationError(f"{name}: the function has no {intr.op}")
-    left = ops_named(func, "vector.contract", "vector.transfer_read", "vector.transfer_write")
-    if left:
-        raise VerificationError(f"{name}: {left[0].name} was not distributed")
+        if not ops_named(f, intr.op):
+            raise VerificationError(f"{name}: the function {kernel} has no {intr.op}")
+        left = ops_named(f, "vector.contract", "vector.transfer_read", "vector.transfer_write")
+        if left:
+            raise VerificationError(f"{name}: {left[0].name} was not distributed in {kernel}")
 
 
 def load_category(expect: attrs.Expectations) -> str:
@@ -110,7 +120,6 @@ def check_isa(
     vendor: Vendor,
     expect_barrier: bool,
     expect: attrs.Expectations,
-    shared: bool = False,
 ) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
     global loads at the width the copies were planned with (128 bits unless the problem's row length forbids it),
@@ -118,8 +127,7 @@ def check_isa(
     tiles (or, when LLVM unrolled it fully, exactly the unrolled count of matrix instructions), and on AMD no cache
     invalidates inside the loop. Matrix instructions count per K tile either all the plan's or only its live ones
     (``Expectations.live_mma_per_k_tile``: LLVM drops the blocks past a static M or N, whose results no workgroup
-    stores). ``shared``: other kernels of the dispatch run the same instruction, so a fully unrolled
-    K loop's instructions are among the function's, not all of them."""
+    stores)."""
     problems = []
     if report.counts.get("matrix", 0) == 0:
         problems.append(f"no matrix instruction ({mnemonic}) in the ISA")
@@ -186,8 +194,7 @@ def check_isa(
                 f"({' or '.join(map(str, per_tile))} per K tile); the plan has {expect.k_loop_barriers} per K tile"
             )
     unrolled = [expect.k_tiles * n + expect.tail_mma for n in per_tile]
-    held = report.counts.get("matrix", 0)
-    if expect.k_tiles > 1 and not report.has_loop and (held < min(unrolled) if shared else held not in unrolled):
+    if expect.k_tiles > 1 and not report.has_loop and report.counts.get("matrix", 0) not in unrolled:
         problems.append(
             f"no K loop in the ISA, and not the {' or '.join(map(str, unrolled))} matrix instructions of its "
             f"{expect.k_tiles} K tiles unrolled"
@@ -199,65 +206,28 @@ def check_isa(
         )
 
 
-def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> list:
+def check_dispatch_isa(report: IsaReport, text: str, name: str, facts) -> None:
     """``check_isa`` for each kernel of a matmul dispatch (``results.DispatchFacts``): its own
-    config and expectations, then each version's (``mmaflow.versions``), each against a report of
-    its own matrix instructions and K loop (``isa.parse_isa(matrix=...)``); the mnemonic of each
-    must be in ``text``. Kernels of one instruction (the decode version beside sm_80's or RDNA's
-    tiled kernel) are each matched to a K loop of its own. Returns, per kernel, the rank of the
-    loop it was checked on where it shares its instruction (``_check_on_some_loop``), else None."""
+    config and expectations on ``report``, then each version's (``mmaflow.versions``: a kernel and
+    export of its own, stage `version`) on the report of its own ISA, the part of ``text`` under
+    its export's name (``isa.split_kernels``); the mnemonic of each must be in its kernel's text."""
     target = facts.target
-    kernels = [(facts.config, facts.expect)] + [(v.config, v.expect) for v in facts.versions]
-    sharing = Counter(target.intrinsic(cfg.intrinsic).mnemonic for cfg, _ in kernels)
-    taken: dict[str, set] = {}  # per mnemonic, the K loops (their rank) kernels sharing it have been matched to
-    ranks = []
-    for i, (cfg, expect) in enumerate(kernels):
+    main, parts = split_kernels(text)
+    kernels = [(name, facts.config, facts.expect, report, main)]
+    for v in facts.versions:
+        if v.export not in parts:
+            raise VerificationError(f"{name}: the ISA holds no kernel {v.export} (the version for {v.condition})")
+        what = f"{name} ({v.condition}: {v.export})"
+        kernels.append((what, v.config, v.expect, parse_isa(parts[v.export], v.export, target), parts[v.export]))
+    for what, cfg, expect, rep, own in kernels:
         intr = target.intrinsic(cfg.intrinsic)
-        what = name if len(kernels) == 1 else f"{name} ({intr.name} version{f' {i}' if i else ''})"
-        check = functools.partial(
-            check_isa, name=what, mnemonic=intr.mnemonic, vendor=target.vendor, expect_barrier=cfg.num_waves > 1
-        )
-        rank = None
-        if len(kernels) == 1:
-            check(report, expect=expect)
-        elif sharing[intr.mnemonic] == 1:
-            check(parse_isa(text, report.kernel, target, matrix=intr.mnemonic), expect=expect)
-        else:  # kernels of one instruction: each checked on a K loop holding it no other kernel was matched to
-            check = functools.partial(check, shared=True)
-            rank = _check_on_some_loop(
-                text, report.kernel, target, intr.mnemonic, taken.setdefault(intr.mnemonic, set()), check, expect
-            )
-        ranks.append(rank)
-        if intr.mnemonic not in text:
+        check_isa(rep, what, intr.mnemonic, target.vendor, expect_barrier=cfg.num_waves > 1, expect=expect)
+        if intr.mnemonic not in own:
             raise VerificationError(f"{what}: {intr.mnemonic} is not in the ISA")
         if intr.mnemonic.endswith("_f8f6f4"):
-            check_f8f6f4_formats(text, what, intr)
+            check_f8f6f4_formats(own, what, intr)
         if intr.mnemonic.startswith("v_wmma_i32_"):
-            check_wmma_signedness(text, what, intr)
-    return ranks
-
-
-def _check_on_some_loop(text: str, kernel: str, target, mnemonic: str, taken: set, check, expect) -> int:
-    """``check`` (``check_isa`` but for the report) passes on the report of one of the loops
-    holding ``mnemonic`` (``parse_isa``'s ``loop`` rank) not in ``taken``, or on none (a K loop
-    unrolled whole), which is then taken and returned; else the first loop's error is raised.
-    (Greedy, the dispatch's own kernel first: its plan's barriers and instructions per K tile
-    are the strictest counts.)"""
-    first = None
-    for rank in range(len(taken) + 8):
-        if rank in taken:
-            continue
-        rep = parse_isa(text, kernel, target, matrix=mnemonic, loop=rank)
-        try:
-            check(rep, expect=expect)
-        except VerificationError as e:
-            first = first or e
-            if not rep.has_loop:
-                break
-            continue
-        taken.add(rank)
-        return rank
-    raise first
+            check_wmma_signedness(own, what, intr)
 
 
 def check_f8f6f4_formats(text: str, what: str, intr) -> None:
@@ -427,12 +397,13 @@ def _loads(report: IsaReport, expect) -> str:
 
 def _compiled_matmul(report: IsaReport, text: str, facts) -> str:
     """A matmul kernel's matrix instructions and K-loop loads; a versioned dispatch's, each kernel's own."""
-    kernels = [("", facts.config, facts.expect)] + [(f"{v.condition}: ", v.config, v.expect) for v in facts.versions]
+    own = split_kernels(text)[1]
+    kernels = [("", report, facts.expect)]
+    kernels += [
+        (f"{v.condition}: ", parse_isa(own[v.export], v.export, facts.target), v.expect) for v in facts.versions
+    ]
     parts = []
-    for when, cfg, exp in kernels:
-        r = report
-        if len(kernels) > 1:
-            r = parse_isa(text, report.kernel, facts.target, matrix=facts.target.intrinsic(cfg.intrinsic).mnemonic)
+    for when, r, exp in kernels:
         parts.append(
             f"{when or ('else: ' if len(kernels) > 1 else '')}{r.counts.get('matrix', 0)} matrix instructions, "
             + _loads(r, exp)

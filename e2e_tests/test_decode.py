@@ -829,14 +829,15 @@ def test_report_lds_bytes_of_the_decode_kernel_on_nvidia(tmp_path):
 )
 def test_dynamic_m_is_versioned_on_its_size(target):
     """A dynamic M (B N x K, N and K static) gets two kernels in one dispatch: the decode kernel
-    where M is at most its reach (32; 64 on CDNA's 32-row MFMA), the other one past it. The
-    executor runs the kernel the sizes take, at M on each side of the bound."""
+    where M is at most its reach (32; 64 on CDNA's 32-row MFMA), the other one past it, each a
+    function and export of its own (its own workgroup). The executor runs the kernel the
+    workload selects (the export's condition, else its fallback), at M on each side of the bound."""
     src = dynamic_module(None, 264, 512, transpose_b=True)
     exe = _taken(src, target)
     (v,) = exe.facts.versions
     bound = 64 if target == "gfx942" else 32
     assert v.at_most == bound and v.condition == f"M <= {bound}" and v.config.waves_k > 1, v
-    assert exe.facts.config.waves_k == 1 and v.config.workgroup_size == exe.facts.config.workgroup_size
+    assert exe.facts.config.waves_k == 1 and exe.export == v.export + "_else"
     for m in (1, bound - 7, bound, bound + 1, 100):
         r = simulate(src, target, sizes={"m": m}, seed=m, sample=4 if m > bound else 0)
         assert (r.config.waves_k > 1) == (m <= bound), (m, r.config)
@@ -870,25 +871,21 @@ def test_a_warpgroup_instruction_asked_for_a_small_m_is_the_warpgroup_kernels():
     ],
 )
 def test_dynamic_m_versions_compile_and_verify_on_amd(target):
-    """``mmaflow compile`` of a dynamic-M ``nn.Linear`` module (two kernels under ``scf.if``) on
-    AMD: verification reads each version's K loop and matrix instructions from the .rocmasm
-    (``isa.parse_isa(matrix=...)``; it once parsed it as PTX, found no matrix instruction, and
-    refused every such module -- ``mmaflow report --suite smoke`` showed it)."""
-    from mmaflow.compiler.target.isa import parse_isa
+    """``mmaflow compile`` of a dynamic-M ``nn.Linear`` module (two kernels, an export each) on AMD:
+    verification reads each kernel's K loop and matrix instructions from its own part of the
+    .rocmasm (``isa.split_kernels``; a versioned dispatch's ISA was once parsed as PTX, found with
+    no matrix instruction, and every such module refused -- ``mmaflow report --suite smoke`` showed it)."""
+    from mmaflow.compiler.target.isa import parse_isa, split_kernels
 
     res = compile_module(dynamic_module(None, 8192, 1024, transpose_b=True), target)  # verify=True
     (exe,) = res.taken
-    assert exe.facts.versions
+    (v,) = exe.facts.versions
     t = get_target(target)
-    whole = res.reports[exe.name].counts["matrix"]
-    kernels = [exe.facts.config] + [v.config for v in exe.facts.versions]
-    mnemonics = {t.intrinsic(c.intrinsic).mnemonic for c in kernels}
-    for cfg in kernels:
-        mnemonic = t.intrinsic(cfg.intrinsic).mnemonic
-        rep = parse_isa(res.isa_text[exe.name], exe.export, t, matrix=mnemonic)
-        assert 0 < rep.counts.get("matrix", 0) <= whole, (cfg.intrinsic, rep.counts)
-        if len(mnemonics) > 1:  # (CDNA: 32-row MFMA for the decode version) each its own instructions
-            assert rep.counts["matrix"] < whole
+    main, parts = split_kernels(res.isa_text[exe.name])
+    for cfg, text, name in ((exe.facts.config, main, exe.export), (v.config, parts[v.export], v.export)):
+        rep = parse_isa(text, name, t)
+        assert rep.counts.get("matrix", 0) > 0, (cfg.intrinsic, rep.counts)
+        assert t.intrinsic(cfg.intrinsic).mnemonic in text
         assert rep.counts.get("global_load_b128", 0) > 0 and not rep.vgpr_spills
 
 

@@ -1,7 +1,8 @@
 """Stage `version`: a dynamic dispatch with no divisibility promise on sm_90a holds two kernels,
 the warpgroup (wgmma) kernel where the run-time sizes make every operand row whole 16-byte chunks
-(K % 8 == 0 and N % 8 == 0 for f16) and the mma.sync kernel elsewhere, chosen by ``scf.if`` on
-the push constants and by the grid's ``arith.select`` on the workload.
+(K % 8 == 0 and N % 8 == 0 for f16) and the mma.sync kernel elsewhere, each a function and export
+of its own: the export the host dispatches has a ``condition`` on the workload and a ``fallback``
+to the other (IREE's export specialization; the host program evaluates it at each dispatch).
 
 Each branch is run on the lane executor against numpy in sentinel-filled buffers (``simulate``),
 the PTX is verified per kernel (``verify.check_dispatch_isa``) and ptxas keeps it without spills.
@@ -22,7 +23,7 @@ from mmaflow.compiler.core.problem import Contraction, DynamicDim
 from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.pipeline.version import plan_version
-from mmaflow.compiler.target.isa import parse_ptx
+from mmaflow.compiler.target.isa import parse_ptx, split_kernels
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.compiler.verify import check_dispatch_isa
 from mmaflow.runtime.numerics import EpilogueReference
@@ -82,54 +83,70 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     (exe,) = res.taken
     assert [v.config.intrinsic for v in exe.facts.versions] == [FAST] and exe.facts.config.intrinsic == SLOW
     assert any("versioned on K % 8 == 0 and N % 8 == 0: WGMMA_F32_64x256x16_F16" in line for line in res.log)
-    (ptx,) = res.isa_text.values()
-    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in ptx
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
-    # the wgmma kernel's tiles overhang (dynamic): TMA copies (wgmma.plan.default_copy), so the dispatch
-    # is PTX 8.3 (hand_back.retarget after the merge)
-    assert "cp.async.bulk.tensor" in ptx and ".version 8.3" in ptx
-    assert "ld.local" not in ptx and "st.local" not in ptx
+    (v,) = exe.facts.versions
+    assert exe.export == v.export + "_else"
+    main, parts = split_kernels(res.isa_text[exe.name])
+    fast_ptx, slow_ptx = parts[v.export], main
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in fast_ptx and "mma.sync" not in fast_ptx
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in slow_ptx and "wgmma" not in slow_ptx
+    # the wgmma kernel's tiles overhang (dynamic): TMA copies (wgmma.plan.default_copy), so the
+    # executable is PTX 8.3 (hand_back.retarget after the merge)
+    assert "cp.async.bulk.tensor" in fast_ptx and ".version 8.3" in fast_ptx
     target = get_target("sm_90a")
-    fast = parse_ptx(ptx, exe.export, target, matrix=target.intrinsic(FAST).mnemonic)
-    slow = parse_ptx(ptx, exe.export, target, matrix=target.intrinsic(SLOW).mnemonic)
+    fast, slow = parse_ptx(fast_ptx, v.export, target), parse_ptx(slow_ptx, exe.export, target)
     assert fast.has_loop and slow.has_loop
-    assert not any(line.startswith("mma.sync") for line in fast.loop_listing)
-    assert not any(line.startswith("wgmma.mma_async") for line in slow.loop_listing)
-    out = _ptxas(tmp_path, ptx, ptxas_path())
-    assert "serialized" not in out.lower(), out
-    # ptxas spills a few registers (28 bytes at 255 registers, ptxas 12.9): nvdisasm puts every
-    # spill in the mma.sync branch, whose kernel alone (today's default for these sizes) spills
-    # more (170 bytes); the wgmma kernel alone spills none (test_wgmma_kernel).
+    fast_out, slow_out = (_ptxas(tmp_path, t, ptxas_path()) for t in (fast_ptx, slow_ptx))
+    # each kernel is its own function: the wgmma kernel spills nothing (its registers are not the
+    # other's); the mma.sync kernel spills as it does alone (today's default for these sizes)
+    assert _spill_stores(fast_out) == 0 and "serialized" not in fast_out.lower(), fast_out
     alone = compile_module(
         dynamic_module(), "sm_90a", options=CodegenOptions(overrides=dict(tile_m=256, tile_n=128, tile_k=32))
     ).isa_text
-    assert _spill_stores(out) <= _spill_stores(_ptxas(tmp_path, next(iter(alone.values())), ptxas_path())), out
+    assert _spill_stores(slow_out) <= _spill_stores(_ptxas(tmp_path, next(iter(alone.values())), ptxas_path()))
     # Each version is checked against its own expectations: a wrong one for the fast kernel fails.
     report = res.reports[exe.name]
-    (v,) = exe.facts.versions
     wrong = replace(exe.facts, versions=(replace(v, expect=replace(v.expect, k_loop_barriers=3)),))
-    with pytest.raises(VerificationError, match=r"WGMMA_F32_64x256x16_F16 version.*3 per K tile"):
-        check_dispatch_isa(report, ptx, exe.name, wrong)
+    with pytest.raises(VerificationError, match=r"K % 8 == 0 and N % 8 == 0: .*3 per K tile"):
+        check_dispatch_isa(report, res.isa_text[exe.name], exe.name, wrong)
 
 
-@pytest.mark.parametrize("target", ["sm_80", "gfx1100"])
-def test_versions_of_one_instruction_are_checked_on_loops_of_their_own(target):
-    """A dynamic M on sm_80 or RDNA: the decode version and the tiled kernel run the same matrix
-    instruction, so an instruction's loops do not tell them apart. Each is checked on a K loop of
-    its own (the tiled kernel first, on the loop its barriers and instructions per K tile fit),
-    and a wrong expectation for the tiled kernel fails on every loop."""
-    res = compile_module(dynamic_module(None, 512, 1024, transpose_b=True), target)  # verify=True
+def test_versions_are_exports_the_host_selects(tmp_path):
+    """The handed-back executable holds a function, ``iree_codegen.dispatch_config`` and export per
+    kernel: the host's export (the dispatch's name) with the version's condition on the workload
+    and ``fallback`` to ``<name>_else``; each its own workgroup size. In the .vmfb the host program
+    branches on the workload between looking up the two functions (``iree-dump-module``)."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from mmaflow.compiler.core.mlir import new_context, ops_named, parse_module, str_attr
+
+    res = compile_module(dynamic_module(None, 4096, 4096, transpose_b=True), "sm_90a")
     (exe,) = res.taken
     (v,) = exe.facts.versions
-    t = get_target(target)
-    assert t.intrinsic(v.config.intrinsic).mnemonic == t.intrinsic(exe.facts.config.intrinsic).mnemonic
-    assert v.config.waves_k > 1 and exe.facts.config.waves_k == 1
-    report, text = res.reports[exe.name], res.isa_text[exe.name]
-    ranks = check_dispatch_isa(report, text, exe.name, exe.facts)
-    assert None not in ranks and len(set(ranks)) == 2, ranks
-    wrong = replace(exe.facts, expect=replace(exe.facts.expect, k_loop_barriers=3))
-    with pytest.raises(VerificationError, match=r"version\).*3 per K tile"):
-        check_dispatch_isa(report, text, exe.name, wrong)
+    assert v.condition == "M <= 32" and exe.export == v.export + "_else"
+    module = parse_module(exe.text.split("// ----- mmaflow version")[0], new_context())
+    exports = {str_attr(e, "sym_name"): e for e in ops_named(module.operation, "hal.executable.export")}
+    assert set(exports) == {v.export, exe.export}
+    first = exports[v.export]
+    assert str(first.attributes["condition_fallback"]) == f"@{exe.export}"
+    assert "condition_fallback" not in exports[exe.export].attributes
+    cond = str(first)  # the export, its condition region printed
+    assert "condition(" in cond and "arith.cmpi ule" in cond and "hal.return" in cond, cond
+    sizes = {
+        str_attr(f, "sym_name"): str(f.attributes["translation_info"])
+        for f in ops_named(module.operation, "func.func")
+        if "translation_info" in f.attributes
+    }
+    assert set(sizes) == {v.export, exe.export}
+    # the decode version plans its own workgroup (no longer the warpgroup kernel's)
+    assert f"workgroup_size = [{v.config.workgroup_size}, 1, 1]" in sizes[v.export], sizes
+    dump = shutil.which("iree-dump-module") or str(Path(sys.executable).parent / "iree-dump-module")
+    vmfb = tmp_path / "m.vmfb"
+    vmfb.write_bytes(res.vmfb)
+    out = subprocess.run([dump, str(vmfb)], capture_output=True, text=True).stdout
+    body = out[out.index("vm.func @matmul") :]
+    assert body.count("@hal.executable.lookup.function") == 2 and "vm.cond_br" in body, body[:3000]
 
 
 def _ptxas(tmp_path, ptx: str, ptxas: str) -> str:

@@ -287,13 +287,13 @@ def _run_sim(art: Artifact, inputs):
     a, b, *rest = [inputs[0]] + inputs if prob.same_ab else inputs
     a, b = (_drop_unit_batch(x, 3 if prob.batched else 2) for x in (a, b))
     module = parse_module(art.executables[0].text, new_context())
-    d = load_dispatch(module)
     sizes = _sizes_of(prob, a.shape, b.shape) if prob.is_dynamic else {}  # (static: checked by check_inputs)
     out_shape = ((sizes.get("batch", prob.batch),) if prob.batched else ()) + (
         sizes.get("m", prob.m),
         sizes.get("n", prob.n),
     )
     constants, workload = dynamic_inputs(prob, {x.dim: sizes[x.dim] for x in prob.dynamic})
+    d = load_dispatch(module, workload)  # (a versioned dispatch: the kernel the workload selects)
     from mmaflow.runtime.model_check import EXECUTOR_MACS_PER_SECOND
 
     batch, m, n, k = (sizes.get(x, getattr(prob, x)) for x in ("batch", "m", "n", "k"))

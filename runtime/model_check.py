@@ -529,8 +529,8 @@ def check_site(
         fp8_k_tile=cfg.tile_k if fp8 else 0,
         fp8_split=cfg.split_k if fp8 else 1,
     )
-    d = load_dispatch(handed)
     workload = [w for w in lay.workload]
+    d = load_dispatch(handed, workload)  # (a versioned dispatch: the kernel the workload selects)
     grid = d.grid(workload)
     chosen = sample_workgroups(grid, sample, seed + site) if sample and not exe.facts.is_copy else None
     if chosen is not None:  # a cluster runs whole (Kernel.run): its every workgroup's tile is checked
@@ -738,7 +738,7 @@ def check_attention_site(
     mem.place(o_r)
     buffers = mem.buffers()
     before = {b: buf.copy() for b, buf in buffers.items()}
-    d = load_dispatch(handed)
+    d = load_dispatch(handed, list(lay.workload))
     grid = d.grid(list(lay.workload))
     chosen = sample_workgroups(grid, sample, seed + site) if sample else None
     if chosen is not None:

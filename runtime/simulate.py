@@ -20,7 +20,6 @@ from iree.compiler.dialects import iree_codegen
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.mlir import executable_target, ops_named
-from mmaflow.compiler.pipeline.results import config_at
 from mmaflow.runtime.executor import ExecutorError, Kernel, Stats, cluster_shape, whole_clusters
 
 SENTINEL = 0xFF
@@ -38,39 +37,49 @@ class Dispatch:
     def grid(self, workload: list[int] | None = None) -> tuple[int, int, int]:
         """Evaluate the dispatch_config region (device, then the workload values)."""
         block = self.config.regions[0].blocks[0]
-        args = list(block.arguments)[1:]
         workload = list(workload or [])
-        if len(workload) != len(args):
-            raise ExecutorError(f"the grid takes {len(args)} workload values, {len(workload)} given")
-        env = dict(zip(args, workload))
-        ops = {
-            "arith.ceildivui": lambda a, b: -(-a // b),
-            "arith.divui": lambda a, b: a // b,
-            "arith.addi": lambda a, b: a + b,
-            "arith.muli": lambda a, b: a * b,
-            "arith.subi": lambda a, b: a - b,
-            "arith.maxui": max,
-            "arith.minui": min,
-            "arith.andi": lambda a, b: a & b,
-            "arith.select": lambda c, a, b: a if c else b,
-        }
-        for o in block.operations:
-            o = o.operation
-            if o.name == "arith.constant":
-                env[o.results[0]] = ir.IntegerAttr(o.attributes["value"]).value
-            elif o.name == "arith.cmpi":  # a versioned dispatch's grid (stage `version`): eq, ne, ule
-                pred = ir.IntegerAttr(o.attributes["predicate"]).value
-                if pred not in _CMPI:
-                    raise ExecutorError(f"unsupported arith.cmpi predicate {pred} in dispatch_config")
-                a, b = (env[v] for v in o.operands)
-                env[o.results[0]] = int(_CMPI[pred](a, b))
-            elif o.name in ops:
-                env[o.results[0]] = ops[o.name](*(env[v] for v in o.operands))
-            elif o.name == "iree_codegen.yield":
-                return tuple(env[v] for v in o.operands)
-            else:
-                raise ExecutorError(f"unsupported op {o.name} in dispatch_config")
-        raise ExecutorError("the dispatch_config region does not yield")
+        if len(workload) != len(list(block.arguments)) - 1:
+            raise ExecutorError(
+                f"the grid takes {len(list(block.arguments)) - 1} workload values, {len(workload)} given"
+            )
+        return _evaluate(block, [None, *workload], "iree_codegen.yield")
+
+
+_INDEX_OPS = {
+    "arith.ceildivui": lambda a, b: -(-a // b),
+    "arith.divui": lambda a, b: a // b,
+    "arith.remui": lambda a, b: a % b,
+    "arith.addi": lambda a, b: a + b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.subi": lambda a, b: a - b,
+    "arith.maxui": max,
+    "arith.minui": min,
+    "arith.andi": lambda a, b: a & b,
+    "arith.select": lambda c, a, b: a if c else b,
+}
+
+
+def _evaluate(block: ir.Block, args: list, terminator: str) -> tuple:
+    """The values ``block`` (a dispatch_config's grid, an export's condition: index arithmetic on
+    the workload) yields at ``terminator`` for its arguments ``args`` (the device's unused)."""
+    env = dict(zip(block.arguments, args))
+    for o in block.operations:
+        o = o.operation
+        if o.name == "arith.constant":
+            env[o.results[0]] = ir.IntegerAttr(o.attributes["value"]).value
+        elif o.name == "arith.cmpi":  # a version's test (stage `version`): eq, ne, ule
+            pred = ir.IntegerAttr(o.attributes["predicate"]).value
+            if pred not in _CMPI:
+                raise ExecutorError(f"unsupported arith.cmpi predicate {pred} in {terminator}'s region")
+            a, b = (env[v] for v in o.operands)
+            env[o.results[0]] = int(_CMPI[pred](a, b))
+        elif o.name in _INDEX_OPS:
+            env[o.results[0]] = _INDEX_OPS[o.name](*(env[v] for v in o.operands))
+        elif o.name == terminator:
+            return tuple(env[v] for v in o.operands)
+        else:
+            raise ExecutorError(f"unsupported op {o.name} in {terminator}'s region")
+    raise ExecutorError(f"the region does not end in {terminator}")
 
 
 # arith.cmpi predicates a grid's test uses (MLIR's arith::CmpIPredicate numbering), on the
@@ -78,27 +87,64 @@ class Dispatch:
 _CMPI = {0: lambda a, b: a == b, 1: lambda a, b: a != b, 7: lambda a, b: a <= b}
 
 
-def load_dispatch(module: ir.Module) -> Dispatch:
+def load_dispatch(module: ir.Module, workload: list[int] | None = None) -> Dispatch:
+    """The handed-back dispatch of ``module``. A dispatch with versions (stage `version`: an export
+    each, the first with a ``condition`` on the workload and a ``fallback``) runs the kernel whose
+    export the ``workload`` selects, as IREE's host does: the condition of the export the host
+    dispatches, then its fallback's, and so on."""
     variants = ops_named(module.operation, "hal.executable.variant")
     if len(variants) != 1:
         raise ExecutorError(f"expected one hal.executable.variant, found {len(variants)}")
     _, arch = executable_target(variants[0].attributes["target"])
     if arch is None:
         raise ExecutorError("the executable's target has no GPU architecture")
-    funcs = [f for f in ops_named(module.operation, "func.func") if "translation_info" in f.attributes]
-    if len(funcs) != 1:
-        raise ExecutorError("expected one dispatch function with translation_info")
-    func = funcs[0]
+    funcs = {
+        ir.StringAttr(f.attributes["sym_name"]).value: f
+        for f in ops_named(module.operation, "func.func")
+        if "translation_info" in f.attributes
+    }
+    if not funcs:
+        raise ExecutorError("expected a dispatch function with translation_info")
+    name = next(iter(funcs)) if len(funcs) == 1 else _selected_export(variants[0], workload)
+    if name not in funcs:
+        raise ExecutorError(f"the export @{name} has no function with translation_info")
+    func = funcs[name]
     ti = iree_codegen.TranslationInfoAttr(func.attributes["translation_info"])
     if not iree_codegen.NoPipelineAttr.isinstance(ti.pass_pipeline) or not ti.workgroup_size:
         raise ExecutorError(f"the function is not handed-back code (translation_info: {ti})")
     wg = list(ti.workgroup_size)
     if wg[1:] != [1, 1]:
         raise ExecutorError("the executor supports 1-D workgroups")
-    configs = ops_named(module.operation, "iree_codegen.dispatch_config")
+    configs = [
+        c
+        for c in ops_named(module.operation, "iree_codegen.dispatch_config")
+        if ir.FlatSymbolRefAttr(c.attributes["function_ref"]).value == name
+    ]
     if len(configs) != 1:
-        raise ExecutorError("expected one iree_codegen.dispatch_config")
+        raise ExecutorError(f"expected one iree_codegen.dispatch_config of @{name}")
     return Dispatch(func, arch, configs[0], wg[0], ti.subgroup_size)
+
+
+def _selected_export(variant: ir.Operation, workload: list[int] | None) -> str:
+    """The export a dispatch of ``variant`` runs at ``workload``: the one no other falls back to
+    (the host's), its ``condition`` evaluated, else its ``fallback``'s, ... (IREE's rule)."""
+    exports = {ir.StringAttr(e.attributes["sym_name"]).value: e for e in ops_named(variant, "hal.executable.export")}
+    targets = {
+        ir.FlatSymbolRefAttr(e.attributes["condition_fallback"]).value
+        for e in exports.values()
+        if "condition_fallback" in e.attributes
+    }
+    (name,) = [n for n in exports if n not in targets] or [None]
+    if name is None:
+        raise ExecutorError("every export is another's fallback")
+    if workload is None:
+        raise ExecutorError("a dispatch of several exports (stage `version`): its workload selects the kernel")
+    while "condition_fallback" in exports[name].attributes:
+        block = exports[name].regions[1].blocks[0]
+        if _evaluate(block, [None, *workload], "hal.return")[0]:
+            return name
+        name = ir.FlatSymbolRefAttr(exports[name].attributes["condition_fallback"]).value
+    return name
 
 
 def run_dispatch(
@@ -345,9 +391,7 @@ def check_matmul(
     """
     from mmaflow.runtime import numerics as num
 
-    d = load_dispatch(module)
-    problem = attrs.read_problem(d.func)
-    cfg = attrs.read_config(d.func)
+    problem = attrs.read_problem(attrs.dispatch_func(module.operation))
     extra = problem.epilogue_ops
     if extra and epilogue is None:
         raise ExecutorError(f"the dispatch has a fused epilogue ({' '.join(extra)}): pass its numpy reference")
@@ -358,7 +402,8 @@ def check_matmul(
     if set(sizes) - dyn:
         raise ExecutorError(f"sizes given for static dimensions: {sorted(set(sizes) - dyn)}")
     constants, workload = dynamic_inputs(problem, sizes)
-    cfg = config_at(cfg, attrs.read_versions(d.func), constants)  # a versioned dispatch: the kernel that runs
+    d = load_dispatch(module, workload)  # a versioned dispatch: the kernel its export's condition selects
+    cfg = attrs.read_config(d.func)
     m, n, k, batch = (getattr(problem, x) if x not in dyn else sizes[x] for x in ("m", "n", "k", "batch"))
     rng = np.random.default_rng(seed)
     lead = (batch,) if problem.batched else ()

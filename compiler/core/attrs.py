@@ -20,8 +20,9 @@ never knows which other stage wrote one (IREE keeps its codegen attributes the s
                                                     checks of the flash-attention kernel)
     mmaflow.version       a version's dispatch func  dictionary: ``Version`` (its run-time condition), on the
                                                     fast copy `version` forks, until hand-back joins it
-    mmaflow.versions      the dispatch func.func    array of ``Version``: the kernels under ``scf.if`` besides
-                                                    the function's own (condition, problem, config, expect)
+    mmaflow.versions      the dispatch func.func    array of ``Version``: the executable's other kernels (a
+                                                    function and export each: condition, problem, config,
+                                                    expect, export)
     mmaflow.ring          LDS ring ops              unit: async copies or LDS stores, fragment loads and
                                                     the one barrier per K tile of an LDS ring, ordered by
                                                     `distribute` (the `barriers` stage leaves them alone)
@@ -302,6 +303,7 @@ class Version:
     config: object = None  # config.KernelConfig
     expect: Expectations | None = None
     at_most: int | None = None
+    export: str | None = None  # its own hal.executable.export and function (= its kernel's name in the ISA)
 
     def holds(self, sizes: list[tuple[int, int]]) -> bool:
         """Whether sizes given as (low 32 bits, high 32 bits) pass this version's test."""
@@ -310,14 +312,18 @@ class Version:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "condition": self.condition,
-            "dims": list(self.dims),
-            "divisor": self.divisor,
-            "problem": self.problem.to_dict() if self.problem else None,
-            "config": self.config.to_dict() if self.config else None,
-            "expect": vars(self.expect) if self.expect else None,
-        } | ({"at_most": self.at_most} if self.at_most else {})
+        return (
+            {
+                "condition": self.condition,
+                "dims": list(self.dims),
+                "divisor": self.divisor,
+                "problem": self.problem.to_dict() if self.problem else None,
+                "config": self.config.to_dict() if self.config else None,
+                "expect": vars(self.expect) if self.expect else None,
+            }
+            | ({"at_most": self.at_most} if self.at_most else {})
+            | ({"export": self.export} if self.export else {})
+        )
 
     @staticmethod
     def from_dict(d: dict) -> "Version":
@@ -329,6 +335,7 @@ class Version:
             KernelConfig.from_dict(d["config"]) if d.get("config") else None,
             Expectations(**d["expect"]) if d.get("expect") else None,
             d.get("at_most"),
+            d.get("export"),
         )
 
 

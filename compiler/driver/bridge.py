@@ -37,7 +37,7 @@ from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
-from mmaflow.compiler.target.isa import IsaReport, extract_kernel, parse_ptx, parse_rocmasm
+from mmaflow.compiler.target.isa import IsaReport, extract_kernel, join_kernels, parse_ptx, parse_rocmasm
 from mmaflow.compiler.target.targets import Target, get_target
 from mmaflow.compiler.verify import check_kernel
 
@@ -371,7 +371,12 @@ def kernel_isa(isa_dirs, kernel: str, target: Target) -> str:
 
 
 def read_isa(isa_dirs, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
+    """The dispatch's ISA (its kernel's, then each version's: ``isa.join_kernels``) and its own
+    kernel's report."""
     text = kernel_isa(isa_dirs, exe.export, target)
-    if target.is_amd:
-        return text, parse_rocmasm(text, exe.export, target)
-    return text, parse_ptx(text, exe.export, target)
+    report = (parse_rocmasm if target.is_amd else parse_ptx)(text, exe.export, target)
+    versions = exe.facts.versions if exe.facts is not None else ()
+    if versions:
+        own = {v.export: kernel_isa(isa_dirs, v.export, target) for v in versions}
+        text = join_kernels(text, own, target.vendor.isa)
+    return text, report

@@ -171,7 +171,8 @@ STAGES: list[Stage] = [
         "version",
         _version,
         "dynamic sizes with no promise on a target whose fast kernel needs one, or a dynamic M a family "
-        "specialises when small: fork a copy promising (bounding) them, joined under scf.if at hand-back",
+        "specialises when small: fork a copy promising (bounding) them, joined at hand-back as an export "
+        "whose condition falls back to the other kernel's",
         route="script",
     ),
     Stage(
@@ -234,7 +235,8 @@ def codegen_executable(
             if select.variant_arch(variant)[0] == target.vendor.iree_backend:
                 hand_back.retarget_variant(variant, target)
     exports = ops_named(module.operation, "hal.executable.export")
-    export = str_attr(exports[0], "sym_name") if exports else name
+    # The dispatch function's export (a versioned dispatch's versions have exports of their own)
+    export = str_attr(func, "sym_name") if taken else str_attr(exports[0], "sym_name") if exports else name
     # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the
     # user's source locations rather than the name of a temporary file.
     return ExecutableResult(

@@ -17,17 +17,17 @@ specialises small M (``registry.small_m``: the decode kernel, up to 32 rows):
 This stage decides and forks: ``fork`` copies the executable and, in the copy, strengthens the
 ``util.assume.int`` promises of the promised sizes (``udiv``) and the recorded problem's divisors,
 so configure ... barriers see an ordinary promised problem there. The pipeline runs those stages
-on both copies (``Unit.versions``); `hand-back` joins them (``merge``): the slow kernel's body goes
-into the else branch of an ``scf.if`` on the push constants, the fast one's into the then branch,
-and the grid is selected the same way in ``iree_codegen.dispatch_config``. The fast version's
-facts are recorded on the function as ``mmaflow.versions`` (``attrs.Version``); verify checks
-each version's instructions.
+on both copies (``Unit.versions``); `hand-back` joins them (``merge``) as IREE's export
+specialization does (its ``iree-codegen-specialize-exports``): the fast kernel under the export
+the host program dispatches, with a ``condition`` region on the workload and ``fallback`` to the
+kernel built anyway, which keeps an export of its own (``<name>_else``). The host evaluates the
+condition at each dispatch (IREE 3.13 lowers it; a CPU build of this shape selects by it), so
+each kernel is a function of its own: its own workgroup size, registers and shared memory. The
+fast version's facts are recorded on the other kernel's function as ``mmaflow.versions``
+(``attrs.Version``, naming its export); verify checks each kernel in its own ISA.
 
-Versioned only where the promised problem gets a different kernel, both run with the same
-workgroup (IREE's ``translation_info`` has one workgroup size) and both kernels' shared memory fits
-side by side (IREE allocates each ``memref.alloc`` of workgroup memory separately; at 4096^3 f16:
-193 KB of wgmma ring + 30 KB of mma.sync tiles, of 227 KB); static problems, promised ones and
-``--config`` overrides stay single.
+Versioned only where the promised problem gets a different kernel; static problems, promised ones
+and ``--config`` overrides stay single.
 """
 
 from __future__ import annotations
@@ -36,12 +36,12 @@ import math
 from dataclasses import dataclass, replace
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, iree_codegen, scf
+from iree.compiler.dialects import arith, hal
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.config import KernelConfig
 from mmaflow.compiler.core.errors import CodegenError, MmaflowError
-from mmaflow.compiler.core.mlir import defining_op, int_assumptions, ops_named
+from mmaflow.compiler.core.mlir import defining_op, int_assumptions, ops_named, parent_named, str_attr
 from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.registry import resolve
@@ -87,24 +87,16 @@ def bounded(problem: Contraction, dims, at_most: int) -> Contraction:
 
 def _small_m_version(target: Target, problem: Contraction, why: list) -> VersionPlan | None:
     """M the only dynamic size, and a family that specialises M up to some bound: that family's
-    kernel for M within it, with the other kernel's workgroup size (one dispatch, one size)."""
+    kernel for M within it."""
     limit = registry.small_m(target, problem)
     if not limit or {d.dim for d in problem.dynamic} != {"m"}:
         return None
     when = f"M <= {limit}"
     try:
-        slow, slow_intr = resolve(target, problem.estimate(), None)
-        waves = slow.workgroup_size // slow.wave_size
-        fast, fast_intr = resolve(target, bounded(problem, ("m",), limit).estimate(), {"waves_k": waves})
+        slow, _ = resolve(target, problem.estimate(), None)
+        fast, _ = resolve(target, bounded(problem, ("m",), limit).estimate(), None)
     except MmaflowError as e:
         why.append(f"no kernel for {when}: {e}")
-        return None
-    if (fast.workgroup_size, fast.wave_size) != (slow.workgroup_size, slow.wave_size):
-        why.append(f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size}")
-        return None
-    both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
-    if both > target.lds_bytes:
-        why.append(f"both kernels' shared memory ({both} bytes) exceeds {target.name}'s {target.lds_bytes}")
         return None
     return VersionPlan(("m",), 1, fast, slow, at_most=limit)
 
@@ -114,7 +106,7 @@ def plan_version(
 ) -> VersionPlan | None:
     """The versioning of ``problem``, or None where it stays one kernel: no warpgroup MMA on the
     target, a static problem, --config overrides, no dynamic row dimension short of whole
-    16-byte chunks, or the promises buy the same kernel (or a different workgroup size). Where a
+    16-byte chunks, or the promises buy the same kernel. Where a
     row dimension lacks the promise but versioning is still declined, the reason goes to ``why``
     (the pipeline logs it as a note)."""
     why = why if why is not None else []
@@ -141,22 +133,7 @@ def plan_version(
     if fast_intr.name == slow_intr.name:
         why.append(f"{when} would buy the same kernel ({slow_intr.name})")
         return None
-    if fast.workgroup_size != slow.workgroup_size or fast.wave_size != slow.wave_size:
-        why.append(
-            f"the kernel for {when} has {fast.workgroup_size} threads, the other {slow.workgroup_size} "
-            f"(one dispatch has one workgroup size)"
-        )
-        return None
-    both = shared_bytes(fast, fast_intr, problem, target) + shared_bytes(slow, slow_intr, problem, target)
-    if both > target.lds_bytes:  # both kernels' shared memory is allocated side by side (not aliased yet)
-        why.append(f"both kernels' shared memory ({both} bytes) exceeds {target.name}'s {target.lds_bytes}")
-        return None
     return VersionPlan(dims, divisor, fast, slow)
-
-
-def shared_bytes(cfg: KernelConfig, intr, problem: Contraction, target: Target) -> int:
-    """The shared memory (LDS) one kernel allocates."""
-    return registry.shared_bytes(target, cfg, intr, problem)
 
 
 def _strengthen(func: ir.Operation, problem: Contraction, dims, divisor: int) -> None:
@@ -245,61 +222,68 @@ def _condition(values: list[ir.Value], version: attrs.Version, highs: list | Non
     return cond
 
 
-def _entry(func: ir.Operation) -> ir.Block:
-    blocks = list(func.regions[0].blocks)
-    if len(blocks) != 1:
-        raise CodegenError(f"a versioned kernel must be one block, found {len(blocks)}", stage="hand-back")
-    return blocks[0]
+ELSE = "_else"  # the kernel built anyway: its function and export take the dispatch's name plus this
 
 
 def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
-    """Join the handed-back fast version into ``module``'s handed-back dispatch: its body under
-    ``scf.if`` (the push constants' low halves hold the sizes' residues), the grid selected by the
-    same test on the workload. Returns the fast version's record, written on the function as
+    """Join the handed-back fast version into ``module``'s handed-back executable as a kernel of its
+    own: its function and ``iree_codegen.dispatch_config`` beside the other kernel's, under the
+    export the host program dispatches, which gets a ``condition`` on the workload (the version's
+    test) and ``fallback`` to the other kernel, renamed ``<name>_else`` with an export of its own
+    (IREE's export specialization: the host evaluates the condition at each dispatch). Each kernel
+    keeps its own workgroup size, registers and shared memory. Returns the fast version's record,
+    written on the other kernel's function (still the dispatch's, ``attrs.dispatch_func``) as
     ``mmaflow.versions``."""
     func, fast = attrs.dispatch_func(module.operation), attrs.dispatch_func(fast_module.operation)
-    version = attrs.read_version(fast)
+    name = str_attr(func, "sym_name")
+    other = name + ELSE
     version = replace(
-        version, problem=attrs.read_problem(fast), config=attrs.read_config(fast), expect=attrs.read_expect(fast)
+        attrs.read_version(fast),
+        problem=attrs.read_problem(fast),
+        config=attrs.read_config(fast),
+        expect=attrs.read_expect(fast),
+        export=name,
     )
-    if str(func.attributes["translation_info"]) != str(fast.attributes["translation_info"]):
-        raise CodegenError(
-            "the versions' translation_info differ: "
-            f"{func.attributes['translation_info']} / {fast.attributes['translation_info']}",
-            stage="hand-back",
-        )
-    problem = version.problem
-    lows = [lo for d in problem.dynamic if d.dim in version.dims for lo, _ in d.constants]
-    # a bound holds only with the high words 0 (a divisibility test reads the low words alone)
-    highs = [hi for d in problem.dynamic if d.dim in version.dims for _, hi in d.constants if hi >= 0]
-    highs = highs if version.at_most else []
-    block, fblock = _entry(func), _entry(fast)
-    slow_ops = list(block.operations)[:-1]
-    loads = {ir.IntegerAttr(o.attributes["ordinal"]).value: o for o in ops_named(func, "hal.interface.constant.load")}
-    with func.context, func.location:
-        top = ir.InsertionPoint.at_block_begin(block)
-        values = []
-        if not loads:
-            raise CodegenError("the versioned kernel loads no push constant", stage="hand-back")
-        for lo in lows + highs:  # a copy of the kernel's own load (its layout), at this ordinal
-            load = (loads.get(lo) or next(iter(loads.values()))).clone(ip=top)
-            load.attributes["ordinal"] = ir.IntegerAttr.get(ir.IndexType.get(), lo)
-            values.append(load.results[0])
-        with top:
-            cond = _condition(values[: len(lows)], version, values[len(lows) :])
-            branch = scf.IfOp(cond, [], has_else=True)
-        with ir.InsertionPoint(branch.then_block):
-            then_yield = scf.YieldOp([])
-        with ir.InsertionPoint(branch.else_block):
-            else_yield = scf.YieldOp([])
-    for op in slow_ops:
-        op.operation.move_before(else_yield)
-    for op in list(fblock.operations)[:-1]:
-        op.operation.move_before(then_yield)
+    inner, variant = func.parent, parent_named(func, "hal.executable.variant")
+    export = _export(variant, name)
+    fexport = _export(parent_named(fast, "hal.executable.variant"), name)
+    (config,) = [c for c in ops_named(inner, "iree_codegen.dispatch_config") if _config_of(c) == name]
+    (fconfig,) = ops_named(fast.parent, "iree_codegen.dispatch_config")
+    ordinal = ir.IntegerAttr(export.attributes["ordinal"]).value
+    last = max(ir.IntegerAttr(e.attributes["ordinal"]).value for e in ops_named(variant, "hal.executable.export"))
     _merge_globals(func, fast)
-    _merge_grid(module, fast_module, version)
+    with func.context, func.location:
+        index = ir.IndexType.get()
+        func.attributes["sym_name"] = ir.StringAttr.get(other)
+        export.attributes["sym_name"] = ir.StringAttr.get(other)
+        export.attributes["ordinal"] = ir.IntegerAttr.get(index, last + 1)
+        config.attributes["function_ref"] = ir.FlatSymbolRefAttr.get(other)
+        fast.move_before(func)
+        fconfig.move_before(config)
+        del fast.attributes[attrs.DISPATCH]
+        del fast.attributes[attrs.VERSION]
+        first = fexport.clone(ip=ir.InsertionPoint(export))
+        first.attributes["ordinal"] = ir.IntegerAttr.get(index, ordinal)
+        first.attributes["condition_fallback"] = ir.FlatSymbolRefAttr.get(other)
+        count_args = list(first.regions[0].blocks[0].arguments)  # the device, then the workload
+        block = first.regions[1].blocks.append(*[a.type for a in count_args])
+        workload = list(block.arguments)[1:]
+        ordinals = [o for d in version.problem.dynamic if d.dim in version.dims for o in d.ordinals]
+        with ir.InsertionPoint(block):
+            hal.ReturnOp([_condition([workload[o] for o in ordinals], version)])
     attrs.write_versions(func, [version])
     return version
+
+
+def _export(variant: ir.Operation, name: str) -> ir.Operation:
+    exports = [e for e in ops_named(variant, "hal.executable.export") if str_attr(e, "sym_name") == name]
+    if len(exports) != 1:
+        raise CodegenError(f"expected one hal.executable.export @{name}, found {len(exports)}", stage="hand-back")
+    return exports[0]
+
+
+def _config_of(config: ir.Operation) -> str:
+    return ir.FlatSymbolRefAttr(config.attributes["function_ref"]).value
 
 
 def _merge_globals(func: ir.Operation, fast: ir.Operation) -> None:
@@ -319,23 +303,3 @@ def _merge_globals(func: ir.Operation, fast: ir.Operation) -> None:
             op.move_before(func)
         elif str(have[name]) != str(op):
             raise CodegenError(f"the versions declare memref.global @{name} differently", stage="hand-back")
-
-
-def _merge_grid(module: ir.Module, fast_module: ir.Module, version: attrs.Version) -> None:
-    """The dispatch_config yields the fast grid where the workload passes the version's test."""
-    (config,) = ops_named(module.operation, "iree_codegen.dispatch_config")
-    (fconfig,) = ops_named(fast_module.operation, "iree_codegen.dispatch_config")
-    block, fblock = config.regions[0].blocks[0], fconfig.regions[0].blocks[0]
-    *slow_ops, slow_yield = list(block.operations)
-    *fast_ops, fast_yield = list(fblock.operations)
-    for op in fast_ops:
-        op.operation.move_before(slow_yield)
-    for old, new in zip(fblock.arguments, block.arguments):
-        old.replace_all_uses_with(new)
-    workload = list(block.arguments)[1:]
-    ordinals = [o for d in version.problem.dynamic if d.dim in version.dims for o in d.ordinals]
-    with config.context, config.location, ir.InsertionPoint(slow_yield):
-        cond = _condition([workload[o] for o in ordinals], version)
-        grid = [arith.SelectOp(cond, f, s).result for f, s in zip(fast_yield.operands, slow_yield.operands)]
-        iree_codegen.YieldOp(grid)
-    slow_yield.erase()

@@ -98,6 +98,24 @@ _PTX_CATEGORIES = [
 ]
 
 
+# Between a dispatch's kernel and each of its versions' kernels (stage `version`: a function and
+# export each) in the ISA text mmaflow keeps for the dispatch (``join_kernels``), as a comment line.
+_KERNEL_MARK = "mmaflow kernel:"
+
+
+def join_kernels(main: str, versions: dict[str, str], isa: str) -> str:
+    """One dispatch's ISA: its own kernel's text, then each version's (export name -> its text,
+    ``extract_kernel``'s form) after a marker line; ``split_kernels`` takes it apart."""
+    mark = ";" if isa == "amdgcn" else "//"
+    return main + "".join(f"\n{mark} {_KERNEL_MARK} {name}\n{text}" for name, text in versions.items())
+
+
+def split_kernels(text: str) -> tuple[str, dict[str, str]]:
+    """The dispatch's own kernel's text and its versions' (export name -> text) of ``join_kernels``."""
+    parts = re.split(rf"^(?://|;) {re.escape(_KERNEL_MARK)} (\S+)$", text, flags=re.M)
+    return parts[0], dict(zip(parts[1::2], parts[2::2]))
+
+
 def extract_kernel(text: str, kernel: str, isa: str) -> str | None:
     """The part of a (possibly linked, multi-kernel) ISA file that belongs to ``kernel``.
 
@@ -148,13 +166,11 @@ def _meta(text: str, key: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = None, rank: int = 0) -> list[str] | None:
+def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = None) -> list[str] | None:
     """The instructions of the longest backward-branch loop that holds no other such loop, given
     (kind, text) lines; with ``within``, of the longest one holding an instruction that starts
     with it and no other loop that does (the K loop inside a persistent grid's loop over tiles;
-    a loop of mbarrier waits inside the K loop holds no matrix instruction). ``rank``: the
-    rank-th such loop in that order instead (None past the last): the K loops of versions that
-    share a matrix instruction."""
+    a loop of mbarrier waits inside the K loop holds no matrix instruction)."""
     labels = {}
     loops = []
     for i, (kind, text) in enumerate(instrs):
@@ -181,10 +197,7 @@ def _loop_body(instrs: list[tuple[str, str]], branch_re, within: str | None = No
     # The most matrix instructions, then the longest: LLVM may lay a rotated K loop out past its
     # enclosing loop's back branch (the causal attention's masked path placed after the loop's
     # latch), so that the enclosing loop's span holds only part of the K loop, and a longer one.
-    ranked = sorted(inner, key=lambda ab: (held(ab), ab[1] - ab[0]), reverse=True)
-    if rank >= len(ranked):
-        return None
-    best = ranked[rank]
+    best = max(inner, key=lambda ab: (held(ab), ab[1] - ab[0]))
     return [t for k, t in instrs[best[0] : best[1] + 1] if k == "instr"]
 
 
@@ -253,11 +266,10 @@ def loop_barriers(report: IsaReport) -> int:
     return sum(1 for line in report.loop_listing if pat.search(line))
 
 
-def parse_rocmasm(text: str, kernel: str, target: Target, matrix: str | None = None, loop: int = 0) -> IsaReport:
-    """The report of an AMD kernel (``.rocmasm``). ``matrix``: as ``parse_ptx``'s, the mnemonic of
-    one kernel of a versioned dispatch: its K loop is the longest loop holding that mnemonic
-    (with no inner loop holding it), and only its matrix instructions count as "matrix";
-    ``loop``: as ``parse_ptx``'s."""
+def parse_rocmasm(text: str, kernel: str, target: Target) -> IsaReport:
+    """The report of an AMD kernel (``.rocmasm``; of a dispatch's ``join_kernels`` text, its own
+    kernel's)."""
+    text = split_kernels(text)[0]
     instrs = []
     code = text.split(".amdgpu_metadata", 1)[0]
     for raw in code.splitlines():
@@ -273,14 +285,10 @@ def parse_rocmasm(text: str, kernel: str, target: Target, matrix: str | None = N
     # out with backward branches too (the decode attention's V loads versioned on alignment). Where no
     # loop holds any (K unrolled), the loop there is (a store loop: the report says it is not K's).
     branch = re.compile(r"^s_c?branch\w*\s+(\.LBB\w+)")
-    within = matrix or next((m for m in ("v_mfma", "v_wmma", "v_smfmac") if any(t.startswith(m) for t in lines)), None)
-    body = _loop_body(instrs, branch, within, loop)
-    if body is None and matrix is None and not loop:
+    within = next((m for m in ("v_mfma", "v_wmma", "v_smfmac") if any(t.startswith(m) for t in lines)), None)
+    body = _loop_body(instrs, branch, within)
+    if body is None:
         body = _loop_body(instrs, branch)
-    if matrix is not None:  # the other kernel's matrix instructions are not this one's
-        mma = _AMD_CATEGORIES[0][1]
-        lines = [t for t in lines if t.startswith(matrix) or not mma.search(t)]
-        body = None if body is None else [t for t in body if t.startswith(matrix) or not mma.search(t)]
     rep = IsaReport(kernel=kernel, isa="amdgcn")
     rep.vgprs = _meta(text, "vgpr_count")
     rep.sgprs = _meta(text, "sgpr_count")
@@ -299,12 +307,9 @@ def parse_rocmasm(text: str, kernel: str, target: Target, matrix: str | None = N
     return rep
 
 
-def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None, loop: int = 0) -> IsaReport:
-    """The report of a PTX kernel. ``matrix``: the mnemonic of one kernel of a versioned dispatch
-    (stage `version`: kernels under ``scf.if`` in one function): its matrix instructions
-    alone count as "matrix", and its K loop is the outermost loop holding them. Other counts
-    stay the whole function's. ``loop``: the loop-th K loop candidate, most matrix instructions
-    first (``_loop_body``'s rank: kernels sharing a mnemonic each have one)."""
+def parse_ptx(text: str, kernel: str, target: Target) -> IsaReport:
+    """The report of a PTX kernel (of a dispatch's ``join_kernels`` text, its own kernel's)."""
+    text = split_kernels(text)[0]
     instrs = []
     for raw in text.splitlines():
         line = raw.strip()
@@ -321,13 +326,8 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None,
     # tiles (the persistent grid), and LLVM may unswitch a loop on a warp-uniform condition (the
     # decode attention's warps past M copy without computing: a second loop with no matrix
     # instruction): the K loop is the innermost loop holding its matrix instructions.
-    within = matrix or next((m for m in ("wgmma.mma_async", "mma.sync") if any(t.startswith(m) for t in lines)), None)
-    body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"), within, loop)
-    if matrix is not None:  # the other kernel's matrix instructions are not this one's
-        lines = [t for t in lines if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
-        body = (
-            None if body is None else [t for t in body if t.startswith(matrix) or not _PTX_CATEGORIES[0][1].search(t)]
-        )
+    within = next((m for m in ("wgmma.mma_async", "mma.sync") if any(t.startswith(m) for t in lines)), None)
+    body = _loop_body(instrs, re.compile(r"^bra(?:\.uni)?\s+(\$L\w+)"), within)
     rep = IsaReport(kernel=kernel, isa="ptx")
     m = re.search(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", text)
     rep.lds_bytes = int(m.group(1)) if m else None  # None: dynamic shared memory, sized at launch
@@ -354,7 +354,6 @@ def parse_ptx(text: str, kernel: str, target: Target, matrix: str | None = None,
     return rep
 
 
-def parse_isa(text: str, kernel: str, target: Target, matrix: str | None = None, loop: int = 0) -> IsaReport:
-    """``parse_rocmasm`` on AMD, ``parse_ptx`` on NVIDIA (``matrix``: one version's mnemonic;
-    ``loop``: which of the loops holding it is its K loop, most matrix instructions first)."""
-    return (parse_rocmasm if target.is_amd else parse_ptx)(text, kernel, target, matrix=matrix, loop=loop)
+def parse_isa(text: str, kernel: str, target: Target) -> IsaReport:
+    """``parse_rocmasm`` on AMD, ``parse_ptx`` on NVIDIA."""
+    return (parse_rocmasm if target.is_amd else parse_ptx)(text, kernel, target)
