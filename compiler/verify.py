@@ -66,6 +66,24 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         ir.FlatSymbolRefAttr(c.attributes["function_ref"]).value
         for c in ops_named(module.operation, "iree_codegen.dispatch_config")
     ]
+    exports = {str_attr(e, "sym_name"): e for e in ops_named(module.operation, "hal.executable.export")}
+    if sorted(exports) != sorted(kernels):
+        raise VerificationError(
+            f"{name}: the exports ({', '.join(exports)}) are not the kernels' ({', '.join(kernels)})"
+        )
+    own = str_attr(func, "sym_name")
+    chain = [v.export for v in versions] + [own]  # each version's export falls back to the next, the last to the own
+    for at, then in zip(chain, chain[1:]):
+        e = exports[at]
+        fallback = (
+            ir.FlatSymbolRefAttr(e.attributes["condition_fallback"]).value
+            if "condition_fallback" in e.attributes
+            else None
+        )
+        if fallback != then or not list(e.regions[1].blocks):
+            raise VerificationError(f"{name}: the export {at} has no condition falling back to {then}")
+    if "condition_fallback" in exports[own].attributes:
+        raise VerificationError(f"{name}: the dispatch's own kernel {own} falls back to another")
     if sorted(configs) != sorted(kernels):
         raise VerificationError(
             f"{name}: expected one iree_codegen.dispatch_config of each kernel ({', '.join(kernels)}), "

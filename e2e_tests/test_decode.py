@@ -837,7 +837,7 @@ def test_dynamic_m_is_versioned_on_its_size(target):
     (v,) = exe.facts.versions
     bound = 64 if target == "gfx942" else 32
     assert v.at_most == bound and v.condition == f"M <= {bound}" and v.config.waves_k > 1, v
-    assert exe.facts.config.waves_k == 1 and exe.export == v.export + "_else"
+    assert exe.facts.config.waves_k == 1 and exe.kernel == v.export + "_else"
     for m in (1, bound - 7, bound, bound + 1, 100):
         r = simulate(src, target, sizes={"m": m}, seed=m, sample=4 if m > bound else 0)
         assert (r.config.waves_k > 1) == (m <= bound), (m, r.config)
@@ -882,7 +882,7 @@ def test_dynamic_m_versions_compile_and_verify_on_amd(target):
     (v,) = exe.facts.versions
     t = get_target(target)
     main, parts = split_kernels(res.isa_text[exe.name])
-    for cfg, text, name in ((exe.facts.config, main, exe.export), (v.config, parts[v.export], v.export)):
+    for cfg, text, name in ((exe.facts.config, main, exe.kernel), (v.config, parts[v.export], v.export)):
         rep = parse_isa(text, name, t)
         assert rep.counts.get("matrix", 0) > 0, (cfg.intrinsic, rep.counts)
         assert t.intrinsic(cfg.intrinsic).mnemonic in text

@@ -84,7 +84,7 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     assert [v.config.intrinsic for v in exe.facts.versions] == [FAST] and exe.facts.config.intrinsic == SLOW
     assert any("versioned on K % 8 == 0 and N % 8 == 0: WGMMA_F32_64x256x16_F16" in line for line in res.log)
     (v,) = exe.facts.versions
-    assert exe.export == v.export + "_else"
+    assert exe.export == v.export and exe.kernel == v.export + "_else"  # (the host dispatches the first)
     main, parts = split_kernels(res.isa_text[exe.name])
     fast_ptx, slow_ptx = parts[v.export], main
     assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in fast_ptx and "mma.sync" not in fast_ptx
@@ -93,7 +93,7 @@ def test_versioned_kernel_verifies_and_ptxas_keeps_it(tmp_path):
     # executable is PTX 8.3 (hand_back.retarget after the merge)
     assert "cp.async.bulk.tensor" in fast_ptx and ".version 8.3" in fast_ptx
     target = get_target("sm_90a")
-    fast, slow = parse_ptx(fast_ptx, v.export, target), parse_ptx(slow_ptx, exe.export, target)
+    fast, slow = parse_ptx(fast_ptx, v.export, target), parse_ptx(slow_ptx, exe.kernel, target)
     assert fast.has_loop and slow.has_loop
     fast_out, slow_out = (_ptxas(tmp_path, t, ptxas_path()) for t in (fast_ptx, slow_ptx))
     # each kernel is its own function: the wgmma kernel spills nothing (its registers are not the
@@ -124,13 +124,13 @@ def test_versions_are_exports_the_host_selects(tmp_path):
     res = compile_module(dynamic_module(None, 4096, 4096, transpose_b=True), "sm_90a")
     (exe,) = res.taken
     (v,) = exe.facts.versions
-    assert v.condition == "M <= 32" and exe.export == v.export + "_else"
+    assert v.condition == "M <= 32" and exe.export == v.export and exe.kernel == v.export + "_else"
     module = parse_module(exe.text.split("// ----- mmaflow version")[0], new_context())
     exports = {str_attr(e, "sym_name"): e for e in ops_named(module.operation, "hal.executable.export")}
-    assert set(exports) == {v.export, exe.export}
+    assert set(exports) == {v.export, exe.kernel}
     first = exports[v.export]
-    assert str(first.attributes["condition_fallback"]) == f"@{exe.export}"
-    assert "condition_fallback" not in exports[exe.export].attributes
+    assert str(first.attributes["condition_fallback"]) == f"@{exe.kernel}"
+    assert "condition_fallback" not in exports[exe.kernel].attributes
     cond = str(first)  # the export, its condition region printed
     assert "condition(" in cond and "arith.cmpi ule" in cond and "hal.return" in cond, cond
     sizes = {
@@ -138,7 +138,7 @@ def test_versions_are_exports_the_host_selects(tmp_path):
         for f in ops_named(module.operation, "func.func")
         if "translation_info" in f.attributes
     }
-    assert set(sizes) == {v.export, exe.export}
+    assert set(sizes) == {v.export, exe.kernel}
     # the decode version plans its own workgroup (no longer the warpgroup kernel's)
     assert f"workgroup_size = [{v.config.workgroup_size}, 1, 1]" in sizes[v.export], sizes
     dump = shutil.which("iree-dump-module") or str(Path(sys.executable).parent / "iree-dump-module")
@@ -146,7 +146,13 @@ def test_versions_are_exports_the_host_selects(tmp_path):
     vmfb.write_bytes(res.vmfb)
     out = subprocess.run([dump, str(vmfb)], capture_output=True, text=True).stdout
     body = out[out.index("vm.func @matmul") :]
-    assert body.count("@hal.executable.lookup.function") == 2 and "vm.cond_br" in body, body[:3000]
+    body = body[: body.index("\nvm.export", 1)] if "\nvm.export" in body else body
+    # the workload's test (M <= 32: not 32 < M), a branch on it, a function looked up on each side
+    lookups = [i for i, line in enumerate(body.splitlines()) if "@hal.executable.lookup.function" in line]
+    lines = body.splitlines()
+    branch = next(i for i, line in enumerate(lines) if "vm.cond_br" in line)
+    assert len(lookups) == 2 and branch < min(lookups), body[:3000]
+    assert any("vm.cmp.lt.i64.u" in line for line in lines[:branch]), body[:3000]
 
 
 def _ptxas(tmp_path, ptx: str, ptxas: str) -> str:
@@ -213,7 +219,6 @@ def test_plan_names_the_row_dimensions():
     plan = plan_version(sm90, _problem(), None)
     assert plan.condition() == "K % 8 == 0 and N % 8 == 0"
     assert (plan.fast.intrinsic, plan.slow.intrinsic) == (FAST, SLOW)
-    assert plan.fast.workgroup_size == plan.slow.workgroup_size
 
 
 def test_version_record_round_trips():
@@ -246,3 +251,48 @@ def test_model_check_takes_the_kernel_of_the_call(tmp_path):
         out = r.stdout + r.stderr
         assert r.returncode == 0 and "PASS: 1 of 1 checks passed" in out, out
         assert f"{matrix} instructions (per wave)" in out, out
+
+
+def test_the_hook_route_builds_the_versions_and_verify_accepts_them(tmp_path):
+    """A dynamic-M ``nn.Linear`` on sm_90a through the preprocess hook (`iree-compile $(mmaflow
+    flags)`) gives the .vmfb `mmaflow compile` gives, both kernels' exports in it; `mmaflow verify`
+    finds each kernel in the file's PTX and checks it against its own plan."""
+    import sys
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent
+    src = tmp_path / "dyn.mlir"
+    src.write_text(dynamic_module(None, 4096, 4096, transpose_b=True))
+    flags = subprocess.run(
+        [str(bin_dir / "mmaflow"), "flags", "--target", "sm_90a"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    stock = subprocess.run(
+        [str(bin_dir / "iree-compile"), str(src), *flags, "-o", str(tmp_path / "stock.vmfb")],
+        capture_output=True,
+        text=True,
+    )
+    assert stock.returncode == 0, stock.stderr[-3000:]
+    ours = subprocess.run(
+        [str(bin_dir / "mmaflow"), "compile", str(src), "--target", "sm_90a", "-o", str(tmp_path / "ours.vmfb")],
+        capture_output=True,
+        text=True,
+    )
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert "mmaflow: verified matmul_dispatch_0: M <= 32: " in ours.stderr, ours.stderr
+    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
+    v = subprocess.run(
+        [str(bin_dir / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(src), "--target", "sm_90a"],
+        capture_output=True,
+        text=True,
+    )
+    assert v.returncode == 0, v.stdout + v.stderr
+    assert "mmaflow: verified matmul_dispatch_0 in stock.vmfb: " in v.stderr, v.stderr
+    # a version whose kernel is missing from the file is refused (not checked on the other kernel)
+    from mmaflow.compiler.driver.bridge import compile_module
+    from mmaflow.compiler.verify import check_dispatch_isa
+
+    res = compile_module(src.read_text(), "sm_90a")
+    (exe,) = res.taken
+    main, _ = split_kernels(res.isa_text[exe.name])
+    with pytest.raises(VerificationError, match="holds no kernel"):
+        check_dispatch_isa(res.reports[exe.name], main, exe.name, exe.facts)

@@ -36,7 +36,7 @@ import ml_dtypes
 import numpy as np
 from iree.compiler import ir
 
-from mmaflow.compiler.core import dynamic
+from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.core.mlir import (
     defining_op,
@@ -520,7 +520,8 @@ def check_site(
     elif exe.facts.is_copy:  # (a direct family; every workgroup runs: the slice is split in chunks, not tiles)
         owns, fp8 = (1, 1), False
     else:
-        cfg = exe.facts.config_at(constants)  # a versioned dispatch: the kernel these constants take
+        # a versioned dispatch: the config of the kernel the workload's export selects (as the host does)
+        cfg = attrs.read_config(load_dispatch(handed, list(lay.workload)).func)
         owns, fp8 = ownership(cfg), fp8_tensor_core(cfg, exe.facts.problem)
     reference = front.evaluate(
         {b: buf.copy() for b, buf in buffers.items()},

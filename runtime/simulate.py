@@ -134,13 +134,16 @@ def _selected_export(variant: ir.Operation, workload: list[int] | None) -> str:
         for e in exports.values()
         if "condition_fallback" in e.attributes
     }
-    (name,) = [n for n in exports if n not in targets] or [None]
-    if name is None:
-        raise ExecutorError("every export is another's fallback")
+    roots = [n for n in exports if n not in targets]
+    if len(roots) != 1:
+        raise ExecutorError(f"expected one export no other falls back to, found {len(roots)}: {roots}")
+    name = roots[0]
     if workload is None:
         raise ExecutorError("a dispatch of several exports (stage `version`): its workload selects the kernel")
     while "condition_fallback" in exports[name].attributes:
         block = exports[name].regions[1].blocks[0]
+        if len(list(block.arguments)) != len(workload) + 1:
+            raise ExecutorError(f"@{name}'s condition takes {len(list(block.arguments)) - 1} workload values")
         if _evaluate(block, [None, *workload], "hal.return")[0]:
             return name
         name = ir.FlatSymbolRefAttr(exports[name].attributes["condition_fallback"]).value

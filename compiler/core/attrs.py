@@ -64,6 +64,9 @@ WEIGHT_ONLY = "mmaflow.weight_only"  # a weight-only quantized matmul select too
 COPY = "mmaflow.copy"  # a copy dispatch select took (``copy.CopyDispatch``)
 VERSION = "mmaflow.version"
 VERSIONS = "mmaflow.versions"
+# A versioned dispatch's own kernel (the one built anyway, stage `version`): its function and export
+# are the dispatch's name plus this; the name itself is the host's export, its first version's kernel.
+FALLBACK_SUFFIX = "_else"
 CLUSTER_DIM = "nvvm.cluster_dim"
 # In the transform scripts (not on payload IR): the config field a transform.param.constant takes.
 SCRIPT_PARAM = "mmaflow.param"
@@ -304,12 +307,6 @@ class Version:
     expect: Expectations | None = None
     at_most: int | None = None
     export: str | None = None  # its own hal.executable.export and function (= its kernel's name in the ISA)
-
-    def holds(self, sizes: list[tuple[int, int]]) -> bool:
-        """Whether sizes given as (low 32 bits, high 32 bits) pass this version's test."""
-        return all(
-            lo % self.divisor == 0 and (not self.at_most or (hi == 0 and lo <= self.at_most)) for lo, hi in sizes
-        )
 
     def to_dict(self) -> dict:
         return (

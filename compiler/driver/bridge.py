@@ -37,7 +37,15 @@ from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
-from mmaflow.compiler.target.isa import IsaReport, extract_kernel, join_kernels, parse_ptx, parse_rocmasm
+from mmaflow.compiler.target.isa import (
+    IsaReport,
+    extract_kernel,
+    join_kernels,
+    parse_isa,
+    parse_ptx,
+    parse_rocmasm,
+    split_kernels,
+)
 from mmaflow.compiler.target.targets import Target, get_target
 from mmaflow.compiler.verify import check_kernel
 
@@ -331,14 +339,18 @@ def _compile(
             check_kernel(report, text, exe.name, exe.facts)
         if exe.facts.config is None:
             continue  # (a direct family's kernel: its check refuses spills, there is no config to trade them for)
-        if report.vgpr_spills or report.sgpr_spills:
-            cfg = exe.facts.config
-            result.log.append(
-                f"mmaflow: warning: {exe.name} spills {report.vgpr_spills} VGPRs and {report.sgpr_spills} SGPRs to "
-                f"scratch memory (wave tile {cfg.wave_tile_m}x{cfg.wave_tile_n}): it runs correctly but slowly; "
-                f"more waves (--config waves=MxN) or a smaller tile avoid it"
-                + ("" if options.overrides else " (the heuristic's own config: please report it)")
-            )
+        own = split_kernels(text)[1]
+        for rep, cfg, what in [(report, exe.facts.config, exe.name)] + [
+            (parse_isa(own[v.export], v.export, target), v.config, f"{exe.name} ({v.condition})")
+            for v in exe.facts.versions
+        ]:
+            if rep.vgpr_spills or rep.sgpr_spills:
+                result.log.append(
+                    f"mmaflow: warning: {what} spills {rep.vgpr_spills} VGPRs and {rep.sgpr_spills} SGPRs to "
+                    f"scratch memory (wave tile {cfg.wave_tile_m}x{cfg.wave_tile_n}): it runs correctly but slowly; "
+                    f"more waves (--config waves=MxN) or a smaller tile avoid it"
+                    + ("" if options.overrides else " (the heuristic's own config: please report it)")
+                )
     return result
 
 
@@ -373,10 +385,9 @@ def kernel_isa(isa_dirs, kernel: str, target: Target) -> str:
 def read_isa(isa_dirs, exe: ExecutableResult, target: Target) -> tuple[str, IsaReport]:
     """The dispatch's ISA (its kernel's, then each version's: ``isa.join_kernels``) and its own
     kernel's report."""
-    text = kernel_isa(isa_dirs, exe.export, target)
-    report = (parse_rocmasm if target.is_amd else parse_ptx)(text, exe.export, target)
-    versions = exe.facts.versions if exe.facts is not None else ()
+    text = kernel_isa(isa_dirs, exe.kernel, target)
+    report = (parse_rocmasm if target.is_amd else parse_ptx)(text, exe.kernel, target)
+    versions = exe.kernels()[1:]
     if versions:
-        own = {v.export: kernel_isa(isa_dirs, v.export, target) for v in versions}
-        text = join_kernels(text, own, target.vendor.isa)
+        text = join_kernels(text, {v: kernel_isa(isa_dirs, v, target) for v in versions}, target.vendor.isa)
     return text, report

@@ -86,7 +86,7 @@ def verify_command(args, source: str) -> int:
 
     from mmaflow.compiler.driver.bridge import compile_module, kernel_names
     from mmaflow.compiler.pipeline.results import CodegenOptions
-    from mmaflow.compiler.target.isa import extract_kernel, parse_ptx
+    from mmaflow.compiler.target.isa import extract_kernel, join_kernels, parse_ptx
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_kernel, verified
 
@@ -122,15 +122,20 @@ def verify_command(args, source: str) -> int:
         ptx = [ptx_text(blob) for blob in executables(user).values()]
 
     def user_ptx(exe):
-        """(report, text) of ``exe``'s kernel in the user's own PTX (None on AMD: the bytes are compared)."""
+        """(report, text) of ``exe``'s kernels in the user's own PTX (its own kernel's report; the text
+        each version's too, ``isa.join_kernels``), None on AMD (the bytes are compared)."""
         if ptx is None:
             return None
-        found = [
-            t for text in ptx for t in (extract_kernel(text, n, "ptx") for n in kernel_names(exe.export, target)) if t
-        ]
-        if len(found) != 1:
-            raise VerificationError(f"{exe.name}: its kernel is not in the PTX of {args.vmfb}")
-        return parse_ptx(found[0], exe.export, target), found[0]
+        texts = []
+        for kernel in exe.kernels():
+            found = [
+                t for text in ptx for t in (extract_kernel(text, n, "ptx") for n in kernel_names(kernel, target)) if t
+            ]
+            if len(found) != 1:
+                raise VerificationError(f"{exe.name}: its kernel {kernel} is not in the PTX of {args.vmfb}")
+            texts.append(found[0])
+        joined = join_kernels(texts[0], dict(zip(exe.kernels()[1:], texts[1:])), "ptx")
+        return parse_ptx(texts[0], exe.kernel, target), joined
 
     for exe in res.taken:
         own = user_ptx(exe)  # the user's own PTX, checked directly

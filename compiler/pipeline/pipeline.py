@@ -235,8 +235,7 @@ def codegen_executable(
             if select.variant_arch(variant)[0] == target.vendor.iree_backend:
                 hand_back.retarget_variant(variant, target)
     exports = ops_named(module.operation, "hal.executable.export")
-    # The dispatch function's export (a versioned dispatch's versions have exports of their own)
-    export = str_attr(func, "sym_name") if taken else str_attr(exports[0], "sym_name") if exports else name
+    export = str_attr(exports[0], "sym_name") if exports else name  # (versioned: the host's, ``merge`` puts it first)
     # Printed with locations: IREE keeps them, so both routes (hook tool and in-process) carry the
     # user's source locations rather than the name of a temporary file.
     return ExecutableResult(

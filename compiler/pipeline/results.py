@@ -77,11 +77,6 @@ class DispatchFacts:
             versions=tuple(attrs.read_versions(func)),
         )
 
-    def config_at(self, constants: list[int]):
-        """The config of the kernel that runs with these push constants: a versioned dispatch's
-        (stage `version`) first version whose sizes pass its test, else its own."""
-        return config_at(self.config, self.versions, constants)
-
     def to_wire(self) -> dict:
         return {
             "kind": self.kind,
@@ -116,25 +111,10 @@ class DispatchFacts:
         )
 
 
-def config_at(config, versions, constants: list[int]):
-    """``config``, or the config of the first of ``versions`` (``attrs.Version``) whose test the
-    dims' sizes in ``constants`` pass (the kernel's test, on each size's push constants)."""
-    for v in versions:
-        sizes = [
-            (constants[lo], constants[hi] if hi >= 0 else 0)
-            for d in v.problem.dynamic
-            if d.dim in v.dims
-            for lo, hi in d.constants
-        ]
-        if v.holds(sizes):
-            return v.config
-    return config
-
-
 @dataclass
 class ExecutableResult:
     name: str
-    export: str  # the hal.executable.export symbol (= the kernel's name in the ISA)
+    export: str  # the hal.executable.export symbol the host dispatches (= a kernel's name in the ISA)
     text: str  # the hal.executable (module) after the pipeline
     taken: bool
     log: list[str]
@@ -142,6 +122,17 @@ class ExecutableResult:
     facts: DispatchFacts | None = None  # the taken dispatch's problem, config, expectations
     source: str = ""  # the hal.executable as IREE handed it over (executable-sources), when known
     versions: list = field(default_factory=list)  # in process only: a versioned dispatch's copies not yet joined
+
+    @property
+    def kernel(self) -> str:
+        """The name in the ISA of the dispatch's own kernel: the export, or for a versioned
+        dispatch (whose export runs its first version's kernel) the export it falls back to."""
+        versioned = self.facts is not None and self.facts.versions
+        return self.export + attrs.FALLBACK_SUFFIX if versioned else self.export
+
+    def kernels(self) -> list[str]:
+        """Every kernel of the dispatch in the ISA: its own, then each version's."""
+        return [self.kernel] + ([v.export for v in self.facts.versions] if self.facts is not None else [])
 
     def to_wire(self) -> dict:
         """A JSON-able form (the codegen server sends results to its clients in it)."""

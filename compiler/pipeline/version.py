@@ -186,7 +186,7 @@ def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
     if plan.at_most:
         problem = bounded(problem, plan.dims, plan.at_most)
     attrs.write_problem(func, problem)
-    # A bounded version's config is the one planned here (its waves matched to the other kernel's);
+    # A bounded version's config is the one planned here (for its bound);
     # a promised one is configured afresh from its promises (configure), as before.
     config = plan.fast if plan.at_most else None
     attrs.write_version(
@@ -199,9 +199,9 @@ def fork(module: ir.Module, plan: VersionPlan) -> ir.Module:
 # Joining the versions (hand-back, after both were handed back).
 
 
-def _condition(values: list[ir.Value], version: attrs.Version, highs: list | None = None) -> ir.Value:
-    """AND over ``values`` (integers) of the version's test: ``value % divisor == 0`` (``divisor`` a
-    power of two), or ``value <= at_most`` (unsigned; ``highs``: the sizes' high 32-bit words, 0)."""
+def _condition(values: list[ir.Value], version: attrs.Version) -> ir.Value:
+    """AND over ``values`` (the workload's index values) of the version's test: ``value % divisor
+    == 0`` (``divisor`` a power of two), or ``value <= at_most`` (unsigned)."""
     cond = None
 
     def both(c):
@@ -216,13 +216,7 @@ def _condition(values: list[ir.Value], version: attrs.Version, highs: list | Non
         rem = arith.AndIOp(v, mask).result
         zero = arith.ConstantOp(v.type, 0).result
         cond = both(arith.CmpIOp(arith.CmpIPredicate.eq, rem, zero).result)
-    for h in highs or ():
-        zero = arith.ConstantOp(h.type, 0).result
-        cond = both(arith.CmpIOp(arith.CmpIPredicate.eq, h, zero).result)
     return cond
-
-
-ELSE = "_else"  # the kernel built anyway: its function and export take the dispatch's name plus this
 
 
 def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
@@ -236,7 +230,7 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
     ``mmaflow.versions``."""
     func, fast = attrs.dispatch_func(module.operation), attrs.dispatch_func(fast_module.operation)
     name = str_attr(func, "sym_name")
-    other = name + ELSE
+    other = name + attrs.FALLBACK_SUFFIX
     version = replace(
         attrs.read_version(fast),
         problem=attrs.read_problem(fast),
