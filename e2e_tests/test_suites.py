@@ -113,7 +113,11 @@ def test_bench_suite_smoke_prepares_every_row_with_both_builds(tmp_path):
         assert set(e["builds"]) == {"mmaflow", "iree-default"}
         for b in e["builds"].values():
             assert (b["file"] and (tmp_path / b["file"]).stat().st_size > 0) or b["not_built"], e
-        assert e["builds"]["mmaflow"]["config"].startswith("MMA_SYNC_F32_16x8x16_" + e["dtype"].upper())
+        # (a dynamic M is versioned: "versioned on M <= 32: CONFIG | else CONFIG", each kernel mma.sync)
+        cfg = re.sub(r"^versioned on [^:]*: ", "", e["builds"]["mmaflow"]["config"])
+        kernels = cfg.split(" | else ")
+        assert len(kernels) == (2 if e["dynamic"] else 1), cfg
+        assert all(k.startswith("MMA_SYNC_F32_16x8x16_" + e["dtype"].upper()) for k in kernels), cfg
     r = _mmaflow("bench", "--suite", "smoke", "--target", "sm_80", "--sizes", "128", "--prepare-only", str(tmp_path))
     assert r.returncode == 2 and "--suite takes its shapes from the suite" in r.stderr
 
