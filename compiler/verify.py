@@ -58,21 +58,16 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
         ti = func.attributes["translation_info"] if "translation_info" in func.attributes else "none"
         raise VerificationError(f"{name}: the function is not handed back (translation_info: {ti})")
     versions = attrs.read_versions(func)
-    kernels = {str_attr(func, "sym_name"): func} | {v.export: None for v in versions}
-    for f in ops_named(module.operation, "func.func"):
-        if str_attr(f, "sym_name") in kernels and f is not func:
-            kernels[str_attr(f, "sym_name")] = f
+    own = str_attr(func, "sym_name")
+    chain = [v.export for v in versions] + [own]  # each version's export falls back to the next, the last to the own
+    funcs = {str_attr(f, "sym_name"): f for f in ops_named(module.operation, "func.func")}
     configs = [
         ir.FlatSymbolRefAttr(c.attributes["function_ref"]).value
         for c in ops_named(module.operation, "iree_codegen.dispatch_config")
     ]
     exports = {str_attr(e, "sym_name"): e for e in ops_named(module.operation, "hal.executable.export")}
-    if sorted(exports) != sorted(kernels):
-        raise VerificationError(
-            f"{name}: the exports ({', '.join(exports)}) are not the kernels' ({', '.join(kernels)})"
-        )
-    own = str_attr(func, "sym_name")
-    chain = [v.export for v in versions] + [own]  # each version's export falls back to the next, the last to the own
+    if sorted(exports) != sorted(chain):
+        raise VerificationError(f"{name}: the exports ({', '.join(exports)}) are not the kernels' ({', '.join(chain)})")
     for at, then in zip(chain, chain[1:]):
         e = exports[at]
         fallback = (
@@ -84,9 +79,9 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
             raise VerificationError(f"{name}: the export {at} has no condition falling back to {then}")
     if "condition_fallback" in exports[own].attributes:
         raise VerificationError(f"{name}: the dispatch's own kernel {own} falls back to another")
-    if sorted(configs) != sorted(kernels):
+    if sorted(configs) != sorted(chain):
         raise VerificationError(
-            f"{name}: expected one iree_codegen.dispatch_config of each kernel ({', '.join(kernels)}), "
+            f"{name}: expected one iree_codegen.dispatch_config of each kernel ({', '.join(chain)}), "
             f"found {', '.join(configs) or 'none'}"
         )
     if attrs.ATTENTION in func.attributes:  # the flash-attention kernel: matrix instructions, no attention op left
@@ -110,7 +105,8 @@ def check_handed_back(text: str, name: str, ctx: ir.Context | None = None) -> No
             raise VerificationError(f"{name}: a linalg.generic is left in the weight-only kernel")
         return
     target = read_target(func)
-    for (kernel, f), cfg in zip(kernels.items(), [attrs.read_config(func)] + [v.config for v in versions]):
+    for kernel, cfg in zip([own] + chain[:-1], [attrs.read_config(func)] + [v.config for v in versions]):
+        f = funcs.get(kernel)
         if f is None or handed_back(f) is None:
             raise VerificationError(f"{name}: the kernel {kernel} of a version is missing or not handed back")
         intr = target.intrinsic(cfg.intrinsic)
@@ -132,12 +128,7 @@ def load_category(expect: attrs.Expectations) -> str:
 
 
 def check_isa(
-    report: IsaReport,
-    name: str,
-    mnemonic: str,
-    vendor: Vendor,
-    expect_barrier: bool,
-    expect: attrs.Expectations,
+    report: IsaReport, name: str, mnemonic: str, vendor: Vendor, expect_barrier: bool, expect: attrs.Expectations
 ) -> None:
     """Raise unless the lowered kernel is the one mmaflow generated: the matrix instruction, the
     global loads at the width the copies were planned with (128 bits unless the problem's row length forbids it),

@@ -345,3 +345,28 @@ def pytest_collection_modifyitems(config, items):
         if seen[key] % k:
             item.add_marker(pytest.mark.exhaustive)
         seen[key] += 1
+
+
+def both_routes_and_verify(src, target: str, tmp_path) -> tuple[str, str, str]:
+    """``src`` (a path) built by the preprocess hook (`iree-compile $(mmaflow flags)`) and by
+    `mmaflow compile`: both succeed with the same .vmfb, and `mmaflow verify` accepts the hook's
+    build. Returns the stderr of the hook build, of `mmaflow compile` and of `mmaflow verify`."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bin_dir = Path(sys.executable).parent
+
+    def run(*args):
+        return subprocess.run([str(a) for a in args], capture_output=True, text=True)
+
+    flags = run(bin_dir / "mmaflow", "flags", "--target", target)
+    assert flags.returncode == 0, flags.stderr
+    stock = run(bin_dir / "iree-compile", src, *flags.stdout.split(), "-o", tmp_path / "stock.vmfb")
+    assert stock.returncode == 0, stock.stderr[-3000:]
+    ours = run(bin_dir / "mmaflow", "compile", src, "--target", target, "-o", tmp_path / "ours.vmfb")
+    assert ours.returncode == 0, ours.stderr[-3000:]
+    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
+    v = run(bin_dir / "mmaflow", "verify", tmp_path / "stock.vmfb", "--source", src, "--target", target)
+    assert v.returncode == 0, v.stdout + v.stderr
+    return stock.stderr, ours.stderr, v.stderr

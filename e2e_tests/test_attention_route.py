@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import both_routes_and_verify
 
 from mmaflow.compiler.core.errors import UnsupportedError, VerificationError
 from mmaflow.compiler.driver.bridge import codegen_module
@@ -166,67 +167,23 @@ def test_mmaflow_run_passes_every_dispatch():
 def test_both_routes_build_it_and_verify_accepts_the_stock_build(tmp_path):
     """`mmaflow compile` (which verifies the kernel's PTX) and `iree-compile $(mmaflow flags)` give
     the same .vmfb; `mmaflow verify` accepts the stock build and checks the PTX in it."""
-    flags = subprocess.run(
-        [str(BIN / "mmaflow"), "flags", "--target", "sm_80"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    stock = subprocess.run(
-        [str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
-        capture_output=True,
-        text=True,
-    )
-    assert stock.returncode == 0, stock.stderr[-3000:]
-    assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
-    ours = subprocess.run(
-        [str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "sm_80", "-o", str(tmp_path / "ours.vmfb")],
-        capture_output=True,
-        text=True,
-    )
-    assert ours.returncode == 0, ours.stderr[-3000:]
-    assert "mmaflow: verified attn_dispatch_2: flash attention, " in ours.stderr, ours.stderr
-    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
-    v = subprocess.run(
-        [str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE), "--target", "sm_80"],
-        capture_output=True,
-        text=True,
-    )
-    assert v.returncode == 0, v.stdout + v.stderr
-    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v.stderr and "flash attention" in v.stderr, v.stderr
+    stock, ours, v = both_routes_and_verify(EXAMPLE, "sm_80", tmp_path)
+    assert "mmaflow: taken attn_dispatch_2: attention: " in stock, stock[-3000:]
+    assert "mmaflow: verified attn_dispatch_2: flash attention, " in ours, ours
+    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: " in v and "flash attention" in v, v
 
 
 @pytest.mark.exhaustive
 def test_both_routes_build_the_amd_kernel_and_verify_accepts_it(tmp_path):
     """gfx1100: `iree-compile $(mmaflow flags)` (the preprocess hook) and `mmaflow compile` give the
     same .vmfb with the AMD kernel; `mmaflow verify` accepts it and names its matrix instructions."""
-    flags = subprocess.run(
-        [str(BIN / "mmaflow"), "flags", "--target", "gfx1100"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    stock = subprocess.run(
-        [str(BIN / "iree-compile"), str(EXAMPLE), *flags, "-o", str(tmp_path / "stock.vmfb")],
-        capture_output=True,
-        text=True,
-    )
-    assert stock.returncode == 0, stock.stderr[-3000:]
-    assert "mmaflow: taken attn_dispatch_2: attention: " in stock.stderr, stock.stderr[-3000:]
-    ours = subprocess.run(
-        [str(BIN / "mmaflow"), "compile", str(EXAMPLE), "--target", "gfx1100", "-o", str(tmp_path / "ours.vmfb")],
-        capture_output=True,
-        text=True,
-    )
-    assert ours.returncode == 0, ours.stderr[-3000:]
+    stock, ours, v = both_routes_and_verify(EXAMPLE, "gfx1100", tmp_path)
+    assert "mmaflow: taken attn_dispatch_2: attention: " in stock, stock[-3000:]
     assert (
         "mmaflow: verified attn_dispatch_2: flash attention, 32 matrix instructions (32 per wave and key tile), "
-        "v_exp_f32, no spills or scratch" in ours.stderr
-    ), ours.stderr
-    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
-    v = subprocess.run(
-        [str(BIN / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(EXAMPLE), "--target", "gfx1100"],
-        capture_output=True,
-        text=True,
-    )
-    assert v.returncode == 0, v.stdout + v.stderr
-    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: 32 matrix instructions, flash attention" in v.stderr, (
-        v.stderr
-    )
+        "v_exp_f32, no spills or scratch" in ours
+    ), ours
+    assert "mmaflow: verified attn_dispatch_2 in stock.vmfb: 32 matrix instructions, flash attention" in v, v
 
 
 def test_verification_names_what_the_attention_ptx_lacks(tmp_path):

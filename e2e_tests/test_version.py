@@ -15,7 +15,7 @@ import subprocess
 from dataclasses import replace
 
 import pytest
-from conftest import dynamic_module, simulate
+from conftest import both_routes_and_verify, dynamic_module, simulate
 
 from mmaflow.compiler.core import attrs
 from mmaflow.compiler.core.errors import VerificationError
@@ -257,40 +257,14 @@ def test_the_hook_route_builds_the_versions_and_verify_accepts_them(tmp_path):
     """A dynamic-M ``nn.Linear`` on sm_90a through the preprocess hook (`iree-compile $(mmaflow
     flags)`) gives the .vmfb `mmaflow compile` gives, both kernels' exports in it; `mmaflow verify`
     finds each kernel in the file's PTX and checks it against its own plan."""
-    import sys
-    from pathlib import Path
-
-    bin_dir = Path(sys.executable).parent
-    src = tmp_path / "dyn.mlir"
-    src.write_text(dynamic_module(None, 4096, 4096, transpose_b=True))
-    flags = subprocess.run(
-        [str(bin_dir / "mmaflow"), "flags", "--target", "sm_90a"], capture_output=True, text=True, check=True
-    ).stdout.split()
-    stock = subprocess.run(
-        [str(bin_dir / "iree-compile"), str(src), *flags, "-o", str(tmp_path / "stock.vmfb")],
-        capture_output=True,
-        text=True,
-    )
-    assert stock.returncode == 0, stock.stderr[-3000:]
-    ours = subprocess.run(
-        [str(bin_dir / "mmaflow"), "compile", str(src), "--target", "sm_90a", "-o", str(tmp_path / "ours.vmfb")],
-        capture_output=True,
-        text=True,
-    )
-    assert ours.returncode == 0, ours.stderr[-3000:]
-    assert "mmaflow: verified matmul_dispatch_0: M <= 32: " in ours.stderr, ours.stderr
-    assert (tmp_path / "stock.vmfb").read_bytes() == (tmp_path / "ours.vmfb").read_bytes()
-    v = subprocess.run(
-        [str(bin_dir / "mmaflow"), "verify", str(tmp_path / "stock.vmfb"), "--source", str(src), "--target", "sm_90a"],
-        capture_output=True,
-        text=True,
-    )
-    assert v.returncode == 0, v.stdout + v.stderr
-    assert "mmaflow: verified matmul_dispatch_0 in stock.vmfb: " in v.stderr, v.stderr
-    # a version whose kernel is missing from the file is refused (not checked on the other kernel)
-    from mmaflow.compiler.driver.bridge import compile_module
     from mmaflow.compiler.verify import check_dispatch_isa
 
+    src = tmp_path / "dyn.mlir"
+    src.write_text(dynamic_module(None, 4096, 4096, transpose_b=True))
+    _, ours, v = both_routes_and_verify(src, "sm_90a", tmp_path)
+    assert "mmaflow: verified matmul_dispatch_0: M <= 32: " in ours, ours
+    assert "mmaflow: verified matmul_dispatch_0 in stock.vmfb: " in v, v
+    # a version whose kernel is missing from the ISA is refused (not checked on the other kernel)
     res = compile_module(src.read_text(), "sm_90a")
     (exe,) = res.taken
     main, _ = split_kernels(res.isa_text[exe.name])

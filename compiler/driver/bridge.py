@@ -42,8 +42,6 @@ from mmaflow.compiler.target.isa import (
     extract_kernel,
     join_kernels,
     parse_isa,
-    parse_ptx,
-    parse_rocmasm,
     split_kernels,
 )
 from mmaflow.compiler.target.targets import Target, get_target
@@ -366,14 +364,19 @@ def kernel_names(export: str, target: Target) -> list[str]:
     return names
 
 
+def find_kernel(texts: list[str], kernel: str, target: Target) -> list[str]:
+    """Every text of ``kernel`` (under any of its ``kernel_names``) in ``texts``, ISA files that may
+    each hold several kernels (``isa.extract_kernel``): one where it is there once."""
+    names = kernel_names(kernel, target)
+    return [t for text in texts for t in (extract_kernel(text, n, target.vendor.isa) for n in names) if t is not None]
+
+
 def kernel_isa(isa_dirs, kernel: str, target: Target) -> str:
     """The ISA of one kernel among IREE's dumps in ``isa_dirs`` (a directory or several;
     executables may be linked into one file)."""
     dirs = [isa_dirs] if isinstance(isa_dirs, Path) else list(isa_dirs)
     files = sorted({p for d in dirs for p in d.glob(f"*.{target.vendor.isa_suffix}")})
-    found = []
-    for name in kernel_names(kernel, target):
-        found += [t for t in (extract_kernel(p.read_text(), name, target.vendor.isa) for p in files) if t is not None]
+    found = find_kernel([p.read_text() for p in files], kernel, target)
     if len(found) != 1:
         raise ToolchainError(
             f"expected the ISA of kernel {kernel} once among the .{target.vendor.isa_suffix} dumps "
@@ -386,7 +389,7 @@ def read_isa(isa_dirs, exe: ExecutableResult, target: Target) -> tuple[str, IsaR
     """The dispatch's ISA (its kernel's, then each version's: ``isa.join_kernels``) and its own
     kernel's report."""
     text = kernel_isa(isa_dirs, exe.kernel, target)
-    report = (parse_rocmasm if target.is_amd else parse_ptx)(text, exe.kernel, target)
+    report = parse_isa(text, exe.kernel, target)
     versions = exe.kernels()[1:]
     if versions:
         text = join_kernels(text, {v: kernel_isa(isa_dirs, v, target) for v in versions}, target.vendor.isa)

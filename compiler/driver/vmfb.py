@@ -84,9 +84,9 @@ def verify_command(args, source: str) -> int:
     import sys
     from pathlib import Path
 
-    from mmaflow.compiler.driver.bridge import compile_module, kernel_names
+    from mmaflow.compiler.driver.bridge import compile_module, find_kernel
     from mmaflow.compiler.pipeline.results import CodegenOptions
-    from mmaflow.compiler.target.isa import extract_kernel, join_kernels, parse_ptx
+    from mmaflow.compiler.target.isa import join_kernels, parse_ptx
     from mmaflow.compiler.target.targets import get_target
     from mmaflow.compiler.verify import check_kernel, verified
 
@@ -128,9 +128,7 @@ def verify_command(args, source: str) -> int:
             return None
         texts = []
         for kernel in exe.kernels():
-            found = [
-                t for text in ptx for t in (extract_kernel(text, n, "ptx") for n in kernel_names(kernel, target)) if t
-            ]
+            found = find_kernel(ptx, kernel, target)
             if len(found) != 1:
                 raise VerificationError(f"{exe.name}: its kernel {kernel} is not in the PTX of {args.vmfb}")
             texts.append(found[0])
