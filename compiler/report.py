@@ -20,7 +20,7 @@ from pathlib import Path
 from mmaflow.compiler.core.errors import ToolchainError
 from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
 from mmaflow.compiler.target.isa import IsaReport, k_loop_global_loads, parse_ptx, parse_rocmasm, split_kernels
-from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS
+from mmaflow.compiler.target.limits import SHARED_RESERVED_PER_BLOCK, SM_BLOCKS, SM_REGISTERS, SM_THREADS
 from mmaflow.compiler.target.targets import Target, get_target
 
 ROWS = [
@@ -75,9 +75,11 @@ def ptxas_path() -> str | None:
     return shutil.which("ptxas")
 
 
-def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
+def ptxas_info(ptx: str, arch: str, threads: int, shared: int | None = None, shared_limit: int = 0) -> dict:
     """Registers and spills from ptxas -v, if ptxas is available ({} otherwise); of a dispatch's
-    ``join_kernels`` text, its own kernel's."""
+    ``join_kernels`` text, its own kernel's. The occupancy is limited by registers and threads and,
+    given the shared memory the kernel launches with (``shared``, of ``shared_limit`` a workgroup
+    may have), by shared memory."""
     exe = ptxas_path()
     if exe is None:
         return {}
@@ -97,7 +99,9 @@ def ptxas_info(ptx: str, arch: str, threads: int) -> dict:
         out["vgprs"] = int(regs.group(1))
         per_block = int(regs.group(1)) * threads
         blocks = min(SM_BLOCKS, SM_REGISTERS // max(per_block, 1), SM_THREADS // threads)
-        out["waves_per_simd"] = blocks * threads // 32  # warps per SM (register-limited)
+        if shared:  # the SM holds a workgroup's most plus the reserve (limits.py), per resident workgroup
+            blocks = min(blocks, (shared_limit + SHARED_RESERVED_PER_BLOCK) // (shared + SHARED_RESERVED_PER_BLOCK))
+        out["waves_per_simd"] = blocks * threads // 32  # warps per SM
     if spill:
         out["vgpr_spills"] = int(spill.group(1))
     return out
@@ -173,17 +177,21 @@ def report_command(args, source: str, options) -> int:
         rep = res.reports[exe.name]
         if exe.name in planned:  # a direct family: its plan in place of a config
             plan = planned[exe.name]
-            if not target.is_amd:
-                rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, plan.workgroup_size))
             if rep.lds_bytes is None:
-                rep.lds_bytes = plan.lds_bytes
+                rep.lds_bytes = res.launch_shared.get(exe.kernel, plan.lds_bytes)
+            if not target.is_amd:
+                info = ptxas_info(
+                    res.isa_text[exe.name], target.iree_arch, plan.workgroup_size, rep.lds_bytes, target.lds_bytes
+                )
+                rep.__dict__.update(info)
         elif not target.is_amd:
-            from mmaflow.compiler.kernels import registry
-
             cfg = exe.facts.config
-            rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size))
-            if rep.lds_bytes is None:  # dynamic shared memory: our size is the config's family's
-                rep.lds_bytes = registry.shared_bytes(target, cfg, target.intrinsic(cfg.intrinsic), exe.facts.problem)
+            if rep.lds_bytes is None:  # dynamic shared memory: what the runtime launches the kernel with
+                rep.lds_bytes = res.launch_shared[exe.kernel]
+            info = ptxas_info(
+                res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size, rep.lds_bytes, target.lds_bytes
+            )
+            rep.__dict__.update(info)
         mine[exe.export] = rep
     html_out = getattr(args, "html", None)
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}

@@ -23,7 +23,7 @@ from mmaflow.compiler.core.problem import Contraction, DynamicDim
 from mmaflow.compiler.driver.bridge import compile_module
 from mmaflow.compiler.pipeline.results import CodegenOptions
 from mmaflow.compiler.pipeline.version import plan_version
-from mmaflow.compiler.target.isa import parse_ptx, split_kernels
+from mmaflow.compiler.target.isa import parse_isa, parse_ptx, split_kernels
 from mmaflow.compiler.target.targets import get_target
 from mmaflow.compiler.verify import check_dispatch_isa
 from mmaflow.runtime.numerics import EpilogueReference
@@ -270,3 +270,80 @@ def test_the_hook_route_builds_the_versions_and_verify_accepts_them(tmp_path):
     main, _ = split_kernels(res.isa_text[exe.name])
     with pytest.raises(VerificationError, match="holds no kernel"):
         check_dispatch_isa(res.reports[exe.name], main, exe.name, exe.facts)
+
+
+def test_a_dispatchs_kernels_launch_with_their_shared_memory_together():
+    """IREE 3.13's NVVM lowering lays the shared memory of every kernel of a variant end to end and
+    launches each export with the total: the .vmfb's exports (``vmfb.cuda_exports``) of a dynamic-M
+    ``nn.Linear`` on sm_90a (the decode version beside the warpgroup kernel) both carry the sum the
+    planner counts (``launch_shared_bytes``), which the compile holds to a workgroup's most. On AMD
+    each kernel keeps its own (the HSACO's group segment of each)."""
+    from mmaflow.compiler.kernels import registry
+    from mmaflow.compiler.pipeline.version import launch_shared_bytes
+
+    src = dynamic_module(None, 4096, 4096, transpose_b=True)
+    for name in ("sm_90a", "gfx942"):
+        t = get_target(name)
+        res = compile_module(src, name)
+        (exe,) = res.taken
+        (v,) = exe.facts.versions
+        own = {
+            k: registry.shared_bytes(t, c, t.intrinsic(c.intrinsic), exe.facts.problem)
+            for k, c in ((v.export, v.config), (exe.kernel, exe.facts.config))
+        }
+        assert all(own.values()) and len(set(own.values())) == 2, own
+        together = launch_shared_bytes(t, exe.facts.problem, v.config, exe.facts.config)
+        if name == "sm_90a":
+            assert together == sum(own.values()) <= t.lds_bytes
+            assert {k: res.launch_shared[k] for k in exe.kernels()} == {k: together for k in own}
+        else:
+            assert together == max(own.values()) and res.launch_shared == {}
+            main, parts = split_kernels(res.isa_text[exe.name])
+            assert parse_isa(main, exe.kernel, t).lds_bytes == own[exe.kernel]
+            assert parse_isa(parts[v.export], v.export, t).lds_bytes == own[v.export]
+
+
+def test_kernels_whose_shared_memory_does_not_fit_together_are_not_versioned():
+    """sm_80, a dynamic-M 4096 x 4096 ``nn.Linear``: the decode version (32 KB) beside the tiled
+    kernel's ring would launch each with more than an A100 workgroup may have, so the dispatch stays
+    one kernel and the log says why; N = 1024 fits and is versioned."""
+    sm80 = get_target("sm_80")
+
+    def problem(n):
+        return Contraction(
+            None, n, 4096, 1, "f16", "f16", "f32", b_transposed=True, dynamic=(DynamicDim("m", (0,), ((0, 1),), 1),)
+        )
+
+    why = []
+    assert plan_version(sm80, problem(4096), None, why) is None
+    assert len(why) == 1 and "more than sm_80's 166912 (IREE launches each with the sum)" in why[0], why
+    assert plan_version(sm80, problem(1024), None).condition() == "M <= 32"
+    res = compile_module(dynamic_module(None, 4096, 4096, transpose_b=True), "sm_80")
+    (exe,) = res.taken
+    assert exe.facts.versions == ()
+    assert any("not versioned: the kernels for M <= 32 and otherwise need" in line for line in res.log), res.log
+
+
+def test_the_launch_check_and_the_export_reader_refuse_what_they_cannot_take():
+    """``check_launch_shared``: a kernel over a workgroup's shared memory, or missing from the .vmfb's
+    exports, is a VerificationError naming it; ``cuda_exports`` refuses bytes that are not a CUDA
+    executable with an InputError, not a traceback."""
+    from mmaflow.compiler.core.errors import InputError
+    from mmaflow.compiler.driver.bridge import check_launch_shared
+    from mmaflow.compiler.driver.vmfb import cuda_exports, executables
+
+    t = get_target("sm_90a")
+    res = compile_module(dynamic_module(None, 4096, 4096, transpose_b=True), "sm_90a")
+    (exe,) = res.taken
+    check_launch_shared(dict.fromkeys(exe.kernels(), t.lds_bytes), res.taken, t)  # at the limit: fine
+    over = {**dict.fromkeys(exe.kernels(), t.lds_bytes), exe.kernel: t.lds_bytes + 1}
+    with pytest.raises(VerificationError, match=f"its kernel {exe.kernel} with {t.lds_bytes + 1} bytes"):
+        check_launch_shared(over, res.taken, t)
+    with pytest.raises(VerificationError, match="no CUDA export for its kernel"):
+        check_launch_shared({exe.kernel: 1024}, res.taken, t)
+    (blob,) = executables(res.vmfb).values()
+    assert sorted(e.kernel for e in cuda_exports(blob)) == sorted(exe.kernels())
+    assert all(e.block == (256, 1, 1) for e in cuda_exports(blob))
+    for bad in (b"", b"CDA1" + bytes(60), blob[:100], b"XXXX" + blob[4:]):
+        with pytest.raises(InputError, match="not a CUDA executable"):
+            cuda_exports(bad)

@@ -30,11 +30,12 @@ from pathlib import Path
 from iree.compiler import ir
 from iree.compiler.api import ctypes_dl as api
 
-from mmaflow.compiler.core.errors import CodegenError, InputError, ToolchainError
+from mmaflow.compiler.core.errors import CodegenError, InputError, ToolchainError, VerificationError
 from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, parse_module, print_op, str_attr, walk
 from mmaflow.compiler.driver import causal_masks, gqa_broadcasts, packed_weights
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
+from mmaflow.compiler.driver.vmfb import launch_shared_bytes
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
 from mmaflow.compiler.target.isa import (
@@ -124,6 +125,7 @@ class CompileResult:
     expect: dict[str, dict] = field(default_factory=dict)  # what verify checked per executable
     front_text: str = ""
     log: list[str] = field(default_factory=list)
+    launch_shared: dict[str, int] = field(default_factory=dict)  # NVIDIA: kernel -> shared bytes it launches with
 
     @property
     def taken(self) -> list[ExecutableResult]:
@@ -328,6 +330,9 @@ def _compile(
     # -- lower
     result.vmfb = lower_to_vmfb(session, module, start="executable-sources")
     # -- verify
+    if target.vendor.isa == "ptx":
+        result.launch_shared = launch_shared_bytes(result.vmfb)
+        check_launch_shared(result.launch_shared, result.taken, target)
     for exe in result.taken:
         text, report = read_isa(isa_dirs, exe, target)
         result.isa_text[exe.name] = text
@@ -350,6 +355,22 @@ def _compile(
                     + ("" if options.overrides else " (the heuristic's own config: please report it)")
                 )
     return result
+
+
+def check_launch_shared(shared: dict[str, int], taken: list[ExecutableResult], target: Target) -> None:
+    """Every kernel of a taken dispatch launches with shared memory a workgroup may have (IREE gives
+    each export of a variant the variant's whole block: a versioned dispatch's kernels together)."""
+    for exe in taken:
+        for kernel in exe.kernels():
+            size = next((shared[n] for n in kernel_names(kernel, target) if n in shared), None)
+            if size is None:
+                raise VerificationError(f"{exe.name}: the .vmfb has no CUDA export for its kernel {kernel}")
+            if size > target.lds_bytes:
+                raise VerificationError(
+                    f"{exe.name}: IREE launches its kernel {kernel} with {size} bytes of shared memory "
+                    f"(every kernel of the dispatch's together), more than a {target.name} workgroup's "
+                    f"{target.lds_bytes}"
+                )
 
 
 def kernel_names(export: str, target: Target) -> list[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from dataclasses import dataclass
 
 from mmaflow.compiler.core.errors import InputError, VerificationError
 
@@ -49,6 +50,58 @@ def ptx_text(blob: bytes) -> str:
         if s >= 4 and struct.unpack_from("<I", blob, s - 4)[0] == end - s:
             return blob[s:end].decode()
     raise InputError("the CUDA executable's PTX string has no valid length prefix")
+
+
+@dataclass(frozen=True)
+class CudaExport:
+    """One export of a CUDA executable, as the runtime launches it."""
+
+    kernel: str
+    block: tuple[int, int, int]
+    shared_bytes: int  # the dynamic shared memory each workgroup launches with
+
+
+def cuda_exports(blob: bytes) -> list[CudaExport]:
+    """The exports of a CUDA executable (``*_cuda_nvptx_fb.fb``): a 64-byte ``CDA1`` header whose
+    bytes 8..16 give the length of the flatbuffer ending the blob, IREE's ``ExecutableDef`` (field
+    0: its exports; an ``ExportDef``'s fields: module ordinal, kernel name, block dims, block shared
+    memory size -- iree/schemas/cuda_executable_def.fbs)."""
+    try:
+        if blob[:4] != b"CDA1":
+            raise ValueError("no CDA1 header")
+        (length,) = struct.unpack_from("<Q", blob, 8)
+        fb = blob[len(blob) - length :]
+
+        def u32(at: int) -> int:
+            return struct.unpack_from("<I", fb, at)[0]
+
+        def fields(table: int) -> list[int]:  # each field's position in the table (0: absent)
+            vtable = table - struct.unpack_from("<i", fb, table)[0]
+            count = (struct.unpack_from("<H", fb, vtable)[0] - 4) // 2
+            return [struct.unpack_from("<H", fb, vtable + 4 + 2 * i)[0] for i in range(count)]
+
+        def ref(at: int) -> int:  # a uoffset to a table, vector or string
+            return at + u32(at)
+
+        root = u32(0)
+        exports = ref(root + fields(root)[0])
+        out = []
+        for i in range(u32(exports)):
+            table = ref(exports + 4 + 4 * i)
+            f = fields(table) + [0] * 4
+            name = ref(table + f[1])
+            block = struct.unpack_from("<III", fb, table + f[2]) if f[2] else (1, 1, 1)
+            out.append(
+                CudaExport(fb[name + 4 : name + 4 + u32(name)].decode(), block, u32(table + f[3]) if f[3] else 0)
+            )
+        return out
+    except (ValueError, struct.error, IndexError, UnicodeDecodeError) as e:
+        raise InputError(f"not a CUDA executable IREE 3.13 writes ({e})") from None
+
+
+def launch_shared_bytes(vmfb: bytes) -> dict[str, int]:
+    """Each CUDA kernel of a .vmfb: the shared memory the runtime launches it with."""
+    return {e.kernel: e.shared_bytes for n, b in executables(vmfb).items() if "_cuda_" in n for e in cuda_exports(b)}
 
 
 def built_archs(vmfb: bytes) -> set[str]:
@@ -84,7 +137,7 @@ def verify_command(args, source: str) -> int:
     import sys
     from pathlib import Path
 
-    from mmaflow.compiler.driver.bridge import compile_module, find_kernel
+    from mmaflow.compiler.driver.bridge import check_launch_shared, compile_module, find_kernel
     from mmaflow.compiler.pipeline.results import CodegenOptions
     from mmaflow.compiler.target.isa import join_kernels, parse_ptx
     from mmaflow.compiler.target.targets import get_target
@@ -135,6 +188,8 @@ def verify_command(args, source: str) -> int:
         joined = join_kernels(texts[0], dict(zip(exe.kernels()[1:], texts[1:])), "ptx")
         return parse_ptx(texts[0], exe.kernel, target), joined
 
+    if ptx is not None:  # the shared memory the file's runtime will launch each kernel with
+        check_launch_shared(launch_shared_bytes(user), res.taken, target)
     for exe in res.taken:
         own = user_ptx(exe)  # the user's own PTX, checked directly
         if own is not None:

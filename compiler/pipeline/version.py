@@ -22,12 +22,17 @@ specialization does (its ``iree-codegen-specialize-exports``): the fast kernel u
 the host program dispatches, with a ``condition`` region on the workload and ``fallback`` to the
 kernel built anyway, which keeps an export of its own (``<name>_else``). The host evaluates the
 condition at each dispatch (IREE 3.13 lowers it; a CPU build of this shape selects by it), so
-each kernel is a function of its own: its own workgroup size, registers and shared memory. The
-fast version's facts are recorded on the other kernel's function as ``mmaflow.versions``
-(``attrs.Version``, naming its export); verify checks each kernel in its own ISA.
+each kernel is a function of its own: its own workgroup size and registers. Not its own shared
+memory on NVIDIA: IREE 3.13's NVVM lowering (``ConvertToDynamicSharedMemory``) lays the workgroup
+allocations of every kernel of a variant end to end in one dynamic shared-memory block and gives
+every export that block's size, so each kernel launches with the sum (``launch_shared_bytes``; a
+.vmfb's exports say so: ``vmfb.cuda_exports``). The fast version's facts are recorded on the other
+kernel's function as ``mmaflow.versions`` (``attrs.Version``, naming its export); verify checks
+each kernel in its own ISA.
 
-Versioned only where the promised problem gets a different kernel; static problems, promised ones
-and ``--config`` overrides stay single.
+Versioned only where the promised problem gets a different kernel and, on NVIDIA, both kernels'
+shared memory fits one workgroup's; static problems, promised ones and ``--config`` overrides stay
+single.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
-from mmaflow.compiler.target.targets import Target
+from mmaflow.compiler.target.targets import Target, Vendor
 
 NAME = "version"
 
@@ -98,7 +103,29 @@ def _small_m_version(target: Target, problem: Contraction, why: list) -> Version
     except MmaflowError as e:
         why.append(f"no kernel for {when}: {e}")
         return None
+    if not _fits(target, problem, fast, slow, when, why):
+        return None
     return VersionPlan(("m",), 1, fast, slow, at_most=limit)
+
+
+def launch_shared_bytes(target: Target, problem: Contraction, *configs: KernelConfig) -> int:
+    """The shared memory each kernel of a dispatch holding ``configs`` launches with: on NVIDIA
+    their sum (IREE 3.13 gives every export of a variant the variant's whole dynamic shared-memory
+    block), on AMD each kernel's own (the largest here)."""
+    sizes = [registry.shared_bytes(target, c, target.intrinsic(c.intrinsic), problem) for c in configs]
+    return sum(sizes) if target.vendor is Vendor.NVIDIA else max(sizes)
+
+
+def _fits(target: Target, problem: Contraction, fast: KernelConfig, slow: KernelConfig, when: str, why: list) -> bool:
+    """Whether both kernels' shared memory fits one workgroup's (each launches with the sum on NVIDIA)."""
+    both = launch_shared_bytes(target, problem, fast, slow)
+    if both > target.lds_bytes:
+        why.append(
+            f"the kernels for {when} and otherwise need {both} bytes of shared memory together, "
+            f"more than {target.name}'s {target.lds_bytes} (IREE launches each with the sum)"
+        )
+        return False
+    return True
 
 
 def plan_version(
@@ -132,6 +159,8 @@ def plan_version(
         return None
     if fast_intr.name == slow_intr.name:
         why.append(f"{when} would buy the same kernel ({slow_intr.name})")
+        return None
+    if not _fits(target, problem, fast, slow, when, why):
         return None
     return VersionPlan(dims, divisor, fast, slow)
 
@@ -225,7 +254,8 @@ def merge(module: ir.Module, fast_module: ir.Module) -> attrs.Version:
     export the host program dispatches, which gets a ``condition`` on the workload (the version's
     test) and ``fallback`` to the other kernel, renamed ``<name>_else`` with an export of its own
     (IREE's export specialization: the host evaluates the condition at each dispatch). Each kernel
-    keeps its own workgroup size, registers and shared memory. Returns the fast version's record,
+    keeps its own workgroup size and registers; on NVIDIA both launch with their shared memory
+    together (``launch_shared_bytes``). Returns the fast version's record,
     written on the other kernel's function (still the dispatch's, ``attrs.dispatch_func``) as
     ``mmaflow.versions``."""
     func, fast = attrs.dispatch_func(module.operation), attrs.dispatch_func(fast_module.operation)
