@@ -347,3 +347,20 @@ def test_the_launch_check_and_the_export_reader_refuse_what_they_cannot_take():
     for bad in (b"", b"CDA1" + bytes(60), blob[:100], b"XXXX" + blob[4:]):
         with pytest.raises(InputError, match="not a CUDA executable"):
             cuda_exports(bad)
+
+
+def test_a_small_m_version_is_left_out_where_the_other_kernel_fills_the_gpu():
+    """sm_90a: the decode version launches with the warpgroup kernel's ring beside its own shared
+    memory, one workgroup a SM; an LM head's 128256 columns give the warpgroup kernel 501 tiles at
+    M <= 32, a tile for every SM already, so the dispatch stays one kernel (measured on the H200:
+    docs/PERFORMANCE.md); q's 4096 columns give it 16, and the decode version is kept."""
+    sm90 = get_target("sm_90a")
+
+    def problem(n):
+        dyn = (DynamicDim("m", (0,), ((0, 1),), 1),)
+        return Contraction(None, n, 4096, 1, "f16", "f16", "f32", b_transposed=True, dynamic=dyn)
+
+    why = []
+    assert plan_version(sm90, problem(128256), None, why) is None
+    assert len(why) == 1 and "one workgroup a SM" in why[0] and "501 tiles at that M fill the 132 SMs" in why[0], why
+    assert plan_version(sm90, problem(4096), None).condition() == "M <= 32"

@@ -14,6 +14,10 @@ specialises small M (``registry.small_m``: the decode kernel, up to 32 rows):
 
     if (M <= 32) { the decode kernel, M bounded by 32 }   else { the kernel built today }
 
+except on NVIDIA where the decode kernel, launched with the other kernel's shared memory beside its
+own, would run one workgroup a SM while the other kernel's tiles at M <= 32 fill the SMs already
+(an LM head: the warpgroup kernel alone is as fast at M 1 and faster at 16, H200).
+
 This stage decides and forks: ``fork`` copies the executable and, in the copy, strengthens the
 ``util.assume.int`` promises of the promised sizes (``udiv``) and the recorded problem's divisors,
 so configure ... barriers see an ordinary promised problem there. The pipeline runs those stages
@@ -51,6 +55,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
+from mmaflow.compiler.target.limits import SHARED_RESERVED_PER_BLOCK
 from mmaflow.compiler.target.targets import Target, Vendor
 
 NAME = "version"
@@ -104,6 +109,16 @@ def _small_m_version(target: Target, problem: Contraction, why: list) -> Version
         why.append(f"no kernel for {when}: {e}")
         return None
     if not _fits(target, problem, fast, slow, when, why):
+        return None
+    shared = launch_shared_bytes(target, problem, fast, slow)
+    resident = (target.lds_bytes + SHARED_RESERVED_PER_BLOCK) // (shared + SHARED_RESERVED_PER_BLOCK)
+    tiles = (problem.batch or 1) * math.ceil(limit / slow.tile_m) * math.ceil(problem.n / slow.tile_n)
+    if target.vendor is Vendor.NVIDIA and resident == 1 and tiles >= target.compute_units:
+        why.append(
+            f"{when} would run the decode kernel one workgroup a SM (IREE launches it with both kernels' {shared} "
+            f"bytes of shared memory), and the other kernel's {tiles} tiles at that M fill the "
+            f"{target.compute_units} SMs as it is"
+        )
         return None
     return VersionPlan(("m",), 1, fast, slow, at_most=limit)
 
