@@ -107,6 +107,15 @@ def ptxas_info(ptx: str, arch: str, threads: int, shared: int | None = None, sha
     return out
 
 
+def launched(rep: IsaReport, res, exe, target: Target, threads: int) -> None:
+    """An NVIDIA kernel's report as it runs: its LDS bytes the dynamic shared memory the runtime
+    launches it with (the .vmfb's export: a versioned dispatch's kernels together), registers,
+    spills and occupancy from ptxas."""
+    if rep.lds_bytes is None:
+        rep.lds_bytes = res.launch_shared[exe.kernel]
+    rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, threads, rep.lds_bytes, target.lds_bytes))
+
+
 def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaReport]:
     """Compile with IREE's default pipeline; report the same dispatches."""
     from iree.compiler import compile_str
@@ -177,21 +186,12 @@ def report_command(args, source: str, options) -> int:
         rep = res.reports[exe.name]
         if exe.name in planned:  # a direct family: its plan in place of a config
             plan = planned[exe.name]
-            if rep.lds_bytes is None:
-                rep.lds_bytes = res.launch_shared.get(exe.kernel, plan.lds_bytes)
             if not target.is_amd:
-                info = ptxas_info(
-                    res.isa_text[exe.name], target.iree_arch, plan.workgroup_size, rep.lds_bytes, target.lds_bytes
-                )
-                rep.__dict__.update(info)
+                launched(rep, res, exe, target, plan.workgroup_size)
+            if rep.lds_bytes is None:
+                rep.lds_bytes = plan.lds_bytes
         elif not target.is_amd:
-            cfg = exe.facts.config
-            if rep.lds_bytes is None:  # dynamic shared memory: what the runtime launches the kernel with
-                rep.lds_bytes = res.launch_shared[exe.kernel]
-            info = ptxas_info(
-                res.isa_text[exe.name], target.iree_arch, cfg.workgroup_size, rep.lds_bytes, target.lds_bytes
-            )
-            rep.__dict__.update(info)
+            launched(rep, res, exe, target, exe.facts.config.workgroup_size)
         mine[exe.export] = rep
     html_out = getattr(args, "html", None)
     base = _baseline(source, target, args.input) if args.baseline or html_out else {}
@@ -299,7 +299,7 @@ def survey_row(target: Target, row, check: int, seed: int = 0) -> dict:
     (exe,) = res.taken
     rep = res.reports[exe.name]
     if not target.is_amd:
-        rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, exe.facts.config.workgroup_size))
+        launched(rep, res, exe, target, exe.facts.config.workgroup_size)
     full, narrow = k_loop_global_loads(rep)
     out |= {
         "kernel": exe.facts.config.describe(),

@@ -10,8 +10,10 @@ the PTX is verified per kernel (``verify.check_dispatch_isa``) and ptxas keeps i
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -272,7 +274,7 @@ def test_the_hook_route_builds_the_versions_and_verify_accepts_them(tmp_path):
         check_dispatch_isa(res.reports[exe.name], main, exe.name, exe.facts)
 
 
-def test_a_dispatchs_kernels_launch_with_their_shared_memory_together():
+def test_a_dispatchs_kernels_launch_with_their_shared_memory_together(tmp_path):
     """IREE 3.13's NVVM lowering lays the shared memory of every kernel of a variant end to end and
     launches each export with the total: the .vmfb's exports (``vmfb.cuda_exports``) of a dynamic-M
     ``nn.Linear`` on sm_90a (the decode version beside the warpgroup kernel) both carry the sum the
@@ -296,6 +298,25 @@ def test_a_dispatchs_kernels_launch_with_their_shared_memory_together():
         if name == "sm_90a":
             assert together == sum(own.values()) <= t.lds_bytes
             assert {k: res.launch_shared[k] for k in exe.kernels()} == {k: together for k in own}
+            # `mmaflow report`'s LDS bytes are the launch's
+            (tmp_path / "d.mlir").write_text(src)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mmaflow.compiler.cli",
+                    "report",
+                    str(tmp_path / "d.mlir"),
+                    "--target",
+                    name,
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            assert r.returncode == 0, r.stderr
+            (rep,) = json.loads(r.stdout)["mmaflow"].values()
+            assert rep["lds_bytes"] == together, rep
         else:
             assert together == max(own.values()) and res.launch_shared == {}
             main, parts = split_kernels(res.isa_text[exe.name])
