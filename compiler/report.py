@@ -18,9 +18,10 @@ import tempfile
 from pathlib import Path
 
 from mmaflow.compiler.core.errors import ToolchainError
-from mmaflow.compiler.driver.bridge import compile_module, kernel_isa
+from mmaflow.compiler.driver.bridge import compile_module, kernel_isa, launch_shared_of
+from mmaflow.compiler.driver.vmfb import export_shared_bytes
 from mmaflow.compiler.target.isa import IsaReport, k_loop_global_loads, parse_ptx, parse_rocmasm, split_kernels
-from mmaflow.compiler.target.limits import SHARED_RESERVED_PER_BLOCK, SM_BLOCKS, SM_REGISTERS, SM_THREADS
+from mmaflow.compiler.target.limits import SM_BLOCKS, SM_REGISTERS, SM_THREADS, resident_by_shared
 from mmaflow.compiler.target.targets import Target, get_target
 
 ROWS = [
@@ -99,8 +100,8 @@ def ptxas_info(ptx: str, arch: str, threads: int, shared: int | None = None, sha
         out["vgprs"] = int(regs.group(1))
         per_block = int(regs.group(1)) * threads
         blocks = min(SM_BLOCKS, SM_REGISTERS // max(per_block, 1), SM_THREADS // threads)
-        if shared:  # the SM holds a workgroup's most plus the reserve (limits.py), per resident workgroup
-            blocks = min(blocks, (shared_limit + SHARED_RESERVED_PER_BLOCK) // (shared + SHARED_RESERVED_PER_BLOCK))
+        if shared:
+            blocks = min(blocks, resident_by_shared(shared, shared_limit))
         out["waves_per_simd"] = blocks * threads // 32  # warps per SM
     if spill:
         out["vgpr_spills"] = int(spill.group(1))
@@ -112,7 +113,7 @@ def launched(rep: IsaReport, res, exe, target: Target, threads: int) -> None:
     launches it with (the .vmfb's export: a versioned dispatch's kernels together), registers,
     spills and occupancy from ptxas."""
     if rep.lds_bytes is None:
-        rep.lds_bytes = res.launch_shared[exe.kernel]
+        rep.lds_bytes = launch_shared_of(res.launch_shared, exe.kernel, target)
     rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, threads, rep.lds_bytes, target.lds_bytes))
 
 
@@ -123,11 +124,12 @@ def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaRep
     out = {}
     with tempfile.TemporaryDirectory() as d:
         flags = target.iree_flags(target.baseline_arch)
-        compile_str(
+        vmfb = compile_str(
             source,
             extra_args=flags
             + [f"--iree-hal-dump-executable-intermediates-to={d}", f"--iree-hal-dump-executable-binaries-to={d}"],
         )
+        shared = {} if target.is_amd else export_shared_bytes(vmfb)
         texts = [p.read_text() for p in Path(d).glob(f"*.{target.vendor.isa_suffix}")]
         kernels = set()
         for t in texts:
@@ -140,7 +142,10 @@ def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaRep
             text = kernel_isa(Path(d), k, target)
             out[k] = parse_rocmasm(text, k, target) if target.is_amd else parse_ptx(text, k, target)
             if not target.is_amd:
-                out[k].__dict__.update(ptxas_info(text, target.baseline_arch, _ptx_threads(text, k)))
+                size = launch_shared_of(shared, k, target)
+                out[k].lds_bytes = out[k].lds_bytes if out[k].lds_bytes is not None else size
+                info = ptxas_info(text, target.baseline_arch, _ptx_threads(text, k), size, target.lds_bytes)
+                out[k].__dict__.update(info)
     return out
 
 

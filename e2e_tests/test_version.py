@@ -342,7 +342,17 @@ def test_kernels_whose_shared_memory_does_not_fit_together_are_not_versioned():
     res = compile_module(dynamic_module(None, 4096, 4096, transpose_b=True), "sm_80")
     (exe,) = res.taken
     assert exe.facts.versions == ()
-    assert any("not versioned: the kernels for M <= 32 and otherwise need" in line for line in res.log), res.log
+    assert any("not versioned: the kernel for M <= 32 and the other need" in line for line in res.log), res.log
+    # N = 1024 is versioned, and the log says what it costs the other kernel past the bound
+    res = compile_module(dynamic_module(None, 1024, 4096, transpose_b=True), "sm_80")
+    (exe,) = res.taken
+    assert [v.condition for v in exe.facts.versions] == ["M <= 32"]
+    note = (
+        "versioned: where M <= 32 does not hold, the other kernel launches with 114688 bytes of shared memory "
+        "(its own 81920): room for 1 workgroup(s) a SM where it alone has room for 2"
+    )
+    assert any(note in line for line in res.log), res.log
+    assert res.launch_shared[exe.kernel] == 114688
 
 
 def test_the_launch_check_and_the_export_reader_refuse_what_they_cannot_take():
@@ -360,14 +370,36 @@ def test_the_launch_check_and_the_export_reader_refuse_what_they_cannot_take():
     over = {**dict.fromkeys(exe.kernels(), t.lds_bytes), exe.kernel: t.lds_bytes + 1}
     with pytest.raises(VerificationError, match=f"its kernel {exe.kernel} with {t.lds_bytes + 1} bytes"):
         check_launch_shared(over, res.taken, t)
-    with pytest.raises(VerificationError, match="no CUDA export for its kernel"):
+    with pytest.raises(VerificationError, match=f"{exe.name}: the .vmfb has no CUDA export for kernel"):
         check_launch_shared({exe.kernel: 1024}, res.taken, t)
     (blob,) = executables(res.vmfb).values()
     assert sorted(e.kernel for e in cuda_exports(blob)) == sorted(exe.kernels())
     assert all(e.block == (256, 1, 1) for e in cuda_exports(blob))
-    for bad in (b"", b"CDA1" + bytes(60), blob[:100], b"XXXX" + blob[4:]):
+    assert cuda_exports(blob + bytes(16)) == cuda_exports(blob)  # (the header gives the content's length)
+    import struct
+
+    def length(n: int) -> bytes:  # the blob with the header's content length set to n
+        return blob[:8] + struct.pack("<Q", n) + blob[16:]
+
+    def at64(off: int, value: bytes) -> bytes:  # the content's bytes at ``off`` replaced
+        return blob[: 64 + off] + value + blob[64 + off + len(value) :]
+
+    root = struct.unpack_from("<I", blob, 64)[0]
+    bad = [
+        b"",
+        b"CDA1" + bytes(60),
+        blob[:100],
+        b"XXXX" + blob[4:],
+        length(len(blob)),  # past the blob
+        length(4),
+        at64(4, b"XXXX"),  # not the flatbuffer's identifier
+        at64(0, struct.pack("<I", len(blob))),  # the root past the content
+        at64(root, struct.pack("<i", -(len(blob)))),  # the root's vtable past the content's end
+        at64(root, struct.pack("<i", root + 64)),  # ... before its start
+    ]
+    for b in bad:
         with pytest.raises(InputError, match="not a CUDA executable"):
-            cuda_exports(bad)
+            cuda_exports(b)
 
 
 def test_a_small_m_version_is_left_out_where_the_other_kernel_fills_the_gpu():
@@ -385,3 +417,27 @@ def test_a_small_m_version_is_left_out_where_the_other_kernel_fills_the_gpu():
     assert plan_version(sm90, problem(128256), None, why) is None
     assert len(why) == 1 and "one workgroup a SM" in why[0] and "501 tiles at that M fill the 132 SMs" in why[0], why
     assert plan_version(sm90, problem(4096), None).condition() == "M <= 32"
+
+
+def test_report_gives_each_kernel_of_a_turbine_model_its_launch(tmp_path):
+    """`mmaflow report --json` on an iree-turbine export (entry points ``main$async``: the PTX and the
+    .vmfb's exports name its kernels ``main_async_...``): every taken kernel's LDS bytes are the
+    shared memory its export launches with, the matmuls', the copies' and the attention's."""
+    from pathlib import Path
+
+    from mmaflow.compiler.driver.bridge import launch_shared_of
+
+    src = Path(__file__).parent / "models" / "gpt2_sdpa_f16.mlir"
+    t = get_target("sm_90a")
+    res = compile_module(src.read_text(), "sm_90a", source_name=src.name)
+    assert any("$" in e.kernel for e in res.taken)
+    r = subprocess.run(
+        [sys.executable, "-m", "mmaflow.compiler.cli", "report", str(src), "--target", "sm_90a", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    mine = json.loads(r.stdout)["mmaflow"]
+    assert len(mine) == len(res.taken) >= 5
+    for exe in res.taken:
+        assert mine[exe.export]["lds_bytes"] == launch_shared_of(res.launch_shared, exe.kernel, t), exe.name

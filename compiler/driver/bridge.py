@@ -35,7 +35,7 @@ from mmaflow.compiler.core.mlir import file_location, new_context, ops_named, pa
 from mmaflow.compiler.driver import causal_masks, gqa_broadcasts, packed_weights
 from mmaflow.compiler.driver.codegen_client import server_enabled, start_server
 from mmaflow.compiler.driver.codegen_tool import codegen_many
-from mmaflow.compiler.driver.vmfb import launch_shared_bytes
+from mmaflow.compiler.driver.vmfb import export_shared_bytes
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.pipeline.results import CodegenOptions, ExecutableResult
 from mmaflow.compiler.target.isa import (
@@ -331,7 +331,10 @@ def _compile(
     result.vmfb = lower_to_vmfb(session, module, start="executable-sources")
     # -- verify
     if target.vendor.isa == "ptx":
-        result.launch_shared = launch_shared_bytes(result.vmfb)
+        try:
+            result.launch_shared = export_shared_bytes(result.vmfb)
+        except InputError as e:  # (IREE's own output)
+            raise ToolchainError(f"reading the CUDA executables IREE built: {e}") from None
         check_launch_shared(result.launch_shared, result.taken, target)
     for exe in result.taken:
         text, report = read_isa(isa_dirs, exe, target)
@@ -357,14 +360,24 @@ def _compile(
     return result
 
 
+def launch_shared_of(shared: dict[str, int], kernel: str, target: Target) -> int:
+    """The shared memory ``kernel`` launches with, from a .vmfb's CUDA exports (``vmfb.export_shared_bytes``)
+    under any of its ``kernel_names``."""
+    size = next((shared[n] for n in kernel_names(kernel, target) if n in shared), None)
+    if size is None:
+        raise VerificationError(f"the .vmfb has no CUDA export for kernel {kernel}")
+    return size
+
+
 def check_launch_shared(shared: dict[str, int], taken: list[ExecutableResult], target: Target) -> None:
     """Every kernel of a taken dispatch launches with shared memory a workgroup may have (IREE gives
     each export of a variant the variant's whole block: a versioned dispatch's kernels together)."""
     for exe in taken:
         for kernel in exe.kernels():
-            size = next((shared[n] for n in kernel_names(kernel, target) if n in shared), None)
-            if size is None:
-                raise VerificationError(f"{exe.name}: the .vmfb has no CUDA export for its kernel {kernel}")
+            try:
+                size = launch_shared_of(shared, kernel, target)
+            except VerificationError as e:
+                raise VerificationError(f"{exe.name}: {e}") from None
             if size > target.lds_bytes:
                 raise VerificationError(
                     f"{exe.name}: IREE launches its kernel {kernel} with {size} bytes of shared memory "

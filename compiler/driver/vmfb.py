@@ -62,44 +62,60 @@ class CudaExport:
 
 
 def cuda_exports(blob: bytes) -> list[CudaExport]:
-    """The exports of a CUDA executable (``*_cuda_nvptx_fb.fb``): a 64-byte ``CDA1`` header whose
-    bytes 8..16 give the length of the flatbuffer ending the blob, IREE's ``ExecutableDef`` (field
-    0: its exports; an ``ExportDef``'s fields: module ordinal, kernel name, block dims, block shared
-    memory size -- iree/schemas/cuda_executable_def.fbs)."""
+    """The exports of a CUDA executable (``*_cuda_nvptx_fb.fb``): a 64-byte header (``CDA1``, version
+    0, at byte 8 the content's length) before the content, IREE's ``ExecutableDef`` flatbuffer
+    (identifier ``CDA1``; field 0: its exports; an ``ExportDef``'s fields: module ordinal, kernel
+    name, block dims, block shared memory size -- iree/schemas/cuda_executable_def.fbs). Every
+    offset is checked against the content: bytes that are not such an executable are an InputError."""
     try:
-        if blob[:4] != b"CDA1":
+        if len(blob) < 64 or blob[:4] != b"CDA1" or struct.unpack_from("<I", blob, 4)[0] != 0:
             raise ValueError("no CDA1 header")
         (length,) = struct.unpack_from("<Q", blob, 8)
-        fb = blob[len(blob) - length :]
+        if not 8 <= length <= len(blob) - 64:
+            raise ValueError(f"content length {length} past the {len(blob)} bytes")
+        fb = blob[64 : 64 + length]
+        if fb[4:8] != b"CDA1":
+            raise ValueError("no CDA1 flatbuffer")
 
-        def u32(at: int) -> int:
-            return struct.unpack_from("<I", fb, at)[0]
+        def at(off: int, size: int) -> int:
+            if off < 0 or off + size > len(fb):
+                raise ValueError(f"offset {off} out of the {len(fb)}-byte flatbuffer")
+            return off
 
-        def fields(table: int) -> list[int]:  # each field's position in the table (0: absent)
-            vtable = table - struct.unpack_from("<i", fb, table)[0]
-            count = (struct.unpack_from("<H", fb, vtable)[0] - 4) // 2
-            return [struct.unpack_from("<H", fb, vtable + 4 + 2 * i)[0] for i in range(count)]
+        def u32(off: int) -> int:
+            return struct.unpack_from("<I", fb, at(off, 4))[0]
 
-        def ref(at: int) -> int:  # a uoffset to a table, vector or string
-            return at + u32(at)
+        def fields(table: int) -> list[int]:  # each field's position in the table (None: absent)
+            vtable = at(table - struct.unpack_from("<i", fb, at(table, 4))[0], 4)
+            size = struct.unpack_from("<H", fb, vtable)[0]
+            at(vtable, size)
+            offsets = [struct.unpack_from("<H", fb, vtable + 4 + 2 * i)[0] for i in range((size - 4) // 2)]
+            return [table + o if o else None for o in offsets] + [None] * 4
+
+        def follow(field: int | None) -> int:  # a field's uoffset to a table, vector or string
+            if field is None:
+                raise ValueError("a required field is absent")
+            return field + u32(field)
 
         root = u32(0)
-        exports = ref(root + fields(root)[0])
+        exports = follow(fields(root)[0])
         out = []
         for i in range(u32(exports)):
-            table = ref(exports + 4 + 4 * i)
-            f = fields(table) + [0] * 4
-            name = ref(table + f[1])
-            block = struct.unpack_from("<III", fb, table + f[2]) if f[2] else (1, 1, 1)
-            out.append(
-                CudaExport(fb[name + 4 : name + 4 + u32(name)].decode(), block, u32(table + f[3]) if f[3] else 0)
-            )
+            table = follow(exports + 4 + 4 * i)
+            f = fields(table)
+            name = follow(f[1])
+            size = u32(name)
+            if fb[at(name + 4, size + 1) + size] != 0:
+                raise ValueError("a kernel name without its NUL")
+            block = struct.unpack_from("<III", fb, at(f[2], 12)) if f[2] is not None else (1, 1, 1)
+            shared = u32(f[3]) if f[3] is not None else 0
+            out.append(CudaExport(fb[name + 4 : name + 4 + size].decode(), block, shared))
         return out
-    except (ValueError, struct.error, IndexError, UnicodeDecodeError) as e:
+    except (ValueError, struct.error) as e:
         raise InputError(f"not a CUDA executable IREE 3.13 writes ({e})") from None
 
 
-def launch_shared_bytes(vmfb: bytes) -> dict[str, int]:
+def export_shared_bytes(vmfb: bytes) -> dict[str, int]:
     """Each CUDA kernel of a .vmfb: the shared memory the runtime launches it with."""
     return {e.kernel: e.shared_bytes for n, b in executables(vmfb).items() if "_cuda_" in n for e in cuda_exports(b)}
 
@@ -189,7 +205,7 @@ def verify_command(args, source: str) -> int:
         return parse_ptx(texts[0], exe.kernel, target), joined
 
     if ptx is not None:  # the shared memory the file's runtime will launch each kernel with
-        check_launch_shared(launch_shared_bytes(user), res.taken, target)
+        check_launch_shared(export_shared_bytes(user), res.taken, target)
     for exe in res.taken:
         own = user_ptx(exe)  # the user's own PTX, checked directly
         if own is not None:

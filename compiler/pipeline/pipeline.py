@@ -88,6 +88,8 @@ def _version(unit: Unit) -> None:
     if plan is not None:
         unit.versions = [version.fork(unit.module, plan)]
         unit.dump_header = [plan.describe()]
+        if plan.note:
+            unit.log.append(f"mmaflow: note {unit.name}: versioned: {plan.note}")
 
 
 def _configure(unit: Unit) -> None:

@@ -55,7 +55,7 @@ from mmaflow.compiler.core.problem import Contraction
 from mmaflow.compiler.kernels import registry
 from mmaflow.compiler.kernels.registry import resolve
 from mmaflow.compiler.target.intrinsics import TYPE_BITS
-from mmaflow.compiler.target.limits import SHARED_RESERVED_PER_BLOCK
+from mmaflow.compiler.target.limits import resident_by_shared
 from mmaflow.compiler.target.targets import Target, Vendor
 
 NAME = "version"
@@ -70,6 +70,7 @@ class VersionPlan:
     fast: KernelConfig
     slow: KernelConfig
     at_most: int = 0  # the fast version's bound on each of ``dims`` (0: none)
+    note: str = ""  # what versioning costs the other kernel, where it costs something
 
     def condition(self) -> str:
         if self.at_most:
@@ -108,39 +109,59 @@ def _small_m_version(target: Target, problem: Contraction, why: list) -> Version
     except MmaflowError as e:
         why.append(f"no kernel for {when}: {e}")
         return None
-    if not _fits(target, problem, fast, slow, when, why):
+    shared = _fits(target, problem, fast, slow, when, why)
+    if shared is None:
         return None
-    shared = launch_shared_bytes(target, problem, fast, slow)
-    resident = (target.lds_bytes + SHARED_RESERVED_PER_BLOCK) // (shared + SHARED_RESERVED_PER_BLOCK)
+    if target.vendor is not Vendor.NVIDIA:
+        return VersionPlan(("m",), 1, fast, slow, at_most=limit)
+    # Both launch with ``shared``: the decode kernel at one workgroup a SM (always so beside the
+    # warpgroup kernel's ring) gains nothing where the other kernel's tiles at the bound fill the SMs.
     tiles = (problem.batch or 1) * math.ceil(limit / slow.tile_m) * math.ceil(problem.n / slow.tile_n)
-    if target.vendor is Vendor.NVIDIA and resident == 1 and tiles >= target.compute_units:
+    if resident_by_shared(shared, target.lds_bytes) == 1 and tiles >= max(1, target.compute_units):
         why.append(
-            f"{when} would run the decode kernel one workgroup a SM (IREE launches it with both kernels' {shared} "
+            f"the decode kernel for {when} would run one workgroup a SM (launched with both kernels' {shared} "
             f"bytes of shared memory), and the other kernel's {tiles} tiles at that M fill the "
             f"{target.compute_units} SMs as it is"
         )
         return None
-    return VersionPlan(("m",), 1, fast, slow, at_most=limit)
+    return VersionPlan(("m",), 1, fast, slow, at_most=limit, note=_cost(target, problem, shared, slow, when))
+
+
+def _shared(target: Target, problem: Contraction, cfg: KernelConfig) -> int:
+    return registry.shared_bytes(target, cfg, target.intrinsic(cfg.intrinsic), problem)
+
+
+def _cost(target: Target, problem: Contraction, shared: int, slow: KernelConfig, when: str) -> str:
+    """What launching beside the version costs the other kernel on NVIDIA (workgroups a SM), or ""."""
+    alone = _shared(target, problem, slow)
+    together, apart = resident_by_shared(shared, target.lds_bytes), resident_by_shared(alone, target.lds_bytes)
+    if target.vendor is not Vendor.NVIDIA or together >= apart:
+        return ""
+    return (
+        f"where {when} does not hold, the other kernel launches with {shared} bytes of shared memory (its own "
+        f"{alone}): room for {together} workgroup(s) a SM where it alone has room for {apart}"
+    )
 
 
 def launch_shared_bytes(target: Target, problem: Contraction, *configs: KernelConfig) -> int:
     """The shared memory each kernel of a dispatch holding ``configs`` launches with: on NVIDIA
     their sum (IREE 3.13 gives every export of a variant the variant's whole dynamic shared-memory
     block), on AMD each kernel's own (the largest here)."""
-    sizes = [registry.shared_bytes(target, c, target.intrinsic(c.intrinsic), problem) for c in configs]
+    sizes = [_shared(target, problem, c) for c in configs]
     return sum(sizes) if target.vendor is Vendor.NVIDIA else max(sizes)
 
 
-def _fits(target: Target, problem: Contraction, fast: KernelConfig, slow: KernelConfig, when: str, why: list) -> bool:
-    """Whether both kernels' shared memory fits one workgroup's (each launches with the sum on NVIDIA)."""
+def _fits(target: Target, problem: Contraction, fast: KernelConfig, slow: KernelConfig, when: str, why: list):
+    """The shared memory both kernels launch with where it fits one workgroup's, else None (the
+    reason in ``why``; on AMD each kernel has its own, which fits by itself)."""
     both = launch_shared_bytes(target, problem, fast, slow)
     if both > target.lds_bytes:
         why.append(
-            f"the kernels for {when} and otherwise need {both} bytes of shared memory together, "
+            f"the kernel for {when} and the other need {both} bytes of shared memory together, "
             f"more than {target.name}'s {target.lds_bytes} (IREE launches each with the sum)"
         )
-        return False
-    return True
+        return None
+    return both
 
 
 def plan_version(
@@ -175,9 +196,10 @@ def plan_version(
     if fast_intr.name == slow_intr.name:
         why.append(f"{when} would buy the same kernel ({slow_intr.name})")
         return None
-    if not _fits(target, problem, fast, slow, when, why):
+    shared = _fits(target, problem, fast, slow, when, why)
+    if shared is None:
         return None
-    return VersionPlan(dims, divisor, fast, slow)
+    return VersionPlan(dims, divisor, fast, slow, note=_cost(target, problem, shared, slow, when))
 
 
 def _strengthen(func: ir.Operation, problem: Contraction, dims, divisor: int) -> None:

@@ -18,3 +18,10 @@ SM_THREADS = 2048
 SM_BLOCKS = 32
 # PTX ISA, setmaxnreg: per-thread register counts move in multiples of 8.
 REGISTER_GRANULE = 8
+
+
+def resident_by_shared(shared: int, most: int) -> int:
+    """Workgroups of ``shared`` bytes an SM holds at once, where one workgroup may have ``most``
+    (an SM has a workgroup's most plus the reserve: 227 + 1 KB on compute capability 9.0, 163 + 1
+    on 8.0), each taking the reserve beside its own."""
+    return (most + SHARED_RESERVED_PER_BLOCK) // (shared + SHARED_RESERVED_PER_BLOCK)
