@@ -513,7 +513,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from mmaflow.compiler.driver.vmfb import verify_command
+    from mmaflow.compiler.driver.verify_file import verify_command
 
     return verify_command(args, _read_input(args.source))
 
