@@ -441,3 +441,16 @@ def test_report_gives_each_kernel_of_a_turbine_model_its_launch(tmp_path):
     assert len(mine) == len(res.taken) >= 5
     for exe in res.taken:
         assert mine[exe.export]["lds_bytes"] == launch_shared_of(res.launch_shared, exe.kernel, t), exe.name
+
+
+def test_workgroups_a_sm_by_shared_memory():
+    """``limits.resident_by_shared`` against the CUDA occupancy rule (an SM holds a workgroup's most plus
+    1 KB, each workgroup reserving 1 KB beside its own): two 113 KB workgroups on sm_90a, not a byte
+    more; the warpgroup kernel's ring and a decode version together one; sm_80's tiled kernel two
+    alone, one beside a 32 KB decode version."""
+    from mmaflow.compiler.target.limits import resident_by_shared
+
+    sm90, sm80 = get_target("sm_90a").lds_bytes, get_target("sm_80").lds_bytes
+    assert resident_by_shared(115712, sm90) == 2 and resident_by_shared(115713, sm90) == 1
+    assert resident_by_shared(230688, sm90) == 1 and resident_by_shared(0, sm90) == 228
+    assert resident_by_shared(81920, sm80) == 2 and resident_by_shared(114688, sm80) == 1
