@@ -109,12 +109,18 @@ def ptxas_info(ptx: str, arch: str, threads: int, shared: int | None = None, sha
 
 
 def launched(rep: IsaReport, res, exe, target: Target, threads: int) -> None:
+    """One of our NVIDIA kernels' report as it runs (``_as_launched``), from its compile's .vmfb."""
+    size = launch_shared_of(res.launch_shared, exe.kernel, target)
+    _as_launched(rep, res.isa_text[exe.name], target.iree_arch, threads, size, target)
+
+
+def _as_launched(rep: IsaReport, ptx: str, arch: str, threads: int, size: int, target: Target) -> None:
     """An NVIDIA kernel's report as it runs: its LDS bytes the dynamic shared memory the runtime
-    launches it with (the .vmfb's export: a versioned dispatch's kernels together), registers,
-    spills and occupancy from ptxas."""
+    launches it with (``size``, the .vmfb's export: a versioned dispatch's kernels together) where
+    the PTX declares none, registers, spills and occupancy from ptxas."""
     if rep.lds_bytes is None:
-        rep.lds_bytes = launch_shared_of(res.launch_shared, exe.kernel, target)
-    rep.__dict__.update(ptxas_info(res.isa_text[exe.name], target.iree_arch, threads, rep.lds_bytes, target.lds_bytes))
+        rep.lds_bytes = size
+    rep.__dict__.update(ptxas_info(ptx, arch, threads, rep.lds_bytes, target.lds_bytes))
 
 
 def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaReport]:
@@ -143,9 +149,7 @@ def _baseline(source: str, target: Target, source_name: str) -> dict[str, IsaRep
             out[k] = parse_rocmasm(text, k, target) if target.is_amd else parse_ptx(text, k, target)
             if not target.is_amd:
                 size = launch_shared_of(shared, k, target)
-                out[k].lds_bytes = out[k].lds_bytes if out[k].lds_bytes is not None else size
-                info = ptxas_info(text, target.baseline_arch, _ptx_threads(text, k), size, target.lds_bytes)
-                out[k].__dict__.update(info)
+                _as_launched(out[k], text, target.baseline_arch, _ptx_threads(text, k), size, target)
     return out
 
 
