@@ -431,7 +431,9 @@ def test_unmodelled_inline_assembly_is_refused(monkeypatch, edit, why):
         with pytest.raises(AssertionError, match="max error"):
             run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
         return
-    with pytest.raises(ExecutorError, match="llvm.inline_asm is modelled only as a register-A wgmma chain: .*" + why):
+    with pytest.raises(
+        ExecutorError, match="llvm.inline_asm is modelled only as lop3.b32 or a register-A wgmma chain: .*" + why
+    ):
         run_case(1, 64, 100, 64, "f16", False, target="sm_90a")
 
 

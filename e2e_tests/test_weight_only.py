@@ -28,6 +28,8 @@ from mmaflow.compiler.kernels.decode import weight_only
 from mmaflow.compiler.kernels.decode.plan import plan_k_order
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions, codegen_executable_text
 from mmaflow.compiler.target.intrinsics import CATALOGUE
+from mmaflow.runtime.executor import ExecutorError
+from mmaflow.runtime.executor.ops import lop3
 from mmaflow.runtime.modules import weight_only_module
 from mmaflow.runtime.simulate import Memory, Region, load_dispatch, run_dispatch
 
@@ -186,6 +188,35 @@ def test_unpack_order_mutation_caught(monkeypatch):
     exe = _build("sm_80", form, offsets=False)
     out, ref, bound, _ = _run(exe, form)
     assert (np.abs(out - ref) > bound).any()
+
+
+def test_lop3_model_is_ptx_s_definition():
+    """The executor's lop3.b32 against the PTX ISA's definition bit by bit, for every LUT: bit j of d is
+    bit (a_j << 2 | b_j << 1 | c_j) of the LUT."""
+    rng = np.random.default_rng(3)
+    a, b, c = (rng.integers(-(2**31), 2**31, size=6, dtype=np.int64).astype(np.int32) for _ in range(3))
+    for lut in range(256):
+        d = lop3(a, b, c, lut).astype(np.int64) & 0xFFFFFFFF
+        for i in range(6):
+            want = sum(
+                ((lut >> ((int(a[i]) >> j & 1) << 2 | (int(b[i]) >> j & 1) << 1 | (int(c[i]) >> j & 1))) & 1) << j
+                for j in range(32)
+            )
+            assert int(d[i]) == want, (lut, i)
+
+
+def test_unpacking_instructions_and_their_model(monkeypatch):
+    """NVIDIA: one lop3.b32 (LUT 0xEA) a word and field, the odd 4-bit fields of an f16 unpacking unshifted
+    and scaled back by llvm.intr.fma; the executor refuses a lop3 off its modelled form by name."""
+    form = FORMS[0]  # u4 -> f16
+    exe = _build("sm_90a", form, offsets=False)
+    asm = re.findall(r'llvm.inline_asm "([^"]*)", "([^"]*)"', exe.text)
+    assert asm and all(a == ("lop3.b32 $0, $1, $2, $3, 0xEA;", "=r,r,r,r") for a in asm), asm[:3]
+    fmas = exe.text.count("llvm.intr.fma")  # a run of 32 (4 words): fields 1 and 3 as vector fmas
+    assert fmas and len(asm) == 8 * fmas, (len(asm), fmas)  # one lop3 a word and field: 16 a run
+    mod = parse_module(exe.text.replace('"=r,r,r,r"', '"=r,r,r,r,~{memory}"', 1), new_context(), source="edit")
+    with pytest.raises(ExecutorError, match="lop3.b32 is modelled on i32 registers"):
+        run_dispatch(load_dispatch(mod), {}, workgroups=[0])
 
 
 def test_k_order_with_unpacking_is_a_permutation():

@@ -11,6 +11,7 @@ A handler ``h(k, op)`` runs once per op when the ``Kernel`` compiles the functio
 from __future__ import annotations
 
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -29,7 +30,7 @@ from mmaflow.runtime.executor.core import (
     run_block,
     wait_or_fail,
 )
-from mmaflow.runtime.executor.wgmma import WARPGROUP, lds_write_check
+from mmaflow.runtime.executor.wgmma import WARPGROUP, h_register_a_wgmma, lds_write_check
 from mmaflow.runtime.isa import IsaError
 from mmaflow.runtime.isa import execute as isa_execute
 from mmaflow.runtime.isa.decode import decode
@@ -182,6 +183,9 @@ _ARITH = {
     "math.powf": (_float_math(np.power), "float"),
     "math.fpowi": (_float_math(np.power), "float"),
     "math.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
+    # (LLVM's fma intrinsic, one rounding: the weight-only kernel's f16x2 unpacking, which IREE's NVVM
+    # lowering of math.fma would widen to f32)
+    "llvm.intr.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
     "math.sin": (_float_math(np.sin), "float"),
     "math.cos": (_float_math(np.cos), "float"),
     "arith.addi": (_int_op(np.add), "int"),
@@ -254,6 +258,48 @@ def _h_arith(k, op):
             else:
                 r = fn(*args, dt, src_bits)
         st.env[out] = np.asarray(r).astype(dt, copy=False) if kind != "select" else r
+
+    return run
+
+
+# ---- inline PTX --------------------------------------------------------------------------------
+#
+# [PTX 9.7.8.7] lop3.b32 d, a, b, c, immLut: each bit of d is immLut's bit at index
+# (a << 2) | (b << 1) | c of the three inputs' bits (so immLut is F(0xF0, 0xCC, 0xAA)). Modelled
+# from that definition for any LUT, on i32 registers ("=r,r,r,r"); the weight-only kernel's
+# ``(w & mask) | bits`` is 0xEA. Other inline assembly: the register-A wgmma chain (wgmma.py).
+_LOP3 = re.compile(r"^lop3\.b32 \$0, \$1, \$2, \$3, (0x[0-9a-fA-F]{1,2}|[0-9]{1,3});$")
+
+
+def lop3(a, b, c, lut: int) -> np.ndarray:
+    """PTX lop3.b32 on int32 arrays (broadcast), as int32."""
+    a, b, c = (np.asarray(x).astype(np.int64) & 0xFFFFFFFF for x in (a, b, c))
+    d = np.zeros(np.broadcast(a, b, c).shape, np.int64)
+    for i in range(8):
+        if lut >> i & 1:
+            d |= (a if i & 4 else ~a) & (b if i & 2 else ~b) & (c if i & 1 else ~c)
+    d &= 0xFFFFFFFF
+    return (d - ((d >> 31) << 32)).astype(np.int32)
+
+
+def _h_inline_asm(k, op):
+    code = ir.StringAttr(op.attributes["asm_string"]).value.strip()
+    m = _LOP3.match(code)
+    if m is None:
+        return h_register_a_wgmma(k, op)
+    cons = ir.StringAttr(op.attributes["constraints"]).value
+    types = [str(v.type) for v in op.operands] + [str(r.type) for r in op.results]
+    if cons != "=r,r,r,r" or types != ["i32"] * 4:
+        raise ExecutorError(
+            f"{op_loc(op)}: lop3.b32 is modelled on i32 registers ('=r,r,r,r'), not {cons!r} on {types}"
+        )
+    lut = int(m.group(1), 0)
+    if lut > 0xFF:
+        raise ExecutorError(f"{op_loc(op)}: lop3.b32's LUT {lut} is past 8 bits")
+    ins, (out,) = k._ins(op), k._outs(op)
+
+    def run(st):
+        st.env[out] = lop3(*(st.env[i] for i in ins), lut)
 
     return run
 
@@ -1712,6 +1758,7 @@ HANDLERS = {
     "scf.if": _h_if,
     "scf.yield": _h_yield,
     "func.return": _h_return,
+    "llvm.inline_asm": _h_inline_asm,
     **{name: _h_arith for name in _ARITH},
 }
 

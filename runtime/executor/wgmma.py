@@ -596,13 +596,14 @@ def _fenced_inputs(op) -> None:
             raise ValueError(f"an input is made by {owner.name} after the last wgmma.fence before it")
 
 
-def _h_inline_asm(k, op):
+def h_register_a_wgmma(k, op):
+    """An ``llvm.inline_asm`` that is not one of ``ops``' forms: the register-A wgmma chain."""
     try:
         steps, scale_in, tied = _parse_rs(op)
         _fenced_inputs(op)
     except ValueError as e:
         raise ExecutorError(
-            f"{op_loc(op)}: llvm.inline_asm is modelled only as a register-A wgmma chain: {e}"
+            f"{op_loc(op)}: llvm.inline_asm is modelled only as lop3.b32 or a register-A wgmma chain: {e}"
         ) from None
     k.uses_wgmma = True
     ins, (out,) = k._ins(op), k._outs(op)
@@ -705,5 +706,4 @@ HANDLERS = {
     "nvvm.wgmma.commit.group.sync.aligned": _h_wgmma_commit,
     "nvvm.wgmma.wait.group.sync.aligned": _h_wgmma_wait,
     "nvvm.wgmma.mma_async": _h_wgmma_mma,
-    "llvm.inline_asm": _h_inline_asm,
 }

@@ -168,6 +168,32 @@ class Emitter:
     def or_(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self._bin(arith.OrIOp, a, b)
 
+    def masked_or(self, words: ir.Value, mask: int, bits: int) -> ir.Value:
+        """``(words & mask) | bits`` on a vector of i32, ``mask`` and ``bits`` disjoint: one
+        instruction a word. NVIDIA: ``lop3.b32`` (LUT 0xEA) as inline PTX, which ptxas does not
+        form from an ``and`` and an ``or`` of two immediates; AMD: the ``and`` and the ``or``, which
+        LLVM makes one ``v_and_or_b32`` on RDNA and two VOP2s on CDNA (gfx9's VOP3 takes no literal)."""
+        i32 = ir.IntegerType.get_signless(32)
+        vt = ir.VectorType(words.type)
+
+        def const(v):
+            return ir.IntegerAttr.get(i32, v - (1 << 32) if v >= 1 << 31 else v)
+
+        if mask & bits:
+            raise ValueError(f"masked_or: mask {mask:#x} and bits {bits:#x} overlap")
+        if self.vendor is not Vendor.NVIDIA:
+            with self.loc, self.ip:
+                m, b = self.splat_const(vt, const(mask)), self.splat_const(vt, const(bits))
+                return arith.OrIOp(arith.AndIOp(words, m).result, b).result
+        with self.loc, self.ip:
+            m, b = (arith.ConstantOp(i32, const(v)).result for v in (mask, bits))
+        out = []
+        for i in range(vt.shape[0]):
+            w = self.extract(words, i)
+            with self.loc, self.ip:
+                out.append(llvm.InlineAsmOp(i32, [w, m, b], "lop3.b32 $0, $1, $2, $3, 0xEA;", "=r,r,r,r").result)
+        return self.from_elements(vt, out)
+
     # ---- vectors -----------------------------------------------------------------------------
     def splat_const(self, vtype: ir.VectorType, attr: ir.Attribute) -> ir.Value:
         with self.loc, self.ip:

@@ -11,7 +11,9 @@ through LDS by wave 0, which stores the outputs. No dequantized copy of the weig
 Unpacking (exact, a few integer operations per pair): a 16-bit float whose bits are
 ``magic | v`` is ``base + v`` for a small integer v (f16 0x6400 = 1024: v < 1024; bf16 0x4300 = 128:
 v < 128), so ``((word >> s) & 0x000F000F) | 0x64006400`` reinterpreted as two f16 and minus 1024
-gives two 4-bit weights at once. Signed weights are biased first (``xor`` of each field's sign bit)
+gives two 4-bit weights at once; into f16 the odd fields skip their shift: ``(word & 0x00F000F0) |
+0x64006400`` is two 1024 + 16 v, and ``fma(x, 1/16, -64)`` gives v exactly (Marlin's unpacking: one
+shift a word for 8 weights, not three). Signed weights are biased first (``xor`` of each field's sign bit)
 and the bias subtracted with the base. 8-bit weights to bf16 go through f32 (``0x4B000000 | v`` is
 2^23 + v) and a truncation, exact for |v| < 256. The unpacked order is not memory order: value i of
 the run is weight ``unpack_order()[i]``; the K order (``plan.plan_k_order``) gives the instruction's
@@ -28,7 +30,7 @@ import math
 from dataclasses import dataclass, replace
 
 from iree.compiler import ir
-from iree.compiler.dialects import arith, func, hal, scf, vector
+from iree.compiler.dialects import arith, func, hal, llvm, scf, vector
 
 from mmaflow.compiler.core import attrs, dynamic
 from mmaflow.compiler.core.epilogue_chain import match_epilogue
@@ -696,15 +698,25 @@ class _Builder:
                 magic, base = (0x6400, 1024.0) if p.convert_type == "f16" else (0x4300, 128.0)
             else:
                 slot_t, magic, base = ir.F32Type.get(), 0x4B000000, float(1 << 23)
-            mask, orr = splat(rep(field, sb)), splat(rep(magic, sb))
+            # f16's 10-bit mantissa holds a 4-bit field one place up too: (w & 0x00F000F0) | 0x6400 is
+            # 1024 + 16 v, and v = x / 16 - 64 exactly (one fma), so odd fields need no shift of their own
+            up = bits == 4 and p.convert_type == "f16" and sb == 16
+            pt = vector_type([LOAD_BITS // sb], slot_t)
             parts = []
             for s in range(sb // bits):
+                if up and s % 2:
+                    w = arith.ShRUIOp(words, splat(bits * (s - 1))).result if s > 1 else words
+                    w = em.masked_or(w, rep(field << bits, sb), rep(magic, sb))
+                    x = vector.BitCastOp(pt, w).result
+                    scale = em.splat_const(pt, ir.FloatAttr.get(slot_t, 1.0 / (1 << bits)))
+                    shift = em.splat_const(pt, ir.FloatAttr.get(slot_t, -(base / (1 << bits) + bias)))
+                    parts.append(llvm.intr_fma(x, scale, shift))
+                    continue
                 w = arith.ShRUIOp(words, splat(bits * s)).result if s else words
-                w = arith.OrIOp(arith.AndIOp(w, mask).result, orr).result
-                parts.append(vector.BitCastOp(vector_type([LOAD_BITS // sb], slot_t), w).result)
+                w = em.masked_or(w, rep(field, sb), rep(magic, sb))
+                x = vector.BitCastOp(pt, w).result
+                parts.append(arith.SubFOp(x, em.splat_const(pt, ir.FloatAttr.get(slot_t, base + bias))).result)
             vals = em.concat(parts)
-            vt = ir.VectorType(vals.type)
-            vals = arith.SubFOp(vals, em.splat_const(vt, ir.FloatAttr.get(slot_t, base + bias))).result
         want = ir.Type.parse(p.convert_type)
         if slot_t != want:  # (f32 slots: the integers are exact in any float type the body converts to)
             vals = em.convert(vals, want)  # (NVIDIA bf16: one cvt per pair, Emitter.convert)
