@@ -23,10 +23,11 @@ import numpy as np
 import pytest
 
 from mmaflow.compiler.core.mlir import new_context, parse_module
-from mmaflow.compiler.driver.bridge import codegen_module
+from mmaflow.compiler.driver.bridge import codegen_module, compile_module
 from mmaflow.compiler.kernels.decode import weight_only
 from mmaflow.compiler.kernels.decode.plan import plan_k_order
 from mmaflow.compiler.pipeline.pipeline import CodegenOptions, codegen_executable_text
+from mmaflow.compiler.report import ptxas_info, ptxas_path
 from mmaflow.compiler.target.intrinsics import CATALOGUE
 from mmaflow.runtime.executor import ExecutorError
 from mmaflow.runtime.executor.ops import lop3
@@ -38,6 +39,7 @@ TARGETS = ["sm_80", "sm_90a", "gfx942", "gfx950", "gfx1100", "gfx1201"]
 FORMS = [
     (1, 40, 512, 128, "i4", "f16", False, True, "f32"),
     (5, 48, 1024, 64, "i4", "bf16", True, True, "f32"),
+    (2, 40, 512, 64, "i4", "f16", True, True, "f32"),  # s4 -> f16: the odd fields' fma takes the bias too
     (16, 32, 512, 32, "i8", "f16", True, False, "f32"),
     (8, 64, 512, 128, "i8", "bf16", False, True, "f32"),
     (3, 48, 128, 32, "i4", "f16", False, True, "f16"),  # exact data (see _data)
@@ -217,6 +219,22 @@ def test_unpacking_instructions_and_their_model(monkeypatch):
     mod = parse_module(exe.text.replace('"=r,r,r,r"', '"=r,r,r,r,~{memory}"', 1), new_context(), source="edit")
     with pytest.raises(ExecutorError, match="lop3.b32 is modelled on i32 registers"):
         run_dispatch(load_dispatch(mod), {}, workgroups=[0])
+    mod = parse_module(exe.text.replace("$3, 0xEA;", "$3,0xEA;", 1), new_context(), source="edit")
+    with pytest.raises(ExecutorError, match=r"lop3 is modelled as 'lop3.b32 \$0, \$1, \$2, \$3, LUT;' only"):
+        run_dispatch(load_dispatch(mod), {}, workgroups=[0])
+
+
+def test_two_workgroups_a_sm_on_sm_90a():
+    """The seeds' M 1 shape (8 warps x 32 columns, u4 -> f16) stays within 128 registers a thread on
+    sm_90a (ptxas, no spills): two 256-thread workgroups a SM, the residency its timing assumed."""
+    assert ptxas_path() is not None, "ptxas is missing: pip install -e '.[test]' installs nvidia-cuda-nvcc-cu12"
+    src = weight_only_module(1, 4096, 4096, 128, q_type="i4", act="f16", as_bytes=False, unit_m=True)
+    res = compile_module(src, "sm_90a")
+    (exe,) = res.taken
+    assert any("8 waves split K" in x and "32 columns per workgroup" in x for x in exe.log), exe.log
+    info = ptxas_info(res.isa_text[exe.name], "sm_90a", 256)
+    assert info.get("vgpr_spills") == 0 and info["vgprs"] <= 128, info
+    assert info["waves_per_simd"] >= 16, info  # warps a SM: two workgroups
 
 
 def test_k_order_with_unpacking_is_a_permutation():

@@ -167,6 +167,21 @@ def _float_math(f):
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
+
+def _fma_to_odd(a, b, c):
+    """a * b + c in float64 rounded to odd, so that ``_float_math``'s one rounding to f32, f16 or bf16
+    gives the correctly rounded fma: the product of two such floats is exact in float64, TwoSum gives
+    the sum's error, and an inexact sum ending in an even bit moves one ulp towards the exact value
+    (53 bits >= 2 x 24 + 2). f64 operands: the float64 expression, rounded twice."""
+    p = a * b
+    s = p + c
+    v = s - p
+    e = (p - (s - v)) + (c - v)  # s + e == p + c exactly (no overflow)
+    even = (np.asarray(s, np.float64).view(np.int64) & 1) == 0
+    fix = (e != 0) & even & np.isfinite(s)
+    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
 _ARITH = {
     "arith.negf": (_float_math(np.negative), "float"),
     "math.absf": (_float_math(np.abs), "float"),
@@ -182,10 +197,10 @@ _ARITH = {
     "math.ceil": (_float_math(np.ceil), "float"),
     "math.powf": (_float_math(np.power), "float"),
     "math.fpowi": (_float_math(np.power), "float"),
-    "math.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
-    # (LLVM's fma intrinsic, one rounding: the weight-only kernel's f16x2 unpacking, which IREE's NVVM
-    # lowering of math.fma would widen to f32)
-    "llvm.intr.fma": (_float_math(lambda a, b, c: a * b + c), "float"),
+    "math.fma": (_float_math(_fma_to_odd), "float"),
+    # (LLVM's fma intrinsic: the weight-only kernel's f16x2 unpacking, which IREE's NVVM lowering of
+    # math.fma would widen to f32)
+    "llvm.intr.fma": (_float_math(_fma_to_odd), "float"),
     "math.sin": (_float_math(np.sin), "float"),
     "math.cos": (_float_math(np.cos), "float"),
     "arith.addi": (_int_op(np.add), "int"),
@@ -264,11 +279,12 @@ def _h_arith(k, op):
 
 # ---- inline PTX --------------------------------------------------------------------------------
 #
-# [PTX 9.7.8.7] lop3.b32 d, a, b, c, immLut: each bit of d is immLut's bit at index
-# (a << 2) | (b << 1) | c of the three inputs' bits (so immLut is F(0xF0, 0xCC, 0xAA)). Modelled
-# from that definition for any LUT, on i32 registers ("=r,r,r,r"); the weight-only kernel's
-# ``(w & mask) | bits`` is 0xEA. Other inline assembly: the register-A wgmma chain (wgmma.py).
-_LOP3 = re.compile(r"^lop3\.b32 \$0, \$1, \$2, \$3, (0x[0-9a-fA-F]{1,2}|[0-9]{1,3});$")
+# [PTX ISA 8.x, "Logic and Shift Instructions: lop3"] lop3.b32 d, a, b, c, immLut: each bit of d is
+# immLut's bit at index (a << 2) | (b << 1) | c of the three inputs' bits (so immLut is F(0xF0,
+# 0xCC, 0xAA)). Modelled from that definition for any LUT, on i32 registers ("=r,r,r,r"), written
+# ``lop3.b32 $0, $1, $2, $3, LUT;`` with LUT in hex or decimal; the weight-only kernel's
+# ``(w & mask) | fill`` is 0xEA. Other inline assembly: the register-A wgmma chain (wgmma.py).
+_LOP3 = re.compile(r"^lop3\.b32 \$0, \$1, \$2, \$3, (0x[0-9a-fA-F]{1,2}|0|[1-9][0-9]{0,2});$")
 
 
 def lop3(a, b, c, lut: int) -> np.ndarray:
@@ -284,9 +300,11 @@ def lop3(a, b, c, lut: int) -> np.ndarray:
 
 def _h_inline_asm(k, op):
     code = ir.StringAttr(op.attributes["asm_string"]).value.strip()
+    if not code.startswith("lop3"):
+        return h_register_a_wgmma(k, op)
     m = _LOP3.match(code)
     if m is None:
-        return h_register_a_wgmma(k, op)
+        raise ExecutorError(f"{op_loc(op)}: {code!r}: lop3 is modelled as 'lop3.b32 $0, $1, $2, $3, LUT;' only")
     cons = ir.StringAttr(op.attributes["constraints"]).value
     types = [str(v.type) for v in op.operands] + [str(r.type) for r in op.results]
     if cons != "=r,r,r,r" or types != ["i32"] * 4:

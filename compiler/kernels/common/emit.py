@@ -168,25 +168,23 @@ class Emitter:
     def or_(self, a: ir.Value, b: ir.Value) -> ir.Value:
         return self._bin(arith.OrIOp, a, b)
 
-    def masked_or(self, words: ir.Value, mask: int, bits: int) -> ir.Value:
-        """``(words & mask) | bits`` on a vector of i32, ``mask`` and ``bits`` disjoint: one
-        instruction a word. NVIDIA: ``lop3.b32`` (LUT 0xEA) as inline PTX, which ptxas does not
-        form from an ``and`` and an ``or`` of two immediates; AMD: the ``and`` and the ``or``, which
-        LLVM makes one ``v_and_or_b32`` on RDNA and two VOP2s on CDNA (gfx9's VOP3 takes no literal)."""
+    def masked_or(self, words: ir.Value, mask: int, fill: int) -> ir.Value:
+        """``(words & mask) | fill`` on a vector of i32, one instruction a word. NVIDIA: ``lop3.b32``
+        (LUT 0xEA) as inline PTX, which ptxas does not form from an ``and`` and an ``or`` of two
+        immediates; AMD: the ``and`` and the ``or``, which LLVM makes one ``v_and_or_b32`` on RDNA
+        and two VOP2s on CDNA (gfx9's VOP3 takes no literal)."""
         i32 = ir.IntegerType.get_signless(32)
         vt = ir.VectorType(words.type)
 
         def const(v):
             return ir.IntegerAttr.get(i32, v - (1 << 32) if v >= 1 << 31 else v)
 
-        if mask & bits:
-            raise ValueError(f"masked_or: mask {mask:#x} and bits {bits:#x} overlap")
         if self.vendor is not Vendor.NVIDIA:
             with self.loc, self.ip:
-                m, b = self.splat_const(vt, const(mask)), self.splat_const(vt, const(bits))
+                m, b = self.splat_const(vt, const(mask)), self.splat_const(vt, const(fill))
                 return arith.OrIOp(arith.AndIOp(words, m).result, b).result
         with self.loc, self.ip:
-            m, b = (arith.ConstantOp(i32, const(v)).result for v in (mask, bits))
+            m, b = (arith.ConstantOp(i32, const(v)).result for v in (mask, fill))
         out = []
         for i in range(vt.shape[0]):
             w = self.extract(words, i)

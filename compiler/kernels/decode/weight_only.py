@@ -441,9 +441,8 @@ def _conversion(deq: ir.Operation, q_index: int) -> tuple[ir.Operation, bool]:
 
 
 def unpack_order(bits: int, slot_bits: int) -> tuple[int, ...]:
-    """Which weight of a 128-bit run (memory order) each unpacked value is: the run's 32-bit
-    words w, each shifted by ``bits * s`` and masked to one field per ``slot_bits``-wide slot h,
-    values in order (s, w, h)."""
+    """Which weight of a 128-bit run (memory order) each unpacked value is: field s (bits ``bits * s``
+    of each ``slot_bits``-wide slot h) of the run's 32-bit words w, values in order (s, w, h)."""
     words, per, shifts = LOAD_BITS // 32, 32 // slot_bits, slot_bits // bits
     return tuple(
         w * (32 // bits) + h * (slot_bits // bits) + s for s in range(shifts) for w in range(words) for h in range(per)
@@ -699,7 +698,7 @@ class _Builder:
             else:
                 slot_t, magic, base = ir.F32Type.get(), 0x4B000000, float(1 << 23)
             # f16's 10-bit mantissa holds a 4-bit field one place up too: (w & 0x00F000F0) | 0x6400 is
-            # 1024 + 16 v, and v = x / 16 - 64 exactly (one fma), so odd fields need no shift of their own
+            # 1024 + 16 v, and v = x / 16 - 64 exactly (one fma; signed: - 72), so odd fields need no shift of their own
             up = bits == 4 and p.convert_type == "f16" and sb == 16
             pt = vector_type([LOAD_BITS // sb], slot_t)
             parts = []
@@ -709,8 +708,8 @@ class _Builder:
                     w = em.masked_or(w, rep(field << bits, sb), rep(magic, sb))
                     x = vector.BitCastOp(pt, w).result
                     scale = em.splat_const(pt, ir.FloatAttr.get(slot_t, 1.0 / (1 << bits)))
-                    shift = em.splat_const(pt, ir.FloatAttr.get(slot_t, -(base / (1 << bits) + bias)))
-                    parts.append(llvm.intr_fma(x, scale, shift))
+                    offset = em.splat_const(pt, ir.FloatAttr.get(slot_t, -(base / (1 << bits) + bias)))
+                    parts.append(llvm.intr_fma(x, scale, offset))
                     continue
                 w = arith.ShRUIOp(words, splat(bits * s)).result if s else words
                 w = em.masked_or(w, rep(field, sb), rep(magic, sb))
