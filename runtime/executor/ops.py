@@ -168,18 +168,21 @@ def _float_math(f):
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
-def _fma_to_odd(a, b, c):
-    """a * b + c in float64 rounded to odd, so that ``_float_math``'s one rounding to f32, f16 or bf16
-    gives the correctly rounded fma: the product of two such floats is exact in float64, TwoSum gives
-    the sum's error, and an inexact sum ending in an even bit moves one ulp towards the exact value
-    (53 bits >= 2 x 24 + 2). f64 operands: the float64 expression, rounded twice."""
+def _fma(a, b, c, dt, _bits):
+    """fma, rounded once to ``dt`` for f32, f16 and bf16: a * b + c in float64 rounded to odd, then to
+    ``dt``. The product of two such floats is exact in float64, TwoSum gives the sum's error, and an
+    inexact sum ending in an even bit moves one ulp towards the exact value (53 bits >= 2 x 24 + 2).
+    f64: the float64 expression (two roundings)."""
+    a, b, c = (np.asarray(x, np.float64) for x in (a, b, c))
+    if np.dtype(dt) == np.float64:
+        return a * b + c
     p = a * b
     s = p + c
     v = s - p
     e = (p - (s - v)) + (c - v)  # s + e == p + c exactly (no overflow)
     even = (np.asarray(s, np.float64).view(np.int64) & 1) == 0
     fix = (e != 0) & even & np.isfinite(s)
-    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+    return np.where(fix, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s).astype(dt)
 
 
 _ARITH = {
@@ -197,10 +200,10 @@ _ARITH = {
     "math.ceil": (_float_math(np.ceil), "float"),
     "math.powf": (_float_math(np.power), "float"),
     "math.fpowi": (_float_math(np.power), "float"),
-    "math.fma": (_float_math(_fma_to_odd), "float"),
+    "math.fma": (_fma, "float"),
     # (LLVM's fma intrinsic: the weight-only kernel's f16x2 unpacking, which IREE's NVVM lowering of
     # math.fma would widen to f32)
-    "llvm.intr.fma": (_float_math(_fma_to_odd), "float"),
+    "llvm.intr.fma": (_fma, "float"),
     "math.sin": (_float_math(np.sin), "float"),
     "math.cos": (_float_math(np.cos), "float"),
     "arith.addi": (_int_op(np.add), "int"),
