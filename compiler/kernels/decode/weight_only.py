@@ -699,17 +699,17 @@ class _Builder:
                 slot_t, magic, base = ir.F32Type.get(), 0x4B000000, float(1 << 23)
             # f16's 10-bit mantissa holds a 4-bit field one place up too: (w & 0x00F000F0) | 0x6400 is
             # 1024 + 16 v, and v = x / 16 - 64 exactly (one fma; signed: - 72), so odd fields need no shift of their own
-            up = bits == 4 and p.convert_type == "f16" and sb == 16
+            up = bits == 4 and p.convert_type == "f16"  # (f16 slots: slot_bits)
             pt = vector_type([LOAD_BITS // sb], slot_t)
+            if up:
+                scale = em.splat_const(pt, ir.FloatAttr.get(slot_t, 1.0 / (1 << bits)))
+                offset = em.splat_const(pt, ir.FloatAttr.get(slot_t, -(base / (1 << bits) + bias)))
             parts = []
             for s in range(sb // bits):
                 if up and s % 2:
                     w = arith.ShRUIOp(words, splat(bits * (s - 1))).result if s > 1 else words
                     w = em.masked_or(w, rep(field << bits, sb), rep(magic, sb))
-                    x = vector.BitCastOp(pt, w).result
-                    scale = em.splat_const(pt, ir.FloatAttr.get(slot_t, 1.0 / (1 << bits)))
-                    offset = em.splat_const(pt, ir.FloatAttr.get(slot_t, -(base / (1 << bits) + bias)))
-                    parts.append(llvm.intr_fma(x, scale, offset))
+                    parts.append(llvm.intr_fma(vector.BitCastOp(pt, w).result, scale, offset))
                     continue
                 w = arith.ShRUIOp(words, splat(bits * s)).result if s else words
                 w = em.masked_or(w, rep(field, sb), rep(magic, sb))
