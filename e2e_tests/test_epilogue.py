@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from conftest import ALL_TARGETS, epilogue_module, simulate, spread
+from conftest import ALL_TARGETS, epilogue_module, handed_back, simulate, spread
 
 from mmaflow.compiler.core.errors import UnsupportedError
 from mmaflow.compiler.driver.bridge import codegen_module, compile_module
@@ -121,6 +121,8 @@ CASES = {
     # SwiGLU: silu(gate) * up, up an M x N f16 input; in f32, and in f16 as iree-turbine exports it
     "silu_mul-f16": (EPILOGUES["silu_mul_f16"], EPILOGUE_REFERENCES["silu_mul_f16"], False),
     "silu_mul-f16math": (EPILOGUES["silu_mul_f16math"], EPILOGUE_REFERENCES["silu_mul_f16math"], False),
+    "silu_mul-bf16math": (EPILOGUES["silu_mul_bf16math"], EPILOGUE_REFERENCES["silu_mul_bf16math"], False),
+    "silu_mul-f16recip": (EPILOGUES["silu_mul_f16recip"], EPILOGUE_REFERENCES["silu_mul_f16recip"], False),
     # two inputs: per-column scale and per-row shift
     "scale_n-shift_m": (
         dict(
@@ -206,6 +208,22 @@ def test_epilogue_compiles_to_isa(target):
         res = compile_module(_module(name), target)
         (exe,) = res.taken
         assert res.reports[exe.name].counts.get("matrix", 0) > 0
+
+
+@pytest.mark.parametrize("name", ["scale-bf16", "silu_mul-bf16math"])
+def test_bf16_truncation_is_one_conversion_on_nvidia(name):
+    """An epilogue's f32 -> bf16 ``arith.truncf`` is ``llvm.fptrunc`` on NVIDIA (one
+    cvt.rn.bf16x2.f32 a pair; IREE 3.13 expands the arith op into integer rounding, about seven
+    instructions an element); AMD keeps the arith op. Its numerics: ``test_epilogue`` (exact for
+    scale-bf16) on every target."""
+    for target in ("sm_80", "sm_90a", "gfx942"):
+        lines = handed_back(_module(name), target).splitlines()
+        truncs = [x for x in lines if "= arith.truncf " in x and "bf16" in x.rsplit(" to ", 1)[-1]]
+        fptruncs = [x for x in lines if "= llvm.fptrunc " in x and "bf16" in x.rsplit(" to ", 1)[-1]]
+        if target.startswith("sm_"):
+            assert fptruncs and not truncs, (name, target)
+        else:
+            assert truncs and not fptruncs, (name, target)
 
 
 def test_epilogue_needs_its_reference():

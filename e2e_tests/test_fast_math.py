@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -470,3 +471,156 @@ def test_exp_is_expanded_on_nvidia_only():
             nvidia = target.startswith("sm_")
             assert ("= math.exp " not in text) == nvidia, (name, target)
             assert ("= nvvm.ex2 " in text) == nvidia, (name, target)
+
+
+# ---- arith.divf on f16 / bf16 (fast_math.emit_divide) ----------------------------------------
+def _every(dtype: str) -> np.ndarray:
+    """Every value of the 16-bit type (zeros, subnormals, infinities, NaNs), as f32."""
+    import ml_dtypes
+
+    t = np.float16 if dtype == "f16" else ml_dtypes.bfloat16
+    return np.arange(1 << 16, dtype=np.uint16).view(t).astype(np.float32)
+
+
+def _rounded(x: np.ndarray, dtype: str) -> np.ndarray:
+    """f32 -> the 16-bit type (round to nearest even), as bits; NaNs as one pattern."""
+    import ml_dtypes
+
+    with np.errstate(over="ignore"):
+        bits = x.astype(np.float16 if dtype == "f16" else ml_dtypes.bfloat16).view(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FFF), bits)
+
+
+def _rcp_one_ulp_off(direction: float):
+    """rcp.approx modelled one ulp off its correctly rounded value (0 and inf stay: the ISA's)."""
+
+    def rcp(b):
+        r = fast_math._rcp_f32(b)
+        return np.where(np.isfinite(r) & (r != 0), np.nextafter(r, np.float32(direction)), r)
+
+    return rcp
+
+
+RCPS = {"rounded": fast_math._rcp_f32, "ulp_up": _rcp_one_ulp_off(np.inf), "ulp_down": _rcp_one_ulp_off(-np.inf)}
+
+
+def _division_mismatches(dtype: str, a: np.ndarray | None, b: np.ndarray, rcp) -> int:
+    """Elements where emit_divide's sequence, truncated, differs from IREE's f32 division truncated."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        want = (np.float32(1) if a is None else a) / b
+    got = fast_math.divide_reference_f32(a, b, dtype == "bf16", rcp)
+    return int((_rounded(got, dtype) != _rounded(want, dtype)).sum())
+
+
+def _samples(dtype: str, count: int, seed: int) -> np.ndarray:
+    every = _every(dtype)
+    finite = every[np.isfinite(every)]
+    tiny = finite[np.abs(finite) > 0][np.argsort(np.abs(finite[np.abs(finite) > 0]))[:4]]
+    special = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, finite.max(), finite.min(), 2.0**-64, 2.0**64]
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.choice(finite, count), tiny, np.array(special, np.float32)]).astype(np.float32)
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("rcp", list(RCPS))
+def test_division_is_correctly_rounded(dtype, rcp):
+    """Bit for bit IREE's f16 / bf16 division (extended to f32, div.rn.f32, truncated): 1 / b and
+    a / b for every divisor b against sampled dividends, and every dividend against sampled
+    divisors, with the approximate reciprocal correctly rounded or one ulp off either way."""
+    every, f = _every(dtype), RCPS[rcp]
+    assert _division_mismatches(dtype, None, every, f) == 0
+    for a in _samples(dtype, 12, seed=1):
+        assert _division_mismatches(dtype, np.full_like(every, a), every, f) == 0, (dtype, a)
+    for b in _samples(dtype, 12, seed=2):
+        assert _division_mismatches(dtype, every, np.full_like(every, b), f) == 0, (dtype, b)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_division_is_correctly_rounded_wide_sample(dtype):
+    """The same on 400 dividends and 400 divisors each way."""
+    every = _every(dtype)
+    for f in RCPS.values():
+        for a in _samples(dtype, 400, seed=3):
+            assert _division_mismatches(dtype, np.full_like(every, a), every, f) == 0, (dtype, a)
+        for b in _samples(dtype, 400, seed=4):
+            assert _division_mismatches(dtype, every, np.full_like(every, b), f) == 0, (dtype, b)
+
+
+def test_a_division_without_its_pieces_is_caught(monkeypatch):
+    """The check above can fail: a * (1 / b) without the residual's correction; bf16 without the
+    scaling by 2^-+64 (a subnormal divisor's reciprocal overflows); and a signed zero's sign lost
+    where the correction is taken on a zero residual."""
+    every = _every("f16")
+    a = np.full_like(every, np.float32(np.float16(0.1)))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        want, q = a / every, fast_math.divide_reference_f32(a, every, False)
+        q0 = a * fast_math.divide_reference_f32(None, every, False)
+    finite = np.isfinite(want)
+    # the corrected quotient is f32 division itself; a * (1 / b) is not, and once in a while not after f16 either
+    assert np.array_equal(q[finite], want[finite])
+    assert (q0[finite] != want[finite]).sum() > 10_000
+    assert (_rounded(q0, "f16") != _rounded(want, "f16")).sum() > 0
+    bf = _every("bf16")
+    assert _division_mismatches("bf16", np.full_like(bf, np.float32(0.5)), bf, fast_math._rcp_f32) == 0
+    monkeypatch.setattr(fast_math, "DIVIDE_SCALE", 1.0)
+    assert _division_mismatches("bf16", np.full_like(bf, np.float32(0.5)), bf, fast_math._rcp_f32) > 0
+    monkeypatch.undo()
+    b = np.array([2.0, -2.0], np.float32)
+    r = fast_math.divide_reference_f32(None, b, False)
+    corrected = fast_math._fma_f32(
+        fast_math._fma_f32(-b, np.float32(-0.0) * r, np.float32(-0.0)), r, np.float32(-0.0) * r
+    )
+    assert np.signbit(corrected).tolist() == [False, False]  # -0 / 2 corrected: +0, wrong
+    got = fast_math.divide_reference_f32(np.full(2, -0.0, np.float32), b, False)
+    assert np.signbit(got).tolist() == [True, False]
+
+
+def _silu_text(name: str, target: str) -> str:
+    return handed_back(epilogue_module(64, 96, 64, **EPILOGUES[name]), target)
+
+
+@pytest.mark.parametrize("name", ["silu_mul_f16math", "silu_mul_bf16math", "silu_mul_f16recip"])
+def test_division_is_expanded_on_nvidia_only(name):
+    """On NVIDIA every arith.divf left is the approximate reciprocal (fastmath afn, dividend 1.0
+    in f32), one per element; AMD keeps the 16-bit division (ROCDL's lowering)."""
+    for target in ("sm_80", "sm_90a", "gfx942"):
+        text = _silu_text(name, target)
+        divs = [line for line in text.splitlines() if "= arith.divf " in line]
+        if target.startswith("sm_"):
+            assert divs and all("fastmath<afn>" in d and "f32" in d.rsplit(":", 1)[1] for d in divs), (name, target)
+            lanes = sum(int(m.group(1)) if (m := re.search(r"vector<(\d+)xf32>", d)) else 1 for d in divs)
+            assert text.count("= nvvm.ex2 ") == lanes  # (scalar) one exp, one reciprocal per element
+        else:
+            assert divs and not any("fastmath" in d or "f32" in d.rsplit(":", 1)[1] for d in divs), (name, target)
+
+
+def test_silu_epilogue_ptx_has_no_ieee_division(tmp_path):
+    """The whole way to PTX on the sm_90a kernel: no div.rn / rcp.rn (whose SASS branches per
+    element), one rcp.approx.f32 per ex2; ptxas: no spills."""
+    from mmaflow.compiler.report import ptxas_info
+
+    src = tmp_path / "silu.mlir"
+    src.write_text(epilogue_module(64, 128, 64, **EPILOGUES["silu_mul_f16recip"]))
+    mmaflow = Path(sys.executable).parent / "mmaflow"
+    subprocess.run(
+        [
+            str(mmaflow),
+            "compile",
+            str(src),
+            "--target",
+            "sm_90a",
+            "-o",
+            str(tmp_path / "s.vmfb"),
+            "--dump-dir",
+            str(tmp_path / "d"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
+    text = ptx.read_text()
+    assert "div.rn" not in text and "rcp.rn" not in text
+    assert text.count("rcp.approx.f32") == text.count("ex2.approx.ftz.f32") >= 1
+    info = ptxas_info(text, "sm_90a", 256)
+    assert info["vgpr_spills"] == 0, info

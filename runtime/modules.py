@@ -579,6 +579,21 @@ EPILOGUES = {
         "%one = arith.constant 1.0 : f16\n%d = arith.addf %ex, %one : f16\n%s = arith.divf %t, %d : f16\n"
         "%res = arith.mulf %s, %x0 : f16",
     ),
+    # the same in bf16 (iree-turbine's bf16 export), and silu as the Llama MLP module spells it: x * (1 / (1 + e))
+    "silu_mul_bf16math": dict(
+        out_type="bf16",
+        inputs=[("bf16", ("m", "n"))],
+        body="%t = arith.truncf %acc : f32 to bf16\n%ng = arith.negf %t : bf16\n%ex = math.exp %ng : bf16\n"
+        "%one = arith.constant 1.0 : bf16\n%d = arith.addf %ex, %one : bf16\n%s = arith.divf %t, %d : bf16\n"
+        "%res = arith.mulf %s, %x0 : bf16",
+    ),
+    "silu_mul_f16recip": dict(
+        out_type="f16",
+        inputs=[("f16", ("m", "n"))],
+        body="%t = arith.truncf %acc : f32 to f16\n%ng = arith.negf %t : f16\n%ex = math.exp %ng : f16\n"
+        "%one = arith.constant 1.0 : f16\n%d = arith.addf %ex, %one : f16\n%rc = arith.divf %one, %d : f16\n"
+        "%s = arith.mulf %rc, %t : f16\n%res = arith.mulf %s, %x0 : f16",
+    ),
     # i32 accumulator -> f32, scaled per column (dequantization)
     "dequant_n": dict(
         out_type="f32",

@@ -301,6 +301,9 @@ EPILOGUE_REFERENCES = {
     "silu_mul_f16": EpilogueReference(lambda acc, u: acc / (1 + np.exp(-acc)) * u, 1.1, 10),
     # computed in f16: six f16 roundings (2^13 f32 unit roundoffs each) before the stored one
     "silu_mul_f16math": EpilogueReference(lambda acc, u: acc / (1 + np.exp(-acc)) * u, 1.1, 6 * 2**13),
+    # bf16: 2^16 f32 unit roundoffs each; the reciprocal form one f16 rounding more
+    "silu_mul_bf16math": EpilogueReference(lambda acc, u: acc / (1 + np.exp(-acc)) * u, 1.1, 6 * 2**16),
+    "silu_mul_f16recip": EpilogueReference(lambda acc, u: acc / (1 + np.exp(-acc)) * u, 1.1, 7 * 2**13),
     "erf_scaled": EpilogueReference(lambda acc: _erf(acc * 0.125), 1.13 * 0.125, 4),
 }
 

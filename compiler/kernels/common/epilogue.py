@@ -14,8 +14,11 @@ accumulator tile, not once per element), and bounded like every global access wh
 overhang the true output. On NVIDIA, ``math.erf`` is expanded here (``kernels/common/fast_math.py``: no division,
 about half the instructions of IREE's lowering, as accurate), and GELU's ``1 + erf(u)`` (an ``arith.addf``
 of the f32 constant 1.0 and an erf used nowhere else) is evaluated whole as erfc(-u), in one piece
-(``fast_math.emit_one_plus_erf``). The inputs' buffers are IREE's own subspans, kept in the prologue
-(``kernels/common/prologue.py``) with their byte offsets.
+(``fast_math.emit_one_plus_erf``); ``math.exp`` and a 16-bit ``arith.divf`` are expanded there too, the
+division branch-free and bit for bit IREE's (``fast_math.emit_divide``). An ``arith.truncf`` goes through
+``Emitter.convert``: to bf16 on NVIDIA one ``cvt`` a pair, where IREE 3.13 rounds with integer ops. The
+inputs' buffers are IREE's own subspans, kept in the prologue (``kernels/common/prologue.py``) with their
+byte offsets.
 """
 
 from __future__ import annotations
@@ -28,7 +31,13 @@ from mmaflow.compiler.core.errors import CodegenError
 from mmaflow.compiler.core.mlir import clone_into, defining_op, location_of, str_attr
 from mmaflow.compiler.core.problem import EpilogueInput
 from mmaflow.compiler.kernels.common.emit import Emitter, type_bits, vector_type
-from mmaflow.compiler.kernels.common.fast_math import NVIDIA_EXPANSIONS, emit_one_plus_erf, one_plus_erf
+from mmaflow.compiler.kernels.common.fast_math import (
+    NVIDIA_EXPANSIONS,
+    emit_divide,
+    emit_one_plus_erf,
+    is_one,
+    one_plus_erf,
+)
 from mmaflow.compiler.target.targets import Vendor
 
 
@@ -140,6 +149,19 @@ class Epilogue:
                 continue
             expand = NVIDIA_EXPANSIONS.get(op.name) if em.vendor == Vendor.NVIDIA else None
             elem = op.results[0].type
+            if op.name == "arith.truncf" and len(op.attributes) == 0:
+                # (Emitter.convert: to bf16 on NVIDIA one cvt a pair, where IREE expands the op into
+                # integer rounding; a rounding mode or fastmath flag keeps the op as it is)
+                mapping[op.results[0]] = em.convert(mapping[op.operands[0]], elem)
+                continue
+            if em.vendor == Vendor.NVIDIA and op.name == "arith.divf" and str(elem) in ("f16", "bf16"):
+                # branch-free and correctly rounded, where IREE's f32 division branches to a slow path
+                # per element (kernels/common/fast_math.py, "arith.divf")
+                f32 = ir.F32Type.get()
+                num, den = (em.convert(mapping[v], f32) for v in op.operands)
+                num = None if is_one(op.operands[0], str(elem)) else num
+                mapping[op.results[0]] = em.convert(emit_divide(em, num, den, wide=str(elem) == "bf16"), elem)
+                continue
             if expand and str(elem) in ("f32", "f16", "bf16"):
                 # cheaper than IREE's lowering of the op, as accurate (kernels/common/fast_math.py); a
                 # 16-bit one as IREE evaluates it, in f32, then truncated (convert: none for f32)

@@ -86,8 +86,35 @@ rounded 2^t (``exp_reference_f32``), plus ex2.approx's 2^-22: 3.6e-7, IREE's cla
 An op on f16 or bf16 (iree-turbine's f16 Llama MLP computes silu in f16) is extended to f32,
 expanded and truncated, as IREE's lowering evaluates it.
 
-AMD targets keep ``math.erf``, ``math.exp`` and the add as they are: ROCDL lowers them to the device
-library.
+``arith.divf`` on f16 or bf16 (silu's 1 / (1 + exp(-x)) in the same MLP): IREE extends both to f32
+and divides with ``div.rn.f32`` (``rcp.rn.f32`` for 1 / b), whose SASS branches to a slow path on
+every element (Nsight Compute on TinyLlama's up projection with its ``silu(gate) * up`` epilogue,
+H200: two more branches an element than the plain matmul's; the kernel 4.8 us longer). Here
+(``emit_divide``), branch-free, the same bits (that kernel: no branch in its epilogue's SASS, 1.9 us
+less in f16, ``docs/PERFORMANCE.md``, "Whole models"):
+
+    r0 = rcp.approx.f32(b)                 (``arith.divf 1, b`` with ``afn``; subnormals kept)
+    r  = fma(r0, fma(-b, r0, 1), r0)       one Newton step; r0 where it is NaN (b 0 or +-inf)
+    q0 = a * r,  q = fma(fma(-b, q0, a), r, q0)     the residual's correction (Markstein)
+                                          q0 where the residual is 0 or q not finite
+
+and truncated to the 16-bit type: f32 division correctly rounded, then rounded to f16 / bf16,
+which is the 16-bit quotient correctly rounded (24 >= 2 x 11 + 2 bits: rounding twice is
+innocuous), what IREE's lowering gives, bit for bit. bf16 reaches f32's exponent range, where
+1 / b overflows (|b| < 2^-128) or is subnormal: a divisor past 2^+-64 and its dividend are first
+scaled by 2^-+64 (exact where the quotient is a bf16 value). 1 / b (the dividend the constant 1)
+is r0 alone, truncated: rcp.approx is within one f32 ulp of 1 / b (PTX ISA), so it is the
+correctly rounded value or a neighbour, and each of the three rounds to the same 16-bit value for
+every f16 and every bf16 b (an exact reciprocal lies at least 2^-23 relative from a 16-bit
+rounding boundary). Checked in numpy (``divide_reference_f32``, fma rounded once, the reciprocal
+correctly rounded and one ulp off each way; ``e2e_tests/test_fast_math.py``): 1 / b for every
+f16 and bf16 b, which covers every value rcp.approx may return; a / b for every divisor against
+sampled dividends and every dividend against sampled divisors, zeros, infinities and NaN
+included, bit for bit against f32 division rounded to the type. f32 division keeps IREE's
+lowering.
+
+AMD targets keep ``math.erf``, ``math.exp``, ``arith.divf`` and the add as they are: ROCDL lowers
+them to the device library.
 """
 
 from __future__ import annotations
@@ -193,17 +220,17 @@ def emit_one_plus_erf(em, u: ir.Value) -> ir.Value:
         return arith.SelectOp(negative, e, arith.SubFOp(_f32(em, u.type, 2.0), e).result).result
 
 
-def _is_one(value: ir.Value) -> bool:
-    """Whether ``value`` is an f32 ``arith.constant`` exactly 1.0, scalar or splat."""
+def is_one(value: ir.Value, elem: str = "f32") -> bool:
+    """Whether ``value`` is an ``arith.constant`` exactly 1.0 of element type ``elem``, scalar or splat."""
     owner = value.owner
     if isinstance(owner, ir.Block) or owner.operation.name != "arith.constant":
         return False
     attr = owner.operation.attributes["value"]
     if isinstance(attr, ir.FloatAttr):
-        return str(attr.type) == "f32" and attr.value == 1.0
+        return str(attr.type) == elem and attr.value == 1.0
     if isinstance(attr, ir.DenseFPElementsAttr) and attr.is_splat:
         one = ir.FloatAttr(attr.get_splat_value())
-        return str(one.type) == "f32" and one.value == 1.0
+        return str(one.type) == elem and one.value == 1.0
     return False
 
 
@@ -220,7 +247,7 @@ def one_plus_erf(op: ir.Operation) -> ir.Operation | None:
     for one, other in ((op.operands[0], op.operands[1]), (op.operands[1], op.operands[0])):
         erf = other.owner
         if (
-            _is_one(one)
+            is_one(one)
             and not isinstance(erf, ir.Block)
             and erf.operation.name == "math.erf"
             and _of_f32(other.type)
@@ -251,6 +278,38 @@ def emit_exp(em, x: ir.Value) -> ir.Value:
         return arith.SelectOp(finite, corrected, e).result
 
 
+def emit_divide(em, a: ir.Value | None, b: ir.Value, wide: bool) -> ir.Value:
+    """a / b (``a`` None: 1 / b) of f32 scalars or vectors extended from f16 or bf16, branch-free,
+    as in the module docstring ("arith.divf"); ``wide``: bf16's exponent range (a and b scaled)."""
+    afn = ir.Attribute.parse("#arith.fastmath<afn>")
+    one = _f32(em, b.type, 1.0)
+    with em.loc, em.ip:
+        if wide and a is not None:
+            ab = math_d.AbsFOp(b).result
+            big = arith.CmpFOp(arith.CmpFPredicate.OGE, ab, _f32(em, b.type, DIVIDE_SCALE)).result
+            small = arith.CmpFOp(arith.CmpFPredicate.OLT, ab, _f32(em, b.type, 1.0 / DIVIDE_SCALE)).result
+            up = arith.SelectOp(small, _f32(em, b.type, DIVIDE_SCALE), one).result
+            scale = arith.SelectOp(big, _f32(em, b.type, 1.0 / DIVIDE_SCALE), up).result
+            a, b = arith.MulFOp(a, scale).result, arith.MulFOp(b, scale).result
+        r0 = arith.DivFOp(one, b, fastmath=afn).result  # rcp.approx.f32
+        if a is None:  # within one f32 ulp: the 16-bit reciprocal it rounds to is the right one
+            return r0
+        nb = arith.NegFOp(b).result
+        r1 = math_d.FmaOp(r0, math_d.FmaOp(nb, r0, one).result, r0).result
+        # b = 0 or +-inf: the residual is NaN and r0 (+-inf, +-0) the quotient; b NaN: both NaN
+        r = arith.SelectOp(arith.CmpFOp(arith.CmpFPredicate.UNO, r1, r1).result, r0, r1).result
+        q0 = arith.MulFOp(a, r).result
+        res = math_d.FmaOp(nb, q0, a).result
+        q1 = math_d.FmaOp(res, r, q0).result
+        # q0 where the residual is 0 (q0 exact, a signed zero included) or q1 not finite (a or b 0,
+        # +-inf or NaN, or a / b past f32: q0 +-inf, the residual NaN or infinite)
+        corrected = arith.AndIOp(
+            arith.CmpFOp(arith.CmpFPredicate.ONE, math_d.AbsFOp(q1).result, _f32(em, b.type, math.inf)).result,
+            arith.CmpFOp(arith.CmpFPredicate.UNE, res, _f32(em, b.type, 0.0)).result,
+        ).result
+        return arith.SelectOp(corrected, q1, q0).result
+
+
 # Expansions by op name, for the NVIDIA epilogue (epilogue.Epilogue.apply); the pair 1 + erf(u)
 # (``one_plus_erf``) is expanded whole by ``emit_one_plus_erf`` instead. An op on f16 or bf16 is
 # evaluated as IREE's lowering evaluates it: extended to f32, expanded, truncated.
@@ -258,8 +317,16 @@ NVIDIA_EXPANSIONS = {"math.erf": emit_erf, "math.exp": emit_exp}
 
 
 def _fma_f32(a, b, c) -> np.ndarray:
-    """``math.fma`` in f32: the product exact in float64, one rounding to f32 after the add."""
-    return (np.asarray(a, np.float64) * np.asarray(b, np.float64) + np.asarray(c, np.float64)).astype(np.float32)
+    """``math.fma`` in f32, rounded once: the product is exact in float64, the sum rounded to odd
+    there (TwoSum gives its error; 53 bits >= 2 x 24 + 2), then to f32."""
+    a, b, c = (np.asarray(x, np.float32).astype(np.float64) for x in (a, b, c))
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = a * b
+        s = p + c
+        v = s - p
+        e = (p - (s - v)) + (c - v)
+        odd = (e != 0) & (s.view(np.int64) & 1 == 0) & np.isfinite(s)
+        return np.where(odd, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s).astype(np.float32)
 
 
 def _horner_f32(coeffs: tuple, v: np.ndarray) -> np.ndarray:
@@ -305,6 +372,39 @@ def exp_reference_f32(x: np.ndarray) -> np.ndarray:
         e = np.where(e < 2.0**-126, 0.0, e).astype(f)
         corrected = _fma_f32(e, c, e)
     return np.where(np.abs(t) < f(EXP_FINITE), corrected, e).astype(f)
+
+
+# bf16 divisors past 2^+-64 and their dividends are scaled by 2^-+64 first (emit_divide)
+DIVIDE_SCALE = 2.0**64
+
+
+def _rcp_f32(b: np.ndarray) -> np.ndarray:
+    """1 / b correctly rounded to f32 (``rcp.approx.f32``'s model: the lane executor's too)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (1.0 / np.asarray(b, np.float32).astype(np.float64)).astype(np.float32)
+
+
+def divide_reference_f32(a: np.ndarray | None, b: np.ndarray, wide: bool, rcp=_rcp_f32) -> np.ndarray:
+    """``emit_divide``'s op sequence in numpy f32 (fma rounded once); ``rcp``: the approximate
+    reciprocal (the accuracy check also runs it one ulp off either way); ``a`` None: 1 / b."""
+    f = np.float32
+    b = np.asarray(b, f)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        if a is None:
+            return rcp(b).astype(f)
+        if wide:
+            ab = np.abs(b)
+            small = np.where(ab < f(1 / DIVIDE_SCALE), f(DIVIDE_SCALE), f(1))
+            scale = np.where(ab >= f(DIVIDE_SCALE), f(1 / DIVIDE_SCALE), small)
+            a, b = (np.asarray(a, f) * scale).astype(f), (b * scale).astype(f)
+        r0 = rcp(b).astype(f)
+        r1 = _fma_f32(r0, _fma_f32(-b, r0, f(1.0)), r0)
+        r = np.where(np.isnan(r1), r0, r1).astype(f)
+        a = np.asarray(a, f)
+        q0 = (a * r).astype(f)
+        res = _fma_f32(-b, q0, a)
+        q1 = _fma_f32(res, r, q0)
+    return np.where((np.abs(q1) < f(np.inf)) & (res != 0), q1, q0).astype(f)
 
 
 def one_plus_erf_reference_f32(u: np.ndarray, minimum=MIN_DROPS_NAN) -> np.ndarray:
