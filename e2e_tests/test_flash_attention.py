@@ -244,6 +244,17 @@ def test_kernel_ops():
     assert [ir.IntegerAttr(s.attributes["binding"]).value for s in subs] == [0, 1, 2, 3]
 
 
+def test_bf16_p_conversion_is_fptrunc():
+    """bf16 P (and O) narrowed by llvm.fptrunc (one cvt.rn.bf16x2.f32 a pair), not arith.truncf,
+    which IREE 3.13 expands into integer rounding (about seven instructions an element) in the
+    key loop; its numerics: the bf16 cases on the executor above."""
+    plan = plan_flash_attention(_attention(1, 100, 100, 64, "bf16"), causal=False)
+    _, fn = standalone_module(plan, q=Placement(0), k=Placement(1), v=Placement(2), o=Placement(3), ctx=new_context())
+    assert not ops_named(fn, "arith.truncf")
+    narrowed = ops_named(fn, "llvm.fptrunc")
+    assert narrowed and all("bf16" in str(x.results[0].type) for x in narrowed)
+
+
 def test_a_broken_kernel_fails_the_check():
     """The check can fail: a kernel whose P V skips the last 16 keys of every tile is caught."""
     plan = plan_flash_attention(_attention(1, 64, 64, 64, "f16"))

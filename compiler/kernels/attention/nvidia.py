@@ -1350,7 +1350,9 @@ class _Kernel:
                 by_pos = [inst[self._element_at(i)] for i in range(per_src)]
                 sources.append(conv.from_elements(src_vec, by_pos))
             with conv.loc, conv.ip:
-                (a_op,) = emit_register_route(plan, sources, lane, elem_type=self.t)
+                (a_op,) = emit_register_route(
+                    plan, sources, lane, elem_type=self.t, narrow=lambda v: conv.convert(v, self.t)
+                )
             p_frags.append(conv.shape_cast(a_op, intr.a_shape))
 
         # 6. O += P V: B = V (rows: keys, cols: head dim) from V's LDS rows.

@@ -47,10 +47,12 @@ def _lane_test(groups: list[set[int]], wave: int) -> int:
 
 
 def emit_register_route(
-    plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *, elem_type: ir.Type
+    plan: ConversionPlan, sources: list[ir.Value], lane: ir.Value, *, elem_type: ir.Type, narrow=None
 ) -> list[ir.Value]:
     """Emit ``plan``'s register route at the current insertion point (an active location and
-    context are expected); ``lane`` is an ``index`` value, the lane's id within its wave."""
+    context are expected); ``lane`` is an ``index`` value, the lane's id within its wave.
+    ``narrow``: how a source becomes ``elem_type`` (default ``arith.truncf``; NVIDIA passes
+    ``Emitter.convert``, whose bf16 truncation is one cvt a pair)."""
     src, dst = plan.source, plan.dest
     route = plan.registers
     for p in route.permutes:
@@ -61,14 +63,17 @@ def emit_register_route(
     if len(sources) != src.num_instructions:
         raise UnsupportedError(f"the plan converts {src.num_instructions} accumulators, {len(sources)} given")
     per_src = src.elements
-    narrow = [arith.truncf(ir.VectorType.get([per_src], elem_type), v) for v in sources]
+    if narrow is None:
+        narrowed = [arith.truncf(ir.VectorType.get([per_src], elem_type), v) for v in sources]
+    else:
+        narrowed = [narrow(v) for v in sources]
     pair = ir.VectorType.get([HALVES], elem_type)
     words: dict[int, ir.Value] = {}
 
     def own(reg: int) -> ir.Value:
         if reg not in words:
             instance, offset = divmod(HALVES * reg, per_src)
-            words[reg] = vector.extract_strided_slice(pair, narrow[instance], [offset], [HALVES], [1])
+            words[reg] = vector.extract_strided_slice(pair, narrowed[instance], [offset], [HALVES], [1])
         return words[reg]
 
     i32 = ir.IntegerType.get_signless(32)
