@@ -241,6 +241,32 @@ class FakeTensor:
         return FakeTensor(self.x @ other.x)
 
 
+def compiled_ptx(tmp_path, source: str, target: str) -> str:
+    """The PTX of ``source`` built the whole way by ``mmaflow compile`` (IREE's own dump of it)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "module.mlir"
+    src.write_text(source)
+    mmaflow = Path(sys.executable).parent / "mmaflow"
+    dump = tmp_path / "dump"
+    args = [
+        str(mmaflow),
+        "compile",
+        str(src),
+        "--target",
+        target,
+        "-o",
+        str(tmp_path / "m.vmfb"),
+        "--dump-dir",
+        str(dump),
+    ]
+    subprocess.run(args, check=True, capture_output=True)
+    (ptx,) = (dump / "iree").glob("*.ptx")
+    return ptx.read_text()
+
+
 def sm90a_ptxas(tmp_path, ptx: str) -> str:
     """``ptxas -arch=sm_90a -v`` on ``ptx``: it assembles and spills nothing. Returns its output
     (for the caller's own checks: serialized wgmma, injected waits, registers)."""

@@ -7,13 +7,10 @@ from __future__ import annotations
 import functools
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import handed_back, mutant
+from conftest import compiled_ptx, handed_back, mutant
 
 from mmaflow.compiler.kernels.common import fast_math
 from mmaflow.runtime.modules import EPILOGUES, epilogue_module
@@ -264,27 +261,8 @@ def test_gelu_epilogue_ptx_has_no_division(tmp_path):
     no IEEE division; ptxas: no spills."""
     from mmaflow.compiler.report import ptxas_info
 
-    src = tmp_path / "gelu.mlir"
     # N whole tiles of 64: no bounded bias loads, whose selects would count below
-    src.write_text(epilogue_module(64, 128, 64, **EPILOGUES["bias_n_gelu_f16"]))
-    mmaflow = Path(sys.executable).parent / "mmaflow"
-    subprocess.run(
-        [
-            str(mmaflow),
-            "compile",
-            str(src),
-            "--target",
-            "sm_90a",
-            "-o",
-            str(tmp_path / "g.vmfb"),
-            "--dump-dir",
-            str(tmp_path / "d"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
-    text = ptx.read_text()
+    text = compiled_ptx(tmp_path, epilogue_module(64, 128, 64, **EPILOGUES["bias_n_gelu_f16"]), "sm_90a")
     assert "div.rn.f32" not in text
     ex2 = text.count("ex2.approx.ftz.f32")
     assert ex2 >= 1
@@ -600,26 +578,7 @@ def test_silu_epilogue_ptx_has_no_ieee_division(tmp_path):
     element), one rcp.approx.f32 per ex2; ptxas: no spills."""
     from mmaflow.compiler.report import ptxas_info
 
-    src = tmp_path / "silu.mlir"
-    src.write_text(epilogue_module(64, 128, 64, **EPILOGUES["silu_mul_f16recip"]))
-    mmaflow = Path(sys.executable).parent / "mmaflow"
-    subprocess.run(
-        [
-            str(mmaflow),
-            "compile",
-            str(src),
-            "--target",
-            "sm_90a",
-            "-o",
-            str(tmp_path / "s.vmfb"),
-            "--dump-dir",
-            str(tmp_path / "d"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
-    text = ptx.read_text()
+    text = compiled_ptx(tmp_path, epilogue_module(64, 128, 64, **EPILOGUES["silu_mul_f16recip"]), "sm_90a")
     assert "div.rn" not in text and "rcp.rn" not in text
     assert text.count("rcp.approx.f32") == text.count("ex2.approx.ftz.f32") >= 1
     info = ptxas_info(text, "sm_90a", 256)

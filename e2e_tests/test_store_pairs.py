@@ -7,13 +7,9 @@ whole-wave shuffles, and the PTX."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
-from conftest import simulate
+from conftest import compiled_ptx, simulate
 from iree.compiler import ir
 
 from mmaflow.compiler.core.mlir import new_context, parse_module
@@ -147,26 +143,8 @@ def test_a_wrong_swap_is_caught():
 def test_ptx_stores_4_elements_per_lane(tmp_path, out, store, words):
     """The whole way to PTX: the output leaves in 4-element stores (8 bytes for f16, 16 for f32)
     after one shfl.sync.bfly per 32-bit word of a run; no narrower global stores."""
-    src = tmp_path / "m.mlir"
-    src.write_text(epilogue_module(128, 256, 64, **RELU) if out == "f16" else matmul_module(128, 256, 64))
-    mmaflow = Path(sys.executable).parent / "mmaflow"
-    subprocess.run(
-        [
-            str(mmaflow),
-            "compile",
-            str(src),
-            "--target",
-            "sm_80",
-            "-o",
-            str(tmp_path / "r.vmfb"),
-            "--dump-dir",
-            str(tmp_path / "d"),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (ptx,) = (tmp_path / "d" / "iree").glob("*.ptx")
-    text = ptx.read_text()
+    module = epilogue_module(128, 256, 64, **RELU) if out == "f16" else matmul_module(128, 256, 64)
+    text = compiled_ptx(tmp_path, module, "sm_80")
     stores = [ln.split()[0] for ln in text.splitlines() if ln.strip().startswith("st.global")]
     assert stores and set(stores) == {store}, sorted(set(stores))
     assert text.count("shfl.sync.bfly.b32") == words * len(stores)

@@ -531,6 +531,23 @@ def decode_attention_module(
     return "\n".join(lines) + "\n"
 
 
+def _silu_mul_16(t: str, *, reciprocal: bool) -> dict:
+    """silu(acc) * x0 computed in the 16-bit type ``t``: the accumulator truncated first."""
+    div = (
+        f"%rc = arith.divf %one, %d : {t}\n%s = arith.mulf %rc, %t : {t}\n"
+        if reciprocal
+        else f"%s = arith.divf %t, %d : {t}\n"
+    )
+    return dict(
+        out_type=t,
+        inputs=[(t, ("m", "n"))],
+        body=f"%t = arith.truncf %acc : f32 to {t}\n%ng = arith.negf %t : {t}\n%ex = math.exp %ng : {t}\n"
+        f"%one = arith.constant 1.0 : {t}\n%d = arith.addf %ex, %one : {t}\n"
+        + div
+        + f"%res = arith.mulf %s, %x0 : {t}",
+    )
+
+
 # Named epilogues, for `mmaflow bench --checks` (the module side here, the numpy side in
 # EPILOGUE_REFERENCES: both halves of a check must agree on the name only).
 EPILOGUES = {
@@ -571,29 +588,11 @@ EPILOGUES = {
         "%d = arith.addf %ex, %one : f32\n%s = arith.divf %acc, %d : f32\n%w = arith.extf %x0 : f16 to f32\n"
         "%v = arith.mulf %s, %w : f32\n%res = arith.truncf %v : f32 to f16",
     ),
-    # the same as iree-turbine exports a Llama MLP in f16 (e2e_tests/models' llama_mlp): silu in f16
-    "silu_mul_f16math": dict(
-        out_type="f16",
-        inputs=[("f16", ("m", "n"))],
-        body="%t = arith.truncf %acc : f32 to f16\n%ng = arith.negf %t : f16\n%ex = math.exp %ng : f16\n"
-        "%one = arith.constant 1.0 : f16\n%d = arith.addf %ex, %one : f16\n%s = arith.divf %t, %d : f16\n"
-        "%res = arith.mulf %s, %x0 : f16",
-    ),
-    # the same in bf16 (iree-turbine's bf16 export), and silu as the Llama MLP module spells it: x * (1 / (1 + e))
-    "silu_mul_bf16math": dict(
-        out_type="bf16",
-        inputs=[("bf16", ("m", "n"))],
-        body="%t = arith.truncf %acc : f32 to bf16\n%ng = arith.negf %t : bf16\n%ex = math.exp %ng : bf16\n"
-        "%one = arith.constant 1.0 : bf16\n%d = arith.addf %ex, %one : bf16\n%s = arith.divf %t, %d : bf16\n"
-        "%res = arith.mulf %s, %x0 : bf16",
-    ),
-    "silu_mul_f16recip": dict(
-        out_type="f16",
-        inputs=[("f16", ("m", "n"))],
-        body="%t = arith.truncf %acc : f32 to f16\n%ng = arith.negf %t : f16\n%ex = math.exp %ng : f16\n"
-        "%one = arith.constant 1.0 : f16\n%d = arith.addf %ex, %one : f16\n%rc = arith.divf %one, %d : f16\n"
-        "%s = arith.mulf %rc, %t : f16\n%res = arith.mulf %s, %x0 : f16",
-    ),
+    # silu in the 16-bit type, as iree-turbine exports a Llama MLP (e2e_tests/models' llama_mlp): x / (1 + e)
+    # in f16 and bf16, and x * (1 / (1 + e)) as that module spells it
+    "silu_mul_f16math": _silu_mul_16("f16", reciprocal=False),
+    "silu_mul_bf16math": _silu_mul_16("bf16", reciprocal=False),
+    "silu_mul_f16recip": _silu_mul_16("f16", reciprocal=True),
     # i32 accumulator -> f32, scaled per column (dequantization)
     "dequant_n": dict(
         out_type="f32",
