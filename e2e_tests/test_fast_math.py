@@ -583,3 +583,13 @@ def test_silu_epilogue_ptx_has_no_ieee_division(tmp_path):
     assert text.count("rcp.approx.f32") == text.count("ex2.approx.ftz.f32") >= 1
     info = ptxas_info(text, "sm_90a", 256)
     assert info["vgpr_spills"] == 0, info
+
+
+def test_division_with_a_rounding_mode_is_left_as_it_is():
+    """A division that asks for another rounding than to nearest even is not expanded (the
+    expansion rounds to nearest): the op stays, its rounding mode with it."""
+    kw = dict(EPILOGUES["silu_mul_f16math"])
+    kw["body"] = kw["body"].replace("arith.divf %t, %d :", "arith.divf %t, %d to_nearest_away :")
+    text = handed_back(epilogue_module(64, 96, 64, **kw), "sm_90a")
+    divs = [line for line in text.splitlines() if "= arith.divf " in line]
+    assert divs and all("to_nearest_away" in d and "xf16>" in d for d in divs)

@@ -228,9 +228,9 @@ _ARITH = {
     "arith.addf": (_float_op(np.add), "float"),
     "arith.subf": (_float_op(np.subtract), "float"),
     "arith.mulf": (_float_op(np.multiply), "float"),
-    # (``fastmath<afn>`` too: the NVIDIA epilogue's reciprocal, PTX ``rcp.approx.f32``, is modelled
-    # correctly rounded, as nvvm.ex2 is; the Newton step and correction after it make the quotient
-    # the same either way)
+    # (``fastmath<afn>`` too: the NVIDIA epilogue's reciprocal, PTX ``rcp.approx.f32``, within one
+    # ulp, is modelled correctly rounded, as nvvm.ex2 is; what the kernel makes of it, a 16-bit
+    # reciprocal or a quotient after a Newton step and a correction, is the same either way)
     "arith.divf": (_float_op(np.divide), "float"),
     "arith.maximumf": (_float_op(np.maximum), "float"),
     "arith.minimumf": (_float_op(np.minimum), "float"),

@@ -154,9 +154,14 @@ class Epilogue:
                 # integer rounding; a rounding mode or fastmath flag keeps the op as it is)
                 mapping[op.results[0]] = em.convert(mapping[op.operands[0]], elem)
                 continue
-            if em.vendor == Vendor.NVIDIA and op.name == "arith.divf" and str(elem) in ("f16", "bf16"):
-                # branch-free and correctly rounded, where IREE's f32 division branches to a slow path
-                # per element (kernels/common/fast_math.py, "arith.divf")
+            if (
+                em.vendor == Vendor.NVIDIA
+                and op.name == "arith.divf"
+                and str(elem) in ("f16", "bf16")
+                and "roundingmode" not in op.attributes
+            ):
+                # branch-free and correctly rounded (to nearest even; another rounding mode keeps the op),
+                # where IREE's f32 division branches to a slow path per element (fast_math.py, "arith.divf")
                 f32 = ir.F32Type.get()
                 num, den = (em.convert(mapping[v], f32) for v in op.operands)
                 num = None if is_one(op.operands[0], str(elem)) else num

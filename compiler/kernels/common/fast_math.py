@@ -105,8 +105,8 @@ innocuous), what IREE's lowering gives, bit for bit. bf16 reaches f32's exponent
 scaled by 2^-+64 (exact where the quotient is a bf16 value). 1 / b (the dividend the constant 1)
 is r0 alone, truncated: rcp.approx is within one f32 ulp of 1 / b (PTX ISA), so it is the
 correctly rounded value or a neighbour, and each of the three rounds to the same 16-bit value for
-every f16 and every bf16 b (an exact reciprocal lies at least 2^-23 relative from a 16-bit
-rounding boundary). Checked in numpy (``divide_reference_f32``, fma rounded once, the reciprocal
+every f16 and every bf16 b (checked for each; an exact f16 reciprocal lies at least 2^-23 relative
+from a rounding boundary). Checked in numpy (``divide_reference_f32``, fma rounded once, the reciprocal
 correctly rounded and one ulp off each way; ``e2e_tests/test_fast_math.py``): 1 / b for every
 f16 and bf16 b, which covers every value rcp.approx may return; a / b for every divisor against
 sampled dividends and every dividend against sampled divisors, zeros, infinities and NaN
