@@ -701,6 +701,7 @@ class _Builder:
             # 1024 + 16 v, and v = x / 16 - 64 exactly (one fma; signed: - 72), so odd fields need no shift of their own
             up = bits == 4 and p.convert_type == "f16"  # (f16 slots: slot_bits)
             pt = vector_type([LOAD_BITS // sb], slot_t)
+            lowest = em.splat_const(pt, ir.FloatAttr.get(slot_t, base + bias))
             if up:
                 scale = em.splat_const(pt, ir.FloatAttr.get(slot_t, 1.0 / (1 << bits)))
                 offset = em.splat_const(pt, ir.FloatAttr.get(slot_t, -(base / (1 << bits) + bias)))
@@ -714,7 +715,7 @@ class _Builder:
                 w = arith.ShRUIOp(words, splat(bits * s)).result if s else words
                 w = em.masked_or(w, rep(field, sb), rep(magic, sb))
                 x = vector.BitCastOp(pt, w).result
-                parts.append(arith.SubFOp(x, em.splat_const(pt, ir.FloatAttr.get(slot_t, base + bias))).result)
+                parts.append(arith.SubFOp(x, lowest).result)
             vals = em.concat(parts)
         want = ir.Type.parse(p.convert_type)
         if slot_t != want:  # (f32 slots: the integers are exact in any float type the body converts to)
